@@ -1,0 +1,52 @@
+"""The ``otel-route-shadow`` command line.
+
+Each subcommand lives in its own module with a ``register(subparsers)`` function. Exit codes are
+shared: 0 success, 1 a finding (a problem, a broken chain, a disagreement), 2 unusable input.
+Unusable input is one line on stderr naming the file and the problem, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from otel_route_shadow.cli import _audit, _demo, _explain, _policy, _report, _verify
+from otel_route_shadow.cli._common import EXIT_USAGE, CliError
+
+__all__ = ["build_parser", "main"]
+
+_MODULES = (_explain, _policy, _verify, _demo, _audit, _report)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="otel-route-shadow",
+        description="Shadow LLM-agent routing: explain decisions, keep policy snapshots, verify the chain.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in _MODULES:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except CliError as exc:
+        print(f"otel-route-shadow: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("otel-route-shadow: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+_ = EXIT_USAGE

@@ -1,0 +1,176 @@
+"""The routing vocabulary, defined once.
+
+Every other module, the policy file format, the chain records and the span attributes use these
+values. ADR-0137 and ADR-0138 insist on a single definition: two copies of a role list or an account
+state vocabulary disagree sooner or later, and the disagreement reads as a routing bug.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "PROVIDER_BINDINGS",
+    "AccountState",
+    "Capability",
+    "LegacyMechanism",
+    "ModelFamily",
+    "Outcome",
+    "PolicySource",
+    "Provider",
+    "ProviderBinding",
+    "ReasonCode",
+    "RepoIdentityVersion",
+    "RequestFace",
+    "RequirementKind",
+    "Transport",
+    "WorkerRole",
+]
+
+
+class WorkerRole(StrEnum):
+    """What a worker does. A loop name such as ``adr_reviewer`` is not a role: policies name loops
+    through ``principal_ids``."""
+
+    PLANNER = "planner"
+    IMPLEMENTER = "implementer"
+    REVIEWER = "reviewer"
+    TRIAGER = "triager"
+    SUMMARIZER = "summarizer"
+
+
+class Provider(StrEnum):
+    """Who serves the model."""
+
+    ANTHROPIC = "anthropic"
+    ZAI = "zai"
+
+
+class ProviderBinding(StrEnum):
+    """What a route resolves to (ADR-0110): a provider reached through the agent harness."""
+
+    ANTHROPIC_HARNESS = "anthropic-harness"
+    ZAI_HARNESS = "zai-harness"
+
+
+PROVIDER_BINDINGS: dict[str, Provider] = {
+    ProviderBinding.ANTHROPIC_HARNESS.value: Provider.ANTHROPIC,
+    ProviderBinding.ZAI_HARNESS.value: Provider.ZAI,
+}
+
+
+class AccountState(StrEnum):
+    """ADR-0138's account state vocabulary. Only ``available`` accounts are eligible."""
+
+    AVAILABLE = "available"
+    EXHAUSTED = "exhausted"
+    DISABLED = "disabled"
+    UNKNOWN = "unknown"
+
+
+class RequestFace(StrEnum):
+    """How a spawn asks: a CLI harness run (``agentic``) or a single completion call (``one-shot``)."""
+
+    AGENTIC = "agentic"
+    ONE_SHOT = "one-shot"
+
+
+class Transport(StrEnum):
+    """How the request travels; derived from the request face and gateway binding, never from the
+    provider name alone."""
+
+    GATEWAY = "gateway"
+    HARNESS_DIRECT = "harness-direct"
+    DIRECT_HTTP = "direct-http"
+
+
+class LegacyMechanism(StrEnum):
+    """The hand-maintained mechanisms, in the order a seam applies them."""
+
+    ROLE_DIAL = "role-dial"
+    REPO_OVERRIDE = "repo-override"
+    FLEET_RATCHET = "fleet-ratchet"
+    CREDIT_FAILOVER = "credit-failover"
+
+
+class RequirementKind(StrEnum):
+    NONE = "none"
+    LITERAL_FAMILY = "literal-family"
+    CAPABILITY = "capability"
+    UNRECOGNIZED = "unrecognized"
+
+
+class ModelFamily(StrEnum):
+    """Literal families: satisfied only by an Anthropic model of that family."""
+
+    CLAUDE_OPUS = "claude-opus"
+    CLAUDE_SONNET = "claude-sonnet"
+    CLAUDE_HAIKU = "claude-haiku"
+
+
+class Capability(StrEnum):
+    """Provider-neutral capabilities: resolved only through an explicit ``requirement_map`` entry."""
+
+    HIGH_REASONING = "high-reasoning"
+    FAST = "fast"
+    LONG_CONTEXT = "long-context"
+
+
+class Outcome(StrEnum):
+    SELECTED = "selected"
+    HELD = "held"
+    REJECTED = "rejected"
+
+
+class PolicySource(StrEnum):
+    MANAGED = "managed-policy"
+    LEGACY = "legacy-compatibility"
+
+
+class RepoIdentityVersion(StrEnum):
+    CANONICAL = "canonical"
+    LEGACY_LOSSY = "legacy-lossy"
+
+
+class ReasonCode(StrEnum):
+    """Every reason code the project emits; each is documented in the README."""
+
+    # From the ADR.
+    REPO_IDENTITY_NOT_CANONICAL = "repo-identity-not-canonical"
+    NON_CANONICAL_REPO_ID = "non-canonical-repo-id"
+    EQUAL_PRECEDENCE_CONFLICT = "equal-precedence-conflict"
+    POLICY_CONFLICT = "policy-conflict"
+    LITERAL_FAMILY_INCOMPATIBLE = "literal-family-incompatible"
+    LITERAL_FAMILY_UNSATISFIABLE = "literal-family-unsatisfiable"
+    LITERAL_FAMILY_MAPPED_TO_FOREIGN_MODEL = "literal-family-mapped-to-foreign-model"
+    CAPABILITY_UNMAPPED = "capability-unmapped"
+    SNAPSHOT_UNAVAILABLE = "snapshot-unavailable"
+    # Decision reasons added here.
+    POLICY_SELECTED = "policy-selected"
+    NO_MANAGED_POLICY = "no-managed-policy"
+    NO_ELIGIBLE_ACCOUNT = "no-eligible-account"
+    REQUIREMENT_UNRECOGNIZED = "requirement-unrecognized"
+    MAPPED_MODEL_OUTSIDE_LOCK = "mapped-model-outside-lock"
+    RESOLVER_FAULT = "resolver-fault"
+    # Per-policy explanation reasons.
+    MATCHED = "matched"
+    OUTRANKED = "outranked"
+    TIED = "tied"
+    POLICY_DISABLED = "policy-disabled"
+    REPO_NOT_MATCHED = "repo-not-matched"
+    ROLE_NOT_MATCHED = "role-not-matched"
+    PRINCIPAL_NOT_MATCHED = "principal-not-matched"
+    FACE_NOT_MATCHED = "face-not-matched"
+    # Per-account explanation reasons.
+    ELIGIBLE = "eligible"
+    ACCOUNT_NOT_AVAILABLE = "account-not-available"
+    ACCOUNT_NOT_IN_POOL = "account-not-in-pool"
+    PROVIDER_LOCKED_OUT = "provider-locked-out"
+    PROVIDER_UNKNOWN = "provider-unknown"
+    # Validation problems added here.
+    DUPLICATE_POLICY_ID = "duplicate-policy-id"
+    UNKNOWN_ROLE = "unknown-role"
+    UNKNOWN_REQUEST_FACE = "unknown-request-face"
+    UNKNOWN_PROVIDER_BINDING = "unknown-provider-binding"
+    UNKNOWN_REQUIREMENT = "unknown-requirement"
+    MALFORMED_POLICY = "malformed-policy"
