@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXIT_FINDING", "EXIT_OK", "EXIT_USAGE", "CliError", "read_json_file"]
+from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
+
+__all__ = [
+    "EXIT_FINDING",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliError",
+    "parse_json_text",
+    "read_json_file",
+    "read_text_file",
+]
 
 EXIT_OK = 0
 EXIT_FINDING = 1
@@ -24,25 +33,12 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
 def parse_json_text(text: str, source: str) -> Any:
     """Parse JSON strictly: duplicate keys and NaN/Infinity are errors, not silent last-one-wins."""
-
-    def _no_constants(name: str) -> Any:
-        raise ValueError(f"non-standard JSON constant {name}")
-
     try:
-        return json.loads(text, object_pairs_hook=_reject_duplicate_keys, parse_constant=_no_constants)
-    except (ValueError, RecursionError) as exc:
-        raise CliError(f"{source}: not valid JSON: {exc}") from None
+        return loads_strict(text)
+    except StrictJSONError as exc:
+        raise CliError(f"{source}: {exc}") from None
 
 
 def read_text_file(path: str, *, max_bytes: int = _MAX_INPUT_BYTES) -> str:

@@ -1,0 +1,113 @@
+"""The pure core: vocabulary, policies and the resolver.
+
+Nothing in this package performs I/O, reads a clock, draws randomness, logs, or imports the
+OpenTelemetry SDK or any other part of ``otel_route_shadow``; ``tests/test_architecture.py`` fails if
+it starts to. Everything else in the project depends on this package, never the reverse.
+"""
+
+from otel_route_shadow.core.canonical import canonical_json, digest
+from otel_route_shadow.core.context import Account, LegacyRoute, LegacyStage, RouteContext
+from otel_route_shadow.core.decision import (
+    EMPTY_SET_HASH,
+    AccountVerdict,
+    PolicyConsideration,
+    PolicySnapshot,
+    RouteDecision,
+)
+from otel_route_shadow.core.identity import (
+    RepoIdentity,
+    canonical_worker_role,
+    canonicalize_repo,
+    repo_identity,
+)
+from otel_route_shadow.core.legacy import build_legacy_route, classify_legacy_mechanism, derive_transport
+from otel_route_shadow.core.policy import (
+    LEGACY_RUNG,
+    PolicyProblem,
+    RoutingAction,
+    RoutingMatch,
+    RoutingPolicy,
+    matches_overlap,
+    parse_policies,
+    policy_order_key,
+    policy_set_hash,
+    precedence_level,
+    validate_policies,
+)
+from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
+from otel_route_shadow.core.resolver import PolicyIndex, explain, explain_batch
+from otel_route_shadow.core.shadow import DIVERGENCE_CODES, ShadowDecision, compare_routes, shadow_decision
+from otel_route_shadow.core.vocabulary import (
+    PROVIDER_BINDINGS,
+    AccountState,
+    Capability,
+    LegacyMechanism,
+    ModelFamily,
+    Outcome,
+    PolicySource,
+    Provider,
+    ProviderBinding,
+    ReasonCode,
+    RepoIdentityVersion,
+    RequestFace,
+    RequirementKind,
+    Transport,
+    WorkerRole,
+)
+
+__all__ = [
+    "DIVERGENCE_CODES",
+    "EMPTY_SET_HASH",
+    "LEGACY_RUNG",
+    "PROVIDER_BINDINGS",
+    "Account",
+    "AccountState",
+    "AccountVerdict",
+    "Capability",
+    "LegacyMechanism",
+    "LegacyRoute",
+    "LegacyStage",
+    "ModelFamily",
+    "ModelRequirement",
+    "Outcome",
+    "PolicyConsideration",
+    "PolicyIndex",
+    "PolicyProblem",
+    "PolicySnapshot",
+    "PolicySource",
+    "Provider",
+    "ProviderBinding",
+    "ReasonCode",
+    "RepoIdentity",
+    "RepoIdentityVersion",
+    "RequestFace",
+    "RequirementKind",
+    "RouteContext",
+    "RouteDecision",
+    "RoutingAction",
+    "RoutingMatch",
+    "RoutingPolicy",
+    "ShadowDecision",
+    "Transport",
+    "WorkerRole",
+    "build_legacy_route",
+    "canonical_json",
+    "canonical_worker_role",
+    "canonicalize_repo",
+    "classify_legacy_mechanism",
+    "compare_routes",
+    "derive_transport",
+    "digest",
+    "explain",
+    "explain_batch",
+    "matches_overlap",
+    "model_provider",
+    "parse_policies",
+    "parse_requirement",
+    "policy_order_key",
+    "policy_set_hash",
+    "precedence_level",
+    "repo_identity",
+    "shadow_decision",
+    "validate_policies",
+]

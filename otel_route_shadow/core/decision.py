@@ -1,0 +1,82 @@
+"""The resolver's answer, with its explanation, and the snapshot it was computed against."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from otel_route_shadow.core.canonical import digest
+from otel_route_shadow.core.policy import RoutingPolicy
+
+__all__ = [
+    "EMPTY_SET_HASH",
+    "AccountVerdict",
+    "PolicyConsideration",
+    "PolicySnapshot",
+    "RouteDecision",
+]
+
+EMPTY_SET_HASH = digest([])
+"""``policy_set_hash`` of the empty set: the hash an absent store reports."""
+
+
+class PolicySnapshot(BaseModel):
+    """A policy set at one revision. ``available=False`` is how a corrupt store reaches ``explain``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policies: tuple[RoutingPolicy, ...] = ()
+    revision: int = 0
+    content_hash: str = EMPTY_SET_HASH
+    available: bool = True
+
+
+class PolicyConsideration(BaseModel):
+    """One policy the resolver looked at, and why it did or did not decide."""
+
+    model_config = ConfigDict(frozen=True)
+
+    policy_id: str
+    rung: int
+    priority: int
+    matched: bool
+    reason: str
+
+
+class AccountVerdict(BaseModel):
+    """One account the host can see, and whether the deciding policy could use it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    account_id: str
+    provider: str
+    eligible: bool
+    reason: str
+
+
+class RouteDecision(BaseModel):
+    """Exactly one per (context, snapshot). Carries its own explanation and a content-addressed id."""
+
+    model_config = ConfigDict(frozen=True)
+
+    outcome: str
+    reason: str
+    policy_source: str
+    rung: int | None = None
+    policy_id: str | None = None
+    provider: str | None = None
+    account: str | None = None
+    model: str | None = None
+    transport: str | None = None
+    forbid_direct_bypass: bool = False
+    tied_policies: tuple[str, ...] = ()
+    considered: tuple[PolicyConsideration, ...] = ()
+    policies_excluded: int = 0
+    accounts: tuple[AccountVerdict, ...] = ()
+    repo: str | None = None
+    repo_identity: str | None = None
+    """``canonical`` or ``legacy-lossy``; None when the host named no repository."""
+    role: str | None = None
+    """The canonical worker role, or None when the host's role is not one (a loop name, say)."""
+    snapshot_revision: int = 0
+    snapshot_hash: str = EMPTY_SET_HASH
+    decision_id: str = Field(default="")

@@ -1,0 +1,303 @@
+"""Routing policies (D3): exact-set matches, structural precedence, and write-time validation.
+
+A policy's rung follows from the shape of its match, never from a claim: a rule cannot sit on
+"exact repository + exact role" without naming both. Ordering is ``(rung, -priority, id)``; insertion
+order never decides anything. Because v1 matches only on exact sets, overlap between two policies is
+computable exactly, which is what makes an equal-precedence conflict a checkable error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import combinations
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
+
+from otel_route_shadow.core.canonical import canonical_json, digest
+from otel_route_shadow.core.identity import canonicalize_repo
+from otel_route_shadow.core.requirements import parse_requirement
+from otel_route_shadow.core.vocabulary import (
+    PROVIDER_BINDINGS,
+    ReasonCode,
+    RequestFace,
+    RequirementKind,
+    WorkerRole,
+)
+
+__all__ = [
+    "LEGACY_RUNG",
+    "PolicyProblem",
+    "RoutingAction",
+    "RoutingMatch",
+    "RoutingPolicy",
+    "matches_overlap",
+    "parse_policies",
+    "policy_order_key",
+    "policy_set_hash",
+    "precedence_level",
+    "validate_policies",
+]
+
+LEGACY_RUNG = 9
+"""Legacy compatibility: not a policy, the rung a decision sits on when no policy claims it."""
+
+_PolicyId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
+_Member = Annotated[str, Field(min_length=1, max_length=256)]
+_Priority = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
+
+
+def _sorted_unique(value: Any) -> Any:
+    """Exact sets are stored sorted so their JSON form (and every hash over it) is deterministic."""
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+        if all(isinstance(item, str) for item in items):
+            return tuple(sorted(set(items)))
+    return value
+
+
+class RoutingMatch(BaseModel):
+    """Exact sets; an empty set means any value. No globs in v1."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repo_ids: tuple[_Member, ...] = ()
+    roles: tuple[_Member, ...] = ()
+    principal_ids: tuple[_Member, ...] = ()
+    request_faces: tuple[_Member, ...] = ()
+
+    _normalize = field_validator("repo_ids", "roles", "principal_ids", "request_faces", mode="before")(
+        _sorted_unique
+    )
+
+
+class RoutingAction(BaseModel):
+    """What a policy does when it wins."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider_lock: _Member | None = None
+    """A provider/harness binding (ADR-0110), e.g. ``zai-harness``; the route must use its provider."""
+    account_pool: tuple[_Member, ...] = ()
+    """Account ids to choose from, in order; empty means every account the host can see."""
+    selection: Literal["ordered"] = "ordered"
+    """``ordered``: the first eligible account of the pool (the only selection in v1)."""
+    requirement_map: dict[_Member, _Member] = Field(default_factory=dict)
+    """Requirement (literal family or capability) to model."""
+    forbid_direct_bypass: StrictBool = False
+    """Recorded, not enforced in this phase."""
+
+
+class RoutingPolicy(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: _PolicyId
+    enabled: StrictBool = True
+    priority: _Priority = 0
+    match: RoutingMatch = Field(default_factory=RoutingMatch)
+    action: RoutingAction = Field(default_factory=RoutingAction)
+
+
+class PolicyProblem(BaseModel):
+    """One problem found by :func:`validate_policies`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: ReasonCode
+    policy_id: str | None = None
+    index: int | None = None
+    message: str
+    related: tuple[str, ...] = ()
+
+
+def precedence_level(match: RoutingMatch) -> int:
+    """The rung, from the match's shape (lower wins). See the README's ladder.
+
+    1 repo + principal, 2 repo + role, 3 repo + face, 4 repo, 5 principal, 6 role, 7 face,
+    8 catch-all; 9 is legacy compatibility and belongs to no policy.
+    """
+    repo, role, principal, face = (
+        bool(match.repo_ids),
+        bool(match.roles),
+        bool(match.principal_ids),
+        bool(match.request_faces),
+    )
+    if repo:
+        if principal:
+            return 1
+        if role:
+            return 2
+        return 3 if face else 4
+    if principal:
+        return 5
+    if role:
+        return 6
+    return 7 if face else 8
+
+
+def policy_order_key(policy: RoutingPolicy) -> tuple[int, int, str]:
+    return (precedence_level(policy.match), -policy.priority, policy.id)
+
+
+def _sets_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    return not a or not b or not set(a).isdisjoint(b)
+
+
+def matches_overlap(a: RoutingMatch, b: RoutingMatch) -> bool:
+    """Whether some context satisfies both matches: every dimension must admit a common value."""
+    return (
+        _sets_overlap(a.repo_ids, b.repo_ids)
+        and _sets_overlap(a.roles, b.roles)
+        and _sets_overlap(a.principal_ids, b.principal_ids)
+        and _sets_overlap(a.request_faces, b.request_faces)
+    )
+
+
+def policy_set_hash(policies: Iterable[RoutingPolicy]) -> str:
+    """Order-independent content hash of a policy set.
+
+    Each policy is encoded in canonical JSON (``model_dump(mode="json")``, every field present); the
+    encodings are sorted bytewise and the SHA-256 is taken over the canonical JSON array of the
+    policies in that order. The same set in any order gives the same hash; any field change differs.
+    """
+    dumps = sorted((policy.model_dump(mode="json") for policy in policies), key=canonical_json)
+    return digest(dumps)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    # Locations and messages only: input values could carry anything, secrets included.
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(item) for item in error.get("loc", ()))
+        parts.append(f"{loc or '<policy>'}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts[:8]) + (" ..." if len(parts) > 8 else "")
+
+
+def parse_policies(items: object) -> tuple[list[RoutingPolicy], list[PolicyProblem]]:
+    """Parse raw policy objects; every malformed one becomes a ``malformed-policy`` problem."""
+    if not isinstance(items, list | tuple):
+        return [], [
+            PolicyProblem(
+                code=ReasonCode.MALFORMED_POLICY, message="policies must be a JSON array of objects"
+            )
+        ]
+    parsed: list[RoutingPolicy] = []
+    problems: list[PolicyProblem] = []
+    for index, item in enumerate(items):
+        if isinstance(item, RoutingPolicy):
+            parsed.append(item)
+            continue
+        try:
+            parsed.append(RoutingPolicy.model_validate(item))
+        except ValidationError as exc:
+            raw_id = item.get("id") if isinstance(item, Mapping) else None
+            problems.append(
+                PolicyProblem(
+                    code=ReasonCode.MALFORMED_POLICY,
+                    policy_id=raw_id if isinstance(raw_id, str) and len(raw_id) <= 128 else None,
+                    index=index,
+                    message=_validation_message(exc),
+                )
+            )
+        except Exception as exc:
+            problems.append(
+                PolicyProblem(
+                    code=ReasonCode.MALFORMED_POLICY,
+                    index=index,
+                    message=f"unparseable: {type(exc).__name__}",
+                )
+            )
+    return parsed, problems
+
+
+def _member_problems(policy: RoutingPolicy, index: int) -> list[PolicyProblem]:
+    problems: list[PolicyProblem] = []
+
+    def add(code: ReasonCode, message: str) -> None:
+        problems.append(PolicyProblem(code=code, policy_id=policy.id, index=index, message=message))
+
+    roles = {role.value for role in WorkerRole}
+    faces = {face.value for face in RequestFace}
+    for repo in policy.match.repo_ids:
+        if canonicalize_repo(repo) != repo:
+            add(ReasonCode.NON_CANONICAL_REPO_ID, f"repo id {repo!r} is not canonical lower-case owner/repo")
+    for role in policy.match.roles:
+        if role not in roles:
+            add(ReasonCode.UNKNOWN_ROLE, f"unknown role {role!r} (roles: {', '.join(sorted(roles))})")
+    for face in policy.match.request_faces:
+        if face not in faces:
+            add(ReasonCode.UNKNOWN_REQUEST_FACE, f"unknown request face {face!r}")
+    lock = policy.action.provider_lock
+    if lock is not None and lock not in PROVIDER_BINDINGS:
+        add(ReasonCode.UNKNOWN_PROVIDER_BINDING, f"unknown provider binding {lock!r}")
+    for key, model in sorted(policy.action.requirement_map.items()):
+        requirement = parse_requirement(key)
+        if requirement.kind in (RequirementKind.UNRECOGNIZED, RequirementKind.NONE):
+            add(ReasonCode.UNKNOWN_REQUIREMENT, f"requirement_map key {key!r} is not a family or capability")
+        elif requirement.kind is RequirementKind.LITERAL_FAMILY and not requirement.satisfied_by(model):
+            add(
+                ReasonCode.LITERAL_FAMILY_MAPPED_TO_FOREIGN_MODEL,
+                f"{key} -> {model}: a literal family may only map to an Anthropic {key} model",
+            )
+    return problems
+
+
+def _conflicts(policies: Sequence[tuple[int, RoutingPolicy]]) -> list[PolicyProblem]:
+    groups: dict[tuple[int, int], list[tuple[int, RoutingPolicy]]] = {}
+    for index, policy in policies:
+        if policy.enabled:
+            groups.setdefault((precedence_level(policy.match), policy.priority), []).append((index, policy))
+    problems: list[PolicyProblem] = []
+    for (rung, priority), members in sorted(groups.items()):
+        for (ia, a), (_, b) in combinations(members, 2):
+            if a.action != b.action and matches_overlap(a.match, b.match):
+                first, second = sorted((a.id, b.id))
+                problems.append(
+                    PolicyProblem(
+                        code=ReasonCode.EQUAL_PRECEDENCE_CONFLICT,
+                        policy_id=first,
+                        index=ia,
+                        message=(
+                            f"{first} and {second} overlap at rung {rung}, priority {priority}, "
+                            "with different actions"
+                        ),
+                        related=(first, second),
+                    )
+                )
+    return problems
+
+
+def validate_policies(items: object) -> list[PolicyProblem]:
+    """Every problem in a policy set, each with its code. Never raises."""
+    try:
+        parsed, problems = parse_policies(items)
+        indexed: list[tuple[int, RoutingPolicy]] = []
+        position = 0
+        malformed = {problem.index for problem in problems}
+        for policy in parsed:
+            while position in malformed:
+                position += 1
+            indexed.append((position, policy))
+            position += 1
+        seen: dict[str, int] = {}
+        for index, policy in indexed:
+            if policy.id in seen:
+                problems.append(
+                    PolicyProblem(
+                        code=ReasonCode.DUPLICATE_POLICY_ID,
+                        policy_id=policy.id,
+                        index=index,
+                        message=f"policy id {policy.id!r} also used at index {seen[policy.id]}",
+                    )
+                )
+            else:
+                seen[policy.id] = index
+            problems.extend(_member_problems(policy, index))
+        problems.extend(_conflicts(indexed))
+        return sorted(problems, key=lambda p: (p.index if p.index is not None else -1, p.code.value))
+    except Exception as exc:
+        return [
+            PolicyProblem(
+                code=ReasonCode.MALFORMED_POLICY, message=f"validation failed: {type(exc).__name__}"
+            )
+        ]

@@ -1,0 +1,40 @@
+"""Strict JSON reading for files that decide routes.
+
+``json.loads`` silently keeps the last of two duplicate keys and accepts NaN; in a policy file either
+is a way to smuggle a value past review, so both are errors here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["StrictJSONError", "loads_strict"]
+
+
+class StrictJSONError(ValueError):
+    """The text is not strict JSON; the message says where and why, never echoing values."""
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise StrictJSONError(f"duplicate key {key[:64]!r}")
+        result[key] = value
+    return result
+
+
+def _no_constants(name: str) -> Any:
+    raise StrictJSONError(f"non-standard JSON constant {name}")
+
+
+def loads_strict(text: str | bytes) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_reject_duplicate_keys, parse_constant=_no_constants)
+    except StrictJSONError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise StrictJSONError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        raise StrictJSONError(f"invalid JSON: {type(exc).__name__}") from None
