@@ -362,7 +362,8 @@ class Stack:
     def _save_state(self) -> None:
         state: dict[str, Any] = {
             "processes": [
-                {"name": p.name, "pid": p.pid, "start_ticks": p.start_ticks, "log": p.log} for p in self._procs
+                {"name": p.name, "pid": p.pid, "start_ticks": p.start_ticks, "log": p.log}
+                for p in self._procs
             ],
             "endpoints": asdict(self.endpoints) if self.endpoints else None,
             "phoenix_working_dir": str(self.phoenix_working_dir) if self.phoenix_working_dir else None,
@@ -481,15 +482,15 @@ def _cmd_up(args: argparse.Namespace) -> int:
         stack.down()  # stale state: clear it
     print("starting rotel and Phoenix on 127.0.0.1 (Phoenix takes about 10 s) ...", file=sys.stderr)
     endpoints = stack.up(
-        phoenix_port=args.phoenix_port if args.phoenix_port is not None else _env_port(
-            "ROUTE_SHADOW_STACK_PHOENIX_PORT"
-        ),
-        otlp_http_port=args.otlp_http_port if args.otlp_http_port is not None else _env_port(
-            "ROUTE_SHADOW_STACK_OTLP_HTTP_PORT"
-        ),
-        otlp_grpc_port=args.otlp_grpc_port if args.otlp_grpc_port is not None else _env_port(
-            "ROUTE_SHADOW_STACK_OTLP_GRPC_PORT"
-        ),
+        phoenix_port=args.phoenix_port
+        if args.phoenix_port is not None
+        else _env_port("ROUTE_SHADOW_STACK_PHOENIX_PORT"),
+        otlp_http_port=args.otlp_http_port
+        if args.otlp_http_port is not None
+        else _env_port("ROUTE_SHADOW_STACK_OTLP_HTTP_PORT"),
+        otlp_grpc_port=args.otlp_grpc_port
+        if args.otlp_grpc_port is not None
+        else _env_port("ROUTE_SHADOW_STACK_OTLP_GRPC_PORT"),
         timeout=args.timeout,
     )
     _print_endpoints(endpoints, args.json)
@@ -531,14 +532,24 @@ def _cmd_down(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stack.py", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="stack.py", description=__doc__.split("\n\n")[0] if __doc__ else None
+    )
     parser.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="pid files, logs, stack.env")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start rotel and Phoenix on loopback and print the endpoints")
-    up.add_argument("--phoenix-port", type=int, help="default: a free port ($ROUTE_SHADOW_STACK_PHOENIX_PORT)")
-    up.add_argument("--otlp-http-port", type=int, help="default: a free port ($ROUTE_SHADOW_STACK_OTLP_HTTP_PORT)")
-    up.add_argument("--otlp-grpc-port", type=int, help="default: a free port ($ROUTE_SHADOW_STACK_OTLP_GRPC_PORT)")
-    up.add_argument("--timeout", type=float, default=PHOENIX_START_TIMEOUT_S, help="seconds to wait for Phoenix")
+    up.add_argument(
+        "--phoenix-port", type=int, help="default: a free port ($ROUTE_SHADOW_STACK_PHOENIX_PORT)"
+    )
+    up.add_argument(
+        "--otlp-http-port", type=int, help="default: a free port ($ROUTE_SHADOW_STACK_OTLP_HTTP_PORT)"
+    )
+    up.add_argument(
+        "--otlp-grpc-port", type=int, help="default: a free port ($ROUTE_SHADOW_STACK_OTLP_GRPC_PORT)"
+    )
+    up.add_argument(
+        "--timeout", type=float, default=PHOENIX_START_TIMEOUT_S, help="seconds to wait for Phoenix"
+    )
     up.add_argument("--json", action="store_true", help="print the endpoints as JSON")
     up.set_defaults(handler=_cmd_up)
     status = sub.add_parser("status", help="show what is running")

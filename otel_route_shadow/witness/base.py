@@ -1,0 +1,147 @@
+"""The witness interface: a trace backend that holds the seam spans independently of the host.
+
+A witness answers one question: which spans does the backend hold for a time window (optionally with
+given attribute values)? Phoenix is the first implementation (:mod:`.phoenix`); Jaeger or Tempo fit the
+same shape. Everything here is plain data, so the cross-check (:mod:`.crosscheck`) stays pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "SEAM_PREFIXES",
+    "AttributeValue",
+    "TimeWindow",
+    "Witness",
+    "WitnessError",
+    "WitnessNotFound",
+    "WitnessProtocolError",
+    "WitnessSpan",
+    "WitnessUnavailable",
+    "format_unix_nano",
+    "is_seam_span",
+    "parse_time",
+]
+
+#: Attribute namespaces a chain record copies from its span and the cross-check compares.
+SEAM_PREFIXES = ("route_shadow.", "gen_ai.")
+_SEAM_MARKER = "route_shadow."
+
+AttributeValue = str | int | float | bool
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_SPAN_ID = re.compile(r"[0-9a-f]{16}")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class WitnessError(Exception):
+    """The witness could not answer; the message is one line naming the backend."""
+
+
+class WitnessUnavailable(WitnessError):
+    """The backend cannot be reached, refused access, or failed (network error, timeout, HTTP 5xx)."""
+
+
+class WitnessNotFound(WitnessError):
+    """The backend has no such project (Phoenix: no span has reached it yet, or the name is wrong)."""
+
+
+class WitnessProtocolError(WitnessError):
+    """The backend answered something this client does not understand."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """Span start times from ``start_unix_nano`` (inclusive) to ``end_unix_nano`` (exclusive)."""
+
+    start_unix_nano: int
+    end_unix_nano: int
+
+    def __post_init__(self) -> None:
+        if self.end_unix_nano < self.start_unix_nano:
+            raise ValueError("time window ends before it starts")
+
+    def describe(self) -> str:
+        return f"{format_unix_nano(self.start_unix_nano)} .. {format_unix_nano(self.end_unix_nano)}"
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessSpan:
+    """A span as the backend holds it. Ids are lower-case hex; attributes are flat dotted keys."""
+
+    trace_id: str
+    span_id: str
+    start_time_unix_nano: int
+    attributes: Mapping[str, object] = field(default_factory=dict)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not _TRACE_ID.fullmatch(self.trace_id):
+            raise ValueError(f"trace id {self.trace_id!r} is not 32 lower-case hex digits")
+        if not _SPAN_ID.fullmatch(self.span_id):
+            raise ValueError(f"span id {self.span_id!r} is not 16 lower-case hex digits")
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.trace_id, self.span_id)
+
+
+def is_seam_span(span: WitnessSpan) -> bool:
+    """A seam span carries at least one ``route_shadow.*`` attribute; other spans of the host do not."""
+    return any(key.startswith(_SEAM_MARKER) for key in span.attributes)
+
+
+@runtime_checkable
+class Witness(Protocol):
+    """A trace backend queried for spans.
+
+    ``time_tolerance_ns`` is how far a start time the backend returns may be from the one the span was
+    sent with (Phoenix keeps microseconds and rounds through a float: 1 us).
+    """
+
+    kind: str
+    time_tolerance_ns: int
+
+    def describe(self) -> str:
+        """Where the witness is, for reports: backend kind, URL, project."""
+        ...
+
+    def fetch_spans(
+        self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
+    ) -> Iterator[WitnessSpan]:
+        """Every span that started in ``window`` (and, when given, has all these attribute values).
+
+        Raises :class:`WitnessError` subclasses; never returns a partial answer silently.
+        """
+        ...
+
+
+def format_unix_nano(value: int) -> str:
+    """RFC 3339 UTC with microseconds, e.g. 2026-11-30T01:36:23.623422Z."""
+    dt = _EPOCH + timedelta(microseconds=value // 1000)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> int:
+    """Parse ISO 8601 (naive means UTC; ``Z`` accepted) or an integer of Unix nanoseconds."""
+    stripped = text.strip()
+    if stripped.isdigit():
+        return int(stripped)
+    try:
+        dt = datetime.fromisoformat(stripped.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is neither ISO 8601 nor Unix nanoseconds") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return ((dt - _EPOCH) // timedelta(microseconds=1)) * 1000
+
+
+def datetime_to_unix_nano(dt: datetime) -> int:
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return ((dt - _EPOCH) // timedelta(microseconds=1)) * 1000

@@ -1,0 +1,215 @@
+"""Arize Phoenix as a witness, over its REST API with the standard library only.
+
+Endpoint used (Phoenix 20.26, ``phoenix/server/api/routers/v1/spans.py``)::
+
+    GET {base}/v1/projects/{project}/spans
+        ?start_time=<ISO 8601, inclusive>&end_time=<ISO 8601, exclusive>   (on the span start time)
+        &sort=start_time&order=asc                                        (stable pages)
+        &limit=<1..1000>&cursor=<next_cursor of the previous page>
+        &attribute=<key>:<JSON value>  (repeatable, ANDed; strings JSON-quoted, so "1" stays a string)
+
+    200 -> {"data": [{"context": {"trace_id", "span_id"}, "start_time", "attributes": {flat dotted
+            keys}, "name", ...}], "next_cursor": str | null}
+    404 -> the project does not exist: no span has reached it yet, or the name is wrong.
+
+``{project}`` is the project name (the resource attribute ``openinference.project.name`` the host set;
+``default`` otherwise) or its id. Phoenix keeps start times in microseconds, rounded through a float, so
+a start time may differ by up to 1 us from the nanoseconds the host recorded. Only span attributes are
+queryable, never resource attributes. When Phoenix runs with authentication, the API key is sent as a
+bearer token (``PHOENIX_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from otel_route_shadow.witness.base import (
+    AttributeValue,
+    TimeWindow,
+    WitnessNotFound,
+    WitnessProtocolError,
+    WitnessSpan,
+    WitnessUnavailable,
+    datetime_to_unix_nano,
+    format_unix_nano,
+)
+
+__all__ = ["PhoenixWitness"]
+
+_MAX_PAGE: Final = 1000
+_MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
+_TOLERANCE_NS: Final = 1000
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _attribute_param(key: str, value: AttributeValue) -> str:
+    if not key or ":" in key:
+        raise ValueError(f"attribute key {key!r} cannot be used as a Phoenix filter")
+    # bool and int are JSON literals; a string is JSON-quoted so that "12" or "true" stay strings.
+    return f"{key}:{json.dumps(value)}"
+
+
+class PhoenixWitness:
+    """Spans of one Phoenix project. ``base_url`` is Phoenix's HTTP address, e.g. http://127.0.0.1:6006."""
+
+    kind = "phoenix"
+    time_tolerance_ns = _TOLERANCE_NS
+
+    def __init__(
+        self,
+        base_url: str,
+        project: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        page_size: int = _MAX_PAGE,
+    ) -> None:
+        parsed = urllib.parse.urlsplit(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"backend URL {base_url!r} is not an http(s) URL")
+        if not project:
+            raise ValueError("project name is empty")
+        if not 0 < page_size <= _MAX_PAGE:
+            raise ValueError(f"page size must be 1..{_MAX_PAGE}")
+        self.base_url = base_url.rstrip("/")
+        self.project = project
+        self.timeout = timeout
+        self.page_size = page_size
+        self._headers = {"Accept": "application/json", "User-Agent": "otel-route-shadow-audit"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        handlers: list[urllib.request.BaseHandler] = []
+        if _is_loopback(parsed.hostname):
+            handlers.append(urllib.request.ProxyHandler({}))  # never send loopback traffic to a proxy
+        self._opener = urllib.request.build_opener(*handlers)
+
+    def describe(self) -> str:
+        return f"phoenix {self.base_url} project {self.project!r}"
+
+    # ---- queries -------------------------------------------------------------------------------------
+
+    def fetch_spans(
+        self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
+    ) -> Iterator[WitnessSpan]:
+        # Phoenix compares microseconds: widen by the rounding tolerance on both sides.
+        params: list[tuple[str, str]] = [
+            ("start_time", format_unix_nano(window.start_unix_nano - _TOLERANCE_NS)),
+            ("end_time", format_unix_nano(window.end_unix_nano + 2 * _TOLERANCE_NS)),
+            ("sort", "start_time"),
+            ("order", "asc"),
+            ("limit", str(self.page_size)),
+        ]
+        for key, value in (attributes or {}).items():
+            params.append(("attribute", _attribute_param(key, value)))
+        path = f"/v1/projects/{urllib.parse.quote(self.project, safe='')}/spans"
+        cursor: str | None = None
+        seen_cursors: set[str] = set()
+        while True:
+            query = params + ([("cursor", cursor)] if cursor else [])
+            body = self._get_json(path, query)
+            data, next_cursor = self._page(body)
+            for raw in data:
+                yield self._span(raw)
+            if not next_cursor:
+                return
+            if next_cursor in seen_cursors:
+                raise WitnessProtocolError(f"{self.describe()}: pagination cursor repeats")
+            seen_cursors.add(next_cursor)
+            cursor = next_cursor
+
+    def project_exists(self) -> bool:
+        path = f"/v1/projects/{urllib.parse.quote(self.project, safe='')}"
+        try:
+            self._get_json(path, [])
+        except WitnessNotFound:
+            return False
+        return True
+
+    # ---- HTTP ----------------------------------------------------------------------------------------
+
+    def _get_json(self, path: str, query: list[tuple[str, str]]) -> Any:
+        url = self.base_url + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        request = urllib.request.Request(url, headers=self._headers, method="GET")  # noqa: S310
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                raw = response.read(_MAX_RESPONSE_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            detail = _error_detail(exc)
+            if exc.code == 404:
+                raise WitnessNotFound(
+                    f"{self.describe()}: project not found (no span has reached it yet, or the name is "
+                    f"wrong){detail}"
+                ) from None
+            if exc.code in (401, 403):
+                raise WitnessUnavailable(
+                    f"{self.describe()}: access refused (HTTP {exc.code}); set PHOENIX_API_KEY{detail}"
+                ) from None
+            if exc.code == 422:
+                raise WitnessProtocolError(f"{self.describe()}: query rejected (HTTP 422){detail}") from None
+            raise WitnessUnavailable(f"{self.describe()}: HTTP {exc.code}{detail}") from None
+        except urllib.error.URLError as exc:
+            reason = exc.reason.strerror if isinstance(exc.reason, OSError) else exc.reason
+            raise WitnessUnavailable(f"{self.base_url}: unreachable ({reason or exc.reason})") from None
+        except TimeoutError:
+            raise WitnessUnavailable(f"{self.base_url}: no answer within {self.timeout:g}s") from None
+        except (ConnectionError, OSError) as exc:
+            raise WitnessUnavailable(f"{self.base_url}: connection failed ({exc})") from None
+        if len(raw) > _MAX_RESPONSE_BYTES:
+            raise WitnessProtocolError(f"{self.describe()}: response larger than {_MAX_RESPONSE_BYTES} bytes")
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise WitnessProtocolError(f"{self.describe()}: answer is not JSON (is this Phoenix?)") from None
+
+    # ---- decoding ------------------------------------------------------------------------------------
+
+    def _page(self, body: Any) -> tuple[list[Any], str | None]:
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise WitnessProtocolError(f"{self.describe()}: answer has no 'data' list (is this Phoenix?)")
+        next_cursor = body.get("next_cursor")
+        if next_cursor is not None and not isinstance(next_cursor, str):
+            raise WitnessProtocolError(f"{self.describe()}: next_cursor is not a string")
+        return body["data"], next_cursor
+
+    def _span(self, raw: Any) -> WitnessSpan:
+        try:
+            context = raw["context"]
+            start = datetime.fromisoformat(str(raw["start_time"]).replace("Z", "+00:00"))
+            attributes = raw.get("attributes") or {}
+            if not isinstance(attributes, dict):
+                raise TypeError("attributes is not an object")
+            return WitnessSpan(
+                trace_id=str(context["trace_id"]),
+                span_id=str(context["span_id"]),
+                start_time_unix_nano=datetime_to_unix_nano(start),
+                attributes=attributes,
+                name=str(raw.get("name") or ""),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WitnessProtocolError(f"{self.describe()}: unexpected span shape ({exc})") from None
+
+
+def _error_detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        text = exc.read(300).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    text = " ".join(text.split())
+    return f": {text[:200]}" if text else ""
