@@ -117,7 +117,7 @@ def run_audit(
     try:
         summary = summarize_chain(iter_chain_payloads(chain))
     except ChainReadError as exc:
-        raise CliError(f"{exc}; `otel-route-shadow verify` checks the chain itself") from None
+        raise CliError(str(exc)) from None
     start = since_unix_nano if since_unix_nano is not None else summary.first_start_unix_nano
     if start is None:
         raise CliError(
@@ -141,7 +141,7 @@ def run_audit(
             time_tolerance_ns=witness.time_tolerance_ns,
         )
     except ChainReadError as exc:
-        raise CliError(f"{exc}; `otel-route-shadow verify` checks the chain itself") from None
+        raise CliError(str(exc)) from None
 
 
 def _handle(args: argparse.Namespace) -> int:

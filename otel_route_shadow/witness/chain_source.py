@@ -14,6 +14,7 @@ from pathlib import Path
 __all__ = ["ChainReadError", "iter_chain_payloads"]
 
 _MAX_LINE_BYTES = 16 * 1024 * 1024
+_VERIFY = "; `otel-route-shadow verify` checks the chain itself"
 
 
 class ChainReadError(Exception):
@@ -39,10 +40,10 @@ def iter_chain_payloads(path: str | Path) -> Iterator[tuple[int, object]]:
             try:
                 record = json.loads(raw)
             except ValueError as exc:
-                raise ChainReadError(f"{p}:{number}: not a JSON record ({exc.__class__.__name__})") from None
+                raise ChainReadError(f"{p}:{number}: not a JSON record ({exc}){_VERIFY}") from None
             if not isinstance(record, dict):
-                raise ChainReadError(f"{p}:{number}: record is not a JSON object")
+                raise ChainReadError(f"{p}:{number}: record is not a JSON object{_VERIFY}")
             seq = record.get("seq")
             if isinstance(seq, bool) or not isinstance(seq, int):
-                raise ChainReadError(f"{p}:{number}: record has no integer seq")
+                raise ChainReadError(f"{p}:{number}: record has no integer seq{_VERIFY}")
             yield seq, record.get("payload")

@@ -1,0 +1,362 @@
+"""PhoenixWitness and the ``audit`` command against an in-process stand-in for Phoenix's REST API.
+
+The stand-in (a thread in this process, bound to 127.0.0.1 on a free port) mimics the one route the
+witness uses, ``GET /v1/projects/{project}/spans``, with Phoenix 20.26's parameters and answers; the
+end-to-end suite (tests/e2e) runs the real Phoenix.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_route_shadow.cli import main
+from otel_route_shadow.witness import (
+    PhoenixWitness,
+    TimeWindow,
+    WitnessNotFound,
+    WitnessProtocolError,
+    WitnessUnavailable,
+)
+from otel_route_shadow.witness.base import format_unix_nano
+
+T0 = 1_796_000_000_000_000_000
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat()  # what Phoenix does (float)
+
+
+class FakePhoenix:
+    def __init__(self) -> None:
+        self.projects: dict[str, list[dict[str, Any]]] = {}
+        self.requests: list[dict[str, list[str]]] = []
+        self.status: int | None = None  # force an error status
+        self.raw_body: bytes | None = None  # force a body
+        self.delay = 0.0
+
+    def add(self, project: str, payload: dict[str, Any]) -> None:
+        self.projects.setdefault(project, []).append(
+            {
+                "id": f"span-{len(self.projects.get(project, []))}",
+                "name": "seam",
+                "context": {"trace_id": payload["trace_id"], "span_id": payload["span_id"]},
+                "span_kind": "AGENT",
+                "parent_id": None,
+                "start_time": _iso(payload["start_time_unix_nano"]),
+                "end_time": _iso(payload["start_time_unix_nano"] + 1000),
+                "status_code": "UNSET",
+                "status_message": "",
+                "attributes": {**payload["attributes"], "llm.provider": "anthropic"},
+                "events": [],
+            }
+        )
+
+    def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes]:
+        self.requests.append(query)
+        if self.status is not None:
+            return self.status, self.raw_body or b"forced"
+        if self.raw_body is not None:
+            return 200, self.raw_body
+        parts = path.split("/")
+        if len(parts) != 5 or parts[1:3] != ["v1", "projects"] or parts[4] != "spans":
+            return 404, b"Not Found"
+        project = urllib.parse.unquote(parts[3])
+        if project not in self.projects:
+            return 404, f"Project with name {project} not found".encode()
+        spans = sorted(self.projects[project], key=lambda s: s["start_time"])
+        start = datetime.fromisoformat(query["start_time"][0].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(query["end_time"][0].replace("Z", "+00:00"))
+        spans = [s for s in spans if start <= datetime.fromisoformat(s["start_time"]) < end]
+        for filt in query.get("attribute", []):
+            key, _, value = filt.partition(":")
+            wanted = json.loads(value)
+            spans = [
+                s
+                for s in spans
+                if key in s["attributes"]
+                and s["attributes"][key] == wanted
+                and type(s["attributes"][key]) is type(wanted)
+            ]
+        offset = int(query.get("cursor", ["0"])[0])
+        limit = int(query["limit"][0])
+        page = spans[offset : offset + limit]
+        next_cursor = str(offset + limit) if offset + limit < len(spans) else None
+        return 200, json.dumps({"data": page, "next_cursor": next_cursor}).encode()
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakePhoenix, str]]:
+    state = FakePhoenix()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            parsed = urllib.parse.urlsplit(self.path)
+            if state.delay:
+                threading.Event().wait(state.delay)
+            status, body = state.answer(parsed.path, urllib.parse.parse_qs(parsed.query))
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (the timeout test)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _payload(i: int, *, agreed: bool | None = None, mechanism: str = "role-dial") -> dict[str, Any]:
+    return {
+        "kind": "route-shadow",
+        "trace_id": f"{i + 1:032x}",
+        "span_id": f"{i + 1:016x}",
+        "start_time_unix_nano": T0 + i * 1_000_123,
+        "attributes": {
+            "route_shadow.seam": "runner_utils.run_lightweight_agent",
+            "route_shadow.decision_id": f"sha256:{i:064x}",
+            "route_shadow.agreed": (i % 2 == 0) if agreed is None else agreed,
+            "route_shadow.legacy.mechanism": mechanism,
+            "route_shadow.rung": 3,
+            "gen_ai.provider.name": "zai",
+            "gen_ai.operation.name": "chat",
+        },
+    }
+
+
+def _write_chain(path: Path, payloads: list[dict[str, Any]]) -> Path:
+    with path.open("w", encoding="utf-8") as fh:
+        for seq, payload in enumerate(payloads):
+            fh.write(
+                json.dumps(
+                    {"v": 1, "seq": seq, "prev_hash": "0" * 64, "payload": payload, "record_hash": "x"}
+                )
+                + "\n"
+            )
+    return path
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+WIDE = TimeWindow(T0 - 10**9, T0 + 10**12)
+
+
+# --------------------------------------------------------------------------------------------------
+# The client
+# --------------------------------------------------------------------------------------------------
+
+
+def test_pages_through_every_span_in_order(fake: tuple[FakePhoenix, str]) -> None:
+    state, url = fake
+    for i in range(25):
+        state.add("p", _payload(i))
+    spans = list(PhoenixWitness(url, "p", page_size=7).fetch_spans(WIDE))
+    assert [s.span_id for s in spans] == [f"{i + 1:016x}" for i in range(25)]
+    assert len(state.requests) == 4
+    assert all(q["sort"] == ["start_time"] and q["order"] == ["asc"] for q in state.requests)
+    first = spans[0]
+    assert first.attributes["route_shadow.agreed"] is True
+    assert abs(first.start_time_unix_nano - T0) <= 1000
+
+
+def test_attribute_filters_are_json_typed(fake: tuple[FakePhoenix, str]) -> None:
+    state, url = fake
+    for i in range(10):
+        state.add("p", _payload(i, mechanism="role-dial" if i < 6 else "credit-failover"))
+    witness = PhoenixWitness(url, "p")
+    hits = list(
+        witness.fetch_spans(
+            WIDE, {"route_shadow.agreed": False, "route_shadow.legacy.mechanism": "role-dial"}
+        )
+    )
+    assert [s.span_id for s in hits] == [f"{i + 1:016x}" for i in (1, 3, 5)]
+    assert state.requests[-1]["attribute"] == [
+        "route_shadow.agreed:false",
+        'route_shadow.legacy.mechanism:"role-dial"',
+    ]
+
+
+def test_window_is_sent_with_microsecond_margins(fake: tuple[FakePhoenix, str]) -> None:
+    state, url = fake
+    state.add("p", _payload(0))
+    window = TimeWindow(T0 + 500, T0 + 10**9)
+    assert len(list(PhoenixWitness(url, "p").fetch_spans(window))) == 1
+    assert state.requests[-1]["start_time"] == [format_unix_nano(T0 + 500 - 1000)]
+
+
+def test_missing_project_is_not_found(fake: tuple[FakePhoenix, str]) -> None:
+    _, url = fake
+    with pytest.raises(WitnessNotFound, match="project not found"):
+        list(PhoenixWitness(url, "nope").fetch_spans(WIDE))
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error", "text"),
+    [
+        (401, b"unauthorized", WitnessUnavailable, "PHOENIX_API_KEY"),
+        (503, b"busy", WitnessUnavailable, "HTTP 503"),
+        (422, b"bad filter", WitnessProtocolError, "422"),
+        (200, b"<html>", WitnessProtocolError, "not JSON"),
+        (200, b'{"spans": []}', WitnessProtocolError, "no 'data' list"),
+        (200, b'{"data": [{"context": {"trace_id": "XYZ"}}]}', WitnessProtocolError, "unexpected span shape"),
+    ],
+)
+def test_backend_failures_are_typed(
+    fake: tuple[FakePhoenix, str], status: int, body: bytes, error: type[Exception], text: str
+) -> None:
+    state, url = fake
+    state.status = status if status != 200 else None
+    state.raw_body = body
+    with pytest.raises(error, match=text):
+        list(PhoenixWitness(url, "p").fetch_spans(WIDE))
+
+
+def test_unreachable_and_slow_backends_are_unavailable(fake: tuple[FakePhoenix, str]) -> None:
+    with pytest.raises(WitnessUnavailable, match="unreachable"):
+        list(PhoenixWitness(f"http://127.0.0.1:{_closed_port()}", "p").fetch_spans(WIDE))
+    state, url = fake
+    state.add("p", _payload(0))
+    state.delay = 1.0
+    with pytest.raises(WitnessUnavailable, match="no answer within"):
+        list(PhoenixWitness(url, "p", timeout=0.2).fetch_spans(WIDE))
+
+
+def test_constructor_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        PhoenixWitness("ftp://x", "p")
+    with pytest.raises(ValueError):
+        PhoenixWitness("http://127.0.0.1:1", "")
+    with pytest.raises(ValueError):
+        PhoenixWitness("http://127.0.0.1:1", "p", page_size=5000)
+
+
+# --------------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------------
+
+
+def _audit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["audit", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_audit_agrees_on_an_intact_chain(
+    fake: tuple[FakePhoenix, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, url = fake
+    payloads = [_payload(i) for i in range(12)]
+    for p in payloads[::2] + payloads[1::2][:3]:  # 3 records left unsampled
+        state.add("proj", p)
+    chain = _write_chain(tmp_path / "chain.jsonl", payloads)
+    code, out, _ = _audit(capsys, str(chain), "--backend", url, "--project", "proj")
+    assert code == 0, out
+    assert "records the backend lacks: 3 of 12 (25.0%)" in out
+    assert "verdict: AGREE" in out
+
+
+def test_audit_reports_truncation_and_rewrite(
+    fake: tuple[FakePhoenix, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, url = fake
+    payloads = [_payload(i) for i in range(10)]
+    for p in payloads:
+        state.add("proj", p)
+    tampered = [json.loads(json.dumps(p)) for p in payloads[:7]]
+    tampered[4]["attributes"]["route_shadow.decision_id"] = "sha256:forged"
+    chain = _write_chain(tmp_path / "chain.jsonl", tampered)
+    code, out, _ = _audit(capsys, str(chain), "--backend", url, "--project", "proj", "--json")
+    assert code == 1
+    body = json.loads(out)
+    assert body["verdict"] == "disagree"
+    assert [o["span_id"] for o in body["orphan_spans"]] == [p["span_id"] for p in payloads[7:]]
+    assert body["decision_id_mismatches"] == [4]
+    code, text, _ = _audit(capsys, str(chain), "--backend", url, "--project", "proj")
+    assert code == 1
+    assert "spans with no chain record: 3 (a truncated or pruned chain)" in text
+    assert 'route_shadow.decision_id: chain "sha256:forged", backend "sha256:' in text
+    assert "verdict: DISAGREE" in text
+
+
+def test_audit_unusable_inputs_exit_2_with_one_line(
+    fake: tuple[FakePhoenix, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, url = fake
+    state.add("proj", _payload(0))
+    chain = _write_chain(tmp_path / "chain.jsonl", [_payload(0)])
+    empty = _write_chain(tmp_path / "empty.jsonl", [{"kind": "chain-quarantine"}])
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text('{"v": 1, "seq": 0, "payload": {}}\nnot json\n')
+    cases = [
+        ([str(chain), "--backend", f"http://127.0.0.1:{_closed_port()}"], "unreachable"),
+        ([str(chain), "--backend", url, "--project", "nope"], "project not found"),
+        ([str(empty), "--backend", url], "no seam records"),
+        ([str(tmp_path / "absent.jsonl"), "--backend", url], "no such file"),
+        ([str(garbage), "--backend", url, "--project", "proj"], "garbage.jsonl:2: not a JSON record"),
+        ([str(chain), "--backend", "not-a-url"], "not an http(s) URL"),
+        ([str(chain), "--backend", url, "--since", "tomorrow"], "--since"),
+        ([str(chain), "--backend", url, "--until", "2000-01-01T00:00:00Z"], "empty window"),
+    ]
+    for argv, text in cases:
+        code, out, err = _audit(capsys, *argv)
+        assert code == 2, (argv, out, err)
+        assert text in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1, err
+        assert out == ""
+
+
+def test_empty_chain_with_since_finds_the_spans_it_lacks(
+    fake: tuple[FakePhoenix, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, url = fake
+    for i in range(3):
+        state.add("proj", _payload(i))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, out, _ = _audit(
+        capsys, str(empty), "--backend", url, "--project", "proj", "--since", str(T0 - 10), "--json"
+    )
+    assert code == 1
+    assert len(json.loads(out)["orphan_spans"]) == 3
+
+
+def test_backend_url_from_environment(
+    fake: tuple[FakePhoenix, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state, url = fake
+    state.add("envproj", _payload(0))
+    chain = _write_chain(tmp_path / "chain.jsonl", [_payload(0)])
+    monkeypatch.setenv("ROUTE_SHADOW_PHOENIX_URL", url)
+    monkeypatch.setenv("ROUTE_SHADOW_PHOENIX_PROJECT", "envproj")
+    code, out, _ = _audit(capsys, str(chain))
+    assert code == 0, out
+    monkeypatch.delenv("ROUTE_SHADOW_PHOENIX_URL")
+    code, _, err = _audit(capsys, str(chain))
+    assert code == 2 and "--backend URL is required" in err
