@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,9 @@ def read_policy_file(path: str | Path) -> PolicyFile:
     source = str(path)
     try:
         with Path(path).open("rb") as handle:
+            # Size first: a 50 MB file is refused without reading 16 MB of it.
+            if os.fstat(handle.fileno()).st_size > MAX_POLICY_FILE_BYTES:
+                raise PolicyFileError(f"{source}: larger than {MAX_POLICY_FILE_BYTES} bytes")
             data = handle.read(MAX_POLICY_FILE_BYTES + 1)
     except FileNotFoundError:
         raise PolicyFileError(f"{source}: no such file") from None

@@ -7,26 +7,36 @@ is a way to smuggle a value past review, so both are errors here.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["StrictJSONError", "loads_strict"]
 
+StrictJSONKind = Literal["syntax", "duplicate-key", "constant", "other"]
+
 
 class StrictJSONError(ValueError):
-    """The text is not strict JSON; the message says where and why, never echoing values."""
+    """The text is not strict JSON; the message says where and why, never echoing values.
+
+    ``kind`` lets a caller that must not echo even a key name (the snapshot store, whose problems
+    reach logs and spans) describe the failure without the message.
+    """
+
+    def __init__(self, message: str, kind: StrictJSONKind = "other") -> None:
+        super().__init__(message)
+        self.kind: StrictJSONKind = kind
 
 
 def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise StrictJSONError(f"duplicate key {key[:64]!r}")
+            raise StrictJSONError(f"duplicate key {key[:64]!r}", "duplicate-key")
         result[key] = value
     return result
 
 
 def _no_constants(name: str) -> Any:
-    raise StrictJSONError(f"non-standard JSON constant {name}")
+    raise StrictJSONError(f"non-standard JSON constant {name}", "constant")
 
 
 def loads_strict(text: str | bytes) -> Any:
@@ -35,6 +45,8 @@ def loads_strict(text: str | bytes) -> Any:
     except StrictJSONError:
         raise
     except json.JSONDecodeError as exc:
-        raise StrictJSONError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise StrictJSONError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", "syntax"
+        ) from None
     except (ValueError, RecursionError) as exc:
         raise StrictJSONError(f"invalid JSON: {type(exc).__name__}") from None

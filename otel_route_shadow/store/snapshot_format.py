@@ -1,0 +1,215 @@
+"""The on-disk snapshot document: encoding, and verification that trusts nothing it reads.
+
+One document format serves both ``current.json`` and every ``history/<revision>.json``, so a reader
+that can verify one can verify all of them. ``docs/policy-store.md`` is the normative description;
+this module is its executable twin. Problem messages never quote the file: a snapshot can be hand
+edited, and whatever was typed into it must not leak into logs, spans or terminals.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from otel_route_shadow.core import (
+    RoutingAction,
+    RoutingMatch,
+    RoutingPolicy,
+    canonical_json,
+    digest,
+    policy_set_hash,
+    validate_policies,
+)
+from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
+
+__all__ = [
+    "MAX_REVISION",
+    "MAX_SNAPSHOT_BYTES",
+    "SNAPSHOT_FORMAT",
+    "SnapshotDocument",
+    "SnapshotFormatError",
+    "canonical_policy_dumps",
+    "decode_snapshot",
+    "encode_snapshot",
+]
+
+SNAPSHOT_FORMAT = "otel-route-shadow/policy-snapshot/v1"
+MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
+"""Same bound as a policy file: a snapshot is never larger than the file it was saved from."""
+MAX_REVISION = 2**53
+"""Revisions travel in JSON records of the decision chain, which keeps integers within +-2**53."""
+
+_FIELDS = frozenset({"format", "revision", "content_hash", "saved_at", "policies"})
+_HASH = re.compile(r"^[0-9a-f]{64}$")
+_SAVED_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
+_SCHEMA_FIELDS = (
+    frozenset(RoutingPolicy.model_fields)
+    | frozenset(RoutingMatch.model_fields)
+    | frozenset(RoutingAction.model_fields)
+)
+
+
+class SnapshotFormatError(ValueError):
+    """A snapshot document that must not be trusted.
+
+    ``kind`` is a stable code for machines (``invalid-json``, ``wrong-schema``, ``hash-mismatch``,
+    ``not-canonical``, ``invalid-policy-set``, ``not-utf8``); the message is for people.
+    ``claimed_revision`` is what the document says about itself when that much could be read: useful
+    to an operator and to the revision high-water mark, never cited by a decision.
+    """
+
+    def __init__(self, kind: str, message: str, claimed_revision: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.claimed_revision = claimed_revision
+
+
+@dataclass(frozen=True)
+class SnapshotDocument:
+    """A verified snapshot: its hash matches its policies, which are canonical and valid."""
+
+    revision: int
+    content_hash: str
+    saved_at: str
+    policies: tuple[RoutingPolicy, ...]
+
+
+def canonical_policy_dumps(policies: tuple[RoutingPolicy, ...] | list[RoutingPolicy]) -> list[Any]:
+    """The ``policies`` array as stored: every field present, sorted by canonical encoding.
+
+    Storing the array in exactly the order and form the hash is computed over lets a reader recompute
+    ``content_hash`` as the SHA-256 of the canonical JSON of the array, with no model code at all.
+    """
+    return sorted((policy.model_dump(mode="json") for policy in policies), key=canonical_json)
+
+
+def encode_snapshot(revision: int, saved_at: str, policies: tuple[RoutingPolicy, ...]) -> tuple[bytes, str]:
+    """The document's bytes and its ``content_hash``.
+
+    Indented for the operator who will ``cat`` it; the hash does not depend on the layout, because it
+    is computed over the re-encoded ``policies`` array, not over the file's bytes.
+    """
+    dumps = canonical_policy_dumps(policies)
+    content_hash = digest(dumps)
+    if content_hash != policy_set_hash(policies):  # pragma: no cover - the two rules are one rule
+        raise AssertionError("stored form and policy_set_hash disagree")
+    document = {
+        "format": SNAPSHOT_FORMAT,
+        "revision": revision,
+        "content_hash": content_hash,
+        "saved_at": saved_at,
+        "policies": dumps,
+    }
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8"), content_hash
+
+
+def _safe_loc(loc: tuple[int | str, ...]) -> str:
+    # Field names of our own schema are safe to print; a key someone typed into the file is not.
+    parts = [str(item) if isinstance(item, int) or item in _SCHEMA_FIELDS else "<key>" for item in loc]
+    return ".".join(parts) or "<policy>"
+
+
+def _schema_message(index: int, exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    first = errors[0] if errors else {"loc": (), "type": "invalid"}
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"policy at index {index}: field {_safe_loc(tuple(first['loc']))}: {first['type']}{more}"
+
+
+def _claimed(document: Any) -> int | None:
+    revision = document.get("revision") if isinstance(document, dict) else None
+    if isinstance(revision, int) and not isinstance(revision, bool) and 1 <= revision <= MAX_REVISION:
+        return revision
+    return None
+
+
+def _parse_json(data: bytes) -> Any:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotFormatError("not-utf8", f"not UTF-8 (byte {exc.start})") from None
+    try:
+        return loads_strict(text)
+    except StrictJSONError as exc:
+        if exc.kind == "duplicate-key":
+            message = "invalid JSON: duplicate key"
+        elif exc.kind == "constant":
+            message = "invalid JSON: NaN or Infinity"
+        else:
+            message = str(exc)  # positions and the parser's expectation only, never input text
+        raise SnapshotFormatError("invalid-json", message) from None
+
+
+def _check_envelope(document: Any) -> None:
+    claimed = _claimed(document)
+    if not isinstance(document, dict):
+        raise SnapshotFormatError("wrong-schema", "expected a JSON object")
+    missing = sorted(_FIELDS - set(document))
+    if missing:
+        raise SnapshotFormatError("wrong-schema", f"missing field(s): {', '.join(missing)}", claimed)
+    extra = len(set(document) - _FIELDS)
+    if extra:
+        raise SnapshotFormatError("wrong-schema", f"{extra} unexpected field(s)", claimed)
+    if document["format"] != SNAPSHOT_FORMAT:
+        raise SnapshotFormatError("wrong-schema", f"format is not {SNAPSHOT_FORMAT}", claimed)
+    if claimed is None:
+        raise SnapshotFormatError("wrong-schema", f"revision must be an integer in 1..{MAX_REVISION}")
+    content_hash = document["content_hash"]
+    if not isinstance(content_hash, str) or not _HASH.match(content_hash):
+        raise SnapshotFormatError("wrong-schema", "content_hash must be 64 lower-case hex digits", claimed)
+    saved_at = document["saved_at"]
+    if not isinstance(saved_at, str) or not _SAVED_AT.match(saved_at):
+        raise SnapshotFormatError("wrong-schema", "saved_at must be an RFC 3339 UTC timestamp", claimed)
+    if not isinstance(document["policies"], list):
+        raise SnapshotFormatError("wrong-schema", "policies must be an array", claimed)
+
+
+def decode_snapshot(data: bytes) -> SnapshotDocument:
+    """Verify a snapshot document; :class:`SnapshotFormatError` on anything that does not hold.
+
+    Checks, in order: strict JSON, the envelope, every policy against the schema, the hash over the
+    stored array, that the stored array is the canonical form (so the hash covers every field of
+    every policy, defaults included), and that the set still validates.
+    """
+    document = _parse_json(data)
+    _check_envelope(document)
+    revision: int = document["revision"]
+    raw_policies: list[Any] = document["policies"]
+    policies: list[RoutingPolicy] = []
+    for index, item in enumerate(raw_policies):
+        try:
+            policies.append(RoutingPolicy.model_validate(item))
+        except ValidationError as exc:
+            raise SnapshotFormatError("wrong-schema", _schema_message(index, exc), revision) from None
+    recorded: str = document["content_hash"]
+    try:
+        computed = digest(raw_policies)
+    except (TypeError, ValueError):  # pragma: no cover - the schema admits only JSON-safe values
+        raise SnapshotFormatError("wrong-schema", "policies are not canonical JSON", revision) from None
+    if computed != recorded:
+        raise SnapshotFormatError(
+            "hash-mismatch",
+            f"content_hash does not match the policies (recorded {recorded[:12]}, computed {computed[:12]})",
+            revision,
+        )
+    if policy_set_hash(policies) != recorded:
+        raise SnapshotFormatError(
+            "not-canonical",
+            "policies are not in canonical form (every field present, sets sorted, array sorted)",
+            revision,
+        )
+    problems = validate_policies(policies)
+    if problems:
+        listed = ", ".join(
+            f"{problem.code.value}" + (f" ({problem.policy_id})" if problem.policy_id else "")
+            for problem in problems[:5]
+        )
+        raise SnapshotFormatError("invalid-policy-set", f"policy set fails validation: {listed}", revision)
+    return SnapshotDocument(
+        revision=revision, content_hash=recorded, saved_at=document["saved_at"], policies=tuple(policies)
+    )
