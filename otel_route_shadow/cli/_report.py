@@ -1,10 +1,407 @@
-"""``report`` subcommand (filled in by its issue)."""
+"""``report``, ``whatif`` and ``matrix``: the operator's questions, answered from the chain offline.
+
+    otel-route-shadow report CHAIN [--by DIM[,DIM|+DIM]] [--since T] [--until T] [--json] [--html FILE]
+    otel-route-shadow whatif CHAIN (--policies FILE | --store DIR --revision N) [--store DIR] ...
+    otel-route-shadow matrix (--policies FILE | --store DIR [--revision N]) [--chain CHAIN] [--repo R] ...
+
+Exit codes: 0 done; 1 a finding (an unverifiable chain: refused, or flagged with --allow-unverified;
+whatif integrity findings; whatif changes with --fail-on-change); 2 unusable input (a missing or empty
+chain, a policy file that fails validation, a bad option). See docs/reports.md.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
+
+import orjson
+
+from otel_route_shadow.analysis.groups import DIMENSIONS, GroupingError, parse_by
+from otel_route_shadow.analysis.html import render_html
+from otel_route_shadow.analysis.matrix import (
+    DEFAULT_ACCOUNTS,
+    MAX_ROWS,
+    MatrixAxes,
+    MatrixError,
+    axes_from_chain,
+    build_matrix,
+    parse_account,
+    parse_axis,
+    render_csv,
+    render_json,
+    render_table,
+)
+from otel_route_shadow.analysis.progress import TerminalProgress
+from otel_route_shadow.analysis.report import build_report, format_report
+from otel_route_shadow.analysis.snapshots import (
+    InvalidCandidateError,
+    SnapshotSourceError,
+    SourcedSnapshot,
+    candidate_snapshot,
+    cited_loader,
+    store_snapshot,
+)
+from otel_route_shadow.analysis.source import ChainError, EmptyChainError, UnverifiedChainError
+from otel_route_shadow.analysis.whatif import format_whatif, replay
+from otel_route_shadow.analysis.window import TimeWindow, WindowError
+from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+
+__all__ = ["register"]
+
+_DIMS = ", ".join(DIMENSIONS)
 
 
 def register(sub: Any) -> None:
-    _ = (sub, argparse)
+    _register_report(sub)
+    _register_whatif(sub)
+    _register_matrix(sub)
+
+
+def _common_chain_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("chain", metavar="CHAIN", help="the decision chain (JSON lines)")
+    parser.add_argument(
+        "--by",
+        action="append",
+        metavar="DIM",
+        help=(
+            f"group by a dimension ({_DIMS}); repeat or comma-separate for several breakdowns, cross two "
+            "with '+' (repo+role). Default: repo, role, mechanism, transport"
+        ),
+    )
+    parser.add_argument(
+        "--since", metavar="TIME", help="ISO-8601 date or timestamp (inclusive; UTC if no offset)"
+    )
+    parser.add_argument(
+        "--until",
+        metavar="TIME",
+        help="ISO-8601 timestamp (exclusive) or date (that whole day included); UTC if no offset",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="analyse a chain that does not verify; every figure is then flagged (exit status 1)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, metavar="N", help="worker processes for verification (default 1)"
+    )
+    parser.add_argument(
+        "--top", type=int, default=3, metavar="N", help="top divergences/changes per row (default 3)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress line on the terminal")
+
+
+def _register_report(sub: Any) -> None:
+    parser = sub.add_parser(
+        "report",
+        help="divergence report: agreement, divergence, bypass share and readiness from the chain",
+        description=(
+            "Verify the chain, then report agreement and divergence rates with counts per group, held "
+            "and rejected reasons, the share of bypass traffic (direct-http spawns no gateway policy could "
+            "bind) and per-mechanism readiness. Refuses an unverifiable chain unless --allow-unverified."
+        ),
+    )
+    _common_chain_args(parser)
+    parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report with charts")
+    parser.set_defaults(handler=_handle_report)
+
+
+def _register_whatif(sub: Any) -> None:
+    parser = sub.add_parser(
+        "whatif",
+        help="replay every recorded context against a candidate policy set and report what changes",
+        description=(
+            "Replay each recorded route context through explain against a candidate snapshot (a policy "
+            "file, or a store revision) and report which decisions change and how. Records that do not "
+            "reproduce from the snapshot they cite are integrity findings (exit 1), never differences."
+        ),
+    )
+    _common_chain_args(parser)
+    parser.add_argument("--policies", metavar="FILE", help='candidate policy file ({"policies": [...]})')
+    parser.add_argument(
+        "--store",
+        metavar="DIR",
+        help="policy store: with --revision the candidate; otherwise where cited revisions are loaded "
+        "to integrity-check records that cite something other than the candidate",
+    )
+    parser.add_argument("--revision", type=int, metavar="N", help="store revision to use as the candidate")
+    parser.add_argument(
+        "--examples", type=int, default=3, metavar="N", help="examples per change (default 3)"
+    )
+    parser.add_argument(
+        "--fail-on-change", action="store_true", help="exit 1 when any decision would change (for CI)"
+    )
+    parser.set_defaults(handler=_handle_whatif)
+
+
+def _register_matrix(sub: Any) -> None:
+    parser = sub.add_parser(
+        "matrix",
+        help="effective-route matrix: repos x roles x principals x faces x requirements against one snapshot",
+        description=(
+            "Resolve every combination of the given axis values with one explain_batch call against one "
+            "snapshot. Axis values come from the options, or (for axes not given) from the contexts seen "
+            "in --chain. Repeat an option or comma-separate values; 'none' means the value is absent."
+        ),
+    )
+    parser.add_argument("--policies", metavar="FILE", help="policy file to resolve against")
+    parser.add_argument("--store", metavar="DIR", help="policy store to resolve against")
+    parser.add_argument("--revision", type=int, metavar="N", help="store revision (default: the current one)")
+    parser.add_argument("--chain", metavar="CHAIN", help="take axis values not given below from this chain")
+    parser.add_argument("--repo", action="append", metavar="OWNER/REPO", help="repositories")
+    parser.add_argument("--role", action="append", metavar="ROLE", help="roles (default: every worker role)")
+    parser.add_argument("--principal", action="append", metavar="ID", help="principal ids (default: none)")
+    parser.add_argument(
+        "--face", action="append", metavar="FACE", help="request faces (default: agentic, one-shot)"
+    )
+    parser.add_argument(
+        "--requirement", action="append", metavar="REQ", help="model requirements (default: none)"
+    )
+    parser.add_argument(
+        "--account",
+        action="append",
+        metavar="ID=PROVIDER[:STATE]",
+        help="accounts the host sees (default: anthropic-legacy and zai-legacy, both available)",
+    )
+    parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    parser.add_argument(
+        "--max-rows", type=int, default=MAX_ROWS, metavar="N", help=f"row limit (default {MAX_ROWS})"
+    )
+    parser.set_defaults(handler=_handle_matrix)
+
+
+# ---------------------------------------------------------------------------------------------
+# shared
+
+
+def _window(args: argparse.Namespace) -> TimeWindow:
+    try:
+        return TimeWindow.parse(args.since, args.until)
+    except WindowError as exc:
+        raise CliError(f"--since/--until: {exc}") from None
+
+
+def _specs(args: argparse.Namespace) -> tuple[tuple[str, ...], ...]:
+    try:
+        return parse_by(args.by)
+    except GroupingError as exc:
+        raise CliError(f"--by: {exc}") from None
+
+
+def _chain_error(exc: ChainError) -> CliError:
+    if isinstance(exc, UnverifiedChainError):
+        return CliError(str(exc), EXIT_FINDING)
+    if isinstance(exc, EmptyChainError):
+        return CliError(str(exc), EXIT_USAGE)
+    return CliError(str(exc), EXIT_USAGE)
+
+
+def _progress(args: argparse.Namespace) -> TerminalProgress:
+    return TerminalProgress("verifying", enabled=not args.no_progress)
+
+
+def _write_stdout(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _dump(data: Any) -> str:
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode("utf-8") + "\n"
+
+
+def _check_jobs(args: argparse.Namespace) -> None:
+    if args.jobs < 1:
+        raise CliError("--jobs must be at least 1")
+    if args.top < 0:
+        raise CliError("--top must not be negative")
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def _handle_report(args: argparse.Namespace) -> int:
+    _check_jobs(args)
+    specs = _specs(args)
+    window = _window(args)
+    html_path = Path(args.html) if args.html else None
+    if html_path is not None and html_path.is_dir():
+        raise CliError(f"--html {html_path}: is a directory")
+    progress = _progress(args)
+    try:
+        report = build_report(
+            args.chain,
+            by=specs,
+            window=window,
+            allow_unverified=args.allow_unverified,
+            jobs=args.jobs,
+            verify_progress=progress,
+            progress=_ReadingPhase(progress),
+        )
+    except ChainError as exc:
+        raise _chain_error(exc) from None
+    finally:
+        progress.finish()
+    if html_path is not None:
+        try:
+            html_path.write_text(render_html(report, top=args.top), encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"--html {html_path}: cannot write: {exc.strerror or exc}") from None
+    if args.json:
+        _write_stdout(_dump(report.as_dict(top=args.top)))
+    else:
+        _write_stdout(format_report(report, top=args.top))
+        if html_path is not None:
+            print(f"wrote {html_path}", file=sys.stderr)
+    return EXIT_FINDING if report.flagged else EXIT_OK
+
+
+class _ReadingPhase:
+    """Switch a progress line to the reading phase on the first reading callback."""
+
+    def __init__(self, progress: TerminalProgress) -> None:
+        self.progress = progress
+        self.started = False
+
+    def __call__(self, done: int, total: int = 0) -> None:
+        if not self.started:
+            self.progress.phase("reading")
+            self.started = True
+        self.progress(done, total)
+
+
+# ---------------------------------------------------------------------------------------------
+# whatif
+
+
+def _print_problems(error: InvalidCandidateError) -> None:
+    print(f"otel-route-shadow: {error}", file=sys.stderr)
+    for line in error.lines():
+        print(f"  - {line}", file=sys.stderr)
+
+
+def _whatif_snapshot(args: argparse.Namespace) -> SourcedSnapshot:
+    if args.policies and args.revision is not None:
+        raise CliError("give either --policies FILE or --store DIR --revision N, not both")
+    if args.policies:
+        return candidate_snapshot(args.policies)
+    if args.revision is not None:
+        if not args.store:
+            raise CliError("--revision needs --store DIR")
+        return store_snapshot(args.store, args.revision)
+    raise CliError("whatif needs a candidate: --policies FILE, or --store DIR --revision N")
+
+
+def _handle_whatif(args: argparse.Namespace) -> int:
+    _check_jobs(args)
+    if args.examples < 0:
+        raise CliError("--examples must not be negative")
+    specs = _specs(args)
+    window = _window(args)
+    try:
+        candidate = _whatif_snapshot(args)
+        loader = cited_loader(args.store) if args.store else None
+    except InvalidCandidateError as exc:
+        _print_problems(exc)
+        return EXIT_USAGE
+    except SnapshotSourceError as exc:
+        raise CliError(str(exc)) from None
+    progress = _progress(args)
+    try:
+        result = replay(
+            args.chain,
+            candidate.snapshot,
+            candidate_source=candidate.source,
+            cited_loader=loader,
+            by=specs,
+            window=window,
+            examples=args.examples,
+            allow_unverified=args.allow_unverified,
+            jobs=args.jobs,
+            verify_progress=progress,
+            progress=_ReadingPhase(progress),
+        )
+    except ChainError as exc:
+        raise _chain_error(exc) from None
+    finally:
+        progress.finish()
+    if args.json:
+        _write_stdout(_dump(result.as_dict(top=args.top)))
+    else:
+        _write_stdout(format_whatif(result, top=args.top))
+    if result.flagged or result.integrity_findings:
+        return EXIT_FINDING
+    if args.fail_on_change and result.changed:
+        return EXIT_FINDING
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix
+
+
+def _matrix_snapshot(args: argparse.Namespace) -> SourcedSnapshot:
+    if args.policies and args.store:
+        raise CliError("give either --policies FILE or --store DIR, not both")
+    if args.policies:
+        if args.revision is not None:
+            raise CliError("--revision needs --store DIR")
+        return candidate_snapshot(args.policies)
+    if args.store:
+        return store_snapshot(args.store, args.revision)
+    raise CliError("matrix needs a snapshot: --policies FILE, or --store DIR [--revision N]")
+
+
+def _handle_matrix(args: argparse.Namespace) -> int:
+    try:
+        sourced = _matrix_snapshot(args)
+    except InvalidCandidateError as exc:
+        _print_problems(exc)
+        return EXIT_USAGE
+    except SnapshotSourceError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        given = {
+            "repos": parse_axis(args.repo),
+            "roles": parse_axis(args.role),
+            "principals": parse_axis(args.principal),
+            "faces": parse_axis(args.face, allow_none=False),
+            "requirements": parse_axis(args.requirement),
+        }
+        accounts = tuple(parse_account(a) for a in args.account) if args.account else DEFAULT_ACCOUNTS
+        if args.chain:
+            try:
+                seen = axes_from_chain(args.chain)
+            except ChainError as exc:
+                raise _chain_error(exc) from None
+            values = {name: given[name] or seen[name] for name in given}
+        else:
+            if given["repos"] is None:
+                raise CliError("matrix needs --repo (one or more) or --chain to take repos from")
+            defaults = MatrixAxes()
+            values = {
+                "repos": given["repos"],
+                "roles": given["roles"] or defaults.roles,
+                "principals": given["principals"] or defaults.principals,
+                "faces": given["faces"] or defaults.faces,
+                "requirements": given["requirements"] or defaults.requirements,
+            }
+        axes = MatrixAxes(
+            repos=tuple(values["repos"] or ()),
+            roles=tuple(values["roles"] or ()),
+            principals=tuple(values["principals"] or ()),
+            faces=tuple(str(face) for face in values["faces"] or () if face is not None),
+            requirements=tuple(values["requirements"] or ()),
+        )
+        if args.max_rows < 1:
+            raise CliError("--max-rows must be at least 1")
+        matrix = build_matrix(
+            sourced.snapshot, axes, accounts=accounts, snapshot_source=sourced.source, max_rows=args.max_rows
+        )
+    except MatrixError as exc:
+        raise CliError(str(exc)) from None
+    renderer = {"table": render_table, "csv": render_csv, "json": render_json}[args.format]
+    _write_stdout(renderer(matrix))
+    return EXIT_OK

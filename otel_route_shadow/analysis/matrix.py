@@ -1,0 +1,333 @@
+"""The effective-route matrix: repos x roles x principals x faces x requirements against one snapshot.
+
+Every row is resolved by one ``explain_batch`` call, so the whole matrix sees one snapshot and one
+policy index (ADR-0139 D1: a matrix whose rows saw different revisions is a race, not a matrix).
+
+A matrix cell is a hypothetical spawn, so it has no legacy route of its own. Each cell carries a
+placeholder legacy route (documented in docs/reports.md); a cell that no managed policy claims is
+shown as ``legacy-compatibility`` with no provider, because what the legacy dials would do there is
+not something the policy set can answer.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from otel_route_shadow.analysis.groups import label
+from otel_route_shadow.analysis.source import open_chain, stream_payloads
+from otel_route_shadow.core import (
+    Account,
+    LegacyMechanism,
+    LegacyRoute,
+    PolicySnapshot,
+    PolicySource,
+    Provider,
+    RequestFace,
+    RouteContext,
+    RouteDecision,
+    WorkerRole,
+    derive_transport,
+    explain_batch,
+)
+from otel_route_shadow.instrumentation import attributes as attr
+from otel_route_shadow.shadow.record import RECORD_KIND
+
+__all__ = [
+    "DEFAULT_ACCOUNTS",
+    "MAX_ROWS",
+    "Matrix",
+    "MatrixAxes",
+    "MatrixError",
+    "MatrixRow",
+    "axes_from_chain",
+    "build_matrix",
+    "matrix_contexts",
+    "parse_account",
+    "parse_axis",
+    "render_csv",
+    "render_json",
+    "render_table",
+]
+
+MAX_ROWS: Final = 100_000
+NONE_TOKEN: Final = "none"  # noqa: S105 - the axis spelling of an absent value
+PLACEHOLDER_DETAIL: Final = "matrix-placeholder"
+
+DEFAULT_ACCOUNTS: Final[tuple[Account, ...]] = (
+    Account(id="anthropic-legacy", provider=Provider.ANTHROPIC.value, state="available"),
+    Account(id="zai-legacy", provider=Provider.ZAI.value, state="available"),
+)
+"""ADR-0138's two legacy bindings, both available, unless ``--account`` says otherwise."""
+
+COLUMNS: Final = (
+    "repo",
+    "role",
+    "principal",
+    "face",
+    "requirement",
+    "outcome",
+    "reason",
+    "policy_source",
+    "rung",
+    "policy_id",
+    "provider",
+    "account",
+    "model",
+)
+
+
+class MatrixError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class MatrixAxes:
+    """The values of each axis; None stands for "not given" (no repo, no role, ...)."""
+
+    repos: tuple[str | None, ...] = (None,)
+    roles: tuple[str | None, ...] = tuple(role.value for role in WorkerRole)
+    principals: tuple[str | None, ...] = (None,)
+    faces: tuple[str, ...] = tuple(face.value for face in RequestFace)
+    requirements: tuple[str | None, ...] = (None,)
+
+    @property
+    def size(self) -> int:
+        return (
+            len(self.repos)
+            * len(self.roles)
+            * len(self.principals)
+            * len(self.faces)
+            * len(self.requirements)
+        )
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    repo: str | None
+    role: str | None
+    principal: str | None
+    face: str
+    requirement: str | None
+    decision: RouteDecision
+
+    @property
+    def legacy(self) -> bool:
+        return self.decision.policy_source == PolicySource.LEGACY.value
+
+    def as_dict(self) -> dict[str, Any]:
+        d = self.decision
+        return {
+            "repo": self.repo,
+            "role": self.role,
+            "principal": self.principal,
+            "face": self.face,
+            "requirement": self.requirement,
+            "outcome": d.outcome,
+            "reason": d.reason,
+            "policy_source": d.policy_source,
+            "rung": d.rung,
+            "policy_id": d.policy_id,
+            "provider": None if self.legacy else d.provider,
+            "account": None if self.legacy else d.account,
+            "model": None if self.legacy else d.model,
+        }
+
+
+@dataclass
+class Matrix:
+    snapshot: dict[str, Any]
+    axes: MatrixAxes
+    rows: list[MatrixRow] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "route-shadow-matrix",
+            "snapshot": self.snapshot,
+            "axes": {
+                "repos": list(self.axes.repos),
+                "roles": list(self.axes.roles),
+                "principals": list(self.axes.principals),
+                "faces": list(self.axes.faces),
+                "requirements": list(self.axes.requirements),
+            },
+            "rows": [row.as_dict() for row in self.rows],
+        }
+
+
+def _placeholder_legacy(face: str) -> LegacyRoute:
+    return LegacyRoute(
+        provider=Provider.ANTHROPIC.value,
+        transport=derive_transport(face, False).value,
+        mechanism=LegacyMechanism.ROLE_DIAL.value,
+        mechanism_detail=PLACEHOLDER_DETAIL,
+    )
+
+
+def matrix_contexts(
+    axes: MatrixAxes, accounts: Sequence[Account] = DEFAULT_ACCOUNTS
+) -> Iterable[tuple[tuple[Any, ...], RouteContext]]:
+    """Every cell's coordinates and its context, in axis order."""
+    legacy = {face: _placeholder_legacy(face) for face in axes.faces}
+    for repo, role, principal, face, requirement in product(
+        axes.repos, axes.roles, axes.principals, axes.faces, axes.requirements
+    ):
+        yield (
+            (repo, role, principal, face, requirement),
+            RouteContext(
+                repo=repo,
+                role=role,
+                principal_id=principal,
+                request_face=face,
+                requirement=requirement,
+                accounts=tuple(accounts),
+                legacy_route=legacy[face],
+            ),
+        )
+
+
+def build_matrix(
+    snapshot: PolicySnapshot,
+    axes: MatrixAxes,
+    *,
+    accounts: Sequence[Account] = DEFAULT_ACCOUNTS,
+    snapshot_source: str = "snapshot",
+    max_rows: int = MAX_ROWS,
+) -> Matrix:
+    """Resolve every cell with one ``explain_batch`` call against ``snapshot``."""
+    if axes.size > max_rows:
+        raise MatrixError(
+            f"the matrix would have {axes.size} rows (limit {max_rows}); name fewer axis values or raise --max-rows"
+        )
+    if axes.size == 0:
+        raise MatrixError("the matrix is empty: every axis needs at least one value")
+    cells = list(matrix_contexts(axes, accounts))
+    decisions = explain_batch([context for _, context in cells], snapshot)
+    matrix = Matrix(
+        snapshot={
+            "source": snapshot_source,
+            "revision": snapshot.revision,
+            "content_hash": snapshot.content_hash,
+            "policies": len(snapshot.policies),
+            "available": snapshot.available,
+        },
+        axes=axes,
+    )
+    for (coords, _), decision in zip(cells, decisions, strict=True):
+        repo, role, principal, face, requirement = coords
+        matrix.rows.append(MatrixRow(repo, role, principal, face, requirement, decision))
+    return matrix
+
+
+def _ordered(values: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(sorted(set(values), key=lambda v: (v is not None, str(v))))
+
+
+def axes_from_chain(path: str | Path) -> dict[str, tuple[Any, ...]]:
+    """The distinct repos, roles, principals, faces and requirements the chain's observations saw.
+
+    The chain is only a source of axis values here, so it is not verified (``report`` and ``whatif``
+    are the commands whose figures come from the chain).
+    """
+    open_chain(path, verify=False)
+    seen: dict[str, set[Any]] = {
+        name: set() for name in ("repos", "roles", "principals", "faces", "requirements")
+    }
+    keys = (
+        ("repos", attr.REPO),
+        ("roles", attr.ROLE),
+        ("principals", attr.PRINCIPAL),
+        ("faces", attr.REQUEST_FACE),
+        ("requirements", attr.REQUIREMENT),
+    )
+    observations = 0
+    for _seq, payload in stream_payloads(path):
+        if not isinstance(payload, dict) or payload.get("kind") != RECORD_KIND:
+            continue
+        attributes = payload.get("attributes")
+        if not isinstance(attributes, dict):
+            continue
+        observations += 1
+        for name, key in keys:
+            value = attributes.get(key)
+            if value is None or isinstance(value, str):
+                seen[name].add(value)
+    if not observations:
+        raise MatrixError(f"{path}: the chain holds no route-shadow observations to take axis values from")
+    faces = {face for face in seen["faces"] if face is not None}
+    return {
+        "repos": _ordered(seen["repos"]),
+        "roles": _ordered(seen["roles"]),
+        "principals": _ordered(seen["principals"]),
+        "faces": _ordered(faces) or tuple(face.value for face in RequestFace),
+        "requirements": _ordered(seen["requirements"]),
+    }
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def render_table(matrix: Matrix) -> str:
+    rows = [
+        [label(row.as_dict()[c]) if c != "provider" or not row.legacy else "(legacy dials)" for c in COLUMNS]
+        for row in matrix.rows
+    ]
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(COLUMNS)]
+    snap = matrix.snapshot
+    lines = [
+        f"effective-route matrix: {snap['source']} (revision {snap['revision']}, hash {snap['content_hash']}, "
+        f"{snap['policies']} policies{'' if snap['available'] else ', UNAVAILABLE'}); {len(rows)} rows",
+        "  ".join(c.ljust(widths[i]) for i, c in enumerate(COLUMNS)).rstrip(),
+    ]
+    lines.extend("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
+    return "\n".join(lines) + "\n"
+
+
+def render_csv(matrix: Matrix) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in matrix.rows:
+        data = row.as_dict()
+        writer.writerow([_cell(data[c]) for c in COLUMNS])
+    return buffer.getvalue()
+
+
+def render_json(matrix: Matrix) -> str:
+    return orjson.dumps(matrix.as_dict(), option=orjson.OPT_INDENT_2).decode("utf-8") + "\n"
+
+
+def parse_axis(values: Sequence[str] | None, *, allow_none: bool = True) -> tuple[str | None, ...] | None:
+    """Repeatable, comma-separated axis values; ``none`` stands for an absent value."""
+    if not values:
+        return None
+    out: list[str | None] = []
+    for value in values:
+        for raw in value.split(","):
+            item = raw.strip()
+            if not item:
+                continue
+            if item.lower() == NONE_TOKEN:
+                if not allow_none:
+                    raise MatrixError("'none' is not a request face (use agentic or one-shot)")
+                out.append(None)
+            else:
+                out.append(item)
+    return tuple(dict.fromkeys(out)) or None
+
+
+def parse_account(text: str) -> Account:
+    """``ID=PROVIDER[:STATE]``, e.g. ``zai-legacy=zai:exhausted``."""
+    ident, sep, rest = text.partition("=")
+    provider, _, state = rest.partition(":")
+    if not sep or not ident.strip() or not provider.strip():
+        raise MatrixError(f"--account {text!r}: expected ID=PROVIDER[:STATE], e.g. zai-legacy=zai:exhausted")
+    return Account(id=ident.strip(), provider=provider.strip(), state=state.strip() or "available")

@@ -1,0 +1,766 @@
+"""What-if replay: every recorded context through ``explain`` against a candidate snapshot.
+
+Decisions are pure functions of (context, snapshot), so a replay needs one ``explain`` per distinct
+context, not per record: results are memoised by the record's canonical context JSON (bounded, so
+memory stays constant), and the misses of each chunk of records are resolved together with
+``explain_batch`` (one policy index per chunk). Everything else reads attributes straight from the
+parsed payload.
+
+Integrity (ADR-0139 D5, D6): replaying a record's context against the snapshot it cites (same
+revision and hash) must reproduce its decision id and its decision fields exactly. A mismatch is an
+integrity finding, never a difference. The cited snapshot is available when it *is* the candidate,
+when a store is given that holds that revision with that hash, when it is the empty policy set
+(its hash proves its content), or when the record says the snapshot was unavailable (corrupt).
+Otherwise the record's integrity is counted as not checked, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from otel_route_shadow.analysis.groups import DIMENSIONS, GroupSpec, key_label, label, parse_by, spec_name
+from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, open_chain, stream_payloads
+from otel_route_shadow.analysis.tally import rate, sorted_counts, top_counts
+from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.core import (
+    EMPTY_SET_HASH,
+    PolicySnapshot,
+    RouteContext,
+    RouteDecision,
+    compare_routes,
+    explain_batch,
+)
+from otel_route_shadow.instrumentation import attributes as attr
+from otel_route_shadow.shadow.record import RECORD_KIND
+
+__all__ = [
+    "DECISION_FIELDS",
+    "CitedLoader",
+    "Replayed",
+    "WhatIfResult",
+    "format_whatif",
+    "replay",
+    "replay_payloads",
+    "transition_text",
+]
+
+DECISION_FIELDS: Final = (
+    "outcome",
+    "reason",
+    "policy_source",
+    "rung",
+    "policy_id",
+    "provider",
+    "account",
+    "model",
+)
+"""The decision fields a record carries and a replay compares (the ``how`` of a change)."""
+
+_FIELD_KEYS: Final = (
+    attr.OUTCOME,
+    attr.REASON,
+    attr.POLICY_SOURCE,
+    attr.RUNG,
+    attr.POLICY_ID,
+    attr.PROVIDER,
+    attr.ACCOUNT,
+    attr.MODEL,
+)
+_OUTCOME_I, _REASON_I, _PROVIDER_I = 0, 1, 5
+CHUNK: Final = 4096
+MEMO_LIMIT: Final = 1 << 15
+"""Distinct contexts kept per snapshot; the memo is dropped and refilled when it grows past this."""
+PROGRESS_EVERY: Final = 1 << 15
+CORRUPT_STATE: Final = "corrupt"
+
+CitedKey = tuple[int, str, bool]
+"""(revision, content hash, available): the snapshot a record cites."""
+
+CitedLoader = Callable[[int], PolicySnapshot | None]
+"""Returns a store's revision N (or None when the store does not hold it)."""
+
+Fields = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """One context's decision under one snapshot, reduced to what the replay compares."""
+
+    decision_id: str
+    fields: Fields
+    agreed: bool
+    divergence: str | None
+
+
+_UNPARSEABLE: Final = Replayed(decision_id="", fields=(), agreed=False, divergence=None)
+
+
+def _reduce(decision: RouteDecision, context: RouteContext) -> Replayed:
+    agreed, divergence = compare_routes(decision, context.legacy_route)
+    fields = (
+        decision.outcome,
+        decision.reason,
+        decision.policy_source,
+        decision.rung,
+        decision.policy_id,
+        decision.provider,
+        decision.account,
+        decision.model,
+    )
+    return Replayed(decision.decision_id, fields, agreed, divergence)
+
+
+class _Resolver:
+    """A bounded memo of ``context JSON -> Replayed`` for one snapshot."""
+
+    __slots__ = ("evaluated", "memo", "snapshot")
+
+    def __init__(self, snapshot: PolicySnapshot) -> None:
+        self.snapshot = snapshot
+        self.memo: dict[str, Replayed] = {}
+        self.evaluated = 0
+
+    def resolve(self, texts: Iterable[str]) -> None:
+        """Explain every text not yet memoised, in one batch."""
+        memo = self.memo
+        unique = list(dict.fromkeys(texts))
+        pending = [text for text in unique if text not in memo]
+        if not pending:
+            return
+        if len(memo) + len(pending) > MEMO_LIMIT:
+            # Bounded memory: drop everything but this chunk's own hits (a chunk is << the limit).
+            keep = {text: memo[text] for text in unique if text in memo}
+            memo.clear()
+            memo.update(keep)
+        contexts: list[RouteContext] = []
+        parsed: list[str] = []
+        for text in pending:
+            try:
+                contexts.append(RouteContext.model_validate_json(text))
+                parsed.append(text)
+            except (ValidationError, ValueError):
+                memo[text] = _UNPARSEABLE
+        self.evaluated += len(contexts)
+        for text, context, decision in zip(
+            parsed, contexts, explain_batch(contexts, self.snapshot), strict=True
+        ):
+            memo[text] = _reduce(decision, context)
+
+
+@dataclass(slots=True)
+class ChangeTally:
+    """Replayed records in one group and how many of them the candidate would decide differently."""
+
+    replayed: int = 0
+    changed: int = 0
+    agreed_before: int = 0
+    agreed_after: int = 0
+    transitions: dict[tuple[Any, ...], int] = field(default_factory=dict)
+
+    def as_dict(self, top: int = 3) -> dict[str, Any]:
+        return {
+            "replayed": self.replayed,
+            "changed": self.changed,
+            "change_rate": rate(self.changed, self.replayed),
+            "agreement_rate_before": rate(self.agreed_before, self.replayed),
+            "agreement_rate_after": rate(self.agreed_after, self.replayed),
+            "top_changes": [
+                {**_transition_dict(t), "count": n} for t, n in top_counts(self.transitions, top)
+            ],
+        }
+
+
+def _transition_dict(transition: tuple[Any, ...]) -> dict[str, Any]:
+    out_b, out_a, prov_b, prov_a, reason_b, reason_a = transition
+    return {
+        "outcome": {"before": out_b, "after": out_a},
+        "provider": {"before": prov_b, "after": prov_a},
+        "reason": {"before": reason_b, "after": reason_a},
+    }
+
+
+def transition_text(transition: tuple[Any, ...]) -> str:
+    out_b, out_a, prov_b, prov_a, reason_b, reason_a = transition
+    parts = []
+    parts.append(f"{label(out_b)}->{label(out_a)}" if out_b != out_a else label(out_a))
+    parts.append(
+        f"provider {label(prov_b)}->{label(prov_a)}" if prov_b != prov_a else f"provider {label(prov_a)}"
+    )
+    parts.append(
+        f"reason {label(reason_b)}->{label(reason_a)}"
+        if reason_b != reason_a
+        else f"reason {label(reason_a)}"
+    )
+    return ", ".join(parts)
+
+
+@dataclass
+class IntegrityReport:
+    checked: int = 0
+    passed: int = 0
+    findings: dict[str, int] = field(default_factory=dict)
+    not_checked: dict[str, int] = field(default_factory=dict)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return sum(self.findings.values())
+
+    @property
+    def unchecked(self) -> int:
+        return sum(self.not_checked.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "passed": self.passed,
+            "failed": self.failed,
+            "findings": dict(sorted_counts(self.findings)),
+            "not_checked": self.unchecked,
+            "not_checked_reasons": dict(sorted_counts(self.not_checked)),
+            "examples": self.examples,
+        }
+
+
+@dataclass
+class WhatIfResult:
+    chain: ChainStatus
+    candidate: dict[str, Any]
+    window: TimeWindow
+    by: tuple[GroupSpec, ...]
+    records_read: int = 0
+    observations: int = 0
+    skipped_kinds: dict[str, int] = field(default_factory=dict)
+    outside_window: int = 0
+    without_decision: int = 0
+    malformed: int = 0
+    total: ChangeTally = field(default_factory=ChangeTally)
+    field_changes: dict[str, int] = field(default_factory=dict)
+    groups: dict[str, list[tuple[tuple[Any, ...], ChangeTally]]] = field(default_factory=dict)
+    examples: dict[tuple[Any, ...], list[dict[str, Any]]] = field(default_factory=dict)
+    integrity: IntegrityReport = field(default_factory=IntegrityReport)
+    distinct_contexts: int = 0
+
+    @property
+    def flagged(self) -> bool:
+        return self.chain.flagged
+
+    @property
+    def replayed(self) -> int:
+        return self.total.replayed
+
+    @property
+    def changed(self) -> int:
+        return self.total.changed
+
+    @property
+    def integrity_findings(self) -> int:
+        return self.integrity.failed
+
+    def group(self, spec: str | GroupSpec) -> dict[tuple[Any, ...], ChangeTally]:
+        name = spec if isinstance(spec, str) else spec_name(spec)
+        return dict(self.groups.get(name, []))
+
+    def as_dict(self, top: int = 3) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "kind": "route-shadow-whatif",
+            "chain": self.chain.as_dict(),
+            "flagged": self.flagged,
+            "flag": "UNVERIFIED" if self.flagged else None,
+            "candidate": self.candidate,
+            "window": self.window.describe(),
+            "by": [spec_name(spec) for spec in self.by],
+            "records": {
+                "read": self.records_read,
+                "observations": self.observations,
+                "skipped_kinds": dict(sorted_counts(self.skipped_kinds)),
+                "outside_window": self.outside_window,
+                "without_decision": self.without_decision,
+                "malformed": self.malformed,
+            },
+            "distinct_contexts_evaluated": self.distinct_contexts,
+            "totals": self.total.as_dict(top),
+            "field_changes": dict(sorted_counts(self.field_changes)),
+            "changes": [
+                {**_transition_dict(t), "count": n, "examples": self.examples.get(t, [])}
+                for t, n in sorted_counts(self.total.transitions)
+            ],
+            "groups": {
+                name: [
+                    {"key": dict(zip(name.split("+"), key, strict=True)), **tally.as_dict(top)}
+                    for key, tally in rows
+                ]
+                for name, rows in self.groups.items()
+            },
+            "integrity": self.integrity.as_dict(),
+        }
+        if self.flagged:
+            _flag_rows(data)
+        return data
+
+
+def _flag_rows(value: Any) -> None:
+    if isinstance(value, dict):
+        if any(key in value for key in ("replayed", "count", "checked")):
+            value["unverified"] = True
+        for item in value.values():
+            _flag_rows(item)
+    elif isinstance(value, list):
+        for item in value:
+            _flag_rows(item)
+
+
+def snapshot_info(snapshot: PolicySnapshot, source: str) -> dict[str, Any]:
+    return {
+        "source": source,
+        "revision": snapshot.revision,
+        "content_hash": snapshot.content_hash,
+        "policies": len(snapshot.policies),
+        "available": snapshot.available,
+    }
+
+
+class _Cited:
+    """Finds the snapshot a record cites, once per distinct citation."""
+
+    def __init__(self, candidate: PolicySnapshot, loader: CitedLoader | None) -> None:
+        self.candidate_key: CitedKey = (candidate.revision, candidate.content_hash, candidate.available)
+        self.loader = loader
+        self.resolvers: dict[CitedKey, _Resolver | str] = {}
+
+    def resolver(self, key: CitedKey) -> _Resolver | str:
+        """A resolver for the cited snapshot, or why there is none (``!`` prefix: a finding)."""
+        found = self.resolvers.get(key)
+        if found is not None:
+            return found
+        revision, content_hash, available = key
+        result: _Resolver | str
+        if not available:
+            result = _Resolver(PolicySnapshot(revision=revision, content_hash=content_hash, available=False))
+        elif content_hash == EMPTY_SET_HASH:
+            result = _Resolver(PolicySnapshot(revision=revision, content_hash=content_hash))
+        elif self.loader is None:
+            result = "cited snapshot is not the candidate and no --store was given"
+        else:
+            try:
+                snapshot = self.loader(revision)
+            except Exception as exc:
+                snapshot = None
+                result = f"store revision {revision} unreadable: {str(exc)[:160] or type(exc).__name__}"
+            else:
+                if snapshot is None:
+                    result = f"store has no revision {revision}"
+                elif snapshot.content_hash != content_hash:
+                    result = "!cited-snapshot-mismatch"
+                else:
+                    result = _Resolver(snapshot)
+        self.resolvers[key] = result
+        return result
+
+
+def _cited_key(attributes: dict[str, Any]) -> CitedKey | None:
+    revision = attributes.get(attr.SNAPSHOT_REVISION)
+    content_hash = attributes.get(attr.SNAPSHOT_HASH)
+    if isinstance(revision, bool) or not isinstance(revision, int) or not isinstance(content_hash, str):
+        return None
+    return (revision, content_hash, attributes.get(attr.SNAPSHOT_STATE) != CORRUPT_STATE)
+
+
+def _chunks(iterable: Iterable[tuple[int, Any]], size: int) -> Iterator[list[tuple[int, Any]]]:
+    iterator = iter(iterable)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def replay_payloads(
+    payloads: Iterable[tuple[int, Any]],
+    snapshot: PolicySnapshot,
+    *,
+    chain: ChainStatus,
+    candidate_source: str = "candidate",
+    cited_loader: CitedLoader | None = None,
+    by: Sequence[GroupSpec] | None = None,
+    window: TimeWindow | None = None,
+    examples: int = 3,
+    progress: ProgressFn | None = None,
+) -> WhatIfResult:
+    """Replay ``(seq, payload)`` pairs against ``snapshot``; see the module docstring."""
+    specs = tuple(by) if by is not None else parse_by(None)
+    window = window if window is not None else TimeWindow()
+    bounded = not window.unbounded
+    dim_names = list(dict.fromkeys(name for spec in specs for name in spec))
+    dim_keys = tuple(DIMENSIONS[name] for name in dim_names)
+    dim_pos = {name: i for i, name in enumerate(dim_names)}
+    spec_positions = [(spec_name(spec), tuple(dim_pos[name] for name in spec)) for spec in specs]
+
+    result = WhatIfResult(
+        chain=chain, candidate=snapshot_info(snapshot, candidate_source), window=window, by=specs
+    )
+    integrity = result.integrity
+    candidate = _Resolver(snapshot)
+    cited = _Cited(snapshot, cited_loader)
+    candidate_key = cited.candidate_key
+    # cube: (transition or None, agreed_before, agreed_after, *dims) -> count
+    cube: defaultdict[tuple[Any, ...], int] = defaultdict(int)
+    field_changes = result.field_changes
+    example_lists = result.examples
+    skipped = result.skipped_kinds
+    read = 0
+    total = chain.records
+    context_key = attr.CONTEXT
+    id_key = attr.DECISION_ID
+    agreed_key = attr.AGREED
+
+    def finding(kind: str, seq: int, payload: dict[str, Any], detail: str) -> None:
+        integrity.findings[kind] = integrity.findings.get(kind, 0) + 1
+        if len(integrity.examples) < 20:
+            integrity.examples.append(
+                {
+                    "seq": seq,
+                    "kind": kind,
+                    "trace_id": payload.get("trace_id"),
+                    "span_id": payload.get("span_id"),
+                    "detail": detail,
+                }
+            )
+
+    for chunk in _chunks(payloads, CHUNK):
+        # Pass 1: filter, and collect the contexts each snapshot must explain.
+        rows: list[tuple[int, dict[str, Any], dict[str, Any], str, CitedKey | None]] = []
+        for seq, payload in chunk:
+            read += 1
+            if progress is not None and not read % PROGRESS_EVERY:
+                progress(read, total)
+            if not isinstance(payload, dict):
+                result.malformed += 1
+                continue
+            kind = payload.get("kind")
+            if kind != RECORD_KIND:
+                name = kind if isinstance(kind, str) else "(no kind)"
+                skipped[name] = skipped.get(name, 0) + 1
+                continue
+            attributes = payload.get("attributes")
+            if not isinstance(attributes, dict):
+                result.malformed += 1
+                continue
+            if bounded:
+                try:
+                    ns = int(payload["start_time_unix_nano"])
+                except (KeyError, TypeError, ValueError):
+                    ns = -1
+                if ns < 0 or not window.contains(ns):
+                    result.outside_window += 1
+                    continue
+            if attributes.get(attr.OUTCOME) is None:
+                result.without_decision += 1
+                continue
+            result.observations += 1
+            text = attributes.get(context_key)
+            if not isinstance(text, str):
+                finding("record-incomplete", seq, payload, "no route_shadow.context to replay")
+                continue
+            rows.append((seq, payload, attributes, text, _cited_key(attributes)))
+        candidate.resolve(row[3] for row in rows)
+        by_cited: dict[CitedKey, list[str]] = {}
+        for row in rows:
+            key = row[4]
+            if key is not None and key != candidate_key:
+                by_cited.setdefault(key, []).append(row[3])
+        for key, texts in by_cited.items():
+            resolver = cited.resolver(key)
+            if isinstance(resolver, _Resolver):
+                resolver.resolve(texts)
+
+        # Pass 2: integrity, then the difference.
+        memo = candidate.memo
+        for seq, payload, attributes, text, key in rows:
+            after = memo[text]
+            get = attributes.get
+            recorded = tuple([get(k) for k in _FIELD_KEYS])
+            recorded_id = get(id_key)
+            if after is _UNPARSEABLE:
+                finding(
+                    "context-unparseable", seq, payload, "route_shadow.context is not a valid route context"
+                )
+                continue
+            if key is None:
+                integrity.not_checked["no snapshot citation"] = (
+                    integrity.not_checked.get("no snapshot citation", 0) + 1
+                )
+            else:
+                reference: Replayed | None
+                if key == candidate_key:
+                    reference = after
+                else:
+                    resolver = cited.resolver(key)
+                    if isinstance(resolver, str):
+                        reference = None
+                        if resolver.startswith("!"):
+                            finding(
+                                resolver[1:],
+                                seq,
+                                payload,
+                                f"store revision {key[0]} does not have the cited hash {key[1]}",
+                            )
+                            continue
+                        integrity.not_checked[resolver] = integrity.not_checked.get(resolver, 0) + 1
+                    else:
+                        reference = resolver.memo.get(text)
+                        if reference is None:  # evicted between passes: resolve alone
+                            resolver.resolve([text])
+                            reference = resolver.memo[text]
+                if reference is not None:
+                    integrity.checked += 1
+                    if reference.decision_id != recorded_id:
+                        finding(
+                            "decision-id-mismatch",
+                            seq,
+                            payload,
+                            f"recorded {label(recorded_id)}, replay gives {reference.decision_id}",
+                        )
+                        continue
+                    if reference.fields != recorded:
+                        differing = [
+                            name
+                            for name, a, b in zip(DECISION_FIELDS, reference.fields, recorded, strict=True)
+                            if a != b
+                        ]
+                        finding(
+                            "decision-fields-mismatch",
+                            seq,
+                            payload,
+                            "recorded fields differ from the replayed decision: " + ", ".join(differing),
+                        )
+                        continue
+                    integrity.passed += 1
+            fields = after.fields
+            agreed_before = get(agreed_key) is True
+            dim_values = tuple([get(k) for k in dim_keys])
+            if fields == recorded:
+                transition = None
+            else:
+                transition = (
+                    recorded[_OUTCOME_I],
+                    fields[_OUTCOME_I],
+                    recorded[_PROVIDER_I],
+                    fields[_PROVIDER_I],
+                    recorded[_REASON_I],
+                    fields[_REASON_I],
+                )
+                for name, a, b in zip(DECISION_FIELDS, recorded, fields, strict=True):
+                    if a != b:
+                        field_changes[name] = field_changes.get(name, 0) + 1
+                bucket = example_lists.get(transition)
+                if bucket is None:
+                    bucket = example_lists[transition] = []
+                if len(bucket) < examples:
+                    bucket.append(_example(seq, payload, attributes, recorded, after))
+            try:
+                cube[(transition, agreed_before, after.agreed, *dim_values)] += 1
+            except TypeError:
+                result.malformed += 1
+    if progress is not None:
+        progress(read, total)
+
+    result.records_read = read
+    result.distinct_contexts = candidate.evaluated
+    groups: dict[str, dict[tuple[Any, ...], ChangeTally]] = {name: {} for name, _ in spec_positions}
+    for cell, n in cube.items():
+        cell_transition, was_agreed, now_agreed = cell[0], cell[1], cell[2]
+        cell_dims = cell[3:]
+        tallies = [result.total]
+        for name, positions in spec_positions:
+            group_key = tuple(cell_dims[p] for p in positions)
+            tallies.append(groups[name].setdefault(group_key, ChangeTally()))
+        for tally in tallies:
+            tally.replayed += n
+            if was_agreed:
+                tally.agreed_before += n
+            if now_agreed:
+                tally.agreed_after += n
+            if cell_transition is not None:
+                tally.changed += n
+                tally.transitions[cell_transition] = tally.transitions.get(cell_transition, 0) + n
+    result.groups = {
+        name: sorted(
+            rows_.items(), key=lambda item: (-item[1].changed, -item[1].replayed, key_label(item[0]))
+        )
+        for name, rows_ in groups.items()
+    }
+    return result
+
+
+def _example(
+    seq: int, payload: dict[str, Any], attributes: dict[str, Any], recorded: Fields, after: Replayed
+) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "trace_id": payload.get("trace_id"),
+        "span_id": payload.get("span_id"),
+        "repo": attributes.get(attr.REPO),
+        "role": attributes.get(attr.ROLE),
+        "principal": attributes.get(attr.PRINCIPAL),
+        "mechanism": attributes.get(attr.LEGACY_MECHANISM),
+        "before": dict(zip(DECISION_FIELDS, recorded, strict=True)),
+        "after": dict(zip(DECISION_FIELDS, after.fields, strict=True)),
+        "agreed_after": after.agreed,
+        "divergence_after": after.divergence,
+    }
+
+
+def replay(
+    path: str | Path,
+    snapshot: PolicySnapshot,
+    *,
+    candidate_source: str = "candidate",
+    cited_loader: CitedLoader | None = None,
+    by: Sequence[GroupSpec] | Sequence[str] | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    window: TimeWindow | None = None,
+    examples: int = 3,
+    allow_unverified: bool = False,
+    verify: bool = True,
+    jobs: int = 1,
+    progress: ProgressFn | None = None,
+    verify_progress: ProgressFn | None = None,
+) -> WhatIfResult:
+    """Verify the chain at ``path`` (refusing an unverifiable one unless ``allow_unverified``), then
+    replay every observation against ``snapshot`` in one streaming pass.
+
+    ``cited_loader(n)`` returns a store's revision ``n`` (or None) so records citing a snapshot other
+    than the candidate can still be integrity-checked; pass ``store.revision`` wrapped as needed.
+    """
+    if by is None:
+        specs = parse_by(None)
+    elif all(isinstance(item, str) for item in by):
+        specs = parse_by([item for item in by if isinstance(item, str)])
+    else:
+        specs = tuple(tuple(item) for item in by)
+    if window is None:
+        window = TimeWindow.parse(since, until)
+    status = open_chain(
+        path, verify=verify, allow_unverified=allow_unverified, jobs=jobs, progress=verify_progress
+    )
+    return replay_payloads(
+        stream_payloads(path),
+        snapshot,
+        chain=status,
+        candidate_source=candidate_source,
+        cited_loader=cited_loader,
+        by=specs,
+        window=window,
+        examples=examples,
+        progress=progress,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Text rendering
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def format_whatif(result: WhatIfResult, top: int = 3) -> str:
+    mark = "!" if result.flagged else " "
+    banner = f"!!! UNVERIFIED CHAIN: every figure below is flagged ({result.chain.describe()}) !!!"
+    out: list[str] = []
+    if result.flagged:
+        out.append(banner)
+    cand = result.candidate
+    out.append(f"route-shadow what-if: {result.chain.path}")
+    out.append(f"  chain: {result.chain.describe()}")
+    out.append(
+        f"  candidate: {cand['source']} (revision {cand['revision']}, hash {cand['content_hash']}, "
+        f"{cand['policies']} policies)"
+    )
+    win = result.window.describe()
+    out.append(f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}")
+    skipped = ", ".join(f"{k} {v}" for k, v in sorted_counts(result.skipped_kinds)) or "none"
+    out.append(
+        f"{mark} records read {result.records_read}: observations {result.observations}; skipped "
+        f"(not observations) {skipped}; outside window {result.outside_window}; without a decision "
+        f"{result.without_decision}; malformed {result.malformed}; distinct contexts evaluated "
+        f"{result.distinct_contexts}"
+    )
+    integ = result.integrity
+    out.append("")
+    if integ.failed:
+        out.append(
+            f"! INTEGRITY: {integ.failed} record(s) do not reproduce from their cited snapshot: "
+            + ", ".join(f"{k} {v}" for k, v in sorted_counts(integ.findings))
+        )
+        for example in integ.examples[:10]:
+            out.append(
+                f"!   seq {example['seq']} trace {example['trace_id']} span {example['span_id']}: "
+                f"{example['kind']}: {example['detail']}"
+            )
+    out.append(
+        f"{mark} integrity: checked {integ.checked}, reproduced {integ.passed}, findings {integ.failed}"
+    )
+    if integ.unchecked:
+        out.append(
+            f"{mark} integrity NOT checked for {integ.unchecked} record(s): "
+            + "; ".join(f"{k} ({v})" for k, v in sorted_counts(integ.not_checked))
+        )
+    t = result.total
+    out.append("")
+    out.append(
+        f"{mark} replayed {t.replayed}: changed {t.changed} ({_pct(rate(t.changed, t.replayed))}), "
+        f"unchanged {t.replayed - t.changed}; agreement with the route that ran "
+        f"{_pct(rate(t.agreed_before, t.replayed))} recorded -> {_pct(rate(t.agreed_after, t.replayed))} candidate"
+    )
+    if result.field_changes:
+        out.append(
+            f"{mark} fields changed: " + ", ".join(f"{k} {v}" for k, v in sorted_counts(result.field_changes))
+        )
+    if t.transitions:
+        out.append("")
+        out.append("changes (recorded -> candidate):")
+        for transition, n in sorted_counts(t.transitions):
+            out.append(f"{mark} {n:>8}  {transition_text(transition)}")
+            for ex in result.examples.get(transition, []):
+                out.append(
+                    f"{mark}            e.g. seq {ex['seq']} repo {label(ex['repo'])} role {label(ex['role'])} "
+                    f"principal {label(ex['principal'])} mechanism {label(ex['mechanism'])}"
+                )
+    for name, rows in result.groups.items():
+        out.append("")
+        out.append(f"by {name}:")
+        header = ("group", "replayed", "changed", "change%", "agree% before", "agree% after", "top changes")
+        table = [
+            [
+                key_label(key),
+                str(tally.replayed),
+                str(tally.changed),
+                _pct(rate(tally.changed, tally.replayed)),
+                _pct(rate(tally.agreed_before, tally.replayed)),
+                _pct(rate(tally.agreed_after, tally.replayed)),
+                "; ".join(f"{transition_text(tr)} ({n})" for tr, n in top_counts(tally.transitions, top))
+                or "-",
+            ]
+            for key, tally in rows
+        ]
+        widths = [max([len(header[i])] + [len(row[i]) for row in table]) for i in range(len(header))]
+        out.append("  " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(header)).rstrip())
+        for row in table:
+            out.append(
+                mark
+                + " "
+                + "  ".join(
+                    c.rjust(widths[i]) if 0 < i < 6 else c.ljust(widths[i]) for i, c in enumerate(row)
+                ).rstrip()
+            )
+    if result.flagged:
+        out.append("")
+        out.append(banner)
+    return "\n".join(out) + "\n"
