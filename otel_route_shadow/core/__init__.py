@@ -35,7 +35,7 @@ from otel_route_shadow.core.policy import (
     validate_policies,
 )
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
-from otel_route_shadow.core.resolver import PolicyIndex, explain, explain_batch
+from otel_route_shadow.core.resolver import PolicyIndex, explain, explain_batch, explain_policies
 from otel_route_shadow.core.shadow import DIVERGENCE_CODES, ShadowDecision, compare_routes, shadow_decision
 from otel_route_shadow.core.vocabulary import (
     PROVIDER_BINDINGS,
@@ -100,6 +100,7 @@ __all__ = [
     "digest",
     "explain",
     "explain_batch",
+    "explain_policies",
     "matches_overlap",
     "model_provider",
     "parse_policies",

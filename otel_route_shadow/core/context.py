@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 __all__ = ["Account", "LegacyRoute", "LegacyStage", "RouteContext"]
 
@@ -34,7 +34,7 @@ class LegacyStage(BaseModel):
     mechanism: _Text
     provider: _Text
     model: _Text | None = None
-    gateway: bool = False
+    gateway: StrictBool = False
     detail: _Text | None = None
 
 

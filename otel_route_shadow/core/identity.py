@@ -8,6 +8,8 @@ carried as ``legacy-lossy`` and can never join a repo-scoped policy.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from pydantic import BaseModel, ConfigDict
 
@@ -20,7 +22,7 @@ __all__ = ["RepoIdentity", "canonical_worker_role", "canonicalize_repo", "repo_i
 _OWNER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}")
 _REPO = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
-_ROLES: dict[str, WorkerRole] = {role.value: role for role in WorkerRole}
+_ROLES: Mapping[str, WorkerRole] = MappingProxyType({role.value: role for role in WorkerRole})
 
 
 class RepoIdentity(BaseModel):
@@ -61,7 +63,11 @@ def repo_identity(repo: object, repo_slug: object = None) -> RepoIdentity | None
 
 
 def canonical_worker_role(name: object) -> WorkerRole | None:
-    """The single role join: exact and case-insensitive. A loop name (``adr_reviewer``) is not a role."""
-    if not isinstance(name, str):
+    """The single role join: exact and case-insensitive. A loop name (``adr_reviewer``) is not a role.
+
+    Case-insensitive means ASCII case only: ``str.lower`` also folds look-alikes such as the Kelvin
+    sign onto ASCII letters, and a look-alike is not an exact match.
+    """
+    if not isinstance(name, str) or not name.isascii():
         return None
     return _ROLES.get(name.lower())

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from otel_route_shadow.core.canonical import canonical_json, digest
 from otel_route_shadow.core.identity import canonicalize_repo
-from otel_route_shadow.core.requirements import parse_requirement
+from otel_route_shadow.core.requirements import model_provider, parse_requirement
 from otel_route_shadow.core.vocabulary import (
     PROVIDER_BINDINGS,
     ReasonCode,
@@ -111,7 +111,7 @@ class PolicyProblem(BaseModel):
 
 
 def precedence_level(match: RoutingMatch) -> int:
-    """The rung, from the match's shape (lower wins). See the README's ladder.
+    """The rung, from the match's shape (lower wins). See the ladder in ``docs/core.md``.
 
     1 repo + principal, 2 repo + role, 3 repo + face, 4 repo, 5 principal, 6 role, 7 face,
     8 catch-all; 9 is legacy compatibility and belongs to no policy.
@@ -173,22 +173,22 @@ def _validation_message(exc: ValidationError) -> str:
     return "; ".join(parts[:8]) + (" ..." if len(parts) > 8 else "")
 
 
-def parse_policies(items: object) -> tuple[list[RoutingPolicy], list[PolicyProblem]]:
-    """Parse raw policy objects; every malformed one becomes a ``malformed-policy`` problem."""
+def _parse_indexed(items: object) -> tuple[list[tuple[int, RoutingPolicy]], list[PolicyProblem]]:
+    """Parse raw policy objects, keeping each policy's index in the input."""
     if not isinstance(items, list | tuple):
         return [], [
             PolicyProblem(
                 code=ReasonCode.MALFORMED_POLICY, message="policies must be a JSON array of objects"
             )
         ]
-    parsed: list[RoutingPolicy] = []
+    parsed: list[tuple[int, RoutingPolicy]] = []
     problems: list[PolicyProblem] = []
     for index, item in enumerate(items):
         if isinstance(item, RoutingPolicy):
-            parsed.append(item)
+            parsed.append((index, item))
             continue
         try:
-            parsed.append(RoutingPolicy.model_validate(item))
+            parsed.append((index, RoutingPolicy.model_validate(item)))
         except ValidationError as exc:
             raw_id = item.get("id") if isinstance(item, Mapping) else None
             problems.append(
@@ -210,6 +210,12 @@ def parse_policies(items: object) -> tuple[list[RoutingPolicy], list[PolicyProbl
     return parsed, problems
 
 
+def parse_policies(items: object) -> tuple[list[RoutingPolicy], list[PolicyProblem]]:
+    """Parse raw policy objects; every malformed one becomes a ``malformed-policy`` problem."""
+    parsed, problems = _parse_indexed(items)
+    return [policy for _, policy in parsed], problems
+
+
 def _member_problems(policy: RoutingPolicy, index: int) -> list[PolicyProblem]:
     problems: list[PolicyProblem] = []
 
@@ -220,7 +226,11 @@ def _member_problems(policy: RoutingPolicy, index: int) -> list[PolicyProblem]:
     faces = {face.value for face in RequestFace}
     for repo in policy.match.repo_ids:
         if canonicalize_repo(repo) != repo:
-            add(ReasonCode.NON_CANONICAL_REPO_ID, f"repo id {repo!r} is not canonical lower-case owner/repo")
+            glob = " (no globs in v1: exact ids only)" if any(c in repo for c in "*?[") else ""
+            add(
+                ReasonCode.NON_CANONICAL_REPO_ID,
+                f"repo id {repo!r} is not canonical lower-case owner/repo{glob}",
+            )
     for role in policy.match.roles:
         if role not in roles:
             add(ReasonCode.UNKNOWN_ROLE, f"unknown role {role!r} (roles: {', '.join(sorted(roles))})")
@@ -228,16 +238,28 @@ def _member_problems(policy: RoutingPolicy, index: int) -> list[PolicyProblem]:
         if face not in faces:
             add(ReasonCode.UNKNOWN_REQUEST_FACE, f"unknown request face {face!r}")
     lock = policy.action.provider_lock
-    if lock is not None and lock not in PROVIDER_BINDINGS:
+    locked = PROVIDER_BINDINGS.get(lock) if lock is not None else None
+    if lock is not None and locked is None:
         add(ReasonCode.UNKNOWN_PROVIDER_BINDING, f"unknown provider binding {lock!r}")
+    pool = policy.action.account_pool
+    if len(set(pool)) != len(pool):
+        add(ReasonCode.MALFORMED_POLICY, "account_pool names an account more than once")
     for key, model in sorted(policy.action.requirement_map.items()):
         requirement = parse_requirement(key)
+        provider = model_provider(model)
         if requirement.kind in (RequirementKind.UNRECOGNIZED, RequirementKind.NONE):
             add(ReasonCode.UNKNOWN_REQUIREMENT, f"requirement_map key {key!r} is not a family or capability")
         elif requirement.kind is RequirementKind.LITERAL_FAMILY and not requirement.satisfied_by(model):
             add(
                 ReasonCode.LITERAL_FAMILY_MAPPED_TO_FOREIGN_MODEL,
                 f"{key} -> {model}: a literal family may only map to an Anthropic {key} model",
+            )
+        elif provider is None:
+            add(ReasonCode.UNKNOWN_MODEL, f"{key} -> {model}: not a model of a known provider")
+        elif locked is not None and provider is not locked:
+            add(
+                ReasonCode.MAPPED_MODEL_OUTSIDE_LOCK,
+                f"{key} -> {model}: served by {provider.value}, outside provider_lock {lock}",
             )
     return problems
 
@@ -249,14 +271,17 @@ def _conflicts(policies: Sequence[tuple[int, RoutingPolicy]]) -> list[PolicyProb
             groups.setdefault((precedence_level(policy.match), policy.priority), []).append((index, policy))
     problems: list[PolicyProblem] = []
     for (rung, priority), members in sorted(groups.items()):
-        for (ia, a), (_, b) in combinations(members, 2):
+        for pair in combinations(members, 2):
+            (_, a), (_, b) = pair
             if a.action != b.action and matches_overlap(a.match, b.match):
-                first, second = sorted((a.id, b.id))
+                (first_index, first), (_, second) = sorted(
+                    ((index, policy.id) for index, policy in pair), key=lambda item: (item[1], item[0])
+                )
                 problems.append(
                     PolicyProblem(
                         code=ReasonCode.EQUAL_PRECEDENCE_CONFLICT,
                         policy_id=first,
-                        index=ia,
+                        index=first_index,
                         message=(
                             f"{first} and {second} overlap at rung {rung}, priority {priority}, "
                             "with different actions"
@@ -270,15 +295,7 @@ def _conflicts(policies: Sequence[tuple[int, RoutingPolicy]]) -> list[PolicyProb
 def validate_policies(items: object) -> list[PolicyProblem]:
     """Every problem in a policy set, each with its code. Never raises."""
     try:
-        parsed, problems = parse_policies(items)
-        indexed: list[tuple[int, RoutingPolicy]] = []
-        position = 0
-        malformed = {problem.index for problem in problems}
-        for policy in parsed:
-            while position in malformed:
-                position += 1
-            indexed.append((position, policy))
-            position += 1
+        indexed, problems = _parse_indexed(items)
         seen: dict[str, int] = {}
         for index, policy in indexed:
             if policy.id in seen:
@@ -294,7 +311,10 @@ def validate_policies(items: object) -> list[PolicyProblem]:
                 seen[policy.id] = index
             problems.extend(_member_problems(policy, index))
         problems.extend(_conflicts(indexed))
-        return sorted(problems, key=lambda p: (p.index if p.index is not None else -1, p.code.value))
+        return sorted(
+            problems,
+            key=lambda p: (p.index if p.index is not None else -1, p.code.value, p.related, p.message),
+        )
     except Exception as exc:
         return [
             PolicyProblem(

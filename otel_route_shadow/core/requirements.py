@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from pydantic import BaseModel, ConfigDict
 
 from otel_route_shadow.core.vocabulary import Capability, ModelFamily, Provider, RequirementKind
 
 __all__ = ["ModelRequirement", "model_provider", "parse_requirement"]
 
-_FAMILIES = {family.value: family for family in ModelFamily}
-_CAPABILITIES = {cap.value: cap for cap in Capability}
+_FAMILIES: Mapping[str, ModelFamily] = MappingProxyType({family.value: family for family in ModelFamily})
+_CAPABILITIES: Mapping[str, Capability] = MappingProxyType({cap.value: cap for cap in Capability})
 _NONE_SPELLINGS = frozenset({"", "none"})
 
 

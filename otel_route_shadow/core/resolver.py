@@ -12,11 +12,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_route_shadow.core.canonical import digest
+from otel_route_shadow.core.canonical import canonical_json, digest
 from otel_route_shadow.core.context import Account, RouteContext
 from otel_route_shadow.core.decision import AccountVerdict, PolicyConsideration, PolicySnapshot, RouteDecision
 from otel_route_shadow.core.identity import RepoIdentity, canonical_worker_role, repo_identity
-from otel_route_shadow.core.policy import LEGACY_RUNG, RoutingPolicy, policy_order_key
+from otel_route_shadow.core.policy import LEGACY_RUNG, RoutingPolicy, policy_order_key, precedence_level
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.vocabulary import (
     PROVIDER_BINDINGS,
@@ -29,9 +29,10 @@ from otel_route_shadow.core.vocabulary import (
     Transport,
 )
 
-__all__ = ["PolicyIndex", "explain", "explain_batch"]
+__all__ = ["PolicyIndex", "explain", "explain_batch", "explain_policies"]
 
 _PROVIDERS = frozenset(provider.value for provider in Provider)
+_MATCHED_REASONS = frozenset({ReasonCode.MATCHED, ReasonCode.TIED, ReasonCode.OUTRANKED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,23 +57,34 @@ def _subject(context: RouteContext) -> _Subject:
     )
 
 
+def _mask(positions: Iterable[int], size: int) -> int:
+    """An int with the given bits set, built in one pass (OR-ing wide ints bit by bit is quadratic)."""
+    buffer = bytearray((size + 7) // 8)
+    for position in positions:
+        buffer[position >> 3] |= 1 << (position & 7)
+    return int.from_bytes(buffer, "little")
+
+
 class _Dimension:
     """Bit masks over the ordered policies for one match dimension."""
 
     __slots__ = ("any", "by_value", "scoped")
 
     def __init__(self, sets: Sequence[tuple[str, ...]]) -> None:
-        self.any = 0
-        self.scoped = 0
-        self.by_value: dict[str, int] = {}
+        size = len(sets)
+        any_positions: list[int] = []
+        scoped_positions: list[int] = []
+        by_value: dict[str, list[int]] = {}
         for position, values in enumerate(sets):
-            bit = 1 << position
             if not values:
-                self.any |= bit
+                any_positions.append(position)
                 continue
-            self.scoped |= bit
+            scoped_positions.append(position)
             for value in values:
-                self.by_value[value] = self.by_value.get(value, 0) | bit
+                by_value.setdefault(value, []).append(position)
+        self.any = _mask(any_positions, size)
+        self.scoped = _mask(scoped_positions, size)
+        self.by_value: dict[str, int] = {value: _mask(found, size) for value, found in by_value.items()}
 
     def admit(self, value: str | None) -> int:
         if value is None:
@@ -80,26 +92,63 @@ class _Dimension:
         return self.any | self.by_value.get(value, 0)
 
 
+def _index_order(policies: Sequence[RoutingPolicy]) -> list[tuple[tuple[int, int, str], RoutingPolicy]]:
+    """``(key, policy)`` pairs in precedence order, the key being ``(rung, -priority, id)``.
+
+    Two policies share a key only when they share an id (an invalid set that slipped past
+    validation); their canonical content then breaks the tie, so insertion order never decides
+    anything, not even there.
+    """
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for policy in policies:
+        (repeated if policy.id in seen else seen).add(policy.id)
+    decorated = [
+        (
+            policy_order_key(policy),
+            canonical_json(policy.model_dump(mode="json")) if policy.id in repeated else b"",
+            position,
+        )
+        for position, policy in enumerate(policies)
+    ]
+    decorated.sort(key=lambda item: item[:2])
+    return [(key, policies[position]) for key, _, position in decorated]
+
+
 class PolicyIndex:
     """The enabled policies of one snapshot, ordered by precedence and indexed by exact-set member.
 
-    A context's candidates are the AND of one mask per dimension, so resolving costs a few dict
-    lookups plus the candidates themselves rather than a scan of every policy.
+    A context's candidates are the AND of one bit mask per dimension, so resolving costs a few dict
+    lookups plus the candidates themselves rather than a scan of every policy. The explanation rows
+    are immutable and memoised per index, so a candidate costs a lookup rather than a new model.
     """
 
-    __slots__ = ("_faces", "_principals", "_repos", "_roles", "disabled", "keys", "ordered")
+    __slots__ = (
+        "_faces",
+        "_principals",
+        "_repos",
+        "_roles",
+        "_rows",
+        "disabled",
+        "disabled_policies",
+        "keys",
+        "ordered",
+    )
 
     def __init__(self, policies: Iterable[RoutingPolicy]) -> None:
         everything = list(policies)
-        self.ordered: tuple[RoutingPolicy, ...] = tuple(
-            sorted((p for p in everything if p.enabled), key=policy_order_key)
+        enabled = _index_order([p for p in everything if p.enabled])
+        self.ordered: tuple[RoutingPolicy, ...] = tuple(policy for _, policy in enabled)
+        self.keys: tuple[tuple[int, int, str], ...] = tuple(key for key, _ in enabled)
+        self.disabled_policies: tuple[RoutingPolicy, ...] = tuple(
+            policy for _, policy in _index_order([p for p in everything if not p.enabled])
         )
-        self.disabled = len(everything) - len(self.ordered)
-        self.keys: tuple[tuple[int, int, str], ...] = tuple(policy_order_key(p) for p in self.ordered)
+        self.disabled = len(self.disabled_policies)
         self._repos = _Dimension([p.match.repo_ids for p in self.ordered])
         self._roles = _Dimension([p.match.roles for p in self.ordered])
         self._principals = _Dimension([p.match.principal_ids for p in self.ordered])
         self._faces = _Dimension([p.match.request_faces for p in self.ordered])
+        self._rows: dict[tuple[int, ReasonCode], PolicyConsideration] = {}
 
     def candidates(self, subject: _Subject) -> int:
         """Policies that match every dimension, plus (for an ambiguous repo identity) the repo-scoped
@@ -116,15 +165,73 @@ class PolicyIndex:
             & self._faces.admit(subject.face)
         )
 
-    def repo_scoped(self, position: int) -> bool:
-        return bool(self._repos.scoped >> position & 1)
+    def repo_scoped(self, mask: int) -> int:
+        """The repo-scoped members of ``mask``."""
+        return mask & self._repos.scoped
+
+    def row(self, position: int, reason: ReasonCode) -> PolicyConsideration:
+        """The explanation row of the policy at ``position`` for ``reason``."""
+        cached = self._rows.get((position, reason))
+        if cached is None:
+            rung, neg_priority, policy_id = self.keys[position]
+            cached = PolicyConsideration(
+                policy_id=policy_id,
+                rung=rung,
+                priority=-neg_priority,
+                matched=reason in _MATCHED_REASONS,
+                reason=reason.value,
+            )
+            self._rows[(position, reason)] = cached
+        return cached
 
 
 def _positions(mask: int) -> Iterable[int]:
+    """Set bits of ``mask``, lowest (highest precedence) first."""
     while mask:
         low = mask & -mask
         yield low.bit_length() - 1
         mask ^= low
+
+
+@dataclass(slots=True)
+class _Match:
+    """Which candidates matched, which one won, and which tied with it."""
+
+    entries: list[tuple[int, ReasonCode]]
+    winner: int | None
+    tied: list[int]
+    conflict: bool
+
+
+def _match(subject: _Subject, index: PolicyIndex) -> _Match:
+    mask = index.candidates(subject)
+    identity = subject.identity
+    refused = index.repo_scoped(mask) if identity is None or not identity.canonical else 0
+    entries: list[tuple[int, ReasonCode]] = []
+    winner: int | None = None
+    winner_key: tuple[int, int] | None = None
+    tied: list[int] = []
+    for position in _positions(mask):
+        if refused >> position & 1:
+            entries.append((position, ReasonCode.REPO_IDENTITY_NOT_CANONICAL))
+        elif winner is None:
+            winner, winner_key = position, index.keys[position][:2]
+            entries.append((position, ReasonCode.MATCHED))
+        elif index.keys[position][:2] == winner_key:
+            tied.append(position)
+            entries.append((position, ReasonCode.TIED))
+        else:
+            entries.append((position, ReasonCode.OUTRANKED))
+    conflict = False
+    if winner is not None and tied:
+        action = index.ordered[winner].action
+        conflict = any(index.ordered[position].action != action for position in tied)
+        # A conflict names every tied policy, the first one included. Identical actions at one rung
+        # and priority are no conflict: the id ordering picked the winner and the rest are outranked.
+        group = {winner, *tied} if conflict else set(tied)
+        final = ReasonCode.TIED if conflict else ReasonCode.OUTRANKED
+        entries = [(position, final if position in group else reason) for position, reason in entries]
+    return _Match(entries=entries, winner=winner, tied=tied, conflict=conflict)
 
 
 @dataclass(slots=True)
@@ -138,19 +245,23 @@ class _Verdict:
 
 def _account_order(accounts: Sequence[Account], pool: Sequence[str]) -> list[Account]:
     """Pool order first (``selection: ordered``), then the rest by id: input order never decides."""
-    rank = {account_id: position for position, account_id in enumerate(pool)}
-    return sorted(accounts, key=lambda a: (rank.get(a.id, len(rank)), a.id, a.provider, a.state))
+    rank: dict[str, int] = {}
+    for position, account_id in enumerate(pool):
+        rank.setdefault(account_id, position)
+    return sorted(accounts, key=lambda a: (rank.get(a.id, len(pool)), a.id, a.provider, a.state))
 
 
 def _judge_account(
     account: Account, pool: frozenset[str], literal: bool, locked: str | None, target: str | None
 ) -> tuple[bool, ReasonCode]:
+    # The literal-family check comes first: a non-Anthropic account can never serve a literal family,
+    # whatever the pool, the lock or its state says (D4), and the explanation says so.
+    if literal and account.provider != Provider.ANTHROPIC.value:
+        return False, ReasonCode.LITERAL_FAMILY_INCOMPATIBLE
     if pool and account.id not in pool:
         return False, ReasonCode.ACCOUNT_NOT_IN_POOL
     if account.provider not in _PROVIDERS:
         return False, ReasonCode.PROVIDER_UNKNOWN
-    if literal and account.provider != Provider.ANTHROPIC.value:
-        return False, ReasonCode.LITERAL_FAMILY_INCOMPATIBLE
     if (locked is not None and account.provider != locked) or (
         target is not None and account.provider != target
     ):
@@ -184,6 +295,7 @@ def _apply(
     elif requirement.kind is RequirementKind.UNRECOGNIZED:
         verdict = _Verdict(Outcome.HELD, ReasonCode.REQUIREMENT_UNRECOGNIZED)
     elif literal:
+        # Never a quiet substitution, never an escape back to Anthropic past a foreign lock (D4).
         if mapped is not None and not requirement.satisfied_by(mapped):
             verdict = _Verdict(Outcome.REJECTED, ReasonCode.LITERAL_FAMILY_MAPPED_TO_FOREIGN_MODEL)
         elif locked is not None and locked != Provider.ANTHROPIC.value:
@@ -191,11 +303,14 @@ def _apply(
         model = mapped if mapped is not None else requirement.name
         target = Provider.ANTHROPIC.value
     elif requirement.kind is RequirementKind.CAPABILITY:
+        # Only an explicit mapping resolves a capability; guessing is how it becomes the cheapest lane.
         if mapped is None:
             verdict = _Verdict(Outcome.HELD, ReasonCode.CAPABILITY_UNMAPPED)
         else:
             mapped_provider = model_provider(mapped)
-            if mapped_provider is None or (locked is not None and mapped_provider.value != locked):
+            if mapped_provider is None:
+                verdict = _Verdict(Outcome.REJECTED, ReasonCode.UNKNOWN_MODEL)
+            elif locked is not None and mapped_provider.value != locked:
                 verdict = _Verdict(Outcome.REJECTED, ReasonCode.MAPPED_MODEL_OUTSIDE_LOCK)
             else:
                 target = mapped_provider.value
@@ -224,27 +339,27 @@ def _apply(
     return verdict, tuple(verdicts)
 
 
+_ID_FIELDS = (
+    "outcome",
+    "reason",
+    "policy_source",
+    "rung",
+    "policy_id",
+    "provider",
+    "account",
+    "model",
+    "transport",
+    "tied_policies",
+)
+
+
 def _decision_id(context: RouteContext, snapshot: PolicySnapshot, fields: dict[str, Any]) -> str:
     """Content address: the context, the snapshot (hash and revision) and the outcome."""
     return digest(
         {
             "context": context.model_dump(mode="json"),
             "snapshot": {"hash": snapshot.content_hash, "revision": snapshot.revision},
-            "outcome": {
-                key: fields.get(key)
-                for key in (
-                    "outcome",
-                    "reason",
-                    "policy_source",
-                    "rung",
-                    "policy_id",
-                    "provider",
-                    "account",
-                    "model",
-                    "transport",
-                    "tied_policies",
-                )
-            },
+            "outcome": {key: fields.get(key) for key in _ID_FIELDS},
         }
     )
 
@@ -277,31 +392,10 @@ def _resolve(context: RouteContext, snapshot: PolicySnapshot, index: PolicyIndex
                 "policy_source": PolicySource.MANAGED.value,
             },
         )
-    mask = index.candidates(subject)
-    lossy = subject.identity is None or not subject.identity.canonical
-    considered: list[PolicyConsideration] = []
-    winner: int | None = None
-    tied: list[int] = []
-    for position in _positions(mask):
-        policy = index.ordered[position]
-        rung, neg_priority, _ = index.keys[position]
-        if lossy and index.repo_scoped(position):
-            matched, reason = False, ReasonCode.REPO_IDENTITY_NOT_CANONICAL
-        elif winner is None:
-            winner, matched, reason = position, True, ReasonCode.MATCHED
-        elif index.keys[winner][:2] == (rung, neg_priority):
-            matched, reason = True, ReasonCode.TIED
-            tied.append(position)
-        else:
-            matched, reason = True, ReasonCode.OUTRANKED
-        considered.append(
-            PolicyConsideration(
-                policy_id=policy.id, rung=rung, priority=-neg_priority, matched=matched, reason=reason.value
-            )
-        )
-    base["considered"] = tuple(considered)
-    base["policies_excluded"] = len(index.ordered) - len(considered) + index.disabled
-    if winner is None:
+    found = _match(subject, index)
+    base["considered"] = tuple(index.row(position, reason) for position, reason in found.entries)
+    base["policies_excluded"] = len(index.ordered) - len(found.entries) + index.disabled
+    if found.winner is None:
         legacy = context.legacy_route
         return _finish(
             context,
@@ -318,35 +412,20 @@ def _resolve(context: RouteContext, snapshot: PolicySnapshot, index: PolicyIndex
                 "transport": legacy.transport,
             },
         )
-    policy = index.ordered[winner]
-    rung = index.keys[winner][0]
-    if any(index.ordered[position].action != policy.action for position in tied):
-        names = sorted([policy.id, *(index.ordered[position].id for position in tied)])
-        relabelled = tuple(
-            c.model_copy(update={"reason": ReasonCode.TIED.value}) if c.policy_id in names else c
-            for c in considered
-        )
+    policy = index.ordered[found.winner]
+    rung = index.keys[found.winner][0]
+    if found.conflict:
         return _finish(
             context,
             snapshot,
             {
                 **base,
-                "considered": relabelled,
                 "outcome": Outcome.REJECTED.value,
                 "reason": ReasonCode.POLICY_CONFLICT.value,
                 "policy_source": PolicySource.MANAGED.value,
                 "rung": rung,
-                "tied_policies": names,
+                "tied_policies": sorted(index.keys[p][2] for p in (found.winner, *found.tied)),
             },
-        )
-    if tied:
-        # Identical actions at one rung and priority are not a conflict; the id ordering already
-        # picked the winner, so the others are simply outranked.
-        base["considered"] = tuple(
-            c.model_copy(update={"reason": ReasonCode.OUTRANKED.value})
-            if c.reason == ReasonCode.TIED.value
-            else c
-            for c in considered
         )
     verdict, accounts = _apply(policy, subject, context.accounts)
     return _finish(
@@ -391,7 +470,10 @@ def explain(context: RouteContext, snapshot: PolicySnapshot) -> RouteDecision:
 
 
 def explain_batch(contexts: Iterable[RouteContext], snapshot: PolicySnapshot) -> list[RouteDecision]:
-    """Resolve many contexts against one snapshot (one index, one revision: a matrix, not a race)."""
+    """Resolve many contexts against one snapshot (one index, one revision: a matrix, not a race).
+
+    Every decision equals ``explain(context, snapshot)``.
+    """
     try:
         index = PolicyIndex(snapshot.policies)
     except Exception:
@@ -403,3 +485,63 @@ def explain_batch(contexts: Iterable[RouteContext], snapshot: PolicySnapshot) ->
         except Exception:
             decisions.append(_fault(context, snapshot))
     return decisions
+
+
+def _refusal(policy: RoutingPolicy, subject: _Subject) -> ReasonCode:
+    """The first dimension (repo, role, principal, face) on which ``policy`` refuses ``subject``."""
+    match = policy.match
+    identity = subject.identity
+    if match.repo_ids:
+        if identity is not None and not identity.canonical:
+            return ReasonCode.REPO_IDENTITY_NOT_CANONICAL
+        if identity is None or identity.value not in match.repo_ids:
+            return ReasonCode.REPO_NOT_MATCHED
+    if match.roles and subject.role not in match.roles:
+        return ReasonCode.ROLE_NOT_MATCHED
+    if match.principal_ids and subject.principal not in match.principal_ids:
+        return ReasonCode.PRINCIPAL_NOT_MATCHED
+    if match.request_faces and subject.face not in match.request_faces:
+        return ReasonCode.FACE_NOT_MATCHED
+    return ReasonCode.MATCHED
+
+
+def _static_row(policy: RoutingPolicy, reason: ReasonCode) -> PolicyConsideration:
+    return PolicyConsideration(
+        policy_id=policy.id,
+        rung=precedence_level(policy.match),
+        priority=policy.priority,
+        matched=False,
+        reason=reason.value,
+    )
+
+
+def explain_policies(context: RouteContext, snapshot: PolicySnapshot) -> tuple[PolicyConsideration, ...]:
+    """Every policy of the snapshot and why it did or did not decide ``context``. Pure and total.
+
+    The decision's own ``considered`` lists only the candidates (the policies that matched, plus
+    repo-scoped ones refused for an ambiguous identity); this is the full table for a reader asking
+    "why did my policy not apply?": the enabled policies in precedence order, each with the first
+    dimension that refused it (``repo-not-matched``, ``role-not-matched``, ``principal-not-matched``,
+    ``face-not-matched``) or its candidate row, then the disabled ones (``policy-disabled``). On an
+    unavailable snapshot every row says ``snapshot-unavailable``. It costs a scan of every policy,
+    which is why decisions do not carry it.
+    """
+    try:
+        index = PolicyIndex(snapshot.policies)
+        if not snapshot.available:
+            return tuple(
+                _static_row(policy, ReasonCode.SNAPSHOT_UNAVAILABLE)
+                for policy in (*index.ordered, *index.disabled_policies)
+            )
+        subject = _subject(context)
+        candidates = dict(_match(subject, index).entries)
+        rows = [
+            index.row(position, candidates[position])
+            if position in candidates
+            else _static_row(policy, _refusal(policy, subject))
+            for position, policy in enumerate(index.ordered)
+        ]
+        rows.extend(_static_row(policy, ReasonCode.POLICY_DISABLED) for policy in index.disabled_policies)
+        return tuple(rows)
+    except Exception:
+        return ()

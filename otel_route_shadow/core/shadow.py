@@ -6,6 +6,9 @@ names what differs rather than scoring it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from pydantic import BaseModel, ConfigDict
 
 from otel_route_shadow.core.context import LegacyRoute
@@ -14,13 +17,15 @@ from otel_route_shadow.core.vocabulary import Outcome, PolicySource
 
 __all__ = ["DIVERGENCE_CODES", "ShadowDecision", "compare_routes", "shadow_decision"]
 
-DIVERGENCE_CODES: dict[str, str] = {
-    "policy-held": "a managed policy (or an unavailable snapshot) would have held the spawn",
-    "policy-rejected": "a managed policy would have refused the spawn",
-    "provider-differs": "the policy chose another provider",
-    "account-differs": "the policy chose another account of the same provider",
-    "model-differs": "the policy chose another model on the same provider",
-}
+DIVERGENCE_CODES: Mapping[str, str] = MappingProxyType(
+    {
+        "policy-held": "a managed policy (or an unavailable snapshot) would have held the spawn",
+        "policy-rejected": "a managed policy would have refused the spawn",
+        "provider-differs": "the policy chose another provider",
+        "account-differs": "the policy chose another account of the same provider",
+        "model-differs": "the policy chose another model on the same provider",
+    }
+)
 
 
 class ShadowDecision(BaseModel):

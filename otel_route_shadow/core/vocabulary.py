@@ -7,7 +7,9 @@ state vocabulary disagree sooner or later, and the disagreement reads as a routi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from types import MappingProxyType
 
 __all__ = [
     "PROVIDER_BINDINGS",
@@ -53,10 +55,13 @@ class ProviderBinding(StrEnum):
     ZAI_HARNESS = "zai-harness"
 
 
-PROVIDER_BINDINGS: dict[str, Provider] = {
-    ProviderBinding.ANTHROPIC_HARNESS.value: Provider.ANTHROPIC,
-    ProviderBinding.ZAI_HARNESS.value: Provider.ZAI,
-}
+PROVIDER_BINDINGS: Mapping[str, Provider] = MappingProxyType(
+    {
+        ProviderBinding.ANTHROPIC_HARNESS.value: Provider.ANTHROPIC,
+        ProviderBinding.ZAI_HARNESS.value: Provider.ZAI,
+    }
+)
+"""Binding name to the provider it routes to (read-only)."""
 
 
 class AccountState(StrEnum):
@@ -133,7 +138,7 @@ class RepoIdentityVersion(StrEnum):
 
 
 class ReasonCode(StrEnum):
-    """Every reason code the project emits; each is documented in the README."""
+    """Every reason code the project emits; each is documented in ``docs/core.md``."""
 
     # From the ADR.
     REPO_IDENTITY_NOT_CANONICAL = "repo-identity-not-canonical"
@@ -151,6 +156,7 @@ class ReasonCode(StrEnum):
     NO_ELIGIBLE_ACCOUNT = "no-eligible-account"
     REQUIREMENT_UNRECOGNIZED = "requirement-unrecognized"
     MAPPED_MODEL_OUTSIDE_LOCK = "mapped-model-outside-lock"
+    UNKNOWN_MODEL = "unknown-model"
     RESOLVER_FAULT = "resolver-fault"
     # Per-policy explanation reasons.
     MATCHED = "matched"

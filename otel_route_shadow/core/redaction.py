@@ -1,0 +1,158 @@
+"""Credential-shaped substring redaction (ADR-0085), shared by the chain, the span layer and log scrubbing.
+
+The chain digests a payload only after this module has scrubbed it: hashing the pre-scrub payload would
+make every record on which the redactor fired fail verification. The span layer scrubs route contexts
+with the same function before they are hashed into decision ids, so a decision id never depends on a
+secret either.
+
+Design constraints:
+
+* Pure: no I/O, no caches, no global mutable state. Callers that want memoisation keep it themselves.
+* One compiled alternation. Every branch starts with a literal character (or a short literal set), so the
+  regex engine's first-character filter rejects most positions of an ordinary string without entering a
+  branch; strings without any candidate come back as the *same object*, untouched.
+* Over-redaction is preferred to a leak: the patterns are shapes, not validators.
+* Idempotent: a redacted string contains nothing the patterns match again, so re-scrubbing is a no-op and
+  the replacement count of an already-scrubbed string is zero.
+* The replacement never carries what was replaced (no length, no prefix, no hash of the secret); the
+  recognisable key of a ``key=value`` pair and the ``Bearer`` scheme word are kept because they are not
+  secret and they tell a reader what kind of field was scrubbed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["REDACTED", "json_pointer_token", "redact_text", "redact_value"]
+
+REDACTED: Final = "[REDACTED]"
+
+# Credential keywords whose value is scrubbed in ``key=value`` / ``key: value`` / ``"key": "value"`` pairs.
+# A keyword also matches as the suffix of a longer identifier (``access_token``, ``x-api-key``,
+# ``client_secret``), because the lookbehind only forbids a letter or digit right before it.
+_PAIR_KEYWORDS: Final = (
+    r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key"
+    r"|private[_-]?key|auth[_-]?key|credentials?"
+)
+
+# Each alternative begins with a literal or a small literal set; see the module docstring.
+_PATTERN: Final = re.compile(
+    # PEM private key block, also when truncated (no END line): everything to the end is scrubbed.
+    r"(?P<pem>-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*))"
+    # Anthropic (sk-ant-api03-...), OpenAI (sk-..., sk-proj-..., sk-svcacct-...) API keys.
+    r"|(?P<sk>(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{20,})"
+    # JSON Web Tokens: base64url header starting with {" (eyJ), payload, optional signature.
+    r"|(?P<jwt>(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
+    # GitHub tokens: classic prefixes and fine-grained personal access tokens.
+    r"|(?P<gh>(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))"
+    # AWS access key ids.
+    r"|(?P<aws>(?<![A-Z0-9])A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}(?![A-Z0-9]))"
+    # z.ai (Zhipu) API keys: <32 hex id>.<secret>. Anchored on the dot so the branch costs nothing on
+    # ordinary text; the lookbehinds check the 32 hex characters before it, the replacement covers them.
+    r"|(?P<zai>\.(?<=[0-9a-f]{32}\.)(?<![0-9A-Za-z][0-9a-f]{32}\.)[0-9A-Za-z]{16,64}(?![0-9A-Za-z]))"
+    # Bearer tokens (HTTP Authorization scheme). The scheme word is kept.
+    r"|(?P<bearer_kw>(?<![A-Za-z0-9])(?i:bearer)\s+)(?!\[REDACTED\])(?P<bearer>[A-Za-z0-9._~+/=-]{8,})"
+    # key=value pairs. The key and separator are kept; a quoted value is scrubbed with its quotes.
+    rf"|(?P<pair_kw>(?<![A-Za-z0-9])(?i:{_PAIR_KEYWORDS})[\"']?\s*[=:]\s*)(?![\"']?\[REDACTED\])"
+    r"(?P<pair>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'&,;<>]+)",
+    re.DOTALL,
+)
+
+_ZAI_ID_LEN: Final = 32
+
+
+def redact_text(text: str) -> tuple[str, int]:
+    """Scrub credential-shaped substrings; return the new string and the number of replacements.
+
+    A string without a match is returned as the same object, so callers can test ``new is text``.
+    """
+    if len(text) < 5:
+        return text, 0
+    match = _PATTERN.search(text)
+    if match is None:
+        return text, 0
+    pieces: list[str] = []
+    cursor = 0
+    count = 0
+    while match is not None:
+        group = match.lastgroup
+        start, end = match.span()
+        if group == "zai":
+            start -= _ZAI_ID_LEN
+            keep = ""
+        elif group == "bearer":
+            keep = match.group("bearer_kw")
+        elif group == "pair":
+            keep = match.group("pair_kw")
+        else:
+            keep = ""
+        # A z.ai id can overlap the tail of the previous replacement only in adversarial input; clamp so
+        # the output never duplicates text.
+        start = max(start, cursor)
+        pieces.append(text[cursor:start])
+        pieces.append(keep)
+        pieces.append(REDACTED)
+        cursor = end
+        count += 1
+        match = _PATTERN.search(text, end)
+    pieces.append(text[cursor:])
+    return "".join(pieces), count
+
+
+def json_pointer_token(key: str) -> str:
+    """Escape one object key as an RFC 6901 reference token (``~`` -> ``~0``, ``/`` -> ``~1``)."""
+    if "~" in key or "/" in key:
+        return key.replace("~", "~0").replace("/", "~1")
+    return key
+
+
+def redact_value(value: Any, path: str = "") -> tuple[Any, list[str]]:
+    """Scrub every string (object keys included) in a JSON-like value.
+
+    Returns a deep copy of mappings, lists and tuples (tuples stay tuples) with scrubbed strings, and the
+    RFC 6901 JSON pointers (prefixed with ``path``) of the fields that were changed, in document order. A
+    field whose *key* was scrubbed is reported under its scrubbed key. When two keys of one mapping scrub to
+    the same text, later ones get a ``#2``, ``#3`` suffix so no field is lost. Other leaf values are
+    returned as they are.
+    """
+    paths: list[str] = []
+    return _redact(value, path, paths), paths
+
+
+def _redact(value: Any, path: str, paths: list[str]) -> Any:
+    if isinstance(value, str):
+        new, count = redact_text(value)
+        if count:
+            paths.append(path)
+        return new
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            new_key = key
+            key_changed = False
+            if isinstance(key, str):
+                new_key, count = redact_text(key)
+                key_changed = count > 0
+                if key_changed:
+                    new_key = _unique_key(new_key, out)
+            child = f"{path}/{json_pointer_token(str(new_key))}"
+            if key_changed:
+                paths.append(child)
+            out[new_key] = _redact(item, child, paths)
+        return out
+    if isinstance(value, list | tuple):
+        items = [_redact(item, f"{path}/{index}", paths) for index, item in enumerate(value)]
+        return tuple(items) if isinstance(value, tuple) else items
+    return value
+
+
+def _unique_key(key: str, taken: Mapping[Any, Any]) -> str:
+    if key not in taken:
+        return key
+    suffix = 2
+    while f"{key}#{suffix}" in taken:
+        suffix += 1
+    return f"{key}#{suffix}"
