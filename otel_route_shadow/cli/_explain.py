@@ -1,10 +1,258 @@
-"""``explain`` subcommand (filled in by its issue)."""
+"""``explain`` subcommand: resolve route contexts against a policy set and print the decisions.
+
+``--context FILE`` prints one decision as indented JSON; ``--context -`` (or ``--jsonl``) reads JSON
+lines and prints one compact decision per line. The policies come from a policy file
+(``--policies``), a snapshot store (``--store``), or neither (the empty snapshot of a host that never
+wrote a policy: every decision is legacy compatibility).
+
+Exit codes: 0 every context explained (whatever the outcome: a held or rejected decision is an
+answer, not an error); 2 unusable input: an unreadable or invalid policy file, an unreadable store,
+or a malformed context. In JSON-lines mode a bad line is reported on stderr, the other lines are
+still explained, and the exit code is 2 at the end.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+from otel_route_shadow.cli._common import EXIT_OK, EXIT_USAGE, CliError, parse_json_text, read_text_file
+from otel_route_shadow.core import (
+    PolicyProblem,
+    PolicySnapshot,
+    RouteContext,
+    RouteDecision,
+    explain_batch,
+    explain_policies,
+    policy_set_hash,
+)
+from otel_route_shadow.store import PolicyFileError, RoutingPolicyStore, read_policy_file
+
+__all__ = ["register"]
+
+STDIN = "-"
+_CHUNK = 512
+"""JSON lines are explained in chunks: one ``explain_batch`` per chunk, output flushed per chunk."""
+_MAX_LINE_BYTES = 16 * 1024 * 1024
+_STORE_IO_KINDS = frozenset({"store-not-a-directory", "store-unreadable", "history-unreadable", "unreadable"})
+"""Store problems that mean the directory could not be read (exit 2), not that its content is
+corrupt (which holds every decision with ``snapshot-unavailable``)."""
 
 
 def register(sub: Any) -> None:
-    _ = (sub, argparse)
+    parser = sub.add_parser(
+        "explain",
+        help="resolve route contexts against a policy set and print the explained decisions",
+        description=(
+            "Resolve route contexts against a policy set and print each decision as JSON, with its "
+            "explanation: the policies considered, the rung, the accounts, the snapshot and the "
+            "decision id. Formats and reason codes: docs/core.md."
+        ),
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--policies",
+        metavar="FILE",
+        help="policy file {\"policies\": [...]}; an invalid set is refused (see 'policy check')",
+    )
+    source.add_argument(
+        "--store",
+        metavar="DIR",
+        type=Path,
+        help="policy snapshot store directory (a corrupt store holds with snapshot-unavailable)",
+    )
+    parser.add_argument(
+        "--context",
+        required=True,
+        metavar="FILE",
+        help="route context as JSON; '-' reads JSON lines from stdin, one decision per output line",
+    )
+    parser.add_argument(
+        "--jsonl", action="store_true", help="read the context FILE as JSON lines (implied by '-')"
+    )
+    parser.add_argument(
+        "--all-policies",
+        action="store_true",
+        help="add 'all_policies': every policy of the set and why it did or did not apply",
+    )
+    parser.set_defaults(handler=_explain)
+
+
+# -- the policy snapshot ----------------------------------------------------------------------------
+
+
+def _problem_line(source: str, problem: PolicyProblem) -> str:
+    if problem.policy_id is not None:
+        subject = f"policy {problem.policy_id}: "
+    elif problem.index is not None:
+        subject = f"policy at index {problem.index}: "
+    else:
+        subject = ""
+    return f"{source}: [{problem.code.value}] {subject}{problem.message}"
+
+
+def _snapshot_from_file(path: str) -> PolicySnapshot:
+    try:
+        policy_file = read_policy_file(path)
+    except PolicyFileError as exc:
+        raise CliError(str(exc)) from None
+    if policy_file.problems:
+        for problem in policy_file.problems:
+            print(_problem_line(policy_file.source, problem), file=sys.stderr)
+        raise CliError(
+            f"{policy_file.source}: {len(policy_file.problems)} problem(s); explain refuses an invalid "
+            f"policy set (list them with 'otel-route-shadow policy check {policy_file.source}')"
+        )
+    return PolicySnapshot(
+        policies=policy_file.policies, revision=0, content_hash=policy_set_hash(policy_file.policies)
+    )
+
+
+def _snapshot_from_store(root: Path) -> PolicySnapshot:
+    load = RoutingPolicyStore(root).load()
+    if load.state == "corrupt":
+        if load.problem_kind in _STORE_IO_KINDS:
+            raise CliError(f"{root}: {load.problem}")
+        _note(f"{root}: corrupt ({load.problem}); every decision holds with snapshot-unavailable")
+    elif load.state == "absent":
+        _note(f"{root}: no policy snapshot saved; every decision is legacy compatibility")
+    return load.snapshot
+
+
+def _snapshot(args: argparse.Namespace) -> PolicySnapshot:
+    if args.policies is not None:
+        return _snapshot_from_file(args.policies)
+    if args.store is not None:
+        return _snapshot_from_store(args.store)
+    _note("no --policies or --store: the empty snapshot; every decision is legacy compatibility")
+    return PolicySnapshot()
+
+
+def _note(message: str) -> None:
+    print(f"otel-route-shadow: note: {message}", file=sys.stderr)
+
+
+# -- contexts ---------------------------------------------------------------------------------------
+
+
+def _context_problem(exc: ValidationError) -> str:
+    """Pydantic error locations and messages, never the input values (a context may carry anything)."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        loc = ".".join(str(item)[:64] for item in error.get("loc", ()))
+        parts.append(f"{loc or '<context>'}: {error.get('msg', 'invalid')}")
+    return (
+        "invalid context: " + "; ".join(parts[:5]) + (f" (+{len(parts) - 5} more)" if len(parts) > 5 else "")
+    )
+
+
+def _parse_context(text: str, where: str) -> RouteContext:
+    document = parse_json_text(text, where)
+    try:
+        return RouteContext.model_validate(document)
+    except ValidationError as exc:
+        raise CliError(f"{where}: {_context_problem(exc)}") from None
+
+
+def _raw_lines(path: str) -> Iterator[bytes]:
+    if path == STDIN:
+        yield from sys.stdin.buffer
+        return
+    try:
+        with Path(path).open("rb") as handle:
+            yield from handle
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CliError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read: {exc.strerror or type(exc).__name__}") from None
+
+
+def _json_lines(path: str) -> Iterator[tuple[int, RouteContext | CliError]]:
+    """``(line number, context or the error for that line)``; blank lines are skipped."""
+    source = "<stdin>" if path == STDIN else path
+    for number, raw in enumerate(_raw_lines(path), start=1):
+        where = f"{source}:{number}"
+        if len(raw) > _MAX_LINE_BYTES:
+            yield number, CliError(f"{where}: line longer than {_MAX_LINE_BYTES} bytes")
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield number, CliError(f"{where}: not UTF-8 text (byte {exc.start})")
+            continue
+        if not text.strip():
+            continue
+        try:
+            yield number, _parse_context(text, where)
+        except CliError as exc:
+            yield number, exc
+
+
+# -- output -----------------------------------------------------------------------------------------
+
+
+def _rendered(decision: RouteDecision, context: RouteContext, snapshot: PolicySnapshot, full: bool) -> Any:
+    payload: dict[str, Any] = decision.model_dump(mode="json")
+    if full:
+        payload["all_policies"] = [row.model_dump(mode="json") for row in explain_policies(context, snapshot)]
+    return payload
+
+
+def _write(out: TextIO, value: Any, *, indent: int | None) -> None:
+    # ASCII escapes keep the output total: a context may carry lone surrogates, which no encoding writes.
+    if indent is None:
+        out.write(json.dumps(value, ensure_ascii=True, separators=(",", ":")) + "\n")
+    else:
+        out.write(json.dumps(value, ensure_ascii=True, indent=indent) + "\n")
+
+
+def _chunks(
+    items: Iterable[tuple[int, RouteContext | CliError]],
+) -> Iterator[list[tuple[int, RouteContext | CliError]]]:
+    chunk: list[tuple[int, RouteContext | CliError]] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= _CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _explain_lines(path: str, snapshot: PolicySnapshot, full: bool) -> int:
+    out = sys.stdout
+    bad = 0
+    for chunk in _chunks(_json_lines(path)):
+        contexts = [item for _, item in chunk if isinstance(item, RouteContext)]
+        decisions = iter(explain_batch(contexts, snapshot))
+        for _, item in chunk:
+            if isinstance(item, CliError):
+                bad += 1
+                out.flush()
+                print(f"otel-route-shadow: {item}", file=sys.stderr)
+                continue
+            _write(out, _rendered(next(decisions), item, snapshot, full), indent=None)
+        out.flush()
+    if bad:
+        source = "<stdin>" if path == STDIN else path
+        print(f"otel-route-shadow: {source}: {bad} malformed line(s) not explained", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _explain(args: argparse.Namespace) -> int:
+    snapshot = _snapshot(args)
+    if args.context == STDIN or args.jsonl:
+        return _explain_lines(args.context, snapshot, args.all_policies)
+    context = _parse_context(read_text_file(args.context), args.context)
+    (decision,) = explain_batch([context], snapshot)
+    _write(sys.stdout, _rendered(decision, context, snapshot, args.all_policies), indent=2)
+    return EXIT_OK
