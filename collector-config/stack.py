@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["Endpoints", "Stack", "StackError", "free_port", "main", "read_env_file"]
+__all__ = ["Endpoints", "PortBusy", "Stack", "StackError", "free_port", "main", "read_env_file"]
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -63,7 +63,11 @@ _PR_SET_PDEATHSIG = 1
 
 
 class StackError(RuntimeError):
-    """The stack could not be started or stopped; the message says why, in one line."""
+    """The stack could not be started or stopped; the message says why."""
+
+
+class PortBusy(StackError):
+    """A port picked as free was taken before the process bound it (a lost race): worth a retry."""
 
 
 @dataclass(frozen=True)
@@ -295,11 +299,9 @@ class Stack:
         for _attempt in range(1 if fixed else attempts):
             try:
                 return self._up_once(phoenix_port, otlp_http_port, otlp_grpc_port, timeout)
-            except StackError as exc:
+            except PortBusy as exc:  # only a lost race for a free port is worth a retry
                 last_error = exc
                 self.down()
-                if "port" not in str(exc):  # only a lost race for a free port is worth a retry
-                    break
             except BaseException:
                 self.down()
                 raise
@@ -317,10 +319,10 @@ class Stack:
         ports[2] = ports[2] or free_port()
         ports[3] = ports[3] or free_port()
         if len(set(ports)) != len(ports):
-            raise StackError(f"port collision while picking ports {ports}")
+            raise PortBusy(f"port collision while picking ports {ports}")
         for port in ports:
             if _port_open(port):
-                raise StackError(f"port {port} on {LOOPBACK} is already in use")
+                raise PortBusy(f"port {port} on {LOOPBACK} is already in use")
         p_port, p_grpc, r_http, r_grpc = ports
         phoenix_url = f"http://{LOOPBACK}:{p_port}"
         self.endpoints = Endpoints(
@@ -346,8 +348,11 @@ class Stack:
         while time.monotonic() < deadline:
             if not _alive(proc):
                 tail = _tail(proc.log)
-                hint = " (port in use?)" if "in use" in tail.lower() else ""
-                raise StackError(f"{proc.name} exited during start-up{hint}; last log lines:\n{tail}")
+                if "in use" in tail.lower():
+                    raise PortBusy(
+                        f"{proc.name} exited during start-up: port in use; last log lines:\n{tail}"
+                    )
+                raise StackError(f"{proc.name} exited during start-up; last log lines:\n{tail}")
             if ready():
                 return
             time.sleep(0.2)
