@@ -49,6 +49,7 @@ REPO = HERE.parent
 DEFAULT_STATE_DIR = REPO / ".stack"
 ROTEL_ENV_FILE = HERE / "rotel.env"
 LOOPBACK = "127.0.0.1"
+DEFAULT_PROJECT = "route-shadow"  # the Phoenix project stack.env points the demo and `audit` at
 
 # Measured on a 2-core machine: Phoenix answers /healthz after about 10 s; allow for a slow CI host.
 PHOENIX_START_TIMEOUT_S = 120.0
@@ -84,6 +85,9 @@ class Endpoints:
             f"export OTEL_EXPORTER_OTLP_ENDPOINT={self.otlp_http_endpoint}",
             "export OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
             f"export ROUTE_SHADOW_PHOENIX_URL={self.phoenix_url}",
+            # Phoenix files spans under the project named by this resource attribute; `audit` reads it back.
+            f"export OTEL_RESOURCE_ATTRIBUTES=openinference.project.name={DEFAULT_PROJECT}",
+            f"export ROUTE_SHADOW_PHOENIX_PROJECT={DEFAULT_PROJECT}",
         ]
 
 
