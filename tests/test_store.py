@@ -233,7 +233,9 @@ def test_diff_names_added_removed_and_changed_fields(tmp_path: Path) -> None:
     store = RoutingPolicyStore(tmp_path)
     store.save(_set_a())
     changed = [
-        _policy("reviewers-on-glm", match={"roles": ["reviewer"]}, action={"provider_lock": "anthropic-harness"}),
+        _policy(
+            "reviewers-on-glm", match={"roles": ["reviewer"]}, action={"provider_lock": "anthropic-harness"}
+        ),
         _policy(
             "web-opus",
             priority=7,

@@ -24,6 +24,7 @@ __all__ = [
     "exclusive_lock",
     "fsync_directory",
     "read_regular_file",
+    "shared_lock",
     "stat_key",
 ]
 
@@ -166,6 +167,36 @@ def exclusive_lock(path: str, timeout: float) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     raise TimeoutError(f"could not lock the store within {timeout:g} s") from None
                 time.sleep(0.005)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def shared_lock(path: str, timeout: float) -> Iterator[None]:
+    """Wait out any writer holding :func:`exclusive_lock`, for a reader that needs a stable view.
+
+    Opens read-only and never creates the file: a reader may lack write access, and a missing lock
+    file means no writer has ever started here.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"could not lock the store within {timeout:g} s") from None
+                time.sleep(0.002)
         try:
             yield
         finally:

@@ -43,6 +43,7 @@ from otel_route_shadow.store._fsio import (
     exclusive_lock,
     fsync_directory,
     read_regular_file,
+    shared_lock,
     stat_key,
 )
 from otel_route_shadow.store.diff import SnapshotDiff, diff_snapshots
@@ -409,8 +410,23 @@ class RoutingPolicyStore:
     def _revision_path(self, revision: int) -> str:
         return os.path.join(self._history, revision_file_name(revision))
 
-    def _inspect(self) -> _Inspection:
-        """Read and verify everything the verdict depends on, uncached."""
+    def _inspect(self, *, locked: bool = False) -> _Inspection:
+        """Read and verify everything the verdict depends on, uncached.
+
+        ``locked``: the caller holds the writers' lock. A reader that finds history but no current
+        file may be looking at the first save between its two renames, so that verdict is only
+        given after waiting for the writers' lock and looking again.
+        """
+        inspection = self._inspect_unlocked()
+        if locked or inspection.load.problem_kind != "current-missing":
+            return inspection
+        try:
+            with shared_lock(self._lock_path, self.lock_timeout):
+                return self._inspect_unlocked()
+        except (OSError, TimeoutError) as exc:
+            return _corrupt("store-unreadable", f"cannot lock the store to read it: {exc}", cacheable=False)
+
+    def _inspect_unlocked(self) -> _Inspection:
         try:
             root_stat = os.stat(self._root)
         except FileNotFoundError:
@@ -695,7 +711,7 @@ class RoutingPolicyStore:
         new_hash = policy_set_hash(parsed)
         self._ensure_root()
         with self._locked():
-            inspection = self._inspect()
+            inspection = self._inspect(locked=True)
             load = inspection.load
             if load.state == "corrupt":
                 if not inspection.cacheable or load.problem_kind in (
@@ -742,7 +758,7 @@ class RoutingPolicyStore:
         if not os.path.lexists(self._root):
             return RepairResult(repaired=False, state_before="absent")
         with self._locked():
-            load = self._inspect().load
+            load = self._inspect(locked=True).load
             if load.state != "corrupt":
                 return RepairResult(
                     repaired=False, state_before=load.state, next_revision=self._high_water(load) + 1

@@ -1,0 +1,220 @@
+"""Cheap reload: an unchanged store costs a few stats, and every change is still noticed.
+
+Most tests set ``racy_window_ns = 0`` so a verdict is cacheable the moment it is computed (otherwise
+a file written less than a second ago is re-read on purpose; that rule has its own tests below).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_route_shadow.core import RoutingPolicy, policy_set_hash
+from otel_route_shadow.store import CURRENT_FILE, HISTORY_DIR, RoutingPolicyStore, revision_file_name
+from otel_route_shadow.store import _fsio as fsio
+from otel_route_shadow.store import store as store_module
+
+
+def _policy(pid: str, lock: str = "zai-harness") -> RoutingPolicy:
+    return RoutingPolicy.model_validate(
+        {"id": pid, "match": {"principal_ids": [pid]}, "action": {"provider_lock": lock}}
+    )
+
+
+def _store(root: Path, window_ns: int = 0) -> RoutingPolicyStore:
+    store = RoutingPolicyStore(root)
+    store.racy_window_ns = window_ns
+    return store
+
+
+def _same_size_edit(path: Path, old: str, new: str) -> None:
+    """Rewrite in place with equal length, then put the old mtime back (what a careful hand does)."""
+    assert len(old) == len(new)
+    before = path.stat()
+    text = path.read_text("utf-8")
+    assert old in text
+    with path.open("r+", encoding="utf-8") as handle:
+        handle.write(text.replace(old, new, 1))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
+
+
+def test_an_unchanged_store_is_not_reread(tmp_path: Path) -> None:
+    writer = _store(tmp_path)
+    writer.save([_policy("a")])
+    reader = _store(tmp_path)
+    first = reader.load()
+    for _ in range(200):
+        assert reader.load() is first
+    assert reader.full_loads == 1
+
+
+def test_an_absent_store_is_cached_too_and_notices_the_first_save(tmp_path: Path) -> None:
+    reader = _store(tmp_path / "store")
+    assert reader.load().state == "absent"
+    assert reader.load().state == "absent"
+    assert reader.full_loads == 1
+    _store(tmp_path / "store").save([_policy("a")])
+    assert (reader.load().state, reader.load().revision) == ("ok", 1)
+
+
+def test_a_save_by_another_store_object_is_noticed(tmp_path: Path) -> None:
+    reader, writer = _store(tmp_path), _store(tmp_path)
+    writer.save([_policy("a")])
+    assert reader.load().revision == 1
+    writer.save([_policy("a"), _policy("b")])
+    load = reader.load()
+    assert (load.revision, load.content_hash) == (2, policy_set_hash([_policy("a"), _policy("b")]))
+
+
+def test_a_same_size_same_mtime_hand_edit_is_noticed(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save([_policy("a", "zai-harness")])
+    assert store.load().state == "ok"
+    assert store.load().state == "ok"
+    assert store.full_loads == 1  # the cache was live before the edit
+    # "zai-harness" -> "xai-harness": same length, hash no longer matches.
+    _same_size_edit(tmp_path / CURRENT_FILE, '"zai-harness"', '"xai-harness"')
+    load = store.load()
+    assert (load.state, load.problem_kind) == ("corrupt", "hash-mismatch")
+    assert store.full_loads == 2
+
+
+def test_a_same_size_same_mtime_edit_of_the_history_copy_is_noticed(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save([_policy("a", "zai-harness")])
+    assert store.load().state == "ok"
+    _same_size_edit(tmp_path / HISTORY_DIR / revision_file_name(1), '"saved_at": "2', '"saved_at": "1')
+    load = store.load()
+    assert (load.state, load.problem_kind) == ("corrupt", "history-mismatch")
+
+
+def test_deleting_the_current_file_is_noticed(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save([_policy("a")])
+    assert store.load().state == "ok"
+    (tmp_path / CURRENT_FILE).unlink()
+    assert store.load().problem_kind == "current-missing"
+
+
+def test_a_repair_by_another_process_is_noticed(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save([_policy("a")])
+    (tmp_path / CURRENT_FILE).write_text("{", "utf-8")
+    assert store.load().state == "corrupt"
+    assert RoutingPolicyStore(tmp_path).repair().repaired
+    load = store.load()
+    assert load.state == "absent"
+    assert "repaired at" in (load.note or "")
+
+
+def _coarse(path: str, *, follow: bool = False) -> fsio.StatKey:
+    """A stat key as a file system with one-second timestamps would report it."""
+    key = fsio.stat_key(path, follow=follow)
+    if key is None or len(key) != 6:
+        return key
+    dev, ino, mode, size, mtime, ctime = key  # type: ignore[misc]
+    second = 1_000_000_000
+    return (dev, ino, mode, size, mtime // second * second, ctime // second * second)
+
+
+def test_on_coarse_timestamps_a_fresh_verdict_is_not_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With one-second timestamps a same-size edit inside the same second leaves the whole signature
+    # unchanged; only the racy-window rule stands between that edit and a stale cached verdict.
+    monkeypatch.setattr(store_module, "stat_key", _coarse)
+    store = _store(tmp_path, window_ns=1_000_000_000)
+    store.save([_policy("a", "zai-harness")])
+    assert store.load().state == "ok"
+    _same_size_edit(tmp_path / CURRENT_FILE, '"zai-harness"', '"xai-harness"')
+    assert store.load().state == "corrupt"
+
+
+def test_a_verdict_is_cached_once_its_files_are_older_than_the_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path, window_ns=1_000_000_000)
+    store.save([_policy("a")])
+    store.load()
+    store.load()
+    assert store.full_loads == 2  # written just now: re-read every time
+    real_now = store_module._now_ns
+    monkeypatch.setattr(store_module, "_now_ns", lambda: real_now() + 2_000_000_000)
+    store.load()
+    store.load()
+    store.load()
+    assert store.full_loads == 3  # settled: read once more, then served from the cache
+
+
+def test_a_transient_read_failure_is_retried_on_the_next_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    store.save([_policy("a")])
+    real_open = os.open
+    failing = {"on": True}
+
+    def flaky(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if failing["on"] and str(path).endswith(CURRENT_FILE):
+            raise OSError(errno.EMFILE, "Too many open files", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", flaky)
+    assert store.load().state == "corrupt"  # hold for this spawn...
+    failing["on"] = False
+    assert store.load().state == "ok"  # ...but do not cache a verdict about nothing
+
+
+def test_revision_lookups_are_cached_and_notice_edits(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save([_policy("a")])
+    first = store.revision(1)
+    assert store.revision(1) is first
+    (tmp_path / HISTORY_DIR / revision_file_name(1)).write_text("{", "utf-8")
+    with pytest.raises(store_module.RevisionCorruptError):
+        store.revision(1)
+
+
+def test_concurrent_loads_while_saving_are_consistent(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    sets = [[_policy(f"p{i}")] for i in range(12)]
+    expected = {i + 1: policy_set_hash(policies) for i, policies in enumerate(sets)}
+    expected[0] = policy_set_hash([])
+    seen: list[tuple[str, int, str]] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not done.is_set():
+                load = store.load()
+                seen.append((load.state, load.revision, load.content_hash))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    writer = _store(tmp_path)
+    for policies in sets:
+        writer.save(policies)
+    done.set()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert seen
+    for state, revision, content_hash in seen:
+        assert state in ("ok", "absent"), (state, revision)
+        assert expected[revision] == content_hash
+    assert store.load().revision == 12
