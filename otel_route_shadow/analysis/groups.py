@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from otel_route_shadow.instrumentation import attributes as attr
+from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
     "DEFAULT_BY",

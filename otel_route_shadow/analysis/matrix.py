@@ -37,7 +37,7 @@ from otel_route_shadow.core import (
     derive_transport,
     explain_batch,
 )
-from otel_route_shadow.instrumentation import attributes as attr
+from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import RECORD_KIND
 
 __all__ = [

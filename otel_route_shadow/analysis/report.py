@@ -19,7 +19,7 @@ from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, open_chai
 from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts, top_counts
 from otel_route_shadow.analysis.timeline import HOUR_NS, TimelinePoint, coarsen
 from otel_route_shadow.analysis.window import TimeWindow, format_ns
-from otel_route_shadow.instrumentation import attributes as attr
+from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import RECORD_KIND
 
 __all__ = [
@@ -364,7 +364,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], mark: str) -> 
     for row in rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
-    lines = ["  " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()]
+    lines = [mark + " " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()]
     for row in rows:
         cells = [cell.rjust(widths[i]) if i else cell.ljust(widths[i]) for i, cell in enumerate(row)]
         lines.append(mark + " " + "  ".join(cells).rstrip())

@@ -17,9 +17,8 @@ Otherwise the record's integrity is counted as not checked, with the reason.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,7 +36,7 @@ from otel_route_shadow.core import (
     compare_routes,
     explain_batch,
 )
-from otel_route_shadow.instrumentation import attributes as attr
+from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import RECORD_KIND
 
 __all__ = [
@@ -87,6 +86,7 @@ CitedLoader = Callable[[int], PolicySnapshot | None]
 """Returns a store's revision N (or None when the store does not hold it)."""
 
 Fields = tuple[Any, ...]
+_Pending = tuple[int, dict[str, Any], dict[str, Any], str, CitedKey | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,10 +373,26 @@ def _cited_key(attributes: dict[str, Any]) -> CitedKey | None:
     return (revision, content_hash, attributes.get(attr.SNAPSHOT_STATE) != CORRUPT_STATE)
 
 
-def _chunks(iterable: Iterable[tuple[int, Any]], size: int) -> Iterator[list[tuple[int, Any]]]:
-    iterator = iter(iterable)
-    while chunk := list(islice(iterator, size)):
-        yield chunk
+class _Examples:
+    """The ``limit`` lowest-seq examples of each change, whatever order records are processed in."""
+
+    __slots__ = ("by_transition", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.by_transition: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+
+    def offer(self, transition: tuple[Any, ...], seq: int, build: Callable[[], dict[str, Any]]) -> None:
+        if self.limit <= 0:
+            return
+        bucket = self.by_transition.setdefault(transition, [])
+        if len(bucket) < self.limit:
+            bucket.append(build())
+        elif seq < bucket[-1]["seq"]:
+            bucket[-1] = build()
+        else:
+            return
+        bucket.sort(key=lambda example: example["seq"])
 
 
 def replay_payloads(
@@ -391,7 +407,12 @@ def replay_payloads(
     examples: int = 3,
     progress: ProgressFn | None = None,
 ) -> WhatIfResult:
-    """Replay ``(seq, payload)`` pairs against ``snapshot``; see the module docstring."""
+    """Replay ``(seq, payload)`` pairs against ``snapshot``; see the module docstring.
+
+    One pass. A record whose context is already memoised (for the candidate and, when it cites
+    another snapshot, for that one) is settled at once; the others wait in a small pending list that
+    is resolved with one ``explain_batch`` per snapshot when it fills, and at the end.
+    """
     specs = tuple(by) if by is not None else parse_by(None)
     window = window if window is not None else TimeWindow()
     bounded = not window.unbounded
@@ -404,19 +425,23 @@ def replay_payloads(
         chain=chain, candidate=snapshot_info(snapshot, candidate_source), window=window, by=specs
     )
     integrity = result.integrity
+    not_checked = integrity.not_checked
     candidate = _Resolver(snapshot)
     cited = _Cited(snapshot, cited_loader)
-    candidate_key = cited.candidate_key
+    cited_resolvers = cited.resolvers
+    cand_revision, cand_hash = snapshot.revision, snapshot.content_hash
+    cand_available = snapshot.available
     # cube: (transition or None, agreed_before, agreed_after, *dims) -> count
     cube: defaultdict[tuple[Any, ...], int] = defaultdict(int)
     field_changes = result.field_changes
-    example_lists = result.examples
+    example_sink = _Examples(examples)
     skipped = result.skipped_kinds
-    read = 0
     total = chain.records
-    context_key = attr.CONTEXT
-    id_key = attr.DECISION_ID
-    agreed_key = attr.AGREED
+    memo = candidate.memo
+    context_key, id_key, agreed_key, outcome_key = attr.CONTEXT, attr.DECISION_ID, attr.AGREED, attr.OUTCOME
+    revision_key, hash_key, state_key = attr.SNAPSHOT_REVISION, attr.SNAPSHOT_HASH, attr.SNAPSHOT_STATE
+    field_keys = _FIELD_KEYS
+    pending: list[_Pending] = []
 
     def finding(kind: str, seq: int, payload: dict[str, Any], detail: str) -> None:
         integrity.findings[kind] = integrity.findings.get(kind, 0) + 1
@@ -431,146 +456,201 @@ def replay_payloads(
                 }
             )
 
-    for chunk in _chunks(payloads, CHUNK):
-        # Pass 1: filter, and collect the contexts each snapshot must explain.
-        rows: list[tuple[int, dict[str, Any], dict[str, Any], str, CitedKey | None]] = []
-        for seq, payload in chunk:
-            read += 1
-            if progress is not None and not read % PROGRESS_EVERY:
-                progress(read, total)
-            if not isinstance(payload, dict):
-                result.malformed += 1
-                continue
-            kind = payload.get("kind")
-            if kind != RECORD_KIND:
-                name = kind if isinstance(kind, str) else "(no kind)"
-                skipped[name] = skipped.get(name, 0) + 1
-                continue
-            attributes = payload.get("attributes")
-            if not isinstance(attributes, dict):
-                result.malformed += 1
-                continue
-            if bounded:
-                try:
-                    ns = int(payload["start_time_unix_nano"])
-                except (KeyError, TypeError, ValueError):
-                    ns = -1
-                if ns < 0 or not window.contains(ns):
-                    result.outside_window += 1
-                    continue
-            if attributes.get(attr.OUTCOME) is None:
-                result.without_decision += 1
-                continue
-            result.observations += 1
-            text = attributes.get(context_key)
-            if not isinstance(text, str):
-                finding("record-incomplete", seq, payload, "no route_shadow.context to replay")
-                continue
-            rows.append((seq, payload, attributes, text, _cited_key(attributes)))
-        candidate.resolve(row[3] for row in rows)
+    def count(
+        seq: int, payload: dict[str, Any], attributes: dict[str, Any], recorded: Fields, after: Replayed
+    ) -> None:
+        """The difference between the recorded decision and the candidate's."""
+        get = attributes.get
+        fields = after.fields
+        if fields == recorded:
+            transition = None
+        else:
+            transition = (
+                recorded[_OUTCOME_I],
+                fields[_OUTCOME_I],
+                recorded[_PROVIDER_I],
+                fields[_PROVIDER_I],
+                recorded[_REASON_I],
+                fields[_REASON_I],
+            )
+            for name, a, b in zip(DECISION_FIELDS, recorded, fields, strict=True):
+                if a != b:
+                    field_changes[name] = field_changes.get(name, 0) + 1
+            example_sink.offer(transition, seq, lambda: _example(seq, payload, attributes, recorded, after))
+        try:
+            cube[(transition, get(agreed_key) is True, after.agreed, *map(get, dim_keys))] += 1
+        except TypeError:  # an unhashable attribute value: not something the exporter writes
+            result.malformed += 1
+
+    def settle(
+        seq: int,
+        payload: dict[str, Any],
+        attributes: dict[str, Any],
+        text: str,
+        key: CitedKey | None,
+        after: Replayed,
+        reference: Replayed | None,
+    ) -> None:
+        """The slow path: integrity against a snapshot other than the candidate, or a finding."""
+        recorded = tuple(map(attributes.get, field_keys))
+        if after is _UNPARSEABLE:
+            finding("context-unparseable", seq, payload, "route_shadow.context is not a valid route context")
+            return
+        if key is None:
+            not_checked["no snapshot citation"] = not_checked.get("no snapshot citation", 0) + 1
+        elif reference is None:
+            resolver = cited.resolver(key)
+            if isinstance(resolver, str):
+                if resolver.startswith("!"):
+                    finding(
+                        resolver[1:],
+                        seq,
+                        payload,
+                        f"store revision {key[0]} does not have the cited hash {key[1]}",
+                    )
+                    return
+                not_checked[resolver] = not_checked.get(resolver, 0) + 1
+            else:
+                reference = resolver.memo.get(text)
+                if reference is None:
+                    resolver.resolve([text])
+                    reference = resolver.memo[text]
+        if reference is not None:
+            integrity.checked += 1
+            recorded_id = attributes.get(id_key)
+            if reference.decision_id != recorded_id:
+                finding(
+                    "decision-id-mismatch",
+                    seq,
+                    payload,
+                    f"recorded {label(recorded_id)}, replay gives {reference.decision_id}",
+                )
+                return
+            if reference.fields != recorded:
+                differing = [
+                    name
+                    for name, a, b in zip(DECISION_FIELDS, reference.fields, recorded, strict=True)
+                    if a != b
+                ]
+                finding(
+                    "decision-fields-mismatch",
+                    seq,
+                    payload,
+                    "recorded fields differ from the replayed decision: " + ", ".join(differing),
+                )
+                return
+            integrity.passed += 1
+        count(seq, payload, attributes, recorded, after)
+
+    def flush() -> None:
+        candidate.resolve(row[3] for row in pending)
         by_cited: dict[CitedKey, list[str]] = {}
-        for row in rows:
+        for row in pending:
             key = row[4]
-            if key is not None and key != candidate_key:
+            if key is not None and key != cited.candidate_key:
                 by_cited.setdefault(key, []).append(row[3])
         for key, texts in by_cited.items():
             resolver = cited.resolver(key)
             if isinstance(resolver, _Resolver):
                 resolver.resolve(texts)
+        for seq, payload, attributes, text, key in pending:
+            after = memo.get(text)
+            if after is None:  # evicted by a later batch of this flush: resolve alone
+                candidate.resolve([text])
+                after = memo[text]
+            reference = after if key == cited.candidate_key else None
+            settle(seq, payload, attributes, text, key, after, reference)
+        pending.clear()
 
-        # Pass 2: integrity, then the difference.
-        memo = candidate.memo
-        for seq, payload, attributes, text, key in rows:
-            after = memo[text]
-            get = attributes.get
-            recorded = tuple([get(k) for k in _FIELD_KEYS])
-            recorded_id = get(id_key)
-            if after is _UNPARSEABLE:
-                finding(
-                    "context-unparseable", seq, payload, "route_shadow.context is not a valid route context"
-                )
-                continue
-            if key is None:
-                integrity.not_checked["no snapshot citation"] = (
-                    integrity.not_checked.get("no snapshot citation", 0) + 1
-                )
-            else:
-                reference: Replayed | None
-                if key == candidate_key:
-                    reference = after
-                else:
-                    resolver = cited.resolver(key)
-                    if isinstance(resolver, str):
-                        reference = None
-                        if resolver.startswith("!"):
-                            finding(
-                                resolver[1:],
-                                seq,
-                                payload,
-                                f"store revision {key[0]} does not have the cited hash {key[1]}",
-                            )
-                            continue
-                        integrity.not_checked[resolver] = integrity.not_checked.get(resolver, 0) + 1
-                    else:
-                        reference = resolver.memo.get(text)
-                        if reference is None:  # evicted between passes: resolve alone
-                            resolver.resolve([text])
-                            reference = resolver.memo[text]
-                if reference is not None:
-                    integrity.checked += 1
-                    if reference.decision_id != recorded_id:
-                        finding(
-                            "decision-id-mismatch",
-                            seq,
-                            payload,
-                            f"recorded {label(recorded_id)}, replay gives {reference.decision_id}",
-                        )
-                        continue
-                    if reference.fields != recorded:
-                        differing = [
-                            name
-                            for name, a, b in zip(DECISION_FIELDS, reference.fields, recorded, strict=True)
-                            if a != b
-                        ]
-                        finding(
-                            "decision-fields-mismatch",
-                            seq,
-                            payload,
-                            "recorded fields differ from the replayed decision: " + ", ".join(differing),
-                        )
-                        continue
-                    integrity.passed += 1
-            fields = after.fields
-            agreed_before = get(agreed_key) is True
-            dim_values = tuple([get(k) for k in dim_keys])
-            if fields == recorded:
-                transition = None
-            else:
-                transition = (
-                    recorded[_OUTCOME_I],
-                    fields[_OUTCOME_I],
-                    recorded[_PROVIDER_I],
-                    fields[_PROVIDER_I],
-                    recorded[_REASON_I],
-                    fields[_REASON_I],
-                )
-                for name, a, b in zip(DECISION_FIELDS, recorded, fields, strict=True):
-                    if a != b:
-                        field_changes[name] = field_changes.get(name, 0) + 1
-                bucket = example_lists.get(transition)
-                if bucket is None:
-                    bucket = example_lists[transition] = []
-                if len(bucket) < examples:
-                    bucket.append(_example(seq, payload, attributes, recorded, after))
+    read = 0
+    for seq, payload in payloads:
+        read += 1
+        if progress is not None and not read % PROGRESS_EVERY:
+            progress(read, total)
+        if type(payload) is not dict:
+            result.malformed += 1
+            continue
+        kind = payload.get("kind")
+        if kind != RECORD_KIND:
+            name = kind if isinstance(kind, str) else "(no kind)"
+            skipped[name] = skipped.get(name, 0) + 1
+            continue
+        attributes = payload.get("attributes")
+        if type(attributes) is not dict:
+            result.malformed += 1
+            continue
+        if bounded:
             try:
-                cube[(transition, agreed_before, after.agreed, *dim_values)] += 1
-            except TypeError:
-                result.malformed += 1
+                ns = int(payload["start_time_unix_nano"])
+            except (KeyError, TypeError, ValueError):
+                ns = -1
+            if ns < 0 or not window.contains(ns):
+                result.outside_window += 1
+                continue
+        get = attributes.get
+        if get(outcome_key) is None:
+            result.without_decision += 1
+            continue
+        result.observations += 1
+        text = get(context_key)
+        if type(text) is not str:
+            finding("record-incomplete", seq, payload, "no route_shadow.context to replay")
+            continue
+        after = memo.get(text)
+        if after is None:
+            pending.append((seq, payload, attributes, text, _cited_key(attributes)))
+            if len(pending) >= CHUNK:
+                flush()
+            continue
+        if after is _UNPARSEABLE:
+            settle(seq, payload, attributes, text, None, after, None)
+            continue
+        revision = get(revision_key)
+        content_hash = get(hash_key)
+        reference: Replayed | None
+        if (
+            content_hash == cand_hash
+            and revision == cand_revision
+            and type(revision) is int
+            and (get(state_key) != CORRUPT_STATE) is cand_available
+        ):
+            reference = after  # the record cites the candidate itself
+        else:
+            key = _cited_key(attributes)
+            if key is None:
+                settle(seq, payload, attributes, text, None, after, None)
+                continue
+            resolver = cited_resolvers.get(key) or cited.resolver(key)
+            if isinstance(resolver, str):
+                settle(seq, payload, attributes, text, key, after, None)
+                continue
+            reference = resolver.memo.get(text)
+            if reference is None:
+                pending.append((seq, payload, attributes, text, key))
+                if len(pending) >= CHUNK:
+                    flush()
+                continue
+        # Fast path: the replay against the cited snapshot reproduces the record exactly.
+        recorded = tuple(map(get, field_keys))
+        if reference.decision_id == get(id_key) and reference.fields == recorded:
+            integrity.checked += 1
+            integrity.passed += 1
+            if after.fields == recorded:
+                try:
+                    cube[(None, get(agreed_key) is True, after.agreed, *map(get, dim_keys))] += 1
+                except TypeError:
+                    result.malformed += 1
+            else:
+                count(seq, payload, attributes, recorded, after)
+        else:
+            settle(seq, payload, attributes, text, _cited_key(attributes), after, reference)
+    flush()
     if progress is not None:
         progress(read, total)
 
     result.records_read = read
     result.distinct_contexts = candidate.evaluated
+    result.examples = example_sink.by_transition
     groups: dict[str, dict[tuple[Any, ...], ChangeTally]] = {name: {} for name, _ in spec_positions}
     for cell, n in cube.items():
         cell_transition, was_agreed, now_agreed = cell[0], cell[1], cell[2]
@@ -751,7 +831,7 @@ def format_whatif(result: WhatIfResult, top: int = 3) -> str:
             for key, tally in rows
         ]
         widths = [max([len(header[i])] + [len(row[i]) for row in table]) for i in range(len(header))]
-        out.append("  " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(header)).rstrip())
+        out.append(mark + " " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(header)).rstrip())
         for row in table:
             out.append(
                 mark

@@ -1,0 +1,180 @@
+"""The divergence report's figures against hand-computed counts (see test_analysis_support.SCENARIO)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_analysis_support import EXPECTED, HOUR, SCENARIO, T0, build_chain
+
+from otel_route_shadow.analysis.report import aggregate, build_report, format_report
+from otel_route_shadow.analysis.source import (
+    ChainStatus,
+    EmptyChainError,
+    MissingChainError,
+    UnverifiedChainError,
+)
+from otel_route_shadow.analysis.window import TimeWindow
+
+
+@pytest.fixture
+def chain(tmp_path: Path) -> Path:
+    path = tmp_path / "chain.jsonl"
+    build_chain(path, extra_payloads=[{"kind": "chain-quarantine", "note": "test"}])
+    return path
+
+
+def test_totals_match_hand_computed_counts(chain: Path) -> None:
+    report = build_report(chain)
+    assert report.chain.verified and not report.flagged
+    assert report.chain.records == EXPECTED["spawns"] + 1
+    assert report.observations == EXPECTED["spawns"]
+    assert report.skipped_kinds == {"chain-quarantine": 1}
+    t = report.total
+    assert (t.spawns, t.agreed, t.diverged, t.managed, t.bypass) == (
+        EXPECTED["spawns"],
+        EXPECTED["agreed"],
+        EXPECTED["diverged"],
+        EXPECTED["managed"],
+        EXPECTED["bypass"],
+    )
+    assert report.divergences == EXPECTED["divergences"]
+    assert report.outcomes == EXPECTED["outcomes"]
+    assert report.held_reasons == EXPECTED["held_reasons"]
+    assert report.rejected_reasons == EXPECTED["rejected_reasons"]
+    assert report.policy_sources == {"managed-policy": 9, "legacy-compatibility": 8}
+
+
+def test_per_mechanism_readiness_and_bypass(chain: Path) -> None:
+    report = build_report(chain)
+    got = {name: (t.spawns, t.agreed, t.bypass) for name, t in report.mechanisms}
+    assert got == EXPECTED["mechanisms"]
+    # Ordered by spawns, most first.
+    assert [name for name, _ in report.mechanisms] == ["role-dial", "fleet-ratchet", "credit-failover"]
+    assert report.mechanism("credit-failover").divergences == {"provider-differs": 2}
+    data = report.as_dict()
+    assert data["bypass"]["spawns"] == 5
+    assert data["bypass"]["share"] == pytest.approx(5 / 17, abs=1e-6)
+    assert data["bypass"]["by_mechanism"] == [
+        {
+            "mechanism": "role-dial",
+            "bypass": 5,
+            "spawns": 10,
+            "share_of_mechanism": 0.5,
+            "share_of_bypass": 1.0,
+        }
+    ]
+    role_dial = next(row for row in data["mechanisms"] if row["mechanism"] == "role-dial")
+    assert role_dial["agreement_rate"] == pytest.approx(0.7)
+    assert role_dial["top_divergences"] == [
+        {"divergence": "policy-rejected", "count": 2},
+        {"divergence": "policy-held", "count": 1},
+    ]
+
+
+def test_groups_by_repo_and_crossed_dimensions(chain: Path) -> None:
+    report = build_report(chain, by=["repo", "repo+role", "outcome", "principal"])
+    repos = {key[0]: (t.spawns, t.agreed) for key, t in report.group("repo").items()}
+    assert repos == EXPECTED["repos"]
+    crossed = {key: t.spawns for key, t in report.group("repo+role").items()}
+    assert crossed == {
+        ("acme/project-x", "reviewer"): 6,
+        ("acme/project-x", "implementer"): 5,
+        ("acme/other", "implementer"): 3,
+        ("acme/other", "reviewer"): 1,
+        ("acme/other", "triager"): 2,
+    }
+    assert {key[0]: t.spawns for key, t in report.group("outcome").items()} == EXPECTED["outcomes"]
+    assert {key: t.spawns for key, t in report.group("principal").items()} == {(None,): 17}
+    rows = report.as_dict()["groups"]["repo+role"]
+    assert rows[0]["key"] == {"repo": "acme/project-x", "role": "reviewer"}
+    assert rows[0]["agreement_rate"] == pytest.approx(4 / 6, abs=1e-6)
+
+
+def test_time_window_selects_by_start_time(chain: Path) -> None:
+    # Records start at T0 and are an hour apart: [T0+3h, T0+10h) holds seven of them.
+    window = TimeWindow(since_ns=T0 + 3 * HOUR, until_ns=T0 + 10 * HOUR)
+    report = build_report(chain, window=window)
+    assert report.observations == 7
+    assert report.outside_window == 10
+    assert report.first_ns == T0 + 3 * HOUR
+    assert report.last_ns == T0 + 9 * HOUR
+    same = build_report(chain, since="2026-09-01T03:00:00Z", until="2026-09-01T10:00:00+00:00")
+    assert same.observations == 7
+    whole_day = build_report(chain, since="2026-09-01", until="2026-09-01")
+    assert whole_day.observations == 17
+    nothing = build_report(chain, since="2026-09-02")
+    assert nothing.observations == 0
+    assert "no observations in this window" in format_report(nothing)
+
+
+def test_timeline_counts_every_spawn(chain: Path) -> None:
+    report = build_report(chain)
+    width, points = report.timeline()
+    assert width == 1
+    assert sum(p.spawns for p in points) == 17
+    assert sum(p.agreed for p in points) == 12
+    coarse_width, coarse = report.timeline(max_points=4)
+    assert coarse_width >= 6
+    assert sum(p.spawns for p in coarse) == 17
+
+
+def test_missing_and_empty_chains_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(MissingChainError, match="no such chain file"):
+        build_report(tmp_path / "nope.jsonl")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(EmptyChainError, match="empty"):
+        build_report(empty)
+
+
+def test_unverifiable_chain_is_refused_unless_allowed(chain: Path) -> None:
+    text = chain.read_text(encoding="utf-8")
+    assert "acme/other" in text
+    chain.write_text(text.replace("acme/other", "acme/0ther", 1), encoding="utf-8")
+    with pytest.raises(UnverifiedChainError, match="--allow-unverified"):
+        build_report(chain)
+    report = build_report(chain, allow_unverified=True)
+    assert report.flagged
+    data = report.as_dict()
+    assert data["flagged"] is True and data["flag"] == "UNVERIFIED"
+    assert data["totals"]["unverified"] is True
+    assert all(row["unverified"] for row in data["mechanisms"])
+    assert all(row["unverified"] for rows in data["groups"].values() for row in rows)
+    text_out = format_report(report)
+    assert text_out.startswith("!!! UNVERIFIED CHAIN")
+    figure_lines = [line for line in text_out.splitlines() if "spawns" in line and "agreed" in line]
+    assert figure_lines and all(line.startswith("!") for line in figure_lines)
+
+
+def test_aggregate_skips_what_is_not_an_observation() -> None:
+    status = ChainStatus(path="mem", records=5, verified=True, checked=True)
+    payloads = [
+        (1, {"kind": "chain-quarantine"}),
+        (2, "not an object"),
+        (
+            3,
+            {
+                "kind": "route-shadow",
+                "attributes": {"route_shadow.seam": "s", "route_shadow.error.type": "E"},
+            },
+        ),
+        (
+            4,
+            {
+                "kind": "route-shadow",
+                "attributes": {"route_shadow.outcome": "selected", "route_shadow.agreed": True},
+            },
+        ),
+        (5, {"kind": "route-shadow", "attributes": ["bad"]}),
+    ]
+    report = aggregate(payloads, chain=status)
+    assert report.skipped_kinds == {"chain-quarantine": 1}
+    assert report.malformed == 2
+    assert report.without_decision == 1
+    assert report.observations == 1
+    assert report.total.agreed == 1
+
+
+def test_scenario_is_what_the_support_module_says() -> None:
+    assert sum(entry.count for entry in SCENARIO) == EXPECTED["spawns"]

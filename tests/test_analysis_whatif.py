@@ -1,0 +1,194 @@
+"""What-if replay: zero changes against the cited snapshot, integrity findings for forged records, and
+exactly the project-x decisions changing under a "project-x uses z.ai" candidate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_analysis_support import (
+    EXPECTED,
+    PROJECT_X_ZAI,
+    RECORDED_POLICIES,
+    build_chain,
+    rewrite_chain,
+    snapshot_of,
+)
+
+from otel_route_shadow.analysis.source import ChainStatus, UnverifiedChainError
+from otel_route_shadow.analysis.whatif import format_whatif, replay, replay_payloads
+from otel_route_shadow.core import PolicySnapshot, RoutingPolicy
+from otel_route_shadow.store import RoutingPolicyStore
+
+
+def test_replay_against_the_cited_snapshot_changes_nothing(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain)
+    result = replay(chain, snapshot_of(RECORDED_POLICIES))
+    assert result.replayed == EXPECTED["spawns"]
+    assert result.changed == 0
+    assert result.integrity_findings == 0
+    assert result.integrity.checked == EXPECTED["spawns"]
+    assert result.integrity.passed == EXPECTED["spawns"]
+    assert result.integrity.unchecked == 0
+    # Six distinct contexts, each explained once however many records share it.
+    assert result.distinct_contexts == 6
+    assert result.total.agreed_before == result.total.agreed_after == EXPECTED["agreed"]
+
+
+def _tamper_id(target_seq: int) -> Any:
+    def edit(seq: int, payload: dict[str, Any]) -> dict[str, Any]:
+        if seq == target_seq:
+            attributes = dict(payload["attributes"])
+            attributes["route_shadow.decision_id"] = "0" * 64
+            return {**payload, "attributes": attributes}
+        return payload
+
+    return edit
+
+
+def test_forged_decision_id_in_a_rehashed_chain_is_an_integrity_finding(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain)
+    forged = tmp_path / "forged.jsonl"
+    seqs = []
+
+    def remember(seq: int, payload: dict[str, Any]) -> dict[str, Any]:
+        seqs.append(seq)
+        return payload
+
+    rewrite_chain(chain, tmp_path / "copy.jsonl", remember)
+    target = seqs[5]
+    rewrite_chain(chain, forged, _tamper_id(target))
+    result = replay(forged, snapshot_of(RECORDED_POLICIES))
+    assert result.chain.verified  # re-hashed: the chain itself verifies
+    assert result.integrity.findings == {"decision-id-mismatch": 1}
+    assert result.integrity.examples[0]["seq"] == target
+    # An integrity finding is not a difference.
+    assert result.changed == 0
+    assert result.replayed == EXPECTED["spawns"] - 1
+    assert "INTEGRITY" in format_whatif(result)
+
+
+def test_forged_decision_fields_with_the_original_id_are_an_integrity_finding(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain)
+    forged = tmp_path / "forged.jsonl"
+
+    def edit(seq: int, payload: dict[str, Any]) -> dict[str, Any]:
+        attributes = payload["attributes"]
+        if attributes.get("route_shadow.outcome") == "held":
+            attributes = {**attributes, "route_shadow.outcome": "selected"}
+            return {**payload, "attributes": attributes}
+        return payload
+
+    rewrite_chain(chain, forged, edit)
+    result = replay(forged, snapshot_of(RECORDED_POLICIES))
+    assert result.integrity.findings == {"decision-fields-mismatch": 1}
+    assert "outcome" in result.integrity.examples[0]["detail"]
+    assert result.changed == 0
+
+
+def test_unparseable_or_missing_context_is_an_integrity_finding() -> None:
+    status = ChainStatus(path="mem", records=2, verified=True, checked=True)
+    payloads = [
+        (1, {"kind": "route-shadow", "attributes": {"route_shadow.outcome": "selected"}}),
+        (
+            2,
+            {
+                "kind": "route-shadow",
+                "attributes": {"route_shadow.outcome": "selected", "route_shadow.context": "{not json"},
+            },
+        ),
+    ]
+    result = replay_payloads(payloads, PolicySnapshot(), chain=status)
+    assert result.integrity.findings == {"record-incomplete": 1, "context-unparseable": 1}
+    assert result.replayed == 0
+
+
+def test_project_x_uses_zai_changes_exactly_the_project_x_decisions(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    written = build_chain(chain, snapshot=PolicySnapshot())  # recorded with no policies at all
+    candidate = snapshot_of(PROJECT_X_ZAI)
+    result = replay(chain, candidate, by=["repo", "mechanism"], examples=50)
+    project_x = [
+        payload for _, payload in written if payload["attributes"]["route_shadow.repo"] == "acme/project-x"
+    ]
+    assert result.replayed == 17
+    assert result.changed == len(project_x) == 11
+    by_repo = result.group("repo")
+    assert by_repo[("acme/project-x",)].changed == 11
+    assert by_repo[("acme/other",)].changed == 0
+    changed_seqs = {example["seq"] for examples in result.examples.values() for example in examples}
+    assert {e["repo"] for examples in result.examples.values() for e in examples} == {"acme/project-x"}
+    assert len(changed_seqs) == 11
+    # How they change: every project-x spawn goes to z.ai under the managed policy.
+    for examples in result.examples.values():
+        for example in examples:
+            assert example["before"]["policy_source"] == "legacy-compatibility"
+            assert example["after"]["policy_source"] == "managed-policy"
+            assert example["after"]["policy_id"] == "project-x-uses-zai"
+            assert example["after"]["provider"] == "zai"
+    # A (4) and D (5) were on anthropic; B (2) already ran on zai: provider changes only for 9.
+    assert result.field_changes["provider"] == 9
+    assert result.field_changes["policy_id"] == 11
+    transitions = {t: n for t, n in result.total.transitions.items()}
+    assert transitions == {
+        ("selected", "selected", "anthropic", "zai", "no-managed-policy", "policy-selected"): 9,
+        ("selected", "selected", "zai", "zai", "no-managed-policy", "policy-selected"): 2,
+    }
+    # The records cite the empty set, whose hash proves its content: integrity is still checked.
+    assert result.integrity.checked == 17 and result.integrity_findings == 0
+    assert result.total.agreed_before == 17
+    assert result.total.agreed_after == 17 - 9
+
+
+def test_integrity_of_records_citing_another_snapshot_needs_the_store(tmp_path: Path) -> None:
+    store = RoutingPolicyStore(tmp_path / "store")
+    first = store.save([RoutingPolicy.model_validate(p) for p in RECORDED_POLICIES])
+    second = store.save([RoutingPolicy.model_validate(p) for p in PROJECT_X_ZAI])
+    assert (first.revision, second.revision) == (1, 2)
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain, snapshot=store.revision(1))
+    candidate = snapshot_of(PROJECT_X_ZAI)
+
+    unchecked = replay(chain, candidate)
+    assert unchecked.integrity.checked == 0
+    assert unchecked.integrity.unchecked == 17
+    assert "no --store" in next(iter(unchecked.integrity.not_checked))
+    assert "NOT checked" in format_whatif(unchecked)
+
+    checked = replay(chain, store.revision(2), cited_loader=store.revision)
+    assert checked.integrity.checked == 17 and checked.integrity_findings == 0
+    assert checked.changed == unchecked.changed > 0
+
+    # A store that holds a different set under the cited revision: every record is a finding.
+    other = RoutingPolicyStore(tmp_path / "other")
+    other.save([RoutingPolicy.model_validate(p) for p in PROJECT_X_ZAI])
+    mismatch = replay(chain, candidate, cited_loader=other.revision)
+    assert mismatch.integrity.findings == {"cited-snapshot-mismatch": 17}
+
+
+def test_records_made_against_a_corrupt_snapshot_replay_as_unavailable(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain, snapshot=PolicySnapshot(available=False), snapshot_state="corrupt")
+    # The candidate's revision and hash equal the cited ones, but it is available: not the same snapshot.
+    result = replay(chain, PolicySnapshot())
+    assert result.integrity.checked == 17 and result.integrity_findings == 0
+    assert result.changed == 17
+    assert {t[0] for t in result.total.transitions} == {"held"}
+
+
+def test_time_window_and_unverified_chain(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain)
+    result = replay(chain, snapshot_of(RECORDED_POLICIES), since="2026-09-01T05:00:00Z")
+    assert result.replayed == 12 and result.outside_window == 5
+    text = chain.read_text(encoding="utf-8")
+    chain.write_text(text.replace("acme/other", "acme/0ther", 1), encoding="utf-8")
+    with pytest.raises(UnverifiedChainError):
+        replay(chain, snapshot_of(RECORDED_POLICIES))
+    flagged = replay(chain, snapshot_of(RECORDED_POLICIES), allow_unverified=True)
+    assert flagged.flagged
+    assert flagged.as_dict()["totals"]["unverified"] is True
