@@ -28,6 +28,7 @@ from otel_route_shadow.store import (
     RoutingPolicyStore,
     SnapshotDiff,
     SnapshotLoad,
+    StoreIOError,
     canonical_policy_dumps,
     read_policy_file,
 )
@@ -133,6 +134,12 @@ def _read(path: str) -> PolicyFile:
         raise CliError(str(exc), EXIT_USAGE) from None
 
 
+def _store_error(store: Path, exc: PolicyStoreError, exit_code: int = EXIT_USAGE) -> CliError:
+    # I/O errors already name the store directory; the others are about something inside it.
+    message = str(exc) if isinstance(exc, StoreIOError) else f"{store}: {exc}"
+    return CliError(message, exit_code)
+
+
 def _load(store: RoutingPolicyStore) -> SnapshotLoad:
     load = store.load()
     if load.state == "corrupt" and load.problem_kind in _IO_KINDS:
@@ -176,7 +183,7 @@ def _save(args: argparse.Namespace) -> int:
             EXIT_FINDING,
         ) from None
     except PolicyStoreError as exc:
-        raise CliError(f"{args.store}: {exc}", EXIT_USAGE) from None
+        raise _store_error(args.store, exc, EXIT_USAGE) from None
     if args.json:
         _print_json({"store": str(args.store), **result.to_dict()})
     elif result.created:
@@ -249,7 +256,7 @@ def _history(args: argparse.Namespace) -> int:
     try:
         entries = store.history()
     except PolicyStoreError as exc:
-        raise CliError(f"{args.store}: {exc}", EXIT_USAGE) from None
+        raise _store_error(args.store, exc, EXIT_USAGE) from None
     bad = load.state == "corrupt" or any(entry.state != "ok" for entry in entries)
     if args.json:
         _print_json(
@@ -300,11 +307,11 @@ def _diff(args: argparse.Namespace) -> int:
     try:
         diff = store.diff(args.a, args.b)
     except RevisionNotFoundError as exc:
-        raise CliError(f"{args.store}: {exc}", EXIT_USAGE) from None
+        raise _store_error(args.store, exc, EXIT_USAGE) from None
     except RevisionCorruptError as exc:
-        raise CliError(f"{args.store}: {exc}", EXIT_FINDING) from None
+        raise _store_error(args.store, exc, EXIT_FINDING) from None
     except PolicyStoreError as exc:
-        raise CliError(f"{args.store}: {exc}", EXIT_USAGE) from None
+        raise _store_error(args.store, exc, EXIT_USAGE) from None
     if args.json:
         _print_json({"store": str(args.store), **diff.to_dict()})
     else:
@@ -317,7 +324,7 @@ def _repair(args: argparse.Namespace) -> int:
     try:
         result = store.repair()
     except PolicyStoreError as exc:
-        raise CliError(f"{args.store}: {exc}", EXIT_USAGE) from None
+        raise _store_error(args.store, exc, EXIT_USAGE) from None
     if args.json:
         _print_json({"store": str(args.store), **result.to_dict()})
         return EXIT_OK
@@ -358,10 +365,10 @@ def _export(args: argparse.Namespace) -> int:
         try:
             snapshot = store.revision(args.revision)
         except RevisionNotFoundError as exc:
-            raise CliError(f"{args.store}: {exc}", EXIT_USAGE) from None
+            raise _store_error(args.store, exc, EXIT_USAGE) from None
         except RevisionCorruptError as exc:
-            raise CliError(f"{args.store}: {exc}", EXIT_FINDING) from None
+            raise _store_error(args.store, exc, EXIT_FINDING) from None
         except PolicyStoreError as exc:
-            raise CliError(f"{args.store}: {exc}", EXIT_USAGE) from None
+            raise _store_error(args.store, exc, EXIT_USAGE) from None
     _print_json({"policies": canonical_policy_dumps(snapshot.policies)})
     return EXIT_OK

@@ -587,7 +587,7 @@ class RoutingPolicyStore:
         try:
             data = read_regular_file(path, MAX_SNAPSHOT_BYTES)
         except FileNotFoundError:
-            raise RevisionNotFoundError(n, f"revision {n} is not in the history of {self._root}") from None
+            raise RevisionNotFoundError(n, f"revision {n} is not in the history") from None
         except ReadFailure as failure:
             if failure.kind == "unreadable":
                 raise StoreIOError(f"{self._root}: {relative}: {failure}") from None
@@ -757,6 +757,8 @@ class RoutingPolicyStore:
         """
         if not os.path.lexists(self._root):
             return RepairResult(repaired=False, state_before="absent")
+        if not os.path.isdir(self._root):
+            raise StoreIOError(f"{self._root}: the store path exists but is not a directory")
         with self._locked():
             load = self._inspect(locked=True).load
             if load.state != "corrupt":
