@@ -178,3 +178,20 @@ def test_aggregate_skips_what_is_not_an_observation() -> None:
 
 def test_scenario_is_what_the_support_module_says() -> None:
     assert sum(entry.count for entry in SCENARIO) == EXPECTED["spawns"]
+
+
+def test_concurrent_verification_gives_the_same_report(chain: Path) -> None:
+    serial = build_report(chain, by=["repo+role"], concurrent=False)
+    parallel = build_report(chain, by=["repo+role"], concurrent=True)
+    assert parallel.chain == serial.chain
+    assert parallel.as_dict() == serial.as_dict()
+
+
+def test_concurrent_verification_still_refuses_an_unverifiable_chain(chain: Path) -> None:
+    text = chain.read_text(encoding="utf-8")
+    chain.write_text(text.replace("acme/project-x", "acme/project-y", 1), encoding="utf-8")
+    with pytest.raises(UnverifiedChainError) as caught:
+        build_report(chain, concurrent=True)
+    assert caught.value.status.first_bad_seq is not None
+    flagged = build_report(chain, concurrent=True, allow_unverified=True)
+    assert flagged.flagged and flagged.chain.checked

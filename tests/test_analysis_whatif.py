@@ -192,3 +192,12 @@ def test_time_window_and_unverified_chain(tmp_path: Path) -> None:
     flagged = replay(chain, snapshot_of(RECORDED_POLICIES), allow_unverified=True)
     assert flagged.flagged
     assert flagged.as_dict()["totals"]["unverified"] is True
+
+
+def test_concurrent_verification_gives_the_same_replay(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain, snapshot=PolicySnapshot())
+    serial = replay(chain, snapshot_of(PROJECT_X_ZAI), concurrent=False)
+    parallel = replay(chain, snapshot_of(PROJECT_X_ZAI), concurrent=True)
+    assert parallel.as_dict() == serial.as_dict()
+    assert parallel.changed == 11

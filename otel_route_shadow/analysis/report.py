@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from otel_route_shadow.analysis.groups import DIMENSIONS, GroupSpec, key_label, label, parse_by, spec_name
-from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, open_chain, stream_payloads
+from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, analyse_chain
 from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts, top_counts
 from otel_route_shadow.analysis.timeline import HOUR_NS, TimelinePoint, coarsen
 from otel_route_shadow.analysis.window import TimeWindow, format_ns
@@ -326,21 +326,37 @@ def build_report(
     jobs: int = 1,
     progress: ProgressFn | None = None,
     verify_progress: ProgressFn | None = None,
+    concurrent: bool | None = None,
 ) -> Report:
     """Verify the chain at ``path`` (refusing an unverifiable one unless ``allow_unverified``), then
     stream it once and aggregate.
 
     ``by`` takes parsed specs (``[("repo",), ("repo", "role")]``) or ``--by`` strings
     (``["repo", "repo+role"]``). Raises :class:`~otel_route_shadow.analysis.source.ChainError`
-    subclasses for a missing, empty or (unless allowed) unverifiable chain.
+    subclasses for a missing, empty or (unless allowed) unverifiable chain. ``concurrent`` chooses
+    whether verification runs in a worker process while the chain is read (default: for chains of
+    8 MiB or more on a machine with two or more CPUs); see :func:`analyse_chain`.
     """
     specs = _specs(by)
     if window is None:
         window = TimeWindow.parse(since, until)
-    status = open_chain(
-        path, verify=verify, allow_unverified=allow_unverified, jobs=jobs, progress=verify_progress
+    chosen = window
+
+    def consume(payloads: Iterable[tuple[int, Any]], hint: int) -> Report:
+        pending = ChainStatus(path=str(path), records=hint, verified=False, checked=False)
+        return aggregate(payloads, chain=pending, by=specs, window=chosen, progress=progress)
+
+    status, report = analyse_chain(
+        path,
+        consume,
+        verify=verify,
+        allow_unverified=allow_unverified,
+        jobs=jobs,
+        verify_progress=verify_progress,
+        concurrent=concurrent,
     )
-    return aggregate(stream_payloads(path), chain=status, by=specs, window=window, progress=progress)
+    report.chain = status
+    return report
 
 
 def _specs(by: Sequence[GroupSpec] | Sequence[str] | None) -> tuple[GroupSpec, ...]:

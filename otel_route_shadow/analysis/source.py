@@ -7,10 +7,16 @@ an unverifiable chain are refused in one place and in the same words. Streaming 
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Final, TypeVar
 
 from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
 
@@ -20,6 +26,7 @@ __all__ = [
     "EmptyChainError",
     "MissingChainError",
     "UnverifiedChainError",
+    "analyse_chain",
     "open_chain",
     "stream_payloads",
 ]
@@ -100,6 +107,34 @@ def _require_file(path: Path) -> None:
         raise EmptyChainError(f"{path}: the chain is empty (0 records): nothing to analyse")
 
 
+def _status(chain: Path, result: Any) -> ChainStatus:
+    reason = result.reason
+    detail = getattr(result, "detail", None)
+    text = None if reason is None else str(getattr(reason, "value", reason))
+    if text is not None and detail:
+        text = f"{text}: {detail}"
+    return ChainStatus(
+        path=str(chain),
+        records=int(result.records),
+        verified=bool(result.intact),
+        checked=True,
+        head_hash=result.head_hash,
+        first_bad_seq=result.first_bad_seq,
+        reason=text,
+    )
+
+
+def _judge(chain: Path, status: ChainStatus, allow_unverified: bool) -> None:
+    if status.verified and status.records == 0:
+        raise EmptyChainError(f"{chain}: the chain is empty (0 records): nothing to analyse")
+    if not status.verified and not allow_unverified:
+        raise UnverifiedChainError(
+            f"{chain}: refusing to analyse an unverifiable chain ({status.describe()}); "
+            "pass --allow-unverified to proceed with every figure flagged",
+            status,
+        )
+
+
 def open_chain(
     path: str | Path,
     *,
@@ -118,24 +153,9 @@ def open_chain(
     _require_file(chain)
     if not verify:
         return ChainStatus(path=str(chain), records=0, verified=False, checked=False)
-    result = RoutingAuditLog(chain).verify(jobs=jobs, progress=progress)
-    status = ChainStatus(
-        path=str(chain),
-        records=int(result.records),
-        verified=bool(result.intact),
-        checked=True,
-        head_hash=result.head_hash,
-        first_bad_seq=result.first_bad_seq,
-        reason=result.reason,
-    )
-    if status.verified and status.records == 0:
-        raise EmptyChainError(f"{chain}: the chain is empty (0 records): nothing to analyse")
-    if not status.verified and not allow_unverified:
-        raise UnverifiedChainError(
-            f"{chain}: refusing to analyse an unverifiable chain ({status.describe()}); "
-            "pass --allow-unverified to proceed with every figure flagged",
-            status,
-        )
+    step = None if progress is None else (lambda done: progress(done, 0))
+    status = _status(chain, RoutingAuditLog(chain).verify(jobs=jobs, progress=step))
+    _judge(chain, status, allow_unverified)
     return status
 
 
@@ -143,3 +163,111 @@ def stream_payloads(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Every record's ``(seq, payload)`` in chain order, via the chain's streaming reader."""
     payloads: Iterator[tuple[int, dict[str, Any]]] = iter_payloads(Path(path))
     return payloads
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification and analysis in one go.
+
+CONCURRENT_MIN_BYTES: Final = 8 << 20
+"""Below this size a worker process costs more than it saves: verify first, then read."""
+
+T = TypeVar("T")
+
+
+def _verify_worker(path: str, jobs: int, conn: Connection) -> None:
+    """Runs in a child process: verify and send back what :func:`_status` needs (plain values)."""
+    try:
+        result = RoutingAuditLog(Path(path)).verify(jobs=jobs)
+        reason = result.reason
+        conn.send(
+            {
+                "records": int(result.records),
+                "intact": bool(result.intact),
+                "head_hash": result.head_hash,
+                "first_bad_seq": result.first_bad_seq,
+                "reason": None if reason is None else str(getattr(reason, "value", reason)),
+                "detail": getattr(result, "detail", None),
+            }
+        )
+    except BaseException as exc:  # report, never hang the parent
+        conn.send({"error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        conn.close()
+
+
+def _mp_context() -> Any:
+    """``fork`` when this process has a single thread (cheap, nothing re-imported), else ``spawn``."""
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def use_concurrent(path: str | Path, concurrent: bool | None) -> bool:
+    if concurrent is not None:
+        return concurrent
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return False
+    return size >= CONCURRENT_MIN_BYTES and (os.cpu_count() or 1) >= 2
+
+
+def analyse_chain(
+    path: str | Path,
+    consume: Callable[[Iterator[tuple[int, dict[str, Any]]], int], T],
+    *,
+    verify: bool = True,
+    allow_unverified: bool = False,
+    jobs: int = 1,
+    verify_progress: ProgressFn | None = None,
+    concurrent: bool | None = None,
+) -> tuple[ChainStatus, T]:
+    """Verify the chain and run ``consume(payloads, records_hint)`` over it; return both.
+
+    Serially (verify, then read) for small chains, or with ``concurrent=False``. For large chains on
+    a machine with two or more CPUs (or ``concurrent=True``) verification runs in a worker process
+    while this one reads: the wall time is then about the longer of the two, not their sum. Either
+    way nothing is returned before verification has finished, and an unverifiable chain raises
+    :class:`UnverifiedChainError` (unless allowed) whatever the reading produced.
+    """
+    chain = Path(path)
+    if not verify or not use_concurrent(chain, concurrent):
+        status = open_chain(
+            chain, verify=verify, allow_unverified=allow_unverified, jobs=jobs, progress=verify_progress
+        )
+        return status, consume(stream_payloads(chain), status.records)
+    _require_file(chain)
+    context = _mp_context()
+    receiver, sender = context.Pipe(duplex=False)
+    worker = context.Process(
+        target=_verify_worker, args=(str(chain), jobs, sender), name="route-shadow-verify"
+    )
+    worker.start()
+    sender.close()
+    try:
+        failure: BaseException | None = None
+        value: T | None = None
+        try:
+            value = consume(stream_payloads(chain), 0)
+        except Exception as exc:  # judged below: a broken chain explains a failed read
+            failure = exc
+        try:
+            answer = receiver.recv()
+        except EOFError:
+            answer = {"error": "the verification worker exited without an answer"}
+    finally:
+        receiver.close()
+        worker.join(timeout=5)
+        if worker.is_alive():
+            worker.terminate()
+            worker.join()
+    if "error" in answer:
+        raise ChainError(f"{chain}: verification failed to run: {answer['error']}")
+    status = _status(chain, SimpleNamespace(**answer))
+    _judge(chain, status, allow_unverified)
+    if failure is not None:
+        if isinstance(failure, ChainError):
+            raise failure
+        raise ChainError(f"{chain}: cannot read the chain: {failure}") from failure
+    assert value is not None
+    return status, value

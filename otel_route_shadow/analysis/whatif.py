@@ -25,7 +25,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from otel_route_shadow.analysis.groups import DIMENSIONS, GroupSpec, key_label, label, parse_by, spec_name
-from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, open_chain, stream_payloads
+from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, analyse_chain
 from otel_route_shadow.analysis.tally import rate, sorted_counts, top_counts
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import (
@@ -711,12 +711,14 @@ def replay(
     jobs: int = 1,
     progress: ProgressFn | None = None,
     verify_progress: ProgressFn | None = None,
+    concurrent: bool | None = None,
 ) -> WhatIfResult:
     """Verify the chain at ``path`` (refusing an unverifiable one unless ``allow_unverified``), then
     replay every observation against ``snapshot`` in one streaming pass.
 
     ``cited_loader(n)`` returns a store's revision ``n`` (or None) so records citing a snapshot other
-    than the candidate can still be integrity-checked; pass ``store.revision`` wrapped as needed.
+    than the candidate can still be integrity-checked (``RoutingPolicyStore.revision`` will do; a
+    missing revision may raise or return None). ``concurrent``: see :func:`analyse_chain`.
     """
     if by is None:
         specs = parse_by(None)
@@ -726,20 +728,33 @@ def replay(
         specs = tuple(tuple(item) for item in by)
     if window is None:
         window = TimeWindow.parse(since, until)
-    status = open_chain(
-        path, verify=verify, allow_unverified=allow_unverified, jobs=jobs, progress=verify_progress
+    chosen = window
+
+    def consume(payloads: Iterable[tuple[int, Any]], hint: int) -> WhatIfResult:
+        pending = ChainStatus(path=str(path), records=hint, verified=False, checked=False)
+        return replay_payloads(
+            payloads,
+            snapshot,
+            chain=pending,
+            candidate_source=candidate_source,
+            cited_loader=cited_loader,
+            by=specs,
+            window=chosen,
+            examples=examples,
+            progress=progress,
+        )
+
+    status, result = analyse_chain(
+        path,
+        consume,
+        verify=verify,
+        allow_unverified=allow_unverified,
+        jobs=jobs,
+        verify_progress=verify_progress,
+        concurrent=concurrent,
     )
-    return replay_payloads(
-        stream_payloads(path),
-        snapshot,
-        chain=status,
-        candidate_source=candidate_source,
-        cited_loader=cited_loader,
-        by=specs,
-        window=window,
-        examples=examples,
-        progress=progress,
-    )
+    result.chain = status
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
