@@ -49,7 +49,7 @@ def divergence_chart(rows: Sequence[tuple[str, Tally]], *, width: int = 720) -> 
         return '<p class="muted">no spawns</p>'
     codes = [code for code, _ in sorted_counts({c: n for _, t in rows for c, n in t.divergences.items()})]
     colors = {code: PALETTE[i % len(PALETTE)] for i, code in enumerate(codes)}
-    bar_h, gap, left, right = 22, 8, 170, 90
+    bar_h, gap, left, right = 22, 8, 170, 120
     legend_h = 24
     height = legend_h + len(rows) * (bar_h + gap) + 10
     plot = width - left - right
@@ -90,7 +90,7 @@ def timeline_chart(points: Sequence[TimelinePoint], bucket_hours: int, *, width:
     """Agreement rate per bucket (line, left axis 0-100%) over spawn volume (bars)."""
     if not points:
         return '<p class="muted">no timestamps</p>'
-    height, left, right, top, bottom = 240, 48, 16, 12, 36
+    height, left, right, top, bottom = 250, 48, 16, 24, 36
     plot_w, plot_h = width - left - right, height - top - bottom
     n = len(points)
     step = plot_w / n
@@ -124,11 +124,21 @@ def timeline_chart(points: Sequence[TimelinePoint], bucket_hours: int, *, width:
             f"{p.agreed} of {p.spawns}</title></circle>"
         )
     for i in sorted({0, n // 2, n - 1}):
-        x = left + step * i + step / 2
+        x, anchor = left + step * i + step / 2, "middle"
+        if i == 0:
+            x, anchor = float(left), "start"
+        elif i == n - 1:
+            x, anchor = float(width - right), "end"
         parts.append(
-            f'<text x="{x:.1f}" y="{height - 12}" text-anchor="middle">'
+            f'<text x="{x:.1f}" y="{height - 12}" text-anchor="{anchor}">'
             f"{escape(points[i].as_dict()['start'][:16].replace('T', ' '))}</text>"
         )
+    parts.append(
+        f'<line x1="{left}" y1="10" x2="{left + 18}" y2="10" stroke="{AGREED_COLOR}" stroke-width="2"/>'
+        f'<text x="{left + 22}" y="14">agreement rate</text>'
+        f'<rect x="{left + 130}" y="4" width="12" height="12" fill="#dde6f0"/>'
+        f'<text x="{left + 146}" y="14">spawns per {bucket_hours}h (max {most})</text>'
+    )
     parts.append("</svg>")
     return "".join(parts)
 
