@@ -22,6 +22,7 @@ from otel_route_shadow.core import EMPTY_SET_HASH, RoutingPolicy, canonical_json
 from otel_route_shadow.store import (
     CURRENT_FILE,
     HISTORY_DIR,
+    PROBLEM_KINDS,
     CorruptSnapshotError,
     PolicyFileError,
     RevisionNotFoundError,
@@ -301,6 +302,7 @@ def test_bad_input_loads_as_corrupt_and_blocks_saving(
     load = store.load()
     assert load.state == "corrupt", load
     assert load.problem_kind == kind, load.problem
+    assert kind in PROBLEM_KINDS
     assert (load.revision, load.content_hash, load.available, load.snapshot.policies) == (
         0,
         EMPTY_SET_HASH,

@@ -61,6 +61,7 @@ __all__ = [
     "CURRENT_FILE",
     "HISTORY_DIR",
     "LOCK_FILE",
+    "PROBLEM_KINDS",
     "QUARANTINE_DIR",
     "REPAIR_MARKER",
     "CorruptSnapshotError",
@@ -91,6 +92,30 @@ _MARKER_MAX_BYTES = 64 * 1024
 _REVISION_CACHE_LIMIT = 256
 
 State = Literal["ok", "absent", "corrupt"]
+
+PROBLEM_KINDS = frozenset(
+    {
+        "invalid-json",
+        "not-utf8",
+        "wrong-schema",
+        "hash-mismatch",
+        "not-canonical",
+        "invalid-policy-set",
+        "history-mismatch",
+        "history-missing",
+        "history-corrupt",
+        "current-missing",
+        "not-a-regular-file",
+        "too-large",
+        "unreadable",
+        "store-not-a-directory",
+        "store-unreadable",
+        "history-unreadable",
+        "marker-corrupt",
+        "internal-error",
+    }
+)
+"""Every ``SnapshotLoad.problem_kind``; each is documented in ``docs/policy-store.md``."""
 
 _UNAVAILABLE = PolicySnapshot(policies=(), revision=0, content_hash=EMPTY_SET_HASH, available=False)
 _NOTHING_SAVED = "no snapshot has been saved"
