@@ -1,0 +1,224 @@
+"""Row 1: an instrumented spawn seam against a bare OpenTelemetry span with the same attributes.
+
+Setup (both sides, same run, same SDK ``TracerProvider``):
+
+* span processors on the provider: the route-shadow processor that ``instrument()`` adds (a bare
+  span passes through its ``on_start`` too and is ignored there), and one ``BatchSpanProcessor``
+  (queue 65,536, so nothing is dropped at the queue) to an exporter that drops every batch;
+* the host call is the demo factory's four seams (``factory.SEAMS``), each doing its trivial work;
+* **instrumented**: the wrapped seam: context, span, enrichment (store load, sanitize, ``explain``,
+  compare, ~30 attributes), and the chain append with durability ``flush`` (no fsync);
+* **bare**: the unwrapped seam function inside ``tracer.start_as_current_span(name,
+  attributes=...)``, whose attribute mapping is the one the real seam span for the same job carried
+  (captured from the exporter during warm-up): same names, same number, same values;
+* the extractor: **excluded from both sides**. The demo's ``extract_job`` builds the context with
+  pydantic; that is host code, so the benchmark registers an extractor that returns the context
+  precomputed for the job (a dict lookup). The demo extractor's own cost is reported in the extras.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from benchmarks.config import BenchConfig
+from benchmarks.harness import Row, Stats, Target, errored, paired, ratios, unavailable
+
+
+class _DropExporter:
+    """A span exporter that drops everything, except the spans it is told to capture."""
+
+    def __init__(self) -> None:
+        self.capture: list[Any] | None = None
+        self.exported = 0
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.exported += len(spans)
+        if self.capture is not None:
+            self.capture.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _per_call(calls: Sequence[Callable[[], Any]]) -> Callable[[], float]:
+    def run() -> float:
+        start = time.perf_counter()
+        for call in calls:
+            call()
+        return (time.perf_counter() - start) / len(calls) * 1e6
+
+    return run
+
+
+def seam_row(cfg: BenchConfig) -> Row:
+    row = Row(
+        id="1",
+        title="instrumented seam vs bare span",
+        measured="seam call: span + enrichment + chain append (flush)",
+        unit="us",
+        baseline_label="bare span, same attrs",
+        ratio_label="of bare",
+        target=Target("<=", 2.0),
+    )
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.trace import SpanKind
+
+        from otel_route_shadow.demo import factory
+        from otel_route_shadow.instrumentation import RouteShadowInstrumentor, SeamCall, SeamSpec
+        from otel_route_shadow.store import RoutingPolicyStore
+    except ImportError as exc:
+        return unavailable(row, f"instrumentation or chain not importable yet: {exc}")
+    instrumentor = None
+    provider = None
+    try:
+        from benchmarks.payloads import demo_policies
+
+        work = cfg.workdir / "seam"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        store = RoutingPolicyStore(work / "store")
+        store.save(demo_policies())
+        # The store caches a verdict only once its files are older than its racy window.
+        time.sleep(RoutingPolicyStore.racy_window_ns / 1e9 + 0.2)
+
+        jobs = factory.plan_jobs(80, factory.FactorySettings())
+        faces = {name: face for name, (_, face) in factory.SEAMS.items()}
+        contexts = {job.number: factory.context_for(job, faces[job.loop.seam]) for job in jobs}
+
+        def extract_precomputed(call: SeamCall) -> Any:
+            return contexts[call.args[0].number]
+
+        seams = tuple(
+            SeamSpec(target=target, request_face=face, extractor=extract_precomputed, name=name)
+            for name, (target, face) in factory.SEAMS.items()
+        )
+        provider = TracerProvider()
+        exporter = _DropExporter()
+        provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=65_536))  # type: ignore[arg-type]
+        instrumentor = RouteShadowInstrumentor()
+        chain_path = work / "chain.jsonl"
+        instrumentor.instrument(
+            tracer_provider=provider,
+            seams=seams,
+            chain_path=chain_path,
+            store=work / "store",
+            durability="flush",
+        )
+
+        agent, subprocess_runner = factory.AgentRunner(), factory.SubprocessRunner()
+        wrapped = {
+            "agentic": agent._execute,
+            "subprocess": subprocess_runner.run,
+            "one-shot": factory.run_lightweight_agent,
+            "streaming": factory.stream_claude_with_telemetry,
+        }
+        for name, fn in wrapped.items():
+            if not hasattr(fn, "__wrapped__"):
+                raise RuntimeError(f"seam {name} is not wrapped by the instrumentor")
+
+        # Warm-up: one instrumented call per job, capturing the real seam spans.
+        exporter.capture = []
+        for job in jobs:
+            wrapped[job.loop.seam](job)
+        provider.force_flush()
+        captured, exporter.capture = exporter.capture, None
+        if len(captured) != len(jobs):
+            raise RuntimeError(f"captured {len(captured)} seam spans for {len(jobs)} jobs")
+        span_data = [(span.name, dict(span.attributes or {})) for span in captured]
+        row.extras["attributes_per_span"] = sorted({len(attrs) for _, attrs in span_data})
+
+        tracer = provider.get_tracer("benchmarks.bare")
+        internal = SpanKind.INTERNAL
+
+        def bare(fn: Callable[[Any], Any], job: Any, name: str, attrs: dict[str, Any]) -> Callable[[], Any]:
+            def call() -> Any:
+                with tracer.start_as_current_span(name, kind=internal, attributes=attrs):
+                    return fn(job)
+
+            return call
+
+        def shadowed(fn: Callable[[Any], Any], job: Any) -> Callable[[], Any]:
+            return lambda: fn(job)
+
+        n = cfg.seam_calls
+        order = [i % len(jobs) for i in range(n)]
+        ours_calls = [shadowed(wrapped[jobs[i].loop.seam], jobs[i]) for i in order]
+        bare_calls = [
+            bare(wrapped[jobs[i].loop.seam].__wrapped__, jobs[i], span_data[i][0], span_data[i][1])
+            for i in order
+        ]
+        for call in bare_calls[: len(jobs)]:
+            call()
+        records_before = _count_lines(chain_path)
+        ours, base = paired(_per_call(ours_calls), _per_call(bare_calls), cfg.runs)
+        provider.force_flush()
+        records = _count_lines(chain_path) - records_before
+        row.ours, row.baseline, row.ratio, row.runs = (
+            Stats.of(ours),
+            Stats.of(base),
+            ratios(ours, base),
+            cfg.runs,
+        )
+        runtime = instrumentor.runtime
+        errors = dict(runtime.errors) if runtime is not None else {}
+        row.extras["chain_records_appended"] = records
+        row.extras["expected_records"] = n * cfg.runs
+        row.extras["contained_errors"] = {f"{k[0]}:{k[1]}": v for k, v in errors.items()}
+        store_obj = getattr(runtime, "_store", None)
+        if store_obj is not None:
+            row.extras["store_full_loads"] = store_obj.full_loads
+        if errors or records != n * cfg.runs:
+            row.notes.append(
+                "WARNING: the shadow path contained errors or missed chain records; figure suspect"
+            )
+        row.extras["demo_extractor_us"] = _extractor_cost(factory, jobs, faces)
+        row.notes.append(
+            "same TracerProvider: route-shadow processor + BatchSpanProcessor(drop exporter); "
+            "extractor excluded from both sides (precomputed context); demo extractor cost in extras"
+        )
+    except Exception as exc:
+        return errored(row, exc)
+    finally:
+        if instrumentor is not None:
+            with contextlib.suppress(Exception):
+                instrumentor.uninstrument()
+        if provider is not None:
+            provider.shutdown()
+    return row.judge()
+
+
+def _count_lines(path: Any) -> int:
+    try:
+        with open(path, "rb") as handle:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+    except FileNotFoundError:
+        return 0
+
+
+def _extractor_cost(factory: Any, jobs: Sequence[Any], faces: dict[str, str]) -> float:
+    from otel_route_shadow.instrumentation import SeamCall
+
+    calls = [SeamCall(job.loop.seam, faces[job.loop.seam], None, (job,), {}) for job in jobs]
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for call in calls:
+            factory.extract_job(call)
+        best = min(best, (time.perf_counter() - start) / len(calls) * 1e6)
+    return round(best, 1)
+
+
+def rows(cfg: BenchConfig, context: object = None) -> list[Row]:
+    return [seam_row(cfg)]

@@ -1,0 +1,69 @@
+"""Sizes and run counts for the full and the quick (smoke) mode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.harness import RESULTS_DIR
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    quick: bool
+    runs: int
+    """Runs per side for the cheap rows; each figure is the median of these."""
+    slow_runs: int
+    """Runs per side for the rows that read a whole large chain."""
+    seam_calls: int
+    """Seam calls (and bare spans) per run."""
+    batch_contexts: int
+    batch_policies: int
+    explain_policies: int
+    explain_contexts: int
+    chain_records: int
+    """Records in the large chain (verify, append-to-large, report/whatif)."""
+    append_calls: int
+    fsync_records: int
+    fsync_appenders: int
+    distinct_contexts: int
+    """Distinct route contexts behind the chain's payloads (repeated to fill the chain)."""
+    workdir: Path
+
+    @classmethod
+    def full(cls, workdir: Path = RESULTS_DIR) -> BenchConfig:
+        return cls(
+            quick=False,
+            runs=7,
+            slow_runs=3,
+            seam_calls=2000,
+            batch_contexts=10_000,
+            batch_policies=1_000,
+            explain_policies=100,
+            explain_contexts=2000,
+            chain_records=1_000_000,
+            append_calls=2000,
+            fsync_records=400,
+            fsync_appenders=8,
+            distinct_contexts=400,
+            workdir=workdir,
+        )
+
+    @classmethod
+    def smoke(cls, workdir: Path = RESULTS_DIR) -> BenchConfig:
+        return cls(
+            quick=True,
+            runs=3,
+            slow_runs=3,
+            seam_calls=100,
+            batch_contexts=300,
+            batch_policies=100,
+            explain_policies=100,
+            explain_contexts=100,
+            chain_records=3_000,
+            append_calls=100,
+            fsync_records=40,
+            fsync_appenders=8,
+            distinct_contexts=60,
+            workdir=workdir,
+        )
