@@ -1,0 +1,72 @@
+"""Smoke test of the benchmark harness (ISSUE 8): ``python -m benchmarks --quick`` runs and produces
+every row with the expected keys. It asserts nothing about speed: quick sizes are too small for the
+targets, and a shared CI machine is too noisy for them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROW_IDS = ["1", "2a", "2b", "3a", "3b", "3c", "4a", "4b", "5a", "5b"]
+ROW_KEYS = {
+    "id",
+    "title",
+    "measured",
+    "unit",
+    "ours",
+    "baseline_label",
+    "baseline",
+    "ratio_label",
+    "ratio",
+    "target",
+    "status",
+    "runs",
+    "notes",
+    "extras",
+}
+STATS_KEYS = {"median", "min", "max", "values"}
+
+
+@pytest.mark.slow
+def test_quick_benchmarks_produce_every_row(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--quick",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    document = json.loads(out.read_text())
+    assert document["mode"] == "quick"
+    assert {"started", "finished", "machine", "config", "rows", "table"} <= set(document)
+    rows = document["rows"]
+    assert [row["id"] for row in rows] == ROW_IDS
+    for row in rows:
+        assert set(row) == ROW_KEYS, row["id"]
+        assert row["status"] in {"pass", "FAIL", "reported", "not available"}, (row["id"], row["notes"])
+        if row["status"] == "not available":
+            assert row["notes"], row["id"]
+            continue
+        assert set(row["ours"]) == STATS_KEYS, row["id"]
+        assert row["ours"]["min"] <= row["ours"]["median"] <= row["ours"]["max"]
+        for key in ("baseline", "ratio"):
+            if row[key] is not None:
+                assert set(row[key]) == STATS_KEYS, (row["id"], key)
+    for row_id in ROW_IDS:
+        assert f"\n{row_id} " in "\n" + proc.stdout, f"row {row_id} missing from the printed table"
