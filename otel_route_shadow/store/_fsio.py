@@ -59,6 +59,8 @@ def stat_key(path: str, *, follow: bool = False) -> StatKey:
         return None
     except OSError as exc:
         return ("error", exc.errno or 0)
+    except ValueError:  # a NUL in the path: load() must stay total, so this is a stable "error"
+        return ("error", 0)
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 

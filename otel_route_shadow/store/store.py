@@ -356,8 +356,9 @@ def _settled(signature: tuple[StatKey, ...], threshold_ns: int) -> bool:
 class RoutingPolicyStore:
     """Versioned, hashed policy snapshots under one directory (layout: ``docs/policy-store.md``).
 
-    Thread-safe. Writers (``save``, ``repair``) serialise on ``flock`` of ``.lock``; readers take no
-    file lock, because every file they read is replaced by ``rename`` and history files never change.
+    Thread-safe. Writers (``save``, ``repair``) serialise on ``flock`` of ``.lock``. Readers take no
+    file lock, because every file they read is replaced by ``rename`` and history files never change;
+    the one exception is confirming that ``current.json`` is really missing (see :meth:`_inspect`).
     """
 
     racy_window_ns: int = 1_000_000_000
