@@ -195,3 +195,46 @@ def test_concurrent_verification_still_refuses_an_unverifiable_chain(chain: Path
     assert caught.value.status.first_bad_seq is not None
     flagged = build_report(chain, concurrent=True, allow_unverified=True)
     assert flagged.flagged and flagged.chain.checked
+
+
+def test_a_torn_tail_is_left_out_and_noted(chain: Path) -> None:
+    with chain.open("ab") as handle:
+        handle.write(b'{"payload":{"kind":"route-shadow"')  # an append that has not finished
+    for concurrent in (False, True):
+        report = build_report(chain, concurrent=concurrent)
+        assert report.chain.verified and not report.flagged
+        assert report.chain.note is not None and "torn tail" in report.chain.note
+        assert report.observations == EXPECTED["spawns"]
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_a_garbled_line_is_counted_when_unverified_is_allowed(chain: Path, concurrent: bool) -> None:
+    lines = chain.read_bytes().split(b"\n")
+    lines[3] = b"this is not a record"
+    chain.write_bytes(b"\n".join(lines))
+    with pytest.raises(UnverifiedChainError, match="seq 3"):
+        build_report(chain, concurrent=concurrent)
+    report = build_report(chain, allow_unverified=True, concurrent=concurrent)
+    assert report.flagged
+    assert report.malformed == 1
+    assert report.observations == EXPECTED["spawns"] - 1
+
+
+def test_records_appended_after_verification_are_not_counted(
+    chain: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from otel_route_shadow.analysis import source
+    from otel_route_shadow.chain import RoutingAuditLog
+
+    real = source._verify
+
+    def verify_then_append(path: Path, jobs: int, progress: object) -> source.ChainStatus:
+        status = real(path, jobs, None)
+        RoutingAuditLog(path).append({"kind": "route-shadow", "attributes": {"route_shadow.outcome": "held"}})
+        return status
+
+    monkeypatch.setattr(source, "_verify", verify_then_append)
+    report = build_report(chain, concurrent=False)
+    assert report.chain.records == EXPECTED["spawns"] + 1
+    assert report.records_read == EXPECTED["spawns"] + 1
+    assert report.outcomes == EXPECTED["outcomes"]

@@ -22,7 +22,7 @@ from typing import Any, Final
 import orjson
 
 from otel_route_shadow.analysis.groups import label
-from otel_route_shadow.analysis.source import open_chain, stream_payloads
+from otel_route_shadow.analysis.source import open_chain, read_payloads
 from otel_route_shadow.core import (
     Account,
     LegacyMechanism,
@@ -248,7 +248,7 @@ def axes_from_chain(path: str | Path) -> dict[str, tuple[Any, ...]]:
         ("requirements", attr.REQUIREMENT),
     )
     observations = 0
-    for _seq, payload in stream_payloads(path):
+    for _seq, payload in read_payloads(path, lenient=True):
         if not isinstance(payload, dict) or payload.get("kind") != RECORD_KIND:
             continue
         attributes = payload.get("attributes")

@@ -1,12 +1,20 @@
-"""Reading a decision chain for analysis: existence, emptiness, verification, then a stream.
+"""Reading a decision chain for analysis: existence, emptiness, verification, then one stream.
 
-Every analysis command goes through :func:`open_chain` first, so a missing chain, an empty chain and
-an unverifiable chain are refused in one place and in the same words. Streaming is the chain's own
-``iter_payloads`` (one ``orjson`` parse per line, no pydantic), so memory stays constant.
+Every analysis goes through here, so a missing chain, an empty chain and an unverifiable chain are
+refused in one place and in the same words.
+
+*What is read is what was verified.* A chain may be appended to while it is analysed (the factory
+does not stop for a report), so the stream ends at the bytes verification covered: records appended
+after verification started are not in the figures, and no figure ever comes from an unverified record
+of a chain that verified. The reader is a bounded variant of the chain's ``iter_payloads`` (block
+reads, one ``orjson`` parse per line, constant memory); with ``--allow-unverified`` it is lenient,
+turning a line that is not a record into a ``malformed`` count instead of stopping.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import multiprocessing
 import os
 import sys
@@ -15,12 +23,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Final, TypeVar
 
-from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+import orjson
+
+from otel_route_shadow.chain import MAX_LINE_BYTES, RoutingAuditLog
 
 __all__ = [
+    "CONCURRENT_MIN_BYTES",
     "ChainError",
     "ChainStatus",
     "EmptyChainError",
@@ -28,11 +38,20 @@ __all__ = [
     "UnverifiedChainError",
     "analyse_chain",
     "open_chain",
-    "stream_payloads",
+    "read_payloads",
 ]
 
 ProgressFn = Callable[[int, int], None]
 """``progress(done, total)``: records done so far out of ``total`` (0 when unknown)."""
+
+Payloads = Iterator[tuple[int, Any]]
+
+CONCURRENT_MIN_BYTES: Final = 8 << 20
+"""Below this size a worker process costs more than it saves: verify first, then read."""
+
+TORN_TAIL: Final = "torn-tail"
+_BLOCK: Final = 1 << 20
+T = TypeVar("T")
 
 
 class ChainError(Exception):
@@ -61,13 +80,17 @@ class ChainStatus:
 
     path: str
     records: int
+    """Records verified (from seq 0 without a break)."""
     verified: bool
-    """True only when verification ran and the chain is intact."""
+    """True when verification ran and every complete record verified (a torn tail, an append that has
+    not finished, is not a record: it is noted, and left out)."""
     checked: bool
     """False when verification was skipped on request; then ``verified`` is False too."""
     head_hash: str | None = None
     first_bad_seq: int | None = None
     reason: str | None = None
+    bytes_verified: int = 0
+    note: str | None = None
 
     @property
     def flagged(self) -> bool:
@@ -76,7 +99,8 @@ class ChainStatus:
 
     def describe(self) -> str:
         if self.verified:
-            return f"verified: {self.records} records, head {self.head_hash}"
+            text = f"verified: {self.records} records, head {self.head_hash}"
+            return f"{text}; {self.note}" if self.note else text
         if not self.checked:
             return "NOT VERIFIED: verification was skipped"
         where = f" at seq {self.first_bad_seq}" if self.first_bad_seq is not None else ""
@@ -91,6 +115,7 @@ class ChainStatus:
             "head_hash": self.head_hash,
             "first_bad_seq": self.first_bad_seq,
             "reason": self.reason,
+            "note": self.note,
         }
 
 
@@ -107,20 +132,44 @@ def _require_file(path: Path) -> None:
         raise EmptyChainError(f"{path}: the chain is empty (0 records): nothing to analyse")
 
 
-def _status(chain: Path, result: Any) -> ChainStatus:
+def _answer(result: Any) -> dict[str, Any]:
+    """The plain values of a ``VerifyResult`` (they cross a process boundary)."""
+    verdict = getattr(result, "verdict", None)
     reason = result.reason
-    detail = getattr(result, "detail", None)
-    text = None if reason is None else str(getattr(reason, "value", reason))
-    if text is not None and detail:
-        text = f"{text}: {detail}"
+    torn = getattr(result, "torn_tail", None)
+    return {
+        "records": int(result.records),
+        "intact": bool(result.intact),
+        "verdict": None if verdict is None else str(getattr(verdict, "value", verdict)),
+        "head_hash": result.head_hash,
+        "first_bad_seq": result.first_bad_seq,
+        "reason": None if reason is None else str(getattr(reason, "value", reason)),
+        "detail": getattr(result, "detail", None),
+        "bytes_verified": int(getattr(result, "bytes_verified", 0) or 0),
+        "torn_bytes": int(getattr(torn, "length", 0) or 0),
+    }
+
+
+def _status(chain: Path, answer: dict[str, Any]) -> ChainStatus:
+    torn = answer["verdict"] == TORN_TAIL
+    reason = answer["reason"]
+    if reason is not None and answer["detail"]:
+        reason = f"{reason}: {answer['detail']}"
     return ChainStatus(
         path=str(chain),
-        records=int(result.records),
-        verified=bool(result.intact),
+        records=answer["records"],
+        verified=bool(answer["intact"]) or torn,
         checked=True,
-        head_hash=result.head_hash,
-        first_bad_seq=result.first_bad_seq,
-        reason=text,
+        head_hash=answer["head_hash"],
+        first_bad_seq=None if torn else answer["first_bad_seq"],
+        reason=None if torn else reason,
+        bytes_verified=answer["bytes_verified"],
+        note=(
+            f"a torn tail of {answer['torn_bytes']} bytes after the last record (an append in progress "
+            "or interrupted) is not a record and was left out"
+        )
+        if torn
+        else None,
     )
 
 
@@ -133,6 +182,15 @@ def _judge(chain: Path, status: ChainStatus, allow_unverified: bool) -> None:
             "pass --allow-unverified to proceed with every figure flagged",
             status,
         )
+
+
+def _verify(chain: Path, jobs: int, progress: ProgressFn | None) -> ChainStatus:
+    step = None if progress is None else (lambda done: progress(done, 0))
+    try:
+        result = RoutingAuditLog(chain).verify(jobs=jobs, progress=step)
+    except OSError as exc:
+        raise MissingChainError(f"{chain}: cannot read: {exc.strerror or exc}") from None
+    return _status(chain, _answer(result))
 
 
 def open_chain(
@@ -153,53 +211,94 @@ def open_chain(
     _require_file(chain)
     if not verify:
         return ChainStatus(path=str(chain), records=0, verified=False, checked=False)
-    step = None if progress is None else (lambda done: progress(done, 0))
-    status = _status(chain, RoutingAuditLog(chain).verify(jobs=jobs, progress=step))
+    status = _verify(chain, jobs, progress)
     _judge(chain, status, allow_unverified)
     return status
 
 
-def stream_payloads(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Every record's ``(seq, payload)`` in chain order, via the chain's streaming reader."""
-    payloads: Iterator[tuple[int, dict[str, Any]]] = iter_payloads(Path(path))
-    return payloads
+def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = False) -> Payloads:
+    """``(seq, payload)`` of every newline-terminated line in ``[0, end)`` (the whole file when None).
+
+    One ``orjson`` parse per line, block reads, constant memory. A line that is not a record raises
+    :class:`ChainError` naming it; with ``lenient`` it is yielded as ``(-1, None)`` (counted as
+    malformed by the analyses) and reading goes on. A line longer than the chain's limit is never
+    buffered whole: it raises, or (lenient) is skipped as one malformed line.
+    """
+    name = os.fspath(path)
+    loads = orjson.loads
+    number = 0
+    carry = b""
+    skipping = False
+    with open(name, "rb", buffering=0) as handle:
+        remaining = end if end is not None else -1
+        while remaining != 0:
+            block = handle.read(_BLOCK if remaining < 0 else min(_BLOCK, remaining))
+            if not block:
+                return
+            if remaining > 0:
+                remaining -= len(block)
+            lines = block.split(b"\n")
+            if carry:
+                lines[0] = carry + lines[0]
+            carry = lines.pop()
+            for line in lines:
+                number += 1
+                if skipping:  # the rest of an over-long line
+                    skipping = False
+                    continue
+                try:
+                    record = loads(line)
+                    seq = record["seq"]
+                    payload = record["payload"]
+                    if payload.__class__ is not dict or seq.__class__ is not int:
+                        raise TypeError("seq or payload of the wrong type")
+                except (orjson.JSONDecodeError, KeyError, TypeError, IndexError) as exc:
+                    if not lenient:
+                        raise ChainError(f"{name}: line {number}: not a chain record ({exc})") from None
+                    yield -1, None
+                    continue
+                yield seq, payload
+            if len(carry) > MAX_LINE_BYTES:
+                if not lenient:
+                    raise ChainError(f"{name}: line {number + 1} exceeds {MAX_LINE_BYTES} bytes")
+                yield -1, None
+                carry = b""
+                skipping = True
 
 
 # ---------------------------------------------------------------------------------------------
 # Verification and analysis in one go.
 
-CONCURRENT_MIN_BYTES: Final = 8 << 20
-"""Below this size a worker process costs more than it saves: verify first, then read."""
-
-T = TypeVar("T")
-
 
 def _verify_worker(path: str, jobs: int, conn: Connection) -> None:
-    """Runs in a child process: verify and send back what :func:`_status` needs (plain values)."""
+    """Runs in a child process: verify and send back plain values."""
     try:
-        result = RoutingAuditLog(Path(path)).verify(jobs=jobs)
-        reason = result.reason
-        conn.send(
-            {
-                "records": int(result.records),
-                "intact": bool(result.intact),
-                "head_hash": result.head_hash,
-                "first_bad_seq": result.first_bad_seq,
-                "reason": None if reason is None else str(getattr(reason, "value", reason)),
-                "detail": getattr(result, "detail", None),
-            }
-        )
-    except BaseException as exc:  # report, never hang the parent
+        conn.send(_answer(RoutingAuditLog(Path(path)).verify(jobs=jobs)))
+    except BaseException as exc:  # report, never leave the parent waiting
         conn.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         conn.close()
 
 
 def _mp_context() -> Any:
-    """``fork`` when this process has a single thread (cheap, nothing re-imported), else ``spawn``."""
+    """``fork`` when this process has a single thread (cheap, nothing re-imported), else ``spawn``:
+    forking a process with other threads running can copy a lock in a held state."""
     if sys.platform.startswith("linux") and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
+
+
+def _complete_size(path: Path) -> int:
+    """The file's size with no append in flight (appenders write under an exclusive lock)."""
+    with open(path, "rb", buffering=0) as handle:
+        fd = handle.fileno()
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def use_concurrent(path: str | Path, concurrent: bool | None) -> bool:
@@ -214,7 +313,7 @@ def use_concurrent(path: str | Path, concurrent: bool | None) -> bool:
 
 def analyse_chain(
     path: str | Path,
-    consume: Callable[[Iterator[tuple[int, dict[str, Any]]], int], T],
+    consume: Callable[[Payloads, int], T],
     *,
     verify: bool = True,
     allow_unverified: bool = False,
@@ -222,21 +321,41 @@ def analyse_chain(
     verify_progress: ProgressFn | None = None,
     concurrent: bool | None = None,
 ) -> tuple[ChainStatus, T]:
-    """Verify the chain and run ``consume(payloads, records_hint)`` over it; return both.
+    """Verify the chain and run ``consume(payloads, records_hint)`` over what verified; return both.
 
-    Serially (verify, then read) for small chains, or with ``concurrent=False``. For large chains on
-    a machine with two or more CPUs (or ``concurrent=True``) verification runs in a worker process
-    while this one reads: the wall time is then about the longer of the two, not their sum. Either
-    way nothing is returned before verification has finished, and an unverifiable chain raises
+    Serially (verify, then read up to the bytes verified) for small chains or with
+    ``concurrent=False``. For large chains on a machine with two or more CPUs (or with
+    ``concurrent=True``) verification runs in a worker process while this one reads up to the size
+    the file had when the command started (taken before the worker starts, so the worker verifies at
+    least that much): the wall time is about the longer of the two rather than their sum. Either way
+    nothing is returned before verification has finished, and an unverifiable chain raises
     :class:`UnverifiedChainError` (unless allowed) whatever the reading produced.
     """
     chain = Path(path)
-    if not verify or not use_concurrent(chain, concurrent):
+    _require_file(chain)
+    if verify and use_concurrent(chain, concurrent):
+        status, value, end = _concurrent(chain, consume, jobs)
+        _judge(chain, status, allow_unverified)
+        if status.verified and value is not None and status.bytes_verified >= end:
+            return status, value
+        # The read failed or the file shrank under us (verified), or the chain does not verify
+        # (allowed): read again, knowing the verdict.
+    else:
         status = open_chain(
             chain, verify=verify, allow_unverified=allow_unverified, jobs=jobs, progress=verify_progress
         )
-        return status, consume(stream_payloads(chain), status.records)
-    _require_file(chain)
+    if status.verified:
+        return status, consume(read_payloads(chain, status.bytes_verified), status.records)
+    # Unverified, and allowed (or not checked): read everything that is there, leniently.
+    return status, consume(read_payloads(chain, None, lenient=True), status.records)
+
+
+def _concurrent(
+    chain: Path, consume: Callable[[Payloads, int], T], jobs: int
+) -> tuple[ChainStatus, T | None, int]:
+    """Verify in a worker while reading up to the size the file has now; the value is None when the
+    reading failed (a line that is not a record: the verdict will say why)."""
+    end = _complete_size(chain)
     context = _mp_context()
     receiver, sender = context.Pipe(duplex=False)
     worker = context.Process(
@@ -244,15 +363,12 @@ def analyse_chain(
     )
     worker.start()
     sender.close()
+    value: T | None = None
     try:
-        failure: BaseException | None = None
-        value: T | None = None
+        with contextlib.suppress(ChainError):
+            value = consume(read_payloads(chain, end), 0)
         try:
-            value = consume(stream_payloads(chain), 0)
-        except Exception as exc:  # judged below: a broken chain explains a failed read
-            failure = exc
-        try:
-            answer = receiver.recv()
+            answer: dict[str, Any] = receiver.recv()
         except EOFError:
             answer = {"error": "the verification worker exited without an answer"}
     finally:
@@ -263,11 +379,4 @@ def analyse_chain(
             worker.join()
     if "error" in answer:
         raise ChainError(f"{chain}: verification failed to run: {answer['error']}")
-    status = _status(chain, SimpleNamespace(**answer))
-    _judge(chain, status, allow_unverified)
-    if failure is not None:
-        if isinstance(failure, ChainError):
-            raise failure
-        raise ChainError(f"{chain}: cannot read the chain: {failure}") from failure
-    assert value is not None
-    return status, value
+    return _status(chain, answer), value, end
