@@ -1,10 +1,63 @@
-"""``demo`` subcommand (filled in by its issue)."""
+"""``demo``: the main job, on embedded defaults."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 from typing import Any
+
+from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, CliError
+
+__all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    _ = (sub, argparse)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "demo",
+        help="run the demo factory under the instrumentation, verify the chain, print a summary",
+        description=(
+            "Run the bundled agent factory (four seams, per-role dials, a repo override, the fleet "
+            "ratchet and a credit failover) under the real instrumentation. Spans go to the console, or "
+            "over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set."
+        ),
+    )
+    parser.add_argument("--spawns", type=int, default=120, help="number of spawns (default 120)")
+    parser.add_argument("--policies", type=Path, help="policy file (default: the embedded demo policies)")
+    parser.add_argument("--out", type=Path, default=Path(".demo"), help="folder for the store and chain")
+    parser.add_argument("--project", default=None, help="openinference.project.name of the spans")
+    parser.add_argument("--quiet", action="store_true", help="do not print spans to the console")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from otel_route_shadow.demo.run import DEFAULT_PROJECT, format_summary, run_demo
+    from otel_route_shadow.store import CorruptSnapshotError, PolicyStoreError
+    from otel_route_shadow.store.policy_file import PolicyFileError
+
+    if args.spawns < 1 or args.spawns > 10_000_000:
+        raise CliError("--spawns must be between 1 and 10000000")
+    console = None if (args.quiet or args.json) else sys.stdout
+    try:
+        summary = run_demo(
+            args.out,
+            spawns=args.spawns,
+            policy_path=args.policies,
+            console=console,
+            project=args.project or DEFAULT_PROJECT,
+        )
+    except CorruptSnapshotError as exc:
+        raise CliError(f"{args.out / 'store'}: {exc} (see `otel-route-shadow policy repair`)") from None
+    except (PolicyFileError, PolicyStoreError) as exc:
+        raise CliError(str(exc)) from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"{args.out}: {exc.strerror or exc}") from None
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(format_summary(summary))
+    return EXIT_OK if summary.chain_intact else EXIT_FINDING

@@ -1,0 +1,260 @@
+"""A small agent factory that reproduces the design record's world.
+
+Four spawn seams (agentic runner, subprocess runner, one-shot lightweight agent, gateway streaming),
+and the four legacy mechanisms layered over them: per-role provider dials with six loops pinned to
+z.ai, a repo-wide override, the fleet ratchet onto the gateway at the streaming seam, and a credit
+failover onto GLM that engages midway through a run. The seams are plain host code: the demo
+instruments them exactly as a user would, through ``RouteShadowInstrumentor`` and an extractor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from otel_route_shadow.core import Account, LegacyStage, RouteContext, build_legacy_route
+from otel_route_shadow.instrumentation.config import SeamCall
+
+__all__ = [
+    "ZAI_PINNED_LOOPS",
+    "AgentRunner",
+    "FactorySettings",
+    "Job",
+    "Loop",
+    "SubprocessRunner",
+    "extract_job",
+    "plan_jobs",
+    "run_lightweight_agent",
+    "stream_claude_with_telemetry",
+]
+
+ZAI_PINNED_LOOPS = (
+    "wiki_compilation",
+    "adr_review",
+    "transcript_summary",
+    "triage_honeypot",
+    "term_proposer",
+    "pr_unstick",
+)
+"""The six loops the host pins to z.ai through per-role dials that no policy describes."""
+
+_MODELS = {
+    "claude-opus": "claude-opus-4-5",
+    "claude-sonnet": "claude-sonnet-4-5",
+    "claude-haiku": "claude-haiku-4-5",
+}
+_DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+_GLM_MODEL = "glm-5.1"
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A factory loop: who runs, in which role, through which seam, asking for what."""
+
+    name: str
+    role: str
+    seam: str
+    requirement: str | None
+
+
+LOOPS: tuple[Loop, ...] = (
+    Loop("implement", "implementer", "agentic", "claude-opus"),
+    Loop("plan", "planner", "subprocess", "high-reasoning"),
+    Loop("review", "reviewer", "streaming", "claude-sonnet"),
+    Loop("triage", "triager", "one-shot", "fast"),
+    Loop("wiki_compilation", "summarizer", "one-shot", None),
+    Loop("adr_review", "adr_reviewer", "agentic", None),
+    Loop("transcript_summary", "summarizer", "one-shot", "fast"),
+    Loop("triage_honeypot", "triager", "one-shot", None),
+    Loop("term_proposer", "term_proposer", "one-shot", None),
+    Loop("pr_unstick", "implementer", "subprocess", "claude-opus"),
+)
+
+REPOS: tuple[str, ...] = ("acme/widgets", "acme/project-x", "acme/project-y", "acme-legacy-tools")
+"""The last is a path-safe slug: its owner cannot be recovered, so it never joins a repo policy."""
+
+
+@dataclass
+class FactorySettings:
+    """The host's hand-maintained routing dials."""
+
+    role_dials: dict[str, str] = field(default_factory=lambda: dict.fromkeys(ZAI_PINNED_LOOPS, "zai"))
+    repo_provider: dict[str, str] = field(default_factory=lambda: {"acme/project-y": "zai"})
+    fleet_ratchet_enabled: bool = True
+    credit_exhausted: bool = False
+    route_shadow_enabled: bool = True
+
+
+@dataclass(frozen=True)
+class Job:
+    """One spawn as the host schedules it, with the route its legacy mechanisms produced."""
+
+    number: int
+    loop: Loop
+    repo: str
+    stages: tuple[LegacyStage, ...]
+    accounts: tuple[Account, ...]
+
+
+def _model_for(provider: str, requirement: str | None) -> str:
+    if provider == "zai":
+        return _GLM_MODEL
+    return _MODELS.get(requirement or "", _DEFAULT_ANTHROPIC_MODEL)
+
+
+def legacy_stages(loop: Loop, repo: str, settings: FactorySettings) -> tuple[LegacyStage, ...]:
+    """Apply the legacy mechanisms in the order the seams do, recording each one that applies."""
+    provider = settings.role_dials.get(loop.name, "anthropic")
+    stages = [
+        LegacyStage(
+            mechanism="role-dial",
+            provider=provider,
+            model=_model_for(provider, loop.requirement),
+            detail=f"provider={provider}",
+        )
+    ]
+    override = settings.repo_provider.get(repo)
+    if override is not None:
+        provider = override
+        stages.append(
+            LegacyStage(
+                mechanism="repo-override",
+                provider=provider,
+                model=_model_for(provider, loop.requirement),
+                detail=f"repo_provider={provider}",
+            )
+        )
+    if loop.seam == "streaming" and settings.fleet_ratchet_enabled and provider == "anthropic":
+        stages.append(
+            LegacyStage(
+                mechanism="fleet-ratchet",
+                provider=provider,
+                gateway=True,
+                detail="gateway_fleet_ratchet_enabled",
+            )
+        )
+    if settings.credit_exhausted and provider == "anthropic":
+        stages.append(
+            LegacyStage(
+                mechanism="credit-failover",
+                provider="zai",
+                model=_GLM_MODEL,
+                gateway=False,
+                detail="anthropic-credit-exhausted",
+            )
+        )
+    return tuple(stages)
+
+
+def accounts_for(settings: FactorySettings) -> tuple[Account, ...]:
+    anthropic_state = "exhausted" if settings.credit_exhausted else "available"
+    return (
+        Account(id="anthropic-legacy", provider="anthropic", state=anthropic_state),
+        Account(id="zai-legacy", provider="zai", state="available"),
+    )
+
+
+def plan_jobs(spawns: int, settings: FactorySettings) -> list[Job]:
+    """A deterministic schedule; the credit failover engages for the third quarter of the run."""
+    jobs = []
+    for number in range(spawns):
+        loop = LOOPS[number % len(LOOPS)]
+        repo = REPOS[(number // len(LOOPS)) % len(REPOS)]
+        settings.credit_exhausted = spawns // 2 <= number < (3 * spawns) // 4
+        jobs.append(
+            Job(
+                number=number,
+                loop=loop,
+                repo=repo,
+                stages=legacy_stages(loop, repo, settings),
+                accounts=accounts_for(settings),
+            )
+        )
+    settings.credit_exhausted = False
+    return jobs
+
+
+def context_for(job: Job, request_face: str) -> RouteContext:
+    canonical = "/" in job.repo
+    account = "zai-legacy" if job.stages[-1].provider == "zai" else "anthropic-legacy"
+    legacy = build_legacy_route(job.stages, request_face, account)
+    assert legacy is not None
+    return RouteContext(
+        repo=job.repo if canonical else None,
+        repo_slug=None if canonical else job.repo,
+        role=job.loop.role,
+        principal_id=job.loop.name,
+        request_face=request_face,
+        requirement=job.loop.requirement,
+        accounts=job.accounts,
+        legacy_route=legacy,
+    )
+
+
+def extract_job(call: SeamCall) -> RouteContext | None:
+    """The extractor the demo registers for all four seams: the job is the first argument."""
+    job = call.kwargs.get("job", call.args[0] if call.args else None)
+    if not isinstance(job, Job):
+        return None
+    return context_for(job, call.request_face)
+
+
+# -- the four seams --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpawnResult:
+    job: int
+    provider: str
+    model: str | None
+    gateway: bool
+
+
+def _spawn(job: Job) -> SpawnResult:
+    final = job.stages[-1]
+    model = next((stage.model for stage in reversed(job.stages) if stage.model), None)
+    return SpawnResult(job=job.number, provider=final.provider, model=model, gateway=final.gateway)
+
+
+class AgentRunner:
+    """``base_runner._execute``: an agent CLI run."""
+
+    def _execute(self, job: Job) -> SpawnResult:
+        return _spawn(job)
+
+
+class SubprocessRunner:
+    """``BaseSubprocessRunner.run``: an agent CLI run in a subprocess."""
+
+    def run(self, job: Job) -> SpawnResult:
+        return _spawn(job)
+
+
+def run_lightweight_agent(job: Job) -> SpawnResult:
+    """``runner_utils.run_lightweight_agent``: a single completion call."""
+    return _spawn(job)
+
+
+def stream_claude_with_telemetry(job: Job) -> SpawnResult:
+    """``runner_utils.stream_claude_with_telemetry``: where the fleet ratchet applies."""
+    return _spawn(job)
+
+
+SEAMS: dict[str, tuple[str, str]] = {
+    "agentic": ("otel_route_shadow.demo.factory:AgentRunner._execute", "agentic"),
+    "subprocess": ("otel_route_shadow.demo.factory:SubprocessRunner.run", "agentic"),
+    "one-shot": ("otel_route_shadow.demo.factory:run_lightweight_agent", "one-shot"),
+    "streaming": ("otel_route_shadow.demo.factory:stream_claude_with_telemetry", "agentic"),
+}
+
+
+def dispatch(job: Job) -> SpawnResult:
+    """The factory's scheduler: each loop spawns through its own seam. Module globals and class
+    attributes are looked up at call time, so instrumentation applied after import is honoured."""
+    seam = job.loop.seam
+    if seam == "agentic":
+        return AgentRunner()._execute(job)
+    if seam == "subprocess":
+        return SubprocessRunner().run(job)
+    if seam == "one-shot":
+        return run_lightweight_agent(job)
+    return stream_claude_with_telemetry(job)

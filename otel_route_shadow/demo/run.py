@@ -1,0 +1,225 @@
+"""The main job: run the demo factory under the real instrumentation, then verify and summarise.
+
+Everything is local and embedded by default (policy store and chain in one folder, spans to the
+console); with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set the spans go over OTLP/HTTP instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+from otel_route_shadow.demo import factory
+from otel_route_shadow.instrumentation import RouteShadowInstrumentor, SeamSpec
+from otel_route_shadow.shadow import attributes as attr
+from otel_route_shadow.shadow.record import RECORD_KIND
+from otel_route_shadow.store import RoutingPolicyStore
+from otel_route_shadow.store.policy_file import PolicyFile, parse_policy_document, read_policy_file
+
+__all__ = ["DEFAULT_PROJECT", "DemoSummary", "default_policy_file", "run_demo"]
+
+DEFAULT_PROJECT = "route-shadow-demo"
+"""Phoenix groups spans by the resource attribute ``openinference.project.name``."""
+
+
+def default_policy_file() -> PolicyFile:
+    """The embedded demo policy set (a project-X-uses-z.ai policy among others)."""
+    text = resources.files("otel_route_shadow.demo").joinpath("policies.json").read_text("utf-8")
+    return parse_policy_document(json.loads(text), "<embedded demo policies>")
+
+
+@dataclass
+class DemoSummary:
+    spawns: int = 0
+    records: int = 0
+    agreed: int = 0
+    managed: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    divergence_by_mechanism: Counter[str] = field(default_factory=Counter)
+    divergence_by_transport: Counter[str] = field(default_factory=Counter)
+    spawns_by_mechanism: Counter[str] = field(default_factory=Counter)
+    bypass: int = 0
+    chain_intact: bool = False
+    chain_records: int = 0
+    chain_head: str | None = None
+    chain_problem: str | None = None
+    snapshot_revision: int = 0
+    snapshot_hash: str = ""
+    chain_path: str = ""
+    contained_errors: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "spawns": self.spawns,
+            "records": self.records,
+            "agreement_rate": self.agreed / self.records if self.records else None,
+            "managed_share": self.managed / self.records if self.records else None,
+            "outcomes": dict(self.outcomes),
+            "divergence_by_mechanism": dict(self.divergence_by_mechanism),
+            "divergence_by_transport": dict(self.divergence_by_transport),
+            "spawns_by_mechanism": dict(self.spawns_by_mechanism),
+            "bypass_spawns": self.bypass,
+            "bypass_share": self.bypass / self.records if self.records else None,
+            "chain": {
+                "path": self.chain_path,
+                "intact": self.chain_intact,
+                "records": self.chain_records,
+                "head_hash": self.chain_head,
+                "problem": self.chain_problem,
+            },
+            "snapshot": {"revision": self.snapshot_revision, "hash": self.snapshot_hash},
+            "contained_errors": self.contained_errors,
+        }
+
+
+def _one_line(span: ReadableSpan) -> str:
+    a = span.attributes or {}
+    return (
+        f"span {span.name:<40} legacy={a.get(attr.LEGACY_PROVIDER)}/{a.get(attr.LEGACY_MECHANISM)}"
+        f" via {a.get(attr.TRANSPORT)}  policy={a.get(attr.OUTCOME)}:{a.get(attr.REASON)}"
+        f"  agreed={a.get(attr.AGREED)}\n"
+    )
+
+
+def _span_exporter(console: TextIO | None) -> SpanExporter | None:
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    if console is None:
+        return None
+    return ConsoleSpanExporter(out=console, formatter=_one_line)
+
+
+def _prepare_store(store_dir: Path, policies: PolicyFile) -> tuple[int, str]:
+    """Save the policy set (the store spends no revision on a set that is already current)."""
+    result = RoutingPolicyStore(store_dir).save(list(policies.policies))
+    return result.revision, result.content_hash
+
+
+def _summarise(chain: Path, after_seq: int, summary: DemoSummary) -> None:
+    for seq, payload in iter_payloads(chain):
+        if seq <= after_seq or payload.get("kind") != RECORD_KIND:
+            continue
+        a = payload.get("attributes", {})
+        summary.records += 1
+        mechanism = str(a.get(attr.LEGACY_MECHANISM))
+        transport = str(a.get(attr.TRANSPORT))
+        summary.spawns_by_mechanism[mechanism] += 1
+        summary.outcomes[f"{a.get(attr.OUTCOME)}:{a.get(attr.REASON)}"] += 1
+        if a.get(attr.POLICY_SOURCE) == "managed-policy":
+            summary.managed += 1
+        if a.get(attr.AGREED) is True:
+            summary.agreed += 1
+        else:
+            summary.divergence_by_mechanism[mechanism] += 1
+            summary.divergence_by_transport[transport] += 1
+        if transport == "direct-http":
+            summary.bypass += 1
+
+
+def run_demo(
+    out_dir: Path,
+    spawns: int = 120,
+    policy_path: Path | None = None,
+    console: TextIO | None = None,
+    project: str = DEFAULT_PROJECT,
+    on_progress: Callable[[int], None] | None = None,
+) -> DemoSummary:
+    """Run ``spawns`` spawns through the four instrumented seams; return the verified summary."""
+    policies = read_policy_file(policy_path) if policy_path is not None else default_policy_file()
+    if not policies.valid:
+        codes = ", ".join(sorted({problem.code.value for problem in policies.problems}))
+        raise ValueError(f"{policies.source}: policy set has problems ({codes}); run `policy check`")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store_dir, chain_path = out_dir / "store", out_dir / "chain.jsonl"
+    summary = DemoSummary(spawns=spawns, chain_path=str(chain_path))
+    summary.snapshot_revision, summary.snapshot_hash = _prepare_store(store_dir, policies)
+    audit = RoutingAuditLog(chain_path)
+    head = audit.head()
+    after_seq = head.seq if head is not None else -1
+
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "route-shadow-demo", "openinference.project.name": project})
+    )
+    exporter = _span_exporter(console)
+    if exporter is not None:
+        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
+    settings = factory.FactorySettings()
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=provider,
+        seams=tuple(
+            SeamSpec(target=target, request_face=face, extractor=factory.extract_job, name=name)
+            for name, (target, face) in factory.SEAMS.items()
+        ),
+        store=store_dir,
+        chain_path=chain_path,
+        settings=settings,
+    )
+    try:
+        for job in factory.plan_jobs(spawns, settings):
+            factory.dispatch(job)
+            if on_progress is not None:
+                on_progress(job.number + 1)
+        runtime = instrumentor.runtime
+        summary.contained_errors = sum(runtime.errors.values()) if runtime is not None else 0
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+
+    result = audit.verify()
+    summary.chain_intact = bool(result.intact)
+    summary.chain_records = int(result.records)
+    summary.chain_head = result.head_hash
+    if not result.intact:
+        summary.chain_problem = f"{result.reason} at seq {result.first_bad_seq}"
+    _summarise(chain_path, after_seq, summary)
+    return summary
+
+
+def format_summary(summary: DemoSummary) -> str:
+    def rate(part: int, whole: int) -> str:
+        return f"{100.0 * part / whole:.1f}%" if whole else "n/a"
+
+    lines = [
+        "",
+        f"route-shadow demo: {summary.spawns} spawns, {summary.records} chain records this run",
+        f"  policy snapshot    revision {summary.snapshot_revision}, hash {summary.snapshot_hash[:16]}...",
+        f"  agreement          {rate(summary.agreed, summary.records)} "
+        f"({summary.agreed}/{summary.records}); managed policies claimed {rate(summary.managed, summary.records)}",
+        f"  bypass traffic     {rate(summary.bypass, summary.records)} of spawns are direct-http "
+        "(no gateway policy could bind them)",
+        "  outcomes           " + ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items())),
+        "  divergence by mechanism:",
+    ]
+    for mechanism, total in sorted(summary.spawns_by_mechanism.items()):
+        diverged = summary.divergence_by_mechanism.get(mechanism, 0)
+        lines.append(f"    {mechanism:<16} {diverged:>4}/{total:<4} ({rate(diverged, total)})")
+    lines.append("  divergence by transport:")
+    for transport, diverged in sorted(summary.divergence_by_transport.items()):
+        lines.append(f"    {transport:<16} {diverged:>4}")
+    verdict = "intact" if summary.chain_intact else f"BROKEN: {summary.chain_problem}"
+    lines.append(
+        f"  chain              {summary.chain_path}: {verdict}, {summary.chain_records} records, "
+        f"head {summary.chain_head}"
+    )
+    if summary.contained_errors:
+        lines.append(f"  contained errors   {summary.contained_errors} (the spawns proceeded; see the log)")
+    return "\n".join(lines)
+
+
+def main_stream() -> TextIO:
+    return sys.stdout

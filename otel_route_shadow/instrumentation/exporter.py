@@ -1,0 +1,78 @@
+"""The chain exporter: each seam span becomes one record in the hash-linked decision chain.
+
+The record is built from the span's own ``route_shadow.*`` and ``gen_ai.*`` attribute values, so the
+trace in the backend and the chain record are the same event. Completeness must not depend on trace
+sampling, so the route-shadow processor hands seam spans to this exporter itself (sampled or not)
+instead of relying on the SDK's simple or batch processors, which skip unsampled spans.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.shadow import attributes as attr
+from otel_route_shadow.shadow.record import record_payload
+
+__all__ = ["RouteShadowChainExporter"]
+
+
+class RouteShadowChainExporter(SpanExporter):
+    """Appends seam spans to a decision chain. Non-seam spans are ignored."""
+
+    def __init__(self, chain_path: str | Path, durability: str = "flush") -> None:
+        self._path = Path(chain_path)
+        self._durability = durability
+        self._log: RoutingAuditLog | None = None
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    @property
+    def chain_path(self) -> Path:
+        return self._path
+
+    def _audit_log(self) -> RoutingAuditLog:
+        log = self._log
+        if log is None:
+            with self._lock:
+                if self._log is None:
+                    self._path.parent.mkdir(parents=True, exist_ok=True)
+                    self._log = RoutingAuditLog(self._path, durability=self._durability)  # type: ignore[arg-type]
+                log = self._log
+        return log
+
+    def append(
+        self, trace_id: int, span_id: int, start_time_unix_nano: int, attributes: Mapping[str, Any]
+    ) -> None:
+        """Append one seam event; raises what the disk raises (the caller contains it)."""
+        self._audit_log().append(record_payload(trace_id, span_id, start_time_unix_nano, attributes))
+
+    def append_span(self, span: ReadableSpan) -> None:
+        context = span.get_span_context()
+        if context is None:
+            return
+        self.append(context.trace_id, context.span_id, span.start_time or 0, span.attributes or {})
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """The standard exporter interface, for users who wire this exporter into their own processor."""
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        try:
+            for span in spans:
+                if span.attributes and attr.SEAM in span.attributes:
+                    self.append_span(span)
+        except (OSError, ValueError):
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self._shutdown = True
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True

@@ -1,0 +1,240 @@
+"""The shadow runtime: what one instrumentation holds, and the rules that keep it inert.
+
+Inertness rules, in one place:
+- the host's arguments, return value and exceptions are never touched; the very exception object
+  propagates, and nothing the shadow path raises may replace it;
+- what a sink can plausibly raise (an unwritable directory, a full disk, a file-size limit, a
+  corrupt or unreadable snapshot) is contained: logged once per cause, counted, and marked on the
+  span as ``route_shadow.error.type``; the spawn proceeds;
+- a genuine bug is contained too unless ``strict`` is on, in which case it is raised where that is
+  safe: before the host is called, or after it returned normally, never over a host exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Final
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from otel_route_shadow.core import PolicySnapshot, RouteContext
+from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.instrumentation.config import ENV_DISABLED, RouteShadowConfig, SeamCall, env_flag
+from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+from otel_route_shadow.shadow import attributes as attr
+from otel_route_shadow.shadow.record import ShadowRecord, observe, sanitize_context, span_name
+from otel_route_shadow.version import __version__
+
+__all__ = ["SCHEMA_URL", "SCOPE_NAME", "SETTINGS_FIELD", "SeamObservation", "ShadowRuntime"]
+
+_LOG = logging.getLogger("otel_route_shadow")
+
+SCOPE_NAME: Final = "otel_route_shadow.instrumentation"
+SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.37.0"
+SETTINGS_FIELD: Final = "route_shadow_enabled"
+OBSERVATION_KEY: Final = otel_context.create_key("route_shadow.observation")
+
+
+def _plausible_sink_errors() -> tuple[type[BaseException], ...]:
+    """What a disk or a hand-edited file can raise: contained even in strict mode."""
+    errors: list[type[BaseException]] = [OSError]
+    try:
+        from otel_route_shadow.chain import ChainPayloadError
+
+        errors.append(ChainPayloadError)
+    except ImportError:  # pragma: no cover - the chain always ships it
+        pass
+    try:
+        from otel_route_shadow.store import PolicyStoreError
+
+        errors.append(PolicyStoreError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(errors)
+
+
+class SeamObservation:
+    """One seam call in flight: the sanitized context, its record once resolved, and whether the
+    chain has it yet. Carried to the span processor in the span's parent context."""
+
+    __slots__ = ("attempted", "context", "error_type", "exported", "record", "runtime", "seam", "start_ns")
+
+    def __init__(self, runtime: ShadowRuntime, seam: str, context: RouteContext) -> None:
+        self.runtime = runtime
+        self.seam = seam
+        self.context = context
+        self.record: ShadowRecord | None = None
+        self.attempted = False
+        self.error_type: str | None = None
+        self.exported = False
+        self.start_ns = time.time_ns()
+
+    def enrich(self, span: Span) -> None:
+        """Resolve and put the decision on the span. Called by the span processor at span start, or
+        by the seam wrapper when no route-shadow processor saw the span (a dropped span, a
+        non-SDK provider)."""
+        if self.attempted:
+            return
+        self.attempted = True
+        snapshot, state = self.runtime.snapshot(span)
+        try:
+            self.record = observe(self.seam, self.context, snapshot, state)
+        except Exception as exc:
+            self.error_type = type(exc).__qualname__
+            self.runtime.contain(exc, "resolve", span, loud=True)
+            return
+        if span.is_recording():
+            span.set_attributes(self.record.attributes)
+
+    def export(self, span: Span, *, loud: bool = True) -> None:
+        """Append the chain record while the span is still open, so a failed append can be marked on
+        the span itself. Exactly once per observation, even when resolving failed: then the record
+        says so (``route_shadow.error.type``), as the span does."""
+        if self.exported:
+            return
+        self.exported = True
+        try:
+            context = span.get_span_context()
+            attributes: Mapping[str, Any]
+            if span.is_recording():
+                attributes = getattr(span, "attributes", None) or {}
+                start = getattr(span, "start_time", None) or self.start_ns
+            elif self.record is not None:
+                attributes, start = self.record.attributes, self.start_ns
+            else:
+                attributes = {attr.SEAM: self.seam, attr.ERROR_TYPE: self.error_type or "unknown"}
+                start = self.start_ns
+            self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes)
+        except Exception as exc:
+            self.runtime.contain(exc, "chain", span, loud=loud)
+
+
+class ShadowRuntime:
+    """Configuration, tracer, sinks and error accounting of one instrumentation."""
+
+    def __init__(
+        self, config: RouteShadowConfig, tracer_provider: trace.TracerProvider | None = None
+    ) -> None:
+        self.config = config
+        self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
+        self.exporter = RouteShadowChainExporter(config.chain_path, config.durability)
+        self.errors: Counter[tuple[str, str]] = Counter()
+        self._logged: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._plausible = _plausible_sink_errors()
+        self._store: Any = None
+        self._store_error: BaseException | None = None
+
+    # -- switches -------------------------------------------------------------------------------
+    def enabled(self) -> bool:
+        """The kill switch, checked live on every call: the environment, the configuration, and a
+        host settings object whose field counts as on only when it is exactly ``True``."""
+        if self.config.disabled or env_flag(os.environ.get(ENV_DISABLED)):
+            return False
+        settings = self.config.settings
+        return settings is None or getattr(settings, SETTINGS_FIELD, None) is True
+
+    # -- sinks ----------------------------------------------------------------------------------
+    def _policy_store(self) -> Any:
+        if self._store is None and self.config.store is not None:
+            from otel_route_shadow.store import RoutingPolicyStore
+
+            with self._lock:
+                if self._store is None:
+                    self._store = RoutingPolicyStore(self.config.store)
+        return self._store
+
+    def snapshot(self, span: Span | None) -> tuple[PolicySnapshot, str]:
+        """The current policy snapshot and its load state; an unreadable store holds, never raises."""
+        if self.config.store is None:
+            return PolicySnapshot(), "absent"
+        try:
+            load = self._policy_store().load()
+        except Exception as exc:
+            self.contain(exc, "store", span, loud=True)
+            return PolicySnapshot(available=False), "corrupt"
+        snapshot: PolicySnapshot = load.snapshot
+        state: str = load.state
+        return snapshot, state
+
+    # -- containment ----------------------------------------------------------------------------
+    def contain(self, exc: BaseException, where: str, span: Span | None, *, loud: bool) -> None:
+        """Count, mark and log once; raise a genuine bug in strict mode when ``loud`` allows it."""
+        plausible = isinstance(exc, self._plausible)
+        cause = (where, type(exc).__qualname__)
+        with self._lock:
+            self.errors[cause] += 1
+            first = cause not in self._logged
+            self._logged.add(cause)
+        if span is not None and span.is_recording():
+            span.set_attribute(attr.ERROR_TYPE, type(exc).__qualname__)
+        if first:
+            text, _ = redact_text("".join(traceback.format_exception_only(type(exc), exc)).strip())
+            if plausible:
+                _LOG.warning("route shadow %s failed, the spawn proceeds: %s", where, text)
+            else:
+                detail, _ = redact_text("".join(traceback.format_exception(exc)))
+                _LOG.error(
+                    "route shadow bug in %s (contained; set OTEL_PYTHON_ROUTE_SHADOW_STRICT=true to raise):\n%s",
+                    where,
+                    detail,
+                )
+        if loud and self.config.strict and not plausible:
+            raise exc
+
+    # -- seam lifecycle -------------------------------------------------------------------------
+    def begin(
+        self, seam: str, request_face: str, context: RouteContext | Mapping[str, Any] | None
+    ) -> tuple[Span, SeamObservation] | None:
+        """Start the seam span (the processor enriches it on start). None: call the bare host."""
+        if context is None:
+            return None
+        try:
+            if not isinstance(context, RouteContext):
+                context = RouteContext.model_validate(context)
+            if context.request_face != request_face:
+                context = context.model_copy(update={"request_face": request_face})
+            clean, _ = sanitize_context(context)
+            observation = SeamObservation(self, seam, clean)
+            parent = otel_context.set_value(OBSERVATION_KEY, observation)
+            span = self.tracer.start_span(
+                span_name(seam, clean),
+                context=parent,
+                kind=SpanKind.INTERNAL,
+                attributes={attr.SEAM: seam},
+            )
+        except Exception as exc:
+            self.contain(exc, "start", None, loud=True)
+            return None
+        observation.enrich(span)
+        return span, observation
+
+    def extract(self, call: SeamCall, extractor: Any) -> RouteContext | Mapping[str, Any] | None:
+        try:
+            result: RouteContext | Mapping[str, Any] | None = extractor(call)
+        except Exception as exc:
+            self.contain(exc, "extract", None, loud=True)
+            return None
+        return result
+
+    def finish(self, span: Span, observation: SeamObservation, host_error: BaseException | None) -> None:
+        """Export and end. Raises only a strict-mode bug, and only when the host did not raise."""
+        loud = host_error is None
+        try:
+            if host_error is not None and span.is_recording():
+                span.set_attribute("error.type", type(host_error).__qualname__)
+                span.set_status(Status(StatusCode.ERROR))
+            observation.export(span, loud=loud)
+        finally:
+            try:
+                span.end()
+            except Exception as exc:
+                self.contain(exc, "end", None, loud=loud)

@@ -1,0 +1,44 @@
+"""The shadow layer (ADR-0139 D6, D7): legacy mechanism, transport, comparison and the record.
+
+Nothing here returns a route to a caller: ``record_route_shadow`` returns a record or None.
+"""
+
+from otel_route_shadow.core import (
+    LegacyRoute,
+    LegacyStage,
+    ShadowDecision,
+    build_legacy_route,
+    classify_legacy_mechanism,
+    compare_routes,
+    derive_transport,
+)
+from otel_route_shadow.shadow.availability import local_account_availability
+from otel_route_shadow.shadow.record import (
+    RECORD_KIND,
+    ShadowRecord,
+    observe,
+    record_payload,
+    record_route_shadow,
+    sanitize_context,
+    shadow_attributes,
+    span_name,
+)
+
+__all__ = [
+    "RECORD_KIND",
+    "LegacyRoute",
+    "LegacyStage",
+    "ShadowDecision",
+    "ShadowRecord",
+    "build_legacy_route",
+    "classify_legacy_mechanism",
+    "compare_routes",
+    "derive_transport",
+    "local_account_availability",
+    "observe",
+    "record_payload",
+    "record_route_shadow",
+    "sanitize_context",
+    "shadow_attributes",
+    "span_name",
+]

@@ -1,0 +1,172 @@
+"""One shadow observation: sanitize, explain, compare, and express it as span attributes.
+
+The span attributes are the observation's only form: the span processor writes them onto the seam
+span, and the chain exporter builds the chain record from the very same mapping, so the trace in
+the backend and the audit record are one event seen twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from otel_route_shadow.core import (
+    PolicySnapshot,
+    RequestFace,
+    RouteContext,
+    ShadowDecision,
+    canonical_json,
+    explain,
+    shadow_decision,
+)
+from otel_route_shadow.core.redaction import redact_value
+from otel_route_shadow.shadow import attributes as attr
+
+__all__ = [
+    "RECORD_KIND",
+    "AttributeValue",
+    "ShadowRecord",
+    "observe",
+    "record_payload",
+    "record_route_shadow",
+    "sanitize_context",
+    "shadow_attributes",
+    "span_name",
+]
+
+AttributeValue = str | int | bool
+
+RECORD_KIND: Final = "route-shadow"
+"""``payload.kind`` of a seam observation in the chain."""
+
+GEN_AI_OPERATION: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER: Final = "gen_ai.provider.name"
+GEN_AI_MODEL: Final = "gen_ai.request.model"
+GEN_AI_AGENT: Final = "gen_ai.agent.name"
+
+_RECORDED_PREFIXES: Final = ("route_shadow.", "gen_ai.")
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowRecord:
+    """The result of shadowing one spawn. It holds no route a caller could act on."""
+
+    seam: str
+    context: RouteContext
+    shadow: ShadowDecision
+    attributes: Mapping[str, AttributeValue]
+
+
+def sanitize_context(context: RouteContext) -> tuple[RouteContext, list[str]]:
+    """Redact credential-shaped strings before anything is hashed (the decision id included)."""
+    dumped = context.model_dump(mode="json")
+    redacted, paths = redact_value(dumped)
+    if not paths:
+        return context, []
+    return RouteContext.model_validate(redacted), paths
+
+
+def operation_name(request_face: str) -> str:
+    """GenAI operation: an agent run at an agentic seam, a chat completion at a one-shot seam."""
+    return "chat" if request_face == RequestFace.ONE_SHOT.value else "invoke_agent"
+
+
+def agent_name(seam: str, context: RouteContext) -> str:
+    return context.principal_id or context.role or seam
+
+
+def span_name(seam: str, context: RouteContext) -> str:
+    """Span names per the GenAI conventions: ``invoke_agent {agent}`` or ``chat {model}``."""
+    operation = operation_name(context.request_face)
+    if operation == "chat":
+        return f"chat {context.legacy_route.model or agent_name(seam, context)}"
+    return f"invoke_agent {agent_name(seam, context)}"
+
+
+def shadow_attributes(
+    seam: str, context: RouteContext, shadow: ShadowDecision, snapshot_state: str
+) -> dict[str, AttributeValue]:
+    """Every attribute of a seam span; a None value is left out (absent means none)."""
+    decision = shadow.decision
+    legacy = shadow.legacy
+    values: dict[str, AttributeValue | None] = {
+        GEN_AI_OPERATION: operation_name(context.request_face),
+        GEN_AI_PROVIDER: legacy.provider,
+        GEN_AI_MODEL: legacy.model,
+        GEN_AI_AGENT: agent_name(seam, context),
+        attr.SEAM: seam,
+        attr.OUTCOME: decision.outcome,
+        attr.REASON: decision.reason,
+        attr.POLICY_SOURCE: decision.policy_source,
+        attr.RUNG: decision.rung,
+        attr.POLICY_ID: decision.policy_id,
+        attr.PROVIDER: decision.provider,
+        attr.ACCOUNT: decision.account,
+        attr.MODEL: decision.model,
+        attr.SNAPSHOT_REVISION: decision.snapshot_revision,
+        attr.SNAPSHOT_HASH: decision.snapshot_hash,
+        attr.SNAPSHOT_STATE: snapshot_state,
+        attr.DECISION_ID: decision.decision_id,
+        attr.LEGACY_PROVIDER: legacy.provider,
+        attr.LEGACY_MODEL: legacy.model,
+        attr.LEGACY_ACCOUNT: legacy.account,
+        attr.LEGACY_MECHANISM: legacy.mechanism,
+        attr.LEGACY_DETAIL: legacy.mechanism_detail,
+        attr.TRANSPORT: legacy.transport,
+        attr.AGREED: shadow.agreed,
+        attr.DIVERGENCE: shadow.divergence,
+        attr.REPO: decision.repo,
+        attr.ROLE: context.role,
+        attr.PRINCIPAL: context.principal_id,
+        attr.REQUEST_FACE: context.request_face,
+        attr.REQUIREMENT: context.requirement,
+        attr.CONTEXT: canonical_json(context.model_dump(mode="json")).decode("utf-8", "replace"),
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def observe(
+    seam: str, context: RouteContext, snapshot: PolicySnapshot, snapshot_state: str = "ok"
+) -> ShadowRecord:
+    """Sanitize, resolve and compare. Raises only on a bug; callers contain it."""
+    clean, _ = sanitize_context(context)
+    shadow = shadow_decision(explain(clean, snapshot), clean.legacy_route)
+    return ShadowRecord(
+        seam=seam,
+        context=clean,
+        shadow=shadow,
+        attributes=shadow_attributes(seam, clean, shadow, snapshot_state),
+    )
+
+
+def record_route_shadow(
+    seam: str, context: RouteContext, snapshot: PolicySnapshot, snapshot_state: str = "ok"
+) -> ShadowRecord | None:
+    """The ADR's entry point: a record, or None if the observation could not be made. Never a route,
+    never an exception."""
+    try:
+        return observe(seam, context, snapshot, snapshot_state)
+    except Exception:
+        return None
+
+
+def record_payload(
+    trace_id: int, span_id: int, start_time_unix_nano: int, attributes: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The chain payload of a seam span, built from the span's own attribute values.
+
+    The start time is a decimal string: nanoseconds since the epoch exceed the 2**53 integer range
+    that the chain's canonical form allows.
+    """
+    return {
+        "kind": RECORD_KIND,
+        "trace_id": f"{trace_id:032x}",
+        "span_id": f"{span_id:016x}",
+        "start_time_unix_nano": str(start_time_unix_nano),
+        "attributes": {
+            key: value
+            for key, value in attributes.items()
+            if key.startswith(_RECORDED_PREFIXES) and isinstance(value, str | int | bool)
+        },
+    }

@@ -1,0 +1,198 @@
+"""Zero disclosure (the ADR-0138 guards D6 inherits): no secret reaches a span, the chain, a log or
+the command line, and no model that reaches them has a credential-shaped field."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import logging
+import re
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel
+
+from otel_route_shadow import core
+from otel_route_shadow.cli import main as cli_main
+from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
+from otel_route_shadow.shadow import local_account_availability
+
+PACKAGE = Path(__file__).resolve().parent.parent / "otel_route_shadow"
+
+# Each canary: the whole credential-shaped string, and the part that is secret.
+CANARIES: dict[str, tuple[str, str]] = {
+    "anthropic": ("sk-ant-api03-" + "Qk9" * 14 + "AA", "Qk9Qk9Qk9Qk9"),
+    "openai": ("sk-proj-" + "Zq7" * 16, "Zq7Zq7Zq7Zq7"),
+    "zai": ("0123456789abcdef0123456789abcdef.CanaryZaiSecret1", "CanaryZaiSecret1"),
+    "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnkifQ.c2lnbmF0dXJlY2FuYXJ5", "c2lnbmF0dXJlY2FuYXJ5"),
+    "aws": ("AKIACANARYCANARY1234", "CANARYCANARY1234"),
+    "github": ("ghp_" + "Cx" * 18, "CxCxCxCxCxCx"),
+    "bearer": ("Bearer canaryBearerTokenValue123", "canaryBearerTokenValue123"),
+    "password": ("password=hunter2canary", "hunter2canary"),
+    "pem": (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIcanaryPEMbody\n-----END RSA PRIVATE KEY-----",
+        "MIIcanaryPEMbody",
+    ),
+}
+SECRETS = [secret for _, secret in CANARIES.values()]
+
+_CREDENTIAL_FIELD = re.compile(
+    r"secret|token|passw|api_?key|credential|private_?key|authorization|bearer|cookie", re.IGNORECASE
+)
+
+
+def _models() -> list[type[BaseModel]]:
+    from otel_route_shadow import store
+
+    models: list[type[BaseModel]] = [
+        core.RouteContext,
+        core.Account,
+        core.LegacyRoute,
+        core.LegacyStage,
+        core.RouteDecision,
+        core.PolicyConsideration,
+        core.AccountVerdict,
+        core.ShadowDecision,
+        core.PolicySnapshot,
+        core.RoutingPolicy,
+        core.RoutingMatch,
+        core.RoutingAction,
+    ]
+    from otel_route_shadow import chain
+
+    for module in (chain, store):
+        models.extend(
+            obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, BaseModel)
+        )
+    return list(dict.fromkeys(models))
+
+
+def _field_names(model: type[BaseModel], seen: set[type[BaseModel]]) -> list[str]:
+    if model in seen:
+        return []
+    seen.add(model)
+    names = []
+    for name, info in model.model_fields.items():
+        names.append(name)
+        if info.alias:
+            names.append(info.alias)
+        annotation = info.annotation
+        for arg in (*getattr(annotation, "__args__", ()), annotation):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                names.extend(_field_names(arg, seen))
+    return names
+
+
+@pytest.mark.parametrize("model", _models(), ids=lambda m: m.__name__)
+def test_no_model_that_reaches_a_span_or_the_chain_has_a_credential_shaped_field(
+    model: type[BaseModel],
+) -> None:
+    offending = [name for name in _field_names(model, set()) if _CREDENTIAL_FIELD.search(name)]
+    assert offending == []
+
+
+def test_the_package_never_calls_get_secret_value() -> None:
+    calls = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "get_secret_value":
+                calls.append(f"{path}:{node.lineno}")
+            if isinstance(node, ast.Name) and node.id == "get_secret_value":
+                calls.append(f"{path}:{node.lineno}")
+    assert calls == []
+
+
+def test_account_availability_reports_presence_never_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARIES["anthropic"][0])
+    monkeypatch.delenv("ZAI_API_KEY", raising=False)
+    monkeypatch.delenv("GLM_API_KEY", raising=False)
+    accounts = local_account_availability()
+    text = json.dumps([a.model_dump() for a in accounts])
+    assert {a.provider: a.state for a in accounts} == {"anthropic": "available", "zai": "unknown"}
+    assert all(secret not in text for secret in SECRETS)
+
+
+def _poisoned_context() -> dict[str, Any]:
+    c = {name: value for name, (value, _) in CANARIES.items()}
+    stages = [
+        {"mechanism": "role-dial", "provider": "zai", "model": "glm-5.1", "detail": c["bearer"]},
+        {"mechanism": c["jwt"], "provider": "anthropic", "model": c["aws"], "detail": c["pem"]},
+    ]
+    return {
+        "repo": None,
+        "repo_slug": "acme-" + c["github"],
+        "role": c["openai"],
+        "principal_id": c["anthropic"],
+        "request_face": "agentic",
+        "requirement": c["password"],
+        "accounts": [
+            {"id": c["zai"], "provider": "zai", "state": "available"},
+            {"id": "anthropic-legacy", "provider": c["aws"], "state": c["jwt"]},
+        ],
+        "legacy_route": {
+            "provider": "zai",
+            "model": c["github"],
+            "account": c["anthropic"],
+            "transport": "harness-direct",
+            "mechanism": "role-dial",
+            "mechanism_detail": c["pem"],
+            "stages": stages,
+        },
+    }
+
+
+def _assert_clean(where: str, text: str) -> None:
+    leaked = [secret for secret in SECRETS if secret in text]
+    assert leaked == [], f"{where} leaked {leaked}"
+
+
+def test_canaries_reach_no_span_chain_log_or_cli_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name, (value, _) in CANARIES.items():
+        monkeypatch.setenv(f"CANARY_{name.upper()}", value)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARIES["anthropic"][0])
+    monkeypatch.setenv("ZAI_API_KEY", CANARIES["zai"][0])
+    caplog.set_level(logging.DEBUG)
+    context = _poisoned_context()
+
+    provider = TracerProvider()
+    spans = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    chain = tmp_path / "chain.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, chain_path=chain, seams=())
+    try:
+        with shadow_spawn(context, seam="canary") as record:
+            assert record is not None
+        # A shadow-path error message must be scrubbed too.
+        with shadow_spawn({**context, "request_face": 17}, seam="canary"):
+            pass
+    finally:
+        instrumentor.uninstrument()
+
+    finished = spans.get_finished_spans()
+    assert len(finished) == 1
+    span_text = json.dumps([json.loads(s.to_json()) for s in finished])
+    _assert_clean("span", span_text)
+    _assert_clean("chain", chain.read_text())
+    _assert_clean("log", caplog.text)
+
+    context_file = tmp_path / "context.json"
+    context_file.write_text(json.dumps(context))
+    for argv in (
+        ["explain", "--context", str(context_file)],
+        ["verify", str(chain)],
+        ["verify", str(chain), "--json"],
+    ):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            code = cli_main(argv)
+        assert code == 0, argv
+        _assert_clean(" ".join(argv), out.getvalue())
