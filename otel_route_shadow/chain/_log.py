@@ -1,0 +1,549 @@
+"""``RoutingAuditLog``: the append side of the decision chain (ADR-0139 D6).
+
+The head a new record links to is read from disk, under an exclusive ``flock`` on the chain file, on
+every append: a restarted process, a second process and a second thread all continue one chain
+instead of forking private ones. Reading it is cheap regardless of chain length: a descriptor that
+saw the file last (same inode, same size) reuses the head it wrote; otherwise a bounded tail read
+finds the last line.
+
+A record is one ``write(2)`` of one line on an ``O_APPEND`` descriptor. A process killed mid-write
+leaves at most one torn final line; the next append moves those bytes to a quarantine file beside the
+chain and records that move as a chain event before it appends its own record (the torn-tail policy,
+``docs/chain-format.md``). Each step of that policy is idempotent and resumable, keyed by a small
+marker file, so a crash *during* the quarantine is finished by whoever appends next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import struct
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final, Literal
+
+import orjson
+
+from otel_route_shadow.chain._format import (
+    GENESIS_HASH,
+    LINE_OVERHEAD,
+    MAX_LINE_BYTES,
+    QUARANTINE_KIND,
+    ChainCorruptError,
+    ChainFormatError,
+    ChainHead,
+    ChainPayloadError,
+    ChainRecord,
+    encode_payload,
+    encode_record,
+    parse_record_line,
+    sanitize_payload,
+)
+from otel_route_shadow.chain._reader import iter_records
+from otel_route_shadow.chain._verify import VerifyResult, verify_chain
+
+__all__ = ["Durability", "RoutingAuditLog", "read_head"]
+
+Durability = Literal["flush", "fsync"]
+
+_TAIL_WINDOW: Final = 8 * 1024
+_COPY_BLOCK: Final = 1 << 20
+_MODE: Final = 0o640
+_WATERMARK: Final = struct.Struct("<QQQ")
+"""Shared durable watermark in the ``.sync`` file: device, inode, durable byte offset."""
+
+_INSTANCES: weakref.WeakSet[RoutingAuditLog] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for log in list(_INSTANCES):
+        log._forget_descriptors()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class RoutingAuditLog:
+    """An append-only, hash-linked JSON-lines chain of sanitized decision records.
+
+    ``durability``:
+
+    * ``"flush"`` (default): ``append`` returns once the line is written to the operating system. The
+      record survives the process being killed, not a power loss or a kernel crash.
+    * ``"fsync"``: ``append`` returns once the data is on stable storage (``fdatasync``). Concurrent
+      appenders, threads and processes alike, share fsyncs: one leader's sync covers every line written
+      before it started (group commit), tracked by a small ``<chain>.sync`` watermark file.
+
+    Instances are thread-safe and may be shared; separate instances and separate processes on one path
+    coordinate through the file lock. After ``fork`` the child reopens its descriptors lazily.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "flush") -> None:
+        if durability not in ("flush", "fsync"):
+            raise ValueError(f"durability must be 'flush' or 'fsync', not {durability!r}")
+        self._path = os.fspath(path)
+        self._durability: Durability = durability
+        self._dir = os.path.dirname(os.path.abspath(self._path))
+        self._name = os.path.basename(self._path)
+        self._marker = self._path + ".quarantine-pending"
+        self._sync_path = self._path + ".sync"
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._fd = -1
+        self._sync_fd = -1
+        self._retired: list[int] = []
+        self._identity: tuple[int, int] = (0, 0)
+        self._known_size = -1
+        self._head: ChainHead | None = None
+        self._durable = 0
+        self._clean_cache: set[str] = set()
+        self.fsyncs = 0
+        """Data syncs this instance performed (group commit makes it smaller than the appends)."""
+        self.quarantines = 0
+        """Torn tails this instance moved to quarantine."""
+        _INSTANCES.add(self)
+
+    # -- public -------------------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def durability(self) -> Durability:
+        return self._durability
+
+    def append(self, payload: Mapping[str, Any]) -> ChainRecord:
+        """Sanitize ``payload``, link it to the chain head on disk, and write it as one record.
+
+        Credential-shaped substrings and lone surrogates are replaced first, and the record's
+        ``redactions`` names the fields that changed, so the record hash is computed over what is
+        actually stored. Raises :class:`ChainPayloadError` (nothing written) for values the format
+        cannot carry, :class:`ChainCorruptError` when the chain's last complete line is not a record,
+        and ``OSError`` for the disk's own failures.
+        """
+        clean, marks = sanitize_payload(payload, clean_cache=self._clean_cache)
+        payload_bytes, marks_bytes = encode_payload(clean, marks)
+        if len(payload_bytes) + len(marks_bytes) + LINE_OVERHEAD > MAX_LINE_BYTES:
+            raise ChainPayloadError(
+                f"record would exceed {MAX_LINE_BYTES} bytes ({len(payload_bytes)} bytes of payload)"
+            )
+        with self._lock:
+            fd, size = self._lock_file()
+            identity = self._identity
+            try:
+                head, size = self._prepare(fd, size)
+                seq = 0 if head is None else head.seq + 1
+                prev = GENESIS_HASH if head is None else head.record_hash
+                line, record_hash = encode_record(seq, prev, payload_bytes, marks_bytes)
+                self._write(fd, line, size)
+                end = size + len(line)
+                self._known_size = end
+                self._head = ChainHead(seq, record_hash)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        if self._durability == "fsync":
+            self._group_commit(fd, identity, end)
+        return ChainRecord(seq, prev, clean, tuple(marks), record_hash)
+
+    def head(self) -> ChainHead | None:
+        """The last complete record on disk (a torn tail is ignored, not repaired), or None."""
+        return read_head(self._path)
+
+    def verify(
+        self, *, jobs: int = 1, progress: Callable[[int], None] | None = None, strict: bool = False
+    ) -> VerifyResult:
+        """Walk the chain and report the first seq whose links do not hold (see ``VerifyResult``).
+
+        ``jobs > 1`` verifies large chains in that many processes. ``progress`` is called now and then
+        with the number of records verified so far. ``strict`` also rejects payload values that no
+        conforming writer emits but that the hash alone cannot flag (floats, non-ASCII keys). Raises
+        ``OSError`` only when the file cannot be opened (``FileNotFoundError`` when nothing was ever
+        appended); every problem inside the file is a verdict.
+        """
+        return verify_chain(self._path, jobs=jobs, progress=progress, strict=strict)
+
+    def iter_records(self) -> Iterator[ChainRecord]:
+        """Every complete record in file order, streaming; see :func:`iter_records`."""
+        return iter_records(self._path)
+
+    def close(self) -> None:
+        with self._lock, self._sync_lock:
+            for fd in (self._fd, self._sync_fd, *self._retired):
+                if fd >= 0:
+                    os.close(fd)
+            self._fd = self._sync_fd = -1
+            self._retired = []
+            self._known_size = -1
+
+    def __enter__(self) -> RoutingAuditLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RoutingAuditLog({self._path!r}, durability={self._durability!r})"
+
+    # -- descriptors and the lock -------------------------------------------------------------------
+    def _forget_descriptors(self) -> None:
+        """In a forked child: the inherited descriptors share the parent's open file description, and
+        with it the parent's flock, so they must not be used (or closed: the parent may hold them)."""
+        for fd in (self._fd, self._sync_fd, *self._retired):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)  # closes the child's reference only; the parent's lock is unaffected
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._fd = self._sync_fd = -1
+        self._retired = []
+        self._known_size = -1
+        self._head = None
+        self._durable = 0
+
+    def _open(self) -> int:
+        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, _MODE)
+        st = os.fstat(fd)
+        self._fd = fd
+        self._identity = (st.st_dev, st.st_ino)
+        self._known_size = -1
+        self._head = None
+        self._durable = 0
+        return fd
+
+    def _lock_file(self) -> tuple[int, int]:
+        """Exclusive lock on the file currently at the path; returns the descriptor and its size.
+
+        A descriptor can outlive its path (the file replaced or removed); writing to it would put
+        records where no reader looks, so the inode is re-checked under the lock.
+        """
+        fd = self._fd if self._fd >= 0 else self._open()
+        for _ in range(8):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st = os.fstat(fd)
+            try:
+                current = os.stat(self._path)
+            except FileNotFoundError:
+                current = None
+            if current is not None and (current.st_dev, current.st_ino) == (st.st_dev, st.st_ino):
+                return fd, st.st_size
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            self._retired.append(fd)
+            fd = self._open()
+        raise OSError(f"{self._path}: the chain file keeps being replaced; not appending")
+
+    def _write(self, fd: int, data: bytes, size: int) -> None:
+        """Write ``data`` fully at the end; on failure remove the partial line if at all possible."""
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        except BaseException:
+            with contextlib.suppress(OSError):  # else the next append quarantines the torn tail
+                os.ftruncate(fd, size)
+            self._known_size = -1
+            raise
+
+    # -- the head and the torn-tail policy ----------------------------------------------------------
+    def _prepare(self, fd: int, size: int) -> tuple[ChainHead | None, int]:
+        """Finish an interrupted quarantine, quarantine a torn tail, and return the head to link to."""
+        late_event: dict[str, Any] | None = None
+        if os.path.exists(self._marker):
+            late_event, size = self._resume_quarantine(fd, size)
+        if size == self._known_size:
+            head = self._head
+        else:
+            head, complete = _tail(fd, size)
+            if complete != size:
+                head, size = self._quarantine(fd, head, complete, size)
+        if late_event is not None:
+            head, size = self._append_event(fd, head, size, late_event)
+            _unlink(self._marker, self._dir)
+        self._known_size = size
+        self._head = head
+        return head, size
+
+    def _quarantine(self, fd: int, head: ChainHead | None, start: int, size: int) -> tuple[ChainHead, int]:
+        """Move the torn bytes ``[start, size)`` to a quarantine file and record that in the chain."""
+        digest = hashlib.sha256()
+        tmp = os.path.join(self._dir, f".{self._name}.torn.tmp")
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _MODE)
+        try:
+            pos = start
+            while pos < size:
+                block = os.pread(fd, min(_COPY_BLOCK, size - pos), pos)
+                if not block:
+                    break
+                digest.update(block)
+                view = memoryview(block)
+                while view:
+                    view = view[os.write(out, view) :]
+                pos += len(block)
+            os.fsync(out)
+        finally:
+            os.close(out)
+        sha = digest.hexdigest()
+        name = f"{self._name}.torn-{start}-{sha[:16]}"
+        os.replace(tmp, os.path.join(self._dir, name))
+        marker = {"offset": start, "length": size - start, "sha256": sha, "file": name}
+        _atomic_write(self._marker, orjson.dumps(marker), self._dir)
+        self.quarantines += 1
+        return self._finish_quarantine(fd, head, marker)
+
+    def _finish_quarantine(
+        self, fd: int, head: ChainHead | None, marker: dict[str, Any]
+    ) -> tuple[ChainHead, int]:
+        start = int(marker["offset"])
+        os.ftruncate(fd, start)
+        os.fsync(fd)
+        self._lower_watermark(start)
+        result = self._append_event(fd, head, start, marker)
+        _unlink(self._marker, self._dir)
+        return result
+
+    def _append_event(
+        self, fd: int, head: ChainHead | None, size: int, marker: dict[str, Any]
+    ) -> tuple[ChainHead, int]:
+        seq = 0 if head is None else head.seq + 1
+        prev = GENESIS_HASH if head is None else head.record_hash
+        payload_bytes, marks_bytes = encode_payload(_quarantine_event(marker), [])
+        line, record_hash = encode_record(seq, prev, payload_bytes, marks_bytes)
+        self._write(fd, line, size)
+        os.fsync(fd)
+        return ChainHead(seq, record_hash), size + len(line)
+
+    def _resume_quarantine(self, fd: int, size: int) -> tuple[dict[str, Any] | None, int]:
+        """A previous appender died inside the quarantine. Returns an event still to be appended (when
+        the chain moved on without it) and the current size."""
+        try:
+            with open(self._marker, "rb") as handle:
+                marker = orjson.loads(handle.read(64 * 1024))
+            start = int(marker["offset"])
+            sha = str(marker["sha256"])
+            int(marker["length"])
+            str(marker["file"])
+        except FileNotFoundError:
+            return None, size
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ChainCorruptError(f"{self._marker}: unreadable quarantine marker ({exc})") from None
+        if size > start:
+            first = _first_line(fd, start, size)
+            if first is None:
+                # The torn bytes are still in place: the crash came before the truncation.
+                if _digest_range(fd, start, size) == sha:
+                    head, _ = _tail(fd, start)
+                    _, size = self._finish_quarantine(fd, head, marker)
+                    return None, size
+                # Different bytes than the marker describes: forget it, quarantine afresh below.
+                _unlink(self._marker, self._dir)
+                return None, size
+            if _is_event_for(first, sha):
+                _unlink(self._marker, self._dir)
+                return None, size
+            return marker, size
+        if size == start:
+            head, _ = _tail(fd, start)
+            _, size = self._finish_quarantine(fd, head, marker)
+            return None, size
+        return marker, size
+
+    # -- durability ---------------------------------------------------------------------------------
+    def _sync_descriptor(self) -> int:
+        if self._sync_fd < 0:
+            self._sync_fd = os.open(self._sync_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _MODE)
+        return self._sync_fd
+
+    def _group_commit(self, fd: int, identity: tuple[int, int], end: int) -> None:
+        """Make ``[0, end)`` durable, sharing one ``fdatasync`` among every appender that waits."""
+        dev, ino = identity
+        with self._sync_lock:
+            if identity == self._identity and self._durable >= end:
+                return
+            sfd = self._sync_descriptor()
+            fcntl.flock(sfd, fcntl.LOCK_EX)
+            try:
+                shared = _read_watermark(sfd)
+                if shared[0] == dev and shared[1] == ino and shared[2] >= end:
+                    if identity == self._identity:
+                        self._durable = shared[2]
+                    return
+                # Everything written before this fstat is covered by the sync that follows it.
+                target = os.fstat(fd).st_size
+                os.fdatasync(fd)
+                self.fsyncs += 1
+                os.pwrite(sfd, _WATERMARK.pack(dev, ino, target), 0)
+                if identity == self._identity:
+                    self._durable = target
+            finally:
+                fcntl.flock(sfd, fcntl.LOCK_UN)
+
+    def _lower_watermark(self, offset: int) -> None:
+        """After a truncation the watermark may name bytes that no longer exist; pull it back."""
+        with self._sync_lock:
+            self._durable = min(self._durable, offset)
+            if self._sync_fd < 0 and not os.path.exists(self._sync_path):
+                return
+            sfd = self._sync_descriptor()
+            fcntl.flock(sfd, fcntl.LOCK_EX)
+            try:
+                dev, ino, durable = _read_watermark(sfd)
+                if (dev, ino) == self._identity and durable > offset:
+                    os.pwrite(sfd, _WATERMARK.pack(dev, ino, offset), 0)
+            finally:
+                fcntl.flock(sfd, fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers shared with readers.
+
+
+def read_head(path: str | os.PathLike[str]) -> ChainHead | None:
+    """The last complete record of the chain at ``path`` (None when missing or empty)."""
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        head, _ = _tail(fd, os.fstat(fd).st_size)
+        return head
+    finally:
+        os.close(fd)
+
+
+def _tail(fd: int, size: int) -> tuple[ChainHead | None, int]:
+    """The head of the complete prefix of ``[0, size)`` and where that prefix ends.
+
+    Reads a small window at the end and widens it geometrically while the last line does not fit, up
+    to the longest line a record can have; a longer last line is not a record.
+    """
+    if size == 0:
+        return None, 0
+    complete = _last_newline(fd, size) + 1
+    if complete == 0:
+        return None, 0
+    window = _TAIL_WINDOW
+    end = complete - 1  # the newline ending the last complete line
+    while True:
+        start = max(0, end - window)
+        block = os.pread(fd, end - start, start)
+        nl = block.rfind(b"\n")
+        if nl >= 0 or start == 0:
+            line = block[nl + 1 :]
+            offset = start + nl + 1
+            break
+        if window > MAX_LINE_BYTES:
+            raise ChainCorruptError(
+                f"the last line (ending at byte {end}) is longer than {MAX_LINE_BYTES} bytes: not a record; "
+                "run `otel-route-shadow verify`"
+            )
+        window *= 8
+    try:
+        record = parse_record_line(line)
+    except ChainFormatError as exc:
+        raise ChainCorruptError(
+            f"the last complete line (byte {offset}) is not a record ({exc}); nothing was appended; "
+            "run `otel-route-shadow verify`"
+        ) from None
+    return ChainHead(record.seq, record.record_hash), complete
+
+
+def _last_newline(fd: int, end: int) -> int:
+    """Offset of the last newline before ``end``, or -1; reads back in bounded blocks."""
+    pos = end
+    block_size = _TAIL_WINDOW
+    while pos > 0:
+        start = max(0, pos - block_size)
+        block = os.pread(fd, pos - start, start)
+        nl = block.rfind(b"\n")
+        if nl >= 0:
+            return start + nl
+        pos = start
+        block_size = min(block_size * 8, _COPY_BLOCK)
+    return -1
+
+
+def _first_line(fd: int, start: int, size: int) -> bytes | None:
+    """The complete line starting at ``start``, or None when no newline follows within a record's size."""
+    data = b""
+    pos = start
+    while pos < size and len(data) <= MAX_LINE_BYTES:
+        block = os.pread(fd, min(_COPY_BLOCK, size - pos), pos)
+        if not block:
+            break
+        nl = block.find(b"\n")
+        if nl >= 0:
+            return data + block[:nl]
+        data += block
+        pos += len(block)
+    return None
+
+
+def _digest_range(fd: int, start: int, end: int) -> str:
+    digest = hashlib.sha256()
+    pos = start
+    while pos < end:
+        block = os.pread(fd, min(_COPY_BLOCK, end - pos), pos)
+        if not block:
+            break
+        digest.update(block)
+        pos += len(block)
+    return digest.hexdigest()
+
+
+def _is_event_for(line: bytes, sha: str) -> bool:
+    try:
+        record = parse_record_line(line)
+    except ChainFormatError:
+        return False
+    return record.payload.get("kind") == QUARANTINE_KIND and record.payload.get("sha256") == sha
+
+
+def _quarantine_event(marker: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": QUARANTINE_KIND,
+        "reason": "torn-tail",
+        "offset": int(marker["offset"]),
+        "length": int(marker["length"]),
+        "sha256": str(marker["sha256"]),
+        "file": str(marker["file"]),
+    }
+
+
+def _read_watermark(fd: int) -> tuple[int, int, int]:
+    raw = os.pread(fd, _WATERMARK.size, 0)
+    if len(raw) < _WATERMARK.size:
+        return 0, 0, 0
+    dev, ino, durable = _WATERMARK.unpack(raw)
+    return int(dev), int(ino), int(durable)
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: str, data: bytes, directory: str) -> None:
+    tmp = f"{path}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _MODE)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(directory)
+
+
+def _unlink(path: str, directory: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    _fsync_dir(directory)

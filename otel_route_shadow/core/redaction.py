@@ -1,0 +1,164 @@
+"""Credential-shaped substring redaction (ADR-0085), shared by the chain, the span layer and log scrubbing.
+
+The chain digests a payload only after this module has scrubbed it: hashing the pre-scrub payload would
+make every record on which the redactor fired fail verification. The span layer scrubs route contexts
+with the same function before they are hashed into decision ids, so a decision id never depends on a
+secret either.
+
+Design constraints:
+
+* Pure: no I/O, no caches, no global mutable state. Callers that want memoisation keep it themselves.
+* One compiled alternation. Every branch starts with a literal character (or a short literal set), so the
+  regex engine's first-character filter rejects most positions of an ordinary string without entering a
+  branch; strings without any candidate come back as the *same object*, untouched.
+* Over-redaction is preferred to a leak: the patterns are shapes, not validators.
+* Idempotent: a redacted string contains nothing the patterns match again, so re-scrubbing is a no-op and
+  the replacement count of an already-scrubbed string is zero.
+* The replacement never carries what was replaced (no length, no prefix, no hash of the secret); the
+  recognisable key of a ``key=value`` pair and the ``Bearer`` scheme word are kept because they are not
+  secret and they tell a reader what kind of field was scrubbed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["REDACTED", "json_pointer_token", "redact_text", "redact_value"]
+
+REDACTED: Final = "[REDACTED]"
+
+# Credential keywords whose value is scrubbed in ``key=value`` / ``key: value`` / ``"key": "value"`` pairs:
+# password, passwd, passphrase, pwd, private key, secret, token, api key, access key, auth key, credential(s).
+# A keyword also matches as the suffix of a longer identifier (``access_token``, ``x-api-key``,
+# ``client_secret``): the boundary check only forbids a letter or digit right before it. The branch is
+# written as "first letter, then the tails that may follow it" so that it, too, starts with a plain
+# character class.
+_PAIR_KEYWORD: Final = (
+    r"[pPsStTaAcC](?<![A-Za-z0-9].)"
+    r"(?i:(?<=p)(?:ass(?:word|wd|phrase)|wd|rivate[_-]?key)|(?<=s)ecret|(?<=t)oken"
+    r"|(?<=a)(?:pi[_-]?key|ccess[_-]?key|uth[_-]?key)|(?<=c)redentials?)"
+)
+
+# Every alternative starts with a literal or a character class and carries no group before its first
+# character, so the engine can reject most positions without entering a branch (see module docstring).
+# The boundary checks are fixed-width lookbehinds placed after that first character. The name of the one
+# group each branch ends with (``match.lastgroup``) says which branch matched.
+_PATTERN: Final = re.compile(
+    # PEM private key block, also when truncated (no END line): everything to the end is scrubbed.
+    r"-(?P<pem>----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*))"
+    # Anthropic (sk-ant-api03-...) and OpenAI (sk-..., sk-proj-..., sk-svcacct-...) API keys.
+    r"|s(?P<sk>k-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{20,})"
+    # JSON Web Tokens: base64url header starting with {" (eyJ), payload, optional signature.
+    r"|e(?P<jwt>yJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
+    # GitHub tokens: classic prefixes and fine-grained personal access tokens.
+    r"|g(?P<gh>(?<![A-Za-z0-9_]g)(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,}))"
+    # AWS access key ids.
+    r"|A(?P<aws>(?<![A-Z0-9]A)(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}(?![A-Z0-9]))"
+    # z.ai (Zhipu) API keys, <32 hex id>.<secret>. Anchored on the dot; the lookbehinds check the 32 hex
+    # characters before it and the replacement covers them.
+    r"|\.(?P<zai>(?<=[0-9a-f]{32}\.)(?<![0-9A-Za-z][0-9a-f]{32}\.)[0-9A-Za-z]{16,64}(?![0-9A-Za-z]))"
+    # Bearer tokens (HTTP Authorization scheme). The scheme word is kept.
+    r"|[bB](?<![A-Za-z0-9][bB])[eE][aA][rR][eE][rR]\s+(?!\[REDACTED\])(?P<bearer>[A-Za-z0-9._~+/=-]{8,})"
+    # key=value pairs. The key and separator are kept; a quoted value is scrubbed with its quotes.
+    r"|" + _PAIR_KEYWORD + r"[\"']?\s*[=:]\s*(?![\"']?\[REDACTED\])"
+    r"(?P<pair>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'&,;<>]+)",
+    re.DOTALL,
+)
+
+_ZAI_ID_LEN: Final = 32
+
+
+def redact_text(text: str) -> tuple[str, int]:
+    """Scrub credential-shaped substrings; return the new string and the number of replacements.
+
+    A string without a match is returned as the same object, so callers can test ``new is text``.
+    """
+    if len(text) < 5:
+        return text, 0
+    if text.isalnum() and "A" not in text:
+        # Only the AWS branch can match a string of letters and digits alone, and it needs an "A".
+        return text, 0
+    match = _PATTERN.search(text)
+    if match is None:
+        return text, 0
+    pieces: list[str] = []
+    cursor = 0
+    count = 0
+    while match is not None:
+        group = match.lastgroup
+        start, end = match.span()
+        keep = ""
+        if group == "zai":
+            start -= _ZAI_ID_LEN
+        elif group in {"bearer", "pair"}:
+            keep = text[start : match.start(group)]
+        # A z.ai id can overlap the tail of the previous replacement only in adversarial input; clamp so
+        # the output never duplicates text.
+        start = max(start, cursor)
+        pieces.append(text[cursor:start])
+        pieces.append(keep)
+        pieces.append(REDACTED)
+        cursor = end
+        count += 1
+        match = _PATTERN.search(text, end)
+    pieces.append(text[cursor:])
+    return "".join(pieces), count
+
+
+def json_pointer_token(key: str) -> str:
+    """Escape one object key as an RFC 6901 reference token (``~`` -> ``~0``, ``/`` -> ``~1``)."""
+    if "~" in key or "/" in key:
+        return key.replace("~", "~0").replace("/", "~1")
+    return key
+
+
+def redact_value(value: Any, path: str = "") -> tuple[Any, list[str]]:
+    """Scrub every string (object keys included) in a JSON-like value.
+
+    Returns a deep copy of mappings, lists and tuples (tuples stay tuples) with scrubbed strings, and the
+    RFC 6901 JSON pointers (prefixed with ``path``) of the fields that were changed, in document order. A
+    field whose *key* was scrubbed is reported under its scrubbed key. When two keys of one mapping scrub to
+    the same text, later ones get a ``#2``, ``#3`` suffix so no field is lost. Other leaf values are
+    returned as they are.
+    """
+    paths: list[str] = []
+    return _redact(value, path, paths), paths
+
+
+def _redact(value: Any, path: str, paths: list[str]) -> Any:
+    if isinstance(value, str):
+        new, count = redact_text(value)
+        if count:
+            paths.append(path)
+        return new
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            new_key = key
+            key_changed = False
+            if isinstance(key, str):
+                new_key, count = redact_text(key)
+                key_changed = count > 0
+                if key_changed:
+                    new_key = _unique_key(new_key, out)
+            child = f"{path}/{json_pointer_token(str(new_key))}"
+            if key_changed:
+                paths.append(child)
+            out[new_key] = _redact(item, child, paths)
+        return out
+    if isinstance(value, list | tuple):
+        items = [_redact(item, f"{path}/{index}", paths) for index, item in enumerate(value)]
+        return tuple(items) if isinstance(value, tuple) else items
+    return value
+
+
+def _unique_key(key: str, taken: Mapping[Any, Any]) -> str:
+    if key not in taken:
+        return key
+    suffix = 2
+    while f"{key}#{suffix}" in taken:
+        suffix += 1
+    return f"{key}#{suffix}"
