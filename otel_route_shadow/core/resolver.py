@@ -456,8 +456,9 @@ def _fault(context: RouteContext, snapshot: PolicySnapshot) -> RouteDecision:
         "policy_source": PolicySource.MANAGED.value,
     }
     try:
-        return _finish(context, snapshot, fields)
+        return _finish(context, snapshot, dict(fields))
     except Exception:
+        # _finish may have failed on the snapshot's own fields: fall back to the bare outcome.
         return RouteDecision(**fields)
 
 
