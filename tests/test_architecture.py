@@ -1,0 +1,249 @@
+"""The core is pure, and the dependency points one way: shell -> core, never core -> shell.
+
+An AST check over every module of ``otel_route_shadow/core``: imports come from an allow-list of
+computation-only standard modules, pydantic and the core itself; no I/O, clock, randomness, logging
+or OpenTelemetry; no calls to ``open``/``print``/``input``/``eval``/``exec``; no module-level mutable
+state (best effort: mutable literals, ``global``, module-level mutation). A runtime check confirms
+that importing the core loads neither OpenTelemetry nor any other part of the package.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parent.parent / "otel_route_shadow"
+CORE = PACKAGE / "core"
+
+ALLOWED_MODULES = frozenset(
+    {
+        "__future__",
+        "collections",
+        "collections.abc",
+        "dataclasses",
+        "enum",
+        "functools",
+        "hashlib",
+        "itertools",
+        "json",
+        "math",
+        "operator",
+        "re",
+        "string",
+        "types",
+        "typing",
+        "unicodedata",
+        "pydantic",
+        "pydantic_core",
+    }
+)
+FORBIDDEN_CALLS = frozenset(
+    {"open", "print", "input", "eval", "exec", "compile", "__import__", "breakpoint", "globals", "setattr"}
+)
+MUTABLE_FACTORIES = frozenset(
+    {"list", "dict", "set", "bytearray", "defaultdict", "deque", "OrderedDict", "Counter"}
+)
+
+
+def _imported_modules(tree: ast.Module, module: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                name = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                name = node.module or ""
+            found.append((node.lineno, name))
+    return found
+
+
+def _allowed(name: str) -> bool:
+    return (
+        name in ALLOWED_MODULES
+        or name == "otel_route_shadow.core"
+        or name.startswith("otel_route_shadow.core.")
+    )
+
+
+def purity_violations(source: str, module: str) -> list[str]:
+    """Every way ``source`` breaks the core's rules, as ``line: problem`` strings."""
+    tree = ast.parse(source)
+    problems = [
+        f"{line}: imports {name}" for line, name in _imported_modules(tree, module) if not _allowed(name)
+    ]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+            problems.append(f"{node.lineno}: calls {node.func.id}()")
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            problems.append(f"{node.lineno}: {type(node).__name__.lower()} statement")
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        elif isinstance(node, ast.AugAssign):
+            problems.append(f"{node.lineno}: module-level augmented assignment")
+            continue
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Attribute):  # e.g. TABLE.update(...), ITEMS.append(...)
+                problems.append(f"{node.lineno}: module-level call of .{func.attr}() (mutation after import)")
+            continue
+        else:
+            continue
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if any(not isinstance(t, ast.Name) for t in targets):
+            problems.append(f"{node.lineno}: module-level assignment to an attribute or item")
+        if names == ["__all__"] or value is None:
+            continue
+        mutable = isinstance(
+            value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp
+        ) or (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name | ast.Attribute)
+            and (value.func.id if isinstance(value.func, ast.Name) else value.func.attr) in MUTABLE_FACTORIES
+        )
+        if mutable:
+            problems.append(f"{node.lineno}: module-level mutable global {', '.join(names)}")
+    return problems
+
+
+CORE_MODULES = sorted(CORE.glob("*.py"))
+
+
+def test_the_core_has_the_expected_modules() -> None:
+    names = {p.stem for p in CORE_MODULES}
+    assert {
+        "vocabulary",
+        "identity",
+        "requirements",
+        "context",
+        "legacy",
+        "policy",
+        "decision",
+        "resolver",
+        "shadow",
+        "canonical",
+    } <= names
+
+
+@pytest.mark.parametrize("path", CORE_MODULES, ids=lambda p: p.name)
+def test_core_module_is_pure(path: Path) -> None:
+    module = (
+        "otel_route_shadow.core." + path.stem
+        if path.stem != "__init__"
+        else "otel_route_shadow.core.__init__"
+    )
+    assert purity_violations(path.read_text(encoding="utf-8"), module) == []
+
+
+@pytest.mark.parametrize(
+    ("snippet", "problem"),
+    [
+        ("import os", "imports os"),
+        ("import time", "imports time"),
+        ("from datetime import datetime", "imports datetime"),
+        ("import random", "imports random"),
+        ("import secrets", "imports secrets"),
+        ("import uuid", "imports uuid"),
+        ("import logging", "imports logging"),
+        ("from pathlib import Path", "imports pathlib"),
+        ("import io", "imports io"),
+        ("import socket", "imports socket"),
+        ("import subprocess", "imports subprocess"),
+        ("import threading", "imports threading"),
+        ("from opentelemetry import trace", "imports opentelemetry"),
+        ("import opentelemetry.sdk.trace", "imports opentelemetry.sdk.trace"),
+        ("from otel_route_shadow.store import RoutingPolicyStore", "imports otel_route_shadow.store"),
+        ("from otel_route_shadow import version", "imports otel_route_shadow"),
+        ("from ..store import x", "imports otel_route_shadow.store"),
+        ("def f():\n    open('x')", "calls open()"),
+        ("def f():\n    print('x')", "calls print()"),
+        ("x = input()", "calls input()"),
+        ("eval('1')", "calls eval()"),
+        ("exec('1')", "calls exec()"),
+        ("CACHE = {}", "module-level mutable global CACHE"),
+        ("SEEN: list[str] = []", "module-level mutable global SEEN"),
+        ("TABLE = dict(a=1)", "module-level mutable global TABLE"),
+        ("X = 0\ndef f():\n    global X\n    X += 1", "global statement"),
+        ("X = 0\nX += 1", "module-level augmented assignment"),
+        (
+            "from types import MappingProxyType\nT = MappingProxyType({})\nT.update({})",
+            "module-level call of .update()",
+        ),
+        ("import re\nre.cache = 1", "module-level assignment to an attribute or item"),
+    ],
+)
+def test_the_purity_check_catches(snippet: str, problem: str) -> None:
+    violations = purity_violations(snippet, "otel_route_shadow.core.example")
+    assert any(problem in v for v in violations), violations
+
+
+def test_the_purity_check_allows_what_the_core_needs() -> None:
+    ok = (
+        "from __future__ import annotations\n"
+        "import hashlib, json, re\n"
+        "from collections.abc import Mapping\n"
+        "from types import MappingProxyType\n"
+        "from pydantic import BaseModel\n"
+        "from otel_route_shadow.core.vocabulary import Provider\n"
+        "from .canonical import digest\n"
+        "__all__ = ['x']\n"
+        "TABLE: Mapping[str, int] = MappingProxyType({'a': 1})\n"
+        "NAMES = frozenset({'a'})\n"
+    )
+    assert purity_violations(ok, "otel_route_shadow.core.example") == []
+
+
+_PROBE = """
+import json, sys
+before = set(sys.modules)
+import otel_route_shadow.core
+loaded = sorted(set(sys.modules) - before)
+print(json.dumps(loaded))
+"""
+
+
+def test_importing_the_core_loads_no_shell_and_no_opentelemetry() -> None:
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    ours = [m for m in loaded if m.split(".")[0] == "otel_route_shadow"]
+    allowed = {"otel_route_shadow", "otel_route_shadow.version"}
+    assert [m for m in ours if m not in allowed and not m.startswith("otel_route_shadow.core")] == []
+    assert [m for m in loaded if m.split(".")[0] == "opentelemetry"] == []
+
+
+def _imports_core(path: Path) -> bool:
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(
+        name == "otel_route_shadow.core" or name.startswith("otel_route_shadow.core.")
+        for _, name in _imported_modules(tree, module)
+    )
+
+
+@pytest.mark.parametrize("shell", ["store", "cli"])
+def test_the_shell_depends_on_the_core(shell: str) -> None:
+    modules = sorted((PACKAGE / shell).rglob("*.py"))
+    assert modules and any(_imports_core(p) for p in modules), f"{shell} never imports the core"
+
+
+def test_the_dependency_points_one_way() -> None:
+    # Restating the purity rule as the direction rule: no core module names any other package module.
+    for path in CORE_MODULES:
+        module = "otel_route_shadow.core." + path.stem
+        for _, name in _imported_modules(ast.parse(path.read_text(encoding="utf-8")), module):
+            if name.startswith("otel_route_shadow"):
+                assert name.startswith("otel_route_shadow.core"), f"{path.name} imports {name}"
