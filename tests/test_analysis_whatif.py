@@ -201,3 +201,45 @@ def test_concurrent_verification_gives_the_same_replay(tmp_path: Path) -> None:
     parallel = replay(chain, snapshot_of(PROJECT_X_ZAI), concurrent=True)
     assert parallel.as_dict() == serial.as_dict()
     assert parallel.changed == 11
+
+
+@pytest.mark.parametrize(
+    ("attribute", "value", "kind"),
+    [
+        ("route_shadow.outcome", "held", "decision-fields-mismatch"),
+        ("route_shadow.provider", "zai", "decision-fields-mismatch"),
+        ("route_shadow.snapshot.revision", 7, "cited"),
+        ("route_shadow.context", "ALTERED", "decision-id-mismatch"),
+    ],
+)
+def test_a_forgery_in_a_later_copy_of_a_known_decision_is_caught(
+    tmp_path: Path, attribute: str, value: Any, kind: str
+) -> None:
+    """A decision id already replayed and checked lets later records skip the replay, but only if
+    they carry the same context, citation and fields: a forged copy still goes the careful way."""
+    chain = tmp_path / "chain.jsonl"
+    written = build_chain(chain)
+    a_seqs = [i for i, (name, _) in enumerate(written) if name == "A"]
+    target = a_seqs[2]  # two earlier records carry the same decision id
+
+    def edit(seq: int, payload: dict[str, Any]) -> dict[str, Any]:
+        if seq != target:
+            return payload
+        attributes = dict(payload["attributes"])
+        if value == "ALTERED":
+            attributes[attribute] = attributes[attribute].replace('"agentic"', '"one-shot"')
+        else:
+            attributes[attribute] = value
+        return {**payload, "attributes": attributes}
+
+    forged = tmp_path / "forged.jsonl"
+    rewrite_chain(chain, forged, edit)
+    result = replay(forged, snapshot_of(RECORDED_POLICIES), concurrent=False)
+    if kind == "cited":
+        # Revision 7 of an unknown snapshot: not the candidate, no store to check it against.
+        assert result.integrity.findings == {}
+        assert result.integrity.unchecked == 1
+    else:
+        assert result.integrity.findings == {kind: 1}
+        assert result.integrity.examples[0]["seq"] == target
+    assert result.integrity.passed == EXPECTED["spawns"] - 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -86,7 +87,8 @@ CitedLoader = Callable[[int], PolicySnapshot | None]
 """Returns a store's revision N (or None when the store does not hold it)."""
 
 Fields = tuple[Any, ...]
-_Pending = tuple[int, dict[str, Any], dict[str, Any], str, CitedKey | None]
+_Row = tuple[int, dict[str, Any], dict[str, Any], str]
+_ChangeKey = tuple[tuple[Any, ...] | None, tuple[str, ...], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,20 @@ class Replayed:
     fields: Fields
     agreed: bool
     divergence: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """A recorded decision already replayed and checked: what a later record with the same decision
+    id must carry to be the same decision, and how the candidate's decision differs from it."""
+
+    text: str
+    revision: int
+    content_hash: str
+    available: bool
+    recorded: Fields
+    change: _ChangeKey
+    after: Replayed
 
 
 _UNPARSEABLE: Final = Replayed(decision_id="", fields=(), agreed=False, divergence=None)
@@ -395,6 +411,24 @@ class _Examples:
         bucket.sort(key=lambda example: example["seq"])
 
 
+def _change(recorded: Fields, after: Replayed) -> _ChangeKey:
+    """How the candidate's decision differs from the recorded one: (transition or None, the names of
+    the fields that differ, whether the candidate agrees with the route that ran)."""
+    fields = after.fields
+    if fields == recorded:
+        return (None, (), after.agreed)
+    transition = (
+        recorded[_OUTCOME_I],
+        fields[_OUTCOME_I],
+        recorded[_PROVIDER_I],
+        fields[_PROVIDER_I],
+        recorded[_REASON_I],
+        fields[_REASON_I],
+    )
+    changed = tuple(name for name, a, b in zip(DECISION_FIELDS, recorded, fields, strict=True) if a != b)
+    return (transition, changed, after.agreed)
+
+
 def replay_payloads(
     payloads: Iterable[tuple[int, Any]],
     snapshot: PolicySnapshot,
@@ -409,9 +443,12 @@ def replay_payloads(
 ) -> WhatIfResult:
     """Replay ``(seq, payload)`` pairs against ``snapshot``; see the module docstring.
 
-    One pass. A record whose context is already memoised (for the candidate and, when it cites
-    another snapshot, for that one) is settled at once; the others wait in a small pending list that
-    is resolved with one ``explain_batch`` per snapshot when it fills, and at the end.
+    One pass. The first record of each recorded decision (its decision id) goes the careful way:
+    replayed against the candidate and against the snapshot it cites, compared, and remembered.
+    Later records carrying the same decision id, the same context text, the same citation and the
+    same recorded fields are the same decision, so they are settled by comparisons alone. Records
+    whose contexts are not yet memoised wait in a small pending list, resolved with one
+    ``explain_batch`` per snapshot when it fills and at the end.
     """
     specs = tuple(by) if by is not None else parse_by(None)
     window = window if window is not None else TimeWindow()
@@ -428,20 +465,23 @@ def replay_payloads(
     not_checked = integrity.not_checked
     candidate = _Resolver(snapshot)
     cited = _Cited(snapshot, cited_loader)
-    cited_resolvers = cited.resolvers
-    cand_revision, cand_hash = snapshot.revision, snapshot.content_hash
-    cand_available = snapshot.available
-    # cube: (transition or None, agreed_before, agreed_after, *dims) -> count
+    candidate_key = cited.candidate_key
+    memo = candidate.memo
+    # Decisions already settled the careful way, by recorded decision id.
+    known: dict[str, _Known] = {}
+    known_get = known.get
+    # cube: (change, agreed_before, *dims) -> count
     cube: defaultdict[tuple[Any, ...], int] = defaultdict(int)
-    field_changes = result.field_changes
     example_sink = _Examples(examples)
+    example_lists = example_sink.by_transition
+    example_limit = examples
     skipped = result.skipped_kinds
     total = chain.records
-    memo = candidate.memo
     context_key, id_key, agreed_key, outcome_key = attr.CONTEXT, attr.DECISION_ID, attr.AGREED, attr.OUTCOME
     revision_key, hash_key, state_key = attr.SNAPSHOT_REVISION, attr.SNAPSHOT_HASH, attr.SNAPSHOT_STATE
     field_keys = _FIELD_KEYS
-    pending: list[_Pending] = []
+    pending: list[_Row] = []
+    fast = 0
 
     def finding(kind: str, seq: int, payload: dict[str, Any], detail: str) -> None:
         integrity.findings[kind] = integrity.findings.get(kind, 0) + 1
@@ -456,49 +496,48 @@ def replay_payloads(
                 }
             )
 
-    def count(
-        seq: int, payload: dict[str, Any], attributes: dict[str, Any], recorded: Fields, after: Replayed
-    ) -> None:
-        """The difference between the recorded decision and the candidate's."""
-        get = attributes.get
-        fields = after.fields
-        if fields == recorded:
-            transition = None
-        else:
-            transition = (
-                recorded[_OUTCOME_I],
-                fields[_OUTCOME_I],
-                recorded[_PROVIDER_I],
-                fields[_PROVIDER_I],
-                recorded[_REASON_I],
-                fields[_REASON_I],
-            )
-            for name, a, b in zip(DECISION_FIELDS, recorded, fields, strict=True):
-                if a != b:
-                    field_changes[name] = field_changes.get(name, 0) + 1
-            example_sink.offer(transition, seq, lambda: _example(seq, payload, attributes, recorded, after))
-        try:
-            cube[(transition, get(agreed_key) is True, after.agreed, *map(get, dim_keys))] += 1
-        except TypeError:  # an unhashable attribute value: not something the exporter writes
-            result.malformed += 1
-
-    def settle(
+    def tally(
         seq: int,
         payload: dict[str, Any],
         attributes: dict[str, Any],
-        text: str,
-        key: CitedKey | None,
+        recorded: Fields,
         after: Replayed,
-        reference: Replayed | None,
+        change: _ChangeKey,
     ) -> None:
-        """The slow path: integrity against a snapshot other than the candidate, or a finding."""
-        recorded = tuple(map(attributes.get, field_keys))
+        get = attributes.get
+        try:
+            cube[(change, get(agreed_key) is True, *map(get, dim_keys))] += 1
+        except TypeError:  # an unhashable attribute value: not something the exporter writes
+            result.malformed += 1
+            return
+        transition = change[0]
+        if transition is not None and example_limit > 0:
+            bucket = example_lists.get(transition)
+            if bucket is None or len(bucket) < example_limit or seq < bucket[-1]["seq"]:
+                example_sink.offer(
+                    transition, seq, partial(_example, seq, payload, attributes, recorded, after)
+                )
+
+    def process(row: _Row, defer: bool) -> None:
+        """The careful way: replay against the candidate and the cited snapshot, check, remember."""
+        seq, payload, attributes, text = row
+        after = memo.get(text)
+        if after is None:
+            if defer:
+                pending.append(row)
+                return
+            candidate.resolve([text])
+            after = memo[text]
         if after is _UNPARSEABLE:
             finding("context-unparseable", seq, payload, "route_shadow.context is not a valid route context")
             return
+        key = _cited_key(attributes)
+        reference: Replayed | None = None
         if key is None:
             not_checked["no snapshot citation"] = not_checked.get("no snapshot citation", 0) + 1
-        elif reference is None:
+        elif key == candidate_key:
+            reference = after
+        else:
             resolver = cited.resolver(key)
             if isinstance(resolver, str):
                 if resolver.startswith("!"):
@@ -513,9 +552,14 @@ def replay_payloads(
             else:
                 reference = resolver.memo.get(text)
                 if reference is None:
+                    if defer:
+                        pending.append(row)
+                        return
                     resolver.resolve([text])
                     reference = resolver.memo[text]
-        if reference is not None:
+        recorded = tuple(map(attributes.get, field_keys))
+        change = _change(recorded, after)
+        if reference is not None and key is not None:
             integrity.checked += 1
             recorded_id = attributes.get(id_key)
             if reference.decision_id != recorded_id:
@@ -540,34 +584,33 @@ def replay_payloads(
                 )
                 return
             integrity.passed += 1
-        count(seq, payload, attributes, recorded, after)
+            if len(known) >= MEMO_LIMIT:
+                known.clear()
+            known[reference.decision_id] = _Known(text, key[0], key[1], key[2], recorded, change, after)
+        tally(seq, payload, attributes, recorded, after, change)
 
     def flush() -> None:
         candidate.resolve(row[3] for row in pending)
         by_cited: dict[CitedKey, list[str]] = {}
         for row in pending:
-            key = row[4]
-            if key is not None and key != cited.candidate_key:
+            key = _cited_key(row[2])
+            if key is not None and key != candidate_key:
                 by_cited.setdefault(key, []).append(row[3])
         for key, texts in by_cited.items():
             resolver = cited.resolver(key)
             if isinstance(resolver, _Resolver):
                 resolver.resolve(texts)
-        for seq, payload, attributes, text, key in pending:
-            after = memo.get(text)
-            if after is None:  # evicted by a later batch of this flush: resolve alone
-                candidate.resolve([text])
-                after = memo[text]
-            reference = after if key == cited.candidate_key else None
-            settle(seq, payload, attributes, text, key, after, reference)
+        rows = pending[:]
         pending.clear()
+        for row in rows:
+            process(row, False)
 
     read = 0
     for seq, payload in payloads:
         read += 1
         if progress is not None and not read % PROGRESS_EVERY:
             progress(read, total)
-        if type(payload) is not dict:
+        if payload.__class__ is not dict:
             result.malformed += 1
             continue
         kind = payload.get("kind")
@@ -576,7 +619,7 @@ def replay_payloads(
             skipped[name] = skipped.get(name, 0) + 1
             continue
         attributes = payload.get("attributes")
-        if type(attributes) is not dict:
+        if attributes.__class__ is not dict:
             result.malformed += 1
             continue
         if bounded:
@@ -593,81 +636,71 @@ def replay_payloads(
             continue
         result.observations += 1
         text = get(context_key)
-        if type(text) is not str:
+        if text.__class__ is not str:
             finding("record-incomplete", seq, payload, "no route_shadow.context to replay")
             continue
-        after = memo.get(text)
-        if after is None:
-            pending.append((seq, payload, attributes, text, _cited_key(attributes)))
-            if len(pending) >= CHUNK:
-                flush()
-            continue
-        if after is _UNPARSEABLE:
-            settle(seq, payload, attributes, text, None, after, None)
-            continue
-        revision = get(revision_key)
-        content_hash = get(hash_key)
-        reference: Replayed | None
-        if (
-            content_hash == cand_hash
-            and revision == cand_revision
-            and type(revision) is int
-            and (get(state_key) != CORRUPT_STATE) is cand_available
-        ):
-            reference = after  # the record cites the candidate itself
-        else:
-            key = _cited_key(attributes)
-            if key is None:
-                settle(seq, payload, attributes, text, None, after, None)
-                continue
-            resolver = cited_resolvers.get(key) or cited.resolver(key)
-            if isinstance(resolver, str):
-                settle(seq, payload, attributes, text, key, after, None)
-                continue
-            reference = resolver.memo.get(text)
-            if reference is None:
-                pending.append((seq, payload, attributes, text, key))
-                if len(pending) >= CHUNK:
-                    flush()
-                continue
-        # Fast path: the replay against the cited snapshot reproduces the record exactly.
-        recorded = tuple(map(get, field_keys))
-        if reference.decision_id == get(id_key) and reference.fields == recorded:
-            integrity.checked += 1
-            integrity.passed += 1
-            if after.fields == recorded:
+        decision_id = get(id_key)
+        seen = known_get(decision_id) if decision_id.__class__ is str else None
+        if seen is not None:
+            revision = get(revision_key)
+            if (
+                seen.text == text
+                and get(hash_key) == seen.content_hash
+                and revision == seen.revision
+                and revision.__class__ is int
+                and (get(state_key) != CORRUPT_STATE) is seen.available
+                and tuple(map(get, field_keys)) == seen.recorded
+            ):
+                # The same decision as one already replayed and checked: comparisons only.
+                fast += 1
+                change = seen.change
                 try:
-                    cube[(None, get(agreed_key) is True, after.agreed, *map(get, dim_keys))] += 1
+                    cube[(change, get(agreed_key) is True, *map(get, dim_keys))] += 1
                 except TypeError:
                     result.malformed += 1
-            else:
-                count(seq, payload, attributes, recorded, after)
-        else:
-            settle(seq, payload, attributes, text, _cited_key(attributes), after, reference)
+                    continue
+                transition = change[0]
+                if transition is not None and example_limit > 0:
+                    bucket = example_lists.get(transition)
+                    if bucket is None or len(bucket) < example_limit or seq < bucket[-1]["seq"]:
+                        example_sink.offer(
+                            transition,
+                            seq,
+                            partial(_example, seq, payload, attributes, seen.recorded, seen.after),
+                        )
+                continue
+        process((seq, payload, attributes, text), True)
+        if len(pending) >= CHUNK:
+            flush()
     flush()
     if progress is not None:
         progress(read, total)
 
+    integrity.checked += fast
+    integrity.passed += fast
     result.records_read = read
     result.distinct_contexts = candidate.evaluated
-    result.examples = example_sink.by_transition
+    result.examples = example_lists
     groups: dict[str, dict[tuple[Any, ...], ChangeTally]] = {name: {} for name, _ in spec_positions}
+    field_changes = result.field_changes
     for cell, n in cube.items():
-        cell_transition, was_agreed, now_agreed = cell[0], cell[1], cell[2]
-        cell_dims = cell[3:]
+        (transition, changed, now_agreed), was_agreed = cell[0], cell[1]
+        cell_dims = cell[2:]
+        for name in changed:
+            field_changes[name] = field_changes.get(name, 0) + n
         tallies = [result.total]
         for name, positions in spec_positions:
             group_key = tuple(cell_dims[p] for p in positions)
             tallies.append(groups[name].setdefault(group_key, ChangeTally()))
-        for tally in tallies:
-            tally.replayed += n
+        for tally_ in tallies:
+            tally_.replayed += n
             if was_agreed:
-                tally.agreed_before += n
+                tally_.agreed_before += n
             if now_agreed:
-                tally.agreed_after += n
-            if cell_transition is not None:
-                tally.changed += n
-                tally.transitions[cell_transition] = tally.transitions.get(cell_transition, 0) + n
+                tally_.agreed_after += n
+            if transition is not None:
+                tally_.changed += n
+                tally_.transitions[transition] = tally_.transitions.get(transition, 0) + n
     result.groups = {
         name: sorted(
             rows_.items(), key=lambda item: (-item[1].changed, -item[1].replayed, key_label(item[0]))
