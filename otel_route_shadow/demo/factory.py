@@ -158,7 +158,7 @@ def plan_jobs(spawns: int, settings: FactorySettings) -> list[Job]:
     jobs = []
     for number in range(spawns):
         loop = LOOPS[number % len(LOOPS)]
-        repo = REPOS[(number // len(LOOPS)) % len(REPOS)]
+        repo = REPOS[(number + number // len(LOOPS)) % len(REPOS)]
         settings.credit_exhausted = spawns // 2 <= number < (3 * spawns) // 4
         jobs.append(
             Job(

@@ -25,12 +25,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from otel_route_shadow.chain import canonical_bytes
 from otel_route_shadow.core import PolicySnapshot, RouteContext
 from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.instrumentation.config import ENV_DISABLED, RouteShadowConfig, SeamCall, env_flag
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow.record import ShadowRecord, observe, sanitize_context, span_name
+from otel_route_shadow.shadow.record import ShadowRecord, context_json, observe, sanitize_dumped, span_name
 from otel_route_shadow.version import __version__
 
 __all__ = ["SCHEMA_URL", "SCOPE_NAME", "SETTINGS_FIELD", "SeamObservation", "ShadowRuntime"]
@@ -40,6 +41,7 @@ _LOG = logging.getLogger("otel_route_shadow")
 SCOPE_NAME: Final = "otel_route_shadow.instrumentation"
 SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.37.0"
 SETTINGS_FIELD: Final = "route_shadow_enabled"
+_MEMO_SIZE: Final = 4096
 OBSERVATION_KEY: Final = otel_context.create_key("route_shadow.observation")
 
 
@@ -65,12 +67,23 @@ class SeamObservation:
     """One seam call in flight: the sanitized context, its record once resolved, and whether the
     chain has it yet. Carried to the span processor in the span's parent context."""
 
-    __slots__ = ("attempted", "context", "error_type", "exported", "record", "runtime", "seam", "start_ns")
+    __slots__ = (
+        "attempted",
+        "context",
+        "encoded",
+        "error_type",
+        "exported",
+        "record",
+        "runtime",
+        "seam",
+        "start_ns",
+    )
 
-    def __init__(self, runtime: ShadowRuntime, seam: str, context: RouteContext) -> None:
+    def __init__(self, runtime: ShadowRuntime, seam: str, context: RouteContext, encoded: str) -> None:
         self.runtime = runtime
         self.seam = seam
         self.context = context
+        self.encoded = encoded
         self.record: ShadowRecord | None = None
         self.attempted = False
         self.error_type: str | None = None
@@ -84,12 +97,11 @@ class SeamObservation:
         if self.attempted:
             return
         self.attempted = True
-        snapshot, state = self.runtime.snapshot(span)
+        snapshot, state = self.runtime.snapshot(span, self)
         try:
-            self.record = observe(self.seam, self.context, snapshot, state)
+            self.record = self.runtime.observe(self.seam, self.context, self.encoded, snapshot, state)
         except Exception as exc:
-            self.error_type = type(exc).__qualname__
-            self.runtime.contain(exc, "resolve", span, loud=True)
+            self.runtime.contain(exc, "resolve", span, loud=True, observation=self)
             return
         if span.is_recording():
             span.set_attributes(self.record.attributes)
@@ -104,17 +116,16 @@ class SeamObservation:
         try:
             context = span.get_span_context()
             attributes: Mapping[str, Any]
-            if span.is_recording():
-                attributes = getattr(span, "attributes", None) or {}
-                start = getattr(span, "start_time", None) or self.start_ns
-            elif self.record is not None:
-                attributes, start = self.record.attributes, self.start_ns
-            else:
-                attributes = {attr.SEAM: self.seam, attr.ERROR_TYPE: self.error_type or "unknown"}
-                start = self.start_ns
+            # The very values the span carries: the record's mapping is what enrich() set on it,
+            # plus the error type contain() marked (reading them back from a live span would cost
+            # a lock per attribute).
+            attributes = self.record.attributes if self.record is not None else {attr.SEAM: self.seam}
+            if self.error_type is not None:
+                attributes = {**attributes, attr.ERROR_TYPE: self.error_type}
+            start = getattr(span, "start_time", None) or self.start_ns
             self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes)
         except Exception as exc:
-            self.runtime.contain(exc, "chain", span, loud=loud)
+            self.runtime.contain(exc, "chain", span, loud=loud, observation=self)
 
 
 class ShadowRuntime:
@@ -131,7 +142,8 @@ class ShadowRuntime:
         self._lock = threading.Lock()
         self._plausible = _plausible_sink_errors()
         self._store: Any = None
-        self._store_error: BaseException | None = None
+        self._clean: set[str] = set()
+        self._memo: dict[tuple[str, str, str, int, bool, str], ShadowRecord] = {}
 
     # -- switches -------------------------------------------------------------------------------
     def enabled(self) -> bool:
@@ -152,23 +164,73 @@ class ShadowRuntime:
                     self._store = RoutingPolicyStore(self.config.store)
         return self._store
 
-    def snapshot(self, span: Span | None) -> tuple[PolicySnapshot, str]:
+    def snapshot(
+        self, span: Span | None, observation: SeamObservation | None = None
+    ) -> tuple[PolicySnapshot, str]:
         """The current policy snapshot and its load state; an unreadable store holds, never raises."""
         if self.config.store is None:
             return PolicySnapshot(), "absent"
         try:
             load = self._policy_store().load()
         except Exception as exc:
-            self.contain(exc, "store", span, loud=True)
+            self.contain(exc, "store", span, loud=True, observation=observation)
             return PolicySnapshot(available=False), "corrupt"
         snapshot: PolicySnapshot = load.snapshot
         state: str = load.state
         return snapshot, state
 
+    def sanitize(self, context: RouteContext) -> tuple[RouteContext, str]:
+        """Redact the context before anything is hashed; return it with its canonical JSON.
+
+        A context already seen clean (compared by its whole canonical JSON) is not searched again;
+        only clean encodings are remembered, so no secret is kept here."""
+        dumped = context.model_dump(mode="json")
+        try:
+            encoded = canonical_bytes(dumped).decode("utf-8")
+        except TypeError:
+            encoded = None  # lone surrogates: sanitize replaces them
+        if encoded is not None and encoded in self._clean:
+            return context, encoded
+        clean, paths = sanitize_dumped(context, dumped)
+        if paths or clean is not context or encoded is None:
+            return clean, context_json(clean)
+        with self._lock:
+            if len(self._clean) >= _MEMO_SIZE:
+                self._clean.clear()
+            self._clean.add(encoded)
+        return clean, encoded
+
+    def observe(
+        self, seam: str, context: RouteContext, encoded: str, snapshot: PolicySnapshot, state: str
+    ) -> ShadowRecord:
+        """Resolve a sanitized context, memoised: a decision is a pure function of the context and
+        the snapshot, and a factory spawns the same few contexts over and over. The key holds the
+        whole canonical context and the snapshot's identity, so a hit is exact, never a guess."""
+        key = (seam, encoded, snapshot.content_hash, snapshot.revision, snapshot.available, state)
+        cached = self._memo.get(key)
+        if cached is not None:
+            return cached
+        record = observe(seam, context, snapshot, state, sanitized=True, encoded_context=encoded)
+        with self._lock:
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.pop(next(iter(self._memo)))
+            self._memo[key] = record
+        return record
+
     # -- containment ----------------------------------------------------------------------------
-    def contain(self, exc: BaseException, where: str, span: Span | None, *, loud: bool) -> None:
+    def contain(
+        self,
+        exc: BaseException,
+        where: str,
+        span: Span | None,
+        *,
+        loud: bool,
+        observation: SeamObservation | None = None,
+    ) -> None:
         """Count, mark and log once; raise a genuine bug in strict mode when ``loud`` allows it."""
         plausible = isinstance(exc, self._plausible)
+        if observation is not None:
+            observation.error_type = type(exc).__qualname__
         cause = (where, type(exc).__qualname__)
         with self._lock:
             self.errors[cause] += 1
@@ -202,8 +264,8 @@ class ShadowRuntime:
                 context = RouteContext.model_validate(context)
             if context.request_face != request_face:
                 context = context.model_copy(update={"request_face": request_face})
-            clean, _ = sanitize_context(context)
-            observation = SeamObservation(self, seam, clean)
+            clean, encoded = self.sanitize(context)
+            observation = SeamObservation(self, seam, clean, encoded)
             parent = otel_context.set_value(OBSERVATION_KEY, observation)
             span = self.tracer.start_span(
                 span_name(seam, clean),

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from otel_route_shadow.chain import canonical_bytes
 from otel_route_shadow.core import (
     PolicySnapshot,
     RequestFace,
@@ -20,17 +21,19 @@ from otel_route_shadow.core import (
     explain,
     shadow_decision,
 )
-from otel_route_shadow.core.redaction import redact_value
+from otel_route_shadow.core.redaction import redact_text, redact_value
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
     "RECORD_KIND",
     "AttributeValue",
     "ShadowRecord",
+    "context_json",
     "observe",
     "record_payload",
     "record_route_shadow",
     "sanitize_context",
+    "sanitize_dumped",
     "shadow_attributes",
     "span_name",
 ]
@@ -58,13 +61,54 @@ class ShadowRecord:
     attributes: Mapping[str, AttributeValue]
 
 
-def sanitize_context(context: RouteContext) -> tuple[RouteContext, list[str]]:
-    """Redact credential-shaped strings before anything is hashed (the decision id included)."""
-    dumped = context.model_dump(mode="json")
+def _strings(value: Any, out: list[str]) -> list[str]:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out.append(key)
+            _strings(item, out)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _strings(item, out)
+    return out
+
+
+def _replace_lone_surrogates(value: Any) -> Any:
+    """Lone surrogates cannot be written as UTF-8: U+FFFD stands in, before anything is hashed."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_replace_lone_surrogates(item) for item in value]
+    return value
+
+
+def sanitize_dumped(context: RouteContext, dumped: dict[str, Any]) -> tuple[RouteContext, list[str]]:
+    """:func:`sanitize_context` for a caller that already holds ``context.model_dump(mode="json")``."""
+    try:
+        canonical_bytes(dumped)
+    except TypeError:
+        dumped = _replace_lone_surrogates(dumped)
+        context = RouteContext.model_validate(dumped)
+    _, hits = redact_text("\x00".join(_strings(dumped, [])))
+    if not hits:
+        return context, []
     redacted, paths = redact_value(dumped)
     if not paths:
         return context, []
     return RouteContext.model_validate(redacted), paths
+
+
+def sanitize_context(context: RouteContext) -> tuple[RouteContext, list[str]]:
+    """Redact credential-shaped strings before anything is hashed (the decision id included).
+
+    Fast path: every string of the context joined by NUL is searched once. NUL is a boundary for
+    every redaction pattern, so any credential in one field is also found in the joined text; only
+    then is the context walked field by field (which also yields the redacted paths).
+    """
+    return sanitize_dumped(context, context.model_dump(mode="json"))
 
 
 def operation_name(request_face: str) -> str:
@@ -84,8 +128,23 @@ def span_name(seam: str, context: RouteContext) -> str:
     return f"invoke_agent {agent_name(seam, context)}"
 
 
+def context_json(context: RouteContext) -> str:
+    """The context in canonical JSON: the ``route_shadow.context`` attribute, replayable by ``whatif``.
+
+    The chain's orjson encoder is byte-identical to ``core.canonical_json`` (pinned by its tests)."""
+    dumped = context.model_dump(mode="json")
+    try:
+        return canonical_bytes(dumped).decode("utf-8")
+    except TypeError:
+        return canonical_json(dumped).decode("utf-8", "replace")
+
+
 def shadow_attributes(
-    seam: str, context: RouteContext, shadow: ShadowDecision, snapshot_state: str
+    seam: str,
+    context: RouteContext,
+    shadow: ShadowDecision,
+    snapshot_state: str,
+    encoded_context: str | None = None,
 ) -> dict[str, AttributeValue]:
     """Every attribute of a seam span; a None value is left out (absent means none)."""
     decision = shadow.decision
@@ -121,23 +180,25 @@ def shadow_attributes(
         attr.PRINCIPAL: context.principal_id,
         attr.REQUEST_FACE: context.request_face,
         attr.REQUIREMENT: context.requirement,
-        attr.CONTEXT: canonical_json(context.model_dump(mode="json")).decode("utf-8", "replace"),
+        attr.CONTEXT: encoded_context if encoded_context is not None else context_json(context),
     }
     return {key: value for key, value in values.items() if value is not None}
 
 
 def observe(
-    seam: str, context: RouteContext, snapshot: PolicySnapshot, snapshot_state: str = "ok"
+    seam: str,
+    context: RouteContext,
+    snapshot: PolicySnapshot,
+    snapshot_state: str = "ok",
+    *,
+    sanitized: bool = False,
+    encoded_context: str | None = None,
 ) -> ShadowRecord:
-    """Sanitize, resolve and compare. Raises only on a bug; callers contain it."""
-    clean, _ = sanitize_context(context)
+    """Sanitize (unless the caller already did), resolve and compare. Raises only on a bug."""
+    clean = context if sanitized else sanitize_context(context)[0]
     shadow = shadow_decision(explain(clean, snapshot), clean.legacy_route)
-    return ShadowRecord(
-        seam=seam,
-        context=clean,
-        shadow=shadow,
-        attributes=shadow_attributes(seam, clean, shadow, snapshot_state),
-    )
+    attributes = shadow_attributes(seam, clean, shadow, snapshot_state, encoded_context)
+    return ShadowRecord(seam=seam, context=clean, shadow=shadow, attributes=attributes)
 
 
 def record_route_shadow(
