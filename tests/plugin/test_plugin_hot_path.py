@@ -1,0 +1,59 @@
+"""The seam's shortcuts must be exact: the joined-string precheck never misses a credential, and a
+memoised decision is the decision."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otel_route_shadow.core import PolicySnapshot, RouteContext, policy_set_hash
+from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.demo import factory
+from otel_route_shadow.demo.run import default_policy_file
+from otel_route_shadow.instrumentation.config import RouteShadowConfig
+from otel_route_shadow.instrumentation.runtime import ShadowRuntime
+from otel_route_shadow.shadow.record import context_json, observe, sanitize_context
+
+CREDENTIALS = [
+    "sk-ant-api03-" + "Qk9" * 14,
+    "ghp_" + "Cx" * 18,
+    "AKIACANARYCANARY1234",
+    "Bearer\tabcdefgh12345678",
+    "password=hunter2",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnkifQ.c2ln",
+    "0123456789abcdef0123456789abcdef.CanaryZaiSecret1",
+    "-----BEGIN EC PRIVATE KEY-----\nabc",
+]
+
+fragments = st.one_of(st.text(max_size=40), st.sampled_from(CREDENTIALS))
+
+
+@given(st.lists(st.tuples(fragments, fragments, fragments).map("".join), min_size=1, max_size=8))
+def test_joined_precheck_finds_every_credential_any_single_field_holds(fields: list[str]) -> None:
+    if any(redact_text(field)[1] for field in fields):
+        assert redact_text("\x00".join(fields))[1] > 0
+
+
+@given(st.sampled_from(CREDENTIALS), st.sampled_from(["principal_id", "role", "requirement", "repo_slug"]))
+def test_sanitize_redacts_a_credential_in_any_field(secret: str, field: str) -> None:
+    job = factory.plan_jobs(1, factory.FactorySettings())[0]
+    context = factory.context_for(job, "agentic").model_copy(update={field: f"x {secret} y"})
+    clean, paths = sanitize_context(context)
+    assert paths == [f"/{field}"]
+    assert secret not in context_json(clean)
+
+
+def test_memoised_observation_equals_a_fresh_one(tmp_path: object) -> None:
+    policies = default_policy_file().policies
+    snapshot = PolicySnapshot(policies=policies, revision=3, content_hash=policy_set_hash(policies))
+    runtime = ShadowRuntime(RouteShadowConfig.resolve(environ={}, chain_path=tmp_path / "c.jsonl"))  # type: ignore[operator]
+    for job in factory.plan_jobs(80, factory.FactorySettings()):
+        context: RouteContext = factory.context_for(job, "agentic")
+        clean, encoded = runtime.sanitize(context)
+        first = runtime.observe("seam", clean, encoded, snapshot, "ok")
+        again = runtime.observe("seam", clean, encoded, snapshot, "ok")
+        fresh = observe("seam", context, snapshot, "ok")
+        assert again is first
+        assert dict(first.attributes) == dict(fresh.attributes)
+    changed = PolicySnapshot(policies=policies[:1], revision=4, content_hash=policy_set_hash(policies[:1]))
+    assert runtime.observe("seam", clean, encoded, changed, "ok") is not first
