@@ -343,3 +343,21 @@ def test_no_traceback_from_the_real_entry_point(tmp_path: Path) -> None:
         text=True,
     )
     assert ok.returncode == 0 and len(ok.stdout.splitlines()) == 10
+
+
+def test_contexts_are_sanitized_like_spans_so_nothing_secret_is_printed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from otel_route_shadow.shadow import sanitize_context
+
+    poisoned = json.loads(Path(MANAGED).read_text())
+    poisoned["legacy_route"]["account"] = SECRET
+    poisoned["principal_id"] = f"token={SECRET}"
+    path = tmp_path / "poisoned.json"
+    path.write_text(json.dumps(poisoned))
+    code, out, err = run(capsys, "explain", "--policies", POLICIES, "--context", str(path), "--all-policies")
+    assert code == 0 and SECRET not in out and SECRET not in err
+    assert "redacted credential-shaped values at" in err and "/legacy_route/account" in err
+    sanitized, _ = sanitize_context(RouteContext.model_validate(poisoned))
+    # The same id the span layer computes for the same spawn.
+    assert json.loads(out)["decision_id"] == explain(sanitized, example_snapshot()).decision_id

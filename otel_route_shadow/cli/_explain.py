@@ -5,6 +5,11 @@ lines and prints one compact decision per line. The policies come from a policy 
 (``--policies``), a snapshot store (``--store``), or neither (the empty snapshot of a host that never
 wrote a policy: every decision is legacy compatibility).
 
+Contexts are sanitized exactly as the span layer sanitizes them (credential-shaped strings become
+``[REDACTED]``) before they are explained, so a decision printed here carries the same
+``decision_id`` as the span and the chain record of the same spawn, and nothing printed (decisions
+or error lines) can carry a secret.
+
 Exit codes: 0 every context explained (whatever the outcome: a held or rejected decision is an
 answer, not an error); 2 unusable input: an unreadable or invalid policy file, an unreadable store,
 or a malformed context. In JSON-lines mode a bad line is reported on stderr, the other lines are
@@ -32,6 +37,8 @@ from otel_route_shadow.core import (
     explain_policies,
     policy_set_hash,
 )
+from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.shadow import sanitize_context
 from otel_route_shadow.store import PolicyFileError, RoutingPolicyStore, read_policy_file
 
 __all__ = ["register"]
@@ -101,10 +108,10 @@ def _snapshot_from_file(path: str) -> PolicySnapshot:
     try:
         policy_file = read_policy_file(path)
     except PolicyFileError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(_scrub(str(exc))) from None
     if policy_file.problems:
         for problem in policy_file.problems:
-            print(_problem_line(policy_file.source, problem), file=sys.stderr)
+            print(_scrub(_problem_line(policy_file.source, problem)), file=sys.stderr)
         raise CliError(
             f"{policy_file.source}: {len(policy_file.problems)} problem(s); explain refuses an invalid "
             f"policy set (list them with 'otel-route-shadow policy check {policy_file.source}')"
@@ -135,7 +142,12 @@ def _snapshot(args: argparse.Namespace) -> PolicySnapshot:
 
 
 def _note(message: str) -> None:
-    print(f"otel-route-shadow: note: {message}", file=sys.stderr)
+    print(f"otel-route-shadow: note: {_scrub(message)}", file=sys.stderr)
+
+
+def _scrub(message: str) -> str:
+    """Error and note lines name locations, not values; this is the second line of defence."""
+    return redact_text(message)[0]
 
 
 # -- contexts ---------------------------------------------------------------------------------------
@@ -153,11 +165,22 @@ def _context_problem(exc: ValidationError) -> str:
 
 
 def _parse_context(text: str, where: str) -> RouteContext:
-    document = parse_json_text(text, where)
+    """Parse, validate and sanitize one context; every problem is a :class:`CliError` naming ``where``."""
     try:
-        return RouteContext.model_validate(document)
+        document = parse_json_text(text, where)
+    except CliError as exc:
+        raise CliError(_scrub(str(exc))) from None
+    try:
+        context = RouteContext.model_validate(document)
     except ValidationError as exc:
-        raise CliError(f"{where}: {_context_problem(exc)}") from None
+        raise CliError(_scrub(f"{where}: {_context_problem(exc)}")) from None
+    try:
+        sanitized, paths = sanitize_context(context)
+    except Exception as exc:  # the CLI never shows a traceback for an input it was given
+        raise CliError(f"{where}: cannot sanitize the context ({type(exc).__name__})") from None
+    if paths:
+        _note(f"{where}: redacted credential-shaped values at {', '.join(paths)}")
+    return sanitized
 
 
 def _raw_lines(path: str) -> Iterator[bytes]:
