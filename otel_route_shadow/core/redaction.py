@@ -41,25 +41,48 @@ _PAIR_KEYWORD: Final = (
     r"|(?<=a)(?:pi[_-]?key|ccess[_-]?key|uth[_-]?key)|(?<=c)redentials?)"
 )
 
+# Where another credential begins. A token run stops there even when the characters would let it go on,
+# so two secrets glued together are two matches instead of one match that swallows the second one's
+# prefix and leaves its secret part behind.
+_NEXT_CREDENTIAL: Final = (
+    r"(?=sk-[A-Za-z0-9_-]{20}|eyJ[A-Za-z0-9_-]{8}|gh[pousr]_[A-Za-z0-9]{30}|github_pat_[A-Za-z0-9_]{30}"
+    r"|A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}|[0-9a-f]{32}\.[0-9A-Za-z]{16}"
+    r"|-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY)"
+)
+
+
+def _run(chars: str, minimum: int) -> str:
+    """At least ``minimum`` of ``chars``, then more up to the end of the run or the next credential."""
+    return rf"{chars}{{{minimum}}}{chars}*?(?:(?!{chars})|{_NEXT_CREDENTIAL})"
+
+
+_B64URL: Final = "[A-Za-z0-9_-]"
+_ALNUM: Final = "[A-Za-z0-9]"
+
 # Every alternative starts with a literal or a character class and carries no group before its first
 # character, so the engine can reject most positions without entering a branch (see module docstring).
-# The boundary checks are fixed-width lookbehinds placed after that first character. The name of the one
+# The few boundary checks are fixed-width lookbehinds placed after that first character; most shapes are
+# specific enough to need none, and a shape glued to the preceding word is still a credential. The name of the one
 # group each branch ends with (``match.lastgroup``) says which branch matched.
 _PATTERN: Final = re.compile(
     # PEM private key block, also when truncated (no END line): everything to the end is scrubbed.
     r"-(?P<pem>----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*))"
-    # Anthropic (sk-ant-api03-...) and OpenAI (sk-..., sk-proj-..., sk-svcacct-...) API keys.
-    r"|s(?P<sk>k-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{20,})"
+    # Anthropic (sk-ant-api03-...) and OpenAI (sk-proj-..., sk-svcacct-..., legacy sk-...T3BlbkFJ...) API
+    # keys. Only the bare "sk-" form needs a boundary ("task-...", "desk-..." are words); the named
+    # prefixes and the legacy OpenAI marker are specific enough to match anywhere.
+    r"|s(?P<sk>k-(?:(?:ant|proj|svcacct|admin|None)-|(?=[A-Za-z0-9]{20}T3BlbkFJ)|(?<![A-Za-z0-9]sk-))"
+    + _run(_B64URL, 20)
+    + ")"
     # JSON Web Tokens: base64url header starting with {" (eyJ), payload, optional signature.
-    r"|e(?P<jwt>yJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
+    r"|e(?P<jwt>yJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.(?:" + _run(_B64URL, 1) + ")?)"
     # GitHub tokens: classic prefixes and fine-grained personal access tokens.
-    r"|g(?P<gh>(?<![A-Za-z0-9_]g)(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,}))"
+    r"|g(?P<gh>h[pousr]_" + _run(_ALNUM, 30) + "|ithub_pat_" + _run("[A-Za-z0-9_]", 30) + ")"
     # AWS access key ids.
-    r"|A(?P<aws>(?<![A-Z0-9]A)(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}(?![A-Z0-9]))"
-    # z.ai (Zhipu) API keys, <32 hex id>.<secret>. Anchored on the dot; the lookbehinds check the 32 hex
+    r"|A(?P<aws>(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)" + _run("[A-Z0-9]", 16) + ")"
+    # z.ai (Zhipu) API keys, <32 hex id>.<secret>. Anchored on the dot; the lookbehind checks the 32 hex
     # characters before it and the replacement covers them.
-    r"|\.(?P<zai>(?<=[0-9a-f]{32}\.)(?<![0-9A-Za-z][0-9a-f]{32}\.)[0-9A-Za-z]{16,64}(?![0-9A-Za-z]))"
+    r"|\.(?P<zai>(?<=[0-9a-f]{32}\.)" + _run(_ALNUM, 16) + ")"
     # Bearer tokens (HTTP Authorization scheme). The scheme word is kept.
     r"|[bB](?<![A-Za-z0-9][bB])[eE][aA][rR][eE][rR]\s+(?!\[REDACTED\])(?P<bearer>[A-Za-z0-9._~+/=-]{8,})"
     # key=value pairs. The key and separator are kept; a quoted value is scrubbed with its quotes.
@@ -84,6 +107,20 @@ def redact_text(text: str) -> tuple[str, int]:
     match = _PATTERN.search(text)
     if match is None:
         return text, 0
+    total = 0
+    # A secret glued to the end of another one fails its boundary check against the first secret's
+    # last character; once that secret is replaced it no longer does. Repeat until nothing changes,
+    # so no such neighbour survives (and redacting the output again is a no-op).
+    for _ in range(16):
+        text, count = _substitute(text, match)
+        total += count
+        match = _PATTERN.search(text)
+        if match is None:
+            break
+    return text, total
+
+
+def _substitute(text: str, match: re.Match[str] | None) -> tuple[str, int]:
     pieces: list[str] = []
     cursor = 0
     count = 0

@@ -1,0 +1,187 @@
+"""The credential redactor (ADR-0085): every listed shape is scrubbed, ordinary text is untouched, and
+scrubbing is idempotent and never carries the secret."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otel_route_shadow.core.redaction import REDACTED, json_pointer_token, redact_text, redact_value
+
+ANTHROPIC = "sk-ant-api03-" + "Ab3_dE-9" * 11 + "AA"
+OPENAI = "sk-proj-" + "a1B2c3D4e5" * 5
+OPENAI_LEGACY = "sk-" + "a1B2c3D4e5" * 2 + "T3BlbkFJ" + "f6G7h8I9j0" * 2
+ZAI = "0123456789abcdef0123456789abcdef.AbCdEfGhIjKlMnOp"
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+    "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+AWS = "AKIAIOSFODNN7EXAMPLE"
+GITHUB_CLASSIC = "ghp_" + "A1b2C3d4E5" * 4
+GITHUB_FINE = "github_pat_11ABCDEFG0" + "x_Y1z2" * 10
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\nq2VaLue+/x==\n-----END RSA PRIVATE KEY-----"
+
+SECRETS = {
+    "anthropic": ANTHROPIC,
+    "openai": OPENAI,
+    "openai-legacy": OPENAI_LEGACY,
+    "zai": ZAI,
+    "jwt": JWT,
+    "aws": AWS,
+    "github-classic": GITHUB_CLASSIC,
+    "github-fine-grained": GITHUB_FINE,
+    "pem": PEM,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+@pytest.mark.parametrize("template", ["{}", "key {} end", "x={};", '{{"k": "{}"}}', "({})", "\n{}\n"])
+def test_bare_credential_shapes_are_scrubbed(name: str, template: str) -> None:
+    secret = SECRETS[name]
+    text = template.format(secret)
+    out, count = redact_text(text)
+    assert count >= 1
+    assert secret not in out
+    assert REDACTED in out
+    # Nothing recognisable from the secret survives, not even its tail.
+    assert secret[-8:] not in out
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Authorization: Bearer abcdef123456.xyz-_~+/=", "Authorization: Bearer [REDACTED]"),
+        ("bearer\tTOKENVALUE1234", "bearer\t[REDACTED]"),
+        ("password=hunter2&user=bob", "password=[REDACTED]&user=bob"),
+        ("PASSWORD: s3cret!", "PASSWORD: [REDACTED]"),
+        ('{"api_key": "abc def ghi"}', '{"api_key": [REDACTED]}'),
+        ("api-key=k1; apikey=k2", "api-key=[REDACTED]; apikey=[REDACTED]"),
+        ("token=abc", "token=[REDACTED]"),
+        ("access_token=xyz123 refresh_token='r t'", "access_token=[REDACTED] refresh_token=[REDACTED]"),
+        ("client_secret: zzz", "client_secret: [REDACTED]"),
+        ("X-Api-Key: k123", "X-Api-Key: [REDACTED]"),
+        ("pwd=p passwd=q passphrase=r", "pwd=[REDACTED] passwd=[REDACTED] passphrase=[REDACTED]"),
+        ("credentials=a:b", "credentials=[REDACTED]"),
+        ("-----BEGIN PRIVATE KEY-----\nMIIEv truncated", "[REDACTED]"),
+        ("before " + PEM + " after", "before [REDACTED] after"),
+    ],
+)
+def test_pairs_and_schemes_keep_their_key(text: str, expected: str) -> None:
+    assert redact_text(text)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "selected",
+        "managed-policy",
+        "route_shadow.outcome",
+        "provider=zai",
+        "claude-opus-4-1",
+        "glm-4.6",
+        "acme/widgets",
+        "harness-direct",
+        "max_tokens=100",
+        "tokens: 5",
+        "risk-assessment-for-the-quarter",
+        "task-abcdefghijklmnopqrstuvwxyz0123",
+        "0123456789abcdef" * 4,
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "The spawn was routed to the z.ai harness because credit failover moved it.",
+        "",
+        "abc",
+        "eyJ",
+        "AKIA",
+        "sk-short",
+        "password=[REDACTED]",
+        'password="[REDACTED]"',
+        "Bearer [REDACTED]",
+    ],
+)
+def test_ordinary_text_is_returned_as_the_same_object(text: str) -> None:
+    out, count = redact_text(text)
+    assert count == 0
+    assert out is text
+
+
+def test_count_counts_each_replacement() -> None:
+    text = f"{AWS} and {GITHUB_CLASSIC} and password=x"
+    out, count = redact_text(text)
+    assert count == 3
+    assert out == "[REDACTED] and [REDACTED] and password=[REDACTED]"
+
+
+def test_boundaries() -> None:
+    assert redact_text("mask-" + "a" * 30)[1] == 0  # a bare "sk-" inside a word is not a key
+    assert redact_text("acme/desk-management-frontend-app")[1] == 0
+    assert redact_text("task-" + OPENAI_LEGACY[3:])[0] == "ta[REDACTED]"  # ...but the legacy marker is
+    assert redact_text("x" + ANTHROPIC)[0] == "x[REDACTED]"  # named prefixes match anywhere
+    assert redact_text("x-" + ANTHROPIC)[0] == "x-[REDACTED]"  # a hyphen is a boundary
+    assert redact_text("f" + ZAI)[0] == "f[REDACTED]"  # a longer hex run still loses its last 32
+
+
+_FRAGMENTS = ["password=", "token:", "Bearer ", "sk-", "eyJ", "AKIA", "ghp_", "-----BEGIN PRIVATE KEY-----"]
+_ALPHABET = st.sampled_from([*"abcxyzABCXYZ0189-_.=:/ \n\"'", *_FRAGMENTS])
+
+
+@given(st.lists(st.one_of(_ALPHABET, st.sampled_from(list(SECRETS.values()))), max_size=12).map("".join))
+def test_redaction_is_idempotent(text: str) -> None:
+    once, _ = redact_text(text)
+    twice, count = redact_text(once)
+    assert twice == once
+    assert count == 0
+
+
+@given(st.sampled_from(sorted(SECRETS)), st.text(max_size=20), st.text(max_size=20))
+def test_secret_never_survives_in_any_context(name: str, before: str, after: str) -> None:
+    secret = SECRETS[name]
+    out, count = redact_text(f"{before} {secret} {after}")
+    assert count >= 1
+    assert secret not in out
+
+
+@given(
+    st.lists(st.sampled_from(sorted(SECRETS)), min_size=2, max_size=4),
+    st.sampled_from(["", "-", "_", "x", "9"]),
+)
+def test_glued_secrets_all_go(names: list[str], glue: str) -> None:
+    """A secret directly after another (so its boundary check sees the first secret) is still found."""
+    text = glue.join(SECRETS[name] for name in names)
+    out, _ = redact_text(text)
+    for name in names:
+        assert SECRETS[name][-8:] not in out, (name, out)
+
+
+def test_redact_value_copies_and_reports_paths() -> None:
+    original = {
+        "a": ["x", "password=1", ("tuple", AWS)],
+        ANTHROPIC: 1,
+        "b/c": {"token=abc": "d", "n": 5, "ok": True, "none": None},
+        "clean": "fine",
+    }
+    out, paths = redact_value(original, "/root")
+    assert out["a"] == ["x", "password=[REDACTED]", ("tuple", "[REDACTED]")]
+    assert isinstance(out["a"][2], tuple)
+    assert out[REDACTED] == 1
+    assert out["b/c"] == {"token=[REDACTED]": "d", "n": 5, "ok": True, "none": None}
+    assert paths == ["/root/a/1", "/root/a/2/1", f"/root/{REDACTED}", "/root/b~1c/token=[REDACTED]"]
+    assert original["a"][1] == "password=1"  # the input is not modified
+    assert ANTHROPIC not in repr(out) and ANTHROPIC not in repr(paths)
+
+
+def test_redact_value_keeps_colliding_scrubbed_keys() -> None:
+    out, paths = redact_value({AWS: 1, "AKIAABCDEFGHIJKLMNOP": 2})
+    assert out == {REDACTED: 1, f"{REDACTED}#2": 2}
+    assert paths == [f"/{REDACTED}", f"/{REDACTED}#2"]
+
+
+def test_redact_value_leaves_clean_values_equal() -> None:
+    value = {"kind": "route-shadow", "attributes": {"route_shadow.rung": 3, "x": [1, 2, None]}}
+    out, paths = redact_value(value)
+    assert out == value and paths == []
+
+
+def test_json_pointer_escaping() -> None:
+    assert json_pointer_token("a/b~c") == "a~1b~0c"
+    assert json_pointer_token("plain") == "plain"
