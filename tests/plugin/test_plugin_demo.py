@@ -1,0 +1,62 @@
+"""The main job, as a user runs it: `otel-route-shadow demo`."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from otel_route_shadow.cli import main
+from otel_route_shadow.shadow.attributes import ATTRIBUTES
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_demo_writes_a_verified_chain_and_summarises_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--out", str(tmp_path), "--spawns", "80", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["records"] == 80
+    assert summary["chain"]["intact"] is True and summary["chain"]["records"] == 80
+    assert set(summary["spawns_by_mechanism"]) == {
+        "role-dial",
+        "repo-override",
+        "fleet-ratchet",
+        "credit-failover",
+    }
+    assert 0 < summary["agreement_rate"] < 1
+    assert summary["bypass_spawns"] > 0
+    # A second run continues the same chain and spends no policy revision.
+    assert main(["demo", "--out", str(tmp_path), "--spawns", "20", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["records"] == 20 and again["chain"]["records"] == 100
+    assert again["snapshot"] == summary["snapshot"]
+
+
+def test_demo_prints_spans_and_a_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--out", str(tmp_path), "--spawns", "12"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("span invoke_agent") + out.count("span chat") == 12
+    assert "agreement" in out and "bypass traffic" in out and "intact" in out
+
+
+def test_demo_refuses_an_invalid_policy_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"policies": [{"id": "a", "match": {"repo_ids": ["Not/Canonical"]}}]}))
+    assert main(["demo", "--out", str(tmp_path / "out"), "--policies", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "non-canonical-repo-id" in err and "Traceback" not in err
+
+
+def test_demo_refuses_a_missing_policy_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--out", str(tmp_path), "--policies", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_readme_documents_every_span_attribute_once() -> None:
+    text = README.read_text()
+    documented = re.findall(r"^\| `(route_shadow\.[a-z_.]+)` \|", text, re.MULTILINE)
+    assert sorted(documented) == sorted(spec.key for spec in ATTRIBUTES)
