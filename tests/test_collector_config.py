@@ -2,7 +2,8 @@
 
 The official Collector cannot be installed on this kind of machine, so otelcol.yaml is checked by
 reading it: every component a pipeline references is defined, every defined component is used, and
-every ``route_shadow.*`` attribute it names is in the plugin's attribute table. rotel.env and the stack
+every ``route_shadow.*`` attribute it names is in the plugin's attribute table
+(``otel_route_shadow/shadow/attributes.py``). rotel.env and the stack
 requirements are checked too; when the stack environment is installed (ROUTE_SHADOW_STACK_VENV), each
 ROTEL_* variable is also checked against the installed rotel-agent's own --help.
 """
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_route_shadow.instrumentation.attributes import ATTRIBUTES
+from otel_route_shadow.shadow.attributes import ATTRIBUTES
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "collector-config"
 OTELCOL = CONFIG_DIR / "otelcol.yaml"
@@ -103,7 +104,7 @@ def test_every_route_shadow_attribute_named_exists(config: dict[str, Any]) -> No
     named = {m for s in _strings(config) for m in ROUTE_SHADOW_NAME.findall(s)}
     assert named, "the config names no route_shadow attribute at all"
     unknown = named - ATTRIBUTE_KEYS
-    assert not unknown, f"not in instrumentation/attributes.py: {sorted(unknown)}"
+    assert not unknown, f"not in shadow/attributes.py: {sorted(unknown)}"
 
 
 def test_spanmetrics_dimensions_give_rates_by_mechanism_transport_role_outcome(

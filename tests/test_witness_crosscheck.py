@@ -284,3 +284,27 @@ def test_findings_partition(
     assert [m.seq for m in report.mismatches] == ([rewrite] if rewritten_and_seen else [])
     assert report.matched + len(report.missing_in_backend) == len(kept)
     assert (report.verdict == "agree") == (not orphans_expected and not rewritten_and_seen)
+
+
+def test_decimal_string_start_time_as_the_chain_stores_it() -> None:
+    chain = _chain(3)
+    spans = [_span(p) for _, p in chain]
+    as_stored = [(seq, {**p, "start_time_unix_nano": str(p["start_time_unix_nano"])}) for seq, p in chain]
+    report = _check(as_stored, spans)
+    assert report.verdict == "agree" and report.matched == 3
+    assert summarize_chain(as_stored).first_start_unix_nano == chain[0][1]["start_time_unix_nano"]
+    bad = [(0, {**chain[0][1], "start_time_unix_nano": "12e5"})]
+    assert [m.reason for m in _check(bad, []).malformed] == [
+        "start_time_unix_nano is not a non-negative integer or decimal string"
+    ]
+
+
+def test_scrubbed_strings_match_their_raw_span_value() -> None:
+    chain = _chain(2)
+    raw = "provider=zai api_key=sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
+    spans = [_span(chain[0][1], **{"route_shadow.legacy.detail": raw}), _span(chain[1][1])]
+    chain[0][1]["attributes"]["route_shadow.legacy.detail"] = "provider=zai api_key=[REDACTED]"
+    report = _check(chain, spans)
+    assert report.verdict == "agree", report.mismatches
+    chain[1][1]["attributes"]["route_shadow.legacy.detail"] = "[REDACTED]"  # scrubbing what was no secret
+    assert [m.seq for m in _check(chain, spans).mismatches] == [1]

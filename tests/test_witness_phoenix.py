@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.cli import main
 from otel_route_shadow.witness import (
     PhoenixWitness,
@@ -52,8 +53,8 @@ class FakePhoenix:
                 "context": {"trace_id": payload["trace_id"], "span_id": payload["span_id"]},
                 "span_kind": "AGENT",
                 "parent_id": None,
-                "start_time": _iso(payload["start_time_unix_nano"]),
-                "end_time": _iso(payload["start_time_unix_nano"] + 1000),
+                "start_time": _iso(int(payload["start_time_unix_nano"])),
+                "end_time": _iso(int(payload["start_time_unix_nano"]) + 1000),
                 "status_code": "UNSET",
                 "status_message": "",
                 "attributes": {**payload["attributes"], "llm.provider": "anthropic"},
@@ -131,7 +132,7 @@ def _payload(i: int, *, agreed: bool | None = None, mechanism: str = "role-dial"
         "kind": "route-shadow",
         "trace_id": f"{i + 1:032x}",
         "span_id": f"{i + 1:016x}",
-        "start_time_unix_nano": T0 + i * 1_000_123,
+        "start_time_unix_nano": str(T0 + i * 1_000_123),  # the chain keeps a decimal string
         "attributes": {
             "route_shadow.seam": "runner_utils.run_lightweight_agent",
             "route_shadow.decision_id": f"sha256:{i:064x}",
@@ -145,14 +146,9 @@ def _payload(i: int, *, agreed: bool | None = None, mechanism: str = "role-dial"
 
 
 def _write_chain(path: Path, payloads: list[dict[str, Any]]) -> Path:
-    with path.open("w", encoding="utf-8") as fh:
-        for seq, payload in enumerate(payloads):
-            fh.write(
-                json.dumps(
-                    {"v": 1, "seq": seq, "prev_hash": "0" * 64, "payload": payload, "record_hash": "x"}
-                )
-                + "\n"
-            )
+    with RoutingAuditLog(path) as log:
+        for payload in payloads:
+            log.append(payload)
     return path
 
 
@@ -310,13 +306,15 @@ def test_audit_unusable_inputs_exit_2_with_one_line(
     chain = _write_chain(tmp_path / "chain.jsonl", [_payload(0)])
     empty = _write_chain(tmp_path / "empty.jsonl", [{"kind": "chain-quarantine"}])
     garbage = tmp_path / "garbage.jsonl"
-    garbage.write_text('{"v": 1, "seq": 0, "payload": {}}\nnot json\n')
+    _write_chain(garbage, [_payload(0)])
+    with garbage.open("a") as fh:
+        fh.write("not json\n")
     cases = [
         ([str(chain), "--backend", f"http://127.0.0.1:{_closed_port()}"], "unreachable"),
         ([str(chain), "--backend", url, "--project", "nope"], "project not found"),
         ([str(empty), "--backend", url], "no seam records"),
         ([str(tmp_path / "absent.jsonl"), "--backend", url], "no such file"),
-        ([str(garbage), "--backend", url, "--project", "proj"], "garbage.jsonl:2: not a JSON record"),
+        ([str(garbage), "--backend", url, "--project", "proj"], "garbage.jsonl: line 2: not a record"),
         ([str(chain), "--backend", "not-a-url"], "not an http(s) URL"),
         ([str(chain), "--backend", url, "--since", "tomorrow"], "--since"),
         ([str(chain), "--backend", url, "--until", "2000-01-01T00:00:00Z"], "empty window"),
@@ -360,3 +358,46 @@ def test_backend_url_from_environment(
     monkeypatch.delenv("ROUTE_SHADOW_PHOENIX_URL")
     code, _, err = _audit(capsys, str(chain))
     assert code == 2 and "--backend URL is required" in err
+
+
+def test_broken_linkage_is_a_finding_and_a_torn_tail_a_note(
+    fake: tuple[FakePhoenix, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, url = fake
+    payloads = [_payload(i) for i in range(5)]
+    for p in payloads:
+        state.add("proj", p)
+    chain = _write_chain(tmp_path / "chain.jsonl", payloads)
+    lines = chain.read_bytes().splitlines(keepends=True)
+    # Swap two records' places without recomputing anything: every record still matches its span,
+    # but the chain's own links no longer hold.
+    swapped = tmp_path / "swapped.jsonl"
+    swapped.write_bytes(b"".join([lines[0], lines[2], lines[1], *lines[3:]]))
+    code, out, _ = _audit(capsys, str(swapped), "--backend", url, "--project", "proj")
+    assert code == 1, out
+    assert "chain linkage:" in out and "broken" in out
+    assert "the chain's own hashes do not hold" in out
+    code, out, _ = _audit(capsys, str(swapped), "--backend", url, "--project", "proj", "--no-verify")
+    assert code == 0, out
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(b"".join(lines) + lines[0][:30])
+    code, out, _ = _audit(capsys, str(torn), "--backend", url, "--project", "proj", "--json")
+    assert code == 0, out
+    assert json.loads(out)["chain_linkage"]["verdict"] == "torn-tail"
+
+
+def test_chain_scrubbing_is_not_a_rewrite(
+    fake: tuple[FakePhoenix, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The span carries a credential-shaped string; the chain stores it scrubbed. Not a mismatch."""
+    state, url = fake
+    payload = _payload(0)
+    payload["attributes"]["route_shadow.legacy.detail"] = (
+        "provider=zai api_key=sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
+    )
+    state.add("proj", payload)
+    chain = _write_chain(tmp_path / "chain.jsonl", [payload])
+    stored = next(iter(RoutingAuditLog(chain).iter_records()))
+    assert stored.redactions, "the chain did not scrub the credential-shaped value"
+    code, out, _ = _audit(capsys, str(chain), "--backend", url, "--project", "proj")
+    assert code == 0, out

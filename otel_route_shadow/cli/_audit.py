@@ -9,7 +9,8 @@ written, any span the backend already holds has had its record appended (the cha
 span ends, the export happens later).
 
 Exit codes: 0 the chain and the witness agree (records the backend lacks are a rate, not an error);
-1 they disagree (spans with no record, records whose content differs, duplicate or malformed records);
+1 they disagree (spans with no record, records whose content differs, duplicate or malformed records),
+or the chain's own hash linkage is broken (checked first unless --no-verify; a torn tail is only noted);
 2 unusable input: no chain, an empty chain without --since, a backend that cannot be reached or has no
 such project.
 """
@@ -26,7 +27,7 @@ from typing import Any
 from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
 from otel_route_shadow.witness import WITNESS_KINDS, PhoenixWitness, Witness, WitnessError
 from otel_route_shadow.witness.base import TimeWindow, format_unix_nano, parse_time
-from otel_route_shadow.witness.chain_source import ChainReadError, iter_chain_payloads
+from otel_route_shadow.witness.chain_source import ChainReadError, iter_chain_payloads, verify
 from otel_route_shadow.witness.crosscheck import (
     MISSING,
     CrossCheckReport,
@@ -77,6 +78,11 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--until", metavar="TIME", help="window end, exclusive (default: now)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per backend request")
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the chain's own hash-linkage check (on by default: a broken chain is a finding)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--show",
@@ -112,9 +118,11 @@ def run_audit(
     *,
     since_unix_nano: int | None = None,
     until_unix_nano: int | None = None,
+    check_linkage: bool = True,
 ) -> CrossCheckReport:
     """The audit without the command line: raises CliError for unusable input or an unreachable backend."""
     try:
+        linkage = verify(chain) if check_linkage else None
         summary = summarize_chain(iter_chain_payloads(chain))
     except ChainReadError as exc:
         raise CliError(str(exc)) from None
@@ -133,7 +141,7 @@ def run_audit(
     except WitnessError as exc:
         raise CliError(str(exc)) from None
     try:
-        return cross_check(
+        report = cross_check(
             iter_chain_payloads(chain),
             spans,
             window=window,
@@ -142,6 +150,10 @@ def run_audit(
         )
     except ChainReadError as exc:
         raise CliError(str(exc)) from None
+    if linkage is not None:
+        report.chain_linkage = linkage.verdict.value
+        report.chain_linkage_detail = linkage.describe()
+    return report
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -155,6 +167,7 @@ def _handle(args: argparse.Namespace) -> int:
         witness,
         since_unix_nano=_time_arg("--since", args.since),
         until_unix_nano=_time_arg("--until", args.until),
+        check_linkage=not args.no_verify,
     )
     if args.json:
         body = {"chain": args.chain, **report.to_json()}
@@ -216,10 +229,18 @@ def render_text(chain: str, report: CrossCheckReport, *, show: int = 20) -> str:
         for bad in report.malformed[:show]:
             lines.append(f"  seq {bad.seq}: {bad.reason}")
         more(len(report.malformed))
+    if report.chain_linkage is not None:
+        note = {"intact": "", "torn-tail": " (an append cut short; noted, not an error)"}
+        lines.append(f"chain linkage: {report.chain_linkage_detail}{note.get(report.chain_linkage, '')}")
     if report.verdict == "agree":
         lines.append("verdict: AGREE - the witness holds nothing the chain contradicts")
     else:
-        lines.append(f"verdict: DISAGREE - {report.errors} finding(s); the chain and the witness disagree")
+        what = (
+            "the chain's own hashes do not hold"
+            if report.errors == 1 and report.chain_broken
+            else ("the chain and the witness disagree")
+        )
+        lines.append(f"verdict: DISAGREE - {report.errors} finding(s); {what}")
     return "\n".join(lines) + "\n"
 
 

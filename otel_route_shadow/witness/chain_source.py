@@ -1,49 +1,53 @@
-"""Read the decision chain's payloads as ``(seq, payload)`` pairs, streaming, for the cross-check.
+"""The decision chain as the audit reads it: ``(seq, payload)`` pairs, streaming, and its verification.
 
-Until the chain package's streaming reader lands this is a minimal reader of the documented line shape
-(``{"v": 1, "seq": N, "payload": {...}, ...}``, one JSON object per line). It checks no hashes: hash
-linkage is ``otel-route-shadow verify``'s job; the audit holds the *content* against the witness.
+Thin adapters over :mod:`otel_route_shadow.chain` that turn its errors into one-line
+:class:`ChainReadError` messages naming the file. The reader checks shapes, not hashes (a torn tail is
+skipped, as the chain's readers do); :func:`verify` is the hash-linkage check the audit reports next
+to the witness's findings.
 """
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["ChainReadError", "iter_chain_payloads"]
+from otel_route_shadow.chain import ChainFormatError, VerifyResult, iter_payloads, verify_chain
 
-_MAX_LINE_BYTES = 16 * 1024 * 1024
-_VERIFY = "; `otel-route-shadow verify` checks the chain itself"
+__all__ = ["ChainReadError", "iter_chain_payloads", "verify"]
+
+_VERIFY_HINT = "; `otel-route-shadow verify` checks the chain itself"
 
 
 class ChainReadError(Exception):
     """The chain file cannot be read as chain records; the message names the file and line."""
 
 
-def iter_chain_payloads(path: str | Path) -> Iterator[tuple[int, object]]:
+def _open_error(path: Path, exc: OSError) -> ChainReadError:
+    if isinstance(exc, FileNotFoundError):
+        return ChainReadError(f"{path}: no such file")
+    if isinstance(exc, IsADirectoryError):
+        return ChainReadError(f"{path}: is a directory")
+    return ChainReadError(f"{path}: cannot read: {exc.strerror or exc}")
+
+
+def iter_chain_payloads(path: str | os.PathLike[str]) -> Iterator[tuple[int, object]]:
+    """Every complete record's ``(seq, payload)`` in file order; quarantine events included."""
+    p = Path(path)
+    if p.is_dir():
+        raise ChainReadError(f"{p}: is a directory")
+    try:
+        yield from iter_payloads(p)
+    except ChainFormatError as exc:
+        raise ChainReadError(f"{exc}{_VERIFY_HINT}") from None
+    except OSError as exc:
+        raise _open_error(p, exc) from None
+
+
+def verify(path: str | os.PathLike[str], *, jobs: int = 1) -> VerifyResult:
+    """Hash linkage and record hashes (the chain's own check); every problem inside the file is a verdict."""
     p = Path(path)
     try:
-        handle = p.open("rb")
-    except FileNotFoundError:
-        raise ChainReadError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ChainReadError(f"{p}: is a directory") from None
+        return verify_chain(p, jobs=jobs)
     except OSError as exc:
-        raise ChainReadError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    with handle:
-        for number, raw in enumerate(iter(lambda: handle.readline(_MAX_LINE_BYTES + 1), b""), start=1):
-            if len(raw) > _MAX_LINE_BYTES:
-                raise ChainReadError(f"{p}:{number}: line longer than {_MAX_LINE_BYTES} bytes")
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except ValueError as exc:
-                raise ChainReadError(f"{p}:{number}: not a JSON record ({exc}){_VERIFY}") from None
-            if not isinstance(record, dict):
-                raise ChainReadError(f"{p}:{number}: record is not a JSON object{_VERIFY}")
-            seq = record.get("seq")
-            if isinstance(seq, bool) or not isinstance(seq, int):
-                raise ChainReadError(f"{p}:{number}: record has no integer seq{_VERIFY}")
-            yield seq, record.get("payload")
+        raise _open_error(p, exc) from None

@@ -3,7 +3,8 @@
 Pure logic, no I/O. Inputs are the chain's payloads as ``(seq, payload)`` pairs and the spans a witness
 returned for the chain's time window. A seam event's payload is::
 
-    {"kind": "route-shadow", "trace_id": <32 hex>, "span_id": <16 hex>, "start_time_unix_nano": <int>,
+    {"kind": "route-shadow", "trace_id": <32 hex>, "span_id": <16 hex>,
+     "start_time_unix_nano": <decimal string (or int)>,
      "attributes": {every route_shadow.* and gen_ai.* attribute, exactly as on the span}}
 
 Payloads of other kinds (``chain-quarantine`` and the like) are not seam events and are skipped.
@@ -21,7 +22,9 @@ Records and spans are joined on (trace_id, span_id). The findings:
 * **malformed seam record** - a ``route-shadow`` payload without valid ids or time. An error.
 
 Values compare by type as well as value: ``True`` is not ``1``. An integer equals a float of the same
-whole value (some backends store numbers as floats; the chain never holds floats).
+whole value (some backends store numbers as floats; the chain never holds floats). The chain scrubs
+credential-shaped substrings and lone surrogates before it hashes a record, so a span string equals a
+record string when it does after the same scrubbing (:func:`otel_route_shadow.core.redaction.redact_text`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.witness.base import (
     SEAM_PREFIXES,
     TimeWindow,
@@ -58,6 +62,7 @@ SEAM_KIND: Final = "route-shadow"
 DECISION_ID: Final = "route_shadow.decision_id"
 START_TIME: Final = "start_time_unix_nano"
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
 
@@ -110,8 +115,12 @@ def seam_record(seq: int, payload: object) -> SeamRecord | Malformed | None:
         return Malformed(seq, "trace_id is not 32 lower-case hex digits")
     if not isinstance(span_id, str) or not _SPAN_ID.fullmatch(span_id):
         return Malformed(seq, "span_id is not 16 lower-case hex digits")
+    # The chain stores the start time as a decimal string (nanoseconds exceed the 2**53 integers its
+    # canonical form allows); an integer is accepted too.
+    if isinstance(start, str) and start.isascii() and start.isdigit() and len(start) <= 20:
+        start = int(start)
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-        return Malformed(seq, "start_time_unix_nano is not a non-negative integer")
+        return Malformed(seq, "start_time_unix_nano is not a non-negative integer or decimal string")
     if not isinstance(attributes, Mapping):
         return Malformed(seq, "attributes is not an object")
     return SeamRecord(seq, trace_id, span_id, start, attributes)
@@ -232,6 +241,10 @@ class CrossCheckReport:
     mismatches: list[Mismatch] = field(default_factory=list)
     duplicates: list[Duplicate] = field(default_factory=list)
     malformed: list[Malformed] = field(default_factory=list)
+    # The chain's own hash-linkage check, when the caller ran it: "intact", "torn-tail" or "broken".
+    # A broken chain is a finding; a torn tail (an append cut short by a crash) is only noted.
+    chain_linkage: str | None = None
+    chain_linkage_detail: str = ""
 
     @property
     def held_against(self) -> int:
@@ -248,8 +261,13 @@ class CrossCheckReport:
         return [m for m in self.mismatches if m.decision_id_differs]
 
     @property
+    def chain_broken(self) -> bool:
+        return self.chain_linkage == "broken"
+
+    @property
     def errors(self) -> int:
-        return len(self.orphan_spans) + len(self.mismatches) + len(self.duplicates) + len(self.malformed)
+        findings = len(self.orphan_spans) + len(self.mismatches) + len(self.duplicates) + len(self.malformed)
+        return findings + (1 if self.chain_broken else 0)
 
     @property
     def verdict(self) -> Verdict:
@@ -287,6 +305,9 @@ class CrossCheckReport:
                 for d in self.duplicates
             ],
             "malformed": [{"seq": m.seq, "reason": m.reason} for m in self.malformed],
+            "chain_linkage": {"verdict": self.chain_linkage, "detail": self.chain_linkage_detail}
+            if self.chain_linkage is not None
+            else None,
             "errors": self.errors,
         }
 
@@ -296,7 +317,15 @@ class CrossCheckReport:
 # --------------------------------------------------------------------------------------------------
 
 
+def _scrubbed(text: str) -> str:
+    """What the chain stores for ``text``: credential-shaped substrings and lone surrogates replaced."""
+    return redact_text(_SURROGATE.sub("\ufffd", text))[0]
+
+
 def _same_value(a: object, b: object) -> bool:
+    """``a`` from the chain, ``b`` from the backend."""
+    if isinstance(a, str) and isinstance(b, str):
+        return a == b or a == _scrubbed(b)
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, int) and isinstance(b, float):

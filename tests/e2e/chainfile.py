@@ -1,91 +1,48 @@
-"""Chain files for the e2e suite: write, truncate, and rewrite a record with every hash recomputed.
+"""Chain files for the e2e suite: read, verify, truncate, and rewrite a record with every hash recomputed.
 
-Until ``otel_route_shadow.chain.RoutingAuditLog`` lands this is a minimal stand-in with the documented
-line shape ``{"v": 1, "seq": N, "prev_hash": H, "payload": {...}, "record_hash": H'}``, where
-``record_hash`` is the SHA-256 of the canonical JSON of the record without ``record_hash``, and
-``prev_hash`` links to the previous record (64 zeros for the first). ``rewrite_record`` plays an
-attacker who can recompute hashes: the rewritten chain links and hashes perfectly (``verify`` below
-passes), so only the witness can tell.
+Reading and verifying use the chain package itself. ``rewritten_copy`` plays an attacker who can
+recompute hashes: it re-encodes the chain from the rewritten record on with the chain's own encoder
+(``chain._format.encode_record``), so the result links and hashes perfectly and the chain's verify
+calls it intact. Only the witness can tell.
 """
 
 from __future__ import annotations
 
-import json
+import copy
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from otel_route_shadow.core.canonical import canonical_json, digest
-
-GENESIS = "0" * 64
-
-
-def _seal(seq: int, prev_hash: str, payload: dict[str, Any]) -> dict[str, Any]:
-    record: dict[str, Any] = {"v": 1, "seq": seq, "prev_hash": prev_hash, "payload": payload}
-    record["record_hash"] = digest(record)
-    return record
-
-
-class ChainWriter:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.records = read_records(path) if path.exists() else []
-        self._handle = path.open("ab")
-
-    def append(self, payload: dict[str, Any]) -> None:
-        prev = self.records[-1]["record_hash"] if self.records else GENESIS
-        record = _seal(len(self.records), prev, payload)
-        self.records.append(record)
-        self._handle.write(canonical_json(record) + b"\n")
-        self._handle.flush()
-
-    def __enter__(self) -> ChainWriter:
-        return self
-
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
-        self._handle.close()
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+from otel_route_shadow.chain import GENESIS_HASH, iter_payloads, iter_records, sanitize_payload, verify_chain
+from otel_route_shadow.chain._format import encode_payload, encode_record
 
 
 def payloads(path: Path) -> list[dict[str, Any]]:
-    return [r["payload"] for r in read_records(path)]
+    return [payload for _, payload in iter_payloads(path)]
 
 
 def verify(path: Path) -> bool:
-    """Hash linkage and record hashes: what a plain chain can check on its own."""
-    prev = GENESIS
-    for seq, record in enumerate(read_records(path)):
-        body = {k: val for k, val in record.items() if k != "record_hash"}
-        if record["seq"] != seq or record["prev_hash"] != prev or digest(body) != record["record_hash"]:
-            return False
-        prev = record["record_hash"]
-    return True
-
-
-def _write(path: Path, records: list[dict[str, Any]]) -> None:
-    path.write_bytes(b"".join(canonical_json(r) + b"\n" for r in records))
+    """Hash linkage and record hashes: everything a plain chain can check on its own."""
+    return verify_chain(path).intact
 
 
 def truncated_copy(src: Path, dst: Path, k: int) -> Path:
     """The chain without its last ``k`` records: still a valid chain on its own."""
-    records = read_records(src)
-    _write(dst, records[: len(records) - k])
+    lines = src.read_bytes().splitlines(keepends=True)
+    dst.write_bytes(b"".join(lines[: len(lines) - k]))
     return dst
 
 
 def rewritten_copy(src: Path, dst: Path, seq: int, mutate: Callable[[dict[str, Any]], None]) -> Path:
     """Rewrite the payload of record ``seq`` and recompute every hash from there on."""
-    records = read_records(src)
-    rebuilt: list[dict[str, Any]] = []
-    for record in records:
-        payload = json.loads(json.dumps(record["payload"]))
-        if record["seq"] == seq:
+    out: list[bytes] = []
+    prev = GENESIS_HASH
+    for record in iter_records(src):
+        payload = copy.deepcopy(record.payload)
+        if record.seq == seq:
             mutate(payload)
-        prev = rebuilt[-1]["record_hash"] if rebuilt else GENESIS
-        rebuilt.append(_seal(record["seq"], prev, payload))
-    _write(dst, rebuilt)
+        clean, marks = sanitize_payload(payload)
+        line, prev = encode_record(record.seq, prev, *encode_payload(clean, marks))
+        out.append(line)
+    dst.write_bytes(b"".join(out))
     return dst

@@ -3,8 +3,9 @@
 ``emit_seam_events`` stands in for ``otel-route-shadow demo --spawns N --out DIR`` run with
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` set: it uses the real OpenTelemetry SDK (TracerProvider, batch
 processor, OTLPSpanExporter over HTTP to rotel) with the resource attribute
-``openinference.project.name`` that routes spans to a Phoenix project, and appends one chain record per
-seam span from a span processor's ``on_end``, the way the plugin's local exporter does. Replace the body
+``openinference.project.name`` that routes spans to a Phoenix project, and hands each seam span to the
+plugin's own chain exporter (``RouteShadowChainExporter``) from a span processor's ``on_end``, sampled
+or not, the way the plugin's processor does. Replace the body
 with a run of the demo once it exists; the signature is the demo's: endpoint, project, out dir, spawns.
 """
 
@@ -25,9 +26,7 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import Attributes
 
 from otel_route_shadow.core import vocabulary as v
-from otel_route_shadow.instrumentation import attributes as a
-
-from .chainfile import ChainWriter
+from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 
 CHAIN_NAME = "chain.jsonl"
 SEAMS = (
@@ -68,31 +67,18 @@ class EveryNthRecordOnly(Sampler):
 
 
 class ChainProcessor(SpanProcessor):
-    """Appends a seam span's event to the chain when it ends (sampled or not, like the plugin)."""
+    """Hands every seam span to the plugin's chain exporter when it ends, sampled or not, as the
+    route-shadow processor does."""
 
-    def __init__(self, writer: ChainWriter) -> None:
-        self.writer = writer
+    def __init__(self, exporter: RouteShadowChainExporter) -> None:
+        self.exporter = exporter
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
-        attributes = dict(span.attributes or {})
-        if not any(key.startswith("route_shadow.") for key in attributes):
-            return
-        ctx = span.get_span_context()
-        assert ctx is not None and span.start_time is not None
-        self.writer.append(
-            {
-                "kind": "route-shadow",
-                "trace_id": format(ctx.trace_id, "032x"),
-                "span_id": format(ctx.span_id, "016x"),
-                "start_time_unix_nano": span.start_time,
-                "attributes": {
-                    k: val for k, val in attributes.items() if k.startswith(("route_shadow.", "gen_ai."))
-                },
-            }
-        )
+        if span.attributes and "route_shadow.seam" in span.attributes:
+            self.exporter.append_span(span)
 
 
 def _decision_attributes(i: int, rng: random.Random) -> dict[str, str | int | bool]:
@@ -104,36 +90,36 @@ def _decision_attributes(i: int, rng: random.Random) -> dict[str, str | int | bo
     provider = rng.choice(list(v.Provider))
     model = "glm-4.6" if provider is v.Provider.ZAI else rng.choice(["claude-sonnet-4-5", "claude-opus-4-1"])
     attrs: dict[str, str | int | bool] = {
-        a.SEAM: SEAMS[i % len(SEAMS)],
-        a.OUTCOME: outcome.value,
-        a.REASON: "policy-selected" if outcome is v.Outcome.SELECTED else "no-eligible-account",
-        a.POLICY_SOURCE: rng.choice(list(v.PolicySource)).value,
-        a.RUNG: rng.randint(1, 9),
-        a.PROVIDER: provider.value,
-        a.ACCOUNT: f"{provider.value}-legacy",
-        a.MODEL: model,
-        a.SNAPSHOT_REVISION: 3,
-        a.SNAPSHOT_HASH: hashlib.sha256(b"snapshot-3").hexdigest(),
-        a.SNAPSHOT_STATE: "ok",
-        a.DECISION_ID: hashlib.sha256(f"decision-{i}-{rng.random()}".encode()).hexdigest(),
-        a.LEGACY_PROVIDER: provider.value
+        "route_shadow.seam": SEAMS[i % len(SEAMS)],
+        "route_shadow.outcome": outcome.value,
+        "route_shadow.reason": "policy-selected" if outcome is v.Outcome.SELECTED else "no-eligible-account",
+        "route_shadow.policy_source": rng.choice(list(v.PolicySource)).value,
+        "route_shadow.rung": rng.randint(1, 9),
+        "route_shadow.provider": provider.value,
+        "route_shadow.account": f"{provider.value}-legacy",
+        "route_shadow.model": model,
+        "route_shadow.snapshot.revision": 3,
+        "route_shadow.snapshot.hash": hashlib.sha256(b"snapshot-3").hexdigest(),
+        "route_shadow.snapshot.state": "ok",
+        "route_shadow.decision_id": hashlib.sha256(f"decision-{i}-{rng.random()}".encode()).hexdigest(),
+        "route_shadow.legacy.provider": provider.value
         if agreed
         else ("anthropic" if provider is v.Provider.ZAI else "zai"),
-        a.LEGACY_MECHANISM: mechanism.value,
-        a.LEGACY_DETAIL: f"provider={provider.value}",
-        a.TRANSPORT: transport.value,
-        a.AGREED: agreed,
-        a.REPO: rng.choice(["acme/widgets", "acme/project-x", "acme-legacy-tools"]),
-        a.ROLE: role.value,
-        a.PRINCIPAL: f"{role.value}_loop",
-        a.REQUEST_FACE: v.RequestFace.AGENTIC.value if i % 3 else v.RequestFace.ONE_SHOT.value,
-        a.REQUIREMENT: rng.choice(["none", "claude-sonnet", "high-reasoning"]),
+        "route_shadow.legacy.mechanism": mechanism.value,
+        "route_shadow.legacy.detail": f"provider={provider.value}",
+        "route_shadow.transport": transport.value,
+        "route_shadow.agreed": agreed,
+        "route_shadow.repo": rng.choice(["acme/widgets", "acme/project-x", "acme-legacy-tools"]),
+        "route_shadow.role": role.value,
+        "route_shadow.principal_id": f"{role.value}_loop",
+        "route_shadow.request_face": v.RequestFace.AGENTIC.value if i % 3 else v.RequestFace.ONE_SHOT.value,
+        "route_shadow.requirement": rng.choice(["none", "claude-sonnet", "high-reasoning"]),
         "gen_ai.operation.name": "invoke_agent" if i % 3 else "chat",
         "gen_ai.provider.name": "anthropic" if provider is v.Provider.ANTHROPIC else "z.ai",
         "gen_ai.request.model": model,
     }
     if not agreed:
-        attrs[a.DIVERGENCE] = "provider-differs"
+        attrs["route_shadow.divergence"] = "provider-differs"
     return attrs
 
 
@@ -157,19 +143,18 @@ def emit_seam_events(
         resource=Resource.create({"service.name": "route-shadow-e2e", "openinference.project.name": project}),
         sampler=EveryNthRecordOnly(record_only_every),
     )
-    with ChainWriter(chain) as writer:
-        provider.add_span_processor(ChainProcessor(writer))
-        provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{otlp_http_endpoint}/v1/traces", timeout=10))
-        )
-        tracer = provider.get_tracer("otel_route_shadow.e2e", "0.1.0")
-        rng = random.Random(seed)
-        for i in range(spawns):
-            with tracer.start_as_current_span("host.job", kind=SpanKind.INTERNAL):  # a non-seam parent
-                attrs = _decision_attributes(i, rng)
-                name = f"{attrs['gen_ai.operation.name']} {attrs['gen_ai.request.model']}"
-                with tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attrs):
-                    pass  # the host's spawn would run here
-        assert provider.force_flush(30_000), "spans were not flushed to rotel"
-        provider.shutdown()
+    provider.add_span_processor(ChainProcessor(RouteShadowChainExporter(chain)))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{otlp_http_endpoint}/v1/traces", timeout=10))
+    )
+    tracer = provider.get_tracer("otel_route_shadow.e2e", "0.1.0")
+    rng = random.Random(seed)
+    for i in range(spawns):
+        with tracer.start_as_current_span("host.job", kind=SpanKind.INTERNAL):  # a non-seam parent
+            attrs = _decision_attributes(i, rng)
+            name = f"{attrs['gen_ai.operation.name']} {attrs['gen_ai.request.model']}"
+            with tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attrs):
+                pass  # the host's spawn would run here
+    assert provider.force_flush(30_000), "spans were not flushed to rotel"
+    provider.shutdown()
     return chain

@@ -91,7 +91,6 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         assert down.returncode == 0, down.stderr
         assert "rotel" in down.stdout and "phoenix" in down.stdout
         assert _wait_gone(pids) == []
-        assert not _port_open(endpoints["phoenix_url"]) and not _port_open(endpoints["otlp_http_endpoint"])
         assert not (state / "state.json").exists() and not working_dir.exists()
         assert _stack(venv, state, "down").returncode == 0  # idempotent
         assert _stack(venv, state, "status").returncode == 1
@@ -130,7 +129,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
         parent.kill()  # SIGKILL: no finalizer, no atexit, no signal handler runs
         parent.wait(timeout=10)
         assert _wait_gone(pids) == [], "children outlived their parent"
-        assert not _port_open(started["url"])
+        # (No port check here: on a shared machine another run may bind the freed port at once.)
     finally:
         if parent.poll() is None:
             parent.kill()

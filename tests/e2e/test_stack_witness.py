@@ -36,7 +36,7 @@ class Run:
 
 
 def _window(payloads: list[dict[str, Any]]) -> TimeWindow:
-    starts = [p["start_time_unix_nano"] for p in payloads]
+    starts = [int(p["start_time_unix_nano"]) for p in payloads]  # the chain keeps a decimal string
     return TimeWindow(min(starts), max(starts) + 1)
 
 
