@@ -182,6 +182,32 @@ def test_redact_value_leaves_clean_values_equal() -> None:
     assert out == value and paths == []
 
 
+def test_values_under_credential_named_keys_are_scrubbed_whole() -> None:
+    value = {
+        "password": "hunter2",
+        "client_secret": "abc",
+        "X-Api-Key": "k",
+        "auth": {"token": "t", "token_count": 3, "max_tokens": "100"},
+        "authorization": "Basic dXNlcjpwYXNz",
+        "pwd": "",
+        "secret": REDACTED,
+        "tokens": "fine",
+    }
+    out, paths = redact_value(value)
+    assert out == {
+        "password": REDACTED,
+        "client_secret": REDACTED,
+        "X-Api-Key": REDACTED,
+        "auth": {"token": REDACTED, "token_count": 3, "max_tokens": "100"},
+        "authorization": REDACTED,
+        "pwd": "",
+        "secret": REDACTED,
+        "tokens": "fine",
+    }
+    assert paths == ["/password", "/client_secret", "/X-Api-Key", "/auth/token", "/authorization"]
+    assert redact_value(out) == (out, [])
+
+
 def test_json_pointer_escaping() -> None:
     assert json_pointer_token("a/b~c") == "a~1b~0c"
     assert json_pointer_token("plain") == "plain"

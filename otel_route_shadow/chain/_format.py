@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import orjson
 
-from otel_route_shadow.core.redaction import json_pointer_token, redact_text
+from otel_route_shadow.core.redaction import REDACTED, is_secret_key, json_pointer_token, redact_text
 
 __all__ = [
     "FORMAT_VERSION",
@@ -37,6 +37,7 @@ __all__ = [
     "ChainHead",
     "ChainPayloadError",
     "ChainRecord",
+    "CleanCache",
     "RedactionMark",
     "canonical_bytes",
     "encode_record",
@@ -163,16 +164,27 @@ def canonical_bytes(value: Any) -> bytes:
 # Sanitizing: validate, coerce, repair and redact a payload in one walk.
 
 
+class CleanCache:
+    """Short strings already found clean, kept by a writer across appends (payload keys and enum-like
+    values repeat in every record). Keys and values are kept apart: a key is clean only when it also
+    does not name a credential. The pure core keeps no such state; the shell may."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+        self.values: set[str] = set()
+
+
 def sanitize_payload(
-    payload: Mapping[str, Any], *, clean_cache: set[str] | None = None
+    payload: Mapping[str, Any], *, clean_cache: CleanCache | None = None
 ) -> tuple[dict[str, Any], list[RedactionMark]]:
     """Return a plain-JSON copy of ``payload`` that the format can carry, and its redaction marks.
 
-    Strings (object keys included) are scrubbed of credential-shaped substrings and of lone surrogates.
+    Strings (object keys included) are scrubbed of credential-shaped substrings and of lone surrogates;
+    a non-empty string under a key naming a credential is replaced whole.
     ``str``/``int`` subclasses (enum members) become plain values, tuples become arrays, mappings become
     objects. Anything else, floats above all, raises :class:`ChainPayloadError` naming the field.
-    ``clean_cache`` (owned by the caller) remembers short strings already found clean; the pure core
-    keeps no such state, the shell may.
     """
     if not isinstance(payload, Mapping):
         raise ChainPayloadError(f"payload must be a mapping, not {type(payload).__name__}")
@@ -184,13 +196,14 @@ def sanitize_payload(
 
 
 def _walk_mapping(
-    value: Mapping[Any, Any], path: str, depth: int, marks: list[RedactionMark], cache: set[str] | None
+    value: Mapping[Any, Any], path: str, depth: int, marks: list[RedactionMark], cache: CleanCache | None
 ) -> dict[str, Any]:
     if depth > MAX_PAYLOAD_DEPTH:
         raise ChainPayloadError(f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels at {path or '/'}")
     out: dict[str, Any] = {}
-    for raw_key, item in value.items():
+    for raw_key, raw_item in value.items():
         key = raw_key
+        item = raw_item
         if key.__class__ is not str:
             if not isinstance(key, str):
                 raise ChainPayloadError(
@@ -201,14 +214,19 @@ def _walk_mapping(
             raise ChainPayloadError(f"object keys must be ASCII; key {key!r} at {path or '/'}")
         new_key = key
         redacted = False
-        if cache is None or key not in cache:
+        secret = False
+        if cache is None or key not in cache.keys:
             new_key, count = redact_text(key)
             redacted = count > 0
-            if not redacted and cache is not None:
-                _remember(cache, key)
+            secret = is_secret_key(new_key)
+            if not redacted and not secret and cache is not None:
+                _remember(cache.keys, key)
         if new_key in out:
             # Only a scrubbed key can collide; keep both fields rather than let one overwrite the other.
             new_key = _unique_key(new_key, out)
+            redacted = True
+        if secret and isinstance(item, str) and item and item != REDACTED:
+            item = REDACTED
             redacted = True
         if redacted:
             marks.append(RedactionMark(f"{path}/{json_pointer_token(new_key)}", RULE_CREDENTIAL))
@@ -217,11 +235,11 @@ def _walk_mapping(
 
 
 def _walk_value(
-    item: Any, parent: str, token: str, depth: int, marks: list[RedactionMark], cache: set[str] | None
+    item: Any, parent: str, token: str, depth: int, marks: list[RedactionMark], cache: CleanCache | None
 ) -> Any:
     cls = item.__class__
     if cls is str:
-        if cache is not None and item in cache:
+        if cache is not None and item in cache.values:
             return item
         return _clean_str(item, parent, token, marks, cache)
     if cls is int:
@@ -261,7 +279,7 @@ def _walk_array(
     path: str,
     depth: int,
     marks: list[RedactionMark],
-    cache: set[str] | None,
+    cache: CleanCache | None,
 ) -> list[Any]:
     if depth > MAX_PAYLOAD_DEPTH:
         raise ChainPayloadError(f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels at {path}")
@@ -272,7 +290,9 @@ def _child(parent: str, token: str) -> str:
     return f"{parent}/{json_pointer_token(token)}"
 
 
-def _clean_str(text: str, parent: str, token: str, marks: list[RedactionMark], cache: set[str] | None) -> str:
+def _clean_str(
+    text: str, parent: str, token: str, marks: list[RedactionMark], cache: CleanCache | None
+) -> str:
     new = text
     if not text.isascii() and _SURROGATE.search(text) is not None:
         new = _SURROGATE.sub("\ufffd", text)
@@ -281,7 +301,7 @@ def _clean_str(text: str, parent: str, token: str, marks: list[RedactionMark], c
     if count:
         marks.append(RedactionMark(_child(parent, token), RULE_CREDENTIAL))
     elif new is text and cache is not None:
-        _remember(cache, text)
+        _remember(cache.values, text)
     return new
 
 

@@ -37,6 +37,7 @@ from otel_route_shadow.chain._format import (
     ChainHead,
     ChainPayloadError,
     ChainRecord,
+    CleanCache,
     encode_payload,
     encode_record,
     parse_record_line,
@@ -99,7 +100,7 @@ class RoutingAuditLog:
         self._known_size = -1
         self._head: ChainHead | None = None
         self._durable = 0
-        self._clean_cache: set[str] = set()
+        self._clean_cache = CleanCache()
         self.fsyncs = 0
         """Data syncs this instance performed (group commit makes it smaller than the appends)."""
         self.quarantines = 0

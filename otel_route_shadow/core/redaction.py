@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["REDACTED", "json_pointer_token", "redact_text", "redact_value"]
+__all__ = ["REDACTED", "is_secret_key", "json_pointer_token", "redact_text", "redact_value"]
 
 REDACTED: Final = "[REDACTED]"
 
@@ -93,6 +93,14 @@ _PATTERN: Final = re.compile(
 
 _ZAI_ID_LEN: Final = 32
 
+# An object key naming a credential: its string value is scrubbed whole, whatever it looks like
+# ({"password": "hunter2"} is the structured form of password=hunter2).
+_SECRET_KEY: Final = re.compile(
+    r"(?:^|[^A-Za-z0-9])(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|secret[_-]?key|private[_-]?key|auth[_-]?key|credentials?|authorization)\Z",
+    re.IGNORECASE,
+)
+
 
 def redact_text(text: str) -> tuple[str, int]:
     """Scrub credential-shaped substrings; return the new string and the number of replacements.
@@ -145,6 +153,11 @@ def _substitute(text: str, match: re.Match[str] | None) -> tuple[str, int]:
     return "".join(pieces), count
 
 
+def is_secret_key(key: str) -> bool:
+    """Whether an object key names a credential (``password``, ``client_secret``, ``x-api-key``, ...)."""
+    return _SECRET_KEY.search(key) is not None
+
+
 def json_pointer_token(key: str) -> str:
     """Escape one object key as an RFC 6901 reference token (``~`` -> ``~0``, ``/`` -> ``~1``)."""
     if "~" in key or "/" in key:
@@ -157,6 +170,7 @@ def redact_value(value: Any, path: str = "") -> tuple[Any, list[str]]:
 
     Returns a deep copy of mappings, lists and tuples (tuples stay tuples) with scrubbed strings, and the
     RFC 6901 JSON pointers (prefixed with ``path``) of the fields that were changed, in document order. A
+    non-empty string under a key that names a credential (:func:`is_secret_key`) is replaced whole. A
     field whose *key* was scrubbed is reported under its scrubbed key. When two keys of one mapping scrub to
     the same text, later ones get a ``#2``, ``#3`` suffix so no field is lost. Other leaf values are
     returned as they are.
@@ -184,6 +198,11 @@ def _redact(value: Any, path: str, paths: list[str]) -> Any:
             child = f"{path}/{json_pointer_token(str(new_key))}"
             if key_changed:
                 paths.append(child)
+            if isinstance(item, str) and item and item != REDACTED and is_secret_key(str(new_key)):
+                if not key_changed:
+                    paths.append(child)
+                out[new_key] = REDACTED
+                continue
             out[new_key] = _redact(item, child, paths)
         return out
     if isinstance(value, list | tuple):
