@@ -49,7 +49,7 @@ REPO = HERE.parent
 DEFAULT_STATE_DIR = REPO / ".stack"
 ROTEL_ENV_FILE = HERE / "rotel.env"
 LOOPBACK = "127.0.0.1"
-DEFAULT_PROJECT = "route-shadow"  # the Phoenix project stack.env points the demo and `audit` at
+DEFAULT_PROJECT = "route-shadow-demo"  # the demo's default project; stack.env points `audit` at it
 
 # Measured on a 2-core machine: Phoenix answers /healthz after about 10 s; allow for a slow CI host.
 PHOENIX_START_TIMEOUT_S = 120.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -228,3 +229,62 @@ def test_console_script_text_report_and_unreachable_backend(run: Run, tmp_path: 
     )
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "unreachable" in done.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# The real demo (the plugin under the bundled agent factory) through the same stack.
+
+
+@pytest.fixture(scope="module")
+def demo_run(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    project = f"e2e-demo-{uuid.uuid4().hex[:8]}"
+    out = tmp_path_factory.mktemp("demo")
+    env = {k: val for k, val in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = stack.endpoints.otlp_http_endpoint
+    exe = Path(sys.executable).with_name("otel-route-shadow")
+    done = subprocess.run(
+        [str(exe), "demo", "--spawns", "80", "--out", str(out), "--project", project, "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    chain = out / "chain.jsonl"
+    payloads = [p for p in chainfile.payloads(chain) if p["kind"] == "route-shadow"]
+    assert len(payloads) == 80
+    witness = PhoenixWitness(stack.endpoints.phoenix_url, project)
+    wait_for_spans(witness, _window(payloads), len(payloads))
+    return Run(project, chain, payloads, witness, stack.endpoints.phoenix_url)
+
+
+def test_demo_spans_queried_by_attribute_match_the_chain(demo_run: Run) -> None:
+    filters = {"route_shadow.agreed": False, "route_shadow.legacy.mechanism": "role-dial"}
+    expected = {
+        p["span_id"]: p["attributes"]
+        for p in demo_run.payloads
+        if p["attributes"].get("route_shadow.agreed") is False
+        and p["attributes"].get("route_shadow.legacy.mechanism") == "role-dial"
+    }
+    assert expected, "the demo produced no role-dial disagreement"
+    spans = list(demo_run.witness.fetch_spans(_window(demo_run.payloads), filters))
+    assert {s.span_id for s in spans} == set(expected)
+    for span in spans:
+        for key, value in expected[span.span_id].items():
+            assert span.attributes[key] == value and type(span.attributes[key]) is type(value), key
+
+
+def test_demo_chain_audits_clean_then_catches_truncation(
+    demo_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report = _audit(capsys, demo_run, demo_run.chain)
+    assert code == 0, report
+    assert report["matched"] == len(demo_run.payloads)
+    assert report["chain_linkage"]["verdict"] == "intact"
+    chain = chainfile.truncated_copy(demo_run.chain, tmp_path / "demo-truncated.jsonl", 5)
+    code, report = _audit(capsys, demo_run, chain)
+    assert code == 1
+    assert sorted(o["span_id"] for o in report["orphan_spans"]) == sorted(
+        p["span_id"] for p in demo_run.payloads[-5:]
+    )
