@@ -308,3 +308,10 @@ def test_scrubbed_strings_match_their_raw_span_value() -> None:
     assert report.verdict == "agree", report.mismatches
     chain[1][1]["attributes"]["route_shadow.legacy.detail"] = "[REDACTED]"  # scrubbing what was no secret
     assert [m.seq for m in _check(chain, spans).mismatches] == [1]
+
+
+def test_values_under_credential_named_keys_compare_as_the_chain_stores_them() -> None:
+    chain = _chain(1)
+    spans = [_span(chain[0][1], **{"gen_ai.request.api_key": "not-shaped-like-a-key"})]
+    chain[0][1]["attributes"]["gen_ai.request.api_key"] = "[REDACTED]"
+    assert _check(chain, spans).verdict == "agree"

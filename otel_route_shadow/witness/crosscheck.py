@@ -23,8 +23,9 @@ Records and spans are joined on (trace_id, span_id). The findings:
 
 Values compare by type as well as value: ``True`` is not ``1``. An integer equals a float of the same
 whole value (some backends store numbers as floats; the chain never holds floats). The chain scrubs
-credential-shaped substrings and lone surrogates before it hashes a record, so a span string equals a
-record string when it does after the same scrubbing (:func:`otel_route_shadow.core.redaction.redact_text`).
+credential-shaped substrings, values under credential-named keys and lone surrogates before it hashes a
+record, so a span string also equals a record string when it does after the chain's own sanitizer
+(:func:`otel_route_shadow.chain.sanitize_payload`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.chain import ChainPayloadError, sanitize_payload
 from otel_route_shadow.witness.base import (
     SEAM_PREFIXES,
     TimeWindow,
@@ -62,7 +63,6 @@ SEAM_KIND: Final = "route-shadow"
 DECISION_ID: Final = "route_shadow.decision_id"
 START_TIME: Final = "start_time_unix_nano"
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
 
@@ -317,15 +317,18 @@ class CrossCheckReport:
 # --------------------------------------------------------------------------------------------------
 
 
-def _scrubbed(text: str) -> str:
-    """What the chain stores for ``text``: credential-shaped substrings and lone surrogates replaced."""
-    return redact_text(_SURROGATE.sub("\ufffd", text))[0]
+def _as_stored(key: str, value: object) -> object:
+    """What the chain's writer would store for ``value`` under attribute ``key``: its own sanitizer
+    (credential-shaped substrings, values under credential-named keys, lone surrogates)."""
+    try:
+        clean, _ = sanitize_payload({key: value})
+    except ChainPayloadError:
+        return value
+    return next(iter(clean.values()), value)
 
 
 def _same_value(a: object, b: object) -> bool:
-    """``a`` from the chain, ``b`` from the backend."""
-    if isinstance(a, str) and isinstance(b, str):
-        return a == b or a == _scrubbed(b)
+    """``a`` from the chain, ``b`` from the backend, compared as stored."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, int) and isinstance(b, float):
@@ -341,6 +344,14 @@ def _compared(attributes: Mapping[str, object]) -> dict[str, object]:
     return {k: v for k, v in attributes.items() if k.startswith(SEAM_PREFIXES)}
 
 
+def _agree(key: str, chain: object, backend: object) -> bool:
+    if chain is MISSING or backend is MISSING:
+        return False
+    if _same_value(chain, backend):
+        return True
+    return isinstance(backend, str) and _same_value(chain, _as_stored(key, backend))
+
+
 def compare(record: SeamRecord, span: WitnessSpan, time_tolerance_ns: int) -> tuple[AttributeDiff, ...]:
     """Differences between a record and its span (empty when they agree)."""
     diffs: list[AttributeDiff] = []
@@ -349,7 +360,7 @@ def compare(record: SeamRecord, span: WitnessSpan, time_tolerance_ns: int) -> tu
     for key in sorted(ours.keys() | theirs.keys()):
         a = ours.get(key, MISSING)
         b = theirs.get(key, MISSING)
-        if a is MISSING or b is MISSING or not _same_value(a, b):
+        if not _agree(key, a, b):
             diffs.append(AttributeDiff(key, a, b))
     if abs(record.start_time_unix_nano - span.start_time_unix_nano) > time_tolerance_ns:
         diffs.append(AttributeDiff(START_TIME, record.start_time_unix_nano, span.start_time_unix_nano))
