@@ -39,6 +39,8 @@ BYPASS_DEFINITION: Final = (
 )
 MANAGED_SOURCE: Final = "managed-policy"
 PROGRESS_EVERY: Final = 1 << 15
+KNOWN_LIMIT: Final = 1 << 15
+"""Distinct observations remembered for the fast path before the memory is folded and cleared."""
 
 # Cube key layout: fixed fields first, then the dimensions only some breakdowns need.
 _AGREED, _DIVERGENCE, _OUTCOME, _REASON, _SOURCE, _TRANSPORT, _MECHANISM = range(7)
@@ -180,6 +182,14 @@ def _flag_rows(value: Any) -> None:
             _flag_rows(item)
 
 
+def _fold(known: dict[str, list[Any]], cube: defaultdict[tuple[Any, ...], int]) -> None:
+    """Move the counts of repeated observations into the cube, and forget them (bounded memory)."""
+    for _attributes, copies, _agreed, key in known.values():
+        if copies:
+            cube[key] += copies
+    known.clear()
+
+
 def _add(counts: dict[str, int], key: Any, n: int) -> None:
     name = key if isinstance(key, str) else label(key)
     counts[name] = counts.get(name, 0) + n
@@ -213,6 +223,10 @@ def aggregate(
     total = chain.records
     agreed_key = attr.AGREED
     outcome_key = attr.OUTCOME
+    id_key = attr.DECISION_ID
+    # Observations already counted once, by decision id: [attributes, further copies, agreed, cube key].
+    known: dict[str, list[Any]] = {}
+    known_get = known.get
 
     for _seq, payload in payloads:
         read += 1
@@ -242,15 +256,27 @@ def aggregate(
             outside += 1
             continue
         get = attributes.get
-        if get(outcome_key) is None:
-            without_decision += 1
-            continue
-        agreed = get(agreed_key) is True
-        try:
-            cube[(agreed, *[get(key) for key in keys])] += 1
-        except TypeError:  # an unhashable value: not something the exporter writes
-            malformed += 1
-            continue
+        decision_id = get(id_key)
+        seen = known_get(decision_id) if decision_id.__class__ is str else None
+        if seen is not None and attributes == seen[0]:
+            # The very same observation as an earlier record (only trace, span and time differ).
+            seen[1] += 1
+            agreed = seen[2]
+        else:
+            if get(outcome_key) is None:
+                without_decision += 1
+                continue
+            agreed = get(agreed_key) is True
+            key = (agreed, *map(get, keys))
+            try:
+                cube[key] += 1
+            except TypeError:  # an unhashable value: not something the exporter writes
+                malformed += 1
+                continue
+            if decision_id.__class__ is str:
+                if len(known) >= KNOWN_LIMIT:
+                    _fold(known, cube)
+                known[decision_id] = [attributes, 0, agreed, key]
         if ns >= 0:
             slot = hours.get(ns // HOUR_NS)
             if slot is None:
@@ -263,6 +289,7 @@ def aggregate(
                 first_ns = ns
             if last_ns is None or ns > last_ns:
                 last_ns = ns
+    _fold(known, cube)
     if progress is not None:
         progress(read, total)
 

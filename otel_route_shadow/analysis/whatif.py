@@ -101,20 +101,6 @@ class Replayed:
     divergence: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """A recorded decision already replayed and checked: what a later record with the same decision
-    id must carry to be the same decision, and how the candidate's decision differs from it."""
-
-    text: str
-    revision: int
-    content_hash: str
-    available: bool
-    recorded: Fields
-    change: _ChangeKey
-    after: Replayed
-
-
 _UNPARSEABLE: Final = Replayed(decision_id="", fields=(), agreed=False, divergence=None)
 
 
@@ -429,6 +415,49 @@ def _change(recorded: Fields, after: Replayed) -> _ChangeKey:
     return (transition, changed, after.agreed)
 
 
+class _Known:
+    """A recorded decision already replayed and checked (by decision id), and its running count.
+
+    A later record with the same decision id is the same decision only if it carries exactly the same
+    context text, citation and decision fields; if its attributes equal ``attributes`` altogether it
+    is the very same observation (same dimensions, same agreement) and only ``count`` moves.
+    """
+
+    __slots__ = (
+        "after",
+        "attributes",
+        "available",
+        "change",
+        "content_hash",
+        "count",
+        "recorded",
+        "revision",
+        "text",
+        "transition",
+        "values",
+    )
+
+    def __init__(
+        self,
+        text: str,
+        key: CitedKey,
+        recorded: Fields,
+        change: _ChangeKey,
+        after: Replayed,
+        attributes: dict[str, Any],
+        values: tuple[Any, ...],
+    ) -> None:
+        self.text = text
+        self.revision, self.content_hash, self.available = key
+        self.recorded = recorded
+        self.change = change
+        self.transition = change[0]
+        self.after = after
+        self.attributes = attributes
+        self.values = values
+        self.count = 0
+
+
 def replay_payloads(
     payloads: Iterable[tuple[int, Any]],
     snapshot: PolicySnapshot,
@@ -445,10 +474,11 @@ def replay_payloads(
 
     One pass. The first record of each recorded decision (its decision id) goes the careful way:
     replayed against the candidate and against the snapshot it cites, compared, and remembered.
-    Later records carrying the same decision id, the same context text, the same citation and the
-    same recorded fields are the same decision, so they are settled by comparisons alone. Records
-    whose contexts are not yet memoised wait in a small pending list, resolved with one
-    ``explain_batch`` per snapshot when it fills and at the end.
+    A later record with the same decision id whose attributes equal the remembered record's is the
+    same observation and is only counted; one that carries the same context text, citation and
+    recorded fields is the same decision and is settled by comparisons alone; anything else goes the
+    careful way. Records whose contexts are not yet memoised wait in a small pending list, resolved
+    with one ``explain_batch`` per snapshot when it fills and at the end.
     """
     specs = tuple(by) if by is not None else parse_by(None)
     window = window if window is not None else TimeWindow()
@@ -467,10 +497,9 @@ def replay_payloads(
     cited = _Cited(snapshot, cited_loader)
     candidate_key = cited.candidate_key
     memo = candidate.memo
-    # Decisions already settled the careful way, by recorded decision id.
     known: dict[str, _Known] = {}
     known_get = known.get
-    # cube: (change, agreed_before, *dims) -> count
+    # cube: (change, (*recorded fields, agreed, *dims)) -> count
     cube: defaultdict[tuple[Any, ...], int] = defaultdict(int)
     example_sink = _Examples(examples)
     example_lists = example_sink.by_transition
@@ -480,8 +509,18 @@ def replay_payloads(
     context_key, id_key, agreed_key, outcome_key = attr.CONTEXT, attr.DECISION_ID, attr.AGREED, attr.OUTCOME
     revision_key, hash_key, state_key = attr.SNAPSHOT_REVISION, attr.SNAPSHOT_HASH, attr.SNAPSHOT_STATE
     field_keys = _FIELD_KEYS
+    n_fields = len(field_keys)
+    # Every attribute a record contributes, in one map: its decision fields, agreed, the dimensions.
+    all_keys = (*field_keys, agreed_key, *dim_keys)
     pending: list[_Row] = []
     fast = 0
+
+    def fold() -> None:
+        """Move the known decisions' counts into the cube (before forgetting them, and at the end)."""
+        for entry in known.values():
+            if entry.count:
+                cube[(entry.change, entry.values)] += entry.count
+                entry.count = 0
 
     def finding(kind: str, seq: int, payload: dict[str, Any], detail: str) -> None:
         integrity.findings[kind] = integrity.findings.get(kind, 0) + 1
@@ -496,6 +535,21 @@ def replay_payloads(
                 }
             )
 
+    def offer(
+        transition: tuple[Any, ...],
+        seq: int,
+        payload: dict[str, Any],
+        attributes: dict[str, Any],
+        recorded: Fields,
+        after: Replayed,
+    ) -> None:
+        if example_limit > 0:
+            bucket = example_lists.get(transition)
+            if bucket is None or len(bucket) < example_limit or seq < bucket[-1]["seq"]:
+                example_sink.offer(
+                    transition, seq, partial(_example, seq, payload, attributes, recorded, after)
+                )
+
     def tally(
         seq: int,
         payload: dict[str, Any],
@@ -503,20 +557,16 @@ def replay_payloads(
         recorded: Fields,
         after: Replayed,
         change: _ChangeKey,
-    ) -> None:
-        get = attributes.get
+    ) -> tuple[Any, ...] | None:
+        values = tuple(map(attributes.get, all_keys))
         try:
-            cube[(change, get(agreed_key) is True, *map(get, dim_keys))] += 1
+            cube[(change, values)] += 1
         except TypeError:  # an unhashable attribute value: not something the exporter writes
             result.malformed += 1
-            return
-        transition = change[0]
-        if transition is not None and example_limit > 0:
-            bucket = example_lists.get(transition)
-            if bucket is None or len(bucket) < example_limit or seq < bucket[-1]["seq"]:
-                example_sink.offer(
-                    transition, seq, partial(_example, seq, payload, attributes, recorded, after)
-                )
+            return None
+        if change[0] is not None:
+            offer(change[0], seq, payload, attributes, recorded, after)
+        return values
 
     def process(row: _Row, defer: bool) -> None:
         """The careful way: replay against the candidate and the cited snapshot, check, remember."""
@@ -559,35 +609,37 @@ def replay_payloads(
                     reference = resolver.memo[text]
         recorded = tuple(map(attributes.get, field_keys))
         change = _change(recorded, after)
-        if reference is not None and key is not None:
-            integrity.checked += 1
-            recorded_id = attributes.get(id_key)
-            if reference.decision_id != recorded_id:
-                finding(
-                    "decision-id-mismatch",
-                    seq,
-                    payload,
-                    f"recorded {label(recorded_id)}, replay gives {reference.decision_id}",
-                )
-                return
-            if reference.fields != recorded:
-                differing = [
-                    name
-                    for name, a, b in zip(DECISION_FIELDS, reference.fields, recorded, strict=True)
-                    if a != b
-                ]
-                finding(
-                    "decision-fields-mismatch",
-                    seq,
-                    payload,
-                    "recorded fields differ from the replayed decision: " + ", ".join(differing),
-                )
-                return
-            integrity.passed += 1
+        if reference is None or key is None:
+            tally(seq, payload, attributes, recorded, after, change)
+            return
+        integrity.checked += 1
+        recorded_id = attributes.get(id_key)
+        if reference.decision_id != recorded_id:
+            finding(
+                "decision-id-mismatch",
+                seq,
+                payload,
+                f"recorded {label(recorded_id)}, replay gives {reference.decision_id}",
+            )
+            return
+        if reference.fields != recorded:
+            differing = [
+                name for name, a, b in zip(DECISION_FIELDS, reference.fields, recorded, strict=True) if a != b
+            ]
+            finding(
+                "decision-fields-mismatch",
+                seq,
+                payload,
+                "recorded fields differ from the replayed decision: " + ", ".join(differing),
+            )
+            return
+        integrity.passed += 1
+        values = tally(seq, payload, attributes, recorded, after, change)
+        if values is not None and reference.decision_id not in known:
             if len(known) >= MEMO_LIMIT:
+                fold()
                 known.clear()
-            known[reference.decision_id] = _Known(text, key[0], key[1], key[2], recorded, change, after)
-        tally(seq, payload, attributes, recorded, after, change)
+            known[reference.decision_id] = _Known(text, key, recorded, change, after, attributes, values)
 
     def flush() -> None:
         candidate.resolve(row[3] for row in pending)
@@ -605,7 +657,7 @@ def replay_payloads(
         for row in rows:
             process(row, False)
 
-    read = 0
+    read = observations = 0
     for seq, payload in payloads:
         read += 1
         if progress is not None and not read % PROGRESS_EVERY:
@@ -631,61 +683,64 @@ def replay_payloads(
                 result.outside_window += 1
                 continue
         get = attributes.get
-        if get(outcome_key) is None:
-            result.without_decision += 1
-            continue
-        result.observations += 1
-        text = get(context_key)
-        if text.__class__ is not str:
-            finding("record-incomplete", seq, payload, "no route_shadow.context to replay")
-            continue
         decision_id = get(id_key)
         seen = known_get(decision_id) if decision_id.__class__ is str else None
         if seen is not None:
+            if attributes == seen.attributes:
+                # The very same observation as one already replayed and checked: count it.
+                fast += 1
+                seen.count += 1
+                if seen.transition is not None:
+                    offer(seen.transition, seq, payload, attributes, seen.recorded, seen.after)
+                continue
             revision = get(revision_key)
             if (
-                seen.text == text
+                seen.text == get(context_key)
                 and get(hash_key) == seen.content_hash
                 and revision == seen.revision
                 and revision.__class__ is int
                 and (get(state_key) != CORRUPT_STATE) is seen.available
-                and tuple(map(get, field_keys)) == seen.recorded
             ):
-                # The same decision as one already replayed and checked: comparisons only.
-                fast += 1
-                change = seen.change
-                try:
-                    cube[(change, get(agreed_key) is True, *map(get, dim_keys))] += 1
-                except TypeError:
-                    result.malformed += 1
+                values = tuple(map(get, all_keys))
+                if values[:n_fields] == seen.recorded:
+                    # The same decision (other dimensions or agreement): comparisons only.
+                    try:
+                        cube[(seen.change, values)] += 1
+                    except TypeError:
+                        result.malformed += 1
+                        continue
+                    fast += 1
+                    if seen.transition is not None:
+                        offer(seen.transition, seq, payload, attributes, seen.recorded, seen.after)
                     continue
-                transition = change[0]
-                if transition is not None and example_limit > 0:
-                    bucket = example_lists.get(transition)
-                    if bucket is None or len(bucket) < example_limit or seq < bucket[-1]["seq"]:
-                        example_sink.offer(
-                            transition,
-                            seq,
-                            partial(_example, seq, payload, attributes, seen.recorded, seen.after),
-                        )
-                continue
+        if get(outcome_key) is None:
+            result.without_decision += 1
+            continue
+        observations += 1
+        text = get(context_key)
+        if text.__class__ is not str:
+            finding("record-incomplete", seq, payload, "no route_shadow.context to replay")
+            continue
         process((seq, payload, attributes, text), True)
         if len(pending) >= CHUNK:
             flush()
     flush()
+    fold()
     if progress is not None:
         progress(read, total)
 
     integrity.checked += fast
     integrity.passed += fast
+    result.observations = observations + fast
     result.records_read = read
     result.distinct_contexts = candidate.evaluated
     result.examples = example_lists
     groups: dict[str, dict[tuple[Any, ...], ChangeTally]] = {name: {} for name, _ in spec_positions}
     field_changes = result.field_changes
-    for cell, n in cube.items():
-        (transition, changed, now_agreed), was_agreed = cell[0], cell[1]
-        cell_dims = cell[2:]
+    for (change_key, values), n in cube.items():
+        transition, changed, now_agreed = change_key
+        was_agreed = values[n_fields] is True
+        cell_dims = values[n_fields + 1 :]
         for name in changed:
             field_changes[name] = field_changes.get(name, 0) + n
         tallies = [result.total]
