@@ -211,3 +211,27 @@ def test_matrix_command(capsys: pytest.CaptureFixture[str], chain: Path, tmp_pat
     assert code == 2 and "needs a snapshot" in err
     code, _, err = run(capsys, "matrix", "--policies", str(px), "--repo", "a/b", "--max-rows", "2")
     assert code == 2 and "limit 2" in err
+
+
+def test_progress_line_only_on_a_terminal() -> None:
+    import io
+
+    from otel_route_shadow.analysis.progress import TerminalProgress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    progress = TerminalProgress("verifying", stream=tty, interval=0.0)
+    progress(10, 0)
+    progress.phase("reading")(50, 100)
+    progress.finish()
+    text = tty.getvalue()
+    assert "verifying: 10 records" in text and "reading: 50/100 (50%)" in text
+    assert text.endswith("\r")
+    piped = io.StringIO()
+    quiet = TerminalProgress("verifying", stream=piped, interval=0.0)
+    quiet(10, 0)
+    quiet.finish()
+    assert piped.getvalue() == ""
