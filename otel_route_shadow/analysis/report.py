@@ -39,7 +39,7 @@ BYPASS_DEFINITION: Final = (
 )
 MANAGED_SOURCE: Final = "managed-policy"
 PROGRESS_EVERY: Final = 1 << 15
-KNOWN_LIMIT: Final = 1 << 15
+KNOWN_LIMIT: Final = 1 << 12
 """Distinct observations remembered for the fast path before the memory is folded and cleared."""
 
 # Cube key layout: fixed fields first, then the dimensions only some breakdowns need.

@@ -75,8 +75,10 @@ _FIELD_KEYS: Final = (
 )
 _OUTCOME_I, _REASON_I, _PROVIDER_I = 0, 1, 5
 CHUNK: Final = 4096
-MEMO_LIMIT: Final = 1 << 15
+MEMO_LIMIT: Final = 1 << 14
 """Distinct contexts kept per snapshot; the memo is dropped and refilled when it grows past this."""
+KNOWN_LIMIT: Final = 1 << 12
+"""Checked decisions (with one record's attributes each) kept for the fast path."""
 PROGRESS_EVERY: Final = 1 << 15
 CORRUPT_STATE: Final = "corrupt"
 
@@ -636,7 +638,7 @@ def replay_payloads(
         integrity.passed += 1
         values = tally(seq, payload, attributes, recorded, after, change)
         if values is not None and reference.decision_id not in known:
-            if len(known) >= MEMO_LIMIT:
+            if len(known) >= KNOWN_LIMIT:
                 fold()
                 known.clear()
             known[reference.decision_id] = _Known(text, key, recorded, change, after, attributes, values)
