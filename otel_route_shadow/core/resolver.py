@@ -462,10 +462,17 @@ def _fault(context: RouteContext, snapshot: PolicySnapshot) -> RouteDecision:
         return RouteDecision(**fields)
 
 
-def explain(context: RouteContext, snapshot: PolicySnapshot) -> RouteDecision:
-    """Resolve one context against one snapshot. Pure and total."""
+def explain(
+    context: RouteContext, snapshot: PolicySnapshot, *, index: PolicyIndex | None = None
+) -> RouteDecision:
+    """Resolve one context against one snapshot. Pure and total.
+
+    ``index`` lets a caller that resolves one context at a time against a long-lived snapshot (the
+    span processor) build ``PolicyIndex(snapshot.policies)`` once; it must be built from this very
+    snapshot's policies.
+    """
     try:
-        return _resolve(context, snapshot, PolicyIndex(snapshot.policies))
+        return _resolve(context, snapshot, index if index is not None else PolicyIndex(snapshot.policies))
     except Exception:
         return _fault(context, snapshot)
 

@@ -26,7 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_route_shadow.chain import canonical_bytes
-from otel_route_shadow.core import PolicySnapshot, RouteContext
+from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
 from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.instrumentation.config import ENV_DISABLED, RouteShadowConfig, SeamCall, env_flag
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
@@ -143,6 +143,7 @@ class ShadowRuntime:
         self._plausible = _plausible_sink_errors()
         self._store: Any = None
         self._clean: set[str] = set()
+        self._policy_index: tuple[tuple[str, int, bool], PolicyIndex] | None = None
         self._memo: dict[tuple[str, str, str, int, bool, str], ShadowRecord] = {}
 
     # -- switches -------------------------------------------------------------------------------
@@ -200,6 +201,16 @@ class ShadowRuntime:
             self._clean.add(encoded)
         return clean, encoded
 
+    def _index(self, snapshot: PolicySnapshot) -> PolicyIndex:
+        """One policy index per snapshot (by hash and revision), not one per spawn."""
+        key = (snapshot.content_hash, snapshot.revision, snapshot.available)
+        cached = self._policy_index
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        index = PolicyIndex(snapshot.policies)
+        self._policy_index = (key, index)
+        return index
+
     def observe(
         self, seam: str, context: RouteContext, encoded: str, snapshot: PolicySnapshot, state: str
     ) -> ShadowRecord:
@@ -210,7 +221,15 @@ class ShadowRuntime:
         cached = self._memo.get(key)
         if cached is not None:
             return cached
-        record = observe(seam, context, snapshot, state, sanitized=True, encoded_context=encoded)
+        record = observe(
+            seam,
+            context,
+            snapshot,
+            state,
+            sanitized=True,
+            encoded_context=encoded,
+            index=self._index(snapshot),
+        )
         with self._lock:
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.pop(next(iter(self._memo)))

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from otel_route_shadow.chain import canonical_bytes
 from otel_route_shadow.core import (
+    PolicyIndex,
     PolicySnapshot,
     RequestFace,
     RouteContext,
@@ -193,10 +194,11 @@ def observe(
     *,
     sanitized: bool = False,
     encoded_context: str | None = None,
+    index: PolicyIndex | None = None,
 ) -> ShadowRecord:
     """Sanitize (unless the caller already did), resolve and compare. Raises only on a bug."""
     clean = context if sanitized else sanitize_context(context)[0]
-    shadow = shadow_decision(explain(clean, snapshot), clean.legacy_route)
+    shadow = shadow_decision(explain(clean, snapshot, index=index), clean.legacy_route)
     attributes = shadow_attributes(seam, clean, shadow, snapshot_state, encoded_context)
     return ShadowRecord(seam=seam, context=clean, shadow=shadow, attributes=attributes)
 
