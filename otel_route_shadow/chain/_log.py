@@ -251,24 +251,32 @@ class RoutingAuditLog:
     # -- the head and the torn-tail policy ----------------------------------------------------------
     def _prepare(self, fd: int, size: int) -> tuple[ChainHead | None, int]:
         """Finish an interrupted quarantine, quarantine a torn tail, and return the head to link to."""
-        late_event: dict[str, Any] | None = None
+        owed: list[dict[str, Any]] = []
         if os.path.exists(self._marker):
-            late_event, size = self._resume_quarantine(fd, size)
+            owed, size = self._resume_quarantine(fd, size)
         if size == self._known_size:
             head = self._head
         else:
             head, complete = _tail(fd, size)
             if complete != size:
-                head, size = self._quarantine(fd, head, complete, size)
-        if late_event is not None:
-            head, size = self._append_event(fd, head, size, late_event)
+                head, size = self._quarantine(fd, head, complete, size, owed)
+                owed = []
+        if owed:
+            for marker in owed:
+                head, size = self._append_event(fd, head, size, marker)
             _unlink(self._marker, self._dir)
         self._known_size = size
         self._head = head
         return head, size
 
-    def _quarantine(self, fd: int, head: ChainHead | None, start: int, size: int) -> tuple[ChainHead, int]:
-        """Move the torn bytes ``[start, size)`` to a quarantine file and record that in the chain."""
+    def _quarantine(
+        self, fd: int, head: ChainHead | None, start: int, size: int, owed: list[dict[str, Any]]
+    ) -> tuple[ChainHead, int]:
+        """Move the torn bytes ``[start, size)`` to a quarantine file and record that in the chain.
+
+        ``owed`` are events of an earlier, interrupted quarantine that the chain does not have yet; the
+        marker carries them so that a crash here cannot lose them.
+        """
         digest = hashlib.sha256()
         tmp = os.path.join(self._dir, f".{self._name}.torn.tmp")
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _MODE)
@@ -289,7 +297,7 @@ class RoutingAuditLog:
         sha = digest.hexdigest()
         name = f"{self._name}.torn-{start}-{sha[:16]}"
         os.replace(tmp, os.path.join(self._dir, name))
-        marker = {"offset": start, "length": size - start, "sha256": sha, "file": name}
+        marker = {"offset": start, "length": size - start, "sha256": sha, "file": name, "owed": owed}
         _atomic_write(self._marker, orjson.dumps(marker), self._dir)
         self.quarantines += 1
         return self._finish_quarantine(fd, head, marker)
@@ -301,12 +309,15 @@ class RoutingAuditLog:
         os.ftruncate(fd, start)
         os.fsync(fd)
         self._lower_watermark(start)
-        result = self._append_event(fd, head, start, marker)
+        size = start
+        for event in (marker, *marker.get("owed", ())):
+            head, size = self._append_event(fd, head, size, event)
         _unlink(self._marker, self._dir)
-        return result
+        assert head is not None
+        return head, size
 
     def _append_event(
-        self, fd: int, head: ChainHead | None, size: int, marker: dict[str, Any]
+        self, fd: int, head: ChainHead | None, size: int, marker: Mapping[str, Any]
     ) -> tuple[ChainHead, int]:
         seq = 0 if head is None else head.seq + 1
         prev = GENESIS_HASH if head is None else head.record_hash
@@ -316,40 +327,42 @@ class RoutingAuditLog:
         os.fsync(fd)
         return ChainHead(seq, record_hash), size + len(line)
 
-    def _resume_quarantine(self, fd: int, size: int) -> tuple[dict[str, Any] | None, int]:
-        """A previous appender died inside the quarantine. Returns an event still to be appended (when
-        the chain moved on without it) and the current size."""
+    def _resume_quarantine(self, fd: int, size: int) -> tuple[list[dict[str, Any]], int]:
+        """A previous appender died inside the quarantine procedure: finish it.
+
+        Returns the quarantine events the chain still lacks and that the caller must append (after
+        quarantining a torn tail, if there is one), and the current size.
+        """
         try:
             with open(self._marker, "rb") as handle:
-                marker = orjson.loads(handle.read(64 * 1024))
+                marker = orjson.loads(handle.read(1 << 20))
+            events = [marker, *marker.get("owed", [])]
+            for event in events:
+                _quarantine_event(event)
             start = int(marker["offset"])
-            sha = str(marker["sha256"])
-            int(marker["length"])
-            str(marker["file"])
         except FileNotFoundError:
-            return None, size
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            return [], size
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ChainCorruptError(f"{self._marker}: unreadable quarantine marker ({exc})") from None
-        if size > start:
-            first = _first_line(fd, start, size)
-            if first is None:
-                # The torn bytes are still in place: the crash came before the truncation.
-                if _digest_range(fd, start, size) == sha:
-                    head, _ = _tail(fd, start)
-                    _, size = self._finish_quarantine(fd, head, marker)
-                    return None, size
-                # Different bytes than the marker describes: forget it, quarantine afresh below.
-                _unlink(self._marker, self._dir)
-                return None, size
-            if _is_event_for(first, sha):
-                _unlink(self._marker, self._dir)
-                return None, size
-            return marker, size
         if size == start:
+            # Crashed after the truncation, before the event.
             head, _ = _tail(fd, start)
             _, size = self._finish_quarantine(fd, head, marker)
-            return None, size
-        return marker, size
+            return [], size
+        if size > start and _first_line(fd, start, size) is None:
+            if _digest_range(fd, start, size) == marker["sha256"]:
+                # Crashed before the truncation: the torn bytes are still in place.
+                head, _ = _tail(fd, start)
+                _, size = self._finish_quarantine(fd, head, marker)
+                return [], size
+            # Other bytes than the marker describes: an event write was itself torn by a second crash.
+            # The caller quarantines those bytes and then appends every event still owed.
+            return events, size
+        present = _events_since(fd, start, size)
+        owed = [event for event in events if event["sha256"] not in present]
+        if not owed:
+            _unlink(self._marker, self._dir)
+        return owed, size
 
     # -- durability ---------------------------------------------------------------------------------
     def _sync_descriptor(self) -> int:
@@ -495,12 +508,32 @@ def _digest_range(fd: int, start: int, end: int) -> str:
     return digest.hexdigest()
 
 
-def _is_event_for(line: bytes, sha: str) -> bool:
-    try:
-        record = parse_record_line(line)
-    except ChainFormatError:
-        return False
-    return record.payload.get("kind") == QUARANTINE_KIND and record.payload.get("sha256") == sha
+def _events_since(fd: int, start: int, size: int) -> set[str]:
+    """``sha256`` of every quarantine event among the complete lines from ``start``: normally a few
+    lines, since a marker lives only while a quarantine is in progress."""
+    found: set[str] = set()
+    pos = start
+    carry = b""
+    while pos < size:
+        block = os.pread(fd, min(_COPY_BLOCK, size - pos), pos)
+        if not block:
+            break
+        pos += len(block)
+        lines = (carry + block).split(b"\n")
+        carry = lines.pop()
+        if len(carry) > MAX_LINE_BYTES:
+            carry = b""  # not a record; its remainder fails to parse and is skipped
+        for line in lines:
+            if QUARANTINE_KIND.encode() not in line:
+                continue
+            try:
+                record = parse_record_line(line)
+            except ChainFormatError:
+                continue
+            sha = record.payload.get("sha256")
+            if record.payload.get("kind") == QUARANTINE_KIND and isinstance(sha, str):
+                found.add(sha)
+    return found
 
 
 def _quarantine_event(marker: Mapping[str, Any]) -> dict[str, Any]:
