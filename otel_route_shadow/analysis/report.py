@@ -403,14 +403,19 @@ def _pct(value: float | None) -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], mark: str) -> list[str]:
+    """Aligned columns: the first and the last (text) to the left, the figures between to the right."""
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
-    lines = [mark + " " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()]
+    last = len(headers) - 1
+
+    def align(i: int, cell: str) -> str:
+        return cell.rjust(widths[i]) if 0 < i < last else cell.ljust(widths[i])
+
+    lines = [mark + " " + "  ".join(align(i, h) for i, h in enumerate(headers)).rstrip()]
     for row in rows:
-        cells = [cell.rjust(widths[i]) if i else cell.ljust(widths[i]) for i, cell in enumerate(row)]
-        lines.append(mark + " " + "  ".join(cells).rstrip())
+        lines.append(mark + " " + "  ".join(align(i, cell) for i, cell in enumerate(row)).rstrip())
     return lines
 
 
