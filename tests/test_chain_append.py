@@ -285,8 +285,12 @@ def test_fsync_mode_appends_and_records_a_watermark(tmp_path: Path) -> None:
     for i in range(5):
         log.append({"i": i})
     assert log.fsyncs == 5  # one appender, nothing to share
-    dev, ino, durable = _log._read_watermark(os.open(f"{path}.sync", os.O_RDONLY))
-    assert (dev, ino, durable) == (path.stat().st_dev, path.stat().st_ino, path.stat().st_size)
+    fd = os.open(f"{path}.sync", os.O_RDONLY)
+    try:
+        watermark = _log._read_watermark(fd)
+    finally:
+        os.close(fd)
+    assert watermark == (path.stat().st_dev, path.stat().st_ino, path.stat().st_size)
     assert verify_chain(path).intact
 
 
