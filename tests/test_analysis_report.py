@@ -238,3 +238,27 @@ def test_records_appended_after_verification_are_not_counted(
     assert report.chain.records == EXPECTED["spawns"] + 1
     assert report.records_read == EXPECTED["spawns"] + 1
     assert report.outcomes == EXPECTED["outcomes"]
+
+
+def test_no_worker_process_falls_back_to_serial(chain: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    from otel_route_shadow.analysis import source
+
+    class NoChildren:
+        def __init__(self) -> None:
+            self.real = multiprocessing.get_context("fork")
+
+        def Pipe(self, duplex: bool = True) -> object:
+            return self.real.Pipe(duplex=duplex)
+
+        def Process(self, *args: object, **kwargs: object) -> object:
+            class Refuses:
+                def start(self) -> None:
+                    raise AssertionError("daemonic processes are not allowed to have children")
+
+            return Refuses()
+
+    monkeypatch.setattr(source, "_mp_context", NoChildren)
+    report = build_report(chain, concurrent=True)
+    assert report.chain.verified and report.observations == EXPECTED["spawns"]

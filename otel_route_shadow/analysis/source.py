@@ -333,8 +333,9 @@ def analyse_chain(
     """
     chain = Path(path)
     _require_file(chain)
-    if verify and use_concurrent(chain, concurrent):
-        status, value, end = _concurrent(chain, consume, jobs)
+    outcome = _concurrent(chain, consume, jobs) if verify and use_concurrent(chain, concurrent) else None
+    if outcome is not None:
+        status, value, end = outcome
         _judge(chain, status, allow_unverified)
         if status.verified and value is not None and status.bytes_verified >= end:
             return status, value
@@ -352,16 +353,22 @@ def analyse_chain(
 
 def _concurrent(
     chain: Path, consume: Callable[[Payloads, int], T], jobs: int
-) -> tuple[ChainStatus, T | None, int]:
+) -> tuple[ChainStatus, T | None, int] | None:
     """Verify in a worker while reading up to the size the file has now; the value is None when the
-    reading failed (a line that is not a record: the verdict will say why)."""
+    reading failed (a line that is not a record: the verdict will say why). None when no worker can
+    be started here (a daemonic process, a sandbox): the caller then goes the serial way."""
     end = _complete_size(chain)
     context = _mp_context()
     receiver, sender = context.Pipe(duplex=False)
     worker = context.Process(
         target=_verify_worker, args=(str(chain), jobs, sender), name="route-shadow-verify"
     )
-    worker.start()
+    try:
+        worker.start()
+    except (AssertionError, OSError, RuntimeError):
+        receiver.close()
+        sender.close()
+        return None
     sender.close()
     value: T | None = None
     try:
