@@ -9,6 +9,7 @@ because the harness or the measured code raised.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -62,12 +63,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks.context import BenchContext
 
-    context = BenchContext(cfg)
+    context = BenchContext(cfg, wanted)
     rows: list[Row] = []
     timings: dict[str, float] = {}
+    loads: dict[str, list[float]] = {}
     for name, ids, build in _groups():
         if wanted is not None and name not in wanted and not wanted.intersection(ids):
             continue
+        context.only = None if wanted is None or name in wanted else wanted
         print(f"  running {name} ({', '.join(ids)}) ...", file=sys.stderr, flush=True)
         start = time.perf_counter()
         try:
@@ -75,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:
             built = [errored(Row(id=ids[0], title=name, measured=name, unit=""), exc)]
         timings[name] = round(time.perf_counter() - start, 1)
+        loads[name] = [round(value, 2) for value in os.getloadavg()]
         if wanted is not None and name not in wanted:
             built = [row for row in built if row.id in wanted]
         for row in built:
@@ -101,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": info,
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items()},
         "group_seconds": timings,
+        "loadavg_after_group": loads,
         "chain": context.describe(),
         "rows": [row.as_dict() for row in rows],
         "table": render_table(rows, markdown=True),

@@ -214,4 +214,9 @@ def fsync_row(cfg: BenchConfig, context: BenchContext) -> Row:
 
 
 def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
-    return [append_row(cfg, context), fsync_row(cfg, context)]
+    out = []
+    if context.wants("4a"):
+        out.append(append_row(cfg, context))
+    if context.wants("4b"):
+        out.append(fsync_row(cfg, context))
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from benchmarks.config import BenchConfig
+from benchmarks.context import BenchContext
 from benchmarks.harness import Row, Stats, Target, errored, paired, ratios, timed
 from benchmarks.linear_resolver import load_baseline
 from benchmarks.resolver_data import make_contexts, make_policies, make_snapshot
@@ -80,5 +81,10 @@ def explain_row(cfg: BenchConfig) -> Row:
     return row.judge()
 
 
-def rows(cfg: BenchConfig, context: object = None) -> list[Row]:
-    return [batch_row(cfg), explain_row(cfg)]
+def rows(cfg: BenchConfig, context: BenchContext | None = None) -> list[Row]:
+    out = []
+    if context is None or context.wants("2a"):
+        out.append(batch_row(cfg))
+    if context is None or context.wants("2b"):
+        out.append(explain_row(cfg))
+    return out

@@ -5,8 +5,8 @@ memory of ``verify`` on the large chain.
   their order rotated each run: the reference loop (``benchmarks.chainfile.reference_verify``: orjson
   parse, re-canonicalize with orjson, sha256, compare; nothing else), ``RoutingAuditLog.verify(jobs=1)``
   and ``RoutingAuditLog.verify(jobs=2)``. Figures are throughput in thousands of records per second.
-* 3c runs ``otel-route-shadow verify CHAIN`` (the CLI's ``main``) in a child process and reads the
-  child's peak resident set size from ``os.wait4`` (``ru_maxrss``, KiB on Linux). The baseline shown is
+* 3c runs ``otel-route-shadow verify CHAIN`` (the CLI's ``main``) in a child process, which reports
+  its own peak resident set size (``VmHWM``). The baseline shown is
   the same command on a 1,000-record chain: the interpreter, the imports and the CLI's fixed cost.
 """
 
@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -101,19 +104,29 @@ def throughput_rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     )
     jobs_row.extras["loadavg_after"] = os.getloadavg()
+    jobs_row.extras["threads_in_process"] = threading.active_count()
     return [ref_row.judge(), jobs_row.judge()]
 
 
-_CLI_CHILD = (
-    "import sys\n"
-    "from otel_route_shadow.cli import main\n"
-    "sys.exit(main(['verify', sys.argv[1], '--jobs', sys.argv[2]]))\n"
-)
-_API_CHILD = (
-    "import sys\n"
-    "from otel_route_shadow.chain import RoutingAuditLog\n"
-    "sys.exit(0 if RoutingAuditLog(sys.argv[1]).verify(jobs=int(sys.argv[2])).intact else 1)\n"
-)
+_CHILD = """
+import json, resource, sys
+path, jobs, out, how = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+if how == "cli":
+    from otel_route_shadow.cli import main
+    code = main(["verify", path, "--jobs", jobs, "--no-progress"])
+else:
+    from otel_route_shadow.chain import RoutingAuditLog
+    code = 0 if RoutingAuditLog(path).verify(jobs=int(jobs)).intact else 1
+hwm = None
+with open("/proc/self/status") as status:
+    for line in status:
+        if line.startswith("VmHWM:"):
+            hwm = int(line.split()[1])
+children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+with open(out, "w") as handle:
+    json.dump({"self_kb": hwm, "children_kb": children}, handle)
+sys.exit(code)
+"""
 
 
 def cli_has_verify() -> bool:
@@ -128,17 +141,27 @@ def cli_has_verify() -> bool:
     return True
 
 
-def peak_rss_mb(path: Path, jobs: int = 1, cli: bool = True) -> tuple[float, int]:
-    """Peak RSS (MB) of verifying ``path`` in a child process, and the child's exit code: the CLI
-    (``otel-route-shadow verify PATH --jobs N``) or, when ``cli`` is false, ``RoutingAuditLog.verify``."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", _CLI_CHILD if cli else _API_CHILD, str(path), str(jobs)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_maxrss / 1024, process.returncode
+def peak_rss_mb(path: Path, jobs: int = 1, cli: bool = True) -> tuple[float, float, int]:
+    """Peak RSS of verifying ``path`` in a child process: ``(child MB, largest worker MB, exit code)``.
+
+    The child runs the CLI (``otel-route-shadow verify PATH --jobs N``) or, when ``cli`` is false,
+    ``RoutingAuditLog.verify``, then reports its own ``VmHWM`` from ``/proc/self/status`` (the high-water
+    mark of its address space since ``exec``). ``ru_maxrss`` as seen by this parent would not do: Linux
+    carries the pre-``exec`` high-water mark of the forked copy of *this* (large) process into it.
+    Workers (``--jobs 2``) are the child's children: their peak is ``RUSAGE_CHILDREN`` in the child.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "peak.json"
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(path), str(jobs), str(report), "cli" if cli else "api"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+        if proc.returncode != 0 or not report.exists():
+            raise RuntimeError(f"verify child exited {proc.returncode}: {proc.stderr.decode()[-400:]}")
+        peaks = json.loads(report.read_text())
+    return peaks["self_kb"] / 1024, peaks["children_kb"] / 1024, proc.returncode
 
 
 def memory_row(cfg: BenchConfig, context: BenchContext) -> Row:
@@ -163,26 +186,23 @@ def memory_row(cfg: BenchConfig, context: BenchContext) -> Row:
         ours: list[float] = []
         base: list[float] = []
         for _ in range(2 if not cfg.quick else 1):
-            mb, code = peak_rss_mb(path, cli=cli)
-            if code != 0:
-                raise RuntimeError(f"verify exited {code} on the benchmark chain (cli={cli})")
-            ours.append(mb)
+            ours.append(peak_rss_mb(path, cli=cli)[0])
             base.append(peak_rss_mb(small, cli=cli)[0])
         row.ours, row.baseline, row.runs = Stats.of(ours), Stats.of(base), len(ours)
         row.ratio = ratios(ours, base)
         row.ratio_label = "of 1k"
-        two, code = peak_rss_mb(path, jobs=2, cli=cli)
-        row.extras["peak_rss_mb_jobs2_largest_process"] = round(two, 1)
+        main_mb, worker_mb, _ = peak_rss_mb(path, jobs=2, cli=cli)
+        row.extras["jobs2_peak_rss_mb"] = {"main": round(main_mb, 1), "largest_worker": round(worker_mb, 1)}
         row.extras["chain_bytes"] = path.stat().st_size
         row.extras["measured_via"] = (
             "otel-route-shadow verify (CLI main)" if cli else "RoutingAuditLog.verify"
         )
         if cli:
-            row.notes.append("child process running `otel-route-shadow verify`; ru_maxrss from os.wait4")
+            row.notes.append("child process running `otel-route-shadow verify`; its VmHWM")
         else:
             row.notes.append(
                 "CLI `verify` not available yet: child process running RoutingAuditLog(chain).verify(); "
-                "ru_maxrss from os.wait4"
+                "its VmHWM"
             )
     except Exception as exc:
         return errored(row, exc)
@@ -190,4 +210,9 @@ def memory_row(cfg: BenchConfig, context: BenchContext) -> Row:
 
 
 def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
-    return [*throughput_rows(cfg, context), memory_row(cfg, context)]
+    out = []
+    if context.wants("3a") or context.wants("3b"):
+        out.extend(throughput_rows(cfg, context))
+    if context.wants("3c"):
+        out.append(memory_row(cfg, context))
+    return out

@@ -98,13 +98,14 @@ class ChainSet:
         self.head_hash: str | None = None
 
     def _prepare_store(self) -> Any:
+        from otel_route_shadow.core import policy_set_hash
         from otel_route_shadow.store import RoutingPolicyStore
 
         store_dir = self.workdir / "chains" / "store"
         store = RoutingPolicyStore(store_dir)
         policies = demo_policies()
         load = store.load()
-        if load.state != "ok" or load.snapshot.policies != tuple(policies):
+        if load.state != "ok" or load.snapshot.content_hash != policy_set_hash(policies):
             shutil.rmtree(store_dir, ignore_errors=True)
             store = RoutingPolicyStore(store_dir)
             store.save(policies)

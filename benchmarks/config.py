@@ -31,7 +31,7 @@ class BenchConfig:
     workdir: Path
 
     @classmethod
-    def full(cls, workdir: Path = RESULTS_DIR) -> BenchConfig:
+    def full(cls, workdir: Path = RESULTS_DIR / "work") -> BenchConfig:
         return cls(
             quick=False,
             runs=7,
@@ -50,7 +50,7 @@ class BenchConfig:
         )
 
     @classmethod
-    def smoke(cls, workdir: Path = RESULTS_DIR) -> BenchConfig:
+    def smoke(cls, workdir: Path = RESULTS_DIR / "work-quick") -> BenchConfig:
         return cls(
             quick=True,
             runs=3,

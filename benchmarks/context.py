@@ -8,9 +8,14 @@ from benchmarks.config import BenchConfig
 
 
 class BenchContext:
-    def __init__(self, cfg: BenchConfig) -> None:
+    def __init__(self, cfg: BenchConfig, only: set[str] | None = None) -> None:
         self.cfg = cfg
+        self.only = only
         self._chains: Any = None
+
+    def wants(self, row_id: str) -> bool:
+        """Whether ``--only`` selected this row (or its group)."""
+        return self.only is None or row_id in self.only
 
     @property
     def chains(self) -> Any:
