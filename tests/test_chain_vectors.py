@@ -415,6 +415,19 @@ def test_the_quarantine_in_the_valid_chain_is_complete() -> None:
     assert quarantined == _TORN and hashlib.sha256(quarantined).hexdigest() == event["sha256"]
 
 
+def test_the_worked_example_in_the_format_document_verifies(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "chain-format.md").read_text("utf-8")
+    lines = [line.removeprefix("line    = ") for line in doc.splitlines() if '"record_hash":"' in line]
+    lines = [line for line in lines if line.startswith('{"payload":')]
+    assert len(lines) == 2
+    path = tmp_path / "example.jsonl"
+    path.write_text("".join(line + "\n" for line in lines), "utf-8")
+    result = verify_chain(path)
+    assert result.intact and result.records == 2
+    assert auditor_verify(path)["verdict"] == "intact"
+    assert "f28a7ff35bab716bb0a90c97c7769334fad25c2f2d50ac183519dae721bfee21" in lines[0]
+
+
 def test_vectors_are_what_the_writer_produces_today(tmp_path: Path) -> None:
     build_vectors(tmp_path)
     committed = sorted(p.name for p in VECTORS.iterdir() if p.is_file() and p.name != "README.md")
