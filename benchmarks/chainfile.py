@@ -63,9 +63,11 @@ def write_chain(path: Path, templates: list[dict[str, Any]], records: int, seed:
 
 
 def reference_verify(path: Path) -> int:
-    """The minimal reference loop: read a line, parse it with orjson, take ``record_hash`` out,
-    re-canonicalize the rest with the same rules (sorted keys, strict integers), SHA-256 it, and
-    compare both hashes and the sequence number. Returns the record count; raises on a broken chain."""
+    """The minimal reference loop, per docs/chain-format.md sections 4, 5 and 8: read a line, parse it
+    with orjson, take ``record_hash`` out, re-canonicalize the body with the same rules (sorted keys,
+    strict integers), check the line is exactly that body plus its hash (the layout rule, one bytes
+    comparison), SHA-256 the body, and compare the record hash, ``prev_hash``, ``seq`` and ``v``.
+    Returns the record count; raises on a broken chain. No diagnosis, no torn-tail handling, no locks."""
     prev = GENESIS_HASH
     seq = 0
     loads, dumps, sha256 = orjson.loads, orjson.dumps, hashlib.sha256
@@ -73,10 +75,13 @@ def reference_verify(path: Path) -> int:
         for line in handle:
             record = loads(line)
             record_hash = record.pop("record_hash")
-            if record["seq"] != seq or record["prev_hash"] != prev or record["v"] != FORMAT_VERSION:
-                raise ValueError(f"chain broken at line {seq}")
-            if sha256(dumps(record, option=CANONICAL)).hexdigest() != record_hash:
+            body = dumps(record, option=CANONICAL)
+            if line != body[:-1] + b',"record_hash":"' + record_hash.encode() + b'"}\n':
+                raise ValueError(f"line {seq + 1} is not in canonical layout")
+            if sha256(body).hexdigest() != record_hash:
                 raise ValueError(f"record hash mismatch at seq {seq}")
+            if record["seq"] != seq or record["prev_hash"] != prev or record["v"] != FORMAT_VERSION:
+                raise ValueError(f"chain broken at seq {seq}")
             prev = record_hash
             seq += 1
     return seq

@@ -70,3 +70,40 @@ def test_quick_benchmarks_produce_every_row(tmp_path: Path) -> None:
                 assert set(row[key]) == STATS_KEYS, (row["id"], key)
     for row_id in ROW_IDS:
         assert f"\n{row_id} " in "\n" + proc.stdout, f"row {row_id} missing from the printed table"
+
+
+# The baselines must be honest: the reference verify loop is a real verifier, and the linear-scan
+# resolvers decide exactly what explain_batch decides.
+
+VECTORS = ROOT / "tests" / "vectors" / "chain"
+
+
+@pytest.mark.skipif(not (VECTORS / "valid.jsonl").exists(), reason="chain test vectors not present")
+def test_reference_verify_loop_accepts_valid_and_rejects_damaged_vectors() -> None:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.chainfile import reference_verify
+
+    assert reference_verify(VECTORS / "valid.jsonl") > 0
+    damaged = [
+        path
+        for path in sorted(VECTORS.glob("*.jsonl"))
+        if path.name not in {"valid.jsonl", "empty.jsonl", "canonical.jsonl"}
+    ]
+    assert damaged
+    for path in damaged:
+        with pytest.raises(Exception):  # noqa: B017 - any rejection will do
+            reference_verify(path)
+
+
+def test_linear_scan_baselines_decide_like_explain_batch() -> None:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.linear_resolver import fallback_explain_batch, load_baseline
+    from benchmarks.resolver_data import make_contexts, make_policies, make_snapshot
+    from otel_route_shadow.core import explain_batch
+
+    snapshot = make_snapshot(make_policies(60))
+    contexts = make_contexts(300, 60)
+    expected = explain_batch(contexts, snapshot)
+    baseline, _ = load_baseline()
+    assert baseline(contexts, snapshot) == expected
+    assert fallback_explain_batch(contexts, snapshot) == expected
