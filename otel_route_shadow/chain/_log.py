@@ -150,7 +150,11 @@ class RoutingAuditLog:
         return ChainRecord(seq, prev, clean, tuple(marks), record_hash)
 
     def head(self) -> ChainHead | None:
-        """The last complete record on disk (a torn tail is ignored, not repaired), or None."""
+        """The last complete record on disk, or None for a missing or empty chain.
+
+        Read-only: a torn tail is ignored, not repaired (the next append does that). Raises
+        :class:`ChainCorruptError` when the last complete line is not a record.
+        """
         return read_head(self._path)
 
     def verify(
