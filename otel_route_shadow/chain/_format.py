@@ -76,7 +76,7 @@ LINE_OVERHEAD: Final = 320
 _HEX64: Final = re.compile(r"[0-9a-f]{64}")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _CLEAN_CACHE_MAX: Final = 4096
-_CLEAN_CACHE_STR_MAX: Final = 256
+_CLEAN_CACHE_STR_MAX: Final = 8192
 
 
 class ChainError(Exception):
