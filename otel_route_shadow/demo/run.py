@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -136,7 +134,6 @@ def run_demo(
     policy_path: Path | None = None,
     console: TextIO | None = None,
     project: str = DEFAULT_PROJECT,
-    on_progress: Callable[[int], None] | None = None,
 ) -> DemoSummary:
     """Run ``spawns`` spawns through the four instrumented seams; return the verified summary."""
     policies = read_policy_file(policy_path) if policy_path is not None else default_policy_file()
@@ -172,8 +169,6 @@ def run_demo(
     try:
         for job in factory.plan_jobs(spawns, settings):
             factory.dispatch(job)
-            if on_progress is not None:
-                on_progress(job.number + 1)
         runtime = instrumentor.runtime
         summary.contained_errors = sum(runtime.errors.values()) if runtime is not None else 0
     finally:
@@ -220,6 +215,3 @@ def format_summary(summary: DemoSummary) -> str:
         lines.append(f"  contained errors   {summary.contained_errors} (the spawns proceeded; see the log)")
     return "\n".join(lines)
 
-
-def main_stream() -> TextIO:
-    return sys.stdout
