@@ -283,3 +283,33 @@ def test_parallel_verify_finds_the_same_first_bad_seq(tmp_path: Path, where: int
     # Deleting the last record leaves a shorter valid chain (only an external head anchor shows it).
     assert not sequential.intact or (damage, where) in {("swap", 399), ("delete", 399)}
     assert verify_chain(path, jobs=2).to_dict() == sequential.to_dict()
+
+
+
+def test_parallel_verify_is_not_hung_by_an_inherited_sigterm_handler(tmp_path: Path) -> None:
+    """Regression: with the e2e fixture's SIGTERM handler installed, ``Pool.terminate`` on a damaged
+    chunk left forked workers running the handler instead of dying, and the suite hung."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "chain.jsonl"
+    lines = forge_chain(path, [plugin_payload(i) for i in range(400)])
+    lines[50] = lines[50].replace(b'"selected"', b'"selectex"')
+    write_lines(path, lines)
+    script = textwrap.dedent(
+        f"""
+        import signal
+        from otel_route_shadow.chain import _verify, verify_chain
+        _verify._PARALLEL_MIN_BYTES = 0
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)  # a host handler that does not exit
+        result = verify_chain({str(path)!r}, jobs=2)
+        print(result.intact, result.first_bad_seq)
+        """
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("parallel verify hung under an inherited SIGTERM handler")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "50"]

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -272,6 +273,7 @@ def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = F
 
 def _verify_worker(path: str, jobs: int, conn: Connection) -> None:
     """Runs in a child process: verify and send back plain values."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the host
     try:
         conn.send(_answer(RoutingAuditLog(Path(path)).verify(jobs=jobs)))
     except BaseException as exc:  # report, never leave the parent waiting

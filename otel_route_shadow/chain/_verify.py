@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -689,7 +690,7 @@ def _scan_parallel(
     strict: bool,
 ) -> _Stop | None:
     chunks = _split(handle, end, jobs * _CHUNKS_PER_JOB)
-    with _mp_context().Pool(processes=min(jobs, len(chunks))) as pool:
+    with _mp_context().Pool(processes=min(jobs, len(chunks)), initializer=_worker_signals) as pool:
         results = pool.imap(_verify_chunk_star, [(path, chunk, strict) for chunk in chunks])
         for chunk, result in zip(chunks, results, strict=True):
             if not result.ok or result.first_seq != state.seq or result.first_prev != state.prev:
@@ -704,6 +705,13 @@ def _scan_parallel(
             if progress is not None:
                 progress(state.seq, state.offset)
     return None
+
+
+def _worker_signals() -> None:
+    """Workers take the default signal dispositions: a handler inherited from the host (a test
+    fixture's SIGTERM hook, say) must not keep ``Pool.terminate`` from ending them."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _verify_chunk_star(args: tuple[str, _Chunk, bool]) -> _ChunkResult:

@@ -64,10 +64,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     state_dir = tmp_path_factory.mktemp("stack")
     running = module.Stack(state_dir, venv / "bin", die_with_parent=True)
 
+    owner = os.getpid()
+
     def stop(*_: object) -> None:
-        running.down()
+        if os.getpid() == owner:
+            running.down()
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != owner:
+            # A child forked later in the session (a multiprocessing worker, a kill-loop appender)
+            # inherits this handler: it must die as SIGTERM says, not stop the stack.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         running.down()
         raise KeyboardInterrupt(f"signal {signum}")
 
