@@ -214,4 +214,3 @@ def format_summary(summary: DemoSummary) -> str:
     if summary.contained_errors:
         lines.append(f"  contained errors   {summary.contained_errors} (the spawns proceeded; see the log)")
     return "\n".join(lines)
-
