@@ -20,7 +20,13 @@ from typing import Any, Final
 
 import orjson
 
-from otel_route_shadow.core.redaction import REDACTED, is_secret_key, json_pointer_token, redact_text
+from otel_route_shadow.core.redaction import (
+    REDACTED,
+    is_secret_key,
+    json_pointer_token,
+    redact_text,
+    unique_key,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -223,7 +229,7 @@ def _walk_mapping(
                 _remember(cache.keys, key)
         if new_key in out:
             # Only a scrubbed key can collide; keep both fields rather than let one overwrite the other.
-            new_key = _unique_key(new_key, out)
+            new_key = unique_key(new_key, out)
             redacted = True
         if secret and isinstance(item, str) and item and item != REDACTED:
             item = REDACTED
@@ -310,15 +316,6 @@ def _remember(cache: set[str], text: str) -> None:
         if len(cache) >= _CLEAN_CACHE_MAX:
             cache.clear()
         cache.add(text)
-
-
-def _unique_key(key: str, taken: Mapping[str, Any]) -> str:
-    if key not in taken:
-        return key
-    suffix = 2
-    while f"{key}#{suffix}" in taken:
-        suffix += 1
-    return f"{key}#{suffix}"
 
 
 # ---------------------------------------------------------------------------------------------------

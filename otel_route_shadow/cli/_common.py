@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "EXIT_USAGE",
     "CliError",
     "parse_json_text",
+    "problem_line",
     "read_json_file",
     "read_text_file",
 ]
@@ -66,3 +68,14 @@ def read_text_file(path: str, *, max_bytes: int = _MAX_INPUT_BYTES) -> str:
 
 def read_json_file(path: str) -> Any:
     return parse_json_text(read_text_file(path), path)
+
+
+def problem_line(source: str, problem: PolicyProblem) -> str:
+    """One policy problem as the CLI prints it: ``FILE: [code] policy ID: message``."""
+    if problem.policy_id is not None:
+        subject = f"policy {problem.policy_id}: "
+    elif problem.index is not None:
+        subject = f"policy at index {problem.index}: "
+    else:
+        subject = ""
+    return f"{source}: [{problem.code.value}] {subject}{problem.message}"

@@ -27,9 +27,15 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from otel_route_shadow.cli._common import EXIT_OK, EXIT_USAGE, CliError, parse_json_text, read_text_file
+from otel_route_shadow.cli._common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    parse_json_text,
+    problem_line,
+    read_text_file,
+)
 from otel_route_shadow.core import (
-    PolicyProblem,
     PolicySnapshot,
     RouteContext,
     RouteDecision,
@@ -94,16 +100,6 @@ def register(sub: Any) -> None:
 # -- the policy snapshot ----------------------------------------------------------------------------
 
 
-def _problem_line(source: str, problem: PolicyProblem) -> str:
-    if problem.policy_id is not None:
-        subject = f"policy {problem.policy_id}: "
-    elif problem.index is not None:
-        subject = f"policy at index {problem.index}: "
-    else:
-        subject = ""
-    return f"{source}: [{problem.code.value}] {subject}{problem.message}"
-
-
 def _snapshot_from_file(path: str) -> PolicySnapshot:
     try:
         policy_file = read_policy_file(path)
@@ -111,7 +107,7 @@ def _snapshot_from_file(path: str) -> PolicySnapshot:
         raise CliError(_scrub(str(exc))) from None
     if policy_file.problems:
         for problem in policy_file.problems:
-            print(_scrub(_problem_line(policy_file.source, problem)), file=sys.stderr)
+            print(_scrub(problem_line(policy_file.source, problem)), file=sys.stderr)
         raise CliError(
             f"{policy_file.source}: {len(policy_file.problems)} problem(s); explain refuses an invalid "
             f"policy set (list them with 'otel-route-shadow policy check {policy_file.source}')"

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, problem_line
 from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.store import (
     CorruptSnapshotError,
@@ -117,16 +117,6 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
 
 
-def _problem_line(source: str, problem: PolicyProblem) -> str:
-    if problem.policy_id is not None:
-        subject = f"policy {problem.policy_id}: "
-    elif problem.index is not None:
-        subject = f"policy at index {problem.index}: "
-    else:
-        subject = ""
-    return f"{source}: [{problem.code.value}] {subject}{problem.message}"
-
-
 def _read(path: str) -> PolicyFile:
     try:
         return read_policy_file(path)
@@ -150,7 +140,7 @@ def _load(store: RoutingPolicyStore) -> SnapshotLoad:
 def _check(args: argparse.Namespace) -> int:
     policy_file = _read(args.file)
     for problem in policy_file.problems:
-        print(_problem_line(policy_file.source, problem))
+        print(problem_line(policy_file.source, problem))
     if policy_file.problems:
         print(f"{policy_file.source}: {len(policy_file.problems)} problem(s)", file=sys.stderr)
         return EXIT_FINDING
@@ -161,7 +151,7 @@ def _check(args: argparse.Namespace) -> int:
 def _refuse(source: str, store: Path, problems: Iterable[PolicyProblem]) -> int:
     listed = list(problems)
     for problem in listed:
-        print(_problem_line(source, problem), file=sys.stderr)
+        print(problem_line(source, problem), file=sys.stderr)
     print(f"{source}: refused, {len(listed)} problem(s); nothing written to {store}", file=sys.stderr)
     return EXIT_FINDING
 

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["REDACTED", "is_secret_key", "json_pointer_token", "redact_text", "redact_value"]
+__all__ = ["REDACTED", "is_secret_key", "json_pointer_token", "redact_text", "redact_value", "unique_key"]
 
 REDACTED: Final = "[REDACTED]"
 
@@ -194,7 +194,7 @@ def _redact(value: Any, path: str, paths: list[str]) -> Any:
                 new_key, count = redact_text(key)
                 key_changed = count > 0
                 if key_changed:
-                    new_key = _unique_key(new_key, out)
+                    new_key = unique_key(new_key, out)
             child = f"{path}/{json_pointer_token(str(new_key))}"
             if key_changed:
                 paths.append(child)
@@ -211,7 +211,8 @@ def _redact(value: Any, path: str, paths: list[str]) -> Any:
     return value
 
 
-def _unique_key(key: str, taken: Mapping[Any, Any]) -> str:
+def unique_key(key: str, taken: Mapping[Any, Any]) -> str:
+    """``key``, or ``key#2``, ``key#3``...: the first spelling not yet in ``taken``."""
     if key not in taken:
         return key
     suffix = 2
