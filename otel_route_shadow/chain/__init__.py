@@ -22,8 +22,10 @@ from otel_route_shadow.chain._format import (
     ChainPayloadError,
     ChainRecord,
     RedactionMark,
+    SanitizedMapping,
     canonical_bytes,
     sanitize_payload,
+    sanitized_mapping,
 )
 from otel_route_shadow.chain._log import Durability, RoutingAuditLog, read_head
 from otel_route_shadow.chain._reader import iter_payloads, iter_records
@@ -48,6 +50,7 @@ __all__ = [
     "Reason",
     "RedactionMark",
     "RoutingAuditLog",
+    "SanitizedMapping",
     "TornTail",
     "Verdict",
     "VerifyResult",
@@ -56,5 +59,6 @@ __all__ = [
     "iter_records",
     "read_head",
     "sanitize_payload",
+    "sanitized_mapping",
     "verify_chain",
 ]

@@ -182,6 +182,35 @@ class CleanCache:
         self.values: set[str] = set()
 
 
+class SanitizedMapping(dict[str, Any]):
+    """A mapping :func:`sanitized_mapping` found clean, read-only from then on.
+
+    A writer that appends the same sub-mapping over and over (the plugin's span attributes, one
+    mapping per distinct decision) sanitizes it once; the walk then takes it as it is.
+    """
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a sanitized mapping is read-only")
+
+    __setitem__ = _read_only
+    __delitem__ = _read_only
+    __ior__ = _read_only
+    clear = _read_only
+    pop = _read_only
+    popitem = _read_only
+    setdefault = _read_only
+    update = _read_only
+
+
+def sanitized_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``value`` sanitized; a read-only :class:`SanitizedMapping` when nothing had to change (a
+    redacted one stays a plain dict, so every record that carries it is marked again)."""
+    clean, marks = sanitize_payload(value)
+    return clean if marks else SanitizedMapping(clean)
+
+
 def sanitize_payload(
     payload: Mapping[str, Any], *, clean_cache: CleanCache | None = None
 ) -> tuple[dict[str, Any], list[RedactionMark]]:
@@ -256,6 +285,8 @@ def _walk_value(
             "as nanosecond timestamps as decimal strings (as OTLP/JSON does)"
         )
     if cls is bool or item is None:
+        return item
+    if cls is SanitizedMapping:
         return item
     if cls is dict or isinstance(item, Mapping):
         return _walk_mapping(item, _child(parent, token), depth + 1, marks, cache)

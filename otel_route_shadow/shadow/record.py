@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from otel_route_shadow.chain import canonical_bytes
+from otel_route_shadow.chain import SanitizedMapping, canonical_bytes, sanitized_mapping
 from otel_route_shadow.core import (
     PolicyIndex,
     PolicySnapshot,
@@ -199,7 +199,9 @@ def observe(
     """Sanitize (unless the caller already did), resolve and compare. Raises only on a bug."""
     clean = context if sanitized else sanitize_context(context)[0]
     shadow = shadow_decision(explain(clean, snapshot, index=index), clean.legacy_route)
-    attributes = shadow_attributes(seam, clean, shadow, snapshot_state, encoded_context)
+    # Sanitized once here, by the chain's own rules, so that the chain need not walk the same
+    # attributes again on every append of a memoised decision.
+    attributes = sanitized_mapping(shadow_attributes(seam, clean, shadow, snapshot_state, encoded_context))
     return ShadowRecord(seam=seam, context=clean, shadow=shadow, attributes=attributes)
 
 
@@ -227,7 +229,9 @@ def record_payload(
         "trace_id": f"{trace_id:032x}",
         "span_id": f"{span_id:016x}",
         "start_time_unix_nano": str(start_time_unix_nano),
-        "attributes": {
+        "attributes": attributes
+        if isinstance(attributes, SanitizedMapping)
+        else {
             key: value
             for key, value in attributes.items()
             if key.startswith(_RECORDED_PREFIXES) and isinstance(value, str | int | bool)

@@ -3,6 +3,9 @@ memoised decision is the decision."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,3 +60,25 @@ def test_memoised_observation_equals_a_fresh_one(tmp_path: object) -> None:
         assert dict(first.attributes) == dict(fresh.attributes)
     changed = PolicySnapshot(policies=policies[:1], revision=4, content_hash=policy_set_hash(policies[:1]))
     assert runtime.observe("seam", clean, encoded, changed, "ok") is not first
+
+
+def test_a_presanitized_mapping_writes_the_same_record_as_a_plain_one(tmp_path: Path) -> None:
+    from otel_route_shadow.chain import RoutingAuditLog, SanitizedMapping, sanitized_mapping
+
+    attributes = {"route_shadow.outcome": "selected", "route_shadow.rung": 9, "route_shadow.agreed": True}
+    frozen = sanitized_mapping(attributes)
+    assert isinstance(frozen, SanitizedMapping) and frozen == attributes
+    with pytest.raises(TypeError):
+        frozen["route_shadow.outcome"] = "held"  # type: ignore[index]
+    plain = RoutingAuditLog(tmp_path / "a.jsonl").append({"attributes": dict(attributes)})
+    fast = RoutingAuditLog(tmp_path / "b.jsonl").append({"attributes": frozen})
+    assert plain.record_hash == fast.record_hash
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+def test_a_mapping_that_needed_redaction_is_not_presanitized() -> None:
+    from otel_route_shadow.chain import SanitizedMapping, sanitized_mapping
+
+    redacted = sanitized_mapping({"route_shadow.principal_id": "ghp_" + "Cx" * 18})
+    assert not isinstance(redacted, SanitizedMapping)
+    assert "Cx" * 18 not in str(redacted)
