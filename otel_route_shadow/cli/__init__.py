@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from otel_route_shadow.cli import _audit, _demo, _explain, _policy, _report, _verify
-from otel_route_shadow.cli._common import EXIT_USAGE, CliError
+from otel_route_shadow.cli._common import CliError
+from otel_route_shadow.version import __version__
 
 __all__ = ["build_parser", "main"]
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="otel-route-shadow",
         description="Shadow LLM-agent routing: explain decisions, keep policy snapshots, verify the chain.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _MODULES:
         module.register(sub)
@@ -48,5 +50,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
-
-_ = EXIT_USAGE
