@@ -46,7 +46,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
