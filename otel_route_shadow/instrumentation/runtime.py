@@ -25,13 +25,14 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from otel_route_shadow.chain import canonical_bytes
+from otel_route_shadow.chain import ChainError, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
 from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.instrumentation.config import ENV_DISABLED, RouteShadowConfig, SeamCall, env_flag
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import ShadowRecord, context_json, observe, sanitize_dumped, span_name
+from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore
 from otel_route_shadow.version import __version__
 
 __all__ = ["SCHEMA_URL", "SCOPE_NAME", "SETTINGS_FIELD", "SeamObservation", "ShadowRuntime"]
@@ -45,22 +46,8 @@ _MEMO_SIZE: Final = 4096
 OBSERVATION_KEY: Final = otel_context.create_key("route_shadow.observation")
 
 
-def _plausible_sink_errors() -> tuple[type[BaseException], ...]:
-    """What a disk or a hand-edited file can raise: contained even in strict mode."""
-    errors: list[type[BaseException]] = [OSError]
-    try:
-        from otel_route_shadow.chain import ChainPayloadError
-
-        errors.append(ChainPayloadError)
-    except ImportError:  # pragma: no cover - the chain always ships it
-        pass
-    try:
-        from otel_route_shadow.store import PolicyStoreError
-
-        errors.append(PolicyStoreError)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(errors)
+_PLAUSIBLE_SINK_ERRORS: Final = (OSError, ChainError, PolicyStoreError)
+"""What a disk, a hand-edited snapshot or a damaged chain can raise: contained even in strict mode."""
 
 
 class SeamObservation:
@@ -140,7 +127,6 @@ class ShadowRuntime:
         self.errors: Counter[tuple[str, str]] = Counter()
         self._logged: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
-        self._plausible = _plausible_sink_errors()
         self._store: Any = None
         self._clean: set[str] = set()
         self._policy_index: tuple[tuple[str, int, bool], PolicyIndex] | None = None
@@ -158,8 +144,6 @@ class ShadowRuntime:
     # -- sinks ----------------------------------------------------------------------------------
     def _policy_store(self) -> Any:
         if self._store is None and self.config.store is not None:
-            from otel_route_shadow.store import RoutingPolicyStore
-
             with self._lock:
                 if self._store is None:
                     self._store = RoutingPolicyStore(self.config.store)
@@ -247,7 +231,7 @@ class ShadowRuntime:
         observation: SeamObservation | None = None,
     ) -> None:
         """Count, mark and log once; raise a genuine bug in strict mode when ``loud`` allows it."""
-        plausible = isinstance(exc, self._plausible)
+        plausible = isinstance(exc, _PLAUSIBLE_SINK_ERRORS)
         if observation is not None:
             observation.error_type = type(exc).__qualname__
         cause = (where, type(exc).__qualname__)

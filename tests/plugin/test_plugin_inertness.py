@@ -263,3 +263,19 @@ def test_opentelemetry_instrument_picks_up_entry_point_and_seams(tmp_path: Path)
     from otel_route_shadow.chain import iter_payloads
 
     assert sum(1 for _ in iter_payloads(tmp_path / "chain.jsonl")) == 12
+
+
+def test_a_damaged_chain_is_contained_even_in_strict_mode(tmp_path: Path) -> None:
+    chain = tmp_path / "chain" / "chain.jsonl"
+    chain.parent.mkdir()
+    chain.write_text('{"not": "a chain record"}\n')
+    h = make_harness(tmp_path, strict=True, chain_path=chain)
+    try:
+        results = _run(6)
+    finally:
+        runtime = h.instrumentor.runtime
+        h.instrumentor.uninstrument()
+    assert results == _run(6)
+    assert {s.attributes[attr.ERROR_TYPE] for s in h.spans()} == {"ChainCorruptError"}
+    assert runtime is not None and runtime.errors[("chain", "ChainCorruptError")] == 6
+    assert chain.read_text() == '{"not": "a chain record"}\n'  # nothing built on a damaged chain
