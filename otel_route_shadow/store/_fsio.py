@@ -150,6 +150,19 @@ def atomic_write(directory: str, name: str, data: bytes, *, exclusive: bool) -> 
         raise
 
 
+def _flock_within(fd: int, mode: int, timeout: float, poll: float) -> None:
+    """Take ``mode`` on ``fd``, polling until ``timeout``: a hung writer becomes an error, not a hang."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"could not lock the store within {timeout:g} s") from None
+            time.sleep(poll)
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: str, timeout: float) -> Iterator[None]:
     """``flock`` on a lock file: serialises writers across processes and across threads.
@@ -160,15 +173,7 @@ def exclusive_lock(path: str, timeout: float) -> Iterator[None]:
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"could not lock the store within {timeout:g} s") from None
-                time.sleep(0.005)
+        _flock_within(fd, fcntl.LOCK_EX, timeout, 0.005)
         try:
             yield
         finally:
@@ -190,15 +195,7 @@ def shared_lock(path: str, timeout: float) -> Iterator[None]:
         yield
         return
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"could not lock the store within {timeout:g} s") from None
-                time.sleep(0.002)
+        _flock_within(fd, fcntl.LOCK_SH, timeout, 0.002)
         try:
             yield
         finally:
