@@ -28,7 +28,7 @@ from typing import Any, Final, TypeVar
 
 import orjson
 
-from otel_route_shadow.chain import MAX_LINE_BYTES, RoutingAuditLog
+from otel_route_shadow.chain import RoutingAuditLog, iter_lines
 
 __all__ = [
     "CONCURRENT_MIN_BYTES",
@@ -51,7 +51,6 @@ CONCURRENT_MIN_BYTES: Final = 8 << 20
 """Below this size a worker process costs more than it saves: verify first, then read."""
 
 TORN_TAIL: Final = "torn-tail"
-_BLOCK: Final = 1 << 20
 T = TypeVar("T")
 
 
@@ -227,44 +226,19 @@ def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = F
     """
     name = os.fspath(path)
     loads = orjson.loads
-    number = 0
-    carry = b""
-    skipping = False
-    with open(name, "rb", buffering=0) as handle:
-        remaining = end if end is not None else -1
-        while remaining != 0:
-            block = handle.read(_BLOCK if remaining < 0 else min(_BLOCK, remaining))
-            if not block:
-                return
-            if remaining > 0:
-                remaining -= len(block)
-            lines = block.split(b"\n")
-            if carry:
-                lines[0] = carry + lines[0]
-            carry = lines.pop()
-            for line in lines:
-                number += 1
-                if skipping:  # the rest of an over-long line
-                    skipping = False
-                    continue
-                try:
-                    record = loads(line)
-                    seq = record["seq"]
-                    payload = record["payload"]
-                    if payload.__class__ is not dict or seq.__class__ is not int:
-                        raise TypeError("seq or payload of the wrong type")
-                except (orjson.JSONDecodeError, KeyError, TypeError, IndexError) as exc:
-                    if not lenient:
-                        raise ChainError(f"{name}: line {number}: not a chain record ({exc})") from None
-                    yield -1, None
-                    continue
-                yield seq, payload
-            if len(carry) > MAX_LINE_BYTES:
-                if not lenient:
-                    raise ChainError(f"{name}: line {number + 1} exceeds {MAX_LINE_BYTES} bytes")
-                yield -1, None
-                carry = b""
-                skipping = True
+    for number, line in iter_lines(name, end, skip_oversize=lenient):
+        try:
+            record = loads(line)
+            seq = record["seq"]
+            payload = record["payload"]
+            if payload.__class__ is not dict or seq.__class__ is not int:
+                raise TypeError("seq or payload of the wrong type")
+        except (orjson.JSONDecodeError, KeyError, TypeError, IndexError) as exc:
+            if not lenient:
+                raise ChainError(f"{name}: line {number}: not a chain record ({exc})") from None
+            yield -1, None
+            continue
+        yield seq, payload
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from otel_route_shadow.chain._format import (
     sanitized_mapping,
 )
 from otel_route_shadow.chain._log import Durability, RoutingAuditLog, read_head
-from otel_route_shadow.chain._reader import iter_payloads, iter_records
+from otel_route_shadow.chain._reader import iter_lines, iter_payloads, iter_records
 from otel_route_shadow.chain._verify import Reason, TornTail, Verdict, VerifyResult, verify_chain
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "Verdict",
     "VerifyResult",
     "canonical_bytes",
+    "iter_lines",
     "iter_payloads",
     "iter_records",
     "read_head",

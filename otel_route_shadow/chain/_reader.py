@@ -20,27 +20,45 @@ __all__ = ["iter_lines", "iter_payloads", "iter_records"]
 _BLOCK: Final = 1 << 20
 
 
-def iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+def iter_lines(
+    path: str | os.PathLike[str], end: int | None = None, *, skip_oversize: bool = False
+) -> Iterator[tuple[int, bytes]]:
     """``(line_number, line)`` for every newline-terminated line (newline stripped), streaming.
 
-    A line longer than the record limit raises :class:`ChainFormatError` instead of being buffered.
+    ``end`` stops at that byte offset (a reader that must not look past what ``verify`` covered).
+    A line longer than the record limit is never buffered whole: it raises
+    :class:`ChainFormatError`, or with ``skip_oversize`` comes out once as an empty line (not a
+    record, so a lenient reader counts it as one malformed line) and the rest of it is skipped.
     """
     number = 0
     carry = b""
+    skipping = False
+    remaining = -1 if end is None else end
     with open(os.fspath(path), "rb", buffering=0) as handle:
-        while True:
-            block = handle.read(_BLOCK)
+        while remaining != 0:
+            block = handle.read(_BLOCK if remaining < 0 else min(_BLOCK, remaining))
             if not block:
                 return
+            if remaining > 0:
+                remaining -= len(block)
             lines = block.split(b"\n")
             if carry:
                 lines[0] = carry + lines[0]
             carry = lines.pop()
             for line in lines:
                 number += 1
+                if skipping:  # the rest of an over-long line, already reported
+                    skipping = False
+                    continue
                 yield number, line
             if len(carry) > MAX_LINE_BYTES:
-                raise ChainFormatError(f"{os.fspath(path)}: line {number + 1} exceeds {MAX_LINE_BYTES} bytes")
+                if not skip_oversize:
+                    raise ChainFormatError(
+                        f"{os.fspath(path)}: line {number + 1} exceeds {MAX_LINE_BYTES} bytes"
+                    )
+                yield number + 1, b""
+                carry = b""
+                skipping = True
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[ChainRecord]:
