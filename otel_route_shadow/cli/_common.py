@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 from otel_route_shadow.core import PolicyProblem
-from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
+from otel_route_shadow.store.strict_json import (
+    InputFileError,
+    StrictJSONError,
+    loads_strict,
+    read_text_bounded,
+)
 
 __all__ = [
     "EXIT_FINDING",
@@ -16,7 +20,6 @@ __all__ = [
     "CliError",
     "parse_json_text",
     "problem_line",
-    "read_json_file",
     "read_text_file",
 ]
 
@@ -45,29 +48,18 @@ def parse_json_text(text: str, source: str) -> Any:
 
 def read_text_file(path: str, *, max_bytes: int = _MAX_INPUT_BYTES) -> str:
     """Read a UTF-8 text file (or ``-`` for stdin) with a size bound and one-line errors."""
-    if path == "-":
-        data = sys.stdin.buffer.read(max_bytes + 1)
-    else:
-        p = Path(path)
+    if path != "-":
         try:
-            with p.open("rb") as handle:
-                data = handle.read(max_bytes + 1)
-        except FileNotFoundError:
-            raise CliError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise CliError(f"{path}: is a directory") from None
-        except OSError as exc:
-            raise CliError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            return read_text_bounded(path, max_bytes)
+        except InputFileError as exc:
+            raise CliError(str(exc)) from None
+    data = sys.stdin.buffer.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise CliError(f"{path}: larger than {max_bytes} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CliError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-
-
-def read_json_file(path: str) -> Any:
-    return parse_json_text(read_text_file(path), path)
+        raise CliError(f"{path}: not UTF-8 (byte {exc.start})") from None
 
 
 def problem_line(source: str, problem: PolicyProblem) -> str:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from otel_route_shadow.core import PolicyProblem, RoutingPolicy, parse_policies, validate_policies
-from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
+from otel_route_shadow.store.strict_json import (
+    InputFileError,
+    StrictJSONError,
+    loads_strict,
+    read_text_bounded,
+)
 
 __all__ = [
     "MAX_POLICY_FILE_BYTES",
@@ -50,23 +54,9 @@ def read_policy_file(path: str | Path) -> PolicyFile:
     """Read and validate; :class:`PolicyFileError` (one line, naming the file) if unreadable."""
     source = str(path)
     try:
-        with Path(path).open("rb") as handle:
-            # Size first: a 50 MB file is refused without reading 16 MB of it.
-            if os.fstat(handle.fileno()).st_size > MAX_POLICY_FILE_BYTES:
-                raise PolicyFileError(f"{source}: larger than {MAX_POLICY_FILE_BYTES} bytes")
-            data = handle.read(MAX_POLICY_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise PolicyFileError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise PolicyFileError(f"{source}: is a directory") from None
-    except OSError as exc:
-        raise PolicyFileError(f"{source}: cannot read: {exc.strerror or type(exc).__name__}") from None
-    if len(data) > MAX_POLICY_FILE_BYTES:
-        raise PolicyFileError(f"{source}: larger than {MAX_POLICY_FILE_BYTES} bytes")
-    try:
-        document = loads_strict(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise PolicyFileError(f"{source}: not UTF-8 (byte {exc.start})") from None
+        document = loads_strict(read_text_bounded(path, MAX_POLICY_FILE_BYTES))
+    except InputFileError as exc:
+        raise PolicyFileError(str(exc)) from None
     except StrictJSONError as exc:
         raise PolicyFileError(f"{source}: {exc}") from None
     return parse_policy_document(document, source)

@@ -7,9 +7,10 @@ is a way to smuggle a value past review, so both are errors here.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Literal
 
-__all__ = ["StrictJSONError", "loads_strict"]
+__all__ = ["InputFileError", "StrictJSONError", "loads_strict", "read_text_bounded"]
 
 StrictJSONKind = Literal["syntax", "duplicate-key", "constant", "other"]
 
@@ -50,3 +51,29 @@ def loads_strict(text: str | bytes) -> Any:
         ) from None
     except (ValueError, RecursionError) as exc:
         raise StrictJSONError(f"invalid JSON: {type(exc).__name__}") from None
+
+
+class InputFileError(ValueError):
+    """A file cannot be read as text at all; the message is one line naming the file."""
+
+
+def read_text_bounded(path: str | os.PathLike[str], max_bytes: int) -> str:
+    """Read a UTF-8 file of at most ``max_bytes``; an oversized file is refused before it is read."""
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > max_bytes:
+                raise InputFileError(f"{source}: larger than {max_bytes} bytes")
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise InputFileError(f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise InputFileError(f"{source}: is a directory") from None
+    except OSError as exc:
+        raise InputFileError(f"{source}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > max_bytes:  # a file that grew, or one fstat cannot size (a FIFO)
+        raise InputFileError(f"{source}: larger than {max_bytes} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(f"{source}: not UTF-8 (byte {exc.start})") from None
