@@ -218,3 +218,56 @@ def test_concurrent_loads_while_saving_are_consistent(tmp_path: Path) -> None:
         assert state in ("ok", "absent"), (state, revision)
         assert expected[revision] == content_hash
     assert store.load().revision == 12
+
+
+def test_an_unchanged_ok_store_costs_two_stats_per_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    store.save([_policy("a")])
+    store.load()
+    seen: list[str] = []
+    real = store_module.stat_key
+
+    def counting(path: str, *, follow: bool = False) -> fsio.StatKey:
+        seen.append(os.path.relpath(path, tmp_path))
+        return real(path, follow=follow)
+
+    monkeypatch.setattr(store_module, "stat_key", counting)
+    store.load()
+    assert seen == [CURRENT_FILE, f"{HISTORY_DIR}/{revision_file_name(1)}"]
+
+
+def test_a_store_directory_swapped_for_another_is_noticed(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store = _store(root)
+    store.save([_policy("a")])
+    assert store.load().revision == 1
+    other = _store(tmp_path / "other")
+    other.save([_policy("x")])
+    other.save([_policy("x"), _policy("y")])
+    root.rename(tmp_path / "old")
+    (tmp_path / "other").rename(root)
+    load = store.load()
+    assert (load.state, load.revision) == ("ok", 2)
+
+
+def test_a_store_directory_replaced_by_a_file_is_noticed(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store = _store(root)
+    store.save([_policy("a")])
+    assert store.load().state == "ok"
+    root.rename(tmp_path / "old")
+    root.write_text("not a directory", "utf-8")
+    load = store.load()
+    assert (load.state, load.problem_kind) == ("corrupt", "store-not-a-directory")
+
+
+def test_a_history_directory_swapped_under_an_ok_store_is_noticed(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save([_policy("a")])
+    assert store.load().state == "ok"
+    (tmp_path / HISTORY_DIR).rename(tmp_path / "old-history")
+    (tmp_path / HISTORY_DIR).mkdir()
+    load = store.load()
+    assert (load.state, load.problem_kind) == ("corrupt", "history-missing")

@@ -393,8 +393,9 @@ class RoutingPolicyStore:
         """The current snapshot's verdict. Never raises.
 
         Unchanged case: compare a stat signature (device, inode, mode, size, mtime and ctime of the
-        store directory, ``current.json``, ``history/``, the history copy of the current revision and
-        the repair marker) with the one taken when the cached verdict was computed. ``rename`` gives
+        files the verdict was read from: ``current.json`` and the history copy of its revision, or,
+        without a current file, the store directory, ``history/`` and the repair marker; see
+        ``_signature``) with the one taken when the cached verdict was computed. ``rename`` gives
         a new inode; an in-place edit moves ctime, which no user can set back (``os.utime`` restores
         mtime, not ctime). A verdict is cached only once its files are older than
         ``racy_window_ns``, so a same-size edit inside one coarse timestamp tick is still re-read.
@@ -425,12 +426,22 @@ class RoutingPolicyStore:
         return inspection.load
 
     def _signature(self, history_path: str | None) -> tuple[StatKey, ...]:
+        """The stats of exactly the files the cached verdict was read from.
+
+        With ``current.json`` decoded (``history_path`` known), the verdict reads nothing but that
+        file and the history's copy of its revision: a save renames a new ``current.json`` in, a
+        repair moves it out, and a store directory that vanishes, turns into a file or loses its
+        permissions makes ``current.json`` itself stat differently. Two stats, then, on the path
+        every seam call takes. Without it, the verdict also depends on the listing of ``history/``
+        and on the repair marker, so those are compared too.
+        """
+        if history_path is not None:
+            return (stat_key(self._current), stat_key(history_path))
         return (
             stat_key(self._root, follow=True),
             stat_key(self._current),
             stat_key(self._history),
             stat_key(self._marker),
-            stat_key(history_path) if history_path is not None else None,
         )
 
     def _revision_path(self, revision: int) -> str:
