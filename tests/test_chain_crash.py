@@ -241,6 +241,35 @@ def test_a_chain_that_moved_on_without_the_event_gets_it_late(tmp_path: Path) ->
     assert verify_chain(path).intact
 
 
+def test_a_long_lived_writer_records_an_interrupted_quarantine_it_did_not_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that finds the file exactly as it left it skips the marker look for up to a second;
+    a quarantine another process left half done (torn bytes moved out, chain truncated back to this
+    writer's size, event not yet written) must still end up in the chain, after the records in
+    between, with the chain intact throughout."""
+    path = tmp_path / "chain.jsonl"
+    build_chain(path, 2)
+    monkeypatch.setattr(_log, "MARKER_RECHECK_NS", 3600 * 10**9)  # "within the second", however slow
+    log = RoutingAuditLog(path)
+    log.append({"n": "mine"})
+    torn = b'{"payload":{"kind":"torn'
+    _tear(path, torn)
+    with monkeypatch.context() as patch:
+        _crash_in(patch, "event")
+        with pytest.raises(Crash):
+            RoutingAuditLog(path).append({"n": "other"})
+    assert _marker(path).exists()
+    log.append({"n": "within the second"})  # the file is as this writer left it: no look yet
+    assert verify_chain(path).intact
+    monkeypatch.setattr(_log, "MARKER_RECHECK_NS", 0)
+    log.append({"n": "after the recheck"})
+    kinds = [p.get("kind", p.get("n")) for p in _payloads(path)][3:]
+    assert kinds == ["within the second", QUARANTINE_KIND, "after the recheck"]
+    assert verify_chain(path).intact
+    _check_quarantine_files(path)
+
+
 def test_an_unreadable_marker_is_loud(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
     build_chain(path, 1)

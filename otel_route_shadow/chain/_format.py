@@ -186,10 +186,20 @@ class SanitizedMapping(dict[str, Any]):
     """A mapping :func:`sanitized_mapping` found clean, read-only from then on.
 
     A writer that appends the same sub-mapping over and over (the plugin's span attributes, one
-    mapping per distinct decision) sanitizes it once; the walk then takes it as it is.
+    mapping per distinct decision) sanitizes and encodes it once; the walk then takes it as it is,
+    and the encoder splices in its canonical bytes.
     """
 
-    __slots__ = ()
+    __slots__ = ("_fragment",)
+
+    def __init__(self, clean: Mapping[str, Any]) -> None:
+        super().__init__(clean)
+        self._fragment = orjson.Fragment(canonical_bytes(self))
+
+    @property
+    def fragment(self) -> orjson.Fragment:
+        """The mapping's canonical JSON, ready to be embedded in a larger canonical document."""
+        return self._fragment
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a sanitized mapping is read-only")
@@ -337,7 +347,9 @@ def _clean_str(
     new, count = redact_text(new)
     if count:
         marks.append(RedactionMark(_child(parent, token), RULE_CREDENTIAL))
-    elif new is text and cache is not None:
+    elif new is text and cache is not None and not text.isalnum():
+        # Letters and digits alone are re-checked at C speed; remembering them would let unique ids
+        # (trace and span ids, timestamps) flush the strings that do repeat.
         _remember(cache.values, text)
     return new
 
@@ -355,6 +367,11 @@ def _remember(cache: set[str], text: str) -> None:
 
 def encode_payload(payload: dict[str, Any], marks: list[RedactionMark]) -> tuple[bytes, bytes]:
     """Canonical bytes of a sanitized payload and of its redaction marks (computed outside the lock)."""
+    if any(item.__class__ is SanitizedMapping for item in payload.values()):
+        payload = {
+            key: item.fragment if item.__class__ is SanitizedMapping else item
+            for key, item in payload.items()
+        }
     try:
         payload_bytes = orjson.dumps(payload, option=_OPTS)
     except TypeError as exc:  # pragma: no cover - sanitize_payload rejects everything orjson would

@@ -21,6 +21,7 @@ import hashlib
 import os
 import struct
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal
@@ -53,6 +54,9 @@ Durability = Literal["flush", "fsync"]
 _TAIL_WINDOW: Final = 8 * 1024
 _COPY_BLOCK: Final = 1 << 20
 _MODE: Final = 0o640
+MARKER_RECHECK_NS: Final = 1_000_000_000
+"""How long an append that finds the chain as it left it may go without looking for a pending
+quarantine marker (see ``RoutingAuditLog._marker_due``)."""
 _WATERMARK: Final = struct.Struct("<QQQ")
 """Shared durable watermark in the ``.sync`` file: device, inode, durable byte offset."""
 
@@ -100,6 +104,7 @@ class RoutingAuditLog:
         self._known_size = -1
         self._head: ChainHead | None = None
         self._durable = 0
+        self._marker_checked = 0
         self._clean_cache = CleanCache()
         self.fsyncs = 0
         """Data syncs this instance performed (group commit makes it smaller than the appends)."""
@@ -227,13 +232,14 @@ class RoutingAuditLog:
         fd = self._fd if self._fd >= 0 else self._open()
         for _ in range(8):
             fcntl.flock(fd, fcntl.LOCK_EX)
-            st = os.fstat(fd)
             try:
                 current = os.stat(self._path)
             except FileNotFoundError:
                 current = None
-            if current is not None and (current.st_dev, current.st_ino) == (st.st_dev, st.st_ino):
-                return fd, st.st_size
+            # The path's stat is the descriptor's too when it names the same inode: one syscall
+            # answers both "is this still the chain?" and "how long is it?".
+            if current is not None and (current.st_dev, current.st_ino) == self._identity:
+                return fd, current.st_size
             fcntl.flock(fd, fcntl.LOCK_UN)
             self._retired.append(fd)
             fd = self._open()
@@ -256,7 +262,7 @@ class RoutingAuditLog:
     def _prepare(self, fd: int, size: int) -> tuple[ChainHead | None, int]:
         """Finish an interrupted quarantine, quarantine a torn tail, and return the head to link to."""
         owed: list[dict[str, Any]] = []
-        if os.path.exists(self._marker):
+        if self._marker_due(size) and os.path.exists(self._marker):
             owed, size = self._resume_quarantine(fd, size)
         if size == self._known_size:
             head = self._head
@@ -272,6 +278,22 @@ class RoutingAuditLog:
         self._known_size = size
         self._head = head
         return head, size
+
+    def _marker_due(self, size: int) -> bool:
+        """Whether to look for an interrupted quarantine's marker before this append.
+
+        Always when the file is not as this descriptor left it. When it is, the only way a marker
+        can be pending is a second appender that died between truncating a third one's torn tail
+        and recording that: the bytes this instance links to are intact, so appending is safe, and
+        the owed event is appended by the next look (``_resume_quarantine`` finds it missing after
+        any number of records). That look happens at least every ``MARKER_RECHECK_NS``, not on every
+        append: it is a syscall on the seam's path.
+        """
+        now = time.monotonic_ns()
+        if size == self._known_size and now - self._marker_checked < MARKER_RECHECK_NS:
+            return False
+        self._marker_checked = now
+        return True
 
     def _quarantine(
         self, fd: int, head: ChainHead | None, start: int, size: int, owed: list[dict[str, Any]]
