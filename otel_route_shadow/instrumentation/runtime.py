@@ -128,9 +128,11 @@ class ShadowRuntime:
         self._logged: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._store: Any = None
-        self._clean: set[str] = set()
+        self._clean: dict[bytes, str] = {}
         self._policy_index: tuple[tuple[str, int, bool], PolicyIndex] | None = None
         self._memo: dict[tuple[str, str, str, int, bool, str], ShadowRecord] = {}
+        self._recheck_ns = config.snapshot_recheck_ms * 1_000_000
+        self._last_load: tuple[int, PolicySnapshot, str] | None = None
 
     # -- switches -------------------------------------------------------------------------------
     def enabled(self) -> bool:
@@ -152,37 +154,56 @@ class ShadowRuntime:
     def snapshot(
         self, span: Span | None, observation: SeamObservation | None = None
     ) -> tuple[PolicySnapshot, str]:
-        """The current policy snapshot and its load state; an unreadable store holds, never raises."""
+        """The policy snapshot and its load state; an unreadable store holds, never raises.
+
+        The store is looked at again once ``snapshot_recheck_ms`` has passed since the last look
+        (each record names the revision and hash it was resolved against, so a record made just
+        after a save is still exact about what it used)."""
         if self.config.store is None:
             return PolicySnapshot(), "absent"
+        now = time.monotonic_ns()
+        last = self._last_load
+        if last is not None and now - last[0] < self._recheck_ns:
+            return last[1], last[2]
         try:
             load = self._policy_store().load()
         except Exception as exc:
+            self._last_load = None
             self.contain(exc, "store", span, loud=True, observation=observation)
             return PolicySnapshot(available=False), "corrupt"
         snapshot: PolicySnapshot = load.snapshot
         state: str = load.state
+        self._last_load = (now, snapshot, state)
         return snapshot, state
 
     def sanitize(self, context: RouteContext) -> tuple[RouteContext, str]:
         """Redact the context before anything is hashed; return it with its canonical JSON.
 
-        A context already seen clean (compared by its whole canonical JSON) is not searched again;
-        only clean encodings are remembered, so no secret is kept here."""
+        A context already seen clean is not searched again. It is recognised by pydantic's own JSON
+        of it, which is exact (one value, one encoding: every field is a string, a bool, None or a
+        tuple of such models) and costs a fraction of building the canonical form. Only clean
+        contexts are remembered, so no secret is kept here.
+        """
+        try:
+            raw: bytes | None = context.__pydantic_serializer__.to_json(context)
+        except Exception:
+            raw = None  # lone surrogates: sanitize replaces them below
+        if raw is not None:
+            known = self._clean.get(raw)
+            if known is not None:
+                return context, known
         dumped = context.model_dump(mode="json")
         try:
             encoded = canonical_bytes(dumped).decode("utf-8")
         except TypeError:
-            encoded = None  # lone surrogates: sanitize replaces them
-        if encoded is not None and encoded in self._clean:
-            return context, encoded
+            encoded = None
         clean, paths = sanitize_dumped(context, dumped)
-        if paths or clean is not context or encoded is None:
+        if paths or clean is not context or encoded is None or raw is None:
             return clean, context_json(clean)
         with self._lock:
             if len(self._clean) >= _MEMO_SIZE:
                 self._clean.clear()
-            self._clean.add(encoded)
+            self._clean[raw] = encoded
         return clean, encoded
 
     def _index(self, snapshot: PolicySnapshot) -> PolicyIndex:

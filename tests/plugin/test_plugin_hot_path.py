@@ -82,3 +82,63 @@ def test_a_mapping_that_needed_redaction_is_not_presanitized() -> None:
     redacted = sanitized_mapping({"route_shadow.principal_id": "ghp_" + "Cx" * 18})
     assert not isinstance(redacted, SanitizedMapping)
     assert "Cx" * 18 not in str(redacted)
+
+
+@given(
+    st.sampled_from(["principal_id", "role", "requirement", "repo_slug", "repo"]),
+    st.one_of(st.text(max_size=30), fragments.map(lambda text: f"x {text} y")),
+)
+def test_the_sanitize_cache_returns_what_a_fresh_sanitize_does(field: str, value: str) -> None:
+    job = factory.plan_jobs(1, factory.FactorySettings())[0]
+    context = factory.context_for(job, "agentic").model_copy(update={field: value})
+    expected_clean, _ = sanitize_context(context)
+    expected = context_json(expected_clean)
+    runtime = ShadowRuntime(RouteShadowConfig.resolve(environ={}))
+    for _ in range(2):  # the second call is served from the cache when the context was clean
+        clean, encoded = runtime.sanitize(context)
+        assert encoded == expected
+        assert clean == expected_clean
+    for cached in runtime._clean.values():
+        assert redact_text(cached)[1] == 0, "a context that needed redaction was remembered"
+
+
+def test_the_sanitize_cache_tells_equal_looking_contexts_apart() -> None:
+    job = factory.plan_jobs(1, factory.FactorySettings())[0]
+    runtime = ShadowRuntime(RouteShadowConfig.resolve(environ={}))
+    base = factory.context_for(job, "agentic")
+    variants = [
+        base.model_copy(update={"role": None}),
+        base.model_copy(update={"role": "None"}),
+        base.model_copy(update={"role": ""}),
+        base.model_copy(update={"principal_id": base.role, "role": base.principal_id}),
+    ]
+    for context in [base, *variants, base, *variants]:
+        assert runtime.sanitize(context)[1] == context_json(context)
+
+
+_json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**53) + 1, 2**53 - 1), st.text(max_size=12)
+)
+_json_values = st.recursive(
+    _json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text("abcxyz_.", max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.text("abcdefghij_.", min_size=1, max_size=10), _json_values, max_size=6))
+def test_a_presanitized_mapping_encodes_to_the_canonical_bytes_of_its_plain_twin(
+    value: dict[str, object],
+) -> None:
+    from otel_route_shadow.chain import SanitizedMapping, canonical_bytes, sanitized_mapping
+    from otel_route_shadow.chain._format import encode_payload, sanitize_payload
+
+    frozen = sanitized_mapping(value)
+    if not isinstance(frozen, SanitizedMapping):
+        return  # needed redaction: stays a plain dict, walked on every append
+    payload = {"attributes": frozen, "kind": "route-shadow", "z": 1}
+    clean, marks = sanitize_payload(payload)
+    fast, _ = encode_payload(clean, marks)
+    assert fast == canonical_bytes({"attributes": dict(frozen), "kind": "route-shadow", "z": 1})
