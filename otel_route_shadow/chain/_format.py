@@ -22,6 +22,7 @@ import orjson
 
 from otel_route_shadow.core.redaction import (
     REDACTED,
+    cannot_match,
     is_secret_key,
     json_pointer_token,
     redact_text,
@@ -365,6 +366,41 @@ def _remember(cache: set[str], text: str) -> None:
 # Encoding and parsing lines.
 
 
+def encode_known_clean(payload: Mapping[str, Any], cache: CleanCache) -> bytes | None:
+    """The canonical bytes of a payload that :func:`sanitize_payload` would return unchanged and
+    unmarked, decided in one flat pass; None sends the payload through the full walk.
+
+    Eligible is a plain dict whose keys the writer already found clean and whose values are each a
+    :class:`SanitizedMapping`, a bool, None, an int in range, or a string the writer already found
+    clean or that no pattern can match (``cannot_match``: an ASCII hex id, a decimal timestamp). That
+    is the shape of every seam record after the first: a writer's hot path should not walk it.
+    """
+    if payload.__class__ is not dict:
+        return None
+    keys, values = cache.keys, cache.values
+    spliced: dict[str, Any] = {}
+    for key, item in payload.items():
+        if key.__class__ is not str or key not in keys:
+            return None
+        cls = item.__class__
+        if cls is SanitizedMapping:
+            spliced[key] = item.fragment
+            continue
+        if cls is str:
+            if item not in values and not (item.isascii() and cannot_match(item)):
+                return None
+        elif cls is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                return None
+        elif cls is not bool and item is not None:
+            return None
+        spliced[key] = item
+    return orjson.dumps(spliced, option=_OPTS)
+
+
+EMPTY_MARKS: Final = b"[]"
+
+
 def encode_payload(payload: dict[str, Any], marks: list[RedactionMark]) -> tuple[bytes, bytes]:
     """Canonical bytes of a sanitized payload and of its redaction marks (computed outside the lock)."""
     if any(item.__class__ is SanitizedMapping for item in payload.values()):
@@ -376,7 +412,7 @@ def encode_payload(payload: dict[str, Any], marks: list[RedactionMark]) -> tuple
         payload_bytes = orjson.dumps(payload, option=_OPTS)
     except TypeError as exc:  # pragma: no cover - sanitize_payload rejects everything orjson would
         raise ChainPayloadError(f"payload cannot be encoded: {exc}") from None
-    marks_bytes = orjson.dumps([mark.to_dict() for mark in marks], option=_OPTS)
+    marks_bytes = orjson.dumps([mark.to_dict() for mark in marks], option=_OPTS) if marks else EMPTY_MARKS
     return payload_bytes, marks_bytes
 
 

@@ -29,6 +29,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from otel_route_shadow.chain._format import (
+    EMPTY_MARKS,
     GENESIS_HASH,
     LINE_OVERHEAD,
     MAX_LINE_BYTES,
@@ -39,6 +40,8 @@ from otel_route_shadow.chain._format import (
     ChainPayloadError,
     ChainRecord,
     CleanCache,
+    RedactionMark,
+    encode_known_clean,
     encode_payload,
     encode_record,
     parse_record_line,
@@ -56,7 +59,7 @@ _COPY_BLOCK: Final = 1 << 20
 _MODE: Final = 0o640
 MARKER_RECHECK_NS: Final = 1_000_000_000
 """How long an append that finds the chain as it left it may go without looking for a pending
-quarantine marker (see ``RoutingAuditLog._marker_due``)."""
+quarantine marker (see ``RoutingAuditLog._prepare``)."""
 _WATERMARK: Final = struct.Struct("<QQQ")
 """Shared durable watermark in the ``.sync`` file: device, inode, durable byte offset."""
 
@@ -130,8 +133,14 @@ class RoutingAuditLog:
         cannot carry, :class:`ChainCorruptError` when the chain's last complete line is not a record,
         and ``OSError`` for the disk's own failures.
         """
-        clean, marks = sanitize_payload(payload, clean_cache=self._clean_cache)
-        payload_bytes, marks_bytes = encode_payload(clean, marks)
+        known = encode_known_clean(payload, self._clean_cache)
+        if known is not None:
+            clean: dict[str, Any] = dict(payload)
+            marks: list[RedactionMark] = []
+            payload_bytes, marks_bytes = known, EMPTY_MARKS
+        else:
+            clean, marks = sanitize_payload(payload, clean_cache=self._clean_cache)
+            payload_bytes, marks_bytes = encode_payload(clean, marks)
         if len(payload_bytes) + len(marks_bytes) + LINE_OVERHEAD > MAX_LINE_BYTES:
             raise ChainPayloadError(
                 f"record would exceed {MAX_LINE_BYTES} bytes ({len(payload_bytes)} bytes of payload)"
@@ -140,7 +149,13 @@ class RoutingAuditLog:
             fd, size = self._lock_file()
             identity = self._identity
             try:
-                head, size = self._prepare(fd, size)
+                if (
+                    size == self._known_size
+                    and time.monotonic_ns() - self._marker_checked < MARKER_RECHECK_NS
+                ):
+                    head = self._head  # the file is as this instance left it (see _prepare)
+                else:
+                    head, size = self._prepare(fd, size)
                 seq = 0 if head is None else head.seq + 1
                 prev = GENESIS_HASH if head is None else head.record_hash
                 line, record_hash = encode_record(seq, prev, payload_bytes, marks_bytes)
@@ -247,11 +262,12 @@ class RoutingAuditLog:
 
     def _write(self, fd: int, data: bytes, size: int) -> None:
         """Write ``data`` fully at the end; on failure remove the partial line if at all possible."""
-        view = memoryview(data)
         try:
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            written = os.write(fd, data)
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(fd, view) :]
         except BaseException:
             with contextlib.suppress(OSError):  # else the next append quarantines the torn tail
                 os.ftruncate(fd, size)
@@ -260,9 +276,18 @@ class RoutingAuditLog:
 
     # -- the head and the torn-tail policy ----------------------------------------------------------
     def _prepare(self, fd: int, size: int) -> tuple[ChainHead | None, int]:
-        """Finish an interrupted quarantine, quarantine a torn tail, and return the head to link to."""
+        """Finish an interrupted quarantine, quarantine a torn tail, and return the head to link to.
+
+        ``append`` skips this while the file is exactly as this instance left it and it looked for a
+        quarantine marker less than ``MARKER_RECHECK_NS`` ago. The only marker it can miss that way
+        belongs to a second appender that died between truncating a third one's torn tail and
+        recording that: the bytes this instance links to are intact, so appending is safe, and the
+        owed event is appended by the next look (``_resume_quarantine`` finds it missing after any
+        number of records). Looking on every append would put a syscall on every seam call.
+        """
+        self._marker_checked = time.monotonic_ns()
         owed: list[dict[str, Any]] = []
-        if self._marker_due(size) and os.path.exists(self._marker):
+        if os.path.exists(self._marker):
             owed, size = self._resume_quarantine(fd, size)
         if size == self._known_size:
             head = self._head
@@ -278,22 +303,6 @@ class RoutingAuditLog:
         self._known_size = size
         self._head = head
         return head, size
-
-    def _marker_due(self, size: int) -> bool:
-        """Whether to look for an interrupted quarantine's marker before this append.
-
-        Always when the file is not as this descriptor left it. When it is, the only way a marker
-        can be pending is a second appender that died between truncating a third one's torn tail
-        and recording that: the bytes this instance links to are intact, so appending is safe, and
-        the owed event is appended by the next look (``_resume_quarantine`` finds it missing after
-        any number of records). That look happens at least every ``MARKER_RECHECK_NS``, not on every
-        append: it is a syscall on the seam's path.
-        """
-        now = time.monotonic_ns()
-        if size == self._known_size and now - self._marker_checked < MARKER_RECHECK_NS:
-            return False
-        self._marker_checked = now
-        return True
 
     def _quarantine(
         self, fd: int, head: ChainHead | None, start: int, size: int, owed: list[dict[str, Any]]

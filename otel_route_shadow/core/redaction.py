@@ -25,7 +25,15 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["REDACTED", "is_secret_key", "json_pointer_token", "redact_text", "redact_value", "unique_key"]
+__all__ = [
+    "REDACTED",
+    "cannot_match",
+    "is_secret_key",
+    "json_pointer_token",
+    "redact_text",
+    "redact_value",
+    "unique_key",
+]
 
 REDACTED: Final = "[REDACTED]"
 
@@ -102,15 +110,19 @@ _SECRET_KEY: Final = re.compile(
 )
 
 
+def cannot_match(text: str) -> bool:
+    """True when no pattern can match ``text``, decided without running them: every shape is at
+    least five characters long, and only the AWS branch can match letters and digits alone, which
+    needs an "A". Hex ids, decimal timestamps and plain words take this exit."""
+    return len(text) < 5 or (text.isalnum() and "A" not in text)
+
+
 def redact_text(text: str) -> tuple[str, int]:
     """Scrub credential-shaped substrings; return the new string and the number of replacements.
 
     A string without a match is returned as the same object, so callers can test ``new is text``.
     """
-    if len(text) < 5:
-        return text, 0
-    if text.isalnum() and "A" not in text:
-        # Only the AWS branch can match a string of letters and digits alone, and it needs an "A".
+    if cannot_match(text):
         return text, 0
     match = _PATTERN.search(text)
     if match is None:
