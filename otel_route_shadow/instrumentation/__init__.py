@@ -18,6 +18,7 @@ see :mod:`otel_route_shadow.instrumentation.config`.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Collection
 from typing import Any
 
@@ -103,7 +104,8 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         wrapped: list[tuple[Any, str]] = []
         try:
             for spec, parent, attribute in targets:
-                wrapt.wrap_function_wrapper(parent, attribute, _seam_wrapper(spec))
+                is_async = inspect.iscoroutinefunction(getattr(parent, attribute))
+                wrapt.wrap_function_wrapper(parent, attribute, _seam_wrapper(spec, is_async))
                 wrapped.append((parent, attribute))
         except Exception:
             for parent, attribute in reversed(wrapped):
@@ -120,10 +122,10 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self.runtime = None
 
 
-def _seam_wrapper(spec: SeamSpec) -> Any:
+def _seam_wrapper(spec: SeamSpec, is_async: bool) -> Any:
     seam, face, extractor = spec.seam_name, spec.request_face, spec.extractor
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return invoke(current_runtime(), seam, face, extractor, wrapped, instance, args, kwargs)
+        return invoke(current_runtime(), seam, face, extractor, wrapped, instance, args, kwargs, is_async)
 
     return wrapper

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
@@ -101,8 +102,13 @@ def invoke(
     instance: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    is_async: bool | None = None,
 ) -> Any:
-    """Call ``wrapped`` as a shadowed seam (or bare, when switched off or suppressed)."""
+    """Call ``wrapped`` as a shadowed seam (or bare, when switched off or suppressed).
+
+    ``is_async``: whether ``wrapped`` is a coroutine function, when the caller already knows (the
+    instrumentor and the decorator decide it once, not on every call).
+    """
     if _bare(runtime):
         return wrapped(*args, **kwargs)
     assert runtime is not None
@@ -111,14 +117,19 @@ def invoke(
     if begun is None:
         return wrapped(*args, **kwargs)
     span, observation = begun
-    if inspect.iscoroutinefunction(wrapped):
+    if is_async if is_async is not None else inspect.iscoroutinefunction(wrapped):
         return _ainvoke(runtime, span, observation, wrapped, args, kwargs)
+    # What trace.use_span(span) does with record_exception and set_status_on_exception off, minus
+    # its generator: the span is current while the host runs, and the host's exception is not
+    # recorded (runtime.finish marks only its type).
+    token = otel_context.attach(trace.set_span_in_context(span))
     try:
-        with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-            result = wrapped(*args, **kwargs)
+        result = wrapped(*args, **kwargs)
     except BaseException as exc:
+        otel_context.detach(token)
         runtime.finish(span, observation, exc)
         raise
+    otel_context.detach(token)
     runtime.finish(span, observation, None)
     return result
 
@@ -152,13 +163,15 @@ def shadow_seam(
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return invoke(current_runtime(), seam, request_face, extractor, fn, None, args, kwargs)
+            return invoke(current_runtime(), seam, request_face, extractor, fn, None, args, kwargs, False)
 
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                return await invoke(current_runtime(), seam, request_face, extractor, fn, None, args, kwargs)
+                return await invoke(
+                    current_runtime(), seam, request_face, extractor, fn, None, args, kwargs, True
+                )
 
             return awrapper  # type: ignore[return-value]
         return wrapper  # type: ignore[return-value]

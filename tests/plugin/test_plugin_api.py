@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 
 from otel_route_shadow.core import PolicySnapshot
 from otel_route_shadow.demo import factory
@@ -15,6 +16,7 @@ from otel_route_shadow.instrumentation import (
     RouteShadowInstrumentor,
     SeamCall,
     SeamConfigError,
+    SeamSpec,
     shadow_seam,
     shadow_spawn,
 )
@@ -176,3 +178,25 @@ def test_record_route_shadow_returns_a_record_or_none_never_a_route() -> None:
     record = record_route_shadow("seam", factory.context_for(job, "agentic"), PolicySnapshot())
     assert record is not None and record.shadow.decision.policy_source == "legacy-compatibility"
     assert record_route_shadow("seam", None, PolicySnapshot()) is None  # type: ignore[arg-type]
+
+
+class AsyncHost:
+    async def run(self, job: factory.Job) -> Any:
+        await asyncio.sleep(0)
+        return trace.get_current_span()
+
+
+def test_instrumentor_shadows_an_async_method_for_its_whole_await(tmp_path: Path) -> None:
+    spec = SeamSpec(
+        target=f"{__name__}:AsyncHost.run", request_face="agentic", extractor=_extract, name="async_host"
+    )
+    h = make_harness(tmp_path, seams=(spec,))
+    try:
+        current = asyncio.run(AsyncHost().run(_jobs(1)[0]))
+        spans = h.spans()
+        assert [s.attributes[attr.SEAM] for s in spans] == ["async_host"]
+        assert current.get_span_context().span_id == spans[0].context.span_id
+        assert spans[0].end_time is not None
+        assert len(h.records()) == 1
+    finally:
+        h.instrumentor.uninstrument()
