@@ -35,6 +35,7 @@ __all__ = [
     "SeamCall",
     "SeamConfigError",
     "SeamSpec",
+    "env_disabled",
     "env_flag",
     "parse_seams",
 ]
@@ -146,6 +147,28 @@ def parse_seams(value: str) -> tuple[SeamSpec, ...]:
 
 def env_flag(value: str | None) -> bool:
     return value is not None and value.strip().lower() == "true"
+
+
+_ENVIRON = os.environ
+_ENVIRON_DATA: Any = getattr(os.environ, "_data", None)
+_DISABLED_KEY: Any = getattr(os.environ, "encodekey", lambda key: None)(ENV_DISABLED)
+if not isinstance(_ENVIRON_DATA, dict) or _DISABLED_KEY is None:
+    _ENVIRON_DATA = None
+
+
+def env_disabled() -> bool:
+    """``OTEL_PYTHON_ROUTE_SHADOW_DISABLED``, read live: every seam call asks.
+
+    ``os.environ.get`` of an unset name encodes the key and raises and catches a ``KeyError``, about
+    a microsecond on every spawn. CPython's ``os.environ`` keeps its encoded entries in a dict that
+    each of its writes updates (``os.environ[...] =``, ``del``, ``monkeypatch.setenv``), so the same
+    answer is one dict lookup. Anything else in place of ``os.environ`` is asked the usual way.
+    """
+    environ = os.environ
+    if environ is _ENVIRON and _ENVIRON_DATA is not None:
+        raw = _ENVIRON_DATA.get(_DISABLED_KEY)
+        return raw is not None and env_flag(environ.decodevalue(raw))
+    return env_flag(environ.get(ENV_DISABLED))
 
 
 def _env(environ: Mapping[str, str], name: str) -> str | None:

@@ -13,7 +13,6 @@ Inertness rules, in one place:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import traceback
@@ -28,7 +27,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_route_shadow.chain import ChainError, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
 from otel_route_shadow.core.redaction import redact_text
-from otel_route_shadow.instrumentation.config import ENV_DISABLED, RouteShadowConfig, SeamCall, env_flag
+from otel_route_shadow.instrumentation.config import RouteShadowConfig, SeamCall, env_disabled
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import ShadowRecord, context_json, observe, sanitize_dumped, span_name
@@ -138,7 +137,7 @@ class ShadowRuntime:
     def enabled(self) -> bool:
         """The kill switch, checked live on every call: the environment, the configuration, and a
         host settings object whose field counts as on only when it is exactly ``True``."""
-        if self.config.disabled or env_flag(os.environ.get(ENV_DISABLED)):
+        if self.config.disabled or env_disabled():
             return False
         settings = self.config.settings
         return settings is None or getattr(settings, SETTINGS_FIELD, None) is True

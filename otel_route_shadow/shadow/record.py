@@ -50,6 +50,7 @@ GEN_AI_MODEL: Final = "gen_ai.request.model"
 GEN_AI_AGENT: Final = "gen_ai.agent.name"
 
 _RECORDED_PREFIXES: Final = ("route_shadow.", "gen_ai.")
+_ONE_SHOT: Final = RequestFace.ONE_SHOT.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ def sanitize_context(context: RouteContext) -> tuple[RouteContext, list[str]]:
 
 def operation_name(request_face: str) -> str:
     """GenAI operation: an agent run at an agentic seam, a chat completion at a one-shot seam."""
-    return "chat" if request_face == RequestFace.ONE_SHOT.value else "invoke_agent"
+    return "chat" if request_face == _ONE_SHOT else "invoke_agent"
 
 
 def agent_name(seam: str, context: RouteContext) -> str:

@@ -14,6 +14,7 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from otel_route_shadow.demo import factory
+from otel_route_shadow.instrumentation.config import env_disabled
 from otel_route_shadow.shadow import attributes as attr
 
 from .conftest import Harness, make_harness
@@ -173,6 +174,39 @@ def test_kill_switch_toggles_live(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         h.instrumentor.uninstrument()
     assert len(h.records()) == 15
     assert len(h.spans()) == 15
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["os.environ", "monkeypatch.setenv", "a plain dict in place of os.environ"],
+)
+def test_the_kill_switch_variable_is_read_live_however_it_is_set(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "OTEL_PYTHON_ROUTE_SHADOW_DISABLED"
+    monkeypatch.delenv(name, raising=False)
+    if how == "a plain dict in place of os.environ":
+        monkeypatch.setattr(os, "environ", dict(os.environ))
+
+    def set_to(value: str | None) -> None:
+        if value is None:
+            os.environ.pop(name, None)
+        elif how == "monkeypatch.setenv":
+            monkeypatch.setenv(name, value)
+        else:
+            os.environ[name] = value
+
+    h = make_harness(tmp_path)
+    try:
+        for value, shadowed in [(None, True), (" TRUE ", False), ("false", True), ("true", False), (None, True)]:
+            set_to(value)
+            assert env_disabled() is not shadowed
+            before = len(h.records())
+            _run(1)
+            assert len(h.records()) - before == (1 if shadowed else 0), (how, value)
+    finally:
+        os.environ.pop(name, None)
+        h.instrumentor.uninstrument()
 
 
 def test_suppression_is_honoured(harness: Harness) -> None:
