@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_route_shadow.chain import RoutingAuditLog, canonical_bytes, sanitized_mapping, verify_chain
+from otel_route_shadow.chain import (
+    ChainPayloadError,
+    PayloadTemplate,
+    RoutingAuditLog,
+    canonical_bytes,
+    sanitized_mapping,
+    verify_chain,
+)
 from otel_route_shadow.chain._format import CleanCache, encode_known_clean, encode_payload, sanitize_payload
 
 CREDENTIALS = ["sk-ant-api03-" + "Qk9" * 14, "AKIACANARYCANARY1234", "password=hunter2", "ghp_" + "Cx" * 18]
@@ -131,3 +138,84 @@ def test_plain_values_under_a_known_key_take_the_fast_lane(value: Any) -> None:
 
 def test_an_unknown_key_is_left_to_the_walk() -> None:
     assert encode_known_clean({"api_key": "abc"}, CleanCache()) is None
+
+
+# -- templates ---------------------------------------------------------------------------------------
+
+_tokens = st.one_of(
+    st.text("0123456789abcdef", min_size=1, max_size=32),
+    st.text("0123456789", min_size=1, max_size=20),
+    st.sampled_from(["A", "AK", "AKIA", "Zz9", "route"]),
+)
+
+
+@settings(max_examples=200)
+@given(
+    st.dictionaries(st.text("abcdefghij_.", min_size=1, max_size=10), _values, max_size=5),
+    st.lists(
+        st.sampled_from(["trace_id", "span_id", "a", "zz", "start"]), min_size=1, max_size=3, unique=True
+    ),
+    st.data(),
+)
+def test_a_template_encodes_what_the_walk_and_encoder_would(
+    fixed: dict[str, Any], slots: list[str], data: st.DataObject
+) -> None:
+    fixed = {key: value for key, value in fixed.items() if key not in slots}
+    frozen = _frozen(fixed)
+    try:
+        template = PayloadTemplate({"attributes": frozen, "kind": "route-shadow"}, slots)
+    except ChainPayloadError:
+        try:
+            marks = sanitize_payload({"attributes": frozen})[1]
+        except ChainPayloadError:
+            return  # the walk refuses it too
+        assert marks, "refused a template that needed no redaction"
+        return
+    tokens = data.draw(st.lists(_tokens, min_size=len(slots), max_size=len(slots)))
+    payload = template.payload(tokens)
+    clean, marks = sanitize_payload(payload)
+    assert marks == [] and clean == payload
+    assert template.encode(tokens) == canonical_bytes(clean)
+
+
+@pytest.mark.parametrize(
+    "token", ["", "ab-c", "a b", "é", "AKIACANARYCANARY1234", "\ud800", 7, None], ids=repr
+)
+def test_a_template_refuses_anything_but_a_token(token: Any) -> None:
+    template = PayloadTemplate({"kind": "route-shadow"}, ["trace_id"])
+    with pytest.raises(ChainPayloadError):
+        template.encode([token])
+
+
+def test_a_template_refuses_fixed_fields_that_need_redaction_and_bad_slots() -> None:
+    with pytest.raises(ChainPayloadError):
+        PayloadTemplate({"note": CREDENTIALS[0]}, ["trace_id"])
+    with pytest.raises(ChainPayloadError):
+        PayloadTemplate({"kind": "x"}, ["kind"])  # a slot must be a new key
+    with pytest.raises(ChainPayloadError):
+        PayloadTemplate({"kind": "x"}, ["api_key"])  # a key naming a credential is never a slot
+    with pytest.raises(ChainPayloadError):
+        PayloadTemplate({"kind": "x"}, ["a", "a"])
+
+
+def test_a_fixed_value_that_looks_like_a_slot_marker_does_not_confuse_the_template() -> None:
+    template = PayloadTemplate({"a": "slot0", "b": ["slot1", "xslot0"], "slot0": 1}, ["z", "c"])
+    tokens = ["123", "abc"]
+    assert template.encode(tokens) == canonical_bytes(template.payload(tokens))
+
+
+def test_a_templated_append_writes_the_same_line_as_a_plain_one(tmp_path: Path) -> None:
+    plain, fast = RoutingAuditLog(tmp_path / "a.jsonl"), RoutingAuditLog(tmp_path / "b.jsonl")
+    template = PayloadTemplate(
+        {k: v for k, v in _seam_payload(0).items() if k in ("attributes", "kind")},
+        ["trace_id", "span_id", "start_time_unix_nano"],
+    )
+    for n in range(1, 20):
+        payload = _seam_payload(n)
+        record = plain.append(payload)
+        head = fast.append_templated(
+            template, [payload["trace_id"], payload["span_id"], payload["start_time_unix_nano"]]
+        )
+        assert (head.seq, head.record_hash) == (record.seq, record.record_hash)
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert verify_chain(tmp_path / "b.jsonl").intact

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -45,6 +45,7 @@ __all__ = [
     "ChainPayloadError",
     "ChainRecord",
     "CleanCache",
+    "PayloadTemplate",
     "RedactionMark",
     "canonical_bytes",
     "encode_record",
@@ -396,6 +397,80 @@ def encode_known_clean(payload: Mapping[str, Any], cache: CleanCache) -> bytes |
             return None
         spliced[key] = item
     return orjson.dumps(spliced, option=_OPTS)
+
+
+class PayloadTemplate:
+    """A payload shape appended over and over: fixed fields sanitized and encoded once, and a few
+    *token* slots filled per record (ids, timestamps).
+
+    A token is a non-empty ASCII string of letters and digits that no redaction pattern can match
+    (``cannot_match``): it needs neither scrubbing nor JSON escaping, so a record's canonical payload
+    is the template's pre-encoded pieces joined around its tokens, with no walk and no encoder. The
+    pieces are cut out of the canonical encoding of the whole payload, so they are canonical by
+    construction. Raises :class:`ChainPayloadError` for fixed fields that would need redaction or
+    repair (append those with ``append``) and for slot names that are not plain keys.
+    """
+
+    __slots__ = ("_fixed", "_order", "_pieces", "slots")
+
+    def __init__(self, fixed: Mapping[str, Any], slots: Sequence[str]) -> None:
+        clean, marks = sanitize_payload({**fixed, **dict.fromkeys(slots, "")})
+        if (
+            marks
+            or len(set(slots)) != len(slots)
+            or set(slots) & set(fixed)
+            or clean.keys() != {*fixed, *slots}
+        ):
+            raise ChainPayloadError(
+                "a template's fields must need no redaction and its slots must be new keys"
+            )
+        for slot in slots:
+            if not slot.isascii() or is_secret_key(slot):
+                raise ChainPayloadError(f"slot {slot!r} is not a plain key")
+        markers = [f"slot{index}" for index in range(len(slots))]
+        while True:
+            encoded = canonical_bytes({**clean, **dict(zip(slots, markers, strict=True))})
+            quoted = [f'"{marker}"'.encode("ascii") for marker in markers]
+            if all(encoded.count(marker) == 1 for marker in quoted):
+                break
+            markers = [f"x{marker}" for marker in markers]  # a fixed value happened to contain one
+        positions = sorted((encoded.index(marker), index) for index, marker in enumerate(quoted))
+        pieces, cursor = [], 0
+        for position, index in positions:
+            pieces.append(encoded[cursor : position + 1])  # up to and including the opening quote
+            cursor = position + len(quoted[index]) - 1  # from the closing quote on
+        pieces.append(encoded[cursor:])
+        self.slots: tuple[str, ...] = tuple(slots)
+        self._fixed = {key: value for key, value in clean.items() if key not in self.slots}
+        self._order = tuple(index for _, index in positions)
+        self._pieces = tuple(pieces)
+
+    def encode(self, tokens: Sequence[str]) -> bytes:
+        """The canonical payload bytes with ``tokens`` in the slots (in ``slots`` order)."""
+        if len(tokens) != len(self.slots) or "" in tokens:
+            raise ChainPayloadError(f"expected {len(self.slots)} non-empty tokens, got {tokens!r}")
+        try:
+            joined = "".join(tokens)
+        except TypeError:
+            raise ChainPayloadError(f"tokens must be strings, not {tokens!r}") from None
+        # One check for all: letters and digits alone that cannot match as a whole cannot match in
+        # any part either (cannot_match asks for under five characters, or for no "A").
+        if not (joined.isascii() and joined.isalnum() and cannot_match(joined)):
+            for token in tokens:
+                if not (token.isascii() and token.isalnum() and cannot_match(token)):
+                    raise ChainPayloadError(
+                        f"a slot takes a token (ASCII letters and digits, no credential shape), not {token!r}"
+                    )
+        pieces = self._pieces
+        parts = [pieces[0]]
+        for step, index in enumerate(self._order, 1):
+            parts.append(tokens[index].encode("ascii"))
+            parts.append(pieces[step])
+        return b"".join(parts)
+
+    def payload(self, tokens: Sequence[str]) -> dict[str, Any]:
+        """The payload as a plain mapping (what a reader gets back)."""
+        return {**self._fixed, **dict(zip(self.slots, tokens, strict=True))}
 
 
 EMPTY_MARKS: Final = b"[]"

@@ -23,7 +23,7 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import orjson
@@ -40,6 +40,7 @@ from otel_route_shadow.chain._format import (
     ChainPayloadError,
     ChainRecord,
     CleanCache,
+    PayloadTemplate,
     RedactionMark,
     encode_known_clean,
     encode_payload,
@@ -141,6 +142,21 @@ class RoutingAuditLog:
         else:
             clean, marks = sanitize_payload(payload, clean_cache=self._clean_cache)
             payload_bytes, marks_bytes = encode_payload(clean, marks)
+        head, prev = self._append_encoded(payload_bytes, marks_bytes)
+        return ChainRecord(head.seq, prev, clean, tuple(marks) if marks else (), head.record_hash)
+
+    def append_templated(self, template: PayloadTemplate, tokens: Sequence[str]) -> ChainHead:
+        """Append ``template`` filled with ``tokens``; return the new head.
+
+        The record is byte for byte what ``append(template.payload(tokens))`` writes, without
+        walking or encoding the fixed fields again: for a writer that appends one shape many times
+        (the plugin's seam records). Raises as :meth:`append` does.
+        """
+        head, _ = self._append_encoded(template.encode(tokens), EMPTY_MARKS)
+        return head
+
+    def _append_encoded(self, payload_bytes: bytes, marks_bytes: bytes) -> tuple[ChainHead, str]:
+        """Link and write one record from its encoded parts; return the new head and the previous hash."""
         if len(payload_bytes) + len(marks_bytes) + LINE_OVERHEAD > MAX_LINE_BYTES:
             raise ChainPayloadError(
                 f"record would exceed {MAX_LINE_BYTES} bytes ({len(payload_bytes)} bytes of payload)"
@@ -162,12 +178,12 @@ class RoutingAuditLog:
                 self._write(fd, line, size)
                 end = size + len(line)
                 self._known_size = end
-                self._head = ChainHead(seq, record_hash)
+                new_head = self._head = ChainHead(seq, record_hash)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         if self._durability == "fsync":
             self._group_commit(fd, identity, end)
-        return ChainRecord(seq, prev, clean, tuple(marks), record_hash)
+        return new_head, prev
 
     def head(self) -> ChainHead | None:
         """The last complete record on disk, or None for a missing or empty chain.

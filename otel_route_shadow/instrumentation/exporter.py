@@ -16,9 +16,9 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import PayloadTemplate, RoutingAuditLog
 from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow.record import record_payload
+from otel_route_shadow.shadow.record import record_payload, record_tokens
 
 __all__ = ["RouteShadowChainExporter"]
 
@@ -52,6 +52,13 @@ class RouteShadowChainExporter(SpanExporter):
     ) -> None:
         """Append one seam event; raises what the disk raises (the caller contains it)."""
         self._audit_log().append(record_payload(trace_id, span_id, start_time_unix_nano, attributes))
+
+    def append_templated(
+        self, template: PayloadTemplate, trace_id: int, span_id: int, start_time_unix_nano: int
+    ) -> None:
+        """:meth:`append` for attributes whose payload shape was prepared once (``record_template``)."""
+        log = self._log if self._log is not None else self._audit_log()
+        log.append_templated(template, record_tokens(trace_id, span_id, start_time_unix_nano))
 
     def append_span(self, span: ReadableSpan) -> None:
         context = span.get_span_context()

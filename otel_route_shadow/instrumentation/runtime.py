@@ -12,6 +12,7 @@ Inertness rules, in one place:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -30,7 +31,14 @@ from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.instrumentation.config import RouteShadowConfig, SeamCall, env_disabled
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow.record import ShadowRecord, context_json, observe, sanitize_dumped, span_name
+from otel_route_shadow.shadow.record import (
+    ShadowRecord,
+    context_json,
+    observe,
+    record_template,
+    sanitize_dumped,
+    span_name,
+)
 from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore
 from otel_route_shadow.version import __version__
 
@@ -101,14 +109,20 @@ class SeamObservation:
         self.exported = True
         try:
             context = span.get_span_context()
+            start = getattr(span, "start_time", None) or self.start_ns
+            record = self.record
+            if record is not None and record.template is not None and self.error_type is None:
+                self.runtime.exporter.append_templated(
+                    record.template, context.trace_id, context.span_id, start
+                )
+                return
             attributes: Mapping[str, Any]
             # The very values the span carries: the record's mapping is what enrich() set on it,
             # plus the error type contain() marked (reading them back from a live span would cost
             # a lock per attribute).
-            attributes = self.record.attributes if self.record is not None else {attr.SEAM: self.seam}
+            attributes = record.attributes if record is not None else {attr.SEAM: self.seam}
             if self.error_type is not None:
                 attributes = {**attributes, attr.ERROR_TYPE: self.error_type}
-            start = getattr(span, "start_time", None) or self.start_ns
             self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes)
         except Exception as exc:
             self.runtime.contain(exc, "chain", span, loud=loud, observation=self)
@@ -234,6 +248,8 @@ class ShadowRuntime:
             encoded_context=encoded,
             index=self._index(snapshot),
         )
+        # Recorded many times over: prepare its chain payload shape once.
+        record = dataclasses.replace(record, template=record_template(record.attributes))
         with self._lock:
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.pop(next(iter(self._memo)))

@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from otel_route_shadow.chain import SanitizedMapping, canonical_bytes, sanitized_mapping
+from otel_route_shadow.chain import (
+    ChainPayloadError,
+    PayloadTemplate,
+    SanitizedMapping,
+    canonical_bytes,
+    sanitized_mapping,
+)
 from otel_route_shadow.core import (
     PolicyIndex,
     PolicySnapshot,
@@ -27,12 +33,15 @@ from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
     "RECORD_KIND",
+    "RECORD_SLOTS",
     "AttributeValue",
     "ShadowRecord",
     "context_json",
     "observe",
     "record_payload",
     "record_route_shadow",
+    "record_template",
+    "record_tokens",
     "sanitize_context",
     "sanitize_dumped",
     "shadow_attributes",
@@ -61,6 +70,9 @@ class ShadowRecord:
     context: RouteContext
     shadow: ShadowDecision
     attributes: Mapping[str, AttributeValue]
+    template: PayloadTemplate | None = None
+    """The chain payload shape of every span carrying ``attributes`` (:func:`record_template`),
+    when the plugin's runtime prepared it for a decision it will record many times."""
 
 
 def _strings(value: Any, out: list[str]) -> list[str]:
@@ -215,6 +227,25 @@ def record_route_shadow(
         return observe(seam, context, snapshot, snapshot_state)
     except Exception:
         return None
+
+
+RECORD_SLOTS: Final = ("trace_id", "span_id", "start_time_unix_nano")
+
+
+def record_template(attributes: Mapping[str, AttributeValue]) -> PayloadTemplate | None:
+    """The payload of :func:`record_payload` for these attributes as a chain template, its ids and
+    start time left as slots (:func:`record_tokens`); None when the attributes need redaction."""
+    if not isinstance(attributes, SanitizedMapping):
+        return None
+    try:
+        return PayloadTemplate({"kind": RECORD_KIND, "attributes": attributes}, RECORD_SLOTS)
+    except ChainPayloadError:
+        return None
+
+
+def record_tokens(trace_id: int, span_id: int, start_time_unix_nano: int) -> tuple[str, str, str]:
+    """The slot values of :func:`record_template`, formatted as :func:`record_payload` does."""
+    return f"{trace_id:032x}", f"{span_id:016x}", str(start_time_unix_nano)
 
 
 def record_payload(

@@ -142,3 +142,18 @@ def test_a_presanitized_mapping_encodes_to_the_canonical_bytes_of_its_plain_twin
     clean, marks = sanitize_payload(payload)
     fast, _ = encode_payload(clean, marks)
     assert fast == canonical_bytes({"attributes": dict(frozen), "kind": "route-shadow", "z": 1})
+
+
+def test_a_memoised_decision_carries_the_template_its_records_are_written_with(tmp_path: Path) -> None:
+    from otel_route_shadow.chain import canonical_bytes
+    from otel_route_shadow.shadow.record import record_payload, record_tokens
+
+    policies = default_policy_file().policies
+    snapshot = PolicySnapshot(policies=policies, revision=3, content_hash=policy_set_hash(policies))
+    runtime = ShadowRuntime(RouteShadowConfig.resolve(environ={}, chain_path=tmp_path / "c.jsonl"))
+    ids = (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1796007685579756355)
+    for job in factory.plan_jobs(40, factory.FactorySettings()):
+        clean, encoded = runtime.sanitize(factory.context_for(job, "agentic"))
+        record = runtime.observe("seam", clean, encoded, snapshot, "ok")
+        assert record.template is not None
+        assert record.template.encode(record_tokens(*ids)) == canonical_bytes(record_payload(*ids, record.attributes))
