@@ -1,7 +1,8 @@
 """The route-shadow span processor: enriches each seam span, at its start, with the decision.
 
-It acts only on spans started by a route-shadow seam (they carry their observation in the parent
-context) and ignores every other span. Processor exceptions escape into the host call in the current
+It acts only on spans a route-shadow seam is starting (``PENDING`` holds their observation while
+``start_span`` runs, and the span comes from this instrumentation's tracer) and ignores every other
+span. Processor exceptions escape into the host call in the current
 SDK (opentelemetry-python #5624), so the hook contains its own failures (see ``ShadowRuntime``).
 """
 
@@ -11,7 +12,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 
-from otel_route_shadow.instrumentation.runtime import OBSERVATION_KEY, SeamObservation, ShadowRuntime
+from otel_route_shadow.instrumentation.runtime import PENDING, SCOPE_NAME, ShadowRuntime
 
 __all__ = ["RouteShadowSpanProcessor"]
 
@@ -25,10 +26,13 @@ class RouteShadowSpanProcessor(SpanProcessor):
         self.runtime = runtime
 
     def on_start(self, span: SdkSpan, parent_context: otel_context.Context | None = None) -> None:
-        if self.runtime is None or parent_context is None:
-            return
-        observation = otel_context.get_value(OBSERVATION_KEY, parent_context)
-        if isinstance(observation, SeamObservation) and observation.runtime is self.runtime:
+        observation = PENDING.get()
+        if (
+            observation is not None
+            and observation.runtime is self.runtime
+            and span.instrumentation_scope is not None
+            and span.instrumentation_scope.name == SCOPE_NAME
+        ):
             observation.enrich(span)
 
     def on_end(self, span: ReadableSpan) -> None:

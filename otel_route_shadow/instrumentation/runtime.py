@@ -19,9 +19,9 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any, Final
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -42,7 +42,7 @@ from otel_route_shadow.shadow.record import (
 from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore
 from otel_route_shadow.version import __version__
 
-__all__ = ["SCHEMA_URL", "SCOPE_NAME", "SETTINGS_FIELD", "SeamObservation", "ShadowRuntime"]
+__all__ = ["PENDING", "SCHEMA_URL", "SCOPE_NAME", "SETTINGS_FIELD", "SeamObservation", "ShadowRuntime"]
 
 _LOG = logging.getLogger("otel_route_shadow")
 
@@ -50,7 +50,10 @@ SCOPE_NAME: Final = "otel_route_shadow.instrumentation"
 SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.37.0"
 SETTINGS_FIELD: Final = "route_shadow_enabled"
 _MEMO_SIZE: Final = 4096
-OBSERVATION_KEY: Final = otel_context.create_key("route_shadow.observation")
+PENDING: Final[ContextVar[SeamObservation | None]] = ContextVar("route_shadow_pending", default=None)
+"""The observation whose span is being started right now, in this thread or task: set by
+``ShadowRuntime.begin`` only around its ``start_span`` call, read by the span processor's ``on_start``
+(which also checks the span came from this instrumentation's tracer)."""
 
 
 _PLAUSIBLE_SINK_ERRORS: Final = (OSError, ChainError, PolicyStoreError)
@@ -305,17 +308,17 @@ class ShadowRuntime:
                 context = context.model_copy(update={"request_face": request_face})
             clean, encoded = self.sanitize(context)
             observation = SeamObservation(self, seam, clean, encoded)
-            parent = otel_context.set_value(OBSERVATION_KEY, observation)
-            span = self.tracer.start_span(
-                span_name(seam, clean),
-                context=parent,
-                kind=SpanKind.INTERNAL,
-                attributes={attr.SEAM: seam},
-            )
+            name = span_name(seam, clean)
+            token = PENDING.set(observation)
+            try:
+                span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes={attr.SEAM: seam})
+            finally:
+                PENDING.reset(token)
         except Exception as exc:
             self.contain(exc, "start", None, loud=True)
             return None
-        observation.enrich(span)
+        if not observation.attempted:  # no route-shadow processor saw the span (dropped, or no SDK)
+            observation.enrich(span)
         return span, observation
 
     def extract(self, call: SeamCall, extractor: Any) -> RouteContext | Mapping[str, Any] | None:

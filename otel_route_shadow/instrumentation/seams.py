@@ -109,9 +109,8 @@ def invoke(
     ``is_async``: whether ``wrapped`` is a coroutine function, when the caller already knows (the
     instrumentor and the decorator decide it once, not on every call).
     """
-    if _bare(runtime):
+    if runtime is None or not is_instrumentation_enabled() or not runtime.enabled():
         return wrapped(*args, **kwargs)
-    assert runtime is not None
     context = runtime.extract(SeamCall(seam, request_face, instance, args, kwargs), extractor)
     begun = runtime.begin(seam, request_face, context)
     if begun is None:

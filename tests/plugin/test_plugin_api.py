@@ -200,3 +200,43 @@ def test_instrumentor_shadows_an_async_method_for_its_whole_await(tmp_path: Path
         assert len(h.records()) == 1
     finally:
         h.instrumentor.uninstrument()
+
+
+class _SpanStartingSampler:
+    """A (strange) sampler that starts a span of its own while a seam span is being sampled."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+        self.inner = ALWAYS_ON
+        self.provider: Any = None
+        self.busy = False
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.busy and self.provider is not None:
+            self.busy = True
+            try:
+                self.provider.get_tracer("sampler-side-effect").start_span("side effect").end()
+            finally:
+                self.busy = False
+        return self.inner.should_sample(*args, **kwargs)
+
+    def get_description(self) -> str:
+        return "span-starting"
+
+
+def test_only_the_seam_span_is_enriched_even_when_another_span_starts_meanwhile(tmp_path: Path) -> None:
+    sampler = _SpanStartingSampler()
+    h = make_harness(tmp_path, sampler=sampler)  # type: ignore[arg-type]
+    sampler.provider = h.provider
+    try:
+        factory.dispatch(_jobs(1)[0])
+        spans = {s.name: s for s in h.spans()}
+        assert attr.DECISION_ID not in (spans["side effect"].attributes or {})
+        (seam_span,) = [s for name, s in spans.items() if name != "side effect"]
+        assert attr.DECISION_ID in seam_span.attributes
+        assert h.records()[0]["attributes"] == {
+            k: v for k, v in seam_span.attributes.items() if k.startswith(("route_shadow.", "gen_ai."))
+        }
+    finally:
+        h.instrumentor.uninstrument()
