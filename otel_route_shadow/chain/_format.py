@@ -411,7 +411,7 @@ class PayloadTemplate:
     repair (append those with ``append``) and for slot names that are not plain keys.
     """
 
-    __slots__ = ("_fixed", "_order", "_pieces", "slots")
+    __slots__ = ("_fixed", "_order", "_skeleton", "slots")
 
     def __init__(self, fixed: Mapping[str, Any], slots: Sequence[str]) -> None:
         clean, marks = sanitize_payload({**fixed, **dict.fromkeys(slots, "")})
@@ -443,30 +443,37 @@ class PayloadTemplate:
         self.slots: tuple[str, ...] = tuple(slots)
         self._fixed = {key: value for key, value in clean.items() if key not in self.slots}
         self._order = tuple(index for _, index in positions)
-        self._pieces = tuple(pieces)
+        self._skeleton: tuple[bytes, ...] = tuple(part for piece in pieces for part in (piece, b""))[:-1]
 
     def encode(self, tokens: Sequence[str]) -> bytes:
         """The canonical payload bytes with ``tokens`` in the slots (in ``slots`` order)."""
-        if len(tokens) != len(self.slots) or "" in tokens:
-            raise ChainPayloadError(f"expected {len(self.slots)} non-empty tokens, got {tokens!r}")
         try:
             joined = "".join(tokens)
         except TypeError:
             raise ChainPayloadError(f"tokens must be strings, not {tokens!r}") from None
         # One check for all: letters and digits alone that cannot match as a whole cannot match in
         # any part either (cannot_match asks for under five characters, or for no "A").
-        if not (joined.isascii() and joined.isalnum() and cannot_match(joined)):
-            for token in tokens:
-                if not (token.isascii() and token.isalnum() and cannot_match(token)):
-                    raise ChainPayloadError(
-                        f"a slot takes a token (ASCII letters and digits, no credential shape), not {token!r}"
-                    )
-        pieces = self._pieces
-        parts = [pieces[0]]
-        for step, index in enumerate(self._order, 1):
-            parts.append(tokens[index].encode("ascii"))
-            parts.append(pieces[step])
+        if (
+            len(tokens) != len(self.slots)
+            or "" in tokens
+            or not (joined.isascii() and joined.isalnum() and cannot_match(joined))
+        ):
+            self._check(tokens)
+        parts = list(self._skeleton)  # the pieces, with a hole for each token
+        hole = 1
+        for index in self._order:
+            parts[hole] = tokens[index].encode("ascii")
+            hole += 2
         return b"".join(parts)
+
+    def _check(self, tokens: Sequence[str]) -> None:
+        if len(tokens) != len(self.slots):
+            raise ChainPayloadError(f"expected {len(self.slots)} tokens, got {len(tokens)}")
+        for token in tokens:
+            if not (token and token.isascii() and token.isalnum() and cannot_match(token)):
+                raise ChainPayloadError(
+                    f"a slot takes a token (ASCII letters and digits, no credential shape), not {token!r}"
+                )
 
     def payload(self, tokens: Sequence[str]) -> dict[str, Any]:
         """The payload as a plain mapping (what a reader gets back)."""

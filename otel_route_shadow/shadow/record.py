@@ -245,7 +245,7 @@ def record_template(attributes: Mapping[str, AttributeValue]) -> PayloadTemplate
 
 def record_tokens(trace_id: int, span_id: int, start_time_unix_nano: int) -> tuple[str, str, str]:
     """The slot values of :func:`record_template`, formatted as :func:`record_payload` does."""
-    return f"{trace_id:032x}", f"{span_id:016x}", str(start_time_unix_nano)
+    return trace_id.to_bytes(16, "big").hex(), span_id.to_bytes(8, "big").hex(), str(start_time_unix_nano)
 
 
 def record_payload(
