@@ -19,6 +19,7 @@ Setup (both sides, same run, same SDK ``TracerProvider``):
 from __future__ import annotations
 
 import contextlib
+import itertools
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -97,8 +98,17 @@ def seam_row(cfg: BenchConfig) -> Row:
         faces = {name: face for name, (_, face) in factory.SEAMS.items()}
         contexts = {job.number: factory.context_for(job, faces[job.loop.seam]) for job in jobs}
 
+        # Distinct but equal context objects per job, for the extras' check that no cache keys on
+        # object identity (a real extractor builds a new context on every call).
+        copies = {
+            number: itertools.cycle([c.model_copy(deep=True) for _ in range(7)])
+            for number, c in contexts.items()
+        }
+        fresh_objects = [False]
+
         def extract_precomputed(call: SeamCall) -> Any:
-            return contexts[call.args[0].number]
+            number = call.args[0].number
+            return next(copies[number]) if fresh_objects[0] else contexts[number]
 
         seams = tuple(
             SeamSpec(target=target, request_face=face, extractor=extract_precomputed, name=name)
@@ -109,24 +119,29 @@ def seam_row(cfg: BenchConfig) -> Row:
         provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=65_536))  # type: ignore[arg-type]
         instrumentor = RouteShadowInstrumentor()
         chain_path = work / "chain.jsonl"
-        instrumentor.instrument(
-            tracer_provider=provider,
-            seams=seams,
-            chain_path=chain_path,
-            store=work / "store",
-            durability="flush",
-        )
-
         agent, subprocess_runner = factory.AgentRunner(), factory.SubprocessRunner()
-        wrapped = {
-            "agentic": agent._execute,
-            "subprocess": subprocess_runner.run,
-            "one-shot": factory.run_lightweight_agent,
-            "streaming": factory.stream_claude_with_telemetry,
-        }
-        for name, fn in wrapped.items():
-            if not hasattr(fn, "__wrapped__"):
-                raise RuntimeError(f"seam {name} is not wrapped by the instrumentor")
+
+        def instrument(**extra: Any) -> dict[str, Any]:
+            instrumentor.instrument(
+                tracer_provider=provider,
+                seams=seams,
+                chain_path=chain_path,
+                store=work / "store",
+                durability="flush",
+                **extra,
+            )
+            wrapped: dict[str, Any] = {
+                "agentic": agent._execute,
+                "subprocess": subprocess_runner.run,
+                "one-shot": factory.run_lightweight_agent,
+                "streaming": factory.stream_claude_with_telemetry,
+            }
+            for name, fn in wrapped.items():
+                if not hasattr(fn, "__wrapped__"):
+                    raise RuntimeError(f"seam {name} is not wrapped by the instrumentor")
+            return wrapped
+
+        wrapped = instrument()
 
         # Warm-up: one instrumented call per job, capturing the real seam spans.
         exporter.capture = []
@@ -184,6 +199,19 @@ def seam_row(cfg: BenchConfig) -> Row:
                 "WARNING: the shadow path contained errors or missed chain records; figure suspect"
             )
         row.extras["demo_extractor_us"] = _extractor_cost(factory, jobs, faces)
+
+        # Variants, same run, fewer runs each: a distinct (equal) context object on every call, and
+        # the store re-checked on every call instead of every 100 ms.
+        variant_runs = max(3, cfg.runs // 2)
+        fresh_objects[0] = True
+        ours_fresh, base_fresh = paired(_per_call(ours_calls), _per_call(bare_calls), variant_runs)
+        fresh_objects[0] = False
+        row.extras["ratio_distinct_context_objects"] = round(ratios(ours_fresh, base_fresh).median, 2)
+        instrumentor.uninstrument()
+        wrapped = instrument(snapshot_recheck_ms=0)
+        exact_calls = [shadowed(wrapped[jobs[i].loop.seam], jobs[i]) for i in order]
+        ours_exact, base_exact = paired(_per_call(exact_calls), _per_call(bare_calls), variant_runs)
+        row.extras["ratio_store_rechecked_every_call"] = round(ratios(ours_exact, base_exact).median, 2)
         row.notes.append(
             "same TracerProvider: route-shadow processor + BatchSpanProcessor(drop exporter); "
             "extractor excluded from both sides (precomputed context); demo extractor cost in extras"
