@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,9 +60,9 @@ class SeamConfigError(ValueError):
     """A seam entry cannot be understood; the message names the entry."""
 
 
-@dataclass(frozen=True, slots=True)
-class SeamCall:
-    """What an extractor sees of one seam call."""
+class SeamCall(NamedTuple):
+    """What an extractor sees of one seam call (immutable; a named tuple because one is built on
+    every call, at a third of a frozen dataclass's cost)."""
 
     seam: str
     request_face: str
