@@ -162,19 +162,27 @@ class RoutingAuditLog:
                 f"record would exceed {MAX_LINE_BYTES} bytes ({len(payload_bytes)} bytes of payload)"
             )
         with self._lock:
+            # Encoded before the file lock, linked to the head this instance wrote last: the usual
+            # case, confirmed under the lock below. The file lock is then held for a stat and a
+            # write only, not for hashing.
+            head = self._head
+            known = self._known_size
+            if head is not None and known >= 0:
+                seq, prev = head.seq + 1, head.record_hash
+                line, record_hash = encode_record(seq, prev, payload_bytes, marks_bytes)
             fd, size = self._lock_file()
             identity = self._identity
             try:
-                if (
-                    size == self._known_size
+                if not (
+                    head is not None
+                    and size == known == self._known_size
                     and time.monotonic_ns() - self._marker_checked < MARKER_RECHECK_NS
                 ):
-                    head = self._head  # the file is as this instance left it (see _prepare)
-                else:
+                    # Not as this instance left it (or never seen): see _prepare.
                     head, size = self._prepare(fd, size)
-                seq = 0 if head is None else head.seq + 1
-                prev = GENESIS_HASH if head is None else head.record_hash
-                line, record_hash = encode_record(seq, prev, payload_bytes, marks_bytes)
+                    seq = 0 if head is None else head.seq + 1
+                    prev = GENESIS_HASH if head is None else head.record_hash
+                    line, record_hash = encode_record(seq, prev, payload_bytes, marks_bytes)
                 self._write(fd, line, size)
                 end = size + len(line)
                 self._known_size = end
