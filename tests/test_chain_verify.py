@@ -313,3 +313,35 @@ def test_parallel_verify_is_not_hung_by_an_inherited_sigterm_handler(tmp_path: P
         pytest.fail("parallel verify hung under an inherited SIGTERM handler")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "50"]
+
+
+def test_parallel_verify_stopping_early_never_waits_on_a_killed_worker(tmp_path: Path) -> None:
+    """Liveness of the early stop. It used ``Pool.terminate``, which could kill a worker while it
+    held the result queue's lock; the pool's task thread then waited for that lock forever (seen
+    once, in a run of the chain tests). The race is rare: this stress did not reproduce it against
+    the old code in three tries, so it guards rather than proves; the fix is by construction (no
+    worker is killed any more). Many early stops with workers busy, in a child with a deadline."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "chain.jsonl"
+    lines = forge_chain(path, [plugin_payload(i) for i in range(800)])
+    lines[3] = lines[3].replace(b'"selected"', b'"selectex"')
+    write_lines(path, lines)
+    script = textwrap.dedent(
+        f"""
+        from otel_route_shadow.chain import _verify, verify_chain
+        _verify._PARALLEL_MIN_BYTES = 0
+        for round in range(60):
+            result = verify_chain({str(path)!r}, jobs=2 + round % 3)
+            assert (result.intact, result.first_bad_seq) == (False, 3), result
+        print("ok")
+        """
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail("parallel verify hung after stopping early")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]

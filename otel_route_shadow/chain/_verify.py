@@ -12,6 +12,7 @@ Memory does not grow with the chain: lines are read in fixed-size blocks, a line
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import hashlib
 import itertools
@@ -21,6 +22,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import IO, Any, Final
@@ -689,21 +691,43 @@ def _scan_parallel(
     progress: _Progress | None,
     strict: bool,
 ) -> _Stop | None:
+    """Verify chunks in worker processes, in order, a bounded window of them in flight.
+
+    Workers are never killed: on the first chunk whose links do not hold, the chunks not yet started
+    are cancelled and the running ones finish. (``Pool.terminate`` could kill a worker while it held
+    the result queue's lock, and the pool's own threads then waited for that lock forever.)
+    """
     chunks = _split(handle, end, jobs * _CHUNKS_PER_JOB)
-    with _mp_context().Pool(processes=min(jobs, len(chunks)), initializer=_worker_signals) as pool:
-        results = pool.imap(_verify_chunk_star, [(path, chunk, strict) for chunk in chunks])
-        for chunk, result in zip(chunks, results, strict=True):
+    workers = min(jobs, len(chunks))
+    executor = ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context(), initializer=_worker_signals)
+    try:
+        queued = iter(chunks)
+        window: collections.deque[tuple[_Chunk, Future[_ChunkResult]]] = collections.deque()
+
+        def submit_next() -> None:
+            chunk = next(queued, None)
+            if chunk is not None:
+                window.append((chunk, executor.submit(_verify_chunk, path, chunk, strict)))
+
+        for _ in range(2 * workers):
+            submit_next()
+        while window:
+            chunk, future = window.popleft()
+            result = future.result()
             if not result.ok or result.first_seq != state.seq or result.first_prev != state.prev:
-                pool.terminate()
+                executor.shutdown(wait=True, cancel_futures=True)
                 # Something in this chunk (or its first link) is wrong: find it the sequential way,
                 # with the exact state the verified prefix left.
                 return _scan(handle, state, end, progress, strict)
+            submit_next()
             state.seq = result.last_seq + 1
             state.prev = result.last_hash
             state.lines += result.lines
             state.offset = chunk.end
             if progress is not None:
                 progress(state.seq, state.offset)
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
     return None
 
 
@@ -712,7 +736,3 @@ def _worker_signals() -> None:
     fixture's SIGTERM hook, say) must not keep ``Pool.terminate`` from ending them."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _verify_chunk_star(args: tuple[str, _Chunk, bool]) -> _ChunkResult:
-    return _verify_chunk(*args)
