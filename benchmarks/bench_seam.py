@@ -177,24 +177,24 @@ def seam_row(cfg: BenchConfig) -> Row:
         for call in bare_calls[: len(jobs)]:
             call()
         records_before = _count_lines(chain_path)
-        ours, base = paired(_per_call(ours_calls), _per_call(bare_calls), cfg.runs)
+        ours, base = paired(_per_call(ours_calls), _per_call(bare_calls), cfg.seam_runs)
         provider.force_flush()
         records = _count_lines(chain_path) - records_before
         row.ours, row.baseline, row.ratio, row.runs = (
             Stats.of(ours),
             Stats.of(base),
             ratios(ours, base),
-            cfg.runs,
+            cfg.seam_runs,
         )
         runtime = instrumentor.runtime
         errors = dict(runtime.errors) if runtime is not None else {}
         row.extras["chain_records_appended"] = records
-        row.extras["expected_records"] = n * cfg.runs
+        row.extras["expected_records"] = n * cfg.seam_runs
         row.extras["contained_errors"] = {f"{k[0]}:{k[1]}": v for k, v in errors.items()}
         store_obj = getattr(runtime, "_store", None)
         if store_obj is not None:
             row.extras["store_full_loads"] = store_obj.full_loads
-        if errors or records != n * cfg.runs:
+        if errors or records != n * cfg.seam_runs:
             row.notes.append(
                 "WARNING: the shadow path contained errors or missed chain records; figure suspect"
             )
@@ -202,7 +202,7 @@ def seam_row(cfg: BenchConfig) -> Row:
 
         # Variants, same run, fewer runs each: a distinct (equal) context object on every call, and
         # the store re-checked on every call instead of every 100 ms.
-        variant_runs = max(3, cfg.runs // 2)
+        variant_runs = max(3, cfg.seam_runs // 2)
         fresh_objects[0] = True
         ours_fresh, base_fresh = paired(_per_call(ours_calls), _per_call(bare_calls), variant_runs)
         fresh_objects[0] = False

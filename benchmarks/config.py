@@ -16,7 +16,11 @@ class BenchConfig:
     slow_runs: int
     """Runs per side for the rows that read a whole large chain."""
     seam_calls: int
-    """Seam calls (and bare spans) per run."""
+    """Seam calls (and bare spans) per run: long enough that each run carries its share of the
+    periodic costs (the batch processor's export every 512 spans, garbage collection, the store
+    re-check every 100 ms), so a run's mean is the per-call cost."""
+    seam_runs: int
+    """Paired runs per side for the seam row; the figure is the median of the per-pair ratios."""
     batch_contexts: int
     batch_policies: int
     explain_policies: int
@@ -37,6 +41,7 @@ class BenchConfig:
             runs=7,
             slow_runs=3,
             seam_calls=2000,
+            seam_runs=15,
             batch_contexts=10_000,
             batch_policies=1_000,
             explain_policies=100,
@@ -56,6 +61,7 @@ class BenchConfig:
             runs=3,
             slow_runs=3,
             seam_calls=100,
+            seam_runs=3,
             batch_contexts=300,
             batch_policies=100,
             explain_policies=100,
