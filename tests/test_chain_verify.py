@@ -286,33 +286,41 @@ def test_parallel_verify_finds_the_same_first_bad_seq(tmp_path: Path, where: int
 
 
 
-def test_parallel_verify_is_not_hung_by_an_inherited_sigterm_handler(tmp_path: Path) -> None:
-    """Regression: with the e2e fixture's SIGTERM handler installed, ``Pool.terminate`` on a damaged
-    chunk left forked workers running the handler instead of dying, and the suite hung."""
+def _damaged_chain(tmp_path: Path, records: int, bad: int) -> Path:
+    path = tmp_path / "chain.jsonl"
+    lines = forge_chain(path, [plugin_payload(i) for i in range(records)])
+    lines[bad] = lines[bad].replace(b'"selected"', b'"selectex"')
+    write_lines(path, lines)
+    return path
+
+
+def _run_child(body: str, timeout: float, hung: str) -> list[str]:
+    """Run ``body`` in a fresh interpreter with parallel verify forced on; fail if it outlives ``timeout``."""
     import subprocess
     import sys
     import textwrap
 
-    path = tmp_path / "chain.jsonl"
-    lines = forge_chain(path, [plugin_payload(i) for i in range(400)])
-    lines[50] = lines[50].replace(b'"selected"', b'"selectex"')
-    write_lines(path, lines)
-    script = textwrap.dedent(
-        f"""
+    script = "from otel_route_shadow.chain import _verify, verify_chain\n_verify._PARALLEL_MIN_BYTES = 0\n"
+    script += textwrap.dedent(body)
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(hung)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_parallel_verify_is_not_hung_by_an_inherited_sigterm_handler(tmp_path: Path) -> None:
+    """Regression: with the e2e fixture's SIGTERM handler installed, ``Pool.terminate`` on a damaged
+    chunk left forked workers running the handler instead of dying, and the suite hung."""
+    path = _damaged_chain(tmp_path, 400, 50)
+    body = f"""
         import signal
-        from otel_route_shadow.chain import _verify, verify_chain
-        _verify._PARALLEL_MIN_BYTES = 0
         signal.signal(signal.SIGTERM, lambda signum, frame: None)  # a host handler that does not exit
         result = verify_chain({str(path)!r}, jobs=2)
         print(result.intact, result.first_bad_seq)
         """
-    )
-    try:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        pytest.fail("parallel verify hung under an inherited SIGTERM handler")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "50"]
+    assert _run_child(body, 60, "parallel verify hung under an inherited SIGTERM handler") == ["False", "50"]
 
 
 def test_parallel_verify_stopping_early_never_waits_on_a_killed_worker(tmp_path: Path) -> None:
@@ -321,27 +329,11 @@ def test_parallel_verify_stopping_early_never_waits_on_a_killed_worker(tmp_path:
     once, in a run of the chain tests). The race is rare: this stress did not reproduce it against
     the old code in three tries, so it guards rather than proves; the fix is by construction (no
     worker is killed any more). Many early stops with workers busy, in a child with a deadline."""
-    import subprocess
-    import sys
-    import textwrap
-
-    path = tmp_path / "chain.jsonl"
-    lines = forge_chain(path, [plugin_payload(i) for i in range(800)])
-    lines[3] = lines[3].replace(b'"selected"', b'"selectex"')
-    write_lines(path, lines)
-    script = textwrap.dedent(
-        f"""
-        from otel_route_shadow.chain import _verify, verify_chain
-        _verify._PARALLEL_MIN_BYTES = 0
+    path = _damaged_chain(tmp_path, 800, 3)
+    body = f"""
         for round in range(60):
             result = verify_chain({str(path)!r}, jobs=2 + round % 3)
             assert (result.intact, result.first_bad_seq) == (False, 3), result
         print("ok")
         """
-    )
-    try:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
-    except subprocess.TimeoutExpired:
-        pytest.fail("parallel verify hung after stopping early")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["ok"]
+    assert _run_child(body, 240, "parallel verify hung after stopping early") == ["ok"]
