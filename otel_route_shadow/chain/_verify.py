@@ -733,6 +733,6 @@ def _scan_parallel(
 
 def _worker_signals() -> None:
     """Workers take the default signal dispositions: a handler inherited from the host (a test
-    fixture's SIGTERM hook, say) must not keep ``Pool.terminate`` from ending them."""
+    fixture's SIGTERM hook, say) must not keep a worker from ending with its pool."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

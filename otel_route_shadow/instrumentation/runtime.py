@@ -62,7 +62,7 @@ _PLAUSIBLE_SINK_ERRORS: Final = (OSError, ChainError, PolicyStoreError)
 
 class SeamObservation:
     """One seam call in flight: the sanitized context, its record once resolved, and whether the
-    chain has it yet. Carried to the span processor in the span's parent context."""
+    chain has it yet. Handed to the span processor through ``PENDING`` while its span starts."""
 
     __slots__ = (
         "attempted",
