@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -176,6 +177,12 @@ def seam_row(cfg: BenchConfig) -> Row:
         ]
         for call in bare_calls[: len(jobs)]:
             call()
+        # One untimed round of each side, then let the file system settle (the work directory was
+        # emptied at the start, possibly of a large chain from an earlier run), so that the timed
+        # runs see neither first-touch costs nor the benchmark's own clean-up.
+        _per_call(ours_calls)()
+        _per_call(bare_calls)()
+        os.sync()
         records_before = _count_lines(chain_path)
         ours, base = paired(_per_call(ours_calls), _per_call(bare_calls), cfg.seam_runs)
         provider.force_flush()
@@ -204,12 +211,14 @@ def seam_row(cfg: BenchConfig) -> Row:
         # the store re-checked on every call instead of every 100 ms.
         variant_runs = max(3, cfg.seam_runs // 2)
         fresh_objects[0] = True
+        os.sync()  # each measured block starts from the same file-system state
         ours_fresh, base_fresh = paired(_per_call(ours_calls), _per_call(bare_calls), variant_runs)
         fresh_objects[0] = False
         row.extras["ratio_distinct_context_objects"] = round(ratios(ours_fresh, base_fresh).median, 2)
         instrumentor.uninstrument()
         wrapped = instrument(snapshot_recheck_ms=0)
         exact_calls = [shadowed(wrapped[jobs[i].loop.seam], jobs[i]) for i in order]
+        os.sync()
         ours_exact, base_exact = paired(_per_call(exact_calls), _per_call(bare_calls), variant_runs)
         row.extras["ratio_store_rechecked_every_call"] = round(ratios(ours_exact, base_exact).median, 2)
         row.notes.append(
