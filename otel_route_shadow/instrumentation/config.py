@@ -8,6 +8,7 @@
 | ``OTEL_PYTHON_ROUTE_SHADOW_STORE`` | ``store`` | policy snapshot store directory (unset: no policies, an ``absent`` snapshot) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_DURABILITY`` | ``durability`` | ``flush`` (default) or ``fsync`` per chain record |
 | ``OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS`` | ``snapshot_recheck_ms`` | how long a seam may resolve against the store's last verdict before looking at the store again (default 100; 0: on every call) |
+| ``OTEL_PYTHON_ROUTE_SHADOW_CHAIN_HOLD_MS`` | ``chain_hold_ms`` | in a burst of spawns, how long the chain writer may keep the chain's file lock between records (default 50; 0: lock per record) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_STRICT`` | ``strict`` | ``true``: a bug in the shadow path raises (for host test suites) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_DISABLED`` | ``disabled`` | ``true``: every seam is the bare call (checked live, on every call) |
 | (none) | ``settings`` | a host settings object; shadowing runs only while its ``route_shadow_enabled`` is exactly ``True`` |
@@ -48,12 +49,16 @@ ENV_DURABILITY = ENV_PREFIX + "DURABILITY"
 ENV_STRICT = ENV_PREFIX + "STRICT"
 ENV_DISABLED = ENV_PREFIX + "DISABLED"
 ENV_SNAPSHOT_RECHECK_MS = ENV_PREFIX + "SNAPSHOT_RECHECK_MS"
+ENV_CHAIN_HOLD_MS = ENV_PREFIX + "CHAIN_HOLD_MS"
 
 DEFAULT_CHAIN_PATH = Path("route-shadow") / "chain.jsonl"
 DEFAULT_SNAPSHOT_RECHECK_MS = 100
 """A save is seen by every seam call that starts at least this long after it. Under load the store's
 stats are then paid once per interval instead of once per spawn; a quiet host (one spawn every
 100 ms or more, most factories) still looks on every call."""
+DEFAULT_CHAIN_HOLD_MS = 50
+"""Only spawns less than a millisecond apart make the writer hold the chain's lock between records;
+another process's first record after such a burst may wait up to this long (``RoutingAuditLog``)."""
 
 
 class SeamConfigError(ValueError):
@@ -188,6 +193,7 @@ class RouteShadowConfig(BaseModel):
     strict: bool = False
     disabled: bool = False
     snapshot_recheck_ms: int = Field(default=DEFAULT_SNAPSHOT_RECHECK_MS, ge=0, le=3_600_000, strict=True)
+    chain_hold_ms: int = Field(default=DEFAULT_CHAIN_HOLD_MS, ge=0, le=1000, strict=True)
     settings: Any = Field(default=None, exclude=True)
 
     @classmethod
@@ -207,14 +213,18 @@ class RouteShadowConfig(BaseModel):
         durability = _env(env, ENV_DURABILITY)
         if durability is not None:
             values["durability"] = durability.strip().lower()
-        recheck = _env(env, ENV_SNAPSHOT_RECHECK_MS)
-        if recheck is not None:
-            try:
-                values["snapshot_recheck_ms"] = int(recheck.strip())
-            except ValueError:
-                raise ValueError(
-                    f"{ENV_SNAPSHOT_RECHECK_MS}={recheck!r}: expected a whole number of milliseconds"
-                ) from None
+        for name, key in (
+            (ENV_SNAPSHOT_RECHECK_MS, "snapshot_recheck_ms"),
+            (ENV_CHAIN_HOLD_MS, "chain_hold_ms"),
+        ):
+            milliseconds = _env(env, name)
+            if milliseconds is not None:
+                try:
+                    values[key] = int(milliseconds.strip())
+                except ValueError:
+                    raise ValueError(
+                        f"{name}={milliseconds!r}: expected a whole number of milliseconds"
+                    ) from None
         values["strict"] = env_flag(_env(env, ENV_STRICT))
         values["disabled"] = env_flag(_env(env, ENV_DISABLED))
         unknown = set(overrides) - set(cls.model_fields)

@@ -26,9 +26,10 @@ __all__ = ["RouteShadowChainExporter"]
 class RouteShadowChainExporter(SpanExporter):
     """Appends seam spans to a decision chain. Non-seam spans are ignored."""
 
-    def __init__(self, chain_path: str | Path, durability: str = "flush") -> None:
+    def __init__(self, chain_path: str | Path, durability: str = "flush", hold_ms: int = 0) -> None:
         self._path = Path(chain_path)
         self._durability = durability
+        self._hold_ns = hold_ms * 1_000_000
         self._log: RoutingAuditLog | None = None
         self._lock = threading.Lock()
         self._shutdown = False
@@ -43,7 +44,11 @@ class RouteShadowChainExporter(SpanExporter):
             with self._lock:
                 if self._log is None:
                     self._path.parent.mkdir(parents=True, exist_ok=True)
-                    self._log = RoutingAuditLog(self._path, durability=self._durability)  # type: ignore[arg-type]
+                    self._log = RoutingAuditLog(
+                        self._path,
+                        durability=self._durability,  # type: ignore[arg-type]
+                        hold_ns=self._hold_ns,
+                    )
                 log = self._log
         return log
 
