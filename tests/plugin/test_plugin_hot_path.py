@@ -157,3 +157,14 @@ def test_a_memoised_decision_carries_the_template_its_records_are_written_with(t
         record = runtime.observe("seam", clean, encoded, snapshot, "ok")
         assert record.template is not None
         assert record.template.encode(record_tokens(*ids)) == canonical_bytes(record_payload(*ids, record.attributes))
+
+
+def test_an_equal_but_distinct_context_object_is_recognised_as_seen() -> None:
+    runtime = ShadowRuntime(RouteShadowConfig.resolve(environ={}))
+    for job in factory.plan_jobs(40, factory.FactorySettings()):
+        context = factory.context_for(job, "agentic")
+        runtime.sanitize(context)
+        known = len(runtime._clean)
+        _, encoded = runtime.sanitize(context.model_copy(deep=True))
+        assert len(runtime._clean) == known, "a fresh object of the same content missed the cache"
+        assert encoded == context_json(context)
