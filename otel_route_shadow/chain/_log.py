@@ -259,25 +259,26 @@ class RoutingAuditLog:
         if not self._held:
             return None
         moved = not self._still_at_path()
-        # When to look next, read without the lock (a stale read only moves the look).
-        due = min(self._held_used + min(HOLD_IDLE_NS, self._hold_ns), self._held_since + self._hold_ns)
-        if now < due and not moved:
-            return due
+        # Read without the lock first: a stale read only moves the next look.
+        if now < self._hold_due() and not moved:
+            return self._hold_due()
         if not self._lock.acquire(blocking=False):
             return now + HOLD_DENSE_NS  # appending right now
         try:
             if not self._held:
                 return None
-            idle_until = self._held_used + min(HOLD_IDLE_NS, self._hold_ns)
-            hold_until = self._held_since + self._hold_ns
-            if now < idle_until and now < hold_until and not moved:
-                return min(idle_until, hold_until)
-            if now >= hold_until:
+            if now < self._hold_due() and not moved:
+                return self._hold_due()
+            if now >= self._held_since + self._hold_ns:
                 self._no_hold_until = now + HOLD_PAUSE_NS
             self._unhold()
             return None
         finally:
             self._lock.release()
+
+    def _hold_due(self) -> int:
+        """When the current hold must be given back: idle too long, or held too long."""
+        return min(self._held_used + min(HOLD_IDLE_NS, self._hold_ns), self._held_since + self._hold_ns)
 
     def release_hold(self) -> None:
         with self._lock:

@@ -62,8 +62,7 @@ class RouteShadowChainExporter(SpanExporter):
         self, template: PayloadTemplate, trace_id: int, span_id: int, start_time_unix_nano: int
     ) -> None:
         """:meth:`append` for attributes whose payload shape was prepared once (``record_template``)."""
-        log = self._log if self._log is not None else self._audit_log()
-        log.append_templated(template, record_tokens(trace_id, span_id, start_time_unix_nano))
+        self._audit_log().append_templated(template, record_tokens(trace_id, span_id, start_time_unix_nano))
 
     def append_span(self, span: ReadableSpan) -> None:
         context = span.get_span_context()
