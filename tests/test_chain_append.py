@@ -20,11 +20,11 @@ from otel_route_shadow.chain import (
     ChainHead,
     ChainPayloadError,
     RoutingAuditLog,
-    _log,
     iter_payloads,
     iter_records,
     verify_chain,
 )
+from otel_route_shadow.chain import log as chain_log
 from otel_route_shadow.core.canonical import canonical_json, digest
 
 SECRET = "sk-ant-api03-" + "Zq9_x-Y8" * 11 + "AA"
@@ -95,10 +95,10 @@ def test_head_recovery_reads_a_bounded_tail(tmp_path: Path, monkeypatch: pytest.
         read.append(len(data))
         return data
 
-    monkeypatch.setattr(_log.os, "pread", counting_pread)
+    monkeypatch.setattr(chain_log.os, "pread", counting_pread)
     record = RoutingAuditLog(path).append({"late": True})
     assert record.seq == 3000
-    assert sum(read) <= 2 * _log._TAIL_WINDOW
+    assert sum(read) <= 2 * chain_log._TAIL_WINDOW
     assert path.stat().st_size > 100 * sum(read)
 
 
@@ -107,7 +107,7 @@ def test_head_recovery_widens_the_window_for_a_huge_last_record(tmp_path: Path) 
     log = RoutingAuditLog(path)
     log.append({"small": 1})
     big = log.append({"big": "x" * (MAX_LINE_BYTES - 4096)})
-    assert len(path.read_bytes().splitlines()[-1]) > 100 * _log._TAIL_WINDOW
+    assert len(path.read_bytes().splitlines()[-1]) > 100 * chain_log._TAIL_WINDOW
     fresh = RoutingAuditLog(path)
     assert fresh.head() == ChainHead(1, big.record_hash)
     assert fresh.append({"after": "big"}).prev_hash == big.record_hash
@@ -287,7 +287,7 @@ def test_fsync_mode_appends_and_records_a_watermark(tmp_path: Path) -> None:
     assert log.fsyncs == 5  # one appender, nothing to share
     fd = os.open(f"{path}.sync", os.O_RDONLY)
     try:
-        watermark = _log._read_watermark(fd)
+        watermark = chain_log._read_watermark(fd)
     finally:
         os.close(fd)
     assert watermark == (path.stat().st_dev, path.stat().st_ino, path.stat().st_size)

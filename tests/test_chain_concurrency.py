@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from otel_route_shadow.chain import RoutingAuditLog, _log, iter_payloads, verify_chain
+from otel_route_shadow.chain import RoutingAuditLog, iter_payloads, verify_chain
+from otel_route_shadow.chain import log as chain_log
 
 
 def _assert_complete(path: Path, expected: set[tuple[Any, ...]]) -> None:
@@ -88,7 +89,7 @@ def test_processes_times_threads(tmp_path: Path, start_method: str) -> None:
 def _durable(path: Path) -> int:
     fd = os.open(f"{path}.sync", os.O_RDONLY)
     try:
-        return _log._read_watermark(fd)[2]
+        return chain_log._read_watermark(fd)[2]
     finally:
         os.close(fd)
 
@@ -101,7 +102,7 @@ def _slow_sync(monkeypatch: pytest.MonkeyPatch, calls: list[int]) -> None:
         time.sleep(0.004)  # a disk that takes its time: what group commit is for
         real(fd)
 
-    monkeypatch.setattr(_log.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(chain_log.os, "fdatasync", fdatasync)
 
 
 def test_fsync_group_commit_shares_syncs_between_threads(
@@ -150,7 +151,9 @@ def test_a_truncation_pulls_the_watermark_back(tmp_path: Path) -> None:
         handle.write(b'{"torn":')
     fd = os.open(f"{path}.sync", os.O_WRONLY)
     try:
-        os.pwrite(fd, _log._WATERMARK.pack(path.stat().st_dev, path.stat().st_ino, path.stat().st_size), 0)
+        os.pwrite(
+            fd, chain_log._WATERMARK.pack(path.stat().st_dev, path.stat().st_ino, path.stat().st_size), 0
+        )
     finally:
         os.close(fd)
     fresh = RoutingAuditLog(path, durability="fsync")

@@ -22,10 +22,10 @@ from otel_route_shadow.chain import (
     Reason,
     RoutingAuditLog,
     Verdict,
-    _log,
     iter_payloads,
     verify_chain,
 )
+from otel_route_shadow.chain import log as chain_log
 
 
 class Crash(BaseException):
@@ -161,15 +161,15 @@ def _crash_in(monkeypatch: pytest.MonkeyPatch, where: str) -> None:
                 raise Crash(where)
             real_replace(src, dst)
 
-        monkeypatch.setattr(_log.os, "replace", replace)
+        monkeypatch.setattr(chain_log.os, "replace", replace)
     elif where == "marker":
-        monkeypatch.setattr(_log, "_atomic_write", boom)
+        monkeypatch.setattr(chain_log, "_atomic_write", boom)
     elif where == "truncate":
-        monkeypatch.setattr(_log.os, "ftruncate", boom)
+        monkeypatch.setattr(chain_log.os, "ftruncate", boom)
     elif where == "event":
         monkeypatch.setattr(RoutingAuditLog, "_append_event", boom)
     elif where == "unlink":
-        monkeypatch.setattr(_log, "_unlink", boom)
+        monkeypatch.setattr(chain_log, "_unlink", boom)
     else:  # pragma: no cover
         raise AssertionError(where)
 
@@ -250,7 +250,7 @@ def test_a_long_lived_writer_records_an_interrupted_quarantine_it_did_not_cause(
     between, with the chain intact throughout."""
     path = tmp_path / "chain.jsonl"
     build_chain(path, 2)
-    monkeypatch.setattr(_log, "MARKER_RECHECK_NS", 3600 * 10**9)  # "within the second", however slow
+    monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 3600 * 10**9)  # "within the second", however slow
     log = RoutingAuditLog(path)
     log.append({"n": "mine"})
     torn = b'{"payload":{"kind":"torn'
@@ -262,7 +262,7 @@ def test_a_long_lived_writer_records_an_interrupted_quarantine_it_did_not_cause(
     assert _marker(path).exists()
     log.append({"n": "within the second"})  # the file is as this writer left it: no look yet
     assert verify_chain(path).intact
-    monkeypatch.setattr(_log, "MARKER_RECHECK_NS", 0)
+    monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 0)
     log.append({"n": "after the recheck"})
     kinds = [p.get("kind", p.get("n")) for p in _payloads(path)][3:]
     assert kinds == ["within the second", QUARANTINE_KIND, "after the recheck"]

@@ -20,7 +20,7 @@ from otel_route_shadow.chain import (
     sanitized_mapping,
     verify_chain,
 )
-from otel_route_shadow.chain._format import CleanCache, encode_known_clean, encode_payload, sanitize_payload
+from otel_route_shadow.chain.format import CleanCache, encode_known_clean, encode_payload, sanitize_payload
 
 CREDENTIALS = ["sk-ant-api03-" + "Qk9" * 14, "AKIACANARYCANARY1234", "password=hunter2", "ghp_" + "Cx" * 18]
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from test_chain_support import plugin_payload
 
-from otel_route_shadow.chain import RoutingAuditLog, _log, iter_payloads, verify_chain
+from otel_route_shadow.chain import RoutingAuditLog, iter_payloads, verify_chain
+from otel_route_shadow.chain import log as chain_log
 
 HOLD_NS = 50_000_000
 
@@ -64,7 +65,7 @@ def test_a_writer_appending_now_and_then_never_holds(tmp_path: Path) -> None:
     for i in range(3):
         log.append(plugin_payload(i))
         assert not log._held and not _locked_elsewhere(path)
-        time.sleep(2 * _log.HOLD_DENSE_NS / 1e9)
+        time.sleep(2 * chain_log.HOLD_DENSE_NS / 1e9)
 
 
 def test_held_or_not_the_chain_is_byte_for_byte_the_same(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from otel_route_shadow.chain import (
     Reason,
     RoutingAuditLog,
     Verdict,
-    _verify,
     verify_chain,
 )
+from otel_route_shadow.chain import verify as chain_verify
 
 MB = 1024 * 1024
 
@@ -237,7 +237,7 @@ def test_progress_reports_records_and_bytes(tmp_path: Path) -> None:
 @pytest.fixture
 def parallel_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """Split even small chains so that chunk boundaries fall everywhere in a test-sized file."""
-    monkeypatch.setattr(_verify, "_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chain_verify, "_PARALLEL_MIN_BYTES", 0)
 
 
 @pytest.mark.usefixtures("parallel_everywhere")
@@ -249,17 +249,17 @@ def test_parallel_verify_agrees_on_an_intact_chain(
     forge_chain(path, [plugin_payload(i) for i in range(400)])
     sequential = verify_chain(path)
     chunks: list[int] = []
-    real_split = _verify._split
+    real_split = chain_verify._split
 
-    def spy(*args: object) -> list[_verify._Chunk]:
+    def spy(*args: object) -> list[chain_verify._Chunk]:
         result = real_split(*args)  # type: ignore[arg-type]
         chunks.append(len(result))
         return result
 
-    monkeypatch.setattr(_verify, "_split", spy)
+    monkeypatch.setattr(chain_verify, "_split", spy)
     progress: list[int] = []
     parallel = verify_chain(path, jobs=jobs, progress=progress.append)
-    assert chunks == [jobs * _verify._CHUNKS_PER_JOB]  # really split, really parallel
+    assert chunks == [jobs * chain_verify._CHUNKS_PER_JOB]  # really split, really parallel
     assert parallel.to_dict() == sequential.to_dict()
     assert parallel.intact and progress[-1] == 400
 
@@ -285,7 +285,6 @@ def test_parallel_verify_finds_the_same_first_bad_seq(tmp_path: Path, where: int
     assert verify_chain(path, jobs=2).to_dict() == sequential.to_dict()
 
 
-
 def _damaged_chain(tmp_path: Path, records: int, bad: int) -> Path:
     path = tmp_path / "chain.jsonl"
     lines = forge_chain(path, [plugin_payload(i) for i in range(records)])
@@ -300,7 +299,7 @@ def _run_child(body: str, timeout: float, hung: str) -> list[str]:
     import sys
     import textwrap
 
-    script = "from otel_route_shadow.chain import _verify, verify_chain\n_verify._PARALLEL_MIN_BYTES = 0\n"
+    script = "from otel_route_shadow.chain import verify as chain_verify, verify_chain\nchain_verify._PARALLEL_MIN_BYTES = 0\n"
     script += textwrap.dedent(body)
     try:
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from otel_route_shadow.core import RoutingPolicy, policy_set_hash
-from otel_route_shadow.store import CURRENT_FILE, HISTORY_DIR, RoutingPolicyStore, revision_file_name
-from otel_route_shadow.store import _fsio as fsio
+from otel_route_shadow.store import CURRENT_FILE, HISTORY_DIR, RoutingPolicyStore, fsio, revision_file_name
 from otel_route_shadow.store import store as store_module
 
 

@@ -6,7 +6,7 @@ redaction) live in ``otel_route_shadow.core``. The format is specified in ``docs
 
 from __future__ import annotations
 
-from otel_route_shadow.chain._format import (
+from otel_route_shadow.chain.format import (
     FORMAT_VERSION,
     GENESIS_HASH,
     MAX_LINE_BYTES,
@@ -28,9 +28,9 @@ from otel_route_shadow.chain._format import (
     sanitize_payload,
     sanitized_mapping,
 )
-from otel_route_shadow.chain._log import Durability, RoutingAuditLog, read_head
-from otel_route_shadow.chain._reader import iter_lines, iter_payloads, iter_records
-from otel_route_shadow.chain._verify import Reason, TornTail, Verdict, VerifyResult, verify_chain
+from otel_route_shadow.chain.log import Durability, RoutingAuditLog, read_head
+from otel_route_shadow.chain.reader import iter_lines, iter_payloads, iter_records
+from otel_route_shadow.chain.verify import Reason, TornTail, Verdict, VerifyResult, verify_chain
 
 __all__ = [
     "FORMAT_VERSION",

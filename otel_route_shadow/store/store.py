@@ -36,7 +36,8 @@ from otel_route_shadow.core import (
     policy_set_hash,
     validate_policies,
 )
-from otel_route_shadow.store._fsio import (
+from otel_route_shadow.store.diff import SnapshotDiff, diff_snapshots
+from otel_route_shadow.store.fsio import (
     ReadFailure,
     StatKey,
     atomic_write,
@@ -46,7 +47,6 @@ from otel_route_shadow.store._fsio import (
     shared_lock,
     stat_key,
 )
-from otel_route_shadow.store.diff import SnapshotDiff, diff_snapshots
 from otel_route_shadow.store.snapshot_format import (
     MAX_REVISION,
     MAX_SNAPSHOT_BYTES,

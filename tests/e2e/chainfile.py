@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_route_shadow.chain import GENESIS_HASH, iter_payloads, iter_records, sanitize_payload, verify_chain
-from otel_route_shadow.chain._format import encode_payload, encode_record
+from otel_route_shadow.chain.format import encode_payload, encode_record
 
 
 def payloads(path: Path) -> list[dict[str, Any]]:

@@ -133,7 +133,7 @@ def test_a_presanitized_mapping_encodes_to_the_canonical_bytes_of_its_plain_twin
     value: dict[str, object],
 ) -> None:
     from otel_route_shadow.chain import SanitizedMapping, canonical_bytes, sanitized_mapping
-    from otel_route_shadow.chain._format import encode_payload, sanitize_payload
+    from otel_route_shadow.chain.format import encode_payload, sanitize_payload
 
     frozen = sanitized_mapping(value)
     if not isinstance(frozen, SanitizedMapping):
@@ -156,7 +156,9 @@ def test_a_memoised_decision_carries_the_template_its_records_are_written_with(t
         clean, encoded = runtime.sanitize(factory.context_for(job, "agentic"))
         record = runtime.observe("seam", clean, encoded, snapshot, "ok")
         assert record.template is not None
-        assert record.template.encode(record_tokens(*ids)) == canonical_bytes(record_payload(*ids, record.attributes))
+        assert record.template.encode(record_tokens(*ids)) == canonical_bytes(
+            record_payload(*ids, record.attributes)
+        )
 
 
 def test_an_equal_but_distinct_context_object_is_recognised_as_seen() -> None:

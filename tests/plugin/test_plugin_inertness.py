@@ -198,7 +198,13 @@ def test_the_kill_switch_variable_is_read_live_however_it_is_set(
 
     h = make_harness(tmp_path)
     try:
-        for value, shadowed in [(None, True), (" TRUE ", False), ("false", True), ("true", False), (None, True)]:
+        for value, shadowed in [
+            (None, True),
+            (" TRUE ", False),
+            ("false", True),
+            ("true", False),
+            (None, True),
+        ]:
             set_to(value)
             assert env_disabled() is not shadowed
             before = len(h.records())

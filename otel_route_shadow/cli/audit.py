@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any
 
-from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
 from otel_route_shadow.witness import WITNESS_KINDS, PhoenixWitness, Witness, WitnessError
 from otel_route_shadow.witness.base import TimeWindow, format_unix_nano, parse_time
 from otel_route_shadow.witness.chain_source import ChainReadError, iter_chain_payloads, verify

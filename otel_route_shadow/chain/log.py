@@ -28,8 +28,8 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from otel_route_shadow.chain import _hold
-from otel_route_shadow.chain._format import (
+from otel_route_shadow.chain import hold
+from otel_route_shadow.chain.format import (
     EMPTY_MARKS,
     GENESIS_HASH,
     LINE_OVERHEAD,
@@ -49,8 +49,8 @@ from otel_route_shadow.chain._format import (
     parse_record_line,
     sanitize_payload,
 )
-from otel_route_shadow.chain._reader import iter_records
-from otel_route_shadow.chain._verify import VerifyResult, verify_chain
+from otel_route_shadow.chain.reader import iter_records
+from otel_route_shadow.chain.verify import VerifyResult, verify_chain
 
 __all__ = ["Durability", "RoutingAuditLog", "read_head"]
 
@@ -79,7 +79,7 @@ _INSTANCES: weakref.WeakSet[RoutingAuditLog] = weakref.WeakSet()
 
 
 def _reset_after_fork() -> None:
-    _hold.reset_after_fork()
+    hold.reset_after_fork()
     for log in list(_INSTANCES):
         log._forget_descriptors()
 
@@ -245,7 +245,7 @@ class RoutingAuditLog:
                 self._no_hold_until = now + HOLD_PAUSE_NS  # let a waiting writer in
             elif now - previous < HOLD_DENSE_NS:
                 self._held, self._held_since, self._held_used = True, now, now
-                _hold.watch(self)
+                hold.watch(self)
                 return
         self._held = False
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -587,7 +587,7 @@ def read_head(path: str | os.PathLike[str]) -> ChainHead | None:
         return None
     try:
         st = os.fstat(fd)
-        _hold.release_holds((st.st_dev, st.st_ino))
+        hold.release_holds((st.st_dev, st.st_ino))
         fcntl.flock(fd, fcntl.LOCK_SH)
         head, _ = _tail(fd, os.fstat(fd).st_size)
         return head

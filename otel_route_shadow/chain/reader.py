@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from otel_route_shadow.chain._format import MAX_LINE_BYTES, ChainFormatError, ChainRecord, parse_record_line
+from otel_route_shadow.chain.format import MAX_LINE_BYTES, ChainFormatError, ChainRecord, parse_record_line
 
 __all__ = ["iter_lines", "iter_payloads", "iter_records"]
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, CliError
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError
 
 __all__ = ["register"]
 

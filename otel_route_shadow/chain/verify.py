@@ -29,8 +29,8 @@ from typing import IO, Any, Final
 
 import orjson
 
-from otel_route_shadow.chain import _hold
-from otel_route_shadow.chain._format import (
+from otel_route_shadow.chain import hold
+from otel_route_shadow.chain.format import (
     GENESIS_HASH,
     MAX_LINE_BYTES,
     canonical_bytes,
@@ -495,7 +495,7 @@ def _snapshot_size(handle: IO[bytes]) -> int:
     """File size with no append in flight: appenders hold the exclusive lock while writing."""
     fd = handle.fileno()
     st = os.fstat(fd)
-    _hold.release_holds((st.st_dev, st.st_ino))  # a writer in this process holding it between records
+    hold.release_holds((st.st_dev, st.st_ino))  # a writer in this process holding it between records
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
     except OSError:  # pragma: no cover - a filesystem without flock; accept a possibly torn view

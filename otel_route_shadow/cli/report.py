@@ -46,7 +46,7 @@ from otel_route_shadow.analysis.snapshots import (
 from otel_route_shadow.analysis.source import ChainError, EmptyChainError, UnverifiedChainError
 from otel_route_shadow.analysis.whatif import format_whatif, replay
 from otel_route_shadow.analysis.window import TimeWindow, WindowError
-from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["register"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, problem_line
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, problem_line
 from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.store import (
     CorruptSnapshotError,

@@ -15,7 +15,7 @@ import time
 from typing import Any, TextIO
 
 from otel_route_shadow.chain import VerifyResult, verify_chain
-from otel_route_shadow.cli._common import EXIT_FINDING, EXIT_OK, CliError
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError
 
 __all__ = ["register"]
 

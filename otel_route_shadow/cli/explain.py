@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from otel_route_shadow.cli._common import (
+from otel_route_shadow.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     CliError,
