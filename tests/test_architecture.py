@@ -1,4 +1,5 @@
-"""The core is pure, and the dependency points one way: shell -> core, never core -> shell.
+"""The core is pure, and the dependencies point one way: shell -> core, never core -> shell, and
+between the shell's folders only down the table in ``SHELL_MAY_IMPORT`` (README, "Layout").
 
 An AST check over every module of ``otel_route_shadow/core``: imports come from an allow-list of
 computation-only standard modules, pydantic and the core itself; no I/O, clock, randomness, logging
@@ -247,3 +248,84 @@ def test_the_dependency_points_one_way() -> None:
         for _, name in _imported_modules(ast.parse(path.read_text(encoding="utf-8")), module):
             if name.startswith("otel_route_shadow"):
                 assert name.startswith("otel_route_shadow.core"), f"{path.name} imports {name}"
+
+
+# The shell's own directions: each folder of the package and the folders it may import. A module at the
+# package root (``version``, small shared helpers) may be imported by every folder and imports only the core.
+SHELL_MAY_IMPORT: dict[str, frozenset[str]] = {
+    "store": frozenset({"core"}),
+    "chain": frozenset({"core"}),
+    "tlog": frozenset({"core", "chain"}),
+    "shadow": frozenset({"core", "chain"}),
+    "witness": frozenset({"core", "chain", "tlog"}),
+    "analysis": frozenset({"core", "chain", "tlog", "store", "shadow"}),
+    "instrumentation": frozenset({"core", "chain", "tlog", "store", "shadow"}),
+    "demo": frozenset({"core", "chain", "tlog", "store", "shadow", "instrumentation"}),
+    "cli": frozenset({"core", "chain", "tlog", "store", "shadow", "witness", "analysis", "demo"}),
+}
+OPENTELEMETRY_FOLDERS = frozenset({"instrumentation", "demo"})
+ROOT_MODULES = frozenset(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+
+
+def _package_modules() -> list[tuple[str, Path]]:
+    """(folder, path) for every module; the folder of a root module is ``""``."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).parts
+        found.append((parts[0] if len(parts) > 1 else "", path))
+    return found
+
+
+def direction_violations(folder: str, source: str, module: str) -> list[str]:
+    """Every import in ``source`` (module ``module`` of ``folder``; ``""`` at the root) that breaks the directions."""
+    allowed = SHELL_MAY_IMPORT.get(folder, frozenset({"core"})) | {folder} | ROOT_MODULES
+    wrong = []
+    for line, name in _imported_modules(ast.parse(source), module):
+        parts = name.split(".")
+        if parts[0] == "opentelemetry" and folder not in OPENTELEMETRY_FOLDERS:
+            wrong.append(f"{line}: imports {name} (only {sorted(OPENTELEMETRY_FOLDERS)} use OpenTelemetry)")
+        elif parts[0] == "otel_route_shadow" and len(parts) > 1 and parts[1] not in allowed:
+            wrong.append(f"{line}: imports {name}")
+    return wrong
+
+
+def test_every_folder_of_the_package_has_a_direction_rule() -> None:
+    folders = {folder for folder, _ in _package_modules() if folder}
+    assert folders - {"core"} <= set(SHELL_MAY_IMPORT)
+
+
+@pytest.mark.parametrize(("folder", "path"), _package_modules(), ids=lambda v: str(v))
+def test_a_shell_module_imports_only_the_folders_below_it(folder: str, path: Path) -> None:
+    if folder == "core":
+        return  # the purity tests above hold the core to a stricter rule
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    assert direction_violations(folder, path.read_text(encoding="utf-8"), module) == []
+
+
+@pytest.mark.parametrize(
+    ("folder", "snippet", "problem"),
+    [
+        (
+            "chain",
+            "from otel_route_shadow.store import RoutingPolicyStore",
+            "imports otel_route_shadow.store",
+        ),
+        (
+            "witness",
+            "from otel_route_shadow.instrumentation import x",
+            "imports otel_route_shadow.instrumentation",
+        ),
+        ("store", "from ..chain import x", "imports otel_route_shadow.chain"),
+        ("analysis", "from opentelemetry import trace", "imports opentelemetry"),
+        ("", "from otel_route_shadow.chain import x", "imports otel_route_shadow.chain"),
+    ],
+)
+def test_the_direction_check_catches(folder: str, snippet: str, problem: str) -> None:
+    module = f"otel_route_shadow.{folder}.example" if folder else "otel_route_shadow.example"
+    assert any(problem in v for v in direction_violations(folder, snippet, module))
+
+
+def test_the_direction_check_allows_the_table() -> None:
+    ok = "from otel_route_shadow.core import explain\nfrom otel_route_shadow.chain import verify_chain\n"
+    assert direction_violations("analysis", ok, "otel_route_shadow.analysis.example") == []
+    assert direction_violations("instrumentation", "from opentelemetry import trace", "m.x") == []

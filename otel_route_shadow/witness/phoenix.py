@@ -134,14 +134,6 @@ class PhoenixWitness:
             seen_cursors.add(next_cursor)
             cursor = next_cursor
 
-    def project_exists(self) -> bool:
-        path = f"/v1/projects/{urllib.parse.quote(self.project, safe='')}"
-        try:
-            self._get_json(path, [])
-        except WitnessNotFound:
-            return False
-        return True
-
     # ---- HTTP ----------------------------------------------------------------------------------------
 
     def _get_json(self, path: str, query: list[tuple[str, str]]) -> Any:
