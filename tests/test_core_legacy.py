@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from otel_route_shadow.core import (
+    MECHANISM_CLASS,
+    LegacyMechanism,
     LegacyRoute,
     LegacyStage,
+    MechanismClass,
     PolicySnapshot,
     RouteDecision,
     Transport,
@@ -15,6 +18,7 @@ from otel_route_shadow.core import (
     compare_routes,
     derive_transport,
     explain,
+    mechanism_class,
     shadow_decision,
 )
 
@@ -157,3 +161,22 @@ def test_a_legacy_decision_agrees_with_its_own_route_by_construction() -> None:
         and shadow.divergence is None
         and shadow.decision.policy_source == "legacy-compatibility"
     )
+
+
+# -- mechanism classes (the operator's first question) ---------------------------------------------
+
+
+def test_dials_and_overrides_are_policy_gaps_failover_and_ratchet_are_transient() -> None:
+    assert mechanism_class("role-dial") is MechanismClass.POLICY_GAP
+    assert mechanism_class("repo-override") is MechanismClass.POLICY_GAP
+    assert mechanism_class("fleet-ratchet") is MechanismClass.TRANSIENT
+    assert mechanism_class("credit-failover") is MechanismClass.TRANSIENT
+
+
+def test_every_legacy_mechanism_has_exactly_one_class() -> None:
+    assert set(MECHANISM_CLASS) == {m.value for m in LegacyMechanism}
+
+
+@pytest.mark.parametrize("value", [None, "", "Role-Dial", "host-special", 3])
+def test_an_unknown_mechanism_has_no_class_rather_than_a_guessed_one(value: object) -> None:
+    assert mechanism_class(value) is None
