@@ -73,16 +73,22 @@ def test_fleet_ratchet_is_gateway_transport(harness: Harness) -> None:
     assert a[attr.LEGACY_PROVIDER] == "anthropic"
 
 
-def test_credit_failover_under_literal_family_is_reported_not_suppressed(harness: Harness) -> None:
+def test_a_legacy_route_that_defies_the_requirement_is_reported_not_suppressed(harness: Harness) -> None:
+    """ADR D4, last paragraph: a claude-opus request served by GLM after credit failover is the
+    divergence signal; it was recorded as agreement (agreed=true, no divergence)."""
     factory.dispatch(_job("implement", "acme/widgets", credit_exhausted=True))
     a = _only_span(harness)
     assert a[attr.LEGACY_MECHANISM] == "credit-failover"
     assert a[attr.REQUIREMENT] == "claude-opus"
-    # No managed policy claims implementers: legacy compatibility reports the GLM route as it ran.
+    # No managed policy claims implementers: legacy compatibility reports the GLM route as it ran...
     assert a[attr.POLICY_SOURCE] == "legacy-compatibility"
     assert a[attr.PROVIDER] == "zai"
     assert a[attr.MODEL] == "glm-5.1"
-    assert a[attr.AGREED] is True
+    # ...and the route defies the literal family it was asked for: a finding, never agreement.
+    assert a[attr.FINDING] == "requirement-defied"
+    assert a[attr.AGREED] is False
+    assert a[attr.DIVERGENCE] == "requirement-defied"
+    assert harness.records()[0]["attributes"][attr.FINDING] == "requirement-defied"
 
 
 def test_managed_policy_refuses_literal_family_under_zai_lock(harness: Harness) -> None:
@@ -129,12 +135,7 @@ def test_every_chain_record_joins_exactly_one_span_with_equal_values(harness: Ha
 
 
 def test_no_attribute_key_is_a_prefix_of_another() -> None:
-    keys = [spec.key for spec in attr.ATTRIBUTES] + [
-        "gen_ai.operation.name",
-        "gen_ai.provider.name",
-        "gen_ai.request.model",
-        "gen_ai.agent.name",
-    ]
+    keys = [spec.key for spec in (*attr.ATTRIBUTES, *attr.CONVENTION_ATTRIBUTES)]
     assert len(keys) == len(set(keys))
     for a in keys:
         for b in keys:
