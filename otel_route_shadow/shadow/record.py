@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from opentelemetry.trace import SpanKind
 
@@ -42,8 +42,10 @@ __all__ = [
     "SEAM_SPAN_KIND",
     "AttributeValue",
     "ShadowRecord",
+    "Spawn",
     "accounts_json",
     "context_json",
+    "conversation_attribute",
     "decision_attributes",
     "observe",
     "record_payload",
@@ -72,6 +74,33 @@ call, INTERNAL for an agent running in the host's own process). Decided per seam
 seam the agent runs in a CLI harness outside the host's process (``invoke_agent``, a remote agent);
 at a one-shot seam the span is a ``chat`` completion call over HTTP. Neither runs in-process, so both
 are CLIENT."""
+
+_CONVERSATION_MAX: Final = 256
+_TEXT_MAX: Final = 4096
+
+
+class Spawn(NamedTuple):
+    """What an extractor (or ``shadow_spawn``) may give instead of a bare context: the context, and
+    the host's conversation id when it has one (``gen_ai.conversation.id``, conditionally required
+    by the GenAI conventions when available).
+
+    The conversation id is not a routing input: it stays out of the context, so it does not change
+    the content-addressed decision id or defeat the runtime's memo, and it goes on the span only
+    (the chain record carries the decision; the trace id joins the two)."""
+
+    context: RouteContext | Mapping[str, Any]
+    conversation_id: str | None = None
+
+
+def conversation_attribute(value: object) -> str | None:
+    """The ``gen_ai.conversation.id`` value: a non-empty string of at most 4096 characters, redacted
+    like every recorded string, then cut to 256 (so no part of a credential survives the cut); None
+    for anything else."""
+    if not isinstance(value, str) or not value or len(value) > _TEXT_MAX:
+        return None
+    text, _ = redact_text(value.encode("utf-8", "replace").decode("utf-8"))
+    return text[:_CONVERSATION_MAX]
+
 
 _RECORDED_PREFIXES: Final = ("route_shadow.", "gen_ai.")
 _ONE_SHOT: Final = RequestFace.ONE_SHOT.value
