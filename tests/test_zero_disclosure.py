@@ -167,17 +167,17 @@ def test_canaries_reach_no_span_chain_log_or_cli_output(
     provider.add_span_processor(SimpleSpanProcessor(spans))
     chain = tmp_path / "chain.jsonl"
     store_dir = tmp_path / "store"
+    from otel_route_shadow.store import RoutingPolicyStore
+
+    RoutingPolicyStore(store_dir).save([core.RoutingPolicy.model_validate({"id": "catch-all"})])
     instrumentor = RouteShadowInstrumentor()
     instrumentor.instrument(tracer_provider=provider, chain_path=chain, seams=(), store=store_dir)
     try:
         with shadow_spawn(context, seam="canary") as record:
             assert record is not None
-        # Issue 15's fields: account verdicts (a policy judges the poisoned accounts), claims that
+        # Issue 15's fields: account verdicts (a catch-all policy judges the poisoned accounts), claims that
         # contradict the stages (the derived detail comes from a poisoned stage), the host's raw
         # role, a conversation id.
-        from otel_route_shadow.store import RoutingPolicyStore
-
-        RoutingPolicyStore(store_dir).save([core.RoutingPolicy.model_validate({"id": "catch-all"})])
         lying = {**context, "legacy_route": {**context["legacy_route"], "mechanism": "fleet-ratchet"}}
         with shadow_spawn(lying, seam="canary", conversation_id=CANARIES["bearer"][0]) as record:
             assert record is not None
