@@ -179,10 +179,13 @@ def agent_name(seam: str, context: RouteContext) -> str:
 
 
 def span_name(seam: str, context: RouteContext) -> str:
-    """Span names per the GenAI conventions: ``invoke_agent {agent}`` or ``chat {model}``."""
+    """Span names per the GenAI conventions: ``invoke_agent {gen_ai.agent.name}`` at an agentic seam;
+    ``chat {gen_ai.request.model}`` at a one-shot seam, or plain ``chat`` when the model is unknown
+    (the conventions' fallback: the operation name alone)."""
     operation = operation_name(context.request_face)
     if operation == "chat":
-        return f"chat {context.legacy_route.model or agent_name(seam, context)}"
+        model = context.legacy_route.model
+        return f"chat {model}" if model else "chat"
     return f"invoke_agent {agent_name(seam, context)}"
 
 

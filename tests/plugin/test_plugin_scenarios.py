@@ -352,3 +352,17 @@ def test_the_conversation_id_goes_on_the_span_redacted_and_not_into_the_decision
     assert attr.GEN_AI_CONVERSATION not in spans[2].attributes
     assert len({s.attributes[attr.DECISION_ID] for s in spans}) == 1
     assert all(attr.GEN_AI_CONVERSATION not in r["attributes"] for r in harness.records())
+
+
+def test_a_one_shot_span_without_a_known_model_is_named_by_its_operation_alone(harness: Harness) -> None:
+    job = _job("wiki_compilation", "acme/widgets")
+    context = factory.context_for(job, "one-shot")
+    context = context.model_copy(
+        update={"legacy_route": context.legacy_route.model_copy(update={"model": None})}
+    )
+    with shadow_spawn(context, seam="no_model"):
+        pass
+    span = harness.spans()[0]
+    assert span.name == "chat"
+    assert (span.attributes[attr.GEN_AI_OPERATION], span.attributes[attr.GEN_AI_PROVIDER]) == ("chat", "zai")
+    assert attr.GEN_AI_MODEL not in span.attributes
