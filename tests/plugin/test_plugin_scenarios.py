@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.trace import SpanKind
 
+from otel_route_shadow.cli import main as cli_main
 from otel_route_shadow.core import (
     Account,
     LegacyRoute,
@@ -366,3 +369,23 @@ def test_a_one_shot_span_without_a_known_model_is_named_by_its_operation_alone(h
     assert span.name == "chat"
     assert (span.attributes[attr.GEN_AI_OPERATION], span.attributes[attr.GEN_AI_PROVIDER]) == ("chat", "zai")
     assert attr.GEN_AI_MODEL not in span.attributes
+
+
+def test_explain_of_a_contradicting_context_prints_the_decision_id_its_span_carries(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    context = factory.context_for(_job("wiki_compilation", "acme/widgets"), "one-shot")
+    lying = context.model_copy(
+        update={
+            "legacy_route": context.legacy_route.model_copy(update={"transport": "gateway", "mechanism": "x"})
+        }
+    )
+    with shadow_spawn(lying, seam="lying"):
+        pass
+    span_id = _only_span(harness)[attr.DECISION_ID]
+    path = tmp_path / "context.json"
+    path.write_text(lying.model_dump_json(), encoding="utf-8")
+    assert cli_main(["explain", "--context", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["decision_id"] == span_id
+    assert err.count("mechanism, transport contradicted its stages") == 1
