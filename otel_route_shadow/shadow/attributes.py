@@ -153,7 +153,7 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
     AttributeSpec(
         ACCOUNTS,
         "string",
-        "The deciding policy's account verdicts as canonical JSON: a list of at most 8 "
+        f"The deciding policy's account verdicts as canonical JSON: a list of at most {ACCOUNTS_RECORDED} "
         "{account_id, provider, eligible, reason} objects, in pool order.",
     ),
     AttributeSpec(ACCOUNTS_OMITTED, "int", "How many account verdicts were left out of that list."),
