@@ -40,8 +40,12 @@ def test_chain_values_are_escaped(tmp_path: Path) -> None:
 
     evil = '<script>alert("x")</script>'
     chain = tmp_path / "chain.jsonl"
-    build_chain(chain, [Entry("X", context("acme/x", evil, "agentic", "anthropic", "role-dial"), 2)])
-    html = render_html(build_report(chain, by=["role"]))
+    # A host's role is recorded canonically (an unknown one is absent): the principal stays verbatim.
+    build_chain(
+        chain,
+        [Entry("X", context("acme/x", "reviewer", "agentic", "anthropic", "role-dial", principal=evil), 2)],
+    )
+    html = render_html(build_report(chain, by=["principal"]))
     _assert_self_contained(html)
     assert "&lt;script&gt;" in html
 

@@ -166,11 +166,24 @@ def test_canaries_reach_no_span_chain_log_or_cli_output(
     spans = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     chain = tmp_path / "chain.jsonl"
+    store_dir = tmp_path / "store"
+    from otel_route_shadow.store import RoutingPolicyStore
+
+    RoutingPolicyStore(store_dir).save([core.RoutingPolicy.model_validate({"id": "catch-all"})])
     instrumentor = RouteShadowInstrumentor()
-    instrumentor.instrument(tracer_provider=provider, chain_path=chain, seams=())
+    instrumentor.instrument(tracer_provider=provider, chain_path=chain, seams=(), store=store_dir)
     try:
         with shadow_spawn(context, seam="canary") as record:
             assert record is not None
+        # Issue 15's fields: account verdicts (a catch-all policy judges the poisoned accounts), claims that
+        # contradict the stages (the derived detail comes from a poisoned stage), the host's raw
+        # role, a conversation id.
+        lying = {**context, "legacy_route": {**context["legacy_route"], "mechanism": "fleet-ratchet"}}
+        with shadow_spawn(lying, seam="canary", conversation_id=CANARIES["bearer"][0]) as record:
+            assert record is not None
+            assert record.attributes["route_shadow.claim_mismatch"] == "mechanism"
+            assert "route_shadow.verdicts.accounts" in record.attributes
+            assert "route_shadow.host_role" in record.attributes
         # A shadow-path error message must be scrubbed too.
         with shadow_spawn({**context, "request_face": 17}, seam="canary"):
             pass
@@ -178,7 +191,7 @@ def test_canaries_reach_no_span_chain_log_or_cli_output(
         instrumentor.uninstrument()
 
     finished = spans.get_finished_spans()
-    assert len(finished) == 1
+    assert len(finished) == 2
     span_text = json.dumps([json.loads(s.to_json()) for s in finished])
     _assert_clean("span", span_text)
     _assert_clean("chain", chain.read_text())

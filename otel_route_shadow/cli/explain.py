@@ -42,6 +42,7 @@ from otel_route_shadow.core import (
     explain_batch,
     explain_policies,
     policy_set_hash,
+    reconcile_context,
 )
 from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.shadow import sanitize_context
@@ -176,7 +177,12 @@ def _parse_context(text: str, where: str) -> RouteContext:
         raise CliError(f"{where}: cannot sanitize the context ({type(exc).__name__})") from None
     if paths:
         _note(f"{where}: redacted credential-shaped values at {', '.join(paths)}")
-    return sanitized
+    derived, mismatched = reconcile_context(sanitized)  # as the span layer does (D7)
+    if mismatched:
+        _note(
+            f"{where}: the legacy route's {', '.join(mismatched)} contradicted its stages; explained as derived"
+        )
+    return derived
 
 
 def _raw_lines(path: str) -> Iterator[bytes]:

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+from otel_route_shadow.core import mechanism_class
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, SeamSpec
 from otel_route_shadow.shadow import attributes as attr
@@ -48,6 +49,9 @@ class DemoSummary:
     divergence_by_mechanism: Counter[str] = field(default_factory=Counter)
     divergence_by_transport: Counter[str] = field(default_factory=Counter)
     spawns_by_mechanism: Counter[str] = field(default_factory=Counter)
+    spawns_by_class: Counter[str] = field(default_factory=Counter)
+    findings: Counter[str] = field(default_factory=Counter)
+    claim_mismatches: int = 0
     bypass: int = 0
     chain_intact: bool = False
     chain_records: int = 0
@@ -68,6 +72,9 @@ class DemoSummary:
             "divergence_by_mechanism": dict(self.divergence_by_mechanism),
             "divergence_by_transport": dict(self.divergence_by_transport),
             "spawns_by_mechanism": dict(self.spawns_by_mechanism),
+            "spawns_by_mechanism_class": dict(self.spawns_by_class),
+            "findings": dict(self.findings),
+            "claim_mismatches": self.claim_mismatches,
             "bypass_spawns": self.bypass,
             "bypass_share": self.bypass / self.records if self.records else None,
             "chain": {
@@ -116,6 +123,11 @@ def _summarise(chain: Path, after_seq: int, summary: DemoSummary) -> None:
         mechanism = str(a.get(attr.LEGACY_MECHANISM))
         transport = str(a.get(attr.TRANSPORT))
         summary.spawns_by_mechanism[mechanism] += 1
+        summary.spawns_by_class[str(mechanism_class(mechanism) or "unknown")] += 1
+        if a.get(attr.FINDING) is not None:
+            summary.findings[str(a.get(attr.FINDING))] += 1
+        if a.get(attr.CLAIM_MISMATCH) is not None:
+            summary.claim_mismatches += 1
         summary.outcomes[f"{a.get(attr.OUTCOME)}:{a.get(attr.REASON)}"] += 1
         if a.get(attr.POLICY_SOURCE) == "managed-policy":
             summary.managed += 1
@@ -198,6 +210,10 @@ def format_summary(summary: DemoSummary) -> str:
         f"  bypass traffic     {rate(summary.bypass, summary.records)} of spawns are direct-http "
         "(no gateway policy could bind them)",
         "  outcomes           " + ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items())),
+        "  mechanism classes  " + ", ".join(f"{k} {v}" for k, v in sorted(summary.spawns_by_class.items())),
+        "  findings           "
+        + (", ".join(f"{k} {v}" for k, v in sorted(summary.findings.items())) or "none")
+        + " (reported, never suppressed)",
         "  divergence by mechanism:",
     ]
     for mechanism, total in sorted(summary.spawns_by_mechanism.items()):
@@ -211,6 +227,8 @@ def format_summary(summary: DemoSummary) -> str:
         f"  chain              {summary.chain_path}: {verdict}, {summary.chain_records} records, "
         f"head {summary.chain_head}"
     )
+    if summary.claim_mismatches:
+        lines.append(f"  claim mismatches   {summary.claim_mismatches} (recorded with the derived values)")
     if summary.contained_errors:
         lines.append(f"  contained errors   {summary.contained_errors} (the spawns proceeded; see the log)")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from otel_route_shadow.shadow.availability import local_account_availability
 from otel_route_shadow.shadow.record import (
     RECORD_KIND,
     ShadowRecord,
+    Spawn,
     observe,
     record_payload,
     record_route_shadow,
@@ -30,6 +31,7 @@ __all__ = [
     "LegacyStage",
     "ShadowDecision",
     "ShadowRecord",
+    "Spawn",
     "build_legacy_route",
     "classify_legacy_mechanism",
     "compare_routes",

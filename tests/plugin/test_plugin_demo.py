@@ -29,6 +29,11 @@ def test_demo_writes_a_verified_chain_and_summarises_it(
     }
     assert 0 < summary["agreement_rate"] < 1
     assert summary["bypass_spawns"] > 0
+    # The credit failover engages for a quarter of the run: implement (claude-opus) lands on GLM.
+    # pr_unstick asks for claude-opus too, and its z.ai dial defies it on every spawn.
+    assert summary["findings"]["requirement-defied"] > 0
+    assert set(summary["spawns_by_mechanism_class"]) == {"policy-gap", "transient"}
+    assert summary["claim_mismatches"] == 0  # the demo's extractor tells the truth
     # A second run continues the same chain and spends no policy revision.
     assert main(["demo", "--out", str(tmp_path), "--spawns", "20", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
