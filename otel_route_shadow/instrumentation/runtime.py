@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_route_shadow.chain import ChainError, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
@@ -32,7 +32,6 @@ from otel_route_shadow.instrumentation.config import RouteShadowConfig, SeamCall
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import (
-    SEAM_SPAN_KIND,
     ShadowRecord,
     Spawn,
     context_json,
@@ -44,6 +43,13 @@ from otel_route_shadow.shadow.record import (
 )
 from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore
 from otel_route_shadow.version import __version__
+
+SEAM_SPAN_KIND: Final = SpanKind.CLIENT
+"""The kind of every seam span, per the GenAI conventions (CLIENT for a remote agent or an inference
+call, INTERNAL for an agent running in the host's own process). Decided per seam face: at an agentic
+seam the agent runs in a CLI harness outside the host's process (``invoke_agent``, a remote agent);
+at a one-shot seam the span is a ``chat`` completion call over HTTP. Neither runs in-process, so both
+are CLIENT."""
 
 __all__ = ["PENDING", "SCHEMA_URL", "SCOPE_NAME", "SETTINGS_FIELD", "SeamObservation", "ShadowRuntime"]
 

@@ -11,8 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
-from opentelemetry.trace import SpanKind
-
 from otel_route_shadow.chain import (
     ChainPayloadError,
     PayloadTemplate,
@@ -39,7 +37,6 @@ from otel_route_shadow.shadow import attributes as attr
 __all__ = [
     "RECORD_KIND",
     "RECORD_SLOTS",
-    "SEAM_SPAN_KIND",
     "AttributeValue",
     "ShadowRecord",
     "Spawn",
@@ -67,13 +64,6 @@ GEN_AI_OPERATION: Final = attr.GEN_AI_OPERATION
 GEN_AI_PROVIDER: Final = attr.GEN_AI_PROVIDER
 GEN_AI_MODEL: Final = attr.GEN_AI_MODEL
 GEN_AI_AGENT: Final = attr.GEN_AI_AGENT
-
-SEAM_SPAN_KIND: Final = SpanKind.CLIENT
-"""The kind of every seam span, per the GenAI conventions (CLIENT for a remote agent or an inference
-call, INTERNAL for an agent running in the host's own process). Decided per seam face: at an agentic
-seam the agent runs in a CLI harness outside the host's process (``invoke_agent``, a remote agent);
-at a one-shot seam the span is a ``chat`` completion call over HTTP. Neither runs in-process, so both
-are CLIENT."""
 
 _CONVERSATION_MAX: Final = 256
 _TEXT_MAX: Final = 4096
