@@ -22,14 +22,14 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_route_shadow.chain import iter_payloads  # noqa: E402
-from otel_route_shadow.instrumentation import RouteShadowInstrumentor, RouteShadowSpanProcessor  # noqa: E402
-from otel_route_shadow.shadow import attributes as attr  # noqa: E402
-from tests.plugin import readme_host  # noqa: E402
+from otel_route_shadow.chain import iter_payloads
+from otel_route_shadow.instrumentation import RouteShadowInstrumentor, RouteShadowSpanProcessor
+from otel_route_shadow.shadow import attributes as attr
+from tests.plugin import readme_host
 
 NOBODY = 65534
 
@@ -148,9 +148,7 @@ def main() -> None:
                 "span_error_types": sorted({str(s.attributes.get(attr.ERROR_TYPE)) for s in spans}),
                 "span_reasons": sorted({str(s.attributes.get(attr.REASON)) for s in spans}),
                 "records": len(records),
-                "record_error_types": sorted(
-                    {str(r["attributes"].get(attr.ERROR_TYPE)) for r in records}
-                ),
+                "record_error_types": sorted({str(r["attributes"].get(attr.ERROR_TYPE)) for r in records}),
                 "chain_error": chain_error,
                 "errors": errors,
                 "refused": instrumentor.refused,

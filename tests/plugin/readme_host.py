@@ -8,7 +8,7 @@ host raise its own ``HostError`` (for the streams: after its second chunk).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from otel_route_shadow.core import LegacyStage, RouteContext, build_legacy_route
@@ -109,17 +109,18 @@ def run(jobs: int = 10) -> list[object]:
     async def drain(job: Job) -> list[str]:
         return [chunk async for chunk in astream(job)]
 
-    outcomes: list[object] = []
-    runner = Runner()
-    for number in range(jobs):
-        job = Job(number, fail=number % 4 == 3)
-        for call in (
-            lambda: runner.execute(job),
+    def calls(job: Job) -> list[Callable[[], object]]:
+        return [
+            lambda: Runner().execute(job),
             lambda: complete(job),
             lambda: list(stream(job)),
             lambda: asyncio.run(drain(job)),
             lambda: asyncio.run(acomplete(job)),
-        ):
+        ]
+
+    outcomes: list[object] = []
+    for number in range(jobs):
+        for call in calls(Job(number, fail=number % 4 == 3)):
             try:
                 outcomes.append(call())
             except HostError as exc:
