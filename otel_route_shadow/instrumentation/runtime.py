@@ -403,6 +403,11 @@ class ShadowRuntime:
         except Exception as exc:
             self.contain(exc, "end", None, loud=False)
 
+    def count_never_started(self) -> None:
+        """A coroutine or generator seam was dropped before its first step (see ``never_awaited``)."""
+        with self._lock:
+            self.never_awaited += 1
+
     def close(self) -> None:
         """Give back the chain's file descriptors (``uninstrument``); a later append reopens."""
         self.exporter.shutdown()

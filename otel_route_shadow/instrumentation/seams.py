@@ -186,8 +186,7 @@ class _FirstStep:
 
 def _count_if_never_started(runtime: ShadowRuntime, first: _FirstStep) -> None:
     if not first.taken:
-        with runtime._lock:
-            runtime.never_awaited += 1
+        runtime.count_never_started()
 
 
 def _deferred(
