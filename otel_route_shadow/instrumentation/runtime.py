@@ -157,7 +157,7 @@ class SeamObservation:
         if span.is_recording():
             span.set_attributes(self.record.attributes)
 
-    def export(self, span: Span, *, loud: bool = True) -> None:
+    def export(self, span: Span) -> None:
         """Append the chain record while the span is still open, so a failed append can be marked on
         the span itself. Exactly once per observation, even when resolving failed: then the record
         says so (``route_shadow.error.type``), as the span does."""
@@ -182,7 +182,7 @@ class SeamObservation:
                 attributes = {**attributes, attr.ERROR_TYPE: self.error_type}
             self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes)
         except Exception as exc:
-            self.runtime.contain(exc, "chain", span, loud=loud, observation=self)
+            self.runtime.contain(exc, "chain", span, loud=False, observation=self)  # the host ran
 
 
 class ShadowRuntime:
@@ -395,7 +395,7 @@ class ShadowRuntime:
             if host_error is not None and span.is_recording():
                 span.set_attribute("error.type", type(host_error).__qualname__)
                 span.set_status(Status(StatusCode.ERROR))
-            observation.export(span, loud=False)
+            observation.export(span)
         except Exception as exc:
             self.contain(exc, "finish", None, loud=False, observation=observation)
         try:
