@@ -18,6 +18,8 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
@@ -85,7 +87,9 @@ def _spec(name: str, face: str = "agentic") -> SeamSpec:
 
 @pytest.fixture
 def host(tmp_path: Path) -> Iterator[Harness]:
-    seams = tuple(_spec(name) for name in ("echo", "failing", "nested", "aecho", "afailing", "acoro"))
+    seams = tuple(
+        _spec(name) for name in ("echo", "failing", "nested", "aecho", "afailing", "acoro", "protocol")
+    )
     h = make_harness(tmp_path, seams=seams)
     try:
         yield h
@@ -378,3 +382,61 @@ def test_a_bad_setting_lets_the_other_instrumentors_and_hooks_run(tmp_path: Path
     assert done.stderr.count("route shadow not instrumented") == 1, done.stderr
     assert "Traceback" not in done.stderr and "Instrumenting of" not in done.stderr
     assert not (tmp_path / "chain.jsonl").exists()
+
+
+# -- pass-through, as a property -----------------------------------------------------------------
+
+
+class Refused(Exception):
+    """Thrown in and not handled by the host: it must come back out as the same object."""
+
+
+def protocol(job: Job) -> Iterator[Any]:
+    """A host generator that reacts to everything the generator protocol can bring."""
+    received: Any = yield "start"
+    while True:
+        try:
+            received = yield ("got", received)
+        except ValueError as exc:
+            received = yield ("handled", exc)
+        if received == -1:
+            return ("returned", job.number)
+
+
+_STEP = st.one_of(
+    st.tuples(st.just("send"), st.integers(min_value=-1, max_value=3)),
+    st.tuples(st.just("throw"), st.sampled_from([ValueError, Refused])),
+    st.just(("close", None)),
+)
+
+
+def _drive(gen: Iterator[Any], steps: list[tuple[str, Any]]) -> list[Any]:
+    """Apply ``steps`` to a started generator; what came out, thrown objects compared by identity."""
+    seen: list[Any] = [next(gen)]
+    for action, value in steps:
+        thrown = value("in") if action == "throw" else None
+        try:
+            if action == "send":
+                seen.append(gen.send(value))  # type: ignore[attr-defined]
+            elif thrown is not None:
+                out = gen.throw(thrown)  # type: ignore[attr-defined]
+                seen.append(("handled", out[1] is thrown) if out[0] == "handled" else out)
+            else:
+                gen.close()  # type: ignore[attr-defined]
+                seen.append("closed")
+        except StopIteration as stop:
+            seen.append(("stop", stop.value))
+            break
+        except (Refused, ValueError) as exc:
+            seen.append(("raised", type(exc).__name__, exc is thrown))
+            break
+    return seen
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_STEP, max_size=8))
+def test_values_sent_thrown_and_returned_pass_through_untouched(
+    host: Harness, steps: list[tuple[str, Any]]
+) -> None:
+    bare = _drive(protocol.__wrapped__(Job(1)), steps)  # type: ignore[attr-defined]
+    assert _drive(_module().protocol(Job(1)), steps) == bare
