@@ -18,7 +18,7 @@ see :mod:`otel_route_shadow.instrumentation.config`.
 from __future__ import annotations
 
 import importlib
-import inspect
+import logging
 from collections.abc import Collection
 from typing import Any
 
@@ -26,6 +26,7 @@ import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 
+from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.instrumentation.config import (
     RouteShadowConfig,
     SeamCall,
@@ -37,10 +38,12 @@ from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.instrumentation.processor import RouteShadowSpanProcessor
 from otel_route_shadow.instrumentation.runtime import SCHEMA_URL, SCOPE_NAME, ShadowRuntime
 from otel_route_shadow.instrumentation.seams import (
+    SeamKind,
     activate,
     current_runtime,
     deactivate,
     invoke,
+    seam_kind,
     shadow_seam,
     shadow_spawn,
 )
@@ -61,6 +64,8 @@ __all__ = [
     "shadow_seam",
     "shadow_spawn",
 ]
+
+_LOG = logging.getLogger("otel_route_shadow")
 
 _instruments: tuple[str, ...] = ()
 """The seams are host code named by configuration: no third-party package is required."""
@@ -85,33 +90,56 @@ def _resolve_parent(spec: SeamSpec) -> tuple[Any, str]:
 
 
 class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Wraps the configured spawn seams in spans enriched with the shadow routing decision."""
+    """Wraps the configured spawn seams in spans enriched with the shadow routing decision.
+
+    A setting that cannot be understood (a seam naming a missing module or attribute, a malformed
+    number, an unknown keyword) is logged as one line and nothing is wrapped: ``_instrument`` never
+    raises, so ``opentelemetry-instrument`` goes on loading the instrumentors and hooks after this
+    one, and the instrumentor stays uninstrumented (a corrected ``instrument()`` call may follow).
+    """
 
     # BaseInstrumentor is a singleton whose __init__ runs on every construction: state lives in
     # attributes set by _instrument, never reset by a constructor.
     _wrapped: tuple[tuple[Any, str], ...] = ()
     runtime: ShadowRuntime | None = None
+    refused: str | None = None
+    """Why the last ``instrument()`` wrapped nothing (the line it logged), or None."""
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
+    def instrument(self, **kwargs: Any) -> Any:
+        result = super().instrument(**kwargs)
+        if self.refused is not None:
+            self._is_instrumented_by_opentelemetry = False
+        return result
+
     def _instrument(self, **kwargs: Any) -> None:
+        self.refused = None
         tracer_provider = kwargs.pop("tracer_provider", None)
-        config = RouteShadowConfig.resolve(**kwargs)
-        targets = [(spec, *_resolve_parent(spec)) for spec in config.seams]
+        try:
+            config = RouteShadowConfig.resolve(**kwargs)
+            targets = [(spec, *_resolve_parent(spec)) for spec in config.seams]
+        except Exception as exc:  # a bad setting must not stop the host or the other instrumentors
+            self.refused = _refusal(exc)
+            _LOG.error("%s", self.refused)
+            return
         runtime = activate(config, tracer_provider)
         self.runtime = runtime
         wrapped: list[tuple[Any, str]] = []
         try:
             for spec, parent, attribute in targets:
-                is_async = inspect.iscoroutinefunction(getattr(parent, attribute))
-                wrapt.wrap_function_wrapper(parent, attribute, _seam_wrapper(spec, is_async))
+                kind = seam_kind(getattr(parent, attribute))
+                wrapt.wrap_function_wrapper(parent, attribute, _seam_wrapper(spec, kind))
                 wrapped.append((parent, attribute))
-        except Exception:
+        except Exception as exc:
             for parent, attribute in reversed(wrapped):
                 unwrap(parent, attribute)
             deactivate()
-            raise
+            self.runtime = None
+            self.refused = _refusal(exc)
+            _LOG.error("%s", self.refused)
+            return
         self._wrapped = tuple(wrapped)
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -122,10 +150,16 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self.runtime = None
 
 
-def _seam_wrapper(spec: SeamSpec, is_async: bool) -> Any:
+def _refusal(exc: Exception) -> str:
+    """One line naming the bad setting (pydantic's multi-line messages are folded)."""
+    text, _ = redact_text(" ".join(str(exc).split()))
+    return f"route shadow not instrumented (nothing wrapped; the host runs unshadowed): {text}"
+
+
+def _seam_wrapper(spec: SeamSpec, kind: SeamKind) -> Any:
     seam, face, extractor = spec.seam_name, spec.request_face, spec.extractor
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return invoke(current_runtime(), seam, face, extractor, wrapped, instance, args, kwargs, is_async)
+        return invoke(current_runtime(), seam, face, extractor, wrapped, instance, args, kwargs, kind)
 
     return wrapper

@@ -10,10 +10,12 @@
 | ``OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS`` | ``snapshot_recheck_ms`` | how long a seam may resolve against the store's last verdict before looking at the store again (default 100; 0: on every call) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_CHAIN_HOLD_MS`` | ``chain_hold_ms`` | in a burst of spawns, how long the chain writer may keep the chain's file lock between records (default 50; 0: lock per record) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_STRICT`` | ``strict`` | ``true``: a bug in the shadow path raises (for host test suites) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_DISABLED`` | ``disabled`` | ``true``: every seam is the bare call (checked live, on every call) |
+| ``OTEL_PYTHON_ROUTE_SHADOW_DISABLED`` | ``disabled`` | ``true``: every seam is the bare call. The variable is read live on every call, in both directions; the keyword switches off for the instrumentation's life |
 | (none) | ``settings`` | a host settings object; shadowing runs only while its ``route_shadow_enabled`` is exactly ``True`` |
 
 Empty means unset; a boolean is true only for ``true`` (case-insensitive), as everywhere in OpenTelemetry.
+A setting that cannot be understood makes ``instrument()`` log one line and wrap nothing (it never
+raises, so ``opentelemetry-instrument`` goes on with the other instrumentors).
 """
 
 from __future__ import annotations
@@ -228,7 +230,8 @@ class RouteShadowConfig(BaseModel):
                         f"{name}={milliseconds!r}: expected a whole number of milliseconds"
                     ) from None
         values["strict"] = env_flag(_env(env, ENV_STRICT))
-        values["disabled"] = env_flag(_env(env, ENV_DISABLED))
+        # ENV_DISABLED is not copied into ``disabled``: the runtime reads it live on every call
+        # (``env_disabled``), so unsetting it turns shadowing back on without a restart.
         unknown = set(overrides) - set(cls.model_fields)
         if unknown:
             raise TypeError(f"unknown route-shadow settings: {', '.join(sorted(unknown))}")

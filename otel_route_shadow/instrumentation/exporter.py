@@ -83,7 +83,11 @@ class RouteShadowChainExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
+        """Stop exporting and give the chain's file descriptors back (an ``append`` reopens them)."""
         self._shutdown = True
+        log = self._log
+        if log is not None:
+            log.close()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True

@@ -6,8 +6,19 @@ Inertness rules, in one place:
 - what a sink can plausibly raise (an unwritable directory, a full disk, a file-size limit, a
   corrupt or unreadable snapshot) is contained: logged once per cause, counted, and marked on the
   span as ``route_shadow.error.type``; the spawn proceeds;
-- a genuine bug is contained too unless ``strict`` is on, in which case it is raised where that is
-  safe: before the host is called, or after it returned normally, never over a host exception.
+- a genuine bug is contained too unless ``strict`` is on, in which case it is raised only before
+  the host is called (``loud``); once the host has run, a bug is logged and counted, never raised
+  (a retrying caller would spawn twice).
+
+What the runtime remembers between spawns, two structures (figures: bench row 1, ratio to a bare
+span, ``.venv/bin/python -m benchmarks --only 1`` on a loaded 2-CPU machine, 2026-12-01):
+- ``RuntimeMemo``, one bounded map for everything derived purely from its key: the canonical JSON
+  of contexts already seen clean, the decision record (with its payload template) per seam,
+  context and snapshot, and the policy index per snapshot. Row 1: 1.73x with it, 11.5x without
+  (every spawn sanitizes, resolves and builds its payload template again).
+- the snapshot re-check window (``snapshot_recheck_ms``): the store's verdict is reused for that
+  long instead of being re-stat'ed on every spawn. Row 1 with the window at 0: 1.97x (the row's
+  ``ratio_store_rechecked_every_call`` extra).
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ from otel_route_shadow.shadow.record import (
     sanitize_dumped,
     span_name,
 )
-from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore
+from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore, SnapshotLoad, StoreIOError
 from otel_route_shadow.version import __version__
 
 SEAM_SPAN_KIND: Final = SpanKind.CLIENT
@@ -51,7 +62,15 @@ seam the agent runs in a CLI harness outside the host's process (``invoke_agent`
 at a one-shot seam the span is a ``chat`` completion call over HTTP. Neither runs in-process, so both
 are CLIENT."""
 
-__all__ = ["PENDING", "SCHEMA_URL", "SCOPE_NAME", "SETTINGS_FIELD", "SeamObservation", "ShadowRuntime"]
+__all__ = [
+    "PENDING",
+    "SCHEMA_URL",
+    "SCOPE_NAME",
+    "SETTINGS_FIELD",
+    "RuntimeMemo",
+    "SeamObservation",
+    "ShadowRuntime",
+]
 
 _LOG = logging.getLogger("otel_route_shadow")
 
@@ -67,6 +86,41 @@ PENDING: Final[ContextVar[SeamObservation | None]] = ContextVar("route_shadow_pe
 
 _PLAUSIBLE_SINK_ERRORS: Final = (OSError, ChainError, PolicyStoreError)
 """What a disk, a hand-edited snapshot or a damaged chain can raise: contained even in strict mode."""
+
+
+class RuntimeMemo:
+    """The runtime's one memo: a bounded map from a pure key to what was derived from it.
+
+    Keys of the three kinds cannot collide: ``bytes`` (pydantic's JSON of a context seen clean ->
+    its canonical JSON), a 6-tuple (seam, canonical context, snapshot hash, revision, availability,
+    load state -> the decision record) and a 4-tuple starting with ``"index"`` (snapshot identity
+    -> its ``PolicyIndex``). Every value is a pure function of its key, so a hit is exact, never a
+    guess, and nothing here depends on time. Only clean contexts are keys, so no secret is kept.
+    At ``limit`` entries the oldest goes first; reads take no lock (a dict read is atomic).
+    """
+
+    __slots__ = ("_entries", "_lock", "get", "limit")
+
+    def __init__(self, limit: int = _MEMO_SIZE) -> None:
+        self.limit = limit
+        self._entries: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+        self.get = self._entries.get
+
+    def put(self, key: Any, value: Any) -> None:
+        if self.limit <= 0:
+            return
+        with self._lock:
+            while len(self._entries) >= self.limit:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[key] = value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def values(self) -> list[Any]:
+        with self._lock:
+            return list(self._entries.values())
 
 
 class SeamObservation:
@@ -112,7 +166,7 @@ class SeamObservation:
         if span.is_recording():
             span.set_attributes(self.record.attributes)
 
-    def export(self, span: Span, *, loud: bool = True) -> None:
+    def export(self, span: Span) -> None:
         """Append the chain record while the span is still open, so a failed append can be marked on
         the span itself. Exactly once per observation, even when resolving failed: then the record
         says so (``route_shadow.error.type``), as the span does."""
@@ -137,7 +191,7 @@ class SeamObservation:
                 attributes = {**attributes, attr.ERROR_TYPE: self.error_type}
             self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes)
         except Exception as exc:
-            self.runtime.contain(exc, "chain", span, loud=loud, observation=self)
+            self.runtime.contain(exc, "chain", span, loud=False, observation=self)  # the host ran
 
 
 class ShadowRuntime:
@@ -150,19 +204,21 @@ class ShadowRuntime:
         self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
         self.exporter = RouteShadowChainExporter(config.chain_path, config.durability, config.chain_hold_ms)
         self.errors: Counter[tuple[str, str]] = Counter()
-        self._logged: set[tuple[str, str]] = set()
+        self._logged: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
         self._store: Any = None
-        self._clean: dict[bytes, str] = {}
-        self._policy_index: tuple[tuple[str, int, bool], PolicyIndex] | None = None
-        self._memo: dict[tuple[str, str, str, int, bool, str], ShadowRecord] = {}
+        self.memo = RuntimeMemo()
         self._recheck_ns = config.snapshot_recheck_ms * 1_000_000
-        self._last_load: tuple[int, PolicySnapshot, str] | None = None
+        self._last_load: tuple[int, SnapshotLoad] | None = None
+        self.never_awaited = 0
+        """Coroutine and generator seams dropped before their first step: the host's code never ran,
+        so they have no span and no record; this counts them (see ``seams``)."""
 
     # -- switches -------------------------------------------------------------------------------
     def enabled(self) -> bool:
-        """The kill switch, checked live on every call: the environment, the configuration, and a
-        host settings object whose field counts as on only when it is exactly ``True``."""
+        """The kill switch, checked live on every call: the environment variable (live in both
+        directions: the configuration never copies it), the ``disabled`` keyword, and a host
+        settings object whose field counts as on only when it is exactly ``True``."""
         if self.config.disabled or env_disabled():
             return False
         settings = self.config.settings
@@ -189,17 +245,29 @@ class ShadowRuntime:
         now = time.monotonic_ns()
         last = self._last_load
         if last is not None and now - last[0] < self._recheck_ns:
-            return last[1], last[2]
-        try:
-            load = self._policy_store().load()
-        except Exception as exc:
-            self._last_load = None
-            self.contain(exc, "store", span, loud=True, observation=observation)
-            return PolicySnapshot(available=False), "corrupt"
-        snapshot: PolicySnapshot = load.snapshot
-        state: str = load.state
-        self._last_load = (now, snapshot, state)
-        return snapshot, state
+            load = last[1]
+        else:
+            try:
+                load = self._policy_store().load()
+            except Exception as exc:
+                self._last_load = None
+                self.contain(exc, "store", span, loud=True, observation=observation)
+                return PolicySnapshot(available=False), "corrupt"
+            self._last_load = (now, load)
+        if load.unreadable:
+            self._report_unreadable(load, span, observation)
+        return load.snapshot, load.state
+
+    def _report_unreadable(
+        self, load: SnapshotLoad, span: Span | None, observation: SeamObservation | None
+    ) -> None:
+        """A store the environment keeps us from reading (permissions, a file in place of the
+        folder, an I/O error) holds every decision like a corrupt one, and is also a sink fault:
+        logged once per cause (``problem_kind``), counted, and marked on the span and record."""
+        problem = StoreIOError(f"{self.config.store}: {load.problem} [{load.problem_kind}]")
+        self.contain(
+            problem, "store", span, loud=False, observation=observation, detail=load.problem_kind or ""
+        )
 
     def sanitize(self, context: RouteContext) -> tuple[RouteContext, str]:
         """Redact the context before anything is hashed; return it with its canonical JSON.
@@ -214,7 +282,7 @@ class ShadowRuntime:
         except Exception:
             raw = None  # lone surrogates: sanitize replaces them below
         if raw is not None:
-            known = self._clean.get(raw)
+            known: str | None = self.memo.get(raw)
             if known is not None:
                 return context, known
         dumped = context.model_dump(mode="json")
@@ -225,20 +293,17 @@ class ShadowRuntime:
         clean, paths = sanitize_dumped(context, dumped)
         if paths or clean is not context or encoded is None or raw is None:
             return clean, context_json(clean)
-        with self._lock:
-            if len(self._clean) >= _MEMO_SIZE:
-                self._clean.clear()
-            self._clean[raw] = encoded
+        self.memo.put(raw, encoded)
         return clean, encoded
 
     def _index(self, snapshot: PolicySnapshot) -> PolicyIndex:
         """One policy index per snapshot (by hash and revision), not one per spawn."""
-        key = (snapshot.content_hash, snapshot.revision, snapshot.available)
-        cached = self._policy_index
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        key = ("index", snapshot.content_hash, snapshot.revision, snapshot.available)
+        cached: PolicyIndex | None = self.memo.get(key)
+        if cached is not None:
+            return cached
         index = PolicyIndex(snapshot.policies)
-        self._policy_index = (key, index)
+        self.memo.put(key, index)
         return index
 
     def observe(
@@ -248,7 +313,7 @@ class ShadowRuntime:
         the snapshot, and a factory spawns the same few contexts over and over. The key holds the
         whole canonical context and the snapshot's identity, so a hit is exact, never a guess."""
         key = (seam, encoded, snapshot.content_hash, snapshot.revision, snapshot.available, state)
-        cached = self._memo.get(key)
+        cached: ShadowRecord | None = self.memo.get(key)
         if cached is not None:
             return cached
         record = observe(
@@ -262,10 +327,7 @@ class ShadowRuntime:
         )
         # Recorded many times over: prepare its chain payload shape once.
         record = dataclasses.replace(record, template=record_template(record.attributes))
-        with self._lock:
-            if len(self._memo) >= _MEMO_SIZE:
-                self._memo.pop(next(iter(self._memo)))
-            self._memo[key] = record
+        self.memo.put(key, record)
         return record
 
     # -- containment ----------------------------------------------------------------------------
@@ -277,30 +339,28 @@ class ShadowRuntime:
         *,
         loud: bool,
         observation: SeamObservation | None = None,
+        detail: str = "",
     ) -> None:
-        """Count, mark and log once; raise a genuine bug in strict mode when ``loud`` allows it."""
+        """Count, mark and log once per cause; raise a genuine bug in strict mode when ``loud``.
+
+        ``loud`` is true only before the host is called: after it ran, raising would turn a spawn
+        that happened into an exception (and a retrying caller would spawn twice). ``detail``
+        splits one exception type into several causes for logging (the store's problem kinds).
+        """
         plausible = isinstance(exc, _PLAUSIBLE_SINK_ERRORS)
+        name = type(exc).__qualname__
         if observation is not None:
-            observation.error_type = type(exc).__qualname__
-        cause = (where, type(exc).__qualname__)
+            observation.error_type = name
         with self._lock:
-            self.errors[cause] += 1
-            first = cause not in self._logged
-            self._logged.add(cause)
+            self.errors[(where, name)] += 1
+            first = (where, name, detail) not in self._logged
+            self._logged.add((where, name, detail))
         if span is not None and span.is_recording():
-            span.set_attribute(attr.ERROR_TYPE, type(exc).__qualname__)
+            span.set_attribute(attr.ERROR_TYPE, name)
+        raising = loud and self.config.strict and not plausible
         if first:
-            text, _ = redact_text("".join(traceback.format_exception_only(type(exc), exc)).strip())
-            if plausible:
-                _LOG.warning("route shadow %s failed, the spawn proceeds: %s", where, text)
-            else:
-                detail, _ = redact_text("".join(traceback.format_exception(exc)))
-                _LOG.error(
-                    "route shadow bug in %s (contained; set OTEL_PYTHON_ROUTE_SHADOW_STRICT=true to raise):\n%s",
-                    where,
-                    detail,
-                )
-        if loud and self.config.strict and not plausible:
+            _log_contained(exc, where, plausible=plausible, raising=raising, strict=self.config.strict)
+        if raising:
             raise exc
 
     # -- seam lifecycle -------------------------------------------------------------------------
@@ -345,15 +405,40 @@ class ShadowRuntime:
         return result
 
     def finish(self, span: Span, observation: SeamObservation, host_error: BaseException | None) -> None:
-        """Export and end. Raises only a strict-mode bug, and only when the host did not raise."""
-        loud = host_error is None
+        """Export and end, after the host ran: never raises (not even in strict mode)."""
         try:
             if host_error is not None and span.is_recording():
                 span.set_attribute("error.type", type(host_error).__qualname__)
                 span.set_status(Status(StatusCode.ERROR))
-            observation.export(span, loud=loud)
-        finally:
-            try:
-                span.end()
-            except Exception as exc:
-                self.contain(exc, "end", None, loud=loud)
+            observation.export(span)
+        except Exception as exc:
+            self.contain(exc, "finish", None, loud=False, observation=observation)
+        try:
+            span.end()
+        except Exception as exc:
+            self.contain(exc, "end", None, loud=False)
+
+    def count_never_started(self) -> None:
+        """A coroutine or generator seam was dropped before its first step (see ``never_awaited``)."""
+        with self._lock:
+            self.never_awaited += 1
+
+    def close(self) -> None:
+        """Give back the chain's file descriptors (``uninstrument``); a later append reopens."""
+        self.exporter.shutdown()
+
+
+def _log_contained(exc: BaseException, where: str, *, plausible: bool, raising: bool, strict: bool) -> None:
+    """The one log line for a cause, saying truly what happens to it."""
+    text, _ = redact_text("".join(traceback.format_exception_only(type(exc), exc)).strip())
+    if plausible:
+        _LOG.warning("route shadow %s failed, the spawn proceeds: %s", where, text)
+        return
+    if raising:
+        what = "raised before the host runs (OTEL_PYTHON_ROUTE_SHADOW_STRICT=true)"
+    elif strict:
+        what = "contained: the host already ran, and strict mode raises only before it runs"
+    else:
+        what = "contained; set OTEL_PYTHON_ROUTE_SHADOW_STRICT=true to raise it before the host runs"
+    trace_text, _ = redact_text("".join(traceback.format_exception(exc)))
+    _LOG.error("route shadow bug in %s (%s):\n%s", where, what, trace_text)

@@ -7,12 +7,13 @@ exactly once, with its own arguments, and its result or exception object goes ba
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -24,7 +25,16 @@ from otel_route_shadow.instrumentation.processor import RouteShadowSpanProcessor
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
 from otel_route_shadow.shadow.record import ShadowRecord, Spawn
 
-__all__ = ["activate", "current_runtime", "deactivate", "shadow_seam", "shadow_spawn"]
+__all__ = [
+    "SeamKind",
+    "activate",
+    "current_runtime",
+    "deactivate",
+    "invoke",
+    "seam_kind",
+    "shadow_seam",
+    "shadow_spawn",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,6 +78,8 @@ def deactivate() -> None:
         for processor in _processors.values():
             if processor.runtime is runtime:
                 processor.runtime = None
+    if runtime is not None:
+        runtime.close()
 
 
 def current_runtime() -> ShadowRuntime:
@@ -89,8 +101,24 @@ def current_runtime() -> ShadowRuntime:
     return runtime
 
 
-def _bare(runtime: ShadowRuntime | None) -> bool:
-    return runtime is None or not is_instrumentation_enabled() or not runtime.enabled()
+def _bare(runtime: ShadowRuntime) -> bool:
+    """The seam is the host's bare call: instrumentation suppressed, or switched off."""
+    return not is_instrumentation_enabled() or not runtime.enabled()
+
+
+SeamKind = Literal["call", "coroutine", "generator", "asyncgen"]
+
+
+def seam_kind(fn: Callable[..., Any]) -> SeamKind:
+    """How the host's code runs when ``fn`` is called: at once (``call``), or step by step later,
+    when the coroutine is awaited or the generator iterated."""
+    if inspect.iscoroutinefunction(fn):
+        return "coroutine"
+    if inspect.isasyncgenfunction(fn):
+        return "asyncgen"
+    if inspect.isgeneratorfunction(fn):
+        return "generator"
+    return "call"
 
 
 def invoke(
@@ -102,22 +130,24 @@ def invoke(
     instance: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    is_async: bool | None = None,
+    kind: SeamKind | None = None,
 ) -> Any:
     """Call ``wrapped`` as a shadowed seam (or bare, when switched off or suppressed).
 
-    ``is_async``: whether ``wrapped`` is a coroutine function, when the caller already knows (the
-    instrumentor and the decorator decide it once, not on every call).
+    ``kind``: ``seam_kind(wrapped)`` when the caller already knows it (the instrumentor and the
+    decorator decide it once, not on every call). A coroutine or generator seam is shadowed over
+    its whole life: see ``_deferred``.
     """
-    if runtime is None or not is_instrumentation_enabled() or not runtime.enabled():
+    if runtime is None or _bare(runtime):
         return wrapped(*args, **kwargs)
-    context = runtime.extract(SeamCall(seam, request_face, instance, args, kwargs), extractor)
-    begun = runtime.begin(seam, request_face, context)
+    call = SeamCall(seam, request_face, instance, args, kwargs)
+    kind = kind or seam_kind(wrapped)
+    if kind != "call":
+        return _deferred(runtime, call, extractor, wrapped, kind)
+    begun = runtime.begin(seam, request_face, runtime.extract(call, extractor))
     if begun is None:
         return wrapped(*args, **kwargs)
     span, observation = begun
-    if is_async if is_async is not None else inspect.iscoroutinefunction(wrapped):
-        return _ainvoke(runtime, span, observation, wrapped, args, kwargs)
     # What trace.use_span(span) does with record_exception and set_status_on_exception off, minus
     # its generator: the span is current while the host runs, and the host's exception is not
     # recorded (runtime.finish marks only its type).
@@ -133,17 +163,62 @@ def invoke(
     return result
 
 
-async def _ainvoke(
-    runtime: ShadowRuntime,
-    span: Any,
-    observation: Any,
-    wrapped: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+# -- coroutine and generator seams ------------------------------------------------------------------
+# The contrib convention for streaming calls: the span (and the chain record) covers the host's
+# whole run. Calling a coroutine or generator function runs none of the host's code, so the span
+# begins at the first step (the first await, next() or asend()) and ends when the coroutine
+# returns or raises, or when the generator is exhausted, raises, is closed or is garbage-collected.
+# An error raised while iterating is marked on the span and in the record, and propagates as the
+# very same object. Values yielded, sent and thrown pass through untouched; the seam span is
+# current while the host's code runs each step. A coroutine or generator dropped before its first
+# step ran no host code: it has no span and no record (nothing was spawned) and is counted in
+# ``ShadowRuntime.never_awaited``.
+
+
+class _FirstStep:
+    """Whether a deferred seam took its first step (read by the finalizer that counts the others)."""
+
+    __slots__ = ("taken",)
+
+    def __init__(self) -> None:
+        self.taken = False
+
+
+def _count_if_never_started(runtime: ShadowRuntime, first: _FirstStep) -> None:
+    if not first.taken:
+        runtime.count_never_started()
+
+
+def _deferred(
+    runtime: ShadowRuntime, call: SeamCall, extractor: Extractor, wrapped: Callable[..., Any], kind: SeamKind
 ) -> Any:
+    first = _FirstStep()
+    body = _COROUTINE_BODIES[kind](runtime, call, extractor, wrapped, first)
+    weakref.finalize(body, _count_if_never_started, runtime, first)
+    return body
+
+
+def _start(
+    runtime: ShadowRuntime, call: SeamCall, extractor: Extractor, first: _FirstStep
+) -> tuple[Any, Any] | None:
+    first.taken = True
+    return runtime.begin(call.seam, call.request_face, runtime.extract(call, extractor))
+
+
+async def _coroutine(
+    runtime: ShadowRuntime,
+    call: SeamCall,
+    extractor: Extractor,
+    wrapped: Callable[..., Any],
+    first: _FirstStep,
+) -> Any:
+    begun = _start(runtime, call, extractor, first)
+    if begun is None:
+        return await wrapped(*call.args, **call.kwargs)
+    span, observation = begun
     try:
         with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-            result = await wrapped(*args, **kwargs)
+            result = await wrapped(*call.args, **call.kwargs)
     except BaseException as exc:
         runtime.finish(span, observation, exc)
         raise
@@ -151,25 +226,115 @@ async def _ainvoke(
     return result
 
 
+def _generator(
+    runtime: ShadowRuntime,
+    call: SeamCall,
+    extractor: Extractor,
+    wrapped: Callable[..., Any],
+    first: _FirstStep,
+) -> Generator[Any, Any, Any]:
+    begun = _start(runtime, call, extractor, first)
+    if begun is None:
+        return (yield from wrapped(*call.args, **call.kwargs))
+    span, observation = begun
+    try:
+        result = yield from _steps(wrapped(*call.args, **call.kwargs), span)
+    except GeneratorExit:  # closed early or garbage-collected: the consumer stopped, not an error
+        runtime.finish(span, observation, None)
+        raise
+    except BaseException as exc:
+        runtime.finish(span, observation, exc)
+        raise
+    runtime.finish(span, observation, None)
+    return result
+
+
+def _steps(host: Generator[Any, Any, Any], span: Any) -> Generator[Any, Any, Any]:
+    """``yield from host`` (PEP 380), with ``span`` current while the host's code runs each step."""
+    value: Any = None
+    thrown: BaseException | None = None
+    while True:
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            item = host.send(value) if thrown is None else host.throw(thrown)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            otel_context.detach(token)
+        try:
+            value, thrown = (yield item), None
+        except GeneratorExit:
+            host.close()
+            raise
+        except BaseException as exc:
+            value, thrown = None, exc
+
+
+async def _async_generator(
+    runtime: ShadowRuntime,
+    call: SeamCall,
+    extractor: Extractor,
+    wrapped: Callable[..., Any],
+    first: _FirstStep,
+) -> AsyncGenerator[Any, Any]:
+    """``_generator`` for async generators, whose protocol (``asend``, ``athrow``, ``aclose``) has
+    no ``yield from``: the steps are written out."""
+    begun = _start(runtime, call, extractor, first)
+    host = wrapped(*call.args, **call.kwargs)
+    current = trace.set_span_in_context(begun[0]) if begun is not None else otel_context.get_current()
+    value: Any = None
+    thrown: BaseException | None = None
+    try:
+        while True:
+            token = otel_context.attach(current)
+            try:
+                item = await (host.asend(value) if thrown is None else host.athrow(thrown))
+            except StopAsyncIteration:
+                break
+            finally:
+                otel_context.detach(token)
+            try:
+                value, thrown = (yield item), None
+            except GeneratorExit:
+                await host.aclose()
+                raise
+            except BaseException as exc:
+                value, thrown = None, exc
+    except BaseException as exc:
+        if begun is not None:
+            runtime.finish(*begun, None if isinstance(exc, GeneratorExit) else exc)
+        raise
+    if begun is not None:
+        runtime.finish(*begun, None)
+
+
+_COROUTINE_BODIES: dict[str, Callable[..., Any]] = {
+    "coroutine": _coroutine,
+    "generator": _generator,
+    "asyncgen": _async_generator,
+}
+
+
 def shadow_seam(
     request_face: str, extractor: Extractor = default_extractor, *, name: str | None = None
 ) -> Callable[[F], F]:
-    """Decorate a host function as a spawn seam (manual instrumentation)."""
-    import functools
+    """Decorate a host function as a spawn seam (manual instrumentation); coroutine and generator
+    functions are shadowed over their whole run, as with the instrumentor."""
 
     def decorate(fn: F) -> F:
         seam = name or fn.__qualname__
+        kind = seam_kind(fn)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return invoke(current_runtime(), seam, request_face, extractor, fn, None, args, kwargs, False)
+            return invoke(current_runtime(), seam, request_face, extractor, fn, None, args, kwargs, kind)
 
-        if inspect.iscoroutinefunction(fn):
+        if kind == "coroutine":
 
             @functools.wraps(fn)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
                 return await invoke(
-                    current_runtime(), seam, request_face, extractor, fn, None, args, kwargs, True
+                    current_runtime(), seam, request_face, extractor, fn, None, args, kwargs, kind
                 )
 
             return awrapper  # type: ignore[return-value]

@@ -59,6 +59,7 @@ from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
     "CURRENT_FILE",
+    "ENVIRONMENT_PROBLEM_KINDS",
     "HISTORY_DIR",
     "LOCK_FILE",
     "PROBLEM_KINDS",
@@ -116,6 +117,11 @@ PROBLEM_KINDS = frozenset(
     }
 )
 """Every ``SnapshotLoad.problem_kind``; each is documented in ``docs/policy-store.md``."""
+
+ENVIRONMENT_PROBLEM_KINDS = frozenset(
+    {"store-not-a-directory", "store-unreadable", "history-unreadable", "unreadable", "internal-error"}
+)
+"""Problem kinds that describe the environment rather than the content (``docs/policy-store.md``)."""
 
 _UNAVAILABLE = PolicySnapshot(policies=(), revision=0, content_hash=EMPTY_SET_HASH, available=False)
 _NOTHING_SAVED = "no snapshot has been saved"
@@ -222,6 +228,13 @@ class SnapshotLoad:
     @property
     def policy_count(self) -> int:
         return len(self.snapshot.policies)
+
+    @property
+    def unreadable(self) -> bool:
+        """Corrupt because the environment keeps the store from being read (permissions, a file in
+        place of a folder, an I/O error, see ``ENVIRONMENT_PROBLEM_KINDS``), not because of what it
+        holds: the instrumentation reports it as a sink fault."""
+        return self.state == "corrupt" and self.problem_kind in ENVIRONMENT_PROBLEM_KINDS
 
     @property
     def history_mismatch(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -145,16 +146,49 @@ def test_bad_seam_settings_say_what_is_wrong(value: str, message: str) -> None:
         parse_seams(value)
 
 
-def test_instrument_refuses_an_unknown_seam_and_wraps_nothing(tmp_path: Path) -> None:
+def test_instrument_refuses_an_unknown_seam_and_wraps_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     original = factory.run_lightweight_agent
-    with pytest.raises(SeamConfigError, match="not found"):
-        make_harness(
+    with caplog.at_level(logging.ERROR, logger="otel_route_shadow"):
+        h = make_harness(
             tmp_path,
             seams="otel_route_shadow.demo.factory:run_lightweight_agent,one-shot;"
             "otel_route_shadow.demo.factory:missing,one-shot",
         )
     assert factory.run_lightweight_agent is original
     assert not RouteShadowInstrumentor().is_instrumented_by_opentelemetry
+    lines = [r.getMessage() for r in caplog.records if r.name == "otel_route_shadow"]
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert "'missing' not found" in lines[0] and "not instrumented" in lines[0]
+    # A corrected call instruments normally afterwards.
+    h2 = make_harness(tmp_path, seams="otel_route_shadow.demo.factory:run_lightweight_agent,one-shot")
+    assert factory.run_lightweight_agent is not original
+    h2.instrumentor.uninstrument()
+    assert h.instrumentor is h2.instrumentor
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ({"OTEL_PYTHON_ROUTE_SHADOW_SEAMS": "no_such_module_xyz:fn,agentic"}, "cannot import"),
+        ({"OTEL_PYTHON_ROUTE_SHADOW_SEAMS": "pkg.mod:fn,sideways"}, "unknown request face"),
+        ({"OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS": "soon"}, "whole number"),
+        ({"OTEL_PYTHON_ROUTE_SHADOW_DURABILITY": "maybe"}, "durability"),
+    ],
+)
+def test_a_bad_setting_is_one_log_line_and_never_raises(
+    setting: dict[str, str], expected: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name, value in setting.items():
+        monkeypatch.setenv(name, value)
+    instrumentor = RouteShadowInstrumentor()
+    with caplog.at_level(logging.ERROR, logger="otel_route_shadow"):
+        instrumentor.instrument()
+    lines = [r.getMessage() for r in caplog.records if r.name == "otel_route_shadow"]
+    assert len(lines) == 1 and "\n" not in lines[0] and expected in lines[0]
+    assert instrumentor.refused == lines[0] and instrumentor.runtime is None
+    assert not instrumentor.is_instrumented_by_opentelemetry
 
 
 def test_settings_come_from_the_environment_and_keywords_win() -> None:

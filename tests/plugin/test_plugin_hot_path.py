@@ -98,7 +98,7 @@ def test_the_sanitize_cache_returns_what_a_fresh_sanitize_does(field: str, value
         clean, encoded = runtime.sanitize(context)
         assert encoded == expected
         assert clean == expected_clean
-    for cached in runtime._clean.values():
+    for cached in (v for v in runtime.memo.values() if isinstance(v, str)):
         assert redact_text(cached)[1] == 0, "a context that needed redaction was remembered"
 
 
@@ -166,7 +166,7 @@ def test_an_equal_but_distinct_context_object_is_recognised_as_seen() -> None:
     for job in factory.plan_jobs(40, factory.FactorySettings()):
         context = factory.context_for(job, "agentic")
         runtime.sanitize(context)
-        known = len(runtime._clean)
+        known = len(runtime.memo)
         _, encoded = runtime.sanitize(context.model_copy(deep=True))
-        assert len(runtime._clean) == known, "a fresh object of the same content missed the cache"
+        assert len(runtime.memo) == known, "a fresh object of the same content missed the cache"
         assert encoded == context_json(context)
