@@ -24,6 +24,7 @@ __all__ = [
     "LEGACY_PROVIDER",
     "MODEL",
     "NS",
+    "ORIGIN",
     "OUTCOME",
     "POLICY_ID",
     "POLICY_SOURCE",
@@ -73,6 +74,7 @@ REQUEST_FACE: Final = "route_shadow.request_face"
 REQUIREMENT: Final = "route_shadow.requirement"
 CONTEXT: Final = "route_shadow.context"
 ERROR_TYPE: Final = "route_shadow.error.type"
+ORIGIN: Final = "route_shadow.origin"
 
 
 class AttributeSpec:
@@ -115,4 +117,5 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
     AttributeSpec(REQUIREMENT, "string", "Model requirement as given."),
     AttributeSpec(CONTEXT, "string", "The sanitized route context as canonical JSON (for replay)."),
     AttributeSpec(ERROR_TYPE, "string", "Type of a contained shadow-path error; the spawn proceeded."),
+    AttributeSpec(ORIGIN, "string", "The chain's origin (its log identity); `audit` selects by it."),
 )

@@ -1,0 +1,233 @@
+"""One chain's audit: its checkpoints and spans fetched from the witness and held against the file.
+
+Shell code (reads the chain, queries the witness); the judgement is :mod:`.verdict`'s. Steps:
+
+1. the chain's origin: ``origin=`` if given, else the ``route_shadow.origin`` its records carry, else
+   the origin of its own checkpoint file (``CHAIN.tlog/checkpoints``);
+2. the witness's checkpoint spans of that origin (any time), read into checkpoints
+   (:mod:`.checkpoints`), and the chain proven consistent with every one (``tlog``);
+3. the witness's seam spans for the chain's window - only those of the origin when the records carry
+   it, so two hosts or two runs sharing a backend project never raise false alarms - joined record by
+   record (:mod:`.crosscheck`).
+
+Checkpoints are fetched before the chain is read, and spans before the second pass, so a chain still
+being written never looks shorter than what the witness already holds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from otel_route_shadow.shadow import checkpoint_attributes as cp
+from otel_route_shadow.witness.base import (
+    TimeWindow,
+    Witness,
+    WitnessError,
+    WitnessNotFound,
+    WitnessNotPhoenix,
+    WitnessProtocolError,
+    format_unix_nano,
+)
+from otel_route_shadow.witness.chain_source import ChainReadError, iter_chain_payloads, verify
+from otel_route_shadow.witness.checkpoints import (
+    BadCheckpointSpan,
+    WitnessedCheckpoint,
+    note_text,
+    witnessed_checkpoints,
+)
+from otel_route_shadow.witness.crosscheck import (
+    ORIGIN,
+    ChainSummary,
+    CrossCheckReport,
+    cross_check,
+    summarize_chain,
+)
+from otel_route_shadow.witness.verdict import AuditReport, Consistency, Thresholds
+
+__all__ = [
+    "AuditError",
+    "AuditOptions",
+    "ConsistencyCheck",
+    "Problem",
+    "audit_chain",
+    "chain_origin_from_checkpoint_file",
+    "tlog_consistency",
+]
+
+#: Checkpoints are looked for from this time on (Phoenix wants a lower bound; 1 s after the epoch).
+_EVER = 10**9
+
+
+class Problem(StrEnum):
+    """Why an audit could not be made (each has its own exit code in ``cli.audit``)."""
+
+    USAGE = "unusable-input"  # the chain cannot be read, an empty window, bad arguments
+    UNREACHABLE = "backend-unreachable"  # down, wrong host or port, timeout, access refused, HTTP 5xx
+    NOT_A_WITNESS = "not-a-witness"  # the URL answers, but not as the backend (a collector's port)
+    NO_SPANS = "no-spans"  # the backend project holds no spans at all: nothing witnessed
+
+
+class AuditError(Exception):
+    """One line naming the problem; ``problem`` says which kind."""
+
+    def __init__(self, message: str, problem: Problem) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
+ConsistencyCheck = Callable[[str, Sequence[WitnessedCheckpoint], Sequence[str]], Consistency]
+"""Proves a chain consistent with witnessed checkpoints given verifier keys (tlog's verifier by default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditOptions:
+    origin: str | None = None
+    verifier_keys: tuple[str, ...] = ()
+    since_unix_nano: int | None = None
+    until_unix_nano: int | None = None
+    check_linkage: bool = True
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+def _witness_error(exc: WitnessError) -> AuditError:
+    if isinstance(exc, WitnessNotFound):
+        return AuditError(f"{exc}: nothing witnessed", Problem.NO_SPANS)
+    if isinstance(exc, WitnessNotPhoenix | WitnessProtocolError):
+        return AuditError(str(exc), Problem.NOT_A_WITNESS)
+    return AuditError(str(exc), Problem.UNREACHABLE)
+
+
+def chain_origin_from_checkpoint_file(chain: str | os.PathLike[str]) -> str | None:
+    """The origin line of the chain's own checkpoint file (``CHAIN.tlog/checkpoints``), if any."""
+    path = Path(f"{os.fspath(chain)}.tlog") / "checkpoints"
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline(4096)
+    except OSError:
+        return None
+    text = first.decode("utf-8", "replace").strip()
+    return text or None
+
+
+def _origin(chain: str, options: AuditOptions, summary: ChainSummary) -> tuple[str | None, str]:
+    if options.origin:
+        return options.origin, "--origin"
+    if summary.origin:
+        return summary.origin, "records"
+    found = chain_origin_from_checkpoint_file(chain)
+    return (found, "checkpoint file") if found else (None, "none")
+
+
+def _fetch_checkpoints(
+    witness: Witness, origin: str | None, now: int
+) -> tuple[list[WitnessedCheckpoint], list[BadCheckpointSpan]]:
+    if origin is None:
+        return [], []
+    spans = witness.fetch_spans(TimeWindow(_EVER, now + 1), {cp.ORIGIN: origin})
+    return witnessed_checkpoints(spans, origin)
+
+
+def tlog_consistency(
+    chain: str, checkpoints: Sequence[WitnessedCheckpoint], keys: Sequence[str]
+) -> Consistency:
+    """The chain proven consistent with every checkpoint (tlog's verifier). Without keys, signatures
+    cannot be checked: the checkpoint texts alone are proven (what reached the backend)."""
+    from otel_route_shadow.tlog import verify_against_checkpoints
+
+    notes = [c.note if keys else note_text(c.note) for c in checkpoints]
+    result = verify_against_checkpoints(chain, notes, list(keys))
+    reason = getattr(result, "reason", None)
+    return Consistency(
+        ok=bool(result.ok),
+        reason=None if reason is None else str(getattr(reason, "value", reason)),
+        first_bad_seq=result.first_bad_seq,
+        detail=str(getattr(result, "detail", "") or ""),
+        checkpointed_size=result.checkpointed_size,
+        chain_size=result.chain_size,
+    )
+
+
+def _window(options: AuditOptions, summary: ChainSummary, now: int) -> TimeWindow | None:
+    start = options.since_unix_nano if options.since_unix_nano is not None else summary.first_start_unix_nano
+    if start is None:
+        return None
+    end = options.until_unix_nano if options.until_unix_nano is not None else now + 1
+    if end <= start:
+        raise AuditError(
+            f"empty window: {format_unix_nano(end)} is not after {format_unix_nano(start)}", Problem.USAGE
+        )
+    return TimeWindow(start, end)
+
+
+def _no_window(chain: str) -> AuditError:
+    return AuditError(
+        f"{chain}: the chain holds no seam records, so it has no time window to audit, and the witness "
+        "holds no checkpoint of its origin; pass --since to look for spans the chain lacks",
+        Problem.USAGE,
+    )
+
+
+def _cross_check(
+    chain: str,
+    witness: Witness,
+    window: TimeWindow | None,
+    origin: str | None,
+    summary: ChainSummary,
+    now: int,
+) -> CrossCheckReport:
+    """The span cross-check; spans of the origin only when the records carry it."""
+    by_origin = {ORIGIN: origin} if origin is not None and summary.origin_records else None
+    spans = list(witness.fetch_spans(window, by_origin)) if window is not None else []
+    return cross_check(
+        iter_chain_payloads(chain),
+        spans,
+        window=window or TimeWindow(now, now + 1),
+        backend=witness.describe(),
+        time_tolerance_ns=witness.time_tolerance_ns,
+    )
+
+
+def audit_chain(
+    chain: str,
+    witness: Witness,
+    options: AuditOptions = AuditOptions(),
+    *,
+    consistency: ConsistencyCheck = tlog_consistency,
+) -> AuditReport:
+    """Audit one chain. Raises :class:`AuditError` when no audit can be made."""
+    now = time.time_ns()
+    try:
+        summary = summarize_chain(iter_chain_payloads(chain))
+        origin, source = _origin(chain, options, summary)
+        checkpoints, bad = _fetch_checkpoints(witness, origin, now)
+        window = _window(options, summary, now)
+        if window is None and not checkpoints:
+            raise _no_window(chain)
+        linkage = verify(chain) if options.check_linkage else None
+        held = consistency(chain, checkpoints, options.verifier_keys) if checkpoints else None
+        spans = _cross_check(chain, witness, window, origin, summary, now)
+    except ChainReadError as exc:
+        raise AuditError(str(exc), Problem.USAGE) from None
+    except WitnessError as exc:
+        raise _witness_error(exc) from None
+    if linkage is not None:
+        spans.chain_linkage = linkage.verdict.value
+        spans.chain_linkage_detail = linkage.describe()
+    return AuditReport(
+        chain=chain,
+        origin=origin,
+        origin_source=source,
+        spans=spans,
+        now_unix_nano=now,
+        checkpoints=checkpoints,
+        bad_checkpoint_spans=bad,
+        consistency=held,
+        chain_size=held.chain_size if held is not None else spans.seam_records + spans.other_records,
+        signatures_checked=bool(options.verifier_keys),
+        thresholds=options.thresholds,
+    )
