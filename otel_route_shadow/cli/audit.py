@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.tlog import NoteError, Verifier
 from otel_route_shadow.witness import WITNESS_KINDS, PhoenixWitness, Witness
 from otel_route_shadow.witness.audit import AuditError, AuditOptions, Problem, audit_chain
 from otel_route_shadow.witness.base import format_unix_nano, parse_time
@@ -159,15 +160,24 @@ def _time_arg(name: str, value: str | None) -> int | None:
 
 
 def _key_arg(value: str) -> str:
-    """A verifier key given inline (``name+id+base64``) or as a file holding one."""
-    if "+" in value and not Path(value).exists():
-        return value
-    try:
-        text = Path(value).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"--key {value}: neither a verifier key nor a readable key file ({exc})") from None
+    """A verifier key given inline (``name+id+base64``) or as a file holding one. Messages never
+    repeat what was given inline (it could be a signing key pasted by mistake)."""
+    path = Path(value)
+    if path.is_file():
+        try:
+            text, where = path.read_text(encoding="utf-8").strip(), f"--key {value}"
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"--key {value}: cannot read: {exc}") from None
+    elif value.count("+") >= 2:
+        text, where = value.strip(), "--key"
+    else:
+        raise CliError(f"--key {value}: no such file, and not a verifier key (name+id+key)")
     if text.startswith("PRIVATE+KEY"):
-        raise CliError(f"--key {value}: this is a signing key; give the verifier key")
+        raise CliError(f"{where}: this is a signing key; give its verifier key (never share the signing key)")
+    try:
+        Verifier.parse(text)
+    except NoteError:
+        raise CliError(f"{where}: not a verifier key (name+id+key)") from None
     return text
 
 
@@ -305,9 +315,12 @@ def render_checkpoints(report: AuditReport) -> list[str]:
         lines.append(
             f"consistency: the chain is consistent with every one (up to size {c.checkpointed_size})"
         )
-    else:
-        at = f" at seq {c.first_bad_seq}" if c.first_bad_seq is not None else ""
-        lines.append(f"consistency: FAILS ({c.reason}){at}" + (f": {c.detail}" if c.detail else ""))
+        return lines
+    lines.append(f"consistency: {len(c.failures)} witnessed checkpoint(s) do not hold")
+    for f in c.failures:
+        at = f" at seq {f.first_bad_seq}" if f.first_bad_seq is not None else ""
+        size = f"size {f.size}" if f.size is not None else "a checkpoint"
+        lines.append(f"  {size}: {f.reason}{at}" + (f": {f.detail}" if f.detail else ""))
     return lines
 
 

@@ -123,7 +123,7 @@ class SeamObservation:
             # The very values the span carries: the record's mapping is what enrich() set on it,
             # plus the error type contain() marked (reading them back from a live span would cost
             # a lock per attribute).
-            attributes = record.attributes if record is not None else {attr.SEAM: self.seam}
+            attributes = record.attributes if record is not None else self.runtime.bare_attributes(self.seam)
             if self.error_type is not None:
                 attributes = {**attributes, attr.ERROR_TYPE: self.error_type}
             self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes)
@@ -151,6 +151,19 @@ class ShadowRuntime:
         self._last_load: tuple[int, PolicySnapshot, str] | None = None
 
     # -- switches -------------------------------------------------------------------------------
+    @property
+    def origin(self) -> str | None:
+        """The chain's origin (its checkpointer's, else the ``origin`` setting); None before either exists."""
+        origin = getattr(getattr(self, "checkpointer", None), "origin", None) or getattr(
+            self.config, "origin", None
+        )
+        return origin if isinstance(origin, str) and origin else None
+
+    def bare_attributes(self, seam: str) -> dict[str, Any]:
+        """What a record says when the decision could not be resolved: the seam and the origin."""
+        origin = self.origin
+        return {attr.SEAM: seam, attr.ORIGIN: origin} if origin else {attr.SEAM: seam}
+
     def enabled(self) -> bool:
         """The kill switch, checked live on every call: the environment, the configuration, and a
         host settings object whose field counts as on only when it is exactly ``True``."""
@@ -251,6 +264,9 @@ class ShadowRuntime:
             encoded_context=encoded,
             index=self._index(snapshot),
         )
+        origin = self.origin
+        if origin:  # the chain's identity on every span and record: audit selects by it
+            record = dataclasses.replace(record, attributes={**record.attributes, attr.ORIGIN: origin})
         # Recorded many times over: prepare its chain payload shape once.
         record = dataclasses.replace(record, template=record_template(record.attributes))
         with self._lock:

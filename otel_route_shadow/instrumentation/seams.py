@@ -19,6 +19,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from otel_route_shadow.core import RouteContext
+from otel_route_shadow.instrumentation.checkpoint_spans import attach_checkpoint_spans
 from otel_route_shadow.instrumentation.config import Extractor, RouteShadowConfig, SeamCall, default_extractor
 from otel_route_shadow.instrumentation.processor import RouteShadowSpanProcessor
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
@@ -56,6 +57,7 @@ def activate(config: RouteShadowConfig, tracer_provider: Any = None) -> ShadowRu
     global _active
     runtime = ShadowRuntime(config, tracer_provider)
     _attach_processor(runtime, tracer_provider)
+    attach_checkpoint_spans(getattr(runtime, "checkpointer", None), tracer_provider)
     with _state_lock:
         _active = runtime
     return runtime
@@ -86,6 +88,7 @@ def current_runtime() -> ShadowRuntime:
         runtime = _default
     if created:
         _attach_processor(runtime, None)
+        attach_checkpoint_spans(getattr(runtime, "checkpointer", None), None)
     return runtime
 
 

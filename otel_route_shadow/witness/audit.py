@@ -21,9 +21,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
 
 from otel_route_shadow.shadow import checkpoint_attributes as cp
+from otel_route_shadow.tlog import (
+    NoteError,
+    read_checkpoint_file,
+    signed_checkpoint_from_note,
+    tlog_dir,
+    verify_against_checkpoints,
+)
 from otel_route_shadow.witness.base import (
     TimeWindow,
     Witness,
@@ -37,7 +43,6 @@ from otel_route_shadow.witness.chain_source import ChainReadError, iter_chain_pa
 from otel_route_shadow.witness.checkpoints import (
     BadCheckpointSpan,
     WitnessedCheckpoint,
-    note_text,
     witnessed_checkpoints,
 )
 from otel_route_shadow.witness.crosscheck import (
@@ -47,7 +52,9 @@ from otel_route_shadow.witness.crosscheck import (
     cross_check,
     summarize_chain,
 )
-from otel_route_shadow.witness.verdict import AuditReport, Consistency, Thresholds
+from otel_route_shadow.witness.verdict import AuditReport, Consistency, Failure, Thresholds
+
+CHECKPOINTS_FILE = "checkpoints"  # in CHAIN.tlog/ (docs/chain-format.md)
 
 __all__ = [
     "AuditError",
@@ -102,16 +109,13 @@ def _witness_error(exc: WitnessError) -> AuditError:
     return AuditError(str(exc), Problem.UNREACHABLE)
 
 
-def chain_origin_from_checkpoint_file(chain: str | os.PathLike[str]) -> str | None:
-    """The origin line of the chain's own checkpoint file (``CHAIN.tlog/checkpoints``), if any."""
-    path = Path(f"{os.fspath(chain)}.tlog") / "checkpoints"
+def chain_origin_from_checkpoint_file(chain: str) -> str | None:
+    """The origin of the newest note in the chain's own checkpoint file (``CHAIN.tlog/checkpoints``)."""
     try:
-        with path.open("rb") as fh:
-            first = fh.readline(4096)
-    except OSError:
+        notes = read_checkpoint_file(os.path.join(tlog_dir(chain), CHECKPOINTS_FILE))
+        return signed_checkpoint_from_note(notes[-1]).origin if notes else None
+    except (OSError, ValueError):
         return None
-    text = first.decode("utf-8", "replace").strip()
-    return text or None
 
 
 def _origin(chain: str, options: AuditOptions, summary: ChainSummary) -> tuple[str | None, str]:
@@ -136,20 +140,15 @@ def tlog_consistency(
     chain: str, checkpoints: Sequence[WitnessedCheckpoint], keys: Sequence[str]
 ) -> Consistency:
     """The chain proven consistent with every checkpoint (tlog's verifier). Without keys, signatures
-    cannot be checked: the checkpoint texts alone are proven (what reached the backend)."""
-    from otel_route_shadow.tlog import verify_against_checkpoints
-
-    notes = [c.note if keys else note_text(c.note) for c in checkpoints]
-    result = verify_against_checkpoints(chain, notes, list(keys))
-    reason = getattr(result, "reason", None)
-    return Consistency(
-        ok=bool(result.ok),
-        reason=None if reason is None else str(getattr(reason, "value", reason)),
-        first_bad_seq=result.first_bad_seq,
-        detail=str(getattr(result, "detail", "") or ""),
-        checkpointed_size=result.checkpointed_size,
-        chain_size=result.chain_size,
+    are not checked: the checkpoints are taken as the backend holds them."""
+    try:
+        result = verify_against_checkpoints(chain, [c.note for c in checkpoints], list(keys))
+    except NoteError as exc:
+        raise AuditError(f"--key: {exc}", Problem.USAGE) from None
+    failures = tuple(
+        Failure(v.reason.value, v.size, v.first_bad_seq, v.detail) for v in result.verdicts if not v.ok
     )
+    return Consistency(result.checkpointed_size, result.chain_size, failures)
 
 
 def _window(options: AuditOptions, summary: ChainSummary, now: int) -> TimeWindow | None:

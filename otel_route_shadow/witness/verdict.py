@@ -38,7 +38,7 @@ from otel_route_shadow.witness.base import format_unix_nano
 from otel_route_shadow.witness.checkpoints import BadCheckpointSpan, WitnessedCheckpoint
 from otel_route_shadow.witness.crosscheck import CrossCheckReport
 
-__all__ = ["AuditReport", "Consistency", "Thresholds", "Verdict"]
+__all__ = ["CHECKPOINT_REASONS", "AuditReport", "Consistency", "Failure", "Thresholds", "Verdict"]
 
 
 class Verdict(StrEnum):
@@ -48,24 +48,49 @@ class Verdict(StrEnum):
     INSUFFICIENT = "insufficient-evidence"
 
 
-#: Consistency reasons that judge the witnessed checkpoint, not the chain.
-CHECKPOINT_REASONS = frozenset({"bad-signature", "unknown-key", "malformed"})
+#: Consistency reasons that judge the witnessed checkpoint, not the chain (tlog's ``ConsistencyReason``).
+CHECKPOINT_REASONS = frozenset({"bad-signature", "unknown-key", "unsigned", "malformed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One witnessed checkpoint that does not hold, as the tlog verifier names it."""
+
+    reason: str  # truncated, record-changed, fork (the chain) or a CHECKPOINT_REASONS one
+    size: int | None
+    first_bad_seq: int | None
+    detail: str
+
+    @property
+    def judges_checkpoint(self) -> bool:
+        return self.reason in CHECKPOINT_REASONS
 
 
 @dataclass(frozen=True, slots=True)
 class Consistency:
     """What the chain's proof against the witnessed checkpoints found (from the tlog verifier)."""
 
-    ok: bool
-    reason: str | None  # the verifier's documented reason when not ok
-    first_bad_seq: int | None
-    detail: str
     checkpointed_size: int  # the largest witnessed size the chain was proven consistent with
     chain_size: int
+    failures: tuple[Failure, ...] = ()
 
     @property
-    def judges_checkpoint(self) -> bool:
-        return not self.ok and self.reason in CHECKPOINT_REASONS
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def chain_failures(self) -> list[Failure]:
+        return [f for f in self.failures if not f.judges_checkpoint]
+
+    @property
+    def checkpoint_failures(self) -> list[Failure]:
+        return [f for f in self.failures if f.judges_checkpoint]
+
+    @property
+    def first_bad_seq(self) -> int | None:
+        return min(
+            (f.first_bad_seq for f in self.chain_failures if f.first_bad_seq is not None), default=None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +117,9 @@ class AuditReport:
 
     @property
     def witnessed_size(self) -> int:
-        """Records the witnessed checkpoints prove (0 when none holds or none verified)."""
+        """Records the witnessed checkpoints prove (0 when none holds or the chain contradicts one)."""
         c = self.consistency
-        return c.checkpointed_size if c is not None and c.ok else 0
+        return c.checkpointed_size if c is not None and not c.chain_failures else 0
 
     @property
     def unwitnessed(self) -> int:
@@ -137,19 +162,18 @@ class AuditReport:
     # ---- verdict -------------------------------------------------------------------------------------
 
     @property
-    def chain_disagrees(self) -> bool:
-        c = self.consistency
-        return (c is not None and not c.ok and not c.judges_checkpoint) or self.spans.verdict == "disagree"
-
-    @property
     def consistency_holds(self) -> bool:
         """No witnessed checkpoint contradicts the chain (true when there is none)."""
-        return self.consistency is None or self.consistency.ok
+        return self.consistency is None or not self.consistency.chain_failures
+
+    @property
+    def chain_disagrees(self) -> bool:
+        return not self.consistency_holds or self.spans.verdict == "disagree"
 
     @property
     def checkpoint_unverifiable(self) -> bool:
         c = self.consistency
-        return bool(self.bad_checkpoint_spans) or (c is not None and c.judges_checkpoint)
+        return bool(self.bad_checkpoint_spans) or (c is not None and bool(c.checkpoint_failures))
 
     @property
     def verdict(self) -> Verdict:
@@ -166,7 +190,7 @@ class AuditReport:
         """The first seq the checkpoints or the spans show to be wrong."""
         seqs: list[int] = []
         c = self.consistency
-        if c is not None and not c.ok and c.first_bad_seq is not None and not c.judges_checkpoint:
+        if c is not None and c.first_bad_seq is not None:
             seqs.append(c.first_bad_seq)
         seqs += [m.seq for m in self.spans.mismatches] + [d.seq for d in self.spans.duplicates]
         seqs += [m.seq for m in self.spans.malformed]
@@ -204,10 +228,17 @@ class AuditReport:
                 if c is None
                 else {
                     "ok": c.ok,
-                    "reason": c.reason,
                     "first_bad_seq": c.first_bad_seq,
-                    "detail": c.detail,
                     "checkpointed_size": c.checkpointed_size,
+                    "failures": [
+                        {
+                            "reason": f.reason,
+                            "size": f.size,
+                            "first_bad_seq": f.first_bad_seq,
+                            "detail": f.detail,
+                        }
+                        for f in c.failures
+                    ],
                 },
             },
             "coverage": {
