@@ -28,7 +28,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_route_shadow.chain import ChainError, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
 from otel_route_shadow.core.redaction import redact_text
-from otel_route_shadow.instrumentation.config import RouteShadowConfig, SeamCall, env_disabled
+from otel_route_shadow.instrumentation.config import (
+    RouteShadowConfig,
+    SeamCall,
+    env_disabled,
+    make_checkpointer,
+)
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import (
@@ -139,7 +144,10 @@ class ShadowRuntime:
     ) -> None:
         self.config = config
         self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
-        self.exporter = RouteShadowChainExporter(config.chain_path, config.durability, config.chain_hold_ms)
+        self.checkpointer = make_checkpointer(config)
+        self.exporter = RouteShadowChainExporter(
+            config.chain_path, config.durability, config.chain_hold_ms, self.checkpointer
+        )
         self.errors: Counter[tuple[str, str]] = Counter()
         self._logged: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
@@ -149,6 +157,10 @@ class ShadowRuntime:
         self._memo: dict[tuple[str, str, str, int, bool, str], ShadowRecord] = {}
         self._recheck_ns = config.snapshot_recheck_ms * 1_000_000
         self._last_load: tuple[int, PolicySnapshot, str] | None = None
+
+    def checkpoint_now(self) -> None:
+        """Checkpoint what the chain holds (at uninstrument and provider shutdown); never raises."""
+        self.checkpointer.checkpoint_now()
 
     # -- switches -------------------------------------------------------------------------------
     @property

@@ -70,6 +70,8 @@ def deactivate() -> None:
         for processor in _processors.values():
             if processor.runtime is runtime:
                 processor.runtime = None
+    if runtime is not None:
+        runtime.checkpoint_now()
 
 
 def current_runtime() -> ShadowRuntime:

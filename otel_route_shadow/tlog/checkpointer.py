@@ -97,15 +97,23 @@ def signed_checkpoint_from_note(note: str) -> SignedCheckpoint:
     )
 
 
-def read_checkpoint_file(path: str) -> list[str]:
-    """The notes of a checkpoint file (one JSON object ``{"note": ...}`` per line; a torn last line skipped)."""
-    notes: list[str] = []
+def read_checkpoint_file(path: str, max_bytes: int = 64 * 1024 * 1024) -> list[str]:
+    """The notes of a checkpoint file: a chain's ``checkpoints`` file (one JSON object ``{"note": ...}``
+    per line; a torn last line is skipped) or a file holding one note (the ``checkpoint`` file).
+    ``ValueError`` names the path and the problem."""
     with open(path, "rb") as handle:
-        data = handle.read()
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{path}: larger than {max_bytes} bytes")
+    if not data.startswith(b"{"):
+        try:
+            return [data.decode("utf-8")]
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: not UTF-8") from None
+    notes: list[str] = []
     for number, line in enumerate(data.split(b"\n")[:-1], start=1):
         try:
-            entry = json.loads(line)
-            note = entry["note"]
+            note = json.loads(line)["note"]
         except (ValueError, KeyError, TypeError):
             raise ValueError(f"{path}: line {number} is not a checkpoint entry") from None
         if not isinstance(note, str):
