@@ -164,17 +164,13 @@ class ShadowRuntime:
 
     # -- switches -------------------------------------------------------------------------------
     @property
-    def origin(self) -> str | None:
-        """The chain's origin (its checkpointer's, else the ``origin`` setting); None before either exists."""
-        origin = getattr(getattr(self, "checkpointer", None), "origin", None) or getattr(
-            self.config, "origin", None
-        )
-        return origin if isinstance(origin, str) and origin else None
+    def origin(self) -> str:
+        """The chain's origin (its checkpointer's): on every span and record, so audit can select by it."""
+        return self.checkpointer.origin
 
     def bare_attributes(self, seam: str) -> dict[str, Any]:
         """What a record says when the decision could not be resolved: the seam and the origin."""
-        origin = self.origin
-        return {attr.SEAM: seam, attr.ORIGIN: origin} if origin else {attr.SEAM: seam}
+        return {attr.SEAM: seam, attr.ORIGIN: self.origin}
 
     def enabled(self) -> bool:
         """The kill switch, checked live on every call: the environment, the configuration, and a
@@ -275,10 +271,8 @@ class ShadowRuntime:
             sanitized=True,
             encoded_context=encoded,
             index=self._index(snapshot),
+            origin=self.origin,
         )
-        origin = self.origin
-        if origin:  # the chain's identity on every span and record: audit selects by it
-            record = dataclasses.replace(record, attributes={**record.attributes, attr.ORIGIN: origin})
         # Recorded many times over: prepare its chain payload shape once.
         record = dataclasses.replace(record, template=record_template(record.attributes))
         with self._lock:

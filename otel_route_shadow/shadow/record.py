@@ -159,6 +159,7 @@ def shadow_attributes(
     shadow: ShadowDecision,
     snapshot_state: str,
     encoded_context: str | None = None,
+    origin: str | None = None,
 ) -> dict[str, AttributeValue]:
     """Every attribute of a seam span; a None value is left out (absent means none)."""
     decision = shadow.decision
@@ -195,6 +196,7 @@ def shadow_attributes(
         attr.REQUEST_FACE: context.request_face,
         attr.REQUIREMENT: context.requirement,
         attr.CONTEXT: encoded_context if encoded_context is not None else context_json(context),
+        attr.ORIGIN: origin,
     }
     return {key: value for key, value in values.items() if value is not None}
 
@@ -208,13 +210,16 @@ def observe(
     sanitized: bool = False,
     encoded_context: str | None = None,
     index: PolicyIndex | None = None,
+    origin: str | None = None,
 ) -> ShadowRecord:
     """Sanitize (unless the caller already did), resolve and compare. Raises only on a bug."""
     clean = context if sanitized else sanitize_context(context)[0]
     shadow = shadow_decision(explain(clean, snapshot, index=index), clean.legacy_route)
     # Sanitized once here, by the chain's own rules, so that the chain need not walk the same
     # attributes again on every append of a memoised decision.
-    attributes = sanitized_mapping(shadow_attributes(seam, clean, shadow, snapshot_state, encoded_context))
+    attributes = sanitized_mapping(
+        shadow_attributes(seam, clean, shadow, snapshot_state, encoded_context, origin)
+    )
     return ShadowRecord(seam=seam, context=clean, shadow=shadow, attributes=attributes)
 
 
