@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
+from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -265,7 +266,9 @@ class CheckpointSpans:
 
 
 def _host_resource(tracer_provider: Any) -> Resource:
-    resource = getattr(tracer_provider, "resource", None)
+    """The host provider's resource (the global provider's when none was passed to ``instrument``)."""
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    resource = getattr(provider, "resource", None)
     return resource if isinstance(resource, Resource) else Resource.create()
 
 
