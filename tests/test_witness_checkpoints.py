@@ -20,6 +20,7 @@ from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.tlog import Signer
 from otel_route_shadow.witness.audit import AuditOptions, audit_chain
 from otel_route_shadow.witness.base import WitnessSpan
+from otel_route_shadow.witness.trust import TrustState
 from otel_route_shadow.witness.verdict import Thresholds, Verdict
 
 ORIGIN = "example.test/route-shadow/host-a"
@@ -225,3 +226,107 @@ def test_origin_falls_back_to_the_chain_checkpoint_file(tmp_path: Path, witness:
     from otel_route_shadow.witness.audit import chain_origin_from_checkpoint_file
 
     assert chain_origin_from_checkpoint_file(str(host.chain)) == ORIGIN
+
+
+# --------------------------------------------------------------------------------------------------
+# The auditor's state: the next audit reads only what is new
+# --------------------------------------------------------------------------------------------------
+
+
+def test_with_state_the_next_audit_reads_only_the_records_after_the_trusted_checkpoint(
+    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "auditor" / "state.json"
+    host = _host(tmp_path, witness, records=95)
+    first = audit_chain(str(host.chain), witness, AuditOptions(state=TrustState(state)))
+    assert first.verdict is Verdict.AGREE and first.trusted_from is None
+    assert TrustState(state).get(ORIGIN) is not None
+    host.run(40, first=95)  # the host goes on: checkpoints at 100 ... 130, then 135 at shutdown
+    second = audit_chain(str(host.chain), witness, AuditOptions(state=TrustState(state)))
+    assert second.verdict is Verdict.AGREE, second.to_json()
+    assert second.trusted_from == 95
+    assert second.spans.seam_records == 40  # only the new records were read
+    assert second.witnessed_size == second.chain_size == 135
+    code, out, _ = _audit(capsys, str(host.chain), "--state", str(state))
+    assert code == 0 and "incremental: records below seq 135 were proven by an earlier audit" in out
+
+
+def test_with_state_an_edit_after_the_trusted_point_disagrees(tmp_path: Path, witness: FakeWitness) -> None:
+    state = TrustState(tmp_path / "state.json")
+    host = _host(tmp_path, witness, records=60)
+    assert audit_chain(str(host.chain), witness, AuditOptions(state=state)).verdict is Verdict.AGREE
+    host.run(40, first=60)
+    rewrite(host.chain, 77, lambda r: r["attributes"].update({"route_shadow.agreed": "forged"}))
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    assert report.verdict is Verdict.DISAGREE and report.trusted_from == 60
+    assert report.first_bad_seq == 77
+    assert state.get(ORIGIN) is not None and state.get(ORIGIN).size == 60  # type: ignore[union-attr]
+
+
+def test_with_state_truncation_below_the_trusted_point_falls_back_to_the_full_check(
+    tmp_path: Path, witness: FakeWitness
+) -> None:
+    state = TrustState(tmp_path / "state.json")
+    host = _host(tmp_path, witness, records=60)
+    audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    truncate(host.chain, 30)
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    assert report.verdict is Verdict.DISAGREE and report.trusted_from is None
+    assert report.consistency is not None
+    assert "truncated" in {f.reason for f in report.consistency.failures}
+
+
+def test_an_edit_below_the_trusted_point_is_found_by_full(tmp_path: Path, witness: FakeWitness) -> None:
+    """What the state trusts is not re-read (documented); --full reads it again."""
+    state = TrustState(tmp_path / "state.json")
+    host = _host(tmp_path, witness, records=60)
+    audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    original = host.chain.read_bytes()
+    lines = original.splitlines(keepends=True)
+    lines[12] = lines[12].replace(b'"sha256:0', b'"sha256:f', 1)  # same length: every offset stays
+    host.chain.write_bytes(b"".join(lines))
+    assert audit_chain(str(host.chain), witness, AuditOptions(state=state)).trusted_from == 60
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state, full=True))
+    assert report.verdict is Verdict.DISAGREE and report.first_bad_seq == 12
+    # An edit that moves the trusted offset off a line start makes the audit fall back to the full check.
+    lines = original.splitlines(keepends=True)
+    lines[12] = lines[12].replace(b'"route_shadow.agreed":true', b'"route_shadow.agreed":false')
+    host.chain.write_bytes(b"".join(lines))
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    assert report.trusted_from is None and report.verdict is Verdict.DISAGREE and report.first_bad_seq == 12
+
+
+def test_a_late_checkpoint_below_the_trusted_size_is_proven_from_the_tiles(
+    tmp_path: Path, witness: FakeWitness
+) -> None:
+    state = TrustState(tmp_path / "state.json")
+    host = _host(tmp_path, witness, records=60)
+    late = [s for s in witness.spans if s.attributes.get(cpa.SIZE) == 30]
+    witness.spans = [s for s in witness.spans if s not in late]  # its export was delayed
+    audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    witness.spans += late
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    assert report.verdict is Verdict.AGREE and report.trusted_from == 60
+    # A checkpoint of size 30 with another root: the witness holds two histories.
+    forged = str(late[0].attributes[cpa.NOTE]).replace(str(late[0].attributes[cpa.ROOT]), "A" * 43 + "=")
+    witness.spans.append(
+        WitnessSpan(
+            "d" * 32,
+            "d" * 16,
+            late[0].start_time_unix_nano,
+            {**late[0].attributes, cpa.NOTE: forged, cpa.ROOT: "A" * 43 + "="},
+        )
+    )
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    assert report.verdict is Verdict.DISAGREE
+    assert report.consistency is not None and [f.reason for f in report.consistency.failures] == ["fork"]
+
+
+def test_an_unreadable_state_file_is_one_line_exit_2(
+    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = _host(tmp_path, witness, records=20)
+    bad = tmp_path / "state.json"
+    bad.write_text("{not json")
+    code, out, err = _audit(capsys, str(host.chain), "--state", str(bad))
+    assert code == 2 and out == "" and "not an audit state file" in err and len(err.splitlines()) == 1

@@ -105,13 +105,22 @@ class Host:
     def chain(self) -> Path:
         return self.directory / "chain.jsonl"
 
-    def run(self, records: int, *, every: int = 10, keep: float = 1.0, final_checkpoint: bool = True) -> Host:
+    def run(
+        self,
+        records: int,
+        *,
+        every: int = 10,
+        keep: float = 1.0,
+        final_checkpoint: bool = True,
+        first: int = 0,
+    ) -> Host:
+        """Append ``records`` seam records (numbered from ``first``), checkpointing every ``every``."""
         self.directory.mkdir(parents=True, exist_ok=True)
         checkpointer = Checkpointer(str(self.chain), self.origin, self.signer, every, 3600.0)
         checkpointer.add_listener(self.witness.add_checkpoint)
-        rng = random.Random(self.salt)
+        rng = random.Random(self.salt + first)
         with RoutingAuditLog(self.chain) as log:
-            for i in range(records):
+            for i in range(first, first + records):
                 payload = seam_payload(self.origin, i, self.salt)
                 log.append(payload)
                 checkpointer.after_append()

@@ -42,6 +42,7 @@ from otel_route_shadow.witness import WITNESS_KINDS, PhoenixWitness, Witness
 from otel_route_shadow.witness.audit import AuditError, AuditOptions, Problem, audit_chain
 from otel_route_shadow.witness.base import format_unix_nano, parse_time
 from otel_route_shadow.witness.crosscheck import MISSING, CrossCheckReport
+from otel_route_shadow.witness.trust import TrustState
 from otel_route_shadow.witness.verdict import AuditReport, Thresholds, Verdict
 
 __all__ = ["EXIT_CODES", "build_witness", "register", "render_text"]
@@ -123,6 +124,15 @@ def register(sub: Any) -> None:
         help="span window start, ISO 8601 or Unix ns (default: the chain's first record)",
     )
     parser.add_argument("--until", metavar="TIME", help="span window end, exclusive (default: now)")
+    parser.add_argument(
+        "--state",
+        metavar="FILE",
+        help=(
+            "the auditor's own state file: remembers, per origin, the largest checkpoint proven, so the next "
+            "audit checks only the records after it (O(log n) per new checkpoint); created if absent"
+        ),
+    )
+    parser.add_argument("--full", action="store_true", help="with --state: check every record again")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per backend request")
     parser.add_argument("--jobs", type=int, default=4, help="chains audited at once (default 4)")
     parser.add_argument(
@@ -193,6 +203,8 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         until_unix_nano=_time_arg("--until", args.until),
         check_linkage=not args.no_verify,
         thresholds=Thresholds(args.max_unwitnessed, args.min_span_coverage),
+        state=TrustState(args.state) if args.state else None,
+        full=args.full,
     )
 
 
@@ -289,6 +301,14 @@ def render_text(report: AuditReport, *, show: int = 20) -> str:
     lines = [
         f"audit of {report.chain} against {report.spans.backend}",
         f"origin: {report.origin or '<none>'} (from {report.origin_source})",
+        *(
+            [
+                f"incremental: records below seq {report.trusted_from} were proven by an earlier audit "
+                "(--state); --full checks them again"
+            ]
+            if report.trusted_from
+            else []
+        ),
         *render_checkpoints(report),
         *render_spans(report.spans, show=show),
         *render_coverage(report),

@@ -16,9 +16,10 @@ being written never looks shorter than what the witness already holds.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -39,7 +40,12 @@ from otel_route_shadow.witness.base import (
     WitnessProtocolError,
     format_unix_nano,
 )
-from otel_route_shadow.witness.chain_source import ChainReadError, iter_chain_payloads, verify
+from otel_route_shadow.witness.chain_source import (
+    ChainReadError,
+    iter_chain_payloads,
+    iter_payloads_from,
+    verify,
+)
 from otel_route_shadow.witness.checkpoints import (
     BadCheckpointSpan,
     WitnessedCheckpoint,
@@ -52,6 +58,7 @@ from otel_route_shadow.witness.crosscheck import (
     cross_check,
     summarize_chain,
 )
+from otel_route_shadow.witness.trust import Trusted, TrustState, TrustStateError, verify_incremental
 from otel_route_shadow.witness.verdict import AuditReport, Consistency, Failure, Thresholds
 
 CHECKPOINTS_FILE = "checkpoints"  # in CHAIN.tlog/ (docs/chain-format.md)
@@ -66,6 +73,8 @@ __all__ = [
     "tlog_consistency",
 ]
 
+#: Records read from the chain's head to find the origin its records carry.
+_HEAD_RECORDS = 64
 #: Checkpoints are looked for from this time on (Phoenix wants a lower bound; 1 s after the epoch).
 _EVER = 10**9
 
@@ -99,6 +108,8 @@ class AuditOptions:
     until_unix_nano: int | None = None
     check_linkage: bool = True
     thresholds: Thresholds = field(default_factory=Thresholds)
+    state: TrustState | None = None  # the auditor's memory of what earlier audits proved (.trust)
+    full: bool = False  # check every record even when the state trusts a prefix
 
 
 def _witness_error(exc: WitnessError) -> AuditError:
@@ -118,13 +129,52 @@ def chain_origin_from_checkpoint_file(chain: str) -> str | None:
         return None
 
 
-def _origin(chain: str, options: AuditOptions, summary: ChainSummary) -> tuple[str | None, str]:
+def _origin(chain: str, options: AuditOptions) -> tuple[str | None, str]:
+    """--origin, else the first seam record's (read from the chain's head only), else the checkpoint file's."""
     if options.origin:
         return options.origin, "--origin"
-    if summary.origin:
-        return summary.origin, "records"
+    head = summarize_chain(itertools.islice(iter_chain_payloads(chain), _HEAD_RECORDS))
+    if head.origin:
+        return head.origin, "records"
     found = chain_origin_from_checkpoint_file(chain)
     return (found, "checkpoint file") if found else (None, "none")
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """The records the audit reads: all of them, or those after the checkpoint the state trusts."""
+
+    offset: int = 0
+    first_seq: int = 0
+
+    def payloads(self, chain: str) -> Iterator[tuple[int, object]]:
+        if self.first_seq == 0:
+            return iter_chain_payloads(chain)
+        return iter_payloads_from(chain, self.offset, self.first_seq)
+
+
+def _held(
+    chain: str,
+    checkpoints: list[WitnessedCheckpoint],
+    origin: str | None,
+    options: AuditOptions,
+    consistency: ConsistencyCheck,
+) -> tuple[Consistency | None, _Tail, Trusted | None]:
+    """The chain against the witnessed checkpoints: from the trusted point when the state has one for
+    this origin (and the incremental path holds), else in full; and what to trust from now on."""
+    if not checkpoints or origin is None:
+        return None, _Tail(), None
+    keys, state = options.verifier_keys, options.state
+    trusted = state.get(origin) if state is not None and not options.full else None
+    if trusted is not None:
+        result = verify_incremental(chain, checkpoints, keys, trusted)
+        if result is not None:
+            return result[0], _Tail(trusted.offset, trusted.size), result[1]
+    held = consistency(chain, checkpoints, keys)
+    if state is None or not held.ok:
+        return held, _Tail(), None
+    fresh = verify_incremental(chain, checkpoints, keys, Trusted.empty())  # a second pass, first audit only
+    return held, _Tail(), fresh[1] if fresh is not None else None
 
 
 def _fetch_checkpoints(
@@ -177,13 +227,14 @@ def _cross_check(
     window: TimeWindow | None,
     origin: str | None,
     summary: ChainSummary,
+    tail: _Tail,
     now: int,
 ) -> CrossCheckReport:
     """The span cross-check; spans of the origin only when the records carry it."""
     by_origin = {ORIGIN: origin} if origin is not None and summary.origin_records else None
     spans = list(witness.fetch_spans(window, by_origin)) if window is not None else []
     return cross_check(
-        iter_chain_payloads(chain),
+        tail.payloads(chain),
         spans,
         window=window or TimeWindow(now, now + 1),
         backend=witness.describe(),
@@ -201,23 +252,23 @@ def audit_chain(
     """Audit one chain. Raises :class:`AuditError` when no audit can be made."""
     now = time.time_ns()
     try:
-        summary = summarize_chain(iter_chain_payloads(chain))
-        origin, source = _origin(chain, options, summary)
+        origin, source = _origin(chain, options)
         checkpoints, bad = _fetch_checkpoints(witness, origin, now)
+        held, tail, trust = _held(chain, checkpoints, origin, options, consistency)
+        summary = summarize_chain(tail.payloads(chain))
         window = _window(options, summary, now)
         if window is None and not checkpoints:
             raise _no_window(chain)
-        linkage = verify(chain) if options.check_linkage else None
-        held = consistency(chain, checkpoints, options.verifier_keys) if checkpoints else None
-        spans = _cross_check(chain, witness, window, origin, summary, now)
-    except ChainReadError as exc:
+        linkage = verify(chain) if options.check_linkage and tail.first_seq == 0 else None
+        spans = _cross_check(chain, witness, window, origin, summary, tail, now)
+    except (ChainReadError, TrustStateError) as exc:
         raise AuditError(str(exc), Problem.USAGE) from None
     except WitnessError as exc:
         raise _witness_error(exc) from None
     if linkage is not None:
         spans.chain_linkage = linkage.verdict.value
         spans.chain_linkage_detail = linkage.describe()
-    return AuditReport(
+    report = AuditReport(
         chain=chain,
         origin=origin,
         origin_source=source,
@@ -229,4 +280,19 @@ def audit_chain(
         chain_size=held.chain_size if held is not None else spans.seam_records + spans.other_records,
         signatures_checked=bool(options.verifier_keys),
         thresholds=options.thresholds,
+        trusted_from=tail.first_seq or None,
     )
+    _remember(report, options, trust)
+    return report
+
+
+def _remember(report: AuditReport, options: AuditOptions, trust: Trusted | None) -> None:
+    """Advance the auditor's state only when nothing contradicts the chain or a checkpoint."""
+    if options.state is None or trust is None or report.origin is None:
+        return
+    if report.chain_disagrees or report.checkpoint_unverifiable:
+        return
+    try:
+        options.state.put(report.origin, trust)
+    except TrustStateError as exc:
+        raise AuditError(str(exc), Problem.USAGE) from None

@@ -112,6 +112,7 @@ class AuditReport:
     chain_size: int = 0
     signatures_checked: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
+    trusted_from: int | None = None  # incremental: records below this seq were proven by an earlier audit
 
     # ---- coverage ------------------------------------------------------------------------------------
 
@@ -217,6 +218,7 @@ class AuditReport:
             "chain": self.chain,
             "origin": self.origin,
             "origin_source": self.origin_source,
+            "trusted_from": self.trusted_from,
             "first_bad_seq": self.first_bad_seq,
             "checkpoints": {
                 "witnessed": len(self.checkpoints),
