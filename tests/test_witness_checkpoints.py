@@ -330,3 +330,13 @@ def test_an_unreadable_state_file_is_one_line_exit_2(
     bad.write_text("{not json")
     code, out, err = _audit(capsys, str(host.chain), "--state", str(bad))
     assert code == 2 and out == "" and "not an audit state file" in err and len(err.splitlines()) == 1
+
+
+def test_a_signing_key_given_as_key_is_refused_without_repeating_it(
+    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = _host(tmp_path, witness, records=12)
+    secret = Signer.generate(ORIGIN).secret_string()
+    code, out, err = _audit(capsys, str(host.chain), "--key", secret)
+    assert code == 2 and out == "" and "this is a signing key" in err
+    assert secret not in err and secret.rsplit("+", 1)[-1] not in err
