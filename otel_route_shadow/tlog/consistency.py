@@ -90,9 +90,13 @@ class _Accepted:
 
 
 def verify_against_checkpoints(
-    chain_path: str, notes: Sequence[str], verifier_keys: Sequence[str]
+    chain_path: str, notes: Sequence[str], verifier_keys: Sequence[str], *, tiles_dir: str | None = None
 ) -> ConsistencyReport:
-    """Check ``chain_path`` against every note. A bad verifier key string raises ``NoteError``."""
+    """Check ``chain_path`` against every note. A bad verifier key string raises ``NoteError``.
+
+    ``tiles_dir`` (default ``<chain>.tlog``) holds the tiles used to locate a changed record.
+    """
+    tiles = tiles_dir if tiles_dir is not None else os.fspath(chain_path) + ".tlog"
     verifiers = [Verifier.parse(key) for key in verifier_keys]
     verdicts: dict[int, CheckpointVerdict] = {}
     accepted: list[_Accepted] = []
@@ -104,7 +108,7 @@ def verify_against_checkpoints(
             accepted.append(outcome)
     chain_size, roots = _chain_roots(chain_path, sorted({a.checkpoint.size for a in accepted}))
     for item in accepted:
-        verdicts[item.index] = _judge(chain_path, item, chain_size, roots)
+        verdicts[item.index] = _judge(chain_path, tiles, item, chain_size, roots)
     _mark_forks(accepted, verdicts)
     return _report([verdicts[i] for i in range(len(notes))], chain_size, bool(verifiers))
 
@@ -149,7 +153,9 @@ def _chain_roots(chain_path: str, sizes: list[int]) -> tuple[int, dict[int, byte
     return builder.size, roots
 
 
-def _judge(chain_path: str, item: _Accepted, chain_size: int, roots: dict[int, bytes]) -> CheckpointVerdict:
+def _judge(
+    chain_path: str, tiles: str, item: _Accepted, chain_size: int, roots: dict[int, bytes]
+) -> CheckpointVerdict:
     cp = item.checkpoint
     base = {"index": item.index, "size": cp.size, "origin": cp.origin, "signed_by": item.signed_by}
     if cp.size > chain_size:
@@ -157,7 +163,7 @@ def _judge(chain_path: str, item: _Accepted, chain_size: int, roots: dict[int, b
         return CheckpointVerdict(reason=ConsistencyReason.TRUNCATED, detail=detail, **base)  # type: ignore[arg-type]
     if roots[cp.size] == cp.root:
         return CheckpointVerdict(reason=ConsistencyReason.OK, **base)  # type: ignore[arg-type]
-    first = locate_first_changed(chain_path, cp)
+    first = locate_first_changed(chain_path, cp, tiles)
     detail = (
         f"first changed record: seq {first}"
         if first is not None
@@ -203,7 +209,7 @@ def _report(verdicts: list[CheckpointVerdict], chain_size: int, keyed: bool) -> 
     )
 
 
-def locate_first_changed(chain_path: str, checkpoint: Checkpoint) -> int | None:
+def locate_first_changed(chain_path: str, checkpoint: Checkpoint, tiles_dir: str | None = None) -> int | None:
     """The first seq whose line differs from what ``checkpoint`` signed, found through the stored tiles.
 
     The tiles are first authenticated: the root they give for ``checkpoint.size`` must be the signed
@@ -211,7 +217,7 @@ def locate_first_changed(chain_path: str, checkpoint: Checkpoint) -> int | None:
     stored ones: the left subtree when it differs, else the right. None when the tiles are missing
     or do not match the signed root.
     """
-    directory = os.fspath(chain_path) + ".tlog"
+    directory = tiles_dir if tiles_dir is not None else os.fspath(chain_path) + ".tlog"
     store = TileStore(directory, _stored_size(directory))
     try:
         if store.size < checkpoint.size or store.root(checkpoint.size) != checkpoint.root:

@@ -11,6 +11,7 @@ Entries are not stored as ``tile/entries``: the chain's lines are the entries (l
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 
@@ -70,9 +71,11 @@ class TileStore:
         return hashes
 
     def _read_first(self, level: int, index: int, width: int) -> bytes:
+        """The exact tile, else one that extends it (the full tile, a wider partial): a prefix is the same."""
         candidates = [tile_path(level, index, width)]
         if width < TILE_WIDTH:
             candidates.append(tile_path(level, index))
+            candidates.extend(self._wider_partials(level, index, width))
         for relative in candidates:
             try:
                 with open(os.path.join(self.root_dir, relative), "rb") as handle:
@@ -84,6 +87,15 @@ class TileStore:
                 raise TileError(f"{relative}: {len(data)} bytes, expected {width * HASH_SIZE}")
             return data
         raise TileError(f"{candidates[0]}: missing")
+
+    def _wider_partials(self, level: int, index: int, width: int) -> list[str]:
+        folder = tile_path(level, index, 1).rsplit("/", 1)[0]
+        try:
+            names = os.listdir(os.path.join(self.root_dir, folder))
+        except OSError:
+            return []
+        widths = sorted(int(n) for n in names if n.isdigit() and width < int(n) < TILE_WIDTH)
+        return [f"{folder}/{w}" for w in widths]
 
     def stored_hash(self, height: int, index: int) -> bytes:
         """The root of the perfect subtree of ``2**height`` leaves starting at leaf ``index << height``."""
@@ -194,7 +206,24 @@ class TreeBuilder:
         """Write every completed tile and the current partial tiles (atomically, each by rename)."""
         for level, index, width, data in self.pending_tiles():
             _write_atomic(os.path.join(root_dir, tile_path(level, index, width)), data)
+            _remove_narrower(root_dir, level, index, width)
         self.full.clear()
+
+
+def _remove_narrower(root_dir: str, level: int, index: int, width: int) -> None:
+    """Drop partial tiles that the tile just written extends (readers fall back to wider ones)."""
+    folder = os.path.join(root_dir, tile_path(level, index, 1).rsplit("/", 1)[0])
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.isdigit() and int(name) < width:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+    if width == TILE_WIDTH:
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 def _write_atomic(path: str, data: bytes) -> None:
