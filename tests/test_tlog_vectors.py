@@ -15,7 +15,7 @@ from otel_route_shadow.tlog.proofs import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
-import tlog_vectors  # noqa: E402
+import tlog_vectors
 
 VECTORS = tlog_vectors.VECTORS
 
