@@ -220,7 +220,10 @@ class Checkpointer:
         return made
 
     def _locked_checkpoint(self, max_leaves: int) -> SignedCheckpoint | None:
-        os.makedirs(self.dir, exist_ok=True)
+        if not os.path.exists(self.dir):
+            if not os.path.exists(self.chain_path):
+                return None  # no chain yet: nothing to checkpoint
+            os.makedirs(self.dir, exist_ok=True)
         fd = os.open(os.path.join(self.dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             try:
@@ -235,7 +238,12 @@ class Checkpointer:
         state_path = os.path.join(self.dir, STATE_FILE)
         state = _State.load(state_path)
         builder = TreeBuilder.resume(TileStore(self.dir, state.size)) if state.size else TreeBuilder()
-        with open(self.chain_path, "rb") as chain:
+        try:
+            chain = open(self.chain_path, "rb")  # noqa: SIM115 (closed below)
+        except FileNotFoundError:
+            _check_still_holds(None, state, 0)  # a removed chain is a chain cut to nothing
+            return None
+        with chain:
             end = os.fstat(chain.fileno()).st_size
             _check_still_holds(chain, state, end)
             self._behind = self._extend(chain, state, builder, end, max_leaves)
