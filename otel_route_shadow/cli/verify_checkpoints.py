@@ -45,10 +45,10 @@ def _well_formed(note: str, path: str, number: int) -> str:
     return note
 
 
-def check_checkpoints(chain: str, notes: list[str], keys: list[str]) -> ConsistencyReport:
+def check_checkpoints(chain: str, notes: list[str], keys: list[str], jobs: int = 1) -> ConsistencyReport:
     """The report; a malformed checkpoint is unusable input (exit 2), not a finding."""
     try:
-        report = verify_against_checkpoints(chain, notes, keys)
+        report = verify_against_checkpoints(chain, notes, keys, jobs=jobs)
     except NoteError as exc:
         raise CliError(f"verifier key: {exc}") from None
     except OSError as exc:
@@ -70,6 +70,8 @@ def human_report(chain: str, report: ConsistencyReport) -> str:
         head = f"{chain}: CHECKPOINTS BROKEN: {report.reason.value}"
         if report.first_bad_seq is not None:
             head += f", first changed seq {report.first_bad_seq}"
+        elif report.chain_broken_seq is not None:
+            head += f" at seq {report.chain_broken_seq}"
     lines = [head]
     for verdict in report.verdicts:
         if not verdict.ok:
