@@ -49,6 +49,7 @@ class TileStore:
         self.root_dir = root_dir
         self.size = size
         self._cache: dict[tuple[int, int], list[bytes]] = {}
+        self._levels_cache: dict[tuple[int, int], list[list[bytes]]] = {}
         self.reads = 0
 
     def width(self, level: int, index: int) -> int:
@@ -101,9 +102,22 @@ class TileStore:
         """The root of the perfect subtree of ``2**height`` leaves starting at leaf ``index << height``."""
         level, rest = divmod(height, TILE_HEIGHT)
         first = index << rest
-        hashes = self.tile(level, first // TILE_WIDTH)
-        offset = first % TILE_WIDTH
-        return root_from_leaf_hashes(hashes[offset : offset + (1 << rest)])
+        levels = self._levels(level, first // TILE_WIDTH)
+        return levels[rest][(first % TILE_WIDTH) >> rest]
+
+    def _levels(self, level: int, index: int) -> list[list[bytes]]:
+        """A tile's hashes and every complete node above them inside the tile (at most 255 hashes, once
+        per tile read: a proof then costs O(log n) lookups instead of rebuilding subtrees per node)."""
+        key = (level, index)
+        cached = self._levels_cache.get(key)
+        if cached is None:
+            row = self.tile(level, index)
+            cached = [row]
+            while len(row) >= 2:
+                row = [node_hash(row[i], row[i + 1]) for i in range(0, len(row) - 1, 2)]
+                cached.append(row)
+            self._levels_cache[key] = cached
+        return cached
 
     def range_hash(self, lo: int, hi: int) -> bytes:
         """MTH of leaves ``[lo, hi)`` from stored perfect subtrees, folded right to left."""
