@@ -19,10 +19,11 @@ import multiprocessing
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from otel_route_shadow.tlog.leaves import BLOCK_BYTES, iter_line_blocks
+from otel_route_shadow.tlog.leaves import BLOCK_BYTES
 
 __all__ = ["ChainScan", "scan_chain"]
 
@@ -54,38 +55,55 @@ class _Segment:
     last_hash: bytes
 
 
-def _record_ok(line: bytes) -> bool:
-    if line[-_TAIL : -_TAIL + 16] != _HASH_KEY or line[-2:] != b'"}':
-        return False
-    digest = hashlib.sha256(line[:-_TAIL] + b"}").hexdigest().encode("ascii")
-    return digest == line[-66:-2]
-
-
-def _prev_of(line: bytes) -> bytes:
-    at = line.rfind(_PREV_KEY, 0, len(line) - _TAIL)
-    return line[at + 14 : at + 78] if at >= 0 else b""
-
-
 def _scan_segment(path: str, start: int, end: int) -> _Segment:
-    """Hash the lines in ``[start, end)`` (which begins and ends at line boundaries)."""
+    """Hash the lines in ``[start, end)`` (which begins and ends at line boundaries).
+
+    Each block is rewritten once with ``0x00`` after every LF and split there, so every piece is
+    already ``0x00 || line``, the leaf hash's input: no per-line concatenation (a third fewer copies).
+    """
     sha = hashlib.sha256
     out: list[bytes] = []
     first_bad, first_prev, last_hash = -1, b"", b""
     count = 0
     with open(path, "rb") as handle:
-        for _after, lines in iter_line_blocks(handle, start, end, BLOCK_BYTES):
-            for line in lines:
-                out.append(sha(b"\x00" + line).digest())
-                prev = _prev_of(line)
+        for _after, block in _blocks(handle, start, end):
+            pieces = (b"\x00" + block.replace(b"\n", b"\n\x00")).split(b"\n")
+            out.extend([sha(piece).digest() for piece in pieces])
+            for piece in pieces:
+                ok = (
+                    piece[-_TAIL : -_TAIL + 16] == _HASH_KEY
+                    and sha(piece[1:-_TAIL] + b"}").hexdigest().encode("ascii") == piece[-66:-2]
+                )
+                at = piece.rfind(_PREV_KEY, 0, len(piece) - _TAIL)
+                prev = piece[at + 14 : at + 78] if at >= 0 else b""
                 if count == 0:
                     first_prev = prev
-                elif first_bad < 0 and prev != last_hash:
+                elif first_bad < 0 and (prev != last_hash or not ok):
                     first_bad = count
-                if first_bad < 0 and not _record_ok(line):
-                    first_bad = count
-                last_hash = line[-66:-2]
+                if count == 0 and not ok:
+                    first_bad = 0
+                last_hash = piece[-66:-2]
                 count += 1
     return _Segment(b"".join(out), count, first_bad, first_prev, last_hash)
+
+
+def _blocks(handle: Any, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """Blocks of whole lines (the block's last LF dropped) between ``start`` and ``end``."""
+    handle.seek(start)
+    carry = b""
+    position = start
+    while position < end:
+        data = handle.read(min(BLOCK_BYTES, end - position))
+        if not data:
+            return
+        position += len(data)
+        data = carry + data if carry else data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        carry = data[cut + 1 :]
+        yield position - len(carry), data[:cut]
 
 
 def _complete_end(path: str) -> int:
