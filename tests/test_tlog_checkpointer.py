@@ -120,6 +120,19 @@ def test_catch_up_is_bounded_per_call_and_continues_next_time(tmp_path: Path) ->
     assert sizes == [300, 600, 900, 1000]
 
 
+def test_catch_up_is_bounded_in_bytes_too(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    with RoutingAuditLog(chain) as log:
+        for n in range(10):
+            log.append({"kind": "route-shadow", "n": n, "blob": "x" * 1_000_000})
+    checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1, max_bytes=1)  # floor: 4 MiB + 1
+    sizes = []
+    checkpointer.add_listener(lambda c: sizes.append(c.size))
+    for _ in range(4):
+        checkpointer.after_append()
+    assert sizes == [4, 8, 10]
+
+
 def test_nothing_new_signs_nothing_new(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     _append(chain, 3)
