@@ -381,3 +381,23 @@ def test_forked_forged_and_foreign_checkpoints_are_named(note_file: str) -> None
     assert report.reason.value == expected
     assert report.verdicts[-1].reason.value == expected
     assert all(v.ok for v in report.verdicts[:-1])
+
+
+def test_two_checkpoints_that_contradict_each_other_are_a_fork_even_when_the_chain_matches_neither(
+    tmp_path: Path,
+) -> None:
+    """A rewritten chain matches none of the checkpoints; a fork note of size 20 still contradicts the
+    size-40 checkpoint whose signed root the stored tiles reproduce."""
+    from otel_route_shadow.tlog import verify_against_checkpoints
+
+    verifier = (TLOG_VECTORS / "verifier.txt").read_text().strip()
+    notes = [*_tlog_notes(), (TLOG_VECTORS / "fork-note.txt").read_text()]
+    report = verify_against_checkpoints(
+        str(TLOG_VECTORS / "head-pruned-relinked.jsonl"),
+        notes,
+        [verifier],
+        tiles_dir=str(TLOG_VECTORS / "chain.jsonl.tlog"),
+    )
+    reasons = [v.reason.value for v in report.verdicts]
+    assert reasons == ["record-changed"] * 3 + ["truncated", "fork"]
+    assert report.first_bad_seq == 0

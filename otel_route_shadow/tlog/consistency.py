@@ -122,6 +122,7 @@ def verify_against_checkpoints(
     for item in accepted:
         verdicts[item.index] = _judge(scan, tree, tiles, item)
     _mark_forks(accepted, verdicts)
+    _mark_forks_through_tiles(accepted, verdicts, tiles)
     return _report([verdicts[i] for i in range(len(notes))], scan, bool(verifiers))
 
 
@@ -181,6 +182,38 @@ def _mark_forks(accepted: list[_Accepted], verdicts: dict[int, CheckpointVerdict
                 f"inconsistent with the checkpoint of size {witness.checkpoint.size}, which the chain matches"
             )
             verdicts[item.index] = dataclasses.replace(verdict, reason=ConsistencyReason.FORK, detail=detail)
+
+
+def _mark_forks_through_tiles(
+    accepted: list[_Accepted], verdicts: dict[int, CheckpointVerdict], tiles: str
+) -> None:
+    """Two checkpoints the chain matches neither of can still contradict each other: when the stored
+    tiles reproduce the root of a larger one (so its signature vouches for them), a smaller one whose
+    root they do not reproduce was signed on another history."""
+    changed = [a for a in accepted if verdicts[a.index].reason is ConsistencyReason.RECORD_CHANGED]
+    if len(changed) < 2:
+        return
+    store = TileStore(tiles, _stored_size(tiles))
+    roots: dict[int, bytes | None] = {}
+
+    def stored_root(size: int) -> bytes | None:
+        if size not in roots:
+            try:
+                roots[size] = store.root(size) if size <= store.size else None
+            except TileError:
+                roots[size] = None
+        return roots[size]
+
+    anchors = [a for a in changed if stored_root(a.checkpoint.size) == a.checkpoint.root]
+    for item in changed:
+        if stored_root(item.checkpoint.size) in (None, item.checkpoint.root):
+            continue
+        anchor = next((a for a in anchors if a.checkpoint.size >= item.checkpoint.size), None)
+        if anchor is not None:
+            detail = f"inconsistent with the checkpoint of size {anchor.checkpoint.size} (through the tiles it signs)"
+            verdicts[item.index] = dataclasses.replace(
+                verdicts[item.index], reason=ConsistencyReason.FORK, detail=detail
+            )
 
 
 def _report(verdicts: list[CheckpointVerdict], scan: ChainScan, keyed: bool) -> ConsistencyReport:
