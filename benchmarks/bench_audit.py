@@ -1,4 +1,4 @@
-"""Row 6: ``audit`` of the last records of a large chain against its witnessed checkpoints costs what
+"""Row 7: ``audit`` of the last records of a large chain against its witnessed checkpoints costs what
 auditing a chain of just those records costs (issue 13, "Speed").
 
 * large: the shared large chain (1M records in a full run), its tree and tiles built by the real
@@ -119,7 +119,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
     n = cfg.chain_records
     tail = min(TAIL, n // 10)
     row = Row(
-        id="6",
+        id="7",
         title="audit: the last records of a large chain vs a chain of only those",
         measured=f"audit of the last {tail:,} of {n:,} records (--state trusts the rest)",
         unit="s",

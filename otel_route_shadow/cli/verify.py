@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    report = None if against is None else check_checkpoints(path, *against)
+    report = None if against is None else check_checkpoints(path, *against, jobs=args.jobs)
     if args.json:
         out = result.to_dict()
         if report is not None:

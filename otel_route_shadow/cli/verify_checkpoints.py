@@ -7,7 +7,16 @@ import os
 
 from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
 from otel_route_shadow.cli.common import CliError
-from otel_route_shadow.tlog import ConsistencyReport, NoteError, tlog_dir, verify_against_checkpoints
+from otel_route_shadow.tlog import (
+    CheckpointError,
+    ConsistencyReason,
+    ConsistencyReport,
+    NoteError,
+    parse_checkpoint,
+    parse_note,
+    tlog_dir,
+    verify_against_checkpoints,
+)
 
 __all__ = ["check_checkpoints", "checkpoint_inputs", "human_report"]
 
@@ -20,19 +29,34 @@ def checkpoint_inputs(args: argparse.Namespace, chain: str) -> tuple[list[str], 
     if not files and not args.key:
         return None
     files = files or [os.path.join(tlog_dir(chain), "checkpoints")]
-    notes = [note for path in files for note in read_notes(path)]
+    notes = [
+        _well_formed(note, path, number) for path in files for number, note in enumerate(read_notes(path), 1)
+    ]
     if not notes:
         raise CliError(f"{files[0]}: holds no checkpoint")
     return notes, read_verifiers(args.key)
 
 
-def check_checkpoints(chain: str, notes: list[str], keys: list[str]) -> ConsistencyReport:
+def _well_formed(note: str, path: str, number: int) -> str:
     try:
-        return verify_against_checkpoints(chain, notes, keys)
+        parse_checkpoint(parse_note(note).text)
+    except (NoteError, CheckpointError) as exc:
+        raise CliError(f"{path}: checkpoint {number}: {exc}") from None
+    return note
+
+
+def check_checkpoints(chain: str, notes: list[str], keys: list[str], jobs: int = 1) -> ConsistencyReport:
+    """The report; a malformed checkpoint is unusable input (exit 2), not a finding."""
+    try:
+        report = verify_against_checkpoints(chain, notes, keys, jobs=jobs)
     except NoteError as exc:
         raise CliError(f"verifier key: {exc}") from None
     except OSError as exc:
         raise CliError(f"{chain}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    for verdict in report.verdicts:
+        if verdict.reason is ConsistencyReason.MALFORMED:
+            raise CliError(f"checkpoint #{verdict.index + 1}: malformed: {verdict.detail}")
+    return report
 
 
 def human_report(chain: str, report: ConsistencyReport) -> str:
@@ -46,6 +70,8 @@ def human_report(chain: str, report: ConsistencyReport) -> str:
         head = f"{chain}: CHECKPOINTS BROKEN: {report.reason.value}"
         if report.first_bad_seq is not None:
             head += f", first changed seq {report.first_bad_seq}"
+        elif report.chain_broken_seq is not None:
+            head += f" at seq {report.chain_broken_seq}"
     lines = [head]
     for verdict in report.verdicts:
         if not verdict.ok:

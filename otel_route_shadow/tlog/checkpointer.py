@@ -5,8 +5,8 @@ in ``<chain>.tlog/`` (tiles plus a small ``state`` file: tree size, byte offset 
 and leaf hash of the last line hashed). A checkpoint takes ``<chain>.tlog/lock`` without waiting (when
 another process is checkpointing, this one skips), re-reads the state and the right-edge tiles (at most
 one partial tile per level), checks that the chain still holds the last hashed line where it left it,
-hashes the lines appended since (at most ``max_leaves`` per call; the rest next time), writes the tiles
-and the state, then signs and appends the checkpoint. Amortized cost per record: about two SHA-256.
+hashes the lines appended since (at most ``max_leaves`` lines and ``max_bytes`` bytes per call; the
+rest next time), writes the tiles and the state, then signs and appends the checkpoint. Amortized cost per record: about two SHA-256.
 
 If the chain is shorter than the state says, or its line at the remembered offset is not the leaf
 last hashed, the chain was truncated, replaced or forked underneath: the Checkpointer refuses to sign
@@ -52,8 +52,15 @@ DEFAULT_EVERY_RECORDS = 1000
 DEFAULT_EVERY_SECONDS = 10.0
 """... or 10 seconds after the last one when records came in since (checked on append)."""
 DEFAULT_MAX_LEAVES = 65536
-"""Most lines one ``after_append`` hashes (about 60 ms); a larger backlog is caught up over later calls."""
+"""Most lines one ``after_append`` hashes; a larger backlog is caught up over the next calls."""
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+"""Most chain bytes one ``after_append`` reads and hashes (a few milliseconds; at least one line of the
+4 MiB maximum fits): a large backlog, e.g. the first checkpoint of a big existing chain, is caught up a
+few milliseconds per appended record instead of stalling one host call for seconds."""
+_MIN_BYTES = 4 * 1024 * 1024 + 1
+"""A call always reaches past one line of the chain format's 4 MiB maximum, so it always progresses."""
 SHUTDOWN_MAX_LEAVES = 1 << 20
+SHUTDOWN_MAX_BYTES = 4 * 1024 * 1024 * 1024
 
 CHECKPOINTS_FILE = "checkpoints"
 LATEST_FILE = "checkpoint"
@@ -164,6 +171,7 @@ class Checkpointer:
         every_seconds: float = DEFAULT_EVERY_SECONDS,
         *,
         max_leaves: int = DEFAULT_MAX_LEAVES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.chain_path = os.fspath(chain_path)
         self.origin = origin or default_origin(self.chain_path)
@@ -171,6 +179,7 @@ class Checkpointer:
         self.every_records = max(1, every_records)
         self.every_seconds = every_seconds
         self.max_leaves = max(1, max_leaves)
+        self.max_bytes = max(_MIN_BYTES, max_bytes)
         self.dir = tlog_dir(self.chain_path)
         self.refused: str | None = None
         self.last: SignedCheckpoint | None = None
@@ -192,20 +201,20 @@ class Checkpointer:
         if self._pending < self.every_records and not self._behind and time.monotonic() < self._due_at:
             return
         if self.refused is None:
-            self._run(self.max_leaves)
+            self._run(self.max_leaves, self.max_bytes)
 
     def checkpoint_now(self) -> SignedCheckpoint | None:
         """Catch up (bounded) and checkpoint now, e.g. at shutdown; the latest checkpoint this process
         made when nothing was appended since (None if none). Never raises."""
-        return self._run(SHUTDOWN_MAX_LEAVES) or self.last
+        return self._run(max(SHUTDOWN_MAX_LEAVES, self.max_leaves), SHUTDOWN_MAX_BYTES) or self.last
 
-    def _run(self, max_leaves: int) -> SignedCheckpoint | None:
+    def _run(self, max_leaves: int, max_bytes: int) -> SignedCheckpoint | None:
         if self.refused is not None or not self._mutex.acquire(blocking=False):
             return None
         try:
             self._pending = 0
             self._due_at = time.monotonic() + self.every_seconds
-            made = self._locked_checkpoint(max_leaves)
+            made = self._locked_checkpoint(max_leaves, max_bytes)
         except _Refused as refusal:
             self._refuse(refusal)
             return None
@@ -219,26 +228,35 @@ class Checkpointer:
             self._notify(made)
         return made
 
-    def _locked_checkpoint(self, max_leaves: int) -> SignedCheckpoint | None:
-        os.makedirs(self.dir, exist_ok=True)
+    def _locked_checkpoint(self, max_leaves: int, max_bytes: int) -> SignedCheckpoint | None:
+        if not os.path.exists(self.dir):
+            if not os.path.exists(self.chain_path):
+                return None  # no chain yet: nothing to checkpoint
+            os.makedirs(self.dir, exist_ok=True)
         fd = os.open(os.path.join(self.dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return None  # another process is checkpointing this chain right now
-            return self._catch_up_and_sign(max_leaves)
+            return self._catch_up_and_sign(max_leaves, max_bytes)
         finally:
             os.close(fd)
 
-    def _catch_up_and_sign(self, max_leaves: int) -> SignedCheckpoint | None:
+    def _catch_up_and_sign(self, max_leaves: int, max_bytes: int) -> SignedCheckpoint | None:
         state_path = os.path.join(self.dir, STATE_FILE)
         state = _State.load(state_path)
         builder = TreeBuilder.resume(TileStore(self.dir, state.size)) if state.size else TreeBuilder()
-        with open(self.chain_path, "rb") as chain:
+        try:
+            chain = open(self.chain_path, "rb")  # noqa: SIM115 (closed below)
+        except FileNotFoundError:
+            _check_still_holds(None, state, 0)  # a removed chain is a chain cut to nothing
+            return None
+        with chain:
             end = os.fstat(chain.fileno()).st_size
             _check_still_holds(chain, state, end)
-            self._behind = self._extend(chain, state, builder, end, max_leaves)
+            window = min(end, state.offset + max_bytes)
+            self._behind = self._extend(chain, state, builder, window, max_leaves) or window < end
         if builder.size in (state.checkpointed, 0):
             state.save(state_path)
             return None

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import os
 from collections.abc import Sequence
 
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
-from otel_route_shadow.tlog.leaves import iter_line_blocks
-from otel_route_shadow.tlog.merkle import leaf_hash, node_hash, split_point
+from otel_route_shadow.tlog.integrity import ChainScan, TreeLevels, scan_chain
+from otel_route_shadow.tlog.merkle import split_point
 from otel_route_shadow.tlog.note import NoteError, Verifier, open_note
-from otel_route_shadow.tlog.tiles import TileError, TileStore, TreeBuilder
+from otel_route_shadow.tlog.tiles import TileError, TileStore
 
 __all__ = ["CheckpointVerdict", "ConsistencyReason", "ConsistencyReport", "verify_against_checkpoints"]
 
@@ -43,6 +44,8 @@ class ConsistencyReason(enum.StrEnum):
     """A line before the checkpoint's size differs from what was signed (edit, insert, removal, re-link)."""
     FORK = "fork"
     """Two authenticated checkpoints are inconsistent with each other: the log signed two histories."""
+    BROKEN_CHAIN = "broken-chain"
+    """Every checkpoint holds but a line's record hash or link does not (``verify`` names the class)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,6 +77,8 @@ class ConsistencyReport:
     chain_size: int
     unprotected: int
     authenticated: bool
+    chain_broken_seq: int | None = None
+    """The first seq whose own record hash or link fails (checked from the bytes), if any."""
 
     def to_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
@@ -90,9 +95,19 @@ class _Accepted:
 
 
 def verify_against_checkpoints(
-    chain_path: str, notes: Sequence[str], verifier_keys: Sequence[str]
+    chain_path: str,
+    notes: Sequence[str],
+    verifier_keys: Sequence[str],
+    *,
+    tiles_dir: str | None = None,
+    jobs: int = 1,
 ) -> ConsistencyReport:
-    """Check ``chain_path`` against every note. A bad verifier key string raises ``NoteError``."""
+    """Check ``chain_path`` against every note. A bad verifier key string raises ``NoteError``.
+
+    ``tiles_dir`` (default ``<chain>.tlog``) holds the tiles used to locate a changed record; ``jobs``
+    worker processes hash the chain (one pass: leaf hashes, record hashes and links, no JSON parsing).
+    """
+    tiles = tiles_dir if tiles_dir is not None else os.fspath(chain_path) + ".tlog"
     verifiers = [Verifier.parse(key) for key in verifier_keys]
     verdicts: dict[int, CheckpointVerdict] = {}
     accepted: list[_Accepted] = []
@@ -102,11 +117,13 @@ def verify_against_checkpoints(
             verdicts[index] = outcome
         else:
             accepted.append(outcome)
-    chain_size, roots = _chain_roots(chain_path, sorted({a.checkpoint.size for a in accepted}))
+    scan = scan_chain(os.fspath(chain_path), jobs)
+    tree = TreeLevels(scan.leaves)
     for item in accepted:
-        verdicts[item.index] = _judge(chain_path, item, chain_size, roots)
+        verdicts[item.index] = _judge(scan, tree, tiles, item)
     _mark_forks(accepted, verdicts)
-    return _report([verdicts[i] for i in range(len(notes))], chain_size, bool(verifiers))
+    _mark_forks_through_tiles(accepted, verdicts, tiles)
+    return _report([verdicts[i] for i in range(len(notes))], scan, bool(verifiers))
 
 
 def _authenticate(index: int, note: str, verifiers: Sequence[Verifier]) -> _Accepted | CheckpointVerdict:
@@ -130,34 +147,15 @@ def _authenticate(index: int, note: str, verifiers: Sequence[Verifier]) -> _Acce
     return _Accepted(index, checkpoint, opened.verified_by)
 
 
-def _chain_roots(chain_path: str, sizes: list[int]) -> tuple[int, dict[int, bytes]]:
-    """Count the chain's lines and take the tree's root at each of ``sizes`` (one pass)."""
-    builder = TreeBuilder()
-    roots: dict[int, bytes] = {}
-    wanted = [s for s in sizes if s > 0]
-    if 0 in sizes:
-        roots[0] = builder.root()
-    target = 0
-    with open(chain_path, "rb") as chain:
-        end = os.fstat(chain.fileno()).st_size
-        for _after, lines in iter_line_blocks(chain, 0, end):
-            for line in lines:
-                builder.add(leaf_hash(line))
-                while target < len(wanted) and builder.size == wanted[target]:
-                    roots[wanted[target]] = builder.root()
-                    target += 1
-    return builder.size, roots
-
-
-def _judge(chain_path: str, item: _Accepted, chain_size: int, roots: dict[int, bytes]) -> CheckpointVerdict:
+def _judge(scan: ChainScan, tree: TreeLevels, tiles: str, item: _Accepted) -> CheckpointVerdict:
     cp = item.checkpoint
     base = {"index": item.index, "size": cp.size, "origin": cp.origin, "signed_by": item.signed_by}
-    if cp.size > chain_size:
-        detail = f"the chain has {chain_size} records, the checkpoint {cp.size}"
+    if cp.size > scan.size:
+        detail = f"the chain has {scan.size} records, the checkpoint {cp.size}"
         return CheckpointVerdict(reason=ConsistencyReason.TRUNCATED, detail=detail, **base)  # type: ignore[arg-type]
-    if roots[cp.size] == cp.root:
+    if tree.root(cp.size) == cp.root:
         return CheckpointVerdict(reason=ConsistencyReason.OK, **base)  # type: ignore[arg-type]
-    first = locate_first_changed(chain_path, cp)
+    first = locate_first_changed(tree, cp, tiles)
     detail = (
         f"first changed record: seq {first}"
         if first is not None
@@ -186,14 +184,51 @@ def _mark_forks(accepted: list[_Accepted], verdicts: dict[int, CheckpointVerdict
             verdicts[item.index] = dataclasses.replace(verdict, reason=ConsistencyReason.FORK, detail=detail)
 
 
-def _report(verdicts: list[CheckpointVerdict], chain_size: int, keyed: bool) -> ConsistencyReport:
+def _mark_forks_through_tiles(
+    accepted: list[_Accepted], verdicts: dict[int, CheckpointVerdict], tiles: str
+) -> None:
+    """Two checkpoints the chain matches neither of can still contradict each other: when the stored
+    tiles reproduce the root of a larger one (so its signature vouches for them), a smaller one whose
+    root they do not reproduce was signed on another history."""
+    changed = [a for a in accepted if verdicts[a.index].reason is ConsistencyReason.RECORD_CHANGED]
+    if len(changed) < 2:
+        return
+    store = TileStore(tiles, _stored_size(tiles))
+    roots: dict[int, bytes | None] = {}
+
+    def stored_root(size: int) -> bytes | None:
+        if size not in roots:
+            try:
+                roots[size] = store.root(size) if size <= store.size else None
+            except TileError:
+                roots[size] = None
+        return roots[size]
+
+    anchors = [a for a in changed if stored_root(a.checkpoint.size) == a.checkpoint.root]
+    for item in changed:
+        if stored_root(item.checkpoint.size) in (None, item.checkpoint.root):
+            continue
+        anchor = next((a for a in anchors if a.checkpoint.size >= item.checkpoint.size), None)
+        if anchor is not None:
+            detail = f"inconsistent with the checkpoint of size {anchor.checkpoint.size} (through the tiles it signs)"
+            verdicts[item.index] = dataclasses.replace(
+                verdicts[item.index], reason=ConsistencyReason.FORK, detail=detail
+            )
+
+
+def _report(verdicts: list[CheckpointVerdict], scan: ChainScan, keyed: bool) -> ConsistencyReport:
+    chain_size = scan.size
     bad = [v for v in verdicts if not v.ok]
     good = [v.size or 0 for v in verdicts if v.ok]
     checkpointed = max(good, default=0)
     first_bad = min((v.first_bad_seq for v in bad if v.first_bad_seq is not None), default=None)
+    reason = bad[0].reason if bad else ConsistencyReason.OK
+    if not bad and scan.first_broken_seq is not None:
+        reason = ConsistencyReason.BROKEN_CHAIN
     return ConsistencyReport(
-        ok=not bad,
-        reason=bad[0].reason if bad else ConsistencyReason.OK,
+        ok=reason is ConsistencyReason.OK,
+        reason=reason,
+        chain_broken_seq=scan.first_broken_seq,
         verdicts=tuple(verdicts),
         first_bad_seq=first_bad,
         checkpointed_size=checkpointed,
@@ -203,7 +238,7 @@ def _report(verdicts: list[CheckpointVerdict], chain_size: int, keyed: bool) -> 
     )
 
 
-def locate_first_changed(chain_path: str, checkpoint: Checkpoint) -> int | None:
+def locate_first_changed(tree: TreeLevels, checkpoint: Checkpoint, tiles_dir: str) -> int | None:
     """The first seq whose line differs from what ``checkpoint`` signed, found through the stored tiles.
 
     The tiles are first authenticated: the root they give for ``checkpoint.size`` must be the signed
@@ -211,48 +246,23 @@ def locate_first_changed(chain_path: str, checkpoint: Checkpoint) -> int | None:
     stored ones: the left subtree when it differs, else the right. None when the tiles are missing
     or do not match the signed root.
     """
-    directory = os.fspath(chain_path) + ".tlog"
-    store = TileStore(directory, _stored_size(directory))
+    store = TileStore(tiles_dir, _stored_size(tiles_dir))
     try:
         if store.size < checkpoint.size or store.root(checkpoint.size) != checkpoint.root:
             return None
-        ours = _chain_leaf_hashes(chain_path, checkpoint.size)
-        return _descend(store, ours, 0, checkpoint.size)
+        lo, hi = 0, checkpoint.size
+        while hi - lo > 1:
+            k = split_point(hi - lo)
+            if tree.range_hash(lo, lo + k) != store.range_hash(lo, lo + k):
+                hi = lo + k
+            else:
+                lo = lo + k
+        return lo
     except TileError:
         return None
 
 
-def _descend(store: TileStore, ours: list[bytes], lo: int, hi: int) -> int:
-    while hi - lo > 1:
-        k = split_point(hi - lo)
-        if _range_root(ours, lo, lo + k) != store.range_hash(lo, lo + k):
-            hi = lo + k
-        else:
-            lo = lo + k
-    return lo
-
-
-def _range_root(hashes: list[bytes], lo: int, hi: int) -> bytes:
-    if hi - lo == 1:
-        return hashes[lo] if lo < len(hashes) else b""
-    k = split_point(hi - lo)
-    return node_hash(_range_root(hashes, lo, lo + k), _range_root(hashes, lo + k, hi))
-
-
-def _chain_leaf_hashes(chain_path: str, limit: int) -> list[bytes]:
-    out: list[bytes] = []
-    with open(chain_path, "rb") as chain:
-        end = os.fstat(chain.fileno()).st_size
-        for _after, lines in iter_line_blocks(chain, 0, end):
-            out.extend(leaf_hash(line) for line in lines[: limit - len(out)])
-            if len(out) >= limit:
-                break
-    return out
-
-
 def _stored_size(directory: str) -> int:
-    import json
-
     try:
         with open(os.path.join(directory, "state"), encoding="utf-8") as handle:
             size = json.load(handle).get("size", 0)

@@ -11,6 +11,7 @@ Entries are not stored as ``tile/entries``: the chain's lines are the entries (l
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 
@@ -48,6 +49,7 @@ class TileStore:
         self.root_dir = root_dir
         self.size = size
         self._cache: dict[tuple[int, int], list[bytes]] = {}
+        self._levels_cache: dict[tuple[int, int], list[list[bytes]]] = {}
         self.reads = 0
 
     def width(self, level: int, index: int) -> int:
@@ -70,9 +72,11 @@ class TileStore:
         return hashes
 
     def _read_first(self, level: int, index: int, width: int) -> bytes:
+        """The exact tile, else one that extends it (the full tile, a wider partial): a prefix is the same."""
         candidates = [tile_path(level, index, width)]
         if width < TILE_WIDTH:
             candidates.append(tile_path(level, index))
+            candidates.extend(self._wider_partials(level, index, width))
         for relative in candidates:
             try:
                 with open(os.path.join(self.root_dir, relative), "rb") as handle:
@@ -85,13 +89,35 @@ class TileStore:
             return data
         raise TileError(f"{candidates[0]}: missing")
 
+    def _wider_partials(self, level: int, index: int, width: int) -> list[str]:
+        folder = tile_path(level, index, 1).rsplit("/", 1)[0]
+        try:
+            names = os.listdir(os.path.join(self.root_dir, folder))
+        except OSError:
+            return []
+        widths = sorted(int(n) for n in names if n.isdigit() and width < int(n) < TILE_WIDTH)
+        return [f"{folder}/{w}" for w in widths]
+
     def stored_hash(self, height: int, index: int) -> bytes:
         """The root of the perfect subtree of ``2**height`` leaves starting at leaf ``index << height``."""
         level, rest = divmod(height, TILE_HEIGHT)
         first = index << rest
-        hashes = self.tile(level, first // TILE_WIDTH)
-        offset = first % TILE_WIDTH
-        return root_from_leaf_hashes(hashes[offset : offset + (1 << rest)])
+        levels = self._levels(level, first // TILE_WIDTH)
+        return levels[rest][(first % TILE_WIDTH) >> rest]
+
+    def _levels(self, level: int, index: int) -> list[list[bytes]]:
+        """A tile's hashes and every complete node above them inside the tile (at most 255 hashes, once
+        per tile read: a proof then costs O(log n) lookups instead of rebuilding subtrees per node)."""
+        key = (level, index)
+        cached = self._levels_cache.get(key)
+        if cached is None:
+            row = self.tile(level, index)
+            cached = [row]
+            while len(row) >= 2:
+                row = [node_hash(row[i], row[i + 1]) for i in range(0, len(row) - 1, 2)]
+                cached.append(row)
+            self._levels_cache[key] = cached
+        return cached
 
     def range_hash(self, lo: int, hi: int) -> bytes:
         """MTH of leaves ``[lo, hi)`` from stored perfect subtrees, folded right to left."""
@@ -194,7 +220,24 @@ class TreeBuilder:
         """Write every completed tile and the current partial tiles (atomically, each by rename)."""
         for level, index, width, data in self.pending_tiles():
             _write_atomic(os.path.join(root_dir, tile_path(level, index, width)), data)
+            _remove_narrower(root_dir, level, index, width)
         self.full.clear()
+
+
+def _remove_narrower(root_dir: str, level: int, index: int, width: int) -> None:
+    """Drop partial tiles that the tile just written extends (readers fall back to wider ones)."""
+    folder = os.path.join(root_dir, tile_path(level, index, 1).rsplit("/", 1)[0])
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.isdigit() and int(name) < width:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+    if width == TILE_WIDTH:
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 def _write_atomic(path: str, data: bytes) -> None:
