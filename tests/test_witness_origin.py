@@ -70,3 +70,8 @@ def test_checkpoints_leave_as_spans_even_when_the_host_samples_nothing(
     sizes = [s.attributes[cpa.SIZE] for s in exporter.get_finished_spans() if s.attributes]
     assert sizes[:2] == [5, 10] and sizes[-1] == 12
     assert {s.attributes[cpa.ORIGIN] for s in exporter.get_finished_spans() if s.attributes} == {ORIGIN}
+    # Uninstrumenting stopped the emitter: its thread ends once that last checkpoint is out.
+    for thread in threading.enumerate():
+        if thread.name == "route-shadow-checkpoint-spans":
+            thread.join(30)
+            assert not thread.is_alive()

@@ -149,6 +149,7 @@ class CheckpointSpans:
         self._wake = threading.Condition(self._lock)
         self._busy = False
         self._closing = False
+        self._shut = False
         self._arrivals = 0
         self._failed_at = -1  # the arrival count when an export last failed
         self._logged: set[str] = set()
@@ -251,14 +252,21 @@ class CheckpointSpans:
                 self._wake.wait(left)
             return not self._pending
 
-    def close(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
-        """A last export attempt of what is queued (bounded by ``timeout_s``), then stop."""
+    def stop(self) -> None:
+        """Stop taking checkpoints; the thread makes one last attempt at what is queued, then ends.
+        Never waits (called when the instrumentation is removed)."""
         with self._lock:
-            if self._closing:
-                return
             self._closing = True
             self._wake.notify_all()
+
+    def close(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+        """``stop``, wait at most ``timeout_s`` for that last attempt, then shut the exporter down."""
+        self.stop()
         self._thread.join(timeout_s)
+        with self._lock:
+            if self._shut:
+                return
+            self._shut = True
         try:
             self._exporter.shutdown()
         except Exception:  # shutting down must not raise into interpreter exit
