@@ -304,7 +304,7 @@ def render_text(report: AuditReport, *, show: int = 20) -> str:
         *(
             [
                 f"incremental: records below seq {report.trusted_from} were proven by an earlier audit "
-                "(--state); --full checks them again"
+                "(--state) and the chain's own linkage is not re-verified; --full checks everything again"
             ]
             if report.trusted_from
             else []
