@@ -23,9 +23,7 @@ from otel_route_shadow.tlog import (
     verify_inclusion,
 )
 
-VECTORS = json.loads(
-    (Path(__file__).parent / "vectors" / "tlog" / "rfc6962.json").read_text(encoding="utf-8")
-)
+VECTORS = json.loads((Path(__file__).parent / "vectors" / "tlog" / "rfc6962.json").read_text(encoding="utf-8"))
 LEAVES = [bytes.fromhex(h) for h in VECTORS["leaves_hex"]]
 HASHES = [leaf_hash(leaf) for leaf in LEAVES]
 
@@ -57,13 +55,7 @@ def test_known_roots(size: int) -> None:
 
 @pytest.mark.parametrize("case", VECTORS["inclusion"], ids=lambda c: c["source"])
 def test_known_inclusion_proofs(case: dict[str, object]) -> None:
-    args = (
-        case["leafIdx"],
-        case["treeSize"],
-        _b(case["leafHash"]),
-        [_b(p) for p in case["proof"]],
-        _b(case["root"]),
-    )  # type: ignore[index, union-attr, arg-type]
+    args = (case["leafIdx"], case["treeSize"], _b(case["leafHash"]), [_b(p) for p in case["proof"]], _b(case["root"]))  # type: ignore[index, union-attr, arg-type]
     if case["wantErr"]:
         with pytest.raises(ProofError):
             verify_inclusion(*args)  # type: ignore[arg-type]
@@ -75,13 +67,7 @@ def test_known_inclusion_proofs(case: dict[str, object]) -> None:
 
 @pytest.mark.parametrize("case", VECTORS["consistency"], ids=lambda c: c["source"])
 def test_known_consistency_proofs(case: dict[str, object]) -> None:
-    args = (
-        case["size1"],
-        case["size2"],
-        _b(case["root1"]),
-        _b(case["root2"]),
-        [_b(p) for p in case["proof"]],
-    )  # type: ignore[index, union-attr, arg-type]
+    args = (case["size1"], case["size2"], _b(case["root1"]), _b(case["root2"]), [_b(p) for p in case["proof"]])  # type: ignore[index, union-attr, arg-type]
     if case["wantErr"]:
         with pytest.raises(ProofError):
             verify_consistency(*args)  # type: ignore[arg-type]
