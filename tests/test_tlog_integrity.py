@@ -17,10 +17,15 @@ def _payload(i: int) -> dict[str, object]:
     return {"kind": "route-shadow", "n": i, "prev_hash": "f" * 64, "note": 'say "prev_hash":"x"'}
 
 
+def _plain(i: int) -> dict[str, object]:
+    return {"kind": "route-shadow", "n": i}
+
+
+@pytest.mark.parametrize("payload", [_payload, _plain], ids=["tricky-payload-slow-path", "plain-fast-path"])
 @pytest.mark.parametrize("jobs", [1, 2, 3])
-def test_scan_matches_the_definition_in_one_or_several_processes(tmp_path: Path, jobs: int) -> None:
+def test_scan_matches_the_definition_in_one_or_several_processes(tmp_path: Path, jobs: int, payload: object) -> None:
     path = tmp_path / "chain.jsonl"
-    lines = build_chain(path, 300, _payload)
+    lines = build_chain(path, 300, payload)
     with open(path, "ab") as handle:
         handle.write(b'{"torn')
     scan = scan_chain(str(path), jobs, min_parallel_bytes=0)
@@ -32,10 +37,11 @@ def test_scan_matches_the_definition_in_one_or_several_processes(tmp_path: Path,
         assert tree.root(size) == root_from_leaf_hashes(hashes[:size])
 
 
+@pytest.mark.parametrize("payload", [_payload, _plain], ids=["tricky-payload", "plain"])
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_scan_names_the_first_line_whose_hash_or_link_fails(tmp_path: Path, jobs: int) -> None:
+def test_scan_names_the_first_line_whose_hash_or_link_fails(tmp_path: Path, jobs: int, payload: object) -> None:
     path = tmp_path / "chain.jsonl"
-    lines = build_chain(path, 200, _payload)
+    lines = build_chain(path, 200, payload)
     edited = list(lines)
     edited[150] = edited[150].replace(b'"n":150', b'"n":151')
     write_lines(path, edited)
