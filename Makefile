@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK_VENV := .venv-stack
 DEMO_OUT ?= .demo
 
-.PHONY: demo test lint typecheck unit e2e bench bench-quick stack stack-down stack-install clean
+.PHONY: demo test go-interop-deps lint typecheck unit e2e bench bench-quick stack stack-down stack-install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,11 @@ unit: $(VENV)/.installed
 e2e: $(VENV)/.installed $(STACK_VENV)/.installed
 	ROUTE_SHADOW_STACK_VENV=$(abspath $(STACK_VENV)) $(BIN)/python -m pytest -m e2e -q
 
-test: $(VENV)/.installed $(STACK_VENV)/.installed lint typecheck
+# The Go interop test (tests/test_tlog_interop.py) checks our checkpoints with golang.org/x/mod/sumdb.
+go-interop-deps:
+	if command -v go >/dev/null; then cd tests/interop && GOFLAGS=-mod=mod go mod download; fi
+
+test: $(VENV)/.installed $(STACK_VENV)/.installed lint typecheck go-interop-deps
 	ROUTE_SHADOW_STACK_VENV=$(abspath $(STACK_VENV)) $(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed

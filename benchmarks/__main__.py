@@ -25,7 +25,15 @@ Group = tuple[str, tuple[str, ...], Callable[..., list[Row]]]
 
 
 def _groups() -> list[Group]:
-    from benchmarks import bench_append, bench_reports, bench_resolver, bench_seam, bench_verify
+    from benchmarks import (
+        bench_append,
+        bench_audit,
+        bench_reports,
+        bench_resolver,
+        bench_seam,
+        bench_tlog,
+        bench_verify,
+    )
 
     return [
         ("seam", ("1",), bench_seam.rows),
@@ -33,6 +41,8 @@ def _groups() -> list[Group]:
         ("verify", ("3a", "3b", "3c"), bench_verify.rows),
         ("append", ("4a", "4b"), bench_append.rows),
         ("reports", ("5a", "5b"), bench_reports.rows),
+        ("tlog", ("6a", "6b", "6c", "6d"), bench_tlog.rows),
+        ("audit", ("7",), bench_audit.rows),
     ]
 
 

@@ -257,7 +257,7 @@ SHELL_MAY_IMPORT: dict[str, frozenset[str]] = {
     "chain": frozenset({"core"}),
     "tlog": frozenset({"core", "chain"}),
     "shadow": frozenset({"core", "chain"}),
-    "witness": frozenset({"core", "chain", "tlog"}),
+    "witness": frozenset({"core", "chain", "tlog", "shadow"}),
     "analysis": frozenset({"core", "chain", "tlog", "store", "shadow"}),
     "instrumentation": frozenset({"core", "chain", "tlog", "store", "shadow"}),
     "demo": frozenset({"core", "chain", "tlog", "store", "shadow", "instrumentation"}),

@@ -322,3 +322,82 @@ def test_every_single_byte_change_is_detected(tmp_path: Path) -> None:
             path.write_bytes(data[:position] + bytes([replacement]) + data[position + 1 :])
             result = verify_chain(path)
             assert not result.intact, (position, chr(original), chr(replacement))
+
+
+# --- Checkpoint-backed detection (issue 12): the attacks a hash chain alone cannot see ------------------
+
+TLOG_VECTORS = Path(__file__).parent / "vectors" / "tlog"
+
+
+def _tlog_manifest() -> dict[str, object]:
+    return orjson.loads((TLOG_VECTORS / "manifest.json").read_bytes())  # type: ignore[no-any-return]
+
+
+def _tlog_notes() -> list[str]:
+    from otel_route_shadow.tlog import read_checkpoint_file
+
+    return read_checkpoint_file(str(TLOG_VECTORS / "chain.jsonl.tlog" / "checkpoints"))
+
+
+@pytest.mark.parametrize("attack", sorted(_tlog_manifest()["attacks"]))  # type: ignore[call-overload]
+def test_checkpoints_detect_what_the_chain_alone_misses(attack: str) -> None:
+    """Truncation, head pruning with re-linking, a rewrite with recomputed hashes and a forged insert
+    all leave the hash chain intact; the signed checkpoints catch each below the last checkpoint."""
+    from otel_route_shadow.tlog import verify_against_checkpoints
+
+    expected = _tlog_manifest()["attacks"][attack]  # type: ignore[index]
+    path = TLOG_VECTORS / attack
+    assert verify_chain(path).intact, "the attack must be invisible to the chain alone"
+    verifier = (TLOG_VECTORS / "verifier.txt").read_text().strip()
+    report = verify_against_checkpoints(
+        str(path), _tlog_notes(), [verifier], tiles_dir=str(TLOG_VECTORS / "chain.jsonl.tlog")
+    )
+    assert not report.ok
+    assert report.reason.value == expected["reason"]
+    assert report.first_bad_seq == expected["first_bad_seq"]
+    assert report.checkpointed_size == expected["checkpointed_size"]
+    assert report.chain_size == len(path.read_bytes().splitlines())
+
+
+def test_the_untouched_vector_chain_is_consistent_with_every_checkpoint() -> None:
+    from otel_route_shadow.tlog import verify_against_checkpoints
+
+    verifier = (TLOG_VECTORS / "verifier.txt").read_text().strip()
+    report = verify_against_checkpoints(str(TLOG_VECTORS / "chain.jsonl"), _tlog_notes(), [verifier])
+    assert report.ok and report.authenticated
+    assert (report.checkpointed_size, report.chain_size, report.unprotected) == (40, 40, 0)
+    assert [v.size for v in report.verdicts] == [10, 20, 30, 40]
+
+
+@pytest.mark.parametrize("note_file", sorted(_tlog_manifest()["notes"]))  # type: ignore[call-overload]
+def test_forked_forged_and_foreign_checkpoints_are_named(note_file: str) -> None:
+    from otel_route_shadow.tlog import verify_against_checkpoints
+
+    expected = _tlog_manifest()["notes"][note_file]  # type: ignore[index]
+    verifier = (TLOG_VECTORS / "verifier.txt").read_text().strip()
+    extra = (TLOG_VECTORS / note_file).read_text()
+    report = verify_against_checkpoints(str(TLOG_VECTORS / "chain.jsonl"), [*_tlog_notes(), extra], [verifier])
+    assert not report.ok
+    assert report.reason.value == expected
+    assert report.verdicts[-1].reason.value == expected
+    assert all(v.ok for v in report.verdicts[:-1])
+
+
+def test_two_checkpoints_that_contradict_each_other_are_a_fork_even_when_the_chain_matches_neither(
+    tmp_path: Path,
+) -> None:
+    """A rewritten chain matches none of the checkpoints; a fork note of size 20 still contradicts the
+    size-40 checkpoint whose signed root the stored tiles reproduce."""
+    from otel_route_shadow.tlog import verify_against_checkpoints
+
+    verifier = (TLOG_VECTORS / "verifier.txt").read_text().strip()
+    notes = [*_tlog_notes(), (TLOG_VECTORS / "fork-note.txt").read_text()]
+    report = verify_against_checkpoints(
+        str(TLOG_VECTORS / "head-pruned-relinked.jsonl"),
+        notes,
+        [verifier],
+        tiles_dir=str(TLOG_VECTORS / "chain.jsonl.tlog"),
+    )
+    reasons = [v.reason.value for v in report.verdicts]
+    assert reasons == ["record-changed"] * 3 + ["truncated", "fork"]
+    assert report.first_bad_seq == 0

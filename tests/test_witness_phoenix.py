@@ -44,6 +44,7 @@ class FakePhoenix:
         self.status: int | None = None  # force an error status
         self.raw_body: bytes | None = None  # force a body
         self.delay = 0.0
+        self.not_phoenix = False  # answer as a collector's OTLP port does
 
     def add(self, project: str, payload: dict[str, Any]) -> None:
         self.projects.setdefault(project, []).append(
@@ -63,7 +64,12 @@ class FakePhoenix:
         )
 
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes]:
+        if path == "/v1/projects" and not self.not_phoenix:  # the witness's "is this Phoenix?" probe
+            names = [{"name": name} for name in self.projects]
+            return 200, json.dumps({"data": names, "next_cursor": None}).encode()
         self.requests.append(query)
+        if self.not_phoenix:
+            return 404, b"404 page not found"  # what a collector's OTLP/HTTP port answers to a GET
         if self.status is not None:
             return self.status, self.raw_body or b"forced"
         if self.raw_body is not None:
@@ -206,7 +212,7 @@ def test_window_is_sent_with_microsecond_margins(fake: tuple[FakePhoenix, str]) 
 
 def test_missing_project_is_not_found(fake: tuple[FakePhoenix, str]) -> None:
     _, url = fake
-    with pytest.raises(WitnessNotFound, match="project not found"):
+    with pytest.raises(WitnessNotFound, match="the project holds no spans"):
         list(PhoenixWitness(url, "nope").fetch_spans(WIDE))
 
 
@@ -289,8 +295,8 @@ def test_audit_reports_truncation_and_rewrite(
     assert code == 1
     body = json.loads(out)
     assert body["verdict"] == "disagree"
-    assert [o["span_id"] for o in body["orphan_spans"]] == [p["span_id"] for p in payloads[7:]]
-    assert body["decision_id_mismatches"] == [4]
+    assert [o["span_id"] for o in body["spans"]["orphan_spans"]] == [p["span_id"] for p in payloads[7:]]
+    assert body["spans"]["decision_id_mismatches"] == [4]
     code, text, _ = _audit(capsys, str(chain), "--backend", url, "--project", "proj")
     assert code == 1
     assert "spans with no chain record: 3 (a truncated or pruned chain)" in text
@@ -298,7 +304,7 @@ def test_audit_reports_truncation_and_rewrite(
     assert "verdict: DISAGREE" in text
 
 
-def test_audit_unusable_inputs_exit_2_with_one_line(
+def test_audit_bad_inputs_each_one_line_and_their_own_exit_code(
     fake: tuple[FakePhoenix, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state, url = fake
@@ -310,21 +316,37 @@ def test_audit_unusable_inputs_exit_2_with_one_line(
     with garbage.open("a") as fh:
         fh.write("not json\n")
     cases = [
-        ([str(chain), "--backend", f"http://127.0.0.1:{_closed_port()}"], "unreachable"),
-        ([str(chain), "--backend", url, "--project", "nope"], "project not found"),
-        ([str(empty), "--backend", url], "no seam records"),
-        ([str(tmp_path / "absent.jsonl"), "--backend", url], "no such file"),
-        ([str(garbage), "--backend", url, "--project", "proj"], "garbage.jsonl: line 2: not a record"),
-        ([str(chain), "--backend", "not-a-url"], "not an http(s) URL"),
-        ([str(chain), "--backend", url, "--since", "tomorrow"], "--since"),
-        ([str(chain), "--backend", url, "--until", "2000-01-01T00:00:00Z"], "empty window"),
+        ([str(chain), "--backend", f"http://127.0.0.1:{_closed_port()}"], "unreachable", 4),
+        ([str(chain), "--backend", url, "--project", "nope"], "the project holds no spans", 3),
+        ([str(empty), "--backend", url], "no seam records", 2),
+        ([str(tmp_path / "absent.jsonl"), "--backend", url], "no such file", 2),
+        ([str(garbage), "--backend", url, "--project", "proj"], "garbage.jsonl: line 2: not a record", 2),
+        ([str(chain), "--backend", "not-a-url"], "not an http(s) URL", 2),
+        ([str(chain), "--backend", url, "--since", "tomorrow"], "--since", 2),
+        ([str(chain), "--backend", url, "--until", "2000-01-01T00:00:00Z"], "empty window", 2),
+        ([str(chain), "--backend", url, "--min-span-coverage", "2"], "--min-span-coverage", 2),
+        ([str(chain), "--backend", url, "--key", str(tmp_path / "nokey")], "--key", 2),
     ]
-    for argv, text in cases:
+    for argv, text, expected in cases:
         code, out, err = _audit(capsys, *argv)
-        assert code == 2, (argv, out, err)
+        assert code == expected, (argv, out, err)
         assert text in err, (argv, err)
         assert len(err.strip().splitlines()) == 1, err
+        assert "Traceback" not in err
         assert out == ""
+
+
+def test_a_server_that_is_not_phoenix_is_never_project_not_found(
+    fake: tuple[FakePhoenix, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A collector's OTLP/HTTP port answers 404 to every GET: that is not "no such project"."""
+    state, url = fake
+    state.not_phoenix = True
+    chain = _write_chain(tmp_path / "chain.jsonl", [_payload(0)])
+    code, out, err = _audit(capsys, str(chain), "--backend", url, "--project", "proj")
+    assert code == 5, err
+    assert "not a Phoenix server" in err and "no spans" not in err and "not found" not in err
+    assert len(err.strip().splitlines()) == 1 and out == ""
 
 
 def test_empty_chain_with_since_finds_the_spans_it_lacks(
@@ -339,7 +361,7 @@ def test_empty_chain_with_since_finds_the_spans_it_lacks(
         capsys, str(empty), "--backend", url, "--project", "proj", "--since", str(T0 - 10), "--json"
     )
     assert code == 1
-    assert len(json.loads(out)["orphan_spans"]) == 3
+    assert len(json.loads(out)["spans"]["orphan_spans"]) == 3
 
 
 def test_backend_url_from_environment(
@@ -383,7 +405,7 @@ def test_broken_linkage_is_a_finding_and_a_torn_tail_a_note(
     torn.write_bytes(b"".join(lines) + lines[0][:30])
     code, out, _ = _audit(capsys, str(torn), "--backend", url, "--project", "proj", "--json")
     assert code == 0, out
-    assert json.loads(out)["chain_linkage"]["verdict"] == "torn-tail"
+    assert json.loads(out)["spans"]["chain_linkage"]["verdict"] == "torn-tail"
 
 
 def test_chain_scrubbing_is_not_a_rewrite(

@@ -209,3 +209,77 @@ def test_canaries_reach_no_span_chain_log_or_cli_output(
             code = cli_main(argv)
         assert code == 0, argv
         _assert_clean(" ".join(argv), out.getvalue())
+
+
+def test_the_checkpoint_signing_key_reaches_no_span_chain_log_checkpoint_or_cli_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from otel_route_shadow.tlog import Signer, read_signer_file
+
+    caplog.set_level(logging.DEBUG)
+    key_file = tmp_path / "log.key"
+    assert cli_main(["key", "generate", "--name", "example.com/canary", "--out", str(key_file)]) == 0
+    verifier = capsys.readouterr().out.strip()
+    secret_string = key_file.read_text().strip()
+    seed_b64 = secret_string.split("+", 4)[4]
+    assert len(seed_b64) == 44
+    signer = read_signer_file(str(key_file))
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+    seed_hex = signer._key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption()).hex()
+    secrets = [seed_b64, seed_b64[4:24], seed_hex[:24]]
+
+    def clean(where: str, text: str) -> None:
+        assert [s for s in secrets if s in text] == [], f"{where} leaked the signing key"
+
+    clean("key generate output", verifier)
+    clean("signer repr", repr(signer) + str(signer))
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+
+    provider = TracerProvider()
+    spans = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    chain = tmp_path / "chain.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=provider, chain_path=chain, seams=(), signing_key=key_file, checkpoint_records=1
+    )
+    try:
+        for _ in range(3):
+            with shadow_spawn(_poisoned_context(), seam="canary"):
+                pass
+        config_text = repr(instrumentor.runtime.config) if instrumentor.runtime else ""  # type: ignore[union-attr]
+    finally:
+        instrumentor.uninstrument()
+    clean("config repr", config_text)
+    clean("span", json.dumps([json.loads(s.to_json()) for s in spans.get_finished_spans()]))
+    clean("chain", chain.read_text())
+    checkpoints = tmp_path / "chain.jsonl.tlog" / "checkpoints"
+    assert "example.com/canary" in checkpoints.read_text()
+    for path in (tmp_path / "chain.jsonl.tlog").rglob("*"):
+        if path.is_file():
+            clean(str(path), path.read_bytes().decode("latin-1"))
+
+    broken = tmp_path / "broken.key"
+    broken.write_text(secret_string[:-3] + "AAA\n")
+    wrong_id = tmp_path / "wrong-id.key"
+    wrong_id.write_text(secret_string.replace("+example.com/canary+", "+example.com/other+") + "\n")
+    for argv in (
+        ["verify", str(chain), "--key", verifier],
+        ["verify", str(chain), "--key", str(key_file)],
+        ["prove", str(chain), "--seq", "0"],
+        ["verify-proof", "--proof", str(key_file), "--checkpoint", str(checkpoints), "--key", verifier],
+        ["verify-proof", "--proof", str(key_file), "--checkpoint", str(key_file), "--key", str(key_file)],
+    ):
+        cli_main(argv)
+        captured = capsys.readouterr()
+        clean(" ".join(argv), captured.out + captured.err)
+    for bad in (broken, wrong_id):
+        try:
+            read_signer_file(str(bad))
+        except ValueError as exc:
+            clean("key file error", str(exc))
+    instrumentor.instrument(tracer_provider=provider, chain_path=chain, seams=(), signing_key=broken)
+    instrumentor.uninstrument()
+    clean("log", caplog.text)
+    assert Signer.parse(secret_string).key_id == signer.key_id

@@ -11,13 +11,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from otel_route_shadow.cli import audit, demo, explain, policy, report, verify
+from otel_route_shadow.cli import audit, demo, explain, key, policy, prove, report, verify
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.version import __version__
 
 __all__ = ["build_parser", "main"]
 
-_MODULES = (explain, policy, verify, demo, audit, report)
+_MODULES = (explain, policy, verify, demo, audit, report, key, prove)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,18 +1,27 @@
-"""``audit`` subcommand: hold the decision chain against a trace backend (the witness).
+"""``audit`` subcommand: hold decision chains against the trace backend that witnessed them.
 
-    otel-route-shadow audit CHAIN --backend URL [--project NAME] [--since T] [--until T] [--json]
+    otel-route-shadow audit CHAIN... [--backend URL] [--project NAME] [--origin O] [--key VKEY]...
+                            [--max-unwitnessed RECORDS] [--min-span-coverage FRACTION] [--jobs N] [--json]
 
-Two streaming passes over the chain around one query of the backend: the first pass finds the chain's
-time window, then the backend's spans for [first record, --until or now) are fetched, then the second
-pass joins records and spans. Fetching before the second pass means that, for a chain still being
-written, any span the backend already holds has had its record appended (the chain is written when the
-span ends, the export happens later).
+For each chain: the checkpoints of its origin the backend holds (checkpoint spans), the chain proven
+consistent with every one, the span cross-check, and the coverage (the unwitnessed tail, the age of
+the newest checkpoint, the share of records whose span the backend holds); see
+:mod:`otel_route_shadow.witness.audit` and :mod:`otel_route_shadow.witness.verdict`. One chain prints a
+full report; several chains, or a directory (every ``*.jsonl`` under it), are audited in parallel and
+print one line each plus a total.
 
-Exit codes: 0 the chain and the witness agree (records the backend lacks are a rate, not an error);
-1 they disagree (spans with no record, records whose content differs, duplicate or malformed records),
-or the chain's own hash linkage is broken (checked first unless --no-verify; a torn tail is only noted);
-2 unusable input: no chain, an empty chain without --since, a backend that cannot be reached or has no
-such project.
+Exit codes (several chains: the most serious one, in the order 1, 6, 5, 4, 2, 3, 0):
+
+== ==========================================================================================
+0  agree: consistent with every witnessed checkpoint, no span finding, thresholds met
+1  disagree: a witnessed checkpoint or a span contradicts the chain (or its own hashes break)
+2  unusable input: bad arguments, a chain that cannot be read, an empty window
+3  insufficient evidence: nothing witnessed (no checkpoint, no span, or a project with no spans),
+   or a threshold not met (--max-unwitnessed, --min-span-coverage)
+4  backend unreachable: down, wrong host or port, timeout, access refused, HTTP 5xx
+5  not a witness: the URL answers, but not as the backend (e.g. a collector's OTLP port)
+6  bad checkpoint: a witnessed checkpoint does not verify (bad signature, unknown key, malformed)
+== ==========================================================================================
 """
 
 from __future__ import annotations
@@ -21,39 +30,54 @@ import argparse
 import json
 import os
 import sys
-import time
-from typing import Any
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Final
 
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
-from otel_route_shadow.witness import WITNESS_KINDS, PhoenixWitness, Witness, WitnessError
-from otel_route_shadow.witness.base import TimeWindow, format_unix_nano, parse_time
-from otel_route_shadow.witness.chain_source import ChainReadError, iter_chain_payloads, verify
-from otel_route_shadow.witness.crosscheck import (
-    MISSING,
-    CrossCheckReport,
-    cross_check,
-    summarize_chain,
-)
+from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.tlog import NoteError, Verifier
+from otel_route_shadow.witness import WITNESS_KINDS, PhoenixWitness, Witness
+from otel_route_shadow.witness.audit import AuditError, AuditOptions, Problem, audit_chain
+from otel_route_shadow.witness.base import format_unix_nano, parse_time
+from otel_route_shadow.witness.crosscheck import MISSING, CrossCheckReport
+from otel_route_shadow.witness.trust import TrustState
+from otel_route_shadow.witness.verdict import AuditReport, Thresholds, Verdict
 
-__all__ = ["build_witness", "register", "run_audit"]
+__all__ = ["EXIT_CODES", "build_witness", "register", "render_text"]
 
 ENV_BACKEND = "ROUTE_SHADOW_PHOENIX_URL"
 ENV_PROJECT = "ROUTE_SHADOW_PHOENIX_PROJECT"
 ENV_API_KEY = "PHOENIX_API_KEY"
 
+EXIT_CODES: Final[dict[Verdict | Problem, int]] = {
+    Verdict.AGREE: 0,
+    Verdict.DISAGREE: 1,
+    Problem.USAGE: 2,
+    Verdict.INSUFFICIENT: 3,
+    Problem.NO_SPANS: 3,
+    Problem.UNREACHABLE: 4,
+    Problem.NOT_A_WITNESS: 5,
+    Verdict.BAD_CHECKPOINT: 6,
+}
+#: Most serious first: the exit code of a fleet audit is the first of these any chain has.
+_SEVERITY: Final = (1, 6, 5, 4, 2, 3, 0)
+
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "audit",
-        help="hold the decision chain against the spans in a trace backend",
+        help="hold decision chains against the checkpoints and spans a trace backend witnessed",
         description=(
-            "Fetch the seam spans for the chain's time window from a trace backend and report chain "
-            "records with no span (a rate: sampling), spans with no chain record (a truncated or pruned "
-            "chain), and records whose content differs from their span (a rewrite, even with recomputed "
-            "hashes). Exit 0 agree, 1 disagree, 2 unusable input or unreachable backend."
+            "Prove each chain consistent with every checkpoint of its origin the backend holds, hold its "
+            "records against their spans, and report the coverage. Exit 0 agree, 1 disagree, 2 unusable "
+            "input, 3 insufficient evidence, 4 backend unreachable, 5 not a witness, 6 bad checkpoint."
         ),
     )
-    parser.add_argument("chain", metavar="CHAIN", help="the decision chain (JSON lines)")
+    parser.add_argument(
+        "chains", nargs="+", metavar="CHAIN", help="chain files, or directories of *.jsonl chains"
+    )
     parser.add_argument(
         "--backend",
         metavar="URL",
@@ -67,17 +91,50 @@ def register(sub: Any) -> None:
         "--project",
         default=os.environ.get(ENV_PROJECT) or "default",
         help=(
-            "backend project holding this chain's spans: the resource attribute openinference.project.name "
-            f"the host set (default: ${ENV_PROJECT} or 'default')"
+            "backend project holding the chains' spans: the resource attribute openinference.project.name "
+            f"the hosts set (default: ${ENV_PROJECT} or 'default')"
         ),
+    )
+    parser.add_argument(
+        "--origin",
+        help="the chain's origin (default: the route_shadow.origin its records carry, else its checkpoint file's)",
+    )
+    parser.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="verifier key (name+id+key) or a file holding one; repeatable. Without: signatures are not checked",
+    )
+    parser.add_argument(
+        "--max-unwitnessed",
+        type=int,
+        metavar="RECORDS",
+        help="insufficient evidence (exit 3) when more records lie after the last witnessed checkpoint",
+    )
+    parser.add_argument(
+        "--min-span-coverage",
+        type=float,
+        metavar="FRACTION",
+        help="insufficient evidence (exit 3) when a smaller share of records has its span in the backend",
     )
     parser.add_argument(
         "--since",
         metavar="TIME",
-        help="window start, ISO 8601 or Unix ns (default: the chain's first record)",
+        help="span window start, ISO 8601 or Unix ns (default: the chain's first record)",
     )
-    parser.add_argument("--until", metavar="TIME", help="window end, exclusive (default: now)")
+    parser.add_argument("--until", metavar="TIME", help="span window end, exclusive (default: now)")
+    parser.add_argument(
+        "--state",
+        metavar="FILE",
+        help=(
+            "the auditor's own state file: remembers, per origin, the largest checkpoint proven, so the next "
+            "audit checks only the records after it (O(log n) per new checkpoint); created if absent"
+        ),
+    )
+    parser.add_argument("--full", action="store_true", help="with --state: check every record again")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per backend request")
+    parser.add_argument("--jobs", type=int, default=4, help="chains audited at once (default 4)")
     parser.add_argument(
         "--no-verify",
         action="store_true",
@@ -112,48 +169,63 @@ def _time_arg(name: str, value: str | None) -> int | None:
         raise CliError(f"{name}: {exc}") from None
 
 
-def run_audit(
-    chain: str,
-    witness: Witness,
-    *,
-    since_unix_nano: int | None = None,
-    until_unix_nano: int | None = None,
-    check_linkage: bool = True,
-) -> CrossCheckReport:
-    """The audit without the command line: raises CliError for unusable input or an unreachable backend."""
+def _key_arg(value: str) -> str:
+    """A verifier key given inline (``name+id+base64``) or as a file holding one. Messages never
+    repeat what was given inline (it could be a signing key pasted by mistake)."""
+    path = Path(value)
+    if path.is_file():
+        try:
+            text, where = path.read_text(encoding="utf-8").strip(), f"--key {value}"
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"--key {value}: cannot read: {exc}") from None
+    elif value.count("+") >= 2:
+        text, where = value.strip(), "--key"
+    else:
+        raise CliError(f"--key {value}: no such file, and not a verifier key (name+id+key)")
+    if text.startswith("PRIVATE+KEY"):
+        raise CliError(f"{where}: this is a signing key; give its verifier key (never share the signing key)")
     try:
-        linkage = verify(chain) if check_linkage else None
-        summary = summarize_chain(iter_chain_payloads(chain))
-    except ChainReadError as exc:
-        raise CliError(str(exc)) from None
-    start = since_unix_nano if since_unix_nano is not None else summary.first_start_unix_nano
-    if start is None:
-        raise CliError(
-            f"{chain}: the chain holds no seam records, so it has no time window to audit; pass --since "
-            "to look for spans the chain lacks"
-        )
-    end = until_unix_nano if until_unix_nano is not None else time.time_ns() + 1
-    if end <= start:
-        raise CliError(f"empty window: {format_unix_nano(end)} is not after {format_unix_nano(start)}")
-    window = TimeWindow(start, end)
-    try:
-        spans = list(witness.fetch_spans(window))
-    except WitnessError as exc:
-        raise CliError(str(exc)) from None
-    try:
-        report = cross_check(
-            iter_chain_payloads(chain),
-            spans,
-            window=window,
-            backend=witness.describe(),
-            time_tolerance_ns=witness.time_tolerance_ns,
-        )
-    except ChainReadError as exc:
-        raise CliError(str(exc)) from None
-    if linkage is not None:
-        report.chain_linkage = linkage.verdict.value
-        report.chain_linkage_detail = linkage.describe()
-    return report
+        Verifier.parse(text)
+    except NoteError:
+        raise CliError(f"{where}: not a verifier key (name+id+key)") from None
+    return text
+
+
+def _options(args: argparse.Namespace) -> AuditOptions:
+    if args.max_unwitnessed is not None and args.max_unwitnessed < 0:
+        raise CliError("--max-unwitnessed must be 0 or more")
+    if args.min_span_coverage is not None and not 0.0 <= args.min_span_coverage <= 1.0:
+        raise CliError("--min-span-coverage must be a fraction from 0 to 1")
+    return AuditOptions(
+        origin=args.origin or None,
+        verifier_keys=tuple(_key_arg(k) for k in args.key),
+        since_unix_nano=_time_arg("--since", args.since),
+        until_unix_nano=_time_arg("--until", args.until),
+        check_linkage=not args.no_verify,
+        thresholds=Thresholds(args.max_unwitnessed, args.min_span_coverage),
+        state=TrustState(args.state) if args.state else None,
+        full=args.full,
+    )
+
+
+def chain_paths(arguments: Sequence[str]) -> list[str]:
+    """The chains named: files as given, directories expanded to every ``*.jsonl`` under them
+    (not inside a chain's ``.tlog`` directory), in a stable order."""
+    found: list[str] = []
+    for argument in arguments:
+        path = Path(argument)
+        if not path.is_dir():
+            found.append(argument)
+            continue
+        chains = sorted(p for p in path.rglob("*.jsonl") if p.is_file() and not _in_tlog(p, path))
+        if not chains:
+            raise CliError(f"{argument}: no *.jsonl chain in this directory")
+        found.extend(str(p) for p in chains)
+    return found
+
+
+def _in_tlog(path: Path, root: Path) -> bool:
+    return any(part.endswith(".tlog") for part in path.relative_to(root).parts[:-1])
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -161,29 +233,167 @@ def _handle(args: argparse.Namespace) -> int:
         raise CliError(f"--backend URL is required (or set ${ENV_BACKEND})")
     if args.timeout <= 0:
         raise CliError("--timeout must be positive")
+    if args.jobs < 1:
+        raise CliError("--jobs must be 1 or more")
     witness = build_witness(args.backend_kind, args.backend, args.project, args.timeout)
-    report = run_audit(
-        args.chain,
-        witness,
-        since_unix_nano=_time_arg("--since", args.since),
-        until_unix_nano=_time_arg("--until", args.until),
-        check_linkage=not args.no_verify,
-    )
+    options = _options(args)
+    chains = chain_paths(args.chains)
+    if len(chains) == 1 and not Path(args.chains[0]).is_dir():
+        return _single(chains[0], witness, options, args)
+    return _fleet(chains, witness, options, args)
+
+
+def _single(chain: str, witness: Witness, options: AuditOptions, args: argparse.Namespace) -> int:
+    try:
+        report = audit_chain(chain, witness, options)
+    except AuditError as exc:
+        raise CliError(str(exc), EXIT_CODES[exc.problem]) from None
     if args.json:
-        body = {"chain": args.chain, **report.to_json()}
-        sys.stdout.write(json.dumps(body, indent=2, sort_keys=False, default=str) + "\n")
+        sys.stdout.write(json.dumps(report.to_json(), indent=2, default=str) + "\n")
     else:
-        sys.stdout.write(render_text(args.chain, report, show=max(args.show, 0)))
-    return EXIT_FINDING if report.verdict == "disagree" else EXIT_OK
+        sys.stdout.write(render_text(report, show=max(args.show, 0)))
+    return EXIT_CODES[report.verdict]
+
+
+def _audit_one(chain: str, witness: Witness, options: AuditOptions) -> AuditReport | AuditError:
+    try:
+        return audit_chain(chain, witness, options)
+    except AuditError as exc:
+        return exc
+
+
+def _fleet(chains: list[str], witness: Witness, options: AuditOptions, args: argparse.Namespace) -> int:
+    with ThreadPoolExecutor(max_workers=min(args.jobs, len(chains))) as pool:
+        results = list(pool.map(lambda c: _audit_one(c, witness, options), chains))
+    codes = [EXIT_CODES[r.problem if isinstance(r, AuditError) else r.verdict] for r in results]
+    outcomes = Counter(r.problem.value if isinstance(r, AuditError) else r.verdict.value for r in results)
+    total = ", ".join(f"{n} {name}" for name, n in sorted(outcomes.items()))
+    code = next(c for c in _SEVERITY if c in codes or c == 0)
+    if args.json:
+        body = {
+            "chains": [
+                {"chain": c, "error": str(r), "problem": r.problem.value, "exit": x}
+                if isinstance(r, AuditError)
+                else {**r.to_json(), "exit": x}
+                for c, r, x in zip(chains, results, codes, strict=True)
+            ],
+            "total": {"chains": len(chains), "outcomes": dict(outcomes), "exit": code},
+        }
+        sys.stdout.write(json.dumps(body, indent=2, default=str) + "\n")
+        return code
+    for chain, result, exit_code in zip(chains, results, codes, strict=True):
+        line = (
+            f"{result.problem.value.upper()}: {result}"
+            if isinstance(result, AuditError)
+            else result.summary_line()
+        )
+        sys.stdout.write(f"{chain}: {line} (exit {exit_code})\n")
+    sys.stdout.write(f"total: {len(chains)} chains: {total}; exit {code}\n")
+    return code
+
+
+# --------------------------------------------------------------------------------------------------
+# Text report of one chain
+# --------------------------------------------------------------------------------------------------
+
+
+def render_text(report: AuditReport, *, show: int = 20) -> str:
+    lines = [
+        f"audit of {report.chain} against {report.spans.backend}",
+        f"origin: {report.origin or '<none>'} (from {report.origin_source})",
+        *(
+            [
+                f"incremental: records below seq {report.trusted_from} were proven by an earlier audit "
+                "(--state) and the chain's own linkage is not re-verified; --full checks everything again"
+            ]
+            if report.trusted_from
+            else []
+        ),
+        *render_checkpoints(report),
+        *render_spans(report.spans, show=show),
+        *render_coverage(report),
+        render_verdict(report),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_checkpoints(report: AuditReport) -> list[str]:
+    lines = [
+        f"checkpoints witnessed: {len(report.checkpoints)}"
+        + (
+            ""
+            if report.signatures_checked or not report.checkpoints
+            else " (signatures not checked: no --key)"
+        )
+    ]
+    for bad in report.bad_checkpoint_spans:
+        lines.append(f"  unreadable checkpoint span {bad.span_id}: {bad.reason}")
+    c = report.consistency
+    if c is None:
+        return lines
+    if c.ok:
+        lines.append(
+            f"consistency: the chain is consistent with every one (up to size {c.checkpointed_size})"
+        )
+        return lines
+    lines.append(f"consistency: {len(c.failures)} witnessed checkpoint(s) do not hold")
+    for f in c.failures:
+        at = f" at seq {f.first_bad_seq}" if f.first_bad_seq is not None else ""
+        size = f"size {f.size}" if f.size is not None else "a checkpoint"
+        lines.append(f"  {size}: {f.reason}{at}" + (f": {f.detail}" if f.detail else ""))
+    return lines
+
+
+def render_coverage(report: AuditReport) -> list[str]:
+    newest = report.newest_checkpoint
+    coverage = report.span_coverage
+    lines = [
+        f"coverage: witnessed {report.witnessed_size} of {report.chain_size} records; "
+        f"{report.unwitnessed} unwitnessed after the last checkpoint",
+    ]
+    if newest is not None and report.checkpoint_age_ns is not None:
+        lines.append(
+            f"  newest checkpoint: size {newest.size}, made {format_unix_nano(newest.seen_unix_nano)} "
+            f"({report.checkpoint_age_ns / 1e9:.0f} s ago)"
+        )
+    else:
+        lines.append("  newest checkpoint: none witnessed for this origin")
+    lines.append(
+        "  span coverage: "
+        + (
+            f"{coverage:.1%} of records have their span in the backend"
+            if coverage is not None
+            else "no records"
+        )
+    )
+    lines.extend(f"  insufficient: {line}" for line in report.shortfalls())
+    return lines
+
+
+def render_verdict(report: AuditReport) -> str:
+    verdict = report.verdict
+    if verdict is Verdict.AGREE:
+        return "verdict: AGREE - the witness holds nothing the chain contradicts (exit 0)"
+    if verdict is Verdict.INSUFFICIENT:
+        return (
+            "verdict: INSUFFICIENT EVIDENCE - the witness covers too little to vouch for the chain (exit 3)"
+        )
+    if verdict is Verdict.BAD_CHECKPOINT:
+        return "verdict: BAD CHECKPOINT - a witnessed checkpoint does not verify; wrong --key, or forged (exit 6)"
+    first = report.first_bad_seq
+    where = f"; first bad seq {first}" if first is not None else ""
+    only_linkage = report.spans.errors == 1 and report.spans.chain_broken and report.consistency_holds
+    what = "the chain's own hashes do not hold" if only_linkage else "the chain and the witness disagree"
+    return f"verdict: DISAGREE - {what}{where} (exit 1)"
 
 
 def _value(value: object) -> str:
     return "<absent>" if value is MISSING else json.dumps(value, default=str)
 
 
-def render_text(chain: str, report: CrossCheckReport, *, show: int = 20) -> str:
+def render_spans(report: CrossCheckReport, *, show: int = 20) -> list[str]:
+    """The span cross-check, as lines."""
     lines: list[str] = [
-        f"audit of {chain} against {report.backend}",
         f"window: {report.window.describe()}",
         f"chain: {report.seam_records} seam records"
         + (f" ({report.other_records} other records ignored)" if report.other_records else "")
@@ -232,16 +442,4 @@ def render_text(chain: str, report: CrossCheckReport, *, show: int = 20) -> str:
     if report.chain_linkage is not None:
         note = {"intact": "", "torn-tail": " (an append cut short; noted, not an error)"}
         lines.append(f"chain linkage: {report.chain_linkage_detail}{note.get(report.chain_linkage, '')}")
-    if report.verdict == "agree":
-        lines.append("verdict: AGREE - the witness holds nothing the chain contradicts")
-    else:
-        what = (
-            "the chain's own hashes do not hold"
-            if report.errors == 1 and report.chain_broken
-            else ("the chain and the witness disagree")
-        )
-        lines.append(f"verdict: DISAGREE - {report.errors} finding(s); {what}")
-    return "\n".join(lines) + "\n"
-
-
-_ = EXIT_USAGE
+    return lines

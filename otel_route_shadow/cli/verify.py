@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from otel_route_shadow.chain import VerifyResult, verify_chain
 from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError
+from otel_route_shadow.cli.verify_checkpoints import check_checkpoints, checkpoint_inputs, human_report
 
 __all__ = ["register"]
 
@@ -47,6 +48,20 @@ def register(sub: Any) -> None:
         help="also reject payload values no writer emits (floats, non-ASCII keys); about half as fast",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on the terminal")
+    parser.add_argument(
+        "--checkpoint",
+        action="append",
+        metavar="FILE",
+        help="also prove the chain consistent with the signed checkpoints in FILE (repeatable; with --key "
+        "alone: the chain's own CHAIN.tlog/checkpoints)",
+    )
+    parser.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="verifier key for --checkpoint (string or file)",
+    )
     parser.set_defaults(handler=_run)
 
 
@@ -62,6 +77,7 @@ def _jobs(text: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     path: str = args.chain
+    against = checkpoint_inputs(args, path)
     bar = _ProgressBar(sys.stderr) if _wants_progress(args, path) else None
     try:
         result = verify_chain(
@@ -79,11 +95,17 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    report = None if against is None else check_checkpoints(path, *against, jobs=args.jobs)
     if args.json:
-        print(json.dumps(result.to_dict(), sort_keys=True))
+        out = result.to_dict()
+        if report is not None:
+            out["checkpoints"] = report.to_dict()
+        print(json.dumps(out, sort_keys=True))
     else:
         print(_human(result))
-    return EXIT_OK if result.intact else EXIT_FINDING
+        if report is not None:
+            print(human_report(path, report))
+    return EXIT_OK if result.intact and (report is None or report.ok) else EXIT_FINDING
 
 
 def _wants_progress(args: argparse.Namespace, path: str) -> bool:

@@ -9,6 +9,10 @@
 | ``OTEL_PYTHON_ROUTE_SHADOW_DURABILITY`` | ``durability`` | ``flush`` (default) or ``fsync`` per chain record |
 | ``OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS`` | ``snapshot_recheck_ms`` | how long a seam may resolve against the store's last verdict before looking at the store again (default 100; 0: on every call) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_CHAIN_HOLD_MS`` | ``chain_hold_ms`` | in a burst of spawns, how long the chain writer may keep the chain's file lock between records (default 50; 0: lock per record) |
+| ``OTEL_PYTHON_ROUTE_SHADOW_ORIGIN`` | ``origin`` | the log's name in its checkpoints (default ``<host>/route-shadow/<16 hex of SHA-256(absolute chain path)>``) |
+| ``OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY`` | ``signing_key`` | path of the checkpoint signing key file (``otel-route-shadow key generate``); unset: checkpoints unsigned |
+| ``OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS`` | ``checkpoint_records`` | checkpoint at least every this many records (default 1000) |
+| ``OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS`` | ``checkpoint_seconds`` | ... or on the first record this many seconds after the last checkpoint (default 10; also at shutdown) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_STRICT`` | ``strict`` | ``true``: a bug in the shadow path raises (for host test suites) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_DISABLED`` | ``disabled`` | ``true``: every seam is the bare call. The variable is read live on every call, in both directions; the keyword switches off for the instrumentation's life |
 | (none) | ``settings`` | a host settings object; shadowing runs only while its ``route_shadow_enabled`` is exactly ``True`` |
@@ -31,6 +35,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from otel_route_shadow.core import RequestFace, RouteContext
 from otel_route_shadow.shadow.record import Spawn
+from otel_route_shadow.tlog import (
+    DEFAULT_EVERY_RECORDS,
+    DEFAULT_EVERY_SECONDS,
+    Checkpointer,
+    KeyFileError,
+    Signer,
+    read_signer_file,
+)
 
 __all__ = [
     "ENV_PREFIX",
@@ -41,6 +53,7 @@ __all__ = [
     "SeamSpec",
     "env_disabled",
     "env_flag",
+    "make_checkpointer",
     "parse_seams",
 ]
 
@@ -53,6 +66,10 @@ ENV_STRICT = ENV_PREFIX + "STRICT"
 ENV_DISABLED = ENV_PREFIX + "DISABLED"
 ENV_SNAPSHOT_RECHECK_MS = ENV_PREFIX + "SNAPSHOT_RECHECK_MS"
 ENV_CHAIN_HOLD_MS = ENV_PREFIX + "CHAIN_HOLD_MS"
+ENV_ORIGIN = ENV_PREFIX + "ORIGIN"
+ENV_SIGNING_KEY = ENV_PREFIX + "SIGNING_KEY"
+ENV_CHECKPOINT_RECORDS = ENV_PREFIX + "CHECKPOINT_RECORDS"
+ENV_CHECKPOINT_SECONDS = ENV_PREFIX + "CHECKPOINT_SECONDS"
 
 DEFAULT_CHAIN_PATH = Path("route-shadow") / "chain.jsonl"
 DEFAULT_SNAPSHOT_RECHECK_MS = 100
@@ -198,6 +215,10 @@ class RouteShadowConfig(BaseModel):
     disabled: bool = False
     snapshot_recheck_ms: int = Field(default=DEFAULT_SNAPSHOT_RECHECK_MS, ge=0, le=3_600_000, strict=True)
     chain_hold_ms: int = Field(default=DEFAULT_CHAIN_HOLD_MS, ge=0, le=1000, strict=True)
+    origin: str | None = None
+    signing_key: Path | None = Field(default=None, repr=False)
+    checkpoint_records: int = Field(default=DEFAULT_EVERY_RECORDS, ge=1, le=100_000_000, strict=True)
+    checkpoint_seconds: float = Field(default=DEFAULT_EVERY_SECONDS, gt=0, le=86_400)
     settings: Any = Field(default=None, exclude=True)
 
     @classmethod
@@ -229,6 +250,7 @@ class RouteShadowConfig(BaseModel):
                     raise ValueError(
                         f"{name}={milliseconds!r}: expected a whole number of milliseconds"
                     ) from None
+        values.update(_checkpoint_settings(env))
         values["strict"] = env_flag(_env(env, ENV_STRICT))
         # ENV_DISABLED is not copied into ``disabled``: the runtime reads it live on every call
         # (``env_disabled``), so unsetting it turns shadowing back on without a restart.
@@ -240,3 +262,47 @@ class RouteShadowConfig(BaseModel):
                 continue
             values[key] = parse_seams(value) if key == "seams" and isinstance(value, str) else value
         return cls(**values)
+
+
+def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The four checkpoint settings from the environment (malformed numbers are errors naming the variable)."""
+    values: dict[str, Any] = {}
+    origin = _env(env, ENV_ORIGIN)
+    if origin is not None:
+        values["origin"] = origin.strip()
+    key = _env(env, ENV_SIGNING_KEY)
+    if key is not None:
+        values["signing_key"] = Path(key)
+    records = _env(env, ENV_CHECKPOINT_RECORDS)
+    if records is not None:
+        try:
+            values["checkpoint_records"] = int(records.strip())
+        except ValueError:
+            raise ValueError(f"{ENV_CHECKPOINT_RECORDS}={records!r}: expected a whole number") from None
+    seconds = _env(env, ENV_CHECKPOINT_SECONDS)
+    if seconds is not None:
+        try:
+            values["checkpoint_seconds"] = float(seconds.strip())
+        except ValueError:
+            raise ValueError(f"{ENV_CHECKPOINT_SECONDS}={seconds!r}: expected a number of seconds") from None
+    return values
+
+
+def make_checkpointer(config: RouteShadowConfig) -> Checkpointer:
+    """The chain's Checkpointer. An unreadable signing key is logged (path and reason, never the key)
+    and the checkpoints are written unsigned, so the host is never stopped by it."""
+    signer: Signer | None = None
+    if config.signing_key is not None:
+        try:
+            signer = read_signer_file(str(config.signing_key))
+        except KeyFileError as exc:
+            import logging
+
+            logging.getLogger("otel_route_shadow").warning("route-shadow: checkpoints unsigned: %s", exc)
+    return Checkpointer(
+        str(config.chain_path),
+        config.origin,
+        signer,
+        config.checkpoint_records,
+        config.checkpoint_seconds,
+    )

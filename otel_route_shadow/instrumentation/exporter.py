@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from otel_route_shadow.chain import PayloadTemplate, RoutingAuditLog
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import record_payload, record_tokens
+from otel_route_shadow.tlog import Checkpointer
 
 __all__ = ["RouteShadowChainExporter"]
 
@@ -26,8 +27,16 @@ __all__ = ["RouteShadowChainExporter"]
 class RouteShadowChainExporter(SpanExporter):
     """Appends seam spans to a decision chain. Non-seam spans are ignored."""
 
-    def __init__(self, chain_path: str | Path, durability: str = "flush", hold_ms: int = 0) -> None:
+    def __init__(
+        self,
+        chain_path: str | Path,
+        durability: str = "flush",
+        hold_ms: int = 0,
+        checkpointer: Checkpointer | None = None,
+    ) -> None:
         self._path = Path(chain_path)
+        self.checkpointer = checkpointer
+        """Told of every appended record (``after_append``: cheap unless a checkpoint is due, never raises)."""
         self._durability = durability
         self._hold_ns = hold_ms * 1_000_000
         self._log: RoutingAuditLog | None = None
@@ -57,12 +66,16 @@ class RouteShadowChainExporter(SpanExporter):
     ) -> None:
         """Append one seam event; raises what the disk raises (the caller contains it)."""
         self._audit_log().append(record_payload(trace_id, span_id, start_time_unix_nano, attributes))
+        if self.checkpointer is not None:
+            self.checkpointer.after_append()
 
     def append_templated(
         self, template: PayloadTemplate, trace_id: int, span_id: int, start_time_unix_nano: int
     ) -> None:
         """:meth:`append` for attributes whose payload shape was prepared once (``record_template``)."""
         self._audit_log().append_templated(template, record_tokens(trace_id, span_id, start_time_unix_nano))
+        if self.checkpointer is not None:
+            self.checkpointer.after_append()
 
     def append_span(self, span: ReadableSpan) -> None:
         context = span.get_span_context()
@@ -85,6 +98,8 @@ class RouteShadowChainExporter(SpanExporter):
     def shutdown(self) -> None:
         """Stop exporting and give the chain's file descriptors back (an ``append`` reopens them)."""
         self._shutdown = True
+        if self.checkpointer is not None:
+            self.checkpointer.checkpoint_now()
         log = self._log
         if log is not None:
             log.close()

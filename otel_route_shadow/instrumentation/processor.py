@@ -39,7 +39,9 @@ class RouteShadowSpanProcessor(SpanProcessor):
         return None
 
     def shutdown(self) -> None:
-        self.runtime = None
+        runtime, self.runtime = self.runtime, None
+        if runtime is not None:
+            runtime.checkpoint_now()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True

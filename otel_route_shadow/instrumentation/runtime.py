@@ -39,7 +39,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_route_shadow.chain import ChainError, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
 from otel_route_shadow.core.redaction import redact_text
-from otel_route_shadow.instrumentation.config import RouteShadowConfig, SeamCall, env_disabled
+from otel_route_shadow.instrumentation.config import (
+    RouteShadowConfig,
+    SeamCall,
+    env_disabled,
+    make_checkpointer,
+)
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import (
@@ -186,7 +191,7 @@ class SeamObservation:
             # The very values the span carries: the record's mapping is what enrich() set on it,
             # plus the error type contain() marked (reading them back from a live span would cost
             # a lock per attribute).
-            attributes = record.attributes if record is not None else {attr.SEAM: self.seam}
+            attributes = record.attributes if record is not None else self.runtime.bare_attributes(self.seam)
             if self.error_type is not None:
                 attributes = {**attributes, attr.ERROR_TYPE: self.error_type}
             self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes)
@@ -202,7 +207,10 @@ class ShadowRuntime:
     ) -> None:
         self.config = config
         self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
-        self.exporter = RouteShadowChainExporter(config.chain_path, config.durability, config.chain_hold_ms)
+        self.checkpointer = make_checkpointer(config)
+        self.exporter = RouteShadowChainExporter(
+            config.chain_path, config.durability, config.chain_hold_ms, self.checkpointer
+        )
         self.errors: Counter[tuple[str, str]] = Counter()
         self._logged: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
@@ -214,7 +222,20 @@ class ShadowRuntime:
         """Coroutine and generator seams dropped before their first step: the host's code never ran,
         so they have no span and no record; this counts them (see ``seams``)."""
 
+    def checkpoint_now(self) -> None:
+        """Checkpoint what the chain holds (at uninstrument and provider shutdown); never raises."""
+        self.checkpointer.checkpoint_now()
+
     # -- switches -------------------------------------------------------------------------------
+    @property
+    def origin(self) -> str:
+        """The chain's origin (its checkpointer's): on every span and record, so audit can select by it."""
+        return self.checkpointer.origin
+
+    def bare_attributes(self, seam: str) -> dict[str, Any]:
+        """What a record says when the decision could not be resolved: the seam and the origin."""
+        return {attr.SEAM: seam, attr.ORIGIN: self.origin}
+
     def enabled(self) -> bool:
         """The kill switch, checked live on every call: the environment variable (live in both
         directions: the configuration never copies it), the ``disabled`` keyword, and a host
@@ -324,6 +345,7 @@ class ShadowRuntime:
             sanitized=True,
             encoded_context=encoded,
             index=self._index(snapshot),
+            origin=self.origin,
         )
         # Recorded many times over: prepare its chain payload shape once.
         record = dataclasses.replace(record, template=record_template(record.attributes))

@@ -20,6 +20,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from otel_route_shadow.core import RouteContext
+from otel_route_shadow.instrumentation.checkpoint_spans import CheckpointSpans, attach_checkpoint_spans
 from otel_route_shadow.instrumentation.config import Extractor, RouteShadowConfig, SeamCall, default_extractor
 from otel_route_shadow.instrumentation.processor import RouteShadowSpanProcessor
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
@@ -42,6 +43,7 @@ _state_lock = threading.Lock()
 _active: ShadowRuntime | None = None
 _default: ShadowRuntime | None = None
 _processors: weakref.WeakKeyDictionary[Any, RouteShadowSpanProcessor] = weakref.WeakKeyDictionary()
+_emitters: weakref.WeakKeyDictionary[ShadowRuntime, CheckpointSpans] = weakref.WeakKeyDictionary()
 
 
 def _attach_processor(runtime: ShadowRuntime, tracer_provider: Any) -> None:
@@ -61,11 +63,18 @@ def _attach_processor(runtime: ShadowRuntime, tracer_provider: Any) -> None:
             processor.runtime = runtime
 
 
+def _attach_checkpoint_spans(runtime: ShadowRuntime, tracer_provider: Any) -> None:
+    emitter = attach_checkpoint_spans(runtime.checkpointer, tracer_provider)
+    if emitter is not None:
+        _emitters[runtime] = emitter
+
+
 def activate(config: RouteShadowConfig, tracer_provider: Any = None) -> ShadowRuntime:
     """Make ``config`` the active instrumentation (called by ``RouteShadowInstrumentor``)."""
     global _active
     runtime = ShadowRuntime(config, tracer_provider)
     _attach_processor(runtime, tracer_provider)
+    _attach_checkpoint_spans(runtime, tracer_provider)
     with _state_lock:
         _active = runtime
     return runtime
@@ -79,6 +88,10 @@ def deactivate() -> None:
             if processor.runtime is runtime:
                 processor.runtime = None
     if runtime is not None:
+        runtime.checkpoint_now()
+        emitter = _emitters.pop(runtime, None)
+        if emitter is not None:
+            emitter.stop()  # sends that last checkpoint in the background, then its thread ends
         runtime.close()
 
 
@@ -98,6 +111,7 @@ def current_runtime() -> ShadowRuntime:
         runtime = _default
     if created:
         _attach_processor(runtime, None)
+        _attach_checkpoint_spans(runtime, None)
     return runtime
 
 

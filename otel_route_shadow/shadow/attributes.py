@@ -42,6 +42,7 @@ __all__ = [
     "LEGACY_PROVIDER",
     "MODEL",
     "NS",
+    "ORIGIN",
     "OUTCOME",
     "POLICY_ID",
     "POLICY_SOURCE",
@@ -116,6 +117,7 @@ GEN_AI_MODEL: Final = "gen_ai.request.model"
 GEN_AI_AGENT: Final = "gen_ai.agent.name"
 GEN_AI_CONVERSATION: Final = "gen_ai.conversation.id"
 HOST_ERROR_TYPE: Final = "error.type"
+ORIGIN: Final = "route_shadow.origin"
 
 
 class AttributeSpec:
@@ -207,6 +209,7 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
         "and transport.",
     ),
     AttributeSpec(ERROR_TYPE, "string", "Type of a contained shadow-path error; the spawn proceeded."),
+    AttributeSpec(ORIGIN, "string", "The chain's origin (its log identity); `audit` selects by it."),
 )
 
 CONVENTION_ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (

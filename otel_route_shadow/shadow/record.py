@@ -235,6 +235,7 @@ def shadow_attributes(
     snapshot_state: str,
     encoded_context: str | None = None,
     claim_mismatch: tuple[str, ...] = (),
+    origin: str | None = None,
 ) -> dict[str, AttributeValue]:
     """Every attribute of a seam span; a None value is left out (absent means none).
 
@@ -265,6 +266,7 @@ def shadow_attributes(
         attr.REQUEST_FACE: context.request_face,
         attr.REQUIREMENT: context.requirement,
         attr.CONTEXT: encoded_context if encoded_context is not None else context_json(context),
+        attr.ORIGIN: origin,
     }
     return {key: value for key, value in values.items() if value is not None}
 
@@ -278,6 +280,7 @@ def observe(
     sanitized: bool = False,
     encoded_context: str | None = None,
     index: PolicyIndex | None = None,
+    origin: str | None = None,
 ) -> ShadowRecord:
     """Sanitize (unless the caller already did), derive the legacy mechanism and transport from the
     stages (D7), resolve and compare. Raises only on a bug.
@@ -295,7 +298,7 @@ def observe(
     # Sanitized once here, by the chain's own rules, so that the chain need not walk the same
     # attributes again on every append of a memoised decision.
     attributes = sanitized_mapping(
-        shadow_attributes(seam, derived, shadow, snapshot_state, encoded_context, mismatched)
+        shadow_attributes(seam, derived, shadow, snapshot_state, encoded_context, mismatched, origin)
     )
     return ShadowRecord(seam=seam, context=derived, shadow=shadow, attributes=attributes)
 

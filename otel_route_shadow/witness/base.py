@@ -20,10 +20,12 @@ __all__ = [
     "Witness",
     "WitnessError",
     "WitnessNotFound",
+    "WitnessNotPhoenix",
     "WitnessProtocolError",
     "WitnessSpan",
     "WitnessUnavailable",
     "format_unix_nano",
+    "is_checkpoint_span",
     "is_seam_span",
     "parse_time",
 ]
@@ -31,6 +33,7 @@ __all__ = [
 #: Attribute namespaces a chain record copies from its span and the cross-check compares.
 SEAM_PREFIXES = ("route_shadow.", "gen_ai.")
 _SEAM_MARKER = "route_shadow."
+_CHECKPOINT_MARKER = "route_shadow.checkpoint."
 
 AttributeValue = str | int | float | bool
 
@@ -53,6 +56,10 @@ class WitnessNotFound(WitnessError):
 
 class WitnessProtocolError(WitnessError):
     """The backend answered something this client does not understand."""
+
+
+class WitnessNotPhoenix(WitnessProtocolError):
+    """The URL answers, but not as the backend named (for example a collector's OTLP port)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +98,15 @@ class WitnessSpan:
         return (self.trace_id, self.span_id)
 
 
+def is_checkpoint_span(span: WitnessSpan) -> bool:
+    """A checkpoint span (``route_shadow.checkpoint.*`` attributes) witnesses the log, not a seam call."""
+    return any(key.startswith(_CHECKPOINT_MARKER) for key in span.attributes)
+
+
 def is_seam_span(span: WitnessSpan) -> bool:
-    """A seam span carries at least one ``route_shadow.*`` attribute; other spans of the host do not."""
-    return any(key.startswith(_SEAM_MARKER) for key in span.attributes)
+    """A seam span carries at least one ``route_shadow.*`` attribute and is not a checkpoint span;
+    other spans of the host carry none."""
+    return any(key.startswith(_SEAM_MARKER) for key in span.attributes) and not is_checkpoint_span(span)
 
 
 @runtime_checkable

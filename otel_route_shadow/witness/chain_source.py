@@ -12,9 +12,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from otel_route_shadow.chain import ChainFormatError, VerifyResult, iter_payloads, verify_chain
+import orjson
 
-__all__ = ["ChainReadError", "iter_chain_payloads", "verify"]
+from otel_route_shadow.chain import ChainFormatError, VerifyResult, iter_payloads, verify_chain
+from otel_route_shadow.tlog.leaves import iter_line_blocks
+
+__all__ = ["ChainReadError", "iter_chain_payloads", "iter_payloads_from", "verify"]
 
 _VERIFY_HINT = "; `otel-route-shadow verify` checks the chain itself"
 
@@ -42,6 +45,34 @@ def iter_chain_payloads(path: str | os.PathLike[str]) -> Iterator[tuple[int, obj
         raise ChainReadError(f"{exc}{_VERIFY_HINT}") from None
     except OSError as exc:
         raise _open_error(p, exc) from None
+
+
+def iter_payloads_from(
+    path: str | os.PathLike[str], offset: int, first_seq: int
+) -> Iterator[tuple[int, object]]:
+    """``(seq, payload)`` of the complete records from byte ``offset`` on (the record of ``first_seq``
+    starts there): the tail an incremental audit reads. Shapes are checked as the chain's reader does."""
+    p = Path(path)
+    seq = first_seq
+    try:
+        with p.open("rb") as handle:
+            end = os.fstat(handle.fileno()).st_size
+            for _after, lines in iter_line_blocks(handle, offset, end):
+                for line in lines:
+                    yield seq, _payload(p, seq, line)
+                    seq += 1
+    except OSError as exc:
+        raise _open_error(p, exc) from None
+
+
+def _payload(path: Path, seq: int, line: bytes) -> object:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        raise ChainReadError(f"{path}: line {seq + 1}: not a record{_VERIFY_HINT}") from None
+    if not isinstance(record, dict) or record.get("seq") != seq or "payload" not in record:
+        raise ChainReadError(f"{path}: line {seq + 1}: not record seq {seq}{_VERIFY_HINT}")
+    return record["payload"]
 
 
 def verify(path: str | os.PathLike[str], *, jobs: int = 1) -> VerifyResult:

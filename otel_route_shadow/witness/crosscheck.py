@@ -61,6 +61,7 @@ __all__ = [
 
 SEAM_KIND: Final = "route-shadow"
 DECISION_ID: Final = "route_shadow.decision_id"
+ORIGIN: Final = "route_shadow.origin"
 START_TIME: Final = "start_time_unix_nano"
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -134,12 +135,16 @@ class ChainSummary:
     other_records: int
     first_start_unix_nano: int | None
     last_start_unix_nano: int | None
+    origin: str | None = None  # the first seam record's route_shadow.origin
+    origin_records: int = 0  # seam records carrying that origin
 
 
 def summarize_chain(payloads: Iterable[tuple[int, object]]) -> ChainSummary:
     seam = other = 0
     first: int | None = None
     last: int | None = None
+    origin: str | None = None
+    origin_records = 0
     for seq, payload in payloads:
         record = seam_record(seq, payload)
         if not isinstance(record, SeamRecord):
@@ -152,7 +157,11 @@ def summarize_chain(payloads: Iterable[tuple[int, object]]) -> ChainSummary:
         start = record.start_time_unix_nano
         first = start if first is None else min(first, start)
         last = start if last is None else max(last, start)
-    return ChainSummary(seam, other, first, last)
+        value = record.attributes.get(ORIGIN)
+        if isinstance(value, str) and origin in (None, value):
+            origin = value
+            origin_records += 1
+    return ChainSummary(seam, other, first, last, origin, origin_records)
 
 
 # --------------------------------------------------------------------------------------------------

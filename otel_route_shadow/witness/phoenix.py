@@ -33,7 +33,9 @@ from typing import Any, Final
 from otel_route_shadow.witness.base import (
     AttributeValue,
     TimeWindow,
+    WitnessError,
     WitnessNotFound,
+    WitnessNotPhoenix,
     WitnessProtocolError,
     WitnessSpan,
     WitnessUnavailable,
@@ -138,24 +140,23 @@ class PhoenixWitness:
 
     def _get_json(self, path: str, query: list[tuple[str, str]]) -> Any:
         url = self.base_url + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        try:
+            raw = self._fetch(url)
+        except urllib.error.HTTPError as exc:
+            raise self._http_error(exc) from None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise self._not_phoenix("answers, but not JSON") from None
+
+    def _fetch(self, url: str) -> bytes:
+        """The body of a GET; HTTPError passes through, every other failure is WitnessUnavailable."""
         request = urllib.request.Request(url, headers=self._headers, method="GET")  # noqa: S310
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
-                raw = response.read(_MAX_RESPONSE_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            detail = _error_detail(exc)
-            if exc.code == 404:
-                raise WitnessNotFound(
-                    f"{self.describe()}: project not found (no span has reached it yet, or the name is "
-                    f"wrong){detail}"
-                ) from None
-            if exc.code in (401, 403):
-                raise WitnessUnavailable(
-                    f"{self.describe()}: access refused (HTTP {exc.code}); set PHOENIX_API_KEY{detail}"
-                ) from None
-            if exc.code == 422:
-                raise WitnessProtocolError(f"{self.describe()}: query rejected (HTTP 422){detail}") from None
-            raise WitnessUnavailable(f"{self.describe()}: HTTP {exc.code}{detail}") from None
+                raw: bytes = response.read(_MAX_RESPONSE_BYTES + 1)
+        except urllib.error.HTTPError:
+            raise
         except urllib.error.URLError as exc:
             reason = exc.reason.strerror if isinstance(exc.reason, OSError) else exc.reason
             raise WitnessUnavailable(f"{self.base_url}: unreachable ({reason or exc.reason})") from None
@@ -165,16 +166,51 @@ class PhoenixWitness:
             raise WitnessUnavailable(f"{self.base_url}: connection failed ({exc})") from None
         if len(raw) > _MAX_RESPONSE_BYTES:
             raise WitnessProtocolError(f"{self.describe()}: response larger than {_MAX_RESPONSE_BYTES} bytes")
+        return raw
+
+    def _http_error(self, exc: urllib.error.HTTPError) -> WitnessError:
+        detail = _error_detail(exc)
+        if exc.code in (401, 403):
+            return WitnessUnavailable(
+                f"{self.describe()}: access refused (HTTP {exc.code}); set PHOENIX_API_KEY{detail}"
+            )
+        if exc.code >= 500:
+            return WitnessUnavailable(f"{self.describe()}: HTTP {exc.code}{detail}")
+        # A 4xx from a server that is not Phoenix (a collector's OTLP port answers 404 or 405 to this
+        # GET) must not read as "project not found": ask Phoenix's project list first.
+        if not self.is_phoenix():
+            return self._not_phoenix(
+                f"answers HTTP {exc.code}, and /v1/projects is not Phoenix's project list"
+            )
+        if exc.code == 404:
+            return WitnessNotFound(
+                f"{self.describe()}: the project holds no spans (Phoenix creates a project with its first span; "
+                f"or the name is wrong){detail}"
+            )
+        if exc.code == 422:
+            return WitnessProtocolError(f"{self.describe()}: query rejected (HTTP 422){detail}")
+        return WitnessProtocolError(f"{self.describe()}: HTTP {exc.code}{detail}")
+
+    def _not_phoenix(self, what: str) -> WitnessNotPhoenix:
+        return WitnessNotPhoenix(
+            f"{self.base_url}: {what}: not a Phoenix server (a collector's OTLP port? give Phoenix's HTTP "
+            "address, e.g. http://127.0.0.1:6006)"
+        )
+
+    def is_phoenix(self) -> bool:
+        """Whether ``GET /v1/projects`` answers with Phoenix's project list (``{"data": [...]}``)."""
         try:
-            return json.loads(raw)
-        except ValueError:
-            raise WitnessProtocolError(f"{self.describe()}: answer is not JSON (is this Phoenix?)") from None
+            raw = self._fetch(self.base_url + "/v1/projects?limit=1")
+            body = json.loads(raw)
+        except (WitnessError, urllib.error.HTTPError, ValueError):
+            return False
+        return isinstance(body, dict) and isinstance(body.get("data"), list)
 
     # ---- decoding ------------------------------------------------------------------------------------
 
     def _page(self, body: Any) -> tuple[list[Any], str | None]:
         if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-            raise WitnessProtocolError(f"{self.describe()}: answer has no 'data' list (is this Phoenix?)")
+            raise self._not_phoenix("answers JSON with no 'data' list")
         next_cursor = body.get("next_cursor")
         if next_cursor is not None and not isinstance(next_cursor, str):
             raise WitnessProtocolError(f"{self.describe()}: next_cursor is not a string")

@@ -55,7 +55,7 @@ def test_memoised_observation_equals_a_fresh_one(tmp_path: object) -> None:
         clean, encoded = runtime.sanitize(context)
         first = runtime.observe("seam", clean, encoded, snapshot, "ok")
         again = runtime.observe("seam", clean, encoded, snapshot, "ok")
-        fresh = observe("seam", context, snapshot, "ok")
+        fresh = observe("seam", context, snapshot, "ok", origin=runtime.origin)
         assert again is first
         assert dict(first.attributes) == dict(fresh.attributes)
     changed = PolicySnapshot(policies=policies[:1], revision=4, content_hash=policy_set_hash(policies[:1]))

@@ -1,0 +1,56 @@
+"""``otel-route-shadow key generate --name ORIGIN [--out FILE]``: make a checkpoint signing key.
+
+Writes the signer key to a new file (never overwriting one; mode 0600) and prints only the verifier
+key, which auditors and witnesses use. The signer key is never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from otel_route_shadow.cli.common import EXIT_OK, CliError
+from otel_route_shadow.tlog import KeyFileError, generate_key_file
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "key",
+        help="make a key that signs the chain's checkpoints",
+        description="Manage the Ed25519 keys that sign checkpoints (Go sumdb/note key strings).",
+    )
+    actions = parser.add_subparsers(dest="key_command", required=True, metavar="ACTION")
+    generate = actions.add_parser(
+        "generate",
+        help="write a new signing key to a file (mode 0600) and print its verifier key",
+        description=(
+            "Write a new signer key to FILE (created, never overwritten, mode 0600) and print the "
+            "verifier key <name>+<key id>+<public key> on stdout. Point OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY "
+            "at the file; hand the verifier key to whoever checks the checkpoints."
+        ),
+    )
+    generate.add_argument(
+        "--name", required=True, metavar="ORIGIN", help="key name, by convention the log's origin"
+    )
+    generate.add_argument(
+        "--out", default=None, metavar="FILE", help="key file to create (default: ./<name>.key)"
+    )
+    generate.set_defaults(handler=_generate)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    name: str = args.name
+    out: str = args.out or _default_file(name)
+    try:
+        signer = generate_key_file(name, out)
+    except KeyFileError as exc:
+        raise CliError(str(exc)) from None
+    print(signer.verifier())
+    return EXIT_OK
+
+
+def _default_file(name: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+    return f"{safe}.key"

@@ -1,0 +1,192 @@
+"""``otel-route-shadow prove`` and ``verify-proof``: inclusion and consistency proofs.
+
+``prove CHAIN --seq N [--checkpoint C]`` prints an inclusion proof (JSON) for record N;
+``prove CHAIN --from M [--to N] [--checkpoint C]`` a consistency proof. Both read the tiles beside the
+chain, never a record line. ``verify-proof --proof P --checkpoint C --key VKEY [--record LINEFILE]``
+checks a proof offline, without the chain. Exit codes: 0 holds, 1 does not hold, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from otel_route_shadow.cli.checkpoints import authenticated_checkpoint, read_notes, read_verifiers
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError, read_text_file
+from otel_route_shadow.tlog import (
+    Checkpoint,
+    CheckpointError,
+    NoteError,
+    ProofError,
+    TileError,
+    TileStore,
+    parse_checkpoint,
+    parse_note,
+    tlog_dir,
+)
+from otel_route_shadow.tlog.proofs import (
+    ConsistencyProofDoc,
+    InclusionProofDoc,
+    ProofDoc,
+    check_consistency_doc,
+    check_inclusion_doc,
+    prove_consistency,
+    prove_inclusion,
+)
+
+__all__ = ["register"]
+
+_PROOF_ADAPTER: TypeAdapter[InclusionProofDoc | ConsistencyProofDoc] = TypeAdapter(ProofDoc)
+_MAX_RECORD = 4 * 1024 * 1024 + 1
+
+
+def register(sub: Any) -> None:
+    prove = sub.add_parser(
+        "prove",
+        help="print an inclusion or consistency proof from the chain's tiles",
+        description=(
+            "Print a proof as JSON, built from the tiles beside CHAIN (no record line is read): "
+            "--seq N proves record N is in the checkpoint's tree; --from M [--to N] proves the tree of M "
+            "records is a prefix of the tree of N. Default checkpoint: CHAIN.tlog/checkpoint (the latest)."
+        ),
+    )
+    prove.add_argument("chain", metavar="CHAIN", help="chain file (its tiles are in CHAIN.tlog/)")
+    what = prove.add_mutually_exclusive_group(required=True)
+    what.add_argument("--seq", type=int, metavar="N", help="the record to prove included")
+    what.add_argument("--from", dest="old", type=int, metavar="M", help="the older tree size")
+    prove.add_argument(
+        "--to", dest="new", type=int, metavar="N", help="the newer tree size (default: the checkpoint's)"
+    )
+    prove.add_argument("--checkpoint", metavar="FILE", help="the checkpoint note to prove against")
+    prove.set_defaults(handler=_prove)
+
+    check = sub.add_parser(
+        "verify-proof",
+        help="check an inclusion or consistency proof offline, without the chain",
+        description=(
+            "Check a proof made by `prove` against a signed checkpoint and a verifier key. For an "
+            "inclusion proof, --record LINEFILE (the record's line) ties the proof to that record. For a "
+            "consistency proof, give the newer checkpoint and optionally the older one (--checkpoint twice)."
+        ),
+    )
+    check.add_argument("--proof", required=True, metavar="FILE", help="proof JSON from `prove` (- for stdin)")
+    check.add_argument(
+        "--checkpoint", required=True, action="append", metavar="FILE", help="signed checkpoint note"
+    )
+    check.add_argument(
+        "--key", required=True, action="append", metavar="VKEY", help="verifier key (string or file)"
+    )
+    check.add_argument("--record", metavar="LINEFILE", help="the record's line, for an inclusion proof")
+    check.set_defaults(handler=_verify_proof)
+
+
+def _prove(args: argparse.Namespace) -> int:
+    chain: str = args.chain
+    note_path = args.checkpoint or os.path.join(tlog_dir(chain), "checkpoint")
+    note = _single_note(note_path)
+    checkpoint = _unchecked_checkpoint(note, note_path)
+    store = TileStore(tlog_dir(chain), _stored_size(chain))
+    try:
+        doc: InclusionProofDoc | ConsistencyProofDoc
+        if args.seq is not None:
+            doc = prove_inclusion(store, checkpoint, args.seq, note)
+        else:
+            new = checkpoint.size if args.new is None else args.new
+            doc = prove_consistency(store, checkpoint, args.old, new, note)
+    except (ProofError, TileError) as exc:
+        raise CliError(f"{chain}: {exc}") from None
+    print(doc.model_dump_json(indent=2))
+    return EXIT_OK
+
+
+def _single_note(path: str) -> str:
+    notes = read_notes(path)
+    if not notes:
+        raise CliError(f"{path}: holds no checkpoint")
+    return notes[-1]
+
+
+def _unchecked_checkpoint(note: str, source: str) -> Checkpoint:
+    try:
+        return parse_checkpoint(parse_note(note).text)
+    except (NoteError, CheckpointError) as exc:
+        raise CliError(f"{source}: {exc}") from None
+
+
+def _stored_size(chain: str) -> int:
+    path = os.path.join(tlog_dir(chain), "state")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            size = json.load(handle)["size"]
+    except FileNotFoundError:
+        raise CliError(f"{chain}: no tiles beside it ({path} is missing)") from None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise CliError(f"{path}: not a tree state file") from None
+    if not isinstance(size, int) or size < 0:
+        raise CliError(f"{path}: not a tree state file")
+    return size
+
+
+def _verify_proof(args: argparse.Namespace) -> int:
+    doc = _read_proof(args.proof)
+    keys = read_verifiers(args.key)
+    checkpoints = [authenticated_checkpoint(_single_note(path), keys, path) for path in args.checkpoint]
+    try:
+        if isinstance(doc, InclusionProofDoc):
+            message = _check_inclusion(doc, checkpoints, args.record)
+        else:
+            tied = check_consistency_doc(doc, checkpoints)
+            message = (
+                f"consistent: the tree of {doc.old_size} records is a prefix of the tree of {doc.new_size}"
+            )
+            if doc.old_size not in tied and doc.old_size:
+                message += (
+                    f" (the old root is the proof's own: no checkpoint of size {doc.old_size} was given)"
+                )
+    except ProofError as exc:
+        print(f"proof does NOT hold: {exc}")
+        return EXIT_FINDING
+    print(message)
+    return EXIT_OK
+
+
+def _check_inclusion(doc: InclusionProofDoc, checkpoints: list[Checkpoint], record: str | None) -> str:
+    line = _read_record(record) if record else None
+    matching = [c for c in checkpoints if c.size == doc.tree_size]
+    if not matching:
+        raise ProofError(f"no checkpoint of size {doc.tree_size} was given")
+    check_inclusion_doc(doc, matching[0], line)
+    subject = "the given record" if line is not None else f"the leaf hash {doc.leaf_hash}"
+    return f"included: {subject} is seq {doc.seq} of the signed tree of {doc.tree_size} records"
+
+
+def _read_proof(path: str) -> InclusionProofDoc | ConsistencyProofDoc:
+    text = read_text_file(path)
+    try:
+        return _PROOF_ADAPTER.validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "document"
+        raise CliError(f"{path}: not a proof: {where}: {first.get('msg', 'invalid')}") from None
+
+
+def _read_record(path: str) -> bytes:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(_MAX_RECORD)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(_MAX_RECORD)
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    if len(data) >= _MAX_RECORD:
+        raise CliError(f"{path}: longer than a record line can be")
+    body = data.removesuffix(b"\n")
+    if b"\n" in body:
+        raise CliError(f"{path}: holds more than one line; give the one record line")
+    return body

@@ -1,0 +1,85 @@
+"""The ``--checkpoint/--key`` part of ``otel-route-shadow verify``: the chain against signed checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
+from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.tlog import (
+    CheckpointError,
+    ConsistencyReason,
+    ConsistencyReport,
+    NoteError,
+    parse_checkpoint,
+    parse_note,
+    tlog_dir,
+    verify_against_checkpoints,
+)
+
+__all__ = ["check_checkpoints", "checkpoint_inputs", "human_report"]
+
+_SHOWN = 5
+
+
+def checkpoint_inputs(args: argparse.Namespace, chain: str) -> tuple[list[str], list[str]] | None:
+    """(notes, verifier keys) when ``--checkpoint`` or ``--key`` was given, else None."""
+    files: list[str] | None = args.checkpoint
+    if not files and not args.key:
+        return None
+    files = files or [os.path.join(tlog_dir(chain), "checkpoints")]
+    notes = [
+        _well_formed(note, path, number) for path in files for number, note in enumerate(read_notes(path), 1)
+    ]
+    if not notes:
+        raise CliError(f"{files[0]}: holds no checkpoint")
+    return notes, read_verifiers(args.key)
+
+
+def _well_formed(note: str, path: str, number: int) -> str:
+    try:
+        parse_checkpoint(parse_note(note).text)
+    except (NoteError, CheckpointError) as exc:
+        raise CliError(f"{path}: checkpoint {number}: {exc}") from None
+    return note
+
+
+def check_checkpoints(chain: str, notes: list[str], keys: list[str], jobs: int = 1) -> ConsistencyReport:
+    """The report; a malformed checkpoint is unusable input (exit 2), not a finding."""
+    try:
+        report = verify_against_checkpoints(chain, notes, keys, jobs=jobs)
+    except NoteError as exc:
+        raise CliError(f"verifier key: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"{chain}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    for verdict in report.verdicts:
+        if verdict.reason is ConsistencyReason.MALFORMED:
+            raise CliError(f"checkpoint #{verdict.index + 1}: malformed: {verdict.detail}")
+    return report
+
+
+def human_report(chain: str, report: ConsistencyReport) -> str:
+    """A few lines: the overall verdict, each failing checkpoint, and the unprotected records."""
+    good = sum(1 for v in report.verdicts if v.ok)
+    if report.ok:
+        head = f"{chain}: consistent with {good} checkpoint(s), largest size {report.checkpointed_size}"
+        if not report.authenticated:
+            head += " (UNAUTHENTICATED: no verifier key given; unsigned checkpoints prove nothing to a third party)"
+    else:
+        head = f"{chain}: CHECKPOINTS BROKEN: {report.reason.value}"
+        if report.first_bad_seq is not None:
+            head += f", first changed seq {report.first_bad_seq}"
+        elif report.chain_broken_seq is not None:
+            head += f" at seq {report.chain_broken_seq}"
+    lines = [head]
+    for verdict in report.verdicts:
+        if not verdict.ok:
+            size = "?" if verdict.size is None else verdict.size
+            lines.append(
+                f"  checkpoint #{verdict.index + 1} (size {size}): {verdict.reason.value}: {verdict.detail}"
+            )
+    lines.append(
+        f"  {report.unprotected} of {report.chain_size} records lie beyond the largest verified checkpoint, unprotected"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,353 @@
+"""The writer side: catch the tree up with the chain, write tiles, sign and append checkpoints.
+
+Several processes may append to one chain, so the tree does not live in one process's memory: it lives
+in ``<chain>.tlog/`` (tiles plus a small ``state`` file: tree size, byte offset of the next line, start
+and leaf hash of the last line hashed). A checkpoint takes ``<chain>.tlog/lock`` without waiting (when
+another process is checkpointing, this one skips), re-reads the state and the right-edge tiles (at most
+one partial tile per level), checks that the chain still holds the last hashed line where it left it,
+hashes the lines appended since (at most ``max_leaves`` lines and ``max_bytes`` bytes per call; the
+rest next time), writes the tiles and the state, then signs and appends the checkpoint. Amortized cost per record: about two SHA-256.
+
+If the chain is shorter than the state says, or its line at the remembered offset is not the leaf
+last hashed, the chain was truncated, replaced or forked underneath: the Checkpointer refuses to sign
+(ever again in this process), logs one warning, and appends one JSON line to ``<chain>.tlog/refusals``.
+Everything is contained: ``after_append`` and ``checkpoint_now`` never raise into the host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from otel_route_shadow.tlog.checkpoint import Checkpoint, parse_checkpoint
+from otel_route_shadow.tlog.leaves import iter_line_blocks
+from otel_route_shadow.tlog.merkle import leaf_hash
+from otel_route_shadow.tlog.note import Signer, parse_note, sign_note
+from otel_route_shadow.tlog.tiles import TileStore, TreeBuilder, _write_atomic
+
+__all__ = [
+    "DEFAULT_EVERY_RECORDS",
+    "DEFAULT_EVERY_SECONDS",
+    "Checkpointer",
+    "SignedCheckpoint",
+    "default_origin",
+    "read_checkpoint_file",
+    "tlog_dir",
+]
+
+_LOG = logging.getLogger("otel_route_shadow")
+
+DEFAULT_EVERY_RECORDS = 1000
+"""A checkpoint at least every 1000 records ..."""
+DEFAULT_EVERY_SECONDS = 10.0
+"""... or 10 seconds after the last one when records came in since (checked on append)."""
+DEFAULT_MAX_LEAVES = 65536
+"""Most lines one ``after_append`` hashes; a larger backlog is caught up over the next calls."""
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+"""Most chain bytes one ``after_append`` reads and hashes (a few milliseconds; at least one line of the
+4 MiB maximum fits): a large backlog, e.g. the first checkpoint of a big existing chain, is caught up a
+few milliseconds per appended record instead of stalling one host call for seconds."""
+_MIN_BYTES = 4 * 1024 * 1024 + 1
+"""A call always reaches past one line of the chain format's 4 MiB maximum, so it always progresses."""
+SHUTDOWN_MAX_LEAVES = 1 << 20
+SHUTDOWN_MAX_BYTES = 4 * 1024 * 1024 * 1024
+
+CHECKPOINTS_FILE = "checkpoints"
+LATEST_FILE = "checkpoint"
+STATE_FILE = "state"
+LOCK_FILE = "lock"
+REFUSALS_FILE = "refusals"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SignedCheckpoint:
+    """A checkpoint as appended to the checkpoint file: ``note`` is the whole signed-note text
+    (for an unsigned checkpoint, the checkpoint text alone)."""
+
+    origin: str
+    size: int
+    root: bytes
+    note: str
+    signed: bool
+    key_name: str | None
+
+
+def tlog_dir(chain_path: str) -> str:
+    """``<chain>.tlog``: the directory beside the chain holding checkpoints, tiles and state."""
+    return os.fspath(chain_path) + ".tlog"
+
+
+def default_origin(chain_path: str) -> str:
+    """``<host>/route-shadow/<16 hex of SHA-256(absolute chain path)>``: stable across restarts."""
+    host = re.sub(r"[^a-z0-9.-]", "-", socket.gethostname().lower()) or "localhost"
+    digest = hashlib.sha256(os.path.abspath(chain_path).encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{host}/route-shadow/{digest[:16]}"
+
+
+def signed_checkpoint_from_note(note: str) -> SignedCheckpoint:
+    """Rebuild a ``SignedCheckpoint`` from a note (signatures are not checked here)."""
+    opened = parse_note(note)
+    checkpoint = parse_checkpoint(opened.text)
+    key = opened.signatures[0].name if opened.signatures else None
+    return SignedCheckpoint(
+        checkpoint.origin, checkpoint.size, checkpoint.root, note, bool(opened.signatures), key
+    )
+
+
+def read_checkpoint_file(path: str, max_bytes: int = 64 * 1024 * 1024) -> list[str]:
+    """The notes of a checkpoint file: a chain's ``checkpoints`` file (one JSON object ``{"note": ...}``
+    per line; a torn last line is skipped) or a file holding one note (the ``checkpoint`` file).
+    ``ValueError`` names the path and the problem."""
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{path}: larger than {max_bytes} bytes")
+    if not data.startswith(b"{"):
+        try:
+            return [data.decode("utf-8")]
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: not UTF-8") from None
+    notes: list[str] = []
+    for number, line in enumerate(data.split(b"\n")[:-1], start=1):
+        try:
+            note = json.loads(line)["note"]
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path}: line {number} is not a checkpoint entry") from None
+        if not isinstance(note, str):
+            raise ValueError(f"{path}: line {number} is not a checkpoint entry")
+        notes.append(note)
+    return notes
+
+
+@dataclasses.dataclass(slots=True)
+class _State:
+    size: int = 0
+    offset: int = 0
+    last_start: int = 0
+    last_leaf: str = ""
+    checkpointed: int = 0
+
+    @classmethod
+    def load(cls, path: str) -> _State:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                raw: dict[str, Any] = json.load(handle)
+        except FileNotFoundError:
+            return cls()
+        return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls)})
+
+    def save(self, path: str) -> None:
+        _write_atomic(path, json.dumps(dataclasses.asdict(self), sort_keys=True).encode("utf-8"))
+
+
+class _Refused(Exception):
+    """The chain no longer holds what this log last hashed."""
+
+    def __init__(self, reason: str, detail: dict[str, int]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class Checkpointer:
+    """Keeps a chain's tree and checkpoints: see the module docstring."""
+
+    def __init__(
+        self,
+        chain_path: str,
+        origin: str | None = None,
+        signer: Signer | None = None,
+        every_records: int = DEFAULT_EVERY_RECORDS,
+        every_seconds: float = DEFAULT_EVERY_SECONDS,
+        *,
+        max_leaves: int = DEFAULT_MAX_LEAVES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.chain_path = os.fspath(chain_path)
+        self.origin = origin or default_origin(self.chain_path)
+        self.signer = signer
+        self.every_records = max(1, every_records)
+        self.every_seconds = every_seconds
+        self.max_leaves = max(1, max_leaves)
+        self.max_bytes = max(_MIN_BYTES, max_bytes)
+        self.dir = tlog_dir(self.chain_path)
+        self.refused: str | None = None
+        self.last: SignedCheckpoint | None = None
+        self._pending = 0
+        self._due_at = time.monotonic() + every_seconds
+        self._behind = False
+        self._listeners: list[Callable[[SignedCheckpoint], None]] = []
+        self._failed_listeners: set[int] = set()
+        self._logged: set[str] = set()
+        self._mutex = threading.Lock()
+
+    def add_listener(self, listener: Callable[[SignedCheckpoint], None]) -> None:
+        """Call ``listener`` after each checkpoint is durably appended (its exceptions are logged once)."""
+        self._listeners.append(listener)
+
+    def after_append(self) -> None:
+        """Count one appended record; checkpoint when due. Cheap unless due; never raises."""
+        self._pending += 1
+        if self._pending < self.every_records and not self._behind and time.monotonic() < self._due_at:
+            return
+        if self.refused is None:
+            self._run(self.max_leaves, self.max_bytes)
+
+    def checkpoint_now(self) -> SignedCheckpoint | None:
+        """Catch up (bounded) and checkpoint now, e.g. at shutdown; the latest checkpoint this process
+        made when nothing was appended since (None if none). Never raises."""
+        return self._run(max(SHUTDOWN_MAX_LEAVES, self.max_leaves), SHUTDOWN_MAX_BYTES) or self.last
+
+    def _run(self, max_leaves: int, max_bytes: int) -> SignedCheckpoint | None:
+        if self.refused is not None or not self._mutex.acquire(blocking=False):
+            return None
+        try:
+            self._pending = 0
+            self._due_at = time.monotonic() + self.every_seconds
+            made = self._locked_checkpoint(max_leaves, max_bytes)
+        except _Refused as refusal:
+            self._refuse(refusal)
+            return None
+        except Exception as exc:  # contained: the host is never disturbed
+            self._log_once(type(exc).__name__, "checkpoint failed (%s); will retry", type(exc).__name__)
+            return None
+        finally:
+            self._mutex.release()
+        if made is not None:
+            self.last = made
+            self._notify(made)
+        return made
+
+    def _locked_checkpoint(self, max_leaves: int, max_bytes: int) -> SignedCheckpoint | None:
+        if not os.path.exists(self.dir):
+            if not os.path.exists(self.chain_path):
+                return None  # no chain yet: nothing to checkpoint
+            os.makedirs(self.dir, exist_ok=True)
+        fd = os.open(os.path.join(self.dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return None  # another process is checkpointing this chain right now
+            return self._catch_up_and_sign(max_leaves, max_bytes)
+        finally:
+            os.close(fd)
+
+    def _catch_up_and_sign(self, max_leaves: int, max_bytes: int) -> SignedCheckpoint | None:
+        state_path = os.path.join(self.dir, STATE_FILE)
+        state = _State.load(state_path)
+        builder = TreeBuilder.resume(TileStore(self.dir, state.size)) if state.size else TreeBuilder()
+        try:
+            chain = open(self.chain_path, "rb")  # noqa: SIM115 (closed below)
+        except FileNotFoundError:
+            _check_still_holds(None, state, 0)  # a removed chain is a chain cut to nothing
+            return None
+        with chain:
+            end = os.fstat(chain.fileno()).st_size
+            _check_still_holds(chain, state, end)
+            window = min(end, state.offset + max_bytes)
+            self._behind = self._extend(chain, state, builder, window, max_leaves) or window < end
+        if builder.size in (state.checkpointed, 0):
+            state.save(state_path)
+            return None
+        builder.write(self.dir)
+        made = self._sign(Checkpoint(self.origin, builder.size, builder.root()))
+        state.checkpointed = builder.size
+        state.save(state_path)
+        self._append_note(made)
+        return made
+
+    @staticmethod
+    def _extend(chain: Any, state: _State, builder: TreeBuilder, end: int, max_leaves: int) -> bool:
+        """Hash the lines after ``state.offset``, at most ``max_leaves``; True when some were left."""
+        budget = max_leaves
+        for _after, lines in iter_line_blocks(chain, state.offset, end, block_bytes=1 << 20):
+            taken = lines[:budget]
+            digest = b""
+            for line in taken:
+                digest = leaf_hash(line)
+                builder.add(digest)
+            if taken:
+                state.offset += sum(map(len, taken)) + len(taken)
+                state.last_start = state.offset - len(taken[-1]) - 1
+                state.last_leaf = digest.hex()
+                state.size = builder.size
+            budget -= len(taken)
+            if len(taken) < len(lines) or budget == 0:
+                return state.offset < end
+        return False
+
+    def _sign(self, checkpoint: Checkpoint) -> SignedCheckpoint:
+        text = checkpoint.text()
+        note = sign_note(text, [self.signer] if self.signer else [])
+        name = self.signer.name if self.signer else None
+        return SignedCheckpoint(
+            checkpoint.origin, checkpoint.size, checkpoint.root, note, self.signer is not None, name
+        )
+
+    def _append_note(self, made: SignedCheckpoint) -> None:
+        line = (json.dumps({"note": made.note}, ensure_ascii=True) + "\n").encode("ascii")
+        fd = os.open(
+            os.path.join(self.dir, CHECKPOINTS_FILE),
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+            0o644,
+        )
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _write_atomic(os.path.join(self.dir, LATEST_FILE), made.note.encode("utf-8"))
+
+    def _refuse(self, refusal: _Refused) -> None:
+        self.refused = refusal.reason
+        _LOG.warning(
+            "route-shadow: not signing checkpoints for %s any more: the chain was %s underneath the log "
+            "(recorded in %s)",
+            self.chain_path,
+            refusal.reason,
+            os.path.join(self.dir, REFUSALS_FILE),
+        )
+        entry = {"reason": refusal.reason, "origin": self.origin, **refusal.detail}
+        try:
+            with open(os.path.join(self.dir, REFUSALS_FILE), "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry, sort_keys=True) + "\n")
+        except OSError:
+            pass
+
+    def _notify(self, made: SignedCheckpoint) -> None:
+        for listener in self._listeners:
+            try:
+                listener(made)
+            except Exception as exc:
+                if id(listener) not in self._failed_listeners:
+                    self._failed_listeners.add(id(listener))
+                    _LOG.warning("route-shadow: a checkpoint listener failed (%s)", type(exc).__name__)
+
+    def _log_once(self, key: str, message: str, *args: object) -> None:
+        if key not in self._logged:
+            self._logged.add(key)
+            _LOG.warning("route-shadow: " + message, *args)
+
+
+def _check_still_holds(chain: Any, state: _State, end: int) -> None:
+    """Raise ``_Refused`` unless the chain still holds the last hashed line where the state says."""
+    if state.size == 0:
+        return
+    detail = {"tree_size": state.size, "expected_offset": state.offset, "chain_bytes": end}
+    if end < state.offset:
+        raise _Refused("truncated", detail)
+    chain.seek(state.last_start)
+    line = chain.read(state.offset - state.last_start)
+    if not line.endswith(b"\n") or leaf_hash(line[:-1]).hex() != state.last_leaf:
+        raise _Refused("rewritten", detail)

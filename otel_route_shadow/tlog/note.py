@@ -1,0 +1,252 @@
+"""C2SP ``signed-note`` with Ed25519 signatures, key strings as Go's ``golang.org/x/mod/sumdb/note``.
+
+A note is its text (ending in LF), one blank line, then one line per signature::
+
+    — <key name> <base64(key id || signature)>
+
+(U+2014 EM DASH and a space). The key id is the first 4 bytes (big-endian) of
+``SHA-256(key name || 0x0A || 0x01 || public key)`` for Ed25519 (type 0x01), which signs the text
+exactly as written. Key strings::
+
+    verifier: <name>+<8 hex digits of key id>+<base64(0x01 || 32-byte public key)>
+    signer:   PRIVATE+KEY+<name>+<8 hex digits of key id>+<base64(0x01 || 32-byte seed)>
+
+A signer key is secret: no message, ``repr`` or exception of this module ever contains it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import re
+from collections.abc import Sequence
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+__all__ = [
+    "ALG_ED25519",
+    "NoteError",
+    "NoteSignature",
+    "OpenedNote",
+    "Signer",
+    "Verifier",
+    "key_id",
+    "open_note",
+    "parse_note",
+    "sign_note",
+]
+
+ALG_ED25519 = 1
+_DASH = "\u2014 "
+_HEX8 = re.compile(r"[0-9a-f]{8}")
+_MAX_SIGNATURES = 100
+
+
+class NoteError(ValueError):
+    """A malformed note or key string. Messages never quote a signer key."""
+
+
+def key_id(name: str, public_key: bytes) -> int:
+    """The 32-bit key id of an Ed25519 key called ``name``."""
+    digest = hashlib.sha256(name.encode("utf-8") + b"\n" + bytes([ALG_ED25519]) + public_key).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def _check_name(name: str) -> None:
+    if not name or "+" in name or any(ch.isspace() for ch in name) or not name.isprintable():
+        raise NoteError("a key name must be non-empty, without spaces or '+'")
+
+
+def _decode_key_material(text: str, what: str) -> bytes:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise NoteError(f"the {what} is not base64") from None
+    if len(raw) != 33 or raw[0] != ALG_ED25519:
+        raise NoteError(f"the {what} is not an Ed25519 key (type 0x01 and 32 bytes)")
+    return raw[1:]
+
+
+def _split_key(text: str, fields: int, what: str) -> list[str]:
+    parts = text.split("+", fields - 1)
+    if len(parts) != fields:
+        raise NoteError(f"not a {what} string (<name>+<key id>+<key>)")
+    return parts
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Verifier:
+    """A named Ed25519 public key that checks note signatures."""
+
+    name: str
+    key_id: int
+    public_key: bytes
+
+    @classmethod
+    def parse(cls, text: str) -> Verifier:
+        name, hex_id, material = _split_key(text.strip(), 3, "verifier key")
+        _check_name(name)
+        if not _HEX8.fullmatch(hex_id):
+            raise NoteError("the verifier key id is not 8 lower-case hex digits")
+        public = _decode_key_material(material, "verifier key")
+        if key_id(name, public) != int(hex_id, 16):
+            raise NoteError("the verifier key id does not match its name and key")
+        return cls(name, int(hex_id, 16), public)
+
+    def __str__(self) -> str:
+        material = base64.b64encode(bytes([ALG_ED25519]) + self.public_key).decode("ascii")
+        return f"{self.name}+{self.key_id:08x}+{material}"
+
+    def verify(self, message: bytes, signature: bytes) -> bool:
+        try:
+            Ed25519PublicKey.from_public_bytes(self.public_key).verify(signature, message)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+class Signer:
+    """A named Ed25519 private key. Its ``repr`` and ``str`` show the name and key id only."""
+
+    __slots__ = ("_key", "key_id", "name", "public_key")
+
+    def __init__(self, name: str, private_key: Ed25519PrivateKey) -> None:
+        _check_name(name)
+        self.name = name
+        self._key = private_key
+        self.public_key = private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        self.key_id = key_id(name, self.public_key)
+
+    @classmethod
+    def generate(cls, name: str) -> Signer:
+        return cls(name, Ed25519PrivateKey.generate())
+
+    @classmethod
+    def parse(cls, text: str) -> Signer:
+        """Parse a ``PRIVATE+KEY+...`` string; errors never quote it."""
+        parts = _split_key(text.strip(), 5, "signer key")
+        if parts[:2] != ["PRIVATE", "KEY"]:
+            raise NoteError("not a signer key string (PRIVATE+KEY+<name>+<key id>+<key>)")
+        name, hex_id, material = parts[2:]
+        _check_name(name)
+        if not _HEX8.fullmatch(hex_id):
+            raise NoteError("the signer key id is not 8 lower-case hex digits")
+        signer = cls(name, Ed25519PrivateKey.from_private_bytes(_decode_key_material(material, "signer key")))
+        if signer.key_id != int(hex_id, 16):
+            raise NoteError("the signer key id does not match its name and key")
+        return signer
+
+    def secret_string(self) -> str:
+        """The ``PRIVATE+KEY+...`` string: only for writing the key file."""
+        from cryptography.hazmat.primitives.serialization import NoEncryption, PrivateFormat
+
+        seed = self._key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        material = base64.b64encode(bytes([ALG_ED25519]) + seed).decode("ascii")
+        return f"PRIVATE+KEY+{self.name}+{self.key_id:08x}+{material}"
+
+    def verifier(self) -> Verifier:
+        return Verifier(self.name, self.key_id, self.public_key)
+
+    def sign(self, message: bytes) -> bytes:
+        return self._key.sign(message)
+
+    def __repr__(self) -> str:
+        return f"Signer(name={self.name!r}, key_id={self.key_id:08x})"
+
+    __str__ = __repr__
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NoteSignature:
+    """One signature line: the key name, the key id and the 64-byte signature."""
+
+    name: str
+    key_id: int
+    signature: bytes
+
+    def line(self) -> str:
+        blob = base64.b64encode(self.key_id.to_bytes(4, "big") + self.signature).decode("ascii")
+        return f"{_DASH}{self.name} {blob}\n"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpenedNote:
+    """A parsed note: its text, its signatures, and (after ``open_note``) who verified it."""
+
+    text: str
+    signatures: tuple[NoteSignature, ...]
+    verified_by: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
+
+
+def _check_text(text: str) -> None:
+    if not text.endswith("\n") or "\n\n" in text or text.startswith("\n"):
+        raise NoteError("the note text must end with one newline and hold no blank line")
+    if any(not ch.isprintable() and ch != "\n" for ch in text):
+        raise NoteError("the note text holds a control character")
+
+
+def sign_note(text: str, signers: Sequence[Signer]) -> str:
+    """The signed note: ``text``, a blank line, one signature line per signer (``text`` alone if none)."""
+    _check_text(text)
+    if not signers:
+        return text
+    message = text.encode("utf-8")
+    lines = [NoteSignature(s.name, s.key_id, s.sign(message)).line() for s in signers]
+    return text + "\n" + "".join(lines)
+
+
+def parse_note(note: str) -> OpenedNote:
+    """Split a note into text and signature lines (an unsigned note is its text alone)."""
+    cut = note.rfind("\n\n")
+    if cut < 0:
+        _check_text(note)
+        return OpenedNote(note, ())
+    text, block = note[: cut + 1], note[cut + 2 :]
+    _check_text(text)
+    if not block.endswith("\n"):
+        raise NoteError("the note's last signature line does not end with a newline")
+    lines = block[:-1].split("\n")
+    if len(lines) > _MAX_SIGNATURES:
+        raise NoteError(f"the note has more than {_MAX_SIGNATURES} signatures")
+    return OpenedNote(text, tuple(_parse_signature(line) for line in lines))
+
+
+def _parse_signature(line: str) -> NoteSignature:
+    if not line.startswith(_DASH):
+        raise NoteError("a signature line does not start with an em dash and a space")
+    name, _, blob = line[len(_DASH) :].rpartition(" ")
+    _check_name(name)
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        raise NoteError("a signature is not base64") from None
+    if len(raw) < 5:
+        raise NoteError("a signature is too short")
+    return NoteSignature(name, int.from_bytes(raw[:4], "big"), raw[4:])
+
+
+def open_note(note: str, verifiers: Sequence[Verifier]) -> OpenedNote:
+    """Parse ``note`` and check each signature by a known key.
+
+    A signature by a known key (name and key id) that does not verify raises ``NoteError``; signatures
+    by unknown keys are listed in ``unknown`` and never count as valid.
+    """
+    opened = parse_note(note)
+    known = {(v.name, v.key_id): v for v in verifiers}
+    message = opened.text.encode("utf-8")
+    verified: list[str] = []
+    unknown: list[str] = []
+    for sig in opened.signatures:
+        verifier = known.get((sig.name, sig.key_id))
+        if verifier is None:
+            unknown.append(f"{sig.name}+{sig.key_id:08x}")
+        elif verifier.verify(message, sig.signature):
+            verified.append(str(verifier))
+        else:
+            raise NoteError(f"the signature by {sig.name}+{sig.key_id:08x} does not verify")
+    return dataclasses.replace(opened, verified_by=tuple(verified), unknown=tuple(unknown))

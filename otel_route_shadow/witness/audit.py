@@ -1,0 +1,298 @@
+"""One chain's audit: its checkpoints and spans fetched from the witness and held against the file.
+
+Shell code (reads the chain, queries the witness); the judgement is :mod:`.verdict`'s. Steps:
+
+1. the chain's origin: ``origin=`` if given, else the ``route_shadow.origin`` its records carry, else
+   the origin of its own checkpoint file (``CHAIN.tlog/checkpoints``);
+2. the witness's checkpoint spans of that origin (any time), read into checkpoints
+   (:mod:`.checkpoints`), and the chain proven consistent with every one (``tlog``);
+3. the witness's seam spans for the chain's window - only those of the origin when the records carry
+   it, so two hosts or two runs sharing a backend project never raise false alarms - joined record by
+   record (:mod:`.crosscheck`).
+
+Checkpoints are fetched before the chain is read, and spans before the second pass, so a chain still
+being written never looks shorter than what the witness already holds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from otel_route_shadow.shadow import checkpoint_attributes as cp
+from otel_route_shadow.tlog import (
+    NoteError,
+    read_checkpoint_file,
+    signed_checkpoint_from_note,
+    tlog_dir,
+    verify_against_checkpoints,
+)
+from otel_route_shadow.witness.base import (
+    TimeWindow,
+    Witness,
+    WitnessError,
+    WitnessNotFound,
+    WitnessNotPhoenix,
+    WitnessProtocolError,
+    format_unix_nano,
+)
+from otel_route_shadow.witness.chain_source import (
+    ChainReadError,
+    iter_chain_payloads,
+    iter_payloads_from,
+    verify,
+)
+from otel_route_shadow.witness.checkpoints import (
+    BadCheckpointSpan,
+    WitnessedCheckpoint,
+    witnessed_checkpoints,
+)
+from otel_route_shadow.witness.crosscheck import (
+    ORIGIN,
+    ChainSummary,
+    CrossCheckReport,
+    cross_check,
+    summarize_chain,
+)
+from otel_route_shadow.witness.trust import Trusted, TrustState, TrustStateError, verify_incremental
+from otel_route_shadow.witness.verdict import AuditReport, Consistency, Failure, Thresholds
+
+CHECKPOINTS_FILE = "checkpoints"  # in CHAIN.tlog/ (docs/chain-format.md)
+
+__all__ = [
+    "AuditError",
+    "AuditOptions",
+    "ConsistencyCheck",
+    "Problem",
+    "audit_chain",
+    "chain_origin_from_checkpoint_file",
+    "tlog_consistency",
+]
+
+#: Records read from the chain's head to find the origin its records carry.
+_HEAD_RECORDS = 64
+#: Checkpoints are looked for from this time on (Phoenix wants a lower bound; 1 s after the epoch).
+_EVER = 10**9
+
+
+class Problem(StrEnum):
+    """Why an audit could not be made (each has its own exit code in ``cli.audit``)."""
+
+    USAGE = "unusable-input"  # the chain cannot be read, an empty window, bad arguments
+    UNREACHABLE = "backend-unreachable"  # down, wrong host or port, timeout, access refused, HTTP 5xx
+    NOT_A_WITNESS = "not-a-witness"  # the URL answers, but not as the backend (a collector's port)
+    NO_SPANS = "no-spans"  # the backend project holds no spans at all: nothing witnessed
+
+
+class AuditError(Exception):
+    """One line naming the problem; ``problem`` says which kind."""
+
+    def __init__(self, message: str, problem: Problem) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
+ConsistencyCheck = Callable[[str, Sequence[WitnessedCheckpoint], Sequence[str]], Consistency]
+"""Proves a chain consistent with witnessed checkpoints given verifier keys (tlog's verifier by default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditOptions:
+    origin: str | None = None
+    verifier_keys: tuple[str, ...] = ()
+    since_unix_nano: int | None = None
+    until_unix_nano: int | None = None
+    check_linkage: bool = True
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    state: TrustState | None = None  # the auditor's memory of what earlier audits proved (.trust)
+    full: bool = False  # check every record even when the state trusts a prefix
+
+
+def _witness_error(exc: WitnessError) -> AuditError:
+    if isinstance(exc, WitnessNotFound):
+        return AuditError(f"{exc}: nothing witnessed", Problem.NO_SPANS)
+    if isinstance(exc, WitnessNotPhoenix | WitnessProtocolError):
+        return AuditError(str(exc), Problem.NOT_A_WITNESS)
+    return AuditError(str(exc), Problem.UNREACHABLE)
+
+
+def chain_origin_from_checkpoint_file(chain: str) -> str | None:
+    """The origin of the newest note in the chain's own checkpoint file (``CHAIN.tlog/checkpoints``)."""
+    try:
+        notes = read_checkpoint_file(os.path.join(tlog_dir(chain), CHECKPOINTS_FILE))
+        return signed_checkpoint_from_note(notes[-1]).origin if notes else None
+    except (OSError, ValueError):
+        return None
+
+
+def _origin(chain: str, options: AuditOptions) -> tuple[str | None, str]:
+    """--origin, else the first seam record's (read from the chain's head only), else the checkpoint file's."""
+    if options.origin:
+        return options.origin, "--origin"
+    head = summarize_chain(itertools.islice(iter_chain_payloads(chain), _HEAD_RECORDS))
+    if head.origin:
+        return head.origin, "records"
+    found = chain_origin_from_checkpoint_file(chain)
+    return (found, "checkpoint file") if found else (None, "none")
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """The records the audit reads: all of them, or those after the checkpoint the state trusts."""
+
+    offset: int = 0
+    first_seq: int = 0
+
+    def payloads(self, chain: str) -> Iterator[tuple[int, object]]:
+        if self.first_seq == 0:
+            return iter_chain_payloads(chain)
+        return iter_payloads_from(chain, self.offset, self.first_seq)
+
+
+def _held(
+    chain: str,
+    checkpoints: list[WitnessedCheckpoint],
+    origin: str | None,
+    options: AuditOptions,
+    consistency: ConsistencyCheck,
+) -> tuple[Consistency | None, _Tail, Trusted | None]:
+    """The chain against the witnessed checkpoints: from the trusted point when the state has one for
+    this origin (and the incremental path holds), else in full; and what to trust from now on."""
+    if not checkpoints or origin is None:
+        return None, _Tail(), None
+    keys, state = options.verifier_keys, options.state
+    trusted = state.get(origin) if state is not None and not options.full else None
+    if trusted is not None:
+        result = verify_incremental(chain, checkpoints, keys, trusted)
+        if result is not None:
+            return result[0], _Tail(trusted.offset, trusted.size), result[1]
+    held = consistency(chain, checkpoints, keys)
+    if state is None or not held.ok:
+        return held, _Tail(), None
+    fresh = verify_incremental(chain, checkpoints, keys, Trusted.empty())  # a second pass, first audit only
+    return held, _Tail(), fresh[1] if fresh is not None else None
+
+
+def _fetch_checkpoints(
+    witness: Witness, origin: str | None, now: int
+) -> tuple[list[WitnessedCheckpoint], list[BadCheckpointSpan]]:
+    if origin is None:
+        return [], []
+    spans = witness.fetch_spans(TimeWindow(_EVER, now + 1), {cp.ORIGIN: origin})
+    return witnessed_checkpoints(spans, origin)
+
+
+def tlog_consistency(
+    chain: str, checkpoints: Sequence[WitnessedCheckpoint], keys: Sequence[str]
+) -> Consistency:
+    """The chain proven consistent with every checkpoint (tlog's verifier). Without keys, signatures
+    are not checked: the checkpoints are taken as the backend holds them."""
+    try:
+        result = verify_against_checkpoints(chain, [c.note for c in checkpoints], list(keys))
+    except NoteError as exc:
+        raise AuditError(f"--key: {exc}", Problem.USAGE) from None
+    failures = tuple(
+        Failure(v.reason.value, v.size, v.first_bad_seq, v.detail) for v in result.verdicts if not v.ok
+    )
+    return Consistency(result.checkpointed_size, result.chain_size, failures)
+
+
+def _window(options: AuditOptions, summary: ChainSummary, now: int) -> TimeWindow | None:
+    start = options.since_unix_nano if options.since_unix_nano is not None else summary.first_start_unix_nano
+    if start is None:
+        return None
+    end = options.until_unix_nano if options.until_unix_nano is not None else now + 1
+    if end <= start:
+        raise AuditError(
+            f"empty window: {format_unix_nano(end)} is not after {format_unix_nano(start)}", Problem.USAGE
+        )
+    return TimeWindow(start, end)
+
+
+def _no_window(chain: str) -> AuditError:
+    return AuditError(
+        f"{chain}: the chain holds no seam records, so it has no time window to audit, and the witness "
+        "holds no checkpoint of its origin; pass --since to look for spans the chain lacks",
+        Problem.USAGE,
+    )
+
+
+def _cross_check(
+    chain: str,
+    witness: Witness,
+    window: TimeWindow | None,
+    origin: str | None,
+    summary: ChainSummary,
+    tail: _Tail,
+    now: int,
+) -> CrossCheckReport:
+    """The span cross-check; spans of the origin only when the records carry it."""
+    by_origin = {ORIGIN: origin} if origin is not None and summary.origin_records else None
+    spans = list(witness.fetch_spans(window, by_origin)) if window is not None else []
+    return cross_check(
+        tail.payloads(chain),
+        spans,
+        window=window or TimeWindow(now, now + 1),
+        backend=witness.describe(),
+        time_tolerance_ns=witness.time_tolerance_ns,
+    )
+
+
+def audit_chain(
+    chain: str,
+    witness: Witness,
+    options: AuditOptions = AuditOptions(),
+    *,
+    consistency: ConsistencyCheck = tlog_consistency,
+) -> AuditReport:
+    """Audit one chain. Raises :class:`AuditError` when no audit can be made."""
+    now = time.time_ns()
+    try:
+        origin, source = _origin(chain, options)
+        checkpoints, bad = _fetch_checkpoints(witness, origin, now)
+        held, tail, trust = _held(chain, checkpoints, origin, options, consistency)
+        summary = summarize_chain(tail.payloads(chain))
+        window = _window(options, summary, now)
+        if window is None and not checkpoints:
+            raise _no_window(chain)
+        linkage = verify(chain) if options.check_linkage and tail.first_seq == 0 else None
+        spans = _cross_check(chain, witness, window, origin, summary, tail, now)
+    except (ChainReadError, TrustStateError) as exc:
+        raise AuditError(str(exc), Problem.USAGE) from None
+    except WitnessError as exc:
+        raise _witness_error(exc) from None
+    if linkage is not None:
+        spans.chain_linkage = linkage.verdict.value
+        spans.chain_linkage_detail = linkage.describe()
+    report = AuditReport(
+        chain=chain,
+        origin=origin,
+        origin_source=source,
+        spans=spans,
+        now_unix_nano=now,
+        checkpoints=checkpoints,
+        bad_checkpoint_spans=bad,
+        consistency=held,
+        chain_size=held.chain_size if held is not None else spans.seam_records + spans.other_records,
+        signatures_checked=bool(options.verifier_keys),
+        thresholds=options.thresholds,
+        trusted_from=tail.first_seq or None,
+    )
+    _remember(report, options, trust)
+    return report
+
+
+def _remember(report: AuditReport, options: AuditOptions, trust: Trusted | None) -> None:
+    """Advance the auditor's state only when nothing contradicts the chain or a checkpoint."""
+    if options.state is None or trust is None or report.origin is None:
+        return
+    if report.chain_disagrees or report.checkpoint_unverifiable:
+        return
+    try:
+        options.state.put(report.origin, trust)
+    except TrustStateError as exc:
+        raise AuditError(str(exc), Problem.USAGE) from None

@@ -1,0 +1,303 @@
+"""The auditor's memory: what an earlier audit proved, so the next one checks only what is new.
+
+An audit that found the chain consistent with every witnessed checkpoint records, per origin, in the
+auditor's own state file (``audit --state FILE``; never beside the chain, whose holder is the one being
+audited): the largest proven checkpoint (size, root), the byte offset of the first record after it, the
+tree's right edge at that size (its compact range: at most log2(n) hashes) and the (size, root) pairs
+of every checkpoint proven so far. The next audit then costs time proportional to the records after
+that checkpoint plus O(log n) per checkpoint it has not proven yet:
+
+* a checkpoint already proven is not proven again;
+* a new checkpoint at or below the trusted size is proven with a consistency proof from the chain's
+  tiles against the trusted root (RFC 6962; a tile the holder forged cannot make a proof verify);
+* checkpoints above it are checked by extending the trusted right edge with the leaf hashes of the
+  records after the trusted offset, taking the root at each checkpoint's size.
+
+What this trusts: the records below the trusted size are not re-read, so an edit made to them after
+the earlier audit is found only by a full audit (``audit --full``, which also refreshes the state).
+When anything about the trusted prefix looks off (the file is shorter than the trusted offset, the
+offset is not a line start, the tiles cannot give a proof), the audit falls back to the full check.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from otel_route_shadow.tlog import (
+    EMPTY_ROOT,
+    Checkpoint,
+    CheckpointError,
+    CompactRange,
+    NoteError,
+    ProofError,
+    TileError,
+    TileStore,
+    Verifier,
+    consistency_proof,
+    leaf_hash,
+    locate_first_changed,
+    open_note,
+    parse_checkpoint,
+    tlog_dir,
+    verify_consistency,
+)
+from otel_route_shadow.tlog.integrity import TreeLevels, scan_chain
+from otel_route_shadow.tlog.leaves import iter_line_blocks
+from otel_route_shadow.witness.checkpoints import WitnessedCheckpoint
+from otel_route_shadow.witness.verdict import Consistency, Failure
+
+__all__ = ["TrustState", "TrustStateError", "Trusted", "verify_incremental"]
+
+STATE_VERSION = 1
+
+
+class TrustStateError(ValueError):
+    """The auditor's state file cannot be read or written; the message names it."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class Trusted:
+    """What an earlier audit proved for one origin (see the module docstring)."""
+
+    size: int
+    root: bytes
+    offset: int  # byte offset of line ``size`` (the first record after the proven checkpoint)
+    edge: tuple[bytes, ...]  # compact range of the first ``size`` leaves, largest subtree first
+    proven: frozenset[tuple[int, bytes]] = field(default_factory=frozenset)
+
+    @classmethod
+    def empty(cls) -> Trusted:
+        """Nothing trusted yet: checking from here is the full check."""
+        return cls(0, EMPTY_ROOT, 0, ())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "root": _b64(self.root),
+            "offset": self.offset,
+            "edge": [_b64(n) for n in self.edge],
+            "proven": sorted([size, _b64(root)] for size, root in self.proven),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Trusted:
+        d = base64.b64decode
+        trusted = cls(
+            size=int(raw["size"]),
+            root=d(raw["root"], validate=True),
+            offset=int(raw["offset"]),
+            edge=tuple(d(n, validate=True) for n in raw["edge"]),
+            proven=frozenset((int(s), d(r, validate=True)) for s, r in raw["proven"]),
+        )
+        if CompactRange(trusted.size, trusted.edge).root() != trusted.root:
+            raise ValueError("the right edge does not give the trusted root")
+        return trusted
+
+
+class TrustState:
+    """The auditor's state file: ``{"version": 1, "origins": {origin: Trusted}}``; updated atomically
+    (several chains of a fleet audit may write it, from threads of one process)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise TrustStateError(f"{self.path}: not an audit state file ({exc})") from None
+        if (
+            not isinstance(raw, dict)
+            or raw.get("version") != STATE_VERSION
+            or not isinstance(raw.get("origins"), dict)
+        ):
+            raise TrustStateError(f"{self.path}: not an audit state file (version {STATE_VERSION})")
+        origins: dict[str, Any] = raw["origins"]
+        return origins
+
+    def get(self, origin: str) -> Trusted | None:
+        with self._lock:
+            entry = self._load().get(origin)
+        if entry is None:
+            return None
+        try:
+            return Trusted.from_json(entry)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TrustStateError(f"{self.path}: origin {origin!r}: unreadable entry ({exc})") from None
+
+    def put(self, origin: str, trusted: Trusted) -> None:
+        with self._lock:
+            origins = self._load()
+            origins[origin] = trusted.to_json()
+            body = json.dumps({"version": STATE_VERSION, "origins": origins}, sort_keys=True, indent=1)
+            directory = self.path.parent
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=".audit-state-", dir=directory)
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(body + "\n")
+                os.replace(tmp, self.path)
+            except OSError as exc:
+                raise TrustStateError(f"{self.path}: cannot write: {exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Checking from the trusted point on
+# --------------------------------------------------------------------------------------------------
+
+
+class _Fallback(Exception):
+    """The incremental path cannot be taken; the full check must run."""
+
+
+def _authenticate(note: str, verifiers: Sequence[Verifier]) -> Checkpoint | Failure:
+    """The same rules as ``tlog.verify_against_checkpoints`` (its ``ConsistencyReason`` names)."""
+    try:
+        opened = open_note(note, verifiers)
+    except NoteError as exc:
+        reason = "bad-signature" if "does not verify" in str(exc) else "malformed"
+        return Failure(reason, None, None, str(exc))
+    try:
+        checkpoint = parse_checkpoint(opened.text)
+    except CheckpointError as exc:
+        return Failure("malformed", None, None, str(exc))
+    if verifiers and not opened.verified_by:
+        if opened.unknown:
+            detail = "signed only by keys not given: " + ", ".join(opened.unknown)
+            return Failure("unknown-key", checkpoint.size, None, detail)
+        return Failure("unsigned", checkpoint.size, None, "no signature")
+    return checkpoint
+
+
+def _stored_size(chain: str) -> int:
+    try:
+        with open(os.path.join(tlog_dir(chain), "state"), encoding="utf-8") as handle:
+            size = json.load(handle).get("size", 0)
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return size if isinstance(size, int) else 0
+
+
+def _prove_old(
+    chain: str, checkpoint: Checkpoint, trusted: Trusted, store: TileStore | None
+) -> Failure | None:
+    """A checkpoint at or below the trusted size: consistent with the trusted root?"""
+    if (checkpoint.size, checkpoint.root) in trusted.proven:
+        return None
+    if checkpoint.size == trusted.size:
+        if checkpoint.root == trusted.root:
+            return None
+        return Failure("fork", checkpoint.size, None, "a second root for the size the last audit proved")
+    if store is None:
+        raise _Fallback
+    try:
+        proof = consistency_proof(checkpoint.size, trusted.size, store.range_hash)
+        verify_consistency(checkpoint.size, trusted.size, checkpoint.root, trusted.root, proof)
+    except TileError:
+        raise _Fallback from None
+    except ProofError:
+        detail = f"not a prefix of the tree of size {trusted.size} the last audit proved"
+        return Failure("fork", checkpoint.size, None, detail)
+    return None
+
+
+@dataclass
+class _Walk:
+    """Extending the trusted right edge over the records after it."""
+
+    edge: CompactRange
+    offset: int
+    size: int
+    best: tuple[int, bytes, int, tuple[bytes, ...]] | None = None  # size, root, offset, edge
+
+
+def _walk_new(chain: str, trusted: Trusted, new: list[Checkpoint]) -> tuple[list[Failure], _Walk, int]:
+    """Roots at each new checkpoint's size from the leaves after the trusted offset; the chain's size."""
+    walk = _Walk(CompactRange(trusted.size, trusted.edge), trusted.offset, trusted.size)
+    wanted = sorted(new, key=lambda c: c.size)
+    failures: list[Failure] = []
+    i = 0
+    with open(chain, "rb") as handle:
+        end = os.fstat(handle.fileno()).st_size
+        if end < trusted.offset or (trusted.offset and _byte_before(handle, trusted.offset) != b"\n"):
+            raise _Fallback
+        for after, lines in iter_line_blocks(handle, trusted.offset, end):
+            position = after - sum(len(line) + 1 for line in lines)
+            for line in lines:
+                walk.edge.append(leaf_hash(line))
+                position += len(line) + 1
+                while i < len(wanted) and wanted[i].size == walk.edge.size:
+                    failures += _judge(chain, wanted[i], walk, position)
+                    i += 1
+    for checkpoint in wanted[i:]:
+        detail = f"the chain has {walk.edge.size} records, the checkpoint {checkpoint.size}"
+        failures.append(Failure("truncated", checkpoint.size, None, detail))
+    return failures, walk, walk.edge.size
+
+
+def _byte_before(handle: Any, offset: int) -> bytes:
+    handle.seek(offset - 1)
+    data: bytes = handle.read(1)
+    return data
+
+
+def _judge(chain: str, checkpoint: Checkpoint, walk: _Walk, position: int) -> list[Failure]:
+    if walk.edge.root() == checkpoint.root:
+        walk.best = (checkpoint.size, checkpoint.root, position, tuple(walk.edge.nodes))
+        return []
+    # Reads the whole chain again: only when something broke.
+    first = locate_first_changed(TreeLevels(scan_chain(chain).leaves), checkpoint, tlog_dir(chain))
+    detail = (
+        f"first changed record: seq {first}" if first is not None else "the changed record cannot be located"
+    )
+    return [Failure("record-changed", checkpoint.size, first, detail)]
+
+
+def verify_incremental(
+    chain: str, checkpoints: Sequence[WitnessedCheckpoint], keys: Sequence[str], trusted: Trusted
+) -> tuple[Consistency, Trusted | None] | None:
+    """The chain against the witnessed checkpoints from ``trusted`` on, and the new trusted point (None
+    when anything failed). None when the full check must run instead (see the module docstring)."""
+    verifiers = [Verifier.parse(k) for k in keys]
+    failures: list[Failure] = []
+    old: list[Checkpoint] = []
+    new: list[Checkpoint] = []
+    for witnessed in checkpoints:
+        outcome = _authenticate(witnessed.note, verifiers)
+        if isinstance(outcome, Failure):
+            failures.append(outcome)
+        else:
+            (old if outcome.size <= trusted.size else new).append(outcome)
+    store = TileStore(tlog_dir(chain), _stored_size(chain))
+    try:
+        failures += [f for c in old if (f := _prove_old(chain, c, trusted, store if store.size else None))]
+        walked, walk, chain_size = _walk_new(chain, trusted, new)
+    except (_Fallback, OSError, ValueError):
+        return None
+    failures += walked
+    ok_sizes = [c.size for c in old + new if not any(f.size == c.size for f in failures)]
+    checkpointed = max([trusted.size, *ok_sizes]) if not any(not f.judges_checkpoint for f in failures) else 0
+    consistency = Consistency(checkpointed, chain_size, tuple(failures))
+    if failures:
+        return consistency, None
+    best = walk.best
+    proven = trusted.proven | {(c.size, c.root) for c in old + new}
+    if best is None:
+        return consistency, Trusted(trusted.size, trusted.root, trusted.offset, trusted.edge, proven)
+    size, root, offset, edge = best
+    return consistency, Trusted(size, root, offset, edge, proven)

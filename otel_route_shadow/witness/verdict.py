@@ -1,0 +1,259 @@
+"""The audit's verdict: the chain held against the checkpoints the backend witnessed and the spans it kept.
+
+Pure logic, no I/O. Three kinds of evidence meet here:
+
+* **checkpoint consistency** - the chain proven consistent with every checkpoint of its origin the
+  backend holds (``tlog.verify_against_checkpoints``): catches truncation below a witnessed size, head
+  pruning, rewrites with recomputed hashes, forged inserts and edits of records whose spans were
+  sampled out, with the first bad seq;
+* **span cross-check** - each record against its span (:mod:`.crosscheck`), reported separately;
+* **coverage** - how much of the chain the witness covers: the last witnessed size against the chain's
+  size (the unwitnessed tail), how old that checkpoint is, and the share of records whose span the
+  backend holds.
+
+Verdicts (each with its exit code in ``cli.audit``), decided by the first rule that applies:
+
+``disagree``
+    The chain is not consistent with a witnessed checkpoint (truncated, a record changed, a fork), or
+    the span cross-check found spans with no record, records that differ from their span, duplicate or
+    malformed records, or the chain's own linkage is broken.
+``bad-checkpoint``
+    A witnessed checkpoint of this origin does not verify: a bad signature, a key not given with
+    ``--key``, a malformed note, or a checkpoint span whose attributes contradict its note. Someone wrote
+    into the witness, or the auditor holds the wrong key; the chain itself is not judged.
+``insufficient-evidence``
+    Nothing is witnessed (no checkpoint of the origin and no span matched), or a threshold is not met
+    (``--max-unwitnessed``, ``--min-span-coverage``).
+``agree``
+    Consistent with every witnessed checkpoint, no span finding, and the coverage thresholds met.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from otel_route_shadow.witness.base import format_unix_nano
+from otel_route_shadow.witness.checkpoints import BadCheckpointSpan, WitnessedCheckpoint
+from otel_route_shadow.witness.crosscheck import CrossCheckReport
+
+__all__ = ["CHECKPOINT_REASONS", "AuditReport", "Consistency", "Failure", "Thresholds", "Verdict"]
+
+
+class Verdict(StrEnum):
+    AGREE = "agree"
+    DISAGREE = "disagree"
+    BAD_CHECKPOINT = "bad-checkpoint"
+    INSUFFICIENT = "insufficient-evidence"
+
+
+#: Consistency reasons that judge the witnessed checkpoint, not the chain (tlog's ``ConsistencyReason``).
+CHECKPOINT_REASONS = frozenset({"bad-signature", "unknown-key", "unsigned", "malformed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One witnessed checkpoint that does not hold, as the tlog verifier names it."""
+
+    reason: str  # truncated, record-changed, fork (the chain) or a CHECKPOINT_REASONS one
+    size: int | None
+    first_bad_seq: int | None
+    detail: str
+
+    @property
+    def judges_checkpoint(self) -> bool:
+        return self.reason in CHECKPOINT_REASONS
+
+
+@dataclass(frozen=True, slots=True)
+class Consistency:
+    """What the chain's proof against the witnessed checkpoints found (from the tlog verifier)."""
+
+    checkpointed_size: int  # the largest witnessed size the chain was proven consistent with
+    chain_size: int
+    failures: tuple[Failure, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def chain_failures(self) -> list[Failure]:
+        return [f for f in self.failures if not f.judges_checkpoint]
+
+    @property
+    def checkpoint_failures(self) -> list[Failure]:
+        return [f for f in self.failures if f.judges_checkpoint]
+
+    @property
+    def first_bad_seq(self) -> int | None:
+        return min(
+            (f.first_bad_seq for f in self.chain_failures if f.first_bad_seq is not None), default=None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    max_unwitnessed: int | None = None  # records beyond the last witnessed checkpoint
+    min_span_coverage: float | None = None  # share of records whose span the backend holds
+
+
+@dataclass
+class AuditReport:
+    chain: str
+    origin: str | None
+    origin_source: str  # where the origin came from: --origin, records, checkpoint file, none
+    spans: CrossCheckReport
+    now_unix_nano: int
+    checkpoints: list[WitnessedCheckpoint] = field(default_factory=list)
+    bad_checkpoint_spans: list[BadCheckpointSpan] = field(default_factory=list)
+    consistency: Consistency | None = None  # None: no checkpoint to hold the chain against
+    chain_size: int = 0
+    signatures_checked: bool = False
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    trusted_from: int | None = None  # incremental: records below this seq were proven by an earlier audit
+
+    # ---- coverage ------------------------------------------------------------------------------------
+
+    @property
+    def witnessed_size(self) -> int:
+        """Records the witnessed checkpoints prove (0 when none holds or the chain contradicts one)."""
+        c = self.consistency
+        return c.checkpointed_size if c is not None and not c.chain_failures else 0
+
+    @property
+    def unwitnessed(self) -> int:
+        """Records after the last witnessed checkpoint: protected by nothing but the spans."""
+        return max(self.chain_size - self.witnessed_size, 0)
+
+    @property
+    def newest_checkpoint(self) -> WitnessedCheckpoint | None:
+        return max(self.checkpoints, key=lambda c: (c.size, c.seen_unix_nano), default=None)
+
+    @property
+    def checkpoint_age_ns(self) -> int | None:
+        newest = self.newest_checkpoint
+        return None if newest is None else max(self.now_unix_nano - newest.seen_unix_nano, 0)
+
+    @property
+    def span_coverage(self) -> float | None:
+        """Share of the chain's seam records (in the window) whose span the backend holds."""
+        held = self.spans.held_against
+        return self.spans.matched / held if held else None
+
+    @property
+    def nothing_witnessed(self) -> bool:
+        return not self.checkpoints and self.spans.matched == 0
+
+    def shortfalls(self) -> list[str]:
+        """Why the evidence is insufficient, one line each (empty when it suffices)."""
+        found: list[str] = []
+        if self.nothing_witnessed:
+            found.append("nothing witnessed: no checkpoint of this origin and no span in the backend")
+        limit = self.thresholds.max_unwitnessed
+        if limit is not None and self.unwitnessed > limit:
+            found.append(f"{self.unwitnessed} records unwitnessed, more than --max-unwitnessed {limit}")
+        share = self.thresholds.min_span_coverage
+        coverage = self.span_coverage or 0.0
+        if share is not None and coverage < share:
+            found.append(f"span coverage {coverage:.1%}, below --min-span-coverage {share:g}")
+        return found
+
+    # ---- verdict -------------------------------------------------------------------------------------
+
+    @property
+    def consistency_holds(self) -> bool:
+        """No witnessed checkpoint contradicts the chain (true when there is none)."""
+        return self.consistency is None or not self.consistency.chain_failures
+
+    @property
+    def chain_disagrees(self) -> bool:
+        return not self.consistency_holds or self.spans.verdict == "disagree"
+
+    @property
+    def checkpoint_unverifiable(self) -> bool:
+        c = self.consistency
+        return bool(self.bad_checkpoint_spans) or (c is not None and bool(c.checkpoint_failures))
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.chain_disagrees:
+            return Verdict.DISAGREE
+        if self.checkpoint_unverifiable:
+            return Verdict.BAD_CHECKPOINT
+        if self.shortfalls():
+            return Verdict.INSUFFICIENT
+        return Verdict.AGREE
+
+    @property
+    def first_bad_seq(self) -> int | None:
+        """The first seq the checkpoints or the spans show to be wrong."""
+        seqs: list[int] = []
+        c = self.consistency
+        if c is not None and c.first_bad_seq is not None:
+            seqs.append(c.first_bad_seq)
+        seqs += [m.seq for m in self.spans.mismatches] + [d.seq for d in self.spans.duplicates]
+        seqs += [m.seq for m in self.spans.malformed]
+        return min(seqs, default=None)
+
+    def summary_line(self) -> str:
+        """One line for the fleet listing."""
+        coverage = self.span_coverage
+        parts = [
+            self.verdict.value.upper(),
+            f"origin {self.origin!r}" if self.origin else "no origin",
+            f"witnessed {self.witnessed_size}/{self.chain_size}",
+            f"spans {coverage:.0%}" if coverage is not None else "spans -",
+        ]
+        if self.first_bad_seq is not None:
+            parts.append(f"first bad seq {self.first_bad_seq}")
+        return ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.consistency
+        newest = self.newest_checkpoint
+        return {
+            "verdict": self.verdict.value,
+            "chain": self.chain,
+            "origin": self.origin,
+            "origin_source": self.origin_source,
+            "trusted_from": self.trusted_from,
+            "first_bad_seq": self.first_bad_seq,
+            "checkpoints": {
+                "witnessed": len(self.checkpoints),
+                "signatures_checked": self.signatures_checked,
+                "unreadable_spans": [
+                    {"span_id": b.span_id, "reason": b.reason} for b in self.bad_checkpoint_spans
+                ],
+                "consistency": None
+                if c is None
+                else {
+                    "ok": c.ok,
+                    "first_bad_seq": c.first_bad_seq,
+                    "checkpointed_size": c.checkpointed_size,
+                    "failures": [
+                        {
+                            "reason": f.reason,
+                            "size": f.size,
+                            "first_bad_seq": f.first_bad_seq,
+                            "detail": f.detail,
+                        }
+                        for f in c.failures
+                    ],
+                },
+            },
+            "coverage": {
+                "chain_size": self.chain_size,
+                "witnessed_size": self.witnessed_size,
+                "unwitnessed": self.unwitnessed,
+                "newest_checkpoint_size": newest.size if newest else None,
+                "newest_checkpoint_time": format_unix_nano(newest.seen_unix_nano) if newest else None,
+                "newest_checkpoint_age_s": None
+                if self.checkpoint_age_ns is None
+                else round(self.checkpoint_age_ns / 1e9, 3),
+                "span_coverage": None if self.span_coverage is None else round(self.span_coverage, 6),
+            },
+            "shortfalls": self.shortfalls(),
+            "spans": self.spans.to_json(),
+        }

@@ -1,0 +1,164 @@
+// Command interop checks otel-route-shadow's checkpoints, signatures and proofs with Go's
+// golang.org/x/mod/sumdb/note and golang.org/x/mod/sumdb/tlog: an implementation this project did
+// not write. Input: a JSON file made by tests/test_tlog_interop.py. Output: one line per check;
+// exit status 1 when any check does not come out as the input expects.
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+type inclusion struct {
+	Note   string   `json:"note"`
+	Seq    int64    `json:"seq"`
+	Line   string   `json:"line"`
+	Proof  []string `json:"proof"`
+	Expect bool     `json:"expect"`
+}
+
+type consistency struct {
+	OldNote string   `json:"old_note"`
+	NewNote string   `json:"new_note"`
+	Proof   []string `json:"proof"`
+	Expect  bool     `json:"expect"`
+}
+
+type input struct {
+	Verifier    string        `json:"verifier"`
+	Notes       []string      `json:"notes"`
+	BadNotes    []string      `json:"bad_notes"`
+	Inclusion   []inclusion   `json:"inclusion"`
+	Consistency []consistency `json:"consistency"`
+}
+
+type checkpoint struct {
+	origin string
+	size   int64
+	root   tlog.Hash
+}
+
+func main() {
+	data, err := os.ReadFile(os.Args[1])
+	must(err)
+	var in input
+	must(json.Unmarshal(data, &in))
+	verifier, err := note.NewVerifier(in.Verifier)
+	must(err)
+	verifiers := note.VerifierList(verifier)
+	failures := 0
+	check := func(what string, ok bool) {
+		if ok {
+			fmt.Println("ok  ", what)
+		} else {
+			fmt.Println("FAIL", what)
+			failures++
+		}
+	}
+	for i, text := range in.Notes {
+		_, err := open(text, verifiers)
+		check(fmt.Sprintf("note %d opens and parses: %v", i, err), err == nil)
+	}
+	for i, text := range in.BadNotes {
+		_, err := open(text, verifiers)
+		check(fmt.Sprintf("bad note %d is rejected: %v", i, err), err != nil)
+	}
+	for i, c := range in.Inclusion {
+		err := checkInclusion(c, verifiers)
+		check(fmt.Sprintf("inclusion %d (seq %d) holds=%v: %v", i, c.Seq, c.Expect, err), (err == nil) == c.Expect)
+	}
+	for i, c := range in.Consistency {
+		err := checkConsistency(c, verifiers)
+		check(fmt.Sprintf("consistency %d holds=%v: %v", i, c.Expect, err), (err == nil) == c.Expect)
+	}
+	fmt.Printf("%d checks, %d failed\n", len(in.Notes)+len(in.BadNotes)+len(in.Inclusion)+len(in.Consistency), failures)
+	if failures > 0 {
+		os.Exit(1)
+	}
+}
+
+func open(text string, verifiers note.Verifiers) (checkpoint, error) {
+	n, err := note.Open([]byte(text), verifiers)
+	if err != nil {
+		return checkpoint{}, err
+	}
+	return parseCheckpoint(n.Text)
+}
+
+// parseCheckpoint reads a C2SP tlog-checkpoint text: origin, decimal size, base64 root.
+func parseCheckpoint(text string) (checkpoint, error) {
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(text, "\n") {
+		return checkpoint{}, fmt.Errorf("not a three-line checkpoint")
+	}
+	size, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil || size < 0 || strconv.FormatInt(size, 10) != lines[1] {
+		return checkpoint{}, fmt.Errorf("bad size %q", lines[1])
+	}
+	raw, err := base64.StdEncoding.DecodeString(lines[2])
+	if err != nil || len(raw) != tlog.HashSize {
+		return checkpoint{}, fmt.Errorf("bad root %q", lines[2])
+	}
+	var root tlog.Hash
+	copy(root[:], raw)
+	return checkpoint{lines[0], size, root}, nil
+}
+
+func hashes(list []string) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(list))
+	for i, s := range list {
+		raw, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(raw) != tlog.HashSize {
+			return nil, fmt.Errorf("bad hash %q", s)
+		}
+		copy(out[i][:], raw)
+	}
+	return out, nil
+}
+
+func checkInclusion(c inclusion, verifiers note.Verifiers) error {
+	cp, err := open(c.Note, verifiers)
+	if err != nil {
+		return err
+	}
+	proof, err := hashes(c.Proof)
+	if err != nil {
+		return err
+	}
+	leaf := tlog.RecordHash(bytes.TrimSuffix([]byte(c.Line), []byte("\n")))
+	return tlog.CheckRecord(tlog.RecordProof(proof), cp.size, cp.root, c.Seq, leaf)
+}
+
+func checkConsistency(c consistency, verifiers note.Verifiers) error {
+	old, err := open(c.OldNote, verifiers)
+	if err != nil {
+		return err
+	}
+	cur, err := open(c.NewNote, verifiers)
+	if err != nil {
+		return err
+	}
+	if old.origin != cur.origin {
+		return fmt.Errorf("origins differ")
+	}
+	proof, err := hashes(c.Proof)
+	if err != nil {
+		return err
+	}
+	return tlog.CheckTree(tlog.TreeProof(proof), cur.size, cur.root, old.size, old.root)
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "interop:", err)
+		os.Exit(2)
+	}
+}

@@ -1,0 +1,139 @@
+"""The command line of the verifiable log: key generate, prove, verify-proof, verify --checkpoint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.cli import main
+from otel_route_shadow.tlog import Checkpointer, read_signer_file
+
+VECTORS = Path(__file__).parent / "vectors" / "tlog"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def signed_chain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, str, Path]:
+    key = tmp_path / "log.key"
+    code, out, _ = run(["key", "generate", "--name", "example.com/cli", "--out", str(key)], capsys)
+    assert code == 0
+    chain = tmp_path / "chain.jsonl"
+    checkpointer = Checkpointer(str(chain), "example.com/cli", read_signer_file(str(key)), every_records=50)
+    with RoutingAuditLog(chain) as log:
+        for n in range(300):
+            log.append({"kind": "route-shadow", "n": n})
+            checkpointer.after_append()
+    checkpointer.checkpoint_now()
+    return chain, out.strip(), key
+
+
+def test_key_generate_writes_0600_never_overwrites_and_prints_only_the_verifier(
+    signed_chain: tuple[Path, str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, verifier, key = signed_chain
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert verifier.startswith("example.com/cli+") and "PRIVATE" not in verifier
+    before = key.read_bytes()
+    code, out, err = run(["key", "generate", "--name", "example.com/cli", "--out", str(key)], capsys)
+    assert (code, out) == (2, "") and "already exists" in err and err.count("\n") == 1
+    assert key.read_bytes() == before
+    code, _, err = run(["key", "generate", "--name", "bad name", "--out", str(key) + "2"], capsys)
+    assert code == 2 and "key name" in err
+
+
+def test_prove_and_verify_proof_round_trip(
+    signed_chain: tuple[Path, str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain, verifier, _ = signed_chain
+    latest = str(chain) + ".tlog/checkpoint"
+    code, out, _ = run(["prove", str(chain), "--seq", "123"], capsys)
+    assert code == 0
+    proof = tmp_path / "proof.json"
+    proof.write_text(out)
+    assert json.loads(out)["tree_size"] == 300
+    record = tmp_path / "record.line"
+    record.write_bytes(chain.read_bytes().splitlines(keepends=True)[123])
+    argv = ["verify-proof", "--proof", str(proof), "--checkpoint", latest, "--key", verifier]
+    code, out, _ = run([*argv, "--record", str(record)], capsys)
+    assert code == 0 and "seq 123" in out
+    record.write_bytes(chain.read_bytes().splitlines(keepends=True)[124])
+    code, out, _ = run([*argv, "--record", str(record)], capsys)
+    assert code == 1 and "NOT" in out
+    code, out, _ = run(["prove", str(chain), "--from", "100", "--to", "250"], capsys)
+    assert code == 0
+    proof.write_text(out)
+    code, out, _ = run(argv, capsys)
+    assert code == 1 and "no checkpoint of size 250" in out
+    code, out, _ = run(["prove", str(chain), "--from", "100"], capsys)
+    proof.write_text(out)
+    code, out, _ = run(argv, capsys)
+    assert code == 0 and "prefix" in out
+
+
+def test_verify_with_checkpoints_names_the_attack_and_the_unprotected_tail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    verifier = (VECTORS / "verifier.txt").read_text().strip()
+    chain = tmp_path / "chain.jsonl"
+    shutil.copy(VECTORS / "rewritten-recomputed.jsonl", chain)
+    shutil.copytree(VECTORS / "chain.jsonl.tlog", tmp_path / "chain.jsonl.tlog")
+    code, out, _ = run(["verify", str(chain), "--key", verifier], capsys)
+    assert code == 1
+    assert "intact: 40 records" in out  # the links alone hold
+    assert "CHECKPOINTS BROKEN: record-changed, first changed seq 25" in out
+    assert "20 of 40 records lie beyond the largest verified checkpoint" in out
+    code, out, _ = run(["verify", str(chain), "--key", verifier, "--json"], capsys)
+    report = json.loads(out)["checkpoints"]
+    assert (report["reason"], report["first_bad_seq"], report["unprotected"]) == ("record-changed", 25, 20)
+    shutil.copy(VECTORS / "chain.jsonl", chain)
+    code, out, _ = run(["verify", str(chain), "--checkpoint", str(chain) + ".tlog/checkpoints", "--key", verifier], capsys)
+    assert code == 0 and "consistent with 4 checkpoint(s), largest size 40" in out
+
+
+def test_a_signature_by_an_unknown_key_is_never_valid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chain = VECTORS / "chain.jsonl"
+    code, _, _ = run(["key", "generate", "--name", "example.com/route-shadow/vectors", "--out", str(tmp_path / "k")], capsys)
+    other = capsys.readouterr().out or ""
+    code, out, _ = run(["key", "generate", "--name", "example.com/route-shadow/vectors", "--out", str(tmp_path / "k2")], capsys)
+    code, out, _ = run(["verify", str(chain), "--key", out.strip()], capsys)
+    assert code == 1 and "unknown-key" in out
+    del other
+
+
+@pytest.mark.parametrize(
+    ("files", "argv_of", "needle"),
+    [
+        ({"c": "not a checkpoint\n"}, lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--checkpoint", p["c"]], "checkpoint 1: a checkpoint has 3 lines"),
+        ({"c": '{"note": 5}\n'}, lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--checkpoint", p["c"]], "line 1"),
+        ({}, lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--key", "name+zz+AAAA"], "verifier key"),
+        ({"k": "PRIVATE+KEY+x+00000000+AAAA\n"}, lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--key", p["k"]], "signing key"),
+        ({"p": "{"}, lambda p: ["verify-proof", "--proof", p["p"], "--checkpoint", str(VECTORS / "fork-note.txt"), "--key", str(VECTORS / "verifier.txt")], "not a proof"),
+        ({"p": '{"kind": "inclusion", "origin": "o", "seq": -1, "tree_size": 1, "leaf_hash": "x", "proof": []}'}, lambda p: ["verify-proof", "--proof", p["p"], "--checkpoint", str(VECTORS / "fork-note.txt"), "--key", str(VECTORS / "verifier.txt")], "not a proof"),
+        ({"n": "origin\n12\nnot base64!\n"}, lambda p: ["verify-proof", "--proof", str(VECTORS / "inclusion-seq7.json"), "--checkpoint", p["n"], "--key", str(VECTORS / "verifier.txt")], "root"),
+        ({"n": "o\n1\n" + "A" * 43 + "=\n\nno dash\n"}, lambda p: ["verify-proof", "--proof", str(VECTORS / "inclusion-seq7.json"), "--checkpoint", p["n"], "--key", str(VECTORS / "verifier.txt")], "em dash"),
+        ({}, lambda p: ["prove", str(VECTORS / "chain.jsonl"), "--seq", "40", "--checkpoint", str(VECTORS / "chain.jsonl.tlog" / "checkpoints")], "leaf 40"),
+        ({}, lambda p: ["prove", str(VECTORS / "chain.jsonl"), "--seq", "3", "--checkpoint", str(VECTORS / "fork-note.txt")], "do not match"),
+        ({}, lambda p: ["prove", "/nonexistent/chain.jsonl", "--seq", "0"], "no such"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, str], argv_of: object, needle: str
+) -> None:
+    paths = {}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        paths[name] = str(tmp_path / name)
+    code, out, err = run(argv_of(paths), capsys)  # type: ignore[operator]
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert needle in err

@@ -1,0 +1,79 @@
+"""Go interop: this project's checkpoints, signatures and proofs checked by golang.org/x/mod/sumdb.
+
+The Go program in tests/interop/ opens our signed notes with ``sumdb/note`` and checks our inclusion
+and consistency proofs with ``sumdb/tlog`` (``CheckRecord``, ``CheckTree``); tampered notes and
+proofs must fail there too. It runs wherever ``go`` is on the PATH (CI has it); Go's caches stay
+outside the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.tlog import Checkpointer, Signer, TileStore, read_checkpoint_file, tlog_dir
+from otel_route_shadow.tlog.checkpointer import signed_checkpoint_from_note
+from otel_route_shadow.tlog.merkle import consistency_proof, inclusion_proof
+
+INTEROP = Path(__file__).parent / "interop"
+ORIGIN = "example.com/route-shadow/interop"
+
+
+def _flip_last_char(text: str) -> str:
+    return text[:-2] + ("A" if text[-2] != "A" else "B") + "\n"
+
+
+def _build(tmp_path: Path) -> dict[str, object]:
+    chain = str(tmp_path / "chain.jsonl")
+    signer = Signer.generate(ORIGIN)
+    log = RoutingAuditLog(chain)
+    checkpointer = Checkpointer(chain, ORIGIN, signer, every_records=97)
+    for n in range(700):
+        log.append({"kind": "route-shadow", "n": n, "text": "é" * (n % 5)})
+        checkpointer.after_append()
+    checkpointer.checkpoint_now()
+    log.close()
+    notes = read_checkpoint_file(os.path.join(tlog_dir(chain), "checkpoints"))
+    latest = signed_checkpoint_from_note(notes[-1])
+    store = TileStore(tlog_dir(chain), latest.size)
+    lines = Path(chain).read_bytes().split(b"\n")
+    b64 = __import__("base64").b64encode
+    inclusion = []
+    for seq in (0, 1, 255, 256, 511, 699):
+        proof = [b64(h).decode() for h in inclusion_proof(seq, latest.size, store.range_hash)]
+        inclusion.append({"note": latest.note, "seq": seq, "line": lines[seq].decode(), "proof": proof, "expect": True})
+    wrong = dict(inclusion[2], line=lines[3].decode(), expect=False)
+    consistency = []
+    for old_note in notes[:-1]:
+        old = signed_checkpoint_from_note(old_note)
+        proof = [b64(h).decode() for h in consistency_proof(old.size, latest.size, store.range_hash)]
+        consistency.append({"old_note": old_note, "new_note": latest.note, "proof": proof, "expect": True})
+    bad_proof = dict(consistency[0], proof=list(reversed(consistency[0]["proof"])), expect=False)
+    tampered = notes[-1].replace(f"\n{latest.size}\n", f"\n{latest.size + 1}\n")
+    return {
+        "verifier": str(signer.verifier()),
+        "notes": notes,
+        "bad_notes": [tampered, _flip_last_char(notes[0]), notes[0].split("\n\n")[0] + "\n"],
+        "inclusion": [*inclusion, wrong],
+        "consistency": [*consistency, bad_proof],
+    }
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="the go command is not installed (CI has it)")
+def test_go_sumdb_verifies_our_checkpoints_and_proofs(tmp_path: Path) -> None:
+    payload = _build(tmp_path)
+    data = tmp_path / "interop.json"
+    data.write_text(json.dumps(payload), encoding="utf-8")
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "local")}
+    done = subprocess.run(
+        ["go", "run", ".", str(data)], cwd=INTEROP, env=env, capture_output=True, text=True, timeout=280
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = len(payload["notes"]) + 3 + 7 + len(payload["consistency"])  # type: ignore[arg-type]
+    assert f"{checks} checks, 0 failed" in done.stdout

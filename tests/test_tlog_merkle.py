@@ -1,0 +1,119 @@
+"""RFC 6962 hashing and proofs: known answers (transparency-dev/merkle test data) and invariants."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otel_route_shadow.tlog import (
+    EMPTY_ROOT,
+    CompactRange,
+    ProofError,
+    TreeBuilder,
+    consistency_proof,
+    inclusion_proof,
+    leaf_hash,
+    root_from_leaf_hashes,
+    verify_consistency,
+    verify_inclusion,
+)
+
+VECTORS = json.loads((Path(__file__).parent / "vectors" / "tlog" / "rfc6962.json").read_text(encoding="utf-8"))
+LEAVES = [bytes.fromhex(h) for h in VECTORS["leaves_hex"]]
+HASHES = [leaf_hash(leaf) for leaf in LEAVES]
+
+
+def _b(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def _range(hashes: list[bytes]):  # type: ignore[no-untyped-def]
+    return lambda lo, hi: root_from_leaf_hashes(hashes[lo:hi])
+
+
+def test_empty_root_is_sha256_of_nothing() -> None:
+    assert EMPTY_ROOT.hex() == VECTORS["empty_root_hex"]
+    assert root_from_leaf_hashes([]) == EMPTY_ROOT
+
+
+@pytest.mark.parametrize("size", range(1, 9))
+def test_known_roots(size: int) -> None:
+    expected = VECTORS["roots_hex"][size - 1]
+    assert root_from_leaf_hashes(HASHES[:size]).hex() == expected
+    builder, compact = TreeBuilder(), CompactRange()
+    for h in HASHES[:size]:
+        builder.add(h)
+        compact.append(h)
+    assert builder.root().hex() == expected
+    assert compact.root().hex() == expected
+
+
+@pytest.mark.parametrize("case", VECTORS["inclusion"], ids=lambda c: c["source"])
+def test_known_inclusion_proofs(case: dict[str, object]) -> None:
+    args = (case["leafIdx"], case["treeSize"], _b(case["leafHash"]), [_b(p) for p in case["proof"]], _b(case["root"]))  # type: ignore[index, union-attr, arg-type]
+    if case["wantErr"]:
+        with pytest.raises(ProofError):
+            verify_inclusion(*args)  # type: ignore[arg-type]
+        return
+    verify_inclusion(*args)  # type: ignore[arg-type]
+    made = inclusion_proof(case["leafIdx"], case["treeSize"], _range(HASHES))  # type: ignore[arg-type]
+    assert [base64.b64encode(h).decode() for h in made] == case["proof"]
+
+
+@pytest.mark.parametrize("case", VECTORS["consistency"], ids=lambda c: c["source"])
+def test_known_consistency_proofs(case: dict[str, object]) -> None:
+    args = (case["size1"], case["size2"], _b(case["root1"]), _b(case["root2"]), [_b(p) for p in case["proof"]])  # type: ignore[index, union-attr, arg-type]
+    if case["wantErr"]:
+        with pytest.raises(ProofError):
+            verify_consistency(*args)  # type: ignore[arg-type]
+        return
+    verify_consistency(*args)  # type: ignore[arg-type]
+    made = consistency_proof(case["size1"], case["size2"], _range(HASHES))  # type: ignore[arg-type]
+    assert [base64.b64encode(h).decode() for h in made] == case["proof"]
+
+
+@given(st.integers(min_value=1, max_value=600), st.data())
+def test_every_proof_we_make_verifies_and_a_flipped_bit_does_not(size: int, data: st.DataObject) -> None:
+    hashes = [leaf_hash(i.to_bytes(4, "big")) for i in range(size)]
+    rh = _range(hashes)
+    root = rh(0, size)
+    index = data.draw(st.integers(min_value=0, max_value=size - 1))
+    proof = inclusion_proof(index, size, rh)
+    verify_inclusion(index, size, hashes[index], proof, root)
+    if proof:
+        bad = [bytes([proof[0][0] ^ 1]) + proof[0][1:], *proof[1:]]
+        with pytest.raises(ProofError):
+            verify_inclusion(index, size, hashes[index], bad, root)
+    with pytest.raises(ProofError):
+        verify_inclusion(index, size, leaf_hash(b"other"), proof, root)
+    old = data.draw(st.integers(min_value=0, max_value=size))
+    cproof = consistency_proof(old, size, rh)
+    old_root = rh(0, old) if old else EMPTY_ROOT
+    verify_consistency(old, size, old_root, root, cproof)
+    if 0 < old < size:
+        with pytest.raises(ProofError):
+            verify_consistency(old, size, leaf_hash(b"x"), root, cproof)
+
+
+@given(st.lists(st.binary(max_size=8), max_size=700))
+def test_builder_and_compact_range_agree_with_the_definition(leaves: list[bytes]) -> None:
+    hashes = [leaf_hash(leaf) for leaf in leaves]
+    builder, compact = TreeBuilder(), CompactRange()
+    for h in hashes:
+        builder.add(h)
+        compact.append(h)
+    assert builder.root() == compact.root() == root_from_leaf_hashes(hashes)
+
+
+def test_proofs_for_impossible_arguments_are_refused() -> None:
+    with pytest.raises(ProofError):
+        inclusion_proof(5, 5, _range(HASHES))
+    with pytest.raises(ProofError):
+        consistency_proof(6, 5, _range(HASHES))
+    with pytest.raises(ProofError):
+        verify_inclusion(0, 1, b"short", [], EMPTY_ROOT)

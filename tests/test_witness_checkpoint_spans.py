@@ -1,0 +1,181 @@
+"""Checkpoint spans: each checkpoint leaves the process over OTLP whatever the sampler keeps, in the
+background, retried with the next one when an export fails, never holding up the writer."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.instrumentation import checkpoint_spans as cs
+from otel_route_shadow.shadow import attributes as attr
+from otel_route_shadow.shadow import checkpoint_attributes as cpa
+from otel_route_shadow.tlog import Checkpointer, SignedCheckpoint, Signer
+
+ORIGIN = "example.test/route-shadow/spans"
+
+
+class FlakyExporter(SpanExporter):
+    """Fails the first ``failures`` exports; can be held (blocked) until released."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.batches: list[list[ReadableSpan]] = []
+        self.release = threading.Event()
+        self.release.set()
+        self.entered = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.entered.set()
+        self.release.wait()
+        self.batches.append(list(spans))
+        if self.failures:
+            self.failures -= 1
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _checkpoint(size: int) -> SignedCheckpoint:
+    root = bytes([size % 256]) * 32
+    text = f"{ORIGIN}\n{size}\n{'A' * 43}=\n"
+    return SignedCheckpoint(ORIGIN, size, root, text, False, None)
+
+
+def _sizes(spans: Sequence[ReadableSpan]) -> list[int]:
+    return [int(s.attributes[cpa.SIZE]) for s in spans if s.attributes]  # type: ignore[arg-type]
+
+
+def test_no_checkpoint_key_is_a_prefix_of_another_span_key() -> None:
+    keys = [spec.key for spec in attr.ATTRIBUTES] + [
+        cpa.ORIGIN,
+        cpa.SIZE,
+        cpa.ROOT,
+        cpa.NOTE,
+        cpa.SIGNED,
+        cpa.KEY_NAME,
+    ]
+    assert len(set(keys)) == len(keys)
+    assert [(a, b) for a in keys for b in keys if a != b and b.startswith(a)] == []
+
+
+def test_each_checkpoint_becomes_one_span_with_its_attributes_and_the_host_resource(tmp_path: Path) -> None:
+    """A host sampler that drops everything does not matter: the checkpoint spans have their own."""
+    host = TracerProvider(sampler=ALWAYS_OFF, resource=Resource.create({"openinference.project.name": "p1"}))
+    exporter = InMemorySpanExporter()
+    chain = tmp_path / "chain.jsonl"
+    signer = Signer.generate(ORIGIN)
+    checkpointer = Checkpointer(str(chain), ORIGIN, signer, 5, 3600.0)
+    emitter = cs.attach_checkpoint_spans(checkpointer, host, exporter)
+    assert emitter is not None
+    with RoutingAuditLog(chain) as log:
+        for i in range(12):
+            log.append({"kind": "route-shadow", "i": i})
+            checkpointer.after_append()
+    checkpointer.checkpoint_now()
+    assert emitter.flush(30)
+    spans = exporter.get_finished_spans()
+    assert _sizes(spans) == [5, 10, 12]
+    last = spans[-1]
+    assert last.name == cpa.SPAN_NAME and last.context is not None and last.context.trace_flags.sampled
+    assert last.resource.attributes["openinference.project.name"] == "p1"
+    assert last.attributes is not None
+    assert last.attributes[cpa.ORIGIN] == ORIGIN and last.attributes[cpa.SIGNED] is True
+    assert last.attributes[cpa.KEY_NAME] == ORIGIN
+    note = str(last.attributes[cpa.NOTE])
+    assert note.startswith(f"{ORIGIN}\n12\n{last.attributes[cpa.ROOT]}\n\n\u2014 {ORIGIN} ")
+    assert signer.secret_string() not in repr(dict(last.attributes))  # the key never leaves
+    emitter.close()
+
+
+def test_a_failed_export_is_sent_again_with_the_next_checkpoint() -> None:
+    exporter = FlakyExporter(failures=1)
+    emitter = cs.CheckpointSpans(exporter, Resource.create({}))
+    emitter(_checkpoint(10))
+    assert not emitter.flush(30)  # failed, kept for the next one
+    emitter(_checkpoint(20))
+    assert emitter.flush(30)
+    assert [_sizes(b) for b in exporter.batches] == [[10], [10, 20]]
+    assert emitter.failed_exports == 1 and emitter.exported == 2
+    emitter.close()
+
+
+def test_the_writer_never_waits_for_the_network_and_the_queue_is_bounded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    exporter = FlakyExporter()
+    exporter.release.clear()  # the backend hangs
+    emitter = cs.CheckpointSpans(exporter, Resource.create({}), max_pending=4)
+    emitter(_checkpoint(1))
+    assert exporter.entered.wait(30)  # the thread is stuck inside export ...
+    for size in range(2, 12):
+        emitter(_checkpoint(size))  # ... and every call still returns
+    # 11 checkpoints into a queue of 4 (the one in flight included): the 7 oldest were dropped.
+    assert emitter.dropped == 7
+    exporter.release.set()
+    assert emitter.flush(30)
+    assert [_sizes(b) for b in exporter.batches] == [[1], [8, 9, 10, 11]]
+    assert "queue full" in caplog.text
+    emitter.close()
+
+
+def test_close_makes_a_last_bounded_attempt() -> None:
+    exporter = FlakyExporter(failures=100)
+    emitter = cs.CheckpointSpans(exporter, Resource.create({}))
+    emitter(_checkpoint(3))
+    assert not emitter.flush(30)
+    emitter.close(timeout_s=30)
+    assert [_sizes(b) for b in exporter.batches] == [[3], [3]]  # the first try and the last one
+    emitter(_checkpoint(4))  # after close: ignored, never raises
+    assert len(exporter.batches) == 2
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, "http"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, "http"),
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, "http"),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, None),
+        ({"OTEL_TRACES_EXPORTER": "console"}, None),
+    ],
+)
+def test_the_exporter_comes_from_the_users_own_otlp_settings(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str | None
+) -> None:
+    for name in (
+        "OTEL_TRACES_EXPORTER",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    exporter = cs.exporter_from_environment()
+    if expected is None:
+        assert exporter is None
+    else:
+        assert type(exporter).__module__.startswith("opentelemetry.exporter.otlp.proto.http")
+        assert exporter is not None
+        exporter.shutdown()
+
+
+def test_no_checkpointer_or_no_otlp_means_no_emitter(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
+    assert cs.attach_checkpoint_spans(None, None, InMemorySpanExporter()) is None
+    assert cs.attach_checkpoint_spans(Checkpointer(str(tmp_path / "c.jsonl"), ORIGIN), None) is None

@@ -1,0 +1,176 @@
+"""Helpers for the witness tests: an in-memory witness, a host that checkpoints, and chain tampering.
+
+``FakeWitness`` holds spans the way a trace backend does (query by time window and attribute values).
+``Host`` writes a chain with the real chain writer and the real ``tlog.Checkpointer``; each checkpoint
+reaches the witness through the same attribute mapping the plugin's checkpoint spans carry
+(``checkpoint_attributes``), and each seam record's span reaches it unless the host's sampler drops it.
+The tamper functions play an attacker who holds the file and can recompute every hash.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, iter_records, sanitize_payload
+from otel_route_shadow.chain.format import encode_payload, encode_record
+from otel_route_shadow.instrumentation.checkpoint_spans import checkpoint_attributes
+from otel_route_shadow.shadow import checkpoint_attributes as cpa
+from otel_route_shadow.tlog import Checkpointer, SignedCheckpoint, Signer
+from otel_route_shadow.witness.base import AttributeValue, TimeWindow, WitnessSpan
+
+T0 = time.time_ns() - 3600 * 10**9  # an hour ago: every span lies between the epoch and now
+
+
+class FakeWitness:
+    kind = "fake"
+    time_tolerance_ns = 0
+
+    def __init__(self) -> None:
+        self.spans: list[WitnessSpan] = []
+        self._ids = 0
+
+    def describe(self) -> str:
+        return "fake witness"
+
+    def fetch_spans(
+        self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
+    ) -> Iterator[WitnessSpan]:
+        for span in self.spans:
+            if not window.start_unix_nano <= span.start_time_unix_nano < window.end_unix_nano:
+                continue
+            wanted = attributes or {}
+            if all(k in span.attributes and span.attributes[k] == v for k, v in wanted.items()):
+                yield span
+
+    def next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def add_checkpoint(self, checkpoint: SignedCheckpoint) -> None:
+        n = self.next_id()
+        self.spans.append(
+            WitnessSpan(
+                f"{n:032x}", f"{n:016x}", time.time_ns(), checkpoint_attributes(checkpoint), cpa.SPAN_NAME
+            )
+        )
+
+    def add_seam(self, payload: Mapping[str, Any]) -> None:
+        self.spans.append(
+            WitnessSpan(
+                payload["trace_id"],
+                payload["span_id"],
+                int(payload["start_time_unix_nano"]),
+                dict(payload["attributes"]),
+                "chat",
+            )
+        )
+
+
+def seam_payload(origin: str, i: int, salt: int) -> dict[str, Any]:
+    n = salt * 1_000_000 + i + 1
+    return {
+        "kind": "route-shadow",
+        "trace_id": f"{n:032x}",
+        "span_id": f"{n:016x}",
+        "start_time_unix_nano": str(T0 + i * 1_000_000 + salt),
+        "attributes": {
+            "route_shadow.seam": "runner_utils.run_lightweight_agent",
+            "route_shadow.decision_id": f"sha256:{n:064x}",
+            "route_shadow.agreed": i % 2 == 0,
+            "route_shadow.origin": origin,
+            "gen_ai.operation.name": "chat",
+        },
+    }
+
+
+@dataclass
+class Host:
+    """One host: its chain, its origin, its signer; spans and checkpoints go to ``witness``."""
+
+    directory: Path
+    origin: str
+    witness: FakeWitness
+    signer: Signer | None = None
+    salt: int = 1
+    sampled: set[int] = field(default_factory=set)  # seqs whose span reached the witness
+
+    @property
+    def chain(self) -> Path:
+        return self.directory / "chain.jsonl"
+
+    def run(
+        self,
+        records: int,
+        *,
+        every: int = 10,
+        keep: float = 1.0,
+        final_checkpoint: bool = True,
+        first: int = 0,
+    ) -> Host:
+        """Append ``records`` seam records (numbered from ``first``), checkpointing every ``every``."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        checkpointer = Checkpointer(str(self.chain), self.origin, self.signer, every, 3600.0)
+        checkpointer.add_listener(self.witness.add_checkpoint)
+        rng = random.Random(self.salt + first)
+        with RoutingAuditLog(self.chain) as log:
+            for i in range(first, first + records):
+                payload = seam_payload(self.origin, i, self.salt)
+                log.append(payload)
+                checkpointer.after_append()
+                if rng.random() < keep:
+                    self.sampled.add(i)
+                    self.witness.add_seam(payload)
+        if final_checkpoint:
+            checkpointer.checkpoint_now()
+        return self
+
+
+def copy_host(host: Host, directory: Path) -> Host:
+    """The host's chain and its .tlog beside it, copied (the attacker works on the copy)."""
+    shutil.copytree(host.directory, directory)
+    return Host(directory, host.origin, host.witness, host.signer, host.salt, set(host.sampled))
+
+
+def _rewrite(path: Path, records: list[tuple[int, dict[str, Any]]]) -> None:
+    """Write ``(seq, payload)`` records as a perfectly linked chain: every hash recomputed."""
+    out: list[bytes] = []
+    prev = GENESIS_HASH
+    for seq, payload in records:
+        clean, marks = sanitize_payload(payload)
+        line, prev = encode_record(seq, prev, *encode_payload(clean, marks))
+        out.append(line)
+    path.write_bytes(b"".join(out))
+
+
+def payloads(path: Path) -> list[dict[str, Any]]:
+    return [copy.deepcopy(r.payload) for r in iter_records(path)]
+
+
+def truncate(path: Path, keep: int) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:keep]))
+
+
+def prune_head(path: Path, drop: int) -> None:
+    """Drop the first records and re-link the rest from a new genesis, seqs renumbered."""
+    rest = payloads(path)[drop:]
+    _rewrite(path, list(enumerate(rest)))
+
+
+def rewrite(path: Path, seq: int, mutate: Callable[[dict[str, Any]], None]) -> None:
+    records = payloads(path)
+    mutate(records[seq])
+    _rewrite(path, list(enumerate(records)))
+
+
+def insert(path: Path, seq: int, payload: dict[str, Any]) -> None:
+    records = payloads(path)
+    records.insert(seq, payload)
+    _rewrite(path, list(enumerate(records)))
