@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from otel_route_shadow.chain import RoutingAuditLog, verify_chain
-from otel_route_shadow.chain.format import encode_record
+from otel_route_shadow.chain.record import encode_record
 from otel_route_shadow.core.canonical import canonical_json
 
 VECTORS = Path(__file__).resolve().parent / "vectors" / "chain"

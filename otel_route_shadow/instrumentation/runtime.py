@@ -139,7 +139,9 @@ class ShadowRuntime:
     ) -> None:
         self.config = config
         self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
-        self.exporter = RouteShadowChainExporter(config.chain_path, config.durability, config.chain_hold_ms)
+        self.exporter = RouteShadowChainExporter(
+            config.chain_path, config.durability, config.chain_lock_timeout_ms
+        )
         self.errors: Counter[tuple[str, str]] = Counter()
         self._logged: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
