@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
 import pytest
 
 from otel_route_shadow.chain import (
@@ -162,3 +163,25 @@ def test_a_forked_child_leaves_its_parents_backlog_to_the_parent(tmp_path: Path)
     log.flush(None)
     assert sorted(map(str, _ns(_payloads(path)))) == ["0", "1", "child"]
     assert verify_chain(path).intact
+
+
+def test_the_backlog_keeps_order_counts_drops_and_puts_back_what_was_not_written() -> None:
+    from otel_route_shadow.chain.backlog import Backlog
+
+    backlog = Backlog(2)
+    assert [backlog.keep(_encoded(n), 100 + n) for n in range(5)] == [True, True, False, False, False]
+    assert len(backlog) == 3  # two records and the drop event to come
+    entries = backlog.take()
+    assert entries[:2] == [_encoded(0), _encoded(1)]
+    event = orjson.loads(entries[2].payload)
+    assert event == {
+        "kind": DROPPED_KIND,
+        "reason": "chain-lock-timeout",
+        "count": 3,
+        "first_time_unix_nano": "102",
+        "last_time_unix_nano": "104",
+    }
+    assert len(backlog) == 0
+    backlog.keep(_encoded(9), 200)
+    backlog.restore(entries[1:])  # the first was written, the rest not
+    assert backlog.take() == [*entries[1:], _encoded(9)]
