@@ -185,3 +185,18 @@ def test_the_backlog_keeps_order_counts_drops_and_puts_back_what_was_not_written
     backlog.keep(_encoded(9), 200)
     backlog.restore(entries[1:])  # the first was written, the rest not
     assert backlog.take() == [*entries[1:], _encoded(9)]
+
+
+def test_the_exporter_keeps_what_waited_and_writes_it_at_shutdown(tmp_path: Path) -> None:
+    from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+
+    path = tmp_path / "chain.jsonl"
+    exporter = RouteShadowChainExporter(path, lock_timeout_ms=10)
+    exporter.append(1, 1, 1, {"route_shadow.seam": "first"})
+    with lock_held_by_another_process(path):
+        _timed(exporter.append, 2, 2, 2, {"route_shadow.seam": "waited"})
+        assert _timed(exporter.force_flush, 20) is False  # still locked: kept, and said so
+    exporter.shutdown()
+    seams = [p["attributes"]["route_shadow.seam"] for p in _payloads(path)]  # type: ignore[index]
+    assert seams == ["first", "waited"]
+    assert verify_chain(path).intact
