@@ -18,13 +18,14 @@ def flock_within(fd: int, mode: int, timeout: float, poll: float) -> bool:
     costs one non-blocking ``flock``. Polls every ``poll`` seconds (never past the deadline), so a
     process that holds the lock and hangs delays the caller by ``timeout`` at most.
     """
-    deadline = time.monotonic() + timeout
+    deadline = None
     while True:
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            deadline = now + timeout if deadline is None else deadline
+            if now >= deadline:
                 return False
-            time.sleep(min(poll, left))
+            time.sleep(min(poll, deadline - now))
