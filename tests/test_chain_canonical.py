@@ -19,7 +19,7 @@ from otel_route_shadow.chain import (
     sanitize_payload,
     verify_chain,
 )
-from otel_route_shadow.chain.format import encode_payload, encode_record
+from otel_route_shadow.chain.record import encode_payload, encode_record
 from otel_route_shadow.core.canonical import canonical_json, digest
 
 # -- an RFC 8785 serializer for the record value domain, written from the RFC -------------------------

@@ -16,6 +16,8 @@ import pytest
 from otel_route_shadow.chain import RoutingAuditLog, iter_payloads, verify_chain
 from otel_route_shadow.chain import log as chain_log
 
+HANG_GUARD_S = 30.0
+
 
 def _assert_complete(path: Path, expected: set[tuple[Any, ...]]) -> None:
     result = verify_chain(path)
@@ -94,33 +96,44 @@ def _durable(path: Path) -> int:
         os.close(fd)
 
 
-def _slow_sync(monkeypatch: pytest.MonkeyPatch, calls: list[int]) -> None:
+def test_fsync_group_commit_one_sync_covers_every_record_written_while_another_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controlled interleaving instead of a scheduling-dependent bound: the first append's sync is
+    held open while seven more appends write their lines and wait; the next sync then covers all
+    seven. Exactly two syncs for eight appends, and each append returned only once its line was
+    covered."""
+    path = tmp_path / "chain.jsonl"
+    calls: list[int] = []
+    entered, release = threading.Event(), threading.Event()
     real = os.fdatasync
 
     def fdatasync(fd: int) -> None:
         calls.append(fd)
-        time.sleep(0.004)  # a disk that takes its time: what group commit is for
+        if len(calls) == 1:
+            entered.set()
+            assert release.wait(HANG_GUARD_S)
         real(fd)
 
     monkeypatch.setattr(chain_log.os, "fdatasync", fdatasync)
-
-
-def test_fsync_group_commit_shares_syncs_between_threads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "chain.jsonl"
-    calls: list[int] = []
-    _slow_sync(monkeypatch, calls)
     log = RoutingAuditLog(path, durability="fsync")
-    _threads(lambda _: log, 0, threads=8, per_thread=15)
-    appends = 8 * 15
-    assert log.fsyncs == len(calls)
-    # Without sharing it is one sync per append. How many appends one sync covers depends on the
-    # scheduling of 8 threads on this machine's CPUs: 28 to 61 syncs for these 120 were seen.
-    assert len(calls) < appends * 2 / 3, f"{len(calls)} syncs for {appends} appends"
-    print(f"group commit: {len(calls)} syncs for {appends} appends")
-    assert _durable(path) == path.stat().st_size  # every record is covered by some sync
-    _assert_complete(path, {(0, t, i) for t in range(8) for i in range(15)})
+    first = threading.Thread(target=log.append, args=({"who": [0, 0, 0]},))
+    first.start()
+    assert entered.wait(HANG_GUARD_S)
+    others = [threading.Thread(target=log.append, args=({"who": [0, 1, i]},)) for i in range(7)]
+    for thread in others:
+        thread.start()
+    deadline = time.monotonic() + HANG_GUARD_S
+    while path.read_bytes().count(b"\n") < 8:  # every line written; their appends wait for a sync
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert len(calls) == 1 and all(thread.is_alive() for thread in others)
+    release.set()
+    for thread in (first, *others):
+        thread.join(HANG_GUARD_S)
+    assert len(calls) == log.fsyncs == 2
+    assert _durable(path) == path.stat().st_size
+    _assert_complete(path, {(0, 0, 0), *((0, 1, i) for i in range(7))})
 
 
 def test_fsync_group_commit_across_processes(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog
-from otel_route_shadow.chain.format import encode_record
+from otel_route_shadow.chain.record import encode_record
 
 CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 

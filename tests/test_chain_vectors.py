@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from otel_route_shadow.chain import RoutingAuditLog, verify_chain
-from otel_route_shadow.chain.format import encode_record
+from otel_route_shadow.chain.backlog import dropped_event
+from otel_route_shadow.chain.record import encode_record
 from otel_route_shadow.core.canonical import canonical_json
 
 VECTORS = Path(__file__).resolve().parent / "vectors" / "chain"
@@ -73,6 +74,12 @@ def _valid_payloads() -> list[dict[str, Any]]:
     ]
 
 
+def json_bytes(value: Any) -> bytes:
+    """Sorted-keys JSON: the canonical form inside the value domain, and outside it (a float, a
+    non-ASCII name) what a writer that ignored the domain would produce."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
 def build_vectors(out: Path) -> None:
     """Write every vector file and ``manifest.json`` into ``out``; deterministic."""
     out.mkdir(parents=True, exist_ok=True)
@@ -100,13 +107,22 @@ def build_vectors(out: Path) -> None:
     def variant(name: str, lines: list[bytes], expect: dict[str, Any], about: str) -> None:
         """``head_hash`` of the verified prefix: the record hash on line ``records`` of this file."""
         (out / name).write_bytes(b"".join(lines))
-        verified = expect["records"]
-        head_hash = record(lines[verified - 1])["record_hash"] if verified else None
-        cases.append({"file": name, "about": about, **expect, "head_hash": head_hash})
+        def with_head(expected: dict[str, Any]) -> dict[str, Any]:
+            verified = expected["records"]
+            head_hash = record(lines[verified - 1])["record_hash"] if verified else None
+            return {**expected, "head_hash": head_hash}
+
+        case = {"file": name, "about": about, "dropped_records": 0, **with_head(expect)}
+        if "strict" in expect:
+            case["strict"] = with_head(expect["strict"])
+        cases.append(case)
 
     def record(line: bytes) -> dict[str, Any]:
         parsed: dict[str, Any] = json.loads(line)
         return parsed
+
+    def intact(records: int) -> dict[str, Any]:
+        return {"verdict": "intact", "reason": None, "first_bad_seq": None, "line": None, "records": records}
 
     def broken(reason: str, seq: int, line: int) -> dict[str, Any]:
         return {
@@ -128,6 +144,7 @@ def build_vectors(out: Path) -> None:
             "line": None,
             "records": len(valid),
             "head_hash": head["record_hash"],
+            "dropped_records": 0,
         }
     )
     variant(
@@ -223,6 +240,80 @@ def build_vectors(out: Path) -> None:
         "the first record does not link to the genesis value",
     )
 
+    # The rules docs/chain-format.md section 8 settles, one vector each.
+    variant(
+        "byte-order-mark.jsonl",
+        [b"\xef\xbb\xbf" + valid[0], *valid[1:]],
+        broken("unparseable", 0, 1),
+        "a UTF-8 byte order mark before the first record: not whitespace, not JSON",
+    )
+    variant(
+        "duplicate-name.jsonl",
+        [*valid[:2], valid[2].replace(b'{"payload":{', b'{"payload":{"kind":"route-shadow",', 1), *valid[3:]],
+        broken("malformed-record", 2, 3),
+        "a payload member name twice (same value): the line is not the layout of its parsed body",
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "line-separators.jsonl"
+        with RoutingAuditLog(path) as log:
+            log.append({"kind": "route-shadow", "text": "a\u2028b\u2029c\u0085d\u000be\u000cf"})
+            log.append({"kind": "route-shadow", "after": True})
+        separators = path.read_bytes().splitlines(keepends=True)
+    variant(
+        "line-separators.jsonl",
+        [b"".join(separators[:-1]), separators[-1]],
+        intact(2),
+        "raw U+2028, U+2029 and U+0085 inside a string (and escaped VT, FF): lines end at 0x0A only",
+    )
+    prev = "0" * 64
+    domain: list[bytes] = []
+    for payload in ({"kind": "route-shadow"}, {"kind": "route-shadow", "ratio": 1.5}):
+        line, prev = encode_record(len(domain), prev, json_bytes(payload), b"[]")
+        domain.append(line)
+    variant(
+        "float-value.jsonl",
+        domain,
+        {**intact(2), "strict": broken("malformed-record", 1, 2)},
+        "a number with a fraction, hashed correctly: outside the value domain; reported by the optional "
+        "value-domain check (strict), accepted by a verifier that does not make it",
+    )
+    prev = "0" * 64
+    domain = []
+    for payload in ({"kind": "route-shadow"}, {"kind": "route-shadow", "cl\u00e9": 1}):
+        line, prev = encode_record(len(domain), prev, json_bytes(payload), b"[]")
+        domain.append(line)
+    variant(
+        "non-ascii-name.jsonl",
+        domain,
+        {**intact(2), "strict": broken("malformed-record", 1, 2)},
+        "a non-ASCII member name in the payload, hashed correctly: as float-value.jsonl",
+    )
+    deep: Any = "bottom"
+    for _ in range(40):
+        deep = [deep]
+    line, _ = encode_record(0, "0" * 64, json_bytes({"kind": "route-shadow", "deep": deep}), b"[]")
+    variant(
+        "deep-nesting.jsonl",
+        [line],
+        intact(1),
+        "a payload nested 41 levels: the 32-level limit binds writers, not verifiers",
+    )
+    prev = "0" * 64
+    gap = []
+    for payload in (
+        {"kind": "route-shadow", "n": 0},
+        dropped_event(3, 1790000000000000000, 1790000000250000000),
+        {"kind": "route-shadow", "n": 4},
+    ):
+        line, prev = encode_record(len(gap), prev, canonical_json(payload), b"[]")
+        gap.append(line)
+    variant(
+        "records-dropped.jsonl",
+        gap,
+        {**intact(3), "dropped_records": 3},
+        "a records-dropped event: the chain is intact and says 3 records were dropped",
+    )
+
     (out / "manifest.json").write_text(
         json.dumps({"format_version": 1, "cases": cases}, indent=2, ensure_ascii=False) + "\n", "utf-8"
     )
@@ -265,18 +356,33 @@ def _canon(value: Any) -> bytes:
 
 
 def _ints_ok(value: Any) -> bool:
+    """Rule 4: every integer within +-(2**53-1)."""
     if type(value) is int:
         return -(2**53 - 1) <= value <= 2**53 - 1
-    if type(value) is float:
-        return False
     if isinstance(value, dict):
-        return all(k.isascii() and _ints_ok(v) for k, v in value.items())
+        return all(_ints_ok(v) for v in value.values())
     if isinstance(value, list):
         return all(_ints_ok(v) for v in value)
     return True
 
 
-def _check(raw: bytes) -> tuple[str, Any]:
+def _in_domain(value: Any) -> bool:
+    """Rule 7, the optional value-domain check: no floats, ASCII member names."""
+    if type(value) is float:
+        return False
+    if isinstance(value, dict):
+        return all(k.isascii() and _in_domain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_in_domain(v) for v in value)
+    return True
+
+
+def _dropped(payload: dict[str, Any]) -> int:
+    count = payload.get("count")
+    return count if payload.get("kind") == "records-dropped" and type(count) is int and count >= 0 else 0
+
+
+def _check(raw: bytes, strict: bool = False) -> tuple[str, Any]:
     """('ok', (seq, prev_hash, record_hash)) or ('bad', reason) for one line without its LF."""
     if len(raw) > 4 * 1024 * 1024:
         return "bad", "unparseable"
@@ -328,15 +434,17 @@ def _check(raw: bytes) -> tuple[str, Any]:
         return "bad", "malformed-record"
     if hashlib.sha256(canonical).hexdigest() != claimed:
         return "bad", "hash-mismatch"
-    return "ok", (seq, prev, claimed)
+    if strict and not _in_domain(payload):
+        return "bad", "malformed-record"
+    return "ok", (seq, prev, claimed, _dropped(payload))
 
 
-def auditor_verify(path: Path) -> dict[str, Any]:
+def auditor_verify(path: Path, strict: bool = False) -> dict[str, Any]:
     data = path.read_bytes()
     complete = data[: data.rfind(b"\n") + 1]
     torn = data[len(complete) :]
     lines = complete.split(b"\n")[:-1]
-    seq_expected, prev_expected, hashes = 0, GENESIS, []
+    seq_expected, prev_expected, hashes, dropped = 0, GENESIS, [], 0
 
     def result(verdict: str, reason: str | None, seq: int | None, line: int | None) -> dict[str, Any]:
         return {
@@ -346,14 +454,16 @@ def auditor_verify(path: Path) -> dict[str, Any]:
             "line": line,
             "records": len(hashes),
             "head_hash": hashes[-1] if hashes else None,
+            "dropped_records": dropped,
         }
 
     for number, raw in enumerate(lines, start=1):
-        status, value = _check(raw)
+        status, value = _check(raw, strict)
         if status == "bad":
             return result("broken", value, seq_expected, number)
-        seq, prev, record_hash = value
+        seq, prev, record_hash, count = value
         if seq == seq_expected and prev == prev_expected:
+            dropped += count
             hashes.append(record_hash)
             seq_expected, prev_expected = seq + 1, record_hash
             continue
@@ -366,7 +476,7 @@ def auditor_verify(path: Path) -> dict[str, Any]:
             return result("broken", "seq-gap", seq_expected, number)
         later = any(
             status == "ok" and value[0] == seq_expected and value[1] == prev_expected
-            for status, value in (_check(r) for r in lines[number:])
+            for status, value in (_check(r, strict) for r in lines[number:])
         )
         return result(
             "broken", "reordered-or-duplicated" if later else "record-removed", seq_expected, number
@@ -386,12 +496,19 @@ MANIFEST = (
 FIELDS = ("verdict", "reason", "first_bad_seq", "line", "records", "head_hash")
 
 
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
 @pytest.mark.parametrize("case", MANIFEST, ids=[case["file"] for case in MANIFEST])
-def test_vector_verdicts(case: dict[str, Any]) -> None:
+def test_vector_verdicts(case: dict[str, Any], strict: bool) -> None:
+    """Both verifiers agree with the manifest; ``strict`` (the optional value-domain check) differs
+    only where a case says so."""
     path = VECTORS / case["file"]
-    ours = verify_chain(path).to_dict()
-    assert {k: ours[k] for k in FIELDS} == {k: case[k] for k in FIELDS}
-    assert auditor_verify(path) == {k: case[k] for k in FIELDS}
+    expected = {k: case.get("strict", case)[k] if strict else case[k] for k in FIELDS}
+    ours = verify_chain(path, strict=strict).to_dict()
+    assert {k: ours[k] for k in FIELDS} == expected
+    auditor = auditor_verify(path, strict)
+    assert {k: auditor[k] for k in FIELDS} == expected
+    if not strict:
+        assert ours["dropped_records"] == auditor["dropped_records"] == case["dropped_records"]
 
 
 def test_vectors_cover_every_reason_class() -> None:

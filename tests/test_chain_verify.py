@@ -336,3 +336,37 @@ def test_parallel_verify_stopping_early_never_waits_on_a_killed_worker(tmp_path:
         print("ok")
         """
     assert _run_child(body, 240, "parallel verify hung after stopping early") == ["ok"]
+
+
+def _record_line(seq: int, prev: str, pad: int) -> tuple[bytes, str]:
+    return forge(seq, prev, {"kind": "pad", "pad": "x" * pad})
+
+
+@pytest.mark.parametrize("lead", [0, MB - 7, MB // 2, 3 * MB + 5])
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_line_over_4_mib_is_unparseable_wherever_it_falls_against_the_read_blocks(
+    tmp_path: Path, lead: int, strict: bool
+) -> None:
+    """Regression: a well-formed, correctly hashed record line of 4 MiB + 300 KiB passed verify when
+    it completed inside a later 1 MiB read block (only the carry between blocks was measured)."""
+    from otel_route_shadow.chain import GENESIS_HASH, MAX_LINE_BYTES
+
+    lines: list[bytes] = []
+    prev = GENESIS_HASH
+    if lead:
+        base = len(_record_line(0, prev, 0)[0])
+        line, prev = _record_line(0, prev, lead - base)
+        assert len(line) == lead
+        lines.append(line)
+    long_seq = len(lines)
+    line, prev = _record_line(long_seq, prev, MAX_LINE_BYTES + 300 * 1024)
+    assert MAX_LINE_BYTES < len(line) - 1 < 5 * MB
+    lines.append(line)
+    line, prev = _record_line(long_seq + 1, prev, 10)
+    lines.append(line)
+    path = tmp_path / "chain.jsonl"
+    write_lines(path, lines)
+    result = verify_chain(path, strict=strict)
+    assert result.verdict is Verdict.BROKEN
+    assert result.reason is Reason.UNPARSEABLE
+    assert (result.first_bad_seq, result.line, result.offset) == (long_seq, long_seq + 1, lead)

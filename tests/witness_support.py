@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, iter_records, sanitize_payload
-from otel_route_shadow.chain.format import encode_payload, encode_record
+from otel_route_shadow.chain.record import encode_payload, encode_record
 from otel_route_shadow.instrumentation.checkpoint_spans import checkpoint_attributes
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.tlog import Checkpointer, SignedCheckpoint, Signer

@@ -13,7 +13,7 @@ from otel_route_shadow.analysis.html import render_html
 from otel_route_shadow.analysis.matrix import Matrix, MatrixAxes, build_matrix
 from otel_route_shadow.analysis.report import Report, aggregate, build_report, format_report
 from otel_route_shadow.analysis.source import (
-    ChainError,
+    ChainAnalysisError,
     ChainStatus,
     EmptyChainError,
     MissingChainError,
@@ -24,7 +24,7 @@ from otel_route_shadow.analysis.whatif import WhatIfResult, format_whatif, repla
 from otel_route_shadow.analysis.window import TimeWindow
 
 __all__ = [
-    "ChainError",
+    "ChainAnalysisError",
     "ChainStatus",
     "EmptyChainError",
     "Matrix",

@@ -359,7 +359,7 @@ def build_report(
     stream it once and aggregate.
 
     ``by`` takes parsed specs (``[("repo",), ("repo", "role")]``) or ``--by`` strings
-    (``["repo", "repo+role"]``). Raises :class:`~otel_route_shadow.analysis.source.ChainError`
+    (``["repo", "repo+role"]``). Raises :class:`~otel_route_shadow.analysis.source.ChainAnalysisError`
     subclasses for a missing, empty or (unless allowed) unverifiable chain. ``concurrent`` chooses
     whether verification runs in a worker process while the chain is read (default: for chains of
     8 MiB or more on a machine with two or more CPUs); see :func:`analyse_chain`.

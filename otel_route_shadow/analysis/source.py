@@ -32,7 +32,7 @@ from otel_route_shadow.chain import RoutingAuditLog, iter_lines
 
 __all__ = [
     "CONCURRENT_MIN_BYTES",
-    "ChainError",
+    "ChainAnalysisError",
     "ChainStatus",
     "EmptyChainError",
     "MissingChainError",
@@ -54,19 +54,19 @@ TORN_TAIL: Final = "torn-tail"
 T = TypeVar("T")
 
 
-class ChainError(Exception):
+class ChainAnalysisError(Exception):
     """The chain cannot be analysed; the message names the file and the reason."""
 
 
-class MissingChainError(ChainError):
+class MissingChainError(ChainAnalysisError):
     pass
 
 
-class EmptyChainError(ChainError):
+class EmptyChainError(ChainAnalysisError):
     pass
 
 
-class UnverifiedChainError(ChainError):
+class UnverifiedChainError(ChainAnalysisError):
     """Verification failed and the caller did not allow an unverified chain."""
 
     def __init__(self, message: str, status: ChainStatus) -> None:
@@ -220,7 +220,7 @@ def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = F
     """``(seq, payload)`` of every newline-terminated line in ``[0, end)`` (the whole file when None).
 
     One ``orjson`` parse per line, block reads, constant memory. A line that is not a record raises
-    :class:`ChainError` naming it; with ``lenient`` it is yielded as ``(-1, None)`` (counted as
+    :class:`ChainAnalysisError` naming it; with ``lenient`` it is yielded as ``(-1, None)`` (counted as
     malformed by the analyses) and reading goes on. A line longer than the chain's limit is never
     buffered whole: it raises, or (lenient) is skipped as one malformed line.
     """
@@ -235,7 +235,7 @@ def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = F
                 raise TypeError("seq or payload of the wrong type")
         except (orjson.JSONDecodeError, KeyError, TypeError, IndexError) as exc:
             if not lenient:
-                raise ChainError(f"{name}: line {number}: not a chain record ({exc})") from None
+                raise ChainAnalysisError(f"{name}: line {number}: not a chain record ({exc})") from None
             yield -1, None
             continue
         yield seq, payload
@@ -348,7 +348,7 @@ def _concurrent(
     sender.close()
     value: T | None = None
     try:
-        with contextlib.suppress(ChainError):
+        with contextlib.suppress(ChainAnalysisError):
             value = consume(read_payloads(chain, end), 0)
         try:
             answer: dict[str, Any] = receiver.recv()
@@ -361,5 +361,5 @@ def _concurrent(
             worker.terminate()
             worker.join()
     if "error" in answer:
-        raise ChainError(f"{chain}: verification failed to run: {answer['error']}")
+        raise ChainAnalysisError(f"{chain}: verification failed to run: {answer['error']}")
     return _status(chain, answer), value, end

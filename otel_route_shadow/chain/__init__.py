@@ -2,37 +2,50 @@
 
 Shell code: files, locks and processes live here; the pure rules it relies on (canonical JSON,
 redaction) live in ``otel_route_shadow.core``. The format is specified in ``docs/chain-format.md``.
+
+Modules: ``canonical`` (the canonical JSON encoding), ``sanitize`` (the payload walk), ``record``
+(the record layout, payload encoding and templates), ``log`` (appending), ``backlog`` (records
+waiting for the lock), ``verify`` and ``reader`` (reading), ``errors``.
 """
 
 from __future__ import annotations
 
-from otel_route_shadow.chain.format import (
-    FORMAT_VERSION,
-    GENESIS_HASH,
-    MAX_LINE_BYTES,
-    MAX_PAYLOAD_DEPTH,
-    MAX_SAFE_INTEGER,
-    QUARANTINE_KIND,
-    RULE_CREDENTIAL,
-    RULE_INVALID_UNICODE,
+from otel_route_shadow.chain.backlog import BACKLOG_RECORDS
+from otel_route_shadow.chain.canonical import MAX_SAFE_INTEGER, canonical_bytes
+from otel_route_shadow.chain.errors import (
     ChainCorruptError,
     ChainError,
     ChainFormatError,
-    ChainHead,
+    ChainLockTimeout,
+    ChainPathError,
     ChainPayloadError,
-    ChainRecord,
-    PayloadTemplate,
-    RedactionMark,
-    SanitizedMapping,
-    canonical_bytes,
-    sanitize_payload,
-    sanitized_mapping,
 )
-from otel_route_shadow.chain.log import Durability, RoutingAuditLog, read_head
+from otel_route_shadow.chain.log import Durability, RoutingAuditLog, open_chain, read_head
 from otel_route_shadow.chain.reader import iter_lines, iter_payloads, iter_records
+from otel_route_shadow.chain.record import (
+    DROPPED_KIND,
+    FORMAT_VERSION,
+    GENESIS_HASH,
+    MAX_LINE_BYTES,
+    QUARANTINE_KIND,
+    ChainHead,
+    ChainRecord,
+    EncodedPayload,
+    PayloadTemplate,
+    encode_payload,
+)
+from otel_route_shadow.chain.sanitize import (
+    MAX_PAYLOAD_DEPTH,
+    RULE_CREDENTIAL,
+    RULE_INVALID_UNICODE,
+    RedactionMark,
+    sanitize_payload,
+)
 from otel_route_shadow.chain.verify import Reason, TornTail, Verdict, VerifyResult, verify_chain
 
 __all__ = [
+    "BACKLOG_RECORDS",
+    "DROPPED_KIND",
     "FORMAT_VERSION",
     "GENESIS_HASH",
     "MAX_LINE_BYTES",
@@ -45,23 +58,26 @@ __all__ = [
     "ChainError",
     "ChainFormatError",
     "ChainHead",
+    "ChainLockTimeout",
+    "ChainPathError",
     "ChainPayloadError",
     "ChainRecord",
     "Durability",
+    "EncodedPayload",
     "PayloadTemplate",
     "Reason",
     "RedactionMark",
     "RoutingAuditLog",
-    "SanitizedMapping",
     "TornTail",
     "Verdict",
     "VerifyResult",
     "canonical_bytes",
+    "encode_payload",
     "iter_lines",
     "iter_payloads",
     "iter_records",
+    "open_chain",
     "read_head",
     "sanitize_payload",
-    "sanitized_mapping",
     "verify_chain",
 ]

@@ -1,10 +1,13 @@
 """``RoutingAuditLog``: the append side of the decision chain (ADR-0139 D6).
 
-The head a new record links to is read from disk, under an exclusive ``flock`` on the chain file, on
-every append: a restarted process, a second process and a second thread all continue one chain
-instead of forking private ones. Reading it is cheap regardless of chain length: a descriptor that
-saw the file last (same inode, same size) reuses the head it wrote; otherwise a bounded tail read
-finds the last line.
+An append is: lock, check, write, release (``RoutingAuditLog._append``). The head a new record links
+to is read from disk, under an exclusive ``flock`` on the chain file: a restarted process, a second
+process and a second thread all continue one chain instead of forking private ones. Reading it is
+cheap regardless of chain length: a descriptor that saw the file last (same inode, same size) reuses
+the head it wrote; otherwise a bounded tail read finds the last line.
+
+A writer with a ``lock_timeout`` never waits longer than that for the lock: what cannot be written in
+time waits in a bounded backlog (``chain.backlog``) and is written first by the next append.
 
 A record is one ``write(2)`` of one line on an ``O_APPEND`` descriptor. A process killed mid-write
 leaves at most one torn final line; the next append moves those bytes to a quarantine file beside the
@@ -23,55 +26,47 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal
 
 import orjson
 
-from otel_route_shadow.chain import hold
-from otel_route_shadow.chain.format import (
-    EMPTY_MARKS,
+from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, Backlog
+from otel_route_shadow.chain.errors import (
+    ChainCorruptError,
+    ChainFormatError,
+    ChainLockTimeout,
+    ChainPayloadError,
+)
+from otel_route_shadow.chain.reader import iter_records, open_chain
+from otel_route_shadow.chain.record import (
     GENESIS_HASH,
     LINE_OVERHEAD,
     MAX_LINE_BYTES,
     QUARANTINE_KIND,
-    ChainCorruptError,
-    ChainFormatError,
     ChainHead,
-    ChainPayloadError,
     ChainRecord,
-    CleanCache,
-    PayloadTemplate,
-    RedactionMark,
-    encode_known_clean,
+    EncodedPayload,
     encode_payload,
     encode_record,
     parse_record_line,
-    sanitize_payload,
 )
-from otel_route_shadow.chain.reader import iter_records
+from otel_route_shadow.chain.sanitize import sanitize_payload
 from otel_route_shadow.chain.verify import VerifyResult, verify_chain
+from otel_route_shadow.locking import flock_within
 
-__all__ = ["Durability", "RoutingAuditLog", "read_head"]
+__all__ = ["Durability", "RoutingAuditLog", "open_chain", "read_head"]
 
 Durability = Literal["flush", "fsync"]
 
 _TAIL_WINDOW: Final = 8 * 1024
 _COPY_BLOCK: Final = 1 << 20
 _MODE: Final = 0o640
+_LOCK_POLL_S: Final = 0.002
+"""How often a writer with a lock timeout retries a contended file lock."""
 MARKER_RECHECK_NS: Final = 1_000_000_000
 """How long an append that finds the chain as it left it may go without looking for a pending
 quarantine marker (see ``RoutingAuditLog._prepare``)."""
-HOLD_DENSE_NS: Final = 1_000_000
-"""A writer with ``hold_ns`` takes a hold only when an append follows the previous one this closely
-(a burst): a writer appending now and then never holds the lock between records."""
-HOLD_IDLE_NS: Final = 20_000_000
-"""A hold is given back once its writer has appended nothing for this long (or ``hold_ns``, if less)."""
-HOLD_PAUSE_NS: Final = 2_000_000
-"""After giving a hold back at ``hold_ns``, the writer locks per record this long before holding
-again, so that a writer in another process waiting for the lock gets it."""
-HOLD_BACKOFF_NS: Final = 1_000_000_000
-"""After it finds another writer's records, a writer locks per record this long."""
 _WATERMARK: Final = struct.Struct("<QQQ")
 """Shared durable watermark in the ``.sync`` file: device, inode, durable byte offset."""
 
@@ -79,7 +74,6 @@ _INSTANCES: weakref.WeakSet[RoutingAuditLog] = weakref.WeakSet()
 
 
 def _reset_after_fork() -> None:
-    hold.reset_after_fork()
     for log in list(_INSTANCES):
         log._forget_descriptors()
 
@@ -98,26 +92,32 @@ class RoutingAuditLog:
       appenders, threads and processes alike, share fsyncs: one leader's sync covers every line written
       before it started (group commit), tracked by a small ``<chain>.sync`` watermark file.
 
-    Instances are thread-safe and may be shared; separate instances and separate processes on one path
-    coordinate through the file lock. After ``fork`` the child reopens its descriptors lazily.
+    ``lock_timeout`` (seconds; None, the default: wait as long as it takes): the longest an append
+    waits for the chain's file lock (and for another thread of this instance). :meth:`append` then
+    raises :class:`ChainLockTimeout`; :meth:`submit` keeps the record in a bounded backlog of
+    ``backlog`` records instead, written in order before the next record (or by :meth:`flush`).
 
-    ``hold_ns`` (default 0: off): in a burst of appends (the next one within ``HOLD_DENSE_NS``), keep
-    the file lock between records for up to this long instead of taking it, re-checking the file
-    and giving it back for every one: three system calls fewer per record. Nobody else can append
-    meanwhile, so the file is as this writer left it. The hold is given back after
-    ``HOLD_IDLE_NS`` without an append and at ``hold_ns`` at the latest, and is not taken again for
-    ``HOLD_BACKOFF_NS`` once another writer's records show up: a writer in another process waits
-    at most about ``hold_ns`` for the lock, once per back-off. A reader in this process takes the
-    lock back at once; a process that dies holding it loses it with its descriptors.
+    Instances are thread-safe and may be shared; separate instances and separate processes on one path
+    coordinate through the file lock. After ``fork`` the child reopens its descriptors lazily, and
+    leaves the parent's backlog to the parent.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, durability: Durability = "flush", hold_ns: int = 0
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability = "flush",
+        lock_timeout: float | None = None,
+        backlog: int = BACKLOG_RECORDS,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(f"durability must be 'flush' or 'fsync', not {durability!r}")
+        if lock_timeout is not None and lock_timeout < 0:
+            raise ValueError(f"lock_timeout must be >= 0 seconds, not {lock_timeout}")
         self._path = os.fspath(path)
         self._durability: Durability = durability
+        self._lock_timeout = lock_timeout
+        self._backlog = Backlog(backlog)
         self._dir = os.path.dirname(os.path.abspath(self._path))
         self._name = os.path.basename(self._path)
         self._marker = self._path + ".quarantine-pending"
@@ -132,15 +132,6 @@ class RoutingAuditLog:
         self._head: ChainHead | None = None
         self._durable = 0
         self._marker_checked = 0
-        if hold_ns < 0:
-            raise ValueError(f"hold_ns must be >= 0, not {hold_ns}")
-        self._hold_ns = hold_ns
-        self._held = False
-        self._held_since = 0
-        self._held_used = 0
-        self._last_append = 0
-        self._no_hold_until = 0
-        self._clean_cache = CleanCache()
         self.fsyncs = 0
         """Data syncs this instance performed (group commit makes it smaller than the appends)."""
         self.quarantines = 0
@@ -156,6 +147,11 @@ class RoutingAuditLog:
     def durability(self) -> Durability:
         return self._durability
 
+    @property
+    def backlog(self) -> int:
+        """Records (and drop events) waiting to be written."""
+        return len(self._backlog)
+
     def append(self, payload: Mapping[str, Any]) -> ChainRecord:
         """Sanitize ``payload``, link it to the chain head on disk, and write it as one record.
 
@@ -163,139 +159,94 @@ class RoutingAuditLog:
         ``redactions`` names the fields that changed, so the record hash is computed over what is
         actually stored. Raises :class:`ChainPayloadError` (nothing written) for values the format
         cannot carry, :class:`ChainCorruptError` when the chain's last complete line is not a record,
-        and ``OSError`` for the disk's own failures.
+        :class:`ChainLockTimeout` when the lock did not come within ``lock_timeout``, and ``OSError``
+        for the disk's own failures.
         """
-        known = encode_known_clean(payload, self._clean_cache)
-        if known is not None:
-            clean: dict[str, Any] = dict(payload)
-            marks: list[RedactionMark] = []
-            payload_bytes, marks_bytes = known, EMPTY_MARKS
-        else:
-            clean, marks = sanitize_payload(payload, clean_cache=self._clean_cache)
-            payload_bytes, marks_bytes = encode_payload(clean, marks)
-        head, prev = self._append_encoded(payload_bytes, marks_bytes)
-        return ChainRecord(head.seq, prev, clean, tuple(marks) if marks else (), head.record_hash)
+        clean, marks = sanitize_payload(payload)
+        encoded = encode_payload(clean, marks)
+        _check_size(encoded)
+        written = self._append(encoded, self._lock_timeout)
+        if written is None:
+            raise ChainLockTimeout(f"{self._path}: the chain stayed locked for {self._lock_timeout} s")
+        head, prev = written
+        return ChainRecord(head.seq, prev, clean, tuple(marks), head.record_hash)
 
-    def append_templated(self, template: PayloadTemplate, tokens: Sequence[str]) -> ChainHead:
-        """Append ``template`` filled with ``tokens``; return the new head.
-
-        The record is byte for byte what ``append(template.payload(tokens))`` writes, without
-        walking or encoding the fixed fields again: for a writer that appends one shape many times
-        (the plugin's seam records). Raises as :meth:`append` does.
-        """
-        head, _ = self._append_encoded(template.encode(tokens), EMPTY_MARKS)
-        return head
-
-    def _append_encoded(self, payload_bytes: bytes, marks_bytes: bytes) -> tuple[ChainHead, str]:
-        """Link and write one record from its encoded parts; return the new head and the previous hash."""
-        if len(payload_bytes) + len(marks_bytes) + LINE_OVERHEAD > MAX_LINE_BYTES:
-            raise ChainPayloadError(
-                f"record would exceed {MAX_LINE_BYTES} bytes ({len(payload_bytes)} bytes of payload)"
-            )
-        with self._lock:
-            # Encoded before the file lock, linked to the head this instance wrote last: the usual
-            # case, confirmed under the lock below. The file lock is then held for a stat and a
-            # write only, not for hashing.
-            head = self._head
-            known = self._known_size
-            if head is not None and known >= 0:
-                seq, prev = head.seq + 1, head.record_hash
-                line, record_hash = encode_record(seq, prev, payload_bytes, marks_bytes)
-            now = time.monotonic_ns()
-            if self._held:
-                fd, size = self._fd, known  # held since this writer's last record: nobody else wrote
-            else:
-                fd, size = self._lock_file()
-                if known >= 0 and size != known:
-                    self._no_hold_until = now + HOLD_BACKOFF_NS  # another writer is active
-            identity = self._identity
-            written = False
-            try:
-                if not (
-                    head is not None
-                    and size == known == self._known_size
-                    and now - self._marker_checked < MARKER_RECHECK_NS
-                ):
-                    # Not as this instance left it (or never seen): see _prepare.
-                    head, size = self._prepare(fd, size)
-                    seq = 0 if head is None else head.seq + 1
-                    prev = GENESIS_HASH if head is None else head.record_hash
-                    line, record_hash = encode_record(seq, prev, payload_bytes, marks_bytes)
-                self._write(fd, line, size)
-                end = size + len(line)
-                self._known_size = end
-                new_head = self._head = ChainHead(seq, record_hash)
-                written = True
-            finally:
-                self._keep_or_unlock(fd, now, written)
-        if self._durability == "fsync":
-            self._group_commit(fd, identity, end)
-        return new_head, prev
-
-    # -- holding the lock between appends (hold_ns) ----------------------------------------------
-    def _keep_or_unlock(self, fd: int, now: int, written: bool) -> None:
-        """After an append, under ``self._lock``: keep holding the file lock, or give it back (always
-        after a failed one)."""
-        previous, self._last_append = self._last_append, now
-        if written and self._hold_ns and fd == self._fd and now >= self._no_hold_until:
-            if self._held:
-                if now - self._held_since < self._hold_ns:
-                    self._held_used = now
-                    return
-                self._no_hold_until = now + HOLD_PAUSE_NS  # let a waiting writer in
-            elif now - previous < HOLD_DENSE_NS:
-                self._held, self._held_since, self._held_used = True, now, now
-                hold.watch(self)
-                return
-        self._held = False
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-    def hold_identity(self) -> tuple[int, int]:
-        return self._identity
-
-    def release_hold_if_due(self, now: int) -> int | None:
-        """For the keeper thread: give back a hold that went idle, ran its time, or whose file is no
-        longer at the path (so the next append reopens). Returns when to look again, or None."""
-        if not self._held:
+    def submit(self, encoded: EncodedPayload) -> ChainHead | None:
+        """Append an encoded payload (``encode_payload``, ``PayloadTemplate.encode``) as :meth:`append`
+        does, but never wait longer than ``lock_timeout``: a record that does not get the lock in time
+        is kept in the backlog (None is returned) and written before the next one. Raises as
+        :meth:`append` does, except for the timeout."""
+        _check_size(encoded)
+        written = self._append(encoded, self._lock_timeout)
+        if written is None:
+            self._backlog.keep(encoded, time.time_ns())
             return None
-        moved = not self._still_at_path()
-        # Read without the lock first: a stale read only moves the next look.
-        if now < self._hold_due() and not moved:
-            return self._hold_due()
-        if not self._lock.acquire(blocking=False):
-            return now + HOLD_DENSE_NS  # appending right now
+        return written[0]
+
+    def flush(self, timeout: float | None) -> int:
+        """Write the backlog, waiting at most ``timeout`` seconds for the lock (None: as long as it
+        takes); return how many entries are still waiting (0 when all were written)."""
+        if len(self._backlog):
+            self._append(None, timeout)
+        return len(self._backlog)
+
+    # -- one append: lock, check, write, release ----------------------------------------------------
+    def _append(self, encoded: EncodedPayload | None, timeout: float | None) -> tuple[ChainHead, str] | None:
+        """Write the backlog and then ``encoded`` under one file lock; return the new head and the
+        previous hash, or None (nothing written) when a lock did not come within ``timeout``."""
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            return None
         try:
-            if not self._held:
+            locked = self._lock_file(timeout)
+            if locked is None:
                 return None
-            if now < self._hold_due() and not moved:
-                return self._hold_due()
-            if now >= self._held_since + self._hold_ns:
-                self._no_hold_until = now + HOLD_PAUSE_NS
-            self._unhold()
-            return None
+            fd, size = locked
+            try:
+                head, size = self._checked_head(fd, size)
+                head, size = self._write_backlog(fd, head, size)
+                prev = GENESIS_HASH if head is None else head.record_hash
+                if encoded is not None:
+                    head, size = self._write_record(fd, head, size, encoded)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            identity = self._identity
         finally:
             self._lock.release()
+        if self._durability == "fsync":
+            self._group_commit(fd, identity, size)
+        return (head, prev) if head is not None else None
 
-    def _hold_due(self) -> int:
-        """When the current hold must be given back: idle too long, or held too long."""
-        return min(self._held_used + min(HOLD_IDLE_NS, self._hold_ns), self._held_since + self._hold_ns)
+    def _checked_head(self, fd: int, size: int) -> tuple[ChainHead | None, int]:
+        """The head to link to: the one this instance wrote, when the file is as it left it and the
+        quarantine marker was looked for lately; otherwise whatever :meth:`_prepare` finds."""
+        if (
+            self._head is not None
+            and size == self._known_size
+            and time.monotonic_ns() - self._marker_checked < MARKER_RECHECK_NS
+        ):
+            return self._head, size
+        return self._prepare(fd, size)
 
-    def release_hold(self) -> None:
-        with self._lock:
-            if self._held:
-                self._unhold()
+    def _write_backlog(self, fd: int, head: ChainHead | None, size: int) -> tuple[ChainHead | None, int]:
+        entries = self._backlog.take() if len(self._backlog) else []
+        for index, entry in enumerate(entries):
+            try:
+                head, size = self._write_record(fd, head, size, entry)
+            except BaseException:
+                self._backlog.restore(entries[index:])
+                raise
+        return head, size
 
-    def _unhold(self) -> None:
-        self._held = False
-        with contextlib.suppress(OSError):
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def _still_at_path(self) -> bool:
-        try:
-            st = os.stat(self._path)
-        except OSError:
-            return False
-        return (st.st_dev, st.st_ino) == self._identity
+    def _write_record(
+        self, fd: int, head: ChainHead | None, size: int, encoded: EncodedPayload
+    ) -> tuple[ChainHead, int]:
+        seq = 0 if head is None else head.seq + 1
+        prev = GENESIS_HASH if head is None else head.record_hash
+        line, record_hash = encode_record(seq, prev, encoded.payload, encoded.marks)
+        self._write(fd, line, size)
+        self._known_size = size + len(line)
+        self._head = ChainHead(seq, record_hash)
+        return self._head, self._known_size
 
     def head(self) -> ChainHead | None:
         """The last complete record on disk, or None for a missing or empty chain.
@@ -324,7 +275,6 @@ class RoutingAuditLog:
 
     def close(self) -> None:
         with self._lock, self._sync_lock:
-            self._held = False  # closing the descriptor gives the lock back
             for fd in (self._fd, self._sync_fd, *self._retired):
                 if fd >= 0:
                     os.close(fd)
@@ -356,27 +306,30 @@ class RoutingAuditLog:
         self._known_size = -1
         self._head = None
         self._durable = 0
-        self._held = False  # a hold is the parent's, on the parent's open file description
+        self._backlog = Backlog(self._backlog.capacity)  # the parent's records, for the parent to write
 
     def _open(self) -> int:
-        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, _MODE)
-        st = os.fstat(fd)
-        self._fd = fd
+        self._fd = open_chain(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        st = os.fstat(self._fd)
         self._identity = (st.st_dev, st.st_ino)
         self._known_size = -1
         self._head = None
         self._durable = 0
-        return fd
+        return self._fd
 
-    def _lock_file(self) -> tuple[int, int]:
-        """Exclusive lock on the file currently at the path; returns the descriptor and its size.
+    def _lock_file(self, timeout: float | None) -> tuple[int, int] | None:
+        """Exclusive lock on the file currently at the path; returns the descriptor and its size, or
+        None when the lock did not come within ``timeout`` seconds.
 
         A descriptor can outlive its path (the file replaced or removed); writing to it would put
         records where no reader looks, so the inode is re-checked under the lock.
         """
         fd = self._fd if self._fd >= 0 else self._open()
         for _ in range(8):
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            if timeout is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            elif not flock_within(fd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
+                return None
             try:
                 current = os.stat(self._path)
             except FileNotFoundError:
@@ -486,8 +439,7 @@ class RoutingAuditLog:
     ) -> tuple[ChainHead, int]:
         seq = 0 if head is None else head.seq + 1
         prev = GENESIS_HASH if head is None else head.record_hash
-        payload_bytes, marks_bytes = encode_payload(_quarantine_event(marker), [])
-        line, record_hash = encode_record(seq, prev, payload_bytes, marks_bytes)
+        line, record_hash = encode_record(seq, prev, *encode_payload(_quarantine_event(marker), []))
         self._write(fd, line, size)
         os.fsync(fd)
         return ChainHead(seq, record_hash), size + len(line)
@@ -579,15 +531,19 @@ class RoutingAuditLog:
 # Helpers shared with readers.
 
 
+def _check_size(encoded: EncodedPayload) -> None:
+    size = len(encoded.payload) + len(encoded.marks)
+    if size + LINE_OVERHEAD > MAX_LINE_BYTES:
+        raise ChainPayloadError(f"record would exceed {MAX_LINE_BYTES} bytes ({size} bytes of payload)")
+
+
 def read_head(path: str | os.PathLike[str]) -> ChainHead | None:
     """The last complete record of the chain at ``path`` (None when missing or empty)."""
     try:
-        fd = os.open(os.fspath(path), os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_chain(os.fspath(path), os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
-        st = os.fstat(fd)
-        hold.release_holds((st.st_dev, st.st_ino))
         fcntl.flock(fd, fcntl.LOCK_SH)
         head, _ = _tail(fd, os.fstat(fd).st_size)
         return head

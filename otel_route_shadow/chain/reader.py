@@ -7,15 +7,20 @@ the chain, and they stop silently at a torn tail, which is not a record.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterator
 from typing import Any, Final
 
 import orjson
 
-from otel_route_shadow.chain.format import MAX_LINE_BYTES, ChainFormatError, ChainRecord, parse_record_line
+from otel_route_shadow.chain.errors import ChainFormatError, ChainPathError
+from otel_route_shadow.chain.record import MAX_LINE_BYTES, ChainRecord, parse_record_line
 
-__all__ = ["iter_lines", "iter_payloads", "iter_records"]
+__all__ = ["iter_lines", "iter_payloads", "iter_records", "open_chain"]
+
+_MODE: Final = 0o640
 
 _BLOCK: Final = 1 << 20
 
@@ -34,7 +39,7 @@ def iter_lines(
     carry = b""
     skipping = False
     remaining = -1 if end is None else end
-    with open(os.fspath(path), "rb", buffering=0) as handle:
+    with os.fdopen(open_chain(os.fspath(path), os.O_RDONLY), "rb", buffering=0) as handle:
         while remaining != 0:
             block = handle.read(_BLOCK if remaining < 0 else min(_BLOCK, remaining))
             if not block:
@@ -86,3 +91,32 @@ def iter_payloads(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str,
         if payload.__class__ is not dict or seq.__class__ is not int:
             raise ChainFormatError(f"{os.fspath(path)}: line {number}: not a record")
         yield seq, payload
+
+
+def open_chain(path: str, flags: int) -> int:
+    """Open the chain at ``path`` with ``flags``, refusing anything but a regular file.
+
+    ``O_NONBLOCK`` keeps a FIFO at the path from hanging the caller (no reader or writer needed to
+    open it), and the ``fstat`` runs before anything else touches the descriptor. Raises
+    :class:`ChainPathError` for a FIFO, a device or a socket, ``IsADirectoryError`` for a directory,
+    ``OSError`` for the rest.
+    """
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, _MODE)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory, not a chain file", path)
+        if not stat.S_ISREG(mode):
+            raise ChainPathError(f"{path}: is {_file_kind(mode)}, not a regular file; not a chain")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"

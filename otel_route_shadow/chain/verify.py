@@ -29,11 +29,12 @@ from typing import IO, Any, Final
 
 import orjson
 
-from otel_route_shadow.chain import hold
-from otel_route_shadow.chain.format import (
+from otel_route_shadow.chain.canonical import CANONICAL_OPTIONS, canonical_bytes
+from otel_route_shadow.chain.reader import open_chain
+from otel_route_shadow.chain.record import (
+    DROPPED_KIND,
     GENESIS_HASH,
     MAX_LINE_BYTES,
-    canonical_bytes,
     record_shape_problem,
     version_problem,
 )
@@ -43,8 +44,10 @@ __all__ = ["Reason", "TornTail", "Verdict", "VerifyResult", "verify_chain"]
 _BLOCK: Final = 1 << 20
 _PARALLEL_MIN_BYTES: Final = 8 << 20
 _CHUNKS_PER_JOB: Final = 4
-_OPTS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 _HASH_SUFFIX: Final = len(',"record_hash":""}') + 64
+_DROPPED_PREFIX: Final = b'{"payload":{"count":'
+"""How every ``records-dropped`` event's line begins (its payload's first member in sorted order):
+the hot loop hands such lines to the exact check, which counts the event."""
 
 
 class Reason(StrEnum):
@@ -112,6 +115,10 @@ class VerifyResult:
     detail: str | None = None
     torn_tail: TornTail | None = None
     bytes_verified: int = 0
+    dropped_events: int = 0
+    """``records-dropped`` events in the verified prefix: gaps where a writer dropped records."""
+    dropped_records: int = 0
+    """Records those events say were dropped (the sum of their ``count``)."""
 
     @property
     def intact(self) -> bool:
@@ -132,17 +139,28 @@ class VerifyResult:
             "detail": self.detail,
             "torn_tail": None if self.torn_tail is None else self.torn_tail.to_dict(),
             "bytes_verified": self.bytes_verified,
+            "dropped_events": self.dropped_events,
+            "dropped_records": self.dropped_records,
         }
 
     def describe(self) -> str:
-        if self.intact:
-            if self.records == 0:
-                return f"{self.path}: intact, empty chain (0 records)"
-            return (
-                f"{self.path}: intact, {self.records} records, head seq {self.head_seq} hash {self.head_hash}"
-            )
-        where = f"seq {self.first_bad_seq} (line {self.line}, byte {self.offset})"
-        return f"{self.path}: {self.verdict.value} at {where}: {self.reason}: {self.detail}"
+        return self._summary() + self._gaps()
+
+    def _summary(self) -> str:
+        if not self.intact:
+            where = f"seq {self.first_bad_seq} (line {self.line}, byte {self.offset})"
+            return f"{self.path}: {self.verdict.value} at {where}: {self.reason}: {self.detail}"
+        if self.records == 0:
+            return f"{self.path}: intact, empty chain (0 records)"
+        return f"{self.path}: intact, {self.records} records, head seq {self.head_seq} hash {self.head_hash}"
+
+    def _gaps(self) -> str:
+        if not self.dropped_events:
+            return ""
+        return (
+            f"; the writer dropped {self.dropped_records} records in {self.dropped_events} gap(s) "
+            f"({DROPPED_KIND} events: the chain was locked by another process for too long)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -160,6 +178,8 @@ class _Good:
     seq: int
     prev_hash: str
     record_hash: str
+    dropped: int = -1
+    """The ``count`` of a ``records-dropped`` event; -1 for any other record."""
 
 
 def _check_line(line: bytes, strict: bool = False) -> _Good | _Bad:
@@ -170,6 +190,22 @@ def _check_line(line: bytes, strict: bool = False) -> _Good | _Bad:
     encoder disagree). The record hash covers them, so they cannot be introduced into a verified chain
     without recomputing hashes; the walk costs about as much as the rest of the check, hence opt-in.
     """
+    obj = _parse_record(line)
+    if isinstance(obj, _Bad):
+        return obj
+    record_hash: str = obj.pop("record_hash")
+    bad = _hash_problem(line, obj, record_hash)
+    if bad is None and strict:
+        problem = _value_problem(obj["payload"], "")
+        bad = None if problem is None else _Bad(Reason.MALFORMED_RECORD, problem)
+    if bad is not None:
+        return bad
+    return _Good(obj["seq"], obj["prev_hash"], record_hash, _dropped_count(obj["payload"]))
+
+
+def _parse_record(line: bytes) -> dict[str, Any] | _Bad:
+    """Rules 1 to 4 of the check order (``docs/chain-format.md`` section 8): the line as a record
+    object of this version, or why it is not one."""
     if len(line) > MAX_LINE_BYTES:
         return _Bad(Reason.UNPARSEABLE, f"line of {len(line)} bytes exceeds the {MAX_LINE_BYTES}-byte limit")
     try:
@@ -183,20 +219,30 @@ def _check_line(line: bytes, strict: bool = False) -> _Good | _Bad:
     problem = record_shape_problem(obj)
     if problem is not None:
         return _Bad(Reason.MALFORMED_RECORD, problem)
-    record_hash: str = obj.pop("record_hash")
+    record: dict[str, Any] = obj
+    return record
+
+
+def _hash_problem(line: bytes, body_obj: dict[str, Any], record_hash: str) -> _Bad | None:
+    """Rules 5 and 6: the line is the layout of its canonical body, and the body hashes to
+    ``record_hash``."""
     try:
-        body = canonical_bytes(obj)
+        body = canonical_bytes(body_obj)
     except TypeError as exc:
         return _Bad(Reason.MALFORMED_RECORD, f"not encodable in canonical form: {exc}")
     if line != b"".join((body[:-1], b',"record_hash":"', record_hash.encode("ascii"), b'"}')):
         return _Bad(Reason.MALFORMED_RECORD, "line is not the canonical form of its record")
     if hashlib.sha256(body).hexdigest() != record_hash:
         return _Bad(Reason.HASH_MISMATCH, "record content does not match its record_hash")
-    if strict:
-        problem = _value_problem(obj["payload"], "")
-        if problem is not None:
-            return _Bad(Reason.MALFORMED_RECORD, problem)
-    return _Good(obj["seq"], obj["prev_hash"], record_hash)
+    return None
+
+
+def _dropped_count(payload: dict[str, Any]) -> int:
+    """The ``count`` of a well-formed ``records-dropped`` event, else -1."""
+    count = payload.get("count")
+    if payload.get("kind") == DROPPED_KIND and count.__class__ is int and count >= 0:
+        return int(count)
+    return -1
 
 
 def _value_problem(value: Any, path: str) -> str | None:
@@ -241,6 +287,8 @@ class _State:
     prev: str
     lines: int
     offset: int
+    dropped_events: int = 0
+    dropped_records: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,21 +316,39 @@ def _scan(
 ) -> _Stop | None:
     """Verify complete lines from ``state.offset`` up to ``end`` (a line boundary), updating ``state``.
 
-    Returns None when every line verified, else where and why it stopped.
+    Returns None when every line verified, else where and why it stopped. Blocks are read one at a
+    time; a line is at most :data:`MAX_LINE_BYTES`, checked before it is parsed wherever it falls
+    against the blocks (only a block's first line can be longer than a block).
     """
     if strict:
         return _scan_strict(handle, state, end, progress)
-    loads = orjson.loads
-    dumps = orjson.dumps
-    sha = hashlib.sha256
-    opts = _OPTS
-    cut = -_HASH_SUFFIX
-    no_marks: list[Any] = []
-    handle.seek(state.offset)
-    remaining = end - state.offset
+    for lines, consumed, bad in _blocks(handle, state.offset, end):
+        if bad is not None:
+            return _Stop(_State(state.seq, state.prev, state.lines, state.offset), None, bad, None)
+        if lines and len(lines[0]) > MAX_LINE_BYTES:
+            return _Stop(_State(state.seq, state.prev, state.lines, state.offset), None, _too_long(), None)
+        stop = _scan_block(lines, state)
+        if stop is not None:
+            return stop
+        state.offset += consumed
+        if progress is not None:
+            progress(state.seq, state.offset)
+    return None
+
+
+def _too_long() -> _Bad:
+    return _Bad(Reason.UNPARSEABLE, f"line exceeds the {MAX_LINE_BYTES}-byte limit")
+
+
+def _blocks(handle: IO[bytes], offset: int, end: int) -> Iterator[tuple[list[bytes], int, _Bad | None]]:
+    """The complete lines of each block of ``[offset, end)`` and the bytes they take (newlines
+    included); a line still open at a block's end is carried into the next block's first line.
+
+    Yields a last ``([], 0, bad)`` for a line already longer than :data:`MAX_LINE_BYTES`, or for
+    bytes left over at ``end`` (which ends on a newline by construction: the file changed under us)."""
+    handle.seek(offset)
+    remaining = end - offset
     carry = b""
-    seq = state.seq
-    prev = state.prev
     while remaining > 0:
         block = handle.read(min(_BLOCK, remaining))
         if not block:
@@ -293,62 +359,86 @@ def _scan(
         if carry:
             lines[0] = carry + lines[0]
         carry = lines.pop()
-        consumed -= len(carry)
-        first_seq = seq
-        index = 0
-        count = len(lines)
-        while index < count:
-            for line in lines if index == 0 else lines[index:]:
-                try:
-                    rec = loads(line)
-                    claimed = rec.pop("record_hash")
-                    body = dumps(rec, option=opts)
-                    got = rec["seq"]
-                    if (
-                        sha(body).hexdigest() != claimed
-                        or got != seq
-                        or rec["prev_hash"] != prev
-                        or got.__class__ is not int
-                        or line[:cut] != body[:-1]
-                        or not line.endswith(b'"}')
-                        or not body.endswith(b',"v":1}')
-                        or not body.startswith(b'{"payload":{')
-                        or len(rec) != 5
-                        or rec["redactions"] != no_marks
-                    ):
-                        break
-                except Exception:
-                    break
-                prev = claimed
-                seq += 1
-            else:
-                break
-            # The hot loop declined this line; decide precisely.
-            index = seq - first_seq
-            line = lines[index]
-            verdict = _check_line(line)
-            if not isinstance(verdict, _Good) or verdict.seq != seq or verdict.prev_hash != prev:
-                here = _State(seq, prev, state.lines + index, state.offset + _offset_of(lines, index))
-                if isinstance(verdict, _Bad):
-                    return _Stop(here, line, verdict, None)
-                return _Stop(here, line, None, verdict)
-            prev = verdict.record_hash
-            seq += 1
-            index += 1
-        state.seq = seq
-        state.prev = prev
-        state.lines += count
-        state.offset += consumed
+        yield lines, consumed - len(carry), None
         if len(carry) > MAX_LINE_BYTES:
-            bad = _Bad(Reason.UNPARSEABLE, f"line exceeds the {MAX_LINE_BYTES}-byte limit")
-            return _Stop(_State(seq, prev, state.lines, state.offset), None, bad, None)
-        if progress is not None:
-            progress(seq, state.offset)
+            yield [], 0, _too_long()
+            return
     if carry or remaining > 0:
-        # The range ends on a newline by construction: the file was truncated or rewritten under us.
-        bad = _Bad(Reason.UNPARSEABLE, "the file changed during verification")
-        return _Stop(_State(seq, prev, state.lines, state.offset), None, bad, None)
+        yield [], 0, _Bad(Reason.UNPARSEABLE, "the file changed during verification")
+
+
+def _scan_block(lines: list[bytes], state: _State) -> _Stop | None:
+    """Verify one block's lines after ``state``: the hot loop, and the exact check where it declines."""
+    start_offset = state.offset
+    index = 0
+    while index < len(lines):
+        state.seq, state.prev, index = _fast_run(lines, index, state.seq, state.prev)
+        if index == len(lines):
+            break
+        # The hot loop declined this line; decide precisely.
+        line = lines[index]
+        verdict = _check_line(line)
+        if not isinstance(verdict, _Good) or verdict.seq != state.seq or verdict.prev_hash != state.prev:
+            here = _State(state.seq, state.prev, state.lines + index, start_offset + _offset_of(lines, index))
+            if isinstance(verdict, _Bad):
+                return _Stop(here, line, verdict, None)
+            return _Stop(here, line, None, verdict)
+        _accept(state, verdict)
+        index += 1
+    state.lines += len(lines)
     return None
+
+
+def _accept(state: _State, good: _Good) -> None:
+    """``good`` verified after ``state``: move on (and count a ``records-dropped`` event)."""
+    state.seq += 1
+    state.prev = good.record_hash
+    if good.dropped >= 0:
+        state.dropped_events += 1
+        state.dropped_records += good.dropped
+
+
+def _fast_run(lines: list[bytes], start: int, seq: int, prev: str) -> tuple[int, str, int]:
+    """Verify ``lines[start:]`` the quick way for as long as every check passes; return the next
+    expected seq and prev_hash and the index of the first line it declined (``len(lines)`` if none).
+
+    A conservative, never lenient, subset of :func:`_check_line` plus the links: a record with
+    redaction marks, a ``records-dropped`` event, or anything unusual goes to the exact check."""
+    loads, dumps, sha, opts, cut = (
+        orjson.loads,
+        orjson.dumps,
+        hashlib.sha256,
+        CANONICAL_OPTIONS,
+        -_HASH_SUFFIX,
+    )
+    no_marks: list[Any] = []
+    index = start
+    for line in lines if start == 0 else lines[start:]:
+        try:
+            rec = loads(line)
+            claimed = rec.pop("record_hash")
+            body = dumps(rec, option=opts)
+            got = rec["seq"]
+            if (
+                sha(body).hexdigest() != claimed
+                or got != seq
+                or rec["prev_hash"] != prev
+                or got.__class__ is not int
+                or line[:cut] != body[:-1]
+                or not line.endswith(b'"}')
+                or not body.endswith(b',"v":1}')
+                or not body.startswith(b'{"payload":{')
+                or len(rec) != 5
+                or rec["redactions"] != no_marks
+                or line.startswith(_DROPPED_PREFIX)
+            ):
+                break
+        except Exception:
+            break
+        prev = claimed
+        seq += 1
+        index += 1
+    return seq, prev, index
 
 
 def _scan_strict(handle: IO[bytes], state: _State, end: int, progress: _Progress | None) -> _Stop | None:
@@ -356,16 +446,13 @@ def _scan_strict(handle: IO[bytes], state: _State, end: int, progress: _Progress
     for offset, line in _iter_lines_from(handle, state.offset, end):
         here = _State(state.seq, state.prev, state.lines, offset)
         if line is None:
-            return _Stop(
-                here, None, _Bad(Reason.UNPARSEABLE, f"line exceeds the {MAX_LINE_BYTES}-byte limit"), None
-            )
+            return _Stop(here, None, _too_long(), None)
         verdict = _check_line(line, strict=True)
         if isinstance(verdict, _Bad):
             return _Stop(here, line, verdict, None)
         if verdict.seq != state.seq or verdict.prev_hash != state.prev:
             return _Stop(here, line, None, verdict)
-        state.seq += 1
-        state.prev = verdict.record_hash
+        _accept(state, verdict)
         state.lines += 1
         state.offset = offset + len(line) + 1
         if progress is not None and not state.seq % 8192:
@@ -494,8 +581,6 @@ def _diagnose(handle: IO[bytes], stop: _Stop, end: int) -> tuple[Reason, str, in
 def _snapshot_size(handle: IO[bytes]) -> int:
     """File size with no append in flight: appenders hold the exclusive lock while writing."""
     fd = handle.fileno()
-    st = os.fstat(fd)
-    hold.release_holds((st.st_dev, st.st_ino))  # a writer in this process holding it between records
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
     except OSError:  # pragma: no cover - a filesystem without flock; accept a possibly torn view
@@ -532,12 +617,12 @@ def verify_chain(
 
     ``progress(records)`` is called now and then with the records verified so far;
     ``byte_progress(done, total)`` with bytes (for a progress bar). ``strict`` adds the payload value
-    walk of :func:`_check_line`. Raises ``OSError`` (``FileNotFoundError``, ``IsADirectoryError``,
-    ``PermissionError``) when the file cannot be read at all; every problem *inside* the file is a
-    verdict, never an exception.
+    walk of :func:`_check_line`. Raises ``OSError`` (``FileNotFoundError``, ``PermissionError``,
+    ``ChainPathError`` for a directory, a FIFO or a device) when the file cannot be read at all; every
+    problem *inside* the file is a verdict, never an exception.
     """
     name = os.fspath(path)
-    with open(name, "rb", buffering=0) as handle:
+    with os.fdopen(open_chain(name, os.O_RDONLY), "rb", buffering=0) as handle:
         size = _snapshot_size(handle)
         complete = _complete_end(handle, size)
         state = _State(0, GENESIS_HASH, 0, 0)
@@ -549,31 +634,36 @@ def verify_chain(
             stop = _scan(handle, state, complete, hook, strict)
         if stop is not None:
             return _broken(name, handle, stop, complete)
-        head_seq = state.seq - 1 if state.seq else None
-        head_hash = state.prev if state.seq else None
-        if complete < size:
-            return VerifyResult(
-                path=name,
-                verdict=Verdict.TORN_TAIL,
-                records=state.seq,
-                head_seq=head_seq,
-                head_hash=head_hash,
-                first_bad_seq=state.seq,
-                reason=Reason.TORN_TAIL,
-                line=state.lines + 1,
-                offset=complete,
-                detail=f"{size - complete} bytes after the last newline (an append that did not finish)",
-                torn_tail=TornTail(complete, size - complete),
-                bytes_verified=complete,
-            )
-        return VerifyResult(
-            path=name,
-            verdict=Verdict.INTACT,
-            records=state.seq,
-            head_seq=head_seq,
-            head_hash=head_hash,
-            bytes_verified=complete,
-        )
+        return _complete(name, state, complete, size)
+
+
+def _prefix(state: _State) -> dict[str, Any]:
+    """The verified prefix, as every verdict reports it."""
+    return {
+        "records": state.seq,
+        "head_seq": state.seq - 1 if state.seq else None,
+        "head_hash": state.prev if state.seq else None,
+        "dropped_events": state.dropped_events,
+        "dropped_records": state.dropped_records,
+    }
+
+
+def _complete(name: str, state: _State, complete: int, size: int) -> VerifyResult:
+    """Every complete line verified: intact, or a torn tail after them."""
+    if complete == size:
+        return VerifyResult(path=name, verdict=Verdict.INTACT, bytes_verified=complete, **_prefix(state))
+    return VerifyResult(
+        path=name,
+        verdict=Verdict.TORN_TAIL,
+        first_bad_seq=state.seq,
+        reason=Reason.TORN_TAIL,
+        line=state.lines + 1,
+        offset=complete,
+        detail=f"{size - complete} bytes after the last newline (an append that did not finish)",
+        torn_tail=TornTail(complete, size - complete),
+        bytes_verified=complete,
+        **_prefix(state),
+    )
 
 
 def _combine(
@@ -600,15 +690,13 @@ def _broken(name: str, handle: IO[bytes], stop: _Stop, end: int) -> VerifyResult
     return VerifyResult(
         path=name,
         verdict=Verdict.BROKEN,
-        records=state.seq,
-        head_seq=state.seq - 1 if state.seq else None,
-        head_hash=state.prev if state.seq else None,
         first_bad_seq=first_bad,
         reason=reason,
         line=state.lines + 1,
         offset=state.offset,
         detail=detail,
         bytes_verified=state.offset,
+        **_prefix(state),
     )
 
 
@@ -632,22 +720,34 @@ class _ChunkResult:
     first_prev: str
     last_seq: int
     last_hash: str
+    dropped_events: int = 0
+    dropped_records: int = 0
 
 
 def _verify_chunk(path: str, chunk: _Chunk, strict: bool) -> _ChunkResult:
+    failed = _ChunkResult(False, 0, -1, "", -1, "")
     with open(path, "rb", buffering=0) as handle:
         first = next(_iter_lines_from(handle, chunk.start, chunk.end), None)
         if first is None or first[1] is None:
-            return _ChunkResult(False, 0, -1, "", -1, "")
+            return failed
         line = first[1]
         verdict = _check_line(line, strict)
         if not isinstance(verdict, _Good):
-            return _ChunkResult(False, 0, -1, "", -1, "")
-        state = _State(verdict.seq + 1, verdict.record_hash, 1, chunk.start + len(line) + 1)
-        stop = _scan(handle, state, chunk.end, None, strict)
-        if stop is not None:
-            return _ChunkResult(False, 0, -1, "", -1, "")
-        return _ChunkResult(True, state.lines, verdict.seq, verdict.prev_hash, state.seq - 1, state.prev)
+            return failed
+        state = _State(verdict.seq, verdict.prev_hash, 1, chunk.start + len(line) + 1)
+        _accept(state, verdict)
+        if _scan(handle, state, chunk.end, None, strict) is not None:
+            return failed
+        return _ChunkResult(
+            True,
+            state.lines,
+            verdict.seq,
+            verdict.prev_hash,
+            state.seq - 1,
+            state.prev,
+            state.dropped_events,
+            state.dropped_records,
+        )
 
 
 def _split(handle: IO[bytes], end: int, parts: int) -> list[_Chunk]:
@@ -727,6 +827,8 @@ def _scan_parallel(
             state.prev = result.last_hash
             state.lines += result.lines
             state.offset = chunk.end
+            state.dropped_events += result.dropped_events
+            state.dropped_records += result.dropped_records
             if progress is not None:
                 progress(state.seq, state.offset)
     finally:

@@ -43,7 +43,7 @@ from otel_route_shadow.analysis.snapshots import (
     cited_loader,
     store_snapshot,
 )
-from otel_route_shadow.analysis.source import ChainError, EmptyChainError, UnverifiedChainError
+from otel_route_shadow.analysis.source import ChainAnalysisError, EmptyChainError, UnverifiedChainError
 from otel_route_shadow.analysis.whatif import format_whatif, replay
 from otel_route_shadow.analysis.window import TimeWindow, WindowError
 from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
@@ -190,7 +190,7 @@ def _specs(args: argparse.Namespace) -> tuple[tuple[str, ...], ...]:
         raise CliError(f"--by: {exc}") from None
 
 
-def _chain_error(exc: ChainError) -> CliError:
+def _chain_error(exc: ChainAnalysisError) -> CliError:
     if isinstance(exc, UnverifiedChainError):
         return CliError(str(exc), EXIT_FINDING)
     if isinstance(exc, EmptyChainError):
@@ -240,7 +240,7 @@ def _handle_report(args: argparse.Namespace) -> int:
             verify_progress=progress,
             progress=_ReadingPhase(progress),
         )
-    except ChainError as exc:
+    except ChainAnalysisError as exc:
         raise _chain_error(exc) from None
     finally:
         progress.finish()
@@ -323,7 +323,7 @@ def _handle_whatif(args: argparse.Namespace) -> int:
             verify_progress=progress,
             progress=_ReadingPhase(progress),
         )
-    except ChainError as exc:
+    except ChainAnalysisError as exc:
         raise _chain_error(exc) from None
     finally:
         progress.finish()
@@ -374,7 +374,7 @@ def _handle_matrix(args: argparse.Namespace) -> int:
         if args.chain:
             try:
                 seen = axes_from_chain(args.chain)
-            except ChainError as exc:
+            except ChainAnalysisError as exc:
                 raise _chain_error(exc) from None
             values = {name: given[name] or seen[name] for name in given}
         else:

@@ -8,7 +8,7 @@
 | ``OTEL_PYTHON_ROUTE_SHADOW_STORE`` | ``store`` | policy snapshot store directory (unset: no policies, an ``absent`` snapshot) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_DURABILITY`` | ``durability`` | ``flush`` (default) or ``fsync`` per chain record |
 | ``OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS`` | ``snapshot_recheck_ms`` | how long a seam may resolve against the store's last verdict before looking at the store again (default 100; 0: on every call) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_CHAIN_HOLD_MS`` | ``chain_hold_ms`` | in a burst of spawns, how long the chain writer may keep the chain's file lock between records (default 50; 0: lock per record) |
+| ``OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS`` | ``chain_lock_timeout_ms`` | longest a spawn waits for another process holding the chain's lock (default 100); a record that waits longer is kept in memory and written with the next one |
 | ``OTEL_PYTHON_ROUTE_SHADOW_ORIGIN`` | ``origin`` | the log's name in its checkpoints (default ``<host>/route-shadow/<16 hex of SHA-256(absolute chain path)>``) |
 | ``OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY`` | ``signing_key`` | path of the checkpoint signing key file (``otel-route-shadow key generate``); unset: checkpoints unsigned |
 | ``OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS`` | ``checkpoint_records`` | checkpoint at least every this many records (default 1000) |
@@ -65,7 +65,7 @@ ENV_DURABILITY = ENV_PREFIX + "DURABILITY"
 ENV_STRICT = ENV_PREFIX + "STRICT"
 ENV_DISABLED = ENV_PREFIX + "DISABLED"
 ENV_SNAPSHOT_RECHECK_MS = ENV_PREFIX + "SNAPSHOT_RECHECK_MS"
-ENV_CHAIN_HOLD_MS = ENV_PREFIX + "CHAIN_HOLD_MS"
+ENV_CHAIN_LOCK_TIMEOUT_MS = ENV_PREFIX + "CHAIN_LOCK_TIMEOUT_MS"
 ENV_ORIGIN = ENV_PREFIX + "ORIGIN"
 ENV_SIGNING_KEY = ENV_PREFIX + "SIGNING_KEY"
 ENV_CHECKPOINT_RECORDS = ENV_PREFIX + "CHECKPOINT_RECORDS"
@@ -76,9 +76,9 @@ DEFAULT_SNAPSHOT_RECHECK_MS = 100
 """A save is seen by every seam call that starts at least this long after it. Under load the store's
 stats are then paid once per interval instead of once per spawn; a quiet host (one spawn every
 100 ms or more, most factories) still looks on every call."""
-DEFAULT_CHAIN_HOLD_MS = 50
-"""Only spawns less than a millisecond apart make the writer hold the chain's lock between records;
-another process's first record after such a burst may wait up to this long (``RoutingAuditLog``)."""
+DEFAULT_CHAIN_LOCK_TIMEOUT_MS = 100
+"""A spawn costs seconds; waiting a tenth of that for a reader or another writer is invisible, and
+a record that still finds the chain locked is kept, not lost (``RoutingAuditLog.submit``)."""
 
 
 class SeamConfigError(ValueError):
@@ -214,7 +214,7 @@ class RouteShadowConfig(BaseModel):
     strict: bool = False
     disabled: bool = False
     snapshot_recheck_ms: int = Field(default=DEFAULT_SNAPSHOT_RECHECK_MS, ge=0, le=3_600_000, strict=True)
-    chain_hold_ms: int = Field(default=DEFAULT_CHAIN_HOLD_MS, ge=0, le=1000, strict=True)
+    chain_lock_timeout_ms: int = Field(default=DEFAULT_CHAIN_LOCK_TIMEOUT_MS, ge=0, le=60_000, strict=True)
     origin: str | None = None
     signing_key: Path | None = Field(default=None, repr=False)
     checkpoint_records: int = Field(default=DEFAULT_EVERY_RECORDS, ge=1, le=100_000_000, strict=True)
@@ -240,7 +240,7 @@ class RouteShadowConfig(BaseModel):
             values["durability"] = durability.strip().lower()
         for name, key in (
             (ENV_SNAPSHOT_RECHECK_MS, "snapshot_recheck_ms"),
-            (ENV_CHAIN_HOLD_MS, "chain_hold_ms"),
+            (ENV_CHAIN_LOCK_TIMEOUT_MS, "chain_lock_timeout_ms"),
         ):
             milliseconds = _env(env, name)
             if milliseconds is not None:

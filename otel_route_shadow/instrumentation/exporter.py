@@ -4,24 +4,63 @@ The record is built from the span's own ``route_shadow.*`` and ``gen_ai.*`` attr
 trace in the backend and the chain record are the same event. Completeness must not depend on trace
 sampling, so the route-shadow processor hands seam spans to this exporter itself (sampled or not)
 instead of relying on the SDK's simple or batch processors, which skip unsampled spans.
+
+Never disturbing the host: a chain path that is not a regular file is refused at start (one log
+line; nothing is recorded); an append waits at most ``lock_timeout_ms`` for another process holding
+the chain's lock, and a record that did not get it in time waits in the writer's bounded backlog
+(``chain.backlog``), written before the next record, at ``force_flush``/``shutdown``, and at exit,
+each within a bounded wait.
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
+import os
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_route_shadow.chain import PayloadTemplate, RoutingAuditLog
+from otel_route_shadow.chain import (
+    BACKLOG_RECORDS,
+    ChainPathError,
+    PayloadTemplate,
+    RoutingAuditLog,
+    encode_payload,
+    open_chain,
+    sanitize_payload,
+)
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import record_payload, record_tokens
 from otel_route_shadow.tlog import Checkpointer
 
-__all__ = ["RouteShadowChainExporter"]
+__all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
+
+_LOG = logging.getLogger("otel_route_shadow")
+
+EXIT_FLUSH_S: Final = 1.0
+"""Longest wait, at shutdown and at interpreter exit, for the lock to write the backlog."""
+
+
+def chain_path_refusal(path: Path) -> str | None:
+    """Why ``path`` cannot be a chain (it exists and is not a regular file), or None.
+
+    Opened with ``O_NONBLOCK`` and checked with ``fstat`` before anything else, so a FIFO at the
+    path never blocks the host."""
+    try:
+        os.close(open_chain(os.fspath(path), os.O_RDONLY))
+    except ChainPathError as exc:
+        return str(exc)
+    except IsADirectoryError:
+        return f"{path}: is a directory, not a chain file"
+    except OSError:
+        return None  # absent, or unreadable: the first append says so, contained as any disk error
+    return None
 
 
 class RouteShadowChainExporter(SpanExporter):
@@ -31,33 +70,41 @@ class RouteShadowChainExporter(SpanExporter):
         self,
         chain_path: str | Path,
         durability: str = "flush",
-        hold_ms: int = 0,
+        lock_timeout_ms: int | None = None,
+        backlog: int = BACKLOG_RECORDS,
         checkpointer: Checkpointer | None = None,
     ) -> None:
         self._path = Path(chain_path)
         self.checkpointer = checkpointer
         """Told of every appended record (``after_append``: cheap unless a checkpoint is due, never raises)."""
         self._durability = durability
-        self._hold_ns = hold_ms * 1_000_000
+        self._lock_timeout = None if lock_timeout_ms is None else lock_timeout_ms / 1000
+        self._backlog = backlog
         self._log: RoutingAuditLog | None = None
         self._lock = threading.Lock()
         self._shutdown = False
+        self.refused = chain_path_refusal(self._path)
+        """Why the chain path was refused at start (then nothing is ever recorded), or None."""
+        if self.refused is not None:
+            _LOG.warning("route shadow records nothing: %s", self.refused)
 
     @property
     def chain_path(self) -> Path:
         return self._path
 
-    def _audit_log(self) -> RoutingAuditLog:
+    def _audit_log(self) -> RoutingAuditLog | None:
         log = self._log
-        if log is None:
+        if log is None and self.refused is None:
             with self._lock:
                 if self._log is None:
                     self._path.parent.mkdir(parents=True, exist_ok=True)
                     self._log = RoutingAuditLog(
                         self._path,
                         durability=self._durability,  # type: ignore[arg-type]
-                        hold_ns=self._hold_ns,
+                        lock_timeout=self._lock_timeout,
+                        backlog=self._backlog,
                     )
+                    atexit.register(_flush_at_exit, weakref.ref(self))
                 log = self._log
         return log
 
@@ -65,15 +112,23 @@ class RouteShadowChainExporter(SpanExporter):
         self, trace_id: int, span_id: int, start_time_unix_nano: int, attributes: Mapping[str, Any]
     ) -> None:
         """Append one seam event; raises what the disk raises (the caller contains it)."""
-        self._audit_log().append(record_payload(trace_id, span_id, start_time_unix_nano, attributes))
-        if self.checkpointer is not None:
-            self.checkpointer.after_append()
+        log = self._audit_log()
+        if log is not None:
+            payload = record_payload(trace_id, span_id, start_time_unix_nano, attributes)
+            log.submit(encode_payload(*sanitize_payload(payload)))
+            self._after_append()
 
     def append_templated(
         self, template: PayloadTemplate, trace_id: int, span_id: int, start_time_unix_nano: int
     ) -> None:
-        """:meth:`append` for attributes whose payload shape was prepared once (``record_template``)."""
-        self._audit_log().append_templated(template, record_tokens(trace_id, span_id, start_time_unix_nano))
+        """:meth:`append` for attributes whose payload shape was prepared once (``record_template``):
+        the same bytes, without walking the attributes again."""
+        log = self._audit_log()
+        if log is not None:
+            log.submit(template.encode(record_tokens(trace_id, span_id, start_time_unix_nano)))
+            self._after_append()
+
+    def _after_append(self) -> None:
         if self.checkpointer is not None:
             self.checkpointer.after_append()
 
@@ -95,8 +150,30 @@ class RouteShadowChainExporter(SpanExporter):
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
+    def flush_backlog(self, timeout: float) -> int:
+        """Write records still waiting for the chain's lock, waiting at most ``timeout`` seconds;
+        return how many are left (logged: they are lost if the process ends now)."""
+        log = self._log
+        if log is None or not log.backlog:
+            return 0
+        try:
+            left = log.flush(timeout)
+        except Exception as exc:  # a disk error at exit: say so, never raise into the host
+            _LOG.warning("route shadow could not write its waiting chain records: %s", type(exc).__name__)
+            return log.backlog
+        if left:
+            _LOG.warning(
+                "route shadow: %d chain records still wait for the lock on %s after %g s",
+                left,
+                self._path,
+                timeout,
+            )
+        return left
+
     def shutdown(self) -> None:
-        """Stop exporting and give the chain's file descriptors back (an ``append`` reopens them)."""
+        """Stop exporting: write the backlog (bounded), checkpoint, and give the chain's file descriptors
+        back (an ``append`` reopens them)."""
+        self.flush_backlog(EXIT_FLUSH_S)
         self._shutdown = True
         if self.checkpointer is not None:
             self.checkpointer.checkpoint_now()
@@ -105,4 +182,10 @@ class RouteShadowChainExporter(SpanExporter):
             log.close()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+        return self.flush_backlog(min(timeout_millis / 1000, EXIT_FLUSH_S)) == 0
+
+
+def _flush_at_exit(ref: weakref.ref[RouteShadowChainExporter]) -> None:
+    exporter = ref()
+    if exporter is not None:
+        exporter.flush_backlog(EXIT_FLUSH_S)

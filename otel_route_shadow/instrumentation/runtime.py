@@ -209,7 +209,7 @@ class ShadowRuntime:
         self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
         self.checkpointer = make_checkpointer(config)
         self.exporter = RouteShadowChainExporter(
-            config.chain_path, config.durability, config.chain_hold_ms, self.checkpointer
+            config.chain_path, config.durability, config.chain_lock_timeout_ms, checkpointer=self.checkpointer
         )
         self.errors: Counter[tuple[str, str]] = Counter()
         self._logged: set[tuple[str, str, str]] = set()

@@ -14,9 +14,8 @@ from typing import Any, Final, NamedTuple
 from otel_route_shadow.chain import (
     ChainPayloadError,
     PayloadTemplate,
-    SanitizedMapping,
     canonical_bytes,
-    sanitized_mapping,
+    sanitize_payload,
 )
 from otel_route_shadow.core import (
     AccountVerdict,
@@ -49,6 +48,7 @@ __all__ = [
     "record_route_shadow",
     "record_template",
     "record_tokens",
+    "recorded_attributes",
     "sanitize_context",
     "sanitize_dumped",
     "shadow_attributes",
@@ -295,9 +295,8 @@ def observe(
         encoded_context = context_json(derived)
     decision = explain(derived, snapshot, index=index)
     shadow = shadow_decision(decision, derived.legacy_route, derived.requirement)
-    # Sanitized once here, by the chain's own rules, so that the chain need not walk the same
-    # attributes again on every append of a memoised decision.
-    attributes = sanitized_mapping(
+    # Sanitized by the chain's own rules, so the span carries what the chain record holds.
+    attributes, _ = sanitize_payload(
         shadow_attributes(seam, derived, shadow, snapshot_state, encoded_context, mismatched, origin)
     )
     return ShadowRecord(seam=seam, context=derived, shadow=shadow, attributes=attributes)
@@ -317,13 +316,15 @@ def record_route_shadow(
 RECORD_SLOTS: Final = ("trace_id", "span_id", "start_time_unix_nano")
 
 
-def record_template(attributes: Mapping[str, AttributeValue]) -> PayloadTemplate | None:
+def record_template(attributes: Mapping[str, Any]) -> PayloadTemplate | None:
     """The payload of :func:`record_payload` for these attributes as a chain template, its ids and
-    start time left as slots (:func:`record_tokens`); None when the attributes need redaction."""
-    if not isinstance(attributes, SanitizedMapping):
-        return None
+    start time left as slots (:func:`record_tokens`): the same record bytes, with the attributes
+    walked and encoded once instead of on every record. None when the attributes cannot be
+    recorded as they are (a value the chain cannot carry; :func:`record_payload` then says why)."""
     try:
-        return PayloadTemplate({"kind": RECORD_KIND, "attributes": attributes}, RECORD_SLOTS)
+        return PayloadTemplate(
+            {"kind": RECORD_KIND, "attributes": recorded_attributes(attributes)}, RECORD_SLOTS
+        )
     except ChainPayloadError:
         return None
 
@@ -331,6 +332,15 @@ def record_template(attributes: Mapping[str, AttributeValue]) -> PayloadTemplate
 def record_tokens(trace_id: int, span_id: int, start_time_unix_nano: int) -> tuple[str, str, str]:
     """The slot values of :func:`record_template`, formatted as :func:`record_payload` does."""
     return trace_id.to_bytes(16, "big").hex(), span_id.to_bytes(8, "big").hex(), str(start_time_unix_nano)
+
+
+def recorded_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The span attributes a chain record holds: ``route_shadow.*`` and ``gen_ai.*`` scalars."""
+    return {
+        key: value
+        for key, value in attributes.items()
+        if key.startswith(_RECORDED_PREFIXES) and isinstance(value, str | int | bool)
+    }
 
 
 def record_payload(
@@ -346,11 +356,5 @@ def record_payload(
         "trace_id": f"{trace_id:032x}",
         "span_id": f"{span_id:016x}",
         "start_time_unix_nano": str(start_time_unix_nano),
-        "attributes": attributes
-        if isinstance(attributes, SanitizedMapping)
-        else {
-            key: value
-            for key, value in attributes.items()
-            if key.startswith(_RECORDED_PREFIXES) and isinstance(value, str | int | bool)
-        },
+        "attributes": recorded_attributes(attributes),
     }

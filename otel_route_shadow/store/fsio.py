@@ -14,8 +14,9 @@ import fcntl
 import os
 import stat
 import tempfile
-import time
 from collections.abc import Iterator
+
+from otel_route_shadow.locking import flock_within
 
 __all__ = [
     "ReadFailure",
@@ -152,15 +153,8 @@ def atomic_write(directory: str, name: str, data: bytes, *, exclusive: bool) -> 
 
 def _flock_within(fd: int, mode: int, timeout: float, poll: float) -> None:
     """Take ``mode`` on ``fd``, polling until ``timeout``: a hung writer becomes an error, not a hang."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"could not lock the store within {timeout:g} s") from None
-            time.sleep(poll)
+    if not flock_within(fd, mode, timeout, poll):
+        raise TimeoutError(f"could not lock the store within {timeout:g} s")
 
 
 @contextlib.contextmanager

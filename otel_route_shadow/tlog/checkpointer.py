@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from otel_route_shadow.chain import open_chain
 from otel_route_shadow.tlog.checkpoint import Checkpoint, parse_checkpoint
 from otel_route_shadow.tlog.leaves import iter_line_blocks
 from otel_route_shadow.tlog.merkle import leaf_hash
@@ -248,7 +249,8 @@ class Checkpointer:
         state = _State.load(state_path)
         builder = TreeBuilder.resume(TileStore(self.dir, state.size)) if state.size else TreeBuilder()
         try:
-            chain = open(self.chain_path, "rb")  # noqa: SIM115 (closed below)
+            # open_chain refuses a FIFO or a device without blocking on it (O_NONBLOCK, then fstat)
+            chain = os.fdopen(open_chain(self.chain_path, os.O_RDONLY), "rb")
         except FileNotFoundError:
             _check_still_holds(None, state, 0)  # a removed chain is a chain cut to nothing
             return None

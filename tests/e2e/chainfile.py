@@ -2,7 +2,7 @@
 
 Reading and verifying use the chain package itself. ``rewritten_copy`` plays an attacker who can
 recompute hashes: it re-encodes the chain from the rewritten record on with the chain's own encoder
-(``chain._format.encode_record``), so the result links and hashes perfectly and the chain's verify
+(``chain.record.encode_record``), so the result links and hashes perfectly and the chain's verify
 calls it intact. Only the witness can tell.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_route_shadow.chain import GENESIS_HASH, iter_payloads, iter_records, sanitize_payload, verify_chain
-from otel_route_shadow.chain.format import encode_payload, encode_record
+from otel_route_shadow.chain.record import encode_payload, encode_record
 
 
 def payloads(path: Path) -> list[dict[str, Any]]:

@@ -252,7 +252,7 @@ def test_a_wrong_key_is_a_bad_checkpoint_and_a_collector_port_is_not_a_witness(
 def _relink(path: Path, payloads: list[dict[str, Any]]) -> None:
     """Write ``payloads`` as a perfectly linked chain from a new genesis (every hash recomputed)."""
     from otel_route_shadow.chain import GENESIS_HASH, sanitize_payload
-    from otel_route_shadow.chain.format import encode_payload, encode_record
+    from otel_route_shadow.chain.record import encode_payload, encode_record
 
     out, prev = [], GENESIS_HASH
     for seq, payload in enumerate(payloads):

@@ -117,20 +117,22 @@ def test_a_bad_recheck_keyword_is_refused(value: Any) -> None:
         RouteShadowConfig.resolve(environ={}, snapshot_recheck_ms=value)
 
 
-def test_the_chain_hold_setting_comes_from_the_environment_or_the_keyword(tmp_path: Path) -> None:
-    from otel_route_shadow.instrumentation.config import DEFAULT_CHAIN_HOLD_MS
+def test_the_chain_lock_timeout_comes_from_the_environment_or_the_keyword(tmp_path: Path) -> None:
+    from otel_route_shadow.instrumentation.config import DEFAULT_CHAIN_LOCK_TIMEOUT_MS
 
-    assert RouteShadowConfig.resolve(environ={}).chain_hold_ms == DEFAULT_CHAIN_HOLD_MS == 50
-    env = {"OTEL_PYTHON_ROUTE_SHADOW_CHAIN_HOLD_MS": "0"}
-    assert RouteShadowConfig.resolve(environ=env).chain_hold_ms == 0
-    assert RouteShadowConfig.resolve(environ=env, chain_hold_ms=7).chain_hold_ms == 7
-    for bad in ("soon", "-1", "1001"):
-        with pytest.raises(ValueError, match=r"CHAIN_HOLD_MS|chain_hold_ms"):
-            RouteShadowConfig.resolve(environ={"OTEL_PYTHON_ROUTE_SHADOW_CHAIN_HOLD_MS": bad})
-    harness = make_harness(tmp_path, chain_hold_ms=0)
+    assert RouteShadowConfig.resolve(environ={}).chain_lock_timeout_ms == DEFAULT_CHAIN_LOCK_TIMEOUT_MS == 100
+    env = {"OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS": "0"}
+    assert RouteShadowConfig.resolve(environ=env).chain_lock_timeout_ms == 0
+    assert RouteShadowConfig.resolve(environ=env, chain_lock_timeout_ms=7).chain_lock_timeout_ms == 7
+    for bad in ("soon", "-1", "60001"):
+        with pytest.raises(ValueError, match=r"CHAIN_LOCK_TIMEOUT_MS|chain_lock_timeout_ms"):
+            RouteShadowConfig.resolve(environ={"OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS": bad})
+    harness = make_harness(tmp_path, chain_lock_timeout_ms=25)
     try:
         _spawn_revision(harness)
         runtime = harness.instrumentor.runtime
-        assert runtime is not None and runtime.exporter._audit_log()._hold_ns == 0
+        assert runtime is not None
+        log = runtime.exporter._audit_log()
+        assert log is not None and log._lock_timeout == 0.025
     finally:
         harness.instrumentor.uninstrument()

@@ -1,0 +1,44 @@
+"""The chain is shell code that depends on the core and on nothing else of the package but the small
+shared locking module: it never imports the store, the instrumentation, the analyses, the command
+line, the witnesses or OpenTelemetry (and the store reaches the shared lock helper the same way)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "otel_route_shadow"
+FORBIDDEN = (
+    "otel_route_shadow.store",
+    "otel_route_shadow.instrumentation",
+    "otel_route_shadow.analysis",
+    "otel_route_shadow.cli",
+    "otel_route_shadow.witness",
+    "otel_route_shadow.shadow",
+    "opentelemetry",
+)
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_chain_imports_only_the_core_and_the_shared_locking_module() -> None:
+    for path in sorted((PACKAGE / "chain").glob("*.py")):
+        bad = sorted(name for name in _imports(path) if name.startswith(FORBIDDEN))
+        assert not bad, f"{path.name} imports {bad}"
+
+
+def test_the_shared_locking_module_imports_nothing_of_the_package() -> None:
+    assert not any(name.startswith("otel_route_shadow") for name in _imports(PACKAGE / "locking.py"))
+
+
+def test_the_store_and_the_chain_share_one_flock_deadline_helper() -> None:
+    assert "otel_route_shadow.locking" in _imports(PACKAGE / "store" / "fsio.py")
+    assert "otel_route_shadow.locking" in _imports(PACKAGE / "chain" / "log.py")

@@ -1,0 +1,202 @@
+"""A writer with a lock timeout never waits on another process for longer than that, and loses
+nothing: what did not get the lock in time is kept in order and written with the next record; what
+did not fit in the bounded backlog is counted in a ``records-dropped`` event that ``verify`` reports.
+
+Another process really holds the lock here (``fcntl.flock`` in a child). The wall-clock bound on each
+call is a hang guard only, far above the timeout; no assertion depends on how fast anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+import pytest
+
+from otel_route_shadow.chain import (
+    DROPPED_KIND,
+    ChainLockTimeout,
+    EncodedPayload,
+    RoutingAuditLog,
+    encode_payload,
+    iter_payloads,
+    sanitize_payload,
+    verify_chain,
+)
+
+HANG_GUARD_S = 30.0
+
+_HOLDER = """
+import fcntl, sys
+fd = open(sys.argv[1], "ab")
+fcntl.flock(fd, fcntl.LOCK_{mode})
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def lock_held_by_another_process(path: Path, mode: str = "EX") -> Iterator[None]:
+    """A child process holds ``flock`` on ``path`` until the block ends."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER.format(mode=mode), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(HANG_GUARD_S)
+
+
+def _encoded(n: int) -> EncodedPayload:
+    return encode_payload(*sanitize_payload({"kind": "route-shadow", "n": n}))
+
+
+def _ns(payloads: list[dict[str, object]]) -> list[object]:
+    return [p["n"] if "n" in p else p["kind"] for p in payloads]
+
+
+def _payloads(path: Path) -> list[dict[str, object]]:
+    return [payload for _, payload in iter_payloads(path)]
+
+
+def _timed(call: object, *args: object) -> object:
+    start = time.monotonic()
+    result = call(*args)  # type: ignore[operator]
+    assert time.monotonic() - start < HANG_GUARD_S
+    return result
+
+
+def test_a_record_that_finds_the_chain_locked_is_kept_and_written_first_next_time(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, lock_timeout=0.05)
+    log.submit(_encoded(0))
+    with lock_held_by_another_process(path):
+        assert _timed(log.submit, _encoded(1)) is None
+        assert _timed(log.submit, _encoded(2)) is None
+        assert log.backlog == 2
+    head = log.submit(_encoded(3))
+    assert head is not None and head.seq == 3
+    assert log.backlog == 0
+    assert _ns(_payloads(path)) == [0, 1, 2, 3]
+    assert verify_chain(path).intact
+
+
+def test_a_shared_lock_held_by_a_reader_delays_no_append_past_the_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, lock_timeout=0.02)
+    log.append({"n": 0})
+    with lock_held_by_another_process(path, mode="SH"):
+        assert _timed(log.submit, _encoded(1)) is None
+    assert log.flush(timeout=None) == 0
+    assert _ns(_payloads(path)) == [0, 1]
+
+
+def test_append_raises_a_lock_timeout_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, lock_timeout=0.02)
+    log.append({"n": 0})
+    with lock_held_by_another_process(path), pytest.raises(ChainLockTimeout):
+        _timed(log.append, {"n": 1})
+    assert _ns(_payloads(path)) == [0]
+
+
+def test_a_full_backlog_counts_what_it_drops_and_the_chain_records_the_gap(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, lock_timeout=0.01, backlog=2)
+    log.submit(_encoded(0))
+    before = time.time_ns()
+    with lock_held_by_another_process(path):
+        for n in range(1, 6):
+            assert _timed(log.submit, _encoded(n)) is None
+    after = time.time_ns()
+    log.submit(_encoded(6))
+    payloads = _payloads(path)
+    assert _ns(payloads) == [0, 1, 2, DROPPED_KIND, 6]
+    event = payloads[3]
+    assert event["count"] == 3 and event["reason"] == "chain-lock-timeout"
+    first, last = int(str(event["first_time_unix_nano"])), int(str(event["last_time_unix_nano"]))
+    assert before <= first <= last <= after
+    result = verify_chain(path)
+    assert result.intact
+    assert (result.dropped_events, result.dropped_records) == (1, 3)
+    assert "dropped 3 records in 1 gap" in result.describe()
+    assert result.to_dict()["dropped_records"] == 3
+
+
+def test_flush_gives_up_at_its_bound_and_keeps_the_records(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, lock_timeout=0.01)
+    log.append({"n": 0})
+    with lock_held_by_another_process(path):
+        log.submit(_encoded(1))
+        assert _timed(log.flush, 0.05) == 1
+    assert log.flush(0.05) == 0
+    assert _ns(_payloads(path)) == [0, 1]
+
+
+def test_a_forked_child_leaves_its_parents_backlog_to_the_parent(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, lock_timeout=0.01)
+    log.append({"n": 0})
+    with lock_held_by_another_process(path):
+        log.submit(_encoded(1))
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 0 if log.backlog == 0 else 1
+        log.append({"n": "child"})
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    log.flush(None)
+    assert sorted(map(str, _ns(_payloads(path)))) == ["0", "1", "child"]
+    assert verify_chain(path).intact
+
+
+def test_the_backlog_keeps_order_counts_drops_and_puts_back_what_was_not_written() -> None:
+    from otel_route_shadow.chain.backlog import Backlog
+
+    backlog = Backlog(2)
+    assert [backlog.keep(_encoded(n), 100 + n) for n in range(5)] == [True, True, False, False, False]
+    assert len(backlog) == 3  # two records and the drop event to come
+    entries = backlog.take()
+    assert entries[:2] == [_encoded(0), _encoded(1)]
+    event = orjson.loads(entries[2].payload)
+    assert event == {
+        "kind": DROPPED_KIND,
+        "reason": "chain-lock-timeout",
+        "count": 3,
+        "first_time_unix_nano": "102",
+        "last_time_unix_nano": "104",
+    }
+    assert len(backlog) == 0
+    backlog.keep(_encoded(9), 200)
+    backlog.restore(entries[1:])  # the first was written, the rest not
+    assert backlog.take() == [*entries[1:], _encoded(9)]
+
+
+def test_the_exporter_keeps_what_waited_and_writes_it_at_shutdown(tmp_path: Path) -> None:
+    from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+
+    path = tmp_path / "chain.jsonl"
+    exporter = RouteShadowChainExporter(path, lock_timeout_ms=10)
+    exporter.append(1, 1, 1, {"route_shadow.seam": "first"})
+    with lock_held_by_another_process(path):
+        _timed(exporter.append, 2, 2, 2, {"route_shadow.seam": "waited"})
+        assert _timed(exporter.force_flush, 20) is False  # still locked: kept, and said so
+    exporter.shutdown()
+    seams = [p["attributes"]["route_shadow.seam"] for p in _payloads(path)]  # type: ignore[index]
+    assert seams == ["first", "waited"]
+    assert verify_chain(path).intact
