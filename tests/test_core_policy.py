@@ -19,6 +19,7 @@ from otel_route_shadow.core import (
     RoutingAction,
     RoutingMatch,
     RoutingPolicy,
+    blocking,
     matches_overlap,
     policy_order_key,
     policy_set_hash,
@@ -132,7 +133,10 @@ def test_conflict_names_both_policies_and_points_at_the_first_by_id() -> None:
             "action": {"provider_lock": "anthropic-harness"},
         },
     ]
-    (problem,) = validate_policies(raw)
+    problems = validate_policies(raw)
+    (problem,) = blocking(problems)
+    # zz (reviewer, priority 1) also never decides: ok (reviewer, priority 2) outranks it everywhere.
+    assert [(p.code, p.policy_id) for p in problems if p.warning] == [(ReasonCode.UNREACHABLE_POLICY, "zz")]
     assert problem.code is ReasonCode.EQUAL_PRECEDENCE_CONFLICT
     assert problem.related == ("aa", "zz")
     assert (problem.policy_id, problem.index) == ("aa", 2)
@@ -149,7 +153,10 @@ def test_no_conflict_for_disjoint_sets_other_priorities_other_rungs_or_equal_act
         {"id": "e", "match": {"roles": ["reviewer", "triager"]}, "action": zai},  # same action
         {"id": "f", "enabled": False, "match": {"roles": ["reviewer"]}, "action": anthropic},  # disabled
     ]
-    assert validate_policies(raw) == []
+    problems = validate_policies(raw)
+    assert blocking(problems) == []
+    # a is covered by c (same role, higher priority): a warning, not a conflict.
+    assert [(p.code, p.policy_id, p.related) for p in problems] == [(ReasonCode.UNREACHABLE_POLICY, "a", ("c",))]
 
 
 @given(policy_lists(6), st.randoms(use_true_random=False))
@@ -236,7 +243,7 @@ def test_each_validation_problem_has_its_code(policy: Any, code: ReasonCode) -> 
 
 
 def test_duplicate_ids() -> None:
-    problems = validate_policies([_one(priority=1), _one(priority=2)])
+    problems = blocking(validate_policies([_one(priority=1), _one(priority=2)]))
     assert [(p.code, p.index) for p in problems] == [(ReasonCode.DUPLICATE_POLICY_ID, 1)]
 
 

@@ -21,8 +21,10 @@ from otel_route_shadow.core.identity import (
     repo_identity,
 )
 from otel_route_shadow.core.legacy import build_legacy_route, classify_legacy_mechanism, derive_transport
+from otel_route_shadow.core.outcomes import PolicyOutcomes, policy_outcomes
 from otel_route_shadow.core.policy import (
     LEGACY_RUNG,
+    WARNING_CODES,
     PolicyProblem,
     RoutingAction,
     RoutingMatch,
@@ -32,11 +34,11 @@ from otel_route_shadow.core.policy import (
     policy_order_key,
     policy_set_hash,
     precedence_level,
-    validate_policies,
 )
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.resolver import PolicyIndex, explain, explain_batch, explain_policies
 from otel_route_shadow.core.shadow import DIVERGENCE_CODES, ShadowDecision, compare_routes, shadow_decision
+from otel_route_shadow.core.validation import DEFAULT_LIMIT_PER_CODE, blocking, validate_policies
 from otel_route_shadow.core.vocabulary import (
     PROVIDER_BINDINGS,
     AccountState,
@@ -56,10 +58,12 @@ from otel_route_shadow.core.vocabulary import (
 )
 
 __all__ = [
+    "DEFAULT_LIMIT_PER_CODE",
     "DIVERGENCE_CODES",
     "EMPTY_SET_HASH",
     "LEGACY_RUNG",
     "PROVIDER_BINDINGS",
+    "WARNING_CODES",
     "Account",
     "AccountState",
     "AccountVerdict",
@@ -72,6 +76,7 @@ __all__ = [
     "Outcome",
     "PolicyConsideration",
     "PolicyIndex",
+    "PolicyOutcomes",
     "PolicyProblem",
     "PolicySnapshot",
     "PolicySource",
@@ -90,6 +95,7 @@ __all__ = [
     "ShadowDecision",
     "Transport",
     "WorkerRole",
+    "blocking",
     "build_legacy_route",
     "canonical_json",
     "canonical_worker_role",
@@ -106,6 +112,7 @@ __all__ = [
     "parse_policies",
     "parse_requirement",
     "policy_order_key",
+    "policy_outcomes",
     "policy_set_hash",
     "precedence_level",
     "repo_identity",
