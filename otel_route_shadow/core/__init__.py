@@ -34,6 +34,7 @@ from otel_route_shadow.core.policy import (
     policy_order_key,
     policy_set_hash,
     precedence_level,
+    rung_of_shape,
 )
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.resolver import PolicyIndex, explain, explain_batch, explain_policies
@@ -116,6 +117,7 @@ __all__ = [
     "policy_set_hash",
     "precedence_level",
     "repo_identity",
+    "rung_of_shape",
     "shadow_decision",
     "validate_policies",
 ]
