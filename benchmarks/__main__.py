@@ -25,7 +25,7 @@ Group = tuple[str, tuple[str, ...], Callable[..., list[Row]]]
 
 
 def _groups() -> list[Group]:
-    from benchmarks import bench_append, bench_reports, bench_resolver, bench_seam, bench_verify
+    from benchmarks import bench_append, bench_policy, bench_reports, bench_resolver, bench_seam, bench_verify
 
     return [
         ("seam", ("1",), bench_seam.rows),
@@ -33,6 +33,7 @@ def _groups() -> list[Group]:
         ("verify", ("3a", "3b", "3c"), bench_verify.rows),
         ("append", ("4a", "4b"), bench_append.rows),
         ("reports", ("5a", "5b"), bench_reports.rows),
+        ("policy", ("6a", "6b", "6c", "6d", "6e"), bench_policy.rows),
     ]
 
 

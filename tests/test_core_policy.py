@@ -345,6 +345,7 @@ def test_the_bad_example_has_one_of_each_problem() -> None:
         ReasonCode.UNKNOWN_MODEL,
         ReasonCode.MAPPED_MODEL_OUTSIDE_LOCK,
         ReasonCode.MALFORMED_POLICY,
+        ReasonCode.UNREACHABLE_POLICY,
     }
 
 

@@ -5,7 +5,7 @@ OpenTelemetry SDK or any other part of ``otel_route_shadow``; ``tests/test_archi
 it starts to. Everything else in the project depends on this package, never the reverse.
 """
 
-from otel_route_shadow.core.canonical import canonical_json, digest
+from otel_route_shadow.core.canonical import canonical_json, digest, digest_bytes
 from otel_route_shadow.core.context import Account, LegacyRoute, LegacyStage, RouteContext
 from otel_route_shadow.core.decision import (
     EMPTY_SET_HASH,
@@ -105,6 +105,7 @@ __all__ = [
     "compare_routes",
     "derive_transport",
     "digest",
+    "digest_bytes",
     "explain",
     "explain_batch",
     "explain_policies",

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
-from otel_route_shadow.core.canonical import canonical_json, digest
+from otel_route_shadow.core.canonical import canonical_json, digest_bytes
 from otel_route_shadow.core.identity import canonicalize_repo
 from otel_route_shadow.core.requirements import model_provider, parse_requirement
 from otel_route_shadow.core.vocabulary import (
@@ -161,17 +161,13 @@ def policy_order_key(policy: RoutingPolicy) -> tuple[int, int, str]:
     return (precedence_level(policy.match), -policy.priority, policy.id)
 
 
-def _frozen(value: object) -> Hashable:
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(key), _frozen(item)) for key, item in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(_frozen(item) for item in value)
-    return value
-
-
 def action_key(action: RoutingAction) -> Hashable:
-    """A hashable key equal for two actions exactly when the actions compare equal (field by field)."""
-    return tuple((name, _frozen(value)) for name, value in action.__dict__.items())
+    """A hashable key equal for two actions exactly when the actions compare equal (field by field;
+    the one mapping field as its sorted items). Cheap: validation computes one per policy."""
+    return tuple(
+        tuple(sorted(value.items())) if isinstance(value, dict) else value
+        for value in action.__dict__.values()
+    )
 
 
 def _sets_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
@@ -195,8 +191,9 @@ def policy_set_hash(policies: Iterable[RoutingPolicy]) -> str:
     encodings are sorted bytewise and the SHA-256 is taken over the canonical JSON array of the
     policies in that order. The same set in any order gives the same hash; any field change differs.
     """
-    dumps = sorted((policy.model_dump(mode="json") for policy in policies), key=canonical_json)
-    return digest(dumps)
+    encodings = sorted(canonical_json(policy.model_dump(mode="json")) for policy in policies)
+    # The canonical encoding of an array is its elements' encodings joined by commas in brackets.
+    return digest_bytes(b"[" + b",".join(encodings) + b"]")
 
 
 def _validation_message(exc: ValidationError) -> str:

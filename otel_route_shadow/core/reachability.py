@@ -61,9 +61,7 @@ def _live(dim: int, value: str) -> bool:
     """Whether some context can carry ``value`` on dimension ``dim`` (repo, role, principal, face)."""
     if dim == 0:
         return canonicalize_repo(value) == value
-    if dim == 1:
-        return value in _ROLES
-    return True
+    return dim != 1 or value in _ROLES
 
 
 @dataclass(slots=True)
@@ -108,7 +106,10 @@ def _entry(index: int, policy: RoutingPolicy) -> _Entry:
     return _Entry(index, policy, action_key(policy.action), shape, values, rung, cells)
 
 
-def _subshapes(shape: tuple[int, ...], rung: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+_Subshapes = list[tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+def _subshapes(shape: tuple[int, ...], rung: int) -> _Subshapes:
     """Subsets of ``shape`` on the same rung, each with the positions that project a cell onto it."""
     found = []
     for mask in range(1 << len(shape)):
@@ -178,9 +179,8 @@ def _cell_coverer(
     return None
 
 
-def _coverers(cells: _CellMap, target: _Entry) -> list[_Entry] | None:
+def _coverers(cells: _CellMap, target: _Entry, subshapes: _Subshapes) -> list[_Entry] | None:
     """The policies that together cover every cell of ``target``, or None when a cell is left."""
-    subshapes = _subshapes(target.shape, target.rung)
     found: dict[str, _Entry] = {}
     for cell in target.iter_cells():
         coverer = _cell_coverer(cells, target, subshapes, cell)
@@ -199,12 +199,12 @@ def _problem(target: _Entry, coverers: Sequence[_Entry]) -> PolicyProblem:
     named = ", ".join(ids[:_NAMED_LIMIT]) + (
         f" and {len(ids) - _NAMED_LIMIT} more" if len(ids) > _NAMED_LIMIT else ""
     )
-    how = f"by {named}" if len(ids) == 1 else f"by the combination of {named}"
+    how = f"{named} outranks it" if len(ids) == 1 else f"{named} together outrank it"
     return PolicyProblem(
         code=ReasonCode.UNREACHABLE_POLICY,
         policy_id=target.policy.id,
         index=target.index,
-        message=f"can never decide: every context it matches is decided first {how} (rung {target.rung})",
+        message=f"can never decide: {how} wherever it matches (rung {target.rung})",
         related=tuple(sorted(ids)),
     )
 
@@ -222,13 +222,17 @@ def find_unreachable(indexed: Sequence[tuple[int, RoutingPolicy]]) -> Reachabili
         cells.add(entry)
     problems: list[PolicyProblem] = []
     unchecked = 0
+    shapes: dict[tuple[int, ...], _Subshapes] = {}
     for entry in entries:
         if entry.cells == 0:
             continue  # matches no context at all: its members are errors of their own
         if not _checkable(cells, entry):
             unchecked += 1
             continue
-        coverers = _coverers(cells, entry)
+        subshapes = shapes.get(entry.shape)
+        if subshapes is None:
+            subshapes = shapes[entry.shape] = _subshapes(entry.shape, entry.rung)
+        coverers = _coverers(cells, entry, subshapes)
         if coverers is not None:
             problems.append(_problem(entry, coverers))
     return Reachability(problems=problems, unchecked=unchecked)

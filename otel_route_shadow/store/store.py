@@ -32,6 +32,7 @@ from otel_route_shadow.core import (
     PolicyProblem,
     PolicySnapshot,
     RoutingPolicy,
+    blocking,
     parse_policies,
     policy_set_hash,
     validate_policies,
@@ -100,7 +101,6 @@ PROBLEM_KINDS = frozenset(
         "wrong-schema",
         "hash-mismatch",
         "not-canonical",
-        "invalid-policy-set",
         "history-mismatch",
         "history-missing",
         "history-corrupt",
@@ -252,9 +252,15 @@ class SaveResult(SnapshotLoad):
     spent on a set that is already current."""
 
     created: bool = True
+    warnings: tuple[PolicyProblem, ...] = ()
+    """Warnings (``unreachable-policy``) of the accepted set, capped per code like every listing."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "created": self.created}
+        return {
+            **super().to_dict(),
+            "created": self.created,
+            "warnings": [problem.model_dump(mode="json") for problem in self.warnings],
+        }
 
 
 @dataclass(frozen=True)
@@ -507,7 +513,8 @@ class RoutingPolicyStore:
                 cacheable=not failure.transient,
             )
         try:
-            kept = decode_snapshot(history_data)
+            # save() writes the very same bytes to both files: equal bytes need no second decode.
+            kept = current if history_data == data else decode_snapshot(history_data)
         except SnapshotFormatError as exc:
             return _corrupt(
                 "history-corrupt",
@@ -733,17 +740,22 @@ class RoutingPolicyStore:
                     candidates.append(int(found.group(1)))
         return max(candidates)
 
-    def save(self, policies: Iterable[RoutingPolicy]) -> SaveResult:
+    def save(self, policies: Iterable[RoutingPolicy], *, strict: bool = False) -> SaveResult:
         """Validate, then write the set as the next revision, atomically and durably.
 
-        Raises :class:`InvalidPolicySetError` (with every problem's code) before touching the disk,
+        Raises :class:`InvalidPolicySetError` (with every problem's code) before touching the disk
+        when the set has an error, or, with ``strict``, a warning (``unreachable-policy``);
         :class:`CorruptSnapshotError` over a corrupt store, :class:`StoreIOError` when the directory
-        cannot be written. Saving the set the store already holds creates no revision.
+        cannot be written. Saving the set the store already holds creates no revision. The warnings
+        of an accepted set are on the result (``SaveResult.warnings``).
+
+        This is the one place a whole set is validated: a load trusts a snapshot by its hash.
         """
         items = list(policies)
         problems = validate_policies(items)
-        if problems:
+        if blocking(problems) or (strict and problems):
             raise InvalidPolicySetError(problems)
+        warnings = tuple(problems)
         parsed, _ = parse_policies(items)
         new_hash = policy_set_hash(parsed)
         self._ensure_root()
@@ -758,7 +770,9 @@ class RoutingPolicyStore:
                     raise StoreIOError(f"{self._root}: {load.problem}")
                 raise CorruptSnapshotError(load.problem or "corrupt", load.problem_kind or "corrupt")
             if load.state == "ok" and load.content_hash == new_hash:
-                return SaveResult("ok", load.snapshot, saved_at=load.saved_at, created=False)
+                return SaveResult(
+                    "ok", load.snapshot, saved_at=load.saved_at, created=False, warnings=warnings
+                )
             revision = self._high_water(load) + 1
             if revision > MAX_REVISION:
                 raise StoreIOError(f"{self._root}: revision numbers are exhausted")
@@ -782,7 +796,7 @@ class RoutingPolicyStore:
         snapshot = PolicySnapshot(
             policies=document.policies, revision=revision, content_hash=content_hash, available=True
         )
-        return SaveResult("ok", snapshot, saved_at=saved_at, created=True)
+        return SaveResult("ok", snapshot, saved_at=saved_at, created=True, warnings=warnings)
 
     def repair(self) -> RepairResult:
         """Move corrupt evidence into ``quarantine/`` and let the next save continue the sequence.
