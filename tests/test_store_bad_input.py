@@ -422,9 +422,9 @@ def test_a_policy_file_with_duplicate_keys_is_refused_naming_the_file(tmp_path: 
     assert str(caught.value) == f"{path}: duplicate key 'priority'"
 
 
-def test_a_fifty_megabyte_policy_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+def test_a_seventy_megabyte_policy_file_is_refused_without_reading_it(tmp_path: Path) -> None:
     path = tmp_path / "big.json"
     with path.open("wb") as handle:
-        handle.truncate(50 * 1024 * 1024)
+        handle.truncate(70 * 1024 * 1024)
     with pytest.raises(PolicyFileError, match="larger than"):
         read_policy_file(path)
