@@ -388,3 +388,18 @@ def test_a_load_trusts_the_snapshot_by_its_hash_and_does_not_revalidate_the_set(
     )
     decision = explain(context, load.snapshot)
     assert (decision.reason, decision.tied_policies) == ("policy-conflict", ("a", "b"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(_set_a() + _covered_set()), unique_by=lambda p: p.id))
+def test_what_save_returns_is_what_a_load_of_the_written_file_returns(policies: list[RoutingPolicy]) -> None:
+    """save() no longer decodes what it wrote: the snapshot it returns must equal a fresh load's."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as root:
+        saved = RoutingPolicyStore(root).save(policies)
+        loaded = RoutingPolicyStore(root).load()
+        assert loaded.state == "ok" and loaded.snapshot == saved.snapshot
+        document = json.loads((Path(root) / CURRENT_FILE).read_text("utf-8"))
+        assert list(document) == ["content_hash", "format", "policies", "revision", "saved_at"]
+        assert document["content_hash"] == policy_set_hash(policies) == saved.content_hash

@@ -102,7 +102,7 @@ def _duplicate_key(root: Path) -> None:
 
 def _nan(root: Path) -> None:
     text = _current(root).read_text("utf-8")
-    _current(root).write_text(text.replace('"priority": 0', '"priority": NaN', 1))
+    _current(root).write_text(text.replace('"priority":0', '"priority":NaN', 1))
 
 
 def _array(root: Path) -> None:

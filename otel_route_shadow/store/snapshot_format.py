@@ -31,9 +31,12 @@ __all__ = [
     "SNAPSHOT_FORMAT",
     "SnapshotDocument",
     "SnapshotFormatError",
+    "SnapshotPayload",
     "canonical_policy_dumps",
     "decode_snapshot",
     "encode_snapshot",
+    "prepare_snapshot",
+    "render_snapshot",
 ]
 
 SNAPSHOT_FORMAT = "otel-route-shadow/policy-snapshot/v1"
@@ -80,10 +83,6 @@ class SnapshotDocument:
     policies: tuple[RoutingPolicy, ...]
 
 
-def _sorted_encoded(dumps: list[Any]) -> list[tuple[bytes, Any]]:
-    return sorted(((canonical_json(dump), dump) for dump in dumps), key=lambda pair: pair[0])
-
-
 def _array_digest(encodings: list[bytes]) -> str:
     """SHA-256 of the canonical JSON array whose elements have these canonical encodings."""
     return digest_bytes(b"[" + b",".join(encodings) + b"]")
@@ -95,26 +94,67 @@ def canonical_policy_dumps(policies: tuple[RoutingPolicy, ...] | list[RoutingPol
     Storing the array in exactly the order and form the hash is computed over lets a reader recompute
     ``content_hash`` as the SHA-256 of the canonical JSON of the array, with no model code at all.
     """
-    return [dump for _, dump in _sorted_encoded(list(_POLICIES.dump_python(tuple(policies), mode="json")))]
+    dumps = _POLICIES.dump_python(tuple(policies), mode="json")
+    return [dump for _, dump in sorted(((canonical_json(d), d) for d in dumps), key=lambda pair: pair[0])]
+
+
+@dataclass(frozen=True)
+class SnapshotPayload:
+    """A policy set prepared for storage once: canonical order, each element's encoding, the hash."""
+
+    policies: tuple[RoutingPolicy, ...]
+    """In stored order (sorted by canonical encoding), as a load of the written file returns them."""
+    encodings: tuple[bytes, ...]
+    content_hash: str
+
+
+def prepare_snapshot(policies: tuple[RoutingPolicy, ...] | list[RoutingPolicy]) -> SnapshotPayload:
+    """Dump, encode and sort the set once; its hash equals ``policy_set_hash(policies)``."""
+    ordered = tuple(policies)
+    dumps = _POLICIES.dump_python(ordered, mode="json")
+    triples = sorted(
+        ((canonical_json(dump), position) for position, dump in enumerate(dumps)), key=lambda pair: pair[0]
+    )
+    encodings = tuple(encoding for encoding, _ in triples)
+    return SnapshotPayload(
+        policies=tuple(ordered[position] for _, position in triples),
+        encodings=encodings,
+        content_hash=_array_digest(list(encodings)),
+    )
+
+
+def render_snapshot(revision: int, saved_at: str, payload: SnapshotPayload) -> bytes:
+    """The document's bytes: sorted keys, one field per line and one policy per line.
+
+    Each policy line is the policy's canonical encoding, so an operator can ``cat``, ``grep`` and
+    ``diff`` it; the hash does not depend on the layout, because it is computed over the re-encoded
+    ``policies`` array, not over the file's bytes. Written by hand because ``json.dumps`` with
+    ``indent`` runs the pure-Python encoder: at 8,000 policies that alone took most of a save.
+    """
+
+    def field(name: str, value: Any) -> bytes:
+        return (
+            b"  " + json.dumps(name).encode() + b": " + json.dumps(value, ensure_ascii=False).encode("utf-8")
+        )
+
+    if payload.encodings:
+        policies = b'  "policies": [\n    ' + b",\n    ".join(payload.encodings) + b"\n  ]"
+    else:
+        policies = b'  "policies": []'
+    lines = [
+        field("content_hash", payload.content_hash),
+        field("format", SNAPSHOT_FORMAT),
+        policies,
+        field("revision", revision),
+        field("saved_at", saved_at),
+    ]
+    return b"{\n" + b",\n".join(lines) + b"\n}\n"
 
 
 def encode_snapshot(revision: int, saved_at: str, policies: tuple[RoutingPolicy, ...]) -> tuple[bytes, str]:
-    """The document's bytes and its ``content_hash`` (equal to ``policy_set_hash(policies)``).
-
-    Indented for the operator who will ``cat`` it; the hash does not depend on the layout, because it
-    is computed over the re-encoded ``policies`` array, not over the file's bytes.
-    """
-    encoded = _sorted_encoded(list(_POLICIES.dump_python(tuple(policies), mode="json")))
-    content_hash = _array_digest([encoding for encoding, _ in encoded])
-    document = {
-        "format": SNAPSHOT_FORMAT,
-        "revision": revision,
-        "content_hash": content_hash,
-        "saved_at": saved_at,
-        "policies": [dump for _, dump in encoded],
-    }
-    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    return (text + "\n").encode("utf-8"), content_hash
+    """The document's bytes and its ``content_hash`` (equal to ``policy_set_hash(policies)``)."""
+    payload = prepare_snapshot(policies)
+    return render_snapshot(revision, saved_at, payload), payload.content_hash
 
 
 def _safe_loc(loc: tuple[int | str, ...]) -> str:

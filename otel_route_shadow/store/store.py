@@ -34,7 +34,6 @@ from otel_route_shadow.core import (
     RoutingPolicy,
     blocking,
     parse_policies,
-    policy_set_hash,
     validate_policies,
 )
 from otel_route_shadow.store.diff import SnapshotDiff, diff_snapshots
@@ -54,7 +53,8 @@ from otel_route_shadow.store.snapshot_format import (
     SnapshotDocument,
     SnapshotFormatError,
     decode_snapshot,
-    encode_snapshot,
+    prepare_snapshot,
+    render_snapshot,
 )
 from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
 
@@ -757,7 +757,8 @@ class RoutingPolicyStore:
             raise InvalidPolicySetError(problems)
         warnings = tuple(problems)
         parsed, _ = parse_policies(items)
-        new_hash = policy_set_hash(parsed)
+        payload = prepare_snapshot(parsed)
+        new_hash = payload.content_hash
         self._ensure_root()
         with self._locked():
             inspection = self._inspect(locked=True)
@@ -777,7 +778,7 @@ class RoutingPolicyStore:
             if revision > MAX_REVISION:
                 raise StoreIOError(f"{self._root}: revision numbers are exhausted")
             saved_at = _utc_now()
-            data, content_hash = encode_snapshot(revision, saved_at, tuple(parsed))
+            data = render_snapshot(revision, saved_at, payload)
             if len(data) > MAX_SNAPSHOT_BYTES:
                 raise PolicyStoreError(
                     f"refused: the snapshot would be {len(data)} bytes, over the {MAX_SNAPSHOT_BYTES}-byte limit"
@@ -792,9 +793,9 @@ class RoutingPolicyStore:
             if os.path.lexists(self._marker):
                 os.unlink(self._marker)
                 fsync_directory(self._root)
-        document = decode_snapshot(data)  # round trip: what was written is what load() will verify
+        # The policies in stored order: what load() returns for these bytes (tests hold the two equal).
         snapshot = PolicySnapshot(
-            policies=document.policies, revision=revision, content_hash=content_hash, available=True
+            policies=payload.policies, revision=revision, content_hash=new_hash, available=True
         )
         return SaveResult("ok", snapshot, saved_at=saved_at, created=True, warnings=warnings)
 
