@@ -403,3 +403,37 @@ def test_what_save_returns_is_what_a_load_of_the_written_file_returns(policies: 
         document = json.loads((Path(root) / CURRENT_FILE).read_text("utf-8"))
         assert list(document) == ["content_hash", "format", "policies", "revision", "saved_at"]
         assert document["content_hash"] == policy_set_hash(policies) == saved.content_hash
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(st.characters(codec="utf-8"), max_size=6),
+        st.one_of(
+            st.text(st.characters(codec="utf-8"), max_size=12),
+            st.integers(-(2**53), 2**53),
+            st.booleans(),
+            st.none(),
+            st.lists(st.text(st.characters(codec="utf-8"), max_size=8), max_size=3),
+        ),
+        max_size=5,
+    )
+)
+def test_the_fast_snapshot_reader_encodes_exactly_like_the_canonical_encoder(value: dict[str, Any]) -> None:
+    """The load's fast path re-encodes policies with orjson; it must agree with canonical_json."""
+    import orjson
+
+    from otel_route_shadow.core import canonical_json
+
+    assert orjson.dumps(value, option=orjson.OPT_SORT_KEYS) == canonical_json(value)
+
+
+def test_a_snapshot_in_the_older_indented_layout_still_loads(tmp_path: Path) -> None:
+    """Files written before the one-policy-per-line layout take the strict path and verify."""
+    root = tmp_path / "store"
+    saved = RoutingPolicyStore(root).save(_set_a())
+    for path in (root / CURRENT_FILE, root / HISTORY_DIR / revision_file_name(1)):
+        document = json.loads(path.read_text("utf-8"))
+        path.write_text(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8")
+    load = RoutingPolicyStore(root).load()
+    assert load.state == "ok" and load.snapshot == saved.snapshot
