@@ -241,3 +241,16 @@ def test_unreachable_policies_scale_with_the_index_not_pairs() -> None:
     summary = problems[-1]
     assert summary.code is ReasonCode.UNREACHABLE_POLICY and summary.count == 4000 - 20
     assert sum(p.count for p in problems if p.code is ReasonCode.UNREACHABLE_POLICY) == 4000
+
+
+def test_a_policy_over_the_cell_limit_still_covers_and_is_named_as_unchecked() -> None:
+    repos = tuple(f"acme/r{i}" for i in range(70))
+    principals = tuple(f"loop_{i}" for i in range(70))  # 4,900 cells: over CELL_LIMIT
+    big = _rp("big", 5, repo_ids=repos, principal_ids=principals)
+    small = _rp("small", 1, repo_ids=("acme/r3",), principal_ids=("loop_9", "loop_10"))
+    problems = validate_policies([big, small])
+    assert [(p.policy_id, p.related, p.count) for p in problems] == [
+        (None, (), 0),
+        ("small", ("big",), 1),
+    ]
+    assert problems[0].message.startswith("1 enabled policies not checked for reachability")

@@ -24,10 +24,11 @@ cell of ``P`` is looked up once per subset of its dimensions on its rung (at mos
 the sum of the policies' cell counts, not a comparison of every pair.
 
 Limits (what the check cannot see): a policy with more than :data:`CELL_LIMIT` cells (for example
-100 repositories x 50 principals) is not checked itself, and enters the map only through a list of
-large policies that each checked cell consults; when that list would cost more than
-:data:`WORK_LIMIT` lookups for one policy, that policy is not checked. Both are counted in
-:attr:`Reachability.unchecked`. In a set with equal-precedence conflicts (an error of its own), a
+100 repositories x 50 principals), or past :data:`MAP_LIMIT` cells in all, is not checked itself,
+and enters the map only through a list of large policies that each checked cell consults; when that
+list would cost more than :data:`WORK_LIMIT` lookups for one policy, or :data:`TOTAL_WORK_LIMIT` for
+the set, that policy is not checked. They are counted in :attr:`Reachability.unchecked` and named by
+one note, never reported wrongly. In a set with equal-precedence conflicts (an error of its own), a
 policy reported here may also be tied in a conflict in some contexts; it still never decides.
 """
 
@@ -41,13 +42,20 @@ from otel_route_shadow.core.identity import canonicalize_repo
 from otel_route_shadow.core.policy import PolicyProblem, RoutingPolicy, action_key, rung_of_shape
 from otel_route_shadow.core.vocabulary import ReasonCode, WorkerRole
 
-__all__ = ["CELL_LIMIT", "WORK_LIMIT", "Reachability", "find_unreachable"]
+__all__ = ["CELL_LIMIT", "MAP_LIMIT", "TOTAL_WORK_LIMIT", "WORK_LIMIT", "Reachability", "find_unreachable"]
 
 CELL_LIMIT = 4096
 """Cells (value combinations over the named dimensions) above which a policy is not enumerated."""
 
 WORK_LIMIT = 1_000_000
 """Cell checks against large policies above which one policy is left unchecked."""
+
+TOTAL_WORK_LIMIT = 5_000_000
+"""Cell checks against large policies for the whole set; past it, policies that need them are left
+unchecked (memory and time stay bounded whatever the set)."""
+
+MAP_LIMIT = 1_000_000
+"""Cells held in the map for the whole set; a policy that would exceed it is treated as large."""
 
 _NAMED_LIMIT = 5
 """Covering policies named in a problem's message (all of them are in ``related``)."""
@@ -127,11 +135,13 @@ class _CellMap:
     best: dict[tuple[tuple[int, ...], _Cell], _Entry] = field(default_factory=dict)
     tied: dict[tuple[tuple[int, ...], _Cell, int, Hashable], _Entry] = field(default_factory=dict)
     large: dict[int, list[_Entry]] = field(default_factory=dict)
+    size: int = 0
 
     def add(self, entry: _Entry) -> None:
-        if entry.cells > CELL_LIMIT:
+        if entry.cells > CELL_LIMIT or self.size + entry.cells > MAP_LIMIT:
             self.large.setdefault(entry.rung, []).append(entry)
             return
+        self.size += entry.cells
         priority = entry.policy.priority
         for cell in entry.iter_cells():
             key = (entry.shape, cell)
@@ -209,30 +219,45 @@ def _problem(target: _Entry, coverers: Sequence[_Entry]) -> PolicyProblem:
     )
 
 
-def _checkable(cells: _CellMap, entry: _Entry) -> bool:
-    large = len(cells.large.get(entry.rung, ()))
-    return entry.cells <= CELL_LIMIT and entry.cells * large <= WORK_LIMIT
+def _unchecked_note(count: int) -> PolicyProblem:
+    return PolicyProblem(
+        code=ReasonCode.UNREACHABLE_POLICY,
+        message=(
+            f"{count:,} enabled policies not checked for reachability: their matches are over the "
+            "check's size limits (docs/core.md, 'Unreachable policies')"
+        ),
+        count=0,
+    )
 
 
 def find_unreachable(indexed: Sequence[tuple[int, RoutingPolicy]]) -> Reachability:
-    """Every enabled policy that no context can reach, with the policies that cover it."""
+    """Every enabled policy that no context can reach, with the policies that cover it.
+
+    Policies the limits leave unchecked are counted, and named by one note (``count`` 0) so that
+    ``policy check`` says the check was incomplete rather than staying silent.
+    """
     entries = [_entry(index, policy) for index, policy in indexed if policy.enabled]
     cells = _CellMap()
     for entry in entries:
         cells.add(entry)
     problems: list[PolicyProblem] = []
     unchecked = 0
+    work = 0
     shapes: dict[tuple[int, ...], _Subshapes] = {}
     for entry in entries:
         if entry.cells == 0:
             continue  # matches no context at all: its members are errors of their own
-        if not _checkable(cells, entry):
+        cost = entry.cells * len(cells.large.get(entry.rung, ()))
+        if entry.cells > CELL_LIMIT or cost > WORK_LIMIT or work + cost > TOTAL_WORK_LIMIT:
             unchecked += 1
             continue
+        work += cost
         subshapes = shapes.get(entry.shape)
         if subshapes is None:
             subshapes = shapes[entry.shape] = _subshapes(entry.shape, entry.rung)
         coverers = _coverers(cells, entry, subshapes)
         if coverers is not None:
             problems.append(_problem(entry, coverers))
+    if unchecked:
+        problems.append(_unchecked_note(unchecked))
     return Reachability(problems=problems, unchecked=unchecked)
