@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from core_strategies import matches, policy_lists
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_route_shadow.core import (
@@ -156,7 +156,9 @@ def test_no_conflict_for_disjoint_sets_other_priorities_other_rungs_or_equal_act
     problems = validate_policies(raw)
     assert blocking(problems) == []
     # a is covered by c (same role, higher priority): a warning, not a conflict.
-    assert [(p.code, p.policy_id, p.related) for p in problems] == [(ReasonCode.UNREACHABLE_POLICY, "a", ("c",))]
+    assert [(p.code, p.policy_id, p.related) for p in problems] == [
+        (ReasonCode.UNREACHABLE_POLICY, "a", ("c",))
+    ]
 
 
 @given(policy_lists(6), st.randoms(use_true_random=False))
@@ -357,3 +359,41 @@ def test_validation_messages_never_echo_malformed_values() -> None:
 
 def test_ladder_covers_every_shape() -> None:
     assert set(LADDER) == set(product((False, True), repeat=4))
+
+
+@settings(max_examples=150, deadline=None)
+@given(policy_lists(12))
+def test_the_conflict_count_is_exact_when_the_listing_is_capped(policies: list[RoutingPolicy]) -> None:
+    """Issue 16: the listing is capped per code, the count is not. Brute force over every pair."""
+    expected = sum(
+        1
+        for i, a in enumerate(policies)
+        for b in policies[i + 1 :]
+        if a.enabled
+        and b.enabled
+        and precedence_level(a.match) == precedence_level(b.match)
+        and a.priority == b.priority
+        and a.action != b.action
+        and _brute_overlap(a.match, b.match)
+    )
+    problems = validate_policies(policies, limit_per_code=1)
+    conflicts = [p for p in problems if p.code is ReasonCode.EQUAL_PRECEDENCE_CONFLICT]
+    assert len(conflicts) <= 2
+    assert sum(p.count for p in conflicts) == expected
+
+
+def test_a_conflict_search_past_its_budget_says_at_least() -> None:
+    from otel_route_shadow.core.conflicts import find_conflicts
+
+    policies = [
+        RoutingPolicy.model_validate(
+            {"id": f"r{i}", "match": {"roles": ["reviewer", role]}, "action": {"provider_lock": lock}}
+        )
+        for i, (role, lock) in enumerate(
+            [("planner", "zai-harness"), ("triager", "anthropic-harness"), ("summarizer", "zai-harness")]
+        )
+    ]
+    full = find_conflicts(list(enumerate(policies)), limit=20)
+    assert (full.total, full.exact) == (2, True)
+    cut = find_conflicts(list(enumerate(policies)), limit=20, budget=1)
+    assert not cut.exact and cut.total < full.total
