@@ -254,3 +254,30 @@ def test_a_policy_over_the_cell_limit_still_covers_and_is_named_as_unchecked() -
         ("small", ("big",), 1),
     ]
     assert problems[0].message.startswith("1 enabled policies not checked for reachability")
+
+
+def test_policy_outcomes_say_decided_tied_outranked_and_refused() -> None:
+    policies = (
+        _rp("top", 9, roles=("reviewer",)),
+        _rp("low", 1, roles=("reviewer",)),
+        _rp("repo", 0, repo_ids=("acme/x",)),
+        _rp("other", 0, principal_ids=("p1",)),
+    )
+    lossy = RouteContext(repo="acme-x", role="reviewer", request_face="agentic", legacy_route=_LEGACY)
+    (decision,) = explain_batch([lossy], PolicySnapshot(policies=policies))
+    outcomes = policy_outcomes(decision)
+    assert (outcomes.decided, outcomes.tied, outcomes.outranked, outcomes.refused) == (
+        "top",
+        (),
+        ("low",),
+        ("repo",),
+    )
+    assert outcomes.matched == ("low", "top")
+    tie = (
+        _rp("a", 0, roles=("reviewer",)),
+        RoutingPolicy(id="b", match=RoutingMatch(roles=("reviewer",)), action=ACTIONS[1]),
+    )
+    (conflict,) = explain_batch([lossy], PolicySnapshot(policies=tie))
+    assert policy_outcomes(conflict) == type(outcomes)(
+        decided=None, tied=("a", "b"), outranked=(), refused=()
+    )
