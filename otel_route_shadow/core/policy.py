@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
 from otel_route_shadow.core.canonical import canonical_json, digest_bytes
 from otel_route_shadow.core.identity import canonicalize_repo
@@ -51,9 +51,15 @@ _Member = Annotated[str, Field(min_length=1, max_length=256)]
 _Priority = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
 
 
+_COLLECTIONS = (list, tuple, set, frozenset)
+_SET_FIELDS = frozenset({"repo_ids", "roles", "principal_ids", "request_faces"})
+
+
 def _sorted_unique(value: Any) -> Any:
     """Exact sets are stored sorted so their JSON form (and every hash over it) is deterministic."""
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, _COLLECTIONS):
+        if not value:
+            return ()
         items = list(value)
         if all(isinstance(item, str) for item in items):
             return tuple(sorted(set(items)))
@@ -70,9 +76,15 @@ class RoutingMatch(BaseModel):
     principal_ids: tuple[_Member, ...] = ()
     request_faces: tuple[_Member, ...] = ()
 
-    _normalize = field_validator("repo_ids", "roles", "principal_ids", "request_faces", mode="before")(
-        _sorted_unique
-    )
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, data: Any) -> Any:
+        # One call per match rather than one per field: loading 8,000 policies calls it 8,000 times.
+        if isinstance(data, Mapping):
+            return {
+                key: _sorted_unique(value) if key in _SET_FIELDS else value for key, value in data.items()
+            }
+        return data
 
 
 class RoutingAction(BaseModel):
