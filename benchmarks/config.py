@@ -32,6 +32,11 @@ class BenchConfig:
     fsync_appenders: int
     distinct_contexts: int
     """Distinct route contexts behind the chain's payloads (repeated to fill the chain)."""
+    policy_save_small: int
+    policy_save_large: int
+    """``policy save`` sizes (rows 6a, 6b): the issue's 8,000 and ten times that."""
+    policy_check: int
+    """Policies validated in rows 6d and 6e."""
     workdir: Path
 
     @classmethod
@@ -51,6 +56,9 @@ class BenchConfig:
             fsync_records=400,
             fsync_appenders=8,
             distinct_contexts=400,
+            policy_save_small=8_000,
+            policy_save_large=80_000,
+            policy_check=8_000,
             workdir=workdir,
         )
 
@@ -71,5 +79,8 @@ class BenchConfig:
             fsync_records=40,
             fsync_appenders=8,
             distinct_contexts=60,
+            policy_save_small=200,
+            policy_save_large=2_000,
+            policy_check=300,
             workdir=workdir,
         )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ROW_IDS = ["1", "2a", "2b", "3a", "3b", "3c", "4a", "4b", "5a", "5b", "6a", "6b", "6c", "6d", "7"]
+ROW_IDS = ["1", "2a", "2b", "3a", "3b", "3c", "4a", "4b", "5a", "5b", "6a", "6b", "6c", "6d", "7", "8a", "8b", "8c", "8d", "8e"]
 ROW_KEYS = {
     "id",
     "title",

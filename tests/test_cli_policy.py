@@ -271,7 +271,7 @@ def test_the_installed_command_never_prints_a_traceback(tmp_path: Path) -> None:
     store = tmp_path / "store"
     big = tmp_path / "big.json"
     with big.open("wb") as handle:
-        handle.truncate(50 * 1024 * 1024)
+        handle.truncate(70 * 1024 * 1024)
     dup = _file(tmp_path, "dup.json", '{"policies": [], "policies": []}')
     script = (
         "import sys\n"
@@ -287,7 +287,69 @@ def test_the_installed_command_never_prints_a_traceback(tmp_path: Path) -> None:
     assert done.stdout.strip() == "[2, 2, 2]"
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines() == [
-        f"otel-route-shadow: {big}: larger than 16777216 bytes",
+        f"otel-route-shadow: {big}: larger than 67108864 bytes",
         f"otel-route-shadow: {dup}: duplicate key 'policies'",
         f"otel-route-shadow: {store}: revision 1 is not in the history",
     ]
+
+
+COVERED = {
+    "policies": [
+        {"id": "wide", "priority": 5, "match": {"roles": ["reviewer", "planner"]}},
+        {
+            "id": "narrow",
+            "priority": 1,
+            "match": {"roles": ["reviewer"]},
+            "action": {"provider_lock": "zai-harness"},
+        },
+    ]
+}
+
+
+def test_check_lists_an_unreachable_policy_as_a_warning_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _file(tmp_path, "covered.json", COVERED)
+    code, out, _ = _run(capsys, "policy", "check", path)
+    assert code == 0
+    assert out.splitlines() == [
+        f"{path}: warning: [unreachable-policy] policy narrow: can never decide: wide outranks it "
+        "wherever it matches (rung 6)",
+        f"{path}: 2 policies, no errors, 1 warning(s)",
+    ]
+    code, _, err = _run(capsys, "policy", "check", "--strict", path)
+    assert code == 1
+    assert err.splitlines()[-1].endswith(f"{path}: 0 error(s), 1 warning(s)")
+
+
+def test_save_accepts_a_warning_unless_strict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], store: str
+) -> None:
+    path = _file(tmp_path, "covered.json", COVERED)
+    code, out, err = _run(capsys, "policy", "save", "--strict", path, "--store", store)
+    assert code == 1 and out == ""
+    assert "[unreachable-policy] policy narrow" in err and "nothing written" in err
+    assert not Path(store).exists()
+    code, out, err = _run(capsys, "policy", "save", path, "--store", store)
+    assert code == 0 and out.startswith("saved revision 1")
+    assert err.startswith(f"{path}: warning: [unreachable-policy] policy narrow")
+
+
+def test_check_output_is_capped_per_code_with_a_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 16: 8,000 conflicting policies printed 16 million lines. Now at most 20 per code."""
+    policies = [
+        {"id": f"c{i:04d}", "action": {"provider_lock": "zai-harness" if i % 2 else "anthropic-harness"}}
+        for i in range(400)
+    ]
+    path = _file(tmp_path, "many.json", {"policies": policies})
+    code, out, _ = _run(capsys, "policy", "check", path)
+    assert code == 1
+    conflicts = [line for line in out.splitlines() if "[equal-precedence-conflict]" in line]
+    assert len(conflicts) == 21
+    # 400 catch-alls, 200 per action: 400*399/2 - 2 * 200*199/2 pairs differ in action.
+    assert (
+        conflicts[-1]
+        == f"{path}: [equal-precedence-conflict] ... and {40_000 - 20:,} more equal-precedence-conflict"
+    )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from core_strategies import matches, policy_lists
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_route_shadow.core import (
@@ -19,6 +19,7 @@ from otel_route_shadow.core import (
     RoutingAction,
     RoutingMatch,
     RoutingPolicy,
+    blocking,
     matches_overlap,
     policy_order_key,
     policy_set_hash,
@@ -132,7 +133,10 @@ def test_conflict_names_both_policies_and_points_at_the_first_by_id() -> None:
             "action": {"provider_lock": "anthropic-harness"},
         },
     ]
-    (problem,) = validate_policies(raw)
+    problems = validate_policies(raw)
+    (problem,) = blocking(problems)
+    # zz (reviewer, priority 1) also never decides: ok (reviewer, priority 2) outranks it everywhere.
+    assert [(p.code, p.policy_id) for p in problems if p.warning] == [(ReasonCode.UNREACHABLE_POLICY, "zz")]
     assert problem.code is ReasonCode.EQUAL_PRECEDENCE_CONFLICT
     assert problem.related == ("aa", "zz")
     assert (problem.policy_id, problem.index) == ("aa", 2)
@@ -149,7 +153,12 @@ def test_no_conflict_for_disjoint_sets_other_priorities_other_rungs_or_equal_act
         {"id": "e", "match": {"roles": ["reviewer", "triager"]}, "action": zai},  # same action
         {"id": "f", "enabled": False, "match": {"roles": ["reviewer"]}, "action": anthropic},  # disabled
     ]
-    assert validate_policies(raw) == []
+    problems = validate_policies(raw)
+    assert blocking(problems) == []
+    # a is covered by c (same role, higher priority): a warning, not a conflict.
+    assert [(p.code, p.policy_id, p.related) for p in problems] == [
+        (ReasonCode.UNREACHABLE_POLICY, "a", ("c",))
+    ]
 
 
 @given(policy_lists(6), st.randoms(use_true_random=False))
@@ -236,7 +245,7 @@ def test_each_validation_problem_has_its_code(policy: Any, code: ReasonCode) -> 
 
 
 def test_duplicate_ids() -> None:
-    problems = validate_policies([_one(priority=1), _one(priority=2)])
+    problems = blocking(validate_policies([_one(priority=1), _one(priority=2)]))
     assert [(p.code, p.index) for p in problems] == [(ReasonCode.DUPLICATE_POLICY_ID, 1)]
 
 
@@ -338,6 +347,7 @@ def test_the_bad_example_has_one_of_each_problem() -> None:
         ReasonCode.UNKNOWN_MODEL,
         ReasonCode.MAPPED_MODEL_OUTSIDE_LOCK,
         ReasonCode.MALFORMED_POLICY,
+        ReasonCode.UNREACHABLE_POLICY,
     }
 
 
@@ -349,3 +359,41 @@ def test_validation_messages_never_echo_malformed_values() -> None:
 
 def test_ladder_covers_every_shape() -> None:
     assert set(LADDER) == set(product((False, True), repeat=4))
+
+
+@settings(max_examples=150, deadline=None)
+@given(policy_lists(12))
+def test_the_conflict_count_is_exact_when_the_listing_is_capped(policies: list[RoutingPolicy]) -> None:
+    """Issue 16: the listing is capped per code, the count is not. Brute force over every pair."""
+    expected = sum(
+        1
+        for i, a in enumerate(policies)
+        for b in policies[i + 1 :]
+        if a.enabled
+        and b.enabled
+        and precedence_level(a.match) == precedence_level(b.match)
+        and a.priority == b.priority
+        and a.action != b.action
+        and _brute_overlap(a.match, b.match)
+    )
+    problems = validate_policies(policies, limit_per_code=1)
+    conflicts = [p for p in problems if p.code is ReasonCode.EQUAL_PRECEDENCE_CONFLICT]
+    assert len(conflicts) <= 2
+    assert sum(p.count for p in conflicts) == expected
+
+
+def test_a_conflict_search_past_its_budget_says_at_least() -> None:
+    from otel_route_shadow.core.conflicts import find_conflicts
+
+    policies = [
+        RoutingPolicy.model_validate(
+            {"id": f"r{i}", "match": {"roles": ["reviewer", role]}, "action": {"provider_lock": lock}}
+        )
+        for i, (role, lock) in enumerate(
+            [("planner", "zai-harness"), ("triager", "anthropic-harness"), ("summarizer", "zai-harness")]
+        )
+    ]
+    full = find_conflicts(list(enumerate(policies)), limit=20)
+    assert (full.total, full.exact) == (2, True)
+    cut = find_conflicts(list(enumerate(policies)), limit=20, budget=1)
+    assert not cut.exact and cut.total < full.total

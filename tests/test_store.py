@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from otel_route_shadow.core import (
     EMPTY_SET_HASH,
+    LegacyRoute,
     PolicySnapshot,
     ReasonCode,
+    RouteContext,
     RoutingPolicy,
     explain,
     policy_set_hash,
@@ -327,3 +329,111 @@ def test_any_field_change_changes_the_hash(policy: RoutingPolicy, field: str) ->
     else:
         dump["match"]["request_faces"] = ["agentic"]
     assert policy_set_hash([RoutingPolicy.model_validate(dump)]) != policy_set_hash([policy])
+
+
+def _covered_set() -> list[RoutingPolicy]:
+    """``narrow`` never decides: ``wide`` names the same role with a higher priority."""
+    return [
+        _policy("wide", priority=5, match={"roles": ["reviewer", "planner"]}),
+        _policy("narrow", priority=1, match={"roles": ["reviewer"]}, action={"provider_lock": "zai-harness"}),
+    ]
+
+
+def test_save_accepts_an_unreachable_policy_and_returns_the_warning(tmp_path: Path) -> None:
+    result = RoutingPolicyStore(tmp_path / "store").save(_covered_set())
+    assert result.created and result.revision == 1
+    assert [(p.code, p.policy_id, p.related) for p in result.warnings] == [
+        (ReasonCode.UNREACHABLE_POLICY, "narrow", ("wide",))
+    ]
+    assert result.to_dict()["warnings"][0]["code"] == "unreachable-policy"
+
+
+def test_a_strict_save_refuses_an_unreachable_policy_and_writes_nothing(tmp_path: Path) -> None:
+    store = RoutingPolicyStore(tmp_path / "store")
+    with pytest.raises(InvalidPolicySetError) as caught:
+        store.save(_covered_set(), strict=True)
+    assert [p.code for p in caught.value.problems] == [ReasonCode.UNREACHABLE_POLICY]
+    assert not (tmp_path / "store").exists()
+
+
+def _rewrite_both_copies(root: Path, policies: list[dict[str, Any]]) -> None:
+    from otel_route_shadow.core import canonical_json, digest
+
+    for path in (root / CURRENT_FILE, root / HISTORY_DIR / revision_file_name(1)):
+        document = json.loads(path.read_text("utf-8"))
+        document["policies"] = sorted(policies, key=canonical_json)
+        document["content_hash"] = digest(document["policies"])
+        path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", "utf-8")
+
+
+def test_a_load_trusts_the_snapshot_by_its_hash_and_does_not_revalidate_the_set(tmp_path: Path) -> None:
+    """Issue 16: every spawn re-validated the whole set (58 s at 8,000 policies). A load now checks
+    the hash and the history copy; a set that only a double hand edit could produce (a conflict,
+    both copies rewritten with the hash recomputed) loads, and the resolver holds it as a conflict."""
+    root = tmp_path / "store"
+    RoutingPolicyStore(root).save([_policy("a", match={"roles": ["reviewer"]})])
+    conflicting = [
+        _policy("a", match={"roles": ["reviewer"]}).model_dump(mode="json"),
+        _policy("b", match={"roles": ["reviewer"]}, action={"provider_lock": "zai-harness"}).model_dump(
+            mode="json"
+        ),
+    ]
+    _rewrite_both_copies(root, conflicting)
+    load = RoutingPolicyStore(root).load()
+    assert load.state == "ok" and load.policy_count == 2
+    context = RouteContext(
+        role="reviewer",
+        request_face="agentic",
+        legacy_route=LegacyRoute(provider="anthropic", transport="harness-direct", mechanism="role-dial"),
+    )
+    decision = explain(context, load.snapshot)
+    assert (decision.reason, decision.tied_policies) == ("policy-conflict", ("a", "b"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(_set_a() + _covered_set()), unique_by=lambda p: p.id))
+def test_what_save_returns_is_what_a_load_of_the_written_file_returns(policies: list[RoutingPolicy]) -> None:
+    """save() no longer decodes what it wrote: the snapshot it returns must equal a fresh load's."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as root:
+        saved = RoutingPolicyStore(root).save(policies)
+        loaded = RoutingPolicyStore(root).load()
+        assert loaded.state == "ok" and loaded.snapshot == saved.snapshot
+        document = json.loads((Path(root) / CURRENT_FILE).read_text("utf-8"))
+        assert list(document) == ["content_hash", "format", "policies", "revision", "saved_at"]
+        assert document["content_hash"] == policy_set_hash(policies) == saved.content_hash
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(st.characters(codec="utf-8"), max_size=6),
+        st.one_of(
+            st.text(st.characters(codec="utf-8"), max_size=12),
+            st.integers(-(2**53), 2**53),
+            st.booleans(),
+            st.none(),
+            st.lists(st.text(st.characters(codec="utf-8"), max_size=8), max_size=3),
+        ),
+        max_size=5,
+    )
+)
+def test_the_fast_snapshot_reader_encodes_exactly_like_the_canonical_encoder(value: dict[str, Any]) -> None:
+    """The load's fast path re-encodes policies with orjson; it must agree with canonical_json."""
+    import orjson
+
+    from otel_route_shadow.core import canonical_json
+
+    assert orjson.dumps(value, option=orjson.OPT_SORT_KEYS) == canonical_json(value)
+
+
+def test_a_snapshot_in_the_older_indented_layout_still_loads(tmp_path: Path) -> None:
+    """Files written before the one-policy-per-line layout take the strict path and verify."""
+    root = tmp_path / "store"
+    saved = RoutingPolicyStore(root).save(_set_a())
+    for path in (root / CURRENT_FILE, root / HISTORY_DIR / revision_file_name(1)):
+        document = json.loads(path.read_text("utf-8"))
+        path.write_text(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8")
+    load = RoutingPolicyStore(root).load()
+    assert load.state == "ok" and load.snapshot == saved.snapshot

@@ -145,12 +145,12 @@ def test_a_second_repair_is_a_no_op(store: RoutingPolicyStore) -> None:
     assert len(list((store.root / QUARANTINE_DIR).iterdir())) == 1
 
 
-def test_repair_of_a_fifty_megabyte_file_records_its_digest(store: RoutingPolicyStore) -> None:
+def test_repair_of_a_seventy_megabyte_file_records_its_digest(store: RoutingPolicyStore) -> None:
     with (store.root / CURRENT_FILE).open("r+b") as handle:
-        handle.truncate(50 * 1024 * 1024)
+        handle.truncate(70 * 1024 * 1024)
     result = store.repair()
     assert result.problem_kind == "too-large"
     assert result.quarantine is not None
     evidence = json.loads((result.quarantine / "evidence.json").read_text("utf-8"))
-    assert evidence["files"][0]["size"] == 50 * 1024 * 1024
+    assert evidence["files"][0]["size"] == 70 * 1024 * 1024
     assert len(evidence["files"][0]["sha256"]) == 64

@@ -53,14 +53,18 @@ def register(sub: Any) -> None:
     )
     commands = parser.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
 
-    check = commands.add_parser("check", help="validate a policy file; exit 1 when it has any problem")
+    check = commands.add_parser(
+        "check", help="validate a policy file; exit 1 when it has an error (or, with --strict, a warning)"
+    )
     check.add_argument("file", metavar="FILE", help='policy file: {"policies": [...]}')
+    _strict_argument(check)
     check.set_defaults(handler=_check)
 
     save = commands.add_parser("save", help="validate FILE and save it as the store's next revision")
     save.add_argument("file", metavar="FILE", help='policy file: {"policies": [...]}')
     _store_argument(save)
     _json_argument(save)
+    _strict_argument(save)
     save.set_defaults(handler=_save)
 
     show = commands.add_parser("show", help="state, revision, hash and policy count; exit 1 when corrupt")
@@ -97,6 +101,14 @@ def register(sub: Any) -> None:
 
 def _store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", required=True, type=Path, metavar="DIR", help="policy store directory")
+
+
+def _strict_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="treat warnings (unreachable-policy) as errors: exit 1, and save nothing",
+    )
 
 
 def _json_argument(parser: argparse.ArgumentParser) -> None:
@@ -137,32 +149,52 @@ def _load(store: RoutingPolicyStore) -> SnapshotLoad:
     return load
 
 
+def _count(problems: Iterable[PolicyProblem]) -> int:
+    """How many problems a capped listing stands for (a summary line counts its ``count``)."""
+    return sum(problem.count for problem in problems)
+
+
+def _warning_line(source: str, problem: PolicyProblem) -> str:
+    line = problem_line(source, problem)
+    return f"{source}: warning: {line[len(source) + 2 :]}"
+
+
 def _check(args: argparse.Namespace) -> int:
     policy_file = _read(args.file)
+    source = policy_file.source
     for problem in policy_file.problems:
-        print(problem_line(policy_file.source, problem))
-    if policy_file.problems:
-        print(f"{policy_file.source}: {len(policy_file.problems)} problem(s)", file=sys.stderr)
+        print(problem_line(source, problem))
+    for problem in policy_file.warnings:
+        print(_warning_line(source, problem))
+    errors, warnings = _count(policy_file.problems), _count(policy_file.warnings)
+    if errors or (warnings and args.strict):
+        print(f"{source}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
         return EXIT_FINDING
-    print(f"{policy_file.source}: {len(policy_file.policies)} policies, no problems")
+    if warnings:
+        print(f"{source}: {len(policy_file.policies)} policies, no errors, {warnings} warning(s)")
+        return EXIT_OK
+    print(f"{source}: {len(policy_file.policies)} policies, no problems")
     return EXIT_OK
 
 
 def _refuse(source: str, store: Path, problems: Iterable[PolicyProblem]) -> int:
     listed = list(problems)
     for problem in listed:
-        print(problem_line(source, problem), file=sys.stderr)
-    print(f"{source}: refused, {len(listed)} problem(s); nothing written to {store}", file=sys.stderr)
+        line = _warning_line(source, problem) if problem.warning else problem_line(source, problem)
+        print(line, file=sys.stderr)
+    print(f"{source}: refused, {_count(listed)} problem(s); nothing written to {store}", file=sys.stderr)
     return EXIT_FINDING
 
 
 def _save(args: argparse.Namespace) -> int:
     policy_file = _read(args.file)
-    if policy_file.problems:
-        return _refuse(policy_file.source, args.store, policy_file.problems)
+    if policy_file.problems or (args.strict and policy_file.warnings):
+        return _refuse(policy_file.source, args.store, (*policy_file.problems, *policy_file.warnings))
+    for problem in policy_file.warnings:
+        print(_warning_line(policy_file.source, problem), file=sys.stderr)
     store = RoutingPolicyStore(args.store)
     try:
-        result = store.save(policy_file.policies)
+        result = store.save(policy_file.policies, strict=args.strict)
     except InvalidPolicySetError as exc:
         return _refuse(policy_file.source, args.store, exc.problems)
     except CorruptSnapshotError as exc:

@@ -5,7 +5,7 @@ OpenTelemetry SDK or any other part of ``otel_route_shadow``; ``tests/test_archi
 it starts to. Everything else in the project depends on this package, never the reverse.
 """
 
-from otel_route_shadow.core.canonical import canonical_json, digest
+from otel_route_shadow.core.canonical import canonical_json, digest, digest_bytes
 from otel_route_shadow.core.context import Account, LegacyRoute, LegacyStage, RouteContext
 from otel_route_shadow.core.decision import (
     EMPTY_SET_HASH,
@@ -30,8 +30,10 @@ from otel_route_shadow.core.legacy import (
     reconcile_context,
     reconcile_legacy_route,
 )
+from otel_route_shadow.core.outcomes import PolicyOutcomes, policy_outcomes
 from otel_route_shadow.core.policy import (
     LEGACY_RUNG,
+    WARNING_CODES,
     PolicyProblem,
     RoutingAction,
     RoutingMatch,
@@ -41,7 +43,7 @@ from otel_route_shadow.core.policy import (
     policy_order_key,
     policy_set_hash,
     precedence_level,
-    validate_policies,
+    rung_of_shape,
 )
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.resolver import PolicyIndex, explain, explain_batch, explain_policies
@@ -54,6 +56,7 @@ from otel_route_shadow.core.shadow import (
     legacy_finding,
     shadow_decision,
 )
+from otel_route_shadow.core.validation import DEFAULT_LIMIT_PER_CODE, blocking, validate_policies
 from otel_route_shadow.core.vocabulary import (
     PROVIDER_BINDINGS,
     AccountState,
@@ -75,6 +78,7 @@ from otel_route_shadow.core.vocabulary import (
 
 __all__ = [
     "CLAIMS",
+    "DEFAULT_LIMIT_PER_CODE",
     "DIVERGENCE_CODES",
     "EMPTY_SET_HASH",
     "FINDINGS",
@@ -82,6 +86,7 @@ __all__ = [
     "MECHANISM_CLASS",
     "PROVIDER_BINDINGS",
     "REQUIREMENT_DEFIED",
+    "WARNING_CODES",
     "Account",
     "AccountState",
     "AccountVerdict",
@@ -95,6 +100,7 @@ __all__ = [
     "Outcome",
     "PolicyConsideration",
     "PolicyIndex",
+    "PolicyOutcomes",
     "PolicyProblem",
     "PolicySnapshot",
     "PolicySource",
@@ -113,6 +119,7 @@ __all__ = [
     "ShadowDecision",
     "Transport",
     "WorkerRole",
+    "blocking",
     "build_legacy_route",
     "canonical_json",
     "canonical_worker_role",
@@ -121,6 +128,7 @@ __all__ = [
     "compare_routes",
     "derive_transport",
     "digest",
+    "digest_bytes",
     "explain",
     "explain_batch",
     "explain_policies",
@@ -131,11 +139,13 @@ __all__ = [
     "parse_policies",
     "parse_requirement",
     "policy_order_key",
+    "policy_outcomes",
     "policy_set_hash",
     "precedence_level",
     "reconcile_context",
     "reconcile_legacy_route",
     "repo_identity",
+    "rung_of_shape",
     "shadow_decision",
     "validate_policies",
 ]

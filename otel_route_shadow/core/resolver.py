@@ -65,10 +65,19 @@ def _mask(positions: Iterable[int], size: int) -> int:
     return int.from_bytes(buffer, "little")
 
 
-class _Dimension:
-    """Bit masks over the ordered policies for one match dimension."""
+_MASK_MEMO_LIMIT = 4096
+"""Value masks kept per dimension once built (the few values a host's spawns keep asking about)."""
 
-    __slots__ = ("any", "by_value", "scoped")
+
+class _Dimension:
+    """Bit masks over the ordered policies for one match dimension.
+
+    A value's mask is built on first use, from the positions that name it, and memoised: building
+    one mask per distinct value up front cost a wide int per value (at 80,000 policies naming
+    80,000 repositories, about 400 MB and most of a host's first spawn) for values no spawn asks for.
+    """
+
+    __slots__ = ("_masks", "_size", "any", "by_value", "scoped")
 
     def __init__(self, sets: Sequence[tuple[str, ...]]) -> None:
         size = len(sets)
@@ -82,14 +91,22 @@ class _Dimension:
             scoped_positions.append(position)
             for value in values:
                 by_value.setdefault(value, []).append(position)
+        self._size = size
         self.any = _mask(any_positions, size)
         self.scoped = _mask(scoped_positions, size)
-        self.by_value: dict[str, int] = {value: _mask(found, size) for value, found in by_value.items()}
+        self.by_value: dict[str, list[int]] = by_value
+        self._masks: dict[str, int] = {}
 
     def admit(self, value: str | None) -> int:
         if value is None:
             return self.any
-        return self.any | self.by_value.get(value, 0)
+        mask = self._masks.get(value)
+        if mask is None:
+            mask = self.any | _mask(self.by_value.get(value, ()), self._size)
+            if len(self._masks) >= _MASK_MEMO_LIMIT:
+                self._masks.clear()
+            self._masks[value] = mask
+        return mask
 
 
 def _index_order(policies: Sequence[RoutingPolicy]) -> list[tuple[tuple[int, int, str], RoutingPolicy]]:
@@ -271,54 +288,60 @@ def _judge_account(
     return True, ReasonCode.ELIGIBLE
 
 
-def _apply(
-    policy: RoutingPolicy, subject: _Subject, accounts: Sequence[Account]
-) -> tuple[_Verdict, tuple[AccountVerdict, ...]]:
-    """What the winning policy does with this context."""
-    action = policy.action
-    requirement = subject.requirement
-    lock = action.provider_lock
-    locked: str | None = None
+@dataclass(slots=True)
+class _Route:
+    """What the requirement asks of the route under the policy's lock: a verdict already reached
+    (held or rejected) or None, the provider the account must have, and the model."""
+
+    verdict: _Verdict | None
+    target: str | None
+    model: str | None
+
+
+def _literal_route(requirement: ModelRequirement, mapped: str | None, locked: str | None) -> _Route:
+    # Never a quiet substitution, never an escape back to Anthropic past a foreign lock (D4).
     verdict: _Verdict | None = None
-    if lock is not None:
-        bound = PROVIDER_BINDINGS.get(lock)
-        if bound is None:
-            verdict = _Verdict(Outcome.REJECTED, ReasonCode.UNKNOWN_PROVIDER_BINDING)
-        else:
-            locked = bound.value
-    target = locked
-    model: str | None = None
-    literal = requirement.kind is RequirementKind.LITERAL_FAMILY
-    mapped = action.requirement_map.get(requirement.name)
-    if verdict is not None:
-        pass
-    elif requirement.kind is RequirementKind.UNRECOGNIZED:
-        verdict = _Verdict(Outcome.HELD, ReasonCode.REQUIREMENT_UNRECOGNIZED)
-    elif literal:
-        # Never a quiet substitution, never an escape back to Anthropic past a foreign lock (D4).
-        if mapped is not None and not requirement.satisfied_by(mapped):
-            verdict = _Verdict(Outcome.REJECTED, ReasonCode.LITERAL_FAMILY_MAPPED_TO_FOREIGN_MODEL)
-        elif locked is not None and locked != Provider.ANTHROPIC.value:
-            verdict = _Verdict(Outcome.REJECTED, ReasonCode.LITERAL_FAMILY_UNSATISFIABLE)
-        model = mapped if mapped is not None else requirement.name
-        target = Provider.ANTHROPIC.value
-    elif requirement.kind is RequirementKind.CAPABILITY:
-        # Only an explicit mapping resolves a capability; guessing is how it becomes the cheapest lane.
-        if mapped is None:
-            verdict = _Verdict(Outcome.HELD, ReasonCode.CAPABILITY_UNMAPPED)
-        else:
-            mapped_provider = model_provider(mapped)
-            if mapped_provider is None:
-                verdict = _Verdict(Outcome.REJECTED, ReasonCode.UNKNOWN_MODEL)
-            elif locked is not None and mapped_provider.value != locked:
-                verdict = _Verdict(Outcome.REJECTED, ReasonCode.MAPPED_MODEL_OUTSIDE_LOCK)
-            else:
-                target = mapped_provider.value
-            model = mapped
-    pool = frozenset(action.account_pool)
+    if mapped is not None and not requirement.satisfied_by(mapped):
+        verdict = _Verdict(Outcome.REJECTED, ReasonCode.LITERAL_FAMILY_MAPPED_TO_FOREIGN_MODEL)
+    elif locked is not None and locked != Provider.ANTHROPIC.value:
+        verdict = _Verdict(Outcome.REJECTED, ReasonCode.LITERAL_FAMILY_UNSATISFIABLE)
+    return _Route(verdict, Provider.ANTHROPIC.value, mapped if mapped is not None else requirement.name)
+
+
+def _capability_route(mapped: str | None, locked: str | None) -> _Route:
+    # Only an explicit mapping resolves a capability; guessing is how it becomes the cheapest lane.
+    if mapped is None:
+        return _Route(_Verdict(Outcome.HELD, ReasonCode.CAPABILITY_UNMAPPED), locked, None)
+    mapped_provider = model_provider(mapped)
+    if mapped_provider is None:
+        return _Route(_Verdict(Outcome.REJECTED, ReasonCode.UNKNOWN_MODEL), locked, mapped)
+    if locked is not None and mapped_provider.value != locked:
+        return _Route(_Verdict(Outcome.REJECTED, ReasonCode.MAPPED_MODEL_OUTSIDE_LOCK), locked, mapped)
+    return _Route(None, mapped_provider.value, mapped)
+
+
+def _route(requirement: ModelRequirement, mapped: str | None, locked: str | None) -> _Route:
+    if requirement.kind is RequirementKind.UNRECOGNIZED:
+        return _Route(_Verdict(Outcome.HELD, ReasonCode.REQUIREMENT_UNRECOGNIZED), locked, None)
+    if requirement.kind is RequirementKind.LITERAL_FAMILY:
+        return _literal_route(requirement, mapped, locked)
+    if requirement.kind is RequirementKind.CAPABILITY:
+        return _capability_route(mapped, locked)
+    return _Route(None, locked, None)
+
+
+def _choose(
+    accounts: Sequence[Account],
+    pool_order: Sequence[str],
+    literal: bool,
+    locked: str | None,
+    target: str | None,
+) -> tuple[Account | None, tuple[AccountVerdict, ...]]:
+    """Every account's verdict, and the first eligible one in pool order."""
+    pool = frozenset(pool_order)
     verdicts: list[AccountVerdict] = []
     chosen: Account | None = None
-    for account in _account_order(accounts, action.account_pool):
+    for account in _account_order(accounts, pool_order):
         eligible, why = _judge_account(account, pool, literal, locked, target)
         verdicts.append(
             AccountVerdict(
@@ -327,16 +350,37 @@ def _apply(
         )
         if eligible and chosen is None:
             chosen = account
+    return chosen, tuple(verdicts)
+
+
+def _apply(
+    policy: RoutingPolicy, subject: _Subject, accounts: Sequence[Account]
+) -> tuple[_Verdict, tuple[AccountVerdict, ...]]:
+    """What the winning policy does with this context: the lock, then the requirement, then the
+    accounts (judged even when a verdict is already reached, so the explanation lists them all)."""
+    action = policy.action
+    requirement = subject.requirement
+    lock = action.provider_lock
+    bound = PROVIDER_BINDINGS.get(lock) if lock is not None else None
+    locked = bound.value if bound is not None else None
+    if lock is not None and bound is None:
+        route = _Route(_Verdict(Outcome.REJECTED, ReasonCode.UNKNOWN_PROVIDER_BINDING), None, None)
+    else:
+        route = _route(requirement, action.requirement_map.get(requirement.name), locked)
+    literal = requirement.kind is RequirementKind.LITERAL_FAMILY
+    chosen, verdicts = _choose(accounts, action.account_pool, literal, locked, route.target)
+    verdict = route.verdict
     if verdict is None:
-        if chosen is None:
-            verdict = _Verdict(Outcome.HELD, ReasonCode.NO_ELIGIBLE_ACCOUNT)
-        else:
-            verdict = _Verdict(
-                Outcome.SELECTED, ReasonCode.POLICY_SELECTED, chosen.provider, chosen.id, model
+        verdict = (
+            _Verdict(Outcome.HELD, ReasonCode.NO_ELIGIBLE_ACCOUNT)
+            if chosen is None
+            else _Verdict(
+                Outcome.SELECTED, ReasonCode.POLICY_SELECTED, chosen.provider, chosen.id, route.model
             )
+        )
     if verdict.outcome is not Outcome.SELECTED:
         verdict.model = None
-    return verdict, tuple(verdicts)
+    return verdict, verdicts
 
 
 _ID_FIELDS = (

@@ -194,3 +194,4 @@ class ReasonCode(StrEnum):
     UNKNOWN_PROVIDER_BINDING = "unknown-provider-binding"
     UNKNOWN_REQUIREMENT = "unknown-requirement"
     MALFORMED_POLICY = "malformed-policy"
+    UNREACHABLE_POLICY = "unreachable-policy"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.core import PolicyProblem, RoutingPolicy, parse_policies, validate_policies
+from otel_route_shadow.core import PolicyProblem, RoutingPolicy, blocking, parse_policies, validate_policies
 from otel_route_shadow.store.strict_json import (
     InputFileError,
     StrictJSONError,
@@ -22,7 +22,8 @@ __all__ = [
     "read_policy_file",
 ]
 
-MAX_POLICY_FILE_BYTES = 16 * 1024 * 1024
+MAX_POLICY_FILE_BYTES = 64 * 1024 * 1024
+"""About 200,000 policies in compact JSON."""
 
 
 class PolicyFileError(ValueError):
@@ -31,11 +32,16 @@ class PolicyFileError(ValueError):
 
 @dataclass(frozen=True)
 class PolicyFile:
-    """A parsed policy document: the policies that parsed and every problem the set has."""
+    """A parsed policy document: the policies that parsed, the set's errors and its warnings.
+
+    ``problems`` holds the errors only (what refuses a save, and makes ``explain`` refuse the file);
+    ``warnings`` the ``unreachable-policy`` findings, which ``policy check`` lists too.
+    """
 
     source: str
     policies: tuple[RoutingPolicy, ...]
     problems: tuple[PolicyProblem, ...]
+    warnings: tuple[PolicyProblem, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -47,7 +53,10 @@ def parse_policy_document(document: Any, source: str) -> PolicyFile:
         raise PolicyFileError(f'{source}: expected an object {{"policies": [...]}} and nothing else')
     raw = document["policies"]
     policies, _ = parse_policies(raw)
-    return PolicyFile(source=source, policies=tuple(policies), problems=tuple(validate_policies(raw)))
+    found = validate_policies(raw)
+    errors = blocking(found)
+    warnings = tuple(problem for problem in found if problem.warning)
+    return PolicyFile(source=source, policies=tuple(policies), problems=tuple(errors), warnings=warnings)
 
 
 def read_policy_file(path: str | Path) -> PolicyFile:

@@ -32,8 +32,8 @@ from otel_route_shadow.core import (
     PolicyProblem,
     PolicySnapshot,
     RoutingPolicy,
+    blocking,
     parse_policies,
-    policy_set_hash,
     validate_policies,
 )
 from otel_route_shadow.store.diff import SnapshotDiff, diff_snapshots
@@ -53,7 +53,8 @@ from otel_route_shadow.store.snapshot_format import (
     SnapshotDocument,
     SnapshotFormatError,
     decode_snapshot,
-    encode_snapshot,
+    prepare_snapshot,
+    render_snapshot,
 )
 from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
 
@@ -101,7 +102,6 @@ PROBLEM_KINDS = frozenset(
         "wrong-schema",
         "hash-mismatch",
         "not-canonical",
-        "invalid-policy-set",
         "history-mismatch",
         "history-missing",
         "history-corrupt",
@@ -265,9 +265,15 @@ class SaveResult(SnapshotLoad):
     spent on a set that is already current."""
 
     created: bool = True
+    warnings: tuple[PolicyProblem, ...] = ()
+    """Warnings (``unreachable-policy``) of the accepted set, capped per code like every listing."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "created": self.created}
+        return {
+            **super().to_dict(),
+            "created": self.created,
+            "warnings": [problem.model_dump(mode="json") for problem in self.warnings],
+        }
 
 
 @dataclass(frozen=True)
@@ -520,7 +526,8 @@ class RoutingPolicyStore:
                 cacheable=not failure.transient,
             )
         try:
-            kept = decode_snapshot(history_data)
+            # save() writes the very same bytes to both files: equal bytes need no second decode.
+            kept = current if history_data == data else decode_snapshot(history_data)
         except SnapshotFormatError as exc:
             return _corrupt(
                 "history-corrupt",
@@ -746,19 +753,25 @@ class RoutingPolicyStore:
                     candidates.append(int(found.group(1)))
         return max(candidates)
 
-    def save(self, policies: Iterable[RoutingPolicy]) -> SaveResult:
+    def save(self, policies: Iterable[RoutingPolicy], *, strict: bool = False) -> SaveResult:
         """Validate, then write the set as the next revision, atomically and durably.
 
-        Raises :class:`InvalidPolicySetError` (with every problem's code) before touching the disk,
+        Raises :class:`InvalidPolicySetError` (with every problem's code) before touching the disk
+        when the set has an error, or, with ``strict``, a warning (``unreachable-policy``);
         :class:`CorruptSnapshotError` over a corrupt store, :class:`StoreIOError` when the directory
-        cannot be written. Saving the set the store already holds creates no revision.
+        cannot be written. Saving the set the store already holds creates no revision. The warnings
+        of an accepted set are on the result (``SaveResult.warnings``).
+
+        This is the one place a whole set is validated: a load trusts a snapshot by its hash.
         """
         items = list(policies)
         problems = validate_policies(items)
-        if problems:
+        if blocking(problems) or (strict and problems):
             raise InvalidPolicySetError(problems)
+        warnings = tuple(problems)
         parsed, _ = parse_policies(items)
-        new_hash = policy_set_hash(parsed)
+        payload = prepare_snapshot(parsed)
+        new_hash = payload.content_hash
         self._ensure_root()
         with self._locked():
             inspection = self._inspect(locked=True)
@@ -771,12 +784,14 @@ class RoutingPolicyStore:
                     raise StoreIOError(f"{self._root}: {load.problem}")
                 raise CorruptSnapshotError(load.problem or "corrupt", load.problem_kind or "corrupt")
             if load.state == "ok" and load.content_hash == new_hash:
-                return SaveResult("ok", load.snapshot, saved_at=load.saved_at, created=False)
+                return SaveResult(
+                    "ok", load.snapshot, saved_at=load.saved_at, created=False, warnings=warnings
+                )
             revision = self._high_water(load) + 1
             if revision > MAX_REVISION:
                 raise StoreIOError(f"{self._root}: revision numbers are exhausted")
             saved_at = _utc_now()
-            data, content_hash = encode_snapshot(revision, saved_at, tuple(parsed))
+            data = render_snapshot(revision, saved_at, payload)
             if len(data) > MAX_SNAPSHOT_BYTES:
                 raise PolicyStoreError(
                     f"refused: the snapshot would be {len(data)} bytes, over the {MAX_SNAPSHOT_BYTES}-byte limit"
@@ -791,11 +806,11 @@ class RoutingPolicyStore:
             if os.path.lexists(self._marker):
                 os.unlink(self._marker)
                 fsync_directory(self._root)
-        document = decode_snapshot(data)  # round trip: what was written is what load() will verify
+        # The policies in stored order: what load() returns for these bytes (tests hold the two equal).
         snapshot = PolicySnapshot(
-            policies=document.policies, revision=revision, content_hash=content_hash, available=True
+            policies=payload.policies, revision=revision, content_hash=new_hash, available=True
         )
-        return SaveResult("ok", snapshot, saved_at=saved_at, created=True)
+        return SaveResult("ok", snapshot, saved_at=saved_at, created=True, warnings=warnings)
 
     def repair(self) -> RepairResult:
         """Move corrupt evidence into ``quarantine/`` and let the next save continue the sequence.
