@@ -80,7 +80,8 @@ def _scan_segment(path: str, start: int, end: int) -> _Segment:
 def _leaf_hashes(block: bytes) -> bytes:
     """Leaf hashes of a block's lines: one rewrite puts 0x00 after every LF, so each piece split off is
     already ``0x00 || line``, and the hashing runs in ``map`` without a Python step per line."""
-    pieces = (b"\x00" + block.replace(b"\n", b"\n\x00")).split(b"\n")
+    pieces = block.replace(b"\n", b"\n\x00").split(b"\n")
+    pieces[0] = b"\x00" + pieces[0]  # the one line no LF precedes (copying a line, not the block)
     return b"".join(map(_DIGEST, map(hashlib.sha256, pieces)))
 
 
