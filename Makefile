@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK_VENV := .venv-stack
 DEMO_OUT ?= .demo
 
-.PHONY: demo test lint typecheck unit e2e bench bench-quick stack stack-down stack-install clean collector
+.PHONY: demo test lint typecheck unit e2e bench bench-quick stack stack-status stack-down stack-install clean collector
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ $(OTELCOL): collector-config/builder-config.yaml | $(OTELCOL_BUILDER)
 
 collector: $(OTELCOL)
 
+# Every test target gets the built collector: tests/test_collector_config.py runs `otelcol validate` on each
+# configuration and the e2e stack runs it (a failed build fails here with the builder's own error).
+test e2e: $(OTELCOL)
+test e2e unit: export ROUTE_SHADOW_OTELCOL := $(abspath $(OTELCOL))
+
 demo: $(VENV)/.installed
 	$(BIN)/otel-route-shadow demo --out $(DEMO_OUT)
 
@@ -71,8 +76,14 @@ bench: $(VENV)/.installed
 bench-quick: $(VENV)/.installed
 	$(BIN)/python -m benchmarks --quick
 
-stack: $(STACK_VENV)/.installed
-	$(STACK_VENV)/bin/python collector-config/stack.py up
+# `make stack` runs the OpenTelemetry Collector built above; STACK_COLLECTOR=rotel runs the lighter rotel.
+# Run again, it keeps the ports and restarts whatever died.
+STACK_COLLECTOR ?= otelcol
+stack: $(STACK_VENV)/.installed $(if $(filter otelcol,$(STACK_COLLECTOR)),$(OTELCOL))
+	$(STACK_VENV)/bin/python collector-config/stack.py up --collector $(STACK_COLLECTOR)
+
+stack-status:
+	$(STACK_VENV)/bin/python collector-config/stack.py status
 
 stack-down:
 	test ! -x $(STACK_VENV)/bin/python || $(STACK_VENV)/bin/python collector-config/stack.py down

@@ -654,9 +654,10 @@ def _cmd_up(args: argparse.Namespace) -> int:
         restarted = stack.restart_dead(timeout=args.timeout)
         assert stack.endpoints is not None
         if restarted:
-            print(f"restarted {', '.join(restarted)} on the recorded ports in {stack.state_dir}")
+            message = f"restarted {', '.join(restarted)} on the recorded ports in {stack.state_dir}"
         else:
-            print(f"stack already running ({', '.join(stack.running())}) in {stack.state_dir}")
+            message = f"stack already running ({', '.join(stack.running())}) in {stack.state_dir}"
+        print(message, file=sys.stderr if args.json else sys.stdout)
         _print_endpoints(stack.endpoints, args.json)
         return 0
     stack.down()  # a state without ports (an older stack.py) or none: clear it
