@@ -28,19 +28,21 @@ stack-install: $(STACK_VENV)/.installed
 # The OpenTelemetry Collector, built from the Go module proxy by the OpenTelemetry Collector Builder with exactly
 # the components collector-config/builder-config.yaml names (one release for every module). Built once into
 # .otelcol/ (git-ignored) and reused until builder-config.yaml changes. Go's module and build caches stay in
-# $$HOME (GOMODCACHE, GOCACHE). nice: the build takes both cores for minutes.
+# $HOME (GOMODCACHE, GOCACHE). nice: the build takes both cores for minutes.
 OTELCOL_RELEASE := 0.161.0
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+GO_PATH_ENV := PATH="$(dir $(GO)):$$PATH"
 OTELCOL_DIR := .otelcol
 OTELCOL := $(OTELCOL_DIR)/otelcol-route-shadow
 OTELCOL_BUILDER := $(OTELCOL_DIR)/bin/builder
 
 $(OTELCOL_BUILDER):
 	mkdir -p $(OTELCOL_DIR)/bin
-	GOBIN=$(abspath $(OTELCOL_DIR)/bin) nice -n 10 go install go.opentelemetry.io/collector/cmd/builder@v$(OTELCOL_RELEASE)
+	$(GO_PATH_ENV) GOBIN=$(abspath $(OTELCOL_DIR)/bin) nice -n 10 $(GO) install go.opentelemetry.io/collector/cmd/builder@v$(OTELCOL_RELEASE)
 
 $(OTELCOL): collector-config/builder-config.yaml | $(OTELCOL_BUILDER)
 	rm -rf $(OTELCOL_DIR)/build
-	nice -n 10 $(OTELCOL_BUILDER) --config collector-config/builder-config.yaml
+	$(GO_PATH_ENV) nice -n 10 $(OTELCOL_BUILDER) --config collector-config/builder-config.yaml
 	mv $(OTELCOL_DIR)/build/otelcol-route-shadow $@
 	touch $@
 
@@ -49,7 +51,7 @@ collector: $(OTELCOL)
 # Every test target gets the built collector: tests/test_collector_config.py runs `otelcol validate` on each
 # configuration and the e2e stack runs it (a failed build fails here with the builder's own error).
 test e2e: $(OTELCOL)
-test e2e unit: export ROUTE_SHADOW_OTELCOL := $(abspath $(OTELCOL))
+test e2e: export ROUTE_SHADOW_OTELCOL := $(abspath $(OTELCOL))
 
 demo: $(VENV)/.installed
 	$(BIN)/otel-route-shadow demo --out $(DEMO_OUT)
@@ -89,4 +91,4 @@ stack-down:
 	test ! -x $(STACK_VENV)/bin/python || $(STACK_VENV)/bin/python collector-config/stack.py down
 
 clean:
-	rm -rf $(VENV) $(STACK_VENV) $(DEMO_OUT) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(STACK_VENV) $(DEMO_OUT) $(OTELCOL_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
