@@ -37,6 +37,7 @@ _LABEL = re.compile(r'(?P<key>[A-Za-z_][A-Za-z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*
 @dataclass(frozen=True)
 class Collector:
     otlp_http_endpoint: str
+    otlp_grpc_endpoint: str
     prometheus_url: str
     log: Path
 
@@ -79,6 +80,7 @@ def running_collector(
             **(extra_env or {}),
         }
     )
+    log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"otelcol-{config.removesuffix('.yaml')}.log"
     with log.open("ab") as handle:
         proc = subprocess.Popen(
@@ -97,7 +99,10 @@ def running_collector(
                 pytest.fail(f"the collector ({config}) did not start; its log:\n{log.read_text()[-3000:]}")
             time.sleep(0.2)
         yield Collector(
-            f"http://127.0.0.1:{ports['http']}", f"http://127.0.0.1:{ports['prometheus']}/metrics", log
+            f"http://127.0.0.1:{ports['http']}",
+            f"http://127.0.0.1:{ports['grpc']}",
+            f"http://127.0.0.1:{ports['prometheus']}/metrics",
+            log,
         )
     finally:
         with suppress(ProcessLookupError):
