@@ -18,7 +18,7 @@ from .test_stack_lifecycle import _alive, _wait_gone
 pytestmark = pytest.mark.e2e
 
 
-def _stack(venv: Path, state: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def _stack(venv: Path, state: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(venv / "bin" / "python"), str(STACK_SCRIPT), "--state-dir", str(state), *args],
         capture_output=True,

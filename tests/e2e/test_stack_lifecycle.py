@@ -47,7 +47,7 @@ def _port_open(url_or_hostport: str) -> bool:
         return sock.connect_ex((host, int(port))) == 0
 
 
-def _stack(venv: Path, state: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def _stack(venv: Path, state: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(venv / "bin" / "python"), str(STACK_SCRIPT), "--state-dir", str(state), *args],
         capture_output=True,
