@@ -432,6 +432,11 @@ class Stack:
         attempts: int = 3,
     ) -> Endpoints:
         """Start Phoenix and the collector and wait until both answer; on any failure stop what was started."""
+        self.phoenix_command()  # both programs must exist before anything starts
+        if self.collector == "otelcol":
+            self.otelcol_command()
+        else:
+            self.rotel_binary()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         fixed = {"phoenix": phoenix_port, "otlp_http": otlp_http_port, "otlp_grpc": otlp_grpc_port}
         last_error: StackError | None = None

@@ -14,6 +14,7 @@ rotel-agent's own --help.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -372,3 +373,52 @@ def test_read_env_file_rejects_garbage(tmp_path: Path) -> None:
     bad.write_text("just words\n")
     with pytest.raises(stack.StackError, match="expected KEY=VALUE"):
         stack.read_env_file(bad)
+
+
+# --------------------------------------------------------------------------------------------------
+# stack.py's bookkeeping, without starting anything
+# --------------------------------------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    done = subprocess.Popen(["true"])
+    done.wait(timeout=30)
+    return done.pid
+
+
+def test_status_names_a_dead_process_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = _load_stack_module()
+    state = {
+        "collector": "otelcol",
+        "ports": {"phoenix": 1, "phoenix_grpc": 2, "otlp_http": 3, "otlp_grpc": 4, "health": 5},
+        "processes": [{"name": "otelcol", "pid": _dead_pid(), "start_ticks": None, "log": "x.log"}],
+    }
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    assert stack.main(["--state-dir", str(tmp_path), "status"]) == 1
+    out, err = capsys.readouterr()
+    assert "otelcol  dead" in out
+    assert err.strip() == "stack.py: otelcol is dead (`make stack` restarts what died)"
+
+
+def test_each_start_gets_its_own_log_and_name_log_links_the_newest(tmp_path: Path) -> None:
+    stack = _load_stack_module().Stack(tmp_path, tmp_path)
+    first, second = stack._new_log("otelcol"), stack._new_log("otelcol")
+    assert first != second and first.exists() and second.exists()
+    assert (tmp_path / "otelcol.log").resolve() == second.resolve()
+
+
+def test_up_without_a_built_collector_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    module = _load_stack_module()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "phoenix").write_text("#!/bin/sh\nexit 1\n")
+    stack = module.Stack(tmp_path / "state", bin_dir, collector="otelcol", otelcol_binary=tmp_path / "none")
+    with pytest.raises(module.StackError, match="run `make collector`"):
+        stack.up()
+    assert not (tmp_path / "state").exists()
+
+
+def test_an_unknown_collector_is_refused() -> None:
+    module = _load_stack_module()
+    with pytest.raises(module.StackError, match="choose one of otelcol, rotel"):
+        module.Stack(collector="jaeger-agent")
