@@ -1,4 +1,4 @@
-"""The real stack for the end-to-end suite: rotel and Arize Phoenix on loopback, started once per session.
+"""The real stack for the end-to-end suite: the collector and Arize Phoenix on loopback, started once per session.
 
 ``collector-config/stack.py`` does the work (the same code `make stack` runs), here with
 ``die_with_parent=True``. Every process started is stopped:
@@ -13,6 +13,7 @@
 Each child leads its own process group, so the whole group is signalled; pid files and logs are in the
 session's temporary state directory (printed when start-up fails). The stack's Python environment comes
 from ROUTE_SHADOW_STACK_VENV (`make test` and `make e2e` set it); without it the e2e tests are skipped.
+The collector is the one `make collector` builds (ROUTE_SHADOW_OTELCOL, also set by those targets).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             pytest.fail(f"the e2e stack did not start (state in {state_dir}): {exc}")
         print(  # shown with -s or on failure
             f"\n[e2e] phoenix {running.endpoints.phoenix_url} ready in {running.timings['phoenix_ready_s']:.1f}s; "
-            f"rotel OTLP/HTTP {running.endpoints.otlp_http_endpoint}"
+            f"{running.endpoints.collector} OTLP/HTTP {running.endpoints.otlp_http_endpoint}"
         )
         yield running
     finally:

@@ -47,7 +47,7 @@ def _port_open(url_or_hostport: str) -> bool:
         return sock.connect_ex((host, int(port))) == 0
 
 
-def _stack(venv: Path, state: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def _stack(venv: Path, state: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(venv / "bin" / "python"), str(STACK_SCRIPT), "--state-dir", str(state), *args],
         capture_output=True,
@@ -81,7 +81,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         print(f"[e2e] stack.py up took {elapsed:.1f}s")
 
         status = _stack(venv, state, "status")
-        assert status.returncode == 0 and "phoenix" in status.stdout and "rotel" in status.stdout
+        assert status.returncode == 0 and "phoenix" in status.stdout and "otelcol" in status.stdout
         again = _stack(venv, state, "up")
         assert again.returncode == 0 and "already running" in again.stdout
 
@@ -89,7 +89,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         assert working_dir.is_dir()
         down = _stack(venv, state, "down", timeout=60)
         assert down.returncode == 0, down.stderr
-        assert "rotel" in down.stdout and "phoenix" in down.stdout
+        assert "otelcol" in down.stdout and "phoenix" in down.stdout
         assert _wait_gone(pids) == []
         assert not (state / "state.json").exists() and not working_dir.exists()
         assert _stack(venv, state, "down").returncode == 0  # idempotent
@@ -102,7 +102,10 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
 
 
 def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
-    """SIGKILL the process that started the stack: the kernel takes rotel and Phoenix with it."""
+    """SIGKILL the process that started the stack: the kernel takes rotel and Phoenix with it.
+
+    This one runs rotel, the lighter collector `make stack` can run instead (STACK_COLLECTOR=rotel), so that
+    its start-up path stays tested too."""
     venv = stack_venv()
     script = textwrap.dedent(
         f"""
@@ -111,7 +114,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
         module = importlib.util.module_from_spec(spec)
         sys.modules["stack"] = module
         spec.loader.exec_module(module)
-        stack = module.Stack({str(tmp_path / "state")!r}, {str(venv / "bin")!r}, die_with_parent=True)
+        stack = module.Stack({str(tmp_path / "state")!r}, {str(venv / "bin")!r}, die_with_parent=True, collector="rotel")
         stack.up()
         print(json.dumps({{"pids": [p.pid for p in stack._procs], "url": stack.endpoints.phoenix_url}}), flush=True)
         time.sleep(600)
