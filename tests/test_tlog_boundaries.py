@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
 from otel_route_shadow.instrumentation.config import RouteShadowConfig
 from otel_route_shadow.tlog import read_checkpoint_file, verify_against_checkpoints
+from otel_route_shadow.tlog.checkpointer import WORKER_NAME
 
 TLOG = Path(__file__).resolve().parent.parent / "otel_route_shadow" / "tlog"
 FORBIDDEN = (
@@ -72,10 +74,17 @@ def test_the_plugin_checkpoints_as_it_goes_and_at_uninstrument(tmp_path: Path) -
     try:
         runtime = instrumentor.runtime
         assert runtime is not None and runtime.checkpointer.origin == "example.com/plugin"
+        made: list[tuple[int, str]] = []
+        first = threading.Event()
+        runtime.checkpointer.add_listener(
+            lambda c: (made.append((c.size, threading.current_thread().name)), first.set())
+        )
         for job in factory.plan_jobs(10, factory.FactorySettings()):
             with shadow_spawn(factory.context_for(job, "agentic"), seam="t"):
                 pass
-        assert runtime.checkpointer.last is not None and runtime.checkpointer.last.size == 8
+        assert first.wait(30)  # a hang guard only: due at record 4, made by the checkpointer's thread
+        size, thread = made[0]
+        assert 4 <= size <= 10 and thread == WORKER_NAME
     finally:
         instrumentor.uninstrument()
     notes = read_checkpoint_file(os.fspath(chain) + ".tlog/checkpoints")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from otel_route_shadow.tlog import (
     verify_against_checkpoints,
     verify_consistency,
 )
+from otel_route_shadow.tlog.checkpointer import WORKER_NAME
 from otel_route_shadow.tlog.merkle import consistency_proof
 
 ORIGIN = "example.com/route-shadow/test"
@@ -238,3 +240,40 @@ def test_default_origin_is_stable_and_a_valid_key_name(tmp_path: Path) -> None:
     assert origin != default_origin(str(tmp_path / "other.jsonl"))
     assert "/route-shadow/" in origin and " " not in origin and "+" not in origin
     Signer.generate(origin)
+
+
+def test_a_background_checkpointer_never_checkpoints_in_the_appending_thread(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(chain)
+    checkpointer = Checkpointer(str(chain), "example.com/bg", None, every_records=3, background=True)
+    made: list[tuple[int, str]] = []
+    done = threading.Event()
+
+    def listener(c: SignedCheckpoint) -> None:
+        made.append((c.size, threading.current_thread().name))
+        done.set()
+
+    checkpointer.add_listener(listener)
+    for i in range(7):
+        log.append({"n": i})
+        checkpointer.after_append()  # due at the third: it only wakes the thread
+    assert done.wait(30)  # a hang guard, not a speed assertion
+    assert made[0][1] == WORKER_NAME and 3 <= made[0][0] <= 7
+    final = checkpointer.checkpoint_now()  # synchronous, in this thread
+    assert final is not None and final.size == 7
+    checkpointer.close()
+    assert not [t for t in threading.enumerate() if t.name == WORKER_NAME]
+    log.close()
+
+
+def test_closing_a_background_checkpointer_leaks_no_thread_across_cycles(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(chain)
+    for cycle in range(20):
+        checkpointer = Checkpointer(str(chain), "example.com/bg", None, every_records=1, background=True)
+        log.append({"cycle": cycle})
+        checkpointer.after_append()
+        checkpointer.checkpoint_now()
+        checkpointer.close()
+    assert not [t for t in threading.enumerate() if t.name == WORKER_NAME]
+    log.close()

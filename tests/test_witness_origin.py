@@ -68,7 +68,9 @@ def test_checkpoints_leave_as_spans_even_when_the_host_samples_nothing(
         h.provider.shutdown()
     assert exporter.done.wait(30)
     sizes = [s.attributes[cpa.SIZE] for s in exporter.get_finished_spans() if s.attributes]
-    assert sizes[:2] == [5, 10] and sizes[-1] == 12
+    # The plugin checkpoints in a background thread (every 5 records here, and at uninstrument): how
+    # many checkpoints fell before the last one depends on that thread, the sizes' order does not.
+    assert sizes == sorted(set(sizes)) and sizes[-1] == 12
     assert {s.attributes[cpa.ORIGIN] for s in exporter.get_finished_spans() if s.attributes} == {ORIGIN}
     # Uninstrumenting stopped the emitter: its thread ends once that last checkpoint is out.
     for thread in threading.enumerate():

@@ -305,4 +305,5 @@ def make_checkpointer(config: RouteShadowConfig) -> Checkpointer:
         signer,
         config.checkpoint_records,
         config.checkpoint_seconds,
+        background=True,  # a due checkpoint never runs inside a spawn (see Checkpointer)
     )

@@ -177,6 +177,7 @@ class RouteShadowChainExporter(SpanExporter):
         self._shutdown = True
         if self.checkpointer is not None:
             self.checkpointer.checkpoint_now()
+            self.checkpointer.close()
         log = self._log
         if log is not None:
             log.close()

@@ -12,6 +12,14 @@ If the chain is shorter than the state says, or its line at the remembered offse
 last hashed, the chain was truncated, replaced or forked underneath: the Checkpointer refuses to sign
 (ever again in this process), logs one warning, and appends one JSON line to ``<chain>.tlog/refusals``.
 Everything is contained: ``after_append`` and ``checkpoint_now`` never raise into the host.
+
+With ``background=True`` (the plugin's setting) a due checkpoint runs in one daemon thread of the
+Checkpointer's instead of in the appending caller: ``after_append`` then only counts and, when due, sets
+an event. What it buys: the catch-up (re-reading and hashing the lines since the last checkpoint,
+writing tiles, signing; tens of milliseconds per 1000 records) leaves the spawn that happened to be
+the 1000th, and about a tenth of bench row 1's per-spawn cost with it. ``checkpoint_now`` stays
+synchronous (it waits at most ``SHUTDOWN_WAIT_S`` for a running background checkpoint), and
+``close`` stops the thread. A forked child starts its own thread on its first due checkpoint.
 """
 
 from __future__ import annotations
@@ -60,8 +68,13 @@ DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 few milliseconds per appended record instead of stalling one host call for seconds."""
 _MIN_BYTES = 4 * 1024 * 1024 + 1
 """A call always reaches past one line of the chain format's 4 MiB maximum, so it always progresses."""
+SHUTDOWN_WAIT_S = 5.0
+"""Longest ``checkpoint_now`` waits for a checkpoint already running in the background thread."""
 SHUTDOWN_MAX_LEAVES = 1 << 20
 SHUTDOWN_MAX_BYTES = 4 * 1024 * 1024 * 1024
+
+WORKER_NAME = "route-shadow-checkpointer"
+"""The name of a Checkpointer's background thread (``background=True``)."""
 
 CHECKPOINTS_FILE = "checkpoints"
 LATEST_FILE = "checkpoint"
@@ -173,6 +186,7 @@ class Checkpointer:
         *,
         max_leaves: int = DEFAULT_MAX_LEAVES,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        background: bool = False,
     ) -> None:
         self.chain_path = os.fspath(chain_path)
         self.origin = origin or default_origin(self.chain_path)
@@ -191,6 +205,11 @@ class Checkpointer:
         self._failed_listeners: set[int] = set()
         self._logged: set[str] = set()
         self._mutex = threading.Lock()
+        self.background = background
+        self._wake = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._worker_pid = 0
+        self._closed = False
 
     def add_listener(self, listener: Callable[[SignedCheckpoint], None]) -> None:
         """Call ``listener`` after each checkpoint is durably appended (its exceptions are logged once)."""
@@ -201,16 +220,49 @@ class Checkpointer:
         self._pending += 1
         if self._pending < self.every_records and not self._behind and time.monotonic() < self._due_at:
             return
-        if self.refused is None:
+        if self.refused is not None:
+            return
+        if self.background:
+            self._wake_worker()
+        else:
             self._run(self.max_leaves, self.max_bytes)
 
     def checkpoint_now(self) -> SignedCheckpoint | None:
         """Catch up (bounded) and checkpoint now, e.g. at shutdown; the latest checkpoint this process
         made when nothing was appended since (None if none). Never raises."""
-        return self._run(max(SHUTDOWN_MAX_LEAVES, self.max_leaves), SHUTDOWN_MAX_BYTES) or self.last
+        limits = (max(SHUTDOWN_MAX_LEAVES, self.max_leaves), SHUTDOWN_MAX_BYTES)
+        return self._run(*limits, wait=SHUTDOWN_WAIT_S) or self.last
 
-    def _run(self, max_leaves: int, max_bytes: int) -> SignedCheckpoint | None:
-        if self.refused is not None or not self._mutex.acquire(blocking=False):
+    def close(self) -> None:
+        """Stop the background thread (waiting at most ``SHUTDOWN_WAIT_S``); a later due checkpoint
+        starts it again."""
+        worker, self._closed = self._worker, True
+        self._wake.set()
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(SHUTDOWN_WAIT_S)
+        self._worker, self._closed = None, False
+        self._wake = threading.Event()
+
+    def _wake_worker(self) -> None:
+        worker = self._worker
+        if worker is None or self._worker_pid != os.getpid() or not worker.is_alive():
+            self._worker_pid = os.getpid()
+            self._wake = threading.Event()
+            worker = threading.Thread(target=self._work, args=(self._wake,), name=WORKER_NAME, daemon=True)
+            self._worker = worker
+            worker.start()
+        self._wake.set()
+
+    def _work(self, wake: threading.Event) -> None:
+        while True:
+            wake.wait()
+            wake.clear()
+            if self._closed or wake is not self._wake:
+                return
+            self._run(self.max_leaves, self.max_bytes)
+
+    def _run(self, max_leaves: int, max_bytes: int, wait: float = 0.0) -> SignedCheckpoint | None:
+        if self.refused is not None or not self._mutex.acquire(timeout=wait if wait > 0 else 0):
             return None
         try:
             self._pending = 0
