@@ -21,11 +21,10 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from otel_route_shadow.tlog.leaves import BLOCK_BYTES
+from otel_route_shadow.tlog.leaves import BLOCK_BYTES, iter_blocks
 
 __all__ = ["ChainScan", "scan_chain"]
 
@@ -65,7 +64,7 @@ def _scan_segment(path: str, start: int, end: int) -> _Segment:
     out: list[bytes] = []
     state = _Walk()
     with open(path, "rb") as handle:
-        for _after, block in _blocks(handle, start, end):
+        for _after, block in iter_blocks(handle, start, end):
             leaves = _leaf_hashes(block)
             out.append(leaves)
             lines = len(leaves) // 32
@@ -138,25 +137,6 @@ def _walk_lines(block: bytes, state: _Walk) -> None:
 def _prev_of(line: bytes) -> bytes:
     at = line.rfind(_PREV_KEY, 0, len(line) - _TAIL)
     return line[at + 14 : at + 78] if at >= 0 else b""
-
-
-def _blocks(handle: Any, start: int, end: int) -> Iterator[tuple[int, bytes]]:
-    """Blocks of whole lines (the block's last LF dropped) between ``start`` and ``end``."""
-    handle.seek(start)
-    carry = b""
-    position = start
-    while position < end:
-        data = handle.read(min(BLOCK_BYTES, end - position))
-        if not data:
-            return
-        position += len(data)
-        data = carry + data if carry else data
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            carry = data
-            continue
-        carry = data[cut + 1 :]
-        yield position - len(carry), data[:cut]
 
 
 def _complete_end(path: str) -> int:

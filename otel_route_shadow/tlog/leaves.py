@@ -9,18 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-__all__ = ["BLOCK_BYTES", "iter_line_blocks"]
+__all__ = ["BLOCK_BYTES", "iter_blocks", "iter_line_blocks"]
 
 BLOCK_BYTES = 8 * 1024 * 1024
 
 
-def iter_line_blocks(
+def iter_blocks(
     handle: BinaryIO, offset: int, end: int, block_bytes: int = BLOCK_BYTES
-) -> Iterator[tuple[int, list[bytes]]]:
-    """Yield ``(offset after the block, lines)`` for the complete lines between ``offset`` and ``end``.
-
-    Each block holds whole lines only; a line longer than the block is read on in larger pieces.
-    """
+) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(offset after the block, block)`` for the complete lines between ``offset`` and ``end``:
+    each block is whole lines joined by LF, its last LF dropped. A line longer than the block is read
+    on in larger pieces."""
     handle.seek(offset)
     carry = b""
     position = offset
@@ -29,11 +28,18 @@ def iter_line_blocks(
         if not data:
             return
         position += len(data)
-        data = carry + data
+        data = carry + data if carry else data
         cut = data.rfind(b"\n")
         if cut < 0:
             carry = data
             continue
         carry = data[cut + 1 :]
-        lines = data[:cut].split(b"\n")
-        yield position - len(carry), lines
+        yield position - len(carry), data[:cut]
+
+
+def iter_line_blocks(
+    handle: BinaryIO, offset: int, end: int, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[int, list[bytes]]]:
+    """:func:`iter_blocks` with each block split into its lines."""
+    for after, block in iter_blocks(handle, offset, end, block_bytes):
+        yield after, block.split(b"\n")
