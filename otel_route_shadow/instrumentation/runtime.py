@@ -313,9 +313,10 @@ class ShadowRuntime:
         ready = self.prefetch.take()
         if ready is not None:
             self._held = ready
-            return ready
         unchanged = cast(SnapshotLoad | None, store.peek())
         if unchanged is None and self._prefetch_worthwhile():
+            # Changed, or not cached yet (a verdict is cached only once its files are older than the
+            # store's racy window, 1 s): read again in the background, at most one read at a time.
             self.prefetch.start()
             return self._held if self._held is not None else _LOADING
         self._held = unchanged if unchanged is not None else cast(SnapshotLoad, store.load())
