@@ -6,6 +6,10 @@ milliseconds at 8,000 policies (bench row 8c): too much to pay inside the host's
 resolving against the snapshot they already had (their records cite its revision and hash, so they
 stay exact about what they used); the first seam after the read finished picks the result up.
 Which reads go to the background is decided by the caller, by file size, never by timing.
+
+What it buys (row 8c, ``.venv/bin/python -m benchmarks --only 8c``, loaded 2-CPU container,
+2026-12-01): the host's first spawn after a save of 8,000 policies costs 1.3 ms (median of 7)
+instead of the 488 ms the read costs inside a spawn; the new revision is in use about 1.1 s later.
 """
 
 from __future__ import annotations
