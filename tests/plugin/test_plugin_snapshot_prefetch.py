@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from otel_route_shadow.analysis.whatif import replay
 from otel_route_shadow.demo import factory
 from otel_route_shadow.demo.run import default_policy_file
 from otel_route_shadow.instrumentation import runtime as runtime_module
@@ -217,3 +218,21 @@ def test_the_store_says_whether_it_changed_without_reading(tmp_path: Path) -> No
     assert store.peek() == loaded and store.full_loads == 1
     _save(tmp_path / "store", drop=1)
     assert store.peek() is None and store.full_loads == 1
+
+
+@pytest.mark.usefixtures("large")
+def test_a_record_made_while_loading_reproduces_in_whatif(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: list[Harness]
+) -> None:
+    """Regression: whatif replayed a ``loading`` record against an available empty snapshot and
+    reported it as an integrity finding (decision-id-mismatch)."""
+    gate = _Gate(monkeypatch, open_=False)
+    _save(tmp_path / "store")
+    harness = _harness(tmp_path, made)
+    assert _spawn(harness)[:2] == (0, "loading")
+    gate.open()
+    assert _runtime(harness).prefetch.wait(_WAIT_S)
+    assert _spawn(harness)[:2] == (1, "ok")
+    store = RoutingPolicyStore(harness.store)
+    result = replay(harness.chain, store.revision(1), cited_loader=store.revision)
+    assert (result.integrity.checked, result.integrity.passed, result.integrity_findings) == (2, 2, 0)
