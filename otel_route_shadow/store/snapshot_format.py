@@ -56,7 +56,10 @@ _CHUNK = 256
 """Policies per schema-check and dump call on the fast path. One call over a whole array holds the
 interpreter lock for its whole duration (about 350 ms at 8,000 policies on a loaded machine); a
 snapshot read in the background (the instrumentation's prefetch) must leave the host's threads
-running, so the calls are cut into pieces of a few milliseconds each, at no measurable cost."""
+running, so the calls are cut into pieces of a few milliseconds each (the document's JSON likewise
+is parsed one policy line at a time, where one call took about 80 ms). Cost: none beyond noise
+(``decode_snapshot`` of 8,000 policies, old against new interleaved in one process, 5 runs each on
+the loaded container, 2026-12-01: fastest 665 ms against 657 ms)."""
 _POLICIES_OPEN = b'  "policies": [\n    '
 _POLICIES_SEP = b",\n    "
 _POLICIES_CLOSE = b"\n  ],\n"
