@@ -154,9 +154,11 @@ def policy_lists(max_size: int = 8, *, unique_ids: bool = False) -> st.SearchStr
 def snapshots(draw: st.DrawFn, *, unique_ids: bool = False, max_policies: int = 8) -> PolicySnapshot:
     chosen = draw(policy_lists(max_policies, unique_ids=unique_ids))
     content_hash = draw(st.one_of(st.just(policy_set_hash(chosen)), garbage))
+    available = draw(st.sampled_from([True, True, True, False]))
     return PolicySnapshot(
         policies=tuple(chosen),
         revision=draw(st.integers(0, 2**53)),
         content_hash=content_hash,
-        available=draw(st.sampled_from([True, True, True, False])),
+        available=available,
+        loading=not available and draw(st.booleans()),
     )

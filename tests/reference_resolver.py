@@ -203,7 +203,8 @@ def _decide(
         "role": role_value,
     }
     if not snapshot.available:
-        fields.update(outcome="held", reason="snapshot-unavailable", policy_source="managed-policy")
+        reason = "snapshot-loading" if snapshot.loading else "snapshot-unavailable"
+        fields.update(outcome="held", reason=reason, policy_source="managed-policy")
         return _finished(context, snapshot, fields)
     rows: list[tuple[RoutingPolicy, str]] = []
     matched: list[RoutingPolicy] = []

@@ -189,6 +189,18 @@ def test_an_unavailable_snapshot_holds_whatever_it_contains() -> None:
     assert explain_policies(ctx(), snap(ZAI_X, available=False))[0].reason == "snapshot-unavailable"
 
 
+def test_a_snapshot_still_loading_holds_with_snapshot_loading_not_unavailable() -> None:
+    loading = PolicySnapshot(available=False, loading=True)
+    d = explain(ctx(requirement="high-reasoning"), loading)
+    assert (d.outcome, d.reason, d.policy_source) == ("held", "snapshot-loading", "managed-policy")
+    assert (d.snapshot_revision, d.considered) == (0, ())
+    unavailable = explain(ctx(requirement="high-reasoning"), PolicySnapshot(available=False))
+    assert d.decision_id != unavailable.decision_id
+    assert explain_policies(ctx(), loading.model_copy(update={"policies": (ZAI_X,)}))[0].reason == (
+        "snapshot-loading"
+    )
+
+
 def test_no_managed_policy_means_legacy_compatibility_reporting_the_route_unchanged() -> None:
     d = explain(ctx(repo="acme/widgets"), snap(ZAI_X))
     assert (d.outcome, d.reason, d.policy_source, d.rung) == (

@@ -81,9 +81,11 @@ KNOWN_LIMIT: Final = 1 << 12
 """Checked decisions (with one record's attributes each) kept for the fast path."""
 PROGRESS_EVERY: Final = 1 << 15
 CORRUPT_STATE: Final = "corrupt"
+LOADING_STATE: Final = "loading"
+"""A record made before the host's first read of a large store finished (held, ``snapshot-loading``)."""
 
-CitedKey = tuple[int, str, bool]
-"""(revision, content hash, available): the snapshot a record cites."""
+CitedKey = tuple[int, str, bool, bool]
+"""(revision, content hash, available, loading): the snapshot a record cites."""
 
 CitedLoader = Callable[[int], PolicySnapshot | None]
 """Returns a store's revision N (or None when the store does not hold it)."""
@@ -335,7 +337,12 @@ class _Cited:
     """Finds the snapshot a record cites, once per distinct citation."""
 
     def __init__(self, candidate: PolicySnapshot, loader: CitedLoader | None) -> None:
-        self.candidate_key: CitedKey = (candidate.revision, candidate.content_hash, candidate.available)
+        self.candidate_key: CitedKey = (
+            candidate.revision,
+            candidate.content_hash,
+            candidate.available,
+            candidate.loading,
+        )
         self.loader = loader
         self.resolvers: dict[CitedKey, _Resolver | str] = {}
 
@@ -344,10 +351,12 @@ class _Cited:
         found = self.resolvers.get(key)
         if found is not None:
             return found
-        revision, content_hash, available = key
+        revision, content_hash, available, loading = key
         result: _Resolver | str
         if not available:
-            result = _Resolver(PolicySnapshot(revision=revision, content_hash=content_hash, available=False))
+            result = _Resolver(
+                PolicySnapshot(revision=revision, content_hash=content_hash, available=False, loading=loading)
+            )
         elif content_hash == EMPTY_SET_HASH:
             result = _Resolver(PolicySnapshot(revision=revision, content_hash=content_hash))
         elif self.loader is None:
@@ -374,7 +383,12 @@ def _cited_key(attributes: dict[str, Any]) -> CitedKey | None:
     content_hash = attributes.get(attr.SNAPSHOT_HASH)
     if isinstance(revision, bool) or not isinstance(revision, int) or not isinstance(content_hash, str):
         return None
-    return (revision, content_hash, attributes.get(attr.SNAPSHOT_STATE) != CORRUPT_STATE)
+    return (revision, content_hash, *_state_flags(attributes.get(attr.SNAPSHOT_STATE)))
+
+
+def _state_flags(state: Any) -> tuple[bool, bool]:
+    """(available, loading) of the snapshot a record's ``route_shadow.snapshot.state`` describes."""
+    return state not in (CORRUPT_STATE, LOADING_STATE), state == LOADING_STATE
 
 
 class _Examples:
@@ -432,6 +446,7 @@ class _Known:
         "change",
         "content_hash",
         "count",
+        "loading",
         "recorded",
         "revision",
         "text",
@@ -450,7 +465,7 @@ class _Known:
         values: tuple[Any, ...],
     ) -> None:
         self.text = text
-        self.revision, self.content_hash, self.available = key
+        self.revision, self.content_hash, self.available, self.loading = key
         self.recorded = recorded
         self.change = change
         self.transition = change[0]
@@ -701,7 +716,7 @@ def replay_payloads(
                 and get(hash_key) == seen.content_hash
                 and revision == seen.revision
                 and revision.__class__ is int
-                and (get(state_key) != CORRUPT_STATE) is seen.available
+                and _state_flags(get(state_key)) == (seen.available, seen.loading)
             ):
                 values = tuple(map(get, all_keys))
                 if values[:n_fields] == seen.recorded:

@@ -20,7 +20,9 @@ EMPTY_SET_HASH = digest([])
 
 
 class PolicySnapshot(BaseModel):
-    """A policy set at one revision. ``available=False`` is how a corrupt store reaches ``explain``."""
+    """A policy set at one revision. ``available=False`` is how a corrupt store reaches ``explain``;
+    with ``loading`` too, it is a store whose first snapshot is still being read in the background
+    (the decision holds with ``snapshot-loading`` instead of ``snapshot-unavailable``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -28,6 +30,7 @@ class PolicySnapshot(BaseModel):
     revision: int = 0
     content_hash: str = EMPTY_SET_HASH
     available: bool = True
+    loading: bool = False
 
 
 class PolicyConsideration(BaseModel):

@@ -418,6 +418,11 @@ def _finish(context: RouteContext, snapshot: PolicySnapshot, fields: dict[str, A
     return RouteDecision(**fields)
 
 
+def _unavailable_reason(snapshot: PolicySnapshot) -> ReasonCode:
+    """Why an unavailable snapshot holds: still being read (``loading``), or unusable."""
+    return ReasonCode.SNAPSHOT_LOADING if snapshot.loading else ReasonCode.SNAPSHOT_UNAVAILABLE
+
+
 def _resolve(context: RouteContext, snapshot: PolicySnapshot, index: PolicyIndex) -> RouteDecision:
     subject = _subject(context)
     base: dict[str, Any] = {
@@ -432,7 +437,7 @@ def _resolve(context: RouteContext, snapshot: PolicySnapshot, index: PolicyIndex
             {
                 **base,
                 "outcome": Outcome.HELD.value,
-                "reason": ReasonCode.SNAPSHOT_UNAVAILABLE.value,
+                "reason": _unavailable_reason(snapshot).value,
                 "policy_source": PolicySource.MANAGED.value,
             },
         )
@@ -582,7 +587,7 @@ def explain_policies(context: RouteContext, snapshot: PolicySnapshot) -> tuple[P
         index = PolicyIndex(snapshot.policies)
         if not snapshot.available:
             return tuple(
-                _static_row(policy, ReasonCode.SNAPSHOT_UNAVAILABLE)
+                _static_row(policy, _unavailable_reason(snapshot))
                 for policy in (*index.ordered, *index.disabled_policies)
             )
         subject = _subject(context)

@@ -165,6 +165,7 @@ class ReasonCode(StrEnum):
     CAPABILITY_UNMAPPED = "capability-unmapped"
     SNAPSHOT_UNAVAILABLE = "snapshot-unavailable"
     # Decision reasons added here.
+    SNAPSHOT_LOADING = "snapshot-loading"
     POLICY_SELECTED = "policy-selected"
     NO_MANAGED_POLICY = "no-managed-policy"
     NO_ELIGIBLE_ACCOUNT = "no-eligible-account"

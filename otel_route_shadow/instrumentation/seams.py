@@ -73,6 +73,7 @@ def activate(config: RouteShadowConfig, tracer_provider: Any = None) -> ShadowRu
     """Make ``config`` the active instrumentation (called by ``RouteShadowInstrumentor``)."""
     global _active
     runtime = ShadowRuntime(config, tracer_provider)
+    runtime.start_prefetch()
     _attach_processor(runtime, tracer_provider)
     _attach_checkpoint_spans(runtime, tracer_provider)
     with _state_lock:

@@ -141,7 +141,7 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
     AttributeSpec(MODEL, "string", "Model the resolver chose."),
     AttributeSpec(SNAPSHOT_REVISION, "int", "Policy snapshot revision the decision cites."),
     AttributeSpec(SNAPSHOT_HASH, "string", "Content hash of that snapshot."),
-    AttributeSpec(SNAPSHOT_STATE, "string", "Snapshot load state: ok, absent or corrupt."),
+    AttributeSpec(SNAPSHOT_STATE, "string", "Snapshot load state: ok, absent, corrupt or loading."),
     AttributeSpec(DECISION_ID, "string", "Content-addressed decision id."),
     AttributeSpec(
         DECISION_TRANSPORT, "string", "Transport the decision would use (gateway for a managed selection)."

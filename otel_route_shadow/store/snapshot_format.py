@@ -52,6 +52,18 @@ _SAVED_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
 _POLICIES: TypeAdapter[tuple[RoutingPolicy, ...]] = TypeAdapter(tuple[RoutingPolicy, ...])
 """Validates (and dumps) a whole array in one call: several times faster than one call per policy."""
 
+_CHUNK = 256
+"""Policies per schema-check and dump call on the fast path. One call over a whole array holds the
+interpreter lock for its whole duration (about 350 ms at 8,000 policies on a loaded machine); a
+snapshot read in the background (the instrumentation's prefetch) must leave the host's threads
+running, so the calls are cut into pieces of a few milliseconds each (the document's JSON likewise
+is parsed one policy line at a time, where one call took about 80 ms). Cost: none beyond noise
+(``decode_snapshot`` of 8,000 policies, old against new interleaved in one process, 5 runs each on
+the loaded container, 2026-12-01: fastest 665 ms against 657 ms)."""
+_POLICIES_OPEN = b'  "policies": [\n    '
+_POLICIES_SEP = b",\n    "
+_POLICIES_CLOSE = b"\n  ],\n"
+
 _SCHEMA_FIELDS = (
     frozenset(RoutingPolicy.model_fields)
     | frozenset(RoutingMatch.model_fields)
@@ -255,6 +267,36 @@ def _check_hash(
         )
 
 
+def _parse_rendered(data: bytes) -> Any:
+    """Parse a document laid out as :func:`render_snapshot` writes it: the envelope in one call and
+    each policy line in its own (canonical JSON has no raw newline, so the lines split exactly).
+    Anything else is parsed whole. Exactness does not rest on the split: :func:`_fast_decode`
+    accepts the result only if rendering it gives back the very bytes read."""
+    head, found, rest = data.partition(_POLICIES_OPEN)
+    body, closed, tail = rest.partition(_POLICIES_CLOSE)
+    if not found or not closed:
+        return orjson.loads(data)
+    document = orjson.loads(head + b'  "policies": [],\n' + tail)
+    if isinstance(document, dict) and isinstance(document.get("policies"), list):
+        document["policies"] = [orjson.loads(line) for line in body.split(_POLICIES_SEP)]
+    return document
+
+
+def _validate_chunked(raw_policies: list[Any]) -> tuple[RoutingPolicy, ...]:
+    policies: list[RoutingPolicy] = []
+    for start in range(0, len(raw_policies), _CHUNK):
+        policies.extend(_POLICIES.validate_python(raw_policies[start : start + _CHUNK]))
+    return tuple(policies)
+
+
+def _dumps_equal(policies: tuple[RoutingPolicy, ...], raw_policies: list[Any]) -> bool:
+    for start in range(0, len(policies), _CHUNK):
+        chunk = _POLICIES.dump_python(policies[start : start + _CHUNK], mode="json")
+        if list(chunk) != raw_policies[start : start + _CHUNK]:
+            return False
+    return True
+
+
 def _fast_decode(data: bytes) -> SnapshotDocument | None:
     """The common case, a file exactly as :func:`render_snapshot` wrote it, in a fraction of the time.
 
@@ -266,17 +308,17 @@ def _fast_decode(data: bytes) -> SnapshotDocument | None:
     returns None and the strict path decides, with its exact problem kind.
     """
     try:
-        document = orjson.loads(data)
+        document = _parse_rendered(data)
         _check_envelope(document)
         raw_policies: list[Any] = document["policies"]
-        policies = _POLICIES.validate_python(raw_policies)
+        policies = _validate_chunked(raw_policies)
         encodings = tuple(orjson.dumps(item, option=orjson.OPT_SORT_KEYS) for item in raw_policies)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError, SnapshotFormatError, ValidationError):
         return None
     recorded: str = document["content_hash"]
     if _array_digest(list(encodings)) != recorded or any(a > b for a, b in pairwise(encodings)):
         return None
-    if list(_POLICIES.dump_python(policies, mode="json")) != raw_policies:
+    if not _dumps_equal(policies, raw_policies):
         return None
     rendered = render_snapshot(
         document["revision"], document["saved_at"], SnapshotPayload(policies, encodings, recorded)

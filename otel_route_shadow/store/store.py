@@ -428,6 +428,24 @@ class RoutingPolicyStore:
                 return entry.load
             return self._reload()
 
+    def peek(self) -> SnapshotLoad | None:
+        """The cached verdict if the store has not changed since it was read, else None; reads no
+        file (the same stat comparison as :meth:`load`'s fast path). Lets a caller decide where a
+        re-read should run before paying for it (the instrumentation's background prefetch)."""
+        entry = self._cache
+        if entry is not None and self._signature(entry.history_path) == entry.signature:
+            return entry.load
+        return None
+
+    def current_size(self) -> int | None:
+        """The size in bytes of ``current.json`` if it is a regular file (not followed if a
+        symlink), else None: what a re-read would have to parse, known from one ``lstat``."""
+        try:
+            st = os.lstat(self._current)
+        except OSError:
+            return None
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+
     def _reload(self) -> SnapshotLoad:
         started = _now_ns()
         try:
