@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any
 
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, input_file
 from otel_route_shadow.witness import WITNESS_KINDS, PhoenixWitness, Witness, WitnessError
 from otel_route_shadow.witness.base import TimeWindow, format_unix_nano, parse_time
 from otel_route_shadow.witness.chain_source import ChainReadError, iter_chain_payloads, verify
@@ -161,9 +161,10 @@ def _handle(args: argparse.Namespace) -> int:
         raise CliError(f"--backend URL is required (or set ${ENV_BACKEND})")
     if args.timeout <= 0:
         raise CliError("--timeout must be positive")
+    chain = input_file(args.chain)
     witness = build_witness(args.backend_kind, args.backend, args.project, args.timeout)
     report = run_audit(
-        args.chain,
+        chain,
         witness,
         since_unix_nano=_time_arg("--since", args.since),
         until_unix_nano=_time_arg("--until", args.until),

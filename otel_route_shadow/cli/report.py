@@ -46,7 +46,7 @@ from otel_route_shadow.analysis.snapshots import (
 from otel_route_shadow.analysis.source import ChainError, EmptyChainError, UnverifiedChainError
 from otel_route_shadow.analysis.whatif import format_whatif, replay
 from otel_route_shadow.analysis.window import TimeWindow, WindowError
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, cap_jobs
 
 __all__ = ["register"]
 
@@ -214,6 +214,7 @@ def _dump(data: Any) -> str:
 def _check_jobs(args: argparse.Namespace) -> None:
     if args.jobs < 1:
         raise CliError("--jobs must be at least 1")
+    args.jobs = cap_jobs(args.jobs)
     if args.top < 0:
         raise CliError("--top must not be negative")
 
