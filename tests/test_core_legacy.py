@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import pytest
+from core_strategies import legacy_routes
+from hypothesis import given
+from hypothesis import strategies as st
 
 from otel_route_shadow.core import (
+    CLAIMS,
+    DIVERGENCE_CODES,
+    FINDINGS,
+    MECHANISM_CLASS,
+    REQUIREMENT_DEFIED,
+    LegacyMechanism,
     LegacyRoute,
     LegacyStage,
+    MechanismClass,
     PolicySnapshot,
+    RouteContext,
     RouteDecision,
     Transport,
     build_legacy_route,
@@ -15,6 +26,9 @@ from otel_route_shadow.core import (
     compare_routes,
     derive_transport,
     explain,
+    legacy_finding,
+    mechanism_class,
+    reconcile_legacy_route,
     shadow_decision,
 )
 
@@ -156,4 +170,149 @@ def test_a_legacy_decision_agrees_with_its_own_route_by_construction() -> None:
         shadow.agreed
         and shadow.divergence is None
         and shadow.decision.policy_source == "legacy-compatibility"
+    )
+
+
+# -- mechanism classes (the operator's first question) ---------------------------------------------
+
+
+def test_dials_and_overrides_are_policy_gaps_failover_and_ratchet_are_transient() -> None:
+    assert mechanism_class("role-dial") is MechanismClass.POLICY_GAP
+    assert mechanism_class("repo-override") is MechanismClass.POLICY_GAP
+    assert mechanism_class("fleet-ratchet") is MechanismClass.TRANSIENT
+    assert mechanism_class("credit-failover") is MechanismClass.TRANSIENT
+
+
+def test_every_legacy_mechanism_has_exactly_one_class() -> None:
+    assert set(MECHANISM_CLASS) == {m.value for m in LegacyMechanism}
+
+
+@pytest.mark.parametrize("value", [None, "", "Role-Dial", "host-special", 3])
+def test_an_unknown_mechanism_has_no_class_rather_than_a_guessed_one(value: object) -> None:
+    assert mechanism_class(value) is None
+
+
+# -- claims checked against the stages (D7; issue 15's bad input) -----------------------------------
+
+
+def _claimed(stages: list[LegacyStage], *, transport: str, mechanism: str) -> LegacyRoute:
+    return LegacyRoute(
+        provider=stages[-1].provider,
+        transport=transport,
+        mechanism=mechanism,
+        mechanism_detail="claimed",
+        stages=tuple(stages),
+    )
+
+
+def test_a_one_shot_route_claiming_harness_direct_and_fleet_ratchet_is_derived_and_flagged() -> None:
+    """The issue's example: one role-dial stage that moved nothing, at a one-shot seam."""
+    route = _claimed([stage("role-dial", "zai")], transport="harness-direct", mechanism="fleet-ratchet")
+    derived, mismatched = reconcile_legacy_route(route, "one-shot")
+    assert mismatched == ("mechanism", "transport")
+    assert (derived.transport, derived.mechanism, derived.mechanism_detail) == (
+        "direct-http",
+        "role-dial",
+        "provider=zai",
+    )
+    assert (derived.provider, derived.stages) == (route.provider, route.stages)
+
+
+def test_claims_that_agree_with_the_stages_are_kept_unflagged() -> None:
+    route = build_legacy_route([stage("role-dial", "zai", detail="adr_review_provider=zai")], "agentic")
+    assert route is not None
+    assert reconcile_legacy_route(route, "agentic") == (route, ())
+
+
+def test_only_the_claim_that_differs_is_flagged_and_a_kept_mechanism_keeps_its_detail() -> None:
+    route = _claimed([stage("role-dial", "zai")], transport="gateway", mechanism="role-dial")
+    derived, mismatched = reconcile_legacy_route(route, "agentic")
+    assert mismatched == ("transport",)
+    assert (derived.transport, derived.mechanism_detail) == ("harness-direct", "claimed")
+
+
+def test_a_route_without_stages_cannot_be_checked_so_its_claims_stand() -> None:
+    route = LegacyRoute(provider="zai", transport="gateway", mechanism="credit-failover")
+    assert reconcile_legacy_route(route, "one-shot") == (route, ())
+
+
+@given(legacy_routes, st.sampled_from(["agentic", "one-shot", "", "Agentic"]))
+def test_reconciling_is_total_and_leaves_nothing_to_flag_a_second_time(route: LegacyRoute, face: str) -> None:
+    derived, mismatched = reconcile_legacy_route(route, face)
+    assert list(mismatched) == sorted(mismatched) and set(mismatched) <= set(CLAIMS)
+    assert reconcile_legacy_route(derived, face) == (derived, ())
+    decided = classify_legacy_mechanism(route.stages)
+    if decided is not None:
+        assert derived.mechanism == decided.mechanism
+        assert derived.transport == derive_transport(face, route.stages[-1].gateway).value
+
+
+# -- the requirement-defied finding (D4, last paragraph) --------------------------------------------
+
+
+def _failover(model: str | None = "glm-5.1") -> LegacyRoute:
+    route = build_legacy_route(
+        [
+            stage("role-dial", "anthropic", model="claude-opus-4-5"),
+            stage("credit-failover", "zai", model=model),
+        ],
+        "agentic",
+    )
+    assert route is not None
+    if model is None:
+        return route.model_copy(update={"model": None})
+    return route
+
+
+@pytest.mark.parametrize(
+    ("requirement", "model", "finding"),
+    [
+        ("claude-opus", "glm-5.1", "requirement-defied"),
+        ("claude-opus", "claude-sonnet-4-5", "requirement-defied"),
+        ("claude-opus", "claude-opus-4-5", None),
+        ("claude-opus", None, None),
+        ("high-reasoning", "glm-5.1", None),
+        ("no-such-requirement", "glm-5.1", None),
+        (None, "glm-5.1", None),
+    ],
+)
+def test_only_a_literal_family_the_route_that_ran_does_not_satisfy_is_defied(
+    requirement: str | None, model: str | None, finding: str | None
+) -> None:
+    assert legacy_finding(requirement, _failover(model)) == finding
+
+
+def test_a_legacy_route_that_defies_the_requirement_is_reported_not_suppressed() -> None:
+    legacy = _failover()
+    decision = explain(
+        RouteContext(
+            role="implementer", request_face="agentic", requirement="claude-opus", legacy_route=legacy
+        ),
+        PolicySnapshot(),
+    )
+    assert decision.policy_source == "legacy-compatibility"
+    assert (decision.provider, decision.model) == ("zai", "glm-5.1")  # reported as it ran, not rewritten
+    shadow = shadow_decision(decision, legacy, "claude-opus")
+    assert (shadow.agreed, shadow.divergence, shadow.finding) == (
+        False,
+        REQUIREMENT_DEFIED,
+        REQUIREMENT_DEFIED,
+    )
+    assert REQUIREMENT_DEFIED in FINDINGS and REQUIREMENT_DEFIED in DIVERGENCE_CODES
+
+
+def test_a_finding_beside_another_divergence_keeps_both() -> None:
+    legacy = _failover()
+    managed = RouteDecision(
+        outcome="selected",
+        reason="policy-selected",
+        policy_source="managed-policy",
+        provider="anthropic",
+        model="claude-opus-4-5",
+    )
+    shadow = shadow_decision(managed, legacy, "claude-opus")
+    assert (shadow.agreed, shadow.divergence, shadow.finding) == (
+        False,
+        "provider-differs",
+        REQUIREMENT_DEFIED,
     )

@@ -20,7 +20,16 @@ from otel_route_shadow.core.identity import (
     canonicalize_repo,
     repo_identity,
 )
-from otel_route_shadow.core.legacy import build_legacy_route, classify_legacy_mechanism, derive_transport
+from otel_route_shadow.core.legacy import (
+    CLAIMS,
+    MECHANISM_CLASS,
+    build_legacy_route,
+    classify_legacy_mechanism,
+    derive_transport,
+    mechanism_class,
+    reconcile_context,
+    reconcile_legacy_route,
+)
 from otel_route_shadow.core.policy import (
     LEGACY_RUNG,
     PolicyProblem,
@@ -36,12 +45,21 @@ from otel_route_shadow.core.policy import (
 )
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.resolver import PolicyIndex, explain, explain_batch, explain_policies
-from otel_route_shadow.core.shadow import DIVERGENCE_CODES, ShadowDecision, compare_routes, shadow_decision
+from otel_route_shadow.core.shadow import (
+    DIVERGENCE_CODES,
+    FINDINGS,
+    REQUIREMENT_DEFIED,
+    ShadowDecision,
+    compare_routes,
+    legacy_finding,
+    shadow_decision,
+)
 from otel_route_shadow.core.vocabulary import (
     PROVIDER_BINDINGS,
     AccountState,
     Capability,
     LegacyMechanism,
+    MechanismClass,
     ModelFamily,
     Outcome,
     PolicySource,
@@ -56,10 +74,14 @@ from otel_route_shadow.core.vocabulary import (
 )
 
 __all__ = [
+    "CLAIMS",
     "DIVERGENCE_CODES",
     "EMPTY_SET_HASH",
+    "FINDINGS",
     "LEGACY_RUNG",
+    "MECHANISM_CLASS",
     "PROVIDER_BINDINGS",
+    "REQUIREMENT_DEFIED",
     "Account",
     "AccountState",
     "AccountVerdict",
@@ -67,6 +89,7 @@ __all__ = [
     "LegacyMechanism",
     "LegacyRoute",
     "LegacyStage",
+    "MechanismClass",
     "ModelFamily",
     "ModelRequirement",
     "Outcome",
@@ -101,13 +124,17 @@ __all__ = [
     "explain",
     "explain_batch",
     "explain_policies",
+    "legacy_finding",
     "matches_overlap",
+    "mechanism_class",
     "model_provider",
     "parse_policies",
     "parse_requirement",
     "policy_order_key",
     "policy_set_hash",
     "precedence_level",
+    "reconcile_context",
+    "reconcile_legacy_route",
     "repo_identity",
     "shadow_decision",
     "validate_policies",

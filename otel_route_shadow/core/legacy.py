@@ -8,13 +8,41 @@ dial's provider decided nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
+from types import MappingProxyType
 
-from otel_route_shadow.core.context import LegacyRoute, LegacyStage
-from otel_route_shadow.core.vocabulary import RequestFace, Transport
+from otel_route_shadow.core.context import LegacyRoute, LegacyStage, RouteContext
+from otel_route_shadow.core.vocabulary import LegacyMechanism, MechanismClass, RequestFace, Transport
 
-__all__ = ["build_legacy_route", "classify_legacy_mechanism", "derive_transport"]
+__all__ = [
+    "CLAIMS",
+    "MECHANISM_CLASS",
+    "build_legacy_route",
+    "classify_legacy_mechanism",
+    "derive_transport",
+    "mechanism_class",
+    "reconcile_context",
+    "reconcile_legacy_route",
+]
+
+MECHANISM_CLASS: Mapping[str, MechanismClass] = MappingProxyType(
+    {
+        LegacyMechanism.ROLE_DIAL.value: MechanismClass.POLICY_GAP,
+        LegacyMechanism.REPO_OVERRIDE.value: MechanismClass.POLICY_GAP,
+        LegacyMechanism.FLEET_RATCHET.value: MechanismClass.TRANSIENT,
+        LegacyMechanism.CREDIT_FAILOVER.value: MechanismClass.TRANSIENT,
+    }
+)
+"""The one split of the legacy mechanisms into persistent policy gaps and transient mechanisms."""
+
+
+def mechanism_class(mechanism: object) -> MechanismClass | None:
+    """The class of a recorded mechanism; None for anything that is not one of the four (an old
+    record without the field, a host's own name): unknown, never guessed."""
+    if not isinstance(mechanism, str):
+        return None
+    return MECHANISM_CLASS.get(mechanism)
 
 
 def derive_transport(request_face: str, gateway: bool) -> Transport:
@@ -48,6 +76,11 @@ def classify_legacy_mechanism(stages: Sequence[LegacyStage]) -> LegacyStage | No
     return decided
 
 
+def _detail(stage: LegacyStage) -> str:
+    """What a stage did: its own detail, else ``provider=<p>``."""
+    return stage.detail if stage.detail is not None else f"provider={stage.provider}"
+
+
 def build_legacy_route(
     stages: Sequence[LegacyStage], request_face: str, account: str | None = None
 ) -> LegacyRoute | None:
@@ -63,6 +96,42 @@ def build_legacy_route(
         account=account,
         transport=derive_transport(request_face, final.gateway).value,
         mechanism=decided.mechanism,
-        mechanism_detail=decided.detail if decided.detail is not None else f"provider={decided.provider}",
+        mechanism_detail=_detail(decided),
         stages=tuple(stages),
     )
+
+
+CLAIMS: tuple[str, ...] = ("mechanism", "transport")
+"""The legacy route's fields the shadow layer derives rather than takes from the host (D7)."""
+
+
+def reconcile_legacy_route(route: LegacyRoute, request_face: str) -> tuple[LegacyRoute, tuple[str, ...]]:
+    """The route with its mechanism and transport derived from its own stages, and the sorted names of
+    the host's claims that said otherwise (an extractor cannot launder a mechanism).
+
+    A mechanism that is re-derived brings its stage's detail with it (the claimed detail described
+    another mechanism). Without stages nothing can be derived: the claims stand, and nothing is
+    flagged.
+    """
+    decided = classify_legacy_mechanism(route.stages)
+    if decided is None:
+        return route, ()
+    transport = derive_transport(request_face, route.stages[-1].gateway).value
+    update: dict[str, str | None] = {}
+    if route.mechanism != decided.mechanism:
+        update["mechanism"] = decided.mechanism
+        update["mechanism_detail"] = _detail(decided)
+    if route.transport != transport:
+        update["transport"] = transport
+    if not update:
+        return route, ()
+    mismatched = tuple(sorted(name for name in CLAIMS if name in update))
+    return route.model_copy(update=update), mismatched
+
+
+def reconcile_context(context: RouteContext) -> tuple[RouteContext, tuple[str, ...]]:
+    """:func:`reconcile_legacy_route` applied to a context's legacy route, at its request face."""
+    route, mismatched = reconcile_legacy_route(context.legacy_route, context.request_face)
+    if not mismatched:
+        return context, ()
+    return context.model_copy(update={"legacy_route": route}), mismatched

@@ -1,7 +1,9 @@
 """Holding the resolver's decision against the route that actually ran (D6, D7).
 
 A disagreement is often the policy being right and the dial being undocumented, so the comparison
-names what differs rather than scoring it.
+names what differs rather than scoring it. Separately from the comparison, a legacy route that does
+not satisfy the spawn's own model requirement is a finding (D4, last paragraph): the divergence
+signal the shadow phase exists to produce, reported and never suppressed.
 """
 
 from __future__ import annotations
@@ -13,9 +15,20 @@ from pydantic import BaseModel, ConfigDict
 
 from otel_route_shadow.core.context import LegacyRoute
 from otel_route_shadow.core.decision import RouteDecision
-from otel_route_shadow.core.vocabulary import Outcome, PolicySource
+from otel_route_shadow.core.requirements import parse_requirement
+from otel_route_shadow.core.vocabulary import Outcome, PolicySource, RequirementKind
 
-__all__ = ["DIVERGENCE_CODES", "ShadowDecision", "compare_routes", "shadow_decision"]
+__all__ = [
+    "DIVERGENCE_CODES",
+    "FINDINGS",
+    "REQUIREMENT_DEFIED",
+    "ShadowDecision",
+    "compare_routes",
+    "legacy_finding",
+    "shadow_decision",
+]
+
+REQUIREMENT_DEFIED = "requirement-defied"
 
 DIVERGENCE_CODES: Mapping[str, str] = MappingProxyType(
     {
@@ -24,8 +37,18 @@ DIVERGENCE_CODES: Mapping[str, str] = MappingProxyType(
         "provider-differs": "the policy chose another provider",
         "account-differs": "the policy chose another account of the same provider",
         "model-differs": "the policy chose another model on the same provider",
+        REQUIREMENT_DEFIED: "the decision agrees, but the route that ran defies the spawn's literal "
+        "model family (a finding, see FINDINGS)",
     }
 )
+
+FINDINGS: Mapping[str, str] = MappingProxyType(
+    {
+        REQUIREMENT_DEFIED: "the route that ran does not satisfy the spawn's literal model family "
+        "(a claude-opus request served by GLM after a credit failover, say)",
+    }
+)
+"""What the shadow layer finds in the route that ran, whatever the decision says."""
 
 
 class ShadowDecision(BaseModel):
@@ -37,6 +60,8 @@ class ShadowDecision(BaseModel):
     legacy: LegacyRoute
     agreed: bool
     divergence: str | None = None
+    finding: str | None = None
+    """A code of :data:`FINDINGS`, or None. Records made before findings existed have none."""
 
 
 def compare_routes(decision: RouteDecision, legacy: LegacyRoute) -> tuple[bool, str | None]:
@@ -60,6 +85,30 @@ def compare_routes(decision: RouteDecision, legacy: LegacyRoute) -> tuple[bool, 
     return True, None
 
 
-def shadow_decision(decision: RouteDecision, legacy: LegacyRoute) -> ShadowDecision:
+def legacy_finding(requirement: str | None, legacy: LegacyRoute) -> str | None:
+    """``requirement-defied`` when the route that ran does not satisfy a literal family the spawn asked
+    for by name (D4: the rule binds what a policy may resolve to; what legacy did is reported).
+
+    Only a literal family is judged: any model of a known provider satisfies a capability, an
+    unrecognised requirement cannot be read, and a route whose model the host did not give is not
+    known to defy anything.
+    """
+    parsed = parse_requirement(requirement)
+    if parsed.kind is not RequirementKind.LITERAL_FAMILY or legacy.model is None:
+        return None
+    return None if parsed.satisfied_by(legacy.model) else REQUIREMENT_DEFIED
+
+
+def shadow_decision(
+    decision: RouteDecision, legacy: LegacyRoute, requirement: str | None = None
+) -> ShadowDecision:
+    """The comparison and the finding. A finding is never suppressed: it makes ``agreed`` false, and
+    names the divergence when the comparison found no other difference."""
     agreed, divergence = compare_routes(decision, legacy)
-    return ShadowDecision(decision=decision, legacy=legacy, agreed=agreed, divergence=divergence)
+    finding = legacy_finding(requirement, legacy)
+    if finding is not None:
+        agreed = False
+        divergence = divergence or finding
+    return ShadowDecision(
+        decision=decision, legacy=legacy, agreed=agreed, divergence=divergence, finding=finding
+    )

@@ -16,6 +16,7 @@ __all__ = [
     "AccountState",
     "Capability",
     "LegacyMechanism",
+    "MechanismClass",
     "ModelFamily",
     "Outcome",
     "PolicySource",
@@ -96,6 +97,19 @@ class LegacyMechanism(StrEnum):
     REPO_OVERRIDE = "repo-override"
     FLEET_RATCHET = "fleet-ratchet"
     CREDIT_FAILOVER = "credit-failover"
+
+
+class MechanismClass(StrEnum):
+    """What kind of gap a legacy mechanism is, for the operator (ADR-0139, Precedent).
+
+    ``policy-gap``: a standing dial no policy describes (a per-role dial, a repo override); it decides
+    the same way tomorrow, so a policy should say it. ``transient``: a mechanism that engages and
+    lets go (the fleet ratchet, a credit failover); a policy need not describe it. The split of each
+    mechanism is :data:`otel_route_shadow.core.legacy.MECHANISM_CLASS`.
+    """
+
+    POLICY_GAP = "policy-gap"
+    TRANSIENT = "transient"
 
 
 class RequirementKind(StrEnum):

@@ -28,6 +28,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from otel_route_shadow.core import RequestFace, RouteContext
+from otel_route_shadow.shadow.record import Spawn
 
 __all__ = [
     "ENV_PREFIX",
@@ -76,8 +77,9 @@ class SeamCall(NamedTuple):
     kwargs: Mapping[str, Any]
 
 
-Extractor = Callable[[SeamCall], RouteContext | Mapping[str, Any] | None]
-"""Builds the route context (with its legacy route) from a seam call; None: not a routed call."""
+Extractor = Callable[[SeamCall], RouteContext | Mapping[str, Any] | Spawn | None]
+"""Builds the route context (with its legacy route) from a seam call; None: not a routed call. A
+``Spawn(context, conversation_id)`` also gives the host's conversation id (``gen_ai.conversation.id``)."""
 
 
 def default_extractor(call: SeamCall) -> RouteContext | Mapping[str, Any] | None:

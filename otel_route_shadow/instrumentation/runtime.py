@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_route_shadow.chain import ChainError, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
@@ -32,8 +32,11 @@ from otel_route_shadow.instrumentation.config import RouteShadowConfig, SeamCall
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import (
+    SEAM_SPAN_KIND,
     ShadowRecord,
+    Spawn,
     context_json,
+    conversation_attribute,
     observe,
     record_template,
     sanitize_dumped,
@@ -296,12 +299,18 @@ class ShadowRuntime:
 
     # -- seam lifecycle -------------------------------------------------------------------------
     def begin(
-        self, seam: str, request_face: str, context: RouteContext | Mapping[str, Any] | None
+        self, seam: str, request_face: str, context: RouteContext | Mapping[str, Any] | Spawn | None
     ) -> tuple[Span, SeamObservation] | None:
         """Start the seam span (the processor enriches it on start). None: call the bare host."""
         if context is None:
             return None
         try:
+            start_attributes: dict[str, str] = {attr.SEAM: seam}
+            if isinstance(context, Spawn):
+                conversation = conversation_attribute(context.conversation_id)
+                if conversation is not None:
+                    start_attributes[attr.GEN_AI_CONVERSATION] = conversation
+                context = context.context
             if not isinstance(context, RouteContext):
                 context = RouteContext.model_validate(context)
             if context.request_face != request_face:
@@ -311,7 +320,7 @@ class ShadowRuntime:
             name = span_name(seam, clean)
             token = PENDING.set(observation)
             try:
-                span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes={attr.SEAM: seam})
+                span = self.tracer.start_span(name, kind=SEAM_SPAN_KIND, attributes=start_attributes)
             finally:
                 PENDING.reset(token)
         except Exception as exc:
@@ -321,9 +330,9 @@ class ShadowRuntime:
             observation.enrich(span)
         return span, observation
 
-    def extract(self, call: SeamCall, extractor: Any) -> RouteContext | Mapping[str, Any] | None:
+    def extract(self, call: SeamCall, extractor: Any) -> RouteContext | Mapping[str, Any] | Spawn | None:
         try:
-            result: RouteContext | Mapping[str, Any] | None = extractor(call)
+            result: RouteContext | Mapping[str, Any] | Spawn | None = extractor(call)
         except Exception as exc:
             self.contain(exc, "extract", None, loud=True)
             return None

@@ -22,7 +22,7 @@ from otel_route_shadow.core import RouteContext
 from otel_route_shadow.instrumentation.config import Extractor, RouteShadowConfig, SeamCall, default_extractor
 from otel_route_shadow.instrumentation.processor import RouteShadowSpanProcessor
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
-from otel_route_shadow.shadow.record import ShadowRecord
+from otel_route_shadow.shadow.record import ShadowRecord, Spawn
 
 __all__ = ["activate", "current_runtime", "deactivate", "shadow_seam", "shadow_spawn"]
 
@@ -180,11 +180,16 @@ def shadow_seam(
 
 @contextmanager
 def shadow_spawn(
-    context: RouteContext | Mapping[str, Any], *, seam: str, request_face: str | None = None
+    context: RouteContext | Mapping[str, Any],
+    *,
+    seam: str,
+    request_face: str | None = None,
+    conversation_id: str | None = None,
 ) -> Iterator[ShadowRecord | None]:
     """Shadow a block of host code that performs one spawn; yields the record (or None when off).
 
     The record is for looking at, never for routing: nothing in it feeds back into the spawn.
+    ``conversation_id`` goes on the span as ``gen_ai.conversation.id`` (not into the decision).
     """
     runtime = current_runtime()
     if _bare(runtime):
@@ -196,7 +201,7 @@ def shadow_spawn(
             if isinstance(context, RouteContext)
             else str(context.get("request_face", ""))
         )
-    begun = runtime.begin(seam, request_face, context)
+    begun = runtime.begin(seam, request_face, Spawn(context, conversation_id))
     if begun is None:
         yield None
         return

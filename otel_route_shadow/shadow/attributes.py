@@ -1,8 +1,11 @@
 """Span attribute keys written by the route-shadow span processor (the span schema).
 
-One table, here, is the source of truth: the README's attribute table, the collector configuration
-test and the chain exporter all read it. No key is a prefix of another (some backends, Phoenix among
-them, cannot filter on either key of such a pair).
+One table, here, is the source of truth: the README's attribute tables are generated from it
+(``python -m otel_route_shadow.shadow.attribute_table``, checked by ``tests/test_attribute_table.py``
+against real spans), and the collector configuration test and the chain exporter read it. No key is
+a dotted prefix of another (some backends, Phoenix among them, cannot filter on either key of such a
+pair). ``CONVENTION_ATTRIBUTES`` are the OpenTelemetry (GenAI) convention attributes a seam span
+carries besides its own ``route_shadow.*`` ones.
 """
 
 from __future__ import annotations
@@ -11,12 +14,27 @@ from typing import Final
 
 __all__ = [
     "ACCOUNT",
+    "ACCOUNTS",
+    "ACCOUNTS_OMITTED",
+    "ACCOUNTS_RECORDED",
     "AGREED",
     "ATTRIBUTES",
+    "CLAIM_MISMATCH",
     "CONTEXT",
+    "CONVENTION_ATTRIBUTES",
     "DECISION_ID",
+    "DECISION_TRANSPORT",
     "DIVERGENCE",
     "ERROR_TYPE",
+    "FINDING",
+    "FORBID_DIRECT_BYPASS",
+    "GEN_AI_AGENT",
+    "GEN_AI_CONVERSATION",
+    "GEN_AI_MODEL",
+    "GEN_AI_OPERATION",
+    "GEN_AI_PROVIDER",
+    "HOST_ERROR_TYPE",
+    "HOST_ROLE",
     "LEGACY_ACCOUNT",
     "LEGACY_DETAIL",
     "LEGACY_MECHANISM",
@@ -31,6 +49,7 @@ __all__ = [
     "PROVIDER",
     "REASON",
     "REPO",
+    "REPO_IDENTITY_VERSION",
     "REQUEST_FACE",
     "REQUIREMENT",
     "ROLE",
@@ -39,6 +58,7 @@ __all__ = [
     "SNAPSHOT_HASH",
     "SNAPSHOT_REVISION",
     "SNAPSHOT_STATE",
+    "TIED_POLICIES",
     "TRANSPORT",
     "AttributeSpec",
 ]
@@ -73,6 +93,29 @@ REQUEST_FACE: Final = "route_shadow.request_face"
 REQUIREMENT: Final = "route_shadow.requirement"
 CONTEXT: Final = "route_shadow.context"
 ERROR_TYPE: Final = "route_shadow.error.type"
+HOST_ROLE: Final = "route_shadow.host_role"
+CLAIM_MISMATCH: Final = "route_shadow.claim_mismatch"
+FINDING: Final = "route_shadow.finding"
+FORBID_DIRECT_BYPASS: Final = "route_shadow.forbid_direct_bypass"
+TIED_POLICIES: Final = "route_shadow.tied_policies"
+DECISION_TRANSPORT: Final = "route_shadow.decision.transport"
+REPO_IDENTITY_VERSION: Final = "route_shadow.identity_version"
+"""Of the repository identity. Not ``route_shadow.repo_identity_version``: ``route_shadow.repo`` would
+be a prefix of it."""
+ACCOUNTS: Final = "route_shadow.verdicts.accounts"
+ACCOUNTS_OMITTED: Final = "route_shadow.verdicts.omitted"
+
+ACCOUNTS_RECORDED: Final = 8
+"""At most this many account verdicts are recorded (``route_shadow.accounts``), in the resolver's
+order (the policy's pool order), so the account it chose is always among them. (Not
+``route_shadow.accounts``: ``route_shadow.account`` would be a prefix of it.)"""
+
+GEN_AI_OPERATION: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER: Final = "gen_ai.provider.name"
+GEN_AI_MODEL: Final = "gen_ai.request.model"
+GEN_AI_AGENT: Final = "gen_ai.agent.name"
+GEN_AI_CONVERSATION: Final = "gen_ai.conversation.id"
+HOST_ERROR_TYPE: Final = "error.type"
 
 
 class AttributeSpec:
@@ -98,6 +141,22 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
     AttributeSpec(SNAPSHOT_HASH, "string", "Content hash of that snapshot."),
     AttributeSpec(SNAPSHOT_STATE, "string", "Snapshot load state: ok, absent or corrupt."),
     AttributeSpec(DECISION_ID, "string", "Content-addressed decision id."),
+    AttributeSpec(
+        DECISION_TRANSPORT, "string", "Transport the decision would use (gateway for a managed selection)."
+    ),
+    AttributeSpec(
+        FORBID_DIRECT_BYPASS,
+        "bool",
+        "The deciding policy's forbid_direct_bypass (recorded, not enforced); false under legacy.",
+    ),
+    AttributeSpec(TIED_POLICIES, "string", "Comma-separated ids of the policies in an equal-precedence tie."),
+    AttributeSpec(
+        ACCOUNTS,
+        "string",
+        "The deciding policy's account verdicts as canonical JSON: a list of at most 8 "
+        "{account_id, provider, eligible, reason} objects, in pool order.",
+    ),
+    AttributeSpec(ACCOUNTS_OMITTED, "int", "How many account verdicts were left out of that list."),
     AttributeSpec(LEGACY_PROVIDER, "string", "Provider the legacy mechanisms actually used."),
     AttributeSpec(LEGACY_MODEL, "string", "Model the legacy mechanisms actually used."),
     AttributeSpec(LEGACY_ACCOUNT, "string", "Account the legacy mechanisms actually used."),
@@ -107,12 +166,58 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
         TRANSPORT, "string", "Transport of the route that ran: gateway, harness-direct, direct-http."
     ),
     AttributeSpec(AGREED, "bool", "Whether the resolver's decision agrees with the route that ran."),
-    AttributeSpec(DIVERGENCE, "string", "Divergence code when not agreed (absent when agreed)."),
+    AttributeSpec(
+        DIVERGENCE,
+        "string",
+        "Divergence code when not agreed (absent when agreed); requirement-defied when only the "
+        "finding disagrees.",
+    ),
+    AttributeSpec(
+        FINDING,
+        "string",
+        "requirement-defied: the route that ran does not satisfy the spawn's literal model family "
+        "(never suppressed; agreed is then false).",
+    ),
+    AttributeSpec(
+        CLAIM_MISMATCH,
+        "string",
+        "Comma-separated sorted names (mechanism, transport) the host claimed differently from what "
+        "its stages show; the recorded values are the derived ones.",
+    ),
     AttributeSpec(REPO, "string", "Canonical owner/repo, or the lossy slug as given."),
-    AttributeSpec(ROLE, "string", "Role as given by the host."),
+    AttributeSpec(
+        REPO_IDENTITY_VERSION,
+        "string",
+        "Repository identity version: canonical or legacy-lossy (may it join a repo policy).",
+    ),
+    AttributeSpec(
+        ROLE,
+        "string",
+        "Canonical worker role (planner, implementer, reviewer, triager, summarizer); "
+        "absent for a loop name such as adr_reviewer, which is a principal.",
+    ),
+    AttributeSpec(HOST_ROLE, "string", "The host's role string exactly as given (a loop name, say)."),
     AttributeSpec(PRINCIPAL, "string", "Principal (loop) id."),
     AttributeSpec(REQUEST_FACE, "string", "agentic or one-shot."),
     AttributeSpec(REQUIREMENT, "string", "Model requirement as given."),
-    AttributeSpec(CONTEXT, "string", "The sanitized route context as canonical JSON (for replay)."),
+    AttributeSpec(
+        CONTEXT,
+        "string",
+        "The sanitized route context as canonical JSON (for replay), with the derived legacy mechanism "
+        "and transport.",
+    ),
     AttributeSpec(ERROR_TYPE, "string", "Type of a contained shadow-path error; the spawn proceeded."),
+)
+
+CONVENTION_ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
+    AttributeSpec(GEN_AI_OPERATION, "string", "invoke_agent at an agentic seam, chat at a one-shot seam."),
+    AttributeSpec(GEN_AI_PROVIDER, "string", "The provider that actually served the spawn."),
+    AttributeSpec(GEN_AI_MODEL, "string", "The model that actually served the spawn, when known."),
+    AttributeSpec(GEN_AI_AGENT, "string", "The principal, else the host's role, else the seam name."),
+    AttributeSpec(
+        GEN_AI_CONVERSATION,
+        "string",
+        "The host's conversation id, when its extractor gives one (span only, not in the record).",
+    ),
+    AttributeSpec(HOST_ERROR_TYPE, "string", "Type of the host's own exception, when it raised."),
 )

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
+
+from opentelemetry.trace import SpanKind
 
 from otel_route_shadow.chain import (
     ChainPayloadError,
@@ -19,13 +21,16 @@ from otel_route_shadow.chain import (
     sanitized_mapping,
 )
 from otel_route_shadow.core import (
+    AccountVerdict,
     PolicyIndex,
     PolicySnapshot,
     RequestFace,
     RouteContext,
+    RouteDecision,
     ShadowDecision,
     canonical_json,
     explain,
+    reconcile_context,
     shadow_decision,
 )
 from otel_route_shadow.core.redaction import redact_text, redact_value
@@ -34,9 +39,14 @@ from otel_route_shadow.shadow import attributes as attr
 __all__ = [
     "RECORD_KIND",
     "RECORD_SLOTS",
+    "SEAM_SPAN_KIND",
     "AttributeValue",
     "ShadowRecord",
+    "Spawn",
+    "accounts_json",
     "context_json",
+    "conversation_attribute",
+    "decision_attributes",
     "observe",
     "record_payload",
     "record_route_shadow",
@@ -53,10 +63,44 @@ AttributeValue = str | int | bool
 RECORD_KIND: Final = "route-shadow"
 """``payload.kind`` of a seam observation in the chain."""
 
-GEN_AI_OPERATION: Final = "gen_ai.operation.name"
-GEN_AI_PROVIDER: Final = "gen_ai.provider.name"
-GEN_AI_MODEL: Final = "gen_ai.request.model"
-GEN_AI_AGENT: Final = "gen_ai.agent.name"
+GEN_AI_OPERATION: Final = attr.GEN_AI_OPERATION
+GEN_AI_PROVIDER: Final = attr.GEN_AI_PROVIDER
+GEN_AI_MODEL: Final = attr.GEN_AI_MODEL
+GEN_AI_AGENT: Final = attr.GEN_AI_AGENT
+
+SEAM_SPAN_KIND: Final = SpanKind.CLIENT
+"""The kind of every seam span, per the GenAI conventions (CLIENT for a remote agent or an inference
+call, INTERNAL for an agent running in the host's own process). Decided per seam face: at an agentic
+seam the agent runs in a CLI harness outside the host's process (``invoke_agent``, a remote agent);
+at a one-shot seam the span is a ``chat`` completion call over HTTP. Neither runs in-process, so both
+are CLIENT."""
+
+_CONVERSATION_MAX: Final = 256
+_TEXT_MAX: Final = 4096
+
+
+class Spawn(NamedTuple):
+    """What an extractor (or ``shadow_spawn``) may give instead of a bare context: the context, and
+    the host's conversation id when it has one (``gen_ai.conversation.id``, conditionally required
+    by the GenAI conventions when available).
+
+    The conversation id is not a routing input: it stays out of the context, so it does not change
+    the content-addressed decision id or defeat the runtime's memo, and it goes on the span only
+    (the chain record carries the decision; the trace id joins the two)."""
+
+    context: RouteContext | Mapping[str, Any]
+    conversation_id: str | None = None
+
+
+def conversation_attribute(value: object) -> str | None:
+    """The ``gen_ai.conversation.id`` value: a non-empty string of at most 4096 characters, redacted
+    like every recorded string, then cut to 256 (so no part of a credential survives the cut); None
+    for anything else."""
+    if not isinstance(value, str) or not value or len(value) > _TEXT_MAX:
+        return None
+    text, _ = redact_text(value.encode("utf-8", "replace").decode("utf-8"))
+    return text[:_CONVERSATION_MAX]
+
 
 _RECORDED_PREFIXES: Final = ("route_shadow.", "gen_ai.")
 _ONE_SHOT: Final = RequestFace.ONE_SHOT.value
@@ -153,22 +197,22 @@ def context_json(context: RouteContext) -> str:
         return canonical_json(dumped).decode("utf-8", "replace")
 
 
-def shadow_attributes(
-    seam: str,
-    context: RouteContext,
-    shadow: ShadowDecision,
-    snapshot_state: str,
-    encoded_context: str | None = None,
-) -> dict[str, AttributeValue]:
-    """Every attribute of a seam span; a None value is left out (absent means none)."""
-    decision = shadow.decision
-    legacy = shadow.legacy
-    values: dict[str, AttributeValue | None] = {
-        GEN_AI_OPERATION: operation_name(context.request_face),
-        GEN_AI_PROVIDER: legacy.provider,
-        GEN_AI_MODEL: legacy.model,
-        GEN_AI_AGENT: agent_name(seam, context),
-        attr.SEAM: seam,
+def accounts_json(verdicts: tuple[AccountVerdict, ...]) -> tuple[str | None, int | None]:
+    """The decision's account verdicts, bounded: canonical JSON of the first
+    :data:`~otel_route_shadow.shadow.attributes.ACCOUNTS_RECORDED`, and how many were left out (None
+    when none were). Both None without verdicts (legacy compatibility, a held snapshot)."""
+    if not verdicts:
+        return None, None
+    kept = [verdict.model_dump(mode="json") for verdict in verdicts[: attr.ACCOUNTS_RECORDED]]
+    omitted = len(verdicts) - len(kept)
+    return canonical_json(kept).decode("utf-8", "replace"), omitted or None
+
+
+def decision_attributes(decision: RouteDecision) -> dict[str, AttributeValue | None]:
+    """The whole decision an auditor needs without a replay (the ``considered`` rows excepted: they
+    follow from the recorded context and the cited snapshot)."""
+    accounts, omitted = accounts_json(decision.accounts)
+    return {
         attr.OUTCOME: decision.outcome,
         attr.REASON: decision.reason,
         attr.POLICY_SOURCE: decision.policy_source,
@@ -177,20 +221,53 @@ def shadow_attributes(
         attr.PROVIDER: decision.provider,
         attr.ACCOUNT: decision.account,
         attr.MODEL: decision.model,
+        attr.DECISION_TRANSPORT: decision.transport,
+        attr.FORBID_DIRECT_BYPASS: decision.forbid_direct_bypass,
+        attr.TIED_POLICIES: ",".join(decision.tied_policies) or None,
+        attr.ACCOUNTS: accounts,
+        attr.ACCOUNTS_OMITTED: omitted,
         attr.SNAPSHOT_REVISION: decision.snapshot_revision,
         attr.SNAPSHOT_HASH: decision.snapshot_hash,
-        attr.SNAPSHOT_STATE: snapshot_state,
         attr.DECISION_ID: decision.decision_id,
+        attr.REPO: decision.repo,
+        attr.REPO_IDENTITY_VERSION: decision.repo_identity,
+        attr.ROLE: decision.role,
+    }
+
+
+def shadow_attributes(
+    seam: str,
+    context: RouteContext,
+    shadow: ShadowDecision,
+    snapshot_state: str,
+    encoded_context: str | None = None,
+    claim_mismatch: tuple[str, ...] = (),
+) -> dict[str, AttributeValue]:
+    """Every attribute of a seam span; a None value is left out (absent means none).
+
+    ``context`` is the context as explained (its legacy route's mechanism and transport derived from
+    its stages); ``claim_mismatch`` names what the host claimed differently.
+    """
+    legacy = shadow.legacy
+    values: dict[str, AttributeValue | None] = {
+        GEN_AI_OPERATION: operation_name(context.request_face),
+        GEN_AI_PROVIDER: legacy.provider,
+        GEN_AI_MODEL: legacy.model,
+        GEN_AI_AGENT: agent_name(seam, context),
+        attr.SEAM: seam,
+        **decision_attributes(shadow.decision),
+        attr.SNAPSHOT_STATE: snapshot_state,
         attr.LEGACY_PROVIDER: legacy.provider,
         attr.LEGACY_MODEL: legacy.model,
         attr.LEGACY_ACCOUNT: legacy.account,
         attr.LEGACY_MECHANISM: legacy.mechanism,
         attr.LEGACY_DETAIL: legacy.mechanism_detail,
         attr.TRANSPORT: legacy.transport,
+        attr.CLAIM_MISMATCH: ",".join(claim_mismatch) or None,
         attr.AGREED: shadow.agreed,
         attr.DIVERGENCE: shadow.divergence,
-        attr.REPO: decision.repo,
-        attr.ROLE: context.role,
+        attr.FINDING: shadow.finding,
+        attr.HOST_ROLE: context.role,
         attr.PRINCIPAL: context.principal_id,
         attr.REQUEST_FACE: context.request_face,
         attr.REQUIREMENT: context.requirement,
@@ -209,13 +286,25 @@ def observe(
     encoded_context: str | None = None,
     index: PolicyIndex | None = None,
 ) -> ShadowRecord:
-    """Sanitize (unless the caller already did), resolve and compare. Raises only on a bug."""
+    """Sanitize (unless the caller already did), derive the legacy mechanism and transport from the
+    stages (D7), resolve and compare. Raises only on a bug.
+
+    A host whose claims contradict its stages is recorded with the derived values and the
+    ``route_shadow.claim_mismatch`` flag, never rejected; the recorded context is then the derived
+    one, so that a replay of ``route_shadow.context`` explains exactly what was explained here.
+    """
     clean = context if sanitized else sanitize_context(context)[0]
-    shadow = shadow_decision(explain(clean, snapshot, index=index), clean.legacy_route)
+    derived, mismatched = reconcile_context(clean)
+    if mismatched:
+        encoded_context = context_json(derived)
+    decision = explain(derived, snapshot, index=index)
+    shadow = shadow_decision(decision, derived.legacy_route, derived.requirement)
     # Sanitized once here, by the chain's own rules, so that the chain need not walk the same
     # attributes again on every append of a memoised decision.
-    attributes = sanitized_mapping(shadow_attributes(seam, clean, shadow, snapshot_state, encoded_context))
-    return ShadowRecord(seam=seam, context=clean, shadow=shadow, attributes=attributes)
+    attributes = sanitized_mapping(
+        shadow_attributes(seam, derived, shadow, snapshot_state, encoded_context, mismatched)
+    )
+    return ShadowRecord(seam=seam, context=derived, shadow=shadow, attributes=attributes)
 
 
 def record_route_shadow(
