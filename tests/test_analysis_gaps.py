@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from test_analysis_support import (
+    ACCOUNTS,
     RECORDED_POLICIES,
     SCENARIO,
     Entry,
@@ -29,10 +30,10 @@ from otel_route_shadow.analysis.report import build_report, format_report
 from otel_route_shadow.analysis.snapshots import cited_loader
 from otel_route_shadow.analysis.whatif import format_whatif, replay
 from otel_route_shadow.cli import main
-from otel_route_shadow.core import RoutingPolicy
+from otel_route_shadow.core import LegacyStage, RouteContext, RoutingPolicy, build_legacy_route
+from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
+from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import RoutingPolicyStore
-
-BY_NAME = {entry.name: entry for entry in SCENARIO}
 
 
 @pytest.fixture
@@ -42,21 +43,48 @@ def chain(tmp_path: Path) -> Path:
     return path
 
 
-def with_whole_decision(source: Path, target: Path) -> Path:
-    """The scenario as a chain that carries issue 15's fields: F (claude-opus on anthropic) is given
-    the requirement-defied finding, C (one-shot claimed harness) a claim mismatch."""
-    names = {i: name for i, (name, _) in enumerate(build_chain(target.with_suffix(".tmp")))}
+NEW_KEYS = (
+    attr.HOST_ROLE,
+    attr.CLAIM_MISMATCH,
+    attr.FINDING,
+    attr.FORBID_DIRECT_BYPASS,
+    attr.TIED_POLICIES,
+    attr.DECISION_TRANSPORT,
+    attr.REPO_IDENTITY_VERSION,
+    attr.ACCOUNTS,
+    attr.ACCOUNTS_OMITTED,
+)
+"""What issue 15 added to a record; a record without them is what an older chain holds."""
+
+
+def older(source: Path, target: Path) -> Path:
+    """The same chain as an older writer would have left it: none of issue 15's fields."""
 
     def edit(seq: int, payload: dict[str, Any]) -> dict[str, Any]:
-        attributes = dict(payload["attributes"], **{"route_shadow.forbid_direct_bypass": False})
-        if names.get(seq) == "F":
-            attributes["route_shadow.finding"] = "requirement-defied"
-        if names.get(seq) == "C":
-            attributes["route_shadow.claim_mismatch"] = "mechanism,transport"
-        return {**payload, "attributes": attributes}
+        kept = {k: v for k, v in payload["attributes"].items() if k not in NEW_KEYS}
+        return {**payload, "attributes": kept}
 
     rewrite_chain(source, target, edit)
     return target
+
+
+def defied_context() -> RouteContext:
+    """ADR-0139's example: a claude-opus spawn served by GLM after a credit failover, whose host
+    claims a mechanism its stages do not show."""
+    stages = [
+        LegacyStage(mechanism="role-dial", provider="anthropic", model="claude-opus-4-1"),
+        LegacyStage(mechanism="credit-failover", provider="zai", model="glm-5.1"),
+    ]
+    legacy = build_legacy_route(stages, "agentic", account="zai-legacy")
+    assert legacy is not None
+    return RouteContext(
+        repo="acme/defied",
+        role="implementer",
+        request_face="agentic",
+        requirement="claude-opus",
+        accounts=ACCOUNTS,
+        legacy_route=legacy.model_copy(update={"mechanism": "fleet-ratchet"}),
+    )
 
 
 def test_the_split_counts_persistent_gaps_and_transient_mechanisms(chain: Path) -> None:
@@ -107,8 +135,8 @@ def test_a_record_without_a_mechanism_is_unknown_not_a_gap() -> None:
     assert tally.as_dict()["requirement_defied"] is None  # unknown, not zero
 
 
-def test_an_older_chain_shows_findings_as_unknown_in_every_output(chain: Path) -> None:
-    report = build_report(chain)
+def test_an_older_chain_shows_findings_as_unknown_in_every_output(chain: Path, tmp_path: Path) -> None:
+    report = build_report(older(chain, tmp_path / "older.jsonl"))
     assert not report.findings_known
     assert "findings (requirement-defied): unknown" in format_report(report)
     assert report.as_dict()["findings"] == {
@@ -118,23 +146,27 @@ def test_an_older_chain_shows_findings_as_unknown_in_every_output(chain: Path) -
         "claim_mismatches": None,
     }
     assert "unknown: no record carries the whole decision" in render_html(report)
+    # The same chain as written today: findings are known, and none.
+    assert build_report(chain).as_dict()["findings"]["requirement_defied"] == 0
 
 
-def test_requirement_defied_and_claim_mismatches_are_shown_never_suppressed(
-    chain: Path, tmp_path: Path
-) -> None:
-    report = build_report(with_whole_decision(chain, tmp_path / "whole.jsonl"))
-    assert report.findings == {"requirement-defied": 2}
-    assert report.claim_mismatches == {"mechanism": 3, "transport": 3}
+def test_requirement_defied_and_claim_mismatches_are_shown_never_suppressed(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    build_chain(path, [*SCENARIO, Entry("defied", defied_context(), 2)])
+    report = build_report(path)
+    assert report.findings == {REQUIREMENT_DEFIED: 2}
+    assert report.claim_mismatches == {"mechanism": 2}
+    assert report.divergences[REQUIREMENT_DEFIED] == 2  # the divergence names it too
     text = format_report(report)
-    assert "findings: requirement-defied 2 (11.8%)" in text
-    assert "claim mismatches (the host claimed otherwise than derived): mechanism 3, transport 3" in text
+    assert "findings: requirement-defied 2 (10.5%)" in text
+    assert "claim mismatches (the host claimed otherwise than derived): mechanism 2" in text
     data = report.as_dict()
     assert data["findings"]["requirement_defied"] == 2
-    triager = next(row for row in data["policy_gaps"]["role"] if row["key"] == {"role": "triager"})
-    assert triager["requirement_defied"] == 2 and triager["readiness"] == NOT_READY
-    assert "requirement-defied" in triager["why"]
-    assert "<b>requirement-defied</b>: 2 of 17 spawns" in render_html(report)
+    defied = next(row for row in data["policy_gaps"]["repo"] if row["key"] == {"repo": "acme/defied"})
+    assert defied["requirement_defied"] == 2 and defied["readiness"] == NOT_READY
+    assert "requirement-defied" in defied["why"] and "divergence" not in defied["why"]
+    assert defied["transient"] == 2  # derived from the stages: the credit failover moved the route
+    assert "<b>requirement-defied</b>: 2 of 19 spawns" in render_html(report)
 
 
 def test_policy_usage_of_the_candidate_in_whatif(chain: Path) -> None:

@@ -40,8 +40,10 @@ def test_chain_values_are_escaped(tmp_path: Path) -> None:
 
     evil = '<script>alert("x")</script>'
     chain = tmp_path / "chain.jsonl"
-    build_chain(chain, [Entry("X", context("acme/x", evil, "agentic", "anthropic", "role-dial"), 2)])
-    html = render_html(build_report(chain, by=["role"]))
+    # The role is recorded canonical (a loop name becomes none); the principal is recorded as given.
+    entry = Entry("X", context("acme/x", "reviewer", "agentic", "anthropic", "role-dial", principal=evil), 2)
+    build_chain(chain, [entry])
+    html = render_html(build_report(chain, by=["principal"]))
     _assert_self_contained(html)
     assert "&lt;script&gt;" in html
 

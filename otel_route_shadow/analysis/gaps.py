@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from otel_route_shadow.analysis.tally import rate, sorted_counts
+from otel_route_shadow.core.legacy import mechanism_class
+from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
+from otel_route_shadow.core.vocabulary import MechanismClass
+from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
     "CLAIM_MISMATCH_KEY",
@@ -27,34 +31,15 @@ __all__ = [
     "UNKNOWN",
     "GapTally",
     "Spawn",
-    "mechanism_class",
 ]
 
-FINDING_KEY: Final = "route_shadow.finding"
+
+FINDING_KEY: Final = attr.FINDING
 """A finding on the record, e.g. ``requirement-defied`` (never suppressed)."""
-CLAIM_MISMATCH_KEY: Final = "route_shadow.claim_mismatch"
+CLAIM_MISMATCH_KEY: Final = attr.CLAIM_MISMATCH
 """Comma-separated names of what the host claimed differently from what was derived."""
-DECISION_MARKER_KEY: Final = "route_shadow.forbid_direct_bypass"
+DECISION_MARKER_KEY: Final = attr.FORBID_DIRECT_BYPASS
 """Present on every record that carries the whole decision (issue 15); absent on older records."""
-REQUIREMENT_DEFIED: Final = "requirement-defied"
-PERSISTENT: Final = "persistent"
-TRANSIENT: Final = "transient"
-
-_CLASSES: Final = {
-    "role-dial": PERSISTENT,
-    "repo-override": PERSISTENT,
-    "credit-failover": TRANSIENT,
-    "fleet-ratchet": TRANSIENT,
-}
-
-
-def mechanism_class(mechanism: str) -> str | None:
-    """``persistent``, ``transient`` or None (not a known mechanism).
-
-    Stand-in for the core's ``core.legacy.mechanism_class`` (branch ``record``); replaced by it at merge.
-    """
-    return _CLASSES.get(mechanism)
-
 
 GAP_DIMENSIONS: Final = ("repo", "role", "principal")
 """The groups the gap table is given for."""
@@ -108,16 +93,16 @@ class GapTally:
         self.defied += n if spawn.finding == REQUIREMENT_DEFIED else 0
         self.claim_mismatches += n if spawn.claim_mismatch else 0
         self.bypass += n if spawn.bypass else 0
-        self.diverged += 0 if spawn.agreed else n
+        self.diverged += 0 if spawn.agreed or spawn.finding == REQUIREMENT_DEFIED else n
         self.recorded += n if spawn.whole_decision else 0
 
     def _add_mechanism(self, spawn: Spawn, n: int) -> None:
-        kind = mechanism_class(spawn.mechanism) if isinstance(spawn.mechanism, str) else None
+        kind = mechanism_class(spawn.mechanism)
         if kind is None:
             self.unknown += n
             return
         self.mechanisms[spawn.mechanism] = self.mechanisms.get(spawn.mechanism, 0) + n
-        if kind == PERSISTENT:
+        if kind is MechanismClass.POLICY_GAP:
             self.persistent += n
             self.gaps += 0 if spawn.managed else n
         else:

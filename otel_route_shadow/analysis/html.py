@@ -16,6 +16,7 @@ from otel_route_shadow.analysis.groups import key_label, label
 from otel_route_shadow.analysis.report import BYPASS_DEFINITION, NO_STORE_NOTE, Report
 from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts, top_counts
 from otel_route_shadow.analysis.timeline import TimelinePoint
+from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
 from otel_route_shadow.version import __version__
 
 __all__ = ["divergence_chart", "render_html", "timeline_chart"]
@@ -176,7 +177,7 @@ def _findings_section(report: Report, mark: str) -> list[str]:
     if not report.findings_known:
         out.append("<p>unknown: no record carries the whole decision (an older chain)</p>")
         return out
-    defied = report.findings.get("requirement-defied", 0)
+    defied = report.findings.get(REQUIREMENT_DEFIED, 0)
     out.append(
         f"<p><b>requirement-defied</b>: {defied} of {report.total.spawns} spawns "
         f"({_pct(rate(defied, report.total.spawns))}) ran a legacy route that did not satisfy its "

@@ -42,6 +42,7 @@ from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts, top_cou
 from otel_route_shadow.analysis.timeline import HOUR_NS, TimelinePoint, coarsen
 from otel_route_shadow.analysis.usage import UsageTable, usage_table
 from otel_route_shadow.analysis.window import TimeWindow, format_ns
+from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
@@ -211,7 +212,7 @@ class Report(AnalysisResult):
         known = self.findings_known
         return {
             "known": known,
-            "requirement_defied": self.findings.get("requirement-defied", 0) if known else None,
+            "requirement_defied": self.findings.get(REQUIREMENT_DEFIED, 0) if known else None,
             "by_code": dict(sorted_counts(self.findings)),
             "claim_mismatches": dict(sorted_counts(self.claim_mismatches)) if known else None,
         }
@@ -637,8 +638,8 @@ def _text_findings(report: Report, mark: str, top: int) -> list[str]:
         unknown = "unknown (no record carries the whole decision: an older chain)"
         return [f"{mark} findings (requirement-defied): {unknown}", f"{mark} claim mismatches: {unknown}"]
     t = report.total
-    defied = report.findings.get("requirement-defied", 0)
-    others = ", ".join(f"{k} {v}" for k, v in sorted_counts(report.findings) if k != "requirement-defied")
+    defied = report.findings.get(REQUIREMENT_DEFIED, 0)
+    others = ", ".join(f"{k} {v}" for k, v in sorted_counts(report.findings) if k != REQUIREMENT_DEFIED)
     mismatches = ", ".join(f"{k} {v}" for k, v in sorted_counts(report.claim_mismatches)) or "none"
     return [
         f"{mark} findings: requirement-defied {defied} ({_pct(rate(defied, t.spawns))}) "
