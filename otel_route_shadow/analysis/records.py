@@ -92,7 +92,7 @@ def start_ns(payload: dict[str, Any]) -> int:
 
 def _attributes(payload: Any, counts: RecordCounts) -> dict[str, Any] | None:
     """The attributes of an observation, or None (counted as malformed or skipped)."""
-    if type(payload) is not dict:
+    if not isinstance(payload, dict):
         counts.malformed += 1
         return None
     kind = payload.get("kind")
@@ -101,7 +101,7 @@ def _attributes(payload: Any, counts: RecordCounts) -> dict[str, Any] | None:
         counts.skipped_kinds[name] = counts.skipped_kinds.get(name, 0) + 1
         return None
     attributes = payload.get("attributes")
-    if type(attributes) is not dict:
+    if not isinstance(attributes, dict):
         counts.malformed += 1
         return None
     return attributes

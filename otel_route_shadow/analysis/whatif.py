@@ -56,8 +56,6 @@ from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
     "DECISION_FIELDS",
-    "CitedLoader",
-    "Replayed",
     "WhatIfResult",
     "format_whatif",
     "replay",
