@@ -78,3 +78,22 @@ def test_the_scenario_replays_against_its_own_snapshot_without_a_change() -> Non
     result = replay_payloads(pairs, SNAPSHOT, chain=STATUS)
     assert result.replayed == len(GENUINE) and result.changed == 0
     assert result.integrity.checked == result.integrity.passed == len(GENUINE)
+
+
+def test_a_repeat_is_settled_only_by_equal_attributes_never_by_the_decision_id_alone() -> None:
+    from otel_route_shadow.analysis.records import Repeats
+
+    repeats: Repeats[str] = Repeats()
+    genuine = dict(GENUINE[0]["attributes"])
+    repeats.remember(genuine, "counted")
+    assert repeats.get(dict(genuine)) == "counted"
+    forged = {**genuine, "route_shadow.provider": "zai"}  # same decision id, other content
+    assert repeats.get(forged) is None
+
+
+def test_a_forged_copy_after_its_genuine_record_is_still_a_finding() -> None:
+    genuine = GENUINE[0]
+    forged = {**genuine, "attributes": {**genuine["attributes"], "route_shadow.provider": "zai"}}
+    result = replay_payloads([(0, genuine), (1, genuine), (2, forged)], SNAPSHOT, chain=STATUS)
+    assert result.integrity.passed == 2
+    assert result.integrity.findings == {"decision-fields-mismatch": 1}

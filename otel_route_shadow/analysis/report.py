@@ -27,7 +27,7 @@ from otel_route_shadow.analysis.gaps import (
     Spawn,
 )
 from otel_route_shadow.analysis.groups import GroupSpec, as_specs, key_label, label, parse_by, spec_name
-from otel_route_shadow.analysis.records import AnalysisResult, flag_rows, observations
+from otel_route_shadow.analysis.records import AnalysisResult, Repeats, flag_rows, observations
 from otel_route_shadow.analysis.replaying import (
     CitedKey,
     CitedLoader,
@@ -282,21 +282,28 @@ def _add(counts: dict[str, int], key: Any, n: int) -> None:
 
 
 class _Cube:
-    """Counts of equal :class:`Cell` tuples."""
+    """Counts of equal :class:`Cell` tuples (a repeated observation reuses its cell: :class:`Repeats`)."""
 
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "repeats")
 
     def __init__(self) -> None:
         self.counts: defaultdict[tuple[Any, ...], int] = defaultdict(int)
+        self.repeats: Repeats[tuple[Any, ...]] = Repeats()
 
     def add(self, attributes: dict[str, Any]) -> bool | None:
         """Count one observation; its agreement, or None when a value cannot be counted (a value no
         exporter writes, such as a list)."""
-        agreed = attributes.get(attr.AGREED) is True
-        try:
-            self.counts[(agreed, *map(attributes.get, _CELL_KEYS))] += 1
-        except TypeError:
-            return None
+        key = self.repeats.get(attributes)
+        if key is None:
+            key = (attributes.get(attr.AGREED) is True, *map(attributes.get, _CELL_KEYS))
+            try:
+                self.counts[key] += 1
+            except TypeError:
+                return None
+            self.repeats.remember(attributes, key)
+        else:
+            self.counts[key] += 1
+        agreed: bool = key[0]
         return agreed
 
 
@@ -313,7 +320,10 @@ class _Timeline:
     def add(self, ns: int, agreed: bool) -> None:
         if ns < 0:
             return
-        slot = self.hours.setdefault(ns // HOUR_NS, [0, 0])
+        hour = ns // HOUR_NS
+        slot = self.hours.get(hour)
+        if slot is None:
+            slot = self.hours[hour] = [0, 0]
         slot[0] += 1
         slot[1] += agreed
         if self.first_ns is None or ns < self.first_ns:

@@ -241,15 +241,15 @@ def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = F
     buffered whole: it raises, or (lenient) is skipped as one malformed line.
     """
     name = os.fspath(path)
-    try:
-        yield from _parsed(name, end, lenient)
-    except ChainFormatError as exc:  # a line over the limit, not lenient
-        raise ChainError(str(exc)) from None
-
-
-def _parsed(name: str, end: int | None, lenient: bool) -> Payloads:
     loads = orjson.loads
-    for number, line in iter_lines(name, end, skip_oversize=lenient):
+    lines = iter_lines(name, end, skip_oversize=lenient)
+    while True:
+        try:
+            number, line = next(lines)
+        except StopIteration:
+            return
+        except ChainFormatError as exc:  # a line over the limit, not lenient
+            raise ChainError(str(exc)) from None
         try:
             record = loads(line)
             seq = record["seq"]

@@ -36,7 +36,7 @@ from otel_route_shadow.analysis.groups import (
     parse_by,
     spec_name,
 )
-from otel_route_shadow.analysis.records import AnalysisResult, flag_rows, observations
+from otel_route_shadow.analysis.records import AnalysisResult, Repeats, flag_rows, observations
 from otel_route_shadow.analysis.replaying import (
     UNPARSEABLE,
     CitedLoader,
@@ -270,6 +270,11 @@ class _Examples:
         self.limit = limit
         self.by_transition: dict[Transition, list[dict[str, Any]]] = {}
 
+    def wants(self, transition: Transition, seq: int) -> bool:
+        """Whether an example at ``seq`` would be kept (saves building one that would not)."""
+        bucket = self.by_transition.get(transition)
+        return self.limit > 0 and (bucket is None or len(bucket) < self.limit or seq < bucket[-1]["seq"])
+
     def offer(self, transition: Transition, seq: int, build: Callable[[], dict[str, Any]]) -> None:
         if self.limit <= 0:
             return
@@ -318,6 +323,15 @@ def _reproduces(reference: Replayed, attributes: dict[str, Any]) -> tuple[str, s
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """What one record counts as: its cell of the cube, its recorded fields and its replay."""
+
+    cell: tuple[_ChangeKey, tuple[Any, ...]]
+    recorded: Fields
+    after: Replayed
+
+
 class _Replay:
     """The state of one what-if pass, and the steps each record goes through."""
 
@@ -333,9 +347,16 @@ class _Replay:
         """(change, (*recorded fields, agreed, *dimensions)) -> records."""
         self.usage: defaultdict[Any, int] = defaultdict(int)
         self.examples = _Examples(examples)
+        self.repeats: Repeats[_Counted] = Repeats()
 
     def take(self, seq: int, payload: dict[str, Any], attributes: dict[str, Any]) -> None:
         integrity = self.result.integrity
+        counted = self.repeats.get(attributes)
+        if counted is not None:  # the very same observation as one already checked and counted
+            integrity.checked += 1
+            integrity.passed += 1
+            self.tally(counted, seq, payload, attributes)
+            return
         text = attributes.get(attr.CONTEXT)
         if type(text) is not str:
             integrity.find("record-incomplete", "no route_shadow.context to replay", seq, payload)
@@ -345,11 +366,18 @@ class _Replay:
             detail = "route_shadow.context is not a valid route context"
             integrity.find("context-unparseable", detail, seq, payload)
             return
+        passed_before = integrity.passed
         problem = self.check(attributes, text)
         if problem is not None:
             integrity.find(*problem, seq, payload)
             return
-        self.count(seq, payload, attributes, after)
+        counted = self.count(attributes, after)
+        if counted is None:
+            self.result.records.demote()
+            return
+        self.tally(counted, seq, payload, attributes)
+        if integrity.passed > passed_before:  # reproduced: a repeat of it is settled by comparison alone
+            self.repeats.remember(attributes, counted)
 
     def check(self, attributes: dict[str, Any], text: str) -> tuple[str, str] | None:
         """Replay against the cited snapshot: None when reproduced (or not checkable, counted as
@@ -370,18 +398,26 @@ class _Replay:
         integrity.passed += problem is None
         return problem
 
-    def count(self, seq: int, payload: dict[str, Any], attributes: dict[str, Any], after: Replayed) -> None:
+    def count(self, attributes: dict[str, Any], after: Replayed) -> _Counted | None:
+        """The record's cell of the cube, or None when a value cannot be counted (a value no
+        exporter writes, such as a list)."""
         recorded = tuple(map(attributes.get, _FIELD_KEYS))
         change = _change(recorded, after)
         values = (*recorded, attributes.get(attr.AGREED), *map(attributes.get, self.dim_keys))
+        cell = (change, values)
         try:
-            self.cube[(change, values)] += 1
-        except TypeError:  # an unhashable attribute value: not something the exporter writes
-            self.result.records.demote()
-            return
-        self.usage[after.usage] += 1
-        if change[0] is not None:
-            self.examples.offer(change[0], seq, partial(_example, seq, payload, attributes, recorded, after))
+            hash(cell)
+        except TypeError:
+            return None
+        return _Counted(cell, recorded, after)
+
+    def tally(self, counted: _Counted, seq: int, payload: dict[str, Any], attributes: dict[str, Any]) -> None:
+        self.cube[counted.cell] += 1
+        self.usage[counted.after.usage] += 1
+        transition = counted.cell[0][0]
+        if transition is not None and self.examples.wants(transition, seq):
+            build = partial(_example, seq, payload, attributes, counted.recorded, counted.after)
+            self.examples.offer(transition, seq, build)
 
     def finish(self, snapshot: PolicySnapshot) -> None:
         result = self.result
