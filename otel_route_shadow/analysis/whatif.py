@@ -323,11 +323,15 @@ def _reproduces(reference: Replayed, attributes: dict[str, Any]) -> tuple[str, s
     return None
 
 
+_Cell = tuple[_ChangeKey, tuple[Any, ...], Any]
+"""(change, (*recorded fields, agreed, *dimensions), the candidate's policy usage): one cube cell."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Counted:
     """What one record counts as: its cell of the cube, its recorded fields and its replay."""
 
-    cell: tuple[_ChangeKey, tuple[Any, ...]]
+    cell: _Cell
     recorded: Fields
     after: Replayed
 
@@ -343,9 +347,8 @@ class _Replay:
         self.cited = CitedSnapshots(loader, known=self.candidate)
         self.dims = tuple(dict.fromkeys(name for spec in result.by for name in spec))
         self.dim_keys = tuple(DIMENSIONS[name] for name in self.dims)
-        self.cube: defaultdict[tuple[_ChangeKey, tuple[Any, ...]], int] = defaultdict(int)
-        """(change, (*recorded fields, agreed, *dimensions)) -> records."""
-        self.usage: defaultdict[Any, int] = defaultdict(int)
+        self.cube: defaultdict[_Cell, int] = defaultdict(int)
+        """Records per cell (see :data:`_Cell`)."""
         self.examples = _Examples(examples)
         self.repeats: Repeats[_Counted] = Repeats()
 
@@ -404,7 +407,7 @@ class _Replay:
         recorded = tuple(map(attributes.get, _FIELD_KEYS))
         change = _change(recorded, after)
         values = (*recorded, attributes.get(attr.AGREED), *map(attributes.get, self.dim_keys))
-        cell = (change, values)
+        cell = (change, values, after.usage)
         try:
             hash(cell)
         except TypeError:
@@ -413,7 +416,6 @@ class _Replay:
 
     def tally(self, counted: _Counted, seq: int, payload: dict[str, Any], attributes: dict[str, Any]) -> None:
         self.cube[counted.cell] += 1
-        self.usage[counted.after.usage] += 1
         transition = counted.cell[0][0]
         if transition is not None and self.examples.wants(transition, seq):
             build = partial(_example, seq, payload, attributes, counted.recorded, counted.after)
@@ -423,7 +425,10 @@ class _Replay:
         result = self.result
         result.distinct_contexts = self.candidate.evaluated
         result.examples = self.examples.by_transition
-        result.usage = usage_table(snapshot, self.usage)
+        usage: defaultdict[Any, int] = defaultdict(int)
+        for (_change, _values, used), n in self.cube.items():
+            usage[used] += n
+        result.usage = usage_table(snapshot, usage)
         groups = _derive(result, self.cube, self.dims)
         result.groups = {
             name: sorted(
@@ -434,12 +439,12 @@ class _Replay:
 
 
 def _derive(
-    result: WhatIfResult, cube: dict[tuple[_ChangeKey, tuple[Any, ...]], int], dims: tuple[str, ...]
+    result: WhatIfResult, cube: dict[_Cell, int], dims: tuple[str, ...]
 ) -> dict[str, dict[tuple[Any, ...], ChangeTally]]:
     """Totals, field changes and group tallies from the counted cells."""
     positions = [(spec_name(spec), tuple(dims.index(name) for name in spec)) for spec in result.by]
     groups: dict[str, dict[tuple[Any, ...], ChangeTally]] = {name: {} for name, _ in positions}
-    for (change, values), n in cube.items():
+    for (change, values, _used), n in cube.items():
         was_agreed = values[_N_FIELDS] is True
         cell_dims = values[_N_FIELDS + 1 :]
         for name in change[1]:
