@@ -262,3 +262,15 @@ def test_no_worker_process_falls_back_to_serial(chain: Path, monkeypatch: pytest
     monkeypatch.setattr(source, "_mp_context", NoChildren)
     report = build_report(chain, concurrent=True)
     assert report.chain.verified and report.observations == EXPECTED["spawns"]
+
+
+def test_a_line_over_the_limit_is_one_chain_error_not_a_traceback(tmp_path: Path) -> None:
+    # verify could pass lines of up to about 5 MiB; the reader then raised the chain's own
+    # ChainFormatError, which no command caught: a traceback.
+    from otel_route_shadow.analysis.source import ChainAnalysisError, read_payloads
+
+    path = tmp_path / "chain.jsonl"
+    path.write_bytes(b'{"seq":0,"payload":{"x":"' + b"a" * (5 << 20) + b'"}}\n')
+    with pytest.raises(ChainAnalysisError, match="exceeds"):
+        list(read_payloads(path))
+    assert list(read_payloads(path, lenient=True)) == [(-1, None)]

@@ -261,7 +261,9 @@ SHELL_MAY_IMPORT: dict[str, frozenset[str]] = {
     "analysis": frozenset({"core", "chain", "tlog", "store", "shadow"}),
     "instrumentation": frozenset({"core", "chain", "tlog", "store", "shadow"}),
     "demo": frozenset({"core", "chain", "tlog", "store", "shadow", "instrumentation"}),
-    "cli": frozenset({"core", "chain", "tlog", "store", "shadow", "witness", "analysis", "demo"}),
+    "cli": frozenset(
+        {"core", "chain", "tlog", "store", "shadow", "witness", "analysis", "instrumentation", "demo"}
+    ),
 }
 OPENTELEMETRY_FOLDERS = frozenset({"instrumentation", "demo"})
 ROOT_MODULES = frozenset(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")

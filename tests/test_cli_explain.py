@@ -124,7 +124,7 @@ def test_a_bad_json_line_is_reported_and_the_others_still_printed(
     assert errors[2].startswith("otel-route-shadow: <stdin>:5: invalid context: accounts:")
     assert errors[3].startswith("otel-route-shadow: <stdin>:7: invalid context: <context>:")
     assert errors[4] == "otel-route-shadow: <stdin>:8: not UTF-8 text (byte 0)"
-    assert errors[5] == "otel-route-shadow: <stdin>: 5 malformed line(s) not explained"
+    assert errors[5] == "otel-route-shadow: <stdin>: 5 malformed lines not explained"
     assert SECRET not in err and "Traceback" not in err
 
 
@@ -156,7 +156,7 @@ def test_an_empty_stream_explains_nothing(
         ),
         (
             '{"request_face": "\\ud800", "legacy_route": {"provider": "zai", "transport": "t", "mechanism": "m"}}',
-            "request_face:",
+            "invalid JSON: a lone surrogate escape",
         ),
         (
             json.dumps(

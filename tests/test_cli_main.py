@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
+import os
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +38,130 @@ def test_an_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str])
         main(["frobnicate"])
     assert exited.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+# -- bad input: every command, one line on stderr, exit 2 (issue 16 part 8) ---------------------------
+
+POLICIES = str(Path(__file__).resolve().parent.parent / "examples" / "policies.json")
+OVERSIZE = 4 * 1024 * 1024 + 16
+
+
+def _oversize(path: Path) -> str:
+    path.write_bytes(b'{"seq":0,"payload":{"x":"' + b"a" * OVERSIZE + b'"}}\n')
+    return str(path)
+
+
+def _invalid_utf8(path: Path) -> str:
+    path.write_bytes(b'{"seq":0,"payload":{"kind":"route-shadow","x":"\xff\xfe"}}\n')
+    return str(path)
+
+
+def _lone_surrogate(path: Path) -> str:
+    # A policy file whose id holds a lone surrogate escape: valid UTF-8, not valid Unicode text.
+    document = (
+        '{"policies":[{"id":"a\\ud800b","priority":1,"match":{},"action":{"provider_lock":"zai-harness"}}]}'
+    )
+    path.write_text(document + "\n", encoding="ascii")
+    return str(path)
+
+
+def _dev_zero(path: Path) -> str:
+    return "/dev/zero"
+
+
+def _fifo(path: Path) -> str:
+    os.mkfifo(path)  # no writer: a reader that opens it blocking would hang
+    return str(path)
+
+
+BAD_INPUTS: dict[str, Callable[[Path], str]] = {
+    "oversize-line": _oversize,
+    "invalid-utf8": _invalid_utf8,
+    "lone-surrogate": _lone_surrogate,
+    "dev-zero": _dev_zero,
+    "fifo": _fifo,
+}
+
+COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
+    "explain-jsonl": lambda f, d: ["explain", "--policies", POLICIES, "--context", f, "--jsonl"],
+    "explain-document": lambda f, d: ["explain", "--policies", POLICIES, "--context", f],
+    "explain-policies": lambda f, d: ["explain", "--policies", f, "--context", "-"],
+    "policy-check": lambda f, d: ["policy", "check", f],
+    "policy-save": lambda f, d: ["policy", "save", f, "--store", str(d / "store")],
+    "verify": lambda f, d: ["verify", f],
+    "report": lambda f, d: ["report", f],
+    "whatif": lambda f, d: ["whatif", f, "--policies", POLICIES],
+    "whatif-policies": lambda f, d: ["whatif", POLICIES, "--policies", f],
+    "matrix-chain": lambda f, d: ["matrix", "--chain", f, "--policies", POLICIES],
+    "matrix-policies": lambda f, d: ["matrix", "--repo", "acme/x", "--policies", f],
+    "audit": lambda f, d: ["audit", f, "--backend", "http://127.0.0.1:9", "--timeout", "0.5"],
+    "demo": lambda f, d: ["demo", "--policies", f, "--out", str(d / "demo"), "--quiet"],
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("bad", sorted(BAD_INPUTS))
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_refuses_bad_input_with_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    bad: str,
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    target = BAD_INPUTS[bad](tmp_path / "input.jsonl")
+    code = main(COMMANDS[command](target, tmp_path))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("otel-route-shadow: "), err
+    assert "Traceback" not in err
+
+
+def test_explain_reading_endless_stdin_stops_at_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `explain --context - < /dev/zero` grew to 24 GB: it now buffers at most one line of 4 MiB.
+    with open("/dev/zero", "rb") as zero:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(zero))  # type: ignore[arg-type]
+        code = main(["explain", "--policies", POLICIES, "--context", "-"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip() == "otel-route-shadow: <stdin>:1: line longer than 4194304 bytes; refusing the rest"
+
+
+def test_jobs_are_capped_to_the_machine_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `verify --jobs 100000` started 3,600 processes.
+    from otel_route_shadow.chain import RoutingAuditLog
+
+    chain = tmp_path / "chain.jsonl"
+    RoutingAuditLog(chain).append({"kind": "note"})
+    assert main(["verify", str(chain), "--jobs", "100000"]) == 0
+    err = capsys.readouterr().err
+    assert f"--jobs 100000 capped to {os.cpu_count() or 1}" in err
+
+
+def test_demo_with_the_kill_switch_set_runs_the_spawns_bare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It exited 2 with "No such file or directory" (no chain was written to verify).
+    monkeypatch.setenv("OTEL_PYTHON_ROUTE_SHADOW_DISABLED", "true")
+    assert main(["demo", "--spawns", "3", "--out", str(tmp_path / "demo"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "ran 3 spawns bare" in out and "OTEL_PYTHON_ROUTE_SHADOW_DISABLED" in out
+    assert not (tmp_path / "demo" / "chain.jsonl").exists()
+
+
+def test_a_lone_surrogate_read_from_a_file_is_printed_escaped() -> None:
+    # `policy check` printed a problem naming an id with a lone surrogate: UnicodeEncodeError, a traceback.
+    script = (
+        "import sys; from otel_route_shadow.cli.common import harden_streams; "
+        "harden = sys.argv[1] == 'yes'; harden and harden_streams(); print('id a\\ud800b')"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"}
+    plain = subprocess.run([sys.executable, "-c", script, "no"], capture_output=True, env=env)
+    assert b"UnicodeEncodeError" in plain.stderr  # what happened before
+    hardened = subprocess.run([sys.executable, "-c", script, "yes"], capture_output=True, env=env)
+    assert hardened.returncode == 0 and hardened.stdout == b"id a\\ud800b\n"

@@ -5,6 +5,9 @@
 * :func:`~otel_route_shadow.analysis.matrix.build_matrix`: the effective-route matrix;
 * :func:`~otel_route_shadow.analysis.html.render_html`: the self-contained HTML report.
 
+All three read the chain through one reader and filter (:mod:`~otel_route_shadow.analysis.records`),
+and replay contexts through one memoised replayer (:mod:`~otel_route_shadow.analysis.replaying`).
+
 Shell code: it reads the chain (``otel_route_shadow.chain``) and the policy store, and calls the
 pure core. See ``docs/reports.md``.
 """

@@ -13,6 +13,7 @@ __all__ = [
     "NONE_LABEL",
     "GroupSpec",
     "GroupingError",
+    "as_specs",
     "key_label",
     "label",
     "parse_by",
@@ -65,6 +66,15 @@ def parse_by(values: Iterable[str] | None) -> tuple[GroupSpec, ...]:
     if not specs:
         raise GroupingError("--by needs at least one dimension")
     return tuple(specs)
+
+
+def as_specs(by: Sequence[GroupSpec] | Sequence[str] | None) -> tuple[GroupSpec, ...]:
+    """Parsed specs (``[("repo",), ("repo", "role")]``) or ``--by`` strings (``["repo+role"]``)."""
+    if by is None:
+        return parse_by(None)
+    if all(isinstance(item, str) for item in by):
+        return parse_by([item for item in by if isinstance(item, str)])
+    return tuple(tuple(item) for item in by)
 
 
 def spec_name(spec: GroupSpec) -> str:

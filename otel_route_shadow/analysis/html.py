@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from html import escape
 from typing import Final
 
+from otel_route_shadow.analysis.gaps import GapTally
 from otel_route_shadow.analysis.groups import key_label, label
-from otel_route_shadow.analysis.report import BYPASS_DEFINITION, Report
+from otel_route_shadow.analysis.report import BYPASS_DEFINITION, NO_STORE_NOTE, Report
 from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts, top_counts
 from otel_route_shadow.analysis.timeline import TimelinePoint
+from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
 from otel_route_shadow.version import __version__
 
 __all__ = ["divergence_chart", "render_html", "timeline_chart"]
@@ -169,6 +171,76 @@ def _tally_table(first: str, rows: Sequence[tuple[str, Tally]], top: int, mark: 
     return f"<table>{head}{''.join(body)}</table>"
 
 
+def _findings_section(report: Report, mark: str) -> list[str]:
+    """Findings and claim mismatches: in every report, never suppressed."""
+    out = [f"<h2>Findings and claim mismatches{mark}</h2>"]
+    if not report.findings_known:
+        out.append("<p>unknown: no record carries the whole decision (an older chain)</p>")
+        return out
+    defied = report.findings.get(REQUIREMENT_DEFIED, 0)
+    out.append(
+        f"<p><b>requirement-defied</b>: {defied} of {report.total.spawns} spawns "
+        f"({_pct(rate(defied, report.total.spawns))}) ran a legacy route that did not satisfy its "
+        f"model requirement{mark}</p>"
+    )
+    out.append(_counts_table("findings", report.findings, report.total.spawns, mark))
+    out.append(_counts_table("claim mismatches", report.claim_mismatches, report.total.spawns, mark))
+    return out
+
+
+def _gap_table(name: str, rows: Sequence[tuple[object, GapTally]], mark: str) -> str:
+    head = (
+        f"<tr><th>{escape(name)}</th><th>spawns</th><th>persistent</th><th>policy gap</th>"
+        "<th>transient</th><th>unknown</th><th>readiness</th><th>why</th></tr>"
+    )
+    body = []
+    for key, g in rows:
+        verdict, why = g.verdict()
+        body.append(
+            f"<tr><td>{escape(label(key))}{mark}</td><td>{g.spawns}</td>"
+            f"<td>{_pct(rate(g.persistent, g.spawns))}</td><td>{_pct(rate(g.gaps, g.spawns))}</td>"
+            f"<td>{_pct(rate(g.transient, g.spawns))}</td><td>{g.unknown}</td>"
+            f"<td>{escape(verdict)}</td><td>{escape(why)}</td></tr>"
+        )
+    return f"<table>{head}{''.join(body)}</table>"
+
+
+def _gaps_section(report: Report, mark: str) -> list[str]:
+    verdict, why = report.gap_total.verdict()
+    out = [
+        f"<h2>Policy gaps and transient mechanisms{mark}</h2>",
+        '<p class="muted">persistent policy gaps: role dial, repo override; transient mechanisms: '
+        "credit failover, fleet ratchet.</p>",
+        f"<p>all spawns: <b>{escape(verdict)}</b>: {escape(why)}{mark}</p>",
+    ]
+    out.extend(_gap_table(name, rows, mark) for name, rows in report.gaps.items())
+    return out
+
+
+def _usage_section(report: Report, mark: str) -> list[str]:
+    out = [f"<h2>Policy usage{mark}</h2>"]
+    for table in report.usage:
+        rows = "".join(
+            f"<tr><td>{escape(use.policy_id)}{mark}</td><td>{use.decided}</td><td>{use.outranked}</td>"
+            f"<td>{use.never_matched}</td><td>{'decided nothing' if use.idle else ''}</td></tr>"
+            for use in table.policies
+        )
+        out.append(
+            f"<table><caption>snapshot revision {table.revision} ({table.spawns} spawns replayed)</caption>"
+            "<tr><th>policy</th><th>decided</th><th>outranked</th><th>never matched</th><th></th></tr>"
+            f"{rows}</table>"
+        )
+    if not report.usage:
+        for (revision, _digest), decided in report.decided.items():
+            out.append(
+                _counts_table(
+                    f"decided, as recorded (revision {label(revision)})", decided, report.total.spawns, mark
+                )
+            )
+        out.append(f'<p class="muted">{escape(NO_STORE_NOTE)}.</p>')
+    return out
+
+
 def render_html(report: Report, *, top: int = 3) -> str:
     """The whole report as one HTML document (a string; the caller writes it)."""
     mark = _mark(report)
@@ -233,6 +305,9 @@ def render_html(report: Report, *, top: int = 3) -> str:
     out.append(_counts_table("divergences", report.divergences, t.spawns, mark))
     out.append(_counts_table("held reasons", report.held_reasons, t.spawns, mark))
     out.append(_counts_table("rejected reasons", report.rejected_reasons, t.spawns, mark))
+    out.extend(_findings_section(report, mark))
+    out.extend(_gaps_section(report, mark))
+    out.extend(_usage_section(report, mark))
     for name, rows in report.groups.items():
         out.append(f"<h2>By {escape(name)}{mark}</h2>")
         out.append(_tally_table(name, [(key_label(k), v) for k, v in rows], top, mark))

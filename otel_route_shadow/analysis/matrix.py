@@ -22,7 +22,9 @@ from typing import Any, Final
 import orjson
 
 from otel_route_shadow.analysis.groups import label
+from otel_route_shadow.analysis.records import RecordCounts, observations
 from otel_route_shadow.analysis.source import open_chain, read_payloads
+from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import (
     Account,
     LegacyMechanism,
@@ -38,7 +40,6 @@ from otel_route_shadow.core import (
     explain_batch,
 )
 from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow.record import RECORD_KIND
 
 __all__ = [
     "DEFAULT_ACCOUNTS",
@@ -247,19 +248,15 @@ def axes_from_chain(path: str | Path) -> dict[str, tuple[Any, ...]]:
         ("faces", attr.REQUEST_FACE),
         ("requirements", attr.REQUIREMENT),
     )
-    observations = 0
-    for _seq, payload in read_payloads(path, lenient=True):
-        if not isinstance(payload, dict) or payload.get("kind") != RECORD_KIND:
-            continue
-        attributes = payload.get("attributes")
-        if not isinstance(attributes, dict):
-            continue
-        observations += 1
+    counts = RecordCounts()
+    for _seq, _payload, attributes, _ns in observations(
+        read_payloads(path, lenient=True), counts, window=TimeWindow(), require_decision=False
+    ):
         for name, key in keys:
             value = attributes.get(key)
             if value is None or isinstance(value, str):
                 seen[name].add(value)
-    if not observations:
+    if not counts.observations:
         raise MatrixError(f"{path}: the chain holds no route-shadow observations to take axis values from")
     faces = {face for face in seen["faces"] if face is not None}
     return {

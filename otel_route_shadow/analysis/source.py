@@ -28,7 +28,8 @@ from typing import Any, Final, TypeVar
 
 import orjson
 
-from otel_route_shadow.chain import RoutingAuditLog, iter_lines
+from otel_route_shadow.chain import ChainFormatError, RoutingAuditLog, iter_lines
+from otel_route_shadow.store.strict_json import InputFileError, require_regular_file
 
 __all__ = [
     "CONCURRENT_MIN_BYTES",
@@ -36,6 +37,7 @@ __all__ = [
     "ChainStatus",
     "EmptyChainError",
     "MissingChainError",
+    "NotAChainError",
     "UnverifiedChainError",
     "analyse_chain",
     "open_chain",
@@ -51,6 +53,7 @@ CONCURRENT_MIN_BYTES: Final = 8 << 20
 """Below this size a worker process costs more than it saves: verify first, then read."""
 
 TORN_TAIL: Final = "torn-tail"
+UNPARSEABLE: Final = "unparseable"
 T = TypeVar("T")
 
 
@@ -64,6 +67,11 @@ class MissingChainError(ChainAnalysisError):
 
 class EmptyChainError(ChainAnalysisError):
     pass
+
+
+class NotAChainError(ChainAnalysisError):
+    """Not one line of the file is a record (its first line is unparseable: too long, not UTF-8,
+    not JSON): unusable input, not a chain that fails verification."""
 
 
 class UnverifiedChainError(ChainAnalysisError):
@@ -125,6 +133,10 @@ def _require_file(path: Path) -> None:
     if path.is_dir():
         raise MissingChainError(f"{path}: is a directory, not a chain file")
     try:
+        require_regular_file(path)
+    except InputFileError as exc:
+        raise MissingChainError(str(exc)) from None
+    try:
         size = path.stat().st_size
     except OSError as exc:
         raise MissingChainError(f"{path}: cannot read: {exc.strerror or exc}") from None
@@ -176,6 +188,10 @@ def _status(chain: Path, answer: dict[str, Any]) -> ChainStatus:
 def _judge(chain: Path, status: ChainStatus, allow_unverified: bool) -> None:
     if status.verified and status.records == 0:
         raise EmptyChainError(f"{chain}: the chain is empty (0 records): nothing to analyse")
+    if status.first_bad_seq == 0 and (status.reason or "").startswith(UNPARSEABLE):
+        raise NotAChainError(
+            f"{chain}: not a decision chain: its first line is not a record ({status.reason})"
+        )
     if not status.verified and not allow_unverified:
         raise UnverifiedChainError(
             f"{chain}: refusing to analyse an unverifiable chain ({status.describe()}); "
@@ -226,7 +242,14 @@ def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = F
     """
     name = os.fspath(path)
     loads = orjson.loads
-    for number, line in iter_lines(name, end, skip_oversize=lenient):
+    lines = iter_lines(name, end, skip_oversize=lenient)
+    while True:
+        try:
+            number, line = next(lines)
+        except StopIteration:
+            return
+        except ChainFormatError as exc:  # a line over the limit, not lenient
+            raise ChainAnalysisError(str(exc)) from None
         try:
             record = loads(line)
             seq = record["seq"]

@@ -1,10 +1,9 @@
 """What-if replay: every recorded context through ``explain`` against a candidate snapshot.
 
 Decisions are pure functions of (context, snapshot), so a replay needs one ``explain`` per distinct
-context, not per record: results are memoised by the record's canonical context JSON (bounded, so
-memory stays constant), and the misses of each chunk of records are resolved together with
-``explain_batch`` (one policy index per chunk). Everything else reads attributes straight from the
-parsed payload.
+context, not per record: a :class:`~otel_route_shadow.analysis.replaying.Replayer` remembers each
+context's decision (bounded, so memory stays constant). Everything else reads attributes straight
+from the parsed payload.
 
 Integrity (ADR-0139 D5, D6): replaying a record's context against the snapshot it cites (same
 revision and hash) must reproduce its decision id and its decision fields exactly. A mismatch is an
@@ -12,6 +11,11 @@ integrity finding, never a difference. The cited snapshot is available when it *
 when a store is given that holds that revision with that hash, when it is the empty policy set
 (its hash proves its content), or when the record says the snapshot was unavailable (corrupt).
 Otherwise the record's integrity is counted as not checked, with the reason.
+
+One record goes through these steps (:meth:`_Replay.take`): it must carry a context
+(``record-incomplete``) that parses (``context-unparseable``); it is replayed against the candidate;
+its integrity is checked against the snapshot it cites (:meth:`_Replay.check`); and it is counted
+(:meth:`_Replay.count`): the change, if any, its examples, and which candidate policies decided it.
 """
 
 from __future__ import annotations
@@ -23,27 +27,35 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import ValidationError
-
-from otel_route_shadow.analysis.groups import DIMENSIONS, GroupSpec, key_label, label, parse_by, spec_name
+from otel_route_shadow.analysis.groups import (
+    DIMENSIONS,
+    GroupSpec,
+    as_specs,
+    key_label,
+    label,
+    parse_by,
+    spec_name,
+)
+from otel_route_shadow.analysis.records import AnalysisResult, Repeats, flag_rows, observations
+from otel_route_shadow.analysis.replaying import (
+    UNPARSEABLE,
+    CitedLoader,
+    CitedSnapshots,
+    Mismatch,
+    Replayed,
+    Replayer,
+    Unchecked,
+    cited_key,
+)
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, analyse_chain
 from otel_route_shadow.analysis.tally import rate, sorted_counts, top_counts
+from otel_route_shadow.analysis.usage import UsageTable, usage_table
 from otel_route_shadow.analysis.window import TimeWindow
-from otel_route_shadow.core import (
-    EMPTY_SET_HASH,
-    PolicySnapshot,
-    RouteContext,
-    RouteDecision,
-    compare_routes,
-    explain_batch,
-)
+from otel_route_shadow.core import PolicySnapshot
 from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow.record import RECORD_KIND
 
 __all__ = [
     "DECISION_FIELDS",
-    "CitedLoader",
-    "Replayed",
     "WhatIfResult",
     "format_whatif",
     "replay",
@@ -74,90 +86,14 @@ _FIELD_KEYS: Final = (
     attr.MODEL,
 )
 _OUTCOME_I, _REASON_I, _PROVIDER_I = 0, 1, 5
-CHUNK: Final = 4096
-MEMO_LIMIT: Final = 1 << 14
-"""Distinct contexts kept per snapshot; the memo is dropped and refilled when it grows past this."""
-KNOWN_LIMIT: Final = 1 << 12
-"""Checked decisions (with one record's attributes each) kept for the fast path."""
-PROGRESS_EVERY: Final = 1 << 15
-CORRUPT_STATE: Final = "corrupt"
-LOADING_STATE: Final = "loading"
-"""A record made before the host's first read of a large store finished (held, ``snapshot-loading``)."""
-
-CitedKey = tuple[int, str, bool, bool]
-"""(revision, content hash, available, loading): the snapshot a record cites."""
-
-CitedLoader = Callable[[int], PolicySnapshot | None]
-"""Returns a store's revision N (or None when the store does not hold it)."""
+_N_FIELDS: Final = len(_FIELD_KEYS)
+MAX_FINDING_EXAMPLES: Final = 20
 
 Fields = tuple[Any, ...]
-_Row = tuple[int, dict[str, Any], dict[str, Any], str]
-_ChangeKey = tuple[tuple[Any, ...] | None, tuple[str, ...], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class Replayed:
-    """One context's decision under one snapshot, reduced to what the replay compares."""
-
-    decision_id: str
-    fields: Fields
-    agreed: bool
-    divergence: str | None
-
-
-_UNPARSEABLE: Final = Replayed(decision_id="", fields=(), agreed=False, divergence=None)
-
-
-def _reduce(decision: RouteDecision, context: RouteContext) -> Replayed:
-    agreed, divergence = compare_routes(decision, context.legacy_route)
-    fields = (
-        decision.outcome,
-        decision.reason,
-        decision.policy_source,
-        decision.rung,
-        decision.policy_id,
-        decision.provider,
-        decision.account,
-        decision.model,
-    )
-    return Replayed(decision.decision_id, fields, agreed, divergence)
-
-
-class _Resolver:
-    """A bounded memo of ``context JSON -> Replayed`` for one snapshot."""
-
-    __slots__ = ("evaluated", "memo", "snapshot")
-
-    def __init__(self, snapshot: PolicySnapshot) -> None:
-        self.snapshot = snapshot
-        self.memo: dict[str, Replayed] = {}
-        self.evaluated = 0
-
-    def resolve(self, texts: Iterable[str]) -> None:
-        """Explain every text not yet memoised, in one batch."""
-        memo = self.memo
-        unique = list(dict.fromkeys(texts))
-        pending = [text for text in unique if text not in memo]
-        if not pending:
-            return
-        if len(memo) + len(pending) > MEMO_LIMIT:
-            # Bounded memory: drop everything but this chunk's own hits (a chunk is << the limit).
-            keep = {text: memo[text] for text in unique if text in memo}
-            memo.clear()
-            memo.update(keep)
-        contexts: list[RouteContext] = []
-        parsed: list[str] = []
-        for text in pending:
-            try:
-                contexts.append(RouteContext.model_validate_json(text))
-                parsed.append(text)
-            except (ValidationError, ValueError):
-                memo[text] = _UNPARSEABLE
-        self.evaluated += len(contexts)
-        for text, context, decision in zip(
-            parsed, contexts, explain_batch(contexts, self.snapshot), strict=True
-        ):
-            memo[text] = _reduce(decision, context)
+Transition = tuple[Any, ...]
+"""(outcome before, after, provider before, after, reason before, after)."""
+_ChangeKey = tuple[Transition | None, tuple[str, ...], bool]
+"""(transition or None when nothing changed, the names of the fields that differ, agreed after)."""
 
 
 @dataclass(slots=True)
@@ -168,7 +104,16 @@ class ChangeTally:
     changed: int = 0
     agreed_before: int = 0
     agreed_after: int = 0
-    transitions: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    transitions: dict[Transition, int] = field(default_factory=dict)
+
+    def add(self, n: int, change: _ChangeKey, was_agreed: bool) -> None:
+        transition, _changed, now_agreed = change
+        self.replayed += n
+        self.agreed_before += n if was_agreed else 0
+        self.agreed_after += n if now_agreed else 0
+        if transition is not None:
+            self.changed += n
+            self.transitions[transition] = self.transitions.get(transition, 0) + n
 
     def as_dict(self, top: int = 3) -> dict[str, Any]:
         return {
@@ -183,7 +128,7 @@ class ChangeTally:
         }
 
 
-def _transition_dict(transition: tuple[Any, ...]) -> dict[str, Any]:
+def _transition_dict(transition: Transition) -> dict[str, Any]:
     out_b, out_a, prov_b, prov_a, reason_b, reason_a = transition
     return {
         "outcome": {"before": out_b, "after": out_a},
@@ -192,19 +137,18 @@ def _transition_dict(transition: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
-def transition_text(transition: tuple[Any, ...]) -> str:
+def _moved(name: str, before: Any, after: Any) -> str:
+    prefix = f"{name} " if name else ""
+    if before != after:
+        return f"{prefix}{label(before)}->{label(after)}"
+    return f"{prefix}{label(after)}"
+
+
+def transition_text(transition: Transition) -> str:
     out_b, out_a, prov_b, prov_a, reason_b, reason_a = transition
-    parts = []
-    parts.append(f"{label(out_b)}->{label(out_a)}" if out_b != out_a else label(out_a))
-    parts.append(
-        f"provider {label(prov_b)}->{label(prov_a)}" if prov_b != prov_a else f"provider {label(prov_a)}"
+    return ", ".join(
+        (_moved("", out_b, out_a), _moved("provider", prov_b, prov_a), _moved("reason", reason_b, reason_a))
     )
-    parts.append(
-        f"reason {label(reason_b)}->{label(reason_a)}"
-        if reason_b != reason_a
-        else f"reason {label(reason_a)}"
-    )
-    return ", ".join(parts)
 
 
 @dataclass
@@ -223,6 +167,22 @@ class IntegrityReport:
     def unchecked(self) -> int:
         return sum(self.not_checked.values())
 
+    def skip(self, reason: str) -> None:
+        self.not_checked[reason] = self.not_checked.get(reason, 0) + 1
+
+    def find(self, kind: str, detail: str, seq: int, payload: dict[str, Any]) -> None:
+        self.findings[kind] = self.findings.get(kind, 0) + 1
+        if len(self.examples) < MAX_FINDING_EXAMPLES:
+            self.examples.append(
+                {
+                    "seq": seq,
+                    "kind": kind,
+                    "trace_id": payload.get("trace_id"),
+                    "span_id": payload.get("span_id"),
+                    "detail": detail,
+                }
+            )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "checked": self.checked,
@@ -236,27 +196,16 @@ class IntegrityReport:
 
 
 @dataclass
-class WhatIfResult:
-    chain: ChainStatus
-    candidate: dict[str, Any]
-    window: TimeWindow
-    by: tuple[GroupSpec, ...]
-    records_read: int = 0
-    observations: int = 0
-    skipped_kinds: dict[str, int] = field(default_factory=dict)
-    outside_window: int = 0
-    without_decision: int = 0
-    malformed: int = 0
+class WhatIfResult(AnalysisResult):
+    candidate: dict[str, Any] = field(default_factory=dict)
     total: ChangeTally = field(default_factory=ChangeTally)
     field_changes: dict[str, int] = field(default_factory=dict)
     groups: dict[str, list[tuple[tuple[Any, ...], ChangeTally]]] = field(default_factory=dict)
-    examples: dict[tuple[Any, ...], list[dict[str, Any]]] = field(default_factory=dict)
+    examples: dict[Transition, list[dict[str, Any]]] = field(default_factory=dict)
     integrity: IntegrityReport = field(default_factory=IntegrityReport)
     distinct_contexts: int = 0
-
-    @property
-    def flagged(self) -> bool:
-        return self.chain.flagged
+    usage: UsageTable | None = None
+    """How many replayed spawns each candidate policy decided, was outranked in, never matched."""
 
     @property
     def replayed(self) -> int:
@@ -275,52 +224,31 @@ class WhatIfResult:
         return dict(self.groups.get(name, []))
 
     def as_dict(self, top: int = 3) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "kind": "route-shadow-whatif",
-            "chain": self.chain.as_dict(),
-            "flagged": self.flagged,
-            "flag": "UNVERIFIED" if self.flagged else None,
-            "candidate": self.candidate,
-            "window": self.window.describe(),
-            "by": [spec_name(spec) for spec in self.by],
-            "records": {
-                "read": self.records_read,
-                "observations": self.observations,
-                "skipped_kinds": dict(sorted_counts(self.skipped_kinds)),
-                "outside_window": self.outside_window,
-                "without_decision": self.without_decision,
-                "malformed": self.malformed,
-            },
-            "distinct_contexts_evaluated": self.distinct_contexts,
-            "totals": self.total.as_dict(top),
-            "field_changes": dict(sorted_counts(self.field_changes)),
-            "changes": [
-                {**_transition_dict(t), "count": n, "examples": self.examples.get(t, [])}
-                for t, n in sorted_counts(self.total.transitions)
-            ],
-            "groups": {
-                name: [
-                    {"key": dict(zip(name.split("+"), key, strict=True)), **tally.as_dict(top)}
-                    for key, tally in rows
-                ]
-                for name, rows in self.groups.items()
-            },
-            "integrity": self.integrity.as_dict(),
-        }
+        data = self.header("route-shadow-whatif")
+        data.update(
+            {
+                "candidate": self.candidate,
+                "distinct_contexts_evaluated": self.distinct_contexts,
+                "totals": self.total.as_dict(top),
+                "field_changes": dict(sorted_counts(self.field_changes)),
+                "changes": [
+                    {**_transition_dict(t), "count": n, "examples": self.examples.get(t, [])}
+                    for t, n in sorted_counts(self.total.transitions)
+                ],
+                "groups": {
+                    name: [
+                        {"key": dict(zip(name.split("+"), key, strict=True)), **tally.as_dict(top)}
+                        for key, tally in rows
+                    ]
+                    for name, rows in self.groups.items()
+                },
+                "integrity": self.integrity.as_dict(),
+                "policy_usage": None if self.usage is None else self.usage.as_dict(),
+            }
+        )
         if self.flagged:
-            _flag_rows(data)
+            flag_rows(data)
         return data
-
-
-def _flag_rows(value: Any) -> None:
-    if isinstance(value, dict):
-        if any(key in value for key in ("replayed", "count", "checked")):
-            value["unverified"] = True
-        for item in value.values():
-            _flag_rows(item)
-    elif isinstance(value, list):
-        for item in value:
-            _flag_rows(item)
 
 
 def snapshot_info(snapshot: PolicySnapshot, source: str) -> dict[str, Any]:
@@ -333,64 +261,6 @@ def snapshot_info(snapshot: PolicySnapshot, source: str) -> dict[str, Any]:
     }
 
 
-class _Cited:
-    """Finds the snapshot a record cites, once per distinct citation."""
-
-    def __init__(self, candidate: PolicySnapshot, loader: CitedLoader | None) -> None:
-        self.candidate_key: CitedKey = (
-            candidate.revision,
-            candidate.content_hash,
-            candidate.available,
-            candidate.loading,
-        )
-        self.loader = loader
-        self.resolvers: dict[CitedKey, _Resolver | str] = {}
-
-    def resolver(self, key: CitedKey) -> _Resolver | str:
-        """A resolver for the cited snapshot, or why there is none (``!`` prefix: a finding)."""
-        found = self.resolvers.get(key)
-        if found is not None:
-            return found
-        revision, content_hash, available, loading = key
-        result: _Resolver | str
-        if not available:
-            result = _Resolver(
-                PolicySnapshot(revision=revision, content_hash=content_hash, available=False, loading=loading)
-            )
-        elif content_hash == EMPTY_SET_HASH:
-            result = _Resolver(PolicySnapshot(revision=revision, content_hash=content_hash))
-        elif self.loader is None:
-            result = "cited snapshot is not the candidate and no --store was given"
-        else:
-            try:
-                snapshot = self.loader(revision)
-            except Exception as exc:
-                snapshot = None
-                result = f"store revision {revision} unreadable: {str(exc)[:160] or type(exc).__name__}"
-            else:
-                if snapshot is None:
-                    result = f"store has no revision {revision}"
-                elif snapshot.content_hash != content_hash:
-                    result = "!cited-snapshot-mismatch"
-                else:
-                    result = _Resolver(snapshot)
-        self.resolvers[key] = result
-        return result
-
-
-def _cited_key(attributes: dict[str, Any]) -> CitedKey | None:
-    revision = attributes.get(attr.SNAPSHOT_REVISION)
-    content_hash = attributes.get(attr.SNAPSHOT_HASH)
-    if isinstance(revision, bool) or not isinstance(revision, int) or not isinstance(content_hash, str):
-        return None
-    return (revision, content_hash, *_state_flags(attributes.get(attr.SNAPSHOT_STATE)))
-
-
-def _state_flags(state: Any) -> tuple[bool, bool]:
-    """(available, loading) of the snapshot a record's ``route_shadow.snapshot.state`` describes."""
-    return state not in (CORRUPT_STATE, LOADING_STATE), state == LOADING_STATE
-
-
 class _Examples:
     """The ``limit`` lowest-seq examples of each change, whatever order records are processed in."""
 
@@ -398,9 +268,14 @@ class _Examples:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.by_transition: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        self.by_transition: dict[Transition, list[dict[str, Any]]] = {}
 
-    def offer(self, transition: tuple[Any, ...], seq: int, build: Callable[[], dict[str, Any]]) -> None:
+    def wants(self, transition: Transition, seq: int) -> bool:
+        """Whether an example at ``seq`` would be kept (saves building one that would not)."""
+        bucket = self.by_transition.get(transition)
+        return self.limit > 0 and (bucket is None or len(bucket) < self.limit or seq < bucket[-1]["seq"])
+
+    def offer(self, transition: Transition, seq: int, build: Callable[[], dict[str, Any]]) -> None:
         if self.limit <= 0:
             return
         bucket = self.by_transition.setdefault(transition, [])
@@ -414,8 +289,7 @@ class _Examples:
 
 
 def _change(recorded: Fields, after: Replayed) -> _ChangeKey:
-    """How the candidate's decision differs from the recorded one: (transition or None, the names of
-    the fields that differ, whether the candidate agrees with the route that ran)."""
+    """How the candidate's decision differs from the recorded one."""
     fields = after.fields
     if fields == recorded:
         return (None, (), after.agreed)
@@ -431,48 +305,155 @@ def _change(recorded: Fields, after: Replayed) -> _ChangeKey:
     return (transition, changed, after.agreed)
 
 
-class _Known:
-    """A recorded decision already replayed and checked (by decision id), and its running count.
+def _reproduces(reference: Replayed, attributes: dict[str, Any]) -> tuple[str, str] | None:
+    """None when the replay against the cited snapshot reproduces the record; else the finding."""
+    recorded_id = attributes.get(attr.DECISION_ID)
+    if reference.decision_id != recorded_id:
+        return (
+            "decision-id-mismatch",
+            f"recorded {label(recorded_id)}, replay gives {reference.decision_id}",
+        )
+    recorded = tuple(map(attributes.get, _FIELD_KEYS))
+    if reference.fields != recorded:
+        differing = [n for n, a, b in zip(DECISION_FIELDS, reference.fields, recorded, strict=True) if a != b]
+        return (
+            "decision-fields-mismatch",
+            "recorded fields differ from the replayed decision: " + ", ".join(differing),
+        )
+    return None
 
-    A later record with the same decision id is the same decision only if it carries exactly the same
-    context text, citation and decision fields; if its attributes equal ``attributes`` altogether it
-    is the very same observation (same dimensions, same agreement) and only ``count`` moves.
-    """
 
-    __slots__ = (
-        "after",
-        "attributes",
-        "available",
-        "change",
-        "content_hash",
-        "count",
-        "loading",
-        "recorded",
-        "revision",
-        "text",
-        "transition",
-        "values",
-    )
+_Cell = tuple[_ChangeKey, tuple[Any, ...], Any]
+"""(change, (*recorded fields, agreed, *dimensions), the candidate's policy usage): one cube cell."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """What one record counts as: its cell of the cube, its recorded fields and its replay."""
+
+    cell: _Cell
+    recorded: Fields
+    after: Replayed
+
+
+class _Replay:
+    """The state of one what-if pass, and the steps each record goes through."""
 
     def __init__(
-        self,
-        text: str,
-        key: CitedKey,
-        recorded: Fields,
-        change: _ChangeKey,
-        after: Replayed,
-        attributes: dict[str, Any],
-        values: tuple[Any, ...],
-    ) -> None:
-        self.text = text
-        self.revision, self.content_hash, self.available, self.loading = key
-        self.recorded = recorded
-        self.change = change
-        self.transition = change[0]
-        self.after = after
-        self.attributes = attributes
-        self.values = values
-        self.count = 0
+        self, result: WhatIfResult, snapshot: PolicySnapshot, loader: CitedLoader | None, examples: int
+    ):
+        self.result = result
+        self.candidate = Replayer(snapshot)
+        self.cited = CitedSnapshots(loader, known=self.candidate)
+        self.dims = tuple(dict.fromkeys(name for spec in result.by for name in spec))
+        self.dim_keys = tuple(DIMENSIONS[name] for name in self.dims)
+        self.cube: defaultdict[_Cell, int] = defaultdict(int)
+        """Records per cell (see :data:`_Cell`)."""
+        self.examples = _Examples(examples)
+        self.repeats: Repeats[_Counted] = Repeats()
+
+    def take(self, seq: int, payload: dict[str, Any], attributes: dict[str, Any]) -> None:
+        integrity = self.result.integrity
+        counted = self.repeats.get(attributes)
+        if counted is not None:  # the very same observation as one already checked and counted
+            integrity.checked += 1
+            integrity.passed += 1
+            self.tally(counted, seq, payload, attributes)
+            return
+        text = attributes.get(attr.CONTEXT)
+        if type(text) is not str:
+            integrity.find("record-incomplete", "no route_shadow.context to replay", seq, payload)
+            return
+        after = self.candidate.replay(text)
+        if after is UNPARSEABLE:
+            detail = "route_shadow.context is not a valid route context"
+            integrity.find("context-unparseable", detail, seq, payload)
+            return
+        passed_before = integrity.passed
+        problem = self.check(attributes, text)
+        if problem is not None:
+            integrity.find(*problem, seq, payload)
+            return
+        counted = self.count(attributes, after)
+        if counted is None:
+            self.result.records.demote()
+            return
+        self.tally(counted, seq, payload, attributes)
+        if integrity.passed > passed_before:  # reproduced: a repeat of it is settled by comparison alone
+            self.repeats.remember(attributes, counted)
+
+    def check(self, attributes: dict[str, Any], text: str) -> tuple[str, str] | None:
+        """Replay against the cited snapshot: None when reproduced (or not checkable, counted as
+        such), else the integrity finding ``(kind, detail)``."""
+        integrity = self.result.integrity
+        key = cited_key(attributes)
+        if key is None:
+            integrity.skip("no snapshot citation")
+            return None
+        found = self.cited.lookup(key)
+        if isinstance(found, Unchecked):
+            integrity.skip(found.reason)
+            return None
+        if isinstance(found, Mismatch):
+            return ("cited-snapshot-mismatch", found.detail)
+        integrity.checked += 1
+        problem = _reproduces(found.replay(text), attributes)
+        integrity.passed += problem is None
+        return problem
+
+    def count(self, attributes: dict[str, Any], after: Replayed) -> _Counted | None:
+        """The record's cell of the cube, or None when a value cannot be counted (a value no
+        exporter writes, such as a list)."""
+        recorded = tuple(map(attributes.get, _FIELD_KEYS))
+        change = _change(recorded, after)
+        values = (*recorded, attributes.get(attr.AGREED), *map(attributes.get, self.dim_keys))
+        cell = (change, values, after.usage)
+        try:
+            hash(cell)
+        except TypeError:
+            return None
+        return _Counted(cell, recorded, after)
+
+    def tally(self, counted: _Counted, seq: int, payload: dict[str, Any], attributes: dict[str, Any]) -> None:
+        self.cube[counted.cell] += 1
+        transition = counted.cell[0][0]
+        if transition is not None and self.examples.wants(transition, seq):
+            build = partial(_example, seq, payload, attributes, counted.recorded, counted.after)
+            self.examples.offer(transition, seq, build)
+
+    def finish(self, snapshot: PolicySnapshot) -> None:
+        result = self.result
+        result.distinct_contexts = self.candidate.evaluated
+        result.examples = self.examples.by_transition
+        usage: defaultdict[Any, int] = defaultdict(int)
+        for (_change, _values, used), n in self.cube.items():
+            usage[used] += n
+        result.usage = usage_table(snapshot, usage)
+        groups = _derive(result, self.cube, self.dims)
+        result.groups = {
+            name: sorted(
+                rows.items(), key=lambda item: (-item[1].changed, -item[1].replayed, key_label(item[0]))
+            )
+            for name, rows in groups.items()
+        }
+
+
+def _derive(
+    result: WhatIfResult, cube: dict[_Cell, int], dims: tuple[str, ...]
+) -> dict[str, dict[tuple[Any, ...], ChangeTally]]:
+    """Totals, field changes and group tallies from the counted cells."""
+    positions = [(spec_name(spec), tuple(dims.index(name) for name in spec)) for spec in result.by]
+    groups: dict[str, dict[tuple[Any, ...], ChangeTally]] = {name: {} for name, _ in positions}
+    for (change, values, _used), n in cube.items():
+        was_agreed = values[_N_FIELDS] is True
+        cell_dims = values[_N_FIELDS + 1 :]
+        for name in change[1]:
+            result.field_changes[name] = result.field_changes.get(name, 0) + n
+        result.total.add(n, change, was_agreed)
+        for name, where in positions:
+            key = tuple(cell_dims[p] for p in where)
+            groups[name].setdefault(key, ChangeTally()).add(n, change, was_agreed)
+    return groups
 
 
 def replay_payloads(
@@ -487,298 +468,19 @@ def replay_payloads(
     examples: int = 3,
     progress: ProgressFn | None = None,
 ) -> WhatIfResult:
-    """Replay ``(seq, payload)`` pairs against ``snapshot``; see the module docstring.
-
-    One pass. The first record of each recorded decision (its decision id) goes the careful way:
-    replayed against the candidate and against the snapshot it cites, compared, and remembered.
-    A later record with the same decision id whose attributes equal the remembered record's is the
-    same observation and is only counted; one that carries the same context text, citation and
-    recorded fields is the same decision and is settled by comparisons alone; anything else goes the
-    careful way. Records whose contexts are not yet memoised wait in a small pending list, resolved
-    with one ``explain_batch`` per snapshot when it fills and at the end.
-    """
-    specs = tuple(by) if by is not None else parse_by(None)
-    window = window if window is not None else TimeWindow()
-    bounded = not window.unbounded
-    dim_names = list(dict.fromkeys(name for spec in specs for name in spec))
-    dim_keys = tuple(DIMENSIONS[name] for name in dim_names)
-    dim_pos = {name: i for i, name in enumerate(dim_names)}
-    spec_positions = [(spec_name(spec), tuple(dim_pos[name] for name in spec)) for spec in specs]
-
+    """Replay ``(seq, payload)`` pairs against ``snapshot`` in one pass; see the module docstring."""
     result = WhatIfResult(
-        chain=chain, candidate=snapshot_info(snapshot, candidate_source), window=window, by=specs
+        chain=chain,
+        window=window if window is not None else TimeWindow(),
+        by=tuple(by) if by is not None else parse_by(None),
+        candidate=snapshot_info(snapshot, candidate_source),
     )
-    integrity = result.integrity
-    not_checked = integrity.not_checked
-    candidate = _Resolver(snapshot)
-    cited = _Cited(snapshot, cited_loader)
-    candidate_key = cited.candidate_key
-    memo = candidate.memo
-    known: dict[str, _Known] = {}
-    known_get = known.get
-    # cube: (change, (*recorded fields, agreed, *dims)) -> count
-    cube: defaultdict[tuple[Any, ...], int] = defaultdict(int)
-    example_sink = _Examples(examples)
-    example_lists = example_sink.by_transition
-    example_limit = examples
-    skipped = result.skipped_kinds
-    total = chain.records
-    context_key, id_key, agreed_key, outcome_key = attr.CONTEXT, attr.DECISION_ID, attr.AGREED, attr.OUTCOME
-    revision_key, hash_key, state_key = attr.SNAPSHOT_REVISION, attr.SNAPSHOT_HASH, attr.SNAPSHOT_STATE
-    field_keys = _FIELD_KEYS
-    n_fields = len(field_keys)
-    # Every attribute a record contributes, in one map: its decision fields, agreed, the dimensions.
-    all_keys = (*field_keys, agreed_key, *dim_keys)
-    pending: list[_Row] = []
-    fast = 0
-
-    def fold() -> None:
-        """Move the known decisions' counts into the cube (before forgetting them, and at the end)."""
-        for entry in known.values():
-            if entry.count:
-                cube[(entry.change, entry.values)] += entry.count
-                entry.count = 0
-
-    def finding(kind: str, seq: int, payload: dict[str, Any], detail: str) -> None:
-        integrity.findings[kind] = integrity.findings.get(kind, 0) + 1
-        if len(integrity.examples) < 20:
-            integrity.examples.append(
-                {
-                    "seq": seq,
-                    "kind": kind,
-                    "trace_id": payload.get("trace_id"),
-                    "span_id": payload.get("span_id"),
-                    "detail": detail,
-                }
-            )
-
-    def offer(
-        transition: tuple[Any, ...],
-        seq: int,
-        payload: dict[str, Any],
-        attributes: dict[str, Any],
-        recorded: Fields,
-        after: Replayed,
-    ) -> None:
-        if example_limit > 0:
-            bucket = example_lists.get(transition)
-            if bucket is None or len(bucket) < example_limit or seq < bucket[-1]["seq"]:
-                example_sink.offer(
-                    transition, seq, partial(_example, seq, payload, attributes, recorded, after)
-                )
-
-    def tally(
-        seq: int,
-        payload: dict[str, Any],
-        attributes: dict[str, Any],
-        recorded: Fields,
-        after: Replayed,
-        change: _ChangeKey,
-    ) -> tuple[Any, ...] | None:
-        values = tuple(map(attributes.get, all_keys))
-        try:
-            cube[(change, values)] += 1
-        except TypeError:  # an unhashable attribute value: not something the exporter writes
-            result.malformed += 1
-            return None
-        if change[0] is not None:
-            offer(change[0], seq, payload, attributes, recorded, after)
-        return values
-
-    def process(row: _Row, defer: bool) -> None:
-        """The careful way: replay against the candidate and the cited snapshot, check, remember."""
-        seq, payload, attributes, text = row
-        after = memo.get(text)
-        if after is None:
-            if defer:
-                pending.append(row)
-                return
-            candidate.resolve([text])
-            after = memo[text]
-        if after is _UNPARSEABLE:
-            finding("context-unparseable", seq, payload, "route_shadow.context is not a valid route context")
-            return
-        key = _cited_key(attributes)
-        reference: Replayed | None = None
-        if key is None:
-            not_checked["no snapshot citation"] = not_checked.get("no snapshot citation", 0) + 1
-        elif key == candidate_key:
-            reference = after
-        else:
-            resolver = cited.resolver(key)
-            if isinstance(resolver, str):
-                if resolver.startswith("!"):
-                    finding(
-                        resolver[1:],
-                        seq,
-                        payload,
-                        f"store revision {key[0]} does not have the cited hash {key[1]}",
-                    )
-                    return
-                not_checked[resolver] = not_checked.get(resolver, 0) + 1
-            else:
-                reference = resolver.memo.get(text)
-                if reference is None:
-                    if defer:
-                        pending.append(row)
-                        return
-                    resolver.resolve([text])
-                    reference = resolver.memo[text]
-        recorded = tuple(map(attributes.get, field_keys))
-        change = _change(recorded, after)
-        if reference is None or key is None:
-            tally(seq, payload, attributes, recorded, after, change)
-            return
-        integrity.checked += 1
-        recorded_id = attributes.get(id_key)
-        if reference.decision_id != recorded_id:
-            finding(
-                "decision-id-mismatch",
-                seq,
-                payload,
-                f"recorded {label(recorded_id)}, replay gives {reference.decision_id}",
-            )
-            return
-        if reference.fields != recorded:
-            differing = [
-                name for name, a, b in zip(DECISION_FIELDS, reference.fields, recorded, strict=True) if a != b
-            ]
-            finding(
-                "decision-fields-mismatch",
-                seq,
-                payload,
-                "recorded fields differ from the replayed decision: " + ", ".join(differing),
-            )
-            return
-        integrity.passed += 1
-        values = tally(seq, payload, attributes, recorded, after, change)
-        if values is not None and reference.decision_id not in known:
-            if len(known) >= KNOWN_LIMIT:
-                fold()
-                known.clear()
-            known[reference.decision_id] = _Known(text, key, recorded, change, after, attributes, values)
-
-    def flush() -> None:
-        candidate.resolve(row[3] for row in pending)
-        by_cited: dict[CitedKey, list[str]] = {}
-        for row in pending:
-            key = _cited_key(row[2])
-            if key is not None and key != candidate_key:
-                by_cited.setdefault(key, []).append(row[3])
-        for key, texts in by_cited.items():
-            resolver = cited.resolver(key)
-            if isinstance(resolver, _Resolver):
-                resolver.resolve(texts)
-        rows = pending[:]
-        pending.clear()
-        for row in rows:
-            process(row, False)
-
-    read = observations = 0
-    for seq, payload in payloads:
-        read += 1
-        if progress is not None and not read % PROGRESS_EVERY:
-            progress(read, total)
-        if payload.__class__ is not dict:
-            result.malformed += 1
-            continue
-        kind = payload.get("kind")
-        if kind != RECORD_KIND:
-            name = kind if isinstance(kind, str) else "(no kind)"
-            skipped[name] = skipped.get(name, 0) + 1
-            continue
-        attributes = payload.get("attributes")
-        if attributes.__class__ is not dict:
-            result.malformed += 1
-            continue
-        if bounded:
-            try:
-                ns = int(payload["start_time_unix_nano"])
-            except (KeyError, TypeError, ValueError):
-                ns = -1
-            if ns < 0 or not window.contains(ns):
-                result.outside_window += 1
-                continue
-        get = attributes.get
-        decision_id = get(id_key)
-        seen = known_get(decision_id) if decision_id.__class__ is str else None
-        if seen is not None:
-            if attributes == seen.attributes:
-                # The very same observation as one already replayed and checked: count it.
-                fast += 1
-                seen.count += 1
-                if seen.transition is not None:
-                    offer(seen.transition, seq, payload, attributes, seen.recorded, seen.after)
-                continue
-            revision = get(revision_key)
-            if (
-                seen.text == get(context_key)
-                and get(hash_key) == seen.content_hash
-                and revision == seen.revision
-                and revision.__class__ is int
-                and _state_flags(get(state_key)) == (seen.available, seen.loading)
-            ):
-                values = tuple(map(get, all_keys))
-                if values[:n_fields] == seen.recorded:
-                    # The same decision (other dimensions or agreement): comparisons only.
-                    try:
-                        cube[(seen.change, values)] += 1
-                    except TypeError:
-                        result.malformed += 1
-                        continue
-                    fast += 1
-                    if seen.transition is not None:
-                        offer(seen.transition, seq, payload, attributes, seen.recorded, seen.after)
-                    continue
-        if get(outcome_key) is None:
-            result.without_decision += 1
-            continue
-        observations += 1
-        text = get(context_key)
-        if text.__class__ is not str:
-            finding("record-incomplete", seq, payload, "no route_shadow.context to replay")
-            continue
-        process((seq, payload, attributes, text), True)
-        if len(pending) >= CHUNK:
-            flush()
-    flush()
-    fold()
-    if progress is not None:
-        progress(read, total)
-
-    integrity.checked += fast
-    integrity.passed += fast
-    result.observations = observations + fast
-    result.records_read = read
-    result.distinct_contexts = candidate.evaluated
-    result.examples = example_lists
-    groups: dict[str, dict[tuple[Any, ...], ChangeTally]] = {name: {} for name, _ in spec_positions}
-    field_changes = result.field_changes
-    for (change_key, values), n in cube.items():
-        transition, changed, now_agreed = change_key
-        was_agreed = values[n_fields] is True
-        cell_dims = values[n_fields + 1 :]
-        for name in changed:
-            field_changes[name] = field_changes.get(name, 0) + n
-        tallies = [result.total]
-        for name, positions in spec_positions:
-            group_key = tuple(cell_dims[p] for p in positions)
-            tallies.append(groups[name].setdefault(group_key, ChangeTally()))
-        for tally_ in tallies:
-            tally_.replayed += n
-            if was_agreed:
-                tally_.agreed_before += n
-            if now_agreed:
-                tally_.agreed_after += n
-            if transition is not None:
-                tally_.changed += n
-                tally_.transitions[transition] = tally_.transitions.get(transition, 0) + n
-    result.groups = {
-        name: sorted(
-            rows_.items(), key=lambda item: (-item[1].changed, -item[1].replayed, key_label(item[0]))
-        )
-        for name, rows_ in groups.items()
-    }
+    run = _Replay(result, snapshot, cited_loader, examples)
+    for seq, payload, attributes, _ns in observations(
+        payloads, result.records, window=result.window, progress=progress, total=chain.records
+    ):
+        run.take(seq, payload, attributes)
+    run.finish(snapshot)
     return result
 
 
@@ -825,15 +527,8 @@ def replay(
     than the candidate can still be integrity-checked (``RoutingPolicyStore.revision`` will do; a
     missing revision may raise or return None). ``concurrent``: see :func:`analyse_chain`.
     """
-    if by is None:
-        specs = parse_by(None)
-    elif all(isinstance(item, str) for item in by):
-        specs = parse_by([item for item in by if isinstance(item, str)])
-    else:
-        specs = tuple(tuple(item) for item in by)
-    if window is None:
-        window = TimeWindow.parse(since, until)
-    chosen = window
+    specs = as_specs(by)
+    chosen = window if window is not None else TimeWindow.parse(since, until)
 
     def consume(payloads: Iterable[tuple[int, Any]], hint: int) -> WhatIfResult:
         pending = ChainStatus(path=str(path), records=hint, verified=False, checked=False)
@@ -871,39 +566,42 @@ def _pct(value: float | None) -> str:
 
 
 def format_whatif(result: WhatIfResult, top: int = 3) -> str:
-    mark = "!" if result.flagged else " "
-    banner = f"!!! UNVERIFIED CHAIN: every figure below is flagged ({result.chain.describe()}) !!!"
-    out: list[str] = []
+    """The terminal form; flagged like the report's when the chain did not verify."""
+    mark = result.mark()
+    out = [result.banner()] if result.flagged else []
+    out.extend(_text_header(result, mark))
+    for section in (_text_integrity, _text_changes, _text_groups, _text_usage):
+        out.extend(section(result, mark, top))
     if result.flagged:
-        out.append(banner)
+        out.extend(["", result.banner()])
+    return "\n".join(out) + "\n"
+
+
+def _text_header(result: WhatIfResult, mark: str) -> list[str]:
     cand = result.candidate
-    out.append(f"route-shadow what-if: {result.chain.path}")
-    out.append(f"  chain: {result.chain.describe()}")
-    out.append(
-        f"  candidate: {cand['source']} (revision {cand['revision']}, hash {cand['content_hash']}, "
-        f"{cand['policies']} policies)"
-    )
     win = result.window.describe()
-    out.append(f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}")
-    skipped = ", ".join(f"{k} {v}" for k, v in sorted_counts(result.skipped_kinds)) or "none"
-    out.append(
-        f"{mark} records read {result.records_read}: observations {result.observations}; skipped "
-        f"(not observations) {skipped}; outside window {result.outside_window}; without a decision "
-        f"{result.without_decision}; malformed {result.malformed}; distinct contexts evaluated "
-        f"{result.distinct_contexts}"
-    )
+    return [
+        f"route-shadow what-if: {result.chain.path}",
+        f"  chain: {result.chain.describe()}",
+        f"  candidate: {cand['source']} (revision {cand['revision']}, hash {cand['content_hash']}, "
+        f"{cand['policies']} policies)",
+        f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}",
+        f"{mark} {result.records.describe()}; distinct contexts evaluated {result.distinct_contexts}",
+    ]
+
+
+def _text_integrity(result: WhatIfResult, mark: str, top: int) -> list[str]:
     integ = result.integrity
-    out.append("")
+    out = [""]
     if integ.failed:
         out.append(
             f"! INTEGRITY: {integ.failed} record(s) do not reproduce from their cited snapshot: "
             + ", ".join(f"{k} {v}" for k, v in sorted_counts(integ.findings))
         )
-        for example in integ.examples[:10]:
-            out.append(
-                f"!   seq {example['seq']} trace {example['trace_id']} span {example['span_id']}: "
-                f"{example['kind']}: {example['detail']}"
-            )
+        out.extend(
+            f"!   seq {ex['seq']} trace {ex['trace_id']} span {ex['span_id']}: {ex['kind']}: {ex['detail']}"
+            for ex in integ.examples[:10]
+        )
     out.append(
         f"{mark} integrity: checked {integ.checked}, reproduced {integ.passed}, findings {integ.failed}"
     )
@@ -912,55 +610,80 @@ def format_whatif(result: WhatIfResult, top: int = 3) -> str:
             f"{mark} integrity NOT checked for {integ.unchecked} record(s): "
             + "; ".join(f"{k} ({v})" for k, v in sorted_counts(integ.not_checked))
         )
+    return out
+
+
+def _text_changes(result: WhatIfResult, mark: str, top: int) -> list[str]:
     t = result.total
-    out.append("")
-    out.append(
+    out = [
+        "",
         f"{mark} replayed {t.replayed}: changed {t.changed} ({_pct(rate(t.changed, t.replayed))}), "
         f"unchanged {t.replayed - t.changed}; agreement with the route that ran "
-        f"{_pct(rate(t.agreed_before, t.replayed))} recorded -> {_pct(rate(t.agreed_after, t.replayed))} candidate"
-    )
+        f"{_pct(rate(t.agreed_before, t.replayed))} recorded -> {_pct(rate(t.agreed_after, t.replayed))} candidate",
+    ]
     if result.field_changes:
         out.append(
             f"{mark} fields changed: " + ", ".join(f"{k} {v}" for k, v in sorted_counts(result.field_changes))
         )
     if t.transitions:
-        out.append("")
-        out.append("changes (recorded -> candidate):")
-        for transition, n in sorted_counts(t.transitions):
-            out.append(f"{mark} {n:>8}  {transition_text(transition)}")
-            for ex in result.examples.get(transition, []):
-                out.append(
-                    f"{mark}            e.g. seq {ex['seq']} repo {label(ex['repo'])} role {label(ex['role'])} "
-                    f"principal {label(ex['principal'])} mechanism {label(ex['mechanism'])}"
-                )
+        out.extend(["", "changes (recorded -> candidate):"])
+    for transition, n in sorted_counts(t.transitions):
+        out.append(f"{mark} {n:>8}  {transition_text(transition)}")
+        out.extend(
+            f"{mark}            e.g. seq {ex['seq']} repo {label(ex['repo'])} role {label(ex['role'])} "
+            f"principal {label(ex['principal'])} mechanism {label(ex['mechanism'])}"
+            for ex in result.examples.get(transition, [])
+        )
+    return out
+
+
+_GROUP_HEADER: Final = (
+    "group",
+    "replayed",
+    "changed",
+    "change%",
+    "agree% before",
+    "agree% after",
+    "top changes",
+)
+
+
+def _group_row(key: tuple[Any, ...], tally: ChangeTally, top: int) -> list[str]:
+    tops = "; ".join(f"{transition_text(tr)} ({n})" for tr, n in top_counts(tally.transitions, top))
+    return [
+        key_label(key),
+        str(tally.replayed),
+        str(tally.changed),
+        _pct(rate(tally.changed, tally.replayed)),
+        _pct(rate(tally.agreed_before, tally.replayed)),
+        _pct(rate(tally.agreed_after, tally.replayed)),
+        tops or "-",
+    ]
+
+
+def _text_groups(result: WhatIfResult, mark: str, top: int) -> list[str]:
+    out: list[str] = []
     for name, rows in result.groups.items():
-        out.append("")
-        out.append(f"by {name}:")
-        header = ("group", "replayed", "changed", "change%", "agree% before", "agree% after", "top changes")
-        table = [
-            [
-                key_label(key),
-                str(tally.replayed),
-                str(tally.changed),
-                _pct(rate(tally.changed, tally.replayed)),
-                _pct(rate(tally.agreed_before, tally.replayed)),
-                _pct(rate(tally.agreed_after, tally.replayed)),
-                "; ".join(f"{transition_text(tr)} ({n})" for tr, n in top_counts(tally.transitions, top))
-                or "-",
-            ]
-            for key, tally in rows
-        ]
-        widths = [max([len(header[i])] + [len(row[i]) for row in table]) for i in range(len(header))]
-        out.append(mark + " " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(header)).rstrip())
-        for row in table:
-            out.append(
-                mark
-                + " "
-                + "  ".join(
-                    c.rjust(widths[i]) if 0 < i < 6 else c.ljust(widths[i]) for i, c in enumerate(row)
-                ).rstrip()
-            )
-    if result.flagged:
-        out.append("")
-        out.append(banner)
-    return "\n".join(out) + "\n"
+        table = [_group_row(key, tally, top) for key, tally in rows]
+        widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(_GROUP_HEADER)]
+        out.extend(["", f"by {name}:"])
+        out.append(mark + " " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(_GROUP_HEADER)).rstrip())
+        out.extend(
+            mark
+            + " "
+            + "  ".join(
+                c.rjust(widths[i]) if 0 < i < 6 else c.ljust(widths[i]) for i, c in enumerate(row)
+            ).rstrip()
+            for row in table
+        )
+    return out
+
+
+def _text_usage(result: WhatIfResult, mark: str, top: int) -> list[str]:
+    if result.usage is None:
+        return []
+    return [
+        "",
+        "candidate policy usage (spawns each policy decided, was outranked in, never matched):",
+        *result.usage.lines(mark),
+    ]

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from otel_route_shadow.cli import audit, demo, explain, key, policy, prove, report, verify
-from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.common import CliError, harden_streams
 from otel_route_shadow.version import __version__
 
 __all__ = ["build_parser", "main"]
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    harden_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.common import CliError, input_file
 from otel_route_shadow.tlog import NoteError, Verifier
 from otel_route_shadow.witness import WITNESS_KINDS, PhoenixWitness, Witness
 from otel_route_shadow.witness.audit import AuditError, AuditOptions, Problem, audit_chain
@@ -215,7 +215,9 @@ def chain_paths(arguments: Sequence[str]) -> list[str]:
     for argument in arguments:
         path = Path(argument)
         if not path.is_dir():
-            found.append(argument)
+            if path.exists() and not path.is_file():
+                input_file(argument)  # a FIFO or a device: refused (exit 2) by name, without opening it
+            found.append(argument)  # a missing chain is that chain's own line in a fleet audit
             continue
         chains = sorted(p for p in path.rglob("*.jsonl") if p.is_file() and not _in_tlog(p, path))
         if not chains:

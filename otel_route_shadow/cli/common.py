@@ -1,9 +1,23 @@
-"""Shared pieces of the command line: exit codes, errors and input readers."""
+"""Shared pieces of the command line: exit codes, errors and input readers.
+
+Every input a command reads is bounded and checked in one place here (issue 16 part 8):
+
+* :func:`input_file` refuses what is not a regular file (``/dev/zero``, a FIFO, a directory) before
+  anything is read from it, without blocking on a FIFO that has no writer;
+* :func:`json_lines` reads JSON lines (a file, or ``-`` for stdin) one bounded line at a time: a line
+  longer than :data:`MAX_LINE_BYTES` stops the read with one error, so endless input without a newline
+  (``< /dev/zero``) costs at most one line of memory;
+* :func:`harden_streams` makes stdout and stderr write any text (a lone surrogate read from a file
+  comes out as ``\\udXXX``, never as a ``UnicodeEncodeError`` traceback).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, BinaryIO, Final
 
 from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.store.strict_json import (
@@ -11,13 +25,20 @@ from otel_route_shadow.store.strict_json import (
     StrictJSONError,
     loads_strict,
     read_text_bounded,
+    require_regular_file,
 )
 
 __all__ = [
     "EXIT_FINDING",
     "EXIT_OK",
     "EXIT_USAGE",
+    "MAX_LINE_BYTES",
+    "STDIN",
     "CliError",
+    "cap_jobs",
+    "harden_streams",
+    "input_file",
+    "json_lines",
     "parse_json_text",
     "problem_line",
     "read_text_file",
@@ -28,6 +49,9 @@ EXIT_FINDING = 1
 EXIT_USAGE = 2
 
 _MAX_INPUT_BYTES = 64 * 1024 * 1024
+MAX_LINE_BYTES: Final = 4 * 1024 * 1024
+"""The longest JSON line any command reads: the chain's own record limit (docs/chain-format.md)."""
+STDIN: Final = "-"
 
 
 class CliError(Exception):
@@ -46,9 +70,65 @@ def parse_json_text(text: str, source: str) -> Any:
         raise CliError(f"{source}: {exc}") from None
 
 
+def input_file(path: str | os.PathLike[str]) -> str:
+    """``path`` when it names a regular file; else a :class:`CliError` naming what it is instead
+    (see ``store.strict_json.require_regular_file``: a FIFO is refused without blocking)."""
+    try:
+        require_regular_file(path)
+    except InputFileError as exc:
+        raise CliError(str(exc)) from None
+    return os.fspath(path)
+
+
+def json_lines(path: str, *, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of a JSON-lines input (``-``: stdin), at most ``max_line`` bytes each.
+
+    A longer line raises :class:`CliError` naming it, having buffered at most ``max_line + 1`` bytes.
+    """
+    if path == STDIN:
+        yield from _bounded_lines(sys.stdin.buffer, "<stdin>", max_line)
+        return
+    with open(input_file(path), "rb") as handle:
+        yield from _bounded_lines(handle, path, max_line)
+
+
+def _bounded_lines(stream: BinaryIO, source: str, max_line: int) -> Iterator[tuple[int, bytes]]:
+    number = 0
+    while True:
+        line = stream.readline(max_line + 1)
+        if not line:
+            return
+        number += 1
+        if len(line.rstrip(b"\r\n")) > max_line:
+            raise CliError(f"{source}:{number}: line longer than {max_line} bytes; refusing the rest")
+        yield number, line
+
+
+def cap_jobs(jobs: int, option: str = "--jobs") -> int:
+    """``jobs`` capped to the machine's CPUs, with a note on stderr when it was more."""
+    cpus = os.cpu_count() or 1
+    if jobs > cpus:
+        print(
+            f"otel-route-shadow: note: {option} {jobs} capped to {cpus} (the CPUs of this machine)",
+            file=sys.stderr,
+        )
+        return cpus
+    return jobs
+
+
+def harden_streams() -> None:
+    """stdout and stderr write lone surrogates as backslash escapes instead of raising."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
+
+
 def read_text_file(path: str, *, max_bytes: int = _MAX_INPUT_BYTES) -> str:
     """Read a UTF-8 text file (or ``-`` for stdin) with a size bound and one-line errors."""
     if path != "-":
+        input_file(path)
         try:
             return read_text_bounded(path, max_bytes)
         except InputFileError as exc:

@@ -32,6 +32,21 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=_run)
 
 
+def _run_bare(spawns: int) -> int:
+    """The kill switch is set: run the spawns as the bare calls they are, record nothing, say so."""
+    from otel_route_shadow.demo import factory
+    from otel_route_shadow.instrumentation.config import ENV_DISABLED
+
+    settings = factory.FactorySettings()
+    for job in factory.plan_jobs(spawns, settings):
+        factory.dispatch(job)
+    print(
+        f"route-shadow demo: {ENV_DISABLED} is set: ran {spawns} spawns bare "
+        "(no spans, no decisions, nothing written to the chain)"
+    )
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     from otel_route_shadow.demo.run import DEFAULT_PROJECT, format_summary, run_demo
     from otel_route_shadow.store import CorruptSnapshotError, PolicyStoreError
@@ -39,6 +54,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.spawns < 1 or args.spawns > 10_000_000:
         raise CliError("--spawns must be between 1 and 10000000")
+    from otel_route_shadow.instrumentation.config import env_disabled
+
+    if env_disabled():
+        return _run_bare(args.spawns)
     console = None if (args.quiet or args.json) else sys.stdout
     try:
         summary = run_demo(

@@ -23,14 +23,17 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from pydantic import ValidationError
 
 from otel_route_shadow.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
+    STDIN,
     CliError,
+    input_file,
+    json_lines,
     parse_json_text,
     problem_line,
     read_text_file,
@@ -50,10 +53,8 @@ from otel_route_shadow.store import PolicyFileError, RoutingPolicyStore, read_po
 
 __all__ = ["register"]
 
-STDIN = "-"
 _CHUNK = 512
 """JSON lines are explained in chunks: one ``explain_batch`` per chunk, output flushed per chunk."""
-_MAX_LINE_BYTES = 16 * 1024 * 1024
 _STORE_IO_KINDS = frozenset({"store-not-a-directory", "store-unreadable", "history-unreadable", "unreadable"})
 """Store problems that mean the directory could not be read (exit 2), not that its content is
 corrupt (which holds every decision with ``snapshot-unavailable``)."""
@@ -102,6 +103,7 @@ def register(sub: Any) -> None:
 
 
 def _snapshot_from_file(path: str) -> PolicySnapshot:
+    input_file(path)
     try:
         policy_file = read_policy_file(path)
     except PolicyFileError as exc:
@@ -185,40 +187,34 @@ def _parse_context(text: str, where: str) -> RouteContext:
     return derived
 
 
-def _raw_lines(path: str) -> Iterator[bytes]:
-    if path == STDIN:
-        yield from sys.stdin.buffer
-        return
-    try:
-        with Path(path).open("rb") as handle:
-            yield from handle
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise CliError(f"{path}: is a directory") from None
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read: {exc.strerror or type(exc).__name__}") from None
-
-
 def _json_lines(path: str) -> Iterator[tuple[int, RouteContext | CliError]]:
-    """``(line number, context or the error for that line)``; blank lines are skipped."""
+    """``(line number, context or the error for that line)``; blank lines are skipped.
+
+    A line over the limit ends the input (``json_lines`` refuses the rest): its error is the last item.
+    """
     source = "<stdin>" if path == STDIN else path
-    for number, raw in enumerate(_raw_lines(path), start=1):
-        where = f"{source}:{number}"
-        if len(raw) > _MAX_LINE_BYTES:
-            yield number, CliError(f"{where}: line longer than {_MAX_LINE_BYTES} bytes")
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield number, CliError(f"{where}: not UTF-8 text (byte {exc.start})")
-            continue
-        if not text.strip():
-            continue
-        try:
-            yield number, _parse_context(text, where)
-        except CliError as exc:
-            yield number, exc
+    try:
+        for number, raw in json_lines(path):
+            yield number, _context_of_line(raw, f"{source}:{number}")
+    except CliError as exc:
+        yield -1, exc
+
+
+def _context_of_line(raw: bytes, where: str) -> RouteContext | CliError:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return CliError(f"{where}: not UTF-8 text (byte {exc.start})")
+    if not text.strip():
+        return _BLANK
+    try:
+        return _parse_context(text, where)
+    except CliError as exc:
+        return exc
+
+
+_BLANK: Final = CliError("blank line")
+"""A blank line: skipped, neither explained nor an error."""
 
 
 # -- output -----------------------------------------------------------------------------------------
@@ -255,7 +251,7 @@ def _chunks(
 def _explain_lines(path: str, snapshot: PolicySnapshot, full: bool) -> int:
     out = sys.stdout
     bad = 0
-    for chunk in _chunks(_json_lines(path)):
+    for chunk in _chunks(item for item in _json_lines(path) if item[1] is not _BLANK):
         contexts = [item for _, item in chunk if isinstance(item, RouteContext)]
         decisions = iter(explain_batch(contexts, snapshot))
         for _, item in chunk:
@@ -266,11 +262,10 @@ def _explain_lines(path: str, snapshot: PolicySnapshot, full: bool) -> int:
                 continue
             _write(out, _rendered(next(decisions), item, snapshot, full), indent=None)
         out.flush()
-    if bad:
+    if bad > 1:  # one bad line is said by its own error line
         source = "<stdin>" if path == STDIN else path
-        print(f"otel-route-shadow: {source}: {bad} malformed line(s) not explained", file=sys.stderr)
-        return EXIT_USAGE
-    return EXIT_OK
+        print(f"otel-route-shadow: {source}: {bad} malformed lines not explained", file=sys.stderr)
+    return EXIT_USAGE if bad else EXIT_OK
 
 
 def _explain(args: argparse.Namespace) -> int:

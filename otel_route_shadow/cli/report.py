@@ -46,7 +46,7 @@ from otel_route_shadow.analysis.snapshots import (
 from otel_route_shadow.analysis.source import ChainAnalysisError, EmptyChainError, UnverifiedChainError
 from otel_route_shadow.analysis.whatif import format_whatif, replay
 from otel_route_shadow.analysis.window import TimeWindow, WindowError
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, cap_jobs
 
 __all__ = ["register"]
 
@@ -105,6 +105,12 @@ def _register_report(sub: Any) -> None:
     )
     _common_chain_args(parser)
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report with charts")
+    parser.add_argument(
+        "--store",
+        metavar="DIR",
+        help="policy store holding the snapshots the records cite: adds, per snapshot, the spawns each "
+        "policy decided, was outranked in or never matched (policies that decided nothing included)",
+    )
     parser.set_defaults(handler=_handle_report)
 
 
@@ -214,6 +220,7 @@ def _dump(data: Any) -> str:
 def _check_jobs(args: argparse.Namespace) -> None:
     if args.jobs < 1:
         raise CliError("--jobs must be at least 1")
+    args.jobs = cap_jobs(args.jobs)
     if args.top < 0:
         raise CliError("--top must not be negative")
 
@@ -229,6 +236,10 @@ def _handle_report(args: argparse.Namespace) -> int:
     html_path = Path(args.html) if args.html else None
     if html_path is not None and html_path.is_dir():
         raise CliError(f"--html {html_path}: is a directory")
+    try:
+        loader = cited_loader(args.store) if args.store else None
+    except SnapshotSourceError as exc:
+        raise CliError(str(exc)) from None
     progress = _progress(args)
     try:
         report = build_report(
@@ -239,6 +250,7 @@ def _handle_report(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             verify_progress=progress,
             progress=_ReadingPhase(progress),
+            cited_loader=loader,
         )
     except ChainAnalysisError as exc:
         raise _chain_error(exc) from None

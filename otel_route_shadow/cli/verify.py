@@ -15,7 +15,7 @@ import time
 from typing import Any, TextIO
 
 from otel_route_shadow.chain import VerifyResult, verify_chain
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError, cap_jobs, input_file
 from otel_route_shadow.cli.verify_checkpoints import check_checkpoints, checkpoint_inputs, human_report
 
 __all__ = ["register"]
@@ -76,13 +76,14 @@ def _jobs(text: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    path: str = args.chain
+    path: str = input_file(args.chain)
+    jobs = cap_jobs(args.jobs)
     against = checkpoint_inputs(args, path)
     bar = _ProgressBar(sys.stderr) if _wants_progress(args, path) else None
     try:
         result = verify_chain(
             path,
-            jobs=args.jobs,
+            jobs=jobs,
             strict=args.strict,
             byte_progress=None if bar is None else bar.update,
         )
@@ -95,7 +96,9 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    report = None if against is None else check_checkpoints(path, *against, jobs=args.jobs)
+    if _not_a_chain(result):
+        raise CliError(f"{path}: not a decision chain: its first line is not a record ({result.detail})")
+    report = None if against is None else check_checkpoints(path, *against, jobs=jobs)
     if args.json:
         out = result.to_dict()
         if report is not None:
@@ -106,6 +109,13 @@ def _run(args: argparse.Namespace) -> int:
         if report is not None:
             print(human_report(path, report))
     return EXIT_OK if result.intact and (report is None or report.ok) else EXIT_FINDING
+
+
+def _not_a_chain(result: VerifyResult) -> bool:
+    """No line of the file is a record: its first one is unparseable (too long, not UTF-8, not JSON).
+    That is unusable input (exit 2), not a chain that breaks (exit 1)."""
+    reason = getattr(result.reason, "value", result.reason)
+    return result.records == 0 and result.first_bad_seq == 0 and reason == "unparseable"
 
 
 def _wants_progress(args: argparse.Namespace, path: str) -> bool:
