@@ -108,9 +108,6 @@ class CompactRange:
             digest = node_hash(left, digest)
         return digest
 
-    def copy(self) -> CompactRange:
-        return CompactRange(self.size, self.nodes)
-
 
 def inclusion_proof(index: int, size: int, range_hash: RangeHash) -> list[bytes]:
     """PATH(index, D[0:size]) of RFC 6962 section 2.1.1, leaf-to-root order."""

@@ -1,0 +1,40 @@
+"""Names vulture cannot see used: framework callbacks and fields (SDK span-processor and exporter
+hooks, pydantic ``model_config`` and validators, enum members read by value, counters that tests and
+benchmarks read). ``tests/test_dead_code.py`` runs vulture over the package with this file; a name that
+is really dead is deleted from the code, not added here."""
+
+# ruff: noqa: B018, F821
+
+CLAUDE_HAIKU  # unused variable: core/vocabulary.py
+CLAUDE_OPUS  # unused variable: core/vocabulary.py
+CLAUDE_SONNET  # unused variable: core/vocabulary.py
+DISABLED  # unused variable: core/vocabulary.py
+EXHAUSTED  # unused variable: core/vocabulary.py
+FAST  # unused variable: core/vocabulary.py
+HIGH_REASONING  # unused variable: core/vocabulary.py
+IMPLEMENTER  # unused variable: core/vocabulary.py
+LONG_CONTEXT  # unused variable: core/vocabulary.py
+PLANNER  # unused variable: core/vocabulary.py
+REVIEWER  # unused variable: core/vocabulary.py
+SUMMARIZER  # unused variable: core/vocabulary.py
+TRIAGER  # unused variable: core/vocabulary.py
+_._instrument  # unused method: instrumentation/__init__.py
+_._is_instrumented_by_opentelemetry  # unused attribute: instrumentation/__init__.py
+_._normalize  # unused method: core/policy.py
+_._uninstrument  # unused method: instrumentation/__init__.py
+_.failed_exports  # unused attribute: instrumentation/checkpoint_spans.py
+_.force_flush  # unused method: instrumentation/exporter.py, instrumentation/processor.py
+_.fsyncs  # unused attribute: chain/log.py
+_.full_loads  # unused property: store/store.py
+_.instrumentation_dependencies  # unused method: instrumentation/__init__.py
+_.never_awaited  # unused attribute: instrumentation/runtime.py
+_.on_end  # unused method: instrumentation/processor.py
+_.on_start  # unused method: instrumentation/processor.py
+_.quarantines  # unused attribute: chain/log.py
+_.reads  # unused attribute: tlog/tiles.py
+last_start_unix_nano  # unused variable: witness/crosscheck.py
+model_config  # unused variable: core/context.py, core/decision.py, core/identity.py, core/policy.py, core/requirements.py, core/shadow.py, instrumentation/config.py, tlog/proofs.py
+parent_context  # unused variable: instrumentation/processor.py
+policies_excluded  # unused variable: core/decision.py
+route_shadow_enabled  # unused variable: demo/factory.py
+selection  # unused variable: core/policy.py
