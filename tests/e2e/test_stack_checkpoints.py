@@ -160,7 +160,9 @@ def test_each_host_of_the_fleet_agrees_three_origins_in_one_project(
         assert code == 0, report
         assert report["verdict"] == "agree" and report["origin"] == host.origin
         assert report["coverage"]["witnessed_size"] == SPAWNS and report["coverage"]["unwitnessed"] == 0
-        assert report["checkpoints"]["witnessed"] >= SPAWNS // CHECKPOINT_EVERY
+        # Checkpoints are made in the checkpointer's own thread: a fast host's are coalesced, so how
+        # many there were depends on that thread; that the last one covers every spawn does not.
+        assert 1 <= report["checkpoints"]["witnessed"] <= SPAWNS // CHECKPOINT_EVERY + 1
         assert report["spans"]["orphan_spans"] == []  # the other hosts' spans are not this chain's
         assert 0.1 < report["coverage"]["span_coverage"] < 0.6  # the 30% sampler
 
