@@ -6,6 +6,8 @@ or any iterable) through :func:`observations`, so the rules below hold for all t
 
 * a payload that is not an object, or whose ``attributes`` are not an object, is ``malformed``;
 * a payload whose ``kind`` is not ``route-shadow`` is skipped and counted by kind (``skipped_kinds``);
+  a ``records-dropped`` event is also summed into ``dropped`` (:class:`DroppedGap`: the records a
+  writer had to drop, so every figure is over what was recorded; whole chain, not windowed);
 * with a time window set, a record outside it, or without a readable ``start_time_unix_nano``, is
   ``outside_window``;
 * an observation without ``route_shadow.outcome`` (a shadow path that failed and recorded only its
@@ -19,18 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final, Generic, TypeVar
 
 from otel_route_shadow.analysis.groups import GroupSpec, spec_name
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn
 from otel_route_shadow.analysis.tally import sorted_counts
 from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.chain.record import DROPPED_KIND
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import RECORD_KIND
 
 __all__ = [
     "PROGRESS_EVERY",
     "AnalysisResult",
+    "DroppedGap",
     "Observation",
     "RecordCounts",
     "Repeats",
@@ -50,6 +55,53 @@ Observation = tuple[int, dict[str, Any], dict[str, Any], int]
 """``(seq, payload, attributes, start ns)``; the start is -1 when the record has no readable one."""
 
 
+def _iso_ns(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class DroppedGap:
+    """The ``records-dropped`` events of a chain (``docs/chain-format.md`` section 7): records a
+    writer dropped because another process held the chain's lock past its bounded backlog. They are
+    not in any figure; ``records`` is 0 for a chain without such events (older chains too)."""
+
+    events: int = 0
+    records: int = 0
+    first_ns: int | None = None
+    last_ns: int | None = None
+
+    def add(self, payload: dict[str, Any]) -> None:
+        """Count one event; a count or time that does not read as one counts as 0 / unknown."""
+        count = payload.get("count")
+        self.events += 1
+        self.records += count if type(count) is int and count > 0 else 0
+        first = start_ns(payload, "first_time_unix_nano")
+        last = start_ns(payload, "last_time_unix_nano")
+        if first >= 0:
+            self.first_ns = first if self.first_ns is None else min(self.first_ns, first)
+        if last >= 0:
+            self.last_ns = last if self.last_ns is None else max(self.last_ns, last)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "events": self.events,
+            "records": self.records,
+            "first_time": None if self.first_ns is None else _iso_ns(self.first_ns),
+            "last_time": None if self.last_ns is None else _iso_ns(self.last_ns),
+        }
+
+    def describe(self) -> str:
+        """One line: ``none``, or the gap and what it means for the figures."""
+        if not self.events:
+            return "dropped records: none"
+        when = self.as_dict()
+        return (
+            f"GAP: {self.records} records dropped by the writer in {self.events} "
+            f"event{'s' if self.events != 1 else ''}, from {when['first_time'] or '(unknown)'} to "
+            f"{when['last_time'] or '(unknown)'}; every figure is over the recorded records only"
+        )
+
+
 @dataclass(slots=True)
 class RecordCounts:
     """What the reader saw: every record read is in exactly one of these counts."""
@@ -60,6 +112,8 @@ class RecordCounts:
     outside_window: int = 0
     without_decision: int = 0
     malformed: int = 0
+    dropped: DroppedGap = field(default_factory=DroppedGap)
+    """Summed from the ``records-dropped`` events (also counted in ``skipped_kinds``)."""
 
     def demote(self) -> None:
         """An observation a consumer could not use after all (a value no exporter writes)."""
@@ -74,6 +128,7 @@ class RecordCounts:
             "outside_window": self.outside_window,
             "without_decision": self.without_decision,
             "malformed": self.malformed,
+            "dropped": self.dropped.as_dict(),
         }
 
     def describe(self) -> str:
@@ -121,10 +176,11 @@ class Repeats(Generic[V]):
         self.seen[decision_id] = (attributes, value)
 
 
-def start_ns(payload: dict[str, Any]) -> int:
-    """The record's span start in nanoseconds, or -1 when it has none that reads as one."""
+def start_ns(payload: dict[str, Any], key: str = "start_time_unix_nano") -> int:
+    """The record's span start (or another ``key``) in nanoseconds, or -1 when it has none that
+    reads as one."""
     try:
-        ns = int(payload["start_time_unix_nano"])
+        ns = int(payload[key])
     except (KeyError, TypeError, ValueError):
         return -1
     return ns if ns >= 0 else -1
@@ -139,6 +195,8 @@ def _attributes(payload: Any, counts: RecordCounts) -> dict[str, Any] | None:
     if kind != RECORD_KIND:
         name = kind if isinstance(kind, str) else NO_KIND
         counts.skipped_kinds[name] = counts.skipped_kinds.get(name, 0) + 1
+        if kind == DROPPED_KIND:
+            counts.dropped.add(payload)
         return None
     attributes = payload.get("attributes")
     if not isinstance(attributes, dict):

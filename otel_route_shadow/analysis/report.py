@@ -620,6 +620,7 @@ def _text_header(report: Report) -> list[str]:
         f"  chain: {report.chain.describe()}",
         f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}",
         f"{report.mark()} {report.records.describe()}",
+        f"{'!' if report.records.dropped.events else report.mark()} {report.records.dropped.describe()}",
     ]
 
 

@@ -1,0 +1,90 @@
+"""A chain that records a gap (a ``records-dropped`` event: a writer's backlog was full while another
+process held the lock) shows it in ``report`` (text, JSON, HTML) and ``audit``; a chain without one
+says "none". The drop is forced for real: a child process holds the chain's ``flock`` while a writer
+with a zero-record backlog submits.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_analysis_support import EXPECTED, build_chain
+from test_chain_lock import lock_held_by_another_process
+
+from otel_route_shadow.analysis.html import render_html
+from otel_route_shadow.analysis.report import build_report, format_report
+from otel_route_shadow.chain import RoutingAuditLog, encode_payload, iter_payloads, sanitize_payload
+
+DROPPED = 3
+
+
+def force_drop(path: Path, count: int = DROPPED) -> tuple[int, int]:
+    """Drop ``count`` copies of the chain's last observation (then write one more, which writes the
+    event); returns the wall-clock bounds of the drop."""
+    last = [payload for _, payload in iter_payloads(path)][-1]
+    encoded = encode_payload(*sanitize_payload(last))
+    log = RoutingAuditLog(path, lock_timeout=0.01, backlog=0)
+    before = time.time_ns()
+    with lock_held_by_another_process(path):
+        for _ in range(count):
+            assert log.submit(encoded) is None
+    after = time.time_ns()
+    assert log.submit(encoded) is not None
+    log.close()
+    return before, after
+
+
+@pytest.fixture
+def gap_chain(tmp_path: Path) -> Path:
+    path = tmp_path / "chain.jsonl"
+    build_chain(path)
+    force_drop(path)
+    return path
+
+
+def test_report_shows_the_dropped_records_in_text_json_and_html(gap_chain: Path) -> None:
+    report = build_report(gap_chain)
+    assert report.chain.verified and not report.flagged
+    assert report.observations == EXPECTED["spawns"] + 1
+    dropped: dict[str, Any] = report.as_dict()["records"]["dropped"]
+    assert (dropped["events"], dropped["records"]) == (1, DROPPED)
+    assert dropped["first_time"] is not None and dropped["first_time"] <= dropped["last_time"]
+    text = format_report(report)
+    line = next(line for line in text.splitlines() if "GAP" in line)
+    assert line.startswith("! GAP: 3 records dropped by the writer in 1 event, from ")
+    assert "every figure is over the recorded records only" in line
+    html = render_html(report)
+    assert '<p class="flag">GAP: 3 records dropped' in html
+
+
+def test_the_dropped_times_are_when_the_drop_happened(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    build_chain(path)
+    before, after = force_drop(path, 2)
+    gap = build_report(path).records.dropped
+    assert (gap.events, gap.records) == (1, 2)
+    assert gap.first_ns is not None and gap.last_ns is not None
+    assert before <= gap.first_ns <= gap.last_ns <= after
+
+
+def test_two_gaps_are_summed_and_span_both(gap_chain: Path) -> None:
+    force_drop(gap_chain, 2)
+    gap = build_report(gap_chain).records.dropped
+    assert (gap.events, gap.records) == (2, DROPPED + 2)
+
+
+def test_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    build_chain(path)
+    report = build_report(path)
+    assert report.as_dict()["records"]["dropped"] == {
+        "events": 0,
+        "records": 0,
+        "first_time": None,
+        "last_time": None,
+    }
+    assert "  dropped records: none" in format_report(report).splitlines()
+    assert "GAP" not in render_html(report)
