@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Final, Generic, TypeVar
 
 from otel_route_shadow.analysis.groups import GroupSpec, spec_name
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn
 from otel_route_shadow.analysis.tally import sorted_counts
 from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.chain.backlog import DroppedGap
 from otel_route_shadow.chain.record import DROPPED_KIND
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import RECORD_KIND
@@ -35,7 +35,6 @@ from otel_route_shadow.shadow.record import RECORD_KIND
 __all__ = [
     "PROGRESS_EVERY",
     "AnalysisResult",
-    "DroppedGap",
     "Observation",
     "RecordCounts",
     "Repeats",
@@ -53,53 +52,6 @@ V = TypeVar("V")
 
 Observation = tuple[int, dict[str, Any], dict[str, Any], int]
 """``(seq, payload, attributes, start ns)``; the start is -1 when the record has no readable one."""
-
-
-def _iso_ns(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat().replace("+00:00", "Z")
-
-
-@dataclass(slots=True)
-class DroppedGap:
-    """The ``records-dropped`` events of a chain (``docs/chain-format.md`` section 7): records a
-    writer dropped because another process held the chain's lock past its bounded backlog. They are
-    not in any figure; ``records`` is 0 for a chain without such events (older chains too)."""
-
-    events: int = 0
-    records: int = 0
-    first_ns: int | None = None
-    last_ns: int | None = None
-
-    def add(self, payload: dict[str, Any]) -> None:
-        """Count one event; a count or time that does not read as one counts as 0 / unknown."""
-        count = payload.get("count")
-        self.events += 1
-        self.records += count if type(count) is int and count > 0 else 0
-        first = start_ns(payload, "first_time_unix_nano")
-        last = start_ns(payload, "last_time_unix_nano")
-        if first >= 0:
-            self.first_ns = first if self.first_ns is None else min(self.first_ns, first)
-        if last >= 0:
-            self.last_ns = last if self.last_ns is None else max(self.last_ns, last)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "events": self.events,
-            "records": self.records,
-            "first_time": None if self.first_ns is None else _iso_ns(self.first_ns),
-            "last_time": None if self.last_ns is None else _iso_ns(self.last_ns),
-        }
-
-    def describe(self) -> str:
-        """One line: ``none``, or the gap and what it means for the figures."""
-        if not self.events:
-            return "dropped records: none"
-        when = self.as_dict()
-        return (
-            f"GAP: {self.records} records dropped by the writer in {self.events} "
-            f"event{'s' if self.events != 1 else ''}, from {when['first_time'] or '(unknown)'} to "
-            f"{when['last_time'] or '(unknown)'}; every figure is over the recorded records only"
-        )
 
 
 @dataclass(slots=True)
