@@ -13,10 +13,15 @@ from typing import Any
 import pytest
 from test_analysis_support import EXPECTED, build_chain
 from test_chain_lock import lock_held_by_another_process
+from witness_support import FakeWitness, Host, seam_payload
 
 from otel_route_shadow.analysis.html import render_html
 from otel_route_shadow.analysis.report import build_report, format_report
 from otel_route_shadow.chain import RoutingAuditLog, encode_payload, iter_payloads, sanitize_payload
+from otel_route_shadow.cli import audit as audit_cli
+from otel_route_shadow.cli import main
+from otel_route_shadow.witness.audit import audit_chain
+from otel_route_shadow.witness.verdict import Verdict
 
 DROPPED = 3
 
@@ -88,3 +93,53 @@ def test_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
     }
     assert "  dropped records: none" in format_report(report).splitlines()
     assert "GAP" not in render_html(report)
+
+
+# -- audit ---------------------------------------------------------------------------------------------
+
+AUDIT_ORIGIN = "example.test/route-shadow/gaps"
+
+
+def _drop_then_append(chain: Path, witness: FakeWitness, count: int) -> None:
+    """Another process holds the lock while ``count`` seam records are submitted and dropped; the next
+    record writes the ``records-dropped`` event, then itself (its span reaches the witness)."""
+    log = RoutingAuditLog(chain, lock_timeout=0.01, backlog=0)
+    with lock_held_by_another_process(chain):
+        for i in range(count):
+            dropped = encode_payload(*sanitize_payload(seam_payload(AUDIT_ORIGIN, 100 + i, 1)))
+            assert log.submit(dropped) is None
+    after = seam_payload(AUDIT_ORIGIN, 200, 1)
+    assert log.submit(encode_payload(*sanitize_payload(after))) is not None
+    witness.add_seam(after)
+    log.close()
+
+
+def test_audit_lists_the_gap_under_coverage_and_still_agrees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    witness = FakeWitness()
+    monkeypatch.setattr(audit_cli, "build_witness", lambda *_: witness)
+    host = Host(tmp_path / "host", AUDIT_ORIGIN, witness).run(20)
+    _drop_then_append(host.chain, witness, DROPPED)
+    report = audit_chain(str(host.chain), witness)
+    assert report.verdict is Verdict.AGREE
+    assert (report.dropped.events, report.dropped.records) == (1, DROPPED)
+    coverage = report.to_json()["coverage"]
+    assert coverage["dropped"]["records"] == DROPPED and coverage["dropped"]["first_time"] is not None
+    assert report.spans.verdict == "agree" and report.spans.errors == 0  # not a span finding
+    assert report.unwitnessed == 2  # the event and the record after it, past the last checkpoint
+    code = main(["audit", str(host.chain), "--backend", "http://127.0.0.1:9"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    coverage_at = out.index("coverage: ")
+    gap_at = out.index("  GAP: 3 records dropped by the writer in 1 event, from ")
+    assert coverage_at < gap_at < out.index("verdict: AGREE")
+    assert "the chain records it, so it is no disagreement" in out
+
+
+def test_audit_of_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
+    witness = FakeWitness()
+    host = Host(tmp_path / "host", AUDIT_ORIGIN, witness).run(10)
+    report = audit_chain(str(host.chain), witness)
+    assert report.to_json()["coverage"]["dropped"]["events"] == 0
+    assert "  dropped records: none" in audit_cli.render_text(report).splitlines()
