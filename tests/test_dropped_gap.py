@@ -11,13 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_analysis_support import EXPECTED, build_chain
 from test_chain_lock import lock_held_by_another_process
 from witness_support import FakeWitness, Host, seam_payload
 
 from otel_route_shadow.analysis.html import render_html
 from otel_route_shadow.analysis.report import build_report, format_report
-from otel_route_shadow.chain import RoutingAuditLog, encode_payload, iter_payloads, sanitize_payload
+from otel_route_shadow.chain import (
+    DROPPED_KIND,
+    DroppedGap,
+    RoutingAuditLog,
+    encode_payload,
+    iter_payloads,
+    sanitize_payload,
+)
 from otel_route_shadow.cli import audit as audit_cli
 from otel_route_shadow.cli import main
 from otel_route_shadow.witness.audit import audit_chain
@@ -143,3 +152,35 @@ def test_audit_of_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
     report = audit_chain(str(host.chain), witness)
     assert report.to_json()["coverage"]["dropped"]["events"] == 0
     assert "  dropped records: none" in audit_cli.render_text(report).splitlines()
+
+
+event_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.text(max_size=24), st.floats()
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            event_values,
+            st.fixed_dictionaries(
+                {"kind": st.sampled_from([DROPPED_KIND, "route-shadow", 7])},
+                optional={
+                    "count": event_values,
+                    "first_time_unix_nano": st.one_of(event_values, st.integers(0, 10**22).map(str)),
+                    "last_time_unix_nano": st.one_of(event_values, st.integers(0, 10**22).map(str)),
+                },
+            ),
+        ),
+        max_size=8,
+    )
+)
+def test_a_gap_reads_any_payload_without_raising(payloads: list[Any]) -> None:
+    gap = DroppedGap()
+    for payload in payloads:
+        gap.add(payload)
+    events = [p for p in payloads if isinstance(p, dict) and p.get("kind") == DROPPED_KIND]
+    assert gap.events == len(events) and gap.records >= 0
+    assert (gap.events == 0) == gap.describe().endswith("none")
+    assert gap.as_dict()["events"] == gap.events  # the dates format, whatever the times were

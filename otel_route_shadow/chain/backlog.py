@@ -44,7 +44,7 @@ def dropped_event(count: int, first_ns: int, last_ns: int) -> dict[str, object]:
 def _ns(payload: dict[str, Any], key: str) -> int:
     """A decimal nanosecond time of the event, or -1 when it does not read as one."""
     value = payload.get(key)
-    if not isinstance(value, str) or not value.isdecimal() or not value.isascii() or len(value) > 19:
+    if not isinstance(value, str) or not value.isdecimal() or not value.isascii() or len(value) > 21:
         return -1
     ns = int(value)
     return ns if ns <= _LATEST_NS else -1
