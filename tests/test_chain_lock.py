@@ -200,3 +200,23 @@ def test_the_exporter_keeps_what_waited_and_writes_it_at_shutdown(tmp_path: Path
     seams = [p["attributes"]["route_shadow.seam"] for p in _payloads(path)]  # type: ignore[index]
     assert seams == ["first", "waited"]
     assert verify_chain(path).intact
+
+
+def test_an_fsync_append_does_not_wait_past_the_timeout_for_a_held_sync_lock(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, durability="fsync", lock_timeout=0.01)
+    log.append({"kind": "route-shadow", "n": 0})
+    syncs = log.fsyncs
+    with lock_held_by_another_process(Path(str(path) + ".sync")):
+        for n in (1, 2):
+            record = _timed(log.append, {"kind": "route-shadow", "n": n})
+            assert record is not None
+    assert log.fsyncs == syncs and log.sync_timeouts == 2
+    warnings = [r for r in caplog.records if "sync lock stayed taken" in r.getMessage()]
+    assert len(warnings) == 1
+    assert _ns(_payloads(path)) == [0, 1, 2]
+    log.append({"kind": "route-shadow", "n": 3})
+    assert log.fsyncs == syncs + 1
+    assert verify_chain(path).intact

@@ -267,6 +267,9 @@ def render_html(report: Report, *, top: int = 3) -> str:
         f"outside window {report.outside_window}, without a decision {report.without_decision}, "
         f"malformed {report.malformed}<br>otel-route-shadow {escape(__version__)}</p>"
     )
+    if report.records.dropped.events:
+        gap = escape(report.records.dropped.describe())
+        out.append(f'<p class="flag">{gap}; every figure is over the recorded records only</p>')
     kpis = (
         ("spawns", str(t.spawns)),
         ("agreement", _pct(rate(t.agreed, t.spawns))),

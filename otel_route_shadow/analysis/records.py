@@ -6,6 +6,8 @@ or any iterable) through :func:`observations`, so the rules below hold for all t
 
 * a payload that is not an object, or whose ``attributes`` are not an object, is ``malformed``;
 * a payload whose ``kind`` is not ``route-shadow`` is skipped and counted by kind (``skipped_kinds``);
+  a ``records-dropped`` event is also summed into ``dropped`` (:class:`DroppedGap`: the records a
+  writer had to drop, so every figure is over what was recorded; whole chain, not windowed);
 * with a time window set, a record outside it, or without a readable ``start_time_unix_nano``, is
   ``outside_window``;
 * an observation without ``route_shadow.outcome`` (a shadow path that failed and recorded only its
@@ -25,6 +27,8 @@ from otel_route_shadow.analysis.groups import GroupSpec, spec_name
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn
 from otel_route_shadow.analysis.tally import sorted_counts
 from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.chain.backlog import DroppedGap
+from otel_route_shadow.chain.record import DROPPED_KIND
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import RECORD_KIND
 
@@ -60,6 +64,8 @@ class RecordCounts:
     outside_window: int = 0
     without_decision: int = 0
     malformed: int = 0
+    dropped: DroppedGap = field(default_factory=DroppedGap)
+    """Summed from the ``records-dropped`` events (also counted in ``skipped_kinds``)."""
 
     def demote(self) -> None:
         """An observation a consumer could not use after all (a value no exporter writes)."""
@@ -74,6 +80,7 @@ class RecordCounts:
             "outside_window": self.outside_window,
             "without_decision": self.without_decision,
             "malformed": self.malformed,
+            "dropped": self.dropped.as_dict(),
         }
 
     def describe(self) -> str:
@@ -121,10 +128,11 @@ class Repeats(Generic[V]):
         self.seen[decision_id] = (attributes, value)
 
 
-def start_ns(payload: dict[str, Any]) -> int:
-    """The record's span start in nanoseconds, or -1 when it has none that reads as one."""
+def start_ns(payload: dict[str, Any], key: str = "start_time_unix_nano") -> int:
+    """The record's span start (or another ``key``) in nanoseconds, or -1 when it has none that
+    reads as one."""
     try:
-        ns = int(payload["start_time_unix_nano"])
+        ns = int(payload[key])
     except (KeyError, TypeError, ValueError):
         return -1
     return ns if ns >= 0 else -1
@@ -139,6 +147,8 @@ def _attributes(payload: Any, counts: RecordCounts) -> dict[str, Any] | None:
     if kind != RECORD_KIND:
         name = kind if isinstance(kind, str) else NO_KIND
         counts.skipped_kinds[name] = counts.skipped_kinds.get(name, 0) + 1
+        if kind == DROPPED_KIND:
+            counts.dropped.add(payload)
         return None
     attributes = payload.get("attributes")
     if not isinstance(attributes, dict):

@@ -620,7 +620,16 @@ def _text_header(report: Report) -> list[str]:
         f"  chain: {report.chain.describe()}",
         f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}",
         f"{report.mark()} {report.records.describe()}",
+        _text_dropped(report),
     ]
+
+
+def _text_dropped(report: Report) -> str:
+    """The gap the chain records, marked ``!`` (the figures leave those records out), or ``none``."""
+    gap = report.records.dropped
+    if not gap.events:
+        return f"{report.mark()} {gap.describe()}"
+    return f"! {gap.describe()}; every figure is over the recorded records only"
 
 
 def _text_totals(report: Report, mark: str, top: int) -> list[str]:

@@ -10,7 +10,7 @@ waiting for the lock), ``verify`` and ``reader`` (reading), ``errors``.
 
 from __future__ import annotations
 
-from otel_route_shadow.chain.backlog import BACKLOG_RECORDS
+from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, DroppedGap
 from otel_route_shadow.chain.canonical import MAX_SAFE_INTEGER, canonical_bytes
 from otel_route_shadow.chain.errors import (
     ChainCorruptError,
@@ -62,6 +62,7 @@ __all__ = [
     "ChainPathError",
     "ChainPayloadError",
     "ChainRecord",
+    "DroppedGap",
     "Durability",
     "EncodedPayload",
     "PayloadTemplate",

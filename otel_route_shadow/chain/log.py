@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import struct
 import threading
@@ -70,6 +71,8 @@ quarantine marker (see ``RoutingAuditLog._prepare``)."""
 _WATERMARK: Final = struct.Struct("<QQQ")
 """Shared durable watermark in the ``.sync`` file: device, inode, durable byte offset."""
 
+_LOG: Final = logging.getLogger("otel_route_shadow")
+
 _INSTANCES: weakref.WeakSet[RoutingAuditLog] = weakref.WeakSet()
 
 
@@ -96,6 +99,8 @@ class RoutingAuditLog:
     waits for the chain's file lock (and for another thread of this instance). :meth:`append` then
     raises :class:`ChainLockTimeout`; :meth:`submit` keeps the record in a bounded backlog of
     ``backlog`` records instead, written in order before the next record (or by :meth:`flush`).
+    With ``"fsync"`` it bounds the wait for the ``.sync`` lock too: past it the record, already
+    written, is left with ``flush`` durability (logged once; counted in ``sync_timeouts``).
 
     Instances are thread-safe and may be shared; separate instances and separate processes on one path
     coordinate through the file lock. After ``fork`` the child reopens its descriptors lazily, and
@@ -136,6 +141,8 @@ class RoutingAuditLog:
         """Data syncs this instance performed (group commit makes it smaller than the appends)."""
         self.quarantines = 0
         """Torn tails this instance moved to quarantine."""
+        self.sync_timeouts = 0
+        """``fsync`` appends whose group commit gave up at ``lock_timeout`` (written, not synced)."""
         _INSTANCES.add(self)
 
     # -- public -------------------------------------------------------------------------------------
@@ -488,13 +495,25 @@ class RoutingAuditLog:
         return self._sync_fd
 
     def _group_commit(self, fd: int, identity: tuple[int, int], end: int) -> None:
-        """Make ``[0, end)`` durable, sharing one ``fdatasync`` among every appender that waits."""
+        """Make ``[0, end)`` durable, sharing one ``fdatasync`` among every appender that waits.
+
+        With a ``lock_timeout`` the wait for the ``.sync`` lock (and this instance's sync thread) is
+        bounded by it too: past it the record, already written, keeps ``flush`` durability, and the
+        first such time is logged (once per instance)."""
         dev, ino = identity
-        with self._sync_lock:
+        timeout = self._lock_timeout
+        if not self._sync_lock.acquire(timeout=-1 if timeout is None else timeout):
+            self._sync_timed_out()
+            return
+        try:
             if identity == self._identity and self._durable >= end:
                 return
             sfd = self._sync_descriptor()
-            fcntl.flock(sfd, fcntl.LOCK_EX)
+            if timeout is None:
+                fcntl.flock(sfd, fcntl.LOCK_EX)
+            elif not flock_within(sfd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
+                self._sync_timed_out()
+                return
             try:
                 shared = _read_watermark(sfd)
                 if shared[0] == dev and shared[1] == ino and shared[2] >= end:
@@ -510,6 +529,20 @@ class RoutingAuditLog:
                     self._durable = target
             finally:
                 fcntl.flock(sfd, fcntl.LOCK_UN)
+        finally:
+            self._sync_lock.release()
+
+    def _sync_timed_out(self) -> None:
+        """Count a sync skipped at the lock timeout; log the first one (the record has ``flush``
+        durability: written to the operating system, not yet known to be on stable storage)."""
+        self.sync_timeouts += 1
+        if self.sync_timeouts == 1:
+            _LOG.warning(
+                "route-shadow: %s: the sync lock stayed taken past %s s; records written without "
+                "waiting for fsync (flush durability) when that happens",
+                self._sync_path,
+                self._lock_timeout,
+            )
 
     def _lower_watermark(self, offset: int) -> None:
         """After a truncation the watermark may name bytes that no longer exist; pull it back."""

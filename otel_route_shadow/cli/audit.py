@@ -368,8 +368,18 @@ def render_coverage(report: AuditReport) -> list[str]:
             else "no records"
         )
     )
+    lines.append(f"  {render_dropped(report)}")
     lines.extend(f"  insufficient: {line}" for line in report.shortfalls())
     return lines
+
+
+def render_dropped(report: AuditReport) -> str:
+    """The chain's own account of records a writer dropped (listed, not judged)."""
+    gap = report.dropped
+    scope = f" (records from seq {report.trusted_from})" if report.trusted_from else ""
+    if not gap.events:
+        return f"{gap.describe()}{scope}"
+    return f"{gap.describe()}{scope}; the chain records it, so it is no disagreement"
 
 
 def render_verdict(report: AuditReport) -> str:

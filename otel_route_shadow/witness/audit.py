@@ -9,6 +9,8 @@ Shell code (reads the chain, queries the witness); the judgement is :mod:`.verdi
 3. the witness's seam spans for the chain's window - only those of the origin when the records carry
    it, so two hosts or two runs sharing a backend project never raise false alarms - joined record by
    record (:mod:`.crosscheck`).
+4. the ``records-dropped`` events among the records read (the chain's own account of records a writer
+   had to drop), listed under coverage; they never change the verdict (:mod:`.verdict`).
 
 Checkpoints are fetched before the chain is read, and spans before the second pass, so a chain still
 being written never looks shorter than what the witness already holds.
@@ -281,6 +283,7 @@ def audit_chain(
         signatures_checked=bool(options.verifier_keys),
         thresholds=options.thresholds,
         trusted_from=tail.first_seq or None,
+        dropped=summary.dropped,
     )
     _remember(report, options, trust)
     return report

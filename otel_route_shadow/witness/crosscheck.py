@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from otel_route_shadow.chain import ChainPayloadError, sanitize_payload
+from otel_route_shadow.chain import ChainPayloadError, DroppedGap, sanitize_payload
 from otel_route_shadow.witness.base import (
     SEAM_PREFIXES,
     TimeWindow,
@@ -137,6 +137,7 @@ class ChainSummary:
     last_start_unix_nano: int | None
     origin: str | None = None  # the first seam record's route_shadow.origin
     origin_records: int = 0  # seam records carrying that origin
+    dropped: DroppedGap = field(default_factory=DroppedGap)  # the records-dropped events read
 
 
 def summarize_chain(payloads: Iterable[tuple[int, object]]) -> ChainSummary:
@@ -145,11 +146,13 @@ def summarize_chain(payloads: Iterable[tuple[int, object]]) -> ChainSummary:
     last: int | None = None
     origin: str | None = None
     origin_records = 0
+    dropped = DroppedGap()
     for seq, payload in payloads:
         record = seam_record(seq, payload)
         if not isinstance(record, SeamRecord):
             if record is None:
                 other += 1
+                dropped.add(payload)
             else:
                 seam += 1
             continue
@@ -161,7 +164,7 @@ def summarize_chain(payloads: Iterable[tuple[int, object]]) -> ChainSummary:
         if isinstance(value, str) and origin in (None, value):
             origin = value
             origin_records += 1
-    return ChainSummary(seam, other, first, last, origin, origin_records)
+    return ChainSummary(seam, other, first, last, origin, origin_records, dropped)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,8 +8,11 @@ Pure logic, no I/O. Three kinds of evidence meet here:
   sampled out, with the first bad seq;
 * **span cross-check** - each record against its span (:mod:`.crosscheck`), reported separately;
 * **coverage** - how much of the chain the witness covers: the last witnessed size against the chain's
-  size (the unwitnessed tail), how old that checkpoint is, and the share of records whose span the
-  backend holds.
+  size (the unwitnessed tail), how old that checkpoint is, the share of records whose span the
+  backend holds, and the **dropped-record gap**: the ``records-dropped`` events among the records read
+  (a writer's bounded backlog was full while another process held the chain's lock). The gap is
+  listed, never judged: the chain is honest about it (the event is hash-linked like any record), so
+  it is not a ``disagree``, and records never written have no span to miss, so it is no shortfall.
 
 Verdicts (each with its exit code in ``cli.audit``), decided by the first rule that applies:
 
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from otel_route_shadow.chain import DroppedGap
 from otel_route_shadow.witness.base import format_unix_nano
 from otel_route_shadow.witness.checkpoints import BadCheckpointSpan, WitnessedCheckpoint
 from otel_route_shadow.witness.crosscheck import CrossCheckReport
@@ -113,6 +117,7 @@ class AuditReport:
     signatures_checked: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
     trusted_from: int | None = None  # incremental: records below this seq were proven by an earlier audit
+    dropped: DroppedGap = field(default_factory=DroppedGap)  # records-dropped events among those read
 
     # ---- coverage ------------------------------------------------------------------------------------
 
@@ -253,6 +258,7 @@ class AuditReport:
                 if self.checkpoint_age_ns is None
                 else round(self.checkpoint_age_ns / 1e9, 3),
                 "span_coverage": None if self.span_coverage is None else round(self.span_coverage, 6),
+                "dropped": self.dropped.as_dict(),
             },
             "shortfalls": self.shortfalls(),
             "spans": self.spans.to_json(),
