@@ -79,7 +79,7 @@ def _large(context: BenchContext, tail: int) -> tuple[Path, _Witness, str]:
     n = context.cfg.chain_records
     chain = _fresh_link(context.cfg.workdir / "audit" / "large", context.chains.large())
     witness = _Witness()
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, 1, 3600.0, max_leaves=n - tail)
+    checkpointer = Checkpointer(str(chain), ORIGIN, None, 1, 3600.0, max_leaves=n - tail, max_bytes=1 << 40)
     checkpointer.add_listener(witness.add)
     checkpointer.after_append()  # hashes the first n - tail lines: the checkpoint an earlier audit proved
     first = list(witness.spans)
