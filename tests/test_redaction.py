@@ -211,3 +211,17 @@ def test_values_under_credential_named_keys_are_scrubbed_whole() -> None:
 def test_json_pointer_escaping() -> None:
     assert json_pointer_token("a/b~c") == "a~1b~0c"
     assert json_pointer_token("plain") == "plain"
+
+
+def test_the_sanitizer_remembers_only_strings_it_found_clean() -> None:
+    from otel_route_shadow.chain import sanitize
+    from otel_route_shadow.chain.sanitize import sanitize_payload
+
+    secret = "token sk-ant-api03-" + "A1b2C3d4" * 8
+    clean = "route_shadow.some.attribute.name"
+    for _ in range(2):  # the second walk takes the remembered path for the clean string
+        payload, marks = sanitize_payload({clean: clean, "note": secret})
+        assert payload[clean] == clean and "sk-ant" not in payload["note"]
+        assert [m.path for m in marks] == ["/note"]
+    assert clean in sanitize._CLEAN
+    assert not any("sk-ant" in text for text in sanitize._CLEAN)
