@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -501,18 +502,10 @@ class RoutingPolicyStore:
             return _corrupt("store-unreadable", f"cannot lock the store to read it: {exc}", cacheable=False)
 
     def _inspect_unlocked(self) -> _Inspection:
-        try:
-            root_stat = os.stat(self._root)
-        except FileNotFoundError:
-            return _Inspection(SnapshotLoad("absent", PolicySnapshot(), note=_NOTHING_SAVED), None, True)
-        except OSError as exc:
-            return _corrupt(
-                "store-unreadable",
-                f"cannot read the store directory: {exc.strerror or type(exc).__name__}",
-                cacheable=exc.errno in (errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG),
-            )
-        if not stat.S_ISDIR(root_stat.st_mode):
-            return _corrupt("store-not-a-directory", "the store path exists but is not a directory")
+        """The store's verdict, one named check after another; the first that fails is the verdict."""
+        problem = self._root_problem()
+        if problem is not None:
+            return problem
         try:
             data = read_regular_file(self._current, MAX_SNAPSHOT_BYTES)
         except FileNotFoundError:
@@ -525,58 +518,72 @@ class RoutingPolicyStore:
             return _corrupt(exc.kind, f"{CURRENT_FILE}: {exc}", claimed=exc.claimed_revision)
         revision = current.revision
         history_path = self._revision_path(revision)
+        problem = self._history_problem(current, data, history_path)
+        if problem is not None:
+            return problem
+        snapshot = PolicySnapshot(
+            policies=current.policies, revision=revision, content_hash=current.content_hash, available=True
+        )
+        return _Inspection(SnapshotLoad("ok", snapshot, saved_at=current.saved_at), history_path, True)
+
+    def _root_problem(self) -> _Inspection | None:
+        """The store directory is missing (absent), unreadable, or not a directory; else None."""
+        try:
+            root_stat = os.stat(self._root)
+        except FileNotFoundError:
+            return _Inspection(SnapshotLoad("absent", PolicySnapshot(), note=_NOTHING_SAVED), None, True)
+        except OSError as exc:
+            return _corrupt(
+                "store-unreadable",
+                f"cannot read the store directory: {exc.strerror or type(exc).__name__}",
+                cacheable=exc.errno in (errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG),
+            )
+        if not stat.S_ISDIR(root_stat.st_mode):
+            return _corrupt("store-not-a-directory", "the store path exists but is not a directory")
+        return None
+
+    def _history_problem(
+        self, current: SnapshotDocument, data: bytes, history_path: str
+    ) -> _Inspection | None:
+        """The history's copy of ``current``'s revision is missing, unreadable, corrupt, of another
+        revision, or not the same snapshot (a hand edit of either file); else None."""
+        revision = current.revision
         relative = f"{HISTORY_DIR}/{revision_file_name(revision)}"
+        corrupt = functools.partial(_corrupt, claimed=revision, history_path=history_path)
         try:
             history_data = read_regular_file(history_path, MAX_SNAPSHOT_BYTES)
         except FileNotFoundError:
-            return _corrupt(
+            return corrupt(
                 "history-missing",
                 f"{CURRENT_FILE} is revision {revision}, but the history has no copy of it ({relative})",
-                claimed=revision,
-                history_path=history_path,
             )
         except ReadFailure as failure:
-            return _corrupt(
+            return corrupt(
                 "history-corrupt",
                 f"the history's copy of revision {revision} ({relative}): {failure}",
-                claimed=revision,
-                history_path=history_path,
                 cacheable=not failure.transient,
             )
         try:
             # save() writes the very same bytes to both files: equal bytes need no second decode.
             kept = current if history_data == data else decode_snapshot(history_data)
         except SnapshotFormatError as exc:
-            return _corrupt(
-                "history-corrupt",
-                f"the history's copy of revision {revision} ({relative}) is corrupt: {exc}",
-                claimed=revision,
-                history_path=history_path,
+            return corrupt(
+                "history-corrupt", f"the history's copy of revision {revision} ({relative}) is corrupt: {exc}"
             )
         if kept.revision != revision:
-            return _corrupt(
-                "history-corrupt",
-                f"{relative} holds revision {kept.revision}, not {revision}",
-                claimed=revision,
-                history_path=history_path,
-            )
+            return corrupt("history-corrupt", f"{relative} holds revision {kept.revision}, not {revision}")
         if (kept.content_hash, kept.saved_at) != (current.content_hash, current.saved_at):
             what = (
                 f"hash {current.content_hash[:12]} vs {kept.content_hash[:12]}"
                 if kept.content_hash != current.content_hash
                 else "saved_at differs"
             )
-            return _corrupt(
+            return corrupt(
                 "history-mismatch",
                 f"{CURRENT_FILE} does not match the history's copy of its own revision {revision} ({what}): "
                 "one of them was edited after it was saved",
-                claimed=revision,
-                history_path=history_path,
             )
-        snapshot = PolicySnapshot(
-            policies=current.policies, revision=revision, content_hash=current.content_hash, available=True
-        )
-        return _Inspection(SnapshotLoad("ok", snapshot, saved_at=current.saved_at), history_path, True)
+        return None
 
     def _inspect_without_current(self) -> _Inspection:
         try:
