@@ -220,3 +220,34 @@ def test_an_fsync_append_does_not_wait_past_the_timeout_for_a_held_sync_lock(
     log.append({"kind": "route-shadow", "n": 3})
     assert log.fsyncs == syncs + 1
     assert verify_chain(path).intact
+
+
+def test_the_checkpoint_at_uninstrument_covers_records_that_waited_for_the_lock(tmp_path: Path) -> None:
+    # The final checkpoint used to be taken before the backlog was written, so it (the one sent to the
+    # backend at uninstrument) left out the records that had waited for the lock.
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_route_shadow.demo import factory
+    from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
+
+    path = tmp_path / "chain.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=TracerProvider(), chain_path=path, seams=(), chain_lock_timeout_ms=10
+    )
+    jobs = factory.plan_jobs(3, factory.FactorySettings())
+    try:
+        runtime = instrumentor.runtime
+        assert runtime is not None
+        with shadow_spawn(factory.context_for(jobs[0], "agentic"), seam="t"):
+            pass
+        with lock_held_by_another_process(path):
+            for job in jobs[1:]:
+                with shadow_spawn(factory.context_for(job, "agentic"), seam="t"):
+                    pass
+        runtime.checkpoint_now()
+        last = runtime.checkpointer.last
+        assert last is not None and last.size == 3
+    finally:
+        instrumentor.uninstrument()
+    assert verify_chain(path).records == 3

@@ -57,7 +57,7 @@ from otel_route_shadow.instrumentation.config import (
     env_disabled,
     make_checkpointer,
 )
-from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+from otel_route_shadow.instrumentation.exporter import EXIT_FLUSH_S, RouteShadowChainExporter
 from otel_route_shadow.instrumentation.prefetch import SnapshotPrefetch
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import (
@@ -248,7 +248,9 @@ class ShadowRuntime:
         so they have no span and no record; this counts them (see ``seams``)."""
 
     def checkpoint_now(self) -> None:
-        """Checkpoint what the chain holds (at uninstrument and provider shutdown); never raises."""
+        """Write the records still waiting for the chain's lock (bounded: ``EXIT_FLUSH_S``), then
+        checkpoint what the chain holds (at uninstrument and provider shutdown); never raises."""
+        self.exporter.flush_backlog(EXIT_FLUSH_S)
         self.checkpointer.checkpoint_now()
 
     # -- switches -------------------------------------------------------------------------------
