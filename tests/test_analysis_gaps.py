@@ -23,6 +23,7 @@ from test_analysis_support import (
     rewrite_chain,
     snapshot_of,
 )
+from test_record_compat import NEW_KEYS
 
 from otel_route_shadow.analysis.gaps import NOT_READY, READY, TRANSIENT_ONLY, UNKNOWN, GapTally, Spawn
 from otel_route_shadow.analysis.html import render_html
@@ -32,7 +33,6 @@ from otel_route_shadow.analysis.whatif import format_whatif, replay
 from otel_route_shadow.cli import main
 from otel_route_shadow.core import LegacyStage, RouteContext, RoutingPolicy, build_legacy_route
 from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
-from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import RoutingPolicyStore
 
 
@@ -43,18 +43,6 @@ def chain(tmp_path: Path) -> Path:
     return path
 
 
-NEW_KEYS = (
-    attr.HOST_ROLE,
-    attr.CLAIM_MISMATCH,
-    attr.FINDING,
-    attr.FORBID_DIRECT_BYPASS,
-    attr.TIED_POLICIES,
-    attr.DECISION_TRANSPORT,
-    attr.REPO_IDENTITY_VERSION,
-    attr.ACCOUNTS,
-    attr.ACCOUNTS_OMITTED,
-)
-"""What issue 15 added to a record; a record without them is what an older chain holds."""
 
 
 def older(source: Path, target: Path) -> Path:

@@ -15,7 +15,7 @@ from otel_route_shadow.demo import factory
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import observe, record_payload
 
-NEW_KEYS = {
+NEW_KEYS = {  # what issue 15 added to a record: a record without them is what an older chain holds
     attr.HOST_ROLE,
     attr.CLAIM_MISMATCH,
     attr.FINDING,
