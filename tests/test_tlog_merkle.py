@@ -22,8 +22,11 @@ from otel_route_shadow.tlog import (
     verify_consistency,
     verify_inclusion,
 )
+from otel_route_shadow.tlog.merkle import leaf_hashes, perfect_root
 
-VECTORS = json.loads((Path(__file__).parent / "vectors" / "tlog" / "rfc6962.json").read_text(encoding="utf-8"))
+VECTORS = json.loads(
+    (Path(__file__).parent / "vectors" / "tlog" / "rfc6962.json").read_text(encoding="utf-8")
+)
 LEAVES = [bytes.fromhex(h) for h in VECTORS["leaves_hex"]]
 HASHES = [leaf_hash(leaf) for leaf in LEAVES]
 
@@ -55,7 +58,13 @@ def test_known_roots(size: int) -> None:
 
 @pytest.mark.parametrize("case", VECTORS["inclusion"], ids=lambda c: c["source"])
 def test_known_inclusion_proofs(case: dict[str, object]) -> None:
-    args = (case["leafIdx"], case["treeSize"], _b(case["leafHash"]), [_b(p) for p in case["proof"]], _b(case["root"]))  # type: ignore[index, union-attr, arg-type]
+    args = (
+        case["leafIdx"],
+        case["treeSize"],
+        _b(case["leafHash"]),
+        [_b(p) for p in case["proof"]],
+        _b(case["root"]),
+    )  # type: ignore[index, union-attr, arg-type]
     if case["wantErr"]:
         with pytest.raises(ProofError):
             verify_inclusion(*args)  # type: ignore[arg-type]
@@ -67,7 +76,13 @@ def test_known_inclusion_proofs(case: dict[str, object]) -> None:
 
 @pytest.mark.parametrize("case", VECTORS["consistency"], ids=lambda c: c["source"])
 def test_known_consistency_proofs(case: dict[str, object]) -> None:
-    args = (case["size1"], case["size2"], _b(case["root1"]), _b(case["root2"]), [_b(p) for p in case["proof"]])  # type: ignore[index, union-attr, arg-type]
+    args = (
+        case["size1"],
+        case["size2"],
+        _b(case["root1"]),
+        _b(case["root2"]),
+        [_b(p) for p in case["proof"]],
+    )  # type: ignore[index, union-attr, arg-type]
     if case["wantErr"]:
         with pytest.raises(ProofError):
             verify_consistency(*args)  # type: ignore[arg-type]
@@ -117,3 +132,59 @@ def test_proofs_for_impossible_arguments_are_refused() -> None:
         consistency_proof(6, 5, _range(HASHES))
     with pytest.raises(ProofError):
         verify_inclusion(0, 1, b"short", [], EMPTY_ROOT)
+
+
+def _tiles_by_definition(leaves: list[bytes]) -> tuple[list[tuple[int, int, bytes]], list[list[bytes]]]:
+    """Every full tile and the right edge, straight from the tlog-tiles definition: level L holds
+    the roots of the perfect subtrees of 256**L leaves, 256 per tile."""
+    full: list[tuple[int, int, bytes]] = []
+    edge: list[list[bytes]] = []
+    nodes, level = leaves, 0
+    while nodes or level == 0:
+        count = len(nodes) // 256
+        full += [(level, i, b"".join(nodes[i * 256 : (i + 1) * 256])) for i in range(count)]
+        edge.append(nodes[count * 256 :])
+        nodes = [root_from_leaf_hashes(nodes[i * 256 : (i + 1) * 256]) for i in range(count)]
+        level += 1
+    return full, edge
+
+
+@given(st.integers(0, 1100), st.lists(st.integers(1, 600), min_size=1, max_size=12))
+def test_extending_the_builder_in_any_chunks_gives_the_tiles_of_the_definition(
+    size: int, chunks: list[int]
+) -> None:
+    leaves = [leaf_hash(i.to_bytes(4, "big")) for i in range(size)]
+    builder = TreeBuilder()
+    start = 0
+    while start < size:
+        for count in chunks:
+            builder.extend(leaves[start : start + count])
+            start += count
+    full, edge = _tiles_by_definition(leaves)
+    assert builder.size == size
+    assert builder.root() == root_from_leaf_hashes(leaves)
+    assert sorted(builder.full) == sorted(full)
+    assert [row for row in builder.edge if row] == [row for row in edge if row]
+
+
+def test_extending_past_a_second_level_tile_matches_the_definition() -> None:
+    leaves = [leaf_hash(i.to_bytes(4, "big")) for i in range(TILE_SIZE_2 + 3)]
+    builder = TreeBuilder()
+    builder.extend(leaves[:1000])
+    builder.extend(leaves[1000:])
+    assert builder.root() == root_from_leaf_hashes(leaves)
+    assert (1, 0) in {(level, index) for level, index, _ in builder.full}
+
+
+def test_leaf_hashes_is_leaf_hash_of_each_line() -> None:
+    lines = [b"", b"a", b"\x00" * 3000, "é".encode()]
+    assert leaf_hashes(lines) == [leaf_hash(line) for line in lines]
+
+
+def test_perfect_root_is_the_root_of_a_power_of_two_leaves() -> None:
+    for k in range(0, 9):
+        hashes = [leaf_hash(bytes([i % 256, i // 256])) for i in range(1 << k)]
+        assert perfect_root(hashes) == root_from_leaf_hashes(hashes)
+
+
+TILE_SIZE_2 = 256 * 256

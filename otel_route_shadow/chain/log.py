@@ -210,7 +210,8 @@ class RoutingAuditLog:
             fd, size = locked
             try:
                 head, size = self._checked_head(fd, size)
-                head, size = self._write_backlog(fd, head, size)
+                if self._backlog.waiting:
+                    head, size = self._write_backlog(fd, head, size)
                 prev = GENESIS_HASH if head is None else head.record_hash
                 if encoded is not None:
                     head, size = self._write_record(fd, head, size, encoded)
@@ -235,7 +236,7 @@ class RoutingAuditLog:
         return self._prepare(fd, size)
 
     def _write_backlog(self, fd: int, head: ChainHead | None, size: int) -> tuple[ChainHead | None, int]:
-        entries = self._backlog.take() if len(self._backlog) else []
+        entries = self._backlog.take()
         for index, entry in enumerate(entries):
             try:
                 head, size = self._write_record(fd, head, size, entry)
@@ -333,10 +334,13 @@ class RoutingAuditLog:
         """
         fd = self._fd if self._fd >= 0 else self._open()
         for _ in range(8):
-            if timeout is None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            elif not flock_within(fd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
-                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # uncontended: one system call
+            except BlockingIOError:
+                if timeout is None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                elif not flock_within(fd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
+                    return None
             try:
                 current = os.stat(self._path)
             except FileNotFoundError:

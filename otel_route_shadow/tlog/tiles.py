@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-from otel_route_shadow.tlog.merkle import EMPTY_ROOT, HASH_SIZE, node_hash, root_from_leaf_hashes
+from otel_route_shadow.tlog.merkle import EMPTY_ROOT, HASH_SIZE, node_hash, perfect_root
 
 __all__ = ["TILE_HEIGHT", "TILE_WIDTH", "TileError", "TileStore", "TreeBuilder", "tile_path"]
 
@@ -173,21 +173,25 @@ class TreeBuilder:
 
     def add(self, leaf: bytes) -> None:
         """Append one leaf hash."""
-        self.size += 1
-        self._push(0, leaf)
+        self.extend([leaf])
 
-    def _push(self, level: int, digest: bytes) -> None:
-        while True:
+    def extend(self, leaves: Sequence[bytes]) -> None:
+        """Append leaf hashes: each tile they complete is queued for writing and its root (hashed by
+        :func:`perfect_root`, no Python step per node) goes up a level, and so on up the tree."""
+        before = self.size
+        self.size += len(leaves)
+        digests, level = list(leaves), 0
+        while digests:
             if level == len(self.edge):
                 self.edge.append([])
             row = self.edge[level]
-            row.append(digest)
-            if len(row) < TILE_WIDTH:
-                return
-            index = (self.size >> (TILE_HEIGHT * level)) // TILE_WIDTH - 1
-            self.full.append((level, index, b"".join(row)))
-            digest = root_from_leaf_hashes(row)
-            self.edge[level] = []
+            first = (before >> (TILE_HEIGHT * level)) // TILE_WIDTH  # the tile ``row`` belongs to
+            row.extend(digests)
+            complete = len(row) // TILE_WIDTH
+            tiles = [row[k * TILE_WIDTH : (k + 1) * TILE_WIDTH] for k in range(complete)]
+            self.full.extend((level, first + k, b"".join(tile)) for k, tile in enumerate(tiles))
+            self.edge[level] = row[complete * TILE_WIDTH :]
+            digests = [perfect_root(tile) for tile in tiles]
             level += 1
 
     def root(self) -> bytes:
@@ -198,7 +202,7 @@ class TreeBuilder:
             start = 0
             for height in range(TILE_HEIGHT - 1, -1, -1):
                 if len(row) >> height & 1:
-                    parts.append(root_from_leaf_hashes(row[start : start + (1 << height)]))
+                    parts.append(perfect_root(row[start : start + (1 << height)]))
                     start += 1 << height
         if not parts:
             return EMPTY_ROOT
