@@ -37,6 +37,7 @@ from otel_route_shadow.core import (
     parse_policies,
     validate_policies,
 )
+from otel_route_shadow.store.collector import collector_paused
 from otel_route_shadow.store.diff import SnapshotDiff, diff_snapshots
 from otel_route_shadow.store.fsio import (
     ReadFailure,
@@ -789,17 +790,19 @@ class RoutingPolicyStore:
 
         This is the one place a whole set is validated: a load trusts a snapshot by its hash.
         """
-        items = list(policies)
-        problems = validate_policies(items)
-        if blocking(problems) or (strict and problems):
-            raise InvalidPolicySetError(problems)
-        warnings = tuple(problems)
-        parsed, _ = parse_policies(items)
-        payload = prepare_snapshot(parsed)
+        with collector_paused():  # the bulk build: see store/collector.py for what that buys
+            items = list(policies)
+            problems = validate_policies(items)
+            if blocking(problems) or (strict and problems):
+                raise InvalidPolicySetError(problems)
+            warnings = tuple(problems)
+            parsed, _ = parse_policies(items)
+            payload = prepare_snapshot(parsed)
         new_hash = payload.content_hash
         self._ensure_root()
         with self._locked():
-            inspection = self._inspect(locked=True)
+            with collector_paused():  # reading the current revision is a bulk build too
+                inspection = self._inspect(locked=True)
             load = inspection.load
             if load.state == "corrupt":
                 if not inspection.cacheable or load.problem_kind in (
