@@ -9,6 +9,7 @@ call is a hang guard only, far above the timeout; no assertion depends on how fa
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -251,3 +252,53 @@ def test_the_checkpoint_at_uninstrument_covers_records_that_waited_for_the_lock(
     finally:
         instrumentor.uninstrument()
     assert verify_chain(path).records == 3
+
+
+def _watermark(path: Path) -> tuple[int, int, int]:
+    dev, ino, durable = struct.unpack("<QQQ", (Path(str(path) + ".sync")).read_bytes()[:24])
+    return dev, ino, durable
+
+
+def test_torn_tail_repair_does_not_wait_without_bound_for_a_held_sync_lock(tmp_path: Path) -> None:
+    # _lower_watermark took the .sync flock with no bound: a torn-tail repair in fsync mode stalled the
+    # spawn for as long as anyone held that lock. Now it gives up at the lock timeout, owes the
+    # lowering, and the next sync of the same writer settles it: chain intact, watermark exact.
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, durability="fsync", lock_timeout=0.01)
+    log.append({"kind": "route-shadow", "n": 0})
+    log.append({"kind": "route-shadow", "n": 1})
+    intact = path.stat().st_size
+    with path.open("ab") as chain:  # a writer killed mid-line, after a leader synced the torn bytes
+        chain.write(b'{"seq": 2, "payload": ' + b"x" * 4000)
+    st = path.stat()
+    (Path(str(path) + ".sync")).write_bytes(struct.pack("<QQQ", st.st_dev, st.st_ino, st.st_size))
+    syncs = log.fsyncs
+    with lock_held_by_another_process(Path(str(path) + ".sync")):
+        record = _timed(log.append, {"kind": "route-shadow", "n": 2})
+        assert record is not None and log.quarantines == 1
+        assert log.fsyncs == syncs and log.sync_timeouts >= 1
+        assert _watermark(path)[2] == st.st_size  # still stale: nothing could touch it
+    log.append({"kind": "route-shadow", "n": 3})  # the next sync does not trust it and settles it
+    after = path.stat()
+    assert log.fsyncs == syncs + 1
+    assert _watermark(path) == (after.st_dev, after.st_ino, after.st_size)
+    assert intact < after.st_size
+    assert _ns(_payloads(path)) == [0, 1, "chain-quarantine", 2, 3]
+    assert verify_chain(path).intact
+
+
+def test_torn_tail_repair_lowers_the_watermark_when_the_sync_lock_is_free(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, durability="fsync", lock_timeout=0.01)
+    log.append({"kind": "route-shadow", "n": 0})
+    intact = path.stat().st_size
+    with path.open("ab") as chain:
+        chain.write(b'{"seq": 1, "payload": ' + b"x" * 4000)
+    st = path.stat()
+    (Path(str(path) + ".sync")).write_bytes(struct.pack("<QQQ", st.st_dev, st.st_ino, st.st_size))
+    log.append({"kind": "route-shadow", "n": 1})
+    assert log.sync_timeouts == 0
+    after = path.stat()
+    assert intact < after.st_size < st.st_size  # the record and the event fit in the torn bytes
+    assert _watermark(path) == (after.st_dev, after.st_ino, after.st_size)
+    assert verify_chain(path).intact

@@ -270,3 +270,30 @@ def test_a_history_directory_swapped_under_an_ok_store_is_noticed(tmp_path: Path
     (tmp_path / HISTORY_DIR).mkdir()
     load = store.load()
     assert (load.state, load.problem_kind) == ("corrupt", "history-missing")
+
+
+def test_a_reread_of_the_same_bytes_does_not_decode_the_snapshot_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every re-read inside the racy window after a save decoded the whole snapshot again (in a host's
+    # background thread: hundreds of ms and full garbage collections at 8,000 policies). Equal bytes
+    # now reuse the document decoded last; any other bytes are decoded and judged as before.
+    decoded: list[int] = []
+    real = store_module.decode_snapshot
+
+    def counting(data: bytes) -> Any:
+        decoded.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(store_module, "decode_snapshot", counting)
+    store = RoutingPolicyStore(tmp_path / "store")
+    store.racy_window_ns = 10**18  # never cached: every load reads the files again
+    store.save([RoutingPolicy.model_validate({"id": "a", "action": {"provider_lock": "zai-harness"}})])
+    first, second = store.load(), store.load()
+    assert store.full_loads == 2 and len(decoded) == 1
+    assert first.state == second.state == "ok" and first.snapshot == second.snapshot
+    current = tmp_path / "store" / "current.json"
+    data = bytearray(current.read_bytes())
+    data[data.index(b"zai-harness")] ^= 0x20  # the same size, one letter's case
+    current.write_bytes(bytes(data))
+    assert store.load().state == "corrupt" and len(decoded) == 2

@@ -136,6 +136,10 @@ class RoutingAuditLog:
         self._known_size = -1
         self._head: ChainHead | None = None
         self._durable = 0
+        self._lowerings_owed = 0
+        """Watermark lowerings a torn-tail repair could not make within ``lock_timeout`` (counter)."""
+        self._lowerings_settled = 0
+        """The value of ``_lowerings_owed`` the last forced sync of this instance covered."""
         self._marker_checked = 0
         self.fsyncs = 0
         """Data syncs this instance performed (group commit makes it smaller than the appends)."""
@@ -510,6 +514,10 @@ class RoutingAuditLog:
             self._sync_timed_out()
             return
         try:
+            owed = self._lowerings_owed
+            if owed != self._lowerings_settled:
+                self._settle_lowering(fd, identity, owed)
+                return
             if identity == self._identity and self._durable >= end:
                 return
             sfd = self._sync_descriptor()
@@ -549,19 +557,78 @@ class RoutingAuditLog:
             )
 
     def _lower_watermark(self, offset: int) -> None:
-        """After a truncation the watermark may name bytes that no longer exist; pull it back."""
-        with self._sync_lock:
+        """After a truncation the watermark may name bytes that no longer exist; pull it back.
+
+        Bounded like every other wait of the chain: with a ``lock_timeout`` the wait for this
+        instance's sync thread and for the ``.sync`` lock each last at most that long (it used to
+        wait without bound, inside the append that found the torn tail). When the bound passes, the
+        lowering is owed: counted in ``sync_timeouts`` and logged like a skipped sync, and this
+        instance's next sync does not trust any watermark but syncs the file and rewrites the
+        watermark from the file's size after the truncation (:meth:`_settle_lowering`).
+
+        Why owing is safe, and what remains: a watermark above the truncation point does not make
+        anything unreadable; it can only make an ``fsync`` append trust that bytes are synced which
+        were written after the truncation. This instance never does (its own ``_durable`` is pulled
+        back at once, and its next sync ignores the shared value). Another instance or process that
+        takes the ``.sync`` lock before this instance's next sync, with a record that ends at or
+        below the stale offset (within the torn tail's former length), returns with ``flush``
+        durability for that record, uncounted; the first sync of any writer past the stale offset,
+        or this instance's next sync, makes it durable. That needs a torn tail, the ``.sync`` lock
+        held past the timeout at that moment, and a power loss before the next sync to lose data.
+        """
+        timeout = self._lock_timeout
+        if not self._sync_lock.acquire(timeout=-1 if timeout is None else timeout):
+            self._owe_lowering()
+            return
+        try:
             self._durable = min(self._durable, offset)
             if self._sync_fd < 0 and not os.path.exists(self._sync_path):
                 return
             sfd = self._sync_descriptor()
-            fcntl.flock(sfd, fcntl.LOCK_EX)
+            if timeout is None:
+                fcntl.flock(sfd, fcntl.LOCK_EX)
+            elif not flock_within(sfd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
+                self._owe_lowering()
+                return
             try:
                 dev, ino, durable = _read_watermark(sfd)
                 if (dev, ino) == self._identity and durable > offset:
                     os.pwrite(sfd, _WATERMARK.pack(dev, ino, offset), 0)
             finally:
                 fcntl.flock(sfd, fcntl.LOCK_UN)
+        finally:
+            self._sync_lock.release()
+
+    def _owe_lowering(self) -> None:
+        """Leave the watermark lowering to the next sync; ``_durable`` of this instance goes to 0
+        so that nothing of this instance trusts it meanwhile (set without ``_sync_lock``: its
+        holder re-reads ``_lowerings_owed`` before it trusts anything)."""
+        self._lowerings_owed += 1
+        self._durable = 0
+        self._sync_timed_out()
+
+    def _settle_lowering(self, fd: int, identity: tuple[int, int], owed: int) -> None:
+        """Sync ``fd`` whatever the watermark says and write the watermark from the file's size now
+        (after the truncation, so every byte it names is synced): a lowering owed is then made.
+        Called with ``_sync_lock`` held; bounded by ``lock_timeout`` like any sync."""
+        timeout = self._lock_timeout
+        sfd = self._sync_descriptor()
+        if timeout is None:
+            fcntl.flock(sfd, fcntl.LOCK_EX)
+        elif not flock_within(sfd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
+            self._sync_timed_out()
+            return
+        try:
+            target = os.fstat(fd).st_size
+            os.fdatasync(fd)
+            self.fsyncs += 1
+            dev, ino = identity
+            os.pwrite(sfd, _WATERMARK.pack(dev, ino, target), 0)
+            if identity == self._identity:
+                self._durable = target
+            self._lowerings_settled = owed
+        finally:
+            fcntl.flock(sfd, fcntl.LOCK_UN)
 
 
 # ---------------------------------------------------------------------------------------------------

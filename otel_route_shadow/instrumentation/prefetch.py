@@ -8,10 +8,13 @@ stay exact about what they used); the first seam after the read finished picks t
 Which reads go to the background is decided by the caller, by file size, never by timing.
 
 What it buys (row 8c, ``.venv/bin/python -m benchmarks --only 8c``, loaded 2-CPU container,
-2026-12-01): the host's first spawn after a save of 8,000 policies costs 1.3 ms (median of 7)
-instead of the 0.5-0.9 s the read costs inside a spawn. What it does not buy: the read still shares
-the interpreter, and the full garbage collections its allocations trigger stop every thread (the
-worst of 6,204 back-to-back spawns during the reads took 0.42 s; p99 14 ms).
+2026-12-01): the host's first spawn after a save of 8,000 policies costs 1.3-1.7 ms (median of 7)
+instead of the 0.6-1.2 s the read costs inside a spawn. What it does not buy: the read still shares
+the interpreter, and the new revision's models are new long-lived objects that make the collector
+run a full collection, which stops every thread (about one per new revision; the worst of 3,266
+back-to-back spawns during the reads took 0.43 s, p99 33 ms). The read keeps that to what the models
+themselves cause (see ``docs/policy-store.md``, reading a large snapshot off the spawn path); it
+never pauses or freezes the host's collector.
 """
 
 from __future__ import annotations
