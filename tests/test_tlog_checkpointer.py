@@ -182,7 +182,10 @@ def test_several_processes_share_one_tree_and_never_sign_inconsistent_checkpoint
     report = verify_against_checkpoints(str(chain), notes, [str(signer.verifier())])
     assert report.ok, report
     assert report.chain_size == 450 and report.checkpointed_size == 450 and report.unprotected == 0
-    assert len(notes) > 10
+    # The workers checkpointed along the way, not only the final call above. How many times depends on
+    # how the three interleave (one that finds the tree's lock taken skips: the other covers its
+    # records), so only "more than the last one" is certain.
+    assert len(notes) >= 2
 
 
 @pytest.mark.parametrize("damage", ["truncated", "rewritten"])
