@@ -28,7 +28,14 @@ from otel_route_shadow.tlog import (
     sign_note,
     verify_against_checkpoints,
 )
-from otel_route_shadow.tlog.integrity import TreeLevels, first_broken_seq, scan_chain, scan_leaves
+from otel_route_shadow.tlog.integrity import (
+    TreeLevels,
+    _reused_blocks,
+    first_broken_seq,
+    leaf_hashes,
+    scan_chain,
+    scan_leaves,
+)
 from otel_route_shadow.tlog.links import line_holds, record_hash_of
 
 ORIGIN = "example.com/route-shadow/fast-path"
@@ -200,3 +207,23 @@ def test_the_fast_path_and_the_full_scan_agree_after_any_single_byte_edit(
         assert fast.ok == (holds and full.first_broken_seq is None)
         if at < len(raw) - 1:  # only a changed final LF can pass: the last line is then a torn tail
             assert not fast.ok
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30), st.integers(1, 48))
+def test_the_reused_buffer_gives_every_line_as_a_leaf_whatever_the_block_size(
+    lines: list[bytes], block_bytes: int
+) -> None:
+    """Lines longer than the buffer grow it; a line's tail moves to the front for the next read."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "lines"
+        path.write_bytes(b"".join(line + b"\n" for line in lines) + b"torn")
+        end = path.stat().st_size - 4
+        got: list[bytes] = []
+        offsets: list[int] = []
+        for offset, buffer, stop in _reused_blocks(str(path), 0, end, block_bytes):
+            offsets.append(offset)
+            got.append(leaf_hashes(buffer, stop))
+        assert b"".join(got) == b"".join(leaf_hash(line) for line in lines)
+        data = path.read_bytes()
+        assert all(offset == 0 or data[offset - 1 : offset] == b"\n" for offset in offsets)

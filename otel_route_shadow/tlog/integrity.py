@@ -25,7 +25,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
@@ -44,10 +44,8 @@ __all__ = ["ChainScan", "TreeLevels", "first_broken_seq", "leaf_hashes", "scan_c
 _SEGMENTS_PER_JOB = 4
 _MIN_PARALLEL_BYTES = 4 * BLOCK_BYTES
 _PREV_RE = re.compile(rb',"prev_hash":"([0-9a-f]{64})","redactions":\[')
-_DIGEST = operator.methodcaller("digest")
 _HEX = operator.methodcaller("hexdigest")
 _LEAF_PREFIX = hashlib.sha256(b"\x00")
-_NODE_PREFIX = b"\x01".__add__
 _T = TypeVar("_T")
 
 
@@ -81,35 +79,63 @@ def _hash_segment(path: str, start: int, end: int) -> _Hashed:
     """Leaf hashes of the lines in ``[start, end)`` (which begins and ends at line boundaries)."""
     out: list[bytes] = []
     blocks: list[tuple[int, int]] = []
-    with open(path, "rb") as handle:
-        position = start
-        for after, block in iter_blocks(handle, start, end):
-            leaves = leaf_hashes(block)
-            out.append(leaves)
-            blocks.append((position, len(leaves) // 32))
-            position = after
+    for offset, buffer, stop in _reused_blocks(path, start, end):
+        leaves = leaf_hashes(buffer, stop)
+        out.append(leaves)
+        blocks.append((offset, len(leaves) // 32))
     return _Hashed(b"".join(out), blocks)
 
 
-def leaf_hashes(block: bytes) -> bytes:
-    """``SHA-256(0x00 || line)`` of each line of ``block`` (lines joined by LF), concatenated.
+def _reused_blocks(
+    path: str, start: int, end: int, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[int, bytearray, int]]:
+    """Yield ``(offset, buffer, stop)``: the complete lines at ``offset`` are ``buffer[:stop]`` (the
+    last LF at ``stop``). One buffer is read into and reused (the tail of a line moves to its front):
+    what it buys over :func:`iter_blocks`, which copies each block twice, is about 0.3 s per GB read
+    (a chain's bytes are read in 0.2 s per GB instead of 0.5, page-cached), a tenth of the leaf pass."""
+    buffer = bytearray(2 * block_bytes)
+    view = memoryview(buffer)
+    carried, offset = 0, start  # bytes of an unfinished line at the buffer's front; its file offset
+    with open(path, "rb", buffering=0) as handle:
+        handle.seek(start)
+        while offset + carried < end:
+            if carried == len(buffer):  # one line longer than the buffer: grow it
+                buffer = buffer + bytes(len(buffer))
+                view = memoryview(buffer)
+            want = min(len(buffer) - carried, block_bytes, end - offset - carried)
+            got = handle.readinto(view[carried : carried + want])
+            if not got:
+                return
+            filled = carried + got
+            stop = buffer.rfind(b"\n", 0, filled)
+            if stop < 0:
+                carried = filled
+                continue
+            yield offset, buffer, stop
+            carried, offset = filled - stop - 1, offset + stop + 1
+            buffer[:carried] = buffer[stop + 1 : filled]
+
+
+def leaf_hashes(block: bytes | bytearray, stop: int | None = None) -> bytes:
+    """``SHA-256(0x00 || line)`` of each line of ``block[:stop]`` (lines joined by LF), concatenated.
 
     Each line is fed to a copy of a hash already holding ``0x00`` through a memoryview, so no line is
     copied: about 2x the cost of hashing the block's bytes once, where splitting the block (which
     copies every line) cost about 3.5x.
     """
+    stop = len(block) if stop is None else stop
     view = memoryview(block)
     find, fresh = block.find, _LEAF_PREFIX.copy
     out: list[bytes] = []
     append = out.append
-    start, end = 0, find(b"\n")
+    start, end = 0, find(b"\n", 0, stop)
     while end >= 0:
         digest = fresh()
         digest.update(view[start:end])
         append(digest.digest())
-        start, end = end + 1, find(b"\n", end + 1)
+        start, end = end + 1, find(b"\n", end + 1, stop)
     digest = fresh()
-    digest.update(view[start:])
+    digest.update(view[start:stop])
     append(digest.digest())
     return b"".join(out)
 
@@ -311,17 +337,19 @@ def _mp_context() -> Any:
 class TreeLevels:
     """Every complete node of the tree over ``leaves``, level by level (level h: nodes of 2**h leaves).
 
-    About n extra hashes of 65 bytes for n leaves, each level computed by C-level iteration (``map``
-    over slices, no Python step per node); then the root at any size costs at most log2(n) hashes.
+    About n extra hashes of 65 bytes for n leaves, computed level by level in tight loops; then the
+    root at any size costs at most log2(n) hashes. (A ``map`` chain over slices, with no Python step
+    per node, measured no faster on CPython 3.11: 0.39 s against 0.35 s for 500k nodes with
+    ``operator.getitem``/``add`` and ``HASH.digest``, 0.58 s with ``methodcaller("digest")``; the
+    per-node cost is OpenSSL's, not the loop's.)
     """
 
     def __init__(self, leaves: bytes) -> None:
+        sha = hashlib.sha256
         self.levels = [leaves]
         row = leaves
         while len(row) >= 64:
-            whole = len(row) - len(row) % 64
-            pairs = map(row.__getitem__, map(slice, range(0, whole, 64), range(64, whole + 1, 64)))
-            row = b"".join(map(_DIGEST, map(hashlib.sha256, map(_NODE_PREFIX, pairs))))
+            row = b"".join([sha(b"\x01" + row[i : i + 64]).digest() for i in range(0, len(row) - 63, 64)])
             self.levels.append(row)
 
     def node(self, height: int, index: int) -> bytes:
