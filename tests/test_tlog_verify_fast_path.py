@@ -6,6 +6,7 @@ record hash); without keys, or when no checkpoint holds, every line is checked a
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -227,3 +228,12 @@ def test_the_reused_buffer_gives_every_line_as_a_leaf_whatever_the_block_size(
         assert b"".join(got) == b"".join(leaf_hash(line) for line in lines)
         data = path.read_bytes()
         assert all(offset == 0 or data[offset - 1 : offset] == b"\n" for offset in offsets)
+
+
+@pytest.mark.parametrize(("count", "jobs"), [(131072, 2), (131073, 2), (200_001, 3), (3 * 65536 + 5, 2)])
+def test_the_tree_built_in_worker_processes_is_the_tree_built_here(count: int, jobs: int) -> None:
+    leaves = b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(count))
+    here = TreeLevels(leaves)
+    there = TreeLevels(leaves, jobs)
+    assert there.levels == here.levels
+    assert there.root(count) == root_from_leaf_hashes([here.node(0, i) for i in range(count)])

@@ -130,7 +130,7 @@ def verify_against_checkpoints(
             accepted.append(outcome)
     path = os.fspath(chain_path)
     scan = scan_leaves(path, jobs)
-    tree = TreeLevels(scan.leaves)
+    tree = TreeLevels(scan.leaves, jobs)
     for item in accepted:
         verdicts[item.index] = _judge(scan, tree, tiles, item)
     _mark_forks(accepted, verdicts)

@@ -333,6 +333,38 @@ def _mp_context() -> Any:
 
 # --- the tree -----------------------------------------------------------------------------------------
 
+_CHUNK_LEVELS = 16
+"""Levels a worker builds (``jobs > 1``): its chunk of leaves is a multiple of ``2**16``."""
+
+
+def _parent_row(row: bytes) -> bytes:
+    """The level above ``row``: ``SHA-256(0x01 || left || right)`` of each complete pair."""
+    sha = hashlib.sha256
+    return b"".join([sha(b"\x01" + row[i : i + 64]).digest() for i in range(0, len(row) - 63, 64)])
+
+
+def _chunk_levels(leaves: bytes) -> list[bytes]:
+    """Levels 1 to ``_CHUNK_LEVELS`` over one chunk (fewer for a short last chunk)."""
+    rows: list[bytes] = []
+    row = leaves
+    while len(row) >= 64 and len(rows) < _CHUNK_LEVELS:
+        row = _parent_row(row)
+        rows.append(row)
+    return rows
+
+
+def _lower_levels(leaves: bytes, jobs: int) -> list[bytes]:
+    """``[leaves]``, plus levels 1 to ``_CHUNK_LEVELS`` built in ``jobs`` worker processes when it pays."""
+    count, unit = len(leaves) // 32, 1 << _CHUNK_LEVELS
+    if jobs <= 1 or count < 2 * unit:
+        return [leaves]
+    per_job = -(-count // jobs)
+    step = -(-per_job // unit) * unit  # rounded up to whole chunks of 2**16 leaves
+    pieces = [leaves[a * 32 : (a + step) * 32] for a in range(0, count, step)]
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
+        parts = list(pool.map(_chunk_levels, pieces))
+    return [leaves, *(b"".join(p[h] for p in parts if h < len(p)) for h in range(_CHUNK_LEVELS))]
+
 
 class TreeLevels:
     """Every complete node of the tree over ``leaves``, level by level (level h: nodes of 2**h leaves).
@@ -342,14 +374,19 @@ class TreeLevels:
     per node, measured no faster on CPython 3.11: 0.39 s against 0.35 s for 500k nodes with
     ``operator.getitem``/``add`` and ``HASH.digest``, 0.58 s with ``methodcaller("digest")``; the
     per-node cost is OpenSSL's, not the loop's.)
+
+    With ``jobs > 1`` (and at least ``2 * 2**16`` leaves) the levels up to 16 are built in worker
+    processes, over chunks of a multiple of ``2**16`` leaves (each such chunk's nodes are nodes of the
+    whole tree); the few levels above are built here. What it buys: the tree is about a fifth of a
+    one-process verify once each byte is hashed only once, and left serial it capped ``jobs=2`` at about
+    1.5x of one (bench row 6b).
     """
 
-    def __init__(self, leaves: bytes) -> None:
-        sha = hashlib.sha256
-        self.levels = [leaves]
-        row = leaves
+    def __init__(self, leaves: bytes, jobs: int = 1) -> None:
+        self.levels = _lower_levels(leaves, jobs)
+        row = self.levels[-1]
         while len(row) >= 64:
-            row = b"".join([sha(b"\x01" + row[i : i + 64]).digest() for i in range(0, len(row) - 63, 64)])
+            row = _parent_row(row)
             self.levels.append(row)
 
     def node(self, height: int, index: int) -> bytes:
