@@ -342,7 +342,12 @@ class Checkpointer:
             self._behind = extension.more or window < end
         made = self._sign_new_leaves(state, state_path, builder)
         if extension.broken is not None:
-            detail = {"seq": extension.broken, "tree_size": builder.size, "expected_offset": state.offset}
+            detail = {
+                "seq": extension.broken,
+                "tree_size": builder.size,
+                "expected_offset": state.offset,
+                "chain_bytes": end,
+            }
             raise _Refused("broken-link", detail, made)
         return made
 
