@@ -7,10 +7,10 @@ when the root differs). Record hashes and links are then checked only for the li
 authenticated checkpoint that holds does not cover (``broken-chain``): below it the signed root commits
 to every byte, and the signer checked those lines' record hashes and links before signing them
 (docs/chain-format.md sections 13.6 and 13.7). Without verifier keys, or when no checkpoint holds,
-every line is checked. Two authenticated
-checkpoints that cannot both be prefixes of one log are a ``fork``. When a root differs, the first
-changed seq is found through the stored tiles after they are authenticated against the signed root
-(``first_bad_seq``), by descending the tree: O(log n) stored hashes against the chain's own.
+every line is checked. Two authenticated checkpoints that cannot both be prefixes of one log are a
+``fork``. When a root differs, the first changed seq is found through the stored tiles after they are
+authenticated against the signed root (``first_bad_seq``), by descending the tree: O(log n) stored
+hashes against the chain's own.
 """
 
 from __future__ import annotations
