@@ -41,7 +41,9 @@ from otel_route_shadow.tlog.links import (
 
 __all__ = ["ChainScan", "TreeLevels", "first_broken_seq", "leaf_hashes", "scan_chain", "scan_leaves"]
 
-_SEGMENTS_PER_JOB = 4
+_SEGMENTS_PER_JOB = 16
+"""Segments per worker process: small ones (about 80 MB of a 2.5 GB chain) are handed out as workers free
+up, so a worker slowed by other load on the machine leaves the others at most one small segment of tail."""
 _MIN_PARALLEL_BYTES = 4 * BLOCK_BYTES
 _PREV_RE = re.compile(rb',"prev_hash":"([0-9a-f]{64})","redactions":\[')
 _HEX = operator.methodcaller("hexdigest")
@@ -333,8 +335,10 @@ def _mp_context() -> Any:
 
 # --- the tree -----------------------------------------------------------------------------------------
 
-_CHUNK_LEVELS = 16
-"""Levels a worker builds (``jobs > 1``): its chunk of leaves is a multiple of ``2**16``."""
+_CHUNK_LEVELS = 14
+"""Levels a worker builds (``jobs > 1``): its chunk of leaves is a multiple of ``2**14``."""
+_TREE_CHUNKS_PER_JOB = 4
+"""Chunks per worker process, for the same reason as ``_SEGMENTS_PER_JOB``."""
 
 
 def _parent_row(row: bytes) -> bytes:
@@ -358,8 +362,8 @@ def _lower_levels(leaves: bytes, jobs: int) -> list[bytes]:
     count, unit = len(leaves) // 32, 1 << _CHUNK_LEVELS
     if jobs <= 1 or count < 2 * unit:
         return [leaves]
-    per_job = -(-count // jobs)
-    step = -(-per_job // unit) * unit  # rounded up to whole chunks of 2**16 leaves
+    per_chunk = -(-count // (jobs * _TREE_CHUNKS_PER_JOB))
+    step = -(-per_chunk // unit) * unit  # rounded up to a multiple of 2**_CHUNK_LEVELS leaves
     pieces = [leaves[a * 32 : (a + step) * 32] for a in range(0, count, step)]
     with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
         parts = list(pool.map(_chunk_levels, pieces))
@@ -375,8 +379,8 @@ class TreeLevels:
     ``operator.getitem``/``add`` and ``HASH.digest``, 0.58 s with ``methodcaller("digest")``; the
     per-node cost is OpenSSL's, not the loop's.)
 
-    With ``jobs > 1`` (and at least ``2 * 2**16`` leaves) the levels up to 16 are built in worker
-    processes, over chunks of a multiple of ``2**16`` leaves (each such chunk's nodes are nodes of the
+    With ``jobs > 1`` (and at least ``2 * 2**14`` leaves) the levels up to 14 are built in worker
+    processes, over chunks of a multiple of ``2**14`` leaves (each such chunk's nodes are nodes of the
     whole tree); the few levels above are built here. What it buys: the tree is about a fifth of a
     one-process verify once each byte is hashed only once, and left serial it capped ``jobs=2`` at about
     1.5x of one (bench row 6b).
