@@ -242,3 +242,17 @@ def test_the_tree_built_in_worker_processes_is_the_tree_built_here(count: int, j
     there = TreeLevels(leaves, jobs)
     assert there.levels == here.levels
     assert there.root(count) == root_from_leaf_hashes([here.node(0, i) for i in range(count)])
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_line_bounds_are_found_past_the_first_probe_in_lines_and_a_torn_tail_longer_than_it(
+    tmp_path: Path, jobs: int
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    lines = build_chain(chain, 12, lambda i: {"kind": "route-shadow", "n": i, "blob": "x" * 150_000})
+    with open(chain, "ab") as handle:
+        handle.write(b'{"torn' + b"y" * 200_000)  # longer than the first 64 KiB read from the end
+    scan = scan_leaves(str(chain), jobs, min_parallel_bytes=0)
+    assert scan.leaves == b"".join(leaf_hash(line.rstrip(b"\n")) for line in lines)
+    assert scan.end == sum(map(len, lines))
+    assert first_broken_seq(str(chain), scan, 5, jobs, min_parallel_bytes=0) is None

@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from otel_route_shadow.tlog.leaves import BLOCK_BYTES, iter_blocks
 from otel_route_shadow.tlog.links import (
@@ -298,30 +298,48 @@ def _run_segments(
         return [f.result() for f in futures]
 
 
+_PROBE_BYTES = 64 * 1024
+"""First read when looking for a line boundary (doubled until one is found): lines are a few KB, so
+finding the 31 segment bounds of ``jobs=2`` reads about 2 MB here instead of 124 MB."""
+
+
 def _complete_end(path: str) -> int:
     """The offset just after the last LF (the torn tail is not scanned)."""
     with open(path, "rb") as handle:
-        end = os.fstat(handle.fileno()).st_size
-        position = end
+        position = os.fstat(handle.fileno()).st_size
+        step = _PROBE_BYTES
         while position > 0:
-            step = min(BLOCK_BYTES, position)
+            step = min(step, position)
             handle.seek(position - step)
             cut = handle.read(step).rfind(b"\n")
             if cut >= 0:
                 return position - step + cut + 1
-            position -= step
+            position, step = position - step, 2 * step
     return 0
+
+
+def _line_after(handle: BinaryIO, position: int, end: int) -> int:
+    """The offset just after the first LF at or after ``position`` (``end`` when none is before it)."""
+    handle.seek(position)
+    step = _PROBE_BYTES
+    while position < end:
+        data = handle.read(min(step, end - position))
+        if not data:
+            break
+        cut = data.find(b"\n")
+        if cut >= 0:
+            return position + cut + 1
+        position, step = position + len(data), 2 * step
+    return end
 
 
 def _bounds(path: str, start: int, end: int, parts: int) -> list[tuple[int, int]]:
     cuts = [start]
     with open(path, "rb") as handle:
         for k in range(1, parts):
-            handle.seek(max(cuts[-1], start + (end - start) * k // parts))
-            data = handle.read(4 * 1024 * 1024 + 1)
-            cut = data.find(b"\n")
-            if cut >= 0 and handle.tell() - len(data) + cut + 1 < end:
-                cuts.append(handle.tell() - len(data) + cut + 1)
+            cut = _line_after(handle, max(cuts[-1], start + (end - start) * k // parts), end)
+            if cut < end:
+                cuts.append(cut)
     cuts.append(end)
     return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
 
