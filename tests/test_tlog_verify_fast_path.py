@@ -6,7 +6,6 @@ record hash); without keys, or when no checkpoint holds, every line is checked a
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from pathlib import Path
 
@@ -30,13 +29,13 @@ from otel_route_shadow.tlog import (
     verify_against_checkpoints,
 )
 from otel_route_shadow.tlog.integrity import (
-    _CHUNK_LEVELS,
     TreeLevels,
     _reused_blocks,
     first_broken_seq,
     leaf_hashes,
     scan_chain,
     scan_leaves,
+    scan_with_tree,
 )
 from otel_route_shadow.tlog.links import line_holds, record_hash_of
 
@@ -230,18 +229,18 @@ def test_the_reused_buffer_gives_every_line_as_a_leaf_whatever_the_block_size(
         assert all(offset == 0 or data[offset - 1 : offset] == b"\n" for offset in offsets)
 
 
-_UNIT = 1 << _CHUNK_LEVELS  # the leaves a worker's chunk is a multiple of
-
-
-@pytest.mark.parametrize(
-    ("count", "jobs"), [(2 * _UNIT, 2), (2 * _UNIT + 1, 2), (6 * _UNIT + 7, 3), (9 * _UNIT - 3, 2)]
-)
-def test_the_tree_built_in_worker_processes_is_the_tree_built_here(count: int, jobs: int) -> None:
-    leaves = b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(count))
-    here = TreeLevels(leaves)
-    there = TreeLevels(leaves, jobs)
-    assert there.levels == here.levels
-    assert there.root(count) == root_from_leaf_hashes([here.node(0, i) for i in range(count)])
+@pytest.mark.parametrize("chunk_levels", [0, 1, 3, 5])
+@pytest.mark.parametrize(("count", "jobs"), [(1, 2), (2, 2), (7, 2), (64, 2), (200, 3), (299, 2)])
+def test_the_tree_built_in_worker_processes_is_the_tree_built_here(
+    tmp_path: Path, count: int, jobs: int, chunk_levels: int
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain, count, _plain)
+    scan, tree = scan_with_tree(str(chain), jobs, min_parallel_bytes=0, chunk_levels=chunk_levels)
+    here = scan_leaves(str(chain))
+    assert (scan.leaves, scan.size, scan.end) == (here.leaves, here.size, here.end)
+    assert tree.levels == TreeLevels(here.leaves).levels
+    assert tree.root(count) == root_from_leaf_hashes([here.leaf(i) for i in range(count)])
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

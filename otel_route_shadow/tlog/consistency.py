@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
-from otel_route_shadow.tlog.integrity import ChainScan, TreeLevels, first_broken_seq, scan_leaves
+from otel_route_shadow.tlog.integrity import ChainScan, TreeLevels, first_broken_seq, scan_with_tree
 from otel_route_shadow.tlog.merkle import split_point
 from otel_route_shadow.tlog.note import NoteError, Verifier, open_note
 from otel_route_shadow.tlog.tiles import TileError, TileStore
@@ -129,8 +129,7 @@ def verify_against_checkpoints(
         else:
             accepted.append(outcome)
     path = os.fspath(chain_path)
-    scan = scan_leaves(path, jobs)
-    tree = TreeLevels(scan.leaves, jobs)
+    scan, tree = scan_with_tree(path, jobs)
     for item in accepted:
         verdicts[item.index] = _judge(scan, tree, tiles, item)
     _mark_forks(accepted, verdicts)

@@ -25,8 +25,8 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, BinaryIO, TypeVar
 
 from otel_route_shadow.tlog.leaves import BLOCK_BYTES, iter_blocks
@@ -39,12 +39,22 @@ from otel_route_shadow.tlog.links import (
     record_hash_of,
 )
 
-__all__ = ["ChainScan", "TreeLevels", "first_broken_seq", "leaf_hashes", "scan_chain", "scan_leaves"]
+__all__ = [
+    "ChainScan",
+    "TreeLevels",
+    "first_broken_seq",
+    "leaf_hashes",
+    "scan_chain",
+    "scan_leaves",
+    "scan_with_tree",
+]
 
 _SEGMENTS_PER_JOB = 16
 """Segments per worker process: small ones (about 80 MB of a 2.5 GB chain) are handed out as workers free
 up, so a worker slowed by other load on the machine leaves the others at most one small segment of tail."""
 _MIN_PARALLEL_BYTES = 4 * BLOCK_BYTES
+_CHUNK_LEVELS = 14
+"""With ``jobs > 1``, the tree's levels 1 to 14 are built in the workers, over chunks of ``2**14`` leaves."""
 _PREV_RE = re.compile(rb',"prev_hash":"([0-9a-f]{64})","redactions":\[')
 _HEX = operator.methodcaller("hexdigest")
 _LEAF_PREFIX = hashlib.sha256(b"\x00")
@@ -147,7 +157,50 @@ def scan_leaves(path: str, jobs: int = 1, *, min_parallel_bytes: int = _MIN_PARA
 
     Chains smaller than ``min_parallel_bytes`` are scanned in this process whatever ``jobs`` says."""
     end = _complete_end(path)
-    parts = _run_segments(_hash_segment, path, 0, end, jobs, min_parallel_bytes)
+    return _joined(_run_segments(_hash_segment, path, 0, end, jobs, min_parallel_bytes), end)
+
+
+def scan_with_tree(
+    path: str,
+    jobs: int = 1,
+    *,
+    min_parallel_bytes: int = _MIN_PARALLEL_BYTES,
+    chunk_levels: int = _CHUNK_LEVELS,
+) -> tuple[ChainScan, TreeLevels]:
+    """:func:`scan_leaves` and the :class:`TreeLevels` over its leaves.
+
+    With ``jobs > 1`` one pool of worker processes does both: as the leaf segments come back, in order,
+    each chunk of ``2**chunk_levels`` leaves (aligned, so its nodes are nodes of the whole tree) is
+    queued for its lower ``chunk_levels`` levels behind the segments still to hash; the few levels
+    above are built here. What it buys: the tree is about a fifth of a one-process verify once each
+    byte is hashed only once; left serial it capped ``jobs=2`` at about 1.5x of one, built in a second
+    pool after the leaves at about 1.75x (bench row 6b); overlapping it with the leaf pass's tail
+    removes that barrier and the second pool."""
+    end = _complete_end(path)
+    if jobs <= 1 or end < min_parallel_bytes:
+        scan = _joined([_hash_segment(path, 0, end)], end)
+        return scan, TreeLevels(scan.leaves)
+    unit = 1 << chunk_levels
+    parts: list[_Hashed] = []
+    leaves = bytearray()
+    chunks: list[Future[list[bytes]]] = []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
+        bounds = _bounds(path, 0, end, jobs * _SEGMENTS_PER_JOB)
+        for future in [pool.submit(_hash_segment, path, a, b) for a, b in bounds]:
+            parts.append(future.result())
+            leaves += parts[-1].leaves
+            while len(leaves) // 32 >= (len(chunks) + 1) * unit:
+                at = len(chunks) * unit * 32
+                chunks.append(pool.submit(_chunk_levels, leaves[at : at + unit * 32], chunk_levels))
+        if len(leaves) > len(chunks) * unit * 32:  # the short last chunk
+            chunks.append(pool.submit(_chunk_levels, leaves[len(chunks) * unit * 32 :], chunk_levels))
+        rows = [future.result() for future in chunks]
+    scan = _joined(parts, end)
+    lower = [b"".join(r[h] for r in rows if h < len(r)) for h in range(chunk_levels)]
+    return scan, TreeLevels(scan.leaves, lower)
+
+
+def _joined(parts: list[_Hashed], end: int) -> ChainScan:
     starts: list[tuple[int, int]] = []
     seq = 0
     for part in parts:
@@ -353,39 +406,22 @@ def _mp_context() -> Any:
 
 # --- the tree -----------------------------------------------------------------------------------------
 
-_CHUNK_LEVELS = 14
-"""Levels a worker builds (``jobs > 1``): its chunk of leaves is a multiple of ``2**14``."""
-_TREE_CHUNKS_PER_JOB = 4
-"""Chunks per worker process, for the same reason as ``_SEGMENTS_PER_JOB``."""
 
-
-def _parent_row(row: bytes) -> bytes:
+def _parent_row(row: bytes | bytearray) -> bytes:
     """The level above ``row``: ``SHA-256(0x01 || left || right)`` of each complete pair."""
     sha = hashlib.sha256
     return b"".join([sha(b"\x01" + row[i : i + 64]).digest() for i in range(0, len(row) - 63, 64)])
 
 
-def _chunk_levels(leaves: bytes) -> list[bytes]:
-    """Levels 1 to ``_CHUNK_LEVELS`` over one chunk (fewer for a short last chunk)."""
+def _chunk_levels(leaves: bytes | bytearray, levels: int) -> list[bytes]:
+    """Levels 1 to ``levels`` over one aligned chunk of leaves (fewer for a short last chunk: the
+    levels it has no complete node in)."""
     rows: list[bytes] = []
-    row = leaves
-    while len(row) >= 64 and len(rows) < _CHUNK_LEVELS:
+    row: bytes | bytearray = leaves
+    while len(row) >= 64 and len(rows) < levels:
         row = _parent_row(row)
         rows.append(row)
     return rows
-
-
-def _lower_levels(leaves: bytes, jobs: int) -> list[bytes]:
-    """``[leaves]``, plus levels 1 to ``_CHUNK_LEVELS`` built in ``jobs`` worker processes when it pays."""
-    count, unit = len(leaves) // 32, 1 << _CHUNK_LEVELS
-    if jobs <= 1 or count < 2 * unit:
-        return [leaves]
-    per_chunk = -(-count // (jobs * _TREE_CHUNKS_PER_JOB))
-    step = -(-per_chunk // unit) * unit  # rounded up to a multiple of 2**_CHUNK_LEVELS leaves
-    pieces = [leaves[a * 32 : (a + step) * 32] for a in range(0, count, step)]
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
-        parts = list(pool.map(_chunk_levels, pieces))
-    return [leaves, *(b"".join(p[h] for p in parts if h < len(p)) for h in range(_CHUNK_LEVELS))]
 
 
 class TreeLevels:
@@ -397,15 +433,16 @@ class TreeLevels:
     ``operator.getitem``/``add`` and ``HASH.digest``, 0.58 s with ``methodcaller("digest")``; the
     per-node cost is OpenSSL's, not the loop's.)
 
-    With ``jobs > 1`` (and at least ``2 * 2**14`` leaves) the levels up to 14 are built in worker
-    processes, over chunks of a multiple of ``2**14`` leaves (each such chunk's nodes are nodes of the
-    whole tree); the few levels above are built here. What it buys: the tree is about a fifth of a
-    one-process verify once each byte is hashed only once, and left serial it capped ``jobs=2`` at about
-    1.5x of one (bench row 6b).
+    ``lower`` (from :func:`scan_with_tree`) holds levels 1, 2, ... already built elsewhere, possibly
+    ending in levels with no node; the rest are built here.
     """
 
-    def __init__(self, leaves: bytes, jobs: int = 1) -> None:
-        self.levels = _lower_levels(leaves, jobs)
+    def __init__(self, leaves: bytes, lower: Sequence[bytes] = ()) -> None:
+        self.levels = [leaves]
+        for row in lower:
+            if len(self.levels[-1]) < 64:
+                break
+            self.levels.append(row)
         row = self.levels[-1]
         while len(row) >= 64:
             row = _parent_row(row)
