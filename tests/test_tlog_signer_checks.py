@@ -54,7 +54,18 @@ def _relinked_wrongly(lines: list[bytes], seq: int) -> list[bytes]:
     return out
 
 
-@pytest.mark.parametrize("damage", [_edited, _relinked_wrongly], ids=["edited-record", "broken-link"])
+def _unquoted(lines: list[bytes], seq: int) -> list[bytes]:
+    """Line ``seq`` ends ``<hash>\x00}`` instead of ``<hash>"}``: its 64 hex digits still match."""
+    out = list(lines)
+    out[seq] = out[seq][:-3] + b"\x00}\n"
+    return out
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [_edited, _relinked_wrongly, _unquoted],
+    ids=["edited-record", "broken-link", "closing-quote-changed"],
+)
 def test_a_broken_line_is_never_signed_but_the_lines_before_it_are(
     tmp_path: Path, damage: object, caplog: pytest.LogCaptureFixture
 ) -> None:

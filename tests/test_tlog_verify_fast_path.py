@@ -255,3 +255,18 @@ def test_line_bounds_are_found_past_the_first_probe_in_lines_and_a_torn_tail_lon
     assert scan.leaves == b"".join(leaf_hash(line.rstrip(b"\n")) for line in lines)
     assert scan.end == sum(map(len, lines))
     assert first_broken_seq(str(chain), scan, 5, jobs, min_parallel_bytes=0) is None
+
+
+@pytest.mark.parametrize("payload", [_plain, _tricky], ids=["block-fast-path", "exact-walk"])
+def test_a_line_whose_closing_quote_was_changed_is_broken(tmp_path: Path, payload: object) -> None:
+    """The exact check compared the 64 hex digits but not the ``"}`` after them: a line ending
+    ``<hash>\\x00}`` passed it (the block fast path, which compares ``"}`` too, did not)."""
+    chain = tmp_path / "chain.jsonl"
+    lines = build_chain(chain, 3, payload)
+    broken = list(lines)
+    broken[2] = lines[2][:-3] + b"\x00}\n"
+    write_lines(chain, broken)
+    assert scan_chain(str(chain)).first_broken_seq == 2
+    note = _signed_at(chain, lines[:1], 1)
+    write_lines(chain, broken)
+    assert verify_against_checkpoints(str(chain), [note], [VERIFIER]).chain_broken_seq == 2

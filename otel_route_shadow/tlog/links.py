@@ -28,10 +28,11 @@ def record_hash_of(line: bytes) -> bytes:
 
 
 def record_hash_holds(line: bytes) -> bool:
-    """The line ends with its record member, and SHA-256 of the body before it is the hash it carries."""
-    return line[-TAIL : -TAIL + 16] == HASH_KEY and hashlib.sha256(line[:-TAIL] + b"}").hexdigest().encode(
-        "ascii"
-    ) == record_hash_of(line)
+    """The line ends with its record member (all 82 bytes: the key, 64 hex digits, ``"}``), and SHA-256
+    of the body before it is the hash it carries."""
+    if line[-TAIL : -TAIL + 16] != HASH_KEY or not line.endswith(b'"}'):
+        return False
+    return hashlib.sha256(line[:-TAIL] + b"}").hexdigest().encode("ascii") == record_hash_of(line)
 
 
 def prev_of(line: bytes) -> bytes:
