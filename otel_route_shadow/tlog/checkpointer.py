@@ -6,11 +6,20 @@ and leaf hash of the last line hashed). A checkpoint takes ``<chain>.tlog/lock``
 another process is checkpointing, this one skips), re-reads the state and the right-edge tiles (at most
 one partial tile per level), checks that the chain still holds the last hashed line where it left it,
 hashes the lines appended since (at most ``max_leaves`` lines and ``max_bytes`` bytes per call; the
-rest next time), writes the tiles and the state, then signs and appends the checkpoint. Amortized cost per record: about two SHA-256.
+rest next time), writes the tiles and the state, then signs and appends the checkpoint.
+
+The signer checks what it signs: before a line becomes a leaf, its record hash
+(``SHA-256(line[:-82] + "}")`` against the 64 hex digits it ends with) and its link (its ``prev_hash`` is
+the previous line's record hash; ``"0"*64`` for seq 0; for the first line after a resume, the line at
+``state.last_start``) are checked with the one exact check of ``links``. This is what lets a verifier
+skip those checks below an authenticated checkpoint (docs/chain-format.md section 13.7). What it costs:
+one more SHA-256 per record, in the background thread; amortized cost per record: about three SHA-256.
 
 If the chain is shorter than the state says, or its line at the remembered offset is not the leaf
 last hashed, the chain was truncated, replaced or forked underneath: the Checkpointer refuses to sign
 (ever again in this process), logs one warning, and appends one JSON line to ``<chain>.tlog/refusals``.
+A line whose record hash or link does not hold is refused the same way (``broken-link``, with its seq),
+after the lines before it are signed: no checkpoint ever covers it.
 Everything is contained: ``after_append`` and ``checkpoint_now`` never raise into the host.
 
 With ``background=True`` (the plugin's setting) a due checkpoint runs in one daemon thread of the
@@ -40,6 +49,7 @@ from typing import Any
 from otel_route_shadow.chain import open_chain
 from otel_route_shadow.tlog.checkpoint import Checkpoint, parse_checkpoint
 from otel_route_shadow.tlog.leaves import iter_line_blocks
+from otel_route_shadow.tlog.links import GENESIS, line_holds, record_hash_of
 from otel_route_shadow.tlog.merkle import leaf_hash
 from otel_route_shadow.tlog.note import Signer, parse_note, sign_note
 from otel_route_shadow.tlog.tiles import TileStore, TreeBuilder, _write_atomic
@@ -81,6 +91,13 @@ LATEST_FILE = "checkpoint"
 STATE_FILE = "state"
 LOCK_FILE = "lock"
 REFUSALS_FILE = "refusals"
+
+_REFUSAL_TEXT = {
+    "truncated": "the chain was truncated underneath the log",
+    "rewritten": "the chain was rewritten (replaced or forked) underneath the log",
+    "broken-link": "a line's record hash or link does not hold (its seq is in the refusal)",
+}
+"""What each refusal reason means, for the one warning logged."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -165,12 +182,23 @@ class _State:
 
 
 class _Refused(Exception):
-    """The chain no longer holds what this log last hashed."""
+    """The chain no longer holds what this log last hashed, or a line to hash is broken; ``made`` is a
+    checkpoint signed before the refusal (up to the line before a broken one), if any."""
 
-    def __init__(self, reason: str, detail: dict[str, int]) -> None:
+    def __init__(self, reason: str, detail: dict[str, int], made: SignedCheckpoint | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
+        self.made = made
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Extension:
+    """One catch-up: ``more`` when lines were left for the next call; ``broken`` the seq of the first
+    line whose record hash or link fails (neither it nor any line after it was hashed)."""
+
+    more: bool = False
+    broken: int | None = None
 
 
 class Checkpointer:
@@ -270,7 +298,7 @@ class Checkpointer:
             made = self._locked_checkpoint(max_leaves, max_bytes)
         except _Refused as refusal:
             self._refuse(refusal)
-            return None
+            made = refusal.made
         except Exception as exc:  # contained: the host is never disturbed
             self._log_once(type(exc).__name__, "checkpoint failed (%s); will retry", type(exc).__name__)
             return None
@@ -308,9 +336,25 @@ class Checkpointer:
             return None
         with chain:
             end = os.fstat(chain.fileno()).st_size
-            _check_still_holds(chain, state, end)
+            prev = _check_still_holds(chain, state, end)
             window = min(end, state.offset + max_bytes)
-            self._behind = self._extend(chain, state, builder, window, max_leaves) or window < end
+            extension = self._extend(chain, state, builder, window, max_leaves, prev)
+            self._behind = extension.more or window < end
+        made = self._sign_new_leaves(state, state_path, builder)
+        if extension.broken is not None:
+            detail = {
+                "seq": extension.broken,
+                "tree_size": builder.size,
+                "expected_offset": state.offset,
+                "chain_bytes": end,
+            }
+            raise _Refused("broken-link", detail, made)
+        return made
+
+    def _sign_new_leaves(
+        self, state: _State, state_path: str, builder: TreeBuilder
+    ) -> SignedCheckpoint | None:
+        """Write the tiles and the state, then sign and append a checkpoint when the tree grew."""
         if builder.size in (state.checkpointed, 0):
             state.save(state_path)
             return None
@@ -322,24 +366,31 @@ class Checkpointer:
         return made
 
     @staticmethod
-    def _extend(chain: Any, state: _State, builder: TreeBuilder, end: int, max_leaves: int) -> bool:
-        """Hash the lines after ``state.offset``, at most ``max_leaves``; True when some were left."""
+    def _extend(
+        chain: Any, state: _State, builder: TreeBuilder, end: int, max_leaves: int, prev: bytes
+    ) -> _Extension:
+        """Hash the lines after ``state.offset``, at most ``max_leaves``, each after its record hash and
+        its link to ``prev`` (then to the line before it) are checked; stop before a line that fails."""
         budget = max_leaves
         for _after, lines in iter_line_blocks(chain, state.offset, end, block_bytes=1 << 20):
             taken = lines[:budget]
-            digest = b""
-            for line in taken:
-                digest = leaf_hash(line)
-                builder.add(digest)
-            if taken:
-                state.offset += sum(map(len, taken)) + len(taken)
-                state.last_start = state.offset - len(taken[-1]) - 1
+            holding = taken[: _holding(taken, prev)]
+            if holding:
+                digest = b""
+                for line in holding:
+                    digest = leaf_hash(line)
+                    builder.add(digest)
+                state.offset += sum(map(len, holding)) + len(holding)
+                state.last_start = state.offset - len(holding[-1]) - 1
                 state.last_leaf = digest.hex()
                 state.size = builder.size
+                prev = record_hash_of(holding[-1])
+            if len(holding) < len(taken):
+                return _Extension(broken=builder.size)
             budget -= len(taken)
             if len(taken) < len(lines) or budget == 0:
-                return state.offset < end
-        return False
+                return _Extension(more=state.offset < end)
+        return _Extension()
 
     def _sign(self, checkpoint: Checkpoint) -> SignedCheckpoint:
         text = checkpoint.text()
@@ -366,10 +417,9 @@ class Checkpointer:
     def _refuse(self, refusal: _Refused) -> None:
         self.refused = refusal.reason
         _LOG.warning(
-            "route-shadow: not signing checkpoints for %s any more: the chain was %s underneath the log "
-            "(recorded in %s)",
+            "route-shadow: not signing checkpoints for %s any more: %s (recorded in %s)",
             self.chain_path,
-            refusal.reason,
+            _REFUSAL_TEXT.get(refusal.reason, refusal.reason),
             os.path.join(self.dir, REFUSALS_FILE),
         )
         entry = {"reason": refusal.reason, "origin": self.origin, **refusal.detail}
@@ -394,10 +444,21 @@ class Checkpointer:
             _LOG.warning("route-shadow: " + message, *args)
 
 
-def _check_still_holds(chain: Any, state: _State, end: int) -> None:
-    """Raise ``_Refused`` unless the chain still holds the last hashed line where the state says."""
+def _holding(lines: list[bytes], prev: bytes) -> int:
+    """How many of ``lines``, in order, hold their own record hash and link (the first to ``prev``)."""
+    for count, line in enumerate(lines):
+        if not line_holds(line, prev):
+            return count
+        prev = record_hash_of(line)
+    return len(lines)
+
+
+def _check_still_holds(chain: Any, state: _State, end: int) -> bytes:
+    """Raise ``_Refused`` unless the chain still holds the last hashed line where the state says.
+
+    Returns that line's record hash (``GENESIS`` for an empty tree): the link the next line must carry."""
     if state.size == 0:
-        return
+        return GENESIS
     detail = {"tree_size": state.size, "expected_offset": state.offset, "chain_bytes": end}
     if end < state.offset:
         raise _Refused("truncated", detail)
@@ -405,3 +466,4 @@ def _check_still_holds(chain: Any, state: _State, end: int) -> None:
     line = chain.read(state.offset - state.last_start)
     if not line.endswith(b"\n") or leaf_hash(line[:-1]).hex() != state.last_leaf:
         raise _Refused("rewritten", detail)
+    return record_hash_of(line[:-1])

@@ -1,11 +1,16 @@
 """Verify a chain against signed checkpoints: is every checkpoint a prefix of this chain?
 
 For each note: authenticate it (``bad-signature``, ``unknown-key``, ``unsigned``, ``malformed``), then
-recompute the tree over the chain's lines in one pass, taking the root at each checkpoint's size
-(``truncated`` when the chain is shorter, ``record-changed`` when the root differs). Two authenticated
-checkpoints that cannot both be prefixes of one log are a ``fork``. When a root differs, the first
-changed seq is found through the stored tiles after they are authenticated against the signed root
-(``first_bad_seq``), by descending the tree: O(log n) stored hashes against the chain's own.
+recompute the tree over the chain's lines in one pass that hashes each byte once (leaf hashes only),
+taking the root at each checkpoint's size (``truncated`` when the chain is shorter, ``record-changed``
+when the root differs). Record hashes and links are then checked only for the lines the largest
+authenticated checkpoint that holds does not cover (``broken-chain``): below it the signed root commits
+to every byte, and the signer checked those lines' record hashes and links before signing them
+(docs/chain-format.md sections 13.6 and 13.7). Without verifier keys, or when no checkpoint holds,
+every line is checked. Two authenticated checkpoints that cannot both be prefixes of one log are a
+``fork``. When a root differs, the first changed seq is found through the stored tiles after they are
+authenticated against the signed root (``first_bad_seq``), by descending the tree: O(log n) stored
+hashes against the chain's own.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import os
 from collections.abc import Sequence
 
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
-from otel_route_shadow.tlog.integrity import ChainScan, TreeLevels, scan_chain
+from otel_route_shadow.tlog.integrity import ChainScan, TreeLevels, first_broken_seq, scan_with_tree
 from otel_route_shadow.tlog.merkle import split_point
 from otel_route_shadow.tlog.note import NoteError, Verifier, open_note
 from otel_route_shadow.tlog.tiles import TileError, TileStore
@@ -45,7 +50,10 @@ class ConsistencyReason(enum.StrEnum):
     FORK = "fork"
     """Two authenticated checkpoints are inconsistent with each other: the log signed two histories."""
     BROKEN_CHAIN = "broken-chain"
-    """Every checkpoint holds but a line's record hash or link does not (``verify`` names the class)."""
+    """Every checkpoint holds but a line's record hash or link does not (``verify`` names the class).
+
+    Checked for the lines beyond the largest authenticated checkpoint that holds (every line when none
+    does, or when no keys were given); below it the signer checked them before signing."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,7 +86,8 @@ class ConsistencyReport:
     unprotected: int
     authenticated: bool
     chain_broken_seq: int | None = None
-    """The first seq whose own record hash or link fails (checked from the bytes), if any."""
+    """The first seq whose own record hash or link fails (checked from the bytes, from the largest
+    authenticated checkpoint that holds on; from seq 0 when none does or no keys were given), if any."""
 
     def to_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
@@ -105,7 +114,9 @@ def verify_against_checkpoints(
     """Check ``chain_path`` against every note. A bad verifier key string raises ``NoteError``.
 
     ``tiles_dir`` (default ``<chain>.tlog``) holds the tiles used to locate a changed record; ``jobs``
-    worker processes hash the chain (one pass: leaf hashes, record hashes and links, no JSON parsing).
+    worker processes hash the chain (leaf hashes: each byte hashed once), then check record hashes and
+    links, without parsing JSON, from the largest authenticated checkpoint that holds on (see the module
+    docstring; from seq 0 without keys or when none holds).
     """
     tiles = tiles_dir if tiles_dir is not None else os.fspath(chain_path) + ".tlog"
     verifiers = [Verifier.parse(key) for key in verifier_keys]
@@ -117,13 +128,24 @@ def verify_against_checkpoints(
             verdicts[index] = outcome
         else:
             accepted.append(outcome)
-    scan = scan_chain(os.fspath(chain_path), jobs)
-    tree = TreeLevels(scan.leaves)
+    path = os.fspath(chain_path)
+    scan, tree = scan_with_tree(path, jobs)
     for item in accepted:
         verdicts[item.index] = _judge(scan, tree, tiles, item)
     _mark_forks(accepted, verdicts)
     _mark_forks_through_tiles(accepted, verdicts, tiles)
-    return _report([verdicts[i] for i in range(len(notes))], scan, bool(verifiers))
+    ordered = [verdicts[i] for i in range(len(notes))]
+    broken = first_broken_seq(path, scan, _vouched_size(ordered, bool(verifiers)), jobs)
+    return _report(ordered, scan, broken, bool(verifiers))
+
+
+def _vouched_size(verdicts: list[CheckpointVerdict], keyed: bool) -> int:
+    """The size of the largest authenticated checkpoint that holds (0 without keys or when none does):
+    its signed root commits to the bytes of every line below it, and its signer checked their record
+    hashes and links before signing, so the link pass starts there."""
+    if not keyed:
+        return 0
+    return max((v.size or 0 for v in verdicts if v.ok), default=0)
 
 
 def _authenticate(index: int, note: str, verifiers: Sequence[Verifier]) -> _Accepted | CheckpointVerdict:
@@ -216,19 +238,21 @@ def _mark_forks_through_tiles(
             )
 
 
-def _report(verdicts: list[CheckpointVerdict], scan: ChainScan, keyed: bool) -> ConsistencyReport:
+def _report(
+    verdicts: list[CheckpointVerdict], scan: ChainScan, broken: int | None, keyed: bool
+) -> ConsistencyReport:
     chain_size = scan.size
     bad = [v for v in verdicts if not v.ok]
     good = [v.size or 0 for v in verdicts if v.ok]
     checkpointed = max(good, default=0)
     first_bad = min((v.first_bad_seq for v in bad if v.first_bad_seq is not None), default=None)
     reason = bad[0].reason if bad else ConsistencyReason.OK
-    if not bad and scan.first_broken_seq is not None:
+    if not bad and broken is not None:
         reason = ConsistencyReason.BROKEN_CHAIN
     return ConsistencyReport(
         ok=reason is ConsistencyReason.OK,
         reason=reason,
-        chain_broken_seq=scan.first_broken_seq,
+        chain_broken_seq=broken,
         verdicts=tuple(verdicts),
         first_bad_seq=first_bad,
         checkpointed_size=checkpointed,

@@ -1,17 +1,21 @@
-"""One pass over a chain's bytes for the verifiable log: leaf hashes, record hashes and links.
+"""Passes over a chain's bytes for the verifiable log: leaf hashes, and record hashes and links.
 
-Without parsing JSON: ``record_hash`` is always the line's last member (docs/chain-format.md section
-5), so the record hash is recomputed from the line's bytes (``SHA-256(line[:-82] + "}")``) and
-compared with the 64 hex digits it carries, and the link is the ``prev_hash`` member found from the
-right (a payload's own strings cannot hold an unescaped quote, so the last ``,"prev_hash":"`` before
-the record hash is the record's). A line that fails is reported by seq; the full verifier (``verify``
-without checkpoints) names its reason class. With ``jobs > 1`` the file is split at line boundaries
-and the segments are hashed in worker processes; leaf hashes do not depend on position, so segments
-need no knowledge of each other until their results are joined in order.
+The leaf pass (:func:`scan_leaves`) hashes each byte once: per line ``SHA-256(0x00 || line)``, fed from
+a memoryview of the block (no copy of the line), and remembers where each block starts so that a line's
+offset can be found again later. The link pass (:func:`first_broken_seq`) checks, from a given seq on,
+each line's own record hash and its link without parsing JSON (the exact check is ``links``; a fast
+path checks a whole block at C level and falls back to the exact check line by line when it does not
+hold). ``verify_against_checkpoints`` runs the link pass only over the lines no authenticated checkpoint
+covers (docs/chain-format.md section 13.7); :func:`scan_chain` runs both over the whole chain.
+
+With ``jobs > 1`` the file is split at line boundaries and the segments are hashed in worker
+processes; leaf hashes do not depend on position, so segments need no knowledge of each other until
+their results are joined in order.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import itertools
@@ -21,67 +25,264 @@ import os
 import re
 import sys
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, BinaryIO, TypeVar
 
 from otel_route_shadow.tlog.leaves import BLOCK_BYTES, iter_blocks
+from otel_route_shadow.tlog.links import (
+    GENESIS,
+    HASH_KEY,
+    line_holds,
+    prev_of,
+    record_hash_holds,
+    record_hash_of,
+)
 
-__all__ = ["ChainScan", "scan_chain"]
+__all__ = [
+    "ChainScan",
+    "TreeLevels",
+    "first_broken_seq",
+    "leaf_hashes",
+    "scan_chain",
+    "scan_leaves",
+    "scan_with_tree",
+]
 
-_GENESIS = b"0" * 64
-_TAIL = 82
-_HASH_KEY = b',"record_hash":"'
-_PREV_KEY = b',"prev_hash":"'
-_SEGMENTS_PER_JOB = 4
+_SEGMENTS_PER_JOB = 16
+"""Segments per worker process: small ones (about 80 MB of a 2.5 GB chain) are handed out as workers free
+up, so a worker slowed by other load on the machine leaves the others at most one small segment of tail."""
+_MIN_PARALLEL_BYTES = 4 * BLOCK_BYTES
+_CHUNK_LEVELS = 14
+"""With ``jobs > 1``, the tree's levels 1 to 14 are built in the workers, over chunks of ``2**14`` leaves."""
 _PREV_RE = re.compile(rb',"prev_hash":"([0-9a-f]{64})","redactions":\[')
-_DIGEST = operator.methodcaller("digest")
 _HEX = operator.methodcaller("hexdigest")
+_LEAF_PREFIX = hashlib.sha256(b"\x00")
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ChainScan:
-    """The chain's leaf hashes (``leaves``: 32 bytes each, in order) and its first broken line."""
+    """The chain's leaf hashes (``leaves``: 32 bytes each, in order), where the leaf pass's blocks
+    start, and, when the links were checked (:func:`scan_chain`), the first broken line."""
 
     leaves: bytes
     size: int
-    first_broken_seq: int | None
+    first_broken_seq: int | None = None
+    block_starts: tuple[tuple[int, int], ...] = ()
+    """``(byte offset, seq)`` of the first line of each block read, in order: finds a line's offset."""
+    end: int = 0
+    """The byte offset just after the last complete line (a torn tail is not scanned)."""
 
     def leaf(self, index: int) -> bytes:
         return self.leaves[index * 32 : index * 32 + 32]
 
 
+# --- the leaf pass ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Hashed:
+    leaves: bytes
+    blocks: list[tuple[int, int]]  # (byte offset, lines) of each block, in order
+
+
+def _hash_segment(path: str, start: int, end: int) -> _Hashed:
+    """Leaf hashes of the lines in ``[start, end)`` (which begins and ends at line boundaries)."""
+    out: list[bytes] = []
+    blocks: list[tuple[int, int]] = []
+    for offset, buffer, stop in _reused_blocks(path, start, end):
+        leaves = leaf_hashes(buffer, stop)
+        out.append(leaves)
+        blocks.append((offset, len(leaves) // 32))
+    return _Hashed(b"".join(out), blocks)
+
+
+def _reused_blocks(
+    path: str, start: int, end: int, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[int, bytearray, int]]:
+    """Yield ``(offset, buffer, stop)``: the complete lines at ``offset`` are ``buffer[:stop]`` (the
+    last LF at ``stop``). One buffer is read into and reused (the tail of a line moves to its front):
+    what it buys over :func:`iter_blocks`, which copies each block twice, is about 0.3 s per GB read
+    (a chain's bytes are read in 0.2 s per GB instead of 0.5, page-cached), a tenth of the leaf pass."""
+    buffer = bytearray(2 * block_bytes)
+    view = memoryview(buffer)
+    carried, offset = 0, start  # bytes of an unfinished line at the buffer's front; its file offset
+    with open(path, "rb", buffering=0) as handle:
+        handle.seek(start)
+        while offset + carried < end:
+            if carried == len(buffer):  # one line longer than the buffer: grow it
+                buffer = buffer + bytes(len(buffer))
+                view = memoryview(buffer)
+            want = min(len(buffer) - carried, block_bytes, end - offset - carried)
+            got = handle.readinto(view[carried : carried + want])
+            if not got:
+                return
+            filled = carried + got
+            stop = buffer.rfind(b"\n", 0, filled)
+            if stop < 0:
+                carried = filled
+                continue
+            yield offset, buffer, stop
+            carried, offset = filled - stop - 1, offset + stop + 1
+            buffer[:carried] = buffer[stop + 1 : filled]
+
+
+def leaf_hashes(block: bytes | bytearray, stop: int | None = None) -> bytes:
+    """``SHA-256(0x00 || line)`` of each line of ``block[:stop]`` (lines joined by LF), concatenated.
+
+    Each line is fed to a copy of a hash already holding ``0x00`` through a memoryview, so no line is
+    copied: about 2x the cost of hashing the block's bytes once, where splitting the block (which
+    copies every line) cost about 3.5x.
+    """
+    stop = len(block) if stop is None else stop
+    view = memoryview(block)
+    find, fresh = block.find, _LEAF_PREFIX.copy
+    out: list[bytes] = []
+    append = out.append
+    start, end = 0, find(b"\n", 0, stop)
+    while end >= 0:
+        digest = fresh()
+        digest.update(view[start:end])
+        append(digest.digest())
+        start, end = end + 1, find(b"\n", end + 1, stop)
+    digest = fresh()
+    digest.update(view[start:stop])
+    append(digest.digest())
+    return b"".join(out)
+
+
+def scan_leaves(path: str, jobs: int = 1, *, min_parallel_bytes: int = _MIN_PARALLEL_BYTES) -> ChainScan:
+    """Leaf hashes of every complete line (record hashes and links are not checked here).
+
+    Chains smaller than ``min_parallel_bytes`` are scanned in this process whatever ``jobs`` says."""
+    end = _complete_end(path)
+    return _joined(_run_segments(_hash_segment, path, 0, end, jobs, min_parallel_bytes), end)
+
+
+def scan_with_tree(
+    path: str,
+    jobs: int = 1,
+    *,
+    min_parallel_bytes: int = _MIN_PARALLEL_BYTES,
+    chunk_levels: int = _CHUNK_LEVELS,
+) -> tuple[ChainScan, TreeLevels]:
+    """:func:`scan_leaves` and the :class:`TreeLevels` over its leaves.
+
+    With ``jobs > 1`` one pool of worker processes does both: as the leaf segments come back, in order,
+    each chunk of ``2**chunk_levels`` leaves (aligned, so its nodes are nodes of the whole tree) is
+    queued for its lower ``chunk_levels`` levels behind the segments still to hash; the few levels
+    above are built here. What it buys: the tree is about a fifth of a one-process verify once each
+    byte is hashed only once; left serial it capped ``jobs=2`` at about 1.5x of one, built in a second
+    pool after the leaves at about 1.75x (bench row 6b); overlapping it with the leaf pass's tail
+    removes that barrier and the second pool."""
+    end = _complete_end(path)
+    if jobs <= 1 or end < min_parallel_bytes:
+        scan = _joined([_hash_segment(path, 0, end)], end)
+        return scan, TreeLevels(scan.leaves)
+    unit = 1 << chunk_levels
+    parts: list[_Hashed] = []
+    leaves = bytearray()
+    chunks: list[Future[list[bytes]]] = []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
+        bounds = _bounds(path, 0, end, jobs * _SEGMENTS_PER_JOB)
+        for future in [pool.submit(_hash_segment, path, a, b) for a, b in bounds]:
+            parts.append(future.result())
+            leaves += parts[-1].leaves
+            while len(leaves) // 32 >= (len(chunks) + 1) * unit:
+                at = len(chunks) * unit * 32
+                chunks.append(pool.submit(_chunk_levels, leaves[at : at + unit * 32], chunk_levels))
+        if len(leaves) > len(chunks) * unit * 32:  # the short last chunk
+            chunks.append(pool.submit(_chunk_levels, leaves[len(chunks) * unit * 32 :], chunk_levels))
+        rows = [future.result() for future in chunks]
+    scan = _joined(parts, end)
+    lower = [b"".join(r[h] for r in rows if h < len(r)) for h in range(chunk_levels)]
+    return scan, TreeLevels(scan.leaves, lower)
+
+
+def _joined(parts: list[_Hashed], end: int) -> ChainScan:
+    starts: list[tuple[int, int]] = []
+    seq = 0
+    for part in parts:
+        for offset, lines in part.blocks:
+            starts.append((offset, seq))
+            seq += lines
+    return ChainScan(b"".join(p.leaves for p in parts), seq, None, tuple(starts), end)
+
+
+def scan_chain(path: str, jobs: int = 1, *, min_parallel_bytes: int = _MIN_PARALLEL_BYTES) -> ChainScan:
+    """Leaf hashes of every complete line, and the first seq whose record hash or link fails."""
+    scan = scan_leaves(path, jobs, min_parallel_bytes=min_parallel_bytes)
+    broken = first_broken_seq(path, scan, 0, jobs, min_parallel_bytes=min_parallel_bytes)
+    return dataclasses.replace(scan, first_broken_seq=broken)
+
+
+# --- the link pass ------------------------------------------------------------------------------------
+
+
+def first_broken_seq(
+    path: str,
+    scan: ChainScan,
+    start_seq: int = 0,
+    jobs: int = 1,
+    *,
+    min_parallel_bytes: int = _MIN_PARALLEL_BYTES,
+) -> int | None:
+    """The first seq at or after ``start_seq`` whose record hash or link fails (None when all hold).
+
+    Line ``start_seq``'s link is checked against the record hash line ``start_seq - 1`` carries (that
+    line itself is not checked), or against ``GENESIS`` for seq 0."""
+    if start_seq >= scan.size:
+        return None
+    offset, prev = _line_start_and_prev(path, scan, start_seq)
+    segments = _run_segments(_check_segment, path, offset, scan.end, jobs, min_parallel_bytes)
+    return _first_broken(segments, start_seq, prev)
+
+
+def _line_start_and_prev(path: str, scan: ChainScan, seq: int) -> tuple[int, bytes]:
+    """The byte offset of line ``seq`` and the record hash of the line before it."""
+    if seq == 0:
+        return 0, GENESIS
+    index = bisect.bisect_right(scan.block_starts, seq - 1, key=operator.itemgetter(1)) - 1
+    offset, first = scan.block_starts[index]
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        for _ in range(seq - 1 - first):
+            handle.readline()
+        line = handle.readline()
+        return handle.tell(), record_hash_of(line[:-1])
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Segment:
-    leaves: bytes
     lines: int
     first_bad: int  # local index of the first line whose own hash or link fails, -1 if none
     first_prev: bytes
     last_hash: bytes
 
 
-def _scan_segment(path: str, start: int, end: int) -> _Segment:
-    """Hash the lines in ``[start, end)`` (which begins and ends at line boundaries), block by block."""
-    out: list[bytes] = []
+@dataclasses.dataclass(slots=True)
+class _Walk:
+    count: int = 0
+    first_bad: int = -1
+    first_prev: bytes = b""
+    last_hash: bytes = b""
+
+
+def _check_segment(path: str, start: int, end: int) -> _Segment:
+    """Record hashes and links of the lines in ``[start, end)``, block by block (the first line's
+    link is reported as ``first_prev``, for the join to check)."""
     state = _Walk()
     with open(path, "rb") as handle:
         for _after, block in iter_blocks(handle, start, end):
-            leaves = _leaf_hashes(block)
-            out.append(leaves)
-            lines = len(leaves) // 32
+            lines = block.count(b"\n") + 1
             if state.first_bad < 0 and _block_holds(block, lines, state):
-                state.first_prev = state.first_prev if state.count else _prev_of(block[: block.find(b"\n")])
+                if not state.count:
+                    state.first_prev = prev_of(block.partition(b"\n")[0])
                 state.count += lines
                 continue
             _walk_lines(block, state)
-    return _Segment(b"".join(out), state.count, state.first_bad, state.first_prev, state.last_hash)
-
-
-def _leaf_hashes(block: bytes) -> bytes:
-    """Leaf hashes of a block's lines: one rewrite puts 0x00 after every LF, so each piece split off is
-    already ``0x00 || line``, and the hashing runs in ``map`` without a Python step per line."""
-    pieces = block.replace(b"\n", b"\n\x00").split(b"\n")
-    pieces[0] = b"\x00" + pieces[0]  # the one line no LF precedes (copying a line, not the block)
-    return b"".join(map(_DIGEST, map(hashlib.sha256, pieces)))
+    return _Segment(state.count, state.first_bad, state.first_prev, state.last_hash)
 
 
 def _block_holds(block: bytes, lines: int, state: _Walk) -> bool:
@@ -91,7 +292,7 @@ def _block_holds(block: bytes, lines: int, state: _Walk) -> bool:
     (a payload member of that name makes the count differ, and the block takes the slow path); the
     ``prev_hash`` members are the matches of one regular expression (checked by count the same way).
     """
-    parts = block.replace(_HASH_KEY, b"}\n").split(b"\n")
+    parts = block.replace(HASH_KEY, b"}\n").split(b"\n")
     if len(parts) != 2 * lines:
         return False
     tails = parts[1::2]
@@ -108,61 +309,90 @@ def _block_holds(block: bytes, lines: int, state: _Walk) -> bool:
     return True
 
 
-@dataclasses.dataclass(slots=True)
-class _Walk:
-    count: int = 0
-    first_bad: int = -1
-    first_prev: bytes = b""
-    last_hash: bytes = b""
-
-
 def _walk_lines(block: bytes, state: _Walk) -> None:
     """The exact path, one line at a time: finds the first line whose record hash or link fails."""
     for line in block.split(b"\n"):
-        ok = (
-            line[-_TAIL : -_TAIL + 16] == _HASH_KEY
-            and hashlib.sha256(line[:-_TAIL] + b"}").hexdigest().encode("ascii") == line[-66:-2]
-        )
-        prev = _prev_of(line)
         if state.count == 0:
-            state.first_prev = prev
-            if not ok:
+            state.first_prev = prev_of(line)
+            if not record_hash_holds(line):
                 state.first_bad = 0
-        elif state.first_bad < 0 and (prev != state.last_hash or not ok):
+        elif state.first_bad < 0 and not line_holds(line, state.last_hash):
             state.first_bad = state.count
-        state.last_hash = line[-66:-2]
+        state.last_hash = record_hash_of(line)
         state.count += 1
 
 
-def _prev_of(line: bytes) -> bytes:
-    at = line.rfind(_PREV_KEY, 0, len(line) - _TAIL)
-    return line[at + 14 : at + 78] if at >= 0 else b""
+def _first_broken(segments: list[_Segment], seq: int, prev: bytes) -> int | None:
+    """Join the segments in order: the first line of each must link to the last of the one before."""
+    for segment in segments:
+        if segment.lines == 0:
+            continue
+        if segment.first_prev != prev:
+            return seq
+        if segment.first_bad >= 0:
+            return seq + segment.first_bad
+        seq += segment.lines
+        prev = segment.last_hash
+    return None
+
+
+# --- splitting the file between processes -------------------------------------------------------------
+
+
+def _run_segments(
+    work: Callable[[str, int, int], _T], path: str, start: int, end: int, jobs: int, min_parallel_bytes: int
+) -> list[_T]:
+    """``work`` over ``[start, end)`` here, or over segments of it in ``jobs`` worker processes."""
+    if jobs <= 1 or end - start < min_parallel_bytes:
+        return [work(path, start, end)]
+    bounds = _bounds(path, start, end, jobs * _SEGMENTS_PER_JOB)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
+        futures = [pool.submit(work, path, a, b) for a, b in bounds]
+        return [f.result() for f in futures]
+
+
+_PROBE_BYTES = 64 * 1024
+"""First read when looking for a line boundary (doubled until one is found): lines are a few KB, so
+finding the 31 segment bounds of ``jobs=2`` reads about 2 MB here instead of 124 MB."""
 
 
 def _complete_end(path: str) -> int:
     """The offset just after the last LF (the torn tail is not scanned)."""
     with open(path, "rb") as handle:
-        end = os.fstat(handle.fileno()).st_size
-        position = end
+        position = os.fstat(handle.fileno()).st_size
+        step = _PROBE_BYTES
         while position > 0:
-            step = min(BLOCK_BYTES, position)
+            step = min(step, position)
             handle.seek(position - step)
             cut = handle.read(step).rfind(b"\n")
             if cut >= 0:
                 return position - step + cut + 1
-            position -= step
+            position, step = position - step, 2 * step
     return 0
 
 
-def _bounds(path: str, end: int, parts: int) -> list[tuple[int, int]]:
-    cuts = [0]
+def _line_after(handle: BinaryIO, position: int, end: int) -> int:
+    """The offset just after the first LF at or after ``position`` (``end`` when none is before it)."""
+    handle.seek(position)
+    step = _PROBE_BYTES
+    while position < end:
+        data = handle.read(min(step, end - position))
+        if not data:
+            break
+        cut = data.find(b"\n")
+        if cut >= 0:
+            return position + cut + 1
+        position, step = position + len(data), 2 * step
+    return end
+
+
+def _bounds(path: str, start: int, end: int, parts: int) -> list[tuple[int, int]]:
+    cuts = [start]
     with open(path, "rb") as handle:
         for k in range(1, parts):
-            handle.seek(max(cuts[-1], end * k // parts))
-            data = handle.read(4 * 1024 * 1024 + 1)
-            cut = data.find(b"\n")
-            if cut >= 0 and handle.tell() - len(data) + cut + 1 < end:
-                cuts.append(handle.tell() - len(data) + cut + 1)
+            cut = _line_after(handle, max(cuts[-1], start + (end - start) * k // parts), end)
+            if cut < end:
+                cuts.append(cut)
     cuts.append(end)
     return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
 
@@ -174,50 +404,48 @@ def _mp_context() -> Any:
     return multiprocessing.get_context("spawn")
 
 
-def scan_chain(path: str, jobs: int = 1, *, min_parallel_bytes: int = 4 * BLOCK_BYTES) -> ChainScan:
-    """Leaf hashes of every complete line, and the first seq whose record hash or link fails.
-
-    Chains smaller than ``min_parallel_bytes`` are scanned in this process whatever ``jobs`` says."""
-    end = _complete_end(path)
-    if jobs <= 1 or end < min_parallel_bytes:
-        segments = [_scan_segment(path, 0, end)]
-    else:
-        bounds = _bounds(path, end, jobs * _SEGMENTS_PER_JOB)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
-            futures = [pool.submit(_scan_segment, path, a, b) for a, b in bounds]
-            segments = [f.result() for f in futures]
-    return _join(segments)
+# --- the tree -----------------------------------------------------------------------------------------
 
 
-def _join(segments: list[_Segment]) -> ChainScan:
-    first_broken: int | None = None
-    seq, prev = 0, _GENESIS
-    for segment in segments:
-        if segment.lines == 0:
-            continue
-        if first_broken is None:
-            if segment.first_prev != prev:
-                first_broken = seq
-            elif segment.first_bad >= 0:
-                first_broken = seq + segment.first_bad
-        seq += segment.lines
-        prev = segment.last_hash
-    return ChainScan(b"".join(s.leaves for s in segments), seq, first_broken)
+def _parent_row(row: bytes | bytearray) -> bytes:
+    """The level above ``row``: ``SHA-256(0x01 || left || right)`` of each complete pair."""
+    sha = hashlib.sha256
+    return b"".join([sha(b"\x01" + row[i : i + 64]).digest() for i in range(0, len(row) - 63, 64)])
+
+
+def _chunk_levels(leaves: bytes | bytearray, levels: int) -> list[bytes]:
+    """Levels 1 to ``levels`` over one aligned chunk of leaves (fewer for a short last chunk: the
+    levels it has no complete node in)."""
+    rows: list[bytes] = []
+    row: bytes | bytearray = leaves
+    while len(row) >= 64 and len(rows) < levels:
+        row = _parent_row(row)
+        rows.append(row)
+    return rows
 
 
 class TreeLevels:
     """Every complete node of the tree over ``leaves``, level by level (level h: nodes of 2**h leaves).
 
     About n extra hashes of 65 bytes for n leaves, computed level by level in tight loops; then the
-    root at any size costs at most log2(n) hashes.
+    root at any size costs at most log2(n) hashes. (A ``map`` chain over slices, with no Python step
+    per node, measured no faster on CPython 3.11: 0.39 s against 0.35 s for 500k nodes with
+    ``operator.getitem``/``add`` and ``HASH.digest``, 0.58 s with ``methodcaller("digest")``; the
+    per-node cost is OpenSSL's, not the loop's.)
+
+    ``lower`` (from :func:`scan_with_tree`) holds levels 1, 2, ... already built elsewhere, possibly
+    ending in levels with no node; the rest are built here.
     """
 
-    def __init__(self, leaves: bytes) -> None:
-        sha = hashlib.sha256
+    def __init__(self, leaves: bytes, lower: Sequence[bytes] = ()) -> None:
         self.levels = [leaves]
-        row = leaves
+        for row in lower:
+            if len(self.levels[-1]) < 64:
+                break
+            self.levels.append(row)
+        row = self.levels[-1]
         while len(row) >= 64:
-            row = b"".join([sha(b"\x01" + row[i : i + 64]).digest() for i in range(0, len(row) - 63, 64)])
+            row = _parent_row(row)
             self.levels.append(row)
 
     def node(self, height: int, index: int) -> bytes:
