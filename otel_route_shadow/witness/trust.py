@@ -49,7 +49,7 @@ from otel_route_shadow.tlog import (
     tlog_dir,
     verify_consistency,
 )
-from otel_route_shadow.tlog.integrity import TreeLevels, scan_chain
+from otel_route_shadow.tlog.integrity import TreeLevels, scan_leaves
 from otel_route_shadow.tlog.leaves import iter_line_blocks
 from otel_route_shadow.witness.checkpoints import WitnessedCheckpoint
 from otel_route_shadow.witness.verdict import Consistency, Failure
@@ -261,7 +261,7 @@ def _judge(chain: str, checkpoint: Checkpoint, walk: _Walk, position: int) -> li
         walk.best = (checkpoint.size, checkpoint.root, position, tuple(walk.edge.nodes))
         return []
     # Reads the whole chain again: only when something broke.
-    first = locate_first_changed(TreeLevels(scan_chain(chain).leaves), checkpoint, tlog_dir(chain))
+    first = locate_first_changed(TreeLevels(scan_leaves(chain).leaves), checkpoint, tlog_dir(chain))
     detail = (
         f"first changed record: seq {first}" if first is not None else "the changed record cannot be located"
     )
