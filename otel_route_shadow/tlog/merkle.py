@@ -11,7 +11,6 @@ Proof *generation* takes a ``range_hash(lo, hi)`` callable (the hash of the subt
 from __future__ import annotations
 
 import hashlib
-import operator
 from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
@@ -37,7 +36,6 @@ EMPTY_ROOT = hashlib.sha256(b"").digest()
 
 RangeHash = Callable[[int, int], bytes]
 
-_DIGEST = operator.methodcaller("digest")
 _LEAF_PREFIX = b"\x00"
 _NODE_PREFIX = b"\x01"
 
@@ -52,8 +50,8 @@ def leaf_hash(data: bytes) -> bytes:
 
 
 def leaf_hashes(lines: Iterable[bytes]) -> list[bytes]:
-    """:func:`leaf_hash` of each of ``lines``, by ``map`` over C callables (no Python step per line)."""
-    return list(map(_DIGEST, map(hashlib.sha256, map(_LEAF_PREFIX.__add__, lines))))
+    """:func:`leaf_hash` of each of ``lines``, in order."""
+    return [hashlib.sha256(_LEAF_PREFIX + line).digest() for line in lines]
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
@@ -69,13 +67,13 @@ def split_point(n: int) -> int:
 def perfect_root(hashes: Sequence[bytes]) -> bytes:
     """The root of a perfect subtree: ``hashes`` are its ``2**k`` leaf hashes (or lower nodes).
 
-    Level by level, each level's node hashes computed by ``map`` over C callables: no Python step per
-    node. About four times faster than :func:`root_from_leaf_hashes` on a 256-hash tile.
+    Level by level, without the :class:`CompactRange` bookkeeping per node: 335 us against 512 us for
+    :func:`root_from_leaf_hashes` on a 256-hash tile (timeit, 2026-12-01; a ``map`` chain over C
+    callables measured 409 us, no faster than this loop).
     """
     row = list(hashes)
     while len(row) > 1:
-        pairs = map(bytes.__add__, row[0::2], row[1::2])
-        row = list(map(_DIGEST, map(hashlib.sha256, map(_NODE_PREFIX.__add__, pairs))))
+        row = [hashlib.sha256(_NODE_PREFIX + row[i] + row[i + 1]).digest() for i in range(0, len(row), 2)]
     return row[0]
 
 
