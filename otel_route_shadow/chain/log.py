@@ -521,9 +521,7 @@ class RoutingAuditLog:
             if identity == self._identity and self._durable >= end:
                 return
             sfd = self._sync_descriptor()
-            if timeout is None:
-                fcntl.flock(sfd, fcntl.LOCK_EX)
-            elif not flock_within(sfd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
+            if not self._lock_sync_file(sfd):
                 self._sync_timed_out()
                 return
             try:
@@ -532,13 +530,7 @@ class RoutingAuditLog:
                     if identity == self._identity:
                         self._durable = shared[2]
                     return
-                # Everything written before this fstat is covered by the sync that follows it.
-                target = os.fstat(fd).st_size
-                os.fdatasync(fd)
-                self.fsyncs += 1
-                os.pwrite(sfd, _WATERMARK.pack(dev, ino, target), 0)
-                if identity == self._identity:
-                    self._durable = target
+                self._sync_and_mark(fd, sfd, identity)
             finally:
                 fcntl.flock(sfd, fcntl.LOCK_UN)
         finally:
@@ -585,9 +577,7 @@ class RoutingAuditLog:
             if self._sync_fd < 0 and not os.path.exists(self._sync_path):
                 return
             sfd = self._sync_descriptor()
-            if timeout is None:
-                fcntl.flock(sfd, fcntl.LOCK_EX)
-            elif not flock_within(sfd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
+            if not self._lock_sync_file(sfd):
                 self._owe_lowering()
                 return
             try:
@@ -611,24 +601,32 @@ class RoutingAuditLog:
         """Sync ``fd`` whatever the watermark says and write the watermark from the file's size now
         (after the truncation, so every byte it names is synced): a lowering owed is then made.
         Called with ``_sync_lock`` held; bounded by ``lock_timeout`` like any sync."""
-        timeout = self._lock_timeout
         sfd = self._sync_descriptor()
-        if timeout is None:
-            fcntl.flock(sfd, fcntl.LOCK_EX)
-        elif not flock_within(sfd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
+        if not self._lock_sync_file(sfd):
             self._sync_timed_out()
             return
         try:
-            target = os.fstat(fd).st_size
-            os.fdatasync(fd)
-            self.fsyncs += 1
-            dev, ino = identity
-            os.pwrite(sfd, _WATERMARK.pack(dev, ino, target), 0)
-            if identity == self._identity:
-                self._durable = target
+            self._sync_and_mark(fd, sfd, identity)
             self._lowerings_settled = owed
         finally:
             fcntl.flock(sfd, fcntl.LOCK_UN)
+
+    def _lock_sync_file(self, sfd: int) -> bool:
+        """Take the ``.sync`` file's lock, waiting at most ``lock_timeout`` (False: not taken)."""
+        if self._lock_timeout is None:
+            fcntl.flock(sfd, fcntl.LOCK_EX)
+            return True
+        return flock_within(sfd, fcntl.LOCK_EX, self._lock_timeout, _LOCK_POLL_S)
+
+    def _sync_and_mark(self, fd: int, sfd: int, identity: tuple[int, int]) -> None:
+        """``fdatasync`` the chain and record in the watermark how far it is durable: everything
+        written before the ``fstat`` is covered by the sync that follows it. ``.sync`` lock held."""
+        target = os.fstat(fd).st_size
+        os.fdatasync(fd)
+        self.fsyncs += 1
+        os.pwrite(sfd, _WATERMARK.pack(*identity, target), 0)
+        if identity == self._identity:
+            self._durable = target
 
 
 # ---------------------------------------------------------------------------------------------------
