@@ -22,7 +22,7 @@ from otel_route_shadow.tlog import (
     verify_consistency,
     verify_inclusion,
 )
-from otel_route_shadow.tlog.merkle import leaf_hashes, perfect_root
+from otel_route_shadow.tlog.merkle import perfect_root
 
 VECTORS = json.loads(
     (Path(__file__).parent / "vectors" / "tlog" / "rfc6962.json").read_text(encoding="utf-8")
@@ -174,11 +174,6 @@ def test_extending_past_a_second_level_tile_matches_the_definition() -> None:
     builder.extend(leaves[1000:])
     assert builder.root() == root_from_leaf_hashes(leaves)
     assert (1, 0) in {(level, index) for level, index, _ in builder.full}
-
-
-def test_leaf_hashes_is_leaf_hash_of_each_line() -> None:
-    lines = [b"", b"a", b"\x00" * 3000, "é".encode()]
-    assert leaf_hashes(lines) == [leaf_hash(line) for line in lines]
 
 
 def test_perfect_root_is_the_root_of_a_power_of_two_leaves() -> None:

@@ -50,7 +50,7 @@ from otel_route_shadow.chain import open_chain
 from otel_route_shadow.tlog.checkpoint import Checkpoint, parse_checkpoint
 from otel_route_shadow.tlog.leaves import iter_line_blocks
 from otel_route_shadow.tlog.links import GENESIS, line_holds, record_hash_of
-from otel_route_shadow.tlog.merkle import leaf_hash, leaf_hashes
+from otel_route_shadow.tlog.merkle import leaf_hash
 from otel_route_shadow.tlog.note import Signer, parse_note, sign_note
 from otel_route_shadow.tlog.tiles import TileStore, TreeBuilder, _write_atomic
 
@@ -376,7 +376,7 @@ class Checkpointer:
             taken = lines[:budget]
             holding = taken[: _holding(taken, prev)]
             if holding:
-                digests = leaf_hashes(holding)
+                digests = [leaf_hash(line) for line in holding]
                 builder.extend(digests)
                 state.offset += sum(map(len, holding)) + len(holding)
                 state.last_start = state.offset - len(holding[-1]) - 1

@@ -38,6 +38,7 @@ from otel_route_shadow.tlog.links import (
     record_hash_holds,
     record_hash_of,
 )
+from otel_route_shadow.tlog.merkle import parent_row
 
 __all__ = [
     "ChainScan",
@@ -407,19 +408,13 @@ def _mp_context() -> Any:
 # --- the tree -----------------------------------------------------------------------------------------
 
 
-def _parent_row(row: bytes | bytearray) -> bytes:
-    """The level above ``row``: ``SHA-256(0x01 || left || right)`` of each complete pair."""
-    sha = hashlib.sha256
-    return b"".join([sha(b"\x01" + row[i : i + 64]).digest() for i in range(0, len(row) - 63, 64)])
-
-
 def _chunk_levels(leaves: bytes | bytearray, levels: int) -> list[bytes]:
     """Levels 1 to ``levels`` over one aligned chunk of leaves (fewer for a short last chunk: the
     levels it has no complete node in)."""
     rows: list[bytes] = []
     row: bytes | bytearray = leaves
     while len(row) >= 64 and len(rows) < levels:
-        row = _parent_row(row)
+        row = parent_row(row)
         rows.append(row)
     return rows
 
@@ -445,7 +440,7 @@ class TreeLevels:
             self.levels.append(row)
         row = self.levels[-1]
         while len(row) >= 64:
-            row = _parent_row(row)
+            row = parent_row(row)
             self.levels.append(row)
 
     def node(self, height: int, index: int) -> bytes:
