@@ -116,8 +116,6 @@ class Backlog:
         self._dropped = 0
         self._first_drop_ns = 0
         self._last_drop_ns = 0
-        self.waiting = False
-        """Whether anything is kept or counted: a plain attribute, read by every append (no call)."""
 
     def __len__(self) -> int:
         return len(self._items) + (1 if self._dropped else 0)
@@ -125,7 +123,6 @@ class Backlog:
     def keep(self, entry: EncodedPayload, now_ns: int) -> bool:
         """Keep ``entry`` after the others; False when the backlog is full and it was counted instead."""
         with self._lock:
-            self.waiting = True
             if len(self._items) < self.capacity:
                 self._items.append(entry)
                 return True
@@ -145,18 +142,15 @@ class Backlog:
                 event = dropped_event(self._dropped, self._first_drop_ns, self._last_drop_ns)
                 entries.append(EncodedPayload(canonical_bytes(event), EMPTY_MARKS))
                 self._dropped = 0
-            self.waiting = False
             return entries
 
     def restore(self, entries: list[EncodedPayload]) -> None:
         """Put back, in front and in order, what :meth:`take` returned but could not be written."""
         with self._lock:
             self._items.extendleft(reversed(entries))
-            self.waiting = bool(self._items) or bool(self._dropped)
 
     def clear(self) -> None:
         """Forget everything (a forked child: the records are its parent's to write)."""
         with self._lock:
             self._items.clear()
             self._dropped = 0
-            self.waiting = False

@@ -214,8 +214,7 @@ class RoutingAuditLog:
             fd, size = locked
             try:
                 head, size = self._checked_head(fd, size)
-                if self._backlog.waiting:
-                    head, size = self._write_backlog(fd, head, size)
+                head, size = self._write_backlog(fd, head, size)
                 prev = GENESIS_HASH if head is None else head.record_hash
                 if encoded is not None:
                     head, size = self._write_record(fd, head, size, encoded)
@@ -240,7 +239,7 @@ class RoutingAuditLog:
         return self._prepare(fd, size)
 
     def _write_backlog(self, fd: int, head: ChainHead | None, size: int) -> tuple[ChainHead | None, int]:
-        entries = self._backlog.take()
+        entries = self._backlog.take() if len(self._backlog) else []
         for index, entry in enumerate(entries):
             try:
                 head, size = self._write_record(fd, head, size, entry)
@@ -338,13 +337,10 @@ class RoutingAuditLog:
         """
         fd = self._fd if self._fd >= 0 else self._open()
         for _ in range(8):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # uncontended: one system call
-            except BlockingIOError:
-                if timeout is None:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                elif not flock_within(fd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
-                    return None
+            if timeout is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            elif not flock_within(fd, fcntl.LOCK_EX, timeout, _LOCK_POLL_S):
+                return None
             try:
                 current = os.stat(self._path)
             except FileNotFoundError:
