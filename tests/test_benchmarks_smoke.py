@@ -72,6 +72,41 @@ def test_quick_benchmarks_produce_every_row(tmp_path: Path) -> None:
         assert f"\n{row_id} " in "\n" + proc.stdout, f"row {row_id} missing from the printed table"
 
 
+@pytest.mark.slow
+def test_seam_variants_prototypes_do_the_work_they_claim(tmp_path: Path) -> None:
+    """The what-if prototypes of row 1 (``benchmarks/seam_variants.py``) feed a design decision, so
+    each must do what it says: the writer thread writes every record inside the timed runs (a
+    figure that left records queued would measure a queue), the minimal append writes its side file,
+    and no-append writes nothing to the chain."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.seam_variants",
+            "--quick",
+            "--rounds",
+            "1",
+            "--variants",
+            "writer-thread,minimal-append,no-append",
+            "--workdir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = {r["variant"]: r for r in map(json.loads, proc.stderr.strip().splitlines())}
+    writer = results["writer-thread"]
+    assert writer["chain_records"] == writer["expected_records"] > 0
+    assert writer["side_count"] == 0, "the writer thread's appends raised"
+    assert results["minimal-append"]["side_count"] >= results["minimal-append"]["expected_records"]
+    assert results["no-append"]["chain_records"] == 0
+    assert all(r["ratio"] > 0 for r in results.values())
+    assert "| writer-thread |" in proc.stdout
+
+
 # The baselines must be honest: the reference verify loop is a real verifier, and the linear-scan
 # resolvers decide exactly what explain_batch decides.
 
