@@ -45,14 +45,14 @@ DEFERRED_ENV = {
 }
 
 
-def _no_append() -> Callable[[], int]:
+def _no_append() -> Callable[[], dict[str, int]]:
     from otel_route_shadow.chain.log import RoutingAuditLog
 
     RoutingAuditLog.submit = lambda self, encoded: None  # type: ignore[assignment,method-assign,misc]
-    return lambda: 0
+    return dict
 
 
-def _minimal_append(workdir: Path) -> Callable[[], int]:
+def _minimal_append(workdir: Path) -> Callable[[], dict[str, int]]:
     import fcntl
     import hashlib
 
@@ -71,7 +71,7 @@ def _minimal_append(workdir: Path) -> Callable[[], int]:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
     RoutingAuditLog.submit = submit  # type: ignore[method-assign]
-    return lambda: _count_lines(side)
+    return lambda: {"side_file_lines": _count_lines(side)}
 
 
 class _HeldFlock:
@@ -91,7 +91,7 @@ class _HeldFlock:
         self._held.add(fd)
 
 
-def _lock_held() -> Callable[[], int]:
+def _lock_held() -> Callable[[], dict[str, int]]:
     import fcntl
 
     from otel_route_shadow import locking
@@ -100,10 +100,10 @@ def _lock_held() -> Callable[[], int]:
     held = _HeldFlock(fcntl)
     log.fcntl = held  # type: ignore[assignment]
     locking.fcntl = held  # type: ignore[assignment]
-    return lambda: 0
+    return dict
 
 
-def _writer_thread() -> Callable[[], int]:
+def _writer_thread() -> Callable[[], dict[str, int]]:
     import queue
 
     from benchmarks import bench_seam
@@ -142,7 +142,7 @@ def _writer_thread() -> Callable[[], int]:
         return run
 
     bench_seam._per_call = drained  # type: ignore[assignment]
-    return lambda: errors[0]
+    return lambda: {"writer_errors": errors[0]}
 
 
 def _count_lines(path: str) -> int:
@@ -154,15 +154,15 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
     """Patch this process for ``variant``, run row 1 once, and return its figures."""
     from benchmarks import bench_seam
 
-    side_records: Callable[[], int] = lambda: 0  # noqa: E731
+    probe: Callable[[], dict[str, int]] = dict
     if variant == "no-append":
-        side_records = _no_append()
+        probe = _no_append()
     elif variant == "minimal-append":
-        side_records = _minimal_append(cfg.workdir)
+        probe = _minimal_append(cfg.workdir)
     elif variant == "lock-held":
-        side_records = _lock_held()
+        probe = _lock_held()
     elif variant == "writer-thread":
-        side_records = _writer_thread()
+        probe = _writer_thread()
     elif variant == "checkpoints-deferred":
         os.environ.update(DEFERRED_ENV)
     elif variant != "shipped":
@@ -176,9 +176,9 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         "bare_us": None if row.baseline is None else row.baseline.median,
         "chain_records": extras.get("chain_records_appended"),
         "expected_records": extras.get("expected_records"),
-        "side_count": side_records(),
         "contained_errors": extras.get("contained_errors"),
         "notes": row.notes,
+        **probe(),
     }
 
 
