@@ -51,6 +51,23 @@ def forge(seq: int, prev_hash: str, payload: dict[str, Any], marks: bytes = b"[]
     return encode_record(seq, prev_hash, orjson.dumps(payload, option=CANONICAL), marks)
 
 
+def hash_of(line: bytes) -> str:
+    """The record hash a line carries."""
+    value = orjson.loads(line)["record_hash"]
+    assert isinstance(value, str)
+    return value
+
+
+def edited(lines: list[bytes], seq: int) -> list[bytes]:
+    """``lines`` with line ``seq``'s ``"n"`` member changed and its record hash not recomputed."""
+    out = list(lines)
+    out[seq] = out[seq].replace(f'"n":{seq},'.encode(), f'"n":{seq + 1000},'.encode(), 1)
+    if out[seq] == lines[seq]:
+        out[seq] = out[seq].replace(f'"n":{seq}}}'.encode(), f'"n":{seq + 1000}}}'.encode())
+    assert out[seq] != lines[seq]
+    return out
+
+
 def forge_chain(path: Path, payloads: list[dict[str, Any]], seqs: list[int] | None = None) -> list[bytes]:
     """Write a self-consistent chain directly (hashes recomputed), optionally with chosen seq numbers."""
     prev = GENESIS_HASH

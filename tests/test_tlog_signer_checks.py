@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import orjson
 import pytest
-from test_chain_support import build_chain, forge, write_lines
+from test_chain_support import build_chain, edited, forge, hash_of, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH
 from otel_route_shadow.tlog import Checkpointer, leaf_hash, read_checkpoint_file, root_from_leaf_hashes
@@ -33,20 +32,6 @@ def _refusals(chain: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def _hash_of(line: bytes) -> str:
-    value = orjson.loads(line)["record_hash"]
-    assert isinstance(value, str)
-    return value
-
-
-def _edited(lines: list[bytes], seq: int) -> list[bytes]:
-    """Line ``seq``'s payload changed, its record hash not recomputed."""
-    out = list(lines)
-    out[seq] = out[seq].replace(f'"n":{seq}}}'.encode(), f'"n":{seq + 1000}}}'.encode())
-    assert out[seq] != lines[seq]
-    return out
-
-
 def _relinked_wrongly(lines: list[bytes], seq: int) -> list[bytes]:
     """Line ``seq`` replaced by a record whose own hash holds but whose link points elsewhere."""
     out = list(lines)
@@ -63,7 +48,7 @@ def _unquoted(lines: list[bytes], seq: int) -> list[bytes]:
 
 @pytest.mark.parametrize(
     "damage",
-    [_edited, _relinked_wrongly, _unquoted],
+    [edited, _relinked_wrongly, _unquoted],
     ids=["edited-record", "broken-link", "closing-quote-changed"],
 )
 def test_a_broken_line_is_never_signed_but_the_lines_before_it_are(
@@ -107,7 +92,7 @@ def test_a_resumed_tree_checks_its_first_new_line_against_the_last_line_it_hashe
     made = Checkpointer(str(chain), ORIGIN, None).checkpoint_now()
     assert made is not None and made.size == 40
     # Linked to line 38, not to line 39 (the last one the stored tree hashed): its own hash holds.
-    wrong, _ = forge(40, _hash_of(lines[38]), _payload(40))
+    wrong, _ = forge(40, hash_of(lines[38]), _payload(40))
     write_lines(chain, [*lines[:40], wrong])
     resumed = Checkpointer(str(chain), ORIGIN, None)
     assert resumed.checkpoint_now() is None and resumed.refused == "broken-link"
@@ -122,7 +107,7 @@ def test_a_resumed_tree_checks_its_first_new_line_against_the_last_line_it_hashe
 def test_a_broken_line_beyond_the_bounded_window_is_found_on_a_later_call(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     lines = build_chain(chain, 60, _payload)
-    write_lines(chain, _edited(lines, 45))
+    write_lines(chain, edited(lines, 45))
     checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1, max_leaves=20)
     checkpointer.after_append()
     checkpointer.after_append()

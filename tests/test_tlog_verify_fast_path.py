@@ -9,11 +9,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_chain_support import build_chain, forge, write_lines
+from test_chain_support import build_chain, edited, forge, hash_of, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH
 from otel_route_shadow.tlog import (
@@ -62,26 +61,11 @@ def _signed_at(chain: Path, lines: list[bytes], size: int) -> str:
     return made.note
 
 
-def _hash_of(line: bytes) -> str:
-    value = orjson.loads(line)["record_hash"]
-    assert isinstance(value, str)
-    return value
-
-
-def _edited(lines: list[bytes], seq: int) -> list[bytes]:
-    out = list(lines)
-    out[seq] = out[seq].replace(f'"n":{seq},'.encode(), f'"n":{seq + 1000},'.encode(), 1)
-    if out[seq] == lines[seq]:
-        out[seq] = out[seq].replace(f'"n":{seq}}}'.encode(), f'"n":{seq + 1000}}}'.encode())
-    assert out[seq] != lines[seq]
-    return out
-
-
 def test_a_broken_record_beyond_the_checkpoint_is_broken_chain_with_its_seq(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     lines = build_chain(chain, 60, _plain)
     note = _signed_at(chain, lines, 40)
-    write_lines(chain, _edited(lines, 50))
+    write_lines(chain, edited(lines, 50))
     report = verify_against_checkpoints(str(chain), [note], [VERIFIER])
     assert report.reason is ConsistencyReason.BROKEN_CHAIN and report.chain_broken_seq == 50
     assert [v.reason for v in report.verdicts] == [ConsistencyReason.OK]
@@ -95,7 +79,7 @@ def test_a_broken_link_at_exactly_the_checkpoint_size_is_found(tmp_path: Path, p
     note = _signed_at(chain, lines, 40)
     relinked = list(lines)
     # Line 40's own hash holds, but it links to line 38 instead of line 39 (the last signed line).
-    relinked[40], _ = forge(40, _hash_of(lines[38]), payload(40))  # type: ignore[operator]
+    relinked[40], _ = forge(40, hash_of(lines[38]), payload(40))  # type: ignore[operator]
     write_lines(chain, relinked)
     report = verify_against_checkpoints(str(chain), [note], [VERIFIER])
     assert report.reason is ConsistencyReason.BROKEN_CHAIN and report.chain_broken_seq == 40
@@ -105,7 +89,7 @@ def test_an_edit_below_the_checkpoint_is_record_changed_as_before(tmp_path: Path
     chain = tmp_path / "chain.jsonl"
     lines = build_chain(chain, 60, _plain)
     note = _signed_at(chain, lines, 40)
-    write_lines(chain, _edited(lines, 12))
+    write_lines(chain, edited(lines, 12))
     report = verify_against_checkpoints(str(chain), [note], [VERIFIER])
     assert report.reason is ConsistencyReason.RECORD_CHANGED and report.first_bad_seq == 12
     assert report.chain_broken_seq == 12  # no checkpoint holds: every line was checked
@@ -119,7 +103,7 @@ def _note_over(lines: list[bytes], size: int, signers: list[Signer]) -> str:
 
 def test_without_keys_every_line_is_checked_even_below_a_holding_checkpoint(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    lines = _edited(build_chain(chain, 60, _plain), 10)
+    lines = edited(build_chain(chain, 60, _plain), 10)
     write_lines(chain, lines)
     note = _note_over(lines, 40, [SIGNER])
     report = verify_against_checkpoints(str(chain), [note], [])
@@ -129,7 +113,7 @@ def test_without_keys_every_line_is_checked_even_below_a_holding_checkpoint(tmp_
 
 def test_when_no_checkpoint_is_authenticated_every_line_is_checked(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    lines = _edited(build_chain(chain, 60, _plain), 10)
+    lines = edited(build_chain(chain, 60, _plain), 10)
     write_lines(chain, lines)
     stranger = Signer.generate("stranger.example/route-shadow")
     report = verify_against_checkpoints(str(chain), [_note_over(lines, 40, [stranger])], [VERIFIER])
@@ -141,11 +125,11 @@ def test_below_an_authenticated_checkpoint_the_signers_check_is_relied_on(tmp_pa
     """The documented trust: a key that signed a broken line vouched for it (the Checkpointer never
     does); the lines beyond its checkpoint are still checked."""
     chain = tmp_path / "chain.jsonl"
-    lines = _edited(build_chain(chain, 60, _plain), 10)
+    lines = edited(build_chain(chain, 60, _plain), 10)
     write_lines(chain, lines)
     report = verify_against_checkpoints(str(chain), [_note_over(lines, 40, [SIGNER])], [VERIFIER])
     assert report.ok and report.chain_broken_seq is None and report.checkpointed_size == 40
-    write_lines(chain, _edited(lines, 45))
+    write_lines(chain, edited(lines, 45))
     report = verify_against_checkpoints(str(chain), [_note_over(lines, 40, [SIGNER])], [VERIFIER])
     assert report.chain_broken_seq == 45
 
@@ -163,7 +147,7 @@ def _broken_by_definition(lines: list[bytes], start: int) -> int | None:
 @pytest.mark.parametrize("jobs", [1, 3])
 def test_the_link_pass_from_any_seq_matches_the_definition(tmp_path: Path, jobs: int) -> None:
     chain = tmp_path / "chain.jsonl"
-    lines = _edited(build_chain(chain, 120, _tricky), 70)
+    lines = edited(build_chain(chain, 120, _tricky), 70)
     write_lines(chain, lines)
     scan = scan_leaves(str(chain), jobs, min_parallel_bytes=0)
     # With several segments, a line's offset is looked up across their blocks.
