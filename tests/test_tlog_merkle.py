@@ -50,7 +50,7 @@ def test_known_roots(size: int) -> None:
     assert root_from_leaf_hashes(HASHES[:size]).hex() == expected
     builder, compact = TreeBuilder(), CompactRange()
     for h in HASHES[:size]:
-        builder.add(h)
+        builder.extend([h])
         compact.append(h)
     assert builder.root().hex() == expected
     assert compact.root().hex() == expected
@@ -120,7 +120,7 @@ def test_builder_and_compact_range_agree_with_the_definition(leaves: list[bytes]
     hashes = [leaf_hash(leaf) for leaf in leaves]
     builder, compact = TreeBuilder(), CompactRange()
     for h in hashes:
-        builder.add(h)
+        builder.extend([h])
         compact.append(h)
     assert builder.root() == compact.root() == root_from_leaf_hashes(hashes)
 

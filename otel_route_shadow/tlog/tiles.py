@@ -171,10 +171,6 @@ class TreeBuilder:
             level += 1
         return cls(store.size, edge or [[]])
 
-    def add(self, leaf: bytes) -> None:
-        """Append one leaf hash."""
-        self.extend([leaf])
-
     def extend(self, leaves: Sequence[bytes]) -> None:
         """Append leaf hashes: each tile they complete is queued for writing and its root (by
         :func:`perfect_root`) goes up a level, and so on up the tree. A block at a time, as the
