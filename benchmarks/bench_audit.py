@@ -9,7 +9,7 @@ auditing a chain of just those records costs (issue 13, "Speed").
 * small: a chain of ``tail`` records (the same payloads), its one checkpoint witnessed, audited in full
   (no state: the first audit of a chain).
 
-Both audits run in process (``witness.audit.audit_chain``) against an in-memory witness holding only the
+Both audits run in process (``backend.audit.audit_chain``) against an in-memory backend holding only the
 checkpoint spans (no seam spans: the span cross-check then reads every record it is given and matches
 none, on both sides alike). Target: large/small <= 2.0 (per-run ratios, sides interleaved).
 """
@@ -31,8 +31,8 @@ ORIGIN = "bench.example/route-shadow/audit"
 TAIL = 10_000
 
 
-class _Witness:
-    """A backend holding only checkpoint spans (the ``Witness`` protocol, in memory)."""
+class _Backend:
+    """A backend holding only checkpoint spans (the ``Backend`` protocol, in memory)."""
 
     kind = "bench"
     time_tolerance_ns = 0
@@ -41,15 +41,15 @@ class _Witness:
         self.spans: list[Any] = []
 
     def describe(self) -> str:
-        return "in-memory witness"
+        return "in-memory backend"
 
     def add(self, checkpoint: Any) -> None:
+        from otel_route_shadow.backend.base import BackendSpan
         from otel_route_shadow.instrumentation.checkpoint_spans import checkpoint_attributes
-        from otel_route_shadow.witness.base import WitnessSpan
 
         n = len(self.spans) + 1
         self.spans.append(
-            WitnessSpan(f"{n:032x}", f"{n:016x}", time.time_ns(), checkpoint_attributes(checkpoint))
+            BackendSpan(f"{n:032x}", f"{n:016x}", time.time_ns(), checkpoint_attributes(checkpoint))
         )
 
     def fetch_spans(self, window: Any, attributes: Mapping[str, Any] | None = None) -> Iterator[Any]:
@@ -71,33 +71,33 @@ def _fresh_link(directory: Path, target: Path) -> Path:
     return link
 
 
-def _large(context: BenchContext, tail: int) -> tuple[Path, _Witness, str]:
+def _large(context: BenchContext, tail: int) -> tuple[Path, _Backend, str]:
     """The large chain with checkpoints at n - tail and n; the state trusting n - tail (as JSON text)."""
+    from otel_route_shadow.backend.trust import Trusted, TrustState, verify_incremental
     from otel_route_shadow.tlog import Checkpointer
-    from otel_route_shadow.witness.trust import Trusted, TrustState, verify_incremental
 
     n = context.cfg.chain_records
     chain = _fresh_link(context.cfg.workdir / "audit" / "large", context.chains.large())
-    witness = _Witness()
+    backend = _Backend()
     checkpointer = Checkpointer(str(chain), ORIGIN, None, 1, 3600.0, max_leaves=n - tail, max_bytes=1 << 40)
-    checkpointer.add_listener(witness.add)
+    checkpointer.add_listener(backend.add)
     checkpointer.after_append()  # hashes the first n - tail lines: the checkpoint an earlier audit proved
-    first = list(witness.spans)
+    first = list(backend.spans)
     checkpointer.checkpoint_now()  # the rest: the checkpoint this audit must prove
-    if [s.attributes["route_shadow.checkpoint.size"] for s in witness.spans] != [n - tail, n]:
+    if [s.attributes["route_shadow.checkpoint.size"] for s in backend.spans] != [n - tail, n]:
         raise RuntimeError("the checkpointer did not make the two checkpoints the row needs")
-    from otel_route_shadow.witness.checkpoints import witnessed_checkpoints
+    from otel_route_shadow.backend.checkpoints import backend_checkpoints
 
-    earlier, _ = witnessed_checkpoints(first, ORIGIN)
+    earlier, _ = backend_checkpoints(first, ORIGIN)
     proven = verify_incremental(str(chain), earlier, [], Trusted.empty())
     if proven is None or proven[1] is None:
         raise RuntimeError("the large chain does not verify against its own checkpoint")
     state_path = chain.parent / "state.json"
     TrustState(state_path).put(ORIGIN, proven[1])
-    return chain, witness, state_path.read_text()
+    return chain, backend, state_path.read_text()
 
 
-def _small(context: BenchContext, tail: int) -> tuple[Path, _Witness]:
+def _small(context: BenchContext, tail: int) -> tuple[Path, _Backend]:
     from otel_route_shadow.tlog import Checkpointer
 
     directory = context.cfg.workdir / "audit" / "small"
@@ -108,11 +108,11 @@ def _small(context: BenchContext, tail: int) -> tuple[Path, _Witness]:
     chain = directory / "chain.jsonl"
     context.chains.large()  # the templates
     write_chain(chain, context.chains.templates, tail)
-    witness = _Witness()
+    backend = _Backend()
     checkpointer = Checkpointer(str(chain), ORIGIN, None, 1, 3600.0)
-    checkpointer.add_listener(witness.add)
+    checkpointer.add_listener(backend.add)
     checkpointer.checkpoint_now()
-    return chain, witness
+    return chain, backend
 
 
 def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
@@ -128,10 +128,10 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         target=Target("<=", 2.0),
     )
     try:
-        from otel_route_shadow.witness.audit import AuditOptions, audit_chain
-        from otel_route_shadow.witness.trust import TrustState
+        from otel_route_shadow.backend.audit import AuditOptions, audit_chain
+        from otel_route_shadow.backend.trust import TrustState
     except ImportError as exc:
-        return [unavailable(row, f"witness or tlog not importable: {exc}")]
+        return [unavailable(row, f"backend or tlog not importable: {exc}")]
     try:
         large, large_witness, state_text = _large(context, tail)
         small, small_witness = _small(context, tail)
@@ -178,7 +178,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         row.extras["records_read_large"] = big_report.spans.seam_records + big_report.spans.other_records
         row.extras["records_read_small"] = small_report.spans.seam_records + small_report.spans.other_records
         row.notes.append(
-            "in process: audit_chain(), in-memory witness of the checkpoint spans; state restored per run"
+            "in process: audit_chain(), in-memory backend of the checkpoint spans; state restored per run"
         )
     except Exception as exc:
         return [errored(row, exc)]

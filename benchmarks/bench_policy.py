@@ -53,9 +53,7 @@ def disjoint_policies(n: int) -> list[RoutingPolicy]:
 
 
 def conflicting_catch_alls(n: int) -> list[RoutingPolicy]:
-    return [
-        RoutingPolicy.model_validate({"id": f"c{i:06d}", "action": _ACTIONS[i % 2]}) for i in range(n)
-    ]
+    return [RoutingPolicy.model_validate({"id": f"c{i:06d}", "action": _ACTIONS[i % 2]}) for i in range(n)]
 
 
 def _save_once(policies: list[RoutingPolicy], workdir: Path) -> float:

@@ -43,8 +43,6 @@ def chain(tmp_path: Path) -> Path:
     return path
 
 
-
-
 def older(source: Path, target: Path) -> Path:
     """The same chain as an older writer would have left it: none of issue 15's fields."""
 

@@ -257,12 +257,12 @@ SHELL_MAY_IMPORT: dict[str, frozenset[str]] = {
     "chain": frozenset({"core"}),
     "tlog": frozenset({"core", "chain"}),
     "shadow": frozenset({"core", "chain"}),
-    "witness": frozenset({"core", "chain", "tlog", "shadow"}),
+    "backend": frozenset({"core", "chain", "tlog", "shadow"}),
     "analysis": frozenset({"core", "chain", "tlog", "store", "shadow"}),
     "instrumentation": frozenset({"core", "chain", "tlog", "store", "shadow"}),
     "demo": frozenset({"core", "chain", "tlog", "store", "shadow", "instrumentation"}),
     "cli": frozenset(
-        {"core", "chain", "tlog", "store", "shadow", "witness", "analysis", "instrumentation", "demo"}
+        {"core", "chain", "tlog", "store", "shadow", "backend", "analysis", "instrumentation", "demo"}
     ),
 }
 OPENTELEMETRY_FOLDERS = frozenset({"instrumentation", "demo"})
@@ -313,7 +313,7 @@ def test_a_shell_module_imports_only_the_folders_below_it(folder: str, path: Pat
             "imports otel_route_shadow.store",
         ),
         (
-            "witness",
+            "backend",
             "from otel_route_shadow.instrumentation import x",
             "imports otel_route_shadow.instrumentation",
         ),

@@ -12,7 +12,28 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ROW_IDS = ["1", "2a", "2b", "3a", "3b", "3c", "4a", "4b", "5a", "5b", "6a", "6b", "6c", "6d", "7", "8a", "8b", "8c", "8d", "8e"]
+ROW_IDS = [
+    "1",
+    "2a",
+    "2b",
+    "3a",
+    "3b",
+    "3c",
+    "4a",
+    "4b",
+    "5a",
+    "5b",
+    "6a",
+    "6b",
+    "6c",
+    "6d",
+    "7",
+    "8a",
+    "8b",
+    "8c",
+    "8d",
+    "8e",
+]
 ROW_KEYS = {
     "id",
     "title",
@@ -72,7 +93,14 @@ def test_seam_variants_prototypes_do_the_work_they_claim(tmp_path: Path) -> None
     and no-append writes nothing to the chain."""
     variants = "writer-thread,minimal-append,no-append"
     proc = _run_module(
-        "benchmarks.seam_variants", "--quick", "--rounds", "1", "--variants", variants, "--workdir", str(tmp_path)
+        "benchmarks.seam_variants",
+        "--quick",
+        "--rounds",
+        "1",
+        "--variants",
+        variants,
+        "--workdir",
+        str(tmp_path),
     )
     results = {r["variant"]: r for r in map(json.loads, proc.stderr.strip().splitlines())}
     writer = results["writer-thread"]

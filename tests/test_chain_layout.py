@@ -13,7 +13,7 @@ FORBIDDEN = (
     "otel_route_shadow.instrumentation",
     "otel_route_shadow.analysis",
     "otel_route_shadow.cli",
-    "otel_route_shadow.witness",
+    "otel_route_shadow.backend",
     "otel_route_shadow.shadow",
     "opentelemetry",
 )

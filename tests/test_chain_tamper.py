@@ -376,7 +376,9 @@ def test_forked_forged_and_foreign_checkpoints_are_named(note_file: str) -> None
     expected = _tlog_manifest()["notes"][note_file]  # type: ignore[index]
     verifier = (TLOG_VECTORS / "verifier.txt").read_text().strip()
     extra = (TLOG_VECTORS / note_file).read_text()
-    report = verify_against_checkpoints(str(TLOG_VECTORS / "chain.jsonl"), [*_tlog_notes(), extra], [verifier])
+    report = verify_against_checkpoints(
+        str(TLOG_VECTORS / "chain.jsonl"), [*_tlog_notes(), extra], [verifier]
+    )
     assert not report.ok
     assert report.reason.value == expected
     assert report.verdicts[-1].reason.value == expected

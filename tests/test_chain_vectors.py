@@ -107,6 +107,7 @@ def build_vectors(out: Path) -> None:
     def variant(name: str, lines: list[bytes], expect: dict[str, Any], about: str) -> None:
         """``head_hash`` of the verified prefix: the record hash on line ``records`` of this file."""
         (out / name).write_bytes(b"".join(lines))
+
         def with_head(expected: dict[str, Any]) -> dict[str, Any]:
             verified = expected["records"]
             head_hash = record(lines[verified - 1])["record_hash"] if verified else None

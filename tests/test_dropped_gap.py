@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from backend_support import FakeBackend, Host, seam_payload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_analysis_support import EXPECTED, build_chain
 from test_chain_lock import lock_held_by_another_process
-from witness_support import FakeWitness, Host, seam_payload
 
 from otel_route_shadow.analysis.html import render_html
 from otel_route_shadow.analysis.report import build_report, format_report
+from otel_route_shadow.backend.audit import audit_chain
+from otel_route_shadow.backend.verdict import Verdict
 from otel_route_shadow.chain import (
     DROPPED_KIND,
     DroppedGap,
@@ -29,8 +31,6 @@ from otel_route_shadow.chain import (
 )
 from otel_route_shadow.cli import audit as audit_cli
 from otel_route_shadow.cli import main
-from otel_route_shadow.witness.audit import audit_chain
-from otel_route_shadow.witness.verdict import Verdict
 
 DROPPED = 3
 
@@ -109,9 +109,9 @@ def test_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
 AUDIT_ORIGIN = "example.test/route-shadow/gaps"
 
 
-def _drop_then_append(chain: Path, witness: FakeWitness, count: int) -> None:
+def _drop_then_append(chain: Path, backend: FakeBackend, count: int) -> None:
     """Another process holds the lock while ``count`` seam records are submitted and dropped; the next
-    record writes the ``records-dropped`` event, then itself (its span reaches the witness)."""
+    record writes the ``records-dropped`` event, then itself (its span reaches the backend)."""
     log = RoutingAuditLog(chain, lock_timeout=0.01, backlog=0)
     with lock_held_by_another_process(chain):
         for i in range(count):
@@ -119,18 +119,18 @@ def _drop_then_append(chain: Path, witness: FakeWitness, count: int) -> None:
             assert log.submit(dropped) is None
     after = seam_payload(AUDIT_ORIGIN, 200, 1)
     assert log.submit(encode_payload(*sanitize_payload(after))) is not None
-    witness.add_seam(after)
+    backend.add_seam(after)
     log.close()
 
 
 def test_audit_lists_the_gap_under_coverage_and_still_agrees(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    witness = FakeWitness()
-    monkeypatch.setattr(audit_cli, "build_witness", lambda *_: witness)
-    host = Host(tmp_path / "host", AUDIT_ORIGIN, witness).run(20)
-    _drop_then_append(host.chain, witness, DROPPED)
-    report = audit_chain(str(host.chain), witness)
+    backend = FakeBackend()
+    monkeypatch.setattr(audit_cli, "build_backend", lambda *_: backend)
+    host = Host(tmp_path / "host", AUDIT_ORIGIN, backend).run(20)
+    _drop_then_append(host.chain, backend, DROPPED)
+    report = audit_chain(str(host.chain), backend)
     assert report.verdict is Verdict.AGREE
     assert (report.dropped.events, report.dropped.records) == (1, DROPPED)
     coverage = report.to_json()["coverage"]
@@ -147,9 +147,9 @@ def test_audit_lists_the_gap_under_coverage_and_still_agrees(
 
 
 def test_audit_of_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
-    witness = FakeWitness()
-    host = Host(tmp_path / "host", AUDIT_ORIGIN, witness).run(10)
-    report = audit_chain(str(host.chain), witness)
+    backend = FakeBackend()
+    host = Host(tmp_path / "host", AUDIT_ORIGIN, backend).run(10)
+    report = audit_chain(str(host.chain), backend)
     assert report.to_json()["coverage"]["dropped"]["events"] == 0
     assert "  dropped records: none" in audit_cli.render_text(report).splitlines()
 

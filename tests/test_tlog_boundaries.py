@@ -19,7 +19,7 @@ from otel_route_shadow.tlog.checkpointer import WORKER_NAME
 TLOG = Path(__file__).resolve().parent.parent / "otel_route_shadow" / "tlog"
 FORBIDDEN = (
     "otel_route_shadow.instrumentation",
-    "otel_route_shadow.witness",
+    "otel_route_shadow.backend",
     "otel_route_shadow.analysis",
     "otel_route_shadow.cli",
     "opentelemetry",

@@ -214,7 +214,9 @@ def test_refuses_to_sign_after_the_chain_changed_underneath(
     assert sum("not signing checkpoints" in r.message for r in caplog.records) == 1
 
 
-def test_a_failing_listener_is_contained_and_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_listener_is_contained_and_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     chain = tmp_path / "chain.jsonl"
     checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1)
 
@@ -227,7 +229,9 @@ def test_a_failing_listener_is_contained_and_logged_once(tmp_path: Path, caplog:
     assert sum("listener failed" in r.message for r in caplog.records) == 1
 
 
-def test_an_unwritable_directory_never_reaches_the_host(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unwritable_directory_never_reaches_the_host(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     chain = tmp_path / "chain.jsonl"
     _append(chain, 2)
     (tmp_path / "chain.jsonl.tlog").write_text("not a directory")

@@ -96,15 +96,25 @@ def test_verify_with_checkpoints_names_the_attack_and_the_unprotected_tail(
     report = json.loads(out)["checkpoints"]
     assert (report["reason"], report["first_bad_seq"], report["unprotected"]) == ("record-changed", 25, 20)
     shutil.copy(VECTORS / "chain.jsonl", chain)
-    code, out, _ = run(["verify", str(chain), "--checkpoint", str(chain) + ".tlog/checkpoints", "--key", verifier], capsys)
+    code, out, _ = run(
+        ["verify", str(chain), "--checkpoint", str(chain) + ".tlog/checkpoints", "--key", verifier], capsys
+    )
     assert code == 0 and "consistent with 4 checkpoint(s), largest size 40" in out
 
 
-def test_a_signature_by_an_unknown_key_is_never_valid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_signature_by_an_unknown_key_is_never_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     chain = VECTORS / "chain.jsonl"
-    code, _, _ = run(["key", "generate", "--name", "example.com/route-shadow/vectors", "--out", str(tmp_path / "k")], capsys)
+    code, _, _ = run(
+        ["key", "generate", "--name", "example.com/route-shadow/vectors", "--out", str(tmp_path / "k")],
+        capsys,
+    )
     other = capsys.readouterr().out or ""
-    code, out, _ = run(["key", "generate", "--name", "example.com/route-shadow/vectors", "--out", str(tmp_path / "k2")], capsys)
+    code, out, _ = run(
+        ["key", "generate", "--name", "example.com/route-shadow/vectors", "--out", str(tmp_path / "k2")],
+        capsys,
+    )
     code, out, _ = run(["verify", str(chain), "--key", out.strip()], capsys)
     assert code == 1 and "unknown-key" in out
     del other
@@ -113,16 +123,100 @@ def test_a_signature_by_an_unknown_key_is_never_valid(tmp_path: Path, capsys: py
 @pytest.mark.parametrize(
     ("files", "argv_of", "needle"),
     [
-        ({"c": "not a checkpoint\n"}, lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--checkpoint", p["c"]], "checkpoint 1: a checkpoint has 3 lines"),
-        ({"c": '{"note": 5}\n'}, lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--checkpoint", p["c"]], "line 1"),
+        (
+            {"c": "not a checkpoint\n"},
+            lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--checkpoint", p["c"]],
+            "checkpoint 1: a checkpoint has 3 lines",
+        ),
+        (
+            {"c": '{"note": 5}\n'},
+            lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--checkpoint", p["c"]],
+            "line 1",
+        ),
         ({}, lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--key", "name+zz+AAAA"], "verifier key"),
-        ({"k": "PRIVATE+KEY+x+00000000+AAAA\n"}, lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--key", p["k"]], "signing key"),
-        ({"p": "{"}, lambda p: ["verify-proof", "--proof", p["p"], "--checkpoint", str(VECTORS / "fork-note.txt"), "--key", str(VECTORS / "verifier.txt")], "not a proof"),
-        ({"p": '{"kind": "inclusion", "origin": "o", "seq": -1, "tree_size": 1, "leaf_hash": "x", "proof": []}'}, lambda p: ["verify-proof", "--proof", p["p"], "--checkpoint", str(VECTORS / "fork-note.txt"), "--key", str(VECTORS / "verifier.txt")], "not a proof"),
-        ({"n": "origin\n12\nnot base64!\n"}, lambda p: ["verify-proof", "--proof", str(VECTORS / "inclusion-seq7.json"), "--checkpoint", p["n"], "--key", str(VECTORS / "verifier.txt")], "root"),
-        ({"n": "o\n1\n" + "A" * 43 + "=\n\nno dash\n"}, lambda p: ["verify-proof", "--proof", str(VECTORS / "inclusion-seq7.json"), "--checkpoint", p["n"], "--key", str(VECTORS / "verifier.txt")], "em dash"),
-        ({}, lambda p: ["prove", str(VECTORS / "chain.jsonl"), "--seq", "40", "--checkpoint", str(VECTORS / "chain.jsonl.tlog" / "checkpoints")], "leaf 40"),
-        ({}, lambda p: ["prove", str(VECTORS / "chain.jsonl"), "--seq", "3", "--checkpoint", str(VECTORS / "fork-note.txt")], "do not match"),
+        (
+            {"k": "PRIVATE+KEY+x+00000000+AAAA\n"},
+            lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--key", p["k"]],
+            "signing key",
+        ),
+        (
+            {"p": "{"},
+            lambda p: [
+                "verify-proof",
+                "--proof",
+                p["p"],
+                "--checkpoint",
+                str(VECTORS / "fork-note.txt"),
+                "--key",
+                str(VECTORS / "verifier.txt"),
+            ],
+            "not a proof",
+        ),
+        (
+            {
+                "p": '{"kind": "inclusion", "origin": "o", "seq": -1, "tree_size": 1, "leaf_hash": "x", "proof": []}'
+            },
+            lambda p: [
+                "verify-proof",
+                "--proof",
+                p["p"],
+                "--checkpoint",
+                str(VECTORS / "fork-note.txt"),
+                "--key",
+                str(VECTORS / "verifier.txt"),
+            ],
+            "not a proof",
+        ),
+        (
+            {"n": "origin\n12\nnot base64!\n"},
+            lambda p: [
+                "verify-proof",
+                "--proof",
+                str(VECTORS / "inclusion-seq7.json"),
+                "--checkpoint",
+                p["n"],
+                "--key",
+                str(VECTORS / "verifier.txt"),
+            ],
+            "root",
+        ),
+        (
+            {"n": "o\n1\n" + "A" * 43 + "=\n\nno dash\n"},
+            lambda p: [
+                "verify-proof",
+                "--proof",
+                str(VECTORS / "inclusion-seq7.json"),
+                "--checkpoint",
+                p["n"],
+                "--key",
+                str(VECTORS / "verifier.txt"),
+            ],
+            "em dash",
+        ),
+        (
+            {},
+            lambda p: [
+                "prove",
+                str(VECTORS / "chain.jsonl"),
+                "--seq",
+                "40",
+                "--checkpoint",
+                str(VECTORS / "chain.jsonl.tlog" / "checkpoints"),
+            ],
+            "leaf 40",
+        ),
+        (
+            {},
+            lambda p: [
+                "prove",
+                str(VECTORS / "chain.jsonl"),
+                "--seq",
+                "3",
+                "--checkpoint",
+                str(VECTORS / "fork-note.txt"),
+            ],
+            "do not match",
+        ),
         ({}, lambda p: ["prove", "/nonexistent/chain.jsonl", "--seq", "0"], "no such"),
     ],
 )

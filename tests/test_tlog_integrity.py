@@ -23,7 +23,9 @@ def _plain(i: int) -> dict[str, object]:
 
 @pytest.mark.parametrize("payload", [_payload, _plain], ids=["tricky-payload-slow-path", "plain-fast-path"])
 @pytest.mark.parametrize("jobs", [1, 2, 3])
-def test_scan_matches_the_definition_in_one_or_several_processes(tmp_path: Path, jobs: int, payload: object) -> None:
+def test_scan_matches_the_definition_in_one_or_several_processes(
+    tmp_path: Path, jobs: int, payload: object
+) -> None:
     path = tmp_path / "chain.jsonl"
     lines = build_chain(path, 300, payload)
     with open(path, "ab") as handle:
@@ -39,7 +41,9 @@ def test_scan_matches_the_definition_in_one_or_several_processes(tmp_path: Path,
 
 @pytest.mark.parametrize("payload", [_payload, _plain], ids=["tricky-payload", "plain"])
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_scan_names_the_first_line_whose_hash_or_link_fails(tmp_path: Path, jobs: int, payload: object) -> None:
+def test_scan_names_the_first_line_whose_hash_or_link_fails(
+    tmp_path: Path, jobs: int, payload: object
+) -> None:
     path = tmp_path / "chain.jsonl"
     lines = build_chain(path, 200, payload)
     edited = list(lines)

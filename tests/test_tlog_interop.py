@@ -47,7 +47,9 @@ def _build(tmp_path: Path) -> dict[str, object]:
     inclusion = []
     for seq in (0, 1, 255, 256, 511, 699):
         proof = [b64(h).decode() for h in inclusion_proof(seq, latest.size, store.range_hash)]
-        inclusion.append({"note": latest.note, "seq": seq, "line": lines[seq].decode(), "proof": proof, "expect": True})
+        inclusion.append(
+            {"note": latest.note, "seq": seq, "line": lines[seq].decode(), "proof": proof, "expect": True}
+        )
     wrong = dict(inclusion[2], line=lines[3].decode(), expect=False)
     consistency = []
     for old_note in notes[:-1]:

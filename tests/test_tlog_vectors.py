@@ -23,7 +23,9 @@ VECTORS = tlog_vectors.VECTORS
 def test_the_generator_reproduces_every_vector_byte_for_byte(tmp_path: Path) -> None:
     tlog_vectors.build(tmp_path)
     ours = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    stored = sorted(p.relative_to(VECTORS) for p in VECTORS.rglob("*") if p.is_file() and p.name != "rfc6962.json")
+    stored = sorted(
+        p.relative_to(VECTORS) for p in VECTORS.rglob("*") if p.is_file() and p.name != "rfc6962.json"
+    )
     assert ours == stored
     for relative in ours:
         assert filecmp.cmp(tmp_path / relative, VECTORS / relative, shallow=False), relative

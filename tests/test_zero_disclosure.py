@@ -212,7 +212,10 @@ def test_canaries_reach_no_span_chain_log_or_cli_output(
 
 
 def test_the_checkpoint_signing_key_reaches_no_span_chain_log_checkpoint_or_cli_output(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from otel_route_shadow.tlog import Signer, read_signer_file
 

@@ -63,7 +63,10 @@ def _insert(lines: list[bytes], at: int) -> list[bytes]:
 
 
 ATTACKS: dict[str, tuple[Any, dict[str, Any]]] = {
-    "truncated.jsonl": (lambda ls: ls[:35], {"reason": "truncated", "first_bad_seq": None, "checkpointed_size": 30}),
+    "truncated.jsonl": (
+        lambda ls: ls[:35],
+        {"reason": "truncated", "first_bad_seq": None, "checkpointed_size": 30},
+    ),
     "head-pruned-relinked.jsonl": (
         lambda ls: _renumber(ls[3:]),
         {"reason": "record-changed", "first_bad_seq": 0, "checkpointed_size": 0},
@@ -104,7 +107,9 @@ def build(directory: Path) -> dict[str, Any]:
     from otel_route_shadow.tlog import parse_checkpoint, parse_note
 
     checkpoint = parse_checkpoint(parse_note(notes[-1]).text)
-    (directory / "inclusion-seq7.json").write_text(prove_inclusion(store, checkpoint, 7).model_dump_json(indent=2) + "\n")
+    (directory / "inclusion-seq7.json").write_text(
+        prove_inclusion(store, checkpoint, 7).model_dump_json(indent=2) + "\n"
+    )
     (directory / "consistency-10-40.json").write_text(
         prove_consistency(store, checkpoint, 10, SIZE).model_dump_json(indent=2) + "\n"
     )

@@ -6,7 +6,7 @@
 For each chain: the checkpoints of its origin the backend holds (checkpoint spans), the chain proven
 consistent with every one, the span cross-check, and the coverage (the unwitnessed tail, the age of
 the newest checkpoint, the share of records whose span the backend holds); see
-:mod:`otel_route_shadow.witness.audit` and :mod:`otel_route_shadow.witness.verdict`. One chain prints a
+:mod:`otel_route_shadow.backend.audit` and :mod:`otel_route_shadow.backend.verdict`. One chain prints a
 full report; several chains, or a directory (every ``*.jsonl`` under it), are audited in parallel and
 print one line each plus a total.
 
@@ -19,7 +19,7 @@ Exit codes (several chains: the most serious one, in the order 1, 6, 5, 4, 2, 3,
 3  insufficient evidence: nothing witnessed (no checkpoint, no span, or a project with no spans),
    or a threshold not met (--max-unwitnessed, --min-span-coverage)
 4  backend unreachable: down, wrong host or port, timeout, access refused, HTTP 5xx
-5  not a witness: the URL answers, but not as the backend (e.g. a collector's OTLP port)
+5  not a backend: the URL answers, but not as the backend (e.g. a collector's OTLP port)
 6  bad checkpoint: a witnessed checkpoint does not verify (bad signature, unknown key, malformed)
 == ==========================================================================================
 """
@@ -36,16 +36,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
+from otel_route_shadow.backend import WITNESS_KINDS, Backend, PhoenixBackend
+from otel_route_shadow.backend.audit import AuditError, AuditOptions, Problem, audit_chain
+from otel_route_shadow.backend.base import format_unix_nano, parse_time
+from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport
+from otel_route_shadow.backend.trust import TrustState
+from otel_route_shadow.backend.verdict import AuditReport, Thresholds, Verdict
 from otel_route_shadow.cli.common import CliError, input_file
 from otel_route_shadow.tlog import NoteError, Verifier
-from otel_route_shadow.witness import WITNESS_KINDS, PhoenixWitness, Witness
-from otel_route_shadow.witness.audit import AuditError, AuditOptions, Problem, audit_chain
-from otel_route_shadow.witness.base import format_unix_nano, parse_time
-from otel_route_shadow.witness.crosscheck import MISSING, CrossCheckReport
-from otel_route_shadow.witness.trust import TrustState
-from otel_route_shadow.witness.verdict import AuditReport, Thresholds, Verdict
 
-__all__ = ["EXIT_CODES", "build_witness", "register", "render_text"]
+__all__ = ["EXIT_CODES", "build_backend", "register", "render_text"]
 
 ENV_BACKEND = "ROUTE_SHADOW_PHOENIX_URL"
 ENV_PROJECT = "ROUTE_SHADOW_PHOENIX_PROJECT"
@@ -72,7 +72,7 @@ def register(sub: Any) -> None:
         description=(
             "Prove each chain consistent with every checkpoint of its origin the backend holds, hold its "
             "records against their spans, and report the coverage. Exit 0 agree, 1 disagree, 2 unusable "
-            "input, 3 insufficient evidence, 4 backend unreachable, 5 not a witness, 6 bad checkpoint."
+            "input, 3 insufficient evidence, 4 backend unreachable, 5 not a backend, 6 bad checkpoint."
         ),
     )
     parser.add_argument(
@@ -151,10 +151,10 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=_handle)
 
 
-def build_witness(kind: str, url: str, project: str, timeout: float) -> Witness:
+def build_backend(kind: str, url: str, project: str, timeout: float) -> Backend:
     if kind == "phoenix":
         try:
-            return PhoenixWitness(url, project, api_key=os.environ.get(ENV_API_KEY) or None, timeout=timeout)
+            return PhoenixBackend(url, project, api_key=os.environ.get(ENV_API_KEY) or None, timeout=timeout)
         except ValueError as exc:
             raise CliError(f"--backend: {exc}") from None
     raise CliError(f"--backend-kind: unknown backend {kind!r}")  # pragma: no cover - argparse guards
@@ -237,17 +237,17 @@ def _handle(args: argparse.Namespace) -> int:
         raise CliError("--timeout must be positive")
     if args.jobs < 1:
         raise CliError("--jobs must be 1 or more")
-    witness = build_witness(args.backend_kind, args.backend, args.project, args.timeout)
+    backend = build_backend(args.backend_kind, args.backend, args.project, args.timeout)
     options = _options(args)
     chains = chain_paths(args.chains)
     if len(chains) == 1 and not Path(args.chains[0]).is_dir():
-        return _single(chains[0], witness, options, args)
-    return _fleet(chains, witness, options, args)
+        return _single(chains[0], backend, options, args)
+    return _fleet(chains, backend, options, args)
 
 
-def _single(chain: str, witness: Witness, options: AuditOptions, args: argparse.Namespace) -> int:
+def _single(chain: str, backend: Backend, options: AuditOptions, args: argparse.Namespace) -> int:
     try:
-        report = audit_chain(chain, witness, options)
+        report = audit_chain(chain, backend, options)
     except AuditError as exc:
         raise CliError(str(exc), EXIT_CODES[exc.problem]) from None
     if args.json:
@@ -257,16 +257,16 @@ def _single(chain: str, witness: Witness, options: AuditOptions, args: argparse.
     return EXIT_CODES[report.verdict]
 
 
-def _audit_one(chain: str, witness: Witness, options: AuditOptions) -> AuditReport | AuditError:
+def _audit_one(chain: str, backend: Backend, options: AuditOptions) -> AuditReport | AuditError:
     try:
-        return audit_chain(chain, witness, options)
+        return audit_chain(chain, backend, options)
     except AuditError as exc:
         return exc
 
 
-def _fleet(chains: list[str], witness: Witness, options: AuditOptions, args: argparse.Namespace) -> int:
+def _fleet(chains: list[str], backend: Backend, options: AuditOptions, args: argparse.Namespace) -> int:
     with ThreadPoolExecutor(max_workers=min(args.jobs, len(chains))) as pool:
-        results = list(pool.map(lambda c: _audit_one(c, witness, options), chains))
+        results = list(pool.map(lambda c: _audit_one(c, backend, options), chains))
     codes = [EXIT_CODES[r.problem if isinstance(r, AuditError) else r.verdict] for r in results]
     outcomes = Counter(r.problem.value if isinstance(r, AuditError) else r.verdict.value for r in results)
     total = ", ".join(f"{n} {name}" for name, n in sorted(outcomes.items()))
@@ -385,17 +385,17 @@ def render_dropped(report: AuditReport) -> str:
 def render_verdict(report: AuditReport) -> str:
     verdict = report.verdict
     if verdict is Verdict.AGREE:
-        return "verdict: AGREE - the witness holds nothing the chain contradicts (exit 0)"
+        return "verdict: AGREE - the backend holds nothing the chain contradicts (exit 0)"
     if verdict is Verdict.INSUFFICIENT:
         return (
-            "verdict: INSUFFICIENT EVIDENCE - the witness covers too little to vouch for the chain (exit 3)"
+            "verdict: INSUFFICIENT EVIDENCE - the backend covers too little to vouch for the chain (exit 3)"
         )
     if verdict is Verdict.BAD_CHECKPOINT:
         return "verdict: BAD CHECKPOINT - a witnessed checkpoint does not verify; wrong --key, or forged (exit 6)"
     first = report.first_bad_seq
     where = f"; first bad seq {first}" if first is not None else ""
     only_linkage = report.spans.errors == 1 and report.spans.chain_broken and report.consistency_holds
-    what = "the chain's own hashes do not hold" if only_linkage else "the chain and the witness disagree"
+    what = "the chain's own hashes do not hold" if only_linkage else "the chain and the backend disagree"
     return f"verdict: DISAGREE - {what}{where} (exit 1)"
 
 

@@ -3,7 +3,7 @@
 Reading and verifying use the chain package itself. ``rewritten_copy`` plays an attacker who can
 recompute hashes: it re-encodes the chain from the rewritten record on with the chain's own encoder
 (``chain.record.encode_record``), so the result links and hashes perfectly and the chain's verify
-calls it intact. Only the witness can tell.
+calls it intact. Only the backend can tell.
 """
 
 from __future__ import annotations

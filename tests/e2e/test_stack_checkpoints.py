@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
+from otel_route_shadow.backend import BackendNotFound, PhoenixBackend, TimeWindow
 from otel_route_shadow.cli import main
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.tlog import Signer, generate_key_file
-from otel_route_shadow.witness import PhoenixWitness, TimeWindow, WitnessNotFound
 
 from . import chainfile
 
@@ -77,18 +77,18 @@ def _host(tmp: Path, name: str) -> tuple[Host, Path]:
     return Host(origin, tmp / name, str(signer.verifier())), key_file
 
 
-def wait_for_checkpoint(witness: PhoenixWitness, origin: str, size: int, timeout: float = 90.0) -> None:
+def wait_for_checkpoint(backend: PhoenixBackend, origin: str, size: int, timeout: float = 90.0) -> None:
     """Poll until Phoenix holds the checkpoint of ``size`` for ``origin`` (export is asynchronous)."""
     deadline = time.monotonic() + timeout
     window = TimeWindow(10**9, time.time_ns() + 3600 * 10**9)
     seen: list[int] = []
     while time.monotonic() < deadline:
         try:
-            spans = witness.fetch_spans(window, {cpa.ORIGIN: origin})
+            spans = backend.fetch_spans(window, {cpa.ORIGIN: origin})
             seen = sorted(int(s.attributes[cpa.SIZE]) for s in spans)  # type: ignore[call-overload]
             if size in seen:
                 return
-        except WitnessNotFound:
+        except BackendNotFound:
             pass
         time.sleep(0.5)
     pytest.fail(f"checkpoint of size {size} for {origin} never reached Phoenix (seen {seen})")
@@ -117,11 +117,11 @@ def fleet(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
     for proc in procs:
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out
-    witness = PhoenixWitness(stack.endpoints.phoenix_url, project)
+    backend = PhoenixBackend(stack.endpoints.phoenix_url, project)
     for host in hosts:
         size = len(host.chain.read_bytes().splitlines())
         assert size == SPAWNS
-        wait_for_checkpoint(witness, host.origin, size)
+        wait_for_checkpoint(backend, host.origin, size)
     return Fleet(project, stack.endpoints.phoenix_url, stack.endpoints.otlp_http_endpoint, hosts, lone)
 
 
@@ -142,10 +142,10 @@ def _victim(host: Host, tmp_path: Path, attack: Callable[[Path], None]) -> Path:
 
 def _unsampled_seq(host: Host, fleet: Fleet) -> int:
     """A record of the chain whose span the 30% sampler dropped (the backend has no span of it)."""
-    witness = PhoenixWitness(fleet.backend, fleet.project)
+    backend = PhoenixBackend(fleet.backend, fleet.project)
     payloads = chainfile.payloads(host.chain)
     starts = [int(p["start_time_unix_nano"]) for p in payloads]
-    held = {s.span_id for s in witness.fetch_spans(TimeWindow(min(starts), max(starts) + 1))}
+    held = {s.span_id for s in backend.fetch_spans(TimeWindow(min(starts), max(starts) + 1))}
     return next(seq for seq, p in enumerate(payloads) if seq > 20 and p["span_id"] not in held)
 
 

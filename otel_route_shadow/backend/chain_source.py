@@ -3,7 +3,7 @@
 Thin adapters over :mod:`otel_route_shadow.chain` that turn its errors into one-line
 :class:`ChainReadError` messages naming the file. The reader checks shapes, not hashes (a torn tail is
 skipped, as the chain's readers do); :func:`verify` is the hash-linkage check the audit reports next
-to the witness's findings.
+to the backend's findings.
 """
 
 from __future__ import annotations

@@ -12,24 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from witness_support import FakeWitness, Host, copy_host, insert, prune_head, rewrite, seam_payload, truncate
+from backend_support import FakeBackend, Host, copy_host, insert, prune_head, rewrite, seam_payload, truncate
 
+from otel_route_shadow.backend.audit import AuditOptions, audit_chain
+from otel_route_shadow.backend.base import BackendSpan
+from otel_route_shadow.backend.trust import TrustState
+from otel_route_shadow.backend.verdict import Thresholds, Verdict
 from otel_route_shadow.cli import audit as audit_cli
 from otel_route_shadow.cli import main
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.tlog import Signer
-from otel_route_shadow.witness.audit import AuditOptions, audit_chain
-from otel_route_shadow.witness.base import WitnessSpan
-from otel_route_shadow.witness.trust import TrustState
-from otel_route_shadow.witness.verdict import Thresholds, Verdict
 
 ORIGIN = "example.test/route-shadow/host-a"
 
 
 @pytest.fixture
-def witness(monkeypatch: pytest.MonkeyPatch) -> FakeWitness:
-    fake = FakeWitness()
-    monkeypatch.setattr(audit_cli, "build_witness", lambda *_: fake)
+def witness(monkeypatch: pytest.MonkeyPatch) -> FakeBackend:
+    fake = FakeBackend()
+    monkeypatch.setattr(audit_cli, "build_backend", lambda *_: fake)
     return fake
 
 
@@ -39,13 +39,13 @@ def _audit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, st
     return code, out, err
 
 
-def _host(tmp_path: Path, witness: FakeWitness, records: int = 95, **kwargs: Any) -> Host:
+def _host(tmp_path: Path, witness: FakeBackend, records: int = 95, **kwargs: Any) -> Host:
     keep = kwargs.pop("keep", 1.0)
     return Host(tmp_path / "host", ORIGIN, witness, **kwargs).run(records, keep=keep)
 
 
 def test_an_untouched_chain_agrees_with_its_checkpoints(
-    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     host = _host(tmp_path, witness)
     report = audit_chain(str(host.chain), witness)
@@ -75,7 +75,7 @@ def test_an_untouched_chain_agrees_with_its_checkpoints(
 )
 def test_each_attack_below_a_witnessed_checkpoint_disagrees(
     tmp_path: Path,
-    witness: FakeWitness,
+    witness: FakeBackend,
     capsys: pytest.CaptureFixture[str],
     attack: Any,
     first_bad_seq: int | None,
@@ -95,7 +95,7 @@ def test_each_attack_below_a_witnessed_checkpoint_disagrees(
 
 
 def test_an_edit_of_a_record_whose_span_was_sampled_out_disagrees(
-    tmp_path: Path, witness: FakeWitness
+    tmp_path: Path, witness: FakeBackend
 ) -> None:
     """At a 30% sampler the span cross-check cannot see most edits; the checkpoints do."""
     host = _host(tmp_path, witness, keep=0.3)
@@ -111,16 +111,16 @@ def test_an_edit_of_a_record_whose_span_was_sampled_out_disagrees(
 def test_nothing_witnessed_is_insufficient_evidence_never_agree(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    host = _host(tmp_path, FakeWitness())  # its spans and checkpoints went to another backend
-    empty = FakeWitness()
-    monkeypatch.setattr(audit_cli, "build_witness", lambda *_: empty)
+    host = _host(tmp_path, FakeBackend())  # its spans and checkpoints went to another backend
+    empty = FakeBackend()
+    monkeypatch.setattr(audit_cli, "build_backend", lambda *_: empty)
     code, out, _ = _audit(capsys, str(host.chain))
     assert code == 3, out
     assert "nothing witnessed" in out and "verdict: INSUFFICIENT EVIDENCE" in out
 
 
 def test_thresholds_turn_a_thin_witness_into_exit_3(
-    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     host = Host(tmp_path / "h", ORIGIN, witness).run(95, keep=0.5, final_checkpoint=False)
     report = audit_chain(str(host.chain), witness)
@@ -133,7 +133,7 @@ def test_thresholds_turn_a_thin_witness_into_exit_3(
     assert code == 3 and "below --min-span-coverage 0.9" in out
 
 
-def test_two_origins_in_one_project_never_raise_false_alarms(tmp_path: Path, witness: FakeWitness) -> None:
+def test_two_origins_in_one_project_never_raise_false_alarms(tmp_path: Path, witness: FakeBackend) -> None:
     a = Host(tmp_path / "a", "example.test/a", witness, salt=1).run(40)
     b = Host(tmp_path / "b", "example.test/b", witness, salt=2).run(60)
     for host, size in ((a, 40), (b, 60)):
@@ -143,7 +143,7 @@ def test_two_origins_in_one_project_never_raise_false_alarms(tmp_path: Path, wit
 
 
 def test_signatures_checked_with_a_key_and_a_forged_checkpoint_is_exit_6(
-    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     signer = Signer.generate(ORIGIN)
     key = str(signer.verifier())
@@ -155,7 +155,7 @@ def test_signatures_checked_with_a_key_and_a_forged_checkpoint_is_exit_6(
     # Someone writes a checkpoint into the backend whose signature does not verify.
     genuine = next(s for s in reversed(witness.spans) if cpa.NOTE in s.attributes)
     witness.spans.append(
-        WitnessSpan(
+        BackendSpan(
             "f" * 32, "f" * 16, genuine.start_time_unix_nano, {**genuine.attributes, cpa.NOTE: _flip(genuine)}
         )
     )
@@ -164,7 +164,7 @@ def test_signatures_checked_with_a_key_and_a_forged_checkpoint_is_exit_6(
     assert "bad-signature" in out and "verdict: BAD CHECKPOINT" in out
 
 
-def _flip(span: WitnessSpan) -> str:
+def _flip(span: BackendSpan) -> str:
     """The span's signed note with one bit of its signature flipped (key id kept)."""
     text, _, signature = str(span.attributes[cpa.NOTE]).partition("\n\n")
     prefix, blob = signature.rstrip("\n").rsplit(" ", 1)
@@ -174,19 +174,19 @@ def _flip(span: WitnessSpan) -> str:
 
 
 def test_a_checkpoint_span_contradicting_its_note_is_reported(
-    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     host = _host(tmp_path, witness, records=20)
     span = next(s for s in witness.spans if cpa.NOTE in s.attributes)
     witness.spans.append(
-        WitnessSpan("e" * 32, "e" * 16, span.start_time_unix_nano, {**span.attributes, cpa.SIZE: 7})
+        BackendSpan("e" * 32, "e" * 16, span.start_time_unix_nano, {**span.attributes, cpa.SIZE: 7})
     )
     code, out, _ = _audit(capsys, str(host.chain))
     assert code == 6 and "unreadable checkpoint span eeeeeeeeeeeeeeee" in out
 
 
 def test_fleet_audit_one_line_per_chain_plus_total_only_the_tampered_one_disagrees(
-    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fleet = tmp_path / "fleet"
     hosts = [Host(fleet / f"h{i}", f"example.test/h{i}", witness, salt=i + 1).run(30 + i) for i in range(3)]
@@ -206,7 +206,7 @@ def test_fleet_audit_one_line_per_chain_plus_total_only_the_tampered_one_disagre
 
 
 def test_fleet_reports_an_unreadable_chain_on_its_line(
-    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     host = _host(tmp_path, witness, records=12)
     code, out, _ = _audit(capsys, str(host.chain), str(tmp_path / "absent.jsonl"))
@@ -215,7 +215,7 @@ def test_fleet_reports_an_unreadable_chain_on_its_line(
     assert out.splitlines()[-1] == "total: 2 chains: 1 agree, 1 unusable-input; exit 2"
 
 
-def test_origin_falls_back_to_the_chain_checkpoint_file(tmp_path: Path, witness: FakeWitness) -> None:
+def test_origin_falls_back_to_the_chain_checkpoint_file(tmp_path: Path, witness: FakeBackend) -> None:
     host = _host(tmp_path, witness, records=20)
     report = audit_chain(str(host.chain), witness, AuditOptions(thresholds=Thresholds()))
     assert report.origin_source == "records"
@@ -223,7 +223,7 @@ def test_origin_falls_back_to_the_chain_checkpoint_file(tmp_path: Path, witness:
     lines = host.chain.read_text().splitlines()
     stripped = [json.loads(line) for line in lines]
     assert all("route_shadow.origin" in r["payload"]["attributes"] for r in stripped)
-    from otel_route_shadow.witness.audit import chain_origin_from_checkpoint_file
+    from otel_route_shadow.backend.audit import chain_origin_from_checkpoint_file
 
     assert chain_origin_from_checkpoint_file(str(host.chain)) == ORIGIN
 
@@ -234,7 +234,7 @@ def test_origin_falls_back_to_the_chain_checkpoint_file(tmp_path: Path, witness:
 
 
 def test_with_state_the_next_audit_reads_only_the_records_after_the_trusted_checkpoint(
-    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state = tmp_path / "auditor" / "state.json"
     host = _host(tmp_path, witness, records=95)
@@ -251,7 +251,7 @@ def test_with_state_the_next_audit_reads_only_the_records_after_the_trusted_chec
     assert code == 0 and "incremental: records below seq 135 were proven by an earlier audit" in out
 
 
-def test_with_state_an_edit_after_the_trusted_point_disagrees(tmp_path: Path, witness: FakeWitness) -> None:
+def test_with_state_an_edit_after_the_trusted_point_disagrees(tmp_path: Path, witness: FakeBackend) -> None:
     state = TrustState(tmp_path / "state.json")
     host = _host(tmp_path, witness, records=60)
     assert audit_chain(str(host.chain), witness, AuditOptions(state=state)).verdict is Verdict.AGREE
@@ -264,7 +264,7 @@ def test_with_state_an_edit_after_the_trusted_point_disagrees(tmp_path: Path, wi
 
 
 def test_with_state_truncation_below_the_trusted_point_falls_back_to_the_full_check(
-    tmp_path: Path, witness: FakeWitness
+    tmp_path: Path, witness: FakeBackend
 ) -> None:
     state = TrustState(tmp_path / "state.json")
     host = _host(tmp_path, witness, records=60)
@@ -276,7 +276,7 @@ def test_with_state_truncation_below_the_trusted_point_falls_back_to_the_full_ch
     assert "truncated" in {f.reason for f in report.consistency.failures}
 
 
-def test_an_edit_below_the_trusted_point_is_found_by_full(tmp_path: Path, witness: FakeWitness) -> None:
+def test_an_edit_below_the_trusted_point_is_found_by_full(tmp_path: Path, witness: FakeBackend) -> None:
     """What the state trusts is not re-read (documented); --full reads it again."""
     state = TrustState(tmp_path / "state.json")
     host = _host(tmp_path, witness, records=60)
@@ -297,7 +297,7 @@ def test_an_edit_below_the_trusted_point_is_found_by_full(tmp_path: Path, witnes
 
 
 def test_a_late_checkpoint_below_the_trusted_size_is_proven_from_the_tiles(
-    tmp_path: Path, witness: FakeWitness
+    tmp_path: Path, witness: FakeBackend
 ) -> None:
     state = TrustState(tmp_path / "state.json")
     host = _host(tmp_path, witness, records=60)
@@ -307,10 +307,10 @@ def test_a_late_checkpoint_below_the_trusted_size_is_proven_from_the_tiles(
     witness.spans += late
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
     assert report.verdict is Verdict.AGREE and report.trusted_from == 60
-    # A checkpoint of size 30 with another root: the witness holds two histories.
+    # A checkpoint of size 30 with another root: the backend holds two histories.
     forged = str(late[0].attributes[cpa.NOTE]).replace(str(late[0].attributes[cpa.ROOT]), "A" * 43 + "=")
     witness.spans.append(
-        WitnessSpan(
+        BackendSpan(
             "d" * 32,
             "d" * 16,
             late[0].start_time_unix_nano,
@@ -323,7 +323,7 @@ def test_a_late_checkpoint_below_the_trusted_size_is_proven_from_the_tiles(
 
 
 def test_an_unreadable_state_file_is_one_line_exit_2(
-    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     host = _host(tmp_path, witness, records=20)
     bad = tmp_path / "state.json"
@@ -333,7 +333,7 @@ def test_an_unreadable_state_file_is_one_line_exit_2(
 
 
 def test_a_signing_key_given_as_key_is_refused_without_repeating_it(
-    tmp_path: Path, witness: FakeWitness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     host = _host(tmp_path, witness, records=12)
     secret = Signer.generate(ORIGIN).secret_string()

@@ -1,6 +1,6 @@
-"""The witness interface: a trace backend that holds the seam spans independently of the host.
+"""The backend interface: a trace backend that holds the seam spans independently of the host.
 
-A witness answers one question: which spans does the backend hold for a time window (optionally with
+A backend answers one question: which spans does the backend hold for a time window (optionally with
 given attribute values)? Phoenix is the first implementation (:mod:`.phoenix`); Jaeger or Tempo fit the
 same shape. Everything here is plain data, so the cross-check (:mod:`.crosscheck`) stays pure.
 """
@@ -16,14 +16,14 @@ from typing import Protocol, runtime_checkable
 __all__ = [
     "SEAM_PREFIXES",
     "AttributeValue",
+    "Backend",
+    "BackendError",
+    "BackendNotFound",
+    "BackendNotPhoenix",
+    "BackendProtocolError",
+    "BackendSpan",
+    "BackendUnavailable",
     "TimeWindow",
-    "Witness",
-    "WitnessError",
-    "WitnessNotFound",
-    "WitnessNotPhoenix",
-    "WitnessProtocolError",
-    "WitnessSpan",
-    "WitnessUnavailable",
     "format_unix_nano",
     "is_checkpoint_span",
     "is_seam_span",
@@ -42,23 +42,23 @@ _SPAN_ID = re.compile(r"[0-9a-f]{16}")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class WitnessError(Exception):
-    """The witness could not answer; the message is one line naming the backend."""
+class BackendError(Exception):
+    """The backend could not answer; the message is one line naming the backend."""
 
 
-class WitnessUnavailable(WitnessError):
+class BackendUnavailable(BackendError):
     """The backend cannot be reached, refused access, or failed (network error, timeout, HTTP 5xx)."""
 
 
-class WitnessNotFound(WitnessError):
+class BackendNotFound(BackendError):
     """The backend has no such project (Phoenix: no span has reached it yet, or the name is wrong)."""
 
 
-class WitnessProtocolError(WitnessError):
+class BackendProtocolError(BackendError):
     """The backend answered something this client does not understand."""
 
 
-class WitnessNotPhoenix(WitnessProtocolError):
+class BackendNotPhoenix(BackendProtocolError):
     """The URL answers, but not as the backend named (for example a collector's OTLP port)."""
 
 
@@ -78,7 +78,7 @@ class TimeWindow:
 
 
 @dataclass(frozen=True, slots=True)
-class WitnessSpan:
+class BackendSpan:
     """A span as the backend holds it. Ids are lower-case hex; attributes are flat dotted keys."""
 
     trace_id: str
@@ -98,19 +98,19 @@ class WitnessSpan:
         return (self.trace_id, self.span_id)
 
 
-def is_checkpoint_span(span: WitnessSpan) -> bool:
+def is_checkpoint_span(span: BackendSpan) -> bool:
     """A checkpoint span (``route_shadow.checkpoint.*`` attributes) witnesses the log, not a seam call."""
     return any(key.startswith(_CHECKPOINT_MARKER) for key in span.attributes)
 
 
-def is_seam_span(span: WitnessSpan) -> bool:
+def is_seam_span(span: BackendSpan) -> bool:
     """A seam span carries at least one ``route_shadow.*`` attribute and is not a checkpoint span;
     other spans of the host carry none."""
     return any(key.startswith(_SEAM_MARKER) for key in span.attributes) and not is_checkpoint_span(span)
 
 
 @runtime_checkable
-class Witness(Protocol):
+class Backend(Protocol):
     """A trace backend queried for spans.
 
     ``time_tolerance_ns`` is how far a start time the backend returns may be from the one the span was
@@ -121,15 +121,15 @@ class Witness(Protocol):
     time_tolerance_ns: int
 
     def describe(self) -> str:
-        """Where the witness is, for reports: backend kind, URL, project."""
+        """Where the backend is, for reports: backend kind, URL, project."""
         ...
 
     def fetch_spans(
         self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
-    ) -> Iterator[WitnessSpan]:
+    ) -> Iterator[BackendSpan]:
         """Every span that started in ``window`` (and, when given, has all these attribute values).
 
-        Raises :class:`WitnessError` subclasses; never returns a partial answer silently.
+        Raises :class:`BackendError` subclasses; never returns a partial answer silently.
         """
         ...
 

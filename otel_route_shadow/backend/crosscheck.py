@@ -1,6 +1,6 @@
-"""Hold the decision chain against the witness: one event seen twice, compared record by record.
+"""Hold the decision chain against the backend: one event seen twice, compared record by record.
 
-Pure logic, no I/O. Inputs are the chain's payloads as ``(seq, payload)`` pairs and the spans a witness
+Pure logic, no I/O. Inputs are the chain's payloads as ``(seq, payload)`` pairs and the spans a backend
 returned for the chain's time window. A seam event's payload is::
 
     {"kind": "route-shadow", "trace_id": <32 hex>, "span_id": <16 hex>,
@@ -35,14 +35,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from otel_route_shadow.chain import ChainPayloadError, DroppedGap, sanitize_payload
-from otel_route_shadow.witness.base import (
+from otel_route_shadow.backend.base import (
     SEAM_PREFIXES,
+    BackendSpan,
     TimeWindow,
-    WitnessSpan,
     format_unix_nano,
     is_seam_span,
 )
+from otel_route_shadow.chain import ChainPayloadError, DroppedGap, sanitize_payload
 
 __all__ = [
     "SEAM_KIND",
@@ -364,7 +364,7 @@ def _agree(key: str, chain: object, backend: object) -> bool:
     return isinstance(backend, str) and _same_value(chain, _as_stored(key, backend))
 
 
-def compare(record: SeamRecord, span: WitnessSpan, time_tolerance_ns: int) -> tuple[AttributeDiff, ...]:
+def compare(record: SeamRecord, span: BackendSpan, time_tolerance_ns: int) -> tuple[AttributeDiff, ...]:
     """Differences between a record and its span (empty when they agree)."""
     diffs: list[AttributeDiff] = []
     ours = _compared(record.attributes)
@@ -381,19 +381,19 @@ def compare(record: SeamRecord, span: WitnessSpan, time_tolerance_ns: int) -> tu
 
 def cross_check(
     payloads: Iterable[tuple[int, object]],
-    spans: Iterable[WitnessSpan],
+    spans: Iterable[BackendSpan],
     *,
     window: TimeWindow,
     backend: str = "",
     time_tolerance_ns: int = 0,
 ) -> CrossCheckReport:
-    """Join chain payloads with the witness's spans for ``window`` and report every disagreement.
+    """Join chain payloads with the backend's spans for ``window`` and report every disagreement.
 
-    ``spans`` should be what the witness returned for ``window``; only seam spans take part. Memory is
+    ``spans`` should be what the backend returned for ``window``; only seam spans take part. Memory is
     proportional to the seam spans in the window plus one small key per chain record.
     """
     report = CrossCheckReport(window=window, backend=backend)
-    by_key: dict[tuple[str, str], WitnessSpan] = {}
+    by_key: dict[tuple[str, str], BackendSpan] = {}
     for span in spans:
         report.spans_fetched += 1
         if is_seam_span(span):

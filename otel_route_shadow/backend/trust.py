@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from otel_route_shadow.backend.checkpoints import BackendCheckpoint
+from otel_route_shadow.backend.verdict import Consistency, Failure
 from otel_route_shadow.tlog import (
     EMPTY_ROOT,
     Checkpoint,
@@ -51,8 +53,6 @@ from otel_route_shadow.tlog import (
 )
 from otel_route_shadow.tlog.integrity import TreeLevels, scan_leaves
 from otel_route_shadow.tlog.leaves import iter_line_blocks
-from otel_route_shadow.witness.checkpoints import WitnessedCheckpoint
-from otel_route_shadow.witness.verdict import Consistency, Failure
 
 __all__ = ["TrustState", "TrustStateError", "Trusted", "verify_incremental"]
 
@@ -269,7 +269,7 @@ def _judge(chain: str, checkpoint: Checkpoint, walk: _Walk, position: int) -> li
 
 
 def verify_incremental(
-    chain: str, checkpoints: Sequence[WitnessedCheckpoint], keys: Sequence[str], trusted: Trusted
+    chain: str, checkpoints: Sequence[BackendCheckpoint], keys: Sequence[str], trusted: Trusted
 ) -> tuple[Consistency, Trusted | None] | None:
     """The chain against the witnessed checkpoints from ``trusted`` on, and the new trusted point (None
     when anything failed). None when the full check must run instead (see the module docstring)."""

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_route_shadow.witness.base import TimeWindow, WitnessSpan, format_unix_nano, parse_time
-from otel_route_shadow.witness.crosscheck import (
+from otel_route_shadow.backend.base import BackendSpan, TimeWindow, format_unix_nano, parse_time
+from otel_route_shadow.backend.crosscheck import (
     MISSING,
     cross_check,
     seam_record,
@@ -51,20 +51,20 @@ def _payload(i: int) -> dict[str, Any]:
     }
 
 
-def _span(payload: dict[str, Any], **extra: Any) -> WitnessSpan:
+def _span(payload: dict[str, Any], **extra: Any) -> BackendSpan:
     attributes = dict(payload["attributes"])
     # What Phoenix adds on ingestion; never compared.
     attributes.update({"llm.provider": "anthropic", "llm.model_name": "claude-sonnet-4"})
     attributes.update(extra)
     start_us = round(payload["start_time_unix_nano"] / 1000)  # Phoenix: microseconds via a float
-    return WitnessSpan(payload["trace_id"], payload["span_id"], start_us * 1000, attributes, "seam")
+    return BackendSpan(payload["trace_id"], payload["span_id"], start_us * 1000, attributes, "seam")
 
 
 def _chain(n: int) -> list[tuple[int, dict[str, Any]]]:
     return [(i, _payload(i)) for i in range(n)]
 
 
-def _check(chain: list[tuple[int, Any]], spans: list[WitnessSpan]) -> Any:
+def _check(chain: list[tuple[int, Any]], spans: list[BackendSpan]) -> Any:
     return cross_check(chain, spans, window=WINDOW, backend="test", time_tolerance_ns=1000)
 
 
@@ -153,7 +153,7 @@ def test_non_seam_payloads_and_spans_are_ignored() -> None:
     chain: list[tuple[int, Any]] = [(0, {"kind": "chain-quarantine", "reason": "torn line"}), *_chain(3)]
     chain.append((99, {"kind": "something-else"}))
     spans = [_span(p) for _, p in _chain(3)]
-    spans.append(WitnessSpan("f" * 32, "e" * 16, T0 + 5, {"http.method": "GET"}, "GET /"))
+    spans.append(BackendSpan("f" * 32, "e" * 16, T0 + 5, {"http.method": "GET"}, "GET /"))
     report = _check(chain, spans)
     assert report.verdict == "agree"
     assert report.other_records == 2

@@ -7,7 +7,7 @@ Pure logic, no I/O. Three kinds of evidence meet here:
   pruning, rewrites with recomputed hashes, forged inserts and edits of records whose spans were
   sampled out, with the first bad seq;
 * **span cross-check** - each record against its span (:mod:`.crosscheck`), reported separately;
-* **coverage** - how much of the chain the witness covers: the last witnessed size against the chain's
+* **coverage** - how much of the chain the backend covers: the last witnessed size against the chain's
   size (the unwitnessed tail), how old that checkpoint is, the share of records whose span the
   backend holds, and the **dropped-record gap**: the ``records-dropped`` events among the records read
   (a writer's bounded backlog was full while another process held the chain's lock). The gap is
@@ -23,7 +23,7 @@ Verdicts (each with its exit code in ``cli.audit``), decided by the first rule t
 ``bad-checkpoint``
     A witnessed checkpoint of this origin does not verify: a bad signature, a key not given with
     ``--key``, a malformed note, or a checkpoint span whose attributes contradict its note. Someone wrote
-    into the witness, or the auditor holds the wrong key; the chain itself is not judged.
+    into the backend, or the auditor holds the wrong key; the chain itself is not judged.
 ``insufficient-evidence``
     Nothing is witnessed (no checkpoint of the origin and no span matched), or a threshold is not met
     (``--max-unwitnessed``, ``--min-span-coverage``).
@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from otel_route_shadow.backend.base import format_unix_nano
+from otel_route_shadow.backend.checkpoints import BackendCheckpoint, BadCheckpointSpan
+from otel_route_shadow.backend.crosscheck import CrossCheckReport
 from otel_route_shadow.chain import DroppedGap
-from otel_route_shadow.witness.base import format_unix_nano
-from otel_route_shadow.witness.checkpoints import BadCheckpointSpan, WitnessedCheckpoint
-from otel_route_shadow.witness.crosscheck import CrossCheckReport
 
 __all__ = ["CHECKPOINT_REASONS", "AuditReport", "Consistency", "Failure", "Thresholds", "Verdict"]
 
@@ -110,7 +110,7 @@ class AuditReport:
     origin_source: str  # where the origin came from: --origin, records, checkpoint file, none
     spans: CrossCheckReport
     now_unix_nano: int
-    checkpoints: list[WitnessedCheckpoint] = field(default_factory=list)
+    checkpoints: list[BackendCheckpoint] = field(default_factory=list)
     bad_checkpoint_spans: list[BadCheckpointSpan] = field(default_factory=list)
     consistency: Consistency | None = None  # None: no checkpoint to hold the chain against
     chain_size: int = 0
@@ -133,7 +133,7 @@ class AuditReport:
         return max(self.chain_size - self.witnessed_size, 0)
 
     @property
-    def newest_checkpoint(self) -> WitnessedCheckpoint | None:
+    def newest_checkpoint(self) -> BackendCheckpoint | None:
         return max(self.checkpoints, key=lambda c: (c.size, c.seen_unix_nano), default=None)
 
     @property

@@ -1,19 +1,19 @@
-"""One chain's audit: its checkpoints and spans fetched from the witness and held against the file.
+"""One chain's audit: its checkpoints and spans fetched from the backend and held against the file.
 
-Shell code (reads the chain, queries the witness); the judgement is :mod:`.verdict`'s. Steps:
+Shell code (reads the chain, queries the backend); the judgement is :mod:`.verdict`'s. Steps:
 
 1. the chain's origin: ``origin=`` if given, else the ``route_shadow.origin`` its records carry, else
    the origin of its own checkpoint file (``CHAIN.tlog/checkpoints``);
-2. the witness's checkpoint spans of that origin (any time), read into checkpoints
+2. the backend's checkpoint spans of that origin (any time), read into checkpoints
    (:mod:`.checkpoints`), and the chain proven consistent with every one (``tlog``);
-3. the witness's seam spans for the chain's window - only those of the origin when the records carry
+3. the backend's seam spans for the chain's window - only those of the origin when the records carry
    it, so two hosts or two runs sharing a backend project never raise false alarms - joined record by
    record (:mod:`.crosscheck`).
 4. the ``records-dropped`` events among the records read (the chain's own account of records a writer
    had to drop), listed under coverage; they never change the verdict (:mod:`.verdict`).
 
 Checkpoints are fetched before the chain is read, and spans before the second pass, so a chain still
-being written never looks shorter than what the witness already holds.
+being written never looks shorter than what the backend already holds.
 """
 
 from __future__ import annotations
@@ -25,6 +25,35 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from otel_route_shadow.backend.base import (
+    Backend,
+    BackendError,
+    BackendNotFound,
+    BackendNotPhoenix,
+    BackendProtocolError,
+    TimeWindow,
+    format_unix_nano,
+)
+from otel_route_shadow.backend.chain_source import (
+    ChainReadError,
+    iter_chain_payloads,
+    iter_payloads_from,
+    verify,
+)
+from otel_route_shadow.backend.checkpoints import (
+    BackendCheckpoint,
+    BadCheckpointSpan,
+    backend_checkpoints,
+)
+from otel_route_shadow.backend.crosscheck import (
+    ORIGIN,
+    ChainSummary,
+    CrossCheckReport,
+    cross_check,
+    summarize_chain,
+)
+from otel_route_shadow.backend.trust import Trusted, TrustState, TrustStateError, verify_incremental
+from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds
 from otel_route_shadow.shadow import checkpoint_attributes as cp
 from otel_route_shadow.tlog import (
     NoteError,
@@ -33,35 +62,6 @@ from otel_route_shadow.tlog import (
     tlog_dir,
     verify_against_checkpoints,
 )
-from otel_route_shadow.witness.base import (
-    TimeWindow,
-    Witness,
-    WitnessError,
-    WitnessNotFound,
-    WitnessNotPhoenix,
-    WitnessProtocolError,
-    format_unix_nano,
-)
-from otel_route_shadow.witness.chain_source import (
-    ChainReadError,
-    iter_chain_payloads,
-    iter_payloads_from,
-    verify,
-)
-from otel_route_shadow.witness.checkpoints import (
-    BadCheckpointSpan,
-    WitnessedCheckpoint,
-    witnessed_checkpoints,
-)
-from otel_route_shadow.witness.crosscheck import (
-    ORIGIN,
-    ChainSummary,
-    CrossCheckReport,
-    cross_check,
-    summarize_chain,
-)
-from otel_route_shadow.witness.trust import Trusted, TrustState, TrustStateError, verify_incremental
-from otel_route_shadow.witness.verdict import AuditReport, Consistency, Failure, Thresholds
 
 CHECKPOINTS_FILE = "checkpoints"  # in CHAIN.tlog/ (docs/chain-format.md)
 
@@ -98,7 +98,7 @@ class AuditError(Exception):
         self.problem = problem
 
 
-ConsistencyCheck = Callable[[str, Sequence[WitnessedCheckpoint], Sequence[str]], Consistency]
+ConsistencyCheck = Callable[[str, Sequence[BackendCheckpoint], Sequence[str]], Consistency]
 """Proves a chain consistent with witnessed checkpoints given verifier keys (tlog's verifier by default)."""
 
 
@@ -114,10 +114,10 @@ class AuditOptions:
     full: bool = False  # check every record even when the state trusts a prefix
 
 
-def _witness_error(exc: WitnessError) -> AuditError:
-    if isinstance(exc, WitnessNotFound):
+def _backend_error(exc: BackendError) -> AuditError:
+    if isinstance(exc, BackendNotFound):
         return AuditError(f"{exc}: nothing witnessed", Problem.NO_SPANS)
-    if isinstance(exc, WitnessNotPhoenix | WitnessProtocolError):
+    if isinstance(exc, BackendNotPhoenix | BackendProtocolError):
         return AuditError(str(exc), Problem.NOT_A_WITNESS)
     return AuditError(str(exc), Problem.UNREACHABLE)
 
@@ -157,7 +157,7 @@ class _Tail:
 
 def _held(
     chain: str,
-    checkpoints: list[WitnessedCheckpoint],
+    checkpoints: list[BackendCheckpoint],
     origin: str | None,
     options: AuditOptions,
     consistency: ConsistencyCheck,
@@ -180,16 +180,16 @@ def _held(
 
 
 def _fetch_checkpoints(
-    witness: Witness, origin: str | None, now: int
-) -> tuple[list[WitnessedCheckpoint], list[BadCheckpointSpan]]:
+    backend: Backend, origin: str | None, now: int
+) -> tuple[list[BackendCheckpoint], list[BadCheckpointSpan]]:
     if origin is None:
         return [], []
-    spans = witness.fetch_spans(TimeWindow(_EVER, now + 1), {cp.ORIGIN: origin})
-    return witnessed_checkpoints(spans, origin)
+    spans = backend.fetch_spans(TimeWindow(_EVER, now + 1), {cp.ORIGIN: origin})
+    return backend_checkpoints(spans, origin)
 
 
 def tlog_consistency(
-    chain: str, checkpoints: Sequence[WitnessedCheckpoint], keys: Sequence[str]
+    chain: str, checkpoints: Sequence[BackendCheckpoint], keys: Sequence[str]
 ) -> Consistency:
     """The chain proven consistent with every checkpoint (tlog's verifier). Without keys, signatures
     are not checked: the checkpoints are taken as the backend holds them."""
@@ -217,7 +217,7 @@ def _window(options: AuditOptions, summary: ChainSummary, now: int) -> TimeWindo
 
 def _no_window(chain: str) -> AuditError:
     return AuditError(
-        f"{chain}: the chain holds no seam records, so it has no time window to audit, and the witness "
+        f"{chain}: the chain holds no seam records, so it has no time window to audit, and the backend "
         "holds no checkpoint of its origin; pass --since to look for spans the chain lacks",
         Problem.USAGE,
     )
@@ -225,7 +225,7 @@ def _no_window(chain: str) -> AuditError:
 
 def _cross_check(
     chain: str,
-    witness: Witness,
+    backend: Backend,
     window: TimeWindow | None,
     origin: str | None,
     summary: ChainSummary,
@@ -234,19 +234,19 @@ def _cross_check(
 ) -> CrossCheckReport:
     """The span cross-check; spans of the origin only when the records carry it."""
     by_origin = {ORIGIN: origin} if origin is not None and summary.origin_records else None
-    spans = list(witness.fetch_spans(window, by_origin)) if window is not None else []
+    spans = list(backend.fetch_spans(window, by_origin)) if window is not None else []
     return cross_check(
         tail.payloads(chain),
         spans,
         window=window or TimeWindow(now, now + 1),
-        backend=witness.describe(),
-        time_tolerance_ns=witness.time_tolerance_ns,
+        backend=backend.describe(),
+        time_tolerance_ns=backend.time_tolerance_ns,
     )
 
 
 def audit_chain(
     chain: str,
-    witness: Witness,
+    backend: Backend,
     options: AuditOptions = AuditOptions(),
     *,
     consistency: ConsistencyCheck = tlog_consistency,
@@ -255,18 +255,18 @@ def audit_chain(
     now = time.time_ns()
     try:
         origin, source = _origin(chain, options)
-        checkpoints, bad = _fetch_checkpoints(witness, origin, now)
+        checkpoints, bad = _fetch_checkpoints(backend, origin, now)
         held, tail, trust = _held(chain, checkpoints, origin, options, consistency)
         summary = summarize_chain(tail.payloads(chain))
         window = _window(options, summary, now)
         if window is None and not checkpoints:
             raise _no_window(chain)
         linkage = verify(chain) if options.check_linkage and tail.first_seq == 0 else None
-        spans = _cross_check(chain, witness, window, origin, summary, tail, now)
+        spans = _cross_check(chain, backend, window, origin, summary, tail, now)
     except (ChainReadError, TrustStateError) as exc:
         raise AuditError(str(exc), Problem.USAGE) from None
-    except WitnessError as exc:
-        raise _witness_error(exc) from None
+    except BackendError as exc:
+        raise _backend_error(exc) from None
     if linkage is not None:
         spans.chain_linkage = linkage.verdict.value
         spans.chain_linkage_detail = linkage.describe()

@@ -1,8 +1,8 @@
-"""Helpers for the witness tests: an in-memory witness, a host that checkpoints, and chain tampering.
+"""Helpers for the backend tests: an in-memory witness, a host that checkpoints, and chain tampering.
 
-``FakeWitness`` holds spans the way a trace backend does (query by time window and attribute values).
+``FakeBackend`` holds spans the way a trace backend does (query by time window and attribute values).
 ``Host`` writes a chain with the real chain writer and the real ``tlog.Checkpointer``; each checkpoint
-reaches the witness through the same attribute mapping the plugin's checkpoint spans carry
+reaches the backend through the same attribute mapping the plugin's checkpoint spans carry
 (``checkpoint_attributes``), and each seam record's span reaches it unless the host's sampler drops it.
 The tamper functions play an attacker who holds the file and can recompute every hash.
 """
@@ -18,22 +18,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from otel_route_shadow.backend.base import AttributeValue, BackendSpan, TimeWindow
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, iter_records, sanitize_payload
 from otel_route_shadow.chain.record import encode_payload, encode_record
 from otel_route_shadow.instrumentation.checkpoint_spans import checkpoint_attributes
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.tlog import Checkpointer, SignedCheckpoint, Signer
-from otel_route_shadow.witness.base import AttributeValue, TimeWindow, WitnessSpan
 
 T0 = time.time_ns() - 3600 * 10**9  # an hour ago: every span lies between the epoch and now
 
 
-class FakeWitness:
+class FakeBackend:
     kind = "fake"
     time_tolerance_ns = 0
 
     def __init__(self) -> None:
-        self.spans: list[WitnessSpan] = []
+        self.spans: list[BackendSpan] = []
         self._ids = 0
 
     def describe(self) -> str:
@@ -41,7 +41,7 @@ class FakeWitness:
 
     def fetch_spans(
         self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
-    ) -> Iterator[WitnessSpan]:
+    ) -> Iterator[BackendSpan]:
         for span in self.spans:
             if not window.start_unix_nano <= span.start_time_unix_nano < window.end_unix_nano:
                 continue
@@ -56,14 +56,14 @@ class FakeWitness:
     def add_checkpoint(self, checkpoint: SignedCheckpoint) -> None:
         n = self.next_id()
         self.spans.append(
-            WitnessSpan(
+            BackendSpan(
                 f"{n:032x}", f"{n:016x}", time.time_ns(), checkpoint_attributes(checkpoint), cpa.SPAN_NAME
             )
         )
 
     def add_seam(self, payload: Mapping[str, Any]) -> None:
         self.spans.append(
-            WitnessSpan(
+            BackendSpan(
                 payload["trace_id"],
                 payload["span_id"],
                 int(payload["start_time_unix_nano"]),
@@ -96,10 +96,10 @@ class Host:
 
     directory: Path
     origin: str
-    witness: FakeWitness
+    witness: FakeBackend
     signer: Signer | None = None
     salt: int = 1
-    sampled: set[int] = field(default_factory=set)  # seqs whose span reached the witness
+    sampled: set[int] = field(default_factory=set)  # seqs whose span reached the backend
 
     @property
     def chain(self) -> Path:

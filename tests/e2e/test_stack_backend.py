@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from otel_route_shadow.backend import BackendNotFound, BackendSpan, PhoenixBackend, TimeWindow
 from otel_route_shadow.cli import main
-from otel_route_shadow.witness import PhoenixWitness, TimeWindow, WitnessNotFound, WitnessSpan
 
 from . import chainfile
 from .emit import emit_seam_events
@@ -32,7 +32,7 @@ class Run:
     project: str
     chain: Path
     payloads: list[dict[str, Any]]
-    witness: PhoenixWitness
+    backend: PhoenixBackend
     backend: str
 
 
@@ -42,21 +42,21 @@ def _window(payloads: list[dict[str, Any]]) -> TimeWindow:
 
 
 def wait_for_spans(
-    witness: PhoenixWitness, window: TimeWindow, expected: int, timeout: float = 60.0
-) -> list[WitnessSpan]:
+    backend: PhoenixBackend, window: TimeWindow, expected: int, timeout: float = 60.0
+) -> list[BackendSpan]:
     """Poll until the backend holds ``expected`` seam spans (a fresh project answers 404 at first)."""
     deadline = time.monotonic() + timeout
     seen = -1
     while True:
         try:
-            spans = [s for s in witness.fetch_spans(window) if s.attributes.get("route_shadow.seam")]
+            spans = [s for s in backend.fetch_spans(window) if s.attributes.get("route_shadow.seam")]
             seen = len(spans)
             if seen >= expected:
                 return spans
-        except WitnessNotFound:
+        except BackendNotFound:
             pass
         if time.monotonic() > deadline:
-            pytest.fail(f"{witness.describe()}: {seen} of {expected} seam spans after {timeout:.0f}s")
+            pytest.fail(f"{backend.describe()}: {seen} of {expected} seam spans after {timeout:.0f}s")
         time.sleep(0.25)
 
 
@@ -66,15 +66,15 @@ def _emit(stack: Any, tmp_path_factory: pytest.TempPathFactory, spawns: int, **k
     chain = emit_seam_events(stack.endpoints.otlp_http_endpoint, project, out, spawns, **kwargs)
     payloads = [p for p in chainfile.payloads(chain) if p["kind"] == "route-shadow"]
     assert len(payloads) == spawns
-    witness = PhoenixWitness(stack.endpoints.phoenix_url, project)
-    return Run(project, chain, payloads, witness, stack.endpoints.phoenix_url)
+    backend = PhoenixBackend(stack.endpoints.phoenix_url, project)
+    return Run(project, chain, payloads, backend, stack.endpoints.phoenix_url)
 
 
 @pytest.fixture(scope="module")
 def run(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """Every span exported: the backend is a complete witness."""
+    """Every span exported: the backend is a complete backend."""
     result = _emit(stack, tmp_path_factory, SPAWNS)
-    wait_for_spans(result.witness, _window(result.payloads), SPAWNS)
+    wait_for_spans(result.backend, _window(result.payloads), SPAWNS)
     return result
 
 
@@ -82,7 +82,7 @@ def run(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
 def sampled_run(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
     result = _emit(stack, tmp_path_factory, SAMPLED_SPAWNS, record_only_every=RECORD_ONLY_EVERY, seed=7)
     wait_for_spans(
-        result.witness, _window(result.payloads), SAMPLED_SPAWNS - SAMPLED_SPAWNS // RECORD_ONLY_EVERY
+        result.backend, _window(result.payloads), SAMPLED_SPAWNS - SAMPLED_SPAWNS // RECORD_ONLY_EVERY
     )
     return result
 
@@ -116,7 +116,7 @@ def test_spans_are_queryable_by_attribute(run: Run) -> None:
                 for k, val in filters.items()
             )
         }
-        spans = list(run.witness.fetch_spans(_window(run.payloads), filters))
+        spans = list(run.backend.fetch_spans(_window(run.payloads), filters))
         assert {s.span_id for s in spans} == set(expected), filters
         for span in spans:
             for key, value in expected[span.span_id].items():
@@ -255,9 +255,9 @@ def demo_run(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
     chain = out / "chain.jsonl"
     payloads = [p for p in chainfile.payloads(chain) if p["kind"] == "route-shadow"]
     assert len(payloads) == 80
-    witness = PhoenixWitness(stack.endpoints.phoenix_url, project)
-    wait_for_spans(witness, _window(payloads), len(payloads))
-    return Run(project, chain, payloads, witness, stack.endpoints.phoenix_url)
+    backend = PhoenixBackend(stack.endpoints.phoenix_url, project)
+    wait_for_spans(backend, _window(payloads), len(payloads))
+    return Run(project, chain, payloads, backend, stack.endpoints.phoenix_url)
 
 
 def test_demo_spans_queried_by_attribute_match_the_chain(demo_run: Run) -> None:
@@ -269,7 +269,7 @@ def test_demo_spans_queried_by_attribute_match_the_chain(demo_run: Run) -> None:
         and p["attributes"].get("route_shadow.legacy.mechanism") == "role-dial"
     }
     assert expected, "the demo produced no role-dial disagreement"
-    spans = list(demo_run.witness.fetch_spans(_window(demo_run.payloads), filters))
+    spans = list(demo_run.backend.fetch_spans(_window(demo_run.payloads), filters))
     assert {s.span_id for s in spans} == set(expected)
     for span in spans:
         for key, value in expected[span.span_id].items():

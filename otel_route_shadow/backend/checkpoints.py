@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from otel_route_shadow.backend.base import BackendSpan, is_checkpoint_span
 from otel_route_shadow.shadow import checkpoint_attributes as cp
-from otel_route_shadow.witness.base import WitnessSpan, is_checkpoint_span
 
-__all__ = ["BadCheckpointSpan", "WitnessedCheckpoint", "note_text", "witnessed_checkpoints"]
+__all__ = ["BackendCheckpoint", "BadCheckpointSpan", "backend_checkpoints", "note_text"]
 
 _SIGNATURE_SEPARATOR = "\n\n"
 
 
 @dataclass(frozen=True, slots=True)
-class WitnessedCheckpoint:
+class BackendCheckpoint:
     """One checkpoint as the backend holds it; ``seen_unix_nano`` is when the writer made it (span start)."""
 
     origin: str
@@ -47,7 +47,7 @@ def note_text(note: str) -> str:
     return head + "\n" if sep else note
 
 
-def _read(span: WitnessSpan) -> WitnessedCheckpoint | BadCheckpointSpan:
+def _read(span: BackendSpan) -> BackendCheckpoint | BadCheckpointSpan:
     a = span.attributes
     origin, size, root, note = a.get(cp.ORIGIN), a.get(cp.SIZE), a.get(cp.ROOT), a.get(cp.NOTE)
     if isinstance(size, float) and size.is_integer():
@@ -60,15 +60,15 @@ def _read(span: WitnessSpan) -> WitnessedCheckpoint | BadCheckpointSpan:
     if len(lines) < 4 or lines[:3] != [origin, str(size), root]:
         return BadCheckpointSpan(span.span_id, "the note's origin, size or root differs from the span's")
     signed = _SIGNATURE_SEPARATOR in note
-    return WitnessedCheckpoint(origin, size, root, note, signed, span.start_time_unix_nano, span.span_id)
+    return BackendCheckpoint(origin, size, root, note, signed, span.start_time_unix_nano, span.span_id)
 
 
-def witnessed_checkpoints(
-    spans: Iterable[WitnessSpan], origin: str
-) -> tuple[list[WitnessedCheckpoint], list[BadCheckpointSpan]]:
+def backend_checkpoints(
+    spans: Iterable[BackendSpan], origin: str
+) -> tuple[list[BackendCheckpoint], list[BadCheckpointSpan]]:
     """The distinct checkpoints of ``origin`` among ``spans`` (ordered by size, then time) and the
     checkpoint spans of that origin that cannot be read. Spans of other origins are ignored."""
-    found: dict[str, WitnessedCheckpoint] = {}
+    found: dict[str, BackendCheckpoint] = {}
     bad: list[BadCheckpointSpan] = []
     for span in spans:
         if not is_checkpoint_span(span) or span.attributes.get(cp.ORIGIN) != origin:

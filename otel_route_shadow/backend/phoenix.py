@@ -1,4 +1,4 @@
-"""Arize Phoenix as a witness, over its REST API with the standard library only.
+"""Arize Phoenix as a backend, over its REST API with the standard library only.
 
 Endpoint used (Phoenix 20.26, ``phoenix/server/api/routers/v1/spans.py``)::
 
@@ -30,20 +30,20 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from otel_route_shadow.witness.base import (
+from otel_route_shadow.backend.base import (
     AttributeValue,
+    BackendError,
+    BackendNotFound,
+    BackendNotPhoenix,
+    BackendProtocolError,
+    BackendSpan,
+    BackendUnavailable,
     TimeWindow,
-    WitnessError,
-    WitnessNotFound,
-    WitnessNotPhoenix,
-    WitnessProtocolError,
-    WitnessSpan,
-    WitnessUnavailable,
     datetime_to_unix_nano,
     format_unix_nano,
 )
 
-__all__ = ["PhoenixWitness"]
+__all__ = ["PhoenixBackend"]
 
 _MAX_PAGE: Final = 1000
 _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
@@ -68,7 +68,7 @@ def _attribute_param(key: str, value: AttributeValue) -> str:
     return f"{key}:{json.dumps(value)}"
 
 
-class PhoenixWitness:
+class PhoenixBackend:
     """Spans of one Phoenix project. ``base_url`` is Phoenix's HTTP address, e.g. http://127.0.0.1:6006."""
 
     kind = "phoenix"
@@ -109,7 +109,7 @@ class PhoenixWitness:
 
     def fetch_spans(
         self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
-    ) -> Iterator[WitnessSpan]:
+    ) -> Iterator[BackendSpan]:
         # Phoenix compares microseconds: widen by the rounding tolerance on both sides.
         params: list[tuple[str, str]] = [
             ("start_time", format_unix_nano(window.start_unix_nano - _TOLERANCE_NS)),
@@ -132,7 +132,7 @@ class PhoenixWitness:
             if not next_cursor:
                 return
             if next_cursor in seen_cursors:
-                raise WitnessProtocolError(f"{self.describe()}: pagination cursor repeats")
+                raise BackendProtocolError(f"{self.describe()}: pagination cursor repeats")
             seen_cursors.add(next_cursor)
             cursor = next_cursor
 
@@ -150,7 +150,7 @@ class PhoenixWitness:
             raise self._not_phoenix("answers, but not JSON") from None
 
     def _fetch(self, url: str) -> bytes:
-        """The body of a GET; HTTPError passes through, every other failure is WitnessUnavailable."""
+        """The body of a GET; HTTPError passes through, every other failure is BackendUnavailable."""
         request = urllib.request.Request(url, headers=self._headers, method="GET")  # noqa: S310
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
@@ -159,23 +159,23 @@ class PhoenixWitness:
             raise
         except urllib.error.URLError as exc:
             reason = exc.reason.strerror if isinstance(exc.reason, OSError) else exc.reason
-            raise WitnessUnavailable(f"{self.base_url}: unreachable ({reason or exc.reason})") from None
+            raise BackendUnavailable(f"{self.base_url}: unreachable ({reason or exc.reason})") from None
         except TimeoutError:
-            raise WitnessUnavailable(f"{self.base_url}: no answer within {self.timeout:g}s") from None
+            raise BackendUnavailable(f"{self.base_url}: no answer within {self.timeout:g}s") from None
         except (ConnectionError, OSError) as exc:
-            raise WitnessUnavailable(f"{self.base_url}: connection failed ({exc})") from None
+            raise BackendUnavailable(f"{self.base_url}: connection failed ({exc})") from None
         if len(raw) > _MAX_RESPONSE_BYTES:
-            raise WitnessProtocolError(f"{self.describe()}: response larger than {_MAX_RESPONSE_BYTES} bytes")
+            raise BackendProtocolError(f"{self.describe()}: response larger than {_MAX_RESPONSE_BYTES} bytes")
         return raw
 
-    def _http_error(self, exc: urllib.error.HTTPError) -> WitnessError:
+    def _http_error(self, exc: urllib.error.HTTPError) -> BackendError:
         detail = _error_detail(exc)
         if exc.code in (401, 403):
-            return WitnessUnavailable(
+            return BackendUnavailable(
                 f"{self.describe()}: access refused (HTTP {exc.code}); set PHOENIX_API_KEY{detail}"
             )
         if exc.code >= 500:
-            return WitnessUnavailable(f"{self.describe()}: HTTP {exc.code}{detail}")
+            return BackendUnavailable(f"{self.describe()}: HTTP {exc.code}{detail}")
         # A 4xx from a server that is not Phoenix (a collector's OTLP port answers 404 or 405 to this
         # GET) must not read as "project not found": ask Phoenix's project list first.
         if not self.is_phoenix():
@@ -183,16 +183,16 @@ class PhoenixWitness:
                 f"answers HTTP {exc.code}, and /v1/projects is not Phoenix's project list"
             )
         if exc.code == 404:
-            return WitnessNotFound(
+            return BackendNotFound(
                 f"{self.describe()}: the project holds no spans (Phoenix creates a project with its first span; "
                 f"or the name is wrong){detail}"
             )
         if exc.code == 422:
-            return WitnessProtocolError(f"{self.describe()}: query rejected (HTTP 422){detail}")
-        return WitnessProtocolError(f"{self.describe()}: HTTP {exc.code}{detail}")
+            return BackendProtocolError(f"{self.describe()}: query rejected (HTTP 422){detail}")
+        return BackendProtocolError(f"{self.describe()}: HTTP {exc.code}{detail}")
 
-    def _not_phoenix(self, what: str) -> WitnessNotPhoenix:
-        return WitnessNotPhoenix(
+    def _not_phoenix(self, what: str) -> BackendNotPhoenix:
+        return BackendNotPhoenix(
             f"{self.base_url}: {what}: not a Phoenix server (a collector's OTLP port? give Phoenix's HTTP "
             "address, e.g. http://127.0.0.1:6006)"
         )
@@ -202,7 +202,7 @@ class PhoenixWitness:
         try:
             raw = self._fetch(self.base_url + "/v1/projects?limit=1")
             body = json.loads(raw)
-        except (WitnessError, urllib.error.HTTPError, ValueError):
+        except (BackendError, urllib.error.HTTPError, ValueError):
             return False
         return isinstance(body, dict) and isinstance(body.get("data"), list)
 
@@ -213,17 +213,17 @@ class PhoenixWitness:
             raise self._not_phoenix("answers JSON with no 'data' list")
         next_cursor = body.get("next_cursor")
         if next_cursor is not None and not isinstance(next_cursor, str):
-            raise WitnessProtocolError(f"{self.describe()}: next_cursor is not a string")
+            raise BackendProtocolError(f"{self.describe()}: next_cursor is not a string")
         return body["data"], next_cursor
 
-    def _span(self, raw: Any) -> WitnessSpan:
+    def _span(self, raw: Any) -> BackendSpan:
         try:
             context = raw["context"]
             start = datetime.fromisoformat(str(raw["start_time"]).replace("Z", "+00:00"))
             attributes = raw.get("attributes") or {}
             if not isinstance(attributes, dict):
                 raise TypeError("attributes is not an object")
-            return WitnessSpan(
+            return BackendSpan(
                 trace_id=str(context["trace_id"]),
                 span_id=str(context["span_id"]),
                 start_time_unix_nano=datetime_to_unix_nano(start),
@@ -231,7 +231,7 @@ class PhoenixWitness:
                 name=str(raw.get("name") or ""),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise WitnessProtocolError(f"{self.describe()}: unexpected span shape ({exc})") from None
+            raise BackendProtocolError(f"{self.describe()}: unexpected span shape ({exc})") from None
 
 
 def _error_detail(exc: urllib.error.HTTPError) -> str:

@@ -1,7 +1,7 @@
-"""PhoenixWitness and the ``audit`` command against an in-process stand-in for Phoenix's REST API.
+"""PhoenixBackend and the ``audit`` command against an in-process stand-in for Phoenix's REST API.
 
 The stand-in (a thread in this process, bound to 127.0.0.1 on a free port) mimics the one route the
-witness uses, ``GET /v1/projects/{project}/spans``, with Phoenix 20.26's parameters and answers; the
+backend uses, ``GET /v1/projects/{project}/spans``, with Phoenix 20.26's parameters and answers; the
 end-to-end suite (tests/e2e) runs the real Phoenix.
 """
 
@@ -19,16 +19,16 @@ from typing import Any
 
 import pytest
 
+from otel_route_shadow.backend import (
+    BackendNotFound,
+    BackendProtocolError,
+    BackendUnavailable,
+    PhoenixBackend,
+    TimeWindow,
+)
+from otel_route_shadow.backend.base import format_unix_nano
 from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.cli import main
-from otel_route_shadow.witness import (
-    PhoenixWitness,
-    TimeWindow,
-    WitnessNotFound,
-    WitnessProtocolError,
-    WitnessUnavailable,
-)
-from otel_route_shadow.witness.base import format_unix_nano
 
 T0 = 1_796_000_000_000_000_000
 
@@ -64,7 +64,7 @@ class FakePhoenix:
         )
 
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes]:
-        if path == "/v1/projects" and not self.not_phoenix:  # the witness's "is this Phoenix?" probe
+        if path == "/v1/projects" and not self.not_phoenix:  # the backend's "is this Phoenix?" probe
             names = [{"name": name} for name in self.projects]
             return 200, json.dumps({"data": names, "next_cursor": None}).encode()
         self.requests.append(query)
@@ -176,7 +176,7 @@ def test_pages_through_every_span_in_order(fake: tuple[FakePhoenix, str]) -> Non
     state, url = fake
     for i in range(25):
         state.add("p", _payload(i))
-    spans = list(PhoenixWitness(url, "p", page_size=7).fetch_spans(WIDE))
+    spans = list(PhoenixBackend(url, "p", page_size=7).fetch_spans(WIDE))
     assert [s.span_id for s in spans] == [f"{i + 1:016x}" for i in range(25)]
     assert len(state.requests) == 4
     assert all(q["sort"] == ["start_time"] and q["order"] == ["asc"] for q in state.requests)
@@ -189,9 +189,9 @@ def test_attribute_filters_are_json_typed(fake: tuple[FakePhoenix, str]) -> None
     state, url = fake
     for i in range(10):
         state.add("p", _payload(i, mechanism="role-dial" if i < 6 else "credit-failover"))
-    witness = PhoenixWitness(url, "p")
+    backend = PhoenixBackend(url, "p")
     hits = list(
-        witness.fetch_spans(
+        backend.fetch_spans(
             WIDE, {"route_shadow.agreed": False, "route_shadow.legacy.mechanism": "role-dial"}
         )
     )
@@ -206,25 +206,25 @@ def test_window_is_sent_with_microsecond_margins(fake: tuple[FakePhoenix, str]) 
     state, url = fake
     state.add("p", _payload(0))
     window = TimeWindow(T0 + 500, T0 + 10**9)
-    assert len(list(PhoenixWitness(url, "p").fetch_spans(window))) == 1
+    assert len(list(PhoenixBackend(url, "p").fetch_spans(window))) == 1
     assert state.requests[-1]["start_time"] == [format_unix_nano(T0 + 500 - 1000)]
 
 
 def test_missing_project_is_not_found(fake: tuple[FakePhoenix, str]) -> None:
     _, url = fake
-    with pytest.raises(WitnessNotFound, match="the project holds no spans"):
-        list(PhoenixWitness(url, "nope").fetch_spans(WIDE))
+    with pytest.raises(BackendNotFound, match="the project holds no spans"):
+        list(PhoenixBackend(url, "nope").fetch_spans(WIDE))
 
 
 @pytest.mark.parametrize(
     ("status", "body", "error", "text"),
     [
-        (401, b"unauthorized", WitnessUnavailable, "PHOENIX_API_KEY"),
-        (503, b"busy", WitnessUnavailable, "HTTP 503"),
-        (422, b"bad filter", WitnessProtocolError, "422"),
-        (200, b"<html>", WitnessProtocolError, "not JSON"),
-        (200, b'{"spans": []}', WitnessProtocolError, "no 'data' list"),
-        (200, b'{"data": [{"context": {"trace_id": "XYZ"}}]}', WitnessProtocolError, "unexpected span shape"),
+        (401, b"unauthorized", BackendUnavailable, "PHOENIX_API_KEY"),
+        (503, b"busy", BackendUnavailable, "HTTP 503"),
+        (422, b"bad filter", BackendProtocolError, "422"),
+        (200, b"<html>", BackendProtocolError, "not JSON"),
+        (200, b'{"spans": []}', BackendProtocolError, "no 'data' list"),
+        (200, b'{"data": [{"context": {"trace_id": "XYZ"}}]}', BackendProtocolError, "unexpected span shape"),
     ],
 )
 def test_backend_failures_are_typed(
@@ -234,26 +234,26 @@ def test_backend_failures_are_typed(
     state.status = status if status != 200 else None
     state.raw_body = body
     with pytest.raises(error, match=text):
-        list(PhoenixWitness(url, "p").fetch_spans(WIDE))
+        list(PhoenixBackend(url, "p").fetch_spans(WIDE))
 
 
 def test_unreachable_and_slow_backends_are_unavailable(fake: tuple[FakePhoenix, str]) -> None:
-    with pytest.raises(WitnessUnavailable, match="unreachable"):
-        list(PhoenixWitness(f"http://127.0.0.1:{_closed_port()}", "p").fetch_spans(WIDE))
+    with pytest.raises(BackendUnavailable, match="unreachable"):
+        list(PhoenixBackend(f"http://127.0.0.1:{_closed_port()}", "p").fetch_spans(WIDE))
     state, url = fake
     state.add("p", _payload(0))
     state.delay = 1.0
-    with pytest.raises(WitnessUnavailable, match="no answer within"):
-        list(PhoenixWitness(url, "p", timeout=0.2).fetch_spans(WIDE))
+    with pytest.raises(BackendUnavailable, match="no answer within"):
+        list(PhoenixBackend(url, "p", timeout=0.2).fetch_spans(WIDE))
 
 
 def test_constructor_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
-        PhoenixWitness("ftp://x", "p")
+        PhoenixBackend("ftp://x", "p")
     with pytest.raises(ValueError):
-        PhoenixWitness("http://127.0.0.1:1", "")
+        PhoenixBackend("http://127.0.0.1:1", "")
     with pytest.raises(ValueError):
-        PhoenixWitness("http://127.0.0.1:1", "p", page_size=5000)
+        PhoenixBackend("http://127.0.0.1:1", "p", page_size=5000)
 
 
 # --------------------------------------------------------------------------------------------------
