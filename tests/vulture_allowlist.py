@@ -19,10 +19,9 @@ REVIEWER  # unused variable: core/vocabulary.py
 SUMMARIZER  # unused variable: core/vocabulary.py
 TRIAGER  # unused variable: core/vocabulary.py
 _._instrument  # unused method: instrumentation/__init__.py
-_._is_instrumented_by_opentelemetry  # unused attribute: instrumentation/__init__.py
 _._normalize  # unused method: core/policy.py
 _._uninstrument  # unused method: instrumentation/__init__.py
-_.failed_exports  # unused attribute: instrumentation/checkpoint_spans.py
+_.failed_exports  # unused property: instrumentation/checkpoint_spans.py
 _.force_flush  # unused method: instrumentation/exporter.py, instrumentation/processor.py
 _.fsyncs  # unused attribute: chain/log.py
 _.full_loads  # unused property: store/store.py
