@@ -131,12 +131,12 @@ class CosignatureVerifier:
     def parse(cls, vkey: str) -> CosignatureVerifier:
         """Parse ``<name>+<key id>+<base64(0x04 || key)>``; the key id must match the name and key."""
         name, hex_id, material = _split_vkey(vkey)
-        public_key = _decode_key_material(material)
-        if cosignature_key_id(name, public_key) != int(hex_id, 16):
+        verifier = cls.from_public_key(name, _decode_key_material(material))
+        if verifier.key_id != int(hex_id, 16):
             raise CosignatureError(
                 CosignatureFault.KEY_ID, "the witness key id does not match its name and key"
             )
-        return cls(name, int(hex_id, 16), public_key)
+        return verifier
 
     @classmethod
     def from_public_key(cls, name: str, public_key: bytes) -> CosignatureVerifier:

@@ -121,11 +121,6 @@ class Policy:
     def witness_verifiers(self) -> tuple[CosignatureVerifier, ...]:
         return tuple(w.verifier for w in self.witnesses)
 
-    def witness_names(self, verifiers: Iterable[CosignatureVerifier]) -> tuple[str, ...]:
-        """The policy names of the witnesses holding ``verifiers`` (keys not in the policy: none)."""
-        keys = set(verifiers)
-        return tuple(w.name for w in self.witnesses if w.verifier in keys)
-
     def evaluate(self, cosigned: Iterable[str]) -> QuorumVerdict:
         """The quorum's verdict when the witnesses named in ``cosigned`` (policy names) cosigned."""
         signed = set(cosigned)
