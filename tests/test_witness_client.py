@@ -19,9 +19,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import NameOID
+from hypothesis import given
+from hypothesis import strategies as st
 from witness_support import Cosigner, FakeWitness, fake_witness, free_port
 
-from otel_route_shadow.tlog import Checkpoint, Signer, sign_note
+from otel_route_shadow.tlog import Checkpoint, Signer, sign_note, verify_cosignatures
 from otel_route_shadow.witness import (
     MAX_RESPONSE_BYTES,
     Outcome,
@@ -29,6 +31,7 @@ from otel_route_shadow.witness import (
     WitnessEndpoint,
     add_checkpoint,
     add_checkpoint_body,
+    interpret_answer,
 )
 
 ORIGIN = "example.com/route-shadow/client"
@@ -274,3 +277,24 @@ def test_an_endpoint_splits_its_url() -> None:
     assert (endpoint.host, endpoint.port, endpoint.path, endpoint.tls) == ("w.example", 443, "/prefix", True)
     endpoint = WitnessEndpoint.parse("w1", WITNESS.verifier, "http://[::1]:8080")
     assert (endpoint.host, endpoint.port, endpoint.path, endpoint.tls) == ("::1", 8080, "", False)
+
+
+@given(
+    st.integers(100, 599),
+    st.sampled_from(["", "text/plain", "text/x.tlog.size", "application/json"]),
+    st.binary(max_size=300)
+    | st.builds(lambda tail: WITNESS.line(TEXT, NOW).encode() + tail, st.binary(max_size=40)),
+)
+def test_any_answer_is_an_outcome_and_only_verified_lines_are_accepted(
+    status: int, media: str, body: bytes
+) -> None:
+    endpoint = WitnessEndpoint.parse("w1", WITNESS.verifier, "http://127.0.0.1:1")
+    answer = interpret_answer(endpoint, NOTE, status, media, body, NOW, 300)
+    assert isinstance(answer.outcome, Outcome)
+    if answer.outcome is Outcome.COSIGNED:
+        assert status == 200 and answer.cosignatures
+        found = verify_cosignatures(NOTE + "".join(answer.cosignatures), [WITNESS.verifier], now=NOW)
+        assert len(found.verified) == 1 and found.ignored == 1
+    else:
+        assert answer.cosignatures == ()
+    assert answer.detail.isprintable()

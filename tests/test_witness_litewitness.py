@@ -216,3 +216,13 @@ def test_an_unknown_log_or_an_untrusted_key_is_refused(
     note30 = log.grow(10)
     assert _push_directly(pool.witnesses[0], note30, old=20, proof=bad_proof) is Outcome.BAD_PROOF
     assert _push_directly(pool.witnesses[0], note30, old=40) is Outcome.BAD_REQUEST  # old > new
+
+
+def test_the_pool_stops_every_process_it_started_even_when_the_test_fails(
+    tmp_path: Path, signer: Signer
+) -> None:
+    with pytest.raises(RuntimeError), witness_pool(tmp_path, 2, ORIGIN, signer.verifier()) as running:
+        started = [w.proc for w in running.witnesses] + [running.agent]
+        assert all(p is not None and p.poll() is None for p in started)
+        raise RuntimeError("the test failed")
+    assert all(p is not None and p.poll() is not None for p in started)

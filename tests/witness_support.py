@@ -172,6 +172,7 @@ class WitnessPool:
     witnessctl: Path
     agent_socket: str
     directory: Path
+    agent: subprocess.Popen[bytes] | None = None
     witnesses: list[Litewitness] = field(default_factory=list)
 
     def register(self, witness: Litewitness, origin: str, log_key: Verifier) -> None:
@@ -211,7 +212,7 @@ def witness_pool(directory: Path, count: int, origin: str, log_key: Verifier) ->
     agent_socket = os.path.join(socket_dir, "agent")
     agent_log = directory / "ssh-agent.log"
     agent = _spawn(["ssh-agent", "-D", "-a", agent_socket], agent_log)
-    pool = WitnessPool(litewitness, witnessctl, agent_socket, directory)
+    pool = WitnessPool(litewitness, witnessctl, agent_socket, directory, agent)
     try:
         _wait_until(lambda: os.path.exists(agent_socket), agent, "ssh-agent", agent_log)
         for n in range(count):

@@ -16,6 +16,7 @@ from otel_route_shadow.witness.client import (
     WitnessAnswer,
     add_checkpoint,
     add_checkpoint_body,
+    interpret_answer,
 )
 from otel_route_shadow.witness.endpoint import WitnessConfigError, WitnessEndpoint, endpoints_from_policy
 from otel_route_shadow.witness.pusher import (
@@ -42,4 +43,5 @@ __all__ = [
     "add_checkpoint",
     "add_checkpoint_body",
     "endpoints_from_policy",
+    "interpret_answer",
 ]

@@ -7,7 +7,7 @@ The request, ``POST <submission prefix>/add-checkpoint``, has the body (each lin
                                      (a blank line)
     <the signed checkpoint note>
 
-The answers, one function each (:func:`_answer`):
+The answers, one function each (:func:`interpret_answer`):
 
 * 200: one or more note signature lines. They are checked as the spec suggests (appended to the
   checkpoint text and verified as a note with the witness's key from the policy): lines by other keys are
@@ -45,6 +45,7 @@ __all__ = [
     "WitnessAnswer",
     "add_checkpoint",
     "add_checkpoint_body",
+    "interpret_answer",
 ]
 
 MAX_PROOF_LINES = 63
@@ -125,7 +126,7 @@ def add_checkpoint(
         )
     except TransportError as exc:
         return WitnessAnswer(_TRANSPORT_OUTCOMES[exc.fault], detail=str(exc))
-    return _answer(endpoint, note, answer.status, answer.content_type, answer.body, now, skew)
+    return interpret_answer(endpoint, note, answer.status, answer.content_type, answer.body, now, skew)
 
 
 _TRANSPORT_OUTCOMES = {
@@ -142,9 +143,10 @@ _REFUSALS = {
 }
 
 
-def _answer(
+def interpret_answer(
     endpoint: WitnessEndpoint, note: str, status: int, media: str, body: bytes, now: int, skew: int
 ) -> WitnessAnswer:
+    """What the witness's answer (status, media type, body) to ``note`` means; never raises."""
     if status == 200:
         return _cosignature_lines(endpoint, note, body, now, skew)
     if status == 409:

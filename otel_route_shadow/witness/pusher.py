@@ -155,7 +155,7 @@ class WitnessPusher:
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
         self._skew = skew
-        self._tls = tls
+        self._tls = tls or (ssl.create_default_context() if any(e.tls for e in endpoints) else None)
         self._clock = clock
         self._logged: set[tuple[str, str]] = set()
         self._reset()
@@ -217,6 +217,7 @@ class WitnessPusher:
         return flushed
 
     def stats(self) -> PusherStats:
+        """The counts so far (submitted, superseded; per witness: requests, cosignatures, refusals)."""
         with self._cond:
             return PusherStats(
                 self._submitted,
