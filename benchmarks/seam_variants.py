@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.seam_variants [--variants NAMES] [--rounds N] [--quick] [--workdir DIR]``
 
-Each variant runs row 1 (``bench_seam.seam_row``, unchanged) in a fresh process with one change
+Each variant runs row 1 (``bench_seam.seam_rows``, unchanged) in a fresh process with one change
 patched into the plugin in that process only. The variants take turns, round after round, so that
 all of them see the same moments of the machine; the table gives each variant's row ratio per round
 and the median. A diagnostic for a design decision (issue 17), never part of ``make bench``; the
@@ -167,7 +167,7 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         os.environ.update(DEFERRED_ENV)
     elif variant != "shipped":
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
-    row = bench_seam.seam_row(cfg)
+    row = bench_seam.seam_rows(cfg, tail=False)[0]
     extras = row.extras
     return {
         "variant": variant,
