@@ -21,6 +21,19 @@ patches are prototypes, not candidate code:
 * ``writer-thread``: ``submit`` hands the record to one writer thread. Each timed run of the row
   ends by waiting until that thread has written everything it was handed, so the figure includes
   the writes (without that wait the queue grows without bound and the figure measures a queue).
+
+Without one of the runtime's caches (``docs/benchmarks.md``, "Caches, windows and threads"):
+
+* ``no-memo``: ``RuntimeMemo`` keeps nothing (no context seen clean, no decision record, no
+  policy index is remembered).
+* ``no-decision-memo``: only the decision records are not kept (each call resolves again).
+* ``no-sanitize-memo``: only the contexts seen clean are not kept (each call searches its context
+  for secrets and builds its canonical JSON again).
+* ``no-template``: decision records carry no payload template; each record is built by walking its
+  attributes (``record_payload``, ``sanitize_payload``, ``encode_payload``).
+* ``export-path``: the record built from the attributes read back from the span, as a
+  ``SpanExporter.export()`` on the span would build it (recording spans only; the row samples all).
+* ``chain-reopened``: the chain opened and closed around every append instead of kept open.
 """
 
 from __future__ import annotations
@@ -39,7 +52,20 @@ from typing import Any
 from benchmarks.config import BenchConfig
 from benchmarks.harness import RESULTS_DIR
 
-VARIANTS = ("shipped", "checkpoints-deferred", "no-append", "minimal-append", "lock-held", "writer-thread")
+VARIANTS = (
+    "shipped",
+    "checkpoints-deferred",
+    "no-append",
+    "minimal-append",
+    "lock-held",
+    "writer-thread",
+    "no-memo",
+    "no-decision-memo",
+    "no-sanitize-memo",
+    "no-template",
+    "export-path",
+    "chain-reopened",
+)
 DEFERRED_ENV = {
     "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS": "100000000",
     "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS": "86400",
@@ -146,6 +172,68 @@ def _writer_thread() -> Callable[[], dict[str, int]]:
     return lambda: {"writer_errors": errors[0]}
 
 
+def _memo_without(kind: str) -> Callable[[], dict[str, int]]:
+    from otel_route_shadow.instrumentation.runtime import RuntimeMemo
+
+    original = RuntimeMemo.put
+    kept = {
+        "no-memo": lambda key: False,
+        "no-decision-memo": lambda key: not (isinstance(key, tuple) and len(key) == 6),
+        "no-sanitize-memo": lambda key: not isinstance(key, bytes),
+    }[kind]
+
+    def put(self: Any, key: Any, value: Any) -> None:
+        if kept(key):
+            original(self, key, value)
+
+    RuntimeMemo.put = put  # type: ignore[method-assign]
+    return dict
+
+
+def _no_template() -> Callable[[], dict[str, int]]:
+    from otel_route_shadow.instrumentation import runtime
+
+    runtime.record_template = lambda attributes: None  # type: ignore[assignment,return-value]
+    return dict
+
+
+def _export_path() -> Callable[[], dict[str, int]]:
+    from otel_route_shadow.instrumentation.runtime import SeamObservation
+
+    def export(self: Any, span: Any) -> None:
+        if self.exported:
+            return
+        self.exported = True
+        try:
+            context = span.get_span_context()
+            attributes = dict(span.attributes) if span.is_recording() else self.record.attributes
+            self.runtime.exporter.append(context.trace_id, context.span_id, span.start_time, attributes)
+        except Exception as exc:
+            self.runtime.contain(exc, "chain", span, loud=False, observation=self)
+
+    SeamObservation.export = export  # type: ignore[method-assign]
+    return dict
+
+
+def _chain_reopened() -> Callable[[], dict[str, int]]:
+    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+    from otel_route_shadow.shadow.record import record_tokens
+
+    def append_templated(self: Any, template: Any, trace_id: int, span_id: int, start: int) -> None:
+        log = RoutingAuditLog(
+            self._path, durability=self._durability, lock_timeout=self._lock_timeout, backlog=self._backlog
+        )
+        try:
+            log.submit(template.encode(record_tokens(trace_id, span_id, start)))
+        finally:
+            log.close()
+        self._after_append()
+
+    RouteShadowChainExporter.append_templated = append_templated  # type: ignore[method-assign]
+    return dict
+
+
 def _count_lines(path: str) -> int:
     with open(path, "rb") as handle:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
@@ -166,6 +254,14 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         probe = _writer_thread()
     elif variant == "checkpoints-deferred":
         os.environ.update(DEFERRED_ENV)
+    elif variant in ("no-memo", "no-decision-memo", "no-sanitize-memo"):
+        probe = _memo_without(variant)
+    elif variant == "no-template":
+        probe = _no_template()
+    elif variant == "export-path":
+        probe = _export_path()
+    elif variant == "chain-reopened":
+        probe = _chain_reopened()
     elif variant != "shipped":
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     row = bench_seam.seam_rows(cfg, tail=False)[0]
@@ -180,6 +276,7 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         "chain_records": extras.get("chain_records_appended"),
         "expected_records": extras.get("expected_records"),
         "contained_errors": extras.get("contained_errors"),
+        "ratio_store_rechecked_every_call": extras.get("ratio_store_rechecked_every_call"),
         "notes": row.notes,
         **probe(),
     }
