@@ -34,6 +34,8 @@ Without one of the runtime's caches (``docs/benchmarks.md``, "Caches, windows an
 * ``export-path``: the record built from the attributes read back from the span, as a
   ``SpanExporter.export()`` on the span would build it (recording spans only; the row samples all).
 * ``chain-reopened``: the chain opened and closed around every append instead of kept open.
+* ``recheck-every-call``: the snapshot re-check window off (``snapshot_recheck_ms`` 0, through the
+  documented environment setting): every call looks at the store (two ``stat`` calls).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ VARIANTS = (
     "no-template",
     "export-path",
     "chain-reopened",
+    "recheck-every-call",
 )
 DEFERRED_ENV = {
     "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS": "100000000",
@@ -254,6 +257,8 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         probe = _writer_thread()
     elif variant == "checkpoints-deferred":
         os.environ.update(DEFERRED_ENV)
+    elif variant == "recheck-every-call":
+        os.environ["OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS"] = "0"
     elif variant in ("no-memo", "no-decision-memo", "no-sanitize-memo"):
         probe = _memo_without(variant)
     elif variant == "no-template":

@@ -14,8 +14,9 @@ proves the chain consistent with every checkpoint of its origin the backend hold
   endpoint is configured (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``)
   or ``OTEL_TRACES_EXPORTER`` names ``otlp``; ``none`` (or a list without ``otlp``) turns it off.
 * **Never blocks a spawn**: the checkpointer's listener ends a span, which only puts it on the batch
-  processor's queue. A failed export is logged once (and counted); its checkpoint is not sent again,
-  since every later checkpoint covers every record it did.
+  processor's queue; the worker exports every ``OTEL_BSP_SCHEDULE_DELAY`` (5 s by default). A failed
+  export is logged once (and counted); its checkpoint is not sent again, since every later checkpoint
+  covers every record it did.
 * **Bounded at exit**: ``close`` (registered with ``atexit``) makes a last checkpoint, then waits at
   most :data:`SHUTDOWN_TIMEOUT_S` for the provider's shutdown, which exports what is queued.
 

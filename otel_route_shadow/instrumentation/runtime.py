@@ -525,8 +525,9 @@ class ShadowRuntime:
     def close(self) -> None:
         """At uninstrument: the span processor becomes a no-op that holds nothing; a background
         snapshot read in flight is waited for (bounded); the backlog is written, a last checkpoint
-        made and its span sent (bounded); the chain's file descriptors are given back (a later
-        append reopens them). No thread of ours outlives this."""
+        made and its span sent (waiting at most ``SHUTDOWN_TIMEOUT_S``: an export still running
+        then finishes in a daemon thread); the chain's file descriptors are given back (a later
+        append reopens them)."""
         if self.processor is not None:
             self.processor.detach()
             self.processor = None
