@@ -1,10 +1,10 @@
 """``EncodedPolicies``: a policy set held as the canonical JSON of each policy.
 
 A large set loaded from the policy store lives for as long as it is the current revision. Held as
-models, each policy is eight objects the cyclic garbage collector traverses on every full collection
-of the host (a 50,000-policy set made each one about five times longer); held as bytes, it is one
-tuple the collector skips. A policy is built from its encoding when it is asked for, which the
-resolver does for the few candidates of a context, not for the set.
+models, each policy is several objects the cyclic garbage collector traverses on every full
+collection of the host; held as bytes, the set is one tuple the collector skips. A policy is built
+from its encoding when it is asked for, which the resolver does for the few candidates of a context,
+not for the set.
 """
 
 from __future__ import annotations

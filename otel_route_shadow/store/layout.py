@@ -173,10 +173,19 @@ class StoreLayout:
             ) from None
 
 
-def _flock_within(fd: int, mode: int, timeout: float, poll: float) -> None:
-    """Take ``mode`` on ``fd``, polling until ``timeout``: a hung writer becomes an error, not a hang."""
-    if not flock_within(fd, mode, timeout, poll):
-        raise TimeoutError(f"could not lock the store within {timeout:g} s")
+@contextlib.contextmanager
+def _holding(fd: int, mode: int, timeout: float, poll: float) -> Iterator[None]:
+    """Take ``mode`` on ``fd`` within ``timeout`` (a hung writer becomes an error, not a hang),
+    hold it for the block, then unlock and close ``fd``."""
+    try:
+        if not flock_within(fd, mode, timeout, poll):
+            raise TimeoutError(f"could not lock the store within {timeout:g} s")
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -184,18 +193,11 @@ def exclusive_lock(path: str, timeout: float) -> Iterator[None]:
     """``flock`` on a lock file: serialises writers across processes and across threads.
 
     Each call opens its own descriptor, and ``flock`` locks belong to the open file description, so
-    two threads of one process exclude each other as two processes do. Polling with a deadline turns
-    a hung writer into an error instead of a hung processor.
+    two threads of one process exclude each other as two processes do.
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-    try:
-        _flock_within(fd, fcntl.LOCK_EX, timeout, 0.005)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with _holding(fd, fcntl.LOCK_EX, timeout, 0.005):
+        yield
 
 
 @contextlib.contextmanager
@@ -210,11 +212,5 @@ def shared_lock(path: str, timeout: float) -> Iterator[None]:
     except FileNotFoundError:
         yield
         return
-    try:
-        _flock_within(fd, fcntl.LOCK_SH, timeout, 0.002)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with _holding(fd, fcntl.LOCK_SH, timeout, 0.002):
+        yield
