@@ -45,7 +45,8 @@ def save(
     if blocking(problems) or (strict and problems):
         raise InvalidPolicySetError(problems)
     warnings = tuple(problems)
-    parsed, _ = parse_policies(items)
+    # Validation parsed every item; models (what callers pass) need no second parse.
+    parsed = items if all(isinstance(item, RoutingPolicy) for item in items) else parse_policies(items)[0]
     payload = prepare_snapshot(parsed)
     new_hash = payload.content_hash
     layout.ensure_root()
