@@ -88,7 +88,9 @@ def test_a_deeply_nested_marker_is_corrupt_not_a_recursion_error(tmp_path: Path)
 def test_a_deeply_nested_snapshot_is_corrupt_not_a_recursion_error(tmp_path: Path) -> None:
     store = RoutingPolicyStore(tmp_path / "store")
     store.save(_policies(1))
-    (tmp_path / "store" / CURRENT_FILE).write_text('{"policies": ' + "[" * 50_000 + "]" * 50_000 + "}", "utf-8")
+    (tmp_path / "store" / CURRENT_FILE).write_text(
+        '{"policies": ' + "[" * 50_000 + "]" * 50_000 + "}", "utf-8"
+    )
     load = store.load()
     assert (load.state, load.problem_kind) == ("corrupt", "invalid-json")
 
