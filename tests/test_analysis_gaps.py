@@ -27,10 +27,10 @@ from test_record_compat import NEW_KEYS
 
 from otel_route_shadow.analysis import build_report, cited_loader, replay
 from otel_route_shadow.analysis.gaps import NOT_READY, READY, TRANSIENT_ONLY, UNKNOWN, GapTally, SpawnFacts
+from otel_route_shadow.cli import main
 from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
 from otel_route_shadow.cli.whatif_text import format_whatif
-from otel_route_shadow.cli import main
 from otel_route_shadow.core import LegacyStage, RouteContext, RoutingPolicy, build_legacy_route
 from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
 from otel_route_shadow.store import RoutingPolicyStore

@@ -275,3 +275,28 @@ def test_a_line_over_the_limit_is_one_chain_error_not_a_traceback(tmp_path: Path
     with pytest.raises(ChainAnalysisError, match="exceeds"):
         list(read_payloads(path))
     assert list(read_payloads(path, lenient=True)) == [(-1, None)]
+
+
+def test_each_divergent_decision_listed_names_its_seq(chain: Path) -> None:
+    # Issue 24 item 5: a receipt for one decision is made from its seq.
+    from otel_route_shadow.chain import iter_payloads
+
+    by_seq = dict(iter_payloads(chain))
+    listed = build_report(chain, examples=2).as_dict()["divergent_decisions"]
+    assert {row["divergence"]: row["count"] for row in listed} == EXPECTED["divergences"]
+    for row in listed:
+        seqs = [example["seq"] for example in row["examples"]]
+        assert seqs == sorted(seqs) and 0 < len(seqs) <= 2
+        for example in row["examples"]:
+            attributes = by_seq[example["seq"]]["attributes"]
+            assert attributes["route_shadow.divergence"] == row["divergence"]
+            assert example["span_id"] == by_seq[example["seq"]]["span_id"]
+    # The lowest seqs: every earlier record of that divergence is listed.
+    first_held = min(
+        s
+        for s, p in by_seq.items()
+        if p.get("attributes", {}).get("route_shadow.divergence") == "policy-held"
+    )
+    held = next(row for row in listed if row["divergence"] == "policy-held")
+    assert held["examples"][0]["seq"] == first_held
+    assert build_report(chain, examples=0).as_dict()["divergent_decisions"][0]["examples"] == []

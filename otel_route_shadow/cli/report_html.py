@@ -53,11 +53,12 @@ __all__ = ["render_html"]
 _CSS: Final = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5rem auto;padding:0 1.5rem;
 color:#222;max-width:72rem;line-height:1.4}
+p,code,.evidence{overflow-wrap:anywhere}
 h1{font-size:1.5rem;margin-bottom:.25rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}caption{text-align:left;font-weight:600}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
 th:first-child,td:first-child{text-align:left}th{background:#f4f4f4}td.text,th.text{text-align:left}
-td.key{text-align:left;white-space:nowrap}
+td.key{text-align:left}td.seqs{text-align:left;white-space:nowrap}
 .wide{overflow-x:auto}
 .flag{background:#fde2e1;border:2px solid #c8553d;padding:.75rem;font-weight:bold;color:#8b1d12}
 .uv{color:#c8553d;font-weight:bold}.muted{color:#666;font-size:.85rem}
@@ -253,7 +254,7 @@ def _noise_section(report: Report, mark: str) -> list[str]:
         + f"<td>{row.spawns}</td><td>{row.flaps}</td><td>{pct(fraction_rate(row.flap_rate))}</td>"
         f"<td>{row.routes}</td><td>{pct(fraction_rate(row.divergence_rate()))}</td>"
         f"<td>{pct(fraction_rate(row.above_noise()))}</td>"
-        f'<td class="key">{escape(", ".join(str(seq) for seq in row.flap_seqs))}</td></tr>'
+        f'<td class="seqs">{escape(", ".join(str(seq) for seq in row.flap_seqs))}</td></tr>'
         for row in flapping[:FLAPPING_SHOWN]
     )
     more = len(flapping) - FLAPPING_SHOWN

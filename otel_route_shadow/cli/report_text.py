@@ -76,10 +76,12 @@ def evidence_lines(evidence: LogEvidence | None, chain_path: str) -> list[str]:
     if evidence is None:
         return ["log evidence: not read"]
     if evidence.status != PRESENT:
-        why = f" ({evidence.problem})" if evidence.problem else ""
+        found = (
+            "no checkpoint" if evidence.problem is None else f"an unreadable checkpoint ({evidence.problem})"
+        )
         return [
-            f"log evidence: no usable checkpoint at {evidence.checkpoint_path}: {evidence.status}{why}; "
-            "nothing vouches for the chain beyond its own hash links"
+            f"log evidence: {found} at {evidence.checkpoint_path}: nothing vouches for the chain beyond its "
+            "own hash links"
         ]
     beyond = evidence.records_beyond or 0
     age = "" if evidence.age_ns is None else f", written {duration(evidence.age_ns)} before this report"
