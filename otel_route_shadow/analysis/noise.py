@@ -17,7 +17,8 @@ its spawns: ``divergence_above_noise = sum(spawns_k * above_k) / sum(spawns_k)``
 is ``sum(flaps_k) / sum(spawns_k - 1)``. Figures are exact fractions until they are shown.
 
 Streaming costs no hashing per record: a cell of the analysis's cube holds its key's
-:class:`KeyState` and its interned route, so a record's step is an identity test and a few additions.
+:class:`KeyState` and its interned route, so a record's step is one identity test; spawns and
+divergences per key are added from the cube's counts at the end.
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ class KeyState:
 
     def step(self, route: tuple[Any, ...], seq: int) -> None:
         """The key's next spawn in ``seq`` order ran ``route`` (an interned tuple: see
-        :meth:`NoiseTracker.route`)."""
-        self.spawns += 1
+        :meth:`NoiseTracker.route`). Spawns and divergences are counted by the caller (from its cube,
+        at the end); a hot loop may test ``state.last is not route`` itself and call this only then."""
         last = self.last
         if last is not route:
             if last is not _NOTHING:

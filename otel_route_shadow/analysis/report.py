@@ -342,6 +342,7 @@ def aggregate(
     usage = CitedUsage(cited_loader) if cited_loader is not None else None
     counts = report.records
     example: Callable[..., dict[str, Any]] = decision_example
+    bars, open_bar = divergent.bars, divergent.open_bar
     for seq, payload, attributes, ns in observations(
         payloads, counts, window=report.window, progress=progress, total=chain.records
     ):
@@ -351,11 +352,10 @@ def aggregate(
             continue
         agreed = slot.agreed
         timeline.add(ns, agreed)
-        state = slot.state
-        state.step(slot.route, seq)
+        if slot.state.last is not slot.route:
+            slot.state.step(slot.route, seq)
         if not agreed:
-            state.diverged[0] += 1
-            if divergent.wants(slot.divergence, seq):
+            if seq < bars.get(slot.divergence, open_bar):
                 divergent.offer(slot.divergence, seq, partial(example, seq, payload, attributes))
             if slot.served_differs and served.wants(SERVED_DIFFERS, seq):
                 served.offer(SERVED_DIFFERS, seq, partial(example, seq, payload, attributes))
@@ -363,10 +363,14 @@ def aggregate(
             usage.add(attributes)
     if usage is not None:
         report.usage, report.usage_not_replayed = usage.tables(), usage.not_replayed
+    slots = list(cube.slots.values())
+    for slot in slots:
+        slot.state.spawns += slot.count
+        slot.state.diverged[0] += 0 if slot.agreed else slot.count
     report.noise = tracker.table()
     report.divergent = divergent.by_kind
     report.served_examples = served.by_kind.get(SERVED_DIFFERS, [])
-    derive(report, list(cube.slots.values()))
+    derive(report, slots)
     return report
 
 

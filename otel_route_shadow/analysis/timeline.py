@@ -37,6 +37,7 @@ DAY: Final = 24 * HOUR
 _STORED_WIDTHS: Final = (MS, SECOND, MINUTE, HOUR, DAY)
 STORED_BUCKETS_LIMIT: Final = 4096
 """Stored buckets before they are merged into the next stored width."""
+_NO_FIRST: Final = 1 << 126
 
 LADDER_NS: Final = (
     *(n * MS for n in (1, 2, 5, 10, 20, 50, 100, 200, 500)),
@@ -66,13 +67,21 @@ class TimelinePoint:
 class Timeline:
     """Spawns and agreements per stored bucket, and the first and last start seen."""
 
-    __slots__ = ("buckets", "first_ns", "last_ns", "width_ns")
+    __slots__ = ("_first", "_last", "buckets", "width_ns")
 
     def __init__(self) -> None:
         self.buckets: dict[int, list[int]] = {}
         self.width_ns = _STORED_WIDTHS[0]
-        self.first_ns: int | None = None
-        self.last_ns: int | None = None
+        self._first = _NO_FIRST
+        self._last = -1
+
+    @property
+    def first_ns(self) -> int | None:
+        return None if self._last < 0 else self._first
+
+    @property
+    def last_ns(self) -> int | None:
+        return None if self._last < 0 else self._last
 
     def add(self, ns: int, agreed: bool) -> None:
         if ns < 0:
@@ -80,15 +89,18 @@ class Timeline:
         bucket = ns // self.width_ns
         slot = self.buckets.get(bucket)
         if slot is None:
-            slot = self.buckets[bucket] = [0, 0]
+            if len(self.buckets) >= STORED_BUCKETS_LIMIT and self.width_ns != _STORED_WIDTHS[-1]:
+                self._widen()
+                bucket = ns // self.width_ns
+                slot = self.buckets.get(bucket)
+            if slot is None:
+                slot = self.buckets[bucket] = [0, 0]
         slot[0] += 1
         slot[1] += agreed
-        if self.first_ns is None or ns < self.first_ns:
-            self.first_ns = ns
-        if self.last_ns is None or ns > self.last_ns:
-            self.last_ns = ns
-        if len(self.buckets) > STORED_BUCKETS_LIMIT and self.width_ns != _STORED_WIDTHS[-1]:
-            self._widen()
+        if ns > self._last:  # noqa: PLR1730 - a comparison, not a call to max(), once per record
+            self._last = ns
+        if ns < self._first:  # noqa: PLR1730
+            self._first = ns
 
     def _widen(self) -> None:
         wider = _STORED_WIDTHS[_STORED_WIDTHS.index(self.width_ns) + 1]

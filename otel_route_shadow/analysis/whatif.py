@@ -140,8 +140,9 @@ def snapshot_info(snapshot: PolicySnapshot, source: str) -> dict[str, Any]:
     }
 
 
-_Cell = tuple[ChangeKey, tuple[Any, ...], Any]
-"""(change, (*recorded fields, agreed before, *dimensions), the candidate's policy usage): one cube cell."""
+_Cell = tuple[ChangeKey, tuple[Any, ...], Any, KeyState]
+"""(change, (*recorded fields, agreed before, *dimensions), the candidate's policy usage, the decision
+key's noise state): one cube cell."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +153,11 @@ class _Counted:
     cell: _Cell
     recorded: Fields
     after: Replayed
-    state: KeyState
     route: tuple[Any, ...]
-    agreed_before: bool
-    agreed_after: bool
+
+    @property
+    def state(self) -> KeyState:
+        return self.cell[3]
 
 
 class _Replay:
@@ -232,20 +234,18 @@ class _Replay:
         before = attributes.get(attr.AGREED) is True and served != DIFFERS
         now = after.agreed and served != DIFFERS
         values = (*recorded, before, *map(attributes.get, self.dim_keys))
-        cell = (change(recorded, after, now), values, after.usage)
         try:
-            hash(cell)
             state, route = self.noise.of(attributes)
+            cell = (change(recorded, after, now), values, after.usage, state)
+            hash(cell)
         except TypeError:
             return None
-        return _Counted(cell, recorded, after, state, route, before, now)
+        return _Counted(cell, recorded, after, route)
 
     def tally(self, counted: _Counted, seq: int, payload: dict[str, Any], attributes: dict[str, Any]) -> None:
         self.cube[counted.cell] += 1
-        state = counted.state
-        state.step(counted.route, seq)
-        state.diverged[0] += not counted.agreed_before
-        state.diverged[1] += not counted.agreed_after
+        if counted.state.last is not counted.route:
+            counted.state.step(counted.route, seq)
         transition = counted.cell[0][0]
         if transition is not None and self.examples.wants(transition, seq):
             build = partial(_example, seq, payload, attributes, counted.recorded, counted.after)
@@ -255,10 +255,13 @@ class _Replay:
         result = self.result
         result.distinct_contexts = self.candidate.evaluated
         result.examples = self.examples.by_kind
-        result.noise = self.noise.table()
         usage: defaultdict[Any, int] = defaultdict(int)
-        for (_change, _values, used), n in self.cube.items():
+        for (changed, values, used, state), n in self.cube.items():
             usage[used] += n
+            state.spawns += n
+            state.diverged[0] += 0 if values[_N_FIELDS] else n
+            state.diverged[1] += 0 if changed[2] else n
+        result.noise = self.noise.table()
         result.usage = usage_table(snapshot, usage)
         groups = _derive(result, self.cube, self.dims)
         result.groups = {
@@ -275,7 +278,7 @@ def _derive(
     """Totals, field changes and group tallies from the counted cells."""
     positions = [(spec_name(spec), tuple(dims.index(name) for name in spec)) for spec in result.by]
     groups: dict[str, dict[tuple[Any, ...], ChangeTally]] = {name: {} for name, _ in positions}
-    for (changed, values, _used), n in cube.items():
+    for (changed, values, _used, _state), n in cube.items():
         was_agreed = values[_N_FIELDS] is True
         cell_dims = values[_N_FIELDS + 1 :]
         for name in changed[1]:
