@@ -1,15 +1,17 @@
 """The log's evidence status for a report: the last checkpoint beside the chain, and who signed it.
 
-Read from ``<chain>.tlog/checkpoint`` (the latest note, ``docs/chain-format.md`` section 13.4) through
-the log's own reader. The file is an input, not a fact: without verifier keys the report only *lists*
+Read from ``<chain>.tlog/checkpoint`` (the latest note, ``docs/chain-format.md`` section 13.4) without
+blocking and bounded (``files.read_text``: a FIFO or a device there is refused, never waited on), and
+parsed by the log's own note and checkpoint parsers. The file is an input, not a fact: without verifier keys the report only *lists*
 the key names on the note's signature lines and says it did not verify them; with keys, each signature
 by a given key is checked (``open_note``). Neither checks the checkpoint against the chain's bytes:
 that is ``otel-route-shadow verify CHAIN --key VKEY``'s work, and the report says so.
 
-Which signature is the log's own: a line whose key name is the checkpoint's origin (C2SP
-tlog-checkpoint asks the log's key to be named after its origin), else the first line (the writer
-signs first; witnesses' cosignatures are appended after it). Further lines are listed as
-cosignatures, by name only.
+Which line is the log's own signature: among the Ed25519 note signatures (64 signature bytes after
+the key id), the one whose key name is the checkpoint's origin (C2SP tlog-checkpoint asks the log's
+key to be named after its origin), else the first (the writer signs first). Every other line is
+listed as a cosignature, by name only: a witness's ``cosignature/v1`` line (C2SP tlog-cosignature:
+72 bytes, a timestamp then the signature) or another signature.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from otel_route_shadow.store.strict_json import InputFileError, require_regular_file
+from otel_route_shadow.files import FileRefused, read_text
 from otel_route_shadow.tlog import (
     CheckpointError,
     NoteError,
@@ -29,7 +31,6 @@ from otel_route_shadow.tlog import (
     open_note,
     parse_checkpoint,
     parse_note,
-    read_checkpoint_file,
     tlog_dir,
 )
 
@@ -46,6 +47,8 @@ __all__ = [
     "read_evidence",
 ]
 
+ED25519_SIGNATURE_BYTES: Final = 64
+"""The bytes after the key id on a signed-note Ed25519 signature line (a cosignature has 72)."""
 MAX_CHECKPOINT_BYTES: Final = 64 * 1024
 """A note of a checkpoint and a hundred signature lines is far below this."""
 
@@ -126,22 +129,19 @@ def read_evidence(
         return LogEvidence(path, status, chain_records, problem=problem)
 
     try:
-        require_regular_file(path)
-        notes = read_checkpoint_file(path, max_bytes=MAX_CHECKPOINT_BYTES)
+        note = read_text(path, MAX_CHECKPOINT_BYTES)
         written_ns = os.stat(path).st_mtime_ns
-    except InputFileError as exc:
-        return missing(ABSENT) if not os.path.lexists(path) else missing(UNREADABLE, str(exc))
-    except (OSError, ValueError) as exc:
+    except FileNotFoundError:
+        return missing(ABSENT)
+    except (FileRefused, OSError) as exc:
         return missing(UNREADABLE, str(exc))
-    if not notes:
-        return missing(UNREADABLE, f"{path}: holds no note")
     try:
-        opened = parse_note(notes[-1])
+        opened = parse_note(note)
         checkpoint = parse_checkpoint(opened.text)
     except (NoteError, CheckpointError) as exc:
         return missing(UNREADABLE, f"{path}: {exc}")
     signed_by, cosigned_by = _split_signers(opened, checkpoint.origin)
-    verification, verified_by = _verify(notes[-1], verifiers)
+    verification, verified_by = _verify(note, verifiers)
     now = time.time_ns() if now_ns is None else now_ns
     return LogEvidence(
         checkpoint_path=path,
@@ -159,11 +159,13 @@ def read_evidence(
 
 
 def _split_signers(opened: OpenedNote, origin: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    names = [f"{sig.name}+{sig.key_id:08x}" for sig in opened.signatures]
-    if not names:
-        return (), ()
-    own = [i for i, sig in enumerate(opened.signatures) if sig.name == origin] or [0]
-    return tuple(names[i] for i in own), tuple(name for i, name in enumerate(names) if i not in own)
+    """(the log's signature lines, the cosignature lines), each as ``name+keyid``."""
+    lines = [(f"{sig.name}+{sig.key_id:08x}", sig) for sig in opened.signatures]
+    signed = [(name, sig) for name, sig in lines if len(sig.signature) == ED25519_SIGNATURE_BYTES]
+    cosigned = [name for name, sig in lines if len(sig.signature) != ED25519_SIGNATURE_BYTES]
+    own = [name for name, sig in signed if sig.name == origin] or [name for name, _ in signed[:1]]
+    others = [name for name, _ in signed if name not in own]
+    return tuple(own), tuple(others + cosigned)
 
 
 def _verify(note: str, verifiers: Sequence[Verifier]) -> tuple[str, tuple[str, ...]]:

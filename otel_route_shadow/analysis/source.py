@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from otel_route_shadow.chain import ChainFormatError, RoutingAuditLog, iter_lines
-from otel_route_shadow.store.strict_json import InputFileError, require_regular_file
+from otel_route_shadow.files import FileRefused, open_regular
 
 __all__ = [
     "CONCURRENT_MIN_BYTES",
@@ -133,8 +133,10 @@ def _require_file(path: Path) -> None:
     if path.is_dir():
         raise MissingChainError(f"{path}: is a directory, not a chain file")
     try:
-        require_regular_file(path)
-    except InputFileError as exc:
+        os.close(open_regular(path))
+    except FileNotFoundError:
+        raise MissingChainError(f"{path}: no such chain file") from None
+    except FileRefused as exc:
         raise MissingChainError(str(exc)) from None
     try:
         size = path.stat().st_size

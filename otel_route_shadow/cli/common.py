@@ -20,13 +20,8 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO, Final
 
 from otel_route_shadow.core import PolicyProblem
-from otel_route_shadow.store.strict_json import (
-    InputFileError,
-    StrictJSONError,
-    loads_strict,
-    read_text_bounded,
-    require_regular_file,
-)
+from otel_route_shadow.files import FileRefused, open_regular, read_text
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
     "EXIT_FINDING",
@@ -39,6 +34,7 @@ __all__ = [
     "harden_streams",
     "input_file",
     "json_lines",
+    "open_input",
     "parse_json_text",
     "problem_line",
     "read_text_file",
@@ -72,12 +68,20 @@ def parse_json_text(text: str, source: str) -> Any:
 
 def input_file(path: str | os.PathLike[str]) -> str:
     """``path`` when it names a regular file; else a :class:`CliError` naming what it is instead
-    (see ``store.strict_json.require_regular_file``: a FIFO is refused without blocking)."""
-    try:
-        require_regular_file(path)
-    except InputFileError as exc:
-        raise CliError(str(exc)) from None
+    (see :func:`otel_route_shadow.files.open_regular`: a FIFO is refused without blocking)."""
+    os.close(open_input(path))
     return os.fspath(path)
+
+
+def open_input(path: str | os.PathLike[str]) -> int:
+    """A descriptor of the regular file ``path``, opened without blocking; else a :class:`CliError`
+    naming the file and what it is (absent, a FIFO, a directory ...)."""
+    try:
+        return open_regular(path)
+    except FileNotFoundError:
+        raise CliError(f"{os.fspath(path)}: no such file") from None
+    except FileRefused as exc:
+        raise CliError(str(exc)) from None
 
 
 def json_lines(path: str, *, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
@@ -88,7 +92,7 @@ def json_lines(path: str, *, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[i
     if path == STDIN:
         yield from _bounded_lines(sys.stdin.buffer, "<stdin>", max_line)
         return
-    with open(input_file(path), "rb") as handle:
+    with os.fdopen(open_input(path), "rb") as handle:
         yield from _bounded_lines(handle, path, max_line)
 
 
@@ -128,10 +132,11 @@ def harden_streams() -> None:
 def read_text_file(path: str, *, max_bytes: int = _MAX_INPUT_BYTES) -> str:
     """Read a UTF-8 text file (or ``-`` for stdin) with a size bound and one-line errors."""
     if path != "-":
-        input_file(path)
         try:
-            return read_text_bounded(path, max_bytes)
-        except InputFileError as exc:
+            return read_text(path, max_bytes)
+        except FileNotFoundError:
+            raise CliError(f"{path}: no such file") from None
+        except FileRefused as exc:
             raise CliError(str(exc)) from None
     data = sys.stdin.buffer.read(max_bytes + 1)
     if len(data) > max_bytes:

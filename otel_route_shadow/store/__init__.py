@@ -42,7 +42,7 @@ from otel_route_shadow.store.store import (
     StoreIOError,
     revision_file_name,
 )
-from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
     "CURRENT_FILE",

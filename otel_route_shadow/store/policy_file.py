@@ -7,12 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from otel_route_shadow.core import PolicyProblem, RoutingPolicy, blocking, parse_policies, validate_policies
-from otel_route_shadow.store.strict_json import (
-    InputFileError,
-    StrictJSONError,
-    loads_strict,
-    read_text_bounded,
-)
+from otel_route_shadow.files import FileRefused, read_text
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
     "MAX_POLICY_FILE_BYTES",
@@ -63,8 +59,10 @@ def read_policy_file(path: str | Path) -> PolicyFile:
     """Read and validate; :class:`PolicyFileError` (one line, naming the file) if unreadable."""
     source = str(path)
     try:
-        document = loads_strict(read_text_bounded(path, MAX_POLICY_FILE_BYTES))
-    except InputFileError as exc:
+        document = loads_strict(read_text(path, MAX_POLICY_FILE_BYTES))
+    except FileNotFoundError:
+        raise PolicyFileError(f"{source}: no such file") from None
+    except FileRefused as exc:
         raise PolicyFileError(str(exc)) from None
     except StrictJSONError as exc:
         raise PolicyFileError(f"{source}: {exc}") from None

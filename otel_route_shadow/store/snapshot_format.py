@@ -24,7 +24,7 @@ from otel_route_shadow.core import (
     canonical_json,
     digest_bytes,
 )
-from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
     "MAX_REVISION",

@@ -58,7 +58,7 @@ from otel_route_shadow.store.snapshot_format import (
     prepare_snapshot,
     render_snapshot,
 )
-from otel_route_shadow.store.strict_json import StrictJSONError, loads_strict
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
     "CURRENT_FILE",

@@ -8,6 +8,13 @@ specified in ``docs/chain-format.md`` (section 13). Never imports instrumentatio
 
 from __future__ import annotations
 
+from otel_route_shadow.tlog.attestation import (
+    Attestation,
+    AttestationError,
+    AttestationFault,
+    WitnessCosignature,
+    attest_checkpoint,
+)
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, format_checkpoint, parse_checkpoint
 from otel_route_shadow.tlog.checkpointer import (
     DEFAULT_EVERY_RECORDS,
@@ -25,6 +32,14 @@ from otel_route_shadow.tlog.consistency import (
     ConsistencyReport,
     locate_first_changed,
     verify_against_checkpoints,
+)
+from otel_route_shadow.tlog.cosignature import (
+    DEFAULT_SKEW_S,
+    CosignatureError,
+    CosignatureFault,
+    Cosignatures,
+    CosignatureVerifier,
+    verify_cosignatures,
 )
 from otel_route_shadow.tlog.keys import KeyFileError, generate_key_file, read_signer_file
 from otel_route_shadow.tlog.merkle import (
@@ -48,12 +63,35 @@ from otel_route_shadow.tlog.note import (
     parse_note,
     sign_note,
 )
+from otel_route_shadow.tlog.policy import (
+    Policy,
+    PolicyError,
+    PolicyGroup,
+    PolicyLog,
+    PolicyWitness,
+    QuorumVerdict,
+    format_policy,
+    parse_policy,
+)
+from otel_route_shadow.tlog.receipt import (
+    Receipt,
+    ReceiptError,
+    ReceiptFault,
+    ReceiptVerdict,
+    format_receipt,
+    parse_receipt,
+    verify_receipt,
+)
 from otel_route_shadow.tlog.tiles import TileError, TileStore, TreeBuilder, tile_path
 
 __all__ = [
     "DEFAULT_EVERY_RECORDS",
     "DEFAULT_EVERY_SECONDS",
+    "DEFAULT_SKEW_S",
     "EMPTY_ROOT",
+    "Attestation",
+    "AttestationError",
+    "AttestationFault",
     "Checkpoint",
     "CheckpointError",
     "CheckpointVerdict",
@@ -61,19 +99,37 @@ __all__ = [
     "CompactRange",
     "ConsistencyReason",
     "ConsistencyReport",
+    "CosignatureError",
+    "CosignatureFault",
+    "CosignatureVerifier",
+    "Cosignatures",
     "KeyFileError",
     "NoteError",
     "OpenedNote",
+    "Policy",
+    "PolicyError",
+    "PolicyGroup",
+    "PolicyLog",
+    "PolicyWitness",
     "ProofError",
+    "QuorumVerdict",
+    "Receipt",
+    "ReceiptError",
+    "ReceiptFault",
+    "ReceiptVerdict",
     "SignedCheckpoint",
     "Signer",
     "TileError",
     "TileStore",
     "TreeBuilder",
     "Verifier",
+    "WitnessCosignature",
+    "attest_checkpoint",
     "consistency_proof",
     "default_origin",
     "format_checkpoint",
+    "format_policy",
+    "format_receipt",
     "generate_key_file",
     "inclusion_proof",
     "leaf_hash",
@@ -82,6 +138,8 @@ __all__ = [
     "open_note",
     "parse_checkpoint",
     "parse_note",
+    "parse_policy",
+    "parse_receipt",
     "read_checkpoint_file",
     "read_signer_file",
     "root_from_leaf_hashes",
@@ -91,5 +149,7 @@ __all__ = [
     "tlog_dir",
     "verify_against_checkpoints",
     "verify_consistency",
+    "verify_cosignatures",
     "verify_inclusion",
+    "verify_receipt",
 ]

@@ -1,6 +1,8 @@
 // Command interop checks otel-route-shadow's checkpoints, signatures and proofs with Go's
-// golang.org/x/mod/sumdb/note and golang.org/x/mod/sumdb/tlog: an implementation this project did
-// not write. Input: a JSON file made by tests/test_tlog_interop.py. Output: one line per check;
+// golang.org/x/mod/sumdb/note and golang.org/x/mod/sumdb/tlog, and its witness formats (cosignatures,
+// policies, receipts) with filippo.io/torchwood (witness.go): code this project did not write.
+// torchwood is at v0.9.0, the first release with ParsePolicy and VerifyProof (v0.10.0 needs Go 1.27).
+// Input: a JSON file made by tests/test_tlog_interop.py or tests/test_witness_interop.py. Output: one line per check;
 // exit status 1 when any check does not come out as the input expects.
 package main
 
@@ -38,6 +40,7 @@ type input struct {
 	BadNotes    []string      `json:"bad_notes"`
 	Inclusion   []inclusion   `json:"inclusion"`
 	Consistency []consistency `json:"consistency"`
+	Witness     *witnessInput `json:"witness"`
 }
 
 type checkpoint struct {
@@ -79,7 +82,8 @@ func main() {
 		err := checkConsistency(c, verifiers)
 		check(fmt.Sprintf("consistency %d holds=%v: %v", i, c.Expect, err), (err == nil) == c.Expect)
 	}
-	fmt.Printf("%d checks, %d failed\n", len(in.Notes)+len(in.BadNotes)+len(in.Inclusion)+len(in.Consistency), failures)
+	witnessChecks := checkWitness(in.Witness, check)
+	fmt.Printf("%d checks, %d failed\n", len(in.Notes)+len(in.BadNotes)+len(in.Inclusion)+len(in.Consistency)+witnessChecks, failures)
 	if failures > 0 {
 		os.Exit(1)
 	}

@@ -1,0 +1,264 @@
+"""Opening, reading and writing files that may be hostile, and writing them durably.
+
+Shell code shared by every folder. Every file the plugin or the command line reads may be a FIFO, a
+device, a directory, a symbolic link, huge or still growing:
+
+* :func:`open_regular` opens without blocking (``O_NONBLOCK``: a FIFO with no writer cannot hang the
+  caller) and refuses anything :func:`os.fstat` does not call a regular file before a byte is read;
+* :func:`read_regular` adds a bound checked before and while reading.
+
+Every write that replaces a file goes through :func:`write_atomic`: a temporary file in the target's
+directory, every byte written (:func:`write_all` checks short writes), ``fsync``, a rename (or a hard link
+when an existing name must never be replaced), then an ``fsync`` of the directory. After a crash or a
+power cut the name holds the old bytes or the new ones, never a prefix or nothing. Temporary files carry
+:data:`TEMPORARY_MARK` and the writer's pid, so :func:`remove_temporaries` can clear what a killed writer
+left behind without touching a live writer's file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from typing import Final, Literal
+
+__all__ = [
+    "TEMPORARY_MARK",
+    "FileKind",
+    "FileRefused",
+    "file_kind",
+    "fsync_directory",
+    "open_regular",
+    "read_regular",
+    "read_text",
+    "remove_temporaries",
+    "write_all",
+    "write_atomic",
+]
+
+TEMPORARY_MARK: Final = ".tmp-"
+"""In the name of every temporary file :func:`write_atomic` creates: ``.<name>.tmp-<pid>-<random>``."""
+
+_TRANSIENT_ERRNOS: Final = frozenset(
+    {errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR, errno.EAGAIN}
+)
+
+FileKind = Literal["not-regular", "symlink", "too-large", "unreadable", "not-utf8"]
+
+
+class FileRefused(OSError):
+    """A file that exists but cannot be taken: not a regular file, a symbolic link where none may be,
+    larger than allowed, unreadable, or not UTF-8. The message is one line naming the path; it never
+    holds the file's content.
+
+    ``transient`` marks failures that say nothing about the file (too many open files, an I/O error):
+    a caller that caches what it read must not cache them.
+    """
+
+    def __init__(self, path: str, kind: FileKind, problem: str, *, transient: bool = False) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.kind: FileKind = kind
+        self.problem = problem
+        self.transient = transient
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}"
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` is, in words: ``a directory``, ``a FIFO``, ``a device`` ..."""
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def open_regular(
+    path: str | os.PathLike[str], flags: int = os.O_RDONLY, mode: int = 0o644, *, follow_symlinks: bool = True
+) -> int:
+    """Open ``path`` and return the descriptor, refusing anything but a regular file.
+
+    ``O_NONBLOCK`` and ``O_CLOEXEC`` are added to ``flags`` (``O_NOFOLLOW`` too without
+    ``follow_symlinks``); the ``fstat`` check runs before the descriptor is used. ``FileNotFoundError``
+    passes through (absence is a state, not a refusal); a directory, a FIFO, a device or a socket is a
+    :class:`FileRefused` of kind ``not-regular``, a symbolic link without ``follow_symlinks`` one of
+    kind ``symlink``, any other failure one of kind ``unreadable``.
+    """
+    source = os.fspath(path)
+    extra = os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
+    try:
+        fd = os.open(source, flags | extra, mode)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _refusal(source, exc) from None
+    except ValueError:  # a NUL in the path
+        raise FileRefused(source, "unreadable", "not a usable path") from None
+    try:
+        st_mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(st_mode):
+            raise FileRefused(source, "not-regular", "is a directory")
+        if not stat.S_ISREG(st_mode):
+            raise FileRefused(source, "not-regular", f"is {file_kind(st_mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _refusal(path: str, exc: OSError) -> FileRefused:
+    if exc.errno == errno.ELOOP:
+        return FileRefused(path, "symlink", "is a symbolic link; refusing to follow it")
+    if exc.errno == errno.EISDIR:
+        return FileRefused(path, "not-regular", "is a directory")
+    if exc.errno == errno.ENOTDIR:
+        return FileRefused(path, "not-regular", "a part of the path is not a directory")
+    reason = exc.strerror or type(exc).__name__
+    return FileRefused(path, "unreadable", f"cannot open: {reason}", transient=exc.errno in _TRANSIENT_ERRNOS)
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int, *, follow_symlinks: bool = True) -> bytes:
+    """All of a regular file of at most ``max_bytes`` bytes (see :func:`open_regular`).
+
+    A file whose size is over the bound is refused before a byte is read, and one that grows past it
+    while being read is refused too (kind ``too-large``).
+    """
+    source = os.fspath(path)
+    fd = open_regular(source, follow_symlinks=follow_symlinks)
+    try:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise FileRefused(source, "too-large", f"larger than {max_bytes} bytes")
+        chunks: list[bytes] = []
+        remaining = max_bytes + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+    except OSError as exc:
+        if isinstance(exc, FileRefused):
+            raise
+        reason = exc.strerror or type(exc).__name__
+        raise FileRefused(
+            source, "unreadable", f"cannot read: {reason}", transient=exc.errno in _TRANSIENT_ERRNOS
+        ) from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise FileRefused(source, "too-large", f"larger than {max_bytes} bytes (it grew while being read)")
+    return data
+
+
+def read_text(path: str | os.PathLike[str], max_bytes: int, *, follow_symlinks: bool = True) -> str:
+    """:func:`read_regular`, decoded as strict UTF-8 (kind ``not-utf8`` otherwise, naming the byte)."""
+    data = read_regular(path, max_bytes, follow_symlinks=follow_symlinks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileRefused(os.fspath(path), "not-utf8", f"not UTF-8 (byte {exc.start})") from None
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write every byte of ``data`` to ``fd``, continuing after short writes.
+
+    A write that makes no progress raises ``OSError(ENOSPC)``: the caller learns the data is not all
+    there instead of leaving a torn file behind unnoticed.
+    """
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+def fsync_directory(directory: str | os.PathLike[str]) -> None:
+    """Make a rename, a link or an unlink in ``directory`` durable (the entry lives in its blocks)."""
+    fd = os.open(os.fspath(directory) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(
+    path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644, exclusive: bool = False
+) -> None:
+    """Replace ``path`` with ``data`` durably: after a crash it holds all of ``data`` or what it held.
+
+    The temporary file is created beside the target (``O_EXCL``, ``mode``), written in full, synced,
+    then renamed over the target; with ``exclusive`` it is hard-linked instead, so an existing name is
+    never replaced (``FileExistsError``). The directory is synced last. On any failure the temporary
+    file is removed and the error raised.
+    """
+    target = os.fspath(path)
+    directory, name = os.path.split(target)
+    tmp = os.path.join(directory, f".{name}{TEMPORARY_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        try:
+            write_all(fd, data)
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if exclusive:
+            os.link(tmp, target)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, target)
+        fsync_directory(directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def remove_temporaries(directory: str | os.PathLike[str]) -> int:
+    """Remove the temporary files :func:`write_atomic` left in ``directory`` (not below it) when its
+    writer was killed: those whose pid is not a live process, and this process's own. Returns how many
+    were removed; never raises."""
+    removed = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
+        pid = _temporary_owner(name)
+        if pid is None or (pid != os.getpid() and _alive(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, name))
+            removed += 1
+    return removed
+
+
+def _temporary_owner(name: str) -> int | None:
+    """The pid in a temporary file's name, None for any other name."""
+    if not name.startswith(".") or TEMPORARY_MARK not in name:
+        return None
+    owner = name.rsplit(TEMPORARY_MARK, 1)[1].split("-", 1)[0]
+    return int(owner) if owner.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists but belongs to someone else
+    return True

@@ -1,0 +1,117 @@
+"""Reading a file of LF-terminated lines in large blocks, and cutting it at line boundaries.
+
+Shell code shared by every reader of the chain (verification, the tree, audits, reports):
+
+* :func:`read_line_blocks` is the one block reader: it reads into one reused buffer and yields the
+  complete lines of each block in place (the tail of an unfinished line moves to the buffer's front);
+* :func:`complete_end` is where the complete lines of a file end (a torn tail is not a line);
+* :func:`line_segments` cuts a byte range into about ``parts`` segments that begin and end at line
+  boundaries, for work split between processes (``otel_route_shadow.processes``).
+
+Bytes after the last LF (a torn tail, or an append in flight) are never yielded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from typing import Final, Protocol
+
+__all__ = ["BLOCK_BYTES", "FileHandle", "complete_end", "iter_blocks", "line_segments", "read_line_blocks"]
+
+BLOCK_BYTES: Final = 8 * 1024 * 1024
+"""How much one read asks for."""
+_PROBE_BYTES: Final = 64 * 1024
+"""First read when looking for a line boundary (doubled until one is found): lines are a few KB."""
+
+
+class FileHandle(Protocol):
+    """What the readers need of an open binary file (``open(path, "rb", buffering=0)`` has it)."""
+
+    def seek(self, offset: int, /) -> int: ...
+    def read(self, size: int = -1, /) -> bytes | None: ...
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+    def fileno(self) -> int: ...
+
+
+def read_line_blocks(
+    handle: FileHandle, start: int, end: int, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[int, bytearray, int]]:
+    """Yield ``(offset, buffer, stop)`` for the complete lines of ``handle`` in ``[start, end)``.
+
+    ``buffer[:stop]`` holds whole lines joined by LF (the LF at ``stop`` ends the last of them) and
+    begins at file offset ``offset``. The buffer is reused: a caller that keeps bytes copies them
+    before asking for the next block. A line longer than the buffer grows it. ``handle`` must be
+    unbuffered or positioned by this function alone (it seeks to ``start``).
+    """
+    buffer = bytearray(2 * block_bytes)
+    view = memoryview(buffer)
+    carried, offset = 0, start  # bytes of an unfinished line at the buffer's front; its file offset
+    handle.seek(start)
+    while offset + carried < end:
+        if carried == len(buffer):  # one line longer than the buffer: grow it
+            buffer = buffer + bytes(len(buffer))
+            view = memoryview(buffer)
+        want = min(len(buffer) - carried, block_bytes, end - offset - carried)
+        got = handle.readinto(view[carried : carried + want])
+        if not got:
+            return
+        filled = carried + got
+        stop = buffer.rfind(b"\n", 0, filled)
+        if stop < 0:
+            carried = filled
+            continue
+        yield offset, buffer, stop
+        carried, offset = filled - stop - 1, offset + stop + 1
+        buffer[:carried] = buffer[stop + 1 : filled]
+
+
+def iter_blocks(
+    handle: FileHandle, start: int, end: int, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[int, bytes]]:
+    """:func:`read_line_blocks` with each block copied out: ``(offset after the block, lines joined
+    by LF without the last LF)``, for callers that keep or split a block."""
+    for offset, buffer, stop in read_line_blocks(handle, start, end, block_bytes):
+        yield offset + stop + 1, bytes(buffer[:stop])
+
+
+def complete_end(handle: FileHandle) -> int:
+    """The offset just after the file's last LF (0 when it has none)."""
+    position = os.fstat(handle.fileno()).st_size
+    step = _PROBE_BYTES
+    while position > 0:
+        step = min(step, position)
+        handle.seek(position - step)
+        cut = (handle.read(step) or b"").rfind(b"\n")
+        if cut >= 0:
+            return position - step + cut + 1
+        position, step = position - step, 2 * step
+    return 0
+
+
+def _line_after(handle: FileHandle, position: int, end: int) -> int:
+    """The offset just after the first LF at or after ``position`` (``end`` when none is before it)."""
+    handle.seek(position)
+    step = _PROBE_BYTES
+    while position < end:
+        data = handle.read(min(step, end - position))
+        if not data:
+            break
+        cut = data.find(b"\n")
+        if cut >= 0:
+            return position + cut + 1
+        position, step = position + len(data), 2 * step
+    return end
+
+
+def line_segments(handle: FileHandle, start: int, end: int, parts: int) -> list[tuple[int, int]]:
+    """``[start, end)`` (which begins at a line boundary) cut into at most ``parts`` non-empty
+    segments, each beginning just after an LF; a few probes per cut, never a scan of the range."""
+    cuts = [start]
+    for k in range(1, max(1, parts)):
+        cut = _line_after(handle, max(cuts[-1], start + (end - start) * k // parts), end)
+        if cut < end:
+            cuts.append(cut)
+    cuts.append(end)
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
