@@ -300,3 +300,51 @@ def test_each_divergent_decision_listed_names_its_seq(chain: Path) -> None:
     held = next(row for row in listed if row["divergence"] == "policy-held")
     assert held["examples"][0]["seq"] == first_held
     assert build_report(chain, examples=0).as_dict()["divergent_decisions"][0]["examples"] == []
+
+
+def test_the_two_requirement_defied_counts_are_explained_where_they_appear(tmp_path: Path) -> None:
+    # A claude-opus spawn that ran on GLM: under the triagers-on-zai policy it is rejected
+    # (policy-rejected is its divergence) and it defies its requirement (a finding) at once.
+    from test_analysis_gaps import defied_context
+    from test_analysis_support import ACCOUNTS, append_observations
+
+    from otel_route_shadow.cli.report_html import render_html
+    from otel_route_shadow.core import LegacyStage, RouteContext, build_legacy_route
+
+    stages = [LegacyStage(mechanism="credit-failover", provider="zai", model="glm-5.1")]
+    legacy = build_legacy_route(stages, "one-shot", account="zai-legacy")
+    assert legacy is not None
+    rejected = RouteContext(
+        repo="acme/other",
+        role="triager",
+        request_face="one-shot",
+        requirement="claude-opus",
+        accounts=ACCOUNTS,
+        legacy_route=legacy,
+    )
+    path = tmp_path / "chain.jsonl"
+    append_observations(path, [(defied_context(), {}), (rejected, {}), (rejected, {})])
+    report = build_report(path)
+    assert report.findings == {"requirement-defied": 3}
+    assert report.divergences == {"requirement-defied": 1, "policy-rejected": 2}
+    assert report.as_dict()["findings"]["by_divergence"] == {
+        "requirement-defied": {"policy-rejected": 2, "requirement-defied": 1}
+    }
+    text = format_report(report)
+    assert (
+        "requirement-defied is the divergence of 1 of these 3; the other 2 are counted there as policy-rejected 2"
+        in text
+    )
+    html = render_html(report)
+    assert "Why 3 here and 1 among the divergences" in html
+
+
+def test_report_examples_option(capsys: pytest.CaptureFixture[str], chain: Path) -> None:
+    import json
+
+    from otel_route_shadow.cli import main
+
+    assert main(["report", str(chain), "--json", "--no-progress", "--examples", "1"]) == 0
+    rows = json.loads(capsys.readouterr().out)["divergent_decisions"]
+    assert all(len(row["examples"]) == 1 for row in rows)
+    assert main(["report", str(chain), "--examples", "-1"]) == 2
