@@ -87,7 +87,7 @@ def test_the_split_counts_persistent_gaps_and_transient_mechanisms(chain: Path) 
     roles = {key: g for key, g in report.gaps["role"]}
     assert (roles["implementer"].gaps, roles["implementer"].uncovered_transient) == (3, 5)
     verdict, why = roles["implementer"].verdict()
-    assert verdict == NOT_READY and "3 spawn(s) (37.5%)" in why and "policy gap" in why
+    assert verdict == NOT_READY and "3 of 8 spawn(s) (37.5%)" in why and "policy gap" in why
     assert "bypass" in why  # C went direct-http
     reviewer, why = roles["reviewer"].verdict()
     assert reviewer == NOT_READY and "divergence" in why and "policy gap" not in why
@@ -101,7 +101,7 @@ def test_ready_and_transient_only_groups(tmp_path: Path) -> None:
     repos = dict(build_report(path).gaps["repo"])
     assert repos["acme/ready"].verdict()[0] == READY
     verdict, why = repos["acme/ratchet"].verdict()
-    assert verdict == TRANSIENT_ONLY and "no policy gap" in why and "2 spawn(s) (100.0%)" in why
+    assert verdict == TRANSIENT_ONLY and "no policy gap" in why and "2 of 2 spawn(s) (100.0%)" in why
 
 
 def test_a_record_without_a_mechanism_is_unknown_not_a_gap() -> None:

@@ -149,7 +149,9 @@ class GapCounts:
         ]
         if found:
             found.sort(key=lambda item: -item[0])  # the main reason first; ties keep this order
-            return NOT_READY, [f"{n} spawn(s) ({_pct(n, self.spawns)}) {text}" for n, text in found]
+            return NOT_READY, [
+                f"{n} of {self.spawns} spawn(s) ({_pct(n, self.spawns)}) {text}" for n, text in found
+            ]
         if self.unknown:
             return UNKNOWN, [
                 f"{self.unknown} spawn(s) record no legacy mechanism (an older chain?): "
@@ -158,8 +160,8 @@ class GapCounts:
         if self.uncovered_transient:
             share = _pct(self.uncovered_transient, self.spawns)
             return TRANSIENT_ONLY, [
-                f"no policy gap: {self.uncovered_transient} spawn(s) ({share}) no managed policy decided "
-                "followed a transient mechanism only"
+                f"no policy gap: {self.uncovered_transient} of {self.spawns} spawn(s) ({share}) no managed "
+                "policy decided followed a transient mechanism only"
             ]
         return READY, ["every spawn was decided by a managed policy that agrees with the route that ran"]
 
