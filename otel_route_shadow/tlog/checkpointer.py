@@ -65,7 +65,6 @@ from otel_route_shadow.tlog.tiles import (
     TileReader,
     TreeBuilder,
     remove_partials,
-    tile_path,
     write_tile,
 )
 
@@ -454,9 +453,10 @@ class Checkpointer:
             write_tile(self.dir, level, index, width, data)
 
     def _keep_published_partials(self, reader: TileReader) -> None:
-        """Once per process: write the partial tiles of every published checkpoint whose full tile does
-        not exist yet and that an older writer removed (C2SP tlog-tiles serves them until then). Each
-        is a prefix of the new tree's authenticated incomplete tile of its level."""
+        """Once per process: make sure the partial tiles of every published checkpoint whose full tile
+        does not exist yet are there and right (C2SP tlog-tiles serves them until then; older writers
+        removed them, an attacker may have changed them). Each is a prefix of the new tree's
+        authenticated incomplete tile of its level: one read per tile, a write only when it differs."""
         if self._repaired:
             return
         self._repaired = True
@@ -464,9 +464,7 @@ class Checkpointer:
             for level, index, width in _partial_tiles(checkpoint.size):
                 if (reader.size >> (TILE_HEIGHT * level)) // TILE_WIDTH != index:
                     continue  # its full tile exists by now
-                if not os.path.exists(self.directory.file(tile_path(level, index, width))):
-                    data = reader.tile(level, index)[: width * HASH_SIZE]
-                    write_tile(self.dir, level, index, width, data)
+                write_tile(self.dir, level, index, width, reader.tile(level, index)[: width * HASH_SIZE])
 
     def _sign(self, checkpoint: Checkpoint) -> SignedCheckpoint:
         note = sign_note(checkpoint.text(), [self.signer] if self.signer else [])

@@ -143,6 +143,18 @@ def read_checkpoint_file(path: str | os.PathLike[str], max_bytes: int = MAX_NOTE
     return read_note_file(path, max_bytes).notes
 
 
+_SAME_REFUSAL: Final = ("reason", "origin", "tree_size", "seq")
+
+
+def _entry_of(line: bytes) -> dict[str, Any]:
+    """One JSON-object line, ``{}`` when it is not one."""
+    try:
+        value = loads_strict(line, max_depth=_MAX_LINE_DEPTH)
+    except (StrictJSONError, UnicodeDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _entry(line: bytes) -> str | None:
     """The note of one ``checkpoints`` line, None when it is not an entry."""
     try:
@@ -224,15 +236,17 @@ class LogDirectory:
     # -- refusals ------------------------------------------------------------------------------------
 
     def append_refusal(self, entry: dict[str, Any]) -> None:
-        """Append one JSON line to ``refusals``, unless its last line records the same refusal."""
-        line = json.dumps(entry, sort_keys=True)
+        """Append one JSON line to ``refusals``, unless its last line records the same refusal (the
+        same reason, origin, tree size and seq: a later process refusing the same state again)."""
         try:
-            last = read_regular(self.file(REFUSALS_FILE), 1 << 20).rstrip(b"\n").rpartition(b"\n")[2]
+            last = _entry_of(
+                read_regular(self.file(REFUSALS_FILE), 1 << 20).rstrip(b"\n").rpartition(b"\n")[2]
+            )
         except (FileNotFoundError, FileRefused):
-            last = b""
-        if last == line.encode("ascii", "replace"):
+            last = {}
+        if all(last.get(key) == entry.get(key) for key in _SAME_REFUSAL) and last:
             return
-        self._append(REFUSALS_FILE, line)
+        self._append(REFUSALS_FILE, json.dumps(entry, sort_keys=True))
 
     def _append(self, name: str, text: str) -> None:
         path = self.file(name)
