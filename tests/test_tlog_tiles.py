@@ -238,3 +238,15 @@ def test_key_names_follow_the_signed_note_rules(
     code, out, err = run(["key", "generate", "--name", name, "--out", str(tmp_path / "k")], capsys)
     assert (code, out) == (2, "") and err.count("\n") == 1 and needle in err
     assert not (tmp_path / "k").exists()
+
+
+def test_a_chain_handed_over_without_its_tile_store_is_not_a_damaged_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain = _signed(tmp_path)
+    saved = tmp_path / "saved-elsewhere.txt"
+    shutil.copy(log_dir(chain) / "checkpoints", saved)
+    shutil.rmtree(log_dir(chain))
+    code, out, _ = run(["verify", str(chain), "--key", KEY, "--checkpoint", str(saved)], capsys)
+    assert code == 0, out
+    assert "tiles: no tile store" in out and "not checked" in out

@@ -344,6 +344,19 @@ class Checkpointer:
         found = {c.size: c for note in self.directory.notes().notes if (c := self._own(note)) is not None}
         return [found[size] for size in sorted(found)]
 
+    def _published_sizes(self) -> set[int]:
+        """The sizes of every note of this origin in ``checkpoints``, parsed, not authenticated: what a
+        client may ask partial tiles for."""
+        sizes = set()
+        for note in self.directory.notes().notes:
+            try:
+                checkpoint = authenticate(note, []).checkpoint
+            except AuthenticationError:
+                continue
+            if checkpoint.origin == self.origin:
+                sizes.add(checkpoint.size)
+        return sizes
+
     # -- resuming -------------------------------------------------------------------------------------
 
     def _resume(self, chain: FileHandle, base: Checkpoint | None, end: int) -> Cursor:
@@ -456,12 +469,13 @@ class Checkpointer:
         """Once per process: make sure the partial tiles of every published checkpoint whose full tile
         does not exist yet are there and right (C2SP tlog-tiles serves them until then; older writers
         removed them, an attacker may have changed them). Each is a prefix of the new tree's
-        authenticated incomplete tile of its level: one read per tile, a write only when it differs."""
+        authenticated incomplete tile of its level: one read per tile, a write only when it differs, so
+        the notes need not be authenticated here (a note's size only selects a prefix)."""
         if self._repaired:
             return
         self._repaired = True
-        for checkpoint in self._published():
-            for level, index, width in _partial_tiles(checkpoint.size):
+        for size in sorted(self._published_sizes()):
+            for level, index, width in _partial_tiles(size):
                 if (reader.size >> (TILE_HEIGHT * level)) // TILE_WIDTH != index:
                     continue  # its full tile exists by now
                 write_tile(self.dir, level, index, width, reader.tile(level, index)[: width * HASH_SIZE])

@@ -206,8 +206,9 @@ class LogDirectory:
         except FileNotFoundError:
             return NoteFile([])
 
-    def newest_notes(self, max_bytes: int = 1 << 20) -> Iterator[str]:
-        """The notes of ``checkpoints``, newest first, reading back from its end (at most ``max_bytes``)."""
+    def newest_notes(self, max_bytes: int = MAX_NOTE_FILE) -> Iterator[str]:
+        """The notes of ``checkpoints``, newest first, reading back from its end (at most ``max_bytes``,
+        as much as any reader of the file reads)."""
         try:
             fd = open_regular(self.file(CHECKPOINTS_FILE))
         except FileNotFoundError:

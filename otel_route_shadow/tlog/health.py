@@ -5,7 +5,8 @@ and do they hold the tree the chain gives?
 checkpoint, so every tile of that tree is checked by comparing bytes, without hashing: each full tile
 below the largest checkpoint that holds, and the partial tiles of every checkpoint that holds whose
 full tile does not exist (C2SP tlog-tiles keeps them until it does). A tile that is missing, not a
-regular file or of other bytes is named with its path; ``tiles.REBUILD_HINT`` says what to do.
+regular file or of other bytes is named with its path; ``tiles.REBUILD_HINT`` says what to do. A chain
+handed over without its tile store (no ``tile/`` at all) is reported as not checked, not as damaged.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def check_tiles(directory: str, tree: TreeLevels, sizes: Iterable[int]) -> TileH
     published = sorted(set(sizes))
     if not published:
         return TileHealth(note="no checkpoint holds: the tiles were not checked")
+    if not os.path.lexists(os.path.join(directory, "tile")):
+        return TileHealth(note=f"no tile store in {directory}: the tiles were not checked")
     largest = published[-1]
     checker = _Checker(directory, tree)
     level = 0
