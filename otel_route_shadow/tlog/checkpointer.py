@@ -43,7 +43,7 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from otel_route_shadow.files import open_regular
+from otel_route_shadow.files import FileRefused, open_regular
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
 from otel_route_shadow.tlog.catchup import DEFAULT_SLICE_LEAVES, AppendedLine, Cursor, extend, still_holds
@@ -339,16 +339,24 @@ class Checkpointer:
             return None
         return checkpoint if checkpoint.origin == self.origin else None
 
+    def _all_notes(self) -> list[str]:
+        """Every note of ``checkpoints``; none when the file cannot be read whole (larger than any
+        reader reads: the callers then check the newest checkpoint alone)."""
+        try:
+            return self.directory.notes().notes
+        except (FileRefused, ValueError):
+            return []
+
     def _published(self) -> list[Checkpoint]:
         """Every checkpoint of ``checkpoints`` this writer published (see :meth:`_own`), by size."""
-        found = {c.size: c for note in self.directory.notes().notes if (c := self._own(note)) is not None}
+        found = {c.size: c for note in self._all_notes() if (c := self._own(note)) is not None}
         return [found[size] for size in sorted(found)]
 
     def _published_sizes(self) -> set[int]:
         """The sizes of every note of this origin in ``checkpoints``, parsed, not authenticated: what a
         client may ask partial tiles for."""
         sizes = set()
-        for note in self.directory.notes().notes:
+        for note in self._all_notes():
             try:
                 checkpoint = authenticate(note, []).checkpoint
             except AuthenticationError:
