@@ -74,6 +74,14 @@ def test_report_shows_the_dropped_records_in_text_json_and_html(gap_chain: Path)
     assert '<p class="flag">GAP: 3 records dropped' in html
 
 
+def test_verify_text_names_the_dropped_records(gap_chain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/chain-format.md section 7 promised a sentence in verify's text; only its JSON said it."""
+    assert main(["verify", str(gap_chain)]) == 0
+    out = capsys.readouterr().out
+    assert ": intact: " in out
+    assert f"  dropped: {DROPPED} records in 1 gap(s) recorded by the chain" in out
+
+
 def test_the_dropped_times_are_when_the_drop_happened(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
     build_chain(path)

@@ -10,13 +10,12 @@ outside the repository.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from go_interop import run_go_interop
 
 from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.tlog import (
@@ -31,7 +30,6 @@ from otel_route_shadow.tlog import (
     tlog_dir,
 )
 
-INTEROP = Path(__file__).parent / "interop"
 ORIGIN = "example.com/route-shadow/interop"
 
 
@@ -88,12 +86,6 @@ def _build(tmp_path: Path) -> dict[str, object]:
 @pytest.mark.skipif(shutil.which("go") is None, reason="the go command is not installed (CI has it)")
 def test_go_sumdb_verifies_our_checkpoints_and_proofs(tmp_path: Path) -> None:
     payload = _build(tmp_path)
-    data = tmp_path / "interop.json"
-    data.write_text(json.dumps(payload), encoding="utf-8")
-    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "local")}
-    done = subprocess.run(
-        ["go", "run", ".", str(data)], cwd=INTEROP, env=env, capture_output=True, text=True, timeout=280
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    output = run_go_interop(payload, tmp_path)
     checks = 2 * len(payload["notes"]) + 1 + 3 + 7 + len(payload["consistency"])  # type: ignore[arg-type]
-    assert f"{checks} checks, 0 failed" in done.stdout
+    assert f"{checks} checks, 0 failed" in output

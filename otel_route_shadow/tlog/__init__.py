@@ -10,6 +10,13 @@ authenticated against a signed checkpoint. The formats are specified in ``docs/c
 
 from __future__ import annotations
 
+from otel_route_shadow.tlog.attestation import (
+    Attestation,
+    AttestationError,
+    AttestationFault,
+    WitnessCosignature,
+    attest_checkpoint,
+)
 from otel_route_shadow.tlog.authentication import (
     Authenticated,
     AuthenticationError,
@@ -19,8 +26,15 @@ from otel_route_shadow.tlog.authentication import (
     Unsigned,
     authenticate,
 )
-from otel_route_shadow.tlog.catchup import AppendedLine
-from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, format_checkpoint, parse_checkpoint
+from otel_route_shadow.tlog.catchup import (
+    AppendedLine,
+)
+from otel_route_shadow.tlog.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    format_checkpoint,
+    parse_checkpoint,
+)
 from otel_route_shadow.tlog.checkpointer import (
     Checkpointer,
     SignedCheckpoint,
@@ -35,6 +49,14 @@ from otel_route_shadow.tlog.consistency import (
     locate_first_changed,
     verify_against_checkpoints,
 )
+from otel_route_shadow.tlog.cosignature import (
+    DEFAULT_SKEW_S,
+    CosignatureError,
+    CosignatureFault,
+    Cosignatures,
+    CosignatureVerifier,
+    verify_cosignatures,
+)
 from otel_route_shadow.tlog.directory import (
     LogDirectory,
     NoteFile,
@@ -42,8 +64,14 @@ from otel_route_shadow.tlog.directory import (
     read_note_file,
     tlog_dir,
 )
-from otel_route_shadow.tlog.health import TileHealth
-from otel_route_shadow.tlog.keys import KeyFileError, generate_key_file, read_signer_file
+from otel_route_shadow.tlog.health import (
+    TileHealth,
+)
+from otel_route_shadow.tlog.keys import (
+    KeyFileError,
+    generate_key_file,
+    read_signer_file,
+)
 from otel_route_shadow.tlog.merkle import (
     EMPTY_ROOT,
     CompactRange,
@@ -70,6 +98,25 @@ from otel_route_shadow.tlog.note import (
     parse_note,
     sign_note,
 )
+from otel_route_shadow.tlog.policy import (
+    Policy,
+    PolicyError,
+    PolicyGroup,
+    PolicyLog,
+    PolicyWitness,
+    QuorumVerdict,
+    format_policy,
+    parse_policy,
+)
+from otel_route_shadow.tlog.receipt import (
+    Receipt,
+    ReceiptError,
+    ReceiptFault,
+    ReceiptVerdict,
+    format_receipt,
+    parse_receipt,
+    verify_receipt,
+)
 from otel_route_shadow.tlog.tiles import (
     REBUILD_HINT,
     TileDamaged,
@@ -81,9 +128,13 @@ from otel_route_shadow.tlog.tiles import (
 )
 
 __all__ = [
+    "DEFAULT_SKEW_S",
     "EMPTY_ROOT",
     "REBUILD_HINT",
     "AppendedLine",
+    "Attestation",
+    "AttestationError",
+    "AttestationFault",
     "Authenticated",
     "AuthenticationError",
     "BadSignature",
@@ -94,6 +145,10 @@ __all__ = [
     "CompactRange",
     "ConsistencyReason",
     "ConsistencyReport",
+    "CosignatureError",
+    "CosignatureFault",
+    "CosignatureVerifier",
+    "Cosignatures",
     "KeyFileError",
     "Located",
     "LogDirectory",
@@ -102,7 +157,17 @@ __all__ = [
     "NoteError",
     "NoteFile",
     "OpenedNote",
+    "Policy",
+    "PolicyError",
+    "PolicyGroup",
+    "PolicyLog",
+    "PolicyWitness",
     "ProofError",
+    "QuorumVerdict",
+    "Receipt",
+    "ReceiptError",
+    "ReceiptFault",
+    "ReceiptVerdict",
     "SignatureError",
     "SignedCheckpoint",
     "Signer",
@@ -116,10 +181,14 @@ __all__ = [
     "UnknownKey",
     "Unsigned",
     "Verifier",
+    "WitnessCosignature",
+    "attest_checkpoint",
     "authenticate",
     "consistency_proof",
     "default_origin",
     "format_checkpoint",
+    "format_policy",
+    "format_receipt",
     "generate_key_file",
     "inclusion_proof",
     "leaf_hash",
@@ -128,6 +197,8 @@ __all__ = [
     "open_note",
     "parse_checkpoint",
     "parse_note",
+    "parse_policy",
+    "parse_receipt",
     "range_hash",
     "read_checkpoint_file",
     "read_note_file",
@@ -140,5 +211,7 @@ __all__ = [
     "tree_hash",
     "verify_against_checkpoints",
     "verify_consistency",
+    "verify_cosignatures",
     "verify_inclusion",
+    "verify_receipt",
 ]

@@ -1,6 +1,8 @@
 // Command interop checks otel-route-shadow's checkpoints, signatures and proofs with Go's
-// golang.org/x/mod/sumdb/note and golang.org/x/mod/sumdb/tlog: an implementation this project did
-// not write. Input: a JSON file made by tests/test_tlog_interop.py. Output: one line per check;
+// golang.org/x/mod/sumdb/note and golang.org/x/mod/sumdb/tlog, and its witness formats (cosignatures,
+// policies, receipts) with filippo.io/torchwood (witness.go): code this project did not write.
+// torchwood is at v0.9.0, the first release with ParsePolicy and VerifyProof (v0.10.0 needs Go 1.27).
+// Input: a JSON file made by tests/test_tlog_interop.py or tests/test_witness_interop.py. Output: one line per check;
 // exit status 1 when any check does not come out as the input expects.
 package main
 
@@ -42,6 +44,7 @@ type input struct {
 	Chain       string        `json:"chain"`
 	TileDir     string        `json:"tile_dir"`
 	BadTileDir  string        `json:"bad_tile_dir"`
+	Witness     *witnessInput `json:"witness"`
 }
 
 // dirTiles reads the C2SP tlog-tiles layout of a log directory (tile/<L>/<N>[.p/<W>], height 8; Go's
@@ -128,6 +131,7 @@ func main() {
 		check(fmt.Sprintf("a damaged tile is rejected: %v", err), err != nil)
 		checks += len(in.Notes) + 1
 	}
+	checks += checkWitness(in.Witness, check)
 	fmt.Printf("%d checks, %d failed\n", checks, failures)
 	if failures > 0 {
 		os.Exit(1)
