@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK_VENV := .venv-stack
 DEMO_OUT ?= .demo
 
-.PHONY: demo test go-interop-deps lint typecheck unit e2e bench bench-quick stack stack-status stack-down stack-install clean collector
+.PHONY: demo test go-interop-deps lint typecheck unit e2e bench bench-quick stack stack-status stack-down stack-install clean collector witness chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,10 +48,47 @@ $(OTELCOL): collector-config/builder-config.yaml | $(OTELCOL_BUILDER)
 
 collector: $(OTELCOL)
 
+# Two C2SP witnesses for the tests: torchwood's `litewitness` (tlog-witness over SQLite, its key in an ssh-agent)
+# and `witnessctl` (registers our log with it), built from the Go module proxy into .witness/bin/ (git-ignored)
+# once, and reused while present. v0.6.1 is the release the proxy lists that builds with Go 1.26 (v0.10.0 needs
+# Go 1.27). GOTOOLCHAIN=local: never download another Go.
+TORCHWOOD_RELEASE := 0.6.1
+WITNESS_DIR := .witness
+LITEWITNESS := $(WITNESS_DIR)/bin/litewitness
+WITNESSCTL := $(WITNESS_DIR)/bin/witnessctl
+
+$(LITEWITNESS) $(WITNESSCTL) &:
+	mkdir -p $(WITNESS_DIR)/bin
+	$(GO_PATH_ENV) GOBIN=$(abspath $(WITNESS_DIR)/bin) GOTOOLCHAIN=local nice -n 10 $(GO) install \
+		filippo.io/torchwood/cmd/litewitness@v$(TORCHWOOD_RELEASE) filippo.io/torchwood/cmd/witnessctl@v$(TORCHWOOD_RELEASE)
+
+witness: $(LITEWITNESS) $(WITNESSCTL)
+
 # Every test target gets the built collector: tests/test_collector_config.py runs `otelcol validate` on each
 # configuration and the e2e stack runs it (a failed build fails here with the builder's own error).
 test e2e: $(OTELCOL)
 test e2e: export ROUTE_SHADOW_OTELCOL := $(abspath $(OTELCOL))
+
+# The witness tests (marker `witness`) run the two binaries above on loopback; `make test` builds them first.
+test: $(LITEWITNESS) $(WITNESSCTL)
+test: export ROUTE_SHADOW_LITEWITNESS := $(abspath $(LITEWITNESS))
+test: export ROUTE_SHADOW_WITNESSCTL := $(abspath $(WITNESSCTL))
+
+# Headless Chromium from Debian's packages renders the HTML report in tests/test_report_browser.py (issue 27).
+# Installed when missing (CI runs as root with Debian's mirrors reachable); `make test` sets
+# ROUTE_SHADOW_CHROMIUM so that the test fails, rather than skips, when the browser is not there.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+$(CHROMIUM):
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver \
+	  || (DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get update \
+	      && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver)
+
+chromium: $(CHROMIUM)
+
+test: $(CHROMIUM)
+test: export ROUTE_SHADOW_CHROMIUM := $(CHROMIUM)
 
 demo: $(VENV)/.installed
 	$(BIN)/otel-route-shadow demo --out $(DEMO_OUT)
@@ -69,7 +106,8 @@ unit: $(VENV)/.installed
 e2e: $(VENV)/.installed $(STACK_VENV)/.installed
 	ROUTE_SHADOW_STACK_VENV=$(abspath $(STACK_VENV)) $(BIN)/python -m pytest -m e2e -q
 
-# The Go interop test (tests/test_tlog_interop.py) checks our checkpoints with golang.org/x/mod/sumdb.
+# The Go interop tests check our checkpoints with golang.org/x/mod/sumdb (tests/test_tlog_interop.py) and our
+# cosignatures, policies and receipts with filippo.io/torchwood v0.9.0 (tests/test_witness_interop.py).
 go-interop-deps:
 	if command -v go >/dev/null; then cd tests/interop && GOFLAGS=-mod=mod go mod download; fi
 
@@ -95,4 +133,4 @@ stack-down:
 	test ! -x $(STACK_VENV)/bin/python || $(STACK_VENV)/bin/python collector-config/stack.py down
 
 clean:
-	rm -rf $(VENV) $(STACK_VENV) $(DEMO_OUT) $(OTELCOL_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(STACK_VENV) $(DEMO_OUT) $(OTELCOL_DIR) $(WITNESS_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -37,7 +37,7 @@ def _groups() -> list[Group]:
     )
 
     return [
-        ("seam", ("1",), bench_seam.rows),
+        ("seam", ("1", "1c", "1d"), bench_seam.rows),
         ("resolver", ("2a", "2b"), bench_resolver.rows),
         ("verify", ("3a", "3b", "3c"), bench_verify.rows),
         ("append", ("4a", "4b"), bench_append.rows),

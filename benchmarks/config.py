@@ -21,6 +21,10 @@ class BenchConfig:
     re-check every 100 ms), so a run's mean is the per-call cost."""
     seam_runs: int
     """Paired runs per side for the seam row; the figure is the median of the per-pair ratios."""
+    tail_calls: int
+    """Single timed seam calls per side and round in rows 1c and 1d."""
+    tail_rounds: int
+    """Rounds of rows 1c and 1d (the two sides take turns)."""
     batch_contexts: int
     batch_policies: int
     explain_policies: int
@@ -49,6 +53,8 @@ class BenchConfig:
             slow_runs=3,
             seam_calls=2000,
             seam_runs=15,
+            tail_calls=5000,
+            tail_rounds=8,
             batch_contexts=10_000,
             batch_policies=1_000,
             explain_policies=100,
@@ -73,6 +79,8 @@ class BenchConfig:
             slow_runs=3,
             seam_calls=100,
             seam_runs=3,
+            tail_calls=150,
+            tail_rounds=2,
             batch_contexts=300,
             batch_policies=100,
             explain_policies=100,

@@ -2,10 +2,11 @@
 
 ``python -m benchmarks.seam_variants [--variants NAMES] [--rounds N] [--quick] [--workdir DIR]``
 
-Each variant runs row 1 (``bench_seam.seam_row``, unchanged) in a fresh process with one change
+Each variant runs row 1 (``bench_seam.seam_rows``, unchanged) in a fresh process with one change
 patched into the plugin in that process only. The variants take turns, round after round, so that
-all of them see the same moments of the machine; the table gives each variant's row ratio per round
-and the median. A diagnostic for a design decision (issue 17), never part of ``make bench``; the
+all of them see the same moments of the machine; the table gives each variant's ratio against a bare
+span (the row's ratio before issue 23) and against the row's baseline (a bare span plus the append's
+floor) per round, with the medians. A diagnostic for a design decision (issue 17), never part of ``make bench``; the
 patches are prototypes, not candidate code:
 
 * ``shipped``: the code as it is.
@@ -167,13 +168,15 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         os.environ.update(DEFERRED_ENV)
     elif variant != "shipped":
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
-    row = bench_seam.seam_row(cfg)
+    row = bench_seam.seam_rows(cfg, tail=False)[0]
     extras = row.extras
     return {
         "variant": variant,
         "ratio": None if row.ratio is None else row.ratio.median,
         "ours_us": None if row.ours is None else row.ours.median,
-        "bare_us": None if row.baseline is None else row.baseline.median,
+        "floor_us": None if row.baseline is None else row.baseline.median,
+        "ratio_vs_bare": extras.get("ratio_vs_bare_span"),
+        "bare_us": extras.get("bare_span_us"),
         "chain_records": extras.get("chain_records_appended"),
         "expected_records": extras.get("expected_records"),
         "contained_errors": extras.get("contained_errors"),
@@ -223,12 +226,15 @@ def main(argv: list[str] | None = None) -> int:
             result = json.loads(done.stdout.strip().splitlines()[-1])
             results[variant].append(result)
             print(json.dumps(result), file=sys.stderr)
-    print("| variant | ratio per round | median |")
-    print("|---|---|---|")
+    print("| variant | vs bare span, per round | median | vs bare span + floor, per round | median |")
+    print("|---|---|---|---|---|")
     for variant, runs in results.items():
-        figures = [run["ratio"] for run in runs if run["ratio"] is not None]
-        median = f"{statistics.median(figures):.2f}x" if figures else "-"
-        print(f"| {variant} | {', '.join(f'{figure:.2f}x' for figure in figures)} | {median} |")
+        cells = []
+        for key in ("ratio_vs_bare", "ratio"):
+            figures = [run[key] for run in runs if run[key] is not None]
+            cells.append(", ".join(f"{figure:.2f}x" for figure in figures))
+            cells.append(f"{statistics.median(figures):.2f}x" if figures else "-")
+        print(f"| {variant} | {' | '.join(cells)} |")
     return 0
 
 

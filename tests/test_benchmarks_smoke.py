@@ -14,6 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ROW_IDS = [
     "1",
+    "1c",
+    "1d",
     "2a",
     "2b",
     "3a",

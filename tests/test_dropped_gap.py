@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from test_analysis_support import EXPECTED, build_chain
 from test_chain_lock import lock_held_by_another_process
 
-from otel_route_shadow.analysis.html import render_html
-from otel_route_shadow.analysis.report import build_report, format_report
+from otel_route_shadow.analysis import build_report
 from otel_route_shadow.backend.audit import audit_chain
 from otel_route_shadow.backend.verdict import Verdict
 from otel_route_shadow.chain import (
@@ -31,6 +30,8 @@ from otel_route_shadow.chain import (
 )
 from otel_route_shadow.cli import audit as audit_cli
 from otel_route_shadow.cli import main
+from otel_route_shadow.cli.report_html import render_html
+from otel_route_shadow.cli.report_text import format_report
 
 DROPPED = 3
 
@@ -72,6 +73,14 @@ def test_report_shows_the_dropped_records_in_text_json_and_html(gap_chain: Path)
     assert "every figure is over the recorded records only" in line
     html = render_html(report)
     assert '<p class="flag">GAP: 3 records dropped' in html
+
+
+def test_verify_text_names_the_dropped_records(gap_chain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/chain-format.md section 7 promised a sentence in verify's text; only its JSON said it."""
+    assert main(["verify", str(gap_chain)]) == 0
+    out = capsys.readouterr().out
+    assert ": intact: " in out
+    assert f"  dropped: {DROPPED} records in 1 gap(s) recorded by the chain" in out
 
 
 def test_the_dropped_times_are_when_the_drop_happened(tmp_path: Path) -> None:

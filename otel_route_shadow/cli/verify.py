@@ -108,7 +108,8 @@ def _run(args: argparse.Namespace) -> int:
         print(_human(result))
         if report is not None:
             print(human_report(path, report))
-    return EXIT_OK if result.intact and (report is None or report.ok) else EXIT_FINDING
+    holds = report is None or (report.ok and report.tiles.ok)  # a damaged tile store is a finding too
+    return EXIT_OK if result.intact and holds else EXIT_FINDING
 
 
 def _not_a_chain(result: VerifyResult) -> bool:
@@ -131,7 +132,8 @@ def _human(result: VerifyResult) -> str:
     if result.intact:
         if result.records == 0:
             return f"{result.path}: intact (empty chain, 0 records)"
-        return f"{result.path}: intact: {result.records} records, head seq {result.head_seq}, head hash {result.head_hash}"
+        head = f"{result.path}: intact: {result.records} records, head seq {result.head_seq}, head hash {result.head_hash}"
+        return "\n".join([head, *_dropped(result)])
     prefix = "TORN TAIL" if result.reason == "torn-tail" else "BROKEN"
     lines = [
         f"{result.path}: {prefix} at seq {result.first_bad_seq} (line {result.line}, byte {result.offset}): "
@@ -145,12 +147,24 @@ def _human(result: VerifyResult) -> str:
         )
     else:
         lines.append("  verified before it: no records")
+    lines.extend(_dropped(result))
     if result.torn_tail is not None:
         lines.append(
             "  every complete record verifies; the next append moves the torn bytes to a quarantine file "
             "beside the chain and records a chain-quarantine event"
         )
     return "\n".join(lines)
+
+
+def _dropped(result: VerifyResult) -> list[str]:
+    """The sentence docs/chain-format.md section 7 promises: records a writer had to drop, as the
+    chain's own ``records-dropped`` events say (a recorded gap, not tampering)."""
+    if not result.dropped_events:
+        return []
+    return [
+        f"  dropped: {result.dropped_records} records in {result.dropped_events} gap(s) recorded by the "
+        "chain (records-dropped events: a writer could not write them; not tampering)"
+    ]
 
 
 class _ProgressBar:

@@ -35,9 +35,9 @@ from otel_route_shadow.chain import (
     open_chain,
     sanitize_payload,
 )
+from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import record_payload, record_tokens
-from otel_route_shadow.tlog import Checkpointer
 
 __all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
 
@@ -72,7 +72,7 @@ class RouteShadowChainExporter(SpanExporter):
         durability: str = "flush",
         lock_timeout_ms: int | None = None,
         backlog: int = BACKLOG_RECORDS,
-        checkpointer: Checkpointer | None = None,
+        checkpointer: ScheduledCheckpointer | None = None,
     ) -> None:
         self._path = Path(chain_path)
         self.checkpointer = checkpointer

@@ -33,7 +33,7 @@ class Run:
     chain: Path
     payloads: list[dict[str, Any]]
     backend: PhoenixBackend
-    backend: str
+    backend_url: str
 
 
 def _window(payloads: list[dict[str, Any]]) -> TimeWindow:
@@ -90,7 +90,7 @@ def sampled_run(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
 def _audit(
     capsys: pytest.CaptureFixture[str], run: Run, chain: Path, *extra: str
 ) -> tuple[int, dict[str, Any]]:
-    code = main(["audit", str(chain), "--backend", run.backend, "--project", run.project, "--json", *extra])
+    code = main(["audit", str(chain), "--backend", run.backend_url, "--project", run.project, "--json", *extra])
     out, err = capsys.readouterr()
     assert err == "", err
     body = json.loads(out)
@@ -199,7 +199,7 @@ def test_console_script_text_report_and_unreachable_backend(run: Run, tmp_path: 
     exe = Path(sys.executable).with_name("otel-route-shadow")
     chain = chainfile.truncated_copy(run.chain, tmp_path / "t.jsonl", 2)
     done = subprocess.run(
-        [str(exe), "audit", str(chain), "--backend", run.backend, "--project", run.project],
+        [str(exe), "audit", str(chain), "--backend", run.backend_url, "--project", run.project],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,0 +1,136 @@
+"""A checkpoint note checked against a ``tlog-policy``: whose signature it carries, which witnesses cosigned it,
+whether their quorum is met.
+
+The steps, as the ``tlog-policy`` and ``tlog-proof`` drafts state them, one function each:
+
+1. the note is a signed note whose text is a ``tlog-checkpoint`` (:func:`_opened`);
+2. its origin is the key name of a log the verifier knows (the policy's ``log`` lines, plus any log
+   keys the caller adds), and a signature by that key verifies; a signature by a known log key that does
+   not verify rejects the note (:func:`_log_signature`, through ``authentication.authenticate``);
+3. the cosignatures of the policy's witnesses are verified (``tlog-cosignature``: lines by other keys
+   are ignored, a timestamp later than ``now + skew`` does not count) (:func:`_cosignatures`);
+4. the quorum is evaluated over the witnesses whose cosignature counts.
+
+A note that fails steps 1-3 raises :class:`AttestationError` (``fault`` says which step). A quorum that is
+not met is an answer, not an error: :attr:`Attestation.quorum` says so and names the missing witnesses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Sequence
+
+from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
+from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
+from otel_route_shadow.tlog.cosignature import (
+    DEFAULT_SKEW_S,
+    CosignatureError,
+    Cosignatures,
+    verify_cosignatures,
+)
+from otel_route_shadow.tlog.note import NoteError, OpenedNote, Verifier, parse_note
+from otel_route_shadow.tlog.policy import Policy, QuorumVerdict
+
+__all__ = [
+    "Attestation",
+    "AttestationError",
+    "AttestationFault",
+    "WitnessCosignature",
+    "attest_checkpoint",
+]
+
+
+class AttestationFault(enum.Enum):
+    """The step a checkpoint note failed."""
+
+    NOTE = "note"
+    CHECKPOINT = "checkpoint"
+    UNKNOWN_ORIGIN = "unknown-origin"
+    LOG_SIGNATURE = "log-signature"
+    COSIGNATURE = "cosignature"
+
+
+class AttestationError(ValueError):
+    """A checkpoint note that is not authentic under the policy; ``fault`` names the step, ``witness``
+    the policy's witness whose cosignature did not verify (``COSIGNATURE``)."""
+
+    def __init__(self, fault: AttestationFault, message: str, witness: str | None = None) -> None:
+        super().__init__(message)
+        self.fault = fault
+        self.witness = witness
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WitnessCosignature:
+    """A cosignature by the policy's witness ``name`` at ``timestamp``; ``counted`` is False when
+    its timestamp lies in the future beyond the skew."""
+
+    name: str
+    timestamp: int
+    counted: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Attestation:
+    """A checkpoint signed by ``log``, the policy's witnesses' cosignatures on it, and the quorum verdict."""
+
+    checkpoint: Checkpoint
+    log: Verifier
+    cosignatures: tuple[WitnessCosignature, ...]
+    quorum: QuorumVerdict
+
+
+def attest_checkpoint(
+    note: str,
+    policy: Policy,
+    *,
+    now: int,
+    skew: int = DEFAULT_SKEW_S,
+    logs: Sequence[Verifier] = (),
+) -> Attestation:
+    """Check ``note`` against ``policy`` (see the module); ``now`` is the verifier's POSIX time."""
+    checkpoint = _opened(note)
+    log = _log_signature(note, checkpoint.origin, [*(entry.verifier for entry in policy.logs), *logs])
+    found = _cosignatures(note, policy, now, skew)
+    names = {w.verifier: w.name for w in policy.witnesses}
+    cosignatures = tuple(
+        [WitnessCosignature(names[c.verifier], c.timestamp, True) for c in found.verified]
+        + [WitnessCosignature(names[c.verifier], c.timestamp, False) for c in found.refused]
+    )
+    quorum = policy.evaluate(names[c.verifier] for c in found.verified)
+    return Attestation(checkpoint, log, cosignatures, quorum)
+
+
+def _opened(note: str) -> Checkpoint:
+    try:
+        opened: OpenedNote = parse_note(note)
+    except NoteError as exc:
+        raise AttestationError(AttestationFault.NOTE, f"not a signed note: {exc}") from None
+    try:
+        return parse_checkpoint(opened.text)
+    except CheckpointError as exc:
+        raise AttestationError(AttestationFault.CHECKPOINT, f"not a checkpoint: {exc}") from None
+
+
+def _log_signature(note: str, origin: str, known: Sequence[Verifier]) -> Verifier:
+    """The log key (named for the origin) whose signature on the note verifies."""
+    keys = [v for v in known if v.name == origin]
+    if not keys:
+        raise AttestationError(
+            AttestationFault.UNKNOWN_ORIGIN, f"no log key of the policy is named for the origin {origin!r}"
+        )
+    try:
+        signed_by = authenticate(note, keys).signed_by
+    except AuthenticationError as exc:
+        raise AttestationError(AttestationFault.LOG_SIGNATURE, f"the log {origin!r}: {exc}") from None
+    return next(v for v in keys if str(v) == signed_by[0])
+
+
+def _cosignatures(note: str, policy: Policy, now: int, skew: int) -> Cosignatures:
+    try:
+        return verify_cosignatures(note, policy.witness_verifiers(), now=now, skew=skew)
+    except CosignatureError as exc:
+        names = {str(w.verifier): w.name for w in policy.witnesses}
+        witness = names.get(exc.witness or "")
+        raise AttestationError(AttestationFault.COSIGNATURE, str(exc), witness) from None

@@ -1,0 +1,288 @@
+"""C2SP ``tlog-cosignature`` v1.0.1: a witness's timestamped Ed25519 cosignature on a checkpoint.
+
+A cosignature is a signed-note signature line added to the checkpoint note::
+
+    — <witness name> <base64(key id || timestamp || signature)>
+
+The rules, one function each:
+
+* the key id is the first 4 bytes (big-endian) of ``SHA-256(name || 0x0A || 0x04 || public key)``
+  (:func:`cosignature_key_id`);
+* the witness's verifier key is ``<name>+<8 hex digits of key id>+<base64(0x04 || 32-byte public key)>``
+  (:meth:`CosignatureVerifier.parse`, ``str()``);
+* the signature is 72 bytes: an 8-byte big-endian POSIX timestamp, then a 64-byte Ed25519 signature
+  (:func:`split_timestamped_signature`); the timestamp does not exceed ``2**63 - 1``;
+* the signed message is ``cosignature/v1\\ntime <timestamp>\\n`` followed by the whole note text
+  (the checkpoint body with its final newline, no signature line) (:func:`cosignature_message`);
+* a verifier is given the witnesses' keys; a signature line whose key name and key id match a given
+  key is verified, and one that does not verify rejects the whole note (signed-note: "clients SHOULD
+  reject the whole note"); lines by any other key are ignored and never counted; a cosignature whose
+  timestamp is later than ``now + skew`` is refused: listed, never counted (:func:`verify_cosignatures`).
+
+Nothing here reads a clock: the caller passes ``now`` (POSIX seconds). Every failure is a
+:class:`CosignatureError` whose ``fault`` says which rule failed (callers match the fault, never the
+message).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import enum
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from otel_route_shadow.tlog.note import NoteError, NoteSignature, parse_note
+
+__all__ = [
+    "ALG_COSIGNATURE_V1",
+    "DEFAULT_SKEW_S",
+    "MAX_TIMESTAMP",
+    "CosignatureError",
+    "CosignatureFault",
+    "CosignatureVerifier",
+    "Cosignatures",
+    "RefusedCosignature",
+    "VerifiedCosignature",
+    "cosignature_key_id",
+    "cosignature_message",
+    "split_timestamped_signature",
+    "verify_cosignatures",
+]
+
+ALG_COSIGNATURE_V1 = 4
+"""The signature type byte of ``cosignature/v1`` (Ed25519) in key ids and verifier keys."""
+MAX_TIMESTAMP = 2**63 - 1
+DEFAULT_SKEW_S = 300
+"""How far in the future (seconds) a cosignature's timestamp may lie and still count: clocks differ."""
+
+_PUBLIC_KEY_SIZE = 32
+_SIGNATURE_SIZE = 64
+_TIMESTAMPED_SIZE = 8 + _SIGNATURE_SIZE
+_HEX8 = re.compile(r"[0-9a-f]{8}")
+_MAX_VKEY = 4096
+
+
+class CosignatureFault(enum.Enum):
+    """Which rule a key string, a note or a cosignature broke."""
+
+    MALFORMED_KEY = "malformed-key"
+    KEY_TYPE = "key-type"
+    KEY_ID = "key-id"
+    MALFORMED_NOTE = "malformed-note"
+    MALFORMED_SIGNATURE = "malformed-signature"
+    TIMESTAMP_RANGE = "timestamp-range"
+    BAD_SIGNATURE = "bad-signature"
+    FUTURE_TIMESTAMP = "future-timestamp"
+
+
+class CosignatureError(ValueError):
+    """A key string, note or cosignature that breaks ``tlog-cosignature``; ``fault`` names the rule."""
+
+    def __init__(self, fault: CosignatureFault, message: str, witness: str | None = None) -> None:
+        super().__init__(message)
+        self.fault = fault
+        self.witness = witness
+
+
+def cosignature_key_id(name: str, public_key: bytes) -> int:
+    """``SHA-256(name || 0x0A || 0x04 || public key)[:4]`` as a big-endian 32-bit number."""
+    material = name.encode("utf-8") + b"\n" + bytes([ALG_COSIGNATURE_V1]) + public_key
+    return int.from_bytes(hashlib.sha256(material).digest()[:4], "big")
+
+
+def cosignature_message(timestamp: int, text: str) -> bytes:
+    """The bytes a witness signs: ``cosignature/v1``, ``time <timestamp>``, then the note text."""
+    _check_timestamp(timestamp)
+    return f"cosignature/v1\ntime {timestamp}\n{text}".encode()
+
+
+def split_timestamped_signature(raw: bytes) -> tuple[int, bytes]:
+    """``(timestamp, signature)`` from the 72 signature bytes of a cosignature line (after the key id)."""
+    if len(raw) != _TIMESTAMPED_SIZE:
+        raise CosignatureError(
+            CosignatureFault.MALFORMED_SIGNATURE,
+            f"a cosignature has {_TIMESTAMPED_SIZE} bytes after its key id, this one {len(raw)}",
+        )
+    timestamp = int.from_bytes(raw[:8], "big")
+    _check_timestamp(timestamp)
+    return timestamp, raw[8:]
+
+
+def _check_timestamp(timestamp: int) -> None:
+    if not 0 <= timestamp <= MAX_TIMESTAMP:
+        raise CosignatureError(CosignatureFault.TIMESTAMP_RANGE, "a cosignature timestamp exceeds 2**63 - 1")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CosignatureVerifier:
+    """A witness's public key: its name, key id and 32-byte Ed25519 key (type 0x04)."""
+
+    name: str
+    key_id: int
+    public_key: bytes
+
+    @classmethod
+    def parse(cls, vkey: str) -> CosignatureVerifier:
+        """Parse ``<name>+<key id>+<base64(0x04 || key)>``; the key id must match the name and key."""
+        name, hex_id, material = _split_vkey(vkey)
+        verifier = cls.from_public_key(name, _decode_key_material(material))
+        if verifier.key_id != int(hex_id, 16):
+            raise CosignatureError(
+                CosignatureFault.KEY_ID, "the witness key id does not match its name and key"
+            )
+        return verifier
+
+    @classmethod
+    def from_public_key(cls, name: str, public_key: bytes) -> CosignatureVerifier:
+        """The verifier of the witness ``name`` whose Ed25519 public key is ``public_key``."""
+        _check_name(name)
+        if len(public_key) != _PUBLIC_KEY_SIZE:
+            raise CosignatureError(CosignatureFault.KEY_TYPE, "an Ed25519 public key has 32 bytes")
+        return cls(name, cosignature_key_id(name, public_key), public_key)
+
+    def __str__(self) -> str:
+        material = base64.b64encode(bytes([ALG_COSIGNATURE_V1]) + self.public_key).decode("ascii")
+        return f"{self.name}+{self.key_id:08x}+{material}"
+
+    def signs(self, line: NoteSignature) -> bool:
+        """Whether a signature line claims this key (same key name and key id)."""
+        return line.name == self.name and line.key_id == self.key_id
+
+    def timestamp_of(self, text: str, line: NoteSignature) -> int:
+        """Verify ``line`` on the note text ``text``; its timestamp, or ``CosignatureError``."""
+        timestamp, signature = split_timestamped_signature(line.signature)
+        try:
+            Ed25519PublicKey.from_public_bytes(self.public_key).verify(
+                signature, cosignature_message(timestamp, text)
+            )
+        except (InvalidSignature, ValueError):
+            raise CosignatureError(
+                CosignatureFault.BAD_SIGNATURE,
+                f"the cosignature by {self.name}+{self.key_id:08x} does not verify",
+                witness=str(self),
+            ) from None
+        return timestamp
+
+
+def _split_vkey(vkey: str) -> tuple[str, str, str]:
+    if len(vkey) > _MAX_VKEY:
+        raise CosignatureError(CosignatureFault.MALFORMED_KEY, "the witness key is too long")
+    parts = vkey.split("+", 2)
+    if len(parts) != 3:
+        raise CosignatureError(CosignatureFault.MALFORMED_KEY, "not a witness key (<name>+<key id>+<key>)")
+    name, hex_id, material = parts
+    _check_name(name)
+    if not _HEX8.fullmatch(hex_id):
+        raise CosignatureError(
+            CosignatureFault.MALFORMED_KEY, "the witness key id is not 8 lower-case hex digits"
+        )
+    return name, hex_id, material
+
+
+def _check_name(name: str) -> None:
+    if not name or "+" in name or any(ch.isspace() for ch in name) or not name.isprintable():
+        raise CosignatureError(
+            CosignatureFault.MALFORMED_KEY, "a witness key name must be non-empty, without spaces or '+'"
+        )
+
+
+def _decode_key_material(material: str) -> bytes:
+    try:
+        raw = base64.b64decode(material, validate=True)
+    except (binascii.Error, ValueError):
+        raise CosignatureError(CosignatureFault.MALFORMED_KEY, "the witness key is not base64") from None
+    if not raw or raw[0] != ALG_COSIGNATURE_V1:
+        raise CosignatureError(
+            CosignatureFault.KEY_TYPE, "not a cosignature/v1 key (type 0x04): a witness key has another type"
+        )
+    if len(raw) != 1 + _PUBLIC_KEY_SIZE:
+        raise CosignatureError(
+            CosignatureFault.KEY_TYPE, "a cosignature/v1 key holds 32 bytes of Ed25519 key"
+        )
+    return raw[1:]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VerifiedCosignature:
+    """A cosignature that verified: by ``verifier``, made at ``timestamp`` (POSIX seconds)."""
+
+    verifier: CosignatureVerifier
+    timestamp: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RefusedCosignature:
+    """A cosignature by a given key that verified but does not count (``fault``: why)."""
+
+    verifier: CosignatureVerifier
+    timestamp: int
+    fault: CosignatureFault
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cosignatures:
+    """What a note's signature lines say about the given witnesses.
+
+    ``verified``: one entry per given witness whose cosignature verified (the earliest timestamp when it
+    signed more than once); ``refused``: cosignatures that verified but do not count; ``ignored``: how
+    many lines were by keys not given (the log's own signature among them).
+    """
+
+    text: str
+    verified: tuple[VerifiedCosignature, ...]
+    refused: tuple[RefusedCosignature, ...]
+    ignored: int
+
+    def verifiers(self) -> frozenset[CosignatureVerifier]:
+        """The witnesses whose cosignature counts."""
+        return frozenset(c.verifier for c in self.verified)
+
+
+def verify_cosignatures(
+    note: str, witnesses: Iterable[CosignatureVerifier], *, now: int, skew: int = DEFAULT_SKEW_S
+) -> Cosignatures:
+    """Check the cosignature lines of ``note`` against the keys in ``witnesses`` (see the module)."""
+    text, lines = _parse(note)
+    known = tuple(witnesses)
+    verified: dict[CosignatureVerifier, int] = {}
+    refused: list[RefusedCosignature] = []
+    ignored = 0
+    for line in lines:
+        claimed = [w for w in known if w.signs(line)]
+        if not claimed:
+            ignored += 1
+            continue
+        verifier, timestamp = _verify_line(text, line, claimed)
+        if timestamp > now + skew:
+            refused.append(RefusedCosignature(verifier, timestamp, CosignatureFault.FUTURE_TIMESTAMP))
+        else:
+            verified[verifier] = min(timestamp, verified.get(verifier, timestamp))
+    ordered = tuple(VerifiedCosignature(w, verified[w]) for w in dict.fromkeys(known) if w in verified)
+    return Cosignatures(text, ordered, tuple(refused), ignored)
+
+
+def _parse(note: str) -> tuple[str, Sequence[NoteSignature]]:
+    try:
+        opened = parse_note(note)
+    except NoteError as exc:
+        raise CosignatureError(CosignatureFault.MALFORMED_NOTE, str(exc)) from None
+    return opened.text, opened.signatures
+
+
+def _verify_line(
+    text: str, line: NoteSignature, claimed: Sequence[CosignatureVerifier]
+) -> tuple[CosignatureVerifier, int]:
+    """The key (of those claiming the line's name and key id) under which ``line`` verifies."""
+    first, *others = claimed
+    for verifier in others:  # keys sharing a name and key id: rare, but each is tried
+        try:
+            return verifier, verifier.timestamp_of(text, line)
+        except CosignatureError:
+            continue
+    return first, first.timestamp_of(text, line)

@@ -1,0 +1,47 @@
+"""The log's side of C2SP ``tlog-witness``: pushing signed checkpoints to independent witnesses.
+
+Network code: one bounded ``add-checkpoint`` request (``client``), the witnesses to reach (``endpoint``,
+from a ``tlog-policy``'s witness URLs), and the background pusher (``pusher``) that keeps the host's
+path free of any witness. The spec-only parts (cosignatures, policies, receipts) are in ``tlog``.
+Never imports instrumentation, cli or OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+from otel_route_shadow.witness.client import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    MAX_RESPONSE_BYTES,
+    Outcome,
+    WitnessAnswer,
+    add_checkpoint,
+    add_checkpoint_body,
+    interpret_answer,
+)
+from otel_route_shadow.witness.endpoint import WitnessConfigError, WitnessEndpoint, endpoints_from_policy
+from otel_route_shadow.witness.pusher import (
+    DEFAULT_PUSHES_PER_DAY,
+    RETRY_AFTER_S,
+    WORKER_NAME,
+    PusherStats,
+    WitnessPusher,
+)
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_PUSHES_PER_DAY",
+    "DEFAULT_REQUEST_TIMEOUT_S",
+    "MAX_RESPONSE_BYTES",
+    "RETRY_AFTER_S",
+    "WORKER_NAME",
+    "Outcome",
+    "PusherStats",
+    "WitnessAnswer",
+    "WitnessConfigError",
+    "WitnessEndpoint",
+    "WitnessPusher",
+    "add_checkpoint",
+    "add_checkpoint_body",
+    "endpoints_from_policy",
+    "interpret_answer",
+]
