@@ -40,5 +40,5 @@ def test_the_shared_locking_module_imports_nothing_of_the_package() -> None:
 
 
 def test_the_store_and_the_chain_share_one_flock_deadline_helper() -> None:
-    assert "otel_route_shadow.locking" in _imports(PACKAGE / "store" / "fsio.py")
+    assert "otel_route_shadow.locking" in _imports(PACKAGE / "store" / "layout.py")
     assert "otel_route_shadow.locking" in _imports(PACKAGE / "chain" / "log.py")
