@@ -164,9 +164,7 @@ def test_a_truncation_pulls_the_watermark_back(tmp_path: Path) -> None:
         handle.write(b'{"torn":')
     fd = os.open(f"{path}.sync", os.O_WRONLY)
     try:
-        os.pwrite(
-            fd, WATERMARK.pack(path.stat().st_dev, path.stat().st_ino, path.stat().st_size), 0
-        )
+        os.pwrite(fd, WATERMARK.pack(path.stat().st_dev, path.stat().st_ino, path.stat().st_size), 0)
     finally:
         os.close(fd)
     fresh = RoutingAuditLog(path, durability="fsync")

@@ -165,9 +165,9 @@ class PayloadTemplate:
     is the template's pre-encoded pieces joined around its tokens. The pieces are cut out of the
     canonical encoding of the whole sanitized payload and the marks are the fixed fields' own, so
     ``encode(tokens)`` is byte for byte ``encode_payload(*sanitize_payload(payload(tokens)))``
-    (pinned by tests). What it buys: the walk and the encoder run once per shape, not once per
-    record (the seam row, bench row 1). Raises :class:`ChainPayloadError` for fixed fields the
-    format cannot carry and for slot names that are not new plain keys.
+    (pinned by tests). The walk and the encoder run once per shape, not once per record (see
+    ``docs/benchmarks.md``, "Caches, windows and threads"). Raises :class:`ChainPayloadError` for
+    fixed fields the format cannot carry and for slot names that are not new plain keys.
     """
 
     __slots__ = ("_fixed", "_mark_list", "_marks", "_order", "_skeleton", "slots")
