@@ -21,7 +21,7 @@ import threading
 from typing import Final
 
 from otel_route_shadow.files import open_regular
-from otel_route_shadow.locking import flock_within
+from otel_route_shadow.locking import flock_bounded
 
 __all__ = ["LOCK_POLL_S", "WATERMARK", "GroupCommit", "read_watermark"]
 
@@ -188,10 +188,7 @@ class GroupCommit:
 
     def _lock_file(self, sfd: int) -> bool:
         """Take the ``.sync`` file's lock, waiting at most the lock timeout (False: not taken)."""
-        if self._timeout is None:
-            fcntl.flock(sfd, fcntl.LOCK_EX)
-            return True
-        return flock_within(sfd, fcntl.LOCK_EX, self._timeout, LOCK_POLL_S)
+        return flock_bounded(sfd, fcntl.LOCK_EX, self._timeout, LOCK_POLL_S)
 
     def _sync_and_mark(self, fd: int, sfd: int, identity: tuple[int, int]) -> None:
         """``fdatasync`` the chain and record in the watermark how far it is durable: everything

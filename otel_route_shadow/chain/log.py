@@ -46,7 +46,7 @@ from otel_route_shadow.chain.sanitize import sanitize_payload
 from otel_route_shadow.chain.spill import Spill
 from otel_route_shadow.chain.verify import VerifyResult, verify_chain
 from otel_route_shadow.files import remove_temporaries, write_all
-from otel_route_shadow.locking import flock_within
+from otel_route_shadow.locking import flock_bounded
 
 __all__ = ["Durability", "LineListener", "RoutingAuditLog", "WrittenLine"]
 
@@ -474,9 +474,7 @@ class RoutingAuditLog:
         """
         fd = self._fd if self._fd >= 0 else self._open()
         for _ in range(8):
-            if timeout is None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            elif not flock_within(fd, fcntl.LOCK_EX, timeout, LOCK_POLL_S):
+            if not flock_bounded(fd, fcntl.LOCK_EX, timeout, LOCK_POLL_S):
                 return None
             try:
                 current = os.stat(self._path)

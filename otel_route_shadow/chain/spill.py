@@ -31,6 +31,7 @@ import orjson
 from otel_route_shadow.chain.backlog import REASON_SPILL_FULL, REASON_SPILL_UNREADABLE, dropped_event
 from otel_route_shadow.chain.canonical import canonical_bytes
 from otel_route_shadow.chain.errors import ChainLockTimeout, ChainPayloadError
+from otel_route_shadow.chain.group_commit import LOCK_POLL_S
 from otel_route_shadow.chain.quarantine import CHAIN_FILE_MODE, complete_lines
 from otel_route_shadow.chain.record import (
     DROPPED_KIND,
@@ -43,7 +44,7 @@ from otel_route_shadow.chain.record import (
 )
 from otel_route_shadow.chain.sanitize import RedactionMark, sanitize_payload
 from otel_route_shadow.files import fsync_directory, open_regular, write_all
-from otel_route_shadow.locking import flock_within
+from otel_route_shadow.locking import flock_bounded
 
 __all__ = ["SPILL_MAX_BYTES", "Spill"]
 
@@ -54,7 +55,6 @@ _MAGIC: Final = "route-shadow-spill/1"
 _UNCLAIMED: Final = -1
 _EVENT_ROOM: Final = 512
 """Room kept for the ``spill-full`` event when entries do not all fit."""
-_POLL_S: Final = 0.002
 
 _LOG: Final = logging.getLogger("otel_route_shadow")
 
@@ -94,7 +94,7 @@ class Spill:
         created = not os.path.lexists(self.path)
         fd = open_regular(self.path, os.O_RDWR | os.O_CREAT, CHAIN_FILE_MODE)
         try:
-            if not _lock(fd, timeout):
+            if not flock_bounded(fd, fcntl.LOCK_EX, timeout, LOCK_POLL_S):
                 raise ChainLockTimeout(f"{self.path}: the spill file stayed locked for {timeout} s")
             try:
                 self._append(fd, entries)
@@ -145,7 +145,7 @@ class Spill:
             self._cannot(exc)
             return head, size
         try:
-            if not _lock(sfd, self._timeout):
+            if not flock_bounded(sfd, fcntl.LOCK_EX, self._timeout, LOCK_POLL_S):
                 return head, size
             try:
                 return self._write_into(sfd, fd, head, size, write)
@@ -188,13 +188,6 @@ class Spill:
         if not self._refusal_logged:
             self._refusal_logged = True
             _LOG.warning("route shadow: the spill file %s cannot be used now: %s", self.path, exc)
-
-
-def _lock(fd: int, timeout: float | None) -> bool:
-    if timeout is None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return True
-    return flock_within(fd, fcntl.LOCK_EX, timeout, _POLL_S)
 
 
 def _read_header(fd: int) -> tuple[int, int]:
