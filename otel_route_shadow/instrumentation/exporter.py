@@ -45,7 +45,8 @@ __all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
 _LOG = logging.getLogger("otel_route_shadow")
 
 EXIT_FLUSH_S: Final = 1.0
-"""Longest wait, at shutdown and at interpreter exit, for the lock to write the backlog."""
+"""Longest wait, at shutdown and at interpreter exit, for the lock to write the backlog (and then
+again for the spill file's lock, for what still waits)."""
 
 
 def chain_path_refusal(path: Path) -> str | None:
