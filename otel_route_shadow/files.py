@@ -22,6 +22,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from typing import Final, Literal
 
 __all__ = [
@@ -195,11 +196,16 @@ def fsync_directory(directory: str | os.PathLike[str]) -> None:
 
 
 def write_atomic(
-    path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644, exclusive: bool = False
+    path: str | os.PathLike[str],
+    data: bytes | Iterable[bytes],
+    *,
+    mode: int = 0o644,
+    exclusive: bool = False,
 ) -> None:
     """Replace ``path`` with ``data`` durably: after a crash it holds all of ``data`` or what it held.
 
-    The temporary file is created beside the target (``O_EXCL``, ``mode``), written in full, synced,
+    ``data`` is the bytes, or an iterable of blocks for content too large to hold at once. The
+    temporary file is created beside the target (``O_EXCL``, ``mode``), written in full, synced,
     then renamed over the target; with ``exclusive`` it is hard-linked instead, so an existing name is
     never replaced (``FileExistsError``). The directory is synced last. On any failure the temporary
     file is removed and the error raised.
@@ -210,7 +216,8 @@ def write_atomic(
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         try:
-            write_all(fd, data)
+            for block in (data,) if isinstance(data, bytes) else data:
+                write_all(fd, block)
             os.fchmod(fd, mode)
             os.fsync(fd)
         finally:
