@@ -46,7 +46,7 @@ _TRANSIENT_ERRNOS: Final = frozenset(
     {errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR, errno.EAGAIN}
 )
 
-FileKind = Literal["not-regular", "symlink", "too-large", "unreadable", "not-utf8"]
+FileKind = Literal["not-regular", "symlink", "too-large", "unreadable", "not-utf8", "too-open"]
 
 
 class FileRefused(OSError):
@@ -128,16 +128,28 @@ def _refusal(path: str, exc: OSError) -> FileRefused:
     return FileRefused(path, "unreadable", f"cannot open: {reason}", transient=exc.errno in _TRANSIENT_ERRNOS)
 
 
-def read_regular(path: str | os.PathLike[str], max_bytes: int, *, follow_symlinks: bool = True) -> bytes:
+def read_regular(
+    path: str | os.PathLike[str], max_bytes: int, *, follow_symlinks: bool = True, private: bool = False
+) -> bytes:
     """All of a regular file of at most ``max_bytes`` bytes (see :func:`open_regular`).
 
     A file whose size is over the bound is refused before a byte is read, and one that grows past it
-    while being read is refused too (kind ``too-large``).
+    while being read is refused too (kind ``too-large``). With ``private`` (a secret such as a signing
+    key), a file that its group or others may read or write is refused before a byte is read (kind
+    ``too-open``), as ssh refuses such a private key; the mode is taken from the open descriptor.
     """
     source = os.fspath(path)
     fd = open_regular(source, follow_symlinks=follow_symlinks)
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if private and st.st_mode & 0o077:
+            raise FileRefused(
+                source,
+                "too-open",
+                f"permissions {stat.S_IMODE(st.st_mode):04o} are too open: group or others may read it "
+                f"(chmod 600 {source})",
+            )
+        size = st.st_size
         if size > max_bytes:
             raise FileRefused(source, "too-large", f"larger than {max_bytes} bytes")
         chunks: list[bytes] = []
