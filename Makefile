@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK_VENV := .venv-stack
 DEMO_OUT ?= .demo
 
-.PHONY: demo test go-interop-deps lint typecheck unit e2e bench bench-quick stack stack-status stack-down stack-install clean collector witness
+.PHONY: demo test go-interop-deps lint typecheck unit e2e bench bench-quick stack stack-status stack-down stack-install clean collector witness chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,22 @@ test e2e: export ROUTE_SHADOW_OTELCOL := $(abspath $(OTELCOL))
 test: $(LITEWITNESS) $(WITNESSCTL)
 test: export ROUTE_SHADOW_LITEWITNESS := $(abspath $(LITEWITNESS))
 test: export ROUTE_SHADOW_WITNESSCTL := $(abspath $(WITNESSCTL))
+
+# Headless Chromium from Debian's packages renders the HTML report in tests/test_report_browser.py (issue 27).
+# Installed when missing (CI runs as root with Debian's mirrors reachable); `make test` sets
+# ROUTE_SHADOW_CHROMIUM so that the test fails, rather than skips, when the browser is not there.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+$(CHROMIUM):
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver \
+	  || (DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get update \
+	      && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver)
+
+chromium: $(CHROMIUM)
+
+test: $(CHROMIUM)
+test: export ROUTE_SHADOW_CHROMIUM := $(CHROMIUM)
 
 demo: $(VENV)/.installed
 	$(BIN)/otel-route-shadow demo --out $(DEMO_OUT)

@@ -79,11 +79,11 @@ def _large(context: BenchContext, tail: int) -> tuple[Path, _Backend, str]:
     n = context.cfg.chain_records
     chain = _fresh_link(context.cfg.workdir / "audit" / "large", context.chains.large())
     backend = _Backend()
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, 1, 3600.0, max_leaves=n - tail, max_bytes=1 << 40)
+    checkpointer = Checkpointer(str(chain), ORIGIN, None, max_leaves=n - tail, max_bytes=1 << 40)
     checkpointer.add_listener(backend.add)
-    checkpointer.after_append()  # hashes the first n - tail lines: the checkpoint an earlier audit proved
+    checkpointer.checkpoint()  # hashes the first n - tail lines: the checkpoint an earlier audit proved
     first = list(backend.spans)
-    checkpointer.checkpoint_now()  # the rest: the checkpoint this audit must prove
+    checkpointer.checkpoint(max_leaves=1 << 40)  # the rest: the checkpoint this audit must prove
     if [s.attributes["route_shadow.checkpoint.size"] for s in backend.spans] != [n - tail, n]:
         raise RuntimeError("the checkpointer did not make the two checkpoints the row needs")
     from otel_route_shadow.backend.checkpoints import backend_checkpoints
@@ -109,9 +109,9 @@ def _small(context: BenchContext, tail: int) -> tuple[Path, _Backend]:
     context.chains.large()  # the templates
     write_chain(chain, context.chains.templates, tail)
     backend = _Backend()
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, 1, 3600.0)
+    checkpointer = Checkpointer(str(chain), ORIGIN, None, max_bytes=1 << 40)
     checkpointer.add_listener(backend.add)
-    checkpointer.checkpoint_now()
+    checkpointer.checkpoint()
     return chain, backend
 
 

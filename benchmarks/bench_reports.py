@@ -2,7 +2,8 @@
 
 * verify: ``RoutingAuditLog(chain).verify()`` (one process);
 * report: ``otel_route_shadow.analysis.build_report(chain)`` with its default breakdowns (it verifies
-  the chain too, in a worker process on a multi-core machine, while it aggregates);
+  the chain too, in a worker process on a multi-core machine, while it aggregates), the noise baseline,
+  the served route, the divergent decisions' examples and the log evidence included;
 * whatif: ``otel_route_shadow.analysis.replay(chain, candidate, cited_loader=...)``: the demo policy
   set plus one policy (so some decisions change), with the chain's own store as the cited-snapshot
   loader, so every record's integrity is checked as well.
@@ -59,8 +60,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         target=Target("<=", 2.0),
     )
     try:
-        from otel_route_shadow.analysis import build_report, replay
-        from otel_route_shadow.analysis.snapshots import cited_loader
+        from otel_route_shadow.analysis import build_report, cited_loader, replay
         from otel_route_shadow.chain import RoutingAuditLog
     except ImportError as exc:
         why = f"analysis or chain not importable yet: {exc}"
@@ -99,6 +99,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         rep, wif = outcome["report"], outcome["whatif"]
         report_row.extras["spawns"] = rep.spawns
         report_row.extras["flagged"] = rep.flagged
+        report_row.extras["flapping_keys"] = len(rep.noise.flapping)
         whatif_row.extras["replayed"] = wif.replayed
         whatif_row.extras["changed"] = wif.changed
         whatif_row.extras["integrity_findings"] = wif.integrity_findings

@@ -21,21 +21,13 @@ patches are prototypes, not candidate code:
 * ``writer-thread``: ``submit`` hands the record to one writer thread. Each timed run of the row
   ends by waiting until that thread has written everything it was handed, so the figure includes
   the writes (without that wait the queue grows without bound and the figure measures a queue).
-
-Without one of the runtime's caches (``docs/benchmarks.md``, "Caches, windows and threads"):
-
-* ``no-memo``: ``RuntimeMemo`` keeps nothing (no context seen clean, no decision record, no
-  policy index is remembered).
-* ``no-decision-memo``: only the decision records are not kept (each call resolves again).
-* ``no-sanitize-memo``: only the contexts seen clean are not kept (each call searches its context
-  for secrets and builds its canonical JSON again).
-* ``no-template``: decision records carry no payload template; each record is built by walking its
-  attributes (``record_payload``, ``sanitize_payload``, ``encode_payload``).
-* ``export-path``: the record built from the attributes read back from the span, as a
-  ``SpanExporter.export()`` on the span would build it (recording spans only; the row samples all).
-* ``chain-reopened``: the chain opened and closed around every append instead of kept open.
-* ``recheck-every-call``: the snapshot re-check window off (``snapshot_recheck_ms`` 0, through the
-  documented environment setting): every call looks at the store (two ``stat`` calls).
+* the patches of ``benchmarks.chain_patches`` (``listener``, ``no-head-cache``,
+  ``no-recheck-window``, ``no-clean-memo``, ``no-secret-key-memo``, ``no-template``): each cache and
+  window of the chain's append path switched off, for ``docs/benchmarks.md`` ("Caches, windows and
+  threads");
+* the patches of ``benchmarks.runtime_patches`` (``no-memo``, ``no-decision-memo``,
+  ``no-sanitize-memo``, ``export-path``, ``chain-reopened``, ``recheck-every-call``): the same for
+  the instrumentation's seam path.
 """
 
 from __future__ import annotations
@@ -51,8 +43,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.chain_patches import PATCHES
 from benchmarks.config import BenchConfig
 from benchmarks.harness import RESULTS_DIR
+from benchmarks.runtime_patches import PATCHES as RUNTIME_PATCHES
 
 VARIANTS = (
     "shipped",
@@ -61,13 +55,8 @@ VARIANTS = (
     "minimal-append",
     "lock-held",
     "writer-thread",
-    "no-memo",
-    "no-decision-memo",
-    "no-sanitize-memo",
-    "no-template",
-    "export-path",
-    "chain-reopened",
-    "recheck-every-call",
+    *PATCHES,
+    *RUNTIME_PATCHES,
 )
 DEFERRED_ENV = {
     "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS": "100000000",
@@ -175,68 +164,6 @@ def _writer_thread() -> Callable[[], dict[str, int]]:
     return lambda: {"writer_errors": errors[0]}
 
 
-def _memo_without(kind: str) -> Callable[[], dict[str, int]]:
-    from otel_route_shadow.instrumentation.runtime import RuntimeMemo
-
-    original = RuntimeMemo.put
-    kept = {
-        "no-memo": lambda key: False,
-        "no-decision-memo": lambda key: not (isinstance(key, tuple) and len(key) == 6),
-        "no-sanitize-memo": lambda key: not isinstance(key, bytes),
-    }[kind]
-
-    def put(self: Any, key: Any, value: Any) -> None:
-        if kept(key):
-            original(self, key, value)
-
-    RuntimeMemo.put = put  # type: ignore[method-assign]
-    return dict
-
-
-def _no_template() -> Callable[[], dict[str, int]]:
-    from otel_route_shadow.instrumentation import runtime
-
-    runtime.record_template = lambda attributes: None  # type: ignore[assignment,return-value]
-    return dict
-
-
-def _export_path() -> Callable[[], dict[str, int]]:
-    from otel_route_shadow.instrumentation.runtime import SeamObservation
-
-    def export(self: Any, span: Any) -> None:
-        if self.exported:
-            return
-        self.exported = True
-        try:
-            context = span.get_span_context()
-            attributes = dict(span.attributes) if span.is_recording() else self.record.attributes
-            self.runtime.exporter.append(context.trace_id, context.span_id, span.start_time, attributes)
-        except Exception as exc:
-            self.runtime.contain(exc, "chain", span, loud=False, observation=self)
-
-    SeamObservation.export = export  # type: ignore[method-assign]
-    return dict
-
-
-def _chain_reopened() -> Callable[[], dict[str, int]]:
-    from otel_route_shadow.chain import RoutingAuditLog
-    from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
-    from otel_route_shadow.shadow.record import record_tokens
-
-    def append_templated(self: Any, template: Any, trace_id: int, span_id: int, start: int) -> None:
-        log = RoutingAuditLog(
-            self._path, durability=self._durability, lock_timeout=self._lock_timeout, backlog=self._backlog
-        )
-        try:
-            log.submit(template.encode(record_tokens(trace_id, span_id, start)))
-        finally:
-            log.close()
-        self._after_append()
-
-    RouteShadowChainExporter.append_templated = append_templated  # type: ignore[method-assign]
-    return dict
-
-
 def _count_lines(path: str) -> int:
     with open(path, "rb") as handle:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
@@ -257,16 +184,10 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         probe = _writer_thread()
     elif variant == "checkpoints-deferred":
         os.environ.update(DEFERRED_ENV)
-    elif variant == "recheck-every-call":
-        os.environ["OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS"] = "0"
-    elif variant in ("no-memo", "no-decision-memo", "no-sanitize-memo"):
-        probe = _memo_without(variant)
-    elif variant == "no-template":
-        probe = _no_template()
-    elif variant == "export-path":
-        probe = _export_path()
-    elif variant == "chain-reopened":
-        probe = _chain_reopened()
+    elif variant in PATCHES:
+        probe = PATCHES[variant]().__enter__()  # for the child's life
+    elif variant in RUNTIME_PATCHES:
+        probe = RUNTIME_PATCHES[variant]().__enter__()  # for the child's life
     elif variant != "shipped":
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     row = bench_seam.seam_rows(cfg, tail=False)[0]
@@ -281,7 +202,6 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         "chain_records": extras.get("chain_records_appended"),
         "expected_records": extras.get("expected_records"),
         "contained_errors": extras.get("contained_errors"),
-        "ratio_store_rechecked_every_call": extras.get("ratio_store_rechecked_every_call"),
         "notes": row.notes,
         **probe(),
     }

@@ -116,19 +116,20 @@ class Host:
     ) -> Host:
         """Append ``records`` seam records (numbered from ``first``), checkpointing every ``every``."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        checkpointer = Checkpointer(str(self.chain), self.origin, self.signer, every, 3600.0)
+        checkpointer = Checkpointer(str(self.chain), self.origin, self.signer)
         checkpointer.add_listener(self.witness.add_checkpoint)
         rng = random.Random(self.salt + first)
         with RoutingAuditLog(self.chain) as log:
             for i in range(first, first + records):
                 payload = seam_payload(self.origin, i, self.salt)
                 log.append(payload)
-                checkpointer.after_append()
+                if (i - first + 1) % every == 0:
+                    checkpointer.checkpoint()
                 if rng.random() < keep:
                     self.sampled.add(i)
                     self.witness.add_seam(payload)
         if final_checkpoint:
-            checkpointer.checkpoint_now()
+            checkpointer.checkpoint()
         return self
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from test_analysis_support import build_chain, context
 
-from otel_route_shadow.analysis.html import render_html
-from otel_route_shadow.analysis.report import build_report
+from otel_route_shadow.analysis import build_report
 from otel_route_shadow.analysis.window import TimeWindow, format_ns, parse_bound
+from otel_route_shadow.cli.report_html import render_html
 
 _EXTERNAL = re.compile(r"""(?:src|href|xlink:href)\s*=\s*["']?\s*(?:https?:)?//""", re.IGNORECASE)
 

@@ -17,10 +17,8 @@ from otel_route_shadow.analysis.matrix import (
     build_matrix,
     parse_account,
     parse_axis,
-    render_csv,
-    render_json,
-    render_table,
 )
+from otel_route_shadow.cli.matrix_text import render_csv, render_json, render_table
 from otel_route_shadow.core import PolicySnapshot, explain
 
 

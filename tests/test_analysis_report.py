@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from test_analysis_support import EXPECTED, HOUR, SCENARIO, T0, build_chain
 
-from otel_route_shadow.analysis.report import aggregate, build_report, format_report
+from otel_route_shadow.analysis.report import aggregate, build_report
 from otel_route_shadow.analysis.source import (
     ChainStatus,
     EmptyChainError,
@@ -15,6 +15,7 @@ from otel_route_shadow.analysis.source import (
     UnverifiedChainError,
 )
 from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.cli.report_text import format_report
 
 
 @pytest.fixture
@@ -111,11 +112,11 @@ def test_time_window_selects_by_start_time(chain: Path) -> None:
 def test_timeline_counts_every_spawn(chain: Path) -> None:
     report = build_report(chain)
     width, points = report.timeline()
-    assert width == 1
+    assert width == HOUR  # spawns an hour apart: hourly buckets, every one holding a spawn
     assert sum(p.spawns for p in points) == 17
     assert sum(p.agreed for p in points) == 12
     coarse_width, coarse = report.timeline(max_points=4)
-    assert coarse_width >= 6
+    assert coarse_width >= 6 * HOUR
     assert sum(p.spawns for p in coarse) == 17
 
 
@@ -274,3 +275,76 @@ def test_a_line_over_the_limit_is_one_chain_error_not_a_traceback(tmp_path: Path
     with pytest.raises(ChainAnalysisError, match="exceeds"):
         list(read_payloads(path))
     assert list(read_payloads(path, lenient=True)) == [(-1, None)]
+
+
+def test_each_divergent_decision_listed_names_its_seq(chain: Path) -> None:
+    # Issue 24 item 5: a receipt for one decision is made from its seq.
+    from otel_route_shadow.chain import iter_payloads
+
+    by_seq = dict(iter_payloads(chain))
+    listed = build_report(chain, examples=2).as_dict()["divergent_decisions"]
+    assert {row["divergence"]: row["count"] for row in listed} == EXPECTED["divergences"]
+    for row in listed:
+        seqs = [example["seq"] for example in row["examples"]]
+        assert seqs == sorted(seqs) and 0 < len(seqs) <= 2
+        for example in row["examples"]:
+            attributes = by_seq[example["seq"]]["attributes"]
+            assert attributes["route_shadow.divergence"] == row["divergence"]
+            assert example["span_id"] == by_seq[example["seq"]]["span_id"]
+    # The lowest seqs: every earlier record of that divergence is listed.
+    first_held = min(
+        s
+        for s, p in by_seq.items()
+        if p.get("attributes", {}).get("route_shadow.divergence") == "policy-held"
+    )
+    held = next(row for row in listed if row["divergence"] == "policy-held")
+    assert held["examples"][0]["seq"] == first_held
+    assert build_report(chain, examples=0).as_dict()["divergent_decisions"][0]["examples"] == []
+
+
+def test_the_two_requirement_defied_counts_are_explained_where_they_appear(tmp_path: Path) -> None:
+    # A claude-opus spawn that ran on GLM: under the triagers-on-zai policy it is rejected
+    # (policy-rejected is its divergence) and it defies its requirement (a finding) at once.
+    from test_analysis_gaps import defied_context
+    from test_analysis_support import ACCOUNTS, append_observations
+
+    from otel_route_shadow.cli.report_html import render_html
+    from otel_route_shadow.core import LegacyStage, RouteContext, build_legacy_route
+
+    stages = [LegacyStage(mechanism="credit-failover", provider="zai", model="glm-5.1")]
+    legacy = build_legacy_route(stages, "one-shot", account="zai-legacy")
+    assert legacy is not None
+    rejected = RouteContext(
+        repo="acme/other",
+        role="triager",
+        request_face="one-shot",
+        requirement="claude-opus",
+        accounts=ACCOUNTS,
+        legacy_route=legacy,
+    )
+    path = tmp_path / "chain.jsonl"
+    append_observations(path, [(defied_context(), {}), (rejected, {}), (rejected, {})])
+    report = build_report(path)
+    assert report.findings == {"requirement-defied": 3}
+    assert report.divergences == {"requirement-defied": 1, "policy-rejected": 2}
+    assert report.as_dict()["findings"]["by_divergence"] == {
+        "requirement-defied": {"policy-rejected": 2, "requirement-defied": 1}
+    }
+    text = format_report(report)
+    assert (
+        "requirement-defied is the divergence of 1 of these 3; the other 2 are counted there as policy-rejected 2"
+        in text
+    )
+    html = render_html(report)
+    assert "Why 3 here and 1 among the divergences" in html
+
+
+def test_report_examples_option(capsys: pytest.CaptureFixture[str], chain: Path) -> None:
+    import json
+
+    from otel_route_shadow.cli import main
+
+    assert main(["report", str(chain), "--json", "--no-progress", "--examples", "1"]) == 0
+    rows = json.loads(capsys.readouterr().out)["divergent_decisions"]
+    assert all(len(row["examples"]) == 1 for row in rows)
+    assert main(["report", str(chain), "--examples", "-1"]) == 2

@@ -191,3 +191,55 @@ def rewrite_chain(source: Path, target: Path, edit: Any) -> None:
     log = RoutingAuditLog(target)
     for seq, payload in iter_payloads(source):
         log.append(edit(seq, payload))
+
+
+SERVED_STATUS = "route_shadow.served.status"
+SERVED_PROVIDER = "route_shadow.served.provider"
+SERVED_MODEL = "route_shadow.served.model"
+SERVED_SOURCE = "route_shadow.served.source"
+FINDING = "route_shadow.finding"
+
+
+def served(status: str | None, provider: str | None = None, model: str | None = None) -> dict[str, Any]:
+    """The served-route attributes a recorder writes (docs/reports.md, "Served route"); ``status`` None
+    writes nothing (the record says nothing about what served it)."""
+    if status is None:
+        return {}
+    values = {
+        SERVED_STATUS: status,
+        SERVED_PROVIDER: provider,
+        SERVED_MODEL: model,
+        SERVED_SOURCE: "response-hook",
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def with_finding(attributes: dict[str, Any], code: str) -> dict[str, Any]:
+    """``attributes`` with ``code`` added to ``route_shadow.finding`` (comma-separated, sorted)."""
+    codes = set(filter(None, str(attributes.get(FINDING) or "").split(",")))
+    return {**attributes, FINDING: ",".join(sorted(codes | {code}))}
+
+
+def append_observations(
+    path: Path,
+    items: Sequence[tuple[RouteContext, dict[str, Any]]],
+    snapshot: PolicySnapshot | None = None,
+    *,
+    start_ns: int = T0,
+    step_ns: int = HOUR,
+    served_differs_finding: bool = True,
+) -> list[dict[str, Any]]:
+    """Append one observation per item, in the order given, each context's record with the item's
+    extra attributes merged in (a served route, say); a ``differs`` status also adds the
+    ``served-differs`` finding unless told otherwise. Returns the payloads in chain order."""
+    snap = snapshot if snapshot is not None else snapshot_of(RECORDED_POLICIES)
+    log = RoutingAuditLog(path)
+    written = []
+    for i, (ctx, extra) in enumerate(items):
+        attributes = {**observe("test-seam", ctx, snap, "ok").attributes, **extra}
+        if served_differs_finding and extra.get(SERVED_STATUS) == "differs":
+            attributes = with_finding(attributes, "served-differs")
+        payload = record_payload(0xABC000 + i, 0x100 + i, start_ns + i * step_ns, attributes)
+        log.append(payload)
+        written.append(payload)
+    return written

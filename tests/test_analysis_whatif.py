@@ -17,7 +17,8 @@ from test_analysis_support import (
 )
 
 from otel_route_shadow.analysis.source import ChainStatus, UnverifiedChainError
-from otel_route_shadow.analysis.whatif import format_whatif, replay, replay_payloads
+from otel_route_shadow.analysis.whatif import replay, replay_payloads
+from otel_route_shadow.cli.whatif_text import format_whatif
 from otel_route_shadow.core import PolicySnapshot, RoutingPolicy
 from otel_route_shadow.store import RoutingPolicyStore
 

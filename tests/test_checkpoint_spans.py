@@ -21,6 +21,7 @@ from plugin.conftest import make_harness
 from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import checkpoint_spans as cs
+from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.tlog import Checkpointer, SignedCheckpoint, Signer
@@ -85,7 +86,9 @@ def test_each_checkpoint_becomes_one_span_with_its_attributes_and_the_host_resou
     exporter = InMemorySpanExporter()
     chain = tmp_path / "chain.jsonl"
     signer = Signer.generate(ORIGIN)
-    checkpointer = Checkpointer(str(chain), ORIGIN, signer, 5, 3600.0)
+    checkpointer = ScheduledCheckpointer(
+        Checkpointer(str(chain), ORIGIN, signer), 5, 3600.0, background=False
+    )
     emitter = cs.attach_checkpoint_spans(checkpointer, host, exporter)
     assert emitter is not None
     with RoutingAuditLog(chain) as log:
@@ -234,4 +237,5 @@ def test_no_checkpointer_or_no_otlp_means_no_emitter(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
     assert cs.attach_checkpoint_spans(None, None, InMemorySpanExporter()) is None
-    assert cs.attach_checkpoint_spans(Checkpointer(str(tmp_path / "c.jsonl"), ORIGIN), None) is None
+    scheduled = ScheduledCheckpointer(Checkpointer(str(tmp_path / "c.jsonl"), ORIGIN))
+    assert cs.attach_checkpoint_spans(scheduled, None) is None

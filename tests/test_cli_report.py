@@ -41,7 +41,7 @@ def test_three_subcommands_are_registered() -> None:
 def test_report_text_and_json(capsys: pytest.CaptureFixture[str], chain: Path) -> None:
     code, out, err = run(capsys, "report", str(chain), "--no-progress")
     assert code == 0, err
-    assert "spawns 17: agreed 12 (70.6%), diverged 5 (29.4%)" in out
+    assert "spawns 17: agreed 12 (70.6%), diverged 5 (29.4%; above the noise 17.6%)" in out
     assert "bypass traffic" in out and "5 of 17 spawns (29.4%)" in out
     assert "per-mechanism readiness" in out
     code, out, _ = run(capsys, "report", str(chain), "--json", "--by", "repo,outcome", "--by", "repo+role")
@@ -216,7 +216,7 @@ def test_matrix_command(capsys: pytest.CaptureFixture[str], chain: Path, tmp_pat
 def test_progress_line_only_on_a_terminal() -> None:
     import io
 
-    from otel_route_shadow.analysis.progress import TerminalProgress
+    from otel_route_shadow.cli.progress import TerminalProgress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

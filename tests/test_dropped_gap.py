@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from test_analysis_support import EXPECTED, build_chain
 from test_chain_lock import lock_held_by_another_process
 
-from otel_route_shadow.analysis.html import render_html
-from otel_route_shadow.analysis.report import build_report, format_report
+from otel_route_shadow.analysis import build_report
 from otel_route_shadow.backend.audit import audit_chain
 from otel_route_shadow.backend.verdict import Verdict
 from otel_route_shadow.chain import (
@@ -31,6 +30,8 @@ from otel_route_shadow.chain import (
 )
 from otel_route_shadow.cli import audit as audit_cli
 from otel_route_shadow.cli import main
+from otel_route_shadow.cli.report_html import render_html
+from otel_route_shadow.cli.report_text import format_report
 
 DROPPED = 3
 

@@ -12,9 +12,9 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
+from otel_route_shadow.instrumentation.checkpointing import WORKER_NAME
 from otel_route_shadow.instrumentation.config import RouteShadowConfig
 from otel_route_shadow.tlog import read_checkpoint_file, verify_against_checkpoints
-from otel_route_shadow.tlog.checkpointer import WORKER_NAME
 
 TLOG = Path(__file__).resolve().parent.parent / "otel_route_shadow" / "tlog"
 FORBIDDEN = (
@@ -33,6 +33,8 @@ def test_tlog_imports_no_plugin_cli_or_opentelemetry(module: Path) -> None:
     names += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     assert [n for n in names if n.startswith(FORBIDDEN)] == []
     assert not module.name.startswith("_") or module.name == "__init__.py"
+    # No thread and no clock: the schedule lives in instrumentation.checkpointing.
+    assert [n for n in names if n in ("threading", "time", "concurrent.futures.thread")] == []
 
 
 def test_the_four_settings_come_from_the_environment_and_keywords_win(tmp_path: Path) -> None:

@@ -1,170 +1,194 @@
-"""The writer side: checkpoints as the chain grows, tiles on disk, resume, several processes, refusal."""
+"""The writer side: checkpoints as the chain grows, tiles on disk, resume, bounds, several processes."""
 
 from __future__ import annotations
 
 import json
 import multiprocessing
 import os
-import threading
 from pathlib import Path
 
 import pytest
+from test_chain_support import build_old_chain
+from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.tlog import (
+    AppendedLine,
     Checkpointer,
     SignedCheckpoint,
     Signer,
-    TileStore,
+    TileReader,
+    consistency_proof,
     default_origin,
     leaf_hash,
+    links,
     open_note,
     parse_checkpoint,
-    read_checkpoint_file,
     root_from_leaf_hashes,
     tile_path,
+    tree_hash,
     verify_against_checkpoints,
     verify_consistency,
 )
-from otel_route_shadow.tlog.checkpointer import WORKER_NAME
-from otel_route_shadow.tlog.merkle import consistency_proof
-
-ORIGIN = "example.com/route-shadow/test"
 
 
-def _lines(chain: Path) -> list[bytes]:
-    return chain.read_bytes().split(b"\n")[:-1]
-
-
-def _append(chain: Path, count: int, checkpointer: Checkpointer | None = None, start: int = 0) -> None:
-    with RoutingAuditLog(chain) as log:
-        for n in range(start, start + count):
-            log.append({"kind": "route-shadow", "n": n})
-            if checkpointer is not None:
-                checkpointer.after_append()
-
-
-def _notes(chain: Path) -> list[str]:
-    return read_checkpoint_file(str(chain) + ".tlog/checkpoints")
-
-
-def test_checkpoints_every_n_records_and_at_shutdown_with_the_right_roots(tmp_path: Path) -> None:
+def test_checkpoints_as_the_chain_grows_with_the_right_roots(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     signer = Signer.generate(ORIGIN)
     seen: list[SignedCheckpoint] = []
-    checkpointer = Checkpointer(str(chain), ORIGIN, signer, every_records=100, every_seconds=3600)
+    checkpointer = Checkpointer(str(chain), ORIGIN, signer)
     checkpointer.add_listener(seen.append)
-    _append(chain, 250, checkpointer)
-    assert [c.size for c in seen] == [100, 200]
-    last = checkpointer.checkpoint_now()
+    made = append(chain, 250, checkpointer, every=100)
+    assert [c.size for c in made] == [c.size for c in seen] == [100, 200]
+    last = checkpointer.checkpoint()
     assert last is not None and last.size == 250 and last.signed and last.key_name == ORIGIN
-    assert [c.size for c in seen] == [100, 200, 250]
-    hashes = [leaf_hash(line) for line in _lines(chain)]
-    for made in seen:
-        opened = open_note(made.note, [signer.verifier()])
+    hashes = [leaf_hash(line) for line in lines(chain)]
+    for signed in seen:
+        opened = open_note(signed.note, [signer.verifier()])
         assert opened.verified_by
-        checkpoint = parse_checkpoint(opened.text)
-        assert checkpoint.root == made.root == root_from_leaf_hashes(hashes[: made.size])
-    assert _notes(chain) == [c.note for c in seen]
-    assert (tmp_path / "chain.jsonl.tlog" / "checkpoint").read_text() == seen[-1].note
+        assert (
+            parse_checkpoint(opened.text).root == signed.root == root_from_leaf_hashes(hashes[: signed.size])
+        )
+    assert notes(chain) == [c.note for c in seen]
+    assert (log_dir(chain) / "checkpoint").read_text() == seen[-1].note
+    state = json.loads((log_dir(chain) / "state").read_text())
+    assert (state["size"], state["checkpointed"], state["previous"]["size"]) == (250, 250, 200)
 
 
 def test_tiles_follow_the_c2sp_layout_and_give_every_root(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    _append(chain, 600)
-    made = Checkpointer(str(chain), ORIGIN, None).checkpoint_now()
+    append(chain, 600)
+    made = Checkpointer(str(chain), ORIGIN, None).checkpoint()
     assert made is not None and made.size == 600 and not made.signed and made.key_name is None
-    directory = tmp_path / "chain.jsonl.tlog"
+    directory = log_dir(chain)
     assert (directory / tile_path(0, 0)).stat().st_size == 256 * 32
     assert (directory / tile_path(0, 2, 88)).stat().st_size == 88 * 32
     assert (directory / tile_path(1, 0, 2)).stat().st_size == 2 * 32
     assert tile_path(1, 1234067) == "tile/1/x001/x234/067"
     assert tile_path(0, 5, 7) == "tile/0/005.p/7"
-    hashes = [leaf_hash(line) for line in _lines(chain)]
-    store = TileStore(str(directory), 600)
+    hashes = [leaf_hash(line) for line in lines(chain)]
+    reader = TileReader(str(directory), 600, made.root)
     for size in (1, 255, 256, 257, 512, 599, 600):
-        assert store.root(size) == root_from_leaf_hashes(hashes[:size])
-    proof = consistency_proof(300, 600, store.range_hash)
+        assert tree_hash(reader, size) == root_from_leaf_hashes(hashes[:size])
+    proof = consistency_proof(300, 600, reader)
     verify_consistency(300, 600, root_from_leaf_hashes(hashes[:300]), made.root, proof)
 
 
-def test_resume_after_restart_reads_state_and_edge_tiles_not_the_chain(
+def test_resume_reads_the_state_and_the_edge_tiles_not_the_chain(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chain = tmp_path / "chain.jsonl"
-    _append(chain, 700)
-    first = Checkpointer(str(chain), ORIGIN, None).checkpoint_now()
-    assert first is not None
-    _append(chain, 5, start=700)
-    resumed = Checkpointer(str(chain), ORIGIN, None)
+    append(chain, 700)
+    assert Checkpointer(str(chain), ORIGIN, None).checkpoint() is not None
+    append(chain, 5, start=700)
+    checked: list[bytes] = []
+    original = links.line_holds
+    monkeypatch.setattr(
+        "otel_route_shadow.tlog.catchup.line_holds",
+        lambda line, prev: checked.append(line) or original(line, prev),
+    )
     reads: list[int] = []
-    original = TileStore.tile
+    read = TileReader._read
 
-    def counting(self: TileStore, level: int, index: int) -> list[bytes]:
+    def counting(self: TileReader, level: int, index: int, width: int) -> tuple[str, bytes]:
         reads.append(level)
-        return original(self, level, index)
+        return read(self, level, index, width)
 
-    monkeypatch.setattr(TileStore, "tile", counting)
-    made = resumed.checkpoint_now()
+    monkeypatch.setattr(TileReader, "_read", counting)
+    made = Checkpointer(str(chain), ORIGIN, None).checkpoint()
     assert made is not None and made.size == 705
-    assert len(reads) <= 3  # one partial tile per level
-    assert made.root == root_from_leaf_hashes([leaf_hash(line) for line in _lines(chain)])
+    assert len(checked) == 5  # only the new lines are checked and hashed
+    assert made.root == root_from_leaf_hashes([leaf_hash(line) for line in lines(chain)])
+    # Resume: the two edge tiles of 700; proof before signing: the new edge and the tiles it proves through.
+    assert len(reads) <= 6
 
 
 def test_catch_up_is_bounded_per_call_and_continues_next_time(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    _append(chain, 1000)
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1, max_leaves=300)
+    append(chain, 1000)
+    checkpointer = Checkpointer(str(chain), ORIGIN, None, max_leaves=300)
     sizes = []
-    checkpointer.add_listener(lambda c: sizes.append(c.size))
     for _ in range(5):
-        checkpointer.after_append()
-    assert sizes == [300, 600, 900, 1000]
+        made = checkpointer.checkpoint()
+        sizes.append(made.size if made else None)
+        assert checkpointer.behind == (made is not None and made.size < 1000)
+    assert sizes == [300, 600, 900, 1000, None]
 
 
 def test_catch_up_is_bounded_in_bytes_too(tmp_path: Path) -> None:
-    chain = tmp_path / "chain.jsonl"
-    with RoutingAuditLog(chain) as log:
-        for n in range(10):
-            log.append({"kind": "route-shadow", "n": n, "blob": "x" * 1_000_000})
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1, max_bytes=1)  # floor: 4 MiB + 1
-    sizes = []
-    checkpointer.add_listener(lambda c: sizes.append(c.size))
-    for _ in range(4):
-        checkpointer.after_append()
+    chain = tmp_path / "chain.jsonl"  # lines of 1 MB, as writers before the 64 KiB entry bound wrote
+    build_old_chain(chain, 10, lambda n: {"kind": "route-shadow", "n": n, "blob": "x" * 1_000_000})
+    checkpointer = Checkpointer(str(chain), ORIGIN, None, max_bytes=1)  # floor: 4 MiB + 1
+    sizes = [made.size for _ in range(4) if (made := checkpointer.checkpoint()) is not None]
     assert sizes == [4, 8, 10]
+
+
+def test_the_catch_up_pauses_after_every_slice_of_lines(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 1000)
+    sizes: list[int] = []
+    checkpointer = Checkpointer(
+        str(chain), ORIGIN, None, slice_leaves=64, pause=lambda: sizes.append(checkpointer.size)
+    )
+    made = checkpointer.checkpoint()
+    assert made is not None and made.size == 1000
+    steps = [b - a for a, b in zip([0, *sizes], sizes, strict=False)]
+    assert len(sizes) >= 1000 // 64 and max(steps) <= 64
+
+
+def test_lines_this_process_appended_are_taken_as_given_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 10)
+    data = chain.read_bytes()
+    own, offset = [], 0
+    for line in lines(chain):
+        own.append(AppendedLine(offset, len(line) + 1, leaf_hash(line), links.record_hash_of(line)))
+        offset += len(line) + 1
+    checked: list[bytes] = []
+    original = links.line_holds
+    monkeypatch.setattr(
+        "otel_route_shadow.tlog.catchup.line_holds",
+        lambda line, prev: checked.append(line) or original(line, prev),
+    )
+    made = Checkpointer(str(chain), ORIGIN, None).checkpoint(appended=own[3:])
+    assert made is not None and made.size == 10 and len(checked) == 3  # lines 0-2 only
+    assert made.root == root_from_leaf_hashes([leaf_hash(line) for line in lines(chain)])
+    assert chain.read_bytes() == data
 
 
 def test_nothing_new_signs_nothing_new(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    _append(chain, 3)
+    append(chain, 3)
     checkpointer = Checkpointer(str(chain), ORIGIN, None)
-    made = checkpointer.checkpoint_now()
-    assert checkpointer.checkpoint_now() is made
-    assert len(_notes(chain)) == 1
+    made = checkpointer.checkpoint()
+    assert made is not None and checkpointer.checkpoint() is None and checkpointer.last is made
+    assert len(notes(chain)) == 1
+    assert Checkpointer(str(chain), ORIGIN, None).checkpoint() is None  # another process: nothing new either
 
 
 def test_a_torn_tail_is_not_a_leaf(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    _append(chain, 4)
+    append(chain, 4)
     with open(chain, "ab") as handle:
         handle.write(b'{"partial')
-    made = Checkpointer(str(chain), ORIGIN, None).checkpoint_now()
+    made = Checkpointer(str(chain), ORIGIN, None).checkpoint()
     assert made is not None and made.size == 4
-    _append(chain, 1, start=4)  # quarantines the torn bytes, appends an event and one record
-    again = Checkpointer(str(chain), ORIGIN, None).checkpoint_now()
+    append(chain, 1, start=4)  # quarantines the torn bytes, appends an event and one record
+    again = Checkpointer(str(chain), ORIGIN, None).checkpoint()
     assert again is not None and again.size == 6
-    assert verify_against_checkpoints(str(chain), _notes(chain), []).ok
+    assert verify_against_checkpoints(str(chain), notes(chain), []).ok
 
 
 def _worker(chain: str, key: str, rounds: int) -> None:
-    signer = Signer.parse(key)
-    checkpointer = Checkpointer(chain, ORIGIN, signer, every_records=7, every_seconds=3600)
+    checkpointer = Checkpointer(chain, ORIGIN, Signer.parse(key))
     with RoutingAuditLog(chain) as log:
         for n in range(rounds):
             log.append({"kind": "route-shadow", "pid": os.getpid(), "n": n})
-            checkpointer.after_append()
-    checkpointer.checkpoint_now()
+            if n % 7 == 6:
+                checkpointer.checkpoint()
+    checkpointer.checkpoint()
 
 
 def test_several_processes_share_one_tree_and_never_sign_inconsistent_checkpoints(tmp_path: Path) -> None:
@@ -177,15 +201,13 @@ def test_several_processes_share_one_tree_and_never_sign_inconsistent_checkpoint
     for worker in workers:
         worker.join(120)
         assert worker.exitcode == 0
-    Checkpointer(str(chain), ORIGIN, signer).checkpoint_now()
-    notes = _notes(chain)
-    report = verify_against_checkpoints(str(chain), notes, [str(signer.verifier())])
-    assert report.ok, report
+    Checkpointer(str(chain), ORIGIN, signer).checkpoint()
+    found = notes(chain)
+    report = verify_against_checkpoints(str(chain), found, [str(signer.verifier())])
+    assert report.ok and report.tiles.ok, report
     assert report.chain_size == 450 and report.checkpointed_size == 450 and report.unprotected == 0
-    # The workers checkpointed along the way, not only the final call above. How many times depends on
-    # how the three interleave (one that finds the tree's lock taken skips: the other covers its
-    # records), so only "more than the last one" is certain.
-    assert len(notes) >= 2
+    assert not (log_dir(chain) / "refusals").exists()
+    assert len(found) >= 2  # how many depends on how the three interleave (a busy lock is skipped)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "rewritten"])
@@ -193,23 +215,22 @@ def test_refuses_to_sign_after_the_chain_changed_underneath(
     tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     chain = tmp_path / "chain.jsonl"
-    _append(chain, 50)
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1)
-    assert checkpointer.checkpoint_now() is not None
-    lines = _lines(chain)
+    append(chain, 50)
+    checkpointer = Checkpointer(str(chain), ORIGIN, None)
+    assert checkpointer.checkpoint() is not None
+    kept = lines(chain)
     if damage == "truncated":
-        chain.write_bytes(b"\n".join(lines[:40]) + b"\n")
+        chain.write_bytes(b"\n".join(kept[:40]) + b"\n")
     else:
         chain.unlink()
-        _append(chain, 60)  # a new chain at the same path: its line 49 differs (other seq/links)
+        append(chain, 60)  # a new chain at the same path: its line 49 differs (other seq/links)
         chain.write_bytes(chain.read_bytes().replace(b'"n":49}', b'"n":99}'))
-    before = len(_notes(chain))
+    before = len(notes(chain))
     for _ in range(3):
-        checkpointer.after_append()
-    assert checkpointer.checkpoint_now() is None or checkpointer.refused == damage
+        assert checkpointer.checkpoint() is None
     assert checkpointer.refused == damage
-    assert len(_notes(chain)) == before
-    refusals = (tmp_path / "chain.jsonl.tlog" / "refusals").read_text().splitlines()
+    assert len(notes(chain)) == before
+    refusals = (log_dir(chain) / "refusals").read_text().splitlines()
     assert [json.loads(line)["reason"] for line in refusals] == [damage]
     assert sum("not signing checkpoints" in r.message for r in caplog.records) == 1
 
@@ -218,13 +239,13 @@ def test_a_failing_listener_is_contained_and_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     chain = tmp_path / "chain.jsonl"
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1)
+    checkpointer = Checkpointer(str(chain), ORIGIN, None)
 
     def boom(_: SignedCheckpoint) -> None:
         raise RuntimeError("listener bug")
 
     checkpointer.add_listener(boom)
-    _append(chain, 3, checkpointer)
+    append(chain, 3, checkpointer)
     assert checkpointer.last is not None and checkpointer.last.size == 3
     assert sum("listener failed" in r.message for r in caplog.records) == 1
 
@@ -233,11 +254,10 @@ def test_an_unwritable_directory_never_reaches_the_host(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     chain = tmp_path / "chain.jsonl"
-    _append(chain, 2)
+    append(chain, 2)
     (tmp_path / "chain.jsonl.tlog").write_text("not a directory")
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1)
-    checkpointer.after_append()
-    assert checkpointer.checkpoint_now() is None
+    checkpointer = Checkpointer(str(chain), ORIGIN, None)
+    assert checkpointer.checkpoint() is None and checkpointer.checkpoint() is None
     assert sum("checkpoint failed" in r.message for r in caplog.records) == 1
 
 
@@ -247,40 +267,3 @@ def test_default_origin_is_stable_and_a_valid_key_name(tmp_path: Path) -> None:
     assert origin != default_origin(str(tmp_path / "other.jsonl"))
     assert "/route-shadow/" in origin and " " not in origin and "+" not in origin
     Signer.generate(origin)
-
-
-def test_a_background_checkpointer_never_checkpoints_in_the_appending_thread(tmp_path: Path) -> None:
-    chain = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(chain)
-    checkpointer = Checkpointer(str(chain), "example.com/bg", None, every_records=3, background=True)
-    made: list[tuple[int, str]] = []
-    done = threading.Event()
-
-    def listener(c: SignedCheckpoint) -> None:
-        made.append((c.size, threading.current_thread().name))
-        done.set()
-
-    checkpointer.add_listener(listener)
-    for i in range(7):
-        log.append({"n": i})
-        checkpointer.after_append()  # due at the third: it only wakes the thread
-    assert done.wait(30)  # a hang guard, not a speed assertion
-    assert made[0][1] == WORKER_NAME and 3 <= made[0][0] <= 7
-    final = checkpointer.checkpoint_now()  # synchronous, in this thread
-    assert final is not None and final.size == 7
-    checkpointer.close()
-    assert not [t for t in threading.enumerate() if t.name == WORKER_NAME]
-    log.close()
-
-
-def test_closing_a_background_checkpointer_leaks_no_thread_across_cycles(tmp_path: Path) -> None:
-    chain = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(chain)
-    for cycle in range(20):
-        checkpointer = Checkpointer(str(chain), "example.com/bg", None, every_records=1, background=True)
-        log.append({"cycle": cycle})
-        checkpointer.after_append()
-        checkpointer.checkpoint_now()
-        checkpointer.close()
-    assert not [t for t in threading.enumerate() if t.name == WORKER_NAME]
-    log.close()

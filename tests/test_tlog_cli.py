@@ -8,10 +8,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from tlog_support import append
 
-from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.cli import main
-from otel_route_shadow.tlog import Checkpointer, read_signer_file
+from otel_route_shadow.tlog import Checkpointer, KeyFileError, read_signer_file
 
 VECTORS = Path(__file__).parent / "vectors" / "tlog"
 
@@ -28,12 +28,8 @@ def signed_chain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Pa
     code, out, _ = run(["key", "generate", "--name", "example.com/cli", "--out", str(key)], capsys)
     assert code == 0
     chain = tmp_path / "chain.jsonl"
-    checkpointer = Checkpointer(str(chain), "example.com/cli", read_signer_file(str(key)), every_records=50)
-    with RoutingAuditLog(chain) as log:
-        for n in range(300):
-            log.append({"kind": "route-shadow", "n": n})
-            checkpointer.after_append()
-    checkpointer.checkpoint_now()
+    checkpointer = Checkpointer(str(chain), "example.com/cli", read_signer_file(str(key)))
+    append(chain, 300, checkpointer, every=50)
     return chain, out.strip(), key
 
 
@@ -49,6 +45,48 @@ def test_key_generate_writes_0600_never_overwrites_and_prints_only_the_verifier(
     assert key.read_bytes() == before
     code, _, err = run(["key", "generate", "--name", "bad name", "--out", str(key) + "2"], capsys)
     assert code == 2 and "key name" in err
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o606])
+def test_a_signing_key_readable_by_group_or_others_is_refused_as_ssh_does(
+    signed_chain: tuple[Path, str, Path], mode: int
+) -> None:
+    """A key of mode 0644 was used silently; ssh refuses such a private key."""
+    _, _, key = signed_chain
+    key.chmod(mode)
+    with pytest.raises(KeyFileError, match=f"permissions {mode:04o} are too open") as caught:
+        read_signer_file(str(key))
+    assert "PRIVATE" not in str(caught.value) and f"chmod 600 {key}" in str(caught.value)
+    key.chmod(0o400)
+    assert read_signer_file(str(key)).name == "example.com/cli"
+
+
+def test_a_host_with_an_open_signing_key_runs_and_checkpoints_unsigned(
+    signed_chain: tuple[Path, str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from test_analysis_support import context
+
+    from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
+
+    _, _, key = signed_chain
+    key.chmod(0o644)
+    chain = tmp_path / "host.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=TracerProvider(), chain_path=chain, seams=(), signing_key=key, checkpoint_records=1
+    )
+    try:
+        with shadow_spawn(
+            context("acme/x", "planner", "agentic", "zai", "role-dial"), seam="canary"
+        ) as record:
+            assert record is not None
+    finally:
+        instrumentor.uninstrument()
+    refusals = [r.getMessage() for r in caplog.records if "too open" in r.getMessage()]
+    assert len(refusals) == 1 and "checkpoints unsigned" in refusals[0]
+    checkpoint = (tmp_path / "host.jsonl.tlog" / "checkpoint").read_text()
+    assert "\n\n\u2014 " not in checkpoint  # no signature line: unsigned
 
 
 def test_prove_and_verify_proof_round_trip(
@@ -131,7 +169,7 @@ def test_a_signature_by_an_unknown_key_is_never_valid(
         (
             {"c": '{"note": 5}\n'},
             lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--checkpoint", p["c"]],
-            "line 1",
+            "line(s) 1",
         ),
         ({}, lambda p: ["verify", str(VECTORS / "chain.jsonl"), "--key", "name+zz+AAAA"], "verifier key"),
         (
@@ -215,7 +253,7 @@ def test_a_signature_by_an_unknown_key_is_never_valid(
                 "--checkpoint",
                 str(VECTORS / "fork-note.txt"),
             ],
-            "do not match",
+            "do not give the checkpoint's root",
         ),
         ({}, lambda p: ["prove", "/nonexistent/chain.jsonl", "--seq", "0"], "no such"),
     ],

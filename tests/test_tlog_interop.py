@@ -2,7 +2,9 @@
 
 The Go program in tests/interop/ opens our signed notes with ``sumdb/note`` and checks our inclusion
 and consistency proofs with ``sumdb/tlog`` (``CheckRecord``, ``CheckTree``); tampered notes and
-proofs must fail there too. It runs wherever ``go`` is on the PATH (CI has it); Go's caches stay
+proofs must fail there too. It also reads our tiles with ``tlog.TileHashReader`` (which authenticates
+every tile) for every published checkpoint, proving records and consistency from the tiles alone: the
+partial tiles of every published size must still be there; a damaged tile must be rejected. It runs wherever ``go`` is on the PATH (CI has it); Go's caches stay
 outside the repository.
 """
 
@@ -16,9 +18,17 @@ import pytest
 from go_interop import run_go_interop
 
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.tlog import Checkpointer, Signer, TileStore, read_checkpoint_file, tlog_dir
-from otel_route_shadow.tlog.checkpointer import signed_checkpoint_from_note
-from otel_route_shadow.tlog.merkle import consistency_proof, inclusion_proof
+from otel_route_shadow.tlog import (
+    Checkpointer,
+    Signer,
+    TileReader,
+    consistency_proof,
+    inclusion_proof,
+    read_checkpoint_file,
+    signed_checkpoint_from_note,
+    tile_path,
+    tlog_dir,
+)
 
 ORIGIN = "example.com/route-shadow/interop"
 
@@ -31,20 +41,25 @@ def _build(tmp_path: Path) -> dict[str, object]:
     chain = str(tmp_path / "chain.jsonl")
     signer = Signer.generate(ORIGIN)
     log = RoutingAuditLog(chain)
-    checkpointer = Checkpointer(chain, ORIGIN, signer, every_records=97)
+    checkpointer = Checkpointer(chain, ORIGIN, signer)
     for n in range(700):
         log.append({"kind": "route-shadow", "n": n, "text": "é" * (n % 5)})
-        checkpointer.after_append()
-    checkpointer.checkpoint_now()
+        if n % 97 == 96:
+            checkpointer.checkpoint()
+    checkpointer.checkpoint()
     log.close()
     notes = read_checkpoint_file(os.path.join(tlog_dir(chain), "checkpoints"))
     latest = signed_checkpoint_from_note(notes[-1])
-    store = TileStore(tlog_dir(chain), latest.size)
+    store = TileReader(tlog_dir(chain), latest.size, latest.root)
+    bad = tmp_path / "bad.tlog"
+    shutil.copytree(tlog_dir(chain), bad)
+    damaged = bad / tile_path(0, 0)
+    damaged.write_bytes(bytes([damaged.read_bytes()[0] ^ 1]) + damaged.read_bytes()[1:])
     lines = Path(chain).read_bytes().split(b"\n")
     b64 = __import__("base64").b64encode
     inclusion = []
     for seq in (0, 1, 255, 256, 511, 699):
-        proof = [b64(h).decode() for h in inclusion_proof(seq, latest.size, store.range_hash)]
+        proof = [b64(h).decode() for h in inclusion_proof(seq, latest.size, store)]
         inclusion.append(
             {"note": latest.note, "seq": seq, "line": lines[seq].decode(), "proof": proof, "expect": True}
         )
@@ -52,7 +67,7 @@ def _build(tmp_path: Path) -> dict[str, object]:
     consistency = []
     for old_note in notes[:-1]:
         old = signed_checkpoint_from_note(old_note)
-        proof = [b64(h).decode() for h in consistency_proof(old.size, latest.size, store.range_hash)]
+        proof = [b64(h).decode() for h in consistency_proof(old.size, latest.size, store)]
         consistency.append({"old_note": old_note, "new_note": latest.note, "proof": proof, "expect": True})
     bad_proof = dict(consistency[0], proof=list(reversed(consistency[0]["proof"])), expect=False)
     tampered = notes[-1].replace(f"\n{latest.size}\n", f"\n{latest.size + 1}\n")
@@ -62,6 +77,9 @@ def _build(tmp_path: Path) -> dict[str, object]:
         "bad_notes": [tampered, _flip_last_char(notes[0]), notes[0].split("\n\n")[0] + "\n"],
         "inclusion": [*inclusion, wrong],
         "consistency": [*consistency, bad_proof],
+        "chain": chain,
+        "tile_dir": tlog_dir(chain),
+        "bad_tile_dir": str(bad),
     }
 
 
@@ -69,5 +87,5 @@ def _build(tmp_path: Path) -> dict[str, object]:
 def test_go_sumdb_verifies_our_checkpoints_and_proofs(tmp_path: Path) -> None:
     payload = _build(tmp_path)
     output = run_go_interop(payload, tmp_path)
-    checks = len(payload["notes"]) + 3 + 7 + len(payload["consistency"])  # type: ignore[arg-type]
+    checks = 2 * len(payload["notes"]) + 1 + 3 + 7 + len(payload["consistency"])  # type: ignore[arg-type]
     assert f"{checks} checks, 0 failed" in output

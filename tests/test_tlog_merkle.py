@@ -15,14 +15,16 @@ from otel_route_shadow.tlog import (
     CompactRange,
     ProofError,
     TreeBuilder,
+    TreeLevels,
     consistency_proof,
     inclusion_proof,
     leaf_hash,
+    range_hash,
     root_from_leaf_hashes,
     verify_consistency,
     verify_inclusion,
 )
-from otel_route_shadow.tlog.merkle import perfect_root
+from otel_route_shadow.tlog.merkle import perfect_root, subtrees
 
 VECTORS = json.loads(
     (Path(__file__).parent / "vectors" / "tlog" / "rfc6962.json").read_text(encoding="utf-8")
@@ -35,8 +37,9 @@ def _b(text: str) -> bytes:
     return base64.b64decode(text)
 
 
-def _range(hashes: list[bytes]):  # type: ignore[no-untyped-def]
-    return lambda lo, hi: root_from_leaf_hashes(hashes[lo:hi])
+def _range(hashes: list[bytes]) -> TreeLevels:
+    """A node reader over the leaf hashes (every level in memory)."""
+    return TreeLevels(b"".join(hashes))
 
 
 def test_empty_root_is_sha256_of_nothing() -> None:
@@ -96,7 +99,7 @@ def test_known_consistency_proofs(case: dict[str, object]) -> None:
 def test_every_proof_we_make_verifies_and_a_flipped_bit_does_not(size: int, data: st.DataObject) -> None:
     hashes = [leaf_hash(i.to_bytes(4, "big")) for i in range(size)]
     rh = _range(hashes)
-    root = rh(0, size)
+    root = range_hash(rh, 0, size)
     index = data.draw(st.integers(min_value=0, max_value=size - 1))
     proof = inclusion_proof(index, size, rh)
     verify_inclusion(index, size, hashes[index], proof, root)
@@ -108,7 +111,7 @@ def test_every_proof_we_make_verifies_and_a_flipped_bit_does_not(size: int, data
         verify_inclusion(index, size, leaf_hash(b"other"), proof, root)
     old = data.draw(st.integers(min_value=0, max_value=size))
     cproof = consistency_proof(old, size, rh)
-    old_root = rh(0, old) if old else EMPTY_ROOT
+    old_root = range_hash(rh, 0, old)
     verify_consistency(old, size, old_root, root, cproof)
     if 0 < old < size:
         with pytest.raises(ProofError):
@@ -183,3 +186,32 @@ def test_perfect_root_is_the_root_of_a_power_of_two_leaves() -> None:
 
 
 TILE_SIZE_2 = 256 * 256
+
+
+@given(st.integers(0, 1 << 20), st.integers(0, 1 << 20))
+def test_a_range_splits_into_maximal_aligned_perfect_subtrees(a: int, b: int) -> None:
+    lo, hi = min(a, b), max(a, b)
+    parts = list(subtrees(lo, hi))
+    start = lo
+    for height, index in parts:
+        assert index << height == start  # aligned, and in order with no gap
+        start += 1 << height
+    assert start == hi
+    heights = [h for h, _ in parts]  # maximal: rising then falling, each height at most twice
+    assert all(heights.count(h) <= 2 for h in heights)
+
+
+@given(st.lists(st.binary(max_size=4), min_size=1, max_size=300), st.data())
+def test_the_range_hash_of_any_range_is_the_root_of_its_leaves(
+    leaves: list[bytes], data: st.DataObject
+) -> None:
+    """For the ranges proofs use (Go's ``subTreeHash``): ``lo`` a multiple of a power of two at least
+    ``hi - lo``, as every subtree of an RFC 6962 tree is."""
+    hashes = [leaf_hash(leaf) for leaf in leaves]
+    height = data.draw(st.integers(0, (len(hashes) - 1).bit_length()))
+    lo = data.draw(st.integers(0, (len(hashes) - 1) >> height)) << height
+    hi = data.draw(st.integers(lo + 1, min(len(hashes), lo + (1 << height))))
+    assert range_hash(_range(hashes), lo, hi) == root_from_leaf_hashes(hashes[lo:hi])
+    builder = TreeBuilder()
+    builder.extend(hashes)
+    assert builder.root() == root_from_leaf_hashes(hashes)

@@ -19,7 +19,7 @@ from otel_route_shadow.tlog import (
     ReceiptError,
     ReceiptFault,
     Signer,
-    TileStore,
+    TileReader,
     format_receipt,
     inclusion_proof,
     parse_policy,
@@ -108,8 +108,8 @@ def _cosigned_receipts(tmp_path: Path) -> tuple[GrowingLog, str, list[bytes]]:
 
 def _receipt(log: GrowingLog, note: str, index: int) -> str:
     size = signed_checkpoint_from_note(note).size
-    store = TileStore(tlog_dir(str(log.chain)), size)
-    return format_receipt(Receipt(index, tuple(inclusion_proof(index, size, store.range_hash)), note))
+    store = TileReader(tlog_dir(str(log.chain)), size, signed_checkpoint_from_note(note).root)
+    return format_receipt(Receipt(index, tuple(inclusion_proof(index, size, store)), note))
 
 
 @pytest.mark.parametrize("index", [0, 1, 255, 256, 299])

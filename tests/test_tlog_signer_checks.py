@@ -57,20 +57,20 @@ def test_a_broken_line_is_never_signed_but_the_lines_before_it_are(
     chain = tmp_path / "chain.jsonl"
     lines = build_chain(chain, 50, _payload)
     write_lines(chain, damage(lines, 30))  # type: ignore[operator]
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1)
-    made = checkpointer.checkpoint_now()
+    checkpointer = Checkpointer(str(chain), ORIGIN, None)
+    made = checkpointer.checkpoint()
     assert made is not None and made.size == 30
     assert made.root == root_from_leaf_hashes([leaf_hash(line.rstrip(b"\n")) for line in lines[:30]])
     assert checkpointer.refused == "broken-link"
     for _ in range(3):
-        checkpointer.after_append()
-    assert checkpointer.checkpoint_now() is made  # nothing new: the last one made, never one past seq 30
+        assert checkpointer.checkpoint() is None  # never one past seq 30
+    assert checkpointer.last is made
     assert _sizes(chain) == [30]
     assert [(r["reason"], r["seq"]) for r in _refusals(chain)] == [("broken-link", 30)]
     assert sum("not signing checkpoints" in r.message for r in caplog.records) == 1
     # A later process resumes at seq 30 and refuses the same line again: never signs past it.
     again = Checkpointer(str(chain), ORIGIN, None)
-    assert again.checkpoint_now() is None and again.refused == "broken-link"
+    assert again.checkpoint() is None and again.refused == "broken-link"
     assert _sizes(chain) == [30]
 
 
@@ -79,7 +79,7 @@ def test_a_broken_first_record_is_refused_with_nothing_signed(tmp_path: Path) ->
     lines = build_chain(chain, 5, _payload)
     write_lines(chain, _relinked_wrongly(lines, 0))  # seq 0 must link to GENESIS
     checkpointer = Checkpointer(str(chain), ORIGIN, None)
-    assert checkpointer.checkpoint_now() is None
+    assert checkpointer.checkpoint() is None
     assert checkpointer.refused == "broken-link"
     assert [(r["reason"], r["seq"]) for r in _refusals(chain)] == [("broken-link", 0)]
     assert not Path(str(chain) + ".tlog/checkpoints").exists()
@@ -89,17 +89,17 @@ def test_a_resumed_tree_checks_its_first_new_line_against_the_last_line_it_hashe
     chain = tmp_path / "chain.jsonl"
     lines = build_chain(chain, 41, _payload)
     write_lines(chain, lines[:40])
-    made = Checkpointer(str(chain), ORIGIN, None).checkpoint_now()
+    made = Checkpointer(str(chain), ORIGIN, None).checkpoint()
     assert made is not None and made.size == 40
     # Linked to line 38, not to line 39 (the last one the stored tree hashed): its own hash holds.
     wrong, _ = forge(40, hash_of(lines[38]), _payload(40))
     write_lines(chain, [*lines[:40], wrong])
     resumed = Checkpointer(str(chain), ORIGIN, None)
-    assert resumed.checkpoint_now() is None and resumed.refused == "broken-link"
+    assert resumed.checkpoint() is None and resumed.refused == "broken-link"
     assert [(r["reason"], r["seq"]) for r in _refusals(chain)] == [("broken-link", 40)]
     # The right continuation is signed by the next process.
     write_lines(chain, lines)
-    made = Checkpointer(str(chain), ORIGIN, None).checkpoint_now()
+    made = Checkpointer(str(chain), ORIGIN, None).checkpoint()
     assert made is not None and made.size == 41
     assert _sizes(chain) == [40, 41]
 
@@ -108,10 +108,10 @@ def test_a_broken_line_beyond_the_bounded_window_is_found_on_a_later_call(tmp_pa
     chain = tmp_path / "chain.jsonl"
     lines = build_chain(chain, 60, _payload)
     write_lines(chain, edited(lines, 45))
-    checkpointer = Checkpointer(str(chain), ORIGIN, None, every_records=1, max_leaves=20)
-    checkpointer.after_append()
-    checkpointer.after_append()
+    checkpointer = Checkpointer(str(chain), ORIGIN, None, max_leaves=20)
+    checkpointer.checkpoint()
+    checkpointer.checkpoint()
     assert checkpointer.refused is None
-    checkpointer.after_append()
+    checkpointer.checkpoint()
     assert checkpointer.refused == "broken-link"
     assert _sizes(chain) == [20, 40, 45]

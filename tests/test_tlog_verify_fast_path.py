@@ -12,24 +12,25 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_chain_support import build_chain, edited, forge, hash_of, write_lines
+from test_chain_support import build_chain, build_old_chain, edited, forge, hash_of, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH
+from otel_route_shadow.lines import read_line_blocks
 from otel_route_shadow.tlog import (
     Checkpoint,
     Checkpointer,
     ConsistencyReason,
     Signer,
+    TreeLevels,
     leaf_hash,
     parse_checkpoint,
     parse_note,
     root_from_leaf_hashes,
     sign_note,
+    tree_hash,
     verify_against_checkpoints,
 )
 from otel_route_shadow.tlog.integrity import (
-    TreeLevels,
-    _reused_blocks,
     first_broken_seq,
     leaf_hashes,
     scan_chain,
@@ -55,7 +56,7 @@ def _tricky(i: int) -> dict[str, object]:
 def _signed_at(chain: Path, lines: list[bytes], size: int) -> str:
     """The note the Checkpointer signs over the first ``size`` lines; the chain then holds ``lines``."""
     write_lines(chain, lines[:size])
-    made = Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint_now()
+    made = Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint()
     assert made is not None and made.size == size
     write_lines(chain, lines)
     return made.note
@@ -187,7 +188,7 @@ def test_the_fast_path_and_the_full_scan_agree_after_any_single_byte_edit(
         fast = verify_against_checkpoints(str(chain), [note], [VERIFIER])
         full = scan_chain(str(chain))
         signed = parse_checkpoint(parse_note(note).text)
-        holds = size <= full.size and TreeLevels(full.leaves).root(size) == signed.root
+        holds = size <= full.size and tree_hash(TreeLevels(full.leaves), size) == signed.root
         assert fast.ok == (holds and full.first_broken_seq is None)
         if at < len(raw) - 1:  # only a changed final LF can pass: the last line is then a torn tail
             assert not fast.ok
@@ -205,9 +206,10 @@ def test_the_reused_buffer_gives_every_line_as_a_leaf_whatever_the_block_size(
         end = path.stat().st_size - 4
         got: list[bytes] = []
         offsets: list[int] = []
-        for offset, buffer, stop in _reused_blocks(str(path), 0, end, block_bytes):
-            offsets.append(offset)
-            got.append(leaf_hashes(buffer, stop))
+        with open(path, "rb", buffering=0) as handle:
+            for offset, buffer, stop in read_line_blocks(handle, 0, end, block_bytes):
+                offsets.append(offset)
+                got.append(leaf_hashes(buffer, stop))
         assert b"".join(got) == b"".join(leaf_hash(line) for line in lines)
         data = path.read_bytes()
         assert all(offset == 0 or data[offset - 1 : offset] == b"\n" for offset in offsets)
@@ -224,7 +226,7 @@ def test_the_tree_built_in_worker_processes_is_the_tree_built_here(
     here = scan_leaves(str(chain))
     assert (scan.leaves, scan.size, scan.end) == (here.leaves, here.size, here.end)
     assert tree.levels == TreeLevels(here.leaves).levels
-    assert tree.root(count) == root_from_leaf_hashes([here.leaf(i) for i in range(count)])
+    assert tree_hash(tree, count) == root_from_leaf_hashes([here.leaf(i) for i in range(count)])
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -232,7 +234,7 @@ def test_line_bounds_are_found_past_the_first_probe_in_lines_and_a_torn_tail_lon
     tmp_path: Path, jobs: int
 ) -> None:
     chain = tmp_path / "chain.jsonl"
-    lines = build_chain(chain, 12, lambda i: {"kind": "route-shadow", "n": i, "blob": "x" * 150_000})
+    lines = build_old_chain(chain, 12, lambda i: {"kind": "route-shadow", "n": i, "blob": "x" * 150_000})
     with open(chain, "ab") as handle:
         handle.write(b'{"torn' + b"y" * 200_000)  # longer than the first 64 KiB read from the end
     scan = scan_leaves(str(chain), jobs, min_parallel_bytes=0)

@@ -27,11 +27,12 @@ from otel_route_shadow.tlog import (
     Receipt,
     ReceiptError,
     Signer,
-    TileStore,
+    TileReader,
     attest_checkpoint,
     format_receipt,
     inclusion_proof,
     parse_policy,
+    signed_checkpoint_from_note,
     tlog_dir,
     verify_cosignatures,
     verify_receipt,
@@ -128,7 +129,7 @@ def _receipt_cases(log: GrowingLog, notes: list[str], policy_text: str) -> list[
     lines = log.lines()
     note = notes[-1]
     size = size_of(note)
-    store = TileStore(tlog_dir(str(log.chain)), size)
+    store = TileReader(tlog_dir(str(log.chain)), size, signed_checkpoint_from_note(note).root)
     cases = []
     for index, line_index, extra in (
         (0, 0, None),
@@ -136,9 +137,7 @@ def _receipt_cases(log: GrowingLog, notes: list[str], policy_text: str) -> list[
         (size - 1, size - 1, None),
         (7, 8, None),
     ):
-        receipt = format_receipt(
-            Receipt(index, tuple(inclusion_proof(index, size, store.range_hash)), note, extra)
-        )
+        receipt = format_receipt(Receipt(index, tuple(inclusion_proof(index, size, store)), note, extra))
         try:
             verdict = verify_receipt(receipt, lines[line_index], policy, now=int(time.time()))
             valid = verdict.attestation.quorum.met
@@ -148,7 +147,7 @@ def _receipt_cases(log: GrowingLog, notes: list[str], policy_text: str) -> list[
             {"policy": policy_text, "receipt": receipt, "line": lines[line_index].decode(), "valid": valid}
         )
     no_cosignatures = note.split("\u2014")[0] + "\u2014" + note.split("\u2014")[1]
-    receipt = format_receipt(Receipt(3, tuple(inclusion_proof(3, size, store.range_hash)), no_cosignatures))
+    receipt = format_receipt(Receipt(3, tuple(inclusion_proof(3, size, store)), no_cosignatures))
     verdict = verify_receipt(receipt, lines[3], policy, now=int(time.time()))
     cases.append(
         {

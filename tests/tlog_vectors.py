@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from test_chain_support import forge, plugin_payload, relink, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog
-from otel_route_shadow.tlog import Checkpointer, Signer, TileStore, sign_note, signed_checkpoint_from_note
+from otel_route_shadow.tlog import Checkpointer, Signer, TileReader, sign_note, signed_checkpoint_from_note
 from otel_route_shadow.tlog.proofs import prove_consistency, prove_inclusion
 
 VECTORS = Path(__file__).parent / "vectors" / "tlog"
@@ -91,11 +91,12 @@ def build(directory: Path) -> dict[str, Any]:
     directory.mkdir(parents=True, exist_ok=True)
     chain = directory / "chain.jsonl"
     signer = vector_signer()
-    checkpointer = Checkpointer(str(chain), ORIGIN, signer, every_records=10, every_seconds=1e9)
+    checkpointer = Checkpointer(str(chain), ORIGIN, signer)
     with RoutingAuditLog(chain) as log:
         for i in range(SIZE):
             log.append(plugin_payload(i))
-            checkpointer.after_append()
+            if i % 10 == 9:
+                checkpointer.checkpoint()
     lines = chain.read_bytes().splitlines(keepends=True)
     tlog = directory / "chain.jsonl.tlog"
     for name in ("lock", "checkpoint"):
@@ -103,10 +104,10 @@ def build(directory: Path) -> dict[str, Any]:
     (directory / "verifier.txt").write_text(str(signer.verifier()) + "\n")
     notes = [json.loads(line)["note"] for line in (tlog / "checkpoints").read_text().splitlines()]
     latest = signed_checkpoint_from_note(notes[-1])
-    store = TileStore(str(tlog), SIZE)
     from otel_route_shadow.tlog import parse_checkpoint, parse_note
 
     checkpoint = parse_checkpoint(parse_note(notes[-1]).text)
+    store = TileReader(str(tlog), checkpoint.size, checkpoint.root)
     (directory / "inclusion-seq7.json").write_text(
         prove_inclusion(store, checkpoint, 7).model_dump_json(indent=2) + "\n"
     )

@@ -40,7 +40,7 @@ from otel_route_shadow.tlog import (
     Checkpointer,
     CosignatureVerifier,
     Signer,
-    TileStore,
+    TileReader,
     Verifier,
     consistency_proof,
     read_checkpoint_file,
@@ -292,7 +292,7 @@ class GrowingLog:
             for n in range(self._appended, self._appended + count):
                 log.append({"kind": "route-shadow", "n": n, "tag": tag})
         self._appended += count
-        made = Checkpointer(str(self.chain), self.signer.name, self.signer).checkpoint_now()
+        made = Checkpointer(str(self.chain), self.signer.name, self.signer).checkpoint()
         assert made is not None and made.size == self._appended
         return made.note
 
@@ -300,8 +300,9 @@ class GrowingLog:
         return read_checkpoint_file(os.path.join(tlog_dir(str(self.chain)), "checkpoints"))
 
     def prove(self, old: int, new: int) -> list[bytes]:
-        store = TileStore(tlog_dir(str(self.chain)), new)
-        return consistency_proof(old, new, store.range_hash)
+        """The proof from ``old`` to the checkpoint of size ``new``, from its authenticated tiles."""
+        root = next(signed_checkpoint_from_note(n).root for n in reversed(self.notes()) if size_of(n) == new)
+        return consistency_proof(old, new, TileReader(tlog_dir(str(self.chain)), new, root))
 
     def lines(self) -> list[bytes]:
         return self.chain.read_bytes().split(b"\n")[:-1]

@@ -1,20 +1,86 @@
 """Answering the operator's questions from the decision chain alone, offline (ISSUE 7).
 
-* :func:`~otel_route_shadow.analysis.report.build_report`: the divergence report;
-* :func:`~otel_route_shadow.analysis.whatif.replay`: the what-if replay against a candidate snapshot;
-* :func:`~otel_route_shadow.analysis.matrix.build_matrix`: the effective-route matrix;
-* :func:`~otel_route_shadow.analysis.html.render_html`: the self-contained HTML report.
+* :func:`build_report`: the divergence report (:class:`Report`), with the noise baseline
+  (:mod:`.noise`), the served route (:mod:`.served`) and the log's evidence status (:mod:`.evidence`);
+* :func:`replay`: the what-if replay against a candidate snapshot (:class:`WhatIfResult`);
+* :func:`build_matrix`: the effective-route matrix (:class:`Matrix`).
 
-All three read the chain through one reader and filter (:mod:`~otel_route_shadow.analysis.records`),
-and replay contexts through one memoised replayer (:mod:`~otel_route_shadow.analysis.replaying`).
+All three read the chain through one reader and filter (:mod:`.records`), and replay contexts through
+one memoised replayer (:mod:`.replaying`). This folder computes result objects; rendering them as
+text and HTML is the command line's (``otel_route_shadow.cli``). Its public API is what this module
+re-exports.
 
-Shell code: it reads the chain (``otel_route_shadow.chain``) and the policy store, and calls the
-pure core. See ``docs/reports.md``.
+Shell code: it reads the chain (``otel_route_shadow.chain``), the log's checkpoint
+(``otel_route_shadow.tlog``) and the policy store, and calls the pure core. See ``docs/reports.md``.
 """
 
-from otel_route_shadow.analysis.html import render_html
-from otel_route_shadow.analysis.matrix import Matrix, MatrixAxes, build_matrix
-from otel_route_shadow.analysis.report import Report, aggregate, build_report, format_report
+from otel_route_shadow.analysis.cells import AGREED_LABEL, UNSPECIFIED
+from otel_route_shadow.analysis.changes import DECISION_FIELDS, ChangeTally, Transition
+from otel_route_shadow.analysis.evidence import (
+    ABSENT,
+    FAILED,
+    NOT_CHECKED,
+    NOT_VERIFIED,
+    PRESENT,
+    UNREADABLE,
+    VERIFIED,
+    VERIFY_HINT,
+    LogEvidence,
+    read_evidence,
+)
+from otel_route_shadow.analysis.gaps import NOT_READY, READY, TRANSIENT_ONLY, GapCounts, GapTally, SpawnFacts
+from otel_route_shadow.analysis.groups import DIMENSIONS, GroupingError, GroupSpec, key_label, label, parse_by
+from otel_route_shadow.analysis.integrity import IntegrityReport
+from otel_route_shadow.analysis.matrix import (
+    COLUMNS,
+    DEFAULT_ACCOUNTS,
+    MAX_ROWS,
+    Matrix,
+    MatrixAxes,
+    MatrixError,
+    MatrixRow,
+    axes_from_chain,
+    build_matrix,
+    parse_account,
+    parse_axis,
+)
+from otel_route_shadow.analysis.noise import (
+    KEY_NAMES,
+    NOISE_DEFINITION,
+    ROUTE_NAMES,
+    NoisePart,
+    NoiseRow,
+    NoiseTable,
+    fraction_rate,
+)
+from otel_route_shadow.analysis.records import RecordCounts
+from otel_route_shadow.analysis.report import (
+    BYPASS_DEFINITION,
+    DEFIED_COUNTS_NOTE,
+    NO_STORE_NOTE,
+    Report,
+    aggregate,
+    build_report,
+)
+from otel_route_shadow.analysis.served import (
+    DIFFERS,
+    SAME,
+    SERVED_DIFFERS,
+    SERVED_MODEL,
+    SERVED_PROVIDER,
+    SERVED_SOURCE,
+    SERVED_STATES,
+    SERVED_STATUS,
+    finding_codes,
+)
+from otel_route_shadow.analysis.snapshots import (
+    InvalidCandidateError,
+    SnapshotSourceError,
+    SourcedSnapshot,
+    candidate_snapshot,
+    cited_loader,
+    store_snapshot,
+)
 from otel_route_shadow.analysis.source import (
     ChainAnalysisError,
     ChainStatus,
@@ -23,27 +89,100 @@ from otel_route_shadow.analysis.source import (
     UnverifiedChainError,
     open_chain,
 )
-from otel_route_shadow.analysis.whatif import WhatIfResult, format_whatif, replay, replay_payloads
-from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts, top_counts
+from otel_route_shadow.analysis.timeline import TimelinePoint, width_label
+from otel_route_shadow.analysis.usage import PolicyUse, UsageTable
+from otel_route_shadow.analysis.whatif import NOISE_LANES, WhatIfResult, replay, replay_payloads
+from otel_route_shadow.analysis.window import TimeWindow, WindowError, format_ns
 
 __all__ = [
+    "ABSENT",
+    "AGREED_LABEL",
+    "BYPASS_DEFINITION",
+    "COLUMNS",
+    "DECISION_FIELDS",
+    "DEFAULT_ACCOUNTS",
+    "DEFIED_COUNTS_NOTE",
+    "DIFFERS",
+    "DIMENSIONS",
+    "FAILED",
+    "KEY_NAMES",
+    "MAX_ROWS",
+    "NOISE_DEFINITION",
+    "NOISE_LANES",
+    "NOT_CHECKED",
+    "NOT_READY",
+    "NOT_VERIFIED",
+    "NO_STORE_NOTE",
+    "PRESENT",
+    "READY",
+    "ROUTE_NAMES",
+    "SAME",
+    "SERVED_DIFFERS",
+    "SERVED_MODEL",
+    "SERVED_PROVIDER",
+    "SERVED_SOURCE",
+    "SERVED_STATES",
+    "SERVED_STATUS",
+    "TRANSIENT_ONLY",
+    "UNREADABLE",
+    "UNSPECIFIED",
+    "VERIFIED",
+    "VERIFY_HINT",
     "ChainAnalysisError",
     "ChainStatus",
+    "ChangeTally",
     "EmptyChainError",
+    "GapCounts",
+    "GapTally",
+    "GroupSpec",
+    "GroupingError",
+    "IntegrityReport",
+    "InvalidCandidateError",
+    "LogEvidence",
     "Matrix",
     "MatrixAxes",
+    "MatrixError",
+    "MatrixRow",
     "MissingChainError",
+    "NoisePart",
+    "NoiseRow",
+    "NoiseTable",
+    "PolicyUse",
+    "RecordCounts",
     "Report",
+    "SnapshotSourceError",
+    "SourcedSnapshot",
+    "SpawnFacts",
+    "Tally",
     "TimeWindow",
+    "TimelinePoint",
+    "Transition",
     "UnverifiedChainError",
+    "UsageTable",
     "WhatIfResult",
+    "WindowError",
     "aggregate",
+    "axes_from_chain",
     "build_matrix",
     "build_report",
-    "format_report",
-    "format_whatif",
+    "candidate_snapshot",
+    "cited_loader",
+    "finding_codes",
+    "format_ns",
+    "fraction_rate",
+    "key_label",
+    "label",
     "open_chain",
-    "render_html",
+    "parse_account",
+    "parse_axis",
+    "parse_by",
+    "rate",
+    "read_evidence",
     "replay",
     "replay_payloads",
+    "sorted_counts",
+    "store_snapshot",
+    "top_counts",
+    "width_label",
 ]

@@ -11,17 +11,12 @@ not something the policy set can answer.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
-from otel_route_shadow.analysis.groups import label
 from otel_route_shadow.analysis.records import RecordCounts, observations
 from otel_route_shadow.analysis.source import open_chain, read_payloads
 from otel_route_shadow.analysis.window import TimeWindow
@@ -42,6 +37,7 @@ from otel_route_shadow.core import (
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
+    "COLUMNS",
     "DEFAULT_ACCOUNTS",
     "MAX_ROWS",
     "Matrix",
@@ -53,9 +49,6 @@ __all__ = [
     "matrix_contexts",
     "parse_account",
     "parse_axis",
-    "render_csv",
-    "render_json",
-    "render_table",
 ]
 
 MAX_ROWS: Final = 100_000
@@ -266,40 +259,6 @@ def axes_from_chain(path: str | Path) -> dict[str, tuple[Any, ...]]:
         "faces": _ordered(faces) or tuple(face.value for face in RequestFace),
         "requirements": _ordered(seen["requirements"]),
     }
-
-
-def _cell(value: Any) -> str:
-    return "" if value is None else str(value)
-
-
-def render_table(matrix: Matrix) -> str:
-    rows = [
-        [label(row.as_dict()[c]) if c != "provider" or not row.legacy else "(legacy dials)" for c in COLUMNS]
-        for row in matrix.rows
-    ]
-    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(COLUMNS)]
-    snap = matrix.snapshot
-    lines = [
-        f"effective-route matrix: {snap['source']} (revision {snap['revision']}, hash {snap['content_hash']}, "
-        f"{snap['policies']} policies{'' if snap['available'] else ', UNAVAILABLE'}); {len(rows)} rows",
-        "  ".join(c.ljust(widths[i]) for i, c in enumerate(COLUMNS)).rstrip(),
-    ]
-    lines.extend("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
-    return "\n".join(lines) + "\n"
-
-
-def render_csv(matrix: Matrix) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in matrix.rows:
-        data = row.as_dict()
-        writer.writerow([_cell(data[c]) for c in COLUMNS])
-    return buffer.getvalue()
-
-
-def render_json(matrix: Matrix) -> str:
-    return orjson.dumps(matrix.as_dict(), option=orjson.OPT_INDENT_2).decode("utf-8") + "\n"
 
 
 def parse_axis(values: Sequence[str] | None, *, allow_none: bool = True) -> tuple[str | None, ...] | None:

@@ -1,4 +1,14 @@
-"""Agreement over time: hourly counts while streaming, coarsened into a few buckets for display."""
+"""Agreement over time: counts per small time bucket while streaming, merged for display into buckets
+whose width follows the window (a run of minutes gets buckets of seconds, a month gets days).
+
+While streaming, spawns and agreements are counted per *stored* bucket, 1 ms wide at first; when more
+than :data:`STORED_BUCKETS_LIMIT` stored buckets exist, they are merged into the next width of
+1 ms, 1 s, 1 min, 1 h, 1 day (each a multiple of the one before, so merging is exact), so memory stays
+bounded whatever the chain's span. For display, :func:`coarsen` takes a width of :data:`LADDER_NS`
+that is a multiple of the stored width and gives at most ``max_points`` buckets between the first and
+the last spawn, at least two thirds of them holding spawns when a width allows it. Every bucket is
+aligned to a multiple of its width since the epoch, so two reports over one chain line up.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +19,34 @@ from typing import Any, Final
 from otel_route_shadow.analysis.tally import rate
 from otel_route_shadow.analysis.window import format_ns
 
-__all__ = ["HOUR_NS", "TimelinePoint", "coarsen"]
+__all__ = [
+    "LADDER_NS",
+    "STORED_BUCKETS_LIMIT",
+    "Timeline",
+    "TimelinePoint",
+    "coarsen",
+    "width_label",
+]
 
-HOUR_NS: Final = 3_600 * 1_000_000_000
-_LADDER_HOURS: Final = (1, 2, 3, 6, 12, 24, 48, 24 * 7, 24 * 14, 24 * 30, 24 * 91, 24 * 365)
+MS: Final = 1_000_000
+SECOND: Final = 1_000 * MS
+MINUTE: Final = 60 * SECOND
+HOUR: Final = 60 * MINUTE
+DAY: Final = 24 * HOUR
+
+_STORED_WIDTHS: Final = (MS, SECOND, MINUTE, HOUR, DAY)
+STORED_BUCKETS_LIMIT: Final = 4096
+"""Stored buckets before they are merged into the next stored width."""
+_NO_FIRST: Final = 1 << 126
+
+LADDER_NS: Final = (
+    *(n * MS for n in (1, 2, 5, 10, 20, 50, 100, 200, 500)),
+    *(n * SECOND for n in (1, 2, 5, 10, 15, 30)),
+    *(n * MINUTE for n in (1, 2, 5, 10, 15, 30)),
+    *(n * HOUR for n in (1, 2, 3, 6, 12)),
+    *(n * DAY for n in (1, 2, 7, 14, 30, 91, 365)),
+)
+"""The bucket widths a timeline may show, narrowest first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,27 +64,96 @@ class TimelinePoint:
         }
 
 
-def coarsen(hours: Mapping[int, list[int]], max_points: int = 48) -> tuple[int, list[TimelinePoint]]:
-    """Merge hourly ``{hour: [spawns, agreed]}`` into at most ``max_points`` buckets.
+class Timeline:
+    """Spawns and agreements per stored bucket, and the first and last start seen."""
 
-    Returns the bucket width in hours and the non-empty buckets in time order. Buckets are aligned
-    to multiples of their width since the epoch, so two reports over the same chain line up.
-    """
-    if not hours:
-        return 1, []
-    first, last = min(hours), max(hours)
-    width = _LADDER_HOURS[-1]
-    for candidate in _LADDER_HOURS:
-        if (last // candidate) - (first // candidate) + 1 <= max_points:
-            width = candidate
-            break
+    __slots__ = ("_first", "_last", "buckets", "width_ns")
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, list[int]] = {}
+        self.width_ns = _STORED_WIDTHS[0]
+        self._first = _NO_FIRST
+        self._last = -1
+
+    @property
+    def first_ns(self) -> int | None:
+        return None if self._last < 0 else self._first
+
+    @property
+    def last_ns(self) -> int | None:
+        return None if self._last < 0 else self._last
+
+    def add(self, ns: int, agreed: bool) -> None:
+        if ns < 0:
+            return
+        bucket = ns // self.width_ns
+        slot = self.buckets.get(bucket)
+        if slot is None:
+            if len(self.buckets) >= STORED_BUCKETS_LIMIT and self.width_ns != _STORED_WIDTHS[-1]:
+                self._widen()
+                bucket = ns // self.width_ns
+                slot = self.buckets.get(bucket)
+            if slot is None:
+                slot = self.buckets[bucket] = [0, 0]
+        slot[0] += 1
+        slot[1] += agreed
+        if ns > self._last:  # noqa: PLR1730 - a comparison, not a call to max(), once per record
+            self._last = ns
+        if ns < self._first:  # noqa: PLR1730
+            self._first = ns
+
+    def _widen(self) -> None:
+        wider = _STORED_WIDTHS[_STORED_WIDTHS.index(self.width_ns) + 1]
+        self.buckets = _merge(self.buckets, self.width_ns, wider)
+        self.width_ns = wider
+
+    def points(self, max_points: int = 48) -> tuple[int, list[TimelinePoint]]:
+        return coarsen(self.buckets, self.width_ns, max_points)
+
+
+def _merge(buckets: Mapping[int, list[int]], width_ns: int, wider_ns: int) -> dict[int, list[int]]:
     merged: dict[int, list[int]] = {}
-    for hour, (spawns, agreed) in hours.items():
-        slot = merged.setdefault(hour // width, [0, 0])
+    for bucket, (spawns, agreed) in buckets.items():
+        slot = merged.setdefault(bucket * width_ns // wider_ns, [0, 0])
         slot[0] += spawns
         slot[1] += agreed
+    return merged
+
+
+def coarsen(
+    buckets: Mapping[int, list[int]], width_ns: int, max_points: int = 48
+) -> tuple[int, list[TimelinePoint]]:
+    """Merge ``{bucket: [spawns, agreed]}`` (buckets ``width_ns`` wide) into at most ``max_points``
+    buckets of one width of :data:`LADDER_NS`: the narrowest of those widths where at least two thirds
+    of the buckets between the first and the last spawn hold spawns (a sparse chain gets wider buckets,
+    not a comb of empty ones); the narrowest that fits when none is that full.
+
+    Returns that width in nanoseconds and the non-empty buckets in time order.
+    """
+    if not buckets:
+        return width_ns, []
+    limit = max(max_points, 1)
+    first, last = min(buckets) * width_ns, max(buckets) * width_ns
+    fitting = [
+        w for w in LADDER_NS if w >= width_ns and w % width_ns == 0 and last // w - first // w + 1 <= limit
+    ] or [max(width_ns, LADDER_NS[-1])]
+    chosen = fitting[0]
+    for candidate in fitting:
+        slots = last // candidate - first // candidate + 1
+        if 3 * len({bucket * width_ns // candidate for bucket in buckets}) >= 2 * slots:
+            chosen = candidate
+            break
+    merged = _merge(buckets, width_ns, chosen)
     points = [
-        TimelinePoint(start_ns=bucket * width * HOUR_NS, spawns=spawns, agreed=agreed)
+        TimelinePoint(start_ns=bucket * chosen, spawns=spawns, agreed=agreed)
         for bucket, (spawns, agreed) in sorted(merged.items())
     ]
-    return width, points
+    return chosen, points
+
+
+def width_label(width_ns: int) -> str:
+    """``500ms``, ``10s``, ``5min``, ``1h``, ``7d``: a bucket width as people write it."""
+    for unit, name in ((DAY, "d"), (HOUR, "h"), (MINUTE, "min"), (SECOND, "s"), (MS, "ms")):
+        if width_ns >= unit and width_ns % unit == 0:
+            return f"{width_ns // unit}{name}"
+    return f"{width_ns}ns"

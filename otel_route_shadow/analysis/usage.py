@@ -9,14 +9,26 @@ matched* it. A disabled policy is listed with its counts at zero and ``enabled: 
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_route_shadow.analysis.replaying import DECIDED, Usage
+from otel_route_shadow.analysis.replaying import (
+    DECIDED,
+    CitedKey,
+    CitedLoader,
+    CitedSnapshots,
+    Mismatch,
+    Replayer,
+    Unchecked,
+    Usage,
+    cited_key,
+)
 from otel_route_shadow.core import PolicySnapshot
+from otel_route_shadow.shadow import attributes as attr
 
-__all__ = ["PolicyUse", "UsageTable", "usage_table"]
+__all__ = ["CitedUsage", "PolicyUse", "UsageTable", "usage_table"]
 
 
 @dataclass(slots=True)
@@ -67,17 +79,6 @@ class UsageTable:
             "policies": [use.as_dict() for use in self.policies],
         }
 
-    def lines(self, mark: str) -> list[str]:
-        """The text form: one line per policy, the idle ones said so."""
-        out = [f"{mark} snapshot revision {self.revision} ({self.spawns} spawns replayed):"]
-        for use in self.policies:
-            note = "  <- decided nothing" if use.idle else ("  (disabled)" if not use.enabled else "")
-            out.append(
-                f"{mark}   {use.policy_id}: decided {use.decided}, outranked {use.outranked}, "
-                f"never matched {use.never_matched}{note}"
-            )
-        return out
-
 
 def usage_table(snapshot: PolicySnapshot, counts: Mapping[Usage, int]) -> UsageTable:
     """Fold ``usage -> spawns`` counts into one row per policy of ``snapshot``, in file order."""
@@ -100,3 +101,39 @@ def _count(rows: dict[str, PolicyUse], usage: Iterable[tuple[str, str]], n: int)
             use.decided += n
         else:
             use.outranked += n
+
+
+class CitedUsage:
+    """With a store: each observation's context replayed against the snapshot it cites, counting
+    which policies decided it, were outranked in it, or never matched it (issue 18)."""
+
+    def __init__(self, loader: CitedLoader) -> None:
+        self.cited = CitedSnapshots(loader)
+        self.counts: dict[CitedKey, defaultdict[Any, int]] = {}
+        self.not_replayed: dict[str, int] = {}
+
+    def add(self, attributes: dict[str, Any]) -> None:
+        key = cited_key(attributes)
+        text = attributes.get(attr.CONTEXT)
+        if key is None or type(text) is not str:
+            self._skip("no snapshot citation or no context")
+            return
+        found = self.cited.lookup(key)
+        if isinstance(found, Unchecked):
+            self._skip(found.reason)
+            return
+        if isinstance(found, Mismatch):
+            self._skip(found.detail)
+            return
+        self.counts.setdefault(key, defaultdict(int))[found.replay(text).usage] += 1
+
+    def _skip(self, reason: str) -> None:
+        self.not_replayed[reason] = self.not_replayed.get(reason, 0) + 1
+
+    def tables(self) -> list[UsageTable]:
+        tables = []
+        for key, counts in sorted(self.counts.items(), key=lambda item: item[0][0]):
+            found = self.cited.lookup(key)
+            if isinstance(found, Replayer) and found.snapshot.available:
+                tables.append(usage_table(found.snapshot, counts))
+        return tables

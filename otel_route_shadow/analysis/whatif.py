@@ -5,37 +5,46 @@ context, not per record: a :class:`~otel_route_shadow.analysis.replaying.Replaye
 context's decision (bounded, so memory stays constant). Everything else reads attributes straight
 from the parsed payload.
 
-Integrity (ADR-0139 D5, D6): replaying a record's context against the snapshot it cites (same
-revision and hash) must reproduce its decision id and its decision fields exactly. A mismatch is an
-integrity finding, never a difference. The cited snapshot is available when it *is* the candidate,
-when a store is given that holds that revision with that hash, when it is the empty policy set
-(its hash proves its content), or when the record says the snapshot was unavailable (corrupt).
-Otherwise the record's integrity is counted as not checked, with the reason.
+Integrity (:mod:`~otel_route_shadow.analysis.integrity`): replaying a record's context against the
+snapshot it cites must reproduce its decision id and fields exactly. The cited snapshot is available
+when it *is* the candidate, when a store is given that holds that revision with that hash, when it is
+the empty policy set (its hash proves its content), or when the record says the snapshot was
+unavailable (corrupt). Otherwise the record's integrity is counted as not checked, with the reason.
 
 One record goes through these steps (:meth:`_Replay.take`): it must carry a context
 (``record-incomplete``) that parses (``context-unparseable``); it is replayed against the candidate;
 its integrity is checked against the snapshot it cites (:meth:`_Replay.check`); and it is counted
-(:meth:`_Replay.count`): the change, if any, its examples, and which candidate policies decided it.
+(:meth:`_Replay.count`): the change, if any, its examples, which candidate policies decided it, and
+its decision key's noise baseline (:mod:`~otel_route_shadow.analysis.noise`, two lanes: the recorded
+decision and the candidate's). A spawn whose served route differs from the route chosen agrees with
+neither decision (:mod:`~otel_route_shadow.analysis.served`).
+
+Rendering (text) is the command line's (``otel_route_shadow.cli``): this module computes.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-from otel_route_shadow.analysis.groups import (
-    DIMENSIONS,
-    GroupSpec,
-    as_specs,
-    key_label,
-    label,
-    parse_by,
-    spec_name,
+from otel_route_shadow.analysis.changes import (
+    DECISION_FIELDS,
+    FIELD_KEYS,
+    ChangeKey,
+    ChangeTally,
+    Fields,
+    Transition,
+    change,
+    transition_dict,
 )
+from otel_route_shadow.analysis.examples import Examples
+from otel_route_shadow.analysis.groups import DIMENSIONS, GroupSpec, as_specs, key_label, parse_by, spec_name
+from otel_route_shadow.analysis.integrity import IntegrityReport, reproduces
+from otel_route_shadow.analysis.noise import KeyState, NoiseTable, NoiseTracker
 from otel_route_shadow.analysis.records import AnalysisResult, Repeats, flag_rows, observations
 from otel_route_shadow.analysis.replaying import (
     UNPARSEABLE,
@@ -47,152 +56,19 @@ from otel_route_shadow.analysis.replaying import (
     Unchecked,
     cited_key,
 )
+from otel_route_shadow.analysis.served import DIFFERS, SERVED_STATUS, finding_codes, served_state
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, analyse_chain
-from otel_route_shadow.analysis.tally import rate, sorted_counts, top_counts
+from otel_route_shadow.analysis.tally import sorted_counts
 from otel_route_shadow.analysis.usage import UsageTable, usage_table
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import PolicySnapshot
 from otel_route_shadow.shadow import attributes as attr
 
-__all__ = [
-    "DECISION_FIELDS",
-    "WhatIfResult",
-    "format_whatif",
-    "replay",
-    "replay_payloads",
-    "transition_text",
-]
+__all__ = ["NOISE_LANES", "WhatIfResult", "replay", "replay_payloads", "snapshot_info"]
 
-DECISION_FIELDS: Final = (
-    "outcome",
-    "reason",
-    "policy_source",
-    "rung",
-    "policy_id",
-    "provider",
-    "account",
-    "model",
-)
-"""The decision fields a record carries and a replay compares (the ``how`` of a change)."""
-
-_FIELD_KEYS: Final = (
-    attr.OUTCOME,
-    attr.REASON,
-    attr.POLICY_SOURCE,
-    attr.RUNG,
-    attr.POLICY_ID,
-    attr.PROVIDER,
-    attr.ACCOUNT,
-    attr.MODEL,
-)
-_OUTCOME_I, _REASON_I, _PROVIDER_I = 0, 1, 5
-_N_FIELDS: Final = len(_FIELD_KEYS)
-MAX_FINDING_EXAMPLES: Final = 20
-
-Fields = tuple[Any, ...]
-Transition = tuple[Any, ...]
-"""(outcome before, after, provider before, after, reason before, after)."""
-_ChangeKey = tuple[Transition | None, tuple[str, ...], bool]
-"""(transition or None when nothing changed, the names of the fields that differ, agreed after)."""
-
-
-@dataclass(slots=True)
-class ChangeTally:
-    """Replayed records in one group and how many of them the candidate would decide differently."""
-
-    replayed: int = 0
-    changed: int = 0
-    agreed_before: int = 0
-    agreed_after: int = 0
-    transitions: dict[Transition, int] = field(default_factory=dict)
-
-    def add(self, n: int, change: _ChangeKey, was_agreed: bool) -> None:
-        transition, _changed, now_agreed = change
-        self.replayed += n
-        self.agreed_before += n if was_agreed else 0
-        self.agreed_after += n if now_agreed else 0
-        if transition is not None:
-            self.changed += n
-            self.transitions[transition] = self.transitions.get(transition, 0) + n
-
-    def as_dict(self, top: int = 3) -> dict[str, Any]:
-        return {
-            "replayed": self.replayed,
-            "changed": self.changed,
-            "change_rate": rate(self.changed, self.replayed),
-            "agreement_rate_before": rate(self.agreed_before, self.replayed),
-            "agreement_rate_after": rate(self.agreed_after, self.replayed),
-            "top_changes": [
-                {**_transition_dict(t), "count": n} for t, n in top_counts(self.transitions, top)
-            ],
-        }
-
-
-def _transition_dict(transition: Transition) -> dict[str, Any]:
-    out_b, out_a, prov_b, prov_a, reason_b, reason_a = transition
-    return {
-        "outcome": {"before": out_b, "after": out_a},
-        "provider": {"before": prov_b, "after": prov_a},
-        "reason": {"before": reason_b, "after": reason_a},
-    }
-
-
-def _moved(name: str, before: Any, after: Any) -> str:
-    prefix = f"{name} " if name else ""
-    if before != after:
-        return f"{prefix}{label(before)}->{label(after)}"
-    return f"{prefix}{label(after)}"
-
-
-def transition_text(transition: Transition) -> str:
-    out_b, out_a, prov_b, prov_a, reason_b, reason_a = transition
-    return ", ".join(
-        (_moved("", out_b, out_a), _moved("provider", prov_b, prov_a), _moved("reason", reason_b, reason_a))
-    )
-
-
-@dataclass
-class IntegrityReport:
-    checked: int = 0
-    passed: int = 0
-    findings: dict[str, int] = field(default_factory=dict)
-    not_checked: dict[str, int] = field(default_factory=dict)
-    examples: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def failed(self) -> int:
-        return sum(self.findings.values())
-
-    @property
-    def unchecked(self) -> int:
-        return sum(self.not_checked.values())
-
-    def skip(self, reason: str) -> None:
-        self.not_checked[reason] = self.not_checked.get(reason, 0) + 1
-
-    def find(self, kind: str, detail: str, seq: int, payload: dict[str, Any]) -> None:
-        self.findings[kind] = self.findings.get(kind, 0) + 1
-        if len(self.examples) < MAX_FINDING_EXAMPLES:
-            self.examples.append(
-                {
-                    "seq": seq,
-                    "kind": kind,
-                    "trace_id": payload.get("trace_id"),
-                    "span_id": payload.get("span_id"),
-                    "detail": detail,
-                }
-            )
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "checked": self.checked,
-            "passed": self.passed,
-            "failed": self.failed,
-            "findings": dict(sorted_counts(self.findings)),
-            "not_checked": self.unchecked,
-            "not_checked_reasons": dict(sorted_counts(self.not_checked)),
-            "examples": self.examples,
-        }
+NOISE_LANES: Final = ("recorded", "candidate")
+"""The noise baseline's two divergences: of the recorded decision and of the candidate's."""
+_N_FIELDS: Final = len(FIELD_KEYS)
 
 
 @dataclass
@@ -206,6 +82,8 @@ class WhatIfResult(AnalysisResult):
     distinct_contexts: int = 0
     usage: UsageTable | None = None
     """How many replayed spawns each candidate policy decided, was outranked in, never matched."""
+    noise: NoiseTable = field(default_factory=lambda: NoiseTable(lanes=NOISE_LANES))
+    """Per decision key: the legacy route's flap rate and both decisions' divergence above it."""
 
     @property
     def replayed(self) -> int:
@@ -232,7 +110,7 @@ class WhatIfResult(AnalysisResult):
                 "totals": self.total.as_dict(top),
                 "field_changes": dict(sorted_counts(self.field_changes)),
                 "changes": [
-                    {**_transition_dict(t), "count": n, "examples": self.examples.get(t, [])}
+                    {**transition_dict(t), "count": n, "examples": self.examples.get(t, [])}
                     for t, n in sorted_counts(self.total.transitions)
                 ],
                 "groups": {
@@ -244,6 +122,7 @@ class WhatIfResult(AnalysisResult):
                 },
                 "integrity": self.integrity.as_dict(),
                 "policy_usage": None if self.usage is None else self.usage.as_dict(),
+                "noise": self.noise.as_dict(),
             }
         )
         if self.flagged:
@@ -261,79 +140,24 @@ def snapshot_info(snapshot: PolicySnapshot, source: str) -> dict[str, Any]:
     }
 
 
-class _Examples:
-    """The ``limit`` lowest-seq examples of each change, whatever order records are processed in."""
-
-    __slots__ = ("by_transition", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.by_transition: dict[Transition, list[dict[str, Any]]] = {}
-
-    def wants(self, transition: Transition, seq: int) -> bool:
-        """Whether an example at ``seq`` would be kept (saves building one that would not)."""
-        bucket = self.by_transition.get(transition)
-        return self.limit > 0 and (bucket is None or len(bucket) < self.limit or seq < bucket[-1]["seq"])
-
-    def offer(self, transition: Transition, seq: int, build: Callable[[], dict[str, Any]]) -> None:
-        if self.limit <= 0:
-            return
-        bucket = self.by_transition.setdefault(transition, [])
-        if len(bucket) < self.limit:
-            bucket.append(build())
-        elif seq < bucket[-1]["seq"]:
-            bucket[-1] = build()
-        else:
-            return
-        bucket.sort(key=lambda example: example["seq"])
-
-
-def _change(recorded: Fields, after: Replayed) -> _ChangeKey:
-    """How the candidate's decision differs from the recorded one."""
-    fields = after.fields
-    if fields == recorded:
-        return (None, (), after.agreed)
-    transition = (
-        recorded[_OUTCOME_I],
-        fields[_OUTCOME_I],
-        recorded[_PROVIDER_I],
-        fields[_PROVIDER_I],
-        recorded[_REASON_I],
-        fields[_REASON_I],
-    )
-    changed = tuple(name for name, a, b in zip(DECISION_FIELDS, recorded, fields, strict=True) if a != b)
-    return (transition, changed, after.agreed)
-
-
-def _reproduces(reference: Replayed, attributes: dict[str, Any]) -> tuple[str, str] | None:
-    """None when the replay against the cited snapshot reproduces the record; else the finding."""
-    recorded_id = attributes.get(attr.DECISION_ID)
-    if reference.decision_id != recorded_id:
-        return (
-            "decision-id-mismatch",
-            f"recorded {label(recorded_id)}, replay gives {reference.decision_id}",
-        )
-    recorded = tuple(map(attributes.get, _FIELD_KEYS))
-    if reference.fields != recorded:
-        differing = [n for n, a, b in zip(DECISION_FIELDS, reference.fields, recorded, strict=True) if a != b]
-        return (
-            "decision-fields-mismatch",
-            "recorded fields differ from the replayed decision: " + ", ".join(differing),
-        )
-    return None
-
-
-_Cell = tuple[_ChangeKey, tuple[Any, ...], Any]
-"""(change, (*recorded fields, agreed, *dimensions), the candidate's policy usage): one cube cell."""
+_Cell = tuple[ChangeKey, tuple[Any, ...], Any, KeyState]
+"""(change, (*recorded fields, agreed before, *dimensions), the candidate's policy usage, the decision
+key's noise state): one cube cell."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Counted:
-    """What one record counts as: its cell of the cube, its recorded fields and its replay."""
+    """What one record counts as: its cell of the cube, its recorded fields, its replay, and its
+    decision key's noise state with its interned legacy route."""
 
     cell: _Cell
     recorded: Fields
     after: Replayed
+    route: tuple[Any, ...]
+
+    @property
+    def state(self) -> KeyState:
+        return self.cell[3]
 
 
 class _Replay:
@@ -349,8 +173,9 @@ class _Replay:
         self.dim_keys = tuple(DIMENSIONS[name] for name in self.dims)
         self.cube: defaultdict[_Cell, int] = defaultdict(int)
         """Records per cell (see :data:`_Cell`)."""
-        self.examples = _Examples(examples)
+        self.examples: Examples[Transition] = Examples(examples)
         self.repeats: Repeats[_Counted] = Repeats()
+        self.noise = NoiseTracker(NOISE_LANES)
 
     def take(self, seq: int, payload: dict[str, Any], attributes: dict[str, Any]) -> None:
         integrity = self.result.integrity
@@ -397,25 +222,30 @@ class _Replay:
         if isinstance(found, Mismatch):
             return ("cited-snapshot-mismatch", found.detail)
         integrity.checked += 1
-        problem = _reproduces(found.replay(text), attributes)
+        problem = reproduces(found.replay(text), attributes)
         integrity.passed += problem is None
         return problem
 
     def count(self, attributes: dict[str, Any], after: Replayed) -> _Counted | None:
         """The record's cell of the cube, or None when a value cannot be counted (a value no
         exporter writes, such as a list)."""
-        recorded = tuple(map(attributes.get, _FIELD_KEYS))
-        change = _change(recorded, after)
-        values = (*recorded, attributes.get(attr.AGREED), *map(attributes.get, self.dim_keys))
-        cell = (change, values, after.usage)
+        recorded = tuple(map(attributes.get, FIELD_KEYS))
+        served = served_state(attributes.get(SERVED_STATUS), finding_codes(attributes.get(attr.FINDING)))
+        before = attributes.get(attr.AGREED) is True and served != DIFFERS
+        now = after.agreed and served != DIFFERS
+        values = (*recorded, before, *map(attributes.get, self.dim_keys))
         try:
+            state, route = self.noise.of(attributes)
+            cell = (change(recorded, after, now), values, after.usage, state)
             hash(cell)
         except TypeError:
             return None
-        return _Counted(cell, recorded, after)
+        return _Counted(cell, recorded, after, route)
 
     def tally(self, counted: _Counted, seq: int, payload: dict[str, Any], attributes: dict[str, Any]) -> None:
         self.cube[counted.cell] += 1
+        if counted.state.last is not counted.route:
+            counted.state.step(counted.route, seq)
         transition = counted.cell[0][0]
         if transition is not None and self.examples.wants(transition, seq):
             build = partial(_example, seq, payload, attributes, counted.recorded, counted.after)
@@ -424,10 +254,14 @@ class _Replay:
     def finish(self, snapshot: PolicySnapshot) -> None:
         result = self.result
         result.distinct_contexts = self.candidate.evaluated
-        result.examples = self.examples.by_transition
+        result.examples = self.examples.by_kind
         usage: defaultdict[Any, int] = defaultdict(int)
-        for (_change, _values, used), n in self.cube.items():
+        for (changed, values, used, state), n in self.cube.items():
             usage[used] += n
+            state.spawns += n
+            state.diverged[0] += 0 if values[_N_FIELDS] else n
+            state.diverged[1] += 0 if changed[2] else n
+        result.noise = self.noise.table()
         result.usage = usage_table(snapshot, usage)
         groups = _derive(result, self.cube, self.dims)
         result.groups = {
@@ -444,15 +278,15 @@ def _derive(
     """Totals, field changes and group tallies from the counted cells."""
     positions = [(spec_name(spec), tuple(dims.index(name) for name in spec)) for spec in result.by]
     groups: dict[str, dict[tuple[Any, ...], ChangeTally]] = {name: {} for name, _ in positions}
-    for (change, values, _used), n in cube.items():
+    for (changed, values, _used, _state), n in cube.items():
         was_agreed = values[_N_FIELDS] is True
         cell_dims = values[_N_FIELDS + 1 :]
-        for name in change[1]:
+        for name in changed[1]:
             result.field_changes[name] = result.field_changes.get(name, 0) + n
-        result.total.add(n, change, was_agreed)
+        result.total.add(n, changed, was_agreed)
         for name, where in positions:
             key = tuple(cell_dims[p] for p in where)
-            groups[name].setdefault(key, ChangeTally()).add(n, change, was_agreed)
+            groups[name].setdefault(key, ChangeTally()).add(n, changed, was_agreed)
     return groups
 
 
@@ -555,135 +389,3 @@ def replay(
     )
     result.chain = status
     return result
-
-
-# ---------------------------------------------------------------------------------------------
-# Text rendering
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
-
-
-def format_whatif(result: WhatIfResult, top: int = 3) -> str:
-    """The terminal form; flagged like the report's when the chain did not verify."""
-    mark = result.mark()
-    out = [result.banner()] if result.flagged else []
-    out.extend(_text_header(result, mark))
-    for section in (_text_integrity, _text_changes, _text_groups, _text_usage):
-        out.extend(section(result, mark, top))
-    if result.flagged:
-        out.extend(["", result.banner()])
-    return "\n".join(out) + "\n"
-
-
-def _text_header(result: WhatIfResult, mark: str) -> list[str]:
-    cand = result.candidate
-    win = result.window.describe()
-    return [
-        f"route-shadow what-if: {result.chain.path}",
-        f"  chain: {result.chain.describe()}",
-        f"  candidate: {cand['source']} (revision {cand['revision']}, hash {cand['content_hash']}, "
-        f"{cand['policies']} policies)",
-        f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}",
-        f"{mark} {result.records.describe()}; distinct contexts evaluated {result.distinct_contexts}",
-    ]
-
-
-def _text_integrity(result: WhatIfResult, mark: str, top: int) -> list[str]:
-    integ = result.integrity
-    out = [""]
-    if integ.failed:
-        out.append(
-            f"! INTEGRITY: {integ.failed} record(s) do not reproduce from their cited snapshot: "
-            + ", ".join(f"{k} {v}" for k, v in sorted_counts(integ.findings))
-        )
-        out.extend(
-            f"!   seq {ex['seq']} trace {ex['trace_id']} span {ex['span_id']}: {ex['kind']}: {ex['detail']}"
-            for ex in integ.examples[:10]
-        )
-    out.append(
-        f"{mark} integrity: checked {integ.checked}, reproduced {integ.passed}, findings {integ.failed}"
-    )
-    if integ.unchecked:
-        out.append(
-            f"{mark} integrity NOT checked for {integ.unchecked} record(s): "
-            + "; ".join(f"{k} ({v})" for k, v in sorted_counts(integ.not_checked))
-        )
-    return out
-
-
-def _text_changes(result: WhatIfResult, mark: str, top: int) -> list[str]:
-    t = result.total
-    out = [
-        "",
-        f"{mark} replayed {t.replayed}: changed {t.changed} ({_pct(rate(t.changed, t.replayed))}), "
-        f"unchanged {t.replayed - t.changed}; agreement with the route that ran "
-        f"{_pct(rate(t.agreed_before, t.replayed))} recorded -> {_pct(rate(t.agreed_after, t.replayed))} candidate",
-    ]
-    if result.field_changes:
-        out.append(
-            f"{mark} fields changed: " + ", ".join(f"{k} {v}" for k, v in sorted_counts(result.field_changes))
-        )
-    if t.transitions:
-        out.extend(["", "changes (recorded -> candidate):"])
-    for transition, n in sorted_counts(t.transitions):
-        out.append(f"{mark} {n:>8}  {transition_text(transition)}")
-        out.extend(
-            f"{mark}            e.g. seq {ex['seq']} repo {label(ex['repo'])} role {label(ex['role'])} "
-            f"principal {label(ex['principal'])} mechanism {label(ex['mechanism'])}"
-            for ex in result.examples.get(transition, [])
-        )
-    return out
-
-
-_GROUP_HEADER: Final = (
-    "group",
-    "replayed",
-    "changed",
-    "change%",
-    "agree% before",
-    "agree% after",
-    "top changes",
-)
-
-
-def _group_row(key: tuple[Any, ...], tally: ChangeTally, top: int) -> list[str]:
-    tops = "; ".join(f"{transition_text(tr)} ({n})" for tr, n in top_counts(tally.transitions, top))
-    return [
-        key_label(key),
-        str(tally.replayed),
-        str(tally.changed),
-        _pct(rate(tally.changed, tally.replayed)),
-        _pct(rate(tally.agreed_before, tally.replayed)),
-        _pct(rate(tally.agreed_after, tally.replayed)),
-        tops or "-",
-    ]
-
-
-def _text_groups(result: WhatIfResult, mark: str, top: int) -> list[str]:
-    out: list[str] = []
-    for name, rows in result.groups.items():
-        table = [_group_row(key, tally, top) for key, tally in rows]
-        widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(_GROUP_HEADER)]
-        out.extend(["", f"by {name}:"])
-        out.append(mark + " " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(_GROUP_HEADER)).rstrip())
-        out.extend(
-            mark
-            + " "
-            + "  ".join(
-                c.rjust(widths[i]) if 0 < i < 6 else c.ljust(widths[i]) for i, c in enumerate(row)
-            ).rstrip()
-            for row in table
-        )
-    return out
-
-
-def _text_usage(result: WhatIfResult, mark: str, top: int) -> list[str]:
-    if result.usage is None:
-        return []
-    return [
-        "",
-        "candidate policy usage (spawns each policy decided, was outranked in, never matched):",
-        *result.usage.lines(mark),
-    ]

@@ -19,7 +19,6 @@ being written never looks shorter than what the backend already holds.
 from __future__ import annotations
 
 import itertools
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -56,14 +55,11 @@ from otel_route_shadow.backend.trust import Trusted, TrustState, TrustStateError
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds
 from otel_route_shadow.shadow import checkpoint_attributes as cp
 from otel_route_shadow.tlog import (
+    LogDirectory,
     NoteError,
-    read_checkpoint_file,
     signed_checkpoint_from_note,
-    tlog_dir,
     verify_against_checkpoints,
 )
-
-CHECKPOINTS_FILE = "checkpoints"  # in CHAIN.tlog/ (docs/chain-format.md)
 
 __all__ = [
     "AuditError",
@@ -125,7 +121,7 @@ def _backend_error(exc: BackendError) -> AuditError:
 def chain_origin_from_checkpoint_file(chain: str) -> str | None:
     """The origin of the newest note in the chain's own checkpoint file (``CHAIN.tlog/checkpoints``)."""
     try:
-        notes = read_checkpoint_file(os.path.join(tlog_dir(chain), CHECKPOINTS_FILE))
+        notes = LogDirectory(chain).notes().notes
         return signed_checkpoint_from_note(notes[-1]).origin if notes else None
     except (OSError, ValueError):
         return None
@@ -194,7 +190,9 @@ def tlog_consistency(
     """The chain proven consistent with every checkpoint (tlog's verifier). Without keys, signatures
     are not checked: the checkpoints are taken as the backend holds them."""
     try:
-        result = verify_against_checkpoints(chain, [c.note for c in checkpoints], list(keys))
+        result = verify_against_checkpoints(
+            chain, [c.note for c in checkpoints], list(keys), check_tile_store=False
+        )
     except NoteError as exc:
         raise AuditError(f"--key: {exc}", Problem.USAGE) from None
     failures = tuple(

@@ -8,6 +8,7 @@ to the backend's findings.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,8 @@ from pathlib import Path
 import orjson
 
 from otel_route_shadow.chain import ChainFormatError, VerifyResult, iter_payloads, verify_chain
-from otel_route_shadow.tlog.leaves import iter_line_blocks
+from otel_route_shadow.files import open_regular
+from otel_route_shadow.lines import iter_blocks
 
 __all__ = ["ChainReadError", "iter_chain_payloads", "iter_payloads_from", "verify"]
 
@@ -55,10 +57,10 @@ def iter_payloads_from(
     p = Path(path)
     seq = first_seq
     try:
-        with p.open("rb") as handle:
+        with io.FileIO(open_regular(p), "rb") as handle:
             end = os.fstat(handle.fileno()).st_size
-            for _after, lines in iter_line_blocks(handle, offset, end):
-                for line in lines:
+            for _after, block in iter_blocks(handle, offset, end):
+                for line in block.split(b"\n"):
                     yield seq, _payload(p, seq, line)
                     seq += 1
     except OSError as exc:

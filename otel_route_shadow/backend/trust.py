@@ -22,9 +22,9 @@ offset is not a line start, the tiles cannot give a proof), the audit falls back
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,30 +33,32 @@ from typing import Any
 
 from otel_route_shadow.backend.checkpoints import BackendCheckpoint
 from otel_route_shadow.backend.verdict import Consistency, Failure
+from otel_route_shadow.files import FileRefused, open_regular, write_atomic
+from otel_route_shadow.lines import iter_blocks
+from otel_route_shadow.strict_json import StrictJSONError, read_json
 from otel_route_shadow.tlog import (
     EMPTY_ROOT,
+    AuthenticationError,
     Checkpoint,
-    CheckpointError,
     CompactRange,
-    NoteError,
     ProofError,
     TileError,
-    TileStore,
+    TileReader,
+    TreeLevels,
     Verifier,
+    authenticate,
     consistency_proof,
     leaf_hash,
     locate_first_changed,
-    open_note,
-    parse_checkpoint,
     tlog_dir,
     verify_consistency,
 )
-from otel_route_shadow.tlog.integrity import TreeLevels, scan_leaves
-from otel_route_shadow.tlog.leaves import iter_line_blocks
+from otel_route_shadow.tlog.integrity import scan_leaves
 
 __all__ = ["TrustState", "TrustStateError", "Trusted", "verify_incremental"]
 
 STATE_VERSION = 1
+_MAX_STATE_BYTES = 64 * 1024 * 1024
 
 
 class TrustStateError(ValueError):
@@ -116,11 +118,15 @@ class TrustState:
 
     def _load(self) -> dict[str, Any]:
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = read_json(self.path, _MAX_STATE_BYTES)
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
-            raise TrustStateError(f"{self.path}: not an audit state file ({exc})") from None
+        except FileRefused as exc:
+            raise TrustStateError(f"{self.path}: not an audit state file ({exc.problem})") from None
+        except StrictJSONError as exc:
+            raise TrustStateError(f"not an audit state file: {exc}") from None
+        except OSError as exc:
+            raise TrustStateError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
         if (
             not isinstance(raw, dict)
             or raw.get("version") != STATE_VERSION
@@ -145,13 +151,9 @@ class TrustState:
             origins = self._load()
             origins[origin] = trusted.to_json()
             body = json.dumps({"version": STATE_VERSION, "origins": origins}, sort_keys=True, indent=1)
-            directory = self.path.parent
             try:
-                directory.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=".audit-state-", dir=directory)
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(body + "\n")
-                os.replace(tmp, self.path)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(self.path, (body + "\n").encode("utf-8"), mode=0o600)
             except OSError as exc:
                 raise TrustStateError(f"{self.path}: cannot write: {exc.strerror or exc}") from None
 
@@ -166,36 +168,15 @@ class _Fallback(Exception):
 
 
 def _authenticate(note: str, verifiers: Sequence[Verifier]) -> Checkpoint | Failure:
-    """The same rules as ``tlog.verify_against_checkpoints`` (its ``ConsistencyReason`` names)."""
+    """``tlog.authenticate``, its failures as the verdict's ``Failure`` (same reason names)."""
     try:
-        opened = open_note(note, verifiers)
-    except NoteError as exc:
-        reason = "bad-signature" if "does not verify" in str(exc) else "malformed"
-        return Failure(reason, None, None, str(exc))
-    try:
-        checkpoint = parse_checkpoint(opened.text)
-    except CheckpointError as exc:
-        return Failure("malformed", None, None, str(exc))
-    if verifiers and not opened.verified_by:
-        if opened.unknown:
-            detail = "signed only by keys not given: " + ", ".join(opened.unknown)
-            return Failure("unknown-key", checkpoint.size, None, detail)
-        return Failure("unsigned", checkpoint.size, None, "no signature")
-    return checkpoint
+        return authenticate(note, verifiers).checkpoint
+    except AuthenticationError as exc:
+        found = exc.checkpoint
+        return Failure(exc.reason, found.size if found is not None else None, None, str(exc))
 
 
-def _stored_size(chain: str) -> int:
-    try:
-        with open(os.path.join(tlog_dir(chain), "state"), encoding="utf-8") as handle:
-            size = json.load(handle).get("size", 0)
-    except (OSError, ValueError, AttributeError):
-        return 0
-    return size if isinstance(size, int) else 0
-
-
-def _prove_old(
-    chain: str, checkpoint: Checkpoint, trusted: Trusted, store: TileStore | None
-) -> Failure | None:
+def _prove_old(chain: str, checkpoint: Checkpoint, trusted: Trusted) -> Failure | None:
     """A checkpoint at or below the trusted size: consistent with the trusted root?"""
     if (checkpoint.size, checkpoint.root) in trusted.proven:
         return None
@@ -203,10 +184,9 @@ def _prove_old(
         if checkpoint.root == trusted.root:
             return None
         return Failure("fork", checkpoint.size, None, "a second root for the size the last audit proved")
-    if store is None:
-        raise _Fallback
+    tiles = TileReader(tlog_dir(chain), trusted.size, trusted.root)  # authenticated against the trusted root
     try:
-        proof = consistency_proof(checkpoint.size, trusted.size, store.range_hash)
+        proof = consistency_proof(checkpoint.size, trusted.size, tiles)
         verify_consistency(checkpoint.size, trusted.size, checkpoint.root, trusted.root, proof)
     except TileError:
         raise _Fallback from None
@@ -232,13 +212,13 @@ def _walk_new(chain: str, trusted: Trusted, new: list[Checkpoint]) -> tuple[list
     wanted = sorted(new, key=lambda c: c.size)
     failures: list[Failure] = []
     i = 0
-    with open(chain, "rb") as handle:
+    with io.FileIO(open_regular(chain), "rb") as handle:
         end = os.fstat(handle.fileno()).st_size
         if end < trusted.offset or (trusted.offset and _byte_before(handle, trusted.offset) != b"\n"):
             raise _Fallback
-        for after, lines in iter_line_blocks(handle, trusted.offset, end):
-            position = after - sum(len(line) + 1 for line in lines)
-            for line in lines:
+        for after, block in iter_blocks(handle, trusted.offset, end):
+            position = after - len(block) - 1
+            for line in block.split(b"\n"):
                 walk.edge.append(leaf_hash(line))
                 position += len(line) + 1
                 while i < len(wanted) and wanted[i].size == walk.edge.size:
@@ -261,11 +241,8 @@ def _judge(chain: str, checkpoint: Checkpoint, walk: _Walk, position: int) -> li
         walk.best = (checkpoint.size, checkpoint.root, position, tuple(walk.edge.nodes))
         return []
     # Reads the whole chain again: only when something broke.
-    first = locate_first_changed(TreeLevels(scan_leaves(chain).leaves), checkpoint, tlog_dir(chain))
-    detail = (
-        f"first changed record: seq {first}" if first is not None else "the changed record cannot be located"
-    )
-    return [Failure("record-changed", checkpoint.size, first, detail)]
+    located = locate_first_changed(TreeLevels(scan_leaves(chain).leaves), checkpoint, tlog_dir(chain))
+    return [Failure("record-changed", checkpoint.size, located.seq, located.detail())]
 
 
 def verify_incremental(
@@ -283,9 +260,8 @@ def verify_incremental(
             failures.append(outcome)
         else:
             (old if outcome.size <= trusted.size else new).append(outcome)
-    store = TileStore(tlog_dir(chain), _stored_size(chain))
     try:
-        failures += [f for c in old if (f := _prove_old(chain, c, trusted, store if store.size else None))]
+        failures += [f for c in old if (f := _prove_old(chain, c, trusted))]
         walked, walk, chain_size = _walk_new(chain, trusted, new)
     except (_Fallback, OSError, ValueError):
         return None

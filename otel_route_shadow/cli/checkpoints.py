@@ -1,21 +1,24 @@
 """Shared command-line inputs for checkpoints: note files, verifier keys, authenticated checkpoints.
 
-Every problem becomes a one-line ``CliError`` (exit 2) naming the file and the problem.
+Every unusable input becomes a one-line ``CliError`` (exit 2) naming the file and the problem; a note
+that does not authenticate (bad signature, unknown key, unsigned) is a finding (exit 1).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
-from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.common import EXIT_FINDING, CliError
+from otel_route_shadow.files import FileRefused, read_regular
 from otel_route_shadow.tlog import (
+    AuthenticationError,
     Checkpoint,
-    CheckpointError,
+    Malformed,
     NoteError,
     Verifier,
-    open_note,
-    parse_checkpoint,
-    read_checkpoint_file,
+    authenticate,
+    read_note_file,
 )
 
 __all__ = ["authenticated_checkpoint", "read_notes", "read_verifiers"]
@@ -26,15 +29,24 @@ _MAX_KEY_FILE = 4096
 def read_notes(path: str) -> list[str]:
     """The notes of a checkpoint file (a chain's ``checkpoints`` file or one note)."""
     try:
-        return read_checkpoint_file(path)
+        found = read_note_file(path)
     except FileNotFoundError:
         raise CliError(f"{path}: no such checkpoint file") from None
-    except IsADirectoryError:
-        raise CliError(f"{path}: is a directory, not a checkpoint file") from None
+    except FileRefused as exc:
+        raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"{path}: cannot read: {exc.strerror or type(exc).__name__}") from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    if found.skipped:
+        lines = ", ".join(str(n) for n in found.skipped[:5]) + (" ..." if len(found.skipped) > 5 else "")
+        if not found.notes:
+            raise CliError(f"{path}: holds no checkpoint: line(s) {lines} not checkpoint entries")
+        print(
+            f"otel-route-shadow: note: {path}: line(s) {lines} not checkpoint entries (torn or foreign): skipped",
+            file=sys.stderr,
+        )
+    return found.notes
 
 
 def read_verifiers(values: list[str]) -> list[str]:
@@ -54,9 +66,7 @@ def _key_text(value: str) -> str:
     if "+" in value or not os.path.isfile(value):
         return value.strip()
     try:
-        with open(value, "rb") as handle:
-            data = handle.read(_MAX_KEY_FILE + 1)
-        text = data.decode("ascii").strip()
+        text = read_regular(value, _MAX_KEY_FILE).decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         raise CliError(f"{value}: cannot read a verifier key from it") from None
     if text.startswith("PRIVATE+"):
@@ -69,17 +79,11 @@ def _label(value: str) -> str:
 
 
 def authenticated_checkpoint(note: str, keys: list[str], source: str) -> Checkpoint:
-    """Open ``note`` with ``keys``; it must carry a valid signature by one of them."""
+    """Open ``note`` with ``keys``; it must carry a valid signature by one of them (``tlog.authenticate``)."""
     verifiers = [Verifier.parse(key) for key in keys]
     try:
-        opened = open_note(note, verifiers)
-        checkpoint = parse_checkpoint(opened.text)
-    except (NoteError, CheckpointError) as exc:
+        return authenticate(note, verifiers).checkpoint
+    except Malformed as exc:
         raise CliError(f"{source}: {exc}") from None
-    if not opened.verified_by:
-        if opened.unknown:
-            raise CliError(
-                f"{source}: signed only by unknown keys ({', '.join(opened.unknown)})", exit_code=1
-            )
-        raise CliError(f"{source}: the checkpoint is not signed", exit_code=1)
-    return checkpoint
+    except AuthenticationError as exc:
+        raise CliError(f"{source}: {exc.reason}: {exc}", exit_code=EXIT_FINDING) from None

@@ -9,8 +9,6 @@ checks a proof offline, without the chain. Exit codes: 0 holds, 1 does not hold,
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from typing import Any
 
@@ -18,17 +16,18 @@ from pydantic import TypeAdapter, ValidationError
 
 from otel_route_shadow.cli.checkpoints import authenticated_checkpoint, read_notes, read_verifiers
 from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError, read_text_file
+from otel_route_shadow.files import FileRefused, read_regular
 from otel_route_shadow.tlog import (
+    REBUILD_HINT,
+    AuthenticationError,
     Checkpoint,
-    CheckpointError,
-    NoteError,
+    LogDirectory,
     ProofError,
     TileError,
-    TileStore,
-    parse_checkpoint,
-    parse_note,
-    tlog_dir,
+    TileReader,
+    authenticate,
 )
+from otel_route_shadow.tlog.directory import CHECKPOINT_FILE
 from otel_route_shadow.tlog.proofs import (
     ConsistencyProofDoc,
     InclusionProofDoc,
@@ -87,19 +86,22 @@ def register(sub: Any) -> None:
 
 def _prove(args: argparse.Namespace) -> int:
     chain: str = args.chain
-    note_path = args.checkpoint or os.path.join(tlog_dir(chain), "checkpoint")
+    directory = LogDirectory(chain)
+    note_path = args.checkpoint or directory.file(CHECKPOINT_FILE)
     note = _single_note(note_path)
     checkpoint = _unchecked_checkpoint(note, note_path)
-    store = TileStore(tlog_dir(chain), _stored_size(chain))
+    reader = TileReader(directory.path, checkpoint.size, checkpoint.root)  # every tile authenticated
     try:
         doc: InclusionProofDoc | ConsistencyProofDoc
         if args.seq is not None:
-            doc = prove_inclusion(store, checkpoint, args.seq, note)
+            doc = prove_inclusion(reader, checkpoint, args.seq, note)
         else:
             new = checkpoint.size if args.new is None else args.new
-            doc = prove_consistency(store, checkpoint, args.old, new, note)
-    except (ProofError, TileError) as exc:
+            doc = prove_consistency(reader, checkpoint, args.old, new, note)
+    except ProofError as exc:
         raise CliError(f"{chain}: {exc}") from None
+    except TileError as exc:
+        raise CliError(f"{directory.path}/{exc}; {REBUILD_HINT}") from None
     print(doc.model_dump_json(indent=2))
     return EXIT_OK
 
@@ -112,24 +114,12 @@ def _single_note(path: str) -> str:
 
 
 def _unchecked_checkpoint(note: str, source: str) -> Checkpoint:
+    """The note's checkpoint, not authenticated: the tiles are authenticated against its root, and
+    whoever checks the proof authenticates the note."""
     try:
-        return parse_checkpoint(parse_note(note).text)
-    except (NoteError, CheckpointError) as exc:
+        return authenticate(note, []).checkpoint
+    except AuthenticationError as exc:
         raise CliError(f"{source}: {exc}") from None
-
-
-def _stored_size(chain: str) -> int:
-    path = os.path.join(tlog_dir(chain), "state")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            size = json.load(handle)["size"]
-    except FileNotFoundError:
-        raise CliError(f"{chain}: no tiles beside it ({path} is missing)") from None
-    except (OSError, ValueError, KeyError, TypeError):
-        raise CliError(f"{path}: not a tree state file") from None
-    if not isinstance(size, int) or size < 0:
-        raise CliError(f"{path}: not a tree state file")
-    return size
 
 
 def _verify_proof(args: argparse.Namespace) -> int:
@@ -177,11 +167,13 @@ def _read_proof(path: str) -> InclusionProofDoc | ConsistencyProofDoc:
 
 def _read_record(path: str) -> bytes:
     try:
-        if path == "-":
-            data = sys.stdin.buffer.read(_MAX_RECORD)
-        else:
-            with open(path, "rb") as handle:
-                data = handle.read(_MAX_RECORD)
+        data = sys.stdin.buffer.read(_MAX_RECORD) if path == "-" else read_regular(path, _MAX_RECORD)
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except FileRefused as exc:
+        if exc.kind == "too-large":
+            raise CliError(f"{path}: longer than a record line can be") from None
+        raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"{path}: cannot read: {exc.strerror or type(exc).__name__}") from None
     if len(data) >= _MAX_RECORD:

@@ -18,35 +18,42 @@ from typing import Any
 
 import orjson
 
-from otel_route_shadow.analysis.groups import DIMENSIONS, GroupingError, parse_by
-from otel_route_shadow.analysis.html import render_html
-from otel_route_shadow.analysis.matrix import (
+from otel_route_shadow.analysis import (
     DEFAULT_ACCOUNTS,
+    DIMENSIONS,
     MAX_ROWS,
+    ChainAnalysisError,
+    EmptyChainError,
+    GroupingError,
+    InvalidCandidateError,
+    LogEvidence,
     MatrixAxes,
     MatrixError,
-    axes_from_chain,
-    build_matrix,
-    parse_account,
-    parse_axis,
-    render_csv,
-    render_json,
-    render_table,
-)
-from otel_route_shadow.analysis.progress import TerminalProgress
-from otel_route_shadow.analysis.report import build_report, format_report
-from otel_route_shadow.analysis.snapshots import (
-    InvalidCandidateError,
     SnapshotSourceError,
     SourcedSnapshot,
+    TimeWindow,
+    UnverifiedChainError,
+    WindowError,
+    axes_from_chain,
+    build_matrix,
+    build_report,
     candidate_snapshot,
     cited_loader,
+    parse_account,
+    parse_axis,
+    parse_by,
+    read_evidence,
+    replay,
     store_snapshot,
 )
-from otel_route_shadow.analysis.source import ChainAnalysisError, EmptyChainError, UnverifiedChainError
-from otel_route_shadow.analysis.whatif import format_whatif, replay
-from otel_route_shadow.analysis.window import TimeWindow, WindowError
+from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, cap_jobs
+from otel_route_shadow.cli.matrix_text import render_csv, render_json, render_table
+from otel_route_shadow.cli.progress import TerminalProgress
+from otel_route_shadow.cli.report_html import render_html
+from otel_route_shadow.cli.report_text import format_report
+from otel_route_shadow.cli.whatif_text import format_whatif
+from otel_route_shadow.tlog import Verifier
 
 __all__ = ["register"]
 
@@ -110,6 +117,21 @@ def _register_report(sub: Any) -> None:
         metavar="DIR",
         help="policy store holding the snapshots the records cite: adds, per snapshot, the spawns each "
         "policy decided, was outranked in or never matched (policies that decided nothing included)",
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=3,
+        metavar="N",
+        help="divergent decisions listed per divergence (default 3)",
+    )
+    parser.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="verifier key (string or file): check the signature of the log's last checkpoint "
+        "(without it the report only lists who signed it)",
     )
     parser.set_defaults(handler=_handle_report)
 
@@ -240,7 +262,14 @@ def _handle_report(args: argparse.Namespace) -> int:
         loader = cited_loader(args.store) if args.store else None
     except SnapshotSourceError as exc:
         raise CliError(str(exc)) from None
+    if args.examples < 0:
+        raise CliError("--examples must not be negative")
+    verifiers = [Verifier.parse(key) for key in read_verifiers(args.key)]
     progress = _progress(args)
+
+    def evidence(records: int) -> LogEvidence:
+        return read_evidence(args.chain, records, verifiers=verifiers)
+
     try:
         report = build_report(
             args.chain,
@@ -251,6 +280,8 @@ def _handle_report(args: argparse.Namespace) -> int:
             verify_progress=progress,
             progress=_ReadingPhase(progress),
             cited_loader=loader,
+            examples=args.examples,
+            evidence=evidence,
         )
     except ChainAnalysisError as exc:
         raise _chain_error(exc) from None

@@ -108,7 +108,8 @@ def _run(args: argparse.Namespace) -> int:
         print(_human(result))
         if report is not None:
             print(human_report(path, report))
-    return EXIT_OK if result.intact and (report is None or report.ok) else EXIT_FINDING
+    holds = report is None or (report.ok and report.tiles.ok)  # a damaged tile store is a finding too
+    return EXIT_OK if result.intact and holds else EXIT_FINDING
 
 
 def _not_a_chain(result: VerifyResult) -> bool:

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.tlog import (
-    CheckpointError,
+    REBUILD_HINT,
     ConsistencyReason,
     ConsistencyReport,
+    LogDirectory,
+    Malformed,
     NoteError,
-    parse_checkpoint,
-    parse_note,
-    tlog_dir,
+    authenticate,
     verify_against_checkpoints,
 )
+from otel_route_shadow.tlog.directory import CHECKPOINTS_FILE
 
 __all__ = ["check_checkpoints", "checkpoint_inputs", "human_report"]
 
@@ -28,7 +28,7 @@ def checkpoint_inputs(args: argparse.Namespace, chain: str) -> tuple[list[str], 
     files: list[str] | None = args.checkpoint
     if not files and not args.key:
         return None
-    files = files or [os.path.join(tlog_dir(chain), "checkpoints")]
+    files = files or [LogDirectory(chain).file(CHECKPOINTS_FILE)]
     notes = [
         _well_formed(note, path, number) for path in files for number, note in enumerate(read_notes(path), 1)
     ]
@@ -39,8 +39,8 @@ def checkpoint_inputs(args: argparse.Namespace, chain: str) -> tuple[list[str], 
 
 def _well_formed(note: str, path: str, number: int) -> str:
     try:
-        parse_checkpoint(parse_note(note).text)
-    except (NoteError, CheckpointError) as exc:
+        authenticate(note, [])
+    except Malformed as exc:
         raise CliError(f"{path}: checkpoint {number}: {exc}") from None
     return note
 
@@ -82,4 +82,22 @@ def human_report(chain: str, report: ConsistencyReport) -> str:
     lines.append(
         f"  {report.unprotected} of {report.chain_size} records lie beyond the largest verified checkpoint, unprotected"
     )
+    lines.extend(_tile_lines(chain, report))
     return "\n".join(lines)
+
+
+def _tile_lines(chain: str, report: ConsistencyReport) -> list[str]:
+    """The tile store's health, apart from the chain's."""
+    tiles = report.tiles
+    where = LogDirectory(chain).path
+    if tiles.ok:
+        if tiles.size:
+            return [f"  tiles: intact ({tiles.read} tiles of the tree of {tiles.size} records checked)"]
+        return [f"  tiles: {tiles.note}"] if tiles.note else []
+    problems = [*tiles.damaged, *tiles.missing]
+    out = [f"  TILES DAMAGED in {where}: {len(tiles.damaged)} damaged, {len(tiles.missing)} missing"]
+    out += [f"    {problem}" for problem in problems[:_SHOWN]]
+    if len(problems) > _SHOWN:
+        out.append(f"    ... and {len(problems) - _SHOWN} more")
+    out.append(f"    {REBUILD_HINT}")
+    return out

@@ -19,6 +19,11 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from otel_route_shadow.core import RequestFace, RouteContext
+from otel_route_shadow.instrumentation.checkpointing import (
+    DEFAULT_EVERY_RECORDS,
+    DEFAULT_EVERY_SECONDS,
+    ScheduledCheckpointer,
+)
 from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS,
     OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH,
@@ -34,14 +39,7 @@ from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_STRICT,
 )
 from otel_route_shadow.shadow.record import Spawn
-from otel_route_shadow.tlog import (
-    DEFAULT_EVERY_RECORDS,
-    DEFAULT_EVERY_SECONDS,
-    Checkpointer,
-    KeyFileError,
-    Signer,
-    read_signer_file,
-)
+from otel_route_shadow.tlog import Checkpointer, KeyFileError, Signer, read_signer_file
 
 __all__ = [
     "Extractor",
@@ -269,7 +267,7 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-def make_checkpointer(config: RouteShadowConfig) -> Checkpointer:
+def make_checkpointer(config: RouteShadowConfig) -> ScheduledCheckpointer:
     """The chain's Checkpointer. An unreadable signing key is logged (path and reason, never the key)
     and the checkpoints are written unsigned, so the host is never stopped by it."""
     signer: Signer | None = None
@@ -280,11 +278,9 @@ def make_checkpointer(config: RouteShadowConfig) -> Checkpointer:
             import logging
 
             logging.getLogger("otel_route_shadow").warning("route-shadow: checkpoints unsigned: %s", exc)
-    return Checkpointer(
-        str(config.chain_path),
-        config.origin,
-        signer,
+    return ScheduledCheckpointer(
+        Checkpointer(str(config.chain_path), config.origin, signer),
         config.checkpoint_records,
         config.checkpoint_seconds,
-        background=True,  # a due checkpoint never runs inside a spawn (see Checkpointer)
+        background=True,  # a due checkpoint never runs inside a spawn
     )

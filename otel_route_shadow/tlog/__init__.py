@@ -1,9 +1,11 @@
 """A verifiable log over the decision chain: Merkle tree, tiles, signed checkpoints and proofs.
 
-Shell code (files, keys, clock-free): leaf i of the tree is line i of the chain without its LF; hashing
-is RFC 6962; checkpoints are C2SP tlog-checkpoint texts in C2SP signed notes (Ed25519, Go's key
-strings); the tree's hashes are stored beside the chain in the C2SP tlog-tiles layout. The formats are
-specified in ``docs/chain-format.md`` (section 13). Never imports instrumentation, cli or OpenTelemetry.
+Shell code (files and keys; no thread, no clock): leaf i of the tree is line i of the chain without its
+LF; hashing is RFC 6962; checkpoints are C2SP tlog-checkpoint texts in C2SP signed notes (Ed25519, Go's
+key strings); the tree's hashes are stored beside the chain in the C2SP tlog-tiles layout, in
+``<chain>.tlog/`` (``directory``). Nothing read from that directory is trusted before it is
+authenticated against a signed checkpoint. The formats are specified in ``docs/chain-format.md``
+(section 13). Never imports instrumentation, cli or OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -15,21 +17,35 @@ from otel_route_shadow.tlog.attestation import (
     WitnessCosignature,
     attest_checkpoint,
 )
-from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, format_checkpoint, parse_checkpoint
+from otel_route_shadow.tlog.authentication import (
+    Authenticated,
+    AuthenticationError,
+    BadSignature,
+    Malformed,
+    UnknownKey,
+    Unsigned,
+    authenticate,
+)
+from otel_route_shadow.tlog.catchup import (
+    AppendedLine,
+)
+from otel_route_shadow.tlog.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    format_checkpoint,
+    parse_checkpoint,
+)
 from otel_route_shadow.tlog.checkpointer import (
-    DEFAULT_EVERY_RECORDS,
-    DEFAULT_EVERY_SECONDS,
     Checkpointer,
     SignedCheckpoint,
     default_origin,
-    read_checkpoint_file,
     signed_checkpoint_from_note,
-    tlog_dir,
 )
 from otel_route_shadow.tlog.consistency import (
     CheckpointVerdict,
     ConsistencyReason,
     ConsistencyReport,
+    Located,
     locate_first_changed,
     verify_against_checkpoints,
 )
@@ -41,22 +57,41 @@ from otel_route_shadow.tlog.cosignature import (
     CosignatureVerifier,
     verify_cosignatures,
 )
-from otel_route_shadow.tlog.keys import KeyFileError, generate_key_file, read_signer_file
+from otel_route_shadow.tlog.directory import (
+    LogDirectory,
+    NoteFile,
+    read_checkpoint_file,
+    read_note_file,
+    tlog_dir,
+)
+from otel_route_shadow.tlog.health import (
+    TileHealth,
+)
+from otel_route_shadow.tlog.keys import (
+    KeyFileError,
+    generate_key_file,
+    read_signer_file,
+)
 from otel_route_shadow.tlog.merkle import (
     EMPTY_ROOT,
     CompactRange,
+    NodeReader,
     ProofError,
+    TreeLevels,
     consistency_proof,
     inclusion_proof,
     leaf_hash,
     node_hash,
+    range_hash,
     root_from_leaf_hashes,
+    tree_hash,
     verify_consistency,
     verify_inclusion,
 )
 from otel_route_shadow.tlog.note import (
     NoteError,
     OpenedNote,
+    SignatureError,
     Signer,
     Verifier,
     open_note,
@@ -82,16 +117,27 @@ from otel_route_shadow.tlog.receipt import (
     parse_receipt,
     verify_receipt,
 )
-from otel_route_shadow.tlog.tiles import TileError, TileStore, TreeBuilder, tile_path
+from otel_route_shadow.tlog.tiles import (
+    REBUILD_HINT,
+    TileDamaged,
+    TileError,
+    TileMissing,
+    TileReader,
+    TreeBuilder,
+    tile_path,
+)
 
 __all__ = [
-    "DEFAULT_EVERY_RECORDS",
-    "DEFAULT_EVERY_SECONDS",
     "DEFAULT_SKEW_S",
     "EMPTY_ROOT",
+    "REBUILD_HINT",
+    "AppendedLine",
     "Attestation",
     "AttestationError",
     "AttestationFault",
+    "Authenticated",
+    "AuthenticationError",
+    "BadSignature",
     "Checkpoint",
     "CheckpointError",
     "CheckpointVerdict",
@@ -104,7 +150,12 @@ __all__ = [
     "CosignatureVerifier",
     "Cosignatures",
     "KeyFileError",
+    "Located",
+    "LogDirectory",
+    "Malformed",
+    "NodeReader",
     "NoteError",
+    "NoteFile",
     "OpenedNote",
     "Policy",
     "PolicyError",
@@ -117,14 +168,22 @@ __all__ = [
     "ReceiptError",
     "ReceiptFault",
     "ReceiptVerdict",
+    "SignatureError",
     "SignedCheckpoint",
     "Signer",
+    "TileDamaged",
     "TileError",
-    "TileStore",
+    "TileHealth",
+    "TileMissing",
+    "TileReader",
     "TreeBuilder",
+    "TreeLevels",
+    "UnknownKey",
+    "Unsigned",
     "Verifier",
     "WitnessCosignature",
     "attest_checkpoint",
+    "authenticate",
     "consistency_proof",
     "default_origin",
     "format_checkpoint",
@@ -140,13 +199,16 @@ __all__ = [
     "parse_note",
     "parse_policy",
     "parse_receipt",
+    "range_hash",
     "read_checkpoint_file",
+    "read_note_file",
     "read_signer_file",
     "root_from_leaf_hashes",
     "sign_note",
     "signed_checkpoint_from_note",
     "tile_path",
     "tlog_dir",
+    "tree_hash",
     "verify_against_checkpoints",
     "verify_consistency",
     "verify_cosignatures",

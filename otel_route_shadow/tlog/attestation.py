@@ -6,7 +6,7 @@ The steps, as the ``tlog-policy`` and ``tlog-proof`` drafts state them, one func
 1. the note is a signed note whose text is a ``tlog-checkpoint`` (:func:`_opened`);
 2. its origin is the key name of a log the verifier knows (the policy's ``log`` lines, plus any log
    keys the caller adds), and a signature by that key verifies; a signature by a known log key that does
-   not verify rejects the note (:func:`_log_signature`);
+   not verify rejects the note (:func:`_log_signature`, through ``authentication.authenticate``);
 3. the cosignatures of the policy's witnesses are verified (``tlog-cosignature``: lines by other keys
    are ignored, a timestamp later than ``now + skew`` does not count) (:func:`_cosignatures`);
 4. the quorum is evaluated over the witnesses whose cosignature counts.
@@ -21,6 +21,7 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
+from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
 from otel_route_shadow.tlog.cosignature import (
     DEFAULT_SKEW_S,
@@ -28,7 +29,7 @@ from otel_route_shadow.tlog.cosignature import (
     Cosignatures,
     verify_cosignatures,
 )
-from otel_route_shadow.tlog.note import NoteError, OpenedNote, Verifier, open_note, parse_note
+from otel_route_shadow.tlog.note import NoteError, OpenedNote, Verifier, parse_note
 from otel_route_shadow.tlog.policy import Policy, QuorumVerdict
 
 __all__ = [
@@ -120,14 +121,10 @@ def _log_signature(note: str, origin: str, known: Sequence[Verifier]) -> Verifie
             AttestationFault.UNKNOWN_ORIGIN, f"no log key of the policy is named for the origin {origin!r}"
         )
     try:
-        opened = open_note(note, keys)
-    except NoteError as exc:
-        raise AttestationError(AttestationFault.LOG_SIGNATURE, str(exc)) from None
-    if not opened.verified_by:
-        raise AttestationError(
-            AttestationFault.LOG_SIGNATURE, f"the note carries no signature by the log {origin!r}"
-        )
-    return next(v for v in keys if str(v) == opened.verified_by[0])
+        signed_by = authenticate(note, keys).signed_by
+    except AuthenticationError as exc:
+        raise AttestationError(AttestationFault.LOG_SIGNATURE, f"the log {origin!r}: {exc}") from None
+    return next(v for v in keys if str(v) == signed_by[0])
 
 
 def _cosignatures(note: str, policy: Policy, now: int, skew: int) -> Cosignatures:

@@ -1,101 +1,95 @@
-"""The writer side: catch the tree up with the chain, write tiles, sign and append checkpoints.
+"""The writer: catch the tree up with the chain, prove it consistent, sign and publish a checkpoint.
 
-Several processes may append to one chain, so the tree does not live in one process's memory: it lives
-in ``<chain>.tlog/`` (tiles plus a small ``state`` file: tree size, byte offset of the next line, start
-and leaf hash of the last line hashed). A checkpoint takes ``<chain>.tlog/lock`` without waiting (when
-another process is checkpointing, this one skips), re-reads the state and the right-edge tiles (at most
-one partial tile per level), checks that the chain still holds the last hashed line where it left it,
-hashes the lines appended since (at most ``max_leaves`` lines and ``max_bytes`` bytes per call; the
-rest next time), writes the tiles and the state, then signs and appends the checkpoint.
+Synchronous and bounded, no thread and no clock (the plugin's schedule lives in
+``instrumentation.checkpointing``). Several processes may append to one chain, so the tree lives in
+``<chain>.tlog/``; one :meth:`Checkpointer.checkpoint` takes its lock without waiting (another process
+checkpointing: this one skips) and then:
 
-The signer checks what it signs: before a line becomes a leaf, its record hash
-(``SHA-256(line[:-82] + "}")`` against the 64 hex digits it ends with) and its link (its ``prev_hash`` is
-the previous line's record hash; ``"0"*64`` for seq 0; for the first line after a resume, the line at
-``state.last_start``) are checked with the one exact check of ``links``. This is what lets a verifier
-skip those checks below an authenticated checkpoint (docs/chain-format.md section 13.7). What it costs:
-one more SHA-256 per record, in the background thread; amortized cost per record: about three SHA-256.
+1. **Knows what it signed**: the last checkpoint this process signed (held in memory) and the newest
+   note in ``checkpoints`` its own key authenticates (without a key: the newest of its origin). The
+   larger is the *base* every new tree must extend.
+2. **Trusts nothing on disk it has not authenticated**: it continues from its own cursor
+   (``catchup.Cursor``) when that is at least the base; else it resumes at the base from the ``state``
+   hint, taken only when the tiles authenticate against the base's signed root (``tiles.TileReader``)
+   and the chain's line at the hint is the leaf the tiles hold. When the hint is missing or wrong, or
+   the tiles are lost or damaged, it **rebuilds** the tree from the chain: re-hashing the lines and
+   comparing the root at the size of every checkpoint it published (rewriting their tiles as each
+   root matches). A rebuild is bounded per call like any catch-up; nothing is signed before it reaches
+   the base.
+3. **Catches up** (at most ``max_leaves`` lines and ``max_bytes`` bytes), checking each line's record
+   hash and link before it becomes a leaf (``catchup``).
+4. **Proves before it signs**: the tiles of the new tree are written durably, read back through a
+   ``TileReader`` for the new root, and a consistency proof from every checkpoint it knows it signed is
+   computed and verified (``merkle.verify_consistency``). Then it signs, writes ``state``, appends the
+   note to ``checkpoints`` and replaces ``checkpoint`` (the publication order of section 13.6), and
+   only then removes partial tiles whose full tile exists.
 
-If the chain is shorter than the state says, or its line at the remembered offset is not the leaf
-last hashed, the chain was truncated, replaced or forked underneath: the Checkpointer refuses to sign
-(ever again in this process), logs one warning, and appends one JSON line to ``<chain>.tlog/refusals``.
-A line whose record hash or link does not hold is refused the same way (``broken-link``, with its seq),
-after the lines before it are signed: no checkpoint ever covers it.
-Everything is contained: ``after_append`` and ``checkpoint_now`` never raise into the host.
-
-With ``background=True`` (the plugin's setting) a due checkpoint runs in one daemon thread of the
-Checkpointer's instead of in the appending caller: ``after_append`` then only counts and, when due, sets
-an event. What it buys: the catch-up (re-reading and hashing the lines since the last checkpoint,
-writing tiles, signing; tens of milliseconds per 1000 records) leaves the spawn that happened to be
-the 1000th, and about a tenth of bench row 1's per-spawn cost with it. ``checkpoint_now`` stays
-synchronous (it waits at most ``SHUTDOWN_WAIT_S`` for a running background checkpoint), and
-``close`` stops the thread. A forked child starts its own thread on its first due checkpoint.
+Anything that contradicts what was signed (the chain cut below a signed size or rewritten under it, a
+line whose record hash or link fails, a proof that does not verify) is a **refusal**: logged once,
+appended to ``refusals``, and never signed again by this object. Every other failure is contained
+(logged once; the cursor is dropped and rebuilt from what can be authenticated). ``checkpoint`` never
+raises; listeners are told of each checkpoint after it is durably published.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import fcntl
 import hashlib
-import json
 import logging
 import os
 import re
 import socket
-import threading
-import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Final
 
-from otel_route_shadow.chain import open_chain
-from otel_route_shadow.tlog.checkpoint import Checkpoint, parse_checkpoint
-from otel_route_shadow.tlog.leaves import iter_line_blocks
-from otel_route_shadow.tlog.links import GENESIS, line_holds, record_hash_of
-from otel_route_shadow.tlog.merkle import leaf_hash
+from otel_route_shadow.files import FileRefused, open_regular
+from otel_route_shadow.lines import FileHandle
+from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
+from otel_route_shadow.tlog.catchup import DEFAULT_SLICE_LEAVES, AppendedLine, Cursor, extend, still_holds
+from otel_route_shadow.tlog.checkpoint import Checkpoint
+from otel_route_shadow.tlog.directory import REFUSALS_FILE, LogDirectory, State, StateError, TreeHint
+from otel_route_shadow.tlog.links import record_hash_of
+from otel_route_shadow.tlog.merkle import (
+    HASH_SIZE,
+    ProofError,
+    consistency_proof,
+    leaf_hash,
+    verify_consistency,
+)
 from otel_route_shadow.tlog.note import Signer, parse_note, sign_note
-from otel_route_shadow.tlog.tiles import TileStore, TreeBuilder, _write_atomic
+from otel_route_shadow.tlog.tiles import (
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    TileError,
+    TileReader,
+    TreeBuilder,
+    remove_partials,
+    write_tile,
+)
 
 __all__ = [
-    "DEFAULT_EVERY_RECORDS",
-    "DEFAULT_EVERY_SECONDS",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_LEAVES",
     "Checkpointer",
     "SignedCheckpoint",
     "default_origin",
-    "read_checkpoint_file",
-    "tlog_dir",
+    "signed_checkpoint_from_note",
 ]
 
 _LOG = logging.getLogger("otel_route_shadow")
 
-DEFAULT_EVERY_RECORDS = 1000
-"""A checkpoint at least every 1000 records ..."""
-DEFAULT_EVERY_SECONDS = 10.0
-"""... or 10 seconds after the last one when records came in since (checked on append)."""
-DEFAULT_MAX_LEAVES = 65536
-"""Most lines one ``after_append`` hashes; a larger backlog is caught up over the next calls."""
-DEFAULT_MAX_BYTES = 8 * 1024 * 1024
-"""Most chain bytes one ``after_append`` reads and hashes (a few milliseconds; at least one line of the
-4 MiB maximum fits): a large backlog, e.g. the first checkpoint of a big existing chain, is caught up a
-few milliseconds per appended record instead of stalling one host call for seconds."""
-_MIN_BYTES = 4 * 1024 * 1024 + 1
-"""A call always reaches past one line of the chain format's 4 MiB maximum, so it always progresses."""
-SHUTDOWN_WAIT_S = 5.0
-"""Longest ``checkpoint_now`` waits for a checkpoint already running in the background thread."""
-SHUTDOWN_MAX_LEAVES = 1 << 20
-SHUTDOWN_MAX_BYTES = 4 * 1024 * 1024 * 1024
+DEFAULT_MAX_LEAVES: Final = 65536
+"""Most lines one call adds; a larger backlog is caught up over the next calls."""
+DEFAULT_MAX_BYTES: Final = 8 * 1024 * 1024
+"""Most chain bytes one call reads (at least one line of the 4 MiB maximum always fits)."""
+_MIN_BYTES: Final = 4 * 1024 * 1024 + 1
 
-WORKER_NAME = "route-shadow-checkpointer"
-"""The name of a Checkpointer's background thread (``background=True``)."""
-
-CHECKPOINTS_FILE = "checkpoints"
-LATEST_FILE = "checkpoint"
-STATE_FILE = "state"
-LOCK_FILE = "lock"
-REFUSALS_FILE = "refusals"
-
-_REFUSAL_TEXT = {
-    "truncated": "the chain was truncated underneath the log",
-    "rewritten": "the chain was rewritten (replaced or forked) underneath the log",
+_REFUSAL_TEXT: Final = {
+    "truncated": "the chain was cut below what was signed",
+    "rewritten": "the chain no longer holds what was signed (replaced, forked or edited)",
     "broken-link": "a line's record hash or link does not hold (its seq is in the refusal)",
+    "fork": "the new tree is not consistent with a checkpoint already signed",
 }
 """What each refusal reason means, for the one warning logged."""
 
@@ -112,10 +106,8 @@ class SignedCheckpoint:
     signed: bool
     key_name: str | None
 
-
-def tlog_dir(chain_path: str) -> str:
-    """``<chain>.tlog``: the directory beside the chain holding checkpoints, tiles and state."""
-    return os.fspath(chain_path) + ".tlog"
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(self.origin, self.size, self.root)
 
 
 def default_origin(chain_path: str) -> str:
@@ -128,62 +120,16 @@ def default_origin(chain_path: str) -> str:
 def signed_checkpoint_from_note(note: str) -> SignedCheckpoint:
     """Rebuild a ``SignedCheckpoint`` from a note (signatures are not checked here)."""
     opened = parse_note(note)
-    checkpoint = parse_checkpoint(opened.text)
+    checkpoint = authenticate(note, []).checkpoint
     key = opened.signatures[0].name if opened.signatures else None
     return SignedCheckpoint(
         checkpoint.origin, checkpoint.size, checkpoint.root, note, bool(opened.signatures), key
     )
 
 
-def read_checkpoint_file(path: str, max_bytes: int = 64 * 1024 * 1024) -> list[str]:
-    """The notes of a checkpoint file: a chain's ``checkpoints`` file (one JSON object ``{"note": ...}``
-    per line; a torn last line is skipped) or a file holding one note (the ``checkpoint`` file).
-    ``ValueError`` names the path and the problem."""
-    with open(path, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise ValueError(f"{path}: larger than {max_bytes} bytes")
-    if not data.startswith(b"{"):
-        try:
-            return [data.decode("utf-8")]
-        except UnicodeDecodeError:
-            raise ValueError(f"{path}: not UTF-8") from None
-    notes: list[str] = []
-    for number, line in enumerate(data.split(b"\n")[:-1], start=1):
-        try:
-            note = json.loads(line)["note"]
-        except (ValueError, KeyError, TypeError):
-            raise ValueError(f"{path}: line {number} is not a checkpoint entry") from None
-        if not isinstance(note, str):
-            raise ValueError(f"{path}: line {number} is not a checkpoint entry")
-        notes.append(note)
-    return notes
-
-
-@dataclasses.dataclass(slots=True)
-class _State:
-    size: int = 0
-    offset: int = 0
-    last_start: int = 0
-    last_leaf: str = ""
-    checkpointed: int = 0
-
-    @classmethod
-    def load(cls, path: str) -> _State:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                raw: dict[str, Any] = json.load(handle)
-        except FileNotFoundError:
-            return cls()
-        return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls)})
-
-    def save(self, path: str) -> None:
-        _write_atomic(path, json.dumps(dataclasses.asdict(self), sort_keys=True).encode("utf-8"))
-
-
 class _Refused(Exception):
-    """The chain no longer holds what this log last hashed, or a line to hash is broken; ``made`` is a
-    checkpoint signed before the refusal (up to the line before a broken one), if any."""
+    """The chain or the tree contradicts what was signed; ``made`` is a checkpoint signed before the
+    refusal (up to the line before a broken one), if any."""
 
     def __init__(self, reason: str, detail: dict[str, int], made: SignedCheckpoint | None = None) -> None:
         super().__init__(reason)
@@ -192,240 +138,376 @@ class _Refused(Exception):
         self.made = made
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Extension:
-    """One catch-up: ``more`` when lines were left for the next call; ``broken`` the seq of the first
-    line whose record hash or link fails (neither it nor any line after it was hashed)."""
+class _Rebuild(Exception):
+    """What is on disk cannot be authenticated: rebuild the tree from the chain (the message says why)."""
 
-    more: bool = False
-    broken: int | None = None
+
+@dataclasses.dataclass(slots=True)
+class _Rebuilding:
+    """A rebuild in progress: the published checkpoints still to reach, smallest first."""
+
+    targets: list[Checkpoint]
 
 
 class Checkpointer:
-    """Keeps a chain's tree and checkpoints: see the module docstring."""
+    """Keeps a chain's tree and checkpoints: see the module docstring. The caller makes one call at a
+    time (``instrumentation.checkpointing`` serializes its thread and shutdown); a call made from inside
+    another (a listener's) returns None."""
 
     def __init__(
         self,
         chain_path: str,
         origin: str | None = None,
         signer: Signer | None = None,
-        every_records: int = DEFAULT_EVERY_RECORDS,
-        every_seconds: float = DEFAULT_EVERY_SECONDS,
         *,
         max_leaves: int = DEFAULT_MAX_LEAVES,
         max_bytes: int = DEFAULT_MAX_BYTES,
-        background: bool = False,
+        slice_leaves: int = DEFAULT_SLICE_LEAVES,
+        pause: Callable[[], None] | None = None,
     ) -> None:
         self.chain_path = os.fspath(chain_path)
         self.origin = origin or default_origin(self.chain_path)
         self.signer = signer
-        self.every_records = max(1, every_records)
-        self.every_seconds = every_seconds
         self.max_leaves = max(1, max_leaves)
         self.max_bytes = max(_MIN_BYTES, max_bytes)
-        self.dir = tlog_dir(self.chain_path)
+        self.slice_leaves = max(1, slice_leaves)
+        self.pause: Callable[[], None] = pause or (lambda: None)
+        self.directory = LogDirectory(self.chain_path)
         self.refused: str | None = None
         self.last: SignedCheckpoint | None = None
-        self._pending = 0
-        self._due_at = time.monotonic() + every_seconds
-        self._behind = False
+        self.behind = False
+        """True when the last call left lines (or a rebuild) for the next one."""
+        self._cursor: Cursor | None = None
+        self._rebuilding: _Rebuilding | None = None
+        self._started = False
+        self._repaired = False
+        self._rebuild_next: str | None = None
+        self._completed: list[tuple[int, int]] = []
+        self._running = False
         self._listeners: list[Callable[[SignedCheckpoint], None]] = []
         self._failed_listeners: set[int] = set()
         self._logged: set[str] = set()
-        self._mutex = threading.Lock()
-        self.background = background
-        self._wake = threading.Event()
-        self._worker: threading.Thread | None = None
-        self._worker_pid = 0
-        self._closed = False
+
+    @property
+    def size(self) -> int:
+        """The size of the tree this writer holds (0 before it holds one)."""
+        return self._cursor.size if self._cursor is not None else 0
+
+    @property
+    def dir(self) -> str:
+        """``<chain>.tlog``."""
+        return self.directory.path
 
     def add_listener(self, listener: Callable[[SignedCheckpoint], None]) -> None:
-        """Call ``listener`` after each checkpoint is durably appended (its exceptions are logged once)."""
+        """Call ``listener`` after each checkpoint is durably published (its exceptions are logged once)."""
         self._listeners.append(listener)
 
-    def after_append(self) -> None:
-        """Count one appended record; checkpoint when due. Cheap unless due; never raises."""
-        self._pending += 1
-        if self._pending < self.every_records and not self._behind and time.monotonic() < self._due_at:
-            return
-        if self.refused is not None:
-            return
-        if self.background:
-            self._wake_worker()
-        else:
-            self._run(self.max_leaves, self.max_bytes)
-
-    def checkpoint_now(self) -> SignedCheckpoint | None:
-        """Catch up (bounded) and checkpoint now, e.g. at shutdown; the latest checkpoint this process
-        made when nothing was appended since (None if none). Never raises."""
-        limits = (max(SHUTDOWN_MAX_LEAVES, self.max_leaves), SHUTDOWN_MAX_BYTES)
-        return self._run(*limits, wait=SHUTDOWN_WAIT_S) or self.last
-
-    def close(self) -> None:
-        """Stop the background thread (waiting at most ``SHUTDOWN_WAIT_S``); a later due checkpoint
-        starts it again."""
-        worker, self._closed = self._worker, True
-        self._wake.set()
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(SHUTDOWN_WAIT_S)
-        self._worker, self._closed = None, False
-        self._wake = threading.Event()
-
-    def _wake_worker(self) -> None:
-        worker = self._worker
-        if worker is None or self._worker_pid != os.getpid() or not worker.is_alive():
-            self._worker_pid = os.getpid()
-            self._wake = threading.Event()
-            worker = threading.Thread(target=self._work, args=(self._wake,), name=WORKER_NAME, daemon=True)
-            self._worker = worker
-            worker.start()
-        self._wake.set()
-
-    def _work(self, wake: threading.Event) -> None:
-        while True:
-            wake.wait()
-            wake.clear()
-            if self._closed or wake is not self._wake:
-                return
-            self._run(self.max_leaves, self.max_bytes)
-
-    def _run(self, max_leaves: int, max_bytes: int, wait: float = 0.0) -> SignedCheckpoint | None:
-        if self.refused is not None or not self._mutex.acquire(timeout=wait if wait > 0 else 0):
+    def checkpoint(
+        self,
+        *,
+        max_leaves: int | None = None,
+        max_bytes: int | None = None,
+        appended: Sequence[AppendedLine] = (),
+    ) -> SignedCheckpoint | None:
+        """Catch up (bounded), prove, sign and publish. Returns the checkpoint published by this call,
+        None when none was (nothing new, a rebuild still under way, the lock held elsewhere, refused,
+        or a failure, logged once). Never raises."""
+        if self.refused is not None or self._running:
             return None
+        self._running = True
+        leaves = self.max_leaves if max_leaves is None else max(1, max_leaves)
+        window = self.max_bytes if max_bytes is None else max(_MIN_BYTES, max_bytes)
         try:
-            self._pending = 0
-            self._due_at = time.monotonic() + self.every_seconds
-            made = self._locked_checkpoint(max_leaves, max_bytes)
+            made = self._locked(leaves, window, appended)
         except _Refused as refusal:
             self._refuse(refusal)
             made = refusal.made
         except Exception as exc:  # contained: the host is never disturbed
-            self._log_once(type(exc).__name__, "checkpoint failed (%s); will retry", type(exc).__name__)
+            self._cursor, self._rebuilding = None, None
+            self._log_once(
+                type(exc).__name__, "checkpoint failed (%s: %s); will retry", type(exc).__name__, exc
+            )
             return None
         finally:
-            self._mutex.release()
+            self._running = False
         if made is not None:
             self.last = made
             self._notify(made)
         return made
 
-    def _locked_checkpoint(self, max_leaves: int, max_bytes: int) -> SignedCheckpoint | None:
-        if not os.path.exists(self.dir):
+    # -- one call, under the directory's lock --------------------------------------------------------
+
+    def _locked(
+        self, max_leaves: int, max_bytes: int, appended: Sequence[AppendedLine]
+    ) -> SignedCheckpoint | None:
+        if not os.path.isdir(self.dir):
             if not os.path.exists(self.chain_path):
                 return None  # no chain yet: nothing to checkpoint
             os.makedirs(self.dir, exist_ok=True)
-        fd = os.open(os.path.join(self.dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+        with self.directory.lock() as held:
+            if not held:
                 return None  # another process is checkpointing this chain right now
-            return self._catch_up_and_sign(max_leaves, max_bytes)
-        finally:
-            os.close(fd)
+            anchors = self._anchors()
+            if not self._started:
+                self._started = True
+                self.directory.remove_temporaries(max((a.size for a in anchors), default=0))
+            try:
+                chain = os.fdopen(open_regular(self.chain_path), "rb", buffering=0)
+            except FileNotFoundError:
+                if anchors:
+                    raise _Refused("truncated", _detail(max(a.size for a in anchors), 0)) from None
+                return None
+            with chain:
+                return self._catch_up(chain, anchors, max_leaves, max_bytes, appended)
 
-    def _catch_up_and_sign(self, max_leaves: int, max_bytes: int) -> SignedCheckpoint | None:
-        state_path = os.path.join(self.dir, STATE_FILE)
-        state = _State.load(state_path)
-        builder = TreeBuilder.resume(TileStore(self.dir, state.size)) if state.size else TreeBuilder()
-        try:
-            # open_chain refuses a FIFO or a device without blocking on it (O_NONBLOCK, then fstat)
-            chain = os.fdopen(open_chain(self.chain_path, os.O_RDONLY), "rb")
-        except FileNotFoundError:
-            _check_still_holds(None, state, 0)  # a removed chain is a chain cut to nothing
+    def _catch_up(
+        self,
+        chain: FileHandle,
+        anchors: list[Checkpoint],
+        max_leaves: int,
+        max_bytes: int,
+        appended: Sequence[AppendedLine],
+    ) -> SignedCheckpoint | None:
+        base = max(anchors, key=lambda a: a.size, default=None)
+        end = os.fstat(chain.fileno()).st_size
+        cursor = self._cursor
+        if cursor is None or (base is not None and cursor.size < base.size):
+            cursor = self._resume(chain, base, end)
+        problem = still_holds(chain, cursor, end)
+        if problem is not None:
+            raise _Refused(problem, _detail(cursor.size, end, cursor.offset))
+        before = cursor.hint()
+        window = min(end, cursor.offset + max_bytes)
+        budget = max_leaves
+        while True:
+            target = self._rebuilding.targets[0] if self._rebuilding is not None else None
+            size = cursor.size
+            step = budget if target is None else min(budget, target.size - size)
+            extension = extend(
+                chain,
+                cursor,
+                window,
+                step,
+                slice_leaves=self.slice_leaves,
+                pause=self.pause,
+                appended=appended,
+            )
+            budget -= cursor.size - size
+            if target is None or cursor.size != target.size:
+                break
+            self._reached(cursor, target, end)
+            if budget == 0:
+                break
+        self._cursor = cursor
+        self.behind = self._rebuilding is not None or extension.more or window < end
+        if self._rebuilding is not None:
+            detail = _detail(self._rebuilding.targets[0].size, end, cursor.offset)
+            if extension.broken is not None:
+                raise _Refused("broken-link", {**detail, "seq": extension.broken})
+            if window == end and not extension.more:
+                raise _Refused("truncated", detail)
             return None
-        with chain:
-            end = os.fstat(chain.fileno()).st_size
-            prev = _check_still_holds(chain, state, end)
-            window = min(end, state.offset + max_bytes)
-            extension = self._extend(chain, state, builder, window, max_leaves, prev)
-            self._behind = extension.more or window < end
-        made = self._sign_new_leaves(state, state_path, builder)
+        made = self._publish(cursor, anchors, base, before)
         if extension.broken is not None:
-            detail = {
-                "seq": extension.broken,
-                "tree_size": builder.size,
-                "expected_offset": state.offset,
-                "chain_bytes": end,
-            }
+            detail = {**_detail(cursor.size, end, cursor.offset), "seq": extension.broken}
             raise _Refused("broken-link", detail, made)
         return made
 
-    def _sign_new_leaves(
-        self, state: _State, state_path: str, builder: TreeBuilder
-    ) -> SignedCheckpoint | None:
-        """Write the tiles and the state, then sign and append a checkpoint when the tree grew."""
-        if builder.size in (state.checkpointed, 0):
-            state.save(state_path)
+    # -- what this writer signed ----------------------------------------------------------------------
+
+    def _anchors(self) -> list[Checkpoint]:
+        """The checkpoints every new tree must extend: the last one this object signed, and the newest
+        one in ``checkpoints`` its key authenticates (without a key: the newest of its origin)."""
+        found: list[Checkpoint] = []
+        if self.last is not None:
+            found.append(self.last.checkpoint())
+        for note in self.directory.newest_notes():
+            checkpoint = self._own(note)
+            if checkpoint is not None:
+                if checkpoint not in found:
+                    found.append(checkpoint)
+                break
+        return found
+
+    def _own(self, note: str) -> Checkpoint | None:
+        """The checkpoint of a note this writer published: authenticated by its key (any note of its
+        origin when it has none), None otherwise."""
+        verifiers = [self.signer.verifier()] if self.signer is not None else []
+        try:
+            checkpoint = authenticate(note, verifiers).checkpoint
+        except AuthenticationError:
             return None
-        builder.write(self.dir)
-        made = self._sign(Checkpoint(self.origin, builder.size, builder.root()))
-        state.checkpointed = builder.size
-        state.save(state_path)
-        self._append_note(made)
+        return checkpoint if checkpoint.origin == self.origin else None
+
+    def _all_notes(self) -> list[str]:
+        """Every note of ``checkpoints``; none when the file cannot be read whole (larger than any
+        reader reads: the callers then check the newest checkpoint alone)."""
+        try:
+            return self.directory.notes().notes
+        except (FileRefused, ValueError):
+            return []
+
+    def _published(self) -> list[Checkpoint]:
+        """Every checkpoint of ``checkpoints`` this writer published (see :meth:`_own`), by size."""
+        found = {c.size: c for note in self._all_notes() if (c := self._own(note)) is not None}
+        return [found[size] for size in sorted(found)]
+
+    def _published_sizes(self) -> set[int]:
+        """The sizes of every note of this origin in ``checkpoints``, parsed, not authenticated: what a
+        client may ask partial tiles for."""
+        sizes = set()
+        for note in self._all_notes():
+            try:
+                checkpoint = authenticate(note, []).checkpoint
+            except AuthenticationError:
+                continue
+            if checkpoint.origin == self.origin:
+                sizes.add(checkpoint.size)
+        return sizes
+
+    # -- resuming -------------------------------------------------------------------------------------
+
+    def _resume(self, chain: FileHandle, base: Checkpoint | None, end: int) -> Cursor:
+        """The cursor at ``base``: from the ``state`` hint when everything it rests on authenticates,
+        else a rebuild from the chain's first line."""
+        self._rebuilding = None
+        if base is None:
+            return Cursor(TreeBuilder())
+        try:
+            if self._rebuild_next is not None:
+                raise _Rebuild(self._rebuild_next)
+            return self._from_hint(chain, base, end)
+        except _Rebuild as why:
+            self._log_once(
+                f"rebuild:{why}", "rebuilding the tree of %s from the chain: %s", self.chain_path, why
+            )
+        self._rebuild_next = None
+        targets = [c for c in self._published() if 0 < c.size <= base.size]
+        if not targets or targets[-1] != base:
+            targets.append(base)
+        self._rebuilding = _Rebuilding(targets)
+        return Cursor(TreeBuilder())
+
+    def _from_hint(self, chain: FileHandle, base: Checkpoint, end: int) -> Cursor:
+        try:
+            state = self.directory.read_state()
+        except StateError as exc:
+            raise _Rebuild(str(exc)) from None
+        hint = _hint_for(state, base.size)
+        if hint is None:
+            raise _Rebuild("no state for the last signed tree")
+        reader = TileReader(self.dir, base.size, base.root)
+        try:
+            edge = reader.edge()
+            leaf = reader.node(0, base.size - 1)
+        except TileError as exc:
+            raise _Rebuild(f"tiles unusable: {exc}") from None
+        if hint.offset > end:
+            raise _Refused("truncated", _detail(base.size, end, hint.offset))
+        chain.seek(max(0, hint.last_start - 1))
+        data = chain.read(hint.offset - hint.last_start + (1 if hint.last_start else 0)) or b""
+        line = data[1:] if hint.last_start else data
+        starts_a_line = hint.last_start == 0 or data[:1] == b"\n"
+        if not (
+            starts_a_line
+            and line.endswith(b"\n")
+            and leaf_hash(line[:-1]) == leaf == bytes.fromhex(hint.last_leaf)
+        ):
+            raise _Rebuild("the state does not point at the last signed line")
+        return Cursor(
+            TreeBuilder(base.size, edge), hint.offset, hint.last_start, leaf, record_hash_of(line[:-1])
+        )
+
+    def _reached(self, cursor: Cursor, target: Checkpoint, end: int) -> None:
+        """A rebuild reached a published size: its root must be the signed one; its tiles are written."""
+        assert self._rebuilding is not None
+        if cursor.builder.root() != target.root:
+            raise _Refused("rewritten", _detail(target.size, end, cursor.offset))
+        self._write_tiles(cursor.builder)
+        self._rebuilding.targets.pop(0)
+        if not self._rebuilding.targets:
+            self._rebuilding = None
+
+    # -- publishing -----------------------------------------------------------------------------------
+
+    def _publish(
+        self, cursor: Cursor, anchors: list[Checkpoint], base: Checkpoint | None, before: TreeHint | None
+    ) -> SignedCheckpoint | None:
+        """Write the tiles, prove the new tree consistent with every anchor, sign, then write ``state``
+        and publish the note."""
+        if cursor.size == (base.size if base is not None else 0):
+            return None
+        self._write_tiles(cursor.builder)
+        root = cursor.builder.root()
+        reader = TileReader(self.dir, cursor.size, root)
+        try:
+            for anchor in anchors:
+                proof = consistency_proof(anchor.size, cursor.size, reader)
+                verify_consistency(anchor.size, cursor.size, anchor.root, root, proof)
+            self._keep_published_partials(reader)
+        except ProofError:
+            raise _Refused("fork", _detail(cursor.size, -1, cursor.offset)) from None
+        except TileError as exc:
+            # Tiles that do not read back (an older tile damaged on disk): rebuild them from the chain.
+            self._cursor, self._rebuild_next = None, f"tiles do not read back: {exc}"
+            self._log_once("unreadable-tiles", "not signing yet: %s", self._rebuild_next)
+            return None
+        made = self._sign(Checkpoint(self.origin, cursor.size, root))
+        hint = cursor.hint()
+        assert hint is not None
+        previous = before if before is not None and before.size != hint.size else None
+        self.directory.write_state(State(**hint.model_dump(), checkpointed=hint.size, previous=previous))
+        self.directory.append_note(made.note)
+        self.directory.publish(made.note)
+        completed, self._completed = self._completed, []
+        for level, index in completed:
+            remove_partials(self.dir, level, index)
         return made
 
-    @staticmethod
-    def _extend(
-        chain: Any, state: _State, builder: TreeBuilder, end: int, max_leaves: int, prev: bytes
-    ) -> _Extension:
-        """Hash the lines after ``state.offset``, at most ``max_leaves``, each after its record hash and
-        its link to ``prev`` (then to the line before it) are checked; stop before a line that fails."""
-        budget = max_leaves
-        for _after, lines in iter_line_blocks(chain, state.offset, end, block_bytes=1 << 20):
-            taken = lines[:budget]
-            holding = taken[: _holding(taken, prev)]
-            if holding:
-                digests = [leaf_hash(line) for line in holding]
-                builder.extend(digests)
-                state.offset += sum(map(len, holding)) + len(holding)
-                state.last_start = state.offset - len(holding[-1]) - 1
-                state.last_leaf = digests[-1].hex()
-                state.size = builder.size
-                prev = record_hash_of(holding[-1])
-            if len(holding) < len(taken):
-                return _Extension(broken=builder.size)
-            budget -= len(taken)
-            if len(taken) < len(lines) or budget == 0:
-                return _Extension(more=state.offset < end)
-        return _Extension()
+    def _write_tiles(self, builder: TreeBuilder) -> None:
+        """Write the completed tiles and the partial ones of the builder's size, durably; the completed
+        ones' partial tiles are removed after the next publication."""
+        for level, index, data in builder.take_full():
+            write_tile(self.dir, level, index, TILE_WIDTH, data)
+            self._completed.append((level, index))
+        for level, index, width, data in builder.partials():
+            write_tile(self.dir, level, index, width, data)
+
+    def _keep_published_partials(self, reader: TileReader) -> None:
+        """Once per process: make sure the partial tiles of every published checkpoint whose full tile
+        does not exist yet are there and right (C2SP tlog-tiles serves them until then; older writers
+        removed them, an attacker may have changed them). Each is a prefix of the new tree's
+        authenticated incomplete tile of its level: one read per tile, a write only when it differs, so
+        the notes need not be authenticated here (a note's size only selects a prefix)."""
+        if self._repaired:
+            return
+        self._repaired = True
+        for size in sorted(self._published_sizes()):
+            for level, index, width in _partial_tiles(size):
+                if (reader.size >> (TILE_HEIGHT * level)) // TILE_WIDTH != index:
+                    continue  # its full tile exists by now
+                write_tile(self.dir, level, index, width, reader.tile(level, index)[: width * HASH_SIZE])
 
     def _sign(self, checkpoint: Checkpoint) -> SignedCheckpoint:
-        text = checkpoint.text()
-        note = sign_note(text, [self.signer] if self.signer else [])
+        note = sign_note(checkpoint.text(), [self.signer] if self.signer else [])
         name = self.signer.name if self.signer else None
         return SignedCheckpoint(
             checkpoint.origin, checkpoint.size, checkpoint.root, note, self.signer is not None, name
         )
 
-    def _append_note(self, made: SignedCheckpoint) -> None:
-        line = (json.dumps({"note": made.note}, ensure_ascii=True) + "\n").encode("ascii")
-        fd = os.open(
-            os.path.join(self.dir, CHECKPOINTS_FILE),
-            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-            0o644,
-        )
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        _write_atomic(os.path.join(self.dir, LATEST_FILE), made.note.encode("utf-8"))
+    # -- refusing, telling ----------------------------------------------------------------------------
 
     def _refuse(self, refusal: _Refused) -> None:
         self.refused = refusal.reason
+        self._cursor, self._rebuilding, self.behind = None, None, False
         _LOG.warning(
             "route-shadow: not signing checkpoints for %s any more: %s (recorded in %s)",
             self.chain_path,
             _REFUSAL_TEXT.get(refusal.reason, refusal.reason),
-            os.path.join(self.dir, REFUSALS_FILE),
+            self.directory.file(REFUSALS_FILE),
         )
-        entry = {"reason": refusal.reason, "origin": self.origin, **refusal.detail}
-        try:
-            with open(os.path.join(self.dir, REFUSALS_FILE), "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(entry, sort_keys=True) + "\n")
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            self.directory.append_refusal({"reason": refusal.reason, "origin": self.origin, **refusal.detail})
 
     def _notify(self, made: SignedCheckpoint) -> None:
         for listener in self._listeners:
@@ -442,26 +524,31 @@ class Checkpointer:
             _LOG.warning("route-shadow: " + message, *args)
 
 
-def _holding(lines: list[bytes], prev: bytes) -> int:
-    """How many of ``lines``, in order, hold their own record hash and link (the first to ``prev``)."""
-    for count, line in enumerate(lines):
-        if not line_holds(line, prev):
-            return count
-        prev = record_hash_of(line)
-    return len(lines)
+def _detail(tree_size: int, chain_bytes: int, expected_offset: int = -1) -> dict[str, int]:
+    """The numbers a refusal records (-1: not known)."""
+    return {"tree_size": tree_size, "expected_offset": expected_offset, "chain_bytes": chain_bytes}
 
 
-def _check_still_holds(chain: Any, state: _State, end: int) -> bytes:
-    """Raise ``_Refused`` unless the chain still holds the last hashed line where the state says.
+def _partial_tiles(size: int) -> list[tuple[int, int, int]]:
+    """The partial tiles of a tree of ``size`` leaves: (level, index, width), one per level at most."""
+    out = []
+    level = 0
+    while count := size >> (TILE_HEIGHT * level):
+        index, width = divmod(count, TILE_WIDTH)
+        if width:
+            out.append((level, index, width))
+        level += 1
+    return out
 
-    Returns that line's record hash (``GENESIS`` for an empty tree): the link the next line must carry."""
-    if state.size == 0:
-        return GENESIS
-    detail = {"tree_size": state.size, "expected_offset": state.offset, "chain_bytes": end}
-    if end < state.offset:
-        raise _Refused("truncated", detail)
-    chain.seek(state.last_start)
-    line = chain.read(state.offset - state.last_start)
-    if not line.endswith(b"\n") or leaf_hash(line[:-1]).hex() != state.last_leaf:
-        raise _Refused("rewritten", detail)
-    return record_hash_of(line[:-1])
+
+def _hint_for(state: State | None, size: int) -> TreeHint | None:
+    """The hint of ``state`` for a tree of ``size`` leaves (its own, or the previous one's)."""
+    if state is None:
+        return None
+    if state.size == size:
+        return TreeHint(
+            size=state.size, offset=state.offset, last_start=state.last_start, last_leaf=state.last_leaf
+        )
+    if state.previous is not None and state.previous.size == size:
+        return state.previous
+    return None

@@ -8,26 +8,37 @@ authenticated checkpoint that holds does not cover (``broken-chain``): below it 
 to every byte, and the signer checked those lines' record hashes and links before signing them
 (docs/chain-format.md sections 13.6 and 13.7). Without verifier keys, or when no checkpoint holds,
 every line is checked. Two authenticated checkpoints that cannot both be prefixes of one log are a
-``fork``. When a root differs, the first changed seq is found through the stored tiles after they are
-authenticated against the signed root (``first_bad_seq``), by descending the tree: O(log n) stored
-hashes against the chain's own.
+``fork``. When a root differs, the first changed seq is found by descending the tree through the
+stored tiles, each authenticated against the signed root before use (``first_bad_seq``): O(log n)
+stored hashes against the chain's own. A tile that does not authenticate stops the descent: the report
+names the tile and the range of seqs the change lies in, never a wrong seq. The tile store's own
+health is reported apart from the chain's (``tiles``, see ``health``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import os
 from collections.abc import Sequence
 
-from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
-from otel_route_shadow.tlog.integrity import ChainScan, TreeLevels, first_broken_seq, scan_with_tree
-from otel_route_shadow.tlog.merkle import split_point
-from otel_route_shadow.tlog.note import NoteError, Verifier, open_note
-from otel_route_shadow.tlog.tiles import TileError, TileStore
+from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
+from otel_route_shadow.tlog.checkpoint import Checkpoint
+from otel_route_shadow.tlog.directory import tlog_dir
+from otel_route_shadow.tlog.health import TileHealth, check_tiles
+from otel_route_shadow.tlog.integrity import ChainScan, first_broken_seq, scan_with_tree
+from otel_route_shadow.tlog.merkle import NodeReader, TreeLevels, range_hash, split_point, tree_hash
+from otel_route_shadow.tlog.note import Verifier
+from otel_route_shadow.tlog.tiles import TileError, TileReader
 
-__all__ = ["CheckpointVerdict", "ConsistencyReason", "ConsistencyReport", "verify_against_checkpoints"]
+__all__ = [
+    "CheckpointVerdict",
+    "ConsistencyReason",
+    "ConsistencyReport",
+    "Located",
+    "locate_first_changed",
+    "verify_against_checkpoints",
+]
 
 
 class ConsistencyReason(enum.StrEnum):
@@ -88,6 +99,8 @@ class ConsistencyReport:
     chain_broken_seq: int | None = None
     """The first seq whose own record hash or link fails (checked from the bytes, from the largest
     authenticated checkpoint that holds on; from seq 0 when none does or no keys were given), if any."""
+    tiles: TileHealth = dataclasses.field(default_factory=TileHealth)
+    """The tile store's health, apart from the chain's (see ``health``)."""
 
     def to_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
@@ -110,33 +123,62 @@ def verify_against_checkpoints(
     *,
     tiles_dir: str | None = None,
     jobs: int = 1,
+    check_tile_store: bool = True,
 ) -> ConsistencyReport:
     """Check ``chain_path`` against every note. A bad verifier key string raises ``NoteError``.
 
-    ``tiles_dir`` (default ``<chain>.tlog``) holds the tiles used to locate a changed record; ``jobs``
-    worker processes hash the chain (leaf hashes: each byte hashed once), then check record hashes and
-    links, without parsing JSON, from the largest authenticated checkpoint that holds on (see the module
-    docstring; from seq 0 without keys or when none holds).
+    ``tiles_dir`` (default ``<chain>.tlog``) holds the tiles used to locate a changed record and whose
+    health is reported; ``jobs`` worker processes hash the chain (leaf hashes: each byte hashed once),
+    then check record hashes and links, without parsing JSON, from the largest authenticated
+    checkpoint that holds on (see the module docstring; from seq 0 without keys or when none holds).
+    ``check_tile_store=False`` skips the tile store's health check (for benchmarks).
     """
-    tiles = tiles_dir if tiles_dir is not None else os.fspath(chain_path) + ".tlog"
+    path = os.fspath(chain_path)
+    tiles = tiles_dir if tiles_dir is not None else tlog_dir(path)
     verifiers = [Verifier.parse(key) for key in verifier_keys]
     verdicts: dict[int, CheckpointVerdict] = {}
     accepted: list[_Accepted] = []
     for index, note in enumerate(notes):
-        outcome = _authenticate(index, note, verifiers)
-        if isinstance(outcome, CheckpointVerdict):
-            verdicts[index] = outcome
+        try:
+            authenticated = authenticate(note, verifiers)
+        except AuthenticationError as exc:
+            verdicts[index] = _unauthenticated(index, exc)
         else:
-            accepted.append(outcome)
-    path = os.fspath(chain_path)
+            accepted.append(_Accepted(index, authenticated.checkpoint, authenticated.signed_by))
     scan, tree = scan_with_tree(path, jobs)
+    problems: list[str] = []
     for item in accepted:
-        verdicts[item.index] = _judge(scan, tree, tiles, item)
+        verdicts[item.index] = _judge(scan, tree, tiles, item, problems)
     _mark_forks(accepted, verdicts)
     _mark_forks_through_tiles(accepted, verdicts, tiles)
     ordered = [verdicts[i] for i in range(len(notes))]
     broken = first_broken_seq(path, scan, _vouched_size(ordered, bool(verifiers)), jobs)
-    return _report(ordered, scan, broken, bool(verifiers))
+    health = _tile_health(tiles, tree, ordered, problems, check_tile_store)
+    return _report(ordered, scan, broken, bool(verifiers), health)
+
+
+def _unauthenticated(index: int, exc: AuthenticationError) -> CheckpointVerdict:
+    found = exc.checkpoint
+    return CheckpointVerdict(
+        index,
+        ConsistencyReason(exc.reason),
+        size=found.size if found is not None else None,
+        origin=found.origin if found is not None else None,
+        detail=str(exc),
+    )
+
+
+def _tile_health(
+    directory: str, tree: TreeLevels, verdicts: list[CheckpointVerdict], problems: list[str], check: bool
+) -> TileHealth:
+    if not check:
+        return TileHealth(note="not checked (switched off)")
+    health = check_tiles(directory, tree, [v.size for v in verdicts if v.ok and v.size])
+    if problems:
+        known = set(health.damaged)
+        damaged = (*health.damaged, *(p for p in dict.fromkeys(problems) if p not in known))
+        health = dataclasses.replace(health, damaged=damaged)
+    return health
 
 
 def _vouched_size(verdicts: list[CheckpointVerdict], keyed: bool) -> int:
@@ -148,45 +190,23 @@ def _vouched_size(verdicts: list[CheckpointVerdict], keyed: bool) -> int:
     return max((v.size or 0 for v in verdicts if v.ok), default=0)
 
 
-def _authenticate(index: int, note: str, verifiers: Sequence[Verifier]) -> _Accepted | CheckpointVerdict:
-    try:
-        opened = open_note(note, verifiers)
-    except NoteError as exc:
-        reason = (
-            ConsistencyReason.BAD_SIGNATURE if "does not verify" in str(exc) else ConsistencyReason.MALFORMED
-        )
-        return CheckpointVerdict(index, reason, detail=str(exc))
-    try:
-        checkpoint = parse_checkpoint(opened.text)
-    except CheckpointError as exc:
-        return CheckpointVerdict(index, ConsistencyReason.MALFORMED, detail=str(exc))
-    base = {"size": checkpoint.size, "origin": checkpoint.origin}
-    if verifiers and not opened.verified_by:
-        if opened.unknown:
-            detail = "signed only by keys not given: " + ", ".join(opened.unknown)
-            return CheckpointVerdict(index, ConsistencyReason.UNKNOWN_KEY, detail=detail, **base)  # type: ignore[arg-type]
-        return CheckpointVerdict(index, ConsistencyReason.UNSIGNED, detail="no signature", **base)  # type: ignore[arg-type]
-    return _Accepted(index, checkpoint, opened.verified_by)
-
-
-def _judge(scan: ChainScan, tree: TreeLevels, tiles: str, item: _Accepted) -> CheckpointVerdict:
+def _judge(
+    scan: ChainScan, tree: TreeLevels, tiles: str, item: _Accepted, problems: list[str]
+) -> CheckpointVerdict:
     cp = item.checkpoint
     base = {"index": item.index, "size": cp.size, "origin": cp.origin, "signed_by": item.signed_by}
     if cp.size > scan.size:
         detail = f"the chain has {scan.size} records, the checkpoint {cp.size}"
         return CheckpointVerdict(reason=ConsistencyReason.TRUNCATED, detail=detail, **base)  # type: ignore[arg-type]
-    if tree.root(cp.size) == cp.root:
+    if tree_hash(tree, cp.size) == cp.root:
         return CheckpointVerdict(reason=ConsistencyReason.OK, **base)  # type: ignore[arg-type]
-    first = locate_first_changed(tree, cp, tiles)
-    detail = (
-        f"first changed record: seq {first}"
-        if first is not None
-        else "the stored tiles do not match the signed root either; the changed record cannot be located"
-    )
+    located = locate_first_changed(tree, cp, tiles)
+    if located.tile_problem is not None:
+        problems.append(str(located.tile_problem))
     return CheckpointVerdict(
         reason=ConsistencyReason.RECORD_CHANGED,
-        first_bad_seq=first,
-        detail=detail,
+        first_bad_seq=located.seq,
+        detail=located.detail(),
         **base,  # type: ignore[arg-type]
     )
 
@@ -210,36 +230,32 @@ def _mark_forks_through_tiles(
     accepted: list[_Accepted], verdicts: dict[int, CheckpointVerdict], tiles: str
 ) -> None:
     """Two checkpoints the chain matches neither of can still contradict each other: when the stored
-    tiles reproduce the root of a larger one (so its signature vouches for them), a smaller one whose
-    root they do not reproduce was signed on another history."""
+    tiles authenticate against a larger one's signed root, a smaller one whose root they do not give
+    was signed on another history."""
     changed = [a for a in accepted if verdicts[a.index].reason is ConsistencyReason.RECORD_CHANGED]
     if len(changed) < 2:
         return
-    store = TileStore(tiles, _stored_size(tiles))
-    roots: dict[int, bytes | None] = {}
-
-    def stored_root(size: int) -> bytes | None:
-        if size not in roots:
+    for anchor in sorted(changed, key=lambda a: a.checkpoint.size, reverse=True):
+        reader = TileReader(tiles, anchor.checkpoint.size, anchor.checkpoint.root)
+        for item in changed:
+            cp = item.checkpoint
+            if item is anchor or cp.size > anchor.checkpoint.size:
+                continue
+            if verdicts[item.index].reason is ConsistencyReason.FORK:
+                continue
             try:
-                roots[size] = store.root(size) if size <= store.size else None
+                root = tree_hash(reader, cp.size)
             except TileError:
-                roots[size] = None
-        return roots[size]
-
-    anchors = [a for a in changed if stored_root(a.checkpoint.size) == a.checkpoint.root]
-    for item in changed:
-        if stored_root(item.checkpoint.size) in (None, item.checkpoint.root):
-            continue
-        anchor = next((a for a in anchors if a.checkpoint.size >= item.checkpoint.size), None)
-        if anchor is not None:
-            detail = f"inconsistent with the checkpoint of size {anchor.checkpoint.size} (through the tiles it signs)"
-            verdicts[item.index] = dataclasses.replace(
-                verdicts[item.index], reason=ConsistencyReason.FORK, detail=detail
-            )
+                break  # these tiles do not authenticate against this checkpoint: they vouch for nothing
+            if root != cp.root:
+                detail = f"inconsistent with the checkpoint of size {anchor.checkpoint.size} (through the tiles it signs)"
+                verdicts[item.index] = dataclasses.replace(
+                    verdicts[item.index], reason=ConsistencyReason.FORK, detail=detail
+                )
 
 
 def _report(
-    verdicts: list[CheckpointVerdict], scan: ChainScan, broken: int | None, keyed: bool
+    verdicts: list[CheckpointVerdict], scan: ChainScan, broken: int | None, keyed: bool, tiles: TileHealth
 ) -> ConsistencyReport:
     chain_size = scan.size
     bad = [v for v in verdicts if not v.ok]
@@ -259,37 +275,45 @@ def _report(
         chain_size=chain_size,
         unprotected=max(0, chain_size - checkpointed),
         authenticated=keyed and bool(good),
+        tiles=tiles,
     )
 
 
-def locate_first_changed(tree: TreeLevels, checkpoint: Checkpoint, tiles_dir: str) -> int | None:
-    """The first seq whose line differs from what ``checkpoint`` signed, found through the stored tiles.
+@dataclasses.dataclass(frozen=True, slots=True)
+class Located:
+    """Where the first changed record lies: ``seq`` when found, else the range ``[lo, hi)`` it lies in
+    and the tile that stopped the descent."""
 
-    The tiles are first authenticated: the root they give for ``checkpoint.size`` must be the signed
-    root. Then the tree is descended from the root, comparing the chain's subtree hashes with the
-    stored ones: the left subtree when it differs, else the right. None when the tiles are missing
-    or do not match the signed root.
-    """
-    store = TileStore(tiles_dir, _stored_size(tiles_dir))
+    seq: int | None
+    lo: int
+    hi: int
+    tile_problem: TileError | None = None
+
+    def detail(self) -> str:
+        if self.seq is not None:
+            return f"first changed record: seq {self.seq}"
+        return (
+            f"the first changed record lies in seq {self.lo}..{self.hi - 1}; the tiles cannot narrow it "
+            f"further ({self.tile_problem})"
+        )
+
+
+def locate_first_changed(tree: NodeReader, checkpoint: Checkpoint, tiles_dir: str) -> Located:
+    """The first seq whose line differs from what ``checkpoint`` signed, found through the stored tiles,
+    each authenticated against the signed root before use (``tiles.TileReader``).
+
+    The tree is descended from the root, comparing the chain's subtree hashes (``tree``) with the
+    stored ones: the left subtree when it differs, else the right. A tile that is missing or does not
+    authenticate stops the descent where it is."""
+    reader = TileReader(tiles_dir, checkpoint.size, checkpoint.root)
+    lo, hi = 0, checkpoint.size
     try:
-        if store.size < checkpoint.size or store.root(checkpoint.size) != checkpoint.root:
-            return None
-        lo, hi = 0, checkpoint.size
         while hi - lo > 1:
             k = split_point(hi - lo)
-            if tree.range_hash(lo, lo + k) != store.range_hash(lo, lo + k):
+            if range_hash(tree, lo, lo + k) != range_hash(reader, lo, lo + k):
                 hi = lo + k
             else:
                 lo = lo + k
-        return lo
-    except TileError:
-        return None
-
-
-def _stored_size(directory: str) -> int:
-    try:
-        with open(os.path.join(directory, "state"), encoding="utf-8") as handle:
-            size = json.load(handle).get("size", 0)
-    except (OSError, ValueError, AttributeError):
-        return 0
-    return size if isinstance(size, int) else 0
+    except TileError as exc:
+        return Located(None, lo, hi, exc)
+    return Located(lo, lo, hi)

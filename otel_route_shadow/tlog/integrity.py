@@ -18,18 +18,15 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import hashlib
-import itertools
-import multiprocessing
+import io
 import operator
 import os
 import re
-import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any, BinaryIO, TypeVar
+from concurrent.futures import Future
 
-from otel_route_shadow.tlog.leaves import BLOCK_BYTES, iter_blocks
+from otel_route_shadow.files import open_regular
+from otel_route_shadow.lines import BLOCK_BYTES, complete_end, iter_blocks, line_segments, read_line_blocks
+from otel_route_shadow.processes import SEGMENTS_PER_JOB, pool, run_segments
 from otel_route_shadow.tlog.links import (
     GENESIS,
     HASH_KEY,
@@ -38,11 +35,10 @@ from otel_route_shadow.tlog.links import (
     record_hash_holds,
     record_hash_of,
 )
-from otel_route_shadow.tlog.merkle import parent_row
+from otel_route_shadow.tlog.merkle import TreeLevels, parent_row
 
 __all__ = [
     "ChainScan",
-    "TreeLevels",
     "first_broken_seq",
     "leaf_hashes",
     "scan_chain",
@@ -50,16 +46,12 @@ __all__ = [
     "scan_with_tree",
 ]
 
-_SEGMENTS_PER_JOB = 16
-"""Segments per worker process: small ones (about 80 MB of a 2.5 GB chain) are handed out as workers free
-up, so a worker slowed by other load on the machine leaves the others at most one small segment of tail."""
 _MIN_PARALLEL_BYTES = 4 * BLOCK_BYTES
 _CHUNK_LEVELS = 14
 """With ``jobs > 1``, the tree's levels 1 to 14 are built in the workers, over chunks of ``2**14`` leaves."""
 _PREV_RE = re.compile(rb',"prev_hash":"([0-9a-f]{64})","redactions":\[')
 _HEX = operator.methodcaller("hexdigest")
 _LEAF_PREFIX = hashlib.sha256(b"\x00")
-_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,45 +80,26 @@ class _Hashed:
     blocks: list[tuple[int, int]]  # (byte offset, lines) of each block, in order
 
 
+def _open(path: str) -> io.FileIO:
+    """The chain, unbuffered, opened without blocking on a FIFO and refused unless a regular file."""
+    return io.FileIO(open_regular(path), "rb")
+
+
 def _hash_segment(path: str, start: int, end: int) -> _Hashed:
     """Leaf hashes of the lines in ``[start, end)`` (which begins and ends at line boundaries)."""
     out: list[bytes] = []
     blocks: list[tuple[int, int]] = []
-    for offset, buffer, stop in _reused_blocks(path, start, end):
-        leaves = leaf_hashes(buffer, stop)
-        out.append(leaves)
-        blocks.append((offset, len(leaves) // 32))
+    with _open(path) as handle:
+        for offset, buffer, stop in read_line_blocks(handle, start, end):
+            leaves = leaf_hashes(buffer, stop)
+            out.append(leaves)
+            blocks.append((offset, len(leaves) // 32))
     return _Hashed(b"".join(out), blocks)
 
 
-def _reused_blocks(
-    path: str, start: int, end: int, block_bytes: int = BLOCK_BYTES
-) -> Iterator[tuple[int, bytearray, int]]:
-    """Yield ``(offset, buffer, stop)``: the complete lines at ``offset`` are ``buffer[:stop]`` (the
-    last LF at ``stop``). One buffer is read into and reused (the tail of a line moves to its front):
-    what it buys over :func:`iter_blocks`, which copies each block twice, is about 0.3 s per GB read
-    (a chain's bytes are read in 0.2 s per GB instead of 0.5, page-cached), a tenth of the leaf pass."""
-    buffer = bytearray(2 * block_bytes)
-    view = memoryview(buffer)
-    carried, offset = 0, start  # bytes of an unfinished line at the buffer's front; its file offset
-    with open(path, "rb", buffering=0) as handle:
-        handle.seek(start)
-        while offset + carried < end:
-            if carried == len(buffer):  # one line longer than the buffer: grow it
-                buffer = buffer + bytes(len(buffer))
-                view = memoryview(buffer)
-            want = min(len(buffer) - carried, block_bytes, end - offset - carried)
-            got = handle.readinto(view[carried : carried + want])
-            if not got:
-                return
-            filled = carried + got
-            stop = buffer.rfind(b"\n", 0, filled)
-            if stop < 0:
-                carried = filled
-                continue
-            yield offset, buffer, stop
-            carried, offset = filled - stop - 1, offset + stop + 1
-            buffer[:carried] = buffer[stop + 1 : filled]
+def _complete_end(path: str) -> int:
+    with _open(path) as handle:
+        return complete_end(handle)
 
 
 def leaf_hashes(block: bytes | bytearray, stop: int | None = None) -> bytes:
@@ -158,7 +131,9 @@ def scan_leaves(path: str, jobs: int = 1, *, min_parallel_bytes: int = _MIN_PARA
 
     Chains smaller than ``min_parallel_bytes`` are scanned in this process whatever ``jobs`` says."""
     end = _complete_end(path)
-    return _joined(_run_segments(_hash_segment, path, 0, end, jobs, min_parallel_bytes), end)
+    return _joined(
+        run_segments(_hash_segment, path, 0, end, jobs, min_parallel_bytes=min_parallel_bytes), end
+    )
 
 
 def scan_with_tree(
@@ -185,16 +160,17 @@ def scan_with_tree(
     parts: list[_Hashed] = []
     leaves = bytearray()
     chunks: list[Future[list[bytes]]] = []
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
-        bounds = _bounds(path, 0, end, jobs * _SEGMENTS_PER_JOB)
-        for future in [pool.submit(_hash_segment, path, a, b) for a, b in bounds]:
+    with _open(path) as handle:
+        bounds = line_segments(handle, 0, end, jobs * SEGMENTS_PER_JOB)
+    with pool(jobs) as executor:
+        for future in [executor.submit(_hash_segment, path, a, b) for a, b in bounds]:
             parts.append(future.result())
             leaves += parts[-1].leaves
             while len(leaves) // 32 >= (len(chunks) + 1) * unit:
                 at = len(chunks) * unit * 32
-                chunks.append(pool.submit(_chunk_levels, leaves[at : at + unit * 32], chunk_levels))
+                chunks.append(executor.submit(_chunk_levels, leaves[at : at + unit * 32], chunk_levels))
         if len(leaves) > len(chunks) * unit * 32:  # the short last chunk
-            chunks.append(pool.submit(_chunk_levels, leaves[len(chunks) * unit * 32 :], chunk_levels))
+            chunks.append(executor.submit(_chunk_levels, leaves[len(chunks) * unit * 32 :], chunk_levels))
         rows = [future.result() for future in chunks]
     scan = _joined(parts, end)
     lower = [b"".join(r[h] for r in rows if h < len(r)) for h in range(chunk_levels)]
@@ -236,7 +212,9 @@ def first_broken_seq(
     if start_seq >= scan.size:
         return None
     offset, prev = _line_start_and_prev(path, scan, start_seq)
-    segments = _run_segments(_check_segment, path, offset, scan.end, jobs, min_parallel_bytes)
+    segments = run_segments(
+        _check_segment, path, offset, scan.end, jobs, min_parallel_bytes=min_parallel_bytes
+    )
     return _first_broken(segments, start_seq, prev)
 
 
@@ -246,7 +224,7 @@ def _line_start_and_prev(path: str, scan: ChainScan, seq: int) -> tuple[int, byt
         return 0, GENESIS
     index = bisect.bisect_right(scan.block_starts, seq - 1, key=operator.itemgetter(1)) - 1
     offset, first = scan.block_starts[index]
-    with open(path, "rb") as handle:
+    with os.fdopen(open_regular(path), "rb") as handle:
         handle.seek(offset)
         for _ in range(seq - 1 - first):
             handle.readline()
@@ -274,7 +252,7 @@ def _check_segment(path: str, start: int, end: int) -> _Segment:
     """Record hashes and links of the lines in ``[start, end)``, block by block (the first line's
     link is reported as ``first_prev``, for the join to check)."""
     state = _Walk()
-    with open(path, "rb") as handle:
+    with _open(path) as handle:
         for _after, block in iter_blocks(handle, start, end):
             lines = block.count(b"\n") + 1
             if state.first_bad < 0 and _block_holds(block, lines, state):
@@ -337,74 +315,6 @@ def _first_broken(segments: list[_Segment], seq: int, prev: bytes) -> int | None
     return None
 
 
-# --- splitting the file between processes -------------------------------------------------------------
-
-
-def _run_segments(
-    work: Callable[[str, int, int], _T], path: str, start: int, end: int, jobs: int, min_parallel_bytes: int
-) -> list[_T]:
-    """``work`` over ``[start, end)`` here, or over segments of it in ``jobs`` worker processes."""
-    if jobs <= 1 or end - start < min_parallel_bytes:
-        return [work(path, start, end)]
-    bounds = _bounds(path, start, end, jobs * _SEGMENTS_PER_JOB)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
-        futures = [pool.submit(work, path, a, b) for a, b in bounds]
-        return [f.result() for f in futures]
-
-
-_PROBE_BYTES = 64 * 1024
-"""First read when looking for a line boundary (doubled until one is found): lines are a few KB, so
-finding the 31 segment bounds of ``jobs=2`` reads about 2 MB here instead of 124 MB."""
-
-
-def _complete_end(path: str) -> int:
-    """The offset just after the last LF (the torn tail is not scanned)."""
-    with open(path, "rb") as handle:
-        position = os.fstat(handle.fileno()).st_size
-        step = _PROBE_BYTES
-        while position > 0:
-            step = min(step, position)
-            handle.seek(position - step)
-            cut = handle.read(step).rfind(b"\n")
-            if cut >= 0:
-                return position - step + cut + 1
-            position, step = position - step, 2 * step
-    return 0
-
-
-def _line_after(handle: BinaryIO, position: int, end: int) -> int:
-    """The offset just after the first LF at or after ``position`` (``end`` when none is before it)."""
-    handle.seek(position)
-    step = _PROBE_BYTES
-    while position < end:
-        data = handle.read(min(step, end - position))
-        if not data:
-            break
-        cut = data.find(b"\n")
-        if cut >= 0:
-            return position + cut + 1
-        position, step = position + len(data), 2 * step
-    return end
-
-
-def _bounds(path: str, start: int, end: int, parts: int) -> list[tuple[int, int]]:
-    cuts = [start]
-    with open(path, "rb") as handle:
-        for k in range(1, parts):
-            cut = _line_after(handle, max(cuts[-1], start + (end - start) * k // parts), end)
-            if cut < end:
-                cuts.append(cut)
-    cuts.append(end)
-    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
-
-
-def _mp_context() -> Any:
-    """``fork`` in a single-threaded process on Linux (nothing re-imported), else ``spawn``."""
-    if sys.platform.startswith("linux") and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")
-
-
 # --- the tree -----------------------------------------------------------------------------------------
 
 
@@ -417,60 +327,3 @@ def _chunk_levels(leaves: bytes | bytearray, levels: int) -> list[bytes]:
         row = parent_row(row)
         rows.append(row)
     return rows
-
-
-class TreeLevels:
-    """Every complete node of the tree over ``leaves``, level by level (level h: nodes of 2**h leaves).
-
-    About n extra hashes of 65 bytes for n leaves, computed level by level in tight loops; then the
-    root at any size costs at most log2(n) hashes. (A ``map`` chain over slices, with no Python step
-    per node, measured no faster on CPython 3.11: 0.39 s against 0.35 s for 500k nodes with
-    ``operator.getitem``/``add`` and ``HASH.digest``, 0.58 s with ``methodcaller("digest")``; the
-    per-node cost is OpenSSL's, not the loop's.)
-
-    ``lower`` (from :func:`scan_with_tree`) holds levels 1, 2, ... already built elsewhere, possibly
-    ending in levels with no node; the rest are built here.
-    """
-
-    def __init__(self, leaves: bytes, lower: Sequence[bytes] = ()) -> None:
-        self.levels = [leaves]
-        for row in lower:
-            if len(self.levels[-1]) < 64:
-                break
-            self.levels.append(row)
-        row = self.levels[-1]
-        while len(row) >= 64:
-            row = parent_row(row)
-            self.levels.append(row)
-
-    def node(self, height: int, index: int) -> bytes:
-        return self.levels[height][index * 32 : index * 32 + 32]
-
-    def root(self, size: int) -> bytes:
-        """MTH of the first ``size`` leaves."""
-        if size == 0:
-            return hashlib.sha256(b"").digest()
-        parts: list[bytes] = []
-        start = 0
-        for height in range(size.bit_length() - 1, -1, -1):
-            if size >> height & 1:
-                parts.append(self.node(height, start >> height))
-                start += 1 << height
-        digest = parts[-1]
-        for left in reversed(parts[:-1]):
-            digest = hashlib.sha256(b"\x01" + left + digest).digest()
-        return digest
-
-    def range_hash(self, lo: int, hi: int) -> bytes:
-        """MTH of leaves ``[lo, hi)`` for the ranges proofs and descents use (aligned left edge)."""
-        parts: list[bytes] = []
-        while lo < hi:
-            height = (lo & -lo).bit_length() - 1 if lo else (hi - lo).bit_length() - 1
-            while lo + (1 << height) > hi:
-                height -= 1
-            parts.append(self.node(height, lo >> height))
-            lo += 1 << height
-        digest = parts[-1]
-        for left in reversed(parts[:-1]):
-            digest = hashlib.sha256(b"\x01" + left + digest).digest()
-        return digest

@@ -1,14 +1,15 @@
 """Key files: a signer key written once with mode 0600, read back by the plugin.
 
-The file holds the Go-style signer string (``PRIVATE+KEY+...``) and a final LF. It is created with
-``O_CREAT | O_EXCL`` (never overwriting a key) and mode 0600. Errors name the path and the problem,
-never the file's content.
+The file holds the Go-style signer string (``PRIVATE+KEY+...``) and a final LF. It is written durably
+with mode 0600 and never replaces an existing file (``files.write_atomic(exclusive=True)``); it is read
+bounded, a FIFO or any other non-regular file is refused without blocking, and, as ssh does with a
+private key, a file its group or others may read is refused (``files.read_regular(private=True)``).
+Errors name the path and the problem, never the file's content.
 """
 
 from __future__ import annotations
 
-import os
-
+from otel_route_shadow.files import FileRefused, read_regular, write_atomic
 from otel_route_shadow.tlog.note import NoteError, Signer
 
 __all__ = ["KeyFileError", "generate_key_file", "read_signer_file"]
@@ -28,31 +29,24 @@ def generate_key_file(name: str, path: str) -> Signer:
         raise KeyFileError(str(exc)) from None
     data = (signer.secret_string() + "\n").encode("ascii")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        write_atomic(path, data, mode=0o600, exclusive=True)
     except FileExistsError:
         raise KeyFileError(f"{path}: already exists (a key file is never overwritten)") from None
     except OSError as exc:
         raise KeyFileError(f"{path}: cannot create: {exc.strerror or type(exc).__name__}") from None
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
     return signer
 
 
 def read_signer_file(path: str) -> Signer:
     """Read a signer key file; ``KeyFileError`` names the path and the problem only."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_KEY_FILE + 1)
+        data = read_regular(path, _MAX_KEY_FILE, private=True)
+    except FileRefused as exc:
+        raise KeyFileError(f"{path}: cannot read the signing key: {exc.problem}") from None
     except OSError as exc:
         raise KeyFileError(
             f"{path}: cannot read the signing key: {exc.strerror or type(exc).__name__}"
         ) from None
-    if len(data) > _MAX_KEY_FILE:
-        raise KeyFileError(f"{path}: too large for a signing key file")
     try:
         return Signer.parse(data.decode("ascii"))
     except (NoteError, UnicodeDecodeError, ValueError) as exc:

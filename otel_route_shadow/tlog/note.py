@@ -29,11 +29,14 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 __all__ = [
     "ALG_ED25519",
+    "MAX_KEY_NAME",
     "NoteError",
     "NoteSignature",
     "OpenedNote",
+    "SignatureError",
     "Signer",
     "Verifier",
+    "check_key_name",
     "key_id",
     "open_note",
     "parse_note",
@@ -44,10 +47,16 @@ ALG_ED25519 = 1
 _DASH = "\u2014 "
 _HEX8 = re.compile(r"[0-9a-f]{8}")
 _MAX_SIGNATURES = 100
+MAX_KEY_NAME = 256
+"""The longest key name accepted, in characters (the spec sets no bound; a name is a short URL)."""
 
 
 class NoteError(ValueError):
     """A malformed note or key string. Messages never quote a signer key."""
+
+
+class SignatureError(NoteError):
+    """A signature by a known key (name and key id) that does not verify: the note was altered or forged."""
 
 
 def key_id(name: str, public_key: bytes) -> int:
@@ -56,9 +65,19 @@ def key_id(name: str, public_key: bytes) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-def _check_name(name: str) -> None:
+def check_key_name(name: str, *, ascii_only: bool = False) -> None:
+    """The signed-note spec's rules for a key name: non-empty, no Unicode space, no ``+``; here also
+    printable and at most :data:`MAX_KEY_NAME` characters. ``ascii_only`` (this package's own keys,
+    whose key file is ASCII) refuses any other character with a message saying so."""
     if not name or "+" in name or any(ch.isspace() for ch in name) or not name.isprintable():
-        raise NoteError("a key name must be non-empty, without spaces or '+'")
+        raise NoteError("a key name must be non-empty, printable, without spaces or '+'")
+    if len(name) > MAX_KEY_NAME:
+        raise NoteError(f"a key name is at most {MAX_KEY_NAME} characters, this one has {len(name)}")
+    if ascii_only and not name.isascii():
+        raise NoteError(
+            "a key name must be ASCII here (the key file holds ASCII only); "
+            "use a name such as example.com/route-shadow/host-a"
+        )
 
 
 def _decode_key_material(text: str, what: str) -> bytes:
@@ -89,7 +108,7 @@ class Verifier:
     @classmethod
     def parse(cls, text: str) -> Verifier:
         name, hex_id, material = _split_key(text.strip(), 3, "verifier key")
-        _check_name(name)
+        check_key_name(name)
         if not _HEX8.fullmatch(hex_id):
             raise NoteError("the verifier key id is not 8 lower-case hex digits")
         public = _decode_key_material(material, "verifier key")
@@ -115,7 +134,7 @@ class Signer:
     __slots__ = ("_key", "key_id", "name", "public_key")
 
     def __init__(self, name: str, private_key: Ed25519PrivateKey) -> None:
-        _check_name(name)
+        check_key_name(name, ascii_only=True)
         self.name = name
         self._key = private_key
         self.public_key = private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
@@ -132,7 +151,7 @@ class Signer:
         if parts[:2] != ["PRIVATE", "KEY"]:
             raise NoteError("not a signer key string (PRIVATE+KEY+<name>+<key id>+<key>)")
         name, hex_id, material = parts[2:]
-        _check_name(name)
+        check_key_name(name, ascii_only=True)
         if not _HEX8.fullmatch(hex_id):
             raise NoteError("the signer key id is not 8 lower-case hex digits")
         signer = cls(name, Ed25519PrivateKey.from_private_bytes(_decode_key_material(material, "signer key")))
@@ -220,7 +239,7 @@ def _parse_signature(line: str) -> NoteSignature:
     if not line.startswith(_DASH):
         raise NoteError("a signature line does not start with an em dash and a space")
     name, _, blob = line[len(_DASH) :].rpartition(" ")
-    _check_name(name)
+    check_key_name(name)
     try:
         raw = base64.b64decode(blob, validate=True)
     except (binascii.Error, ValueError):
@@ -233,8 +252,9 @@ def _parse_signature(line: str) -> NoteSignature:
 def open_note(note: str, verifiers: Sequence[Verifier]) -> OpenedNote:
     """Parse ``note`` and check each signature by a known key.
 
-    A signature by a known key (name and key id) that does not verify raises ``NoteError``; signatures
-    by unknown keys are listed in ``unknown`` and never count as valid.
+    A signature by a known key (name and key id) that does not verify raises :class:`SignatureError`
+    (any other problem: ``NoteError``); signatures by unknown keys are listed in ``unknown`` and never
+    count as valid.
     """
     opened = parse_note(note)
     known = {(v.name, v.key_id): v for v in verifiers}
@@ -248,5 +268,5 @@ def open_note(note: str, verifiers: Sequence[Verifier]) -> OpenedNote:
         elif verifier.verify(message, sig.signature):
             verified.append(str(verifier))
         else:
-            raise NoteError(f"the signature by {sig.name}+{sig.key_id:08x} does not verify")
+            raise SignatureError(f"the signature by {sig.name}+{sig.key_id:08x} does not verify")
     return dataclasses.replace(opened, verified_by=tuple(verified), unknown=tuple(unknown))

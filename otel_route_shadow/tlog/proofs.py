@@ -1,7 +1,8 @@
 """Inclusion and consistency proofs as JSON documents, built from the tiles and checked offline.
 
-``prove`` reads only the tiles and the checkpoint (never a chain line): O(log n) tile reads. The
-documents carry everything ``verify-proof`` needs besides the signed checkpoint and a verifier key:
+``prove`` reads only the tiles and the checkpoint (never a chain line): O(log n) tile reads, each tile
+authenticated against the checkpoint's signed root before use (``tiles.TileReader``), so a damaged tile
+is a ``TileError`` naming it, never a wrong proof. The documents carry everything ``verify-proof`` needs besides the signed checkpoint and a verifier key:
 
 * inclusion: ``seq``, ``tree_size``, ``leaf_hash``, ``proof`` (RFC 6962 audit path, leaf to root);
 * consistency: ``old_size``, ``new_size``, ``old_root``, ``new_root``, ``proof`` (RFC 6962 order).
@@ -27,10 +28,11 @@ from otel_route_shadow.tlog.merkle import (
     consistency_proof,
     inclusion_proof,
     leaf_hash,
+    tree_hash,
     verify_consistency,
     verify_inclusion,
 )
-from otel_route_shadow.tlog.tiles import TileStore
+from otel_route_shadow.tlog.tiles import TileReader
 
 __all__ = [
     "ConsistencyProofDoc",
@@ -92,18 +94,20 @@ def decode_hash(text: str) -> bytes:
     return raw
 
 
-def _authentic_store(store: TileStore, checkpoint: Checkpoint) -> None:
-    if store.size < checkpoint.size:
-        raise ProofError(f"the tiles hold {store.size} leaves, fewer than the checkpoint's {checkpoint.size}")
-    if store.root(checkpoint.size) != checkpoint.root:
-        raise ProofError("the stored tiles do not match the checkpoint's root")
+def _reader_of(reader: TileReader, checkpoint: Checkpoint) -> TileReader:
+    if (reader.size, reader.root) != (checkpoint.size, checkpoint.root):
+        raise ValueError("the tile reader is not for this checkpoint's tree")
+    return reader
 
 
-def prove_inclusion(store: TileStore, checkpoint: Checkpoint, seq: int, note: str = "") -> InclusionProofDoc:
-    """The inclusion proof of record ``seq`` in ``checkpoint``'s tree, from tiles only."""
-    _authentic_store(store, checkpoint)
-    path = inclusion_proof(seq, checkpoint.size, store.range_hash)
-    leaf = store.stored_hash(0, seq)
+def prove_inclusion(
+    reader: TileReader, checkpoint: Checkpoint, seq: int, note: str = ""
+) -> InclusionProofDoc:
+    """The inclusion proof of record ``seq`` in ``checkpoint``'s tree, from the tiles ``reader`` (made
+    for that checkpoint) authenticates."""
+    tiles = _reader_of(reader, checkpoint)
+    path = inclusion_proof(seq, checkpoint.size, tiles)
+    leaf = tiles.node(0, seq)
     return InclusionProofDoc(
         origin=checkpoint.origin,
         seq=seq,
@@ -115,21 +119,21 @@ def prove_inclusion(store: TileStore, checkpoint: Checkpoint, seq: int, note: st
 
 
 def prove_consistency(
-    store: TileStore, checkpoint: Checkpoint, old_size: int, new_size: int, note: str = ""
+    reader: TileReader, checkpoint: Checkpoint, old_size: int, new_size: int, note: str = ""
 ) -> ConsistencyProofDoc:
     """The consistency proof from ``old_size`` to ``new_size`` (at most the checkpoint's size)."""
-    _authentic_store(store, checkpoint)
+    tiles = _reader_of(reader, checkpoint)
     if not 0 <= old_size <= new_size <= checkpoint.size:
         raise ProofError(
             f"need 0 <= from ({old_size}) <= to ({new_size}) <= checkpoint size ({checkpoint.size})"
         )
-    path = consistency_proof(old_size, new_size, store.range_hash)
+    path = consistency_proof(old_size, new_size, tiles)
     return ConsistencyProofDoc(
         origin=checkpoint.origin,
         old_size=old_size,
         new_size=new_size,
-        old_root=_b64(store.root(old_size)),
-        new_root=_b64(store.root(new_size)),
+        old_root=_b64(tree_hash(tiles, old_size)),
+        new_root=_b64(tree_hash(tiles, new_size)),
         proof=[_b64(h) for h in path],
         checkpoint=note,
     )

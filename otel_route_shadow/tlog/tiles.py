@@ -1,30 +1,75 @@
-"""The tree's hashes on disk in the C2SP ``tlog-tiles`` layout, and the builder that writes them.
+"""The tree's hashes on disk in the C2SP ``tlog-tiles`` layout: an authenticating reader, and the
+builder that writes them.
 
 A tile at level ``L`` and index ``N`` holds up to 256 consecutive hashes of tree level ``8 * L``
-(level 0: leaf hashes), 32 bytes each, concatenated. A full tile lives at ``tile/<L>/<N>``; the
-rightmost, incomplete tile of a level at ``tile/<L>/<N>.p/<W>`` (``W`` hashes, 1..255). ``N`` is
-written in groups of three digits, all but the last prefixed with ``x``: 1234067 is ``x001/x234/067``.
-Level ``L + 1`` holds the roots of the full tiles of level ``L``. Any node of the tree is then at most
-127 hashes away from stored data, so a proof costs O(log n) tile reads and no read of the chain.
-Entries are not stored as ``tile/entries``: the chain's lines are the entries (leaf i = line i).
+(level 0: leaf hashes), 32 bytes each, concatenated. A full tile lives at ``tile/<L>/<N>``; an
+incomplete one at ``tile/<L>/<N>.p/<W>`` (``W`` hashes, 1..255), kept for every tree size a
+checkpoint was published for until the full tile exists. ``N`` is written in groups of three digits,
+all but the last prefixed with ``x``: 1234067 is ``x001/x234/067``. Level ``L + 1`` holds the roots of
+the full tiles of level ``L``. Entries are not stored as ``tile/entries``: the chain's lines are the
+entries (leaf i = line i).
+
+Tiles are an input, never a fact: :class:`TileReader` reads the tree of one signed checkpoint and
+authenticates every tile before a hash of it is used (as Go's ``tlog.TileHashReader`` in x/mod
+v0.41.0 and later): the right edge (the partial tiles of the tree's size) must give the checkpoint's
+root, and every other tile, a full one, must hash to the entry its parent tile holds for it. A tile
+that is missing or does not authenticate is a :class:`TileError` naming its path, never a wrong hash.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
-from otel_route_shadow.tlog.merkle import EMPTY_ROOT, HASH_SIZE, node_hash, perfect_root
+from otel_route_shadow.files import FileRefused, read_regular, write_atomic
+from otel_route_shadow.tlog.merkle import HASH_SIZE, parent_row, perfect_root, subtrees, tree_hash
 
-__all__ = ["TILE_HEIGHT", "TILE_WIDTH", "TileError", "TileStore", "TreeBuilder", "tile_path"]
+__all__ = [
+    "REBUILD_HINT",
+    "TILE_HEIGHT",
+    "TILE_WIDTH",
+    "TileDamaged",
+    "TileError",
+    "TileMissing",
+    "TileReader",
+    "TreeBuilder",
+    "parse_tile_path",
+    "remove_partials",
+    "tile_path",
+    "write_tile",
+    "write_tiles",
+]
 
 TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT
+_TILE_BYTES = TILE_WIDTH * HASH_SIZE
+
+REBUILD_HINT = (
+    "to rebuild the tiles, remove the state file beside them: the writer's next checkpoint re-hashes "
+    "the chain, checks it against every checkpoint it signed and rewrites the tiles"
+)
+"""What to do about a tile that is missing or damaged (docs/chain-format.md section 13.5)."""
 
 
 class TileError(OSError):
-    """A tile that is missing or of the wrong length."""
+    """A tile that cannot be used: ``path`` (relative to the log directory) names it."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}"
+
+
+class TileMissing(TileError):
+    """A tile the tree needs is not on disk (nor a wider one that holds it)."""
+
+
+class TileDamaged(TileError):
+    """A tile that is not a regular file of the right length, or whose hashes do not authenticate."""
 
 
 def tile_path(level: int, index: int, width: int = TILE_WIDTH) -> str:
@@ -38,144 +83,182 @@ def tile_path(level: int, index: int, width: int = TILE_WIDTH) -> str:
     return f"tile/{level}/{path}{suffix}"
 
 
-def _split(data: bytes) -> list[bytes]:
-    return [data[i : i + HASH_SIZE] for i in range(0, len(data), HASH_SIZE)]
+def parse_tile_path(relative: str) -> tuple[int, int, int] | None:
+    """``(level, index, width)`` of a path :func:`tile_path` writes; None for any other path."""
+    parts = relative.split("/")
+    if len(parts) < 3 or parts[0] != "tile" or not parts[1].isdigit():
+        return None
+    width = TILE_WIDTH
+    if parts[-2].endswith(".p"):
+        if not parts[-1].isdigit():
+            return None
+        width = int(parts[-1])
+        parts = [*parts[:-2], parts[-2][:-2]]
+    index = 0
+    for group in parts[2:]:
+        digits = group.removeprefix("x")
+        if len(digits) != 3 or not digits.isdigit():
+            return None
+        index = index * 1000 + int(digits)
+    level = int(parts[1])
+    if not 0 < width <= TILE_WIDTH or tile_path(level, index, width) != relative:
+        return None
+    return level, index, width
 
 
-class TileStore:
-    """Read access to the tiles of a tree of ``size`` leaves under ``root_dir``."""
+def _width(size: int, level: int, index: int) -> int:
+    """How many hashes tile (level, index) holds in a tree of ``size`` leaves."""
+    return max(0, min(TILE_WIDTH, (size >> (TILE_HEIGHT * level)) - index * TILE_WIDTH))
 
-    def __init__(self, root_dir: str, size: int) -> None:
-        self.root_dir = root_dir
+
+def _levels(row: bytes) -> list[bytes]:
+    """A tile's hashes and every complete node above them inside the tile, level by level."""
+    rows = [row]
+    while len(row) >= 2 * HASH_SIZE:
+        row = parent_row(row)
+        rows.append(row)
+    return rows
+
+
+class TileReader:
+    """The tree of a signed checkpoint (``size`` leaves, ``root``) read from the tiles under
+    ``directory``, each tile authenticated before use (see the module docstring).
+
+    A :class:`~otel_route_shadow.tlog.merkle.NodeReader`: the merkle functions compute roots and
+    proofs over it. Raises :class:`TileMissing` or :class:`TileDamaged`; ``reads`` counts tile files
+    read.
+    """
+
+    def __init__(self, directory: str, size: int, root: bytes) -> None:
+        self.directory = os.fspath(directory)
         self.size = size
-        self._cache: dict[tuple[int, int], list[bytes]] = {}
-        self._levels_cache: dict[tuple[int, int], list[list[bytes]]] = {}
+        self.root = root
         self.reads = 0
+        self._tiles: dict[tuple[int, int], list[bytes]] = {}
+        self._edge_checked = False
 
-    def width(self, level: int, index: int) -> int:
-        """How many hashes tile (level, index) holds in a tree of ``self.size`` leaves."""
-        count = self.size >> (TILE_HEIGHT * level)
-        return max(0, min(TILE_WIDTH, count - index * TILE_WIDTH))
+    def node(self, height: int, index: int) -> bytes:
+        level, rest = divmod(height, TILE_HEIGHT)
+        first = index << rest
+        rows = self._authentic(level, first // TILE_WIDTH)
+        slot = (first % TILE_WIDTH) >> rest
+        node = rows[rest][slot * HASH_SIZE : (slot + 1) * HASH_SIZE] if rest < len(rows) else b""
+        if len(node) != HASH_SIZE:
+            raise ValueError(f"node ({height}, {index}) is not in a tree of {self.size} leaves")
+        return node
 
-    def tile(self, level: int, index: int) -> list[bytes]:
-        """The hashes of one tile (the partial file, or the full tile's prefix when it is complete since)."""
-        key = (level, index)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        width = self.width(level, index)
-        if width == 0:
-            raise TileError(f"tile {level}/{index} is beyond a tree of {self.size} leaves")
-        data = self._read_first(level, index, width)
-        hashes = _split(data[: width * HASH_SIZE])
-        self._cache[key] = hashes
-        return hashes
+    def tile(self, level: int, index: int) -> bytes:
+        """The authenticated hashes of tile (level, index) as of this tree's size, concatenated."""
+        return self._authentic(level, index)[0]
 
-    def _read_first(self, level: int, index: int, width: int) -> bytes:
-        """The exact tile, else one that extends it (the full tile, a wider partial): a prefix is the same."""
-        candidates = [tile_path(level, index, width)]
+    def edge(self) -> list[bytes]:
+        """Per level, the hashes of the tree's incomplete tile (empty when the level has none): what
+        :class:`TreeBuilder` resumes from."""
+        rows: list[bytes] = []
+        level = 0
+        while self.size >> (TILE_HEIGHT * level):
+            count = self.size >> (TILE_HEIGHT * level)
+            rows.append(self.tile(level, count // TILE_WIDTH) if count % TILE_WIDTH else b"")
+            level += 1
+        return rows
+
+    def _authentic(self, level: int, index: int) -> list[bytes]:
+        if not self._edge_checked:
+            self._check_edge()
+        rows = self._tiles.get((level, index))
+        if rows is not None:
+            return rows
+        if _width(self.size, level, index) != TILE_WIDTH:
+            raise ValueError(f"tile {level}/{index} is not in a tree of {self.size} leaves")
+        parent_rows = self._authentic(level + 1, index // TILE_WIDTH)
+        slot = index % TILE_WIDTH
+        expected = parent_rows[0][slot * HASH_SIZE : (slot + 1) * HASH_SIZE]
+        relative, data = self._read(level, index, TILE_WIDTH)
+        rows = _levels(data)
+        if rows[-1] != expected:
+            parent = tile_path(
+                level + 1, index // TILE_WIDTH, _width(self.size, level + 1, index // TILE_WIDTH)
+            )
+            raise TileDamaged(relative, f"does not match its parent tile {parent} (damaged or forged)")
+        self._tiles[(level, index)] = rows
+        return rows
+
+    def _check_edge(self) -> None:
+        """Read the tiles the tree's root is made of (one incomplete tile per level) and check that
+        they give the signed root."""
+        found: dict[tuple[int, int], tuple[str, list[bytes]]] = {}
+        for height, index in subtrees(0, self.size):
+            level, rest = divmod(height, TILE_HEIGHT)
+            key = (level, (index << rest) // TILE_WIDTH)
+            if key not in found:
+                relative, data = self._read(*key, _width(self.size, *key))
+                found[key] = (relative, _levels(data))
+        self._tiles.update({key: rows for key, (_, rows) in found.items()})
+        self._edge_checked = True
+        try:
+            if tree_hash(self, self.size) == self.root:
+                return
+        except ValueError:
+            pass
+        self._tiles.clear()
+        self._edge_checked = False
+        paths = ", ".join(relative for relative, _ in found.values())
+        raise TileDamaged(
+            paths,
+            "the right-edge tiles do not give the checkpoint's root "
+            "(damaged or forged tiles, or a checkpoint of another tree)",
+        )
+
+    def _read(self, level: int, index: int, width: int) -> tuple[str, bytes]:
+        """The first ``width`` hashes of the tile: its own file, else the full tile or a wider partial
+        one (a prefix is the same hashes). Returns the path read and the hashes."""
+        exact = tile_path(level, index, width)
+        candidates = [exact]
         if width < TILE_WIDTH:
             candidates.append(tile_path(level, index))
             candidates.extend(self._wider_partials(level, index, width))
         for relative in candidates:
             try:
-                with open(os.path.join(self.root_dir, relative), "rb") as handle:
-                    data = handle.read()
+                data = read_regular(os.path.join(self.directory, relative), _TILE_BYTES)
             except FileNotFoundError:
                 continue
+            except FileRefused as exc:
+                raise TileDamaged(relative, exc.problem) from None
             self.reads += 1
             if len(data) < width * HASH_SIZE or len(data) % HASH_SIZE:
-                raise TileError(f"{relative}: {len(data)} bytes, expected {width * HASH_SIZE}")
-            return data
-        raise TileError(f"{candidates[0]}: missing")
+                raise TileDamaged(relative, f"{len(data)} bytes, expected {width * HASH_SIZE}")
+            return relative, data[: width * HASH_SIZE]
+        raise TileMissing(exact, "missing")
 
     def _wider_partials(self, level: int, index: int, width: int) -> list[str]:
         folder = tile_path(level, index, 1).rsplit("/", 1)[0]
         try:
-            names = os.listdir(os.path.join(self.root_dir, folder))
+            names = os.listdir(os.path.join(self.directory, folder))
         except OSError:
             return []
         widths = sorted(int(n) for n in names if n.isdigit() and width < int(n) < TILE_WIDTH)
         return [f"{folder}/{w}" for w in widths]
 
-    def stored_hash(self, height: int, index: int) -> bytes:
-        """The root of the perfect subtree of ``2**height`` leaves starting at leaf ``index << height``."""
-        level, rest = divmod(height, TILE_HEIGHT)
-        first = index << rest
-        levels = self._levels(level, first // TILE_WIDTH)
-        return levels[rest][(first % TILE_WIDTH) >> rest]
-
-    def _levels(self, level: int, index: int) -> list[list[bytes]]:
-        """A tile's hashes and every complete node above them inside the tile (at most 255 hashes, once
-        per tile read: a proof then costs O(log n) lookups instead of rebuilding subtrees per node)."""
-        key = (level, index)
-        cached = self._levels_cache.get(key)
-        if cached is None:
-            row = self.tile(level, index)
-            cached = [row]
-            while len(row) >= 2:
-                row = [node_hash(row[i], row[i + 1]) for i in range(0, len(row) - 1, 2)]
-                cached.append(row)
-            self._levels_cache[key] = cached
-        return cached
-
-    def range_hash(self, lo: int, hi: int) -> bytes:
-        """MTH of leaves ``[lo, hi)`` from stored perfect subtrees, folded right to left."""
-        if hi > self.size or lo >= hi:
-            raise TileError(f"leaves {lo}..{hi} are not in a tree of {self.size} leaves")
-        parts = [self.stored_hash(h, start >> h) for h, start in _perfect_subtrees(lo, hi)]
-        digest = parts[-1]
-        for left in reversed(parts[:-1]):
-            digest = node_hash(left, digest)
-        return digest
-
-    def root(self, size: int | None = None) -> bytes:
-        size = self.size if size is None else size
-        return EMPTY_ROOT if size == 0 else self.range_hash(0, size)
-
-
-def _perfect_subtrees(lo: int, hi: int) -> Iterator[tuple[int, int]]:
-    """Split ``[lo, hi)`` into maximal aligned perfect subtrees, left to right: (height, first leaf)."""
-    while lo < hi:
-        height = (lo & -lo).bit_length() - 1 if lo else (hi - lo).bit_length() - 1
-        while lo + (1 << height) > hi:
-            height -= 1
-        yield height, lo
-        lo += 1 << height
-
 
 class TreeBuilder:
-    """Grows the tree one leaf hash at a time and knows which tiles changed.
+    """The writer's right edge at tile granularity: grows the tree a block of leaf hashes at a time
+    and knows which tiles to write.
 
-    Per level it keeps the hashes of the rightmost, incomplete tile (the tree's right edge at tile
-    granularity); a completed tile is queued for writing and its root passed up a level. Per leaf this
-    costs the leaf's own hash plus, amortized, one more (256 leaves -> 255 hashes for the tile root).
+    Per level it keeps the hashes of the incomplete tile; a completed tile is queued in ``full`` and
+    its root passed up a level. A :class:`~otel_route_shadow.tlog.merkle.NodeReader` for the nodes of
+    the right edge, so its root is :func:`~otel_route_shadow.tlog.merkle.tree_hash` over itself.
     """
 
-    def __init__(self, size: int = 0, edge: list[list[bytes]] | None = None) -> None:
+    def __init__(self, size: int = 0, edge: Sequence[bytes] = ()) -> None:
         self.size = size
-        self.edge: list[list[bytes]] = edge if edge is not None else [[]]
+        self.edge: list[list[bytes]] = [
+            [row[i : i + HASH_SIZE] for i in range(0, len(row), HASH_SIZE)] for row in edge
+        ] or [[]]
         self.full: list[tuple[int, int, bytes]] = []
 
-    @classmethod
-    def resume(cls, store: TileStore) -> TreeBuilder:
-        """Rebuild the right edge of ``store``'s tree from its partial tiles (at most one per level)."""
-        edge: list[list[bytes]] = []
-        level = 0
-        while True:
-            count = store.size >> (TILE_HEIGHT * level)
-            if count == 0:
-                break
-            width = count % TILE_WIDTH
-            edge.append(store.tile(level, count // TILE_WIDTH)[:width] if width else [])
-            level += 1
-        return cls(store.size, edge or [[]])
-
     def extend(self, leaves: Sequence[bytes]) -> None:
-        """Append leaf hashes: each tile they complete is queued for writing and its root (by
-        :func:`perfect_root`) goes up a level, and so on up the tree. A block at a time, as the
-        checkpointer catches up: 13.5 ms for 10,000 leaves against 24 ms for the earlier builder's
-        leaf-by-leaf ``add`` (best of 5, 2026-12-01)."""
+        """Append leaf hashes: each tile they complete is queued in ``full`` and its root (by
+        :func:`perfect_root`) goes up a level, and so on up the tree."""
         before = self.size
         self.size += len(leaves)
         digests, level = list(leaves), 0
@@ -186,65 +269,68 @@ class TreeBuilder:
             first = (before >> (TILE_HEIGHT * level)) // TILE_WIDTH  # the tile ``row`` belongs to
             row.extend(digests)
             complete = len(row) // TILE_WIDTH
-            tiles = [row[k * TILE_WIDTH : (k + 1) * TILE_WIDTH] for k in range(complete)]
-            self.full.extend((level, first + k, b"".join(tile)) for k, tile in enumerate(tiles))
+            tiles = [b"".join(row[k * TILE_WIDTH : (k + 1) * TILE_WIDTH]) for k in range(complete)]
+            self.full.extend((level, first + k, tile) for k, tile in enumerate(tiles))
             self.edge[level] = row[complete * TILE_WIDTH :]
             digests = [perfect_root(tile) for tile in tiles]
             level += 1
 
+    def node(self, height: int, index: int) -> bytes:
+        """A node of the right edge (inside the incomplete tile of its level)."""
+        level, rest = divmod(height, TILE_HEIGHT)
+        row = self.edge[level] if level < len(self.edge) else []
+        slot = (index << rest) - ((self.size >> (TILE_HEIGHT * level)) // TILE_WIDTH) * TILE_WIDTH
+        if slot < 0 or slot + (1 << rest) > len(row):
+            raise ValueError(f"node ({height}, {index}) is not on the right edge of {self.size} leaves")
+        return perfect_root(row[slot : slot + (1 << rest)])
+
     def root(self) -> bytes:
         """The root of the tree so far."""
-        parts: list[bytes] = []
-        for level in range(len(self.edge) - 1, -1, -1):
-            row = self.edge[level]
-            start = 0
-            for height in range(TILE_HEIGHT - 1, -1, -1):
-                if len(row) >> height & 1:
-                    parts.append(perfect_root(row[start : start + (1 << height)]))
-                    start += 1 << height
-        if not parts:
-            return EMPTY_ROOT
-        digest = parts[-1]
-        for left in reversed(parts[:-1]):
-            digest = node_hash(left, digest)
-        return digest
+        return tree_hash(self, self.size)
 
-    def pending_tiles(self) -> list[tuple[int, int, int, bytes]]:
-        """Every tile to write now: (level, index, width, data), full tiles first, then partial ones."""
-        out = [(level, index, TILE_WIDTH, data) for level, index, data in self.full]
+    def partials(self) -> list[tuple[int, int, int, bytes]]:
+        """The incomplete tile of each level: (level, index, width, data)."""
+        out = []
         for level, row in enumerate(self.edge):
             if row:
                 index = (self.size >> (TILE_HEIGHT * level)) // TILE_WIDTH
                 out.append((level, index, len(row), b"".join(row)))
         return out
 
-    def write(self, root_dir: str) -> None:
-        """Write every completed tile and the current partial tiles (atomically, each by rename)."""
-        for level, index, width, data in self.pending_tiles():
-            _write_atomic(os.path.join(root_dir, tile_path(level, index, width)), data)
-            _remove_narrower(root_dir, level, index, width)
-        self.full.clear()
+    def take_full(self) -> list[tuple[int, int, bytes]]:
+        """The tiles completed since the last call: (level, index, data)."""
+        full, self.full = self.full, []
+        return full
 
 
-def _remove_narrower(root_dir: str, level: int, index: int, width: int) -> None:
-    """Drop partial tiles that the tile just written extends (readers fall back to wider ones)."""
-    folder = os.path.join(root_dir, tile_path(level, index, 1).rsplit("/", 1)[0])
+def write_tile(directory: str, level: int, index: int, width: int, data: bytes) -> bool:
+    """Write one tile durably (``files.write_atomic``) unless the file already holds exactly ``data``;
+    True when it was written."""
+    path = os.path.join(directory, tile_path(level, index, width))
     try:
-        names = os.listdir(folder)
-    except OSError:
+        if read_regular(path, _TILE_BYTES) == data:
+            return False
+    except (FileNotFoundError, FileRefused):
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_atomic(path, data)
+    return True
+
+
+def write_tiles(directory: str, tiles: Iterable[tuple[int, int, int, bytes]]) -> None:
+    """:func:`write_tile` for each ``(level, index, width, data)``."""
+    for level, index, width, data in tiles:
+        write_tile(directory, level, index, width, data)
+
+
+def remove_partials(directory: str, level: int, index: int) -> None:
+    """Remove the partial tiles of tile (level, index) once its full tile exists (C2SP tlog-tiles
+    keeps them until then)."""
+    if not os.path.isfile(os.path.join(directory, tile_path(level, index))):
         return
-    for name in names:
-        if name.isdigit() and int(name) < width:
+    folder = os.path.join(directory, tile_path(level, index, 1).rsplit("/", 1)[0])
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, name))
-    if width == TILE_WIDTH:
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
-
-
-def _write_atomic(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
+        os.rmdir(folder)

@@ -1,0 +1,314 @@
+"""The report's counting: one :class:`Cell` per distinct tuple of the fields the figures need, counted
+in a :class:`Cube` whose size depends on how many distinct values the chain holds, never on how many
+records it has; :func:`derive` then turns the counted cells into the figures of a
+:class:`~otel_route_shadow.analysis.report.Report`.
+
+A cell's agreement is the record's ``route_shadow.agreed`` *and* a served route that does not differ
+(:mod:`~otel_route_shadow.analysis.served`): a spawn served by another route than the one chosen is
+never counted as agreement; its divergence is then named ``served-differs`` when the record names
+none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+from otel_route_shadow.analysis.gaps import (
+    CLAIM_MISMATCH_KEY,
+    DECISION_MARKER_KEY,
+    FINDING_KEY,
+    GAP_DIMENSIONS,
+    GapTally,
+    SpawnFacts,
+)
+from otel_route_shadow.analysis.groups import GroupSpec, key_label, label, spec_name
+from otel_route_shadow.analysis.noise import KeyState, NoiseTracker
+from otel_route_shadow.analysis.records import Repeats
+from otel_route_shadow.analysis.served import (
+    DIFFERS,
+    SERVED_DIFFERS,
+    SERVED_KEYS,
+    SERVED_STATES,
+    finding_codes,
+    served_state,
+)
+from otel_route_shadow.analysis.tally import Tally
+from otel_route_shadow.shadow import attributes as attr
+
+if TYPE_CHECKING:
+    from otel_route_shadow.analysis.report import Report
+
+__all__ = [
+    "AGREED_LABEL",
+    "BYPASS_TRANSPORT",
+    "MANAGED_SOURCE",
+    "UNSPECIFIED",
+    "Cell",
+    "Cube",
+    "CubeSlot",
+    "derive",
+]
+
+BYPASS_TRANSPORT: Final = "direct-http"
+MANAGED_SOURCE: Final = "managed-policy"
+UNSPECIFIED: Final = "(unspecified)"
+"""The divergence of a spawn that does not agree and names no divergence."""
+AGREED_LABEL: Final = "(agreed)"
+"""Where a finding is counted against divergences: the spawn agreed otherwise."""
+
+
+class Cell(NamedTuple):
+    """The fields of one observation the figures need; the cube counts equal cells."""
+
+    agreed: bool
+    """The record's ``route_shadow.agreed`` is true (before the served route is considered)."""
+    divergence: Any
+    outcome: Any
+    reason: Any
+    source: Any
+    transport: Any
+    mechanism: Any
+    repo: Any
+    role: Any
+    principal: Any
+    request_face: Any
+    requirement: Any
+    legacy_provider: Any
+    legacy_model: Any
+    finding: Any
+    claim_mismatch: Any
+    whole_decision: Any
+    revision: Any
+    content_hash: Any
+    policy_id: Any
+    served_status: Any
+    served_provider: Any
+    served_model: Any
+    served_source: Any
+
+    @property
+    def served(self) -> str:
+        return served_state(self.served_status, finding_codes(self.finding))
+
+    @property
+    def codes(self) -> frozenset[str]:
+        """The record's findings, with ``served-differs`` when the served route differs."""
+        codes = finding_codes(self.finding)
+        return codes | {SERVED_DIFFERS} if self.served == DIFFERS else codes
+
+    @property
+    def agrees(self) -> bool:
+        return self.agreed and self.served != DIFFERS
+
+    @property
+    def divergence_code(self) -> str | None:
+        """None when the spawn agrees; else the record's divergence, ``served-differs`` when only the
+        served route disagrees, or :data:`UNSPECIFIED`."""
+        if self.agrees:
+            return None
+        if not self.agreed:
+            return self.divergence if isinstance(self.divergence, str) else UNSPECIFIED
+        return SERVED_DIFFERS
+
+    @property
+    def decision_key(self) -> tuple[Any, ...]:
+        return (self.repo, self.role, self.principal, self.request_face, self.requirement)
+
+    @property
+    def legacy_route(self) -> tuple[Any, ...]:
+        return (self.legacy_provider, self.legacy_model, self.transport)
+
+    def facts(self) -> dict[str, Any]:
+        """The keyword arguments of :meth:`Tally.add` for this cell."""
+        return {
+            "agreed": self.agrees,
+            "divergence": self.divergence_code,
+            "outcome": self.outcome if isinstance(self.outcome, str) else label(self.outcome),
+            "managed": self.source == MANAGED_SOURCE,
+            "bypass": self.transport == BYPASS_TRANSPORT,
+        }
+
+    def spawn(self, flapping: bool) -> SpawnFacts:
+        return SpawnFacts(
+            mechanism=self.mechanism,
+            managed=self.source == MANAGED_SOURCE,
+            agreed=self.agrees,
+            bypass=self.transport == BYPASS_TRANSPORT,
+            findings=self.codes,
+            claim_mismatch=self.claim_mismatch,
+            whole_decision=self.whole_decision is not None,
+            served=self.served,
+            flapping=flapping,
+        )
+
+
+CELL_KEYS: Final = (
+    attr.DIVERGENCE,
+    attr.OUTCOME,
+    attr.REASON,
+    attr.POLICY_SOURCE,
+    attr.TRANSPORT,
+    attr.LEGACY_MECHANISM,
+    attr.REPO,
+    attr.ROLE,
+    attr.PRINCIPAL,
+    attr.REQUEST_FACE,
+    attr.REQUIREMENT,
+    attr.LEGACY_PROVIDER,
+    attr.LEGACY_MODEL,
+    FINDING_KEY,
+    CLAIM_MISMATCH_KEY,
+    DECISION_MARKER_KEY,
+    attr.SNAPSHOT_REVISION,
+    attr.SNAPSHOT_HASH,
+    attr.POLICY_ID,
+    *SERVED_KEYS,
+)
+"""The attributes of a :class:`Cell` after ``agreed``, in its field order."""
+
+
+class CubeSlot:
+    """One distinct cell: its count, and what each of its records needs while streaming."""
+
+    __slots__ = ("agreed", "cell", "count", "divergence", "route", "served_differs", "state")
+
+    def __init__(self, cell: Cell, noise: NoiseTracker) -> None:
+        self.cell = cell
+        self.count = 0
+        self.agreed = cell.agrees
+        self.divergence: str = cell.divergence_code or ""
+        """The divergence code when the cell does not agree (empty when it does)."""
+        self.served_differs = cell.served == DIFFERS
+        self.state: KeyState = noise.key(cell.decision_key)
+        self.route = noise.route(cell.legacy_route)
+
+
+class Cube:
+    """Counts of equal :class:`Cell` tuples (a repeated observation reuses its slot: :class:`Repeats`)."""
+
+    __slots__ = ("noise", "repeats", "slots")
+
+    def __init__(self, noise: NoiseTracker) -> None:
+        self.noise = noise
+        self.slots: dict[tuple[Any, ...], CubeSlot] = {}
+        self.repeats: Repeats[CubeSlot] = Repeats()
+
+    def add(self, attributes: dict[str, Any]) -> CubeSlot | None:
+        """Count one observation; its slot, or None when a value cannot be counted (a value no
+        exporter writes, such as a list)."""
+        slot = self.repeats.get(attributes)
+        if slot is None:
+            key = (attributes.get(attr.AGREED) is True, *map(attributes.get, CELL_KEYS))
+            try:
+                slot = self.slots.get(key)
+            except TypeError:
+                return None
+            if slot is None:
+                slot = self.slots[key] = CubeSlot(Cell._make(key), self.noise)
+            self.repeats.remember(attributes, slot)
+        slot.count += 1
+        return slot
+
+
+# ---------------------------------------------------------------------------------------------
+# From the cube to the figures
+
+
+def derive(report: Report, slots: Sequence[CubeSlot]) -> None:
+    """Every counted figure of ``report`` from the cube's slots (``report.noise`` already set)."""
+    flapping = report.noise.flapping_keys
+    mechanisms: dict[Any, Tally] = {}
+    served_by: dict[Any, dict[str, int]] = {}
+    groups: dict[str, dict[tuple[Any, ...], Tally]] = {spec_name(spec): {} for spec in report.by}
+    gaps: dict[str, dict[Any, GapTally]] = {name: {} for name in GAP_DIMENSIONS}
+    for slot in slots:
+        cell, n = slot.cell, slot.count
+        facts = cell.facts()
+        report.total.add(n, **facts)
+        mechanisms.setdefault(cell.mechanism, Tally()).add(n, **facts)
+        _add_counts(report, cell, n)
+        _add_served(report, served_by.setdefault(cell.mechanism, dict.fromkeys(SERVED_STATES, 0)), cell, n)
+        _add_groups(groups, report.by, cell, facts, n)
+        _add_gaps(report.gap_total, gaps, cell.spawn(cell.decision_key in flapping), cell, n)
+    report.mechanisms = sorted(mechanisms.items(), key=lambda item: (-item[1].spawns, label(item[0])))
+    report.served_by_mechanism = [(name, served_by[name]) for name, _ in report.mechanisms]
+    report.groups = {
+        name: sorted(rows.items(), key=lambda item: (-item[1].spawns, key_label(item[0])))
+        for name, rows in groups.items()
+    }
+    report.gaps = {
+        name: sorted(rows.items(), key=lambda item: (-item[1].spawns, label(item[0])))
+        for name, rows in gaps.items()
+    }
+
+
+def _add(counts: dict[str, int], key: Any, n: int) -> None:
+    name = key if isinstance(key, str) else label(key)
+    counts[name] = counts.get(name, 0) + n
+
+
+def _add_counts(report: Report, cell: Cell, n: int) -> None:
+    """The flat counts: outcomes, sources, reasons, divergences, findings, recorded deciders."""
+    _add(report.outcomes, cell.outcome, n)
+    _add(report.policy_sources, cell.source, n)
+    if cell.outcome == "held":
+        _add(report.held_reasons, cell.reason, n)
+    elif cell.outcome == "rejected":
+        _add(report.rejected_reasons, cell.reason, n)
+    divergence = cell.divergence_code
+    if divergence is not None:
+        _add(report.divergences, divergence, n)
+    for code in cell.codes:
+        _add(report.findings, code, n)
+        _add(report.findings_by_divergence.setdefault(code, {}), divergence or AGREED_LABEL, n)
+    if isinstance(cell.claim_mismatch, str):
+        for name in cell.claim_mismatch.split(","):
+            _add(report.claim_mismatches, name.strip(), n)
+    if isinstance(cell.policy_id, str):
+        decided = report.decided.setdefault((cell.revision, cell.content_hash), {})
+        decided[cell.policy_id] = decided.get(cell.policy_id, 0) + n
+
+
+def _add_served(report: Report, by_mechanism: dict[str, int], cell: Cell, n: int) -> None:
+    served = cell.served
+    report.served[served] = report.served.get(served, 0) + n
+    by_mechanism[served] += n
+    if served == DIFFERS:
+        move = (cell.legacy_provider, cell.legacy_model, cell.served_provider, cell.served_model)
+        report.served_routes[move] = report.served_routes.get(move, 0) + n
+    if served != "unknown" and isinstance(cell.served_source, str):
+        _add(report.served_sources, cell.served_source, n)
+
+
+def _add_groups(
+    groups: dict[str, dict[tuple[Any, ...], Tally]],
+    specs: Sequence[GroupSpec],
+    cell: Cell,
+    facts: dict[str, Any],
+    n: int,
+) -> None:
+    values = cell._asdict()
+    for spec in specs:
+        key = tuple(values[_CELL_FIELD[name]] for name in spec)
+        groups[spec_name(spec)].setdefault(key, Tally()).add(n, **facts)
+
+
+_CELL_FIELD: Final = {
+    "repo": "repo",
+    "role": "role",
+    "principal": "principal",
+    "mechanism": "mechanism",
+    "transport": "transport",
+    "outcome": "outcome",
+}
+"""``--by`` name -> the :class:`Cell` field it groups on (see ``groups.DIMENSIONS``)."""
+
+
+def _add_gaps(
+    total: GapTally, gaps: dict[str, dict[Any, GapTally]], spawn: SpawnFacts, cell: Cell, n: int
+) -> None:
+    total.add(spawn, n)
+    values = cell._asdict()
+    for name in GAP_DIMENSIONS:
+        gaps[name].setdefault(values[name], GapTally()).add(spawn, n)

@@ -1,0 +1,180 @@
+"""The log's evidence status for a report: the last checkpoint beside the chain, and who signed it.
+
+Read from ``<chain>.tlog/checkpoint`` (the latest note, ``docs/chain-format.md`` section 13.4) without
+blocking and bounded (``files.read_text``: a FIFO or a device there is refused, never waited on), and
+parsed by the log's own note and checkpoint parsers. The file is an input, not a fact: without verifier keys the report only *lists*
+the key names on the note's signature lines and says it did not verify them; with keys, each signature
+by a given key is checked (``open_note``). Neither checks the checkpoint against the chain's bytes:
+that is ``otel-route-shadow verify CHAIN --key VKEY``'s work, and the report says so.
+
+Which line is the log's own signature: among the Ed25519 note signatures (64 signature bytes after
+the key id), the one whose key name is the checkpoint's origin (C2SP tlog-checkpoint asks the log's
+key to be named after its origin), else the first (the writer signs first). Every other line is
+listed as a cosignature, by name only: a witness's ``cosignature/v1`` line (C2SP tlog-cosignature:
+72 bytes, a timestamp then the signature) or another signature.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from otel_route_shadow.files import FileRefused, read_text
+from otel_route_shadow.tlog import (
+    CheckpointError,
+    NoteError,
+    OpenedNote,
+    Verifier,
+    open_note,
+    parse_checkpoint,
+    parse_note,
+    tlog_dir,
+)
+
+__all__ = [
+    "ABSENT",
+    "FAILED",
+    "NOT_CHECKED",
+    "NOT_VERIFIED",
+    "PRESENT",
+    "UNREADABLE",
+    "VERIFIED",
+    "VERIFY_HINT",
+    "LogEvidence",
+    "read_evidence",
+]
+
+ED25519_SIGNATURE_BYTES: Final = 64
+"""The bytes after the key id on a signed-note Ed25519 signature line (a cosignature has 72)."""
+MAX_CHECKPOINT_BYTES: Final = 64 * 1024
+"""A note of a checkpoint and a hundred signature lines is far below this."""
+
+PRESENT: Final = "present"
+ABSENT: Final = "absent"
+UNREADABLE: Final = "unreadable"
+
+NOT_CHECKED: Final = "not-checked"
+"""No verifier key was given: the signature lines are listed, not verified."""
+VERIFIED: Final = "verified"
+"""A given key's signature on the checkpoint verifies."""
+NOT_VERIFIED: Final = "not-verified"
+"""Keys were given, but no signature line is by one of them."""
+FAILED: Final = "failed"
+"""A signature by a given key does not verify."""
+
+VERIFY_HINT: Final = "not verified here; run `otel-route-shadow verify CHAIN --key VKEY`"
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvidence:
+    """What the chain's last checkpoint says, and how much of it this report checked."""
+
+    checkpoint_path: str
+    status: str
+    """:data:`PRESENT`, :data:`ABSENT` or :data:`UNREADABLE` (``problem`` says why)."""
+    chain_records: int
+    problem: str | None = None
+    origin: str | None = None
+    size: int | None = None
+    written_ns: int | None = None
+    """The checkpoint file's modification time (what the disk says)."""
+    age_ns: int | None = None
+    """How long before the report was made the file was written."""
+    signed_by: tuple[str, ...] = ()
+    """``name+keyid`` of the log's own signature line(s)."""
+    cosigned_by: tuple[str, ...] = ()
+    """``name+keyid`` of the further signature lines (witness cosignatures, once witnesses exist)."""
+    verification: str = NOT_CHECKED
+    verified_by: tuple[str, ...] = ()
+
+    @property
+    def records_beyond(self) -> int | None:
+        """Records of the chain after the checkpoint's size: not covered by it."""
+        return None if self.size is None else max(self.chain_records - self.size, 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint_path,
+            "status": self.status,
+            "problem": self.problem,
+            "origin": self.origin,
+            "size": self.size,
+            "chain_records": self.chain_records,
+            "records_beyond": self.records_beyond,
+            "written_unix_nano": self.written_ns,
+            "age_seconds": None if self.age_ns is None else round(self.age_ns / 1e9, 3),
+            "signed_by": list(self.signed_by),
+            "cosigned_by": list(self.cosigned_by),
+            "verification": self.verification,
+            "verified_by": list(self.verified_by),
+            "checked_against_chain": False,
+            "note": VERIFY_HINT if self.verification == NOT_CHECKED else None,
+        }
+
+
+def read_evidence(
+    chain_path: str | os.PathLike[str],
+    chain_records: int,
+    *,
+    verifiers: Sequence[Verifier] = (),
+    now_ns: int | None = None,
+) -> LogEvidence:
+    """The evidence status of the chain at ``chain_path`` (never raises for what is on disk)."""
+    path = os.path.join(tlog_dir(os.fspath(chain_path)), "checkpoint")
+
+    def missing(status: str, problem: str | None = None) -> LogEvidence:
+        return LogEvidence(path, status, chain_records, problem=problem)
+
+    try:
+        note = read_text(path, MAX_CHECKPOINT_BYTES)
+        written_ns = os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        return missing(ABSENT)
+    except (FileRefused, OSError) as exc:
+        return missing(UNREADABLE, str(exc))
+    try:
+        opened = parse_note(note)
+        checkpoint = parse_checkpoint(opened.text)
+    except (NoteError, CheckpointError) as exc:
+        return missing(UNREADABLE, f"{path}: {exc}")
+    signed_by, cosigned_by = _split_signers(opened, checkpoint.origin)
+    verification, verified_by = _verify(note, verifiers)
+    now = time.time_ns() if now_ns is None else now_ns
+    return LogEvidence(
+        checkpoint_path=path,
+        status=PRESENT,
+        chain_records=chain_records,
+        origin=checkpoint.origin,
+        size=checkpoint.size,
+        written_ns=written_ns,
+        age_ns=max(now - written_ns, 0),
+        signed_by=signed_by,
+        cosigned_by=cosigned_by,
+        verification=verification,
+        verified_by=verified_by,
+    )
+
+
+def _split_signers(opened: OpenedNote, origin: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the log's signature lines, the cosignature lines), each as ``name+keyid``."""
+    lines = [(f"{sig.name}+{sig.key_id:08x}", sig) for sig in opened.signatures]
+    signed = [(name, sig) for name, sig in lines if len(sig.signature) == ED25519_SIGNATURE_BYTES]
+    cosigned = [name for name, sig in lines if len(sig.signature) != ED25519_SIGNATURE_BYTES]
+    own = [name for name, sig in signed if sig.name == origin] or [name for name, _ in signed[:1]]
+    others = [name for name, _ in signed if name not in own]
+    return tuple(own), tuple(others + cosigned)
+
+
+def _verify(note: str, verifiers: Sequence[Verifier]) -> tuple[str, tuple[str, ...]]:
+    if not verifiers:
+        return NOT_CHECKED, ()
+    try:
+        opened = open_note(note, verifiers)
+    except NoteError:
+        return FAILED, ()
+    if not opened.verified_by:
+        return NOT_VERIFIED, ()
+    return VERIFIED, tuple("+".join(key.split("+", 2)[:2]) for key in opened.verified_by)

@@ -1,0 +1,68 @@
+"""The served route as the record tells it: what actually served a spawn, beside the route its legacy
+mechanism chose (issue 27: gateways and provider clients fall back on their own).
+
+A record may carry ``route_shadow.served.status`` (``same``, ``differs`` or ``unknown``), the served
+``provider`` and ``model``, and where the host learnt them (``source``: ``response-hook`` or
+``descendant-span``). A record without them (every chain written before the served route was recorded)
+is ``unknown``: nothing reported is never read as agreement. ``route_shadow.finding`` holds one finding
+code or several, comma-separated and sorted (``requirement-defied,served-differs``); a
+``served-differs`` finding makes the served state ``differs`` whatever the status says.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
+
+__all__ = [
+    "BLOCKING_FINDINGS",
+    "DIFFERS",
+    "SAME",
+    "SERVED_DIFFERS",
+    "SERVED_KEYS",
+    "SERVED_MODEL",
+    "SERVED_PROVIDER",
+    "SERVED_SOURCE",
+    "SERVED_STATES",
+    "SERVED_STATUS",
+    "UNKNOWN",
+    "finding_codes",
+    "served_state",
+]
+
+SERVED_STATUS: Final = "route_shadow.served.status"
+SERVED_PROVIDER: Final = "route_shadow.served.provider"
+SERVED_MODEL: Final = "route_shadow.served.model"
+SERVED_SOURCE: Final = "route_shadow.served.source"
+SERVED_KEYS: Final = (SERVED_STATUS, SERVED_PROVIDER, SERVED_MODEL, SERVED_SOURCE)
+"""The served-route attributes a report reads, in this order."""
+
+SERVED_DIFFERS: Final = "served-differs"
+"""The finding: the route that served the spawn is not the route its legacy mechanism chose."""
+
+SAME: Final = "same"
+DIFFERS: Final = "differs"
+UNKNOWN: Final = "unknown"
+SERVED_STATES: Final = (SAME, DIFFERS, UNKNOWN)
+
+BLOCKING_FINDINGS: Final = frozenset({REQUIREMENT_DEFIED, SERVED_DIFFERS})
+"""Findings the readiness verdict names on their own (each is a blocker)."""
+
+
+def finding_codes(value: Any) -> frozenset[str]:
+    """The codes of a ``route_shadow.finding`` value: one code or comma-separated codes; none when
+    the value is absent or not a string."""
+    if not isinstance(value, str):
+        return frozenset()
+    return frozenset(code for code in (part.strip() for part in value.split(",")) if code)
+
+
+def served_state(status: Any, codes: frozenset[str]) -> str:
+    """``differs`` when the status or a ``served-differs`` finding says so; ``same`` only when the
+    status says so; ``unknown`` otherwise (absent, or a value no recorder writes)."""
+    if status == DIFFERS or SERVED_DIFFERS in codes:
+        return DIFFERS
+    if status == SAME:
+        return SAME
+    return UNKNOWN

@@ -1,0 +1,306 @@
+"""The log's directory beside the chain, ``<chain>.tlog/``: its paths, and how each of its files is
+read and written (docs/chain-format.md section 13.4).
+
+Everything in it is an input to authenticate, never a fact: ``state`` is a hint the writer checks
+against what it signed, tiles are authenticated by ``tiles.TileReader``, checkpoint notes by
+``authentication.authenticate``. So every read here is bounded, refuses anything but a regular file
+without blocking on it (``files.open_regular``: a FIFO never hangs a reader) and parses JSON with a
+depth limit (``strict_json``). Every file is written durably: whole files by ``files.write_atomic``
+(file fsync, rename, directory fsync), appends to ``checkpoints`` and ``refusals`` with every byte
+checked written (``files.write_all``) and fsynced; a line an earlier append left torn is ended before
+the next one, so it stays one line that readers skip (quarantined in place) and the file goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from otel_route_shadow.files import (
+    FileRefused,
+    fsync_directory,
+    open_regular,
+    read_regular,
+    remove_temporaries,
+    write_all,
+    write_atomic,
+)
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json
+from otel_route_shadow.tlog.tiles import TILE_HEIGHT, TILE_WIDTH, tile_path
+
+__all__ = [
+    "CHECKPOINTS_FILE",
+    "CHECKPOINT_FILE",
+    "LOCK_FILE",
+    "REFUSALS_FILE",
+    "STATE_FILE",
+    "LogDirectory",
+    "NoteFile",
+    "State",
+    "StateError",
+    "TreeHint",
+    "read_checkpoint_file",
+    "read_note_file",
+    "tlog_dir",
+]
+
+STATE_FILE: Final = "state"
+CHECKPOINT_FILE: Final = "checkpoint"
+CHECKPOINTS_FILE: Final = "checkpoints"
+REFUSALS_FILE: Final = "refusals"
+LOCK_FILE: Final = "lock"
+
+MAX_NOTE_FILE: Final = 64 * 1024 * 1024
+"""The largest checkpoint file read (about 200,000 notes)."""
+_MAX_STATE: Final = 4096
+_MAX_LINE_DEPTH: Final = 2
+_TAIL_STEP: Final = 64 * 1024
+
+
+def tlog_dir(chain_path: str | os.PathLike[str]) -> str:
+    """``<chain>.tlog``: the directory beside the chain holding checkpoints, tiles and state."""
+    return os.fspath(chain_path) + ".tlog"
+
+
+class StateError(ValueError):
+    """A ``state`` file that cannot be used as a hint; the message names it and the problem."""
+
+
+_HEX64 = r"^[0-9a-f]{64}$"
+
+
+class TreeHint(BaseModel):
+    """Where the tree of ``size`` leaves ends in the chain: line ``size`` starts at byte ``offset``,
+    and line ``size - 1`` (leaf hash ``last_leaf``, hex) at ``last_start``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    size: int = Field(ge=1, le=1 << 62)
+    offset: int = Field(ge=1, le=1 << 62)
+    last_start: int = Field(ge=0, le=1 << 62)
+    last_leaf: str = Field(pattern=_HEX64)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TreeHint:
+        if self.last_start >= self.offset:
+            raise ValueError("last_start must lie before offset")
+        return self
+
+
+class State(TreeHint):
+    """The ``state`` file: the hint for the tree the tiles were last written for, and (``previous``)
+    for the tree before it, so a crash between writing ``state`` and publishing its checkpoint leaves a
+    hint for the checkpoint that was published. ``checkpointed`` repeats ``size`` (older writers wrote
+    the size of the last checkpoint there)."""
+
+    checkpointed: int = Field(default=0, ge=0, le=1 << 62)
+    previous: TreeHint | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NoteFile:
+    """The notes of a checkpoint file, oldest first, and the numbers (1-based) of the lines skipped
+    because they are not checkpoint entries (a line an interrupted append left torn, or a foreign one)."""
+
+    notes: list[str]
+    skipped: tuple[int, ...] = ()
+
+
+def read_note_file(path: str | os.PathLike[str], max_bytes: int = MAX_NOTE_FILE) -> NoteFile:
+    """A chain's ``checkpoints`` file (one JSON object ``{"note": ...}`` per line) or a file holding
+    one note (the ``checkpoint`` file). ``FileNotFoundError`` passes through; a file that cannot be
+    taken is a ``files.FileRefused``; one that is not UTF-8 a ``ValueError`` naming it."""
+    source = os.fspath(path)
+    data = read_regular(source, max_bytes)
+    if not data.startswith(b"{"):
+        try:
+            return NoteFile([data.decode("utf-8")] if data else [])
+        except UnicodeDecodeError:
+            raise ValueError(f"{source}: not UTF-8") from None
+    notes: list[str] = []
+    skipped: list[int] = []
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines[:-1], start=1):
+        note = _entry(line)
+        if note is None:
+            skipped.append(number)
+        else:
+            notes.append(note)
+    if lines[-1]:
+        skipped.append(len(lines))  # a last line without LF: torn
+    return NoteFile(notes, tuple(skipped))
+
+
+def read_checkpoint_file(path: str | os.PathLike[str], max_bytes: int = MAX_NOTE_FILE) -> list[str]:
+    """The notes of a checkpoint file (see :func:`read_note_file`; lines that are not entries are skipped)."""
+    return read_note_file(path, max_bytes).notes
+
+
+_SAME_REFUSAL: Final = ("reason", "origin", "tree_size", "seq")
+
+
+def _entry_of(line: bytes) -> dict[str, Any]:
+    """One JSON-object line, ``{}`` when it is not one."""
+    try:
+        value = loads_strict(line, max_depth=_MAX_LINE_DEPTH)
+    except (StrictJSONError, UnicodeDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _entry(line: bytes) -> str | None:
+    """The note of one ``checkpoints`` line, None when it is not an entry."""
+    try:
+        value = loads_strict(line, max_depth=_MAX_LINE_DEPTH)
+    except (StrictJSONError, UnicodeDecodeError):
+        return None
+    note = value.get("note") if isinstance(value, dict) else None
+    return note if isinstance(note, str) else None
+
+
+class LogDirectory:
+    """``<chain>.tlog/`` of one chain: paths and the reads and writes of its files."""
+
+    def __init__(self, chain_path: str | os.PathLike[str]) -> None:
+        self.chain_path = os.fspath(chain_path)
+        self.path = tlog_dir(self.chain_path)
+
+    def file(self, name: str) -> str:
+        """The path of one of the directory's files (``STATE_FILE`` ...) or of a relative tile path."""
+        return os.path.join(self.path, name)
+
+    # -- state ---------------------------------------------------------------------------------------
+
+    def read_state(self) -> State | None:
+        """The ``state`` hint, None when there is none; :class:`StateError` when it cannot be used."""
+        path = self.file(STATE_FILE)
+        try:
+            raw = read_json(path, _MAX_STATE, max_depth=2)
+        except FileNotFoundError:
+            return None
+        except (FileRefused, StrictJSONError) as exc:
+            raise StateError(str(exc)) from None
+        try:
+            return State.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "document"
+            raise StateError(f"{path}: not a tree state: {where}: {first.get('msg', 'invalid')}") from None
+
+    def write_state(self, state: State) -> None:
+        write_atomic(self.file(STATE_FILE), state.model_dump_json(exclude_none=True).encode("ascii"))
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+
+    def notes(self) -> NoteFile:
+        """Every note of ``checkpoints`` (an empty file when there is none)."""
+        try:
+            return read_note_file(self.file(CHECKPOINTS_FILE))
+        except FileNotFoundError:
+            return NoteFile([])
+
+    def newest_notes(self, max_bytes: int = MAX_NOTE_FILE) -> Iterator[str]:
+        """The notes of ``checkpoints``, newest first, reading back from its end (at most ``max_bytes``,
+        as much as any reader of the file reads)."""
+        try:
+            fd = open_regular(self.file(CHECKPOINTS_FILE))
+        except FileNotFoundError:
+            return
+        with contextlib.closing(_Fd(fd)):
+            position = end = os.fstat(fd).st_size
+            carry = b""
+            while position > 0 and end - position < max_bytes:
+                step = min(_TAIL_STEP, position)
+                position -= step
+                lines = (os.pread(fd, step, position) + carry).split(b"\n")
+                carry = lines.pop(0) if position > 0 else b""
+                for line in reversed(lines):
+                    note = _entry(line)
+                    if note is not None:
+                        yield note
+
+    def append_note(self, note: str) -> None:
+        """Append ``{"note": ...}`` as one line of ``checkpoints`` and fsync it."""
+        self._append(CHECKPOINTS_FILE, json.dumps({"note": note}, ensure_ascii=True))
+
+    def publish(self, note: str) -> None:
+        """Replace ``checkpoint`` (the tlog-tiles resource) with ``note``, durably."""
+        write_atomic(self.file(CHECKPOINT_FILE), note.encode("utf-8"))
+
+    # -- refusals ------------------------------------------------------------------------------------
+
+    def append_refusal(self, entry: dict[str, Any]) -> None:
+        """Append one JSON line to ``refusals``, unless its last line records the same refusal (the
+        same reason, origin, tree size and seq: a later process refusing the same state again)."""
+        try:
+            last = _entry_of(
+                read_regular(self.file(REFUSALS_FILE), 1 << 20).rstrip(b"\n").rpartition(b"\n")[2]
+            )
+        except (FileNotFoundError, FileRefused):
+            last = {}
+        if all(last.get(key) == entry.get(key) for key in _SAME_REFUSAL) and last:
+            return
+        self._append(REFUSALS_FILE, json.dumps(entry, sort_keys=True))
+
+    def _append(self, name: str, text: str) -> None:
+        path = self.file(name)
+        created = not os.path.lexists(path)
+        fd = open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644, follow_symlinks=False)
+        try:
+            data = text.encode("utf-8") + b"\n"
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # end the line an interrupted append left torn
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            fsync_directory(self.path)
+
+    # -- the lock and the start ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[bool]:
+        """Hold ``lock`` (``flock``, never waiting): yields False when another process holds it."""
+        fd = open_regular(self.file(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644, follow_symlinks=False)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
+    def remove_temporaries(self, size: int) -> int:
+        """Remove what a killed writer left half-written: the temporary files of ``files.write_atomic``
+        in the directory and where tiles of a tree of ``size`` leaves are written (the directory of each
+        level's last tiles and its partial tiles). Returns how many were removed."""
+        removed = remove_temporaries(self.path)
+        level = 0
+        while True:
+            count = size >> (TILE_HEIGHT * level)
+            index = count // TILE_WIDTH
+            folder = os.path.dirname(self.file(tile_path(level, index)))
+            removed += remove_temporaries(folder)
+            removed += remove_temporaries(self.file(tile_path(level, index, 1).rsplit("/", 1)[0]))
+            if count < TILE_WIDTH:
+                return removed
+            level += 1
+
+
+class _Fd:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        os.close(self.fd)

@@ -1,0 +1,74 @@
+"""One ``authenticate`` for every reader of checkpoints, with typed errors (no message matching)."""
+
+from __future__ import annotations
+
+import pytest
+
+from otel_route_shadow.tlog import (
+    AuthenticationError,
+    BadSignature,
+    Checkpoint,
+    Malformed,
+    NoteError,
+    SignatureError,
+    Signer,
+    UnknownKey,
+    Unsigned,
+    authenticate,
+    open_note,
+    sign_note,
+)
+from otel_route_shadow.tlog.note import MAX_KEY_NAME, check_key_name
+
+ORIGIN = "example.com/route-shadow/auth"
+SIGNER = Signer.generate(ORIGIN)
+OTHER = Signer.generate("example.com/someone-else")
+TEXT = Checkpoint(ORIGIN, 7, bytes(range(32))).text()
+
+
+def test_a_note_signed_by_a_given_key_authenticates_with_its_signer() -> None:
+    found = authenticate(sign_note(TEXT, [SIGNER, OTHER]), [SIGNER.verifier()])
+    assert found.checkpoint == Checkpoint(ORIGIN, 7, bytes(range(32)))
+    assert found.signed_by == (str(SIGNER.verifier()),)
+
+
+def test_a_signature_that_does_not_verify_is_its_own_class_whatever_the_message() -> None:
+    note = sign_note(TEXT, [SIGNER]).replace("\n7\n", "\n8\n")
+    with pytest.raises(SignatureError):
+        open_note(note, [SIGNER.verifier()])
+    with pytest.raises(BadSignature) as caught:
+        authenticate(note, [SIGNER.verifier()])
+    assert caught.value.reason == "bad-signature"
+
+
+@pytest.mark.parametrize(
+    ("note", "error", "reason"),
+    [
+        (sign_note(TEXT, [OTHER]), UnknownKey, "unknown-key"),
+        (TEXT, Unsigned, "unsigned"),
+        ("not a note", Malformed, "malformed"),
+        (sign_note("a\nb\n", [SIGNER]), Malformed, "malformed"),
+    ],
+)
+def test_each_way_a_note_fails_is_a_typed_error(
+    note: str, error: type[AuthenticationError], reason: str
+) -> None:
+    with pytest.raises(error) as caught:
+        authenticate(note, [SIGNER.verifier()])
+    assert caught.value.reason == reason
+
+
+def test_without_keys_a_well_formed_note_is_parsed_not_authenticated() -> None:
+    assert authenticate(sign_note(TEXT, [OTHER]), []).signed_by == ()
+
+
+@pytest.mark.parametrize("name", ["", "a b", "a+b", "a\u2003b", "x" * (MAX_KEY_NAME + 1), "tab\tname"])
+def test_key_names_follow_the_signed_note_spec(name: str) -> None:
+    with pytest.raises(NoteError):
+        check_key_name(name)
+
+
+def test_our_own_keys_are_ascii_and_others_may_be_unicode() -> None:
+    check_key_name("exämple.com/log")  # a witness's key name in a note we read
+    with pytest.raises(NoteError, match="ASCII"):
+        Signer.generate("exämple.com/log")

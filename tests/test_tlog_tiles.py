@@ -1,0 +1,252 @@
+"""Tiles are an input (issue 26 items 1 and 2): authenticated before use, kept for every published
+checkpoint, their health reported by ``verify`` apart from the chain's; hostile files never hang or
+crash a reader."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from test_chain_support import edited, write_lines
+from tlog_support import ORIGIN, append, lines, log_dir, notes
+
+from otel_route_shadow.cli import main
+from otel_route_shadow.tlog import (
+    Checkpointer,
+    Signer,
+    TileDamaged,
+    TileMissing,
+    TileReader,
+    authenticate,
+    inclusion_proof,
+    leaf_hash,
+    tile_path,
+    tree_hash,
+    verify_against_checkpoints,
+    verify_inclusion,
+)
+from otel_route_shadow.tlog.tiles import parse_tile_path
+
+SIGNER = Signer.generate(ORIGIN)
+KEY = str(SIGNER.verifier())
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _signed(tmp_path: Path, size: int = 300, every: int = 300) -> Path:
+    chain = tmp_path / "chain.jsonl"
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    append(chain, size, writer, every=every)
+    writer.checkpoint()
+    return chain
+
+
+def _set_hash(path: Path, slot: int, digest: bytes) -> None:
+    data = bytearray(path.read_bytes())
+    data[slot * 32 : slot * 32 + 32] = digest
+    path.write_bytes(bytes(data))
+
+
+def test_one_flipped_leaf_hash_in_tile_0_000_is_a_damaged_tile_for_verify_and_prove(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: ``verify --checkpoint --key`` said intact, and ``prove`` emitted proofs that
+    ``verify-proof`` rejects (only the level-1 tile was checked)."""
+    chain = _signed(tmp_path)
+    tile = log_dir(chain) / tile_path(0, 0)
+    _set_hash(tile, 17, bytes(32))
+    code, out, _ = run(["verify", str(chain), "--key", KEY], capsys)
+    assert code == 1
+    assert "intact: 300 records" in out and "consistent with 1 checkpoint(s)" in out  # the chain is fine
+    assert "TILES DAMAGED" in out and "tile/0/000: does not hold the hashes of the signed tree" in out
+    assert "remove the state file" in out
+    code, out, err = run(["prove", str(chain), "--seq", "17"], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert (
+        "tile/0/000: does not match its parent tile tile/1/000.p/1" in err and "remove the state file" in err
+    )
+
+
+def test_a_record_and_its_tile_slot_forged_together_is_never_blamed_on_another_seq(tmp_path: Path) -> None:
+    """Before: ``verify`` named seq 255 instead of 5: the descent trusted a full tile it never checked
+    against its parent."""
+    chain = _signed(tmp_path)
+    forged = edited([line + b"\n" for line in lines(chain)], 5)
+    write_lines(chain, forged)
+    _set_hash(log_dir(chain) / tile_path(0, 0), 5, leaf_hash(forged[5].rstrip(b"\n")))
+    report = verify_against_checkpoints(str(chain), notes(chain), [KEY])
+    verdict = report.verdicts[0]
+    assert verdict.reason.value == "record-changed"
+    assert verdict.first_bad_seq is None  # not 255: the tiles cannot say more than the range
+    assert "seq 0..255" in verdict.detail and "tile/0/000" in verdict.detail
+    assert any(d.startswith("tile/0/000: does not match its parent") for d in report.tiles.damaged)
+
+
+def test_the_descent_still_names_the_changed_record_when_the_tiles_are_sound(tmp_path: Path) -> None:
+    chain = _signed(tmp_path)
+    write_lines(chain, edited([line + b"\n" for line in lines(chain)], 5))
+    report = verify_against_checkpoints(str(chain), notes(chain), [KEY])
+    assert report.first_bad_seq == 5 and report.tiles.ok
+
+
+@pytest.mark.parametrize("where", ["leaf", "edge", "level-1"])
+def test_a_tile_reader_never_returns_a_hash_it_did_not_authenticate(tmp_path: Path, where: str) -> None:
+    chain = _signed(tmp_path, 70_000 // 100, 700)  # 700 leaves: full tiles 0 and 1, edges .p/188, .p/2
+    directory = log_dir(chain)
+    checkpoint = authenticate(notes(chain)[-1], [SIGNER.verifier()]).checkpoint
+    target = {"leaf": tile_path(0, 1), "edge": tile_path(0, 2, 188), "level-1": tile_path(1, 0, 2)}[where]
+    _set_hash(directory / target, 1, bytes(32))
+    reader = TileReader(str(directory), checkpoint.size, checkpoint.root)
+    with pytest.raises(TileDamaged) as caught:
+        for seq in range(checkpoint.size):
+            inclusion_proof(seq, checkpoint.size, reader)
+            reader.node(0, seq)
+    assert target in caught.value.path
+    (directory / tile_path(0, 0)).unlink()
+    with pytest.raises((TileMissing, TileDamaged)):
+        TileReader(str(directory), checkpoint.size, checkpoint.root).node(0, 3)
+
+
+def test_every_published_checkpoints_partial_tiles_are_kept_until_the_full_tile_exists(
+    tmp_path: Path,
+) -> None:
+    chain = _signed(tmp_path, 700, 97)
+    directory = log_dir(chain)
+    published = [authenticate(n, [SIGNER.verifier()]).checkpoint for n in notes(chain)]
+    assert [c.size for c in published] == [97, 194, 291, 388, 485, 582, 679, 700]
+    hashes = [leaf_hash(line) for line in lines(chain)]
+    for checkpoint in published:
+        reader = TileReader(str(directory), checkpoint.size, checkpoint.root)
+        assert tree_hash(reader, checkpoint.size) == checkpoint.root
+        last = checkpoint.size - 1
+        verify_inclusion(
+            last,
+            checkpoint.size,
+            hashes[last],
+            inclusion_proof(last, checkpoint.size, reader),
+            checkpoint.root,
+        )
+    partials = sorted(
+        found[2]
+        for p in directory.rglob("*")
+        if p.is_file() and (found := parse_tile_path(p.relative_to(directory).as_posix())) and found[2] < 256
+    )
+    # tile/0/002: 70, 167, 188; tile/1/000: 1, 2. Those of tiles 0/000 and 0/001 went once they were full.
+    assert partials == [1, 2, 70, 167, 188]
+
+
+def test_an_old_log_gets_the_partial_tiles_it_removed_back_at_the_next_checkpoint(tmp_path: Path) -> None:
+    chain = _signed(tmp_path, 700, 97)
+    directory = log_dir(chain)
+    for folder in directory.rglob("*.p"):  # what the earlier writer kept: the widest partial only
+        widths = sorted(int(p.name) for p in folder.iterdir())
+        for width in widths[:-1]:
+            (folder / str(width)).unlink()
+    assert verify_against_checkpoints(str(chain), notes(chain), [KEY]).tiles.missing
+    append(chain, 10, Checkpointer(str(chain), ORIGIN, SIGNER), every=10, start=700)
+    report = verify_against_checkpoints(str(chain), notes(chain), [KEY])
+    assert report.ok and report.tiles.ok, report.tiles
+
+
+def test_a_changed_partial_tile_of_an_older_checkpoint_is_rewritten_by_the_next_process(
+    tmp_path: Path,
+) -> None:
+    chain = _signed(tmp_path, 700, 97)
+    _set_hash(log_dir(chain) / tile_path(0, 2, 70), 3, bytes(32))
+    assert verify_against_checkpoints(str(chain), notes(chain), [KEY]).tiles.damaged
+    append(chain, 10, Checkpointer(str(chain), ORIGIN, SIGNER), every=10, start=700)
+    assert verify_against_checkpoints(str(chain), notes(chain), [KEY]).tiles.ok
+
+
+def _fifo(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("name", ["state", "tile", "checkpoints"])
+def test_a_fifo_in_the_log_directory_never_hangs_the_writer(tmp_path: Path, name: str) -> None:
+    chain = _signed(tmp_path, 300, 300)
+    directory = log_dir(chain)
+    path = directory / (tile_path(1, 0, 1) if name == "tile" else name)
+    _fifo(path)
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    append(chain, 20, writer, every=10, start=300)  # returns: nothing waits on the FIFO
+    if name != "checkpoints":
+        assert writer.last is not None and writer.last.size == 320 and writer.refused is None
+
+
+@pytest.mark.parametrize(
+    ("plant", "argv"),
+    [
+        ("checkpoints", lambda c: ["verify", c, "--key", KEY]),
+        ("checkpoint", lambda c: ["prove", c, "--seq", "1"]),
+        ("tile", lambda c: ["prove", c, "--seq", "1"]),
+        ("tile-dir-a-file", lambda c: ["prove", c, "--seq", "1"]),
+        (
+            "record",
+            lambda c: [
+                "verify-proof",
+                "--proof",
+                c + ".proof",
+                "--checkpoint",
+                c + ".tlog/checkpoint",
+                "--key",
+                KEY,
+                "--record",
+                c + ".record",
+            ],
+        ),
+        ("deep-json", lambda c: ["verify", c, "--key", KEY, "--checkpoint", c + ".deep"]),
+    ],
+)
+def test_hostile_files_are_one_line_on_stderr_and_exit_2_never_a_hang(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    plant: str,
+    argv: object,
+) -> None:
+    chain = _signed(tmp_path, 300, 300)
+    directory = log_dir(chain)
+    if plant == "tile":
+        _fifo(directory / tile_path(1, 0, 1))
+    elif plant == "tile-dir-a-file":
+        shutil.rmtree(directory / "tile")
+        (directory / "tile").write_text("not a directory")
+    elif plant == "record":
+        _fifo(Path(str(chain) + ".record"))
+        assert main(["prove", str(chain), "--seq", "1"]) == 0
+        Path(str(chain) + ".proof").write_text(capsys.readouterr().out)
+    elif plant == "deep-json":
+        Path(str(chain) + ".deep").write_text("{" * 50_000)
+    else:
+        _fifo(directory / plant)
+    code, out, err = run(argv(str(chain)), capsys)  # type: ignore[operator]
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("name", "needle"), [("café", "ASCII"), ("x" * 100_000, "at most 256")])
+def test_key_names_follow_the_signed_note_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, needle: str
+) -> None:
+    code, out, err = run(["key", "generate", "--name", name, "--out", str(tmp_path / "k")], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1 and needle in err
+    assert not (tmp_path / "k").exists()
+
+
+def test_a_chain_handed_over_without_its_tile_store_is_not_a_damaged_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain = _signed(tmp_path)
+    saved = tmp_path / "saved-elsewhere.txt"
+    shutil.copy(log_dir(chain) / "checkpoints", saved)
+    shutil.rmtree(log_dir(chain))
+    code, out, _ = run(["verify", str(chain), "--key", KEY, "--checkpoint", str(saved)], capsys)
+    assert code == 0, out
+    assert "tiles: no tile store" in out and "not checked" in out
