@@ -33,6 +33,7 @@ patches are prototypes, not candidate code:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -174,23 +175,25 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
     from benchmarks import bench_seam
 
     probe: Callable[[], dict[str, int]] = dict
-    if variant == "no-append":
-        probe = _no_append()
-    elif variant == "minimal-append":
-        probe = _minimal_append(cfg.workdir)
-    elif variant == "lock-held":
-        probe = _lock_held()
-    elif variant == "writer-thread":
-        probe = _writer_thread()
-    elif variant == "checkpoints-deferred":
-        os.environ.update(DEFERRED_ENV)
-    elif variant in PATCHES:
-        probe = PATCHES[variant]().__enter__()  # for the child's life
-    elif variant in RUNTIME_PATCHES:
-        probe = RUNTIME_PATCHES[variant]().__enter__()  # for the child's life
-    elif variant != "shipped":
-        raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
-    row = bench_seam.seam_rows(cfg, tail=False)[0]
+    # A patch is entered on this stack, which holds it until the row has run: a context manager
+    # left unreferenced is collected at once, and its generator's close undoes the patch.
+    with contextlib.ExitStack() as patches:
+        if variant == "no-append":
+            probe = _no_append()
+        elif variant == "minimal-append":
+            probe = _minimal_append(cfg.workdir)
+        elif variant == "lock-held":
+            probe = _lock_held()
+        elif variant == "writer-thread":
+            probe = _writer_thread()
+        elif variant == "checkpoints-deferred":
+            os.environ.update(DEFERRED_ENV)
+        elif variant in PATCHES or variant in RUNTIME_PATCHES:
+            probe = patches.enter_context((PATCHES.get(variant) or RUNTIME_PATCHES[variant])())
+        elif variant != "shipped":
+            raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+        row = bench_seam.seam_rows(cfg, tail=False)[0]
+        figures = probe()
     extras = row.extras
     return {
         "variant": variant,
@@ -203,7 +206,7 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         "expected_records": extras.get("expected_records"),
         "contained_errors": extras.get("contained_errors"),
         "notes": row.notes,
-        **probe(),
+        **figures,
     }
 
 
