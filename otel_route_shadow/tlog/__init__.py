@@ -55,9 +55,11 @@ from otel_route_shadow.tlog.cosignature import (
     CosignatureFault,
     Cosignatures,
     CosignatureVerifier,
+    add_cosignatures,
     verify_cosignatures,
 )
 from otel_route_shadow.tlog.directory import (
+    Cosigned,
     LogDirectory,
     NoteFile,
     read_checkpoint_file,
@@ -107,6 +109,13 @@ from otel_route_shadow.tlog.policy import (
     QuorumVerdict,
     format_policy,
     parse_policy,
+    read_policy_file,
+)
+from otel_route_shadow.tlog.quorum import (
+    NoteProblem,
+    QuorumReport,
+    WitnessedCheckpoint,
+    attest_notes,
 )
 from otel_route_shadow.tlog.receipt import (
     Receipt,
@@ -149,6 +158,7 @@ __all__ = [
     "CosignatureFault",
     "CosignatureVerifier",
     "Cosignatures",
+    "Cosigned",
     "KeyFileError",
     "Located",
     "LogDirectory",
@@ -156,6 +166,7 @@ __all__ = [
     "NodeReader",
     "NoteError",
     "NoteFile",
+    "NoteProblem",
     "OpenedNote",
     "Policy",
     "PolicyError",
@@ -163,6 +174,7 @@ __all__ = [
     "PolicyLog",
     "PolicyWitness",
     "ProofError",
+    "QuorumReport",
     "QuorumVerdict",
     "Receipt",
     "ReceiptError",
@@ -182,7 +194,10 @@ __all__ = [
     "Unsigned",
     "Verifier",
     "WitnessCosignature",
+    "WitnessedCheckpoint",
+    "add_cosignatures",
     "attest_checkpoint",
+    "attest_notes",
     "authenticate",
     "consistency_proof",
     "default_origin",
@@ -202,6 +217,7 @@ __all__ = [
     "range_hash",
     "read_checkpoint_file",
     "read_note_file",
+    "read_policy_file",
     "read_signer_file",
     "root_from_leaf_hashes",
     "sign_note",
