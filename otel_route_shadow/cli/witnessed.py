@@ -204,7 +204,7 @@ def verdict_lines(verdict: PolicyVerdict) -> list[str]:
     for checkpoint, why in verdict.contradicted:
         at = f", first changed seq {why.first_bad_seq}" if why.first_bad_seq is not None else ""
         lines.append(
-            f"  FORK: the chain contradicts the checkpoint of size {checkpoint.checkpoint.size} that the quorum "
+            f"  CONTRADICTED: the chain contradicts the checkpoint of size {checkpoint.checkpoint.size} that the quorum "
             f"attests (cosigned by {', '.join(checkpoint.cosigned_by)}): {why.reason.value}{at}"
             + (f" ({why.detail})" if why.detail else "")
         )

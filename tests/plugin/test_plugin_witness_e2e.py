@@ -232,7 +232,7 @@ def test_a_history_rewritten_with_the_logs_own_key_is_refused_and_verify_names_t
         capsys, str(h.chain), "--policy", str(policy), "--checkpoint", str(auditor), "--checkpoint", str(tlog / "checkpoints")
     )
     assert code == 1, out
-    assert "FORK: the chain contradicts the checkpoint of size 400 that the quorum attests (cosigned by w0, w1)" in out
+    assert "CONTRADICTED: the chain contradicts the checkpoint of size 400 that the quorum attests (cosigned by w0, w1): fork" in out
     assert "no checkpoint the chain matches meets the quorum" in out
 
 
