@@ -16,8 +16,8 @@ from witness_support import Cosigner, GrowingLog
 
 from otel_route_shadow.tlog import (
     Checkpointer,
-    Cosigned,
     CosignatureError,
+    Cosigned,
     LogDirectory,
     PolicyError,
     Signer,
@@ -78,7 +78,9 @@ def test_an_unsigned_note_gets_no_cosignature() -> None:
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["w1", "w2", "stranger", "garbage", "wrong-text"]), st.integers(0, 2 * NOW)),
+        st.tuples(
+            st.sampled_from(["w1", "w2", "stranger", "garbage", "wrong-text"]), st.integers(0, 2 * NOW)
+        ),
         max_size=6,
     )
 )
@@ -141,7 +143,9 @@ def test_a_bad_cosignature_is_rejected_and_nothing_is_written(tmp_path: Path) ->
     directory = LogDirectory(log.chain)
     forged = W1.line(_text(note).replace("\n10\n", "\n11\n"), NOW)
     assert directory.cosign(_text(note), [forged], KEYS, now=NOW) is Cosigned.REJECTED
-    assert directory.cosign(_text(note), [STRANGER.line(_text(note), NOW)], KEYS, now=NOW) is Cosigned.UNCHANGED
+    assert (
+        directory.cosign(_text(note), [STRANGER.line(_text(note), NOW)], KEYS, now=NOW) is Cosigned.UNCHANGED
+    )
     assert directory.notes().notes == [note]
 
 
@@ -162,7 +166,9 @@ def test_the_writer_resumes_from_a_cosigned_entry_without_a_rebuild(tmp_path: Pa
     note = log.grow(300)
     directory = LogDirectory(log.chain)
     for witness in (W1, W2):
-        assert directory.cosign(_text(note), [witness.line(_text(note), NOW)], KEYS, now=NOW) is Cosigned.ADDED
+        assert (
+            directory.cosign(_text(note), [witness.line(_text(note), NOW)], KEYS, now=NOW) is Cosigned.ADDED
+        )
     state = (Path(directory.path) / "state").stat().st_mtime_ns
     nxt = log.grow(20)  # a fresh Checkpointer: the next process
     assert int(_text(nxt).split("\n")[1]) == 320

@@ -80,15 +80,23 @@ def test_verify_says_the_three_statements_and_records_beyond_the_attested_size_a
     assert (code, err) == (3, "")
     assert "1. the chain is intact: yes" in out
     assert "2. it is consistent with every checkpoint: yes (4 distinct checkpoint(s)" in out
-    assert "3. attested by the quorum up to size 40 (cosigned by one, two); 30 record(s) beyond it not yet witnessed" in out
+    assert (
+        "3. attested by the quorum up to size 40 (cosigned by one, two); 30 record(s) beyond it not yet witnessed"
+        in out
+    )
     assert "largest size cosigned, per witness: one 60, two 40" in out  # the stranger's line never counts
     assert "exit 3: insufficient evidence: 30 record(s) not witnessed, more than --max-unwitnessed 0" in out
     code, out, _ = run(["verify", str(log.chain), "--policy", str(policy), "--max-unwitnessed", "30"], capsys)
     assert code == 0 and "exit 0: attested" in out
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy), "--max-unwitnessed", "29", "--json"], capsys)
+    code, out, _ = run(
+        ["verify", str(log.chain), "--policy", str(policy), "--max-unwitnessed", "29", "--json"], capsys
+    )
     witnessed_json = json.loads(out)["witnessed"]
     assert code == 3 and witnessed_json["status"] == "insufficient-evidence"
-    assert witnessed_json["attested_size"] == 40 and witnessed_json["largest_cosigned"] == {"one": 60, "two": 40}
+    assert witnessed_json["attested_size"] == 40 and witnessed_json["largest_cosigned"] == {
+        "one": 60,
+        "two": 40,
+    }
     assert witnessed_json["unwitnessed"] == 30 and witnessed_json["attested_by"] == ["one", "two"]
 
 
@@ -99,15 +107,22 @@ def test_quorum_not_met_is_insufficient_evidence_naming_the_missing_witness(
     _cosign(log, log.grow(10), W1)
     policy = tmp_path / "policy"
     policy.write_text(_policy_text("both"))
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy), "--max-unwitnessed", "1000"], capsys)
+    code, out, _ = run(
+        ["verify", str(log.chain), "--policy", str(policy), "--max-unwitnessed", "1000"], capsys
+    )
     assert code == 3
-    assert "no checkpoint the chain matches meets the quorum (the newest, size 10, is cosigned by one; missing: two)" in out
+    assert (
+        "no checkpoint the chain matches meets the quorum (the newest, size 10, is cosigned by one; missing: two)"
+        in out
+    )
     policy.write_text(_policy_text("either"))
     code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
     assert code == 0 and "attested by the quorum up to size 10 (cosigned by one); 0 record(s)" in out
 
 
-def test_a_cosignature_in_the_future_is_not_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_cosignature_in_the_future_is_not_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = GrowingLog(tmp_path / "chain.jsonl", LOG)
     note = log.grow(10)
     text = parse_note(note).text
@@ -148,7 +163,10 @@ def test_verify_names_the_cosigned_checkpoint_a_cut_chain_contradicts(
     log.chain.write_bytes(b"".join(line + b"\n" for line in lines))
     code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
     assert code == 1
-    assert "CONTRADICTED: the chain contradicts the checkpoint of size 40 that the quorum attests (cosigned by one, two): truncated" in out
+    assert (
+        "CONTRADICTED: the chain contradicts the checkpoint of size 40 that the quorum attests (cosigned by one, two): truncated"
+        in out
+    )
     assert "3. attested by the quorum up to size 10" in out
 
 
@@ -171,7 +189,17 @@ def test_verify_proof_with_a_policy_counts_the_checkpoints_cosignatures(
         proof = tmp_path / "proof.json"
         proof.write_text(out)
         code, out, _ = run(
-            ["verify-proof", "--proof", str(proof), "--checkpoint", str(checkpoint), "--record", str(record), "--policy", str(policy)],
+            [
+                "verify-proof",
+                "--proof",
+                str(proof),
+                "--checkpoint",
+                str(checkpoint),
+                "--record",
+                str(record),
+                "--policy",
+                str(policy),
+            ],
             capsys,
         )
         assert code == expected, out
@@ -184,23 +212,44 @@ def test_a_receipt_proves_one_decision_with_nothing_else(
     log, policy = witnessed
     receipt, line = tmp_path / "receipt", tmp_path / "record.line"
     code, out, err = run(
-        ["prove", str(log.chain), "--seq", "33", "--receipt", "--policy", str(policy), "--record-out", str(line)], capsys
+        [
+            "prove",
+            str(log.chain),
+            "--seq",
+            "33",
+            "--receipt",
+            "--policy",
+            str(policy),
+            "--record-out",
+            str(line),
+        ],
+        capsys,
     )
     assert code == 0 and err == ""
-    assert out.startswith("c2sp.org/tlog-proof@v1\nindex 33\n") and f"\n\n{ORIGIN}\n40\n" in out  # the attested one
+    assert (
+        out.startswith("c2sp.org/tlog-proof@v1\nindex 33\n") and f"\n\n{ORIGIN}\n40\n" in out
+    )  # the attested one
     assert line.read_bytes() == log.lines()[33] + b"\n"
     receipt.write_text(out)
     moved = tmp_path / "elsewhere"
     moved.mkdir()
-    log.chain.rename(moved / "chain.jsonl")  # the auditor has the receipt, the line and the policy: nothing else
-    code, out, _ = run(["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys)
+    log.chain.rename(
+        moved / "chain.jsonl"
+    )  # the auditor has the receipt, the line and the policy: nothing else
+    code, out, _ = run(
+        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys
+    )
     assert code == 0 and "witnessed: the quorum both is met (cosigned by one, two)" in out
     other = tmp_path / "other.line"
     other.write_bytes((moved / "chain.jsonl").read_bytes().split(b"\n")[34])
-    code, out, _ = run(["verify-proof", "--receipt", str(receipt), "--record", str(other), "--policy", str(policy)], capsys)
+    code, out, _ = run(
+        ["verify-proof", "--receipt", str(receipt), "--record", str(other), "--policy", str(policy)], capsys
+    )
     assert code == 1 and "does NOT hold" in out
     policy.write_text(_policy_text("both").replace("quorum both", "quorum one"))
-    code, _, _ = run(["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys)
+    code, _, _ = run(
+        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys
+    )
     assert code == 0
 
 
@@ -211,12 +260,23 @@ def test_a_receipt_against_an_unwitnessed_checkpoint_is_insufficient_evidence(
     code, _, err = run(["prove", str(log.chain), "--seq", "65", "--receipt", "--policy", str(policy)], capsys)
     assert code == 3 and "covers seq 65 and meets the quorum" in err
     receipt, line = tmp_path / "receipt", tmp_path / "record.line"
-    code, out, _ = run(["prove", str(log.chain), "--seq", "65", "--receipt", "--record-out", str(line)], capsys)
+    code, out, _ = run(
+        ["prove", str(log.chain), "--seq", "65", "--receipt", "--record-out", str(line)], capsys
+    )
     assert code == 0 and f"\n\n{ORIGIN}\n70\n" in out  # the latest checkpoint, cosigned by nobody
     receipt.write_text(out)
-    code, out, _ = run(["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys)
-    assert code == 3 and "INSUFFICIENT EVIDENCE: the quorum both is not met (cosigned by no witness; missing: one, two)" in out
-    code, out, _ = run(["verify-proof", "--receipt", str(receipt), "--record", str(line), "--key", str(LOG.verifier())], capsys)
+    code, out, _ = run(
+        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys
+    )
+    assert (
+        code == 3
+        and "INSUFFICIENT EVIDENCE: the quorum both is not met (cosigned by no witness; missing: one, two)"
+        in out
+    )
+    code, out, _ = run(
+        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--key", str(LOG.verifier())],
+        capsys,
+    )
     assert code == 0 and "requires no witness" in out
 
 
@@ -227,15 +287,22 @@ def test_audit_with_a_policy_counts_only_quorum_attested_checkpoints(tmp_path: P
     backend = FakeBackend()
     host = Host(tmp_path / "host", ORIGIN, backend, LOG).run(50, every=10)
     directory = LogDirectory(host.chain)
-    newest = directory.notes().notes[-1]  # 50: the backend has the signed note, the host's disk the cosigned one
+    newest = directory.notes().notes[
+        -1
+    ]  # 50: the backend has the signed note, the host's disk the cosigned one
     text = parse_note(newest).text
     for cosigner in (W1, W2):
         directory.cosign(text, [cosigner.line(text, NOW)], [W1.verifier, W2.verifier], now=NOW)
-    options = AuditOptions(verifier_keys=(str(LOG.verifier()),), policy=parse_policy(_policy_text()), policy_source="P")
+    options = AuditOptions(
+        verifier_keys=(str(LOG.verifier()),), policy=parse_policy(_policy_text()), policy_source="P"
+    )
     report = audit_chain(str(host.chain), backend, options)
     assert report.verdict is Verdict.AGREE and report.witnessed_size == 50
     assert report.witnessed is not None and report.witnessed.largest == (("one", 50), ("two", 50))
-    assert "witnesses (--policy P, quorum both): attested up to size 50 (cosigned by one, two)" in render_text(report)
+    assert (
+        "witnesses (--policy P, quorum both): attested up to size 50 (cosigned by one, two)"
+        in render_text(report)
+    )
     other = _policy_text().replace(f"witness two {W2.verifier}", f"witness three {STRANGER.verifier}")
     only_one = AuditOptions(
         verifier_keys=(str(LOG.verifier()),),
@@ -252,10 +319,12 @@ def test_report_with_a_policy_verifies_the_cosigners(
 ) -> None:
     log, policy = witnessed
     text = parse_note(log.notes()[-1]).text
-    LogDirectory(log.chain).cosign(text, [W1.line(text, NOW), W2.line(text, NOW)], [W1.verifier, W2.verifier], now=NOW)
-    code, out, _ = run(["report", str(log.chain), "--allow-unverified"], capsys)
+    LogDirectory(log.chain).cosign(
+        text, [W1.line(text, NOW), W2.line(text, NOW)], [W1.verifier, W2.verifier], now=NOW
+    )
+    _, out, _ = run(["report", str(log.chain), "--allow-unverified"], capsys)
     assert "cosigned by: w1.example/w+" in out and "not verified here" in out
-    code, out, _ = run(["report", str(log.chain), "--allow-unverified", "--policy", str(policy)], capsys)
+    _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--policy", str(policy)], capsys)
     assert "cosigned by: one, two (cosignatures verified with the policy; quorum both met)" in out
     assert "signature verified with the given key" in out
 
@@ -275,7 +344,11 @@ def test_report_with_a_policy_verifies_the_cosigners(
     ],
 )
 def test_a_malformed_policy_is_one_line_and_exit_2(
-    witnessed: tuple[GrowingLog, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], policy_text: str, needle: str
+    witnessed: tuple[GrowingLog, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    policy_text: str,
+    needle: str,
 ) -> None:
     log, _ = witnessed
     bad = tmp_path / "bad.policy"

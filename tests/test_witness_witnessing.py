@@ -49,7 +49,9 @@ def two() -> Iterator[tuple[tuple[ProvingWitness, FakeWitness], tuple[ProvingWit
         yield (first, a), (second, b)
 
 
-def _writer(chain: Path, policy: str, signer: Signer | None = LOG) -> tuple[Checkpointer, CheckpointWitnessing]:
+def _writer(
+    chain: Path, policy: str, signer: Signer | None = LOG
+) -> tuple[Checkpointer, CheckpointWitnessing]:
     checkpointer = Checkpointer(str(chain), ORIGIN, signer)
     witnessing = CheckpointWitnessing(
         checkpointer.directory, ORIGIN, parse_policy(policy), pushes_per_day=8_640_000
@@ -87,8 +89,10 @@ def test_each_signed_checkpoint_is_pushed_with_a_proof_from_the_tiles_and_stored
     assert not (Path(directory.path) / "witness-refusals").exists()
 
 
-def test_an_unsigned_checkpoint_is_never_pushed(tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]) -> None:
-    (first, a), _ = two
+def test_an_unsigned_checkpoint_is_never_pushed(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]
+) -> None:
+    (_first, a), _ = two
     chain = tmp_path / "chain.jsonl"
     checkpointer, witnessing = _writer(chain, _policy(("one", W1, a.url)), signer=None)
     append(chain, 5, checkpointer, every=5)
@@ -112,7 +116,13 @@ def test_refusals_are_recorded_once_per_witness_and_cause_and_transient_failures
     assert stranger.answers == {403: 3}
     lines = (Path(LogDirectory(chain).path) / "witness-refusals").read_text().splitlines()
     assert [json.loads(line) for line in lines] == [
-        {"cause": "forbidden", "origin": ORIGIN, "size": 5, "time": json.loads(lines[0])["time"], "witness": "picky"}
+        {
+            "cause": "forbidden",
+            "origin": ORIGIN,
+            "size": 5,
+            "time": json.loads(lines[0])["time"],
+            "witness": "picky",
+        }
     ]
     messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert sum("witness picky did not cosign" in m for m in messages) == 1
@@ -120,8 +130,10 @@ def test_refusals_are_recorded_once_per_witness_and_cause_and_transient_failures
     assert len(LogDirectory(chain).notes().notes) == 3  # nothing merged
 
 
-def test_a_flush_pushes_each_checkpoint_once(tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]) -> None:
-    (first, a), _ = two
+def test_a_flush_pushes_each_checkpoint_once(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]
+) -> None:
+    (_first, a), _ = two
     chain = tmp_path / "chain.jsonl"
     checkpointer, witnessing = _writer(chain, _policy(("one", W1, a.url)))
     try:
@@ -137,7 +149,7 @@ def test_a_flush_pushes_each_checkpoint_once(tmp_path: Path, two: tuple[tuple[Pr
 def test_a_merge_that_cannot_have_the_writers_lock_waits_for_the_next_chance(
     tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]
 ) -> None:
-    (first, a), _ = two
+    (_first, a), _ = two
     chain = tmp_path / "chain.jsonl"
     held = [True]
 

@@ -62,7 +62,11 @@ def _close(h: Harness) -> None:
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "otel_route_shadow" and r.levelno >= logging.WARNING]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "otel_route_shadow" and r.levelno >= logging.WARNING
+    ]
 
 
 # --- settings, origin, key --------------------------------------------------------------------------------
@@ -121,7 +125,11 @@ def test_an_origin_that_differs_from_the_keys_name_is_refused_with_one_line_and_
     ],
 )
 def test_a_witness_policy_that_cannot_be_used_is_one_line_and_nothing_is_pushed(
-    tmp_path: Path, key: tuple[Path, Signer], caplog: pytest.LogCaptureFixture, policy_text: str | None, problem: str
+    tmp_path: Path,
+    key: tuple[Path, Signer],
+    caplog: pytest.LogCaptureFixture,
+    policy_text: str | None,
+    problem: str,
 ) -> None:
     policy = tmp_path / "policy"
     if policy_text is not None:
@@ -137,7 +145,9 @@ def test_a_witness_policy_that_cannot_be_used_is_one_line_and_nothing_is_pushed(
     assert f"\u2014 {ORIGIN} " in LogDirectory(h.chain).notes().notes[-1]  # still signed
 
 
-def test_a_witness_policy_without_a_signing_key_is_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_witness_policy_without_a_signing_key_is_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     policy = tmp_path / "policy"
     policy.write_text(f"witness w {W1.verifier} http://127.0.0.1:9/\nquorum w\n")
     with caplog.at_level(logging.WARNING, logger="otel_route_shadow"):
@@ -169,7 +179,11 @@ def test_the_hosts_checkpoints_are_pushed_and_stored_cosigned(
     policy = _policy(tmp_path, key[1], [("one", W1, a.url), ("two", W2, b.url)], "both")
     policy.write_text(policy.read_text().replace("quorum both", "group both all one two\nquorum both"))
     h = make_harness(
-        tmp_path, signing_key=key[0], witness_policy=policy, checkpoint_records=25, witness_pushes_per_day=8_640_000
+        tmp_path,
+        signing_key=key[0],
+        witness_policy=policy,
+        checkpoint_records=25,
+        witness_pushes_per_day=8_640_000,
     )
     try:
         _spawn(120)
@@ -206,7 +220,11 @@ def test_a_witness_that_never_answers_never_disturbs_the_host(
     baseline = _spawn(60)
     policy = _policy(tmp_path, key[1], [("mute", W1, a.url)], "mute")
     h = make_harness(
-        tmp_path, signing_key=key[0], witness_policy=policy, checkpoint_records=10, witness_pushes_per_day=8_640_000
+        tmp_path,
+        signing_key=key[0],
+        witness_policy=policy,
+        checkpoint_records=10,
+        witness_pushes_per_day=8_640_000,
     )
     try:
         results = _spawn(30, total=60)
@@ -249,11 +267,22 @@ def test_bad_witness_answers_are_contained_logged_once_and_never_stored(
         return 503, {}, b"late\n"
 
     monkeypatch.setattr(checkpointing, "SHUTDOWN_PUSH_S", 1.0)
-    with fake_witness(garbage) as g, fake_witness(another_key) as k, fake_witness(failing) as f, fake_witness(slow) as s:
+    with (
+        fake_witness(garbage) as g,
+        fake_witness(another_key) as k,
+        fake_witness(failing) as f,
+        fake_witness(slow) as s,
+    ):
         policy = _policy(
             tmp_path,
             key[1],
-            [("good", W1, a.url), ("garbage", W3, g.url), ("imposter", W2, k.url), ("failing", W4, f.url), ("slow", W5, s.url)],
+            [
+                ("good", W1, a.url),
+                ("garbage", W3, g.url),
+                ("imposter", W2, k.url),
+                ("failing", W4, f.url),
+                ("slow", W5, s.url),
+            ],
             "none",
         )
         with caplog.at_level(logging.WARNING, logger="otel_route_shadow"):
@@ -268,7 +297,9 @@ def test_bad_witness_answers_are_contained_logged_once_and_never_stored(
     assert names == {ORIGIN, W1.verifier.name}  # only the good witness's cosignature was stored
     messages = _warnings(caplog)
     for name, cause in (("garbage", "bad-answer"), ("imposter", "bad-answer"), ("failing", "server-error")):
-        assert sum(f"witness {name} did not cosign checkpoint 12: {cause}" in m for m in messages) == 1, messages
+        assert sum(f"witness {name} did not cosign checkpoint 12: {cause}" in m for m in messages) == 1, (
+            messages
+        )
     refusals = (Path(LogDirectory(h.chain).path) / "witness-refusals").read_text()
     assert '"witness": "garbage"' in refusals and '"witness": "imposter"' in refusals
     assert '"failing"' not in refusals and '"slow"' not in refusals  # transient: logged only

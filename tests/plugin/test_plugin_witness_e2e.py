@@ -76,7 +76,9 @@ def _jobs(total: int) -> list[factory.Job]:
 
 
 def _host(tmp_path: Path, key: Path, policy: Path, chain: Path | None = None) -> Harness:
-    return make_harness(tmp_path, signing_key=key, witness_policy=policy, **QUIET, **({"chain_path": chain} if chain else {}))
+    return make_harness(
+        tmp_path, signing_key=key, witness_policy=policy, **QUIET, **({"chain_path": chain} if chain else {})
+    )
 
 
 def _run_batches(h: Harness, jobs: list[factory.Job]) -> list[factory.SpawnResult]:
@@ -129,9 +131,27 @@ def test_two_witnesses_cosign_every_checkpoint_and_go_agrees(
     # A receipt for one decision, made from the cosigned checkpoint, and checked with nothing else.
     receipt, line = tmp_path / "receipt", tmp_path / "record.line"
     capsys.readouterr()
-    assert cli_main(["prove", str(h.chain), "--seq", "123", "--receipt", "--policy", str(policy), "--record-out", str(line)]) == 0
+    assert (
+        cli_main(
+            [
+                "prove",
+                str(h.chain),
+                "--seq",
+                "123",
+                "--receipt",
+                "--policy",
+                str(policy),
+                "--record-out",
+                str(line),
+            ]
+        )
+        == 0
+    )
     receipt.write_text(capsys.readouterr().out)
-    assert cli_main(["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)]) == 0
+    assert (
+        cli_main(["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)])
+        == 0
+    )
     # Go verifies the same cosigned notes and the receipt, with torchwood's verifiers and x/mod's note.
     if shutil.which("go") is None:
         pytest.skip("the go command is not installed (CI has it)")
@@ -145,11 +165,17 @@ def test_two_witnesses_cosign_every_checkpoint_and_go_agrees(
             "log_verifier": str(key[1].verifier()),
             "witness_verifiers": [str(w) for w in witnesses],
             "cosigned": [
-                {"note": n, "verified": [w.name for w in witnesses], "rejected": False} for n in newest.values()
+                {"note": n, "verified": [w.name for w in witnesses], "rejected": False}
+                for n in newest.values()
             ],
             "policies": [],
             "receipts": [
-                {"policy": policy.read_text(), "receipt": receipt.read_text(), "line": line.read_text().rstrip("\n"), "valid": True}
+                {
+                    "policy": policy.read_text(),
+                    "receipt": receipt.read_text(),
+                    "line": line.read_text().rstrip("\n"),
+                    "valid": True,
+                }
             ],
         },
     }
@@ -188,7 +214,10 @@ def test_a_stopped_witness_leaves_the_host_alone_and_the_quorum_names_it(
         assert signers == [ORIGIN, pool.witnesses[0].name]  # the log's signature and w0's cosignature
     code, out = _verify(capsys, str(h.chain), "--policy", str(both))
     assert code == 3, out
-    assert "no checkpoint the chain matches meets the quorum (the newest, size 400, is cosigned by w0; missing: w1)" in out
+    assert (
+        "no checkpoint the chain matches meets the quorum (the newest, size 400, is cosigned by w0; missing: w1)"
+        in out
+    )
     assert "largest size cosigned, per witness: w0 400, w1 none" in out
     either = _policy(tmp_path / "either", key[1], pool, "either")
     code, out = _verify(capsys, str(h.chain), "--policy", str(either))
@@ -226,13 +255,29 @@ def test_a_history_rewritten_with_the_logs_own_key_is_refused_and_verify_names_t
     forged = _newest_by_checkpoint(h.chain)
     assert sorted(forged) == [450] and len(parse_note(forged[450]).signatures) == 1  # nobody cosigned it
     refusals = [json.loads(line) for line in (tlog / "witness-refusals").read_text().splitlines()]
-    assert {(r["witness"], r["cause"], r["size"]) for r in refusals} == {("w0", "bad-proof", 450), ("w1", "bad-proof", 450)}
-    assert sum("witness w0 did not cosign checkpoint 450: bad-proof" in r.getMessage() for r in caplog.records) == 1
+    assert {(r["witness"], r["cause"], r["size"]) for r in refusals} == {
+        ("w0", "bad-proof", 450),
+        ("w1", "bad-proof", 450),
+    }
+    assert (
+        sum("witness w0 did not cosign checkpoint 450: bad-proof" in r.getMessage() for r in caplog.records)
+        == 1
+    )
     code, out = _verify(
-        capsys, str(h.chain), "--policy", str(policy), "--checkpoint", str(auditor), "--checkpoint", str(tlog / "checkpoints")
+        capsys,
+        str(h.chain),
+        "--policy",
+        str(policy),
+        "--checkpoint",
+        str(auditor),
+        "--checkpoint",
+        str(tlog / "checkpoints"),
     )
     assert code == 1, out
-    assert "CONTRADICTED: the chain contradicts the checkpoint of size 400 that the quorum attests (cosigned by w0, w1): fork" in out
+    assert (
+        "CONTRADICTED: the chain contradicts the checkpoint of size 400 that the quorum attests (cosigned by w0, w1): fork"
+        in out
+    )
     assert "no checkpoint the chain matches meets the quorum" in out
 
 
@@ -263,11 +308,18 @@ def test_bad_answers_beside_a_real_witness_are_contained_and_never_stored(
         return 503, {}, b"late\n"
 
     monkeypatch.setattr(checkpointing, "SHUTDOWN_PUSH_S", 2.0)
-    with fake_witness(garbage) as g, fake_witness(another_key) as k, fake_witness(failing) as f, fake_witness(slow) as s:
+    with (
+        fake_witness(garbage) as g,
+        fake_witness(another_key) as k,
+        fake_witness(failing) as f,
+        fake_witness(slow) as s,
+    ):
         policy = tmp_path / "policy"
         fakes = [("garbage", g), ("imposter", k), ("failing", f), ("slow", s)]
         lines = [f"log {key[1].verifier()}", f"witness real {real.verifier} {real.url}"]
-        lines += [f"witness {name} {c.verifier} {fake.url}" for (name, fake), c in zip(fakes, others, strict=True)]
+        lines += [
+            f"witness {name} {c.verifier} {fake.url}" for (name, fake), c in zip(fakes, others, strict=True)
+        ]
         policy.write_text("\n".join([*lines, "quorum real"]) + "\n")
         with caplog.at_level(logging.WARNING, logger="otel_route_shadow"):
             h = make_harness(tmp_path, signing_key=key[0], witness_policy=policy, **QUIET)
@@ -280,6 +332,8 @@ def test_bad_answers_beside_a_real_witness_are_contained_and_never_stored(
     assert signers == {ORIGIN, real.name}
     messages = [r.getMessage() for r in caplog.records]
     for name, cause in (("garbage", "bad-answer"), ("imposter", "bad-answer"), ("failing", "server-error")):
-        assert sum(f"witness {name} did not cosign checkpoint 40: {cause}" in m for m in messages) == 1, messages
+        assert sum(f"witness {name} did not cosign checkpoint 40: {cause}" in m for m in messages) == 1, (
+            messages
+        )
     code, out = _verify(capsys, str(h.chain), "--policy", str(policy))
     assert code == 0, out
