@@ -34,6 +34,7 @@ def _groups() -> list[Group]:
         bench_seam,
         bench_tlog,
         bench_verify,
+        bench_witness,
     )
 
     return [
@@ -45,6 +46,7 @@ def _groups() -> list[Group]:
         ("tlog", ("6a", "6b", "6c", "6d"), bench_tlog.rows),
         ("audit", ("7",), bench_audit.rows),
         ("policy", ("8a", "8b", "8c", "8d", "8e"), bench_policy.rows),
+        ("witness", ("9a", "9b", "9c", "9d", "9e"), bench_witness.rows),
     ]
 
 
