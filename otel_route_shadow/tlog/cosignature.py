@@ -189,7 +189,7 @@ def _split_vkey(vkey: str) -> tuple[str, str, str]:
 
 
 def _check_name(name: str) -> None:
-    if not name or "+" in name or any(ch.isspace() for ch in name) or not name.isprintable():
+    if not name or "+" in name or " " in name or not name.isprintable():  # see note.check_key_name
         raise CosignatureError(
             CosignatureFault.MALFORMED_KEY, "a witness key name must be non-empty, without spaces or '+'"
         )

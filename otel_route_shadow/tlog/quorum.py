@@ -2,12 +2,14 @@
 
 The rules, one function each:
 
-* every note is checked alone (``attestation.attest_checkpoint``: the log's signature, the policy's
-  witnesses' cosignatures, timestamps no later than ``now + skew``); a note that fails is a
-  :class:`NoteProblem` and counts for nothing (:func:`_attest_each`);
-* notes of one checkpoint (same origin, size and root) are one checkpoint: a writer stores a checkpoint
-  again each time a witness cosigns it, so its cosigners are the witnesses whose cosignature counts on
-  any of its notes, and the quorum is evaluated over them (:func:`_by_checkpoint`);
+* notes of one checkpoint (the same text: origin, size and root) are one checkpoint: a writer stores a
+  checkpoint again each time a witness cosigns it, so its cosigners are the witnesses whose cosignature
+  counts on any of its notes (:func:`_by_text`);
+* a checkpoint's notes are checked together, as one note holding each distinct signature line once
+  (``attestation.attest_checkpoint``: the log's signature, the policy's witnesses' cosignatures,
+  timestamps no later than ``now + skew``), so a line repeated on several notes is verified once; when
+  that fails, each note is checked alone, and a note that fails is a :class:`NoteProblem` that counts
+  for nothing (:func:`_attest_checkpoint`); the quorum is evaluated over the witnesses counted;
 * per witness of the policy, the largest size it cosigned (:func:`_largest`).
 
 A quorum that is not met is an answer, never agreement: :meth:`QuorumReport.attested` gives the largest
@@ -23,7 +25,7 @@ from collections.abc import Callable, Sequence
 from otel_route_shadow.tlog.attestation import Attestation, AttestationError, attest_checkpoint
 from otel_route_shadow.tlog.checkpoint import Checkpoint
 from otel_route_shadow.tlog.cosignature import DEFAULT_SKEW_S
-from otel_route_shadow.tlog.note import Verifier
+from otel_route_shadow.tlog.note import NoteError, Verifier, parse_note
 from otel_route_shadow.tlog.policy import Policy, QuorumVerdict
 
 __all__ = ["NoteProblem", "QuorumReport", "WitnessedCheckpoint", "attest_notes"]
@@ -89,24 +91,85 @@ def attest_notes(
     logs: Sequence[Verifier] = (),
 ) -> QuorumReport:
     """Check every note against ``policy`` (see the module); ``logs`` adds log keys to the policy's."""
-    attested, problems = _attest_each(notes, policy, now, skew, logs)
-    checkpoints = _by_checkpoint(attested, policy)
-    return QuorumReport(policy.quorum, checkpoints, tuple(problems), _largest(checkpoints, policy))
+    groups, problems = _by_text(notes)
+    checkpoints: list[WitnessedCheckpoint] = []
+    for text, indexes in groups.items():
+        found = _attest_checkpoint(text, indexes, notes, policy, now, skew, logs, problems)
+        if found is not None:
+            checkpoints.append(found)
+    checkpoints.sort(key=lambda c: (c.checkpoint.size, c.notes[0]))
+    problems.sort(key=lambda p: p.index)
+    return QuorumReport(policy.quorum, tuple(checkpoints), tuple(problems), _largest(checkpoints, policy))
 
 
-def _attest_each(
-    notes: Sequence[str], policy: Policy, now: int, skew: int, logs: Sequence[Verifier]
-) -> tuple[list[tuple[int, Attestation]], list[NoteProblem]]:
-    attested: list[tuple[int, Attestation]] = []
+def _by_text(notes: Sequence[str]) -> tuple[dict[str, list[int]], list[NoteProblem]]:
+    """The indexes of the notes of each checkpoint text, and the notes that are not signed notes."""
+    groups: dict[str, list[int]] = {}
     problems: list[NoteProblem] = []
     for index, note in enumerate(notes):
         try:
-            attested.append((index, attest_checkpoint(note, policy, now=now, skew=skew, logs=logs)))
+            text = parse_note(note).text
+        except NoteError as exc:
+            problems.append(
+                NoteProblem(index, "note", f"not a signed note: {exc}", None, True, _size_of(note))
+            )
+            continue
+        groups.setdefault(text, []).append(index)
+    return groups, problems
+
+
+def _attest_checkpoint(
+    text: str,
+    indexes: list[int],
+    notes: Sequence[str],
+    policy: Policy,
+    now: int,
+    skew: int,
+    logs: Sequence[Verifier],
+    problems: list[NoteProblem],
+) -> WitnessedCheckpoint | None:
+    """The notes of one checkpoint checked together; alone, each, when that fails."""
+    lines = dict.fromkeys(
+        line for i in indexes for line in notes[i][len(text) + 1 :].splitlines(keepends=True)
+    )
+    try:
+        merged = attest_checkpoint(text + "\n" + "".join(lines), policy, now=now, skew=skew, logs=logs)
+        return _witnessed(merged, tuple(indexes), policy)
+    except AttestationError:
+        pass
+    good: list[tuple[int, Attestation]] = []
+    for index in indexes:
+        try:
+            good.append((index, attest_checkpoint(notes[index], policy, now=now, skew=skew, logs=logs)))
         except AttestationError as exc:
             problems.append(
-                NoteProblem(index, exc.fault.value, str(exc), exc.witness, exc.malformed, _size_of(note))
+                NoteProblem(index, exc.fault.value, str(exc), exc.witness, exc.malformed, _size_of(text))
             )
-    return attested, problems
+    if not good:
+        return None
+    counted = {c.name for _, a in good for c in a.cosignatures if c.counted}
+    future = {c.name for _, a in good for c in a.cosignatures if not c.counted} - counted
+    order = [w.name for w in policy.witnesses]
+    return WitnessedCheckpoint(
+        good[0][1].checkpoint,
+        tuple(index for index, _ in good),
+        tuple(name for name in order if name in counted),
+        tuple(name for name in order if name in future),
+        policy.evaluate(counted),
+    )
+
+
+def _witnessed(attestation: Attestation, indexes: tuple[int, ...], policy: Policy) -> WitnessedCheckpoint:
+    counted = {c.name for c in attestation.cosignatures if c.counted}
+    future = {c.name for c in attestation.cosignatures if not c.counted} - counted
+    order = [w.name for w in policy.witnesses]
+    return WitnessedCheckpoint(
+        attestation.checkpoint,
+        indexes,
+        tuple(name for name in order if name in counted),
+        tuple(name for name in order if name in future),
+        attestation.quorum,
+    )
 
 
 def _size_of(note: str) -> int | None:
@@ -114,31 +177,8 @@ def _size_of(note: str) -> int | None:
     return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() and len(lines[1]) < 20 else None
 
 
-def _by_checkpoint(
-    attested: list[tuple[int, Attestation]], policy: Policy
-) -> tuple[WitnessedCheckpoint, ...]:
-    grouped: dict[Checkpoint, list[tuple[int, Attestation]]] = {}
-    for index, attestation in attested:
-        grouped.setdefault(attestation.checkpoint, []).append((index, attestation))
-    order = [w.name for w in policy.witnesses]
-    out = []
-    for checkpoint, group in grouped.items():
-        counted = {c.name for _, a in group for c in a.cosignatures if c.counted}
-        future = {c.name for _, a in group for c in a.cosignatures if not c.counted} - counted
-        out.append(
-            WitnessedCheckpoint(
-                checkpoint,
-                tuple(index for index, _ in group),
-                tuple(name for name in order if name in counted),
-                tuple(name for name in order if name in future),
-                policy.evaluate(counted),
-            )
-        )
-    return tuple(sorted(out, key=lambda c: (c.checkpoint.size, c.notes[0])))
-
-
 def _largest(
-    checkpoints: tuple[WitnessedCheckpoint, ...], policy: Policy
+    checkpoints: Sequence[WitnessedCheckpoint], policy: Policy
 ) -> tuple[tuple[str, int | None], ...]:
     sizes: dict[str, int] = {}
     for witnessed in checkpoints:
