@@ -125,10 +125,10 @@ class CheckpointWitnessing:
         flushed already; then merge what is still pending. True when every witness had its attempt."""
         with self._lock:
             pusher, note = self._pusher, self._submitted
-            if pusher is None or note is None or note == self._flushed:
-                return True
-            self._flushed = note
-        done = pusher.flush(timeout)
+            fresh = pusher is not None and note is not None and note != self._flushed
+            if fresh:
+                self._flushed = note
+        done = pusher.flush(timeout) if fresh and pusher is not None else True
         self._merge_pending(0.0)
         return done
 
