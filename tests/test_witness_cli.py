@@ -206,6 +206,42 @@ def test_verify_proof_with_a_policy_counts_the_checkpoints_cosignatures(
         assert "included: the given record is seq 7" in out
 
 
+def test_a_receipt_carries_every_cosignature_of_its_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two notes of one checkpoint, each cosigned by one witness (as a hand-assembled file may hold
+    them): the receipt's note holds both cosignatures, so it meets the quorum alone."""
+    log = GrowingLog(tmp_path / "chain.jsonl", LOG)
+    note = log.grow(10)
+    text = parse_note(note).text
+    directory = LogDirectory(log.chain)
+    directory.append_note(note + W1.line(text, NOW))
+    directory.append_note(note + W2.line(text, NOW))
+    policy = tmp_path / "policy"
+    policy.write_text(_policy_text("both"))
+    line, receipt = tmp_path / "line", tmp_path / "receipt"
+    code, out, _ = run(
+        [
+            "prove",
+            str(log.chain),
+            "--seq",
+            "3",
+            "--receipt",
+            "--policy",
+            str(policy),
+            "--record-out",
+            str(line),
+        ],
+        capsys,
+    )
+    assert code == 0 and out.endswith(note.split("\n\n")[1] + W1.line(text, NOW) + W2.line(text, NOW))
+    receipt.write_text(out)
+    code, _, _ = run(
+        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys
+    )
+    assert code == 0
+
+
 def test_a_receipt_proves_one_decision_with_nothing_else(
     witnessed: tuple[GrowingLog, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -327,6 +363,13 @@ def test_report_with_a_policy_verifies_the_cosigners(
     _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--policy", str(policy)], capsys)
     assert "cosigned by: one, two (cosignatures verified with the policy; quorum both met)" in out
     assert "signature verified with the given key" in out
+    page = log.chain.parent / "report.html"
+    run(
+        ["report", str(log.chain), "--allow-unverified", "--policy", str(policy), "--html", str(page)], capsys
+    )
+    assert (
+        "cosigned by: one, two (cosignatures verified with the policy; quorum both met)" in page.read_text()
+    )
 
 
 # --- bad input ------------------------------------------------------------------------------------------------------
@@ -358,6 +401,7 @@ def test_a_malformed_policy_is_one_line_and_exit_2(
         ["verify-proof", "--receipt", str(bad), "--record", str(bad), "--policy", str(bad)],
         ["report", str(log.chain), "--policy", str(bad)],
         ["prove", str(log.chain), "--seq", "1", "--receipt", "--policy", str(bad)],
+        ["audit", str(log.chain), "--backend", "http://127.0.0.1:9", "--policy", str(bad)],
     ):
         code, _, err = run(argv, capsys)
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (argv, err)

@@ -91,7 +91,9 @@ def prove_receipt(
 
 
 def _attested_note(directory: LogDirectory, policy: Policy, seq: int, source: str) -> str:
-    """The newest note in ``checkpoints`` of the largest checkpoint covering ``seq`` that meets the quorum."""
+    """The note of the largest checkpoint in ``checkpoints`` that covers ``seq`` and meets the quorum: its
+    text and every distinct signature line of its notes that authenticate (the writer stores a checkpoint
+    again per cosigning witness; the receipt carries them all, so it meets the quorum alone)."""
     notes = directory.notes().notes
     report = attest_notes(notes, policy, now=int(time.time()), skew=DEFAULT_SKEW_S)
     covering = report.attested(lambda c: c.checkpoint.size > seq)
@@ -100,7 +102,11 @@ def _attested_note(directory: LogDirectory, policy: Policy, seq: int, source: st
             f"no checkpoint in {directory.path} covers seq {seq} and meets the quorum of {source}",
             exit_code=EXIT_INSUFFICIENT,
         )
-    return notes[covering.notes[-1]]
+    text = covering.checkpoint.text()
+    lines = dict.fromkeys(
+        line for i in covering.notes for line in notes[i][len(text) + 1 :].splitlines(keepends=True)
+    )
+    return text + "\n" + "".join(lines)
 
 
 def _chain_line(chain: str, seq: int) -> bytes:
