@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -183,3 +185,47 @@ def test_a_witness_url_that_cannot_be_pushed_to_is_refused(tmp_path: Path) -> No
             ORIGIN,
             parse_policy(_policy(("one", W1, "https://user:pw@example.org/w"))),
         )
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_child_forked_while_the_lock_was_held_pushes_and_flushes_on_its_own(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]
+) -> None:
+    (first, a), _ = two
+    chain = tmp_path / "chain.jsonl"
+    checkpointer, witnessing = _writer(chain, _policy(("one", W1, a.url)))
+    append(chain, 5, checkpointer, every=5)
+    assert witnessing.flush(WAIT) and first.size == 5
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # another thread (the pusher's, say) holds the lock when the host forks
+        with witnessing._lock:
+            held.set()
+            release.wait(WAIT)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(WAIT)
+    pid = os.fork()
+    if pid == 0:  # the child: a stuck lock would hang its checkpoints and its exit
+        done: list[bool] = []
+
+        def work() -> None:
+            append(chain, 5, checkpointer, every=5, start=5)
+            flushed = witnessing.flush(WAIT)
+            newest = LogDirectory(chain).notes().notes[-1]
+            done.append(
+                flushed and newest.startswith(f"{ORIGIN}\n10\n") and len(parse_note(newest).signatures) == 2
+            )
+
+        try:
+            worker = threading.Thread(target=work, daemon=True)
+            worker.start()
+            worker.join(WAIT)  # bounded: a hang is a failure, never a stuck test
+        finally:
+            os._exit(0 if done == [True] else 1)
+    release.set()
+    holder.join()
+    _, status = os.waitpid(pid, 0)
+    witnessing.close()
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -18,15 +18,18 @@ and one :class:`~otel_route_shadow.witness.pusher.WitnessPusher`:
 
 The pusher is made on the first signed checkpoint; ``flush`` (at shutdown) pushes the newest one to
 every witness within its timeout, once per checkpoint; ``close`` stops the pusher (a later checkpoint
-makes a new one).
+makes a new one). In a forked child the lock is new (the parent's may have been copied held) and the
+pusher starts a thread of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Final
@@ -103,6 +106,12 @@ class CheckpointWitnessing:
         self._recorded: set[tuple[str, str]] = set()
         self.merges: dict[str, int] = {}
         """How each merge ended, by ``tlog.Cosigned`` value (and ``kept``: left for the next chance)."""
+        weak = weakref.WeakMethod(self._after_fork)
+        os.register_at_fork(after_in_child=lambda: (method := weak()) is not None and method())
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._pending = None
 
     # --- the writer's side ---------------------------------------------------------------------------
 
