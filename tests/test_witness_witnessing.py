@@ -30,6 +30,7 @@ from otel_route_shadow.tlog import (
     verify_cosignatures,
 )
 from otel_route_shadow.witness import CheckpointWitnessing, WitnessConfigError
+from otel_route_shadow.witness import witnessing as witnessing_module
 
 ORIGIN = "example.com/route-shadow/witnessing"
 LOG = Signer(ORIGIN, Ed25519PrivateKey.from_private_bytes(bytes([31]) * 32))
@@ -63,9 +64,17 @@ def _writer(
 
 
 def test_each_signed_checkpoint_is_pushed_with_a_proof_from_the_tiles_and_stored_cosigned(
-    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (first, a), (second, b) = two
+    proofs: list[tuple[int, int]] = []
+    prove = witnessing_module.consistency_proof
+
+    def counted(old: int, new: int, reader: object) -> list[bytes]:
+        proofs.append((old, new))
+        return prove(old, new, reader)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(witnessing_module, "consistency_proof", counted)
     chain = tmp_path / "chain.jsonl"
     checkpointer, witnessing = _writer(chain, _policy(("one", W1, a.url), ("two", W2, b.url)))
     try:
@@ -88,6 +97,7 @@ def test_each_signed_checkpoint_is_pushed_with_a_proof_from_the_tiles_and_stored
         assert {c.verifier.name for c in found.verified} == {W1.verifier.name, W2.verifier.name}
     assert (Path(directory.path) / "checkpoint").read_text() == notes[-1]
     assert witnessing.merges == {"added": 8}
+    assert proofs == [(10, 300), (300, 301), (301, 701)]  # one tile read per push: both witnesses get it
     assert not (Path(directory.path) / "witness-refusals").exists()
 
 

@@ -100,6 +100,7 @@ class CheckpointWitnessing:
         self._lock = threading.Lock()
         self._pusher: WitnessPusher | None = None
         self._roots: dict[int, bytes] = {}
+        self._last_proof: tuple[tuple[int, int, bytes], list[bytes]] | None = None
         self._pending: tuple[str, tuple[str, ...]] | None = None
         self._submitted: str | None = None
         self._flushed: str | None = None
@@ -169,12 +170,19 @@ class CheckpointWitnessing:
     # --- the pusher's callbacks (its thread) ---------------------------------------------------------
 
     def prove(self, old: int, new: int) -> Sequence[bytes]:
-        """The consistency proof from ``old`` to the pushed checkpoint of size ``new``, from its tiles."""
+        """The consistency proof from ``old`` to the pushed checkpoint of size ``new``, from its tiles
+        (the last proof is kept: witnesses that hold the same size get it without a second tile read)."""
         with self._lock:
             root = self._roots.get(new)
+            last = self._last_proof
         if root is None:
             raise LookupError(f"no checkpoint of size {new} was submitted")
-        return consistency_proof(old, new, TileReader(self.directory.path, new, root))
+        if last is not None and last[0] == (old, new, root):
+            return last[1]
+        proof = consistency_proof(old, new, TileReader(self.directory.path, new, root))
+        with self._lock:
+            self._last_proof = ((old, new, root), proof)
+        return proof
 
     def on_cosigned(self, size: int, root: bytes, lines: tuple[str, ...]) -> None:
         """Merge a witness's verified cosignature lines into the stored checkpoint."""
