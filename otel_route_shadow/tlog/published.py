@@ -6,7 +6,8 @@ authenticates it: a signed note of the log's origin, signed by one of the verifi
 given, never smaller than the last one it gave, and proven consistent with it from the tiles (the log
 never goes back, never forks, as far as this reader saw). Every resource is then checked against that
 checkpoint's tree (``tiles.TileReader``): a tile's bytes, exactly as stored at the path asked for, must
-be the authenticated hashes of that tile (a partial tile: a prefix of them); an entry bundle is cut
+be the authenticated hashes of that tile (a partial tile: a prefix of them; a partial tile whose full
+tile exists, which the writer then removes, is given as the full tile's first hashes); an entry bundle is cut
 from the chain and each entry checked against the authenticated level-0 tile (``entries``).
 
 A resource that is not part of the checkpoint's tree, or whose file is not there, is
@@ -184,6 +185,10 @@ class PublishedLog:
         try:
             data = read_beneath(self.directory, relative, _TILE_BYTES)
         except FileNotFoundError:
+            if width < TILE_WIDTH and tile_width(view.checkpoint.size, level, index) == TILE_WIDTH:
+                # C2SP tlog-tiles lets a log delete a partial tile once the full one exists; clients of an
+                # older checkpoint still ask for it, and it is the full tile's first hashes.
+                return self.tile(level, index, TILE_WIDTH)[: width * HASH_SIZE]
             raise NotFound(f"{relative}: missing") from None
         except FileRefused as exc:
             raise Unservable(f"{relative}: {exc.problem}; {REBUILD_HINT}") from None
@@ -212,6 +217,8 @@ class PublishedLog:
         try:
             return view.reader.tile(level, index)
         except TileError as exc:
+            if exc.path == relative:
+                raise Unservable(f"{exc}; {REBUILD_HINT}") from None
             raise Unservable(f"{relative}: cannot be authenticated: {exc}; {REBUILD_HINT}") from None
 
     # -- the checkpoint ----------------------------------------------------------------------------------
