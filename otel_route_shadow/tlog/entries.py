@@ -136,8 +136,8 @@ class EntryIndex:
         self.directory = os.fspath(directory)
         self.offsets = array("Q", [0])
         self.rebuilds = 0
-        self.saved = True
         self.save_error: str | None = None
+        """Why the index could not be written back (None once it was, or before)."""
         self._scanned: tuple[int, int] | None = None  # (st_dev, st_ino) of the chain this process scanned
         self._load()
 
@@ -207,9 +207,9 @@ class EntryIndex:
             data.byteswap()
         try:
             write_atomic(os.path.join(self.directory, ENTRIES_INDEX_FILE), data.tobytes())
-            self.saved, self.save_error = True, None
+            self.save_error = None
         except OSError as exc:
-            self.saved, self.save_error = False, exc.strerror or type(exc).__name__
+            self.save_error = exc.strerror or type(exc).__name__
 
 
 def _identity(path: str) -> tuple[int, int] | None:
