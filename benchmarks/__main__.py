@@ -32,6 +32,7 @@ def _groups() -> list[Group]:
         bench_reports,
         bench_resolver,
         bench_seam,
+        bench_serve,
         bench_tlog,
         bench_verify,
     )
@@ -45,6 +46,7 @@ def _groups() -> list[Group]:
         ("tlog", ("6a", "6b", "6c", "6d"), bench_tlog.rows),
         ("audit", ("7",), bench_audit.rows),
         ("policy", ("8a", "8b", "8c", "8d", "8e"), bench_policy.rows),
+        ("serve", ("9a", "9b", "9c"), bench_serve.rows),
     ]
 
 

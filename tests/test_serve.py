@@ -495,4 +495,5 @@ def test_the_command_names_the_bundles_it_cannot_serve(tmp_path: Path) -> None:
     Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint()
     with serving([chain], workdir=tmp_path) as served:
         assert get(served.urls[ORIGIN] + "tile/entries/001.p/44")[0] == 200
-    assert "tile/entries/000 (and its partial bundles) cannot be served: seq 5 is 70," in served.log()
+    assert f"{ORIGIN}: entry bundles: 1 cannot be served to tlog-tiles clients" in served.log()
+    assert "tile/entries/000 (and its partial bundles): seq 5, 70," in served.log()

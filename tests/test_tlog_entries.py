@@ -4,6 +4,7 @@ tile; a wrong index is detected and rebuilt, never served; lines over 65,535 byt
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from test_chain_support import edited, forge_chain, plugin_payload, write_lines
 from tlog_support import ORIGIN, append, lines, log_dir
 
+from otel_route_shadow.cli import main
 from otel_route_shadow.tlog import (
     MAX_ENTRY_BYTES,
     BundleDamaged,
@@ -34,6 +36,7 @@ SIGNER = Signer.generate(ORIGIN)
 
 
 def _log(tmp_path: Path, count: int = 700, every: int = 100) -> Path:
+    tmp_path.mkdir(exist_ok=True)
     chain = tmp_path / "chain.jsonl"
     writer = Checkpointer(str(chain), ORIGIN, SIGNER)
     append(chain, count, writer, every=every)
@@ -213,3 +216,22 @@ def test_a_long_torn_tail_is_not_an_entry(tmp_path: Path) -> None:
     with open(chain, "ab") as handle:
         handle.write(b"y" * 300_000)
     assert long_entries(str(chain)) == []
+
+
+def test_verify_names_the_bundles_that_cannot_be_served(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An older chain's over-long lines are not damage (exit 0), but ``verify`` says which bundles a
+    tlog-tiles client cannot have."""
+    chain = _long_chain(tmp_path, {300: 70_000})
+    key = str(SIGNER.verifier())
+    assert main(["verify", str(chain), "--key", key]) == 0
+    out = capsys.readouterr().out
+    assert "entry bundles: 1 cannot be served to tlog-tiles clients (1 line(s) over 65,535 bytes" in out
+    assert "tile/entries/001 (and its partial bundles): seq 300, 70," in out
+    assert main(["verify", str(chain), "--key", key, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["unservable_entries"]
+    assert found == [{"seq": 300, "bundle": 1, "length": len(lines(chain)[300])}]
+    plain = _log(tmp_path / "plain")
+    assert main(["verify", str(plain), "--key", key]) == 0
+    assert "entry bundles" not in capsys.readouterr().out

@@ -20,20 +20,18 @@ from typing import Any
 
 from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import EXIT_OK, CliError, input_file
+from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
 from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
 from otel_route_shadow.tlog import (
     PublishedLog,
     Unservable,
     Verifier,
-    bundle_path,
-    long_entries,
     tlog_dir,
 )
 
 __all__ = ["register"]
 
 _DEFAULT_LISTEN = "127.0.0.1:8080"
-_SHOWN = 5
 _STOP_TIMEOUT = 5.0
 _DEFAULTS = Limits()
 
@@ -125,24 +123,10 @@ def _open(chain: str, verifiers: list[Verifier]) -> PublishedLog:
 
 
 def _report_long_entries(log: PublishedLog) -> None:
-    """One line per entry bundle that cannot be served (lines over 65,535 bytes in an older chain)."""
-    try:
-        long = [entry for entry in long_entries(log.chain_path) if entry.seq < log.size]
-    except OSError:
-        return
-    bundles = sorted({entry.bundle for entry in long})
-    for bundle in bundles[:_SHOWN]:
-        first = next(entry for entry in long if entry.bundle == bundle)
-        print(
-            f"otel-route-shadow: note: {log.origin}: {bundle_path(bundle)} (and its partial bundles) cannot "
-            f"be served: seq {first.seq} is {first.length:,} bytes, over the 65,535 of a tlog-tiles entry",
-            file=sys.stderr,
-        )
-    if len(bundles) > _SHOWN:
-        print(
-            f"otel-route-shadow: note: {log.origin}: and {len(bundles) - _SHOWN} more entry bundles",
-            file=sys.stderr,
-        )
+    """The entry bundles that cannot be served (lines over 65,535 bytes in an older chain), on stderr."""
+    long = [entry for entry in unservable_bundles(log.chain_path) if entry.seq < log.size]
+    for line in entry_lines(long):
+        print(f"otel-route-shadow: note: {log.origin}: {line.strip()}", file=sys.stderr)
 
 
 def _serve(server: LogServer) -> int:

@@ -24,10 +24,11 @@ import os
 import struct
 import sys
 from array import array
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Final
 
 from otel_route_shadow.files import FileRefused, open_regular, read_beneath, write_atomic
+from otel_route_shadow.tlog.integrity import leaf_hashes
 from otel_route_shadow.tlog.merkle import HASH_SIZE
 from otel_route_shadow.tlog.tiles import TILE_WIDTH, tile_path
 
@@ -93,15 +94,14 @@ def bundle_path(index: int, width: int = TILE_WIDTH) -> str:
     return "tile/entries/" + tile_path(0, index, width).removeprefix("tile/0/")
 
 
-def encode_bundle(entries: Iterable[bytes]) -> bytes:
+def encode_bundle(entries: Sequence[bytes]) -> bytes:
     """Each entry as a big-endian uint16 length and its bytes, concatenated."""
-    out = bytearray()
-    for entry in entries:
-        if len(entry) > MAX_ENTRY_BYTES:
-            raise ValueError(f"an entry of {len(entry)} bytes does not fit a tlog-tiles bundle")
-        out += len(entry).to_bytes(2, "big")
-        out += entry
-    return bytes(out)
+    if any(len(entry) > MAX_ENTRY_BYTES for entry in entries):
+        raise ValueError(f"an entry of more than {MAX_ENTRY_BYTES} bytes does not fit a tlog-tiles bundle")
+    parts: list[bytes] = [b""] * (2 * len(entries))
+    parts[0::2] = [len(entry).to_bytes(2, "big") for entry in entries]
+    parts[1::2] = entries
+    return b"".join(parts)
 
 
 def decode_bundle(data: bytes) -> list[bytes]:
@@ -231,7 +231,7 @@ def _open(path: str) -> io.FileIO:
 @dataclasses.dataclass(slots=True)
 class _Lines:
     entries: list[bytes]
-    leaves: list[bytes]
+    leaves: bytes  # their leaf hashes, concatenated
     long: list[tuple[int, int]]  # (position in the bundle, length) of lines over MAX_ENTRY_BYTES
 
 
@@ -243,11 +243,10 @@ def read_bundle(chain_path: str, index: EntryIndex, bundle: int, width: int, lea
     (only once every line matched its leaf), :class:`BundleDamaged` when the lines do not match.
     """
     path = bundle_path(bundle, width)
-    wanted = [leaves[i * HASH_SIZE : (i + 1) * HASH_SIZE] for i in range(width)]
+    wanted = leaves[: width * HASH_SIZE]
     lines = None
     for _attempt in range(2):
-        start = index.locate(bundle)
-        lines = None if start is None else _read_lines(chain_path, start, width)
+        lines = _lines(chain_path, index, bundle, width)
         if lines is not None and lines.leaves == wanted:
             if lines.long:
                 at, length = lines.long[0]
@@ -259,47 +258,77 @@ def read_bundle(chain_path: str, index: EntryIndex, bundle: int, width: int, lea
     if lines is None:
         problem = "the chain holds fewer lines than the signed tree"
     else:
-        first = next(i for i, (a, b) in enumerate(zip(lines.leaves, wanted, strict=True)) if a != b)
+        first = next(
+            i
+            for i in range(width)
+            if lines.leaves[i * HASH_SIZE : (i + 1) * HASH_SIZE]
+            != wanted[i * HASH_SIZE : (i + 1) * HASH_SIZE]
+        )
         problem = f"seq {bundle * TILE_WIDTH + first} of the chain does not hash to its signed leaf"
     raise BundleDamaged(path, f"{problem} (the chain was changed or cut below a signed checkpoint)")
 
 
-def _read_lines(chain_path: str, start: int, count: int) -> _Lines | None:
-    """``count`` complete lines from byte ``start``: their bytes (those over :data:`MAX_ENTRY_BYTES`
-    replaced by b"", never held whole) and leaf hashes. None when the file ends first, or when
-    ``start`` does not begin a line."""
-    out = _Lines([], [], [])
-    digest, kept, length = _LEAF_PREFIX.copy(), bytearray(), 0
+def _lines(chain_path: str, index: EntryIndex, bundle: int, width: int) -> _Lines | None:
+    """The bundle's lines found through the index: a full bundle whose end the index knows is read in
+    one piece; any other one line by line."""
+    start = index.locate(bundle)
+    if start is None:
+        return None
     with _open(chain_path) as chain:
         fd = chain.fileno()
         if start and os.pread(fd, 1, start - 1) != b"\n":
             return None
-        position = start
-        while len(out.leaves) < count:
-            block = os.pread(fd, _BLOCK, position)
-            if not block:
-                return None
-            position += len(block)
-            view, at = memoryview(block), 0
-            while len(out.leaves) < count:
-                end = block.find(b"\n", at)
-                piece = view[at : len(block) if end < 0 else end]
-                digest.update(piece)
-                length += len(piece)
-                if length <= MAX_ENTRY_BYTES:
-                    kept += piece
-                if end < 0:
-                    break
-                out.leaves.append(digest.digest())
-                if length > MAX_ENTRY_BYTES:
-                    out.long.append((len(out.entries), length))
-                    out.entries.append(b"")
-                else:
-                    out.entries.append(bytes(kept))
-                digest, length = _LEAF_PREFIX.copy(), 0
-                del kept[:]
-                at = end + 1
-    return out
+        end = index.locate(bundle + 1) if width == TILE_WIDTH else None
+        if end is not None and end - start <= width * (MAX_ENTRY_BYTES + 1):
+            return _whole_lines(fd, start, end, width)
+        return _read_lines(fd, start, width)
+
+
+def _whole_lines(fd: int, start: int, end: int, count: int) -> _Lines | None:
+    """The ``count`` lines that fill ``[start, end)`` exactly (None when they do not)."""
+    data = os.pread(fd, end - start, start)
+    if len(data) != end - start or not data.endswith(b"\n"):
+        return None
+    entries = data[:-1].split(b"\n")
+    if len(entries) != count:
+        return None
+    long = [(i, len(e)) for i, e in enumerate(entries) if len(e) > MAX_ENTRY_BYTES]
+    return _Lines(entries, leaf_hashes(data, len(data) - 1), long)
+
+
+def _read_lines(fd: int, start: int, count: int) -> _Lines | None:
+    """``count`` complete lines from byte ``start``: their bytes (those over :data:`MAX_ENTRY_BYTES`
+    replaced by b"", never held whole) and leaf hashes. None when the file ends first."""
+    entries: list[bytes] = []
+    leaves: list[bytes] = []
+    long: list[tuple[int, int]] = []
+    digest, kept, length = _LEAF_PREFIX.copy(), bytearray(), 0
+    position = start
+    while len(leaves) < count:
+        block = os.pread(fd, _BLOCK, position)
+        if not block:
+            return None
+        position += len(block)
+        view, at = memoryview(block), 0
+        while len(leaves) < count:
+            end = block.find(b"\n", at)
+            piece = view[at : len(block) if end < 0 else end]
+            digest.update(piece)
+            length += len(piece)
+            if length <= MAX_ENTRY_BYTES:
+                kept += piece
+            if end < 0:
+                break
+            leaves.append(digest.digest())
+            if length > MAX_ENTRY_BYTES:
+                long.append((len(entries), length))
+                entries.append(b"")
+            else:
+                entries.append(bytes(kept))
+            digest, length = _LEAF_PREFIX.copy(), 0
+            del kept[:]
+            at = end + 1
+    return _Lines(entries, b"".join(leaves), long)
 
 
 # --- lines too long to be entries ---------------------------------------------------------------------
