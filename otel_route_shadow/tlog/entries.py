@@ -30,7 +30,7 @@ from typing import Final
 from otel_route_shadow.files import FileRefused, open_regular, read_beneath, write_atomic
 from otel_route_shadow.tlog.integrity import leaf_hashes
 from otel_route_shadow.tlog.merkle import HASH_SIZE
-from otel_route_shadow.tlog.tiles import TILE_WIDTH, tile_path
+from otel_route_shadow.tlog.tiles import TILE_WIDTH, TileError, tile_path
 
 __all__ = [
     "ENTRIES_INDEX_FILE",
@@ -59,16 +59,9 @@ _PROBE: Final = 4096
 _LEAF_PREFIX: Final = hashlib.sha256(b"\x00")
 
 
-class BundleError(OSError):
-    """An entry bundle that cannot be given: ``path`` (``tile/entries/...``) names it."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.problem}"
+class BundleError(TileError):
+    """An entry bundle that cannot be given: ``path`` (``tile/entries/...``) names it (a data tile, in
+    tlog-tiles' words, so a :class:`~otel_route_shadow.tlog.tiles.TileError`)."""
 
 
 class BundleDamaged(BundleError):
