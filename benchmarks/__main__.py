@@ -46,7 +46,7 @@ def _groups() -> list[Group]:
         ("reports", ("5a", "5b"), bench_reports.rows),
         ("tlog", ("6a", "6b", "6c", "6d"), bench_tlog.rows),
         ("audit", ("7",), bench_audit.rows),
-        ("policy", ("8a", "8b", "8c", "8d", "8e"), bench_policy.rows),
+        ("policy", ("8a", "8b", "8c", "8d", "8e", "8f", "8g"), bench_policy.rows),
         ("serve", ("9a", "9b", "9c"), bench_serve.rows),
     ]
 

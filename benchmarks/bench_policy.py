@@ -8,12 +8,21 @@ the save of revision 2, then its next seam call; extras: when revision 2 is in u
 is read, and what reading it inside the spawn (the old way) costs. 8d/8e
 ``validate_policies`` (what ``policy check`` runs) on 8,000 policies spread over every rung with
 unreachable ones, and on 8,000 catch-alls that all conflict (the issue's 16-million-line case).
+8f/8g (issue 25): the longest gap of a ticker thread that wakes every millisecond, while the process
+loads and indexes a 50,000-policy snapshot (8f), and while ``policy save`` writes a new revision from
+another process and the host then reads it (8g); extras: the same ticker while the process runs plain
+Python (the machine's floor), and while the host calls ``save`` itself on a set it holds.
 """
 
 from __future__ import annotations
 
+import gc
+import json
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -275,4 +284,180 @@ def rows(cfg: BenchConfig, context: BenchContext | None = None) -> list[Row]:
         out.append(first_spawn_row(cfg))
     if context is None or context.wants("8d") or context.wants("8e"):
         out.extend(check_rows(cfg))
+    if context is None or context.wants("8f") or context.wants("8g"):
+        out.extend(stall_rows(cfg))
     return out
+
+
+class _Ticker:
+    """A host thread that wakes every millisecond and records the longest gap between two wakes:
+    how long another thread of the process kept it from running (the interpreter lock, a garbage
+    collection, and the machine's own scheduling, which ``_busy_floor`` measures alone)."""
+
+    def __init__(self, period_s: float = 0.001) -> None:
+        self.period_s = period_s
+        self.longest_s = 0.0
+        self._stop = threading.Event()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-ticker", daemon=True)
+
+    def _run(self) -> None:
+        last = time.perf_counter()
+        self._started.set()
+        while not self._stop.is_set():
+            time.sleep(self.period_s)
+            now = time.perf_counter()
+            self.longest_s = max(self.longest_s, now - last)
+            last = now
+
+    def __enter__(self) -> _Ticker:
+        self._thread.start()
+        self._started.wait()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def longest_ms(self) -> float:
+        return self.longest_s * 1000
+
+
+class _FullCollections:
+    """Counts the full (generation 2) collections that run inside the block (observed, never caused)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _hook(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and info.get("generation") == 2:
+            self.count += 1
+
+    def __enter__(self) -> _FullCollections:
+        gc.callbacks.append(self._hook)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._hook)
+
+
+def _busy_floor(seconds: float) -> float:
+    """The ticker's longest gap while this thread runs plain Python (which hands the interpreter
+    over every switch interval, 5 ms): the floor the machine itself sets, ms."""
+    with _Ticker() as ticker:
+        deadline = time.perf_counter() + seconds
+        spin = 0
+        while time.perf_counter() < deadline:
+            spin += 1
+    return ticker.longest_ms
+
+
+def _read_and_index(root: Path) -> tuple[float, float, int]:
+    """(longest ticker gap ms, seconds, full collections) for what the instrumentation's background
+    read does with a changed snapshot: ``load()`` and the policy index build."""
+    with _Ticker() as ticker, _FullCollections() as full:
+        started = time.perf_counter()
+        load = RoutingPolicyStore(root).load()
+        PolicyIndex(load.snapshot.policies)
+        elapsed = time.perf_counter() - started
+    assert load.state == "ok", load.problem
+    return ticker.longest_ms, elapsed, full.count
+
+
+def _save_in_process(root: Path, policies: list[RoutingPolicy]) -> tuple[float, int]:
+    """(longest ticker gap ms, full collections) while this process saves ``policies`` (a host
+    calling ``RoutingPolicyStore.save`` itself, holding the set it saves)."""
+    with _Ticker() as ticker, _FullCollections() as full:
+        RoutingPolicyStore(root).save(policies)
+    return ticker.longest_ms, full.count
+
+
+def _save_while_the_host_runs(root: Path, policy_file: Path) -> tuple[float, float]:
+    """(longest ticker gap ms, seconds) in a host while ``otel-route-shadow policy save`` writes a
+    new revision from another process and the host then reads and indexes it, as its background
+    read does."""
+    command = [
+        sys.executable,
+        "-m",
+        "otel_route_shadow.cli",
+        "policy",
+        "save",
+        str(policy_file),
+        "--store",
+        str(root),
+    ]
+    with _Ticker() as ticker:
+        started = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True, timeout=600)
+        load = RoutingPolicyStore(root).load()
+        PolicyIndex(load.snapshot.policies)
+        elapsed = time.perf_counter() - started
+    assert load.state == "ok", load.problem
+    return ticker.longest_ms, elapsed
+
+
+def _write_policy_file(path: Path, policies: list[RoutingPolicy]) -> None:
+    document = {"policies": [policy.model_dump(mode="json") for policy in policies]}
+    path.write_text(json.dumps(document), "utf-8")
+
+
+def stall_rows(cfg: BenchConfig) -> list[Row]:
+    n = cfg.policy_stall
+    read = Row(
+        id="8f",
+        title="host stall, snapshot read",
+        measured=f"longest gap of a 1 ms ticker thread while {n:,} policies are loaded and indexed",
+        unit="ms",
+        baseline_label="(none: target on ours)",
+        target=Target("<=", 50.0, on="ours", unit="ms"),
+    )
+    save = Row(
+        id="8g",
+        title="host stall, save while it runs",
+        measured=f"the same while `policy save` writes {n:,} policies and the host reads them",
+        unit="ms",
+        baseline_label="(none: target on ours)",
+        target=Target("<=", 50.0, on="ours", unit="ms"),
+    )
+    try:
+        cfg.workdir.mkdir(parents=True, exist_ok=True)
+        gaps: dict[str, list[float]] = {"read": [], "save": [], "floor": [], "in_host": []}
+        seconds: dict[str, list[float]] = {"read": [], "save": []}
+        full: dict[str, list[int]] = {"read": [], "in_host": []}
+        for run in range(cfg.slow_runs):
+            work = Path(tempfile.mkdtemp(prefix="policy-stall-", dir=cfg.workdir))
+            root = work / "store"
+            try:
+                RoutingPolicyStore(root).save(disjoint_policies(n))
+                policy_file = work / "policies.json"
+                _write_policy_file(policy_file, disjoint_policies(n + 1 + run))
+                gc.collect()  # the harness's own garbage, not the host's: every run starts alike
+                gap, elapsed, count = _read_and_index(root)
+                gaps["read"].append(gap)
+                seconds["read"].append(elapsed)
+                full["read"].append(count)
+                gaps["floor"].append(_busy_floor(elapsed))
+                gap, elapsed = _save_while_the_host_runs(root, policy_file)
+                gaps["save"].append(gap)
+                seconds["save"].append(elapsed)
+                policies = disjoint_policies(n + 2 + run)
+                gc.collect()
+                gap, count = _save_in_process(root, policies)
+                del policies
+                gaps["in_host"].append(gap)
+                full["in_host"].append(count)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        floor = Stats.of(gaps["floor"]).median
+        for row, key in ((read, "read"), (save, "save")):
+            row.ours, row.runs = Stats.of(gaps[key]), cfg.slow_runs
+            row.extras["seconds"] = Stats.of(seconds[key]).median
+            row.extras["ticker_gap_busy_floor_ms"] = floor
+        read.extras["full_collections"] = full["read"]
+        save.extras["save_in_the_host_gap_ms"] = Stats.of(gaps["in_host"]).median
+        save.extras["save_in_the_host_full_collections"] = full["in_host"]
+        save.notes.append("save_in_the_host: the host calls save() itself, holding the set it saves")
+    except Exception as exc:
+        return [errored(read, exc), errored(save, exc)]
+    return [read.judge(), save.judge()]

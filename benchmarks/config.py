@@ -41,6 +41,8 @@ class BenchConfig:
     """``policy save`` sizes (rows 6a, 6b): the issue's 8,000 and ten times that."""
     policy_check: int
     """Policies validated in rows 6d and 6e."""
+    policy_stall: int
+    """Policies in the snapshot read, indexed and saved while row 8f's ticker runs."""
     workdir: Path
 
     @classmethod
@@ -65,6 +67,7 @@ class BenchConfig:
             policy_save_small=8_000,
             policy_save_large=80_000,
             policy_check=8_000,
+            policy_stall=50_000,
             workdir=workdir,
         )
 
@@ -90,5 +93,6 @@ class BenchConfig:
             policy_save_small=200,
             policy_save_large=2_000,
             policy_check=300,
+            policy_stall=500,
             workdir=workdir,
         )

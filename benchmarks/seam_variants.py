@@ -21,6 +21,10 @@ patches are prototypes, not candidate code:
 * ``writer-thread``: ``submit`` hands the record to one writer thread. Each timed run of the row
   ends by waiting until that thread has written everything it was handed, so the figure includes
   the writes (without that wait the queue grows without bound and the figure measures a queue).
+* the patches of ``benchmarks.chain_patches`` (``listener``, ``no-head-cache``,
+  ``no-recheck-window``, ``no-clean-memo``, ``no-secret-key-memo``, ``no-template``): each cache and
+  window of the chain's append path switched off, for ``docs/benchmarks.md`` ("Caches, windows and
+  threads").
 """
 
 from __future__ import annotations
@@ -36,10 +40,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.chain_patches import PATCHES
 from benchmarks.config import BenchConfig
 from benchmarks.harness import RESULTS_DIR
 
-VARIANTS = ("shipped", "checkpoints-deferred", "no-append", "minimal-append", "lock-held", "writer-thread")
+VARIANTS = (
+    "shipped",
+    "checkpoints-deferred",
+    "no-append",
+    "minimal-append",
+    "lock-held",
+    "writer-thread",
+    *PATCHES,
+)
 DEFERRED_ENV = {
     "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS": "100000000",
     "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS": "86400",
@@ -166,6 +179,8 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         probe = _writer_thread()
     elif variant == "checkpoints-deferred":
         os.environ.update(DEFERRED_ENV)
+    elif variant in PATCHES:
+        probe = PATCHES[variant]().__enter__()  # for the child's life
     elif variant != "shipped":
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     row = bench_seam.seam_rows(cfg, tail=False)[0]

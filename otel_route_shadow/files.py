@@ -22,6 +22,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from typing import Final, Literal
 
 __all__ = [
@@ -47,7 +48,7 @@ _TRANSIENT_ERRNOS: Final = frozenset(
     {errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR, errno.EAGAIN}
 )
 
-FileKind = Literal["not-regular", "symlink", "too-large", "unreadable", "not-utf8"]
+FileKind = Literal["not-regular", "symlink", "too-large", "unreadable", "not-utf8", "too-open"]
 
 
 class FileRefused(OSError):
@@ -174,14 +175,19 @@ def _refusal(path: str, exc: OSError) -> FileRefused:
     return FileRefused(path, "unreadable", f"cannot open: {reason}", transient=exc.errno in _TRANSIENT_ERRNOS)
 
 
-def read_regular(path: str | os.PathLike[str], max_bytes: int, *, follow_symlinks: bool = True) -> bytes:
+def read_regular(
+    path: str | os.PathLike[str], max_bytes: int, *, follow_symlinks: bool = True, private: bool = False
+) -> bytes:
     """All of a regular file of at most ``max_bytes`` bytes (see :func:`open_regular`).
 
     A file whose size is over the bound is refused before a byte is read, and one that grows past it
-    while being read is refused too (kind ``too-large``).
+    while being read is refused too (kind ``too-large``). With ``private`` (a secret such as a signing
+    key), a file that its group or others may read or write is refused before a byte is read (kind
+    ``too-open``), as ssh refuses such a private key; the mode is taken from the open descriptor.
     """
     source = os.fspath(path)
-    return _read_bounded(open_regular(source, follow_symlinks=follow_symlinks), source, max_bytes)
+    fd = open_regular(source, follow_symlinks=follow_symlinks)
+    return _read_bounded(fd, source, max_bytes, private=private)
 
 
 def read_beneath(directory: str | os.PathLike[str], relative: str, max_bytes: int) -> bytes:
@@ -191,10 +197,19 @@ def read_beneath(directory: str | os.PathLike[str], relative: str, max_bytes: in
     return _read_bounded(fd, os.path.join(os.fspath(directory), relative), max_bytes)
 
 
-def _read_bounded(fd: int, source: str, max_bytes: int) -> bytes:
-    """Read all of ``fd`` (closed here), refusing more than ``max_bytes`` bytes."""
+def _read_bounded(fd: int, source: str, max_bytes: int, *, private: bool = False) -> bytes:
+    """Read all of ``fd`` (closed here), refusing more than ``max_bytes`` bytes (and, with ``private``,
+    a file its group or others may read)."""
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if private and st.st_mode & 0o077:
+            raise FileRefused(
+                source,
+                "too-open",
+                f"permissions {stat.S_IMODE(st.st_mode):04o} are too open: group or others may read it "
+                f"(chmod 600 {source})",
+            )
+        size = st.st_size
         if size > max_bytes:
             raise FileRefused(source, "too-large", f"larger than {max_bytes} bytes")
         chunks: list[bytes] = []
@@ -253,11 +268,16 @@ def fsync_directory(directory: str | os.PathLike[str]) -> None:
 
 
 def write_atomic(
-    path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644, exclusive: bool = False
+    path: str | os.PathLike[str],
+    data: bytes | Iterable[bytes],
+    *,
+    mode: int = 0o644,
+    exclusive: bool = False,
 ) -> None:
     """Replace ``path`` with ``data`` durably: after a crash it holds all of ``data`` or what it held.
 
-    The temporary file is created beside the target (``O_EXCL``, ``mode``), written in full, synced,
+    ``data`` is the bytes, or an iterable of blocks for content too large to hold at once. The
+    temporary file is created beside the target (``O_EXCL``, ``mode``), written in full, synced,
     then renamed over the target; with ``exclusive`` it is hard-linked instead, so an existing name is
     never replaced (``FileExistsError``). The directory is synced last. On any failure the temporary
     file is removed and the error raised.
@@ -268,7 +288,8 @@ def write_atomic(
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         try:
-            write_all(fd, data)
+            for block in (data,) if isinstance(data, bytes) else data:
+                write_all(fd, block)
             os.fchmod(fd, mode)
             os.fsync(fd)
         finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import fcntl
 import time
 
-__all__ = ["flock_within"]
+__all__ = ["flock_bounded", "flock_within"]
 
 
 def flock_within(fd: int, mode: int, timeout: float, poll: float) -> bool:
@@ -29,3 +29,11 @@ def flock_within(fd: int, mode: int, timeout: float, poll: float) -> bool:
             if now >= deadline:
                 return False
             time.sleep(min(poll, deadline - now))
+
+
+def flock_bounded(fd: int, mode: int, timeout: float | None, poll: float) -> bool:
+    """:func:`flock_within`, or with ``timeout`` None a blocking ``flock`` (always True)."""
+    if timeout is None:
+        fcntl.flock(fd, mode)
+        return True
+    return flock_within(fd, mode, timeout, poll)

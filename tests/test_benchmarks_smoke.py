@@ -35,6 +35,8 @@ ROW_IDS = [
     "8c",
     "8d",
     "8e",
+    "8f",
+    "8g",
     "9a",
     "9b",
     "9c",
@@ -116,6 +118,75 @@ def test_seam_variants_prototypes_do_the_work_they_claim(tmp_path: Path) -> None
     assert results["no-append"]["chain_records"] == 0
     assert all(r["ratio"] > 0 for r in results.values())
     assert "| writer-thread |" in proc.stdout
+
+
+def test_the_chain_patches_switch_off_what_they_name_and_put_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The patches behind the "Caches, windows and threads" figures (``benchmarks/chain_patches.py``)
+    must each switch off what they name, and only while entered: counted, never timed."""
+    import os
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.chain_patches import PATCHES
+    from otel_route_shadow.chain import RoutingAuditLog, sanitize
+    from otel_route_shadow.chain import log as chain_log
+    from otel_route_shadow.core.redaction import is_secret_key
+    from otel_route_shadow.instrumentation import runtime
+
+    calls = {"pread": 0, "exists": 0}
+    real_pread, real_exists = os.pread, os.path.exists
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        calls["pread"] += 1
+        return real_pread(fd, n, offset)
+
+    def exists(path: str) -> bool:
+        calls["exists"] += 1
+        return real_exists(path)
+
+    monkeypatch.setattr(os, "pread", pread)
+    monkeypatch.setattr(os.path, "exists", exists)
+    monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 3600 * 10**9)  # "within the window", however slow
+
+    def appends(name: str, count: int = 5, **kwargs: object) -> dict[str, int]:
+        log = RoutingAuditLog(tmp_path / f"{name}.jsonl", **kwargs)  # type: ignore[arg-type]
+        log.append({"kind": "route-shadow", "n": -1, "note": "a string of some length " * 3})
+        before = dict(calls)
+        for n in range(count):
+            log.append({"kind": "route-shadow", "n": n, "note": "a string of some length " * 3})
+        log.close()
+        return {key: calls[key] - before[key] for key in calls}
+
+    with PATCHES["listener"]() as probe:
+        appends("listener")
+        assert probe()["lines_heard"] == 6
+    assert RoutingAuditLog(tmp_path / "after.jsonl").listener is None
+    assert appends("shipped")["pread"] == 0 and appends("shipped-2")["exists"] == 0
+    with PATCHES["no-head-cache"]():
+        assert appends("no-head-cache")["pread"] >= 5
+    with PATCHES["no-recheck-window"]():
+        assert appends("no-recheck-window")["exists"] >= 5
+    sanitize._CLEAN.clear()
+    with PATCHES["no-clean-memo"]():
+        appends("no-clean-memo")
+        assert not sanitize._CLEAN
+    appends("clean-memo")
+    assert sanitize._CLEAN
+    with PATCHES["no-secret-key-memo"]():
+        assert sanitize._is_secret_key is is_secret_key
+    assert sanitize._is_secret_key is not is_secret_key
+    with PATCHES["no-template"]():
+        assert runtime.record_template({"route_shadow.seam": "s"}) is None
+    assert runtime.record_template({"route_shadow.seam": "s"}) is not None
+    with PATCHES["no-durable-memo"]():
+        log = RoutingAuditLog(tmp_path / "durable.jsonl", durability="fsync")
+        log.append({"n": 0})
+        log._commit._durable = 1 << 40  # what a sync "covered": the patch must not trust it
+        syncs = log.fsyncs
+        log.append({"n": 1})
+        assert log.fsyncs == syncs + 1
+        log.close()
 
 
 # The baselines must be honest: the reference verify loop is a real verifier, and the linear-scan

@@ -15,16 +15,20 @@ from test_chain_support import build_chain, plugin_payload
 
 from otel_route_shadow.chain import (
     GENESIS_HASH,
-    MAX_LINE_BYTES,
+    MAX_ENTRY_BYTES,
     ChainCorruptError,
     ChainHead,
     ChainPayloadError,
+    EncodedPayload,
     RoutingAuditLog,
     iter_payloads,
     iter_records,
     verify_chain,
 )
-from otel_route_shadow.chain import log as chain_log
+from otel_route_shadow.chain.canonical import canonical_bytes
+from otel_route_shadow.chain.group_commit import read_watermark
+from otel_route_shadow.chain.head import TAIL_WINDOW
+from otel_route_shadow.chain.record import encode_record
 from otel_route_shadow.core.canonical import canonical_json, digest
 
 SECRET = "sk-ant-api03-" + "Zq9_x-Y8" * 11 + "AA"
@@ -95,22 +99,24 @@ def test_head_recovery_reads_a_bounded_tail(tmp_path: Path, monkeypatch: pytest.
         read.append(len(data))
         return data
 
-    monkeypatch.setattr(chain_log.os, "pread", counting_pread)
+    monkeypatch.setattr(os, "pread", counting_pread)
     record = RoutingAuditLog(path).append({"late": True})
     assert record.seq == 3000
-    assert sum(read) <= 2 * chain_log._TAIL_WINDOW
+    assert sum(read) <= 2 * TAIL_WINDOW
     assert path.stat().st_size > 100 * sum(read)
 
 
-def test_head_recovery_widens_the_window_for_a_huge_last_record(tmp_path: Path) -> None:
+def test_head_recovery_widens_the_window_for_a_huge_last_record_an_older_writer_made(tmp_path: Path) -> None:
+    """Writers before the entry bound wrote lines up to 4 MiB: a chain ending in one still continues."""
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
-    log.append({"small": 1})
-    big = log.append({"big": "x" * (MAX_LINE_BYTES - 4096)})
-    assert len(path.read_bytes().splitlines()[-1]) > 100 * chain_log._TAIL_WINDOW
+    small = RoutingAuditLog(path).append({"small": 1})
+    big, big_hash = encode_record(1, small.record_hash, canonical_bytes({"big": "x" * (3 << 20)}), b"[]")
+    with path.open("ab") as handle:
+        handle.write(big)
+    assert len(big) > 100 * TAIL_WINDOW
     fresh = RoutingAuditLog(path)
-    assert fresh.head() == ChainHead(1, big.record_hash)
-    assert fresh.append({"after": "big"}).prev_hash == big.record_hash
+    assert fresh.head() == ChainHead(1, big_hash)
+    assert fresh.append({"after": "big"}).prev_hash == big_hash
     assert verify_chain(path).intact
 
 
@@ -201,8 +207,8 @@ def test_nesting_and_size_limits(tmp_path: Path) -> None:
         node = node["d"]
     with pytest.raises(ChainPayloadError, match="deeper"):
         log.append(deep)
-    with pytest.raises(ChainPayloadError, match="exceed"):
-        log.append({"big": "x" * MAX_LINE_BYTES})
+    with pytest.raises(ChainPayloadError, match="exceed"):  # made by hand, not by encode_payload
+        log.submit(EncodedPayload(canonical_bytes({"big": "x" * MAX_ENTRY_BYTES}), b"[]"))
     with pytest.raises(ChainPayloadError, match="mapping"):
         log.append(["not", "a", "mapping"])  # type: ignore[arg-type]
     log.append({"ok": 1})
@@ -287,7 +293,7 @@ def test_fsync_mode_appends_and_records_a_watermark(tmp_path: Path) -> None:
     assert log.fsyncs == 5  # one appender, nothing to share
     fd = os.open(f"{path}.sync", os.O_RDONLY)
     try:
-        watermark = chain_log._read_watermark(fd)
+        watermark = read_watermark(fd)
     finally:
         os.close(fd)
     assert watermark == (path.stat().st_dev, path.stat().st_ino, path.stat().st_size)

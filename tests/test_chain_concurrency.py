@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from otel_route_shadow.chain import RoutingAuditLog, iter_payloads, verify_chain
-from otel_route_shadow.chain import log as chain_log
+from otel_route_shadow.chain.group_commit import WATERMARK, read_watermark
 
 HANG_GUARD_S = 30.0
 
@@ -91,7 +91,7 @@ def test_processes_times_threads(tmp_path: Path, start_method: str) -> None:
 def _durable(path: Path) -> int:
     fd = os.open(f"{path}.sync", os.O_RDONLY)
     try:
-        return chain_log._read_watermark(fd)[2]
+        return read_watermark(fd)[2]
     finally:
         os.close(fd)
 
@@ -115,7 +115,7 @@ def test_fsync_group_commit_one_sync_covers_every_record_written_while_another_r
             assert release.wait(HANG_GUARD_S)
         real(fd)
 
-    monkeypatch.setattr(chain_log.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
     log = RoutingAuditLog(path, durability="fsync")
     first = threading.Thread(target=log.append, args=({"who": [0, 0, 0]},))
     first.start()
@@ -164,9 +164,7 @@ def test_a_truncation_pulls_the_watermark_back(tmp_path: Path) -> None:
         handle.write(b'{"torn":')
     fd = os.open(f"{path}.sync", os.O_WRONLY)
     try:
-        os.pwrite(
-            fd, chain_log._WATERMARK.pack(path.stat().st_dev, path.stat().st_ino, path.stat().st_size), 0
-        )
+        os.pwrite(fd, WATERMARK.pack(path.stat().st_dev, path.stat().st_ino, path.stat().st_size), 0)
     finally:
         os.close(fd)
     fresh = RoutingAuditLog(path, durability="fsync")

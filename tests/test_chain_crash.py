@@ -26,6 +26,7 @@ from otel_route_shadow.chain import (
     verify_chain,
 )
 from otel_route_shadow.chain import log as chain_log
+from otel_route_shadow.chain import quarantine as chain_quarantine
 
 
 class Crash(BaseException):
@@ -161,15 +162,22 @@ def _crash_in(monkeypatch: pytest.MonkeyPatch, where: str) -> None:
                 raise Crash(where)
             real_replace(src, dst)
 
-        monkeypatch.setattr(chain_log.os, "replace", replace)
+        monkeypatch.setattr(os, "replace", replace)
     elif where == "marker":
-        monkeypatch.setattr(chain_log, "_atomic_write", boom)
+        real_write = chain_quarantine.write_atomic
+
+        def write_atomic(path: str, data: Any, **kwargs: Any) -> None:
+            if str(path).endswith(".quarantine-pending"):
+                raise Crash(where)
+            real_write(path, data, **kwargs)
+
+        monkeypatch.setattr(chain_quarantine, "write_atomic", write_atomic)
     elif where == "truncate":
-        monkeypatch.setattr(chain_log.os, "ftruncate", boom)
+        monkeypatch.setattr(os, "ftruncate", boom)
     elif where == "event":
-        monkeypatch.setattr(RoutingAuditLog, "_append_event", boom)
+        monkeypatch.setattr(RoutingAuditLog, "_write_event", boom)
     elif where == "unlink":
-        monkeypatch.setattr(chain_log, "_unlink", boom)
+        monkeypatch.setattr(chain_quarantine, "remove_file", boom)
     else:  # pragma: no cover
         raise AssertionError(where)
 

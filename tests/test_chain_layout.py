@@ -40,5 +40,23 @@ def test_the_shared_locking_module_imports_nothing_of_the_package() -> None:
 
 
 def test_the_store_and_the_chain_share_one_flock_deadline_helper() -> None:
-    assert "otel_route_shadow.locking" in _imports(PACKAGE / "store" / "fsio.py")
+    assert "otel_route_shadow.locking" in _imports(PACKAGE / "store" / "layout.py")
     assert "otel_route_shadow.locking" in _imports(PACKAGE / "chain" / "log.py")
+
+
+REWORK_PENDING = {"verify.py"}  # split by the verifier's own rework (issue 23 item 3)
+
+
+def test_no_chain_module_is_over_600_lines() -> None:
+    for path in sorted((PACKAGE / "chain").glob("*.py")):
+        if path.name not in REWORK_PENDING:
+            lines = len(path.read_text("utf-8").splitlines())
+            assert lines <= 600, f"{path.name} has {lines} lines"
+
+
+def test_open_chain_has_one_home() -> None:
+    import otel_route_shadow.chain as chain
+    from otel_route_shadow.chain import log, reader
+
+    assert chain.open_chain is reader.open_chain
+    assert "open_chain" not in log.__all__

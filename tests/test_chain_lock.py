@@ -184,8 +184,15 @@ def test_the_backlog_keeps_order_counts_drops_and_puts_back_what_was_not_written
     }
     assert len(backlog) == 0
     backlog.keep(_encoded(9), 200)
-    backlog.restore(entries[1:])  # the first was written, the rest not
-    assert backlog.take() == [*entries[1:], _encoded(9)]
+    backlog.restore(entries[1:])  # the first was written, the rest not: the event back into the count
+    assert len(backlog) == 3
+    backlog.keep(_encoded(10), 300)
+    backlog.keep(_encoded(11), 301)  # full again: counted with the restored three
+    assert backlog.take()[:2] == [entries[1], _encoded(9)]
+    backlog.restore(entries[2:])
+    backlog.restore(entries[2:])  # restored twice (two failed writes): the count grows, not the queue
+    assert len(backlog) == 1
+    assert orjson.loads(backlog.take()[0].payload)["count"] == 6
 
 
 def test_the_exporter_keeps_what_waited_and_writes_it_at_shutdown(tmp_path: Path) -> None:

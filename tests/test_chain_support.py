@@ -42,6 +42,17 @@ def build_chain(path: Path, count: int, payload: Any = plugin_payload) -> list[b
     return path.read_bytes().splitlines(keepends=True)
 
 
+def build_old_chain(path: Path, count: int, payload: Any) -> list[bytes]:
+    """``count`` records as a writer before the 65,535-byte entry bound wrote them (lines up to 4 MiB,
+    nothing cut); return the file's lines (newline included)."""
+    lines, prev = [], GENESIS_HASH
+    for i in range(count):
+        line, prev = encode_record(i, prev, orjson.dumps(payload(i), option=CANONICAL), b"[]")
+        lines.append(line)
+    write_lines(path, lines)
+    return lines
+
+
 def write_lines(path: Path, lines: list[bytes]) -> None:
     path.write_bytes(b"".join(lines))
 

@@ -315,6 +315,24 @@ def build_vectors(out: Path) -> None:
         "a records-dropped event: the chain is intact and says 3 records were dropped",
     )
 
+    # Lines that would exceed one tlog-tiles entry (65,535 bytes): cut by the real writer, and marked.
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "truncated.jsonl"
+        with RoutingAuditLog(path) as log:
+            log.append({"kind": "route-shadow", "n": 0})
+            log.append(
+                {"kind": "route-shadow", "context": "c" * 50_000, "detail": "d" * 40_000, "short": "kept"}
+            )
+            log.append({"kind": "route-shadow", **{f"name-{i:03d}-{'k' * 160}": i for i in range(400)}})
+        truncated = path.read_bytes().splitlines(keepends=True)
+    variant(
+        "truncated.jsonl",
+        truncated,
+        intact(3),
+        "two strings cut to one common length (rule truncated), and a payload of long member names "
+        "replaced by a record-truncated placeholder: every line at most 65,535 bytes",
+    )
+
     (out / "manifest.json").write_text(
         json.dumps({"format_version": 1, "cases": cases}, indent=2, ensure_ascii=False) + "\n", "utf-8"
     )
@@ -418,7 +436,7 @@ def _check(raw: bytes, strict: bool = False) -> tuple[str, Any]:
         if (
             type(mark) is not dict
             or set(mark) != {"path", "rule"}
-            or mark["rule"] not in ("credential", "invalid-unicode")
+            or mark["rule"] not in ("credential", "invalid-unicode", "truncated")
         ):
             return "bad", "malformed-record"
         if not isinstance(mark["path"], str) or (mark["path"] and not mark["path"].startswith("/")):
@@ -524,6 +542,22 @@ def test_canonical_vectors() -> None:
         text = entry["canonical"].encode("utf-8")
         assert canonical_json(entry["value"]) == text == _canon(entry["value"])
         assert hashlib.sha256(text).hexdigest() == entry["sha256"]
+
+
+def test_every_line_the_writer_made_fits_a_tlog_tiles_entry() -> None:
+    """A tlog-tiles entry bundle prefixes each entry with a uint16 length: lines of at most 65,535 bytes."""
+    lines = (VECTORS / "truncated.jsonl").read_bytes().split(b"\n")[:-1]
+    assert max(map(len, lines)) <= 65_535
+    marks = [json.loads(line)["redactions"] for line in lines]
+    assert marks == [
+        [],
+        [{"path": "/context", "rule": "truncated"}, {"path": "/detail", "rule": "truncated"}],
+        [{"path": "", "rule": "truncated"}],
+    ]
+    cut = json.loads(lines[1])["payload"]
+    assert len(cut["context"]) == len(cut["detail"]) and cut["context"].endswith("[TRUNCATED]")
+    assert cut["short"] == "kept"
+    assert json.loads(lines[2])["payload"]["kind"] == "record-truncated"
 
 
 def test_the_quarantine_in_the_valid_chain_is_complete() -> None:

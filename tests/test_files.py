@@ -8,6 +8,7 @@ import itertools
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,18 @@ def test_run_segments_in_processes_gives_what_one_process_gives(tmp_path: Path) 
     one = run_segments(_count_lines, str(path), 0, size, 1, min_parallel_bytes=1)
     two = run_segments(_count_lines, str(path), 0, size, 2, min_parallel_bytes=1)
     assert one == [20_000] and len(two) > 1 and sum(two) == 20_000
+
+
+def test_write_atomic_takes_blocks_and_a_failing_source_leaves_the_old_content(tmp_path: Path) -> None:
+    target = tmp_path / "copy"
+    files.write_atomic(target, iter([b"first ", b"second"]))
+    assert target.read_bytes() == b"first second"
+
+    def failing() -> Iterator[bytes]:
+        yield b"partial"
+        raise OSError(errno.EIO, "the source failed")
+
+    with pytest.raises(OSError):
+        files.write_atomic(target, failing())
+    assert target.read_bytes() == b"first second"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]  # no temporary left

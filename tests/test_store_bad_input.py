@@ -404,7 +404,7 @@ def test_an_unlistable_history_is_corrupt(store_dir: Path, monkeypatch: pytest.M
 def test_load_is_total_even_when_the_store_code_itself_fails(
     store_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from otel_route_shadow.store import store as store_module
+    from otel_route_shadow.store import loading as store_module
 
     def boom(_: bytes) -> Any:
         raise TypeError("a bug")

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from test_chain_support import build_old_chain
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.chain import RoutingAuditLog
@@ -115,10 +116,8 @@ def test_catch_up_is_bounded_per_call_and_continues_next_time(tmp_path: Path) ->
 
 
 def test_catch_up_is_bounded_in_bytes_too(tmp_path: Path) -> None:
-    chain = tmp_path / "chain.jsonl"
-    with RoutingAuditLog(chain) as log:
-        for n in range(10):
-            log.append({"kind": "route-shadow", "n": n, "blob": "x" * 1_000_000})
+    chain = tmp_path / "chain.jsonl"  # lines of 1 MB, as writers before the 64 KiB entry bound wrote
+    build_old_chain(chain, 10, lambda n: {"kind": "route-shadow", "n": n, "blob": "x" * 1_000_000})
     checkpointer = Checkpointer(str(chain), ORIGIN, None, max_bytes=1)  # floor: 4 MiB + 1
     sizes = [made.size for _ in range(4) if (made := checkpointer.checkpoint()) is not None]
     assert sizes == [4, 8, 10]

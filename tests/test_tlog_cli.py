@@ -11,7 +11,7 @@ import pytest
 from tlog_support import append
 
 from otel_route_shadow.cli import main
-from otel_route_shadow.tlog import Checkpointer, read_signer_file
+from otel_route_shadow.tlog import Checkpointer, KeyFileError, read_signer_file
 
 VECTORS = Path(__file__).parent / "vectors" / "tlog"
 
@@ -45,6 +45,48 @@ def test_key_generate_writes_0600_never_overwrites_and_prints_only_the_verifier(
     assert key.read_bytes() == before
     code, _, err = run(["key", "generate", "--name", "bad name", "--out", str(key) + "2"], capsys)
     assert code == 2 and "key name" in err
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o606])
+def test_a_signing_key_readable_by_group_or_others_is_refused_as_ssh_does(
+    signed_chain: tuple[Path, str, Path], mode: int
+) -> None:
+    """A key of mode 0644 was used silently; ssh refuses such a private key."""
+    _, _, key = signed_chain
+    key.chmod(mode)
+    with pytest.raises(KeyFileError, match=f"permissions {mode:04o} are too open") as caught:
+        read_signer_file(str(key))
+    assert "PRIVATE" not in str(caught.value) and f"chmod 600 {key}" in str(caught.value)
+    key.chmod(0o400)
+    assert read_signer_file(str(key)).name == "example.com/cli"
+
+
+def test_a_host_with_an_open_signing_key_runs_and_checkpoints_unsigned(
+    signed_chain: tuple[Path, str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from test_analysis_support import context
+
+    from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
+
+    _, _, key = signed_chain
+    key.chmod(0o644)
+    chain = tmp_path / "host.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=TracerProvider(), chain_path=chain, seams=(), signing_key=key, checkpoint_records=1
+    )
+    try:
+        with shadow_spawn(
+            context("acme/x", "planner", "agentic", "zai", "role-dial"), seam="canary"
+        ) as record:
+            assert record is not None
+    finally:
+        instrumentor.uninstrument()
+    refusals = [r.getMessage() for r in caplog.records if "too open" in r.getMessage()]
+    assert len(refusals) == 1 and "checkpoints unsigned" in refusals[0]
+    checkpoint = (tmp_path / "host.jsonl.tlog" / "checkpoint").read_text()
+    assert "\n\n\u2014 " not in checkpoint  # no signature line: unsigned
 
 
 def test_prove_and_verify_proof_round_trip(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_chain_support import build_chain, edited, forge, hash_of, write_lines
+from test_chain_support import build_chain, build_old_chain, edited, forge, hash_of, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH
 from otel_route_shadow.lines import read_line_blocks
@@ -234,7 +234,7 @@ def test_line_bounds_are_found_past_the_first_probe_in_lines_and_a_torn_tail_lon
     tmp_path: Path, jobs: int
 ) -> None:
     chain = tmp_path / "chain.jsonl"
-    lines = build_chain(chain, 12, lambda i: {"kind": "route-shadow", "n": i, "blob": "x" * 150_000})
+    lines = build_old_chain(chain, 12, lambda i: {"kind": "route-shadow", "n": i, "blob": "x" * 150_000})
     with open(chain, "ab") as handle:
         handle.write(b'{"torn' + b"y" * 200_000)  # longer than the first 64 KiB read from the end
     scan = scan_leaves(str(chain), jobs, min_parallel_bytes=0)

@@ -267,6 +267,8 @@ def test_the_checkpoint_signing_key_reaches_no_span_chain_log_checkpoint_or_cli_
     broken.write_text(secret_string[:-3] + "AAA\n")
     wrong_id = tmp_path / "wrong-id.key"
     wrong_id.write_text(secret_string.replace("+example.com/canary+", "+example.com/other+") + "\n")
+    broken.chmod(0o600)
+    wrong_id.chmod(0o600)
     for argv in (
         ["verify", str(chain), "--key", verifier],
         ["verify", str(chain), "--key", str(key_file)],

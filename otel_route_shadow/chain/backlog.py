@@ -5,40 +5,78 @@ record that finds the chain locked is kept here and written before the writer's 
 backlog is bounded: once it holds ``capacity`` records, further records are counted instead of kept,
 and the count goes into the chain itself as a ``records-dropped`` event (``docs/chain-format.md``
 section 7), written after the kept records, so the gap is where it happened and ``verify`` reports it.
-:class:`DroppedGap` is the reading side: those events summed, as ``report`` and ``audit`` show them.
+Records the disk refused (no space, a file-size limit) are counted the same way, each cause with its
+own ``reason``. :class:`DroppedGap` is the reading side: those events summed, as ``report`` and
+``audit`` show them.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import orjson
+
 from otel_route_shadow.chain.canonical import canonical_bytes
 from otel_route_shadow.chain.record import DROPPED_KIND, EMPTY_MARKS, EncodedPayload
 
-__all__ = ["BACKLOG_RECORDS", "Backlog", "DroppedGap", "dropped_event"]
+__all__ = [
+    "BACKLOG_RECORDS",
+    "DROPPED_REASON",
+    "REASON_FILE_TOO_LARGE",
+    "REASON_NO_SPACE",
+    "REASON_SPILL_FULL",
+    "REASON_SPILL_UNREADABLE",
+    "REASON_WRITE_FAILED",
+    "Backlog",
+    "DroppedGap",
+    "dropped_event",
+    "write_failure_reason",
+]
 
 BACKLOG_RECORDS: Final = 1024
 """Default capacity: at about 2 KiB per seam record, 2 MiB of memory at most."""
 
 DROPPED_REASON: Final = "chain-lock-timeout"
+"""Another process held the chain's lock for longer than the backlog could cover."""
+REASON_NO_SPACE: Final = "no-space"
+"""The file system had no room for the record (``ENOSPC``, ``EDQUOT``)."""
+REASON_FILE_TOO_LARGE: Final = "file-too-large"
+"""The chain reached the process's file-size limit (``EFBIG``, ``RLIMIT_FSIZE``)."""
+REASON_WRITE_FAILED: Final = "write-failed"
+"""Any other failure of the disk to take the record (an I/O error, a read-only file system)."""
+REASON_SPILL_UNREADABLE: Final = "spill-unreadable"
+"""Lines of a spill file (``chain.spill``) that were not records a writer spilled (torn, foreign)."""
+REASON_SPILL_FULL: Final = "spill-full"
+"""Records a writer could not keep in the spill file at exit, which was at its size bound."""
+_EVENT_KEYS: Final = frozenset({"kind", "reason", "count", "first_time_unix_nano", "last_time_unix_nano"})
 _LATEST_NS: Final = 253_402_300_799 * 10**9
 """9999-12-31T23:59:59Z: a later time does not read as one (no date can show it)."""
 
 
-def dropped_event(count: int, first_ns: int, last_ns: int) -> dict[str, object]:
+def dropped_event(count: int, first_ns: int, last_ns: int, reason: str = DROPPED_REASON) -> dict[str, object]:
     """The payload of a ``records-dropped`` event: how many records, dropped between which times
-    (wall clock, nanoseconds since the epoch, as decimal strings)."""
+    (wall clock, nanoseconds since the epoch, as decimal strings), and why."""
     return {
         "kind": DROPPED_KIND,
-        "reason": DROPPED_REASON,
+        "reason": reason,
         "count": count,
         "first_time_unix_nano": str(first_ns),
         "last_time_unix_nano": str(last_ns),
     }
+
+
+def write_failure_reason(exc: OSError) -> str:
+    """The ``reason`` of a ``records-dropped`` event for records the disk refused with ``exc``."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return REASON_NO_SPACE
+    if exc.errno == errno.EFBIG:
+        return REASON_FILE_TOO_LARGE
+    return REASON_WRITE_FAILED
 
 
 def _ns(payload: dict[str, Any], key: str) -> int:
@@ -101,7 +139,7 @@ class DroppedGap:
 
 
 class Backlog:
-    """A bounded, ordered queue of encoded records, with a count of those it had to drop.
+    """A bounded, ordered queue of encoded records, with counts of the records dropped, by reason.
 
     Thread-safe on its own: a thread that could not even get its writer's in-process lock in time
     keeps its record here without it.
@@ -113,12 +151,11 @@ class Backlog:
         self.capacity = capacity
         self._items: collections.deque[EncodedPayload] = collections.deque()
         self._lock = threading.Lock()
-        self._dropped = 0
-        self._first_drop_ns = 0
-        self._last_drop_ns = 0
+        self._dropped: dict[str, list[int]] = {}
+        """By reason, in the order the reasons first came: count, first and last drop time."""
 
     def __len__(self) -> int:
-        return len(self._items) + (1 if self._dropped else 0)
+        return len(self._items) + len(self._dropped)
 
     def keep(self, entry: EncodedPayload, now_ns: int) -> bool:
         """Keep ``entry`` after the others; False when the backlog is full and it was counted instead."""
@@ -126,31 +163,66 @@ class Backlog:
             if len(self._items) < self.capacity:
                 self._items.append(entry)
                 return True
-            if not self._dropped:
-                self._first_drop_ns = now_ns
-            self._dropped += 1
-            self._last_drop_ns = now_ns
+            self._count(DROPPED_REASON, now_ns)
             return False
 
+    def count_dropped(self, reason: str, now_ns: int) -> None:
+        """Count one record lost for ``reason`` (the disk refused it): the chain gets the event."""
+        with self._lock:
+            self._count(reason, now_ns)
+
+    def _count(self, reason: str, now_ns: int) -> None:
+        counted = self._dropped.get(reason)
+        if counted is None:
+            self._dropped[reason] = [1, now_ns, now_ns]
+        else:
+            counted[0] += 1
+            counted[2] = now_ns
+
     def take(self) -> list[EncodedPayload]:
-        """Everything to write, oldest first, emptying the backlog: the kept records, then the
-        ``records-dropped`` event for those counted (they came after every kept one)."""
+        """Everything to write, oldest first, emptying the backlog: the kept records, then one
+        ``records-dropped`` event per reason for those counted (they came after every kept one)."""
         with self._lock:
             entries = list(self._items)
             self._items.clear()
-            if self._dropped:
-                event = dropped_event(self._dropped, self._first_drop_ns, self._last_drop_ns)
+            for reason, (count, first_ns, last_ns) in self._dropped.items():
+                event = dropped_event(count, first_ns, last_ns, reason)
                 entries.append(EncodedPayload(canonical_bytes(event), EMPTY_MARKS))
-                self._dropped = 0
+            self._dropped.clear()
             return entries
 
     def restore(self, entries: list[EncodedPayload]) -> None:
-        """Put back, in front and in order, what :meth:`take` returned but could not be written."""
-        with self._lock:
-            self._items.extendleft(reversed(entries))
+        """Put back, in front and in order, what :meth:`take` returned but could not be written.
 
-    def clear(self) -> None:
-        """Forget everything (a forked child: the records are its parent's to write)."""
+        A ``records-dropped`` event goes back into the counts (merged with any counted since), so a
+        disk that keeps refusing grows a count, never the queue."""
         with self._lock:
-            self._items.clear()
-            self._dropped = 0
+            records = []
+            for entry in entries:
+                event = _dropped_payload(entry)
+                if event is None:
+                    records.append(entry)
+                    continue
+                reason, count, first_ns, last_ns = event
+                counted = self._dropped.setdefault(reason, [0, first_ns, last_ns])
+                counted[0] += count
+                counted[1], counted[2] = min(counted[1], first_ns), max(counted[2], last_ns)
+            self._items.extendleft(reversed(records))
+
+
+def _dropped_payload(entry: EncodedPayload) -> tuple[str, int, int, int] | None:
+    """``(reason, count, first, last)`` when ``entry`` is a ``records-dropped`` event as
+    :func:`dropped_event` makes it, else None."""
+    if not entry.payload.startswith(b'{"count":'):
+        return None
+    try:
+        payload = orjson.loads(entry.payload)
+    except orjson.JSONDecodeError:
+        return None
+    if payload.get("kind") != DROPPED_KIND or payload.keys() != _EVENT_KEYS:
+        return None
+    reason, count = payload["reason"], payload["count"]
+    first, last = _ns(payload, "first_time_unix_nano"), _ns(payload, "last_time_unix_nano")
+    if not isinstance(reason, str) or type(count) is not int or count < 0 or min(first, last) < 0:
+        return None
+    return reason, count, first, last

@@ -4,7 +4,8 @@
 it, and the two are kept in step by the test vectors in ``tests/vectors/chain``.
 
 There is one way to turn a payload into record bytes: :func:`sanitize_payload`, then
-:func:`canonical_bytes` (:func:`encode_payload`). A :class:`PayloadTemplate` is that same encoding
+:func:`canonical_bytes`, with what would not fit one tlog-tiles entry cut and marked
+(:func:`encode_payload`, ``chain.truncation``). A :class:`PayloadTemplate` is that same encoding
 done once for a shape appended many times, with a few token slots filled per record; its bytes are
 cut out of the canonical encoding of the whole payload, so they are identical by construction.
 """
@@ -22,13 +23,17 @@ import orjson
 from otel_route_shadow.chain.canonical import canonical_bytes
 from otel_route_shadow.chain.errors import ChainFormatError, ChainPayloadError
 from otel_route_shadow.chain.sanitize import RULES, RedactionMark, sanitize_payload
+from otel_route_shadow.chain.truncation import cut_to_fit
 from otel_route_shadow.core.redaction import cannot_match, is_secret_key
 
 __all__ = [
     "DROPPED_KIND",
+    "ENTRY_OVERHEAD",
     "FORMAT_VERSION",
     "GENESIS_HASH",
+    "MAX_ENTRY_BYTES",
     "MAX_LINE_BYTES",
+    "PAYLOAD_BUDGET",
     "QUARANTINE_KIND",
     "ChainHead",
     "ChainRecord",
@@ -36,6 +41,7 @@ __all__ = [
     "PayloadTemplate",
     "encode_payload",
     "encode_record",
+    "fit_payload",
     "parse_record_line",
     "record_shape_problem",
     "version_problem",
@@ -48,7 +54,19 @@ GENESIS_HASH: Final = "0" * 64
 """``prev_hash`` of the record with ``seq`` 0."""
 
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024
-"""Longest record line (newline excluded) a writer emits and a verifier parses."""
+"""Longest record line (newline excluded) a verifier parses and a reader buffers. Writers before
+:data:`MAX_ENTRY_BYTES` wrote lines up to this long, and such chains still verify."""
+
+MAX_ENTRY_BYTES: Final = 65_535
+"""Longest record line (newline excluded) a writer emits: a C2SP tlog-tiles entry, whose length in an
+entry bundle is a big-endian uint16 (``docs/chain-format.md`` sections 1 and 6)."""
+
+ENTRY_OVERHEAD: Final = 215
+"""Bytes a line adds to its canonical payload and redaction marks, with a ``seq`` of 16 digits (the
+most a value of the domain has)."""
+
+PAYLOAD_BUDGET: Final = MAX_ENTRY_BYTES - ENTRY_OVERHEAD
+"""Most bytes the canonical payload and redaction marks of one record may take together."""
 
 QUARANTINE_KIND: Final = "chain-quarantine"
 """``payload.kind`` of the chain event that records a quarantined torn tail."""
@@ -56,9 +74,6 @@ QUARANTINE_KIND: Final = "chain-quarantine"
 DROPPED_KIND: Final = "records-dropped"
 """``payload.kind`` of the chain event that records seam records a writer had to drop (its bounded
 backlog was full while another process held the chain's lock)."""
-
-LINE_OVERHEAD: Final = 320
-"""Upper bound of the bytes a line adds to its encoded payload and redaction marks."""
 
 EMPTY_MARKS: Final = b"[]"
 
@@ -111,7 +126,28 @@ class EncodedPayload(NamedTuple):
 
 
 def encode_payload(payload: dict[str, Any], marks: list[RedactionMark]) -> EncodedPayload:
-    """Canonical bytes of a payload :func:`sanitize_payload` returned, and of its redaction marks."""
+    """Canonical bytes of a payload :func:`sanitize_payload` returned, and of its redaction marks,
+    cut to fit one tlog-tiles entry when they would not (:func:`fit_payload`)."""
+    return fit_payload(payload, marks)[2]
+
+
+def fit_payload(
+    payload: dict[str, Any], marks: list[RedactionMark]
+) -> tuple[dict[str, Any], list[RedactionMark], EncodedPayload]:
+    """The payload and marks as they will be recorded, and their canonical bytes.
+
+    They are ``payload`` and ``marks`` themselves unless the line would be longer than
+    :data:`MAX_ENTRY_BYTES`: then the longest strings are cut, or the payload is replaced by a
+    placeholder, and marked (``chain.truncation``).
+    """
+    encoded = _encode(payload, marks)
+    if len(encoded.payload) + len(encoded.marks) <= PAYLOAD_BUDGET:
+        return payload, marks, encoded
+    payload, marks = cut_to_fit(payload, marks, encoded.payload, PAYLOAD_BUDGET)
+    return payload, marks, _encode(payload, marks)
+
+
+def _encode(payload: dict[str, Any], marks: list[RedactionMark]) -> EncodedPayload:
     try:
         payload_bytes = canonical_bytes(payload)
     except TypeError as exc:  # pragma: no cover - sanitize_payload rejects everything orjson would
@@ -129,12 +165,12 @@ class PayloadTemplate:
     is the template's pre-encoded pieces joined around its tokens. The pieces are cut out of the
     canonical encoding of the whole sanitized payload and the marks are the fixed fields' own, so
     ``encode(tokens)`` is byte for byte ``encode_payload(*sanitize_payload(payload(tokens)))``
-    (pinned by tests). What it buys: the walk and the encoder run once per shape, not once per
-    record (the seam row, bench row 1). Raises :class:`ChainPayloadError` for fixed fields the
-    format cannot carry and for slot names that are not new plain keys.
+    (pinned by tests). The walk and the encoder run once per shape, not once per record (see
+    ``docs/benchmarks.md``, "Caches, windows and threads"). Raises :class:`ChainPayloadError` for
+    fixed fields the format cannot carry and for slot names that are not new plain keys.
     """
 
-    __slots__ = ("_fixed", "_marks", "_order", "_skeleton", "slots")
+    __slots__ = ("_fixed", "_mark_list", "_marks", "_order", "_skeleton", "slots")
 
     def __init__(self, fixed: Mapping[str, Any], slots: Sequence[str]) -> None:
         _check_slots(fixed, slots)
@@ -150,19 +186,24 @@ class PayloadTemplate:
         pieces.append(encoded[cursor:])
         self.slots: tuple[str, ...] = tuple(slots)
         self._fixed = {key: value for key, value in clean.items() if key not in self.slots}
-        self._marks = encode_payload({}, marks).marks
+        self._mark_list = marks
+        self._marks = _encode({}, marks).marks
         self._order = tuple(index for _, index in positions)
         self._skeleton: tuple[bytes, ...] = tuple(part for piece in pieces for part in (piece, b""))[:-1]
 
     def encode(self, tokens: Sequence[str]) -> EncodedPayload:
-        """The canonical payload with ``tokens`` in the slots (in ``slots`` order), and its marks."""
+        """The canonical payload with ``tokens`` in the slots (in ``slots`` order), and its marks;
+        cut as :func:`encode_payload` cuts it when it would not fit one entry."""
         _check_tokens(tokens, len(self.slots))
         parts = list(self._skeleton)  # the pieces, with a hole for each token
         hole = 1
         for index in self._order:
             parts[hole] = tokens[index].encode("ascii")
             hole += 2
-        return EncodedPayload(b"".join(parts), self._marks)
+        payload = b"".join(parts)
+        if len(payload) + len(self._marks) > PAYLOAD_BUDGET:
+            return encode_payload(self.payload(tokens), self._mark_list)
+        return EncodedPayload(payload, self._marks)
 
     def payload(self, tokens: Sequence[str]) -> dict[str, Any]:
         """The payload as a plain mapping (what a reader gets back)."""

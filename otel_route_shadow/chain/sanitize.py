@@ -29,7 +29,9 @@ __all__ = [
     "RULES",
     "RULE_CREDENTIAL",
     "RULE_INVALID_UNICODE",
+    "RULE_TRUNCATED",
     "RedactionMark",
+    "redact_string",
     "sanitize_payload",
 ]
 
@@ -42,13 +44,18 @@ RULE_CREDENTIAL: Final = "credential"
 RULE_INVALID_UNICODE: Final = "invalid-unicode"
 """Redaction mark: lone surrogates were replaced by U+FFFD."""
 
-RULES: Final = frozenset({RULE_CREDENTIAL, RULE_INVALID_UNICODE})
+RULE_TRUNCATED: Final = "truncated"
+"""Redaction mark: a string was cut to fit the record in a tlog-tiles entry (it ends with
+``[TRUNCATED]``), or, at the path ``""``, the payload was replaced by a placeholder
+(``docs/chain-format.md`` section 6)."""
+
+RULES: Final = frozenset({RULE_CREDENTIAL, RULE_INVALID_UNICODE, RULE_TRUNCATED})
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _REMEMBERED_LENGTHS: Final = range(8, 65_537)
 _CLEAN_LIMIT: Final = 4096
 _CLEAN: dict[str, None] = {}
-"""Strings of :data:`_REMEMBERED_LENGTHS` that :func:`redact_text` found clean (see :func:`_redact`)."""
+"""Strings of :data:`_REMEMBERED_LENGTHS` that :func:`redact_text` found clean (see :func:`redact_string`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +113,7 @@ def _clean_key(raw_key: Any, path: str, taken: Mapping[str, Any]) -> tuple[str, 
     key = str.__str__(raw_key)
     if not key.isascii():
         raise ChainPayloadError(f"object keys must be ASCII; key {key!r} at {path or '/'}")
-    new_key, count = _redact(key)
+    new_key, count = redact_string(key)
     if new_key in taken:
         # Only a scrubbed key can collide; keep both fields rather than let one overwrite the other.
         return unique_key(new_key, taken), True
@@ -171,22 +178,20 @@ def _clean_str(text: str, path: str, marks: list[RedactionMark]) -> str:
     if not text.isascii() and _SURROGATE.search(text) is not None:
         new = _SURROGATE.sub("\ufffd", text)
         marks.append(RedactionMark(path, RULE_INVALID_UNICODE))
-    new, count = _redact(new)
+    new, count = redact_string(new)
     if count:
         marks.append(RedactionMark(path, RULE_CREDENTIAL))
     return new
 
 
-def _redact(text: str) -> tuple[str, int]:
+def redact_string(text: str) -> tuple[str, int]:
     """:func:`redact_text`, skipping strings already seen clean.
 
-    What it buys: a writer appends the same strings over and over (the ~40 attribute names of every
-    record, and each decision's ``route_shadow.context``, which repeats per decision), and the
-    credential pattern's scan of them was most of a walk (about 3 µs per attribute name, 50 µs per
-    context): ``RoutingAuditLog.append`` of a plugin-shaped payload went from about 425 µs to about
-    100 µs (timeit, 2,000 appends, 2026-12-01; bench row 4a). Only strings found CLEAN are kept
-    (at most ``_CLEAN_LIMIT`` of 8 bytes to 64 KiB; the set is emptied when full), so no string that
-    held a credential outlives its payload here.
+    A writer appends the same strings over and over (the attribute names of every record, and each
+    decision's ``route_shadow.context``), so strings found clean are remembered (at most
+    ``_CLEAN_LIMIT`` of 8 bytes to 64 KiB; the set is emptied when full). Only clean strings are
+    kept, so no string that held a credential outlives its payload here. What it saves is in
+    ``docs/benchmarks.md`` ("Caches, windows and threads").
     """
     if cannot_match(text):
         return text, 0
@@ -201,4 +206,5 @@ def _redact(text: str) -> tuple[str, int]:
 
 
 _is_secret_key = functools.lru_cache(maxsize=1024)(is_secret_key)
-"""``is_secret_key``, remembered: a writer sees the same few dozen attribute names on every record."""
+"""``is_secret_key``, remembered: a writer sees the same few dozen attribute names on every record
+(see ``docs/benchmarks.md``, "Caches, windows and threads")."""

@@ -49,8 +49,7 @@ def _run_bare(spawns: int) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from otel_route_shadow.demo.run import DEFAULT_PROJECT, format_summary, run_demo
-    from otel_route_shadow.store import CorruptSnapshotError, PolicyStoreError
-    from otel_route_shadow.store.policy_file import PolicyFileError
+    from otel_route_shadow.store import CorruptSnapshotError, PolicyFileError, PolicyStoreError
 
     if args.spawns < 1 or args.spawns > 10_000_000:
         raise CliError("--spawns must be between 1 and 10000000")

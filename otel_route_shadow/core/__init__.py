@@ -45,8 +45,10 @@ from otel_route_shadow.core.policy import (
     precedence_level,
     rung_of_shape,
 )
+from otel_route_shadow.core.policy_index import PolicyIndex
+from otel_route_shadow.core.policy_set import EncodedPolicies
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
-from otel_route_shadow.core.resolver import PolicyIndex, explain, explain_batch, explain_policies
+from otel_route_shadow.core.resolver import explain, explain_batch, explain_policies
 from otel_route_shadow.core.shadow import (
     DIVERGENCE_CODES,
     FINDINGS,
@@ -91,6 +93,7 @@ __all__ = [
     "AccountState",
     "AccountVerdict",
     "Capability",
+    "EncodedPolicies",
     "LegacyMechanism",
     "LegacyRoute",
     "LegacyStage",

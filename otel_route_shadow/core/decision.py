@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
 
 from otel_route_shadow.core.canonical import digest
 from otel_route_shadow.core.policy import RoutingPolicy
+from otel_route_shadow.core.policy_set import EncodedPolicies
 
 __all__ = [
     "EMPTY_SET_HASH",
@@ -19,6 +23,12 @@ EMPTY_SET_HASH = digest([])
 """``policy_set_hash`` of the empty set: the hash an absent store reports."""
 
 
+def _keep_encoded(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """An ``EncodedPolicies`` is kept as it is (its encodings were verified where it was built);
+    anything else validates as a tuple of policies."""
+    return value if isinstance(value, EncodedPolicies) else tuple(handler(value))
+
+
 class PolicySnapshot(BaseModel):
     """A policy set at one revision. ``available=False`` is how a corrupt store reaches ``explain``;
     with ``loading`` too, it is a store whose first snapshot is still being read in the background
@@ -26,7 +36,8 @@ class PolicySnapshot(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    policies: tuple[RoutingPolicy, ...] = ()
+    policies: Annotated[Sequence[RoutingPolicy], WrapValidator(_keep_encoded)] = ()
+    """A tuple of models, or (a snapshot loaded from the policy store) an ``EncodedPolicies``."""
     revision: int = 0
     content_hash: str = EMPTY_SET_HASH
     available: bool = True

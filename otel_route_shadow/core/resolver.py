@@ -12,11 +12,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_route_shadow.core.canonical import canonical_json, digest
+from otel_route_shadow.core.canonical import digest
 from otel_route_shadow.core.context import Account, RouteContext
 from otel_route_shadow.core.decision import AccountVerdict, PolicyConsideration, PolicySnapshot, RouteDecision
 from otel_route_shadow.core.identity import RepoIdentity, canonical_worker_role, repo_identity
-from otel_route_shadow.core.policy import LEGACY_RUNG, RoutingPolicy, policy_order_key, precedence_level
+from otel_route_shadow.core.policy import LEGACY_RUNG, RoutingPolicy, precedence_level
+from otel_route_shadow.core.policy_index import PolicyIndex
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.vocabulary import (
     PROVIDER_BINDINGS,
@@ -29,10 +30,9 @@ from otel_route_shadow.core.vocabulary import (
     Transport,
 )
 
-__all__ = ["PolicyIndex", "explain", "explain_batch", "explain_policies"]
+__all__ = ["explain", "explain_batch", "explain_policies"]
 
 _PROVIDERS = frozenset(provider.value for provider in Provider)
-_MATCHED_REASONS = frozenset({ReasonCode.MATCHED, ReasonCode.TIED, ReasonCode.OUTRANKED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,151 +57,6 @@ def _subject(context: RouteContext) -> _Subject:
     )
 
 
-def _mask(positions: Iterable[int], size: int) -> int:
-    """An int with the given bits set, built in one pass (OR-ing wide ints bit by bit is quadratic)."""
-    buffer = bytearray((size + 7) // 8)
-    for position in positions:
-        buffer[position >> 3] |= 1 << (position & 7)
-    return int.from_bytes(buffer, "little")
-
-
-_MASK_MEMO_LIMIT = 4096
-"""Value masks kept per dimension once built (the few values a host's spawns keep asking about)."""
-
-
-class _Dimension:
-    """Bit masks over the ordered policies for one match dimension.
-
-    A value's mask is built on first use, from the positions that name it, and memoised: building
-    one mask per distinct value up front cost a wide int per value (at 80,000 policies naming
-    80,000 repositories, about 400 MB and most of a host's first spawn) for values no spawn asks for.
-    """
-
-    __slots__ = ("_masks", "_size", "any", "by_value", "scoped")
-
-    def __init__(self, sets: Sequence[tuple[str, ...]]) -> None:
-        size = len(sets)
-        any_positions: list[int] = []
-        scoped_positions: list[int] = []
-        by_value: dict[str, list[int]] = {}
-        for position, values in enumerate(sets):
-            if not values:
-                any_positions.append(position)
-                continue
-            scoped_positions.append(position)
-            for value in values:
-                by_value.setdefault(value, []).append(position)
-        self._size = size
-        self.any = _mask(any_positions, size)
-        self.scoped = _mask(scoped_positions, size)
-        self.by_value: dict[str, list[int]] = by_value
-        self._masks: dict[str, int] = {}
-
-    def admit(self, value: str | None) -> int:
-        if value is None:
-            return self.any
-        mask = self._masks.get(value)
-        if mask is None:
-            mask = self.any | _mask(self.by_value.get(value, ()), self._size)
-            if len(self._masks) >= _MASK_MEMO_LIMIT:
-                self._masks.clear()
-            self._masks[value] = mask
-        return mask
-
-
-def _index_order(policies: Sequence[RoutingPolicy]) -> list[tuple[tuple[int, int, str], RoutingPolicy]]:
-    """``(key, policy)`` pairs in precedence order, the key being ``(rung, -priority, id)``.
-
-    Two policies share a key only when they share an id (an invalid set that slipped past
-    validation); their canonical content then breaks the tie, so insertion order never decides
-    anything, not even there.
-    """
-    seen: set[str] = set()
-    repeated: set[str] = set()
-    for policy in policies:
-        (repeated if policy.id in seen else seen).add(policy.id)
-    decorated = [
-        (
-            policy_order_key(policy),
-            canonical_json(policy.model_dump(mode="json")) if policy.id in repeated else b"",
-            position,
-        )
-        for position, policy in enumerate(policies)
-    ]
-    decorated.sort(key=lambda item: item[:2])
-    return [(key, policies[position]) for key, _, position in decorated]
-
-
-class PolicyIndex:
-    """The enabled policies of one snapshot, ordered by precedence and indexed by exact-set member.
-
-    A context's candidates are the AND of one bit mask per dimension, so resolving costs a few dict
-    lookups plus the candidates themselves rather than a scan of every policy. The explanation rows
-    are immutable and memoised per index, so a candidate costs a lookup rather than a new model.
-    """
-
-    __slots__ = (
-        "_faces",
-        "_principals",
-        "_repos",
-        "_roles",
-        "_rows",
-        "disabled",
-        "disabled_policies",
-        "keys",
-        "ordered",
-    )
-
-    def __init__(self, policies: Iterable[RoutingPolicy]) -> None:
-        everything = list(policies)
-        enabled = _index_order([p for p in everything if p.enabled])
-        self.ordered: tuple[RoutingPolicy, ...] = tuple(policy for _, policy in enabled)
-        self.keys: tuple[tuple[int, int, str], ...] = tuple(key for key, _ in enabled)
-        self.disabled_policies: tuple[RoutingPolicy, ...] = tuple(
-            policy for _, policy in _index_order([p for p in everything if not p.enabled])
-        )
-        self.disabled = len(self.disabled_policies)
-        self._repos = _Dimension([p.match.repo_ids for p in self.ordered])
-        self._roles = _Dimension([p.match.roles for p in self.ordered])
-        self._principals = _Dimension([p.match.principal_ids for p in self.ordered])
-        self._faces = _Dimension([p.match.request_faces for p in self.ordered])
-        self._rows: dict[tuple[int, ReasonCode], PolicyConsideration] = {}
-
-    def candidates(self, subject: _Subject) -> int:
-        """Policies that match every dimension, plus (for an ambiguous repo identity) the repo-scoped
-        ones that would have matched, so the explanation can say why they did not."""
-        identity = subject.identity
-        if identity is not None and identity.canonical:
-            repos = self._repos.admit(identity.value)
-        else:
-            repos = self._repos.any | (self._repos.scoped if identity is not None else 0)
-        return (
-            repos
-            & self._roles.admit(subject.role)
-            & self._principals.admit(subject.principal)
-            & self._faces.admit(subject.face)
-        )
-
-    def repo_scoped(self, mask: int) -> int:
-        """The repo-scoped members of ``mask``."""
-        return mask & self._repos.scoped
-
-    def row(self, position: int, reason: ReasonCode) -> PolicyConsideration:
-        """The explanation row of the policy at ``position`` for ``reason``."""
-        cached = self._rows.get((position, reason))
-        if cached is None:
-            rung, neg_priority, policy_id = self.keys[position]
-            cached = PolicyConsideration(
-                policy_id=policy_id,
-                rung=rung,
-                priority=-neg_priority,
-                matched=reason in _MATCHED_REASONS,
-                reason=reason.value,
-            )
-            self._rows[(position, reason)] = cached
-        return cached
-
-
 def _positions(mask: int) -> Iterable[int]:
     """Set bits of ``mask``, lowest (highest precedence) first."""
     while mask:
@@ -221,8 +76,14 @@ class _Match:
 
 
 def _match(subject: _Subject, index: PolicyIndex) -> _Match:
-    mask = index.candidates(subject)
     identity = subject.identity
+    mask = index.candidates(
+        identity.value if identity is not None and identity.canonical else None,
+        repo_known=identity is not None,
+        role=subject.role,
+        principal=subject.principal,
+        face=subject.face,
+    )
     refused = index.repo_scoped(mask) if identity is None or not identity.canonical else 0
     entries: list[tuple[int, ReasonCode]] = []
     winner: int | None = None

@@ -24,8 +24,7 @@ from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, SeamSpec
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import RECORD_KIND
-from otel_route_shadow.store import RoutingPolicyStore
-from otel_route_shadow.store.policy_file import PolicyFile, parse_policy_document, read_policy_file
+from otel_route_shadow.store import PolicyFile, RoutingPolicyStore, parse_policy_document, read_policy_file
 
 __all__ = ["DEFAULT_PROJECT", "DemoSummary", "default_policy_file", "run_demo"]
 

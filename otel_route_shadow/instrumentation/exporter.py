@@ -9,7 +9,8 @@ Never disturbing the host: a chain path that is not a regular file is refused at
 line; nothing is recorded); an append waits at most ``lock_timeout_ms`` for another process holding
 the chain's lock, and a record that did not get it in time waits in the writer's bounded backlog
 (``chain.backlog``), written before the next record, at ``force_flush``/``shutdown``, and at exit,
-each within a bounded wait.
+each within a bounded wait; what is still waiting at shutdown or exit goes to the chain's spill file,
+which the next writer writes into the chain first.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ __all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
 _LOG = logging.getLogger("otel_route_shadow")
 
 EXIT_FLUSH_S: Final = 1.0
-"""Longest wait, at shutdown and at interpreter exit, for the lock to write the backlog."""
+"""Longest wait, at shutdown and at interpreter exit, for the lock to write the backlog (and then
+again for the spill file's lock, for what still waits)."""
 
 
 def chain_path_refusal(path: Path) -> str | None:
@@ -150,9 +152,11 @@ class RouteShadowChainExporter(SpanExporter):
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
-    def flush_backlog(self, timeout: float) -> int:
+    def flush_backlog(self, timeout: float, *, spill: bool = False) -> int:
         """Write records still waiting for the chain's lock, waiting at most ``timeout`` seconds;
-        return how many are left (logged: they are lost if the process ends now)."""
+        return how many are left. With ``spill`` (at shutdown and exit) what is left goes to the
+        chain's spill file, which the next writer writes first; what cannot go there either is lost
+        when the process ends, and logged."""
         log = self._log
         if log is None or not log.backlog:
             return 0
@@ -160,7 +164,29 @@ class RouteShadowChainExporter(SpanExporter):
             left = log.flush(timeout)
         except Exception as exc:  # a disk error at exit: say so, never raise into the host
             _LOG.warning("route shadow could not write its waiting chain records: %s", type(exc).__name__)
-            return log.backlog
+            left = log.backlog
+        if left and spill:
+            try:
+                kept = log.spill(timeout)
+            except Exception as exc:
+                _LOG.warning(
+                    "route shadow: %d chain records waiting for %s are lost: the spill file %s "
+                    "could not take them (%s)",
+                    left,
+                    self._path,
+                    log.spill_path,
+                    type(exc).__name__,
+                )
+                return left
+            _LOG.warning(
+                "route shadow: %d chain records still waited for the lock on %s after %g s; kept in "
+                "%s, which the next writer writes into the chain first",
+                kept,
+                self._path,
+                timeout,
+                log.spill_path,
+            )
+            return 0
         if left:
             _LOG.warning(
                 "route shadow: %d chain records still wait for the lock on %s after %g s",
@@ -173,7 +199,7 @@ class RouteShadowChainExporter(SpanExporter):
     def shutdown(self) -> None:
         """Stop exporting: write the backlog (bounded), checkpoint, and give the chain's file descriptors
         back (an ``append`` reopens them)."""
-        self.flush_backlog(EXIT_FLUSH_S)
+        self.flush_backlog(EXIT_FLUSH_S, spill=True)
         self._shutdown = True
         if self.checkpointer is not None:
             self.checkpointer.checkpoint_now()
@@ -189,4 +215,4 @@ class RouteShadowChainExporter(SpanExporter):
 def _flush_at_exit(ref: weakref.ref[RouteShadowChainExporter]) -> None:
     exporter = ref()
     if exporter is not None:
-        exporter.flush_backlog(EXIT_FLUSH_S)
+        exporter.flush_backlog(EXIT_FLUSH_S, spill=True)

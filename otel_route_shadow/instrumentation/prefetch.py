@@ -1,27 +1,19 @@
 """Reading a large policy snapshot off the spawn path: one background thread at a time.
 
-A fresh read of a big snapshot (parse, schema check, hash, index build) costs hundreds of
-milliseconds at 8,000 policies (bench row 8c): too much to pay inside the host's next spawn after a
-``policy save``. ``SnapshotPrefetch`` runs that read on a daemon thread while the seams keep
-resolving against the snapshot they already had (their records cite its revision and hash, so they
-stay exact about what they used); the first seam after the read finished picks the result up.
+A fresh read of a big snapshot (parse, schema check, hash) and the build of its policy index are
+linear in the set: too much to pay inside the host's next spawn after a ``policy save``.
+``SnapshotPrefetch`` runs both on a daemon thread while the seams keep resolving against the snapshot
+they already had (their records cite its revision and hash, so they stay exact about what they used).
+A result is handed over only once both are done: ``take()`` returns the verdict together with what
+``prepare`` built from it (the policy index), so no seam ever sees the new snapshot without its index.
 Which reads go to the background is decided by the caller, by file size, never by timing.
-
-What it buys (row 8c, ``.venv/bin/python -m benchmarks --only 8c``, loaded 2-CPU container,
-2026-12-01): the host's first spawn after a save of 8,000 policies costs 1.3-1.7 ms (median of 7)
-instead of the 0.6-1.2 s the read costs inside a spawn. What it does not buy: the read still shares
-the interpreter, and the new revision's models are new long-lived objects that make the collector
-run a full collection, which stops every thread (about one per new revision; the worst of 3,266
-back-to-back spawns during the reads took 0.43 s, p99 33 ms). The read keeps that to what the models
-themselves cause (see ``docs/policy-store.md``, reading a large snapshot off the spawn path); it
-never pauses or freezes the host's collector.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from otel_route_shadow.store import SnapshotLoad
 
@@ -32,20 +24,22 @@ PREFETCH_JOIN_SECONDS: Final = 5.0
 """How long ``close`` (at uninstrument, never inside a spawn) waits for a read in flight; the
 thread is a daemon, so a read that outlives the wait cannot keep the process alive."""
 
+Prepared = TypeVar("Prepared")
 
-class SnapshotPrefetch:
+
+class SnapshotPrefetch(Generic[Prepared]):
     """At most one background read at a time; its result waits in ``take()`` for the next seam.
 
-    ``load`` reads and verifies the store (``RoutingPolicyStore.load``, total); ``prepare`` does
-    the rest of the work a seam would otherwise do on first use (building the policy index);
-    ``on_error`` is told of anything either raises, and the result is then dropped (the seams keep
-    what they had; the next change seen starts a new read).
+    ``load`` reads and verifies the store (``RoutingPolicyStore.load``, total); ``prepare`` builds
+    what a seam needs besides the verdict (the policy index), on the same thread, before the result
+    is handed over; ``on_error`` is told of anything either raises, and the result is then dropped
+    (the seams keep what they had; the next change seen starts a new read).
     """
 
     def __init__(
         self,
         load: Callable[[], SnapshotLoad],
-        prepare: Callable[[SnapshotLoad], None],
+        prepare: Callable[[SnapshotLoad], Prepared],
         on_error: Callable[[BaseException], None],
     ) -> None:
         self._load = load
@@ -53,7 +47,7 @@ class SnapshotPrefetch:
         self._on_error = on_error
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._ready: SnapshotLoad | None = None
+        self._ready: tuple[SnapshotLoad, Prepared] | None = None
 
     @property
     def running(self) -> bool:
@@ -70,8 +64,9 @@ class SnapshotPrefetch:
             thread.start()
             return True
 
-    def take(self) -> SnapshotLoad | None:
-        """The result of the last finished read, once (None if there is none new)."""
+    def take(self) -> tuple[SnapshotLoad, Prepared] | None:
+        """The verdict of the last finished read and what was prepared from it, once (None if
+        there is none new)."""
         if self._ready is None:
             return None
         with self._lock:
@@ -93,9 +88,9 @@ class SnapshotPrefetch:
     def _run(self) -> None:
         try:
             load = self._load()
-            self._prepare(load)
+            prepared = self._prepare(load)
         except Exception as exc:
             self._on_error(exc)
             return
         with self._lock:
-            self._ready = load
+            self._ready = (load, prepared)

@@ -242,7 +242,11 @@ class ShadowRuntime:
         self._last_load: tuple[int, SnapshotLoad] | None = None
         self._held: SnapshotLoad | None = None
         """The verdict seams resolve against while a newer snapshot is read in the background."""
-        self.prefetch = SnapshotPrefetch(self._read_store, self._prepare, self._prefetch_failed)
+        self._held_index: tuple[PolicySnapshot, PolicyIndex] | None = None
+        """The index the background read built for the snapshot it handed over."""
+        self.prefetch: SnapshotPrefetch[PolicyIndex] = SnapshotPrefetch(
+            self._read_store, self._prepare, self._prefetch_failed
+        )
         self.never_awaited = 0
         """Coroutine and generator seams dropped before their first step: the host's code never ran,
         so they have no span and no record; this counts them (see ``seams``)."""
@@ -310,13 +314,19 @@ class ShadowRuntime:
 
     def _look(self) -> SnapshotLoad:
         """Look at the store: its cached verdict if unchanged, else a read in this spawn when the
-        new snapshot is small, else the verdict held so far while the background reads it."""
+        new snapshot is small, else the verdict held so far while the background reads it. A large
+        snapshot reaches the seams only through the background read, with its index built."""
         store = self._policy_store()
+        running = self.prefetch.running
         ready = self.prefetch.take()
         if ready is not None:
-            self._held = ready
+            self._held, self._held_index = ready[0], (ready[0].snapshot, ready[1])
+        if running:
+            return self._held if self._held is not None else _LOADING
         unchanged = cast(SnapshotLoad | None, store.peek())
-        if unchanged is None and self._prefetch_worthwhile():
+        if unchanged is not None and unchanged is self._held:
+            return unchanged
+        if self._prefetch_worthwhile():
             # Changed, or not cached yet (a verdict is cached only once its files are older than the
             # store's racy window, 1 s): read again in the background, at most one read at a time.
             self.prefetch.start()
@@ -340,9 +350,9 @@ class ShadowRuntime:
     def _read_store(self) -> SnapshotLoad:
         return cast(SnapshotLoad, self._policy_store().load())
 
-    def _prepare(self, load: SnapshotLoad) -> None:
-        """Build the new snapshot's policy index in the background too (memoised per snapshot)."""
-        self._index(load.snapshot)
+    def _prepare(self, load: SnapshotLoad) -> PolicyIndex:
+        """Build the new snapshot's policy index in the background too, before seams see it."""
+        return self._index(load.snapshot)
 
     def _prefetch_failed(self, exc: BaseException) -> None:
         """A background read that raised: logged once per cause and counted; seams keep what they
@@ -389,6 +399,9 @@ class ShadowRuntime:
 
     def _index(self, snapshot: PolicySnapshot) -> PolicyIndex:
         """One policy index per snapshot (by hash and revision), not one per spawn."""
+        held = self._held_index
+        if held is not None and held[0] is snapshot:
+            return held[1]
         key = ("index", snapshot.content_hash, snapshot.revision, snapshot.available)
         cached: PolicyIndex | None = self.memo.get(key)
         if cached is not None:

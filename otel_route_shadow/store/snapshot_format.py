@@ -8,8 +8,10 @@ edited, and whatever was typed into it must not leak into logs, spans or termina
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -18,11 +20,11 @@ import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from otel_route_shadow.core import (
+    EncodedPolicies,
     RoutingAction,
     RoutingMatch,
     RoutingPolicy,
     canonical_json,
-    digest_bytes,
 )
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
@@ -45,6 +47,9 @@ MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 """Same bound as a policy file (about 100,000 policies in the snapshot's indented layout)."""
 MAX_REVISION = 2**53
 """Revisions travel in JSON records of the decision chain, which keeps integers within +-2**53."""
+MAX_SNAPSHOT_DEPTH = 8
+"""Nesting accepted in a snapshot document; a valid one nests 5 deep (document, ``policies``, a
+policy, its ``match`` or ``action``, their sets and maps)."""
 
 _FIELDS = frozenset({"format", "revision", "content_hash", "saved_at", "policies"})
 _HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -52,17 +57,13 @@ _SAVED_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
 _POLICIES: TypeAdapter[tuple[RoutingPolicy, ...]] = TypeAdapter(tuple[RoutingPolicy, ...])
 """Validates (and dumps) a whole array in one call: several times faster than one call per policy."""
 
-_CHUNK = 64
-"""Policy lines per parse, schema-check and dump call on the fast path. One call over a whole array
-held the interpreter lock for its whole duration (about 350 ms at 8,000 policies on a loaded
-machine); a snapshot read in the background (the instrumentation's prefetch) must leave the host's
-threads running, so the work is cut into pieces well under a millisecond each. 64 rather than the
-earlier 256: a chunk's parsed dicts then die before a generation-1 collection can promote them to
-the oldest generation, which is what makes the collector run full collections (that stop every
-thread). Measured 2026-12-01, loaded 2-CPU container, 8,000 policies, a host heap of 400,000 tracked
-objects, 5 reads in one thread (deterministic): 3 full collections traversing 1.67 M objects,
-against 6 traversing 3.54 M with the whole array parsed first and 256 per call; ``decode_snapshot``
-fastest of 7 interleaved runs 426 ms against 531 ms."""
+_CHUNK = 16
+"""Policies per parse, schema-check and dump call (reading) and per dump and encode call (saving).
+One call over a whole array would hold the interpreter lock for all of it; a chunk's parsed objects
+are dropped before the next chunk, so what a read or a save keeps is bytes, not objects the
+garbage collector has to traverse."""
+_JOIN = 1024
+"""Policy encodings per join when a snapshot is hashed or rendered (a few hundred kilobytes)."""
 _POLICIES_OPEN = b'  "policies": [\n    '
 _POLICIES_SEP = b",\n    "
 _POLICIES_CLOSE = b"\n  ],\n"
@@ -91,20 +92,29 @@ class SnapshotFormatError(ValueError):
 
 @dataclass(frozen=True)
 class SnapshotDocument:
-    """A verified snapshot: its hash matches its policies, which are canonical and valid."""
+    """A verified snapshot: its hash matches its policies, which are canonical and valid.
+
+    ``policies`` holds each policy's canonical encoding (an ``EncodedPolicies``), in stored order."""
 
     revision: int
     content_hash: str
     saved_at: str
-    policies: tuple[RoutingPolicy, ...]
+    policies: EncodedPolicies
 
 
-def _array_digest(encodings: list[bytes]) -> str:
-    """SHA-256 of the canonical JSON array whose elements have these canonical encodings."""
-    return digest_bytes(b"[" + b",".join(encodings) + b"]")
+def _array_digest(encodings: Sequence[bytes]) -> str:
+    """SHA-256 of the canonical JSON array whose elements have these canonical encodings, hashed
+    :data:`_JOIN` elements at a time (no one call copies or hashes the whole array)."""
+    hasher = hashlib.sha256(b"[")
+    for start in range(0, len(encodings), _JOIN):
+        if start:
+            hasher.update(b",")
+        hasher.update(b",".join(encodings[start : start + _JOIN]))
+    hasher.update(b"]")
+    return hasher.hexdigest()
 
 
-def canonical_policy_dumps(policies: tuple[RoutingPolicy, ...] | list[RoutingPolicy]) -> list[Any]:
+def canonical_policy_dumps(policies: Sequence[RoutingPolicy]) -> list[Any]:
     """The ``policies`` array as stored: every field present, sorted by canonical encoding.
 
     Storing the array in exactly the order and form the hash is computed over lets a reader recompute
@@ -118,25 +128,38 @@ def canonical_policy_dumps(policies: tuple[RoutingPolicy, ...] | list[RoutingPol
 class SnapshotPayload:
     """A policy set prepared for storage once: canonical order, each element's encoding, the hash."""
 
-    policies: tuple[RoutingPolicy, ...]
+    policies: Sequence[RoutingPolicy]
     """In stored order (sorted by canonical encoding), as a load of the written file returns them."""
     encodings: tuple[bytes, ...]
     content_hash: str
 
 
-def prepare_snapshot(policies: tuple[RoutingPolicy, ...] | list[RoutingPolicy]) -> SnapshotPayload:
-    """Dump, encode and sort the set once; its hash equals ``policy_set_hash(policies)``."""
+def prepare_snapshot(policies: Sequence[RoutingPolicy]) -> SnapshotPayload:
+    """Dump and encode the set :data:`_CHUNK` policies at a time, then sort the encodings; its hash
+    equals ``policy_set_hash(policies)``. Equal policies have equal encodings, so sorting the bytes
+    alone gives the stored order."""
     ordered = tuple(policies)
-    dumps = _POLICIES.dump_python(ordered, mode="json")
-    triples = sorted(
-        ((canonical_json(dump), position) for position, dump in enumerate(dumps)), key=lambda pair: pair[0]
-    )
-    encodings = tuple(encoding for encoding, _ in triples)
+    encodings: list[bytes] = []
+    for start in range(0, len(ordered), _CHUNK):
+        dumps = _POLICIES.dump_python(ordered[start : start + _CHUNK], mode="json")
+        encodings.extend(canonical_json(dump) for dump in dumps)
+    encodings.sort()
+    stored = tuple(encodings)
     return SnapshotPayload(
-        policies=tuple(ordered[position] for _, position in triples),
-        encodings=encodings,
-        content_hash=_array_digest(list(encodings)),
+        policies=EncodedPolicies(stored), encodings=stored, content_hash=_array_digest(stored)
     )
+
+
+def _field(name: str, value: Any) -> bytes:
+    return b"  " + json.dumps(name).encode() + b": " + json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+def _envelope(revision: int, saved_at: str, content_hash: str) -> tuple[bytes, bytes]:
+    """What :func:`render_snapshot` writes before the first policy line (ending with
+    :data:`_POLICIES_OPEN`) and after the last one (starting with :data:`_POLICIES_CLOSE`)."""
+    before = b"{\n" + _field("content_hash", content_hash) + b",\n" + _field("format", SNAPSHOT_FORMAT)
+    after = _field("revision", revision) + b",\n" + _field("saved_at", saved_at) + b"\n}\n"
+    return before + b",\n" + _POLICIES_OPEN, _POLICIES_CLOSE + after
 
 
 def render_snapshot(revision: int, saved_at: str, payload: SnapshotPayload) -> bytes:
@@ -144,30 +167,27 @@ def render_snapshot(revision: int, saved_at: str, payload: SnapshotPayload) -> b
 
     Each policy line is the policy's canonical encoding, so an operator can ``cat``, ``grep`` and
     ``diff`` it; the hash does not depend on the layout, because it is computed over the re-encoded
-    ``policies`` array, not over the file's bytes. Written by hand because ``json.dumps`` with
-    ``indent`` runs the pure-Python encoder: at 8,000 policies that alone took most of a save.
+    ``policies`` array, not over the file's bytes. Written by hand (``json.dumps`` with ``indent``
+    runs the pure-Python encoder), the policy lines joined :data:`_JOIN` at a time.
     """
-
-    def field(name: str, value: Any) -> bytes:
-        return (
-            b"  " + json.dumps(name).encode() + b": " + json.dumps(value, ensure_ascii=False).encode("utf-8")
+    encodings = payload.encodings
+    if not encodings:
+        fields = (
+            _field("content_hash", payload.content_hash),
+            _field("format", SNAPSHOT_FORMAT),
+            b'  "policies": []',
+            _field("revision", revision),
+            _field("saved_at", saved_at),
         )
-
-    if payload.encodings:
-        policies = b'  "policies": [\n    ' + b",\n    ".join(payload.encodings) + b"\n  ]"
-    else:
-        policies = b'  "policies": []'
-    lines = [
-        field("content_hash", payload.content_hash),
-        field("format", SNAPSHOT_FORMAT),
-        policies,
-        field("revision", revision),
-        field("saved_at", saved_at),
+        return b"{\n" + b",\n".join(fields) + b"\n}\n"
+    before, after = _envelope(revision, saved_at, payload.content_hash)
+    pieces = [
+        _POLICIES_SEP.join(encodings[start : start + _JOIN]) for start in range(0, len(encodings), _JOIN)
     ]
-    return b"{\n" + b",\n".join(lines) + b"\n}\n"
+    return b"".join((before, _POLICIES_SEP.join(pieces), after))
 
 
-def encode_snapshot(revision: int, saved_at: str, policies: tuple[RoutingPolicy, ...]) -> tuple[bytes, str]:
+def encode_snapshot(revision: int, saved_at: str, policies: Sequence[RoutingPolicy]) -> tuple[bytes, str]:
     """The document's bytes and its ``content_hash`` (equal to ``policy_set_hash(policies)``)."""
     payload = prepare_snapshot(policies)
     return render_snapshot(revision, saved_at, payload), payload.content_hash
@@ -199,7 +219,7 @@ def _parse_json(data: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise SnapshotFormatError("not-utf8", f"not UTF-8 (byte {exc.start})") from None
     try:
-        return loads_strict(text)
+        return loads_strict(text, max_depth=MAX_SNAPSHOT_DEPTH)
     except StrictJSONError as exc:
         if exc.kind == "duplicate-key":
             message = "invalid JSON: duplicate key"
@@ -249,7 +269,9 @@ def _models(raw_policies: list[Any], revision: int) -> tuple[RoutingPolicy, ...]
 
 def _check_hash(
     raw_policies: list[Any], policies: tuple[RoutingPolicy, ...], recorded: str, revision: int
-) -> None:
+) -> list[bytes]:
+    """The canonical encodings of the stored policies, once they hash to ``recorded`` and are the
+    canonical form; else :class:`SnapshotFormatError`."""
     try:
         encodings = [canonical_json(item) for item in raw_policies]
     except (TypeError, ValueError):  # pragma: no cover - the schema admits only JSON-safe values
@@ -268,40 +290,48 @@ def _check_hash(
             "policies are not in canonical form (every field present, sets sorted, array sorted)",
             revision,
         )
+    return encodings
 
 
 def _split_rendered(data: bytes) -> tuple[Any, list[bytes]] | None:
     """The envelope (parsed, with an empty ``policies`` array) and the policy lines (unparsed) of a
     document laid out as :func:`render_snapshot` writes it; None for any other layout (canonical
     JSON has no raw newline, so the lines split exactly). Exactness does not rest on the split:
-    :func:`_fast_decode` accepts the result only if rendering it gives back the very bytes read."""
-    head, found, rest = data.partition(_POLICIES_OPEN)
-    body, closed, tail = rest.partition(_POLICIES_CLOSE)
-    if not found or not closed:
+    :func:`_fast_decode` accepts the result only if it renders back to the very bytes read."""
+    start = data.find(_POLICIES_OPEN)
+    end = data.rfind(_POLICIES_CLOSE)
+    if start < 0 or end < start + len(_POLICIES_OPEN):
         return None
-    return orjson.loads(head + b'  "policies": [],\n' + tail), body.split(_POLICIES_SEP)
+    envelope = orjson.loads(data[:start] + b'  "policies": [],\n' + data[end + len(_POLICIES_CLOSE) :])
+    lines: list[bytes] = []
+    position = start + len(_POLICIES_OPEN)
+    while (cut := data.find(_POLICIES_SEP, position, end)) >= 0:
+        lines.append(data[position:cut])
+        position = cut + len(_POLICIES_SEP)
+    lines.append(data[position:end])
+    return envelope, lines
 
 
-def _decode_chunk(lines: list[bytes]) -> tuple[tuple[RoutingPolicy, ...], list[bytes]] | None:
+def _decode_chunk(lines: list[bytes]) -> list[bytes] | None:
     """Parse, schema-check and re-encode a few policy lines; None unless each dumps back to what
-    was parsed. The parsed dicts are dropped with the chunk: see :func:`_fast_decode`."""
+    was parsed and is its own canonical encoding. Only the encodings are kept: the parsed objects
+    and the models die with the chunk."""
     raw = [orjson.loads(line) for line in lines]
     policies = _POLICIES.validate_python(raw)
     if list(_POLICIES.dump_python(policies, mode="json")) != raw:
         return None
-    return policies, [orjson.dumps(item, option=orjson.OPT_SORT_KEYS) for item in raw]
+    encodings = [orjson.dumps(item, option=orjson.OPT_SORT_KEYS) for item in raw]
+    return encodings if encodings == lines else None
 
 
-def _decode_lines(lines: list[bytes]) -> tuple[tuple[RoutingPolicy, ...], tuple[bytes, ...]] | None:
-    policies: list[RoutingPolicy] = []
+def _decode_lines(lines: list[bytes]) -> tuple[bytes, ...] | None:
     encodings: list[bytes] = []
     for start in range(0, len(lines), _CHUNK):
         decoded = _decode_chunk(lines[start : start + _CHUNK])
         if decoded is None:
             return None
-        policies.extend(decoded[0])
-        encodings.extend(decoded[1])
-    return tuple(policies), tuple(encodings)
+        encodings.extend(decoded)
+    return tuple(encodings)
 
 
 def _fast_decode(data: bytes) -> SnapshotDocument | None:
@@ -312,13 +342,8 @@ def _fast_decode(data: bytes) -> SnapshotDocument | None:
     bytes read: that proves there was no duplicate key, no ``NaN`` and no stray layout, and that each
     policy line is its own canonical encoding (``save`` wrote it so; ``orjson`` with sorted keys and
     the canonical encoder agree on every schema-valid value, a property test checks). Anything else
-    returns None and the strict path decides, with its exact problem kind.
-
-    The lines are decoded :data:`_CHUNK` at a time and each chunk's parsed dicts are dropped before
-    the next (they used to live until the end, beside the models): a read in a host's background
-    thread (the instrumentation's prefetch) then leaves the collector fewer objects to promote and
-    fewer full collections to run (figures at :data:`_CHUNK`; decode peak memory at 8,000
-    policies 67.0 MB against 72.7 MB, tracemalloc).
+    returns None and the strict path decides, with its exact problem kind. The lines are decoded
+    :data:`_CHUNK` at a time, and only their encodings are kept.
     """
     try:
         split = _split_rendered(data)
@@ -326,20 +351,21 @@ def _fast_decode(data: bytes) -> SnapshotDocument | None:
             return None
         document, lines = split
         _check_envelope(document)
-        decoded = _decode_lines(lines)
+        encodings = _decode_lines(lines)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError, SnapshotFormatError, ValidationError):
         return None
-    if decoded is None:
+    if encodings is None:
         return None
-    policies, encodings = decoded
     recorded: str = document["content_hash"]
-    if _array_digest(list(encodings)) != recorded or any(a > b for a, b in pairwise(encodings)):
+    if _array_digest(encodings) != recorded or any(a > b for a, b in pairwise(encodings)):
         return None
-    rendered = render_snapshot(
-        document["revision"], document["saved_at"], SnapshotPayload(policies, encodings, recorded)
-    )
-    if rendered != data:
+    before, after = _envelope(document["revision"], document["saved_at"], recorded)
+    # The envelope holds _POLICIES_OPEN only at its end and _POLICIES_CLOSE only at its start, so
+    # these two checks pin the split points: the bytes are the envelope around the lines, each
+    # line its own canonical encoding (_decode_chunk), exactly as render_snapshot writes them.
+    if not (data.startswith(before) and data.endswith(after)):
         return None
+    policies = EncodedPolicies(encodings)
     return SnapshotDocument(
         revision=document["revision"], content_hash=recorded, saved_at=document["saved_at"], policies=policies
     )
@@ -363,7 +389,10 @@ def decode_snapshot(data: bytes) -> SnapshotDocument:
     raw_policies: list[Any] = document["policies"]
     policies = _models(raw_policies, revision)
     recorded: str = document["content_hash"]
-    _check_hash(raw_policies, policies, recorded, revision)
+    encodings = _check_hash(raw_policies, policies, recorded, revision)
     return SnapshotDocument(
-        revision=revision, content_hash=recorded, saved_at=document["saved_at"], policies=policies
+        revision=revision,
+        content_hash=recorded,
+        saved_at=document["saved_at"],
+        policies=EncodedPolicies(encodings),
     )

@@ -12,6 +12,7 @@ its leaf makes the index be rebuilt from the chain and the bundle read again, an
 does not match is :class:`BundleDamaged`, never returned. A line longer than :data:`MAX_ENTRY_BYTES`
 cannot be a tlog-tiles entry (its length would not fit the uint16): a bundle holding one is
 :class:`BundleUnservable`, and :func:`long_entries` lists such lines without reading the whole chain.
+(:data:`MAX_ENTRY_BYTES` is the chain's own bound on the lines writers emit, ``chain.MAX_ENTRY_BYTES``.)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Final
 
+from otel_route_shadow.chain import MAX_ENTRY_BYTES
 from otel_route_shadow.files import FileRefused, open_regular, read_beneath, write_atomic
 from otel_route_shadow.tlog.integrity import leaf_hashes
 from otel_route_shadow.tlog.merkle import HASH_SIZE
@@ -47,8 +49,6 @@ __all__ = [
     "read_bundle",
 ]
 
-MAX_ENTRY_BYTES: Final = 0xFFFF
-"""The longest tlog-tiles entry: its length in a bundle is a big-endian uint16."""
 ENTRIES_INDEX_FILE: Final = "entries-index"
 _OFFSET: Final = struct.Struct(">Q")
 _MAX_INDEX_BYTES: Final = 64 * 1024 * 1024

@@ -2,7 +2,8 @@
 
 The file holds the Go-style signer string (``PRIVATE+KEY+...``) and a final LF. It is written durably
 with mode 0600 and never replaces an existing file (``files.write_atomic(exclusive=True)``); it is read
-bounded, and a FIFO or any other non-regular file is refused without blocking (``files.read_regular``).
+bounded, a FIFO or any other non-regular file is refused without blocking, and, as ssh does with a
+private key, a file its group or others may read is refused (``files.read_regular(private=True)``).
 Errors name the path and the problem, never the file's content.
 """
 
@@ -39,7 +40,7 @@ def generate_key_file(name: str, path: str) -> Signer:
 def read_signer_file(path: str) -> Signer:
     """Read a signer key file; ``KeyFileError`` names the path and the problem only."""
     try:
-        data = read_regular(path, _MAX_KEY_FILE)
+        data = read_regular(path, _MAX_KEY_FILE, private=True)
     except FileRefused as exc:
         raise KeyFileError(f"{path}: cannot read the signing key: {exc.problem}") from None
     except OSError as exc:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from otel_route_shadow.analysis.whatif import replay
+from otel_route_shadow.core import PolicyIndex
 from otel_route_shadow.demo import factory
 from otel_route_shadow.demo.run import default_policy_file
 from otel_route_shadow.instrumentation import runtime as runtime_module
@@ -236,3 +237,121 @@ def test_a_record_made_while_loading_reproduces_in_whatif(
     store = RoutingPolicyStore(harness.store)
     result = replay(harness.chain, store.revision(1), cited_loader=store.revision)
     assert (result.integrity.checked, result.integrity.passed, result.integrity_findings) == (2, 2, 0)
+
+
+class _IndexGate:
+    """Counts the builds of a non-empty policy index per thread (the empty set's index, what a
+    ``loading`` seam resolves against, costs nothing) and holds those on the prefetch thread until
+    ``open()``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.event = threading.Event()
+        self.entered = threading.Event()
+        """Set once a build on the prefetch thread is waiting at the gate: the verdict is read."""
+        self.builds: list[str] = []
+        gate = self
+
+        class GatedIndex(PolicyIndex):
+            def __init__(self, policies: Any) -> None:
+                name = threading.current_thread().name
+                if len(policies):
+                    gate.builds.append(name)
+                if name == PREFETCH_THREAD_NAME:
+                    gate.entered.set()
+                    assert gate.event.wait(_WAIT_S)
+                super().__init__(policies)
+
+        monkeypatch.setattr(runtime_module, "PolicyIndex", GatedIndex)
+
+    def open(self) -> None:
+        self.event.set()
+
+    def close(self) -> None:
+        self.event.clear()
+        self.entered.clear()
+
+    def in_seams(self) -> int:
+        return sum(1 for name in self.builds if name != PREFETCH_THREAD_NAME)
+
+
+@pytest.mark.usefixtures("large")
+def test_index_race_a_seam_during_the_background_index_build_keeps_the_old_revision_and_builds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: list[Harness]
+) -> None:
+    """Regression: the background read cached the new verdict before building its index, so a seam
+    in that window took the new snapshot and built its index inside the spawn."""
+    _save(tmp_path / "store")
+    index_gate = _IndexGate(monkeypatch)
+    index_gate.open()
+    harness = _harness(tmp_path, made)
+    runtime = _runtime(harness)
+    assert runtime.prefetch.wait(_WAIT_S)
+    assert _spawn(harness)[:2] == (1, "ok")
+    index_gate.close()
+    assert _save(harness.store, drop=1) == 2
+    assert _spawn(harness)[:2] == (1, "ok")  # starts the read; its index build is held
+    assert index_gate.entered.wait(_WAIT_S)
+    assert runtime._policy_store().peek().revision == 2
+    for _ in range(3):  # the verdict of revision 2 is cached by now: the window of the race
+        assert _spawn(harness)[:2] == (1, "ok")
+    assert index_gate.in_seams() == 0
+    index_gate.open()
+    assert runtime.prefetch.wait(_WAIT_S)
+    assert _spawn(harness)[:2] == (2, "ok")
+    assert _spawn(harness)[:2] == (2, "ok")
+    assert index_gate.in_seams() == 0
+    assert index_gate.builds == [PREFETCH_THREAD_NAME, PREFETCH_THREAD_NAME]
+
+
+@pytest.mark.usefixtures("large")
+def test_index_race_a_seam_before_the_first_index_is_built_holds_with_loading_and_builds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: list[Harness]
+) -> None:
+    """Regression: a host started over a large store built the index inside a spawn when the spawn
+    came after the first read was cached and before its index was built."""
+    _save(tmp_path / "store")
+    index_gate = _IndexGate(monkeypatch)
+    harness = _harness(tmp_path, made)
+    runtime = _runtime(harness)
+    assert index_gate.entered.wait(_WAIT_S)
+    assert runtime._policy_store().peek().revision == 1  # read and cached; only its index is pending
+    for _ in range(3):
+        assert _spawn(harness) == (0, "loading", "snapshot-loading")
+    assert index_gate.in_seams() == 0
+    index_gate.open()
+    assert runtime.prefetch.wait(_WAIT_S)
+    assert _spawn(harness)[:2] == (1, "ok")
+    assert index_gate.builds == [PREFETCH_THREAD_NAME]
+
+
+@pytest.mark.usefixtures("large")
+def test_a_verdict_whose_index_build_failed_is_not_taken_up_by_a_seam(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: list[Harness]
+) -> None:
+    """A background read whose index build raised leaves a cached verdict behind; the next look
+    reads again in the background instead of taking that verdict and building the index itself."""
+    _save(tmp_path / "store")
+    index_gate = _IndexGate(monkeypatch)
+    index_gate.open()
+    harness = _harness(tmp_path, made)
+    runtime = _runtime(harness)
+    assert runtime.prefetch.wait(_WAIT_S)
+    assert _spawn(harness)[:2] == (1, "ok")
+    real_prepare = runtime._prepare
+    failures = [RuntimeError("the index build broke")]
+
+    def failing_once(load: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real_prepare(load)
+
+    monkeypatch.setattr(runtime.prefetch, "_prepare", failing_once)
+    _save(harness.store, drop=1)
+    assert _spawn(harness)[:2] == (1, "ok")
+    assert runtime.prefetch.wait(_WAIT_S)
+    assert runtime._policy_store().peek() is not None
+    assert _spawn(harness)[:2] == (1, "ok")  # a new background read, not the verdict in the cache
+    assert runtime.prefetch.wait(_WAIT_S)
+    assert _spawn(harness)[:2] == (2, "ok")
+    assert index_gate.in_seams() == 0
+    assert runtime.errors[("prefetch", "RuntimeError")] == 1

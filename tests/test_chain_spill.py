@@ -1,0 +1,306 @@
+"""Records still waiting for the chain's lock when their process exits are kept in the spill file
+beside the chain and written into the chain, once and in order, by the next writer.
+
+Another process really holds the chain's lock here (``lock_held_by_another_process``); every wait is
+a wait for that lock, which stays taken, so no assertion depends on how fast anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from test_chain_lock import HANG_GUARD_S, lock_held_by_another_process
+
+from otel_route_shadow.chain import (
+    DROPPED_KIND,
+    EncodedPayload,
+    RoutingAuditLog,
+    encode_payload,
+    iter_payloads,
+    sanitize_payload,
+    verify_chain,
+)
+from otel_route_shadow.chain import log as chain_log
+from otel_route_shadow.chain import spill as chain_spill
+from otel_route_shadow.chain.backlog import dropped_event
+from otel_route_shadow.chain.canonical import canonical_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Crash(Exception):
+    pass
+
+
+def _encoded(n: int) -> EncodedPayload:
+    return encode_payload(*sanitize_payload({"kind": "route-shadow", "n": n}))
+
+
+def _kinds(path: Path) -> list[object]:
+    return [p.get("n", p.get("kind")) for _, p in iter_payloads(path)]
+
+
+def _spill_lines(path: Path) -> list[bytes]:
+    return Path(f"{path}.spill").read_bytes().splitlines()[1:]
+
+
+def _spill(path: Path, *numbers: int) -> None:
+    """What a writer that exited while another process held the lock leaves: ``numbers`` spilled."""
+    log = RoutingAuditLog(path, lock_timeout=0.01)
+    with lock_held_by_another_process(path):
+        for n in numbers:
+            assert log.submit(_encoded(n)) is None
+        assert log.flush(0.01) == len(numbers)
+        assert log.spill(HANG_GUARD_S) == len(numbers)
+    assert log.backlog == 0
+    log.close()
+
+
+_EXITING_HOST = """
+import sys
+from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+
+exporter = RouteShadowChainExporter(sys.argv[1], lock_timeout_ms=10)
+for n in range(int(sys.argv[2])):
+    exporter.append(n + 1, n + 1, n + 1, {"route_shadow.seam": f"waited-{n}"})
+print(exporter._log.backlog, flush=True)
+# the interpreter exits here: the exporter's exit hook waits for the lock, then spills
+"""
+
+
+def test_records_waiting_for_the_lock_at_exit_are_kept_and_written_first_by_the_next_writer(
+    tmp_path: Path,
+) -> None:
+    # At exit with the chain's lock still held by another process, the waiting records were dropped
+    # and the chain carried no marker (issue 25: 495 records, one log line).
+    path = tmp_path / "chain.jsonl"
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": "before"})
+    with lock_held_by_another_process(path):
+        done = subprocess.run(
+            [sys.executable, "-c", _EXITING_HOST, str(path), "40"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=HANG_GUARD_S,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "40"  # every record waited: the lock never came
+        assert "kept in" in done.stderr and "spill" in done.stderr
+        assert len(_spill_lines(path)) == 40
+        assert _kinds(path) == ["before"]
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": "next"})
+    seams = [p.get("attributes", {}).get("route_shadow.seam", p.get("n")) for _, p in iter_payloads(path)]
+    assert seams == ["before", *(f"waited-{n}" for n in range(40)), "next"]
+    assert _spill_lines(path) == []
+    assert verify_chain(path).intact
+
+
+def test_a_spill_is_written_before_the_next_writers_own_records_and_only_once(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    _spill(path, 1, 2, 3)
+    log = RoutingAuditLog(path)
+    log.append({"kind": "route-shadow", "n": 4})
+    log.append({"kind": "route-shadow", "n": 5})
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 6})
+    assert _kinds(path) == [0, 1, 2, 3, 4, 5, 6]
+    assert verify_chain(path).intact
+
+
+def test_a_running_writer_takes_a_spill_within_its_recheck_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "chain.jsonl"
+    monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 3600 * 10**9)
+    log = RoutingAuditLog(path)
+    log.append({"kind": "route-shadow", "n": 0})
+    _spill(path, 1)
+    log.append({"kind": "route-shadow", "n": 2})  # the file is as this writer left it: no look yet
+    assert _kinds(path) == [0, 2]
+    monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 0)
+    log.append({"kind": "route-shadow", "n": 3})
+    assert _kinds(path) == [0, 2, 1, 3]
+    assert verify_chain(path).intact
+
+
+def test_the_spilled_drop_count_reaches_the_chain(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, lock_timeout=0.01, backlog=1)
+    with lock_held_by_another_process(path):
+        for n in range(4):
+            log.submit(_encoded(n))
+        assert log.spill(HANG_GUARD_S) == 2  # the kept record and the drop event for the other three
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 9})
+    assert _kinds(path) == [0, DROPPED_KIND, 9]
+    result = verify_chain(path)
+    assert result.intact and result.dropped_records == 3
+
+
+@pytest.mark.parametrize("written", [0, 2, 5])
+def test_a_writer_that_died_while_writing_a_spill_is_finished_without_duplicates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: int
+) -> None:
+    path = tmp_path / "chain.jsonl"
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    _spill(path, 1, 2, 3, 4, 5)
+    real = RoutingAuditLog._write_line
+    calls = []
+
+    def dying(self: RoutingAuditLog, fd: int, head: Any, size: int, encoded: EncodedPayload) -> Any:
+        if len(calls) == written:
+            os.write(fd, b'{"payload":{"kind":"route-shadow","n":')  # killed mid-write
+            raise Crash
+        calls.append(1)
+        return real(self, fd, head, size, encoded)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RoutingAuditLog, "_write_line", dying)
+        with pytest.raises(Crash):
+            RoutingAuditLog(path).append({"kind": "route-shadow", "n": "dies"})
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 6})
+    kinds = [k for k in _kinds(path) if k != "chain-quarantine"]
+    assert kinds == [0, 1, 2, 3, 4, 5, 6]
+    assert _kinds(path).count("chain-quarantine") == 1  # the line the crash tore
+    assert _spill_lines(path) == []
+    assert verify_chain(path).intact
+
+
+def test_lines_of_a_spill_that_are_not_entries_are_counted_in_the_chain(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    _spill(path, 1)
+    with open(f"{path}.spill", "ab") as handle:
+        handle.write(b"not an entry\n")
+        handle.write(b'{"payload":{"kind":"route-shadow","n":2},"redactions":[{"rule":"x"}]}\n')
+        handle.write(b'{"payload":{"kind":"route-shadow","n":3},"redactions":[]}\n')
+        handle.write(b'{"payload":{"kind":"route-sh')  # torn by a crash
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 4})
+    payloads = [p for _, p in iter_payloads(path)]
+    assert [p.get("n", p["kind"]) for p in payloads] == [1, 3, DROPPED_KIND, 4]
+    assert payloads[2]["reason"] == "spill-unreadable" and payloads[2]["count"] == 3
+    assert verify_chain(path).dropped_records == 3
+
+
+def test_a_spilled_payload_goes_through_the_sanitizer_again(tmp_path: Path) -> None:
+    """The spill file is on the log's own disk: what it holds is an input, never trusted as clean."""
+    path = tmp_path / "chain.jsonl"
+    _spill(path, 1)
+    planted = {"kind": "route-shadow", "note": "ANTHROPIC_API_KEY=sk-ant-api03-" + "Zq9_x-Y8" * 11 + "AA"}
+    with open(f"{path}.spill", "ab") as handle:
+        handle.write(b'{"payload":' + canonical_bytes(planted) + b',"redactions":[]}\n')
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 4})
+    assert b"sk-ant-api03" not in path.read_bytes()
+    records = list(RoutingAuditLog(path).iter_records())
+    assert [(m.path, m.rule) for m in records[1].redactions] == [("/note", "credential")]
+    assert verify_chain(path).intact
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_spill_path_that_is_not_a_file_blocks_nothing(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "chain.jsonl"
+    spill = Path(f"{path}.spill")
+    if kind == "fifo":
+        os.mkfifo(spill)
+    else:
+        spill.mkdir()
+        (spill / "x").write_bytes(b"x" * 100)
+    log = RoutingAuditLog(path, lock_timeout=0.01)
+    for n in range(3):
+        log.append({"kind": "route-shadow", "n": n})
+    assert _kinds(path) == [0, 1, 2]
+    with lock_held_by_another_process(path):
+        log.submit(_encoded(3))
+        with pytest.raises(OSError):
+            log.spill(0.01)
+        assert log.backlog == 1  # kept in memory: nothing lost by trying
+    assert log.flush(None) == 0
+    assert _kinds(path) == [0, 1, 2, 3]
+
+
+def test_entries_beyond_the_spill_bound_are_counted_as_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "chain.jsonl"
+    monkeypatch.setattr(chain_spill, "SPILL_MAX_BYTES", 2048)
+    log = RoutingAuditLog(path, lock_timeout=0.01, backlog=40)
+    big = encode_payload(*sanitize_payload({"kind": "route-shadow", "pad": "p" * 300}))
+    with lock_held_by_another_process(path):
+        for _ in range(40):
+            log.submit(big)
+        log.submit(_encoded(0))  # a 41st: the backlog is full, so this one is counted, not kept
+        assert log.spill(HANG_GUARD_S) == 41
+    lines = _spill_lines(path)
+    assert 1 < len(lines) < 40
+    event = orjson.loads(lines[-1])["payload"]
+    assert event["reason"] == "spill-full"
+    assert event["count"] == 40 - (len(lines) - 1) + 1  # the records left out, and the one dropped before
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 1})
+    result = verify_chain(path)
+    kept = result.records - 2  # less the event and the record after it
+    assert result.intact and kept + result.dropped_records == 41
+
+
+def test_a_spill_file_with_a_stale_claim_is_reset_by_the_next_spiller(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    stale = chain_spill._header(123, 456)  # a writer died after writing every entry, before the reset
+    Path(f"{path}.spill").write_bytes(stale)
+    _spill(path, 1)
+    assert Path(f"{path}.spill").read_bytes().startswith(chain_spill._header(-1, 0))
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 2})
+    assert _kinds(path) == [0, 1, 2]
+
+
+def test_temporaries_a_killed_writer_left_are_removed_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead_pid = int(dead.stdout)
+    left = [
+        tmp_path / f".chain.jsonl.torn-0-abc.tmp-{dead_pid}-0a1b2c3d",
+        tmp_path / f".chain.jsonl.quarantine-pending.tmp-{dead_pid}-0a1b2c3d",
+    ]
+    live = tmp_path / f".chain.jsonl.quarantine-pending.tmp-{os.getppid()}-0a1b2c3d"
+    for name in (*left, live):
+        name.write_bytes(b"x")
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    assert not any(name.exists() for name in left)
+    assert live.exists()  # a live writer's temporary is its own
+
+
+def test_the_spill_event_counts_are_what_the_backlog_counted() -> None:
+    event = dropped_event(5, 1, 2)
+    encoded = EncodedPayload(canonical_bytes(event), b"[]")
+    assert chain_spill._records_in([encoded, _encoded(1)]) == 6
+
+
+def test_the_exit_message_names_the_spill_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+
+    path = tmp_path / "chain.jsonl"
+    exporter = RouteShadowChainExporter(path, lock_timeout_ms=10)
+    exporter.append(1, 1, 1, {"route_shadow.seam": "first"})
+    with lock_held_by_another_process(path):
+        exporter.append(2, 2, 2, {"route_shadow.seam": "waited"})
+        assert exporter.flush_backlog(0.01, spill=True) == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"{path}.spill" in m and "1 chain records" in m for m in messages), messages
+    exporter.append(3, 3, 3, {"route_shadow.seam": "after"})
+    seams = [p["attributes"]["route_shadow.seam"] for _, p in iter_payloads(path)]
+    assert seams == ["first", "waited", "after"]
+
+
+def test_the_spill_file_format_is_one_entry_per_line(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    _spill(path, 7)
+    header, *lines = Path(f"{path}.spill").read_bytes().splitlines(keepends=True)
+    assert header == chain_spill._header(-1, 0) and len(header) == chain_spill.HEADER_BYTES
+    entry = _encoded(7)
+    assert lines == [b'{"payload":' + entry.payload + b',"redactions":' + entry.marks + b"}\n"]
+    assert header.startswith(b"route-shadow-spill/1 ")
