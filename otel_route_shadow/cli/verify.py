@@ -16,7 +16,12 @@ from typing import Any, TextIO
 
 from otel_route_shadow.chain import VerifyResult, verify_chain
 from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError, cap_jobs, input_file
-from otel_route_shadow.cli.verify_checkpoints import check_checkpoints, checkpoint_inputs, human_report
+from otel_route_shadow.cli.verify_checkpoints import (
+    check_checkpoints,
+    checkpoint_inputs,
+    human_report,
+    unservable_bundles,
+)
 
 __all__ = ["register"]
 
@@ -103,6 +108,9 @@ def _run(args: argparse.Namespace) -> int:
         out = result.to_dict()
         if report is not None:
             out["checkpoints"] = report.to_dict()
+            out["unservable_entries"] = [
+                {"seq": e.seq, "bundle": e.bundle, "length": e.length} for e in unservable_bundles(path)
+            ]
         print(json.dumps(out, sort_keys=True))
     else:
         print(_human(result))
