@@ -1,20 +1,20 @@
-"""Rows 9a-9e: witnessing costs the host nothing measurable, and ``verify --policy`` little more than ``verify``.
+"""Rows 10a-10e: witnessing costs the host nothing measurable, and ``verify --policy`` little more than ``verify``.
 
-9a/9b. The seam call (row 1's instrumented side: the demo factory's four seams, a precomputed context, a
+10a/10b. The seam call (row 1's instrumented side: the demo factory's four seams, a precomputed context, a
        ``BatchSpanProcessor`` to an exporter that drops everything, durability ``flush``, checkpoints every
        1,000 records, signed) with two live witnesses configured (torchwood's litewitness, `make witness`,
        on loopback; the pushes' cadence raised to 100 a second so that every checkpoint of a run is
-       pushed and cosigned during it) against the same without witnesses: the mean (9a) and the p99 (9b)
+       pushed and cosigned during it) against the same without witnesses: the mean (10a) and the p99 (10b)
        of single timed calls. Rounds take turns between the sides, each on a chain of its own; the mean's
        ratio is the median of the per-round ratios, the p99 is taken over every call of a side.
-9c/9d. The same with one witness that never answers (a loopback server that takes every request and
+10c/10d. The same with one witness that never answers (a loopback server that takes every request and
        holds it open) against none.
-9e.    ``otel-route-shadow verify CHAIN --policy P`` against ``verify CHAIN --key K`` with the same
+10e.    ``otel-route-shadow verify CHAIN --policy P`` against ``verify CHAIN --key K`` with the same
        checkpoint notes (one every 1,000 records of the large chain, each cosigned by two test witnesses,
        ``--checkpoint`` of the same file), stdout discarded: the extra is the policy's attestation of each
        note (the log's signature and two cosignatures).
 
-Without the litewitness binaries (``ROUTE_SHADOW_LITEWITNESS`` or ``.witness/bin``) rows 9a/9b say "not
+Without the litewitness binaries (``ROUTE_SHADOW_LITEWITNESS`` or ``.witness/bin``) rows 10a/10b say "not
 available".
 """
 
@@ -79,14 +79,14 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
             target=Target("<=", 1.05),
         )
         for row_id, stat, label in (
-            ("9a", "mean", "two live witnesses"),
-            ("9b", "p99", "two live witnesses"),
-            ("9c", "mean", "a witness that never answers"),
-            ("9d", "p99", "a witness that never answers"),
+            ("10a", "mean", "two live witnesses"),
+            ("10b", "p99", "two live witnesses"),
+            ("10c", "mean", "a witness that never answers"),
+            ("10d", "p99", "a witness that never answers"),
         )
     ]
     verify = Row(
-        id="9e",
+        id="10e",
         title="verify --policy vs verify, same checkpoints",
         measured=f"verify --policy, {cfg.chain_records:,}-record chain, a cosigned checkpoint every 1,000",
         unit="s",
@@ -97,7 +97,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
     out: list[Row] = []
     if any(context.wants(r.id) for r in seam):
         out += _seam_rows(cfg, seam)
-    if context.wants("9e"):
+    if context.wants("10e"):
         try:
             out.append(_verify_row(cfg, context, verify))
         except Exception as exc:
@@ -105,7 +105,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
     return out
 
 
-# --- 9a-9d ---------------------------------------------------------------------------------------------------
+# --- 10a-10d ---------------------------------------------------------------------------------------------------
 
 
 def _seam_rows(cfg: BenchConfig, rows_: list[Row]) -> list[Row]:
@@ -296,7 +296,7 @@ def _cosigned(chain: Path) -> int:
     return len({parse_note(n).text for n in notes if len(parse_note(n).signatures) > 1})
 
 
-# --- 9e --------------------------------------------------------------------------------------------------------
+# --- 10e --------------------------------------------------------------------------------------------------------
 
 
 def _verify_row(cfg: BenchConfig, context: BenchContext, row: Row) -> Row:

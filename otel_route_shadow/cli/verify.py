@@ -21,7 +21,12 @@ from typing import Any, TextIO
 
 from otel_route_shadow.chain import VerifyResult, verify_chain
 from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError, cap_jobs, input_file
-from otel_route_shadow.cli.verify_checkpoints import check_checkpoints, checkpoint_inputs, human_report
+from otel_route_shadow.cli.verify_checkpoints import (
+    check_checkpoints,
+    checkpoint_inputs,
+    human_report,
+    unservable_bundles,
+)
 from otel_route_shadow.cli.witnessed import (
     PolicyVerdict,
     log_keys,
@@ -178,6 +183,9 @@ def _print(
         out = result.to_dict()
         if report is not None:
             out["checkpoints"] = report.to_dict()
+            out["unservable_entries"] = [
+                {"seq": e.seq, "bundle": e.bundle, "length": e.length} for e in unservable_bundles(path)
+            ]
         if witnessed is not None:
             out["witnessed"] = witnessed.to_dict()
         print(json.dumps(out, sort_keys=True))

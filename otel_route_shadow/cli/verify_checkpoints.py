@@ -7,18 +7,22 @@ import argparse
 from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.tlog import (
+    MAX_ENTRY_BYTES,
     REBUILD_HINT,
     ConsistencyReason,
     ConsistencyReport,
     LogDirectory,
+    LongEntry,
     Malformed,
     NoteError,
     authenticate,
+    bundle_path,
+    long_entries,
     verify_against_checkpoints,
 )
 from otel_route_shadow.tlog.directory import CHECKPOINTS_FILE
 
-__all__ = ["check_checkpoints", "checkpoint_inputs", "human_report"]
+__all__ = ["check_checkpoints", "checkpoint_inputs", "entry_lines", "human_report", "unservable_bundles"]
 
 _SHOWN = 5
 
@@ -87,7 +91,35 @@ def human_report(chain: str, report: ConsistencyReport) -> str:
         f"  {report.unprotected} of {report.chain_size} records lie beyond the largest verified checkpoint, unprotected"
     )
     lines.extend(_tile_lines(chain, report))
+    lines.extend(entry_lines(unservable_bundles(chain)))
     return "\n".join(lines)
+
+
+def unservable_bundles(chain: str) -> list[LongEntry]:
+    """The chain's lines too long to be tlog-tiles entries (an older writer's), whose entry bundles
+    ``serve`` cannot give (an unreadable chain: none; ``verify`` reports it already)."""
+    try:
+        return long_entries(chain)
+    except OSError:
+        return []
+
+
+def entry_lines(long: list[LongEntry]) -> list[str]:
+    """The tile-health report's lines about entry bundles that cannot be served."""
+    if not long:
+        return []
+    bundles = sorted({entry.bundle for entry in long})
+    out = [
+        f"  entry bundles: {len(bundles)} cannot be served to tlog-tiles clients ({len(long)} line(s) over "
+        f"{MAX_ENTRY_BYTES:,} bytes, written before the writer kept lines under that bound)"
+    ]
+    for entry in long[:_SHOWN]:
+        out.append(
+            f"    {bundle_path(entry.bundle)} (and its partial bundles): seq {entry.seq}, {entry.length:,} bytes"
+        )
+    if len(long) > _SHOWN:
+        out.append(f"    ... and {len(long) - _SHOWN} more")
+    return out
 
 
 def _tile_lines(chain: str, report: ConsistencyReport) -> list[str]:

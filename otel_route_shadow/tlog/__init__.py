@@ -1,6 +1,6 @@
 """A verifiable log over the decision chain: Merkle tree, tiles, signed checkpoints and proofs.
 
-Shell code (files and keys; no thread, no clock): leaf i of the tree is line i of the chain without its
+Shell code (files and keys; no thread, no clock, no network): leaf i of the tree is line i of the chain without its
 LF; hashing is RFC 6962; checkpoints are C2SP tlog-checkpoint texts in C2SP signed notes (Ed25519, Go's
 key strings); the tree's hashes are stored beside the chain in the C2SP tlog-tiles layout, in
 ``<chain>.tlog/`` (``directory``). Nothing read from that directory is trusted before it is
@@ -66,6 +66,18 @@ from otel_route_shadow.tlog.directory import (
     read_note_file,
     tlog_dir,
 )
+from otel_route_shadow.tlog.entries import (
+    MAX_ENTRY_BYTES,
+    BundleDamaged,
+    BundleError,
+    BundleUnservable,
+    EntryIndex,
+    LongEntry,
+    bundle_path,
+    decode_bundle,
+    encode_bundle,
+    long_entries,
+)
 from otel_route_shadow.tlog.health import (
     TileHealth,
 )
@@ -117,6 +129,13 @@ from otel_route_shadow.tlog.quorum import (
     WitnessedCheckpoint,
     attest_notes,
 )
+from otel_route_shadow.tlog.published import (
+    NotFound,
+    PublishedLog,
+    Resource,
+    Unservable,
+    parse_resource,
+)
 from otel_route_shadow.tlog.receipt import (
     Receipt,
     ReceiptError,
@@ -139,6 +158,7 @@ from otel_route_shadow.tlog.tiles import (
 __all__ = [
     "DEFAULT_SKEW_S",
     "EMPTY_ROOT",
+    "MAX_ENTRY_BYTES",
     "REBUILD_HINT",
     "AppendedLine",
     "Attestation",
@@ -147,6 +167,9 @@ __all__ = [
     "Authenticated",
     "AuthenticationError",
     "BadSignature",
+    "BundleDamaged",
+    "BundleError",
+    "BundleUnservable",
     "Checkpoint",
     "CheckpointError",
     "CheckpointVerdict",
@@ -159,11 +182,14 @@ __all__ = [
     "CosignatureVerifier",
     "Cosignatures",
     "Cosigned",
+    "EntryIndex",
     "KeyFileError",
     "Located",
     "LogDirectory",
+    "LongEntry",
     "Malformed",
     "NodeReader",
+    "NotFound",
     "NoteError",
     "NoteFile",
     "NoteProblem",
@@ -175,11 +201,13 @@ __all__ = [
     "PolicyWitness",
     "ProofError",
     "QuorumReport",
+    "PublishedLog",
     "QuorumVerdict",
     "Receipt",
     "ReceiptError",
     "ReceiptFault",
     "ReceiptVerdict",
+    "Resource",
     "SignatureError",
     "SignedCheckpoint",
     "Signer",
@@ -191,6 +219,7 @@ __all__ = [
     "TreeBuilder",
     "TreeLevels",
     "UnknownKey",
+    "Unservable",
     "Unsigned",
     "Verifier",
     "WitnessCosignature",
@@ -199,8 +228,11 @@ __all__ = [
     "attest_checkpoint",
     "attest_notes",
     "authenticate",
+    "bundle_path",
     "consistency_proof",
+    "decode_bundle",
     "default_origin",
+    "encode_bundle",
     "format_checkpoint",
     "format_policy",
     "format_receipt",
@@ -208,12 +240,14 @@ __all__ = [
     "inclusion_proof",
     "leaf_hash",
     "locate_first_changed",
+    "long_entries",
     "node_hash",
     "open_note",
     "parse_checkpoint",
     "parse_note",
     "parse_policy",
     "parse_receipt",
+    "parse_resource",
     "range_hash",
     "read_checkpoint_file",
     "read_note_file",
