@@ -123,18 +123,18 @@ from otel_route_shadow.tlog.policy import (
     parse_policy,
     read_policy_file,
 )
-from otel_route_shadow.tlog.quorum import (
-    NoteProblem,
-    QuorumReport,
-    WitnessedCheckpoint,
-    attest_notes,
-)
 from otel_route_shadow.tlog.published import (
     NotFound,
     PublishedLog,
     Resource,
     Unservable,
     parse_resource,
+)
+from otel_route_shadow.tlog.quorum import (
+    NoteProblem,
+    QuorumReport,
+    WitnessedCheckpoint,
+    attest_notes,
 )
 from otel_route_shadow.tlog.receipt import (
     Receipt,
@@ -200,8 +200,8 @@ __all__ = [
     "PolicyLog",
     "PolicyWitness",
     "ProofError",
-    "QuorumReport",
     "PublishedLog",
+    "QuorumReport",
     "QuorumVerdict",
     "Receipt",
     "ReceiptError",
