@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -124,7 +125,9 @@ def _expected_verdict(raw: bytes, note: str) -> ConsistencyReason:
     return ConsistencyReason.RECORD_CHANGED
 
 
-def _one_pass(chain: Path, notes: list[str], keys: list[str], jobs: int) -> tuple[VerifyResult, ConsistencyReport]:
+def _one_pass(
+    chain: Path, notes: list[str], keys: list[str], jobs: int
+) -> tuple[VerifyResult, ConsistencyReport]:
     """The chain's verdict and the checkpoints' report, as ``verify --checkpoint`` computes them."""
     result = verify_chain(chain, jobs=jobs)
     return result, verify_against_checkpoints(str(chain), notes, keys, jobs=jobs)
@@ -132,9 +135,9 @@ def _one_pass(chain: Path, notes: list[str], keys: list[str], jobs: int) -> tupl
 
 @pytest.fixture
 def parallel_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_route_shadow.chain import verify as chain_verify
+    from otel_route_shadow.chain import parallel
 
-    monkeypatch.setattr(chain_verify, "_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
 
 
 @pytest.mark.usefixtures("parallel_everywhere")

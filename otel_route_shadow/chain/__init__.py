@@ -5,7 +5,9 @@ redaction) live in ``otel_route_shadow.core``. The format is specified in ``docs
 
 Modules: ``canonical`` (the canonical JSON encoding), ``sanitize`` (the payload walk), ``record``
 (the record layout, payload encoding and templates), ``log`` (appending), ``backlog`` (records
-waiting for the lock), ``verify`` and ``reader`` (reading), ``errors``.
+waiting for the lock), ``reader`` (reading), ``errors``. Verifying: ``verify`` (the entry points),
+``check`` (one line), ``scan`` (the streaming pass), ``parallel`` (the pass in worker processes),
+``diagnosis`` (why a record does not link), ``leaves`` (a line's Merkle leaf hash), ``result``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from otel_route_shadow.chain.errors import (
     ChainPathError,
     ChainPayloadError,
 )
+from otel_route_shadow.chain.leaves import LeafSink, leaf_hash, leaf_hashes
 from otel_route_shadow.chain.log import Durability, RoutingAuditLog, open_chain, read_head
 from otel_route_shadow.chain.reader import iter_lines, iter_payloads, iter_records
 from otel_route_shadow.chain.record import (
@@ -34,6 +37,7 @@ from otel_route_shadow.chain.record import (
     PayloadTemplate,
     encode_payload,
 )
+from otel_route_shadow.chain.result import ChainPass, Reason, TornTail, Verdict, VerifyResult
 from otel_route_shadow.chain.sanitize import (
     MAX_PAYLOAD_DEPTH,
     RULE_CREDENTIAL,
@@ -41,7 +45,7 @@ from otel_route_shadow.chain.sanitize import (
     RedactionMark,
     sanitize_payload,
 )
-from otel_route_shadow.chain.verify import Reason, TornTail, Verdict, VerifyResult, verify_chain
+from otel_route_shadow.chain.verify import verify_chain, verify_pass
 
 __all__ = [
     "BACKLOG_RECORDS",
@@ -59,12 +63,14 @@ __all__ = [
     "ChainFormatError",
     "ChainHead",
     "ChainLockTimeout",
+    "ChainPass",
     "ChainPathError",
     "ChainPayloadError",
     "ChainRecord",
     "DroppedGap",
     "Durability",
     "EncodedPayload",
+    "LeafSink",
     "PayloadTemplate",
     "Reason",
     "RedactionMark",
@@ -77,8 +83,11 @@ __all__ = [
     "iter_lines",
     "iter_payloads",
     "iter_records",
+    "leaf_hash",
+    "leaf_hashes",
     "open_chain",
     "read_head",
     "sanitize_payload",
     "verify_chain",
+    "verify_pass",
 ]
