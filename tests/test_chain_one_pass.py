@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +26,7 @@ from otel_route_shadow.tlog import (
     ConsistencyReason,
     ConsistencyReport,
     Signer,
+    check_chain,
     leaf_hash,
     parse_checkpoint,
     parse_note,
@@ -129,8 +131,9 @@ def _one_pass(
     chain: Path, notes: list[str], keys: list[str], jobs: int
 ) -> tuple[VerifyResult, ConsistencyReport]:
     """The chain's verdict and the checkpoints' report, as ``verify --checkpoint`` computes them."""
-    result = verify_chain(chain, jobs=jobs)
-    return result, verify_against_checkpoints(str(chain), notes, keys, jobs=jobs)
+    checked = check_chain(str(chain), notes, keys, jobs=jobs)
+    assert checked.report == verify_against_checkpoints(str(chain), notes, keys, jobs=jobs)
+    return checked.chain, checked.report
 
 
 @pytest.fixture
@@ -180,3 +183,71 @@ def test_one_pass_gives_the_verdicts_of_the_two_passes_on_a_damaged_chain(
             assert verdict.size is not None
             signed = [line.rstrip(b"\n") for line in lines[: verdict.size]]
             assert verdict.first_bad_seq == next(i for i, line in enumerate(signed) if complete[i] != line)
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """Spies: the ``unchecked`` of every pass over the chain, and the lines each checked in full."""
+    from otel_route_shadow.chain import scan as chain_scan
+    from otel_route_shadow.tlog import consistency
+
+    passes: list[int] = []
+    checked: list[int] = []
+    real_pass, real_check = consistency.verify_pass, chain_scan.check_lines
+
+    def spy_pass(*args: Any, **kwargs: Any) -> Any:
+        passes.append(kwargs.get("unchecked", 0))
+        return real_pass(*args, **kwargs)
+
+    def spy_check(lines: list[bytes], *args: Any) -> Any:
+        checked.append(len(lines))
+        return real_check(lines, *args)
+
+    monkeypatch.setattr(consistency, "verify_pass", spy_pass)
+    monkeypatch.setattr(chain_scan, "check_lines", spy_check)
+    return passes, checked
+
+
+def test_below_a_holding_checkpoint_the_one_read_hashes_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _chain(40)
+    chain = tmp_path / "chain.jsonl"
+    notes = _sign(chain, lines, [10, 30])
+    write_lines(chain, lines)
+    passes, checked = _count_reads(monkeypatch)
+    checked_chain = check_chain(str(chain), notes, [VERIFIER])
+    assert checked_chain.report.ok and checked_chain.chain.intact and checked_chain.chain.records == 40
+    assert passes == [30] and sum(checked) == 10  # one read; lines 30..39 checked in full
+    assert checked_chain.marked_offset == sum(map(len, lines[:30]))
+    assert checked_chain.chain.to_dict() == verify_chain(chain).to_dict()
+
+
+def test_when_the_largest_checkpoint_does_not_hold_the_lines_below_are_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _chain(40)
+    chain = tmp_path / "chain.jsonl"
+    notes = _sign(chain, lines, [10, 30])
+    chain.write_bytes(_damaged(lines, "forge", 20, 0))
+    passes, _ = _count_reads(monkeypatch)
+    checked_chain = check_chain(str(chain), notes, [VERIFIER])
+    assert [v.reason for v in checked_chain.report.verdicts] == [
+        ConsistencyReason.OK,
+        ConsistencyReason.RECORD_CHANGED,
+    ]
+    assert passes == [30, 10]  # the second read checks from the checkpoint that holds
+    assert checked_chain.chain.first_bad_seq == 21 and checked_chain.report.chain_broken_seq == 21
+    assert checked_chain.chain.to_dict() == verify_chain(chain).to_dict()
+
+
+def test_without_keys_or_with_strict_every_line_is_checked_in_the_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _chain(40)
+    chain = tmp_path / "chain.jsonl"
+    notes = _sign(chain, lines, [30])
+    write_lines(chain, lines)
+    passes, checked = _count_reads(monkeypatch)
+    assert check_chain(str(chain), notes, []).report.ok
+    assert check_chain(str(chain), notes, [VERIFIER], strict=True).report.ok
+    assert passes == [0, 0] and sum(checked) == 80

@@ -44,16 +44,15 @@ from otel_route_shadow.tlog import (
     ProofError,
     TileError,
     TileReader,
-    TreeLevels,
     Verifier,
     authenticate,
+    chain_tree,
     consistency_proof,
     leaf_hash,
     locate_first_changed,
     tlog_dir,
     verify_consistency,
 )
-from otel_route_shadow.tlog.integrity import scan_leaves
 
 __all__ = ["TrustState", "TrustStateError", "Trusted", "verify_incremental"]
 
@@ -241,7 +240,7 @@ def _judge(chain: str, checkpoint: Checkpoint, walk: _Walk, position: int) -> li
         walk.best = (checkpoint.size, checkpoint.root, position, tuple(walk.edge.nodes))
         return []
     # Reads the whole chain again: only when something broke.
-    located = locate_first_changed(TreeLevels(scan_leaves(chain).leaves), checkpoint, tlog_dir(chain))
+    located = locate_first_changed(chain_tree(chain), checkpoint, tlog_dir(chain))
     return [Failure("record-changed", checkpoint.size, located.seq, located.detail())]
 
 

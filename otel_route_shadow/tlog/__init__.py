@@ -42,10 +42,12 @@ from otel_route_shadow.tlog.checkpointer import (
     signed_checkpoint_from_note,
 )
 from otel_route_shadow.tlog.consistency import (
+    ChainCheck,
     CheckpointVerdict,
     ConsistencyReason,
     ConsistencyReport,
     Located,
+    check_chain,
     locate_first_changed,
     verify_against_checkpoints,
 )
@@ -67,6 +69,7 @@ from otel_route_shadow.tlog.directory import (
 from otel_route_shadow.tlog.health import (
     TileHealth,
 )
+from otel_route_shadow.tlog.integrity import TreeSink, chain_tree
 from otel_route_shadow.tlog.keys import (
     KeyFileError,
     generate_key_file,
@@ -138,6 +141,7 @@ __all__ = [
     "Authenticated",
     "AuthenticationError",
     "BadSignature",
+    "ChainCheck",
     "Checkpoint",
     "CheckpointError",
     "CheckpointVerdict",
@@ -178,12 +182,15 @@ __all__ = [
     "TileReader",
     "TreeBuilder",
     "TreeLevels",
+    "TreeSink",
     "UnknownKey",
     "Unsigned",
     "Verifier",
     "WitnessCosignature",
     "attest_checkpoint",
     "authenticate",
+    "chain_tree",
+    "check_chain",
     "consistency_proof",
     "default_origin",
     "format_checkpoint",
