@@ -39,6 +39,7 @@ from otel_route_shadow.strict_json import StrictJSONError, read_json
 from otel_route_shadow.tlog import (
     EMPTY_ROOT,
     AuthenticationError,
+    ChainCheck,
     Checkpoint,
     CompactRange,
     ProofError,
@@ -50,11 +51,13 @@ from otel_route_shadow.tlog import (
     consistency_proof,
     leaf_hash,
     locate_first_changed,
+    subtrees,
     tlog_dir,
+    tree_hash,
     verify_consistency,
 )
 
-__all__ = ["TrustState", "TrustStateError", "Trusted", "verify_incremental"]
+__all__ = ["TrustState", "TrustStateError", "Trusted", "trusted_after", "verify_incremental"]
 
 STATE_VERSION = 1
 _MAX_STATE_BYTES = 64 * 1024 * 1024
@@ -276,3 +279,17 @@ def verify_incremental(
         return consistency, Trusted(trusted.size, trusted.root, trusted.offset, trusted.edge, proven)
     size, root, offset, edge = best
     return consistency, Trusted(size, root, offset, edge, proven)
+
+
+def trusted_after(check: ChainCheck) -> Trusted | None:
+    """What a full check proved, for the auditor's memory (no second read): the largest checkpoint the
+    chain matches, where the record after it begins, the tree's right edge there and every checkpoint
+    proven. None when a checkpoint failed, or the pass did not reach that line."""
+    verdicts = check.report.verdicts
+    if not verdicts or not all(v.ok for v in verdicts) or check.marked_offset is None:
+        return None
+    tree = check.tree
+    size = check.report.checkpointed_size
+    edge = tuple(tree.node(height, index) for height, index in subtrees(0, size))
+    proven = frozenset((v.size, tree_hash(tree, v.size)) for v in verdicts if v.size is not None)
+    return Trusted(size, tree_hash(tree, size), check.marked_offset, edge, proven)

@@ -22,7 +22,7 @@ from otel_route_shadow.chain.check import (
     record_hash_of,
     too_long,
 )
-from otel_route_shadow.chain.leaves import LeafSink, leaf_hashes
+from otel_route_shadow.chain.leaves import LEAF_BYTES, LeafSink, leaf_hashes
 from otel_route_shadow.chain.record import MAX_LINE_BYTES
 from otel_route_shadow.chain.result import Reason
 from otel_route_shadow.lines import FileHandle, LineTooLong, iter_blocks
@@ -101,12 +101,14 @@ def scan(
     stop: Stop | None = None
     try:
         for after, block in iter_blocks(handle, state.offset, end, _BLOCK_BYTES, MAX_LINE_BYTES):
+            count = 0
             if sink is not None:
-                sink.add(leaf_hashes(block))
-                state.hashed = after
+                leaves = leaf_hashes(block)
+                sink.add(leaves)
+                state.hashed, count = after, len(leaves) // LEAF_BYTES
             if stop is not None:
                 continue
-            stop = _scan_block(block, state, options)
+            stop = _scan_block(block, count, state, options)
             if stop is None:
                 state.offset = after
                 if progress is not None:
@@ -122,18 +124,19 @@ def scan(
     return stop
 
 
-def _scan_block(block: bytes, state: State, options: Options) -> Stop | None:
-    """One block's lines after ``state``: those below ``options.unchecked`` hashed only, the rest
-    checked."""
-    count = block.count(b"\n") + 1
-    vouched = min(count, options.unchecked - state.lines)
+def _scan_block(block: bytes, count: int, state: State, options: Options) -> Stop | None:
+    """One block's lines after ``state`` (``count`` of them, when the caller counted them already):
+    those below ``options.unchecked`` hashed only, the rest checked."""
     mark = options.mark - state.lines
-    if vouched == count and not 0 <= mark < count:
-        _vouch_block(block, state, count)
-        return None
+    if state.lines < options.unchecked:
+        count = count or block.count(b"\n") + 1
+        if state.lines + count <= options.unchecked and not 0 <= mark < count:
+            _vouch_block(block, state, count)
+            return None
     lines = block.split(b"\n")
-    if 0 <= mark < count:
+    if 0 <= mark < len(lines):
         state.marked = state.offset + _offset_of(lines, mark)
+    vouched = min(len(lines), options.unchecked - state.lines)
     if vouched > 0:
         _vouch_lines(lines[:vouched], state)
         lines = lines[vouched:]
