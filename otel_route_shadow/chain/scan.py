@@ -99,16 +99,18 @@ def scan(
     ``state``; give every line's leaf hash to ``sink``. None when every line verified, else where and
     why the scan stopped (the leaves of the lines after it are still given)."""
     stop: Stop | None = None
+    dropped: list[int] | None
     try:
         for after, block in iter_blocks(handle, state.offset, end, _BLOCK_BYTES, MAX_LINE_BYTES):
-            count = 0
+            count, dropped = 0, None
             if sink is not None:
-                leaves = leaf_hashes(block)
+                dropped = []
+                leaves = leaf_hashes(block, noting=DROPPED_PREFIX, noted=dropped)
                 sink.add(leaves)
                 state.hashed, count = after, len(leaves) // LEAF_BYTES
             if stop is not None:
                 continue
-            stop = _scan_block(block, count, state, options)
+            stop = _scan_block(block, count, dropped, state, options)
             if stop is None:
                 state.offset = after
                 if progress is not None:
@@ -124,14 +126,17 @@ def scan(
     return stop
 
 
-def _scan_block(block: bytes, count: int, state: State, options: Options) -> Stop | None:
-    """One block's lines after ``state`` (``count`` of them, when the caller counted them already):
-    those below ``options.unchecked`` hashed only, the rest checked."""
+def _scan_block(
+    block: bytes, count: int, dropped: list[int] | None, state: State, options: Options
+) -> Stop | None:
+    """One block's lines after ``state``: those below ``options.unchecked`` hashed only, the rest
+    checked. ``count`` (the lines) and ``dropped`` (where lines that may be ``records-dropped`` events
+    begin) when the caller found them already, while hashing the block."""
     mark = options.mark - state.lines
     if state.lines < options.unchecked:
         count = count or block.count(b"\n") + 1
         if state.lines + count <= options.unchecked and not 0 <= mark < count:
-            _vouch_block(block, state, count)
+            _vouch_block(block, state, count, dropped)
             return None
     lines = block.split(b"\n")
     if 0 <= mark < len(lines):
@@ -143,13 +148,24 @@ def _scan_block(block: bytes, count: int, state: State, options: Options) -> Sto
     return check_lines(lines, state, options.strict)
 
 
-def _vouch_block(block: bytes, state: State, count: int) -> None:
+def _vouch_block(block: bytes, state: State, count: int, dropped: list[int] | None) -> None:
     """A block every line of which an authenticated checkpoint vouches for: counted, not checked."""
-    if block.startswith(DROPPED_PREFIX) or b"\n" + DROPPED_PREFIX in block:
-        count_dropped(block.split(b"\n"), state)
+    if dropped is None:
+        dropped = [0] if block.startswith(DROPPED_PREFIX) else []
+        at = block.find(b"\n" + DROPPED_PREFIX)
+        while at >= 0:
+            dropped.append(at + 1)
+            at = block.find(b"\n" + DROPPED_PREFIX, at + 1)
+    if dropped:
+        count_dropped([block[at : _line_end(block, at)] for at in dropped], state)
     state.seq += count
     state.lines += count
     state.prev = record_hash_of(block[block.rfind(b"\n") + 1 :])
+
+
+def _line_end(block: bytes, at: int) -> int:
+    end = block.find(b"\n", at)
+    return len(block) if end < 0 else end
 
 
 def _vouch_lines(lines: list[bytes], state: State) -> None:
