@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from multiprocessing.context import BaseContext
+from multiprocessing.context import ForkContext, SpawnContext
 from typing import TypeVar
 
 from otel_route_shadow.lines import line_segments
@@ -29,7 +29,7 @@ other load leaves the others at most one small segment of tail."""
 _T = TypeVar("_T")
 
 
-def mp_context() -> BaseContext:
+def mp_context() -> ForkContext | SpawnContext:
     """``fork`` in a single-threaded process on Linux, else ``spawn``."""
     if sys.platform.startswith("linux") and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
