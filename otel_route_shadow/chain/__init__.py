@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, DroppedGap
 from otel_route_shadow.chain.canonical import MAX_SAFE_INTEGER, canonical_bytes
+from otel_route_shadow.chain.check import RECORD_HASH_TAIL
 from otel_route_shadow.chain.errors import (
     ChainCorruptError,
     ChainError,
@@ -56,6 +57,7 @@ __all__ = [
     "MAX_PAYLOAD_DEPTH",
     "MAX_SAFE_INTEGER",
     "QUARANTINE_KIND",
+    "RECORD_HASH_TAIL",
     "RULE_CREDENTIAL",
     "RULE_INVALID_UNICODE",
     "ChainCorruptError",

@@ -24,9 +24,18 @@ from otel_route_shadow.chain.record import (
 )
 from otel_route_shadow.chain.result import Reason
 
-__all__ = ["DROPPED_PREFIX", "Bad", "Good", "check_line", "fast_run", "record_hash_of", "too_long"]
+__all__ = [
+    "DROPPED_PREFIX",
+    "RECORD_HASH_TAIL",
+    "Bad",
+    "Good",
+    "check_line",
+    "fast_run",
+    "record_hash_of",
+    "too_long",
+]
 
-HASH_TAIL: Final = len(',"record_hash":""}') + 64
+RECORD_HASH_TAIL: Final = len(',"record_hash":""}') + 64
 """The bytes that end every line: the ``record_hash`` member (its key and 64 hex digits) and ``}``."""
 DROPPED_PREFIX: Final = b'{"payload":{"count":'
 """How every ``records-dropped`` event's line begins (its payload's first member in sorted order):
@@ -152,7 +161,7 @@ def fast_run(lines: list[bytes], start: int, stop: int, seq: int, prev: str) -> 
         orjson.dumps,
         hashlib.sha256,
         CANONICAL_OPTIONS,
-        -HASH_TAIL,
+        -RECORD_HASH_TAIL,
     )
     no_marks: list[Any] = []
     index = start
