@@ -251,3 +251,25 @@ def test_without_keys_or_with_strict_every_line_is_checked_in_the_one_read(
     assert check_chain(str(chain), notes, []).report.ok
     assert check_chain(str(chain), notes, [VERIFIER], strict=True).report.ok
     assert passes == [0, 0] and sum(checked) == 80
+
+
+@pytest.mark.usefixtures("parallel_everywhere")
+@pytest.mark.parametrize("unchecked", [0, 10, 30])
+def test_a_line_too_long_to_buffer_ends_the_leaves_in_one_process_or_several(
+    tmp_path: Path, unchecked: int
+) -> None:
+    from otel_route_shadow.chain import MAX_LINE_BYTES, verify_pass
+    from otel_route_shadow.tlog import TreeSink
+
+    lines = _chain(40)
+    chain = tmp_path / "chain.jsonl"
+    write_lines(chain, [*lines[:20], b"{" + b"x" * (MAX_LINE_BYTES + 10) + b"}\n", *lines[20:]])
+    seen = []
+    for jobs in (1, 2):
+        sink = TreeSink(chunk_levels=2)
+        result = verify_pass(chain, jobs=jobs, unchecked=unchecked, leaves=sink).result
+        seen.append((result.to_dict(), sink.tree().levels[0]))
+    assert seen[0] == seen[1]
+    result_dict, leaves = seen[0]
+    assert (result_dict["first_bad_seq"], result_dict["reason"]) == (20, "unparseable")
+    assert leaves == b"".join(leaf_hash(line.rstrip(b"\n")) for line in lines[:20])
