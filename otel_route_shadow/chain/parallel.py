@@ -64,6 +64,7 @@ class _Leaves:
 
 
 def _verify_segment(options: Options, want_leaves: bool, path: str, start: int, end: int) -> _Part:
+    """In a worker: the lines of ``[start, end)`` checked from where the first one places them."""
     sink = _Leaves() if want_leaves else None
     with open(path, "rb", buffering=0) as handle:
         line = next(iter_lines_from(handle, start, end), (start, None))[1]

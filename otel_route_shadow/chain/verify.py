@@ -72,8 +72,6 @@ def verify_pass(
         state = State(0, GENESIS_HASH, 0, 0)
         options = Options(strict, max(0, unchecked), mark)
         hook = _combine(progress, byte_progress, size)
-        if mark == 0:
-            state.marked = 0
         stop: Stop | None
         if jobs > 1 and complete >= parallel.PARALLEL_MIN_BYTES:
             stop = parallel.scan_parallel(name, handle, state, complete, jobs, options, leaves, hook)
