@@ -85,13 +85,20 @@ def _run(args: argparse.Namespace) -> int:
     jobs = cap_jobs(args.jobs)
     against = checkpoint_inputs(args, path)
     bar = _ProgressBar(sys.stderr) if _wants_progress(args, path) else None
+    report = None
     try:
-        result = verify_chain(
-            path,
-            jobs=jobs,
-            strict=args.strict,
-            byte_progress=None if bar is None else bar.update,
-        )
+        if against is None:
+            result = verify_chain(
+                path, jobs=jobs, strict=args.strict, byte_progress=None if bar is None else bar.update
+            )
+        else:  # one read: the chain's verdict and the checkpoints' report (docs/chain-format.md 13.7)
+            result, report = check_checkpoints(
+                path,
+                *against,
+                jobs=jobs,
+                strict=args.strict,
+                byte_progress=None if bar is None else bar.update,
+            )
     except FileNotFoundError:
         raise CliError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -103,7 +110,6 @@ def _run(args: argparse.Namespace) -> int:
             bar.close()
     if _not_a_chain(result):
         raise CliError(f"{path}: not a decision chain: its first line is not a record ({result.detail})")
-    report = None if against is None else check_checkpoints(path, *against, jobs=jobs)
     if args.json:
         out = result.to_dict()
         if report is not None:
