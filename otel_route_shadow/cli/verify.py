@@ -128,8 +128,7 @@ def _run(args: argparse.Namespace) -> int:
     policy = read_policy(args.policy) if args.policy else None
     keys = log_keys(policy, [], args.policy) if policy is not None else None
     against = checkpoint_inputs(args, path, keys)
-    result = _verify_chain(args, path, jobs)
-    report = None if against is None else check_checkpoints(path, *against, jobs=jobs)
+    result, report = _verify_chain(args, path, jobs, against)
     witnessed = None
     if policy is not None and report is not None and against is not None:
         witnessed = policy_verdict(
@@ -149,15 +148,25 @@ def _run(args: argparse.Namespace) -> int:
     return witnessed.exit_code if witnessed is not None else EXIT_OK
 
 
-def _verify_chain(args: argparse.Namespace, path: str, jobs: int) -> VerifyResult:
+def _verify_chain(
+    args: argparse.Namespace, path: str, jobs: int, against: tuple[list[str], list[str]] | None
+) -> tuple[VerifyResult, ConsistencyReport | None]:
+    """The chain's verdict, and with checkpoints their report, from one read (docs/chain-format.md 13.7)."""
     bar = _ProgressBar(sys.stderr) if _wants_progress(args, path) else None
+    report = None
     try:
-        result = verify_chain(
-            path,
-            jobs=jobs,
-            strict=args.strict,
-            byte_progress=None if bar is None else bar.update,
-        )
+        if against is None:
+            result = verify_chain(
+                path, jobs=jobs, strict=args.strict, byte_progress=None if bar is None else bar.update
+            )
+        else:
+            result, report = check_checkpoints(
+                path,
+                *against,
+                jobs=jobs,
+                strict=args.strict,
+                byte_progress=None if bar is None else bar.update,
+            )
     except FileNotFoundError:
         raise CliError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -169,7 +178,7 @@ def _verify_chain(args: argparse.Namespace, path: str, jobs: int) -> VerifyResul
             bar.close()
     if _not_a_chain(result):
         raise CliError(f"{path}: not a decision chain: its first line is not a record ({result.detail})")
-    return result
+    return result, report
 
 
 def _print(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
+from otel_route_shadow.chain import VerifyResult
 from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.tlog import (
@@ -17,8 +19,8 @@ from otel_route_shadow.tlog import (
     NoteError,
     authenticate,
     bundle_path,
+    check_chain,
     long_entries,
-    verify_against_checkpoints,
 )
 from otel_route_shadow.tlog.directory import CHECKPOINTS_FILE
 
@@ -53,18 +55,25 @@ def _well_formed(note: str, path: str, number: int) -> str:
     return note
 
 
-def check_checkpoints(chain: str, notes: list[str], keys: list[str], jobs: int = 1) -> ConsistencyReport:
-    """The report; a malformed checkpoint is unusable input (exit 2), not a finding."""
+def check_checkpoints(
+    chain: str,
+    notes: list[str],
+    keys: list[str],
+    jobs: int = 1,
+    *,
+    strict: bool = False,
+    byte_progress: Callable[[int, int], None] | None = None,
+) -> tuple[VerifyResult, ConsistencyReport]:
+    """The chain's verdict and the report, from one pass over the chain; a malformed checkpoint is
+    unusable input (exit 2), not a finding. A chain that cannot be read raises ``OSError``."""
     try:
-        report = verify_against_checkpoints(chain, notes, keys, jobs=jobs)
+        checked = check_chain(chain, notes, keys, jobs=jobs, strict=strict, byte_progress=byte_progress)
     except NoteError as exc:
         raise CliError(f"verifier key: {exc}") from None
-    except OSError as exc:
-        raise CliError(f"{chain}: cannot read: {exc.strerror or type(exc).__name__}") from None
-    for verdict in report.verdicts:
+    for verdict in checked.report.verdicts:
         if verdict.reason is ConsistencyReason.MALFORMED:
             raise CliError(f"checkpoint #{verdict.index + 1}: malformed: {verdict.detail}")
-    return report
+    return checked.chain, checked.report
 
 
 def human_report(chain: str, report: ConsistencyReport) -> str:

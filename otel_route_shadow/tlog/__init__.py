@@ -42,10 +42,12 @@ from otel_route_shadow.tlog.checkpointer import (
     signed_checkpoint_from_note,
 )
 from otel_route_shadow.tlog.consistency import (
+    ChainCheck,
     CheckpointVerdict,
     ConsistencyReason,
     ConsistencyReport,
     Located,
+    check_chain,
     locate_first_changed,
     verify_against_checkpoints,
 )
@@ -81,6 +83,7 @@ from otel_route_shadow.tlog.entries import (
 from otel_route_shadow.tlog.health import (
     TileHealth,
 )
+from otel_route_shadow.tlog.integrity import TreeSink, chain_tree
 from otel_route_shadow.tlog.keys import (
     KeyFileError,
     generate_key_file,
@@ -98,6 +101,7 @@ from otel_route_shadow.tlog.merkle import (
     node_hash,
     range_hash,
     root_from_leaf_hashes,
+    subtrees,
     tree_hash,
     verify_consistency,
     verify_inclusion,
@@ -170,6 +174,7 @@ __all__ = [
     "BundleDamaged",
     "BundleError",
     "BundleUnservable",
+    "ChainCheck",
     "Checkpoint",
     "CheckpointError",
     "CheckpointVerdict",
@@ -218,6 +223,7 @@ __all__ = [
     "TileReader",
     "TreeBuilder",
     "TreeLevels",
+    "TreeSink",
     "UnknownKey",
     "Unservable",
     "Unsigned",
@@ -229,6 +235,8 @@ __all__ = [
     "attest_notes",
     "authenticate",
     "bundle_path",
+    "chain_tree",
+    "check_chain",
     "consistency_proof",
     "decode_bundle",
     "default_origin",
@@ -256,6 +264,7 @@ __all__ = [
     "root_from_leaf_hashes",
     "sign_note",
     "signed_checkpoint_from_note",
+    "subtrees",
     "tile_path",
     "tlog_dir",
     "tree_hash",

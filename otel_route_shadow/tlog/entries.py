@@ -28,9 +28,8 @@ from array import array
 from collections.abc import Sequence
 from typing import Final
 
-from otel_route_shadow.chain import MAX_ENTRY_BYTES
+from otel_route_shadow.chain import MAX_ENTRY_BYTES, leaf_hashes
 from otel_route_shadow.files import FileRefused, open_regular, read_beneath, write_atomic
-from otel_route_shadow.tlog.integrity import leaf_hashes
 from otel_route_shadow.tlog.merkle import HASH_SIZE
 from otel_route_shadow.tlog.tiles import TILE_WIDTH, TileError, tile_path
 
