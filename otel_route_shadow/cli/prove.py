@@ -63,7 +63,10 @@ def register(sub: Any) -> None:
         description=(
             "Print a proof as JSON, built from the tiles beside CHAIN (no record line is read): "
             "--seq N proves record N is in the checkpoint's tree; --from M [--to N] proves the tree of M "
-            "records is a prefix of the tree of N. Default checkpoint: CHAIN.tlog/checkpoint (the latest)."
+            "records is a prefix of the tree of N. Default checkpoint: CHAIN.tlog/checkpoint (the latest). "
+            "--seq N --receipt prints a C2SP tlog-proof receipt instead. Exit 0 done, 1 the chain's line is "
+            "not the record the checkpoint signed (--receipt), 2 unusable input, 3 no checkpoint covering "
+            "the record meets the quorum (--receipt --policy)."
         ),
     )
     prove.add_argument("chain", metavar="CHAIN", help="chain file (its tiles are in CHAIN.tlog/)")
