@@ -36,6 +36,7 @@ def _groups() -> list[Group]:
         bench_serve,
         bench_tlog,
         bench_verify,
+        bench_witness,
     )
 
     return [
@@ -48,6 +49,7 @@ def _groups() -> list[Group]:
         ("audit", ("7",), bench_audit.rows),
         ("policy", ("8a", "8b", "8c", "8d", "8e", "8f", "8g"), bench_policy.rows),
         ("serve", ("9a", "9b", "9c"), bench_serve.rows),
+        ("witness", ("10a", "10b", "10c", "10d", "10e"), bench_witness.rows),
     ]
 
 

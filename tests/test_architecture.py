@@ -261,8 +261,8 @@ SHELL_MAY_IMPORT: dict[str, frozenset[str]] = {
     "witness": frozenset({"core", "chain", "tlog"}),
     "server": frozenset({"core", "chain", "tlog"}),
     "analysis": frozenset({"core", "chain", "tlog", "store", "shadow"}),
-    "instrumentation": frozenset({"core", "chain", "tlog", "store", "shadow"}),
-    "demo": frozenset({"core", "chain", "tlog", "store", "shadow", "instrumentation"}),
+    "instrumentation": frozenset({"core", "chain", "tlog", "store", "shadow", "witness"}),
+    "demo": frozenset({"core", "chain", "tlog", "store", "shadow", "witness", "instrumentation"}),
     "cli": frozenset(
         {
             "core",

@@ -10,7 +10,10 @@ Shell code (reads the chain, queries the backend); the judgement is :mod:`.verdi
    it, so two hosts or two runs sharing a backend project never raise false alarms - joined record by
    record (:mod:`.crosscheck`).
 4. the ``records-dropped`` events among the records read (the chain's own account of records a writer
-   had to drop), listed under coverage; they never change the verdict (:mod:`.verdict`).
+   had to drop), listed under coverage; they never change the verdict (:mod:`.verdict`);
+5. with a tlog-policy, the cosigned notes of the chain's own ``checkpoints`` file and the backend's are
+   checked against it; those whose cosignatures meet the quorum are held against the chain too, and
+   only they count as witnessed (:mod:`.witnesses`).
 
 Checkpoints are fetched before the chain is read, and spans before the second pass, so a chain still
 being written never looks shorter than what the backend already holds.
@@ -59,11 +62,17 @@ from otel_route_shadow.backend.trust import (
     verify_incremental,
 )
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds
+from otel_route_shadow.backend.witnesses import attested_checkpoints, judge_witnesses, local_notes
 from otel_route_shadow.chain import VerifyResult
 from otel_route_shadow.shadow import checkpoint_attributes as cp
 from otel_route_shadow.tlog import (
+    DEFAULT_SKEW_S,
     LogDirectory,
     NoteError,
+    Policy,
+    QuorumReport,
+    Verifier,
+    attest_notes,
     check_chain,
     signed_checkpoint_from_note,
 )
@@ -128,6 +137,8 @@ class AuditOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     state: TrustState | None = None  # the auditor's memory of what earlier audits proved (.trust)
     full: bool = False  # check every record even when the state trusts a prefix
+    policy: Policy | None = None  # a tlog-policy: only checkpoints its quorum cosigned count as witnessed
+    policy_source: str = ""  # where the policy came from (its file), for the report
 
 
 def _backend_error(exc: BackendError) -> AuditError:
@@ -272,10 +283,11 @@ def audit_chain(
     try:
         origin, source = _origin(chain, options)
         checkpoints, bad = _fetch_checkpoints(backend, origin, now)
-        held, tail, trust = _held(chain, checkpoints, origin, options, consistency)
+        quorum, cosigned = _cosigned(chain, origin, checkpoints, options, now)
+        held, tail, trust = _held(chain, [*checkpoints, *cosigned], origin, options, consistency)
         summary = summarize_chain(tail.payloads(chain))
         window = _window(options, summary, now)
-        if window is None and not checkpoints:
+        if window is None and not checkpoints and not cosigned:
             raise _no_window(chain)
         linkage = None
         if options.check_linkage and tail.first_seq == 0:
@@ -304,9 +316,30 @@ def audit_chain(
         thresholds=options.thresholds,
         trusted_from=tail.first_seq or None,
         dropped=summary.dropped,
+        witnessed=None
+        if quorum is None
+        else judge_witnesses(options.policy_source, quorum, held.consistency if held is not None else None),
     )
     _remember(report, options, trust)
     return report
+
+
+def _cosigned(
+    chain: str, origin: str | None, checkpoints: list[BackendCheckpoint], options: AuditOptions, now: int
+) -> tuple[QuorumReport | None, list[BackendCheckpoint]]:
+    """With a policy: its verdict on the backend's and the chain's own notes, and the chain's own notes
+    whose checkpoints meet the quorum (to hold the chain against, beside the backend's)."""
+    if options.policy is None:
+        return None, []
+    notes = [c.note for c in checkpoints]
+    first = len(notes)
+    notes += local_notes(chain, origin)
+    try:
+        logs = [Verifier.parse(key) for key in options.verifier_keys]
+    except NoteError as exc:
+        raise AuditError(f"--key: {exc}", Problem.USAGE) from None
+    quorum = attest_notes(notes, options.policy, now=now // 10**9, skew=DEFAULT_SKEW_S, logs=logs)
+    return quorum, attested_checkpoints(notes, first, quorum)
 
 
 def _remember(report: AuditReport, options: AuditOptions, trust: Trusted | None) -> None:

@@ -29,10 +29,13 @@ __all__ = ["check_checkpoints", "checkpoint_inputs", "entry_lines", "human_repor
 _SHOWN = 5
 
 
-def checkpoint_inputs(args: argparse.Namespace, chain: str) -> tuple[list[str], list[str]] | None:
-    """(notes, verifier keys) when ``--checkpoint`` or ``--key`` was given, else None."""
+def checkpoint_inputs(
+    args: argparse.Namespace, chain: str, policy_keys: list[str] | None = None
+) -> tuple[list[str], list[str]] | None:
+    """(notes, verifier keys) when ``--checkpoint``, ``--key`` or a policy (its log keys:
+    ``policy_keys``) was given, else None."""
     files: list[str] | None = args.checkpoint
-    if not files and not args.key:
+    if not files and not args.key and policy_keys is None:
         return None
     files = files or [LogDirectory(chain).file(CHECKPOINTS_FILE)]
     notes = [
@@ -40,7 +43,8 @@ def checkpoint_inputs(args: argparse.Namespace, chain: str) -> tuple[list[str], 
     ]
     if not notes:
         raise CliError(f"{files[0]}: holds no checkpoint")
-    return notes, read_verifiers(args.key)
+    keys = read_verifiers(args.key)
+    return notes, keys + [k for k in policy_keys or [] if k not in keys]
 
 
 def _well_formed(note: str, path: str, number: int) -> str:

@@ -57,9 +57,11 @@ from otel_route_shadow.tlog.cosignature import (
     CosignatureFault,
     Cosignatures,
     CosignatureVerifier,
+    add_cosignatures,
     verify_cosignatures,
 )
 from otel_route_shadow.tlog.directory import (
+    Cosigned,
     LogDirectory,
     NoteFile,
     read_checkpoint_file,
@@ -123,6 +125,7 @@ from otel_route_shadow.tlog.policy import (
     QuorumVerdict,
     format_policy,
     parse_policy,
+    read_policy_file,
 )
 from otel_route_shadow.tlog.published import (
     NotFound,
@@ -130,6 +133,12 @@ from otel_route_shadow.tlog.published import (
     Resource,
     Unservable,
     parse_resource,
+)
+from otel_route_shadow.tlog.quorum import (
+    NoteProblem,
+    QuorumReport,
+    WitnessedCheckpoint,
+    attest_notes,
 )
 from otel_route_shadow.tlog.receipt import (
     Receipt,
@@ -177,6 +186,7 @@ __all__ = [
     "CosignatureFault",
     "CosignatureVerifier",
     "Cosignatures",
+    "Cosigned",
     "EntryIndex",
     "KeyFileError",
     "Located",
@@ -187,6 +197,7 @@ __all__ = [
     "NotFound",
     "NoteError",
     "NoteFile",
+    "NoteProblem",
     "OpenedNote",
     "Policy",
     "PolicyError",
@@ -195,6 +206,7 @@ __all__ = [
     "PolicyWitness",
     "ProofError",
     "PublishedLog",
+    "QuorumReport",
     "QuorumVerdict",
     "Receipt",
     "ReceiptError",
@@ -217,7 +229,10 @@ __all__ = [
     "Unsigned",
     "Verifier",
     "WitnessCosignature",
+    "WitnessedCheckpoint",
+    "add_cosignatures",
     "attest_checkpoint",
+    "attest_notes",
     "authenticate",
     "bundle_path",
     "chain_tree",
@@ -244,6 +259,7 @@ __all__ = [
     "range_hash",
     "read_checkpoint_file",
     "read_note_file",
+    "read_policy_file",
     "read_signer_file",
     "root_from_leaf_hashes",
     "sign_note",
