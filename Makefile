@@ -107,7 +107,8 @@ e2e: $(VENV)/.installed $(STACK_VENV)/.installed
 	ROUTE_SHADOW_STACK_VENV=$(abspath $(STACK_VENV)) $(BIN)/python -m pytest -m e2e -q
 
 # The Go interop tests check our checkpoints with golang.org/x/mod/sumdb (tests/test_tlog_interop.py) and our
-# cosignatures, policies and receipts with filippo.io/torchwood v0.9.0 (tests/test_witness_interop.py).
+# cosignatures, policies and receipts with filippo.io/torchwood v0.9.0 (tests/test_witness_interop.py), and
+# read a live `serve` with torchwood's Client and x/mod's TileHashReader over HTTP (tests/test_serve_interop.py).
 go-interop-deps:
 	if command -v go >/dev/null; then cd tests/interop && GOFLAGS=-mod=mod go mod download; fi
 

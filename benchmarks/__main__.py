@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only IDS] [--workdir DIR] [--out FILE] [--markdown]``.
+"""``python -m benchmarks [--quick] [--only IDS] [--records N] [--workdir DIR] [--out FILE] [--markdown]``.
 
 Prints the table and writes the JSON (``benchmarks/results/bench-<timestamp>[-quick].json`` and
 ``latest[-quick].json`` unless ``--out`` is given). Exit status: 0 when every row ran (whatever its
@@ -9,6 +9,7 @@ because the harness or the measured code raised.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -32,8 +33,10 @@ def _groups() -> list[Group]:
         bench_reports,
         bench_resolver,
         bench_seam,
+        bench_serve,
         bench_tlog,
         bench_verify,
+        bench_witness,
     )
 
     return [
@@ -45,6 +48,8 @@ def _groups() -> list[Group]:
         ("tlog", ("6a", "6b", "6c", "6d"), bench_tlog.rows),
         ("audit", ("7",), bench_audit.rows),
         ("policy", ("8a", "8b", "8c", "8d", "8e", "8f", "8g"), bench_policy.rows),
+        ("serve", ("9a", "9b", "9c"), bench_serve.rows),
+        ("witness", ("10a", "10b", "10c", "10d", "10e"), bench_witness.rows),
     ]
 
 
@@ -57,11 +62,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="JSON output file (default benchmarks/results/...)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument(
+        "--records",
+        type=int,
+        metavar="N",
+        help="records in the large chain (a smaller scale than the 1M rows)",
+    )
     args = parser.parse_args(argv)
 
     workdir = args.workdir or RESULTS_DIR / ("work-quick" if args.quick else "work")
     workdir.mkdir(parents=True, exist_ok=True)
     cfg = BenchConfig.smoke(workdir) if args.quick else BenchConfig.full(workdir)
+    if args.records:
+        cfg = dataclasses.replace(cfg, chain_records=args.records)
     wanted = {item.strip() for item in args.only.split(",")} if args.only else None
 
     started = datetime.now(UTC)

@@ -31,7 +31,9 @@ __all__ = [
     "FileRefused",
     "file_kind",
     "fsync_directory",
+    "open_beneath",
     "open_regular",
+    "read_beneath",
     "read_regular",
     "read_text",
     "remove_temporaries",
@@ -105,6 +107,11 @@ def open_regular(
         raise _refusal(source, exc) from None
     except ValueError:  # a NUL in the path
         raise FileRefused(source, "unreadable", "not a usable path") from None
+    return _checked_regular(fd, source)
+
+
+def _checked_regular(fd: int, source: str) -> int:
+    """``fd`` when :func:`os.fstat` calls it a regular file; else it is closed and refused."""
     try:
         st_mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(st_mode):
@@ -115,6 +122,46 @@ def open_regular(
         os.close(fd)
         raise
     return fd
+
+
+def open_beneath(directory: str | os.PathLike[str], relative: str) -> int:
+    """Open the regular file ``relative`` (``/``-separated) below ``directory`` for reading, following
+    no symbolic link below ``directory``: each component is opened relative to its parent with
+    ``O_NOFOLLOW``, so neither a planted link nor ``..`` can lead out of it.
+
+    ``FileNotFoundError`` passes through; an empty, ``.`` or ``..`` component, a link anywhere below
+    ``directory`` or anything but a regular file at the end is a :class:`FileRefused`.
+    """
+    source = os.path.join(os.fspath(directory), relative)
+    parts = relative.split("/")
+    if any(part in ("", ".", "..") or "\0" in part for part in parts):
+        raise FileRefused(source, "unreadable", "not a path below its directory")
+    nofollow = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        parent = os.open(os.fspath(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _refusal(source, exc) from None
+    try:
+        for part in parts[:-1]:
+            try:
+                child = os.open(part, nofollow | os.O_DIRECTORY, dir_fd=parent)
+            except FileNotFoundError:
+                raise
+            except OSError as exc:
+                raise _refusal(source, exc) from None
+            os.close(parent)
+            parent = child
+        try:
+            fd = os.open(parts[-1], nofollow | os.O_NONBLOCK, dir_fd=parent)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise _refusal(source, exc) from None
+    finally:
+        os.close(parent)
+    return _checked_regular(fd, source)
 
 
 def _refusal(path: str, exc: OSError) -> FileRefused:
@@ -140,6 +187,19 @@ def read_regular(
     """
     source = os.fspath(path)
     fd = open_regular(source, follow_symlinks=follow_symlinks)
+    return _read_bounded(fd, source, max_bytes, private=private)
+
+
+def read_beneath(directory: str | os.PathLike[str], relative: str, max_bytes: int) -> bytes:
+    """All of the regular file ``relative`` below ``directory`` (see :func:`open_beneath`: no link
+    below ``directory`` is followed), of at most ``max_bytes`` bytes (as :func:`read_regular`)."""
+    fd = open_beneath(directory, relative)
+    return _read_bounded(fd, os.path.join(os.fspath(directory), relative), max_bytes)
+
+
+def _read_bounded(fd: int, source: str, max_bytes: int, *, private: bool = False) -> bytes:
+    """Read all of ``fd`` (closed here), refusing more than ``max_bytes`` bytes (and, with ``private``,
+    a file its group or others may read)."""
     try:
         st = os.fstat(fd)
         if private and st.st_mode & 0o077:

@@ -8,7 +8,8 @@ Shell code shared by every reader of the chain (verification, the tree, audits, 
 * :func:`line_segments` cuts a byte range into about ``parts`` segments that begin and end at line
   boundaries, for work split between processes (``otel_route_shadow.processes``).
 
-Bytes after the last LF (a torn tail, or an append in flight) are never yielded.
+Bytes after the last LF (a torn tail, or an append in flight) are never yielded. Given ``max_line``,
+the readers raise :class:`LineTooLong` instead of buffering a line longer than that.
 """
 
 from __future__ import annotations
@@ -18,12 +19,31 @@ import os
 from collections.abc import Iterator
 from typing import Final, Protocol
 
-__all__ = ["BLOCK_BYTES", "FileHandle", "complete_end", "iter_blocks", "line_segments", "read_line_blocks"]
+__all__ = [
+    "BLOCK_BYTES",
+    "FileHandle",
+    "LineTooLong",
+    "complete_end",
+    "iter_blocks",
+    "line_after",
+    "line_segments",
+    "read_line_blocks",
+]
 
 BLOCK_BYTES: Final = 8 * 1024 * 1024
 """How much one read asks for."""
 _PROBE_BYTES: Final = 64 * 1024
 """First read when looking for a line boundary (doubled until one is found): lines are a few KB."""
+_MAX_PROBE_BYTES: Final = 1024 * 1024
+"""The doubling stops here: a huge torn tail or line is probed in reads of this size, never whole."""
+
+
+class LineTooLong(ValueError):
+    """A line longer than the reader's ``max_line``; ``offset`` is where it begins."""
+
+    def __init__(self, offset: int, max_line: int) -> None:
+        super().__init__(f"the line at byte {offset} exceeds the {max_line}-byte limit")
+        self.offset = offset
 
 
 class FileHandle(Protocol):
@@ -36,22 +56,26 @@ class FileHandle(Protocol):
 
 
 def read_line_blocks(
-    handle: FileHandle, start: int, end: int, block_bytes: int = BLOCK_BYTES
+    handle: FileHandle, start: int, end: int, block_bytes: int = BLOCK_BYTES, max_line: int | None = None
 ) -> Iterator[tuple[int, bytearray, int]]:
     """Yield ``(offset, buffer, stop)`` for the complete lines of ``handle`` in ``[start, end)``.
 
     ``buffer[:stop]`` holds whole lines joined by LF (the LF at ``stop`` ends the last of them) and
     begins at file offset ``offset``. The buffer is reused: a caller that keeps bytes copies them
     before asking for the next block. A line longer than the buffer grows it. ``handle`` must be
-    unbuffered or positioned by this function alone (it seeks to ``start``).
+    unbuffered or positioned by this function alone (it seeks to ``start``). A line still open after
+    ``max_line`` bytes raises :class:`LineTooLong` (a complete line that fits in the buffer is yielded
+    whatever its length: the caller checks it).
     """
     buffer = bytearray(2 * block_bytes)
     view = memoryview(buffer)
     carried, offset = 0, start  # bytes of an unfinished line at the buffer's front; its file offset
     handle.seek(start)
     while offset + carried < end:
-        if carried == len(buffer):  # one line longer than the buffer: grow it
-            buffer = buffer + bytes(len(buffer))
+        if carried == len(buffer):  # one line longer than the buffer: grow it (no further than max_line)
+            view.release()
+            grown = 2 * len(buffer) if max_line is None else min(2 * len(buffer), max_line + 2)
+            buffer.extend(bytes(grown - len(buffer)))
             view = memoryview(buffer)
         want = min(len(buffer) - carried, block_bytes, end - offset - carried)
         got = handle.readinto(view[carried : carried + want])
@@ -61,24 +85,27 @@ def read_line_blocks(
         stop = buffer.rfind(b"\n", 0, filled)
         if stop < 0:
             carried = filled
-            continue
-        yield offset, buffer, stop
-        carried, offset = filled - stop - 1, offset + stop + 1
-        buffer[:carried] = buffer[stop + 1 : filled]
+        else:
+            yield offset, buffer, stop
+            carried, offset = filled - stop - 1, offset + stop + 1
+            buffer[:carried] = buffer[stop + 1 : filled]
+        if max_line is not None and carried > max_line:
+            raise LineTooLong(offset, max_line)
 
 
 def iter_blocks(
-    handle: FileHandle, start: int, end: int, block_bytes: int = BLOCK_BYTES
+    handle: FileHandle, start: int, end: int, block_bytes: int = BLOCK_BYTES, max_line: int | None = None
 ) -> Iterator[tuple[int, bytes]]:
     """:func:`read_line_blocks` with each block copied out: ``(offset after the block, lines joined
     by LF without the last LF)``, for callers that keep or split a block."""
-    for offset, buffer, stop in read_line_blocks(handle, start, end, block_bytes):
-        yield offset + stop + 1, bytes(buffer[:stop])
+    for offset, buffer, stop in read_line_blocks(handle, start, end, block_bytes, max_line):
+        yield offset + stop + 1, memoryview(buffer)[:stop].tobytes()
 
 
-def complete_end(handle: FileHandle) -> int:
-    """The offset just after the file's last LF (0 when it has none)."""
-    position = os.fstat(handle.fileno()).st_size
+def complete_end(handle: FileHandle, size: int | None = None) -> int:
+    """The offset just after the last LF of the file's first ``size`` bytes (default: all of them; 0
+    when there is no LF)."""
+    position = os.fstat(handle.fileno()).st_size if size is None else size
     step = _PROBE_BYTES
     while position > 0:
         step = min(step, position)
@@ -86,11 +113,11 @@ def complete_end(handle: FileHandle) -> int:
         cut = (handle.read(step) or b"").rfind(b"\n")
         if cut >= 0:
             return position - step + cut + 1
-        position, step = position - step, 2 * step
+        position, step = position - step, min(2 * step, _MAX_PROBE_BYTES)
     return 0
 
 
-def _line_after(handle: FileHandle, position: int, end: int) -> int:
+def line_after(handle: FileHandle, position: int, end: int) -> int:
     """The offset just after the first LF at or after ``position`` (``end`` when none is before it)."""
     handle.seek(position)
     step = _PROBE_BYTES
@@ -101,7 +128,7 @@ def _line_after(handle: FileHandle, position: int, end: int) -> int:
         cut = data.find(b"\n")
         if cut >= 0:
             return position + cut + 1
-        position, step = position + len(data), 2 * step
+        position, step = position + len(data), min(2 * step, _MAX_PROBE_BYTES)
     return end
 
 
@@ -110,7 +137,7 @@ def line_segments(handle: FileHandle, start: int, end: int, parts: int) -> list[
     segments, each beginning just after an LF; a few probes per cut, never a scan of the range."""
     cuts = [start]
     for k in range(1, max(1, parts)):
-        cut = _line_after(handle, max(cuts[-1], start + (end - start) * k // parts), end)
+        cut = line_after(handle, max(cuts[-1], start + (end - start) * k // parts), end)
         if cut < end:
             cuts.append(cut)
     cuts.append(end)

@@ -8,18 +8,19 @@ dispositions, so a handler inherited from the host cannot keep one from ending w
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing.context import BaseContext
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from multiprocessing.context import ForkContext, SpawnContext
 from typing import TypeVar
 
 from otel_route_shadow.lines import line_segments
 
-__all__ = ["SEGMENTS_PER_JOB", "mp_context", "pool", "run_segments", "worker_signals"]
+__all__ = ["SEGMENTS_PER_JOB", "each_segment", "mp_context", "pool", "run_segments", "worker_signals"]
 
 SEGMENTS_PER_JOB = 16
 """Segments per worker process: small ones are handed out as workers free up, so a worker slowed by
@@ -28,7 +29,7 @@ other load leaves the others at most one small segment of tail."""
 _T = TypeVar("_T")
 
 
-def mp_context() -> BaseContext:
+def mp_context() -> ForkContext | SpawnContext:
     """``fork`` in a single-threaded process on Linux, else ``spawn``."""
     if sys.platform.startswith("linux") and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
@@ -58,10 +59,46 @@ def run_segments(
     """``work(path, a, b)`` over ``[start, end)`` in this process, or over line-aligned segments of it
     in ``jobs`` worker processes (results in file order). Ranges shorter than ``min_parallel_bytes``
     stay in this process whatever ``jobs`` says."""
+    return list(each_segment(work, path, start, end, jobs, min_parallel_bytes=min_parallel_bytes))
+
+
+def each_segment(
+    work: Callable[[str, int, int], _T],
+    path: str,
+    start: int,
+    end: int,
+    jobs: int,
+    *,
+    min_parallel_bytes: int,
+    on_pool: Callable[[Executor], None] | None = None,
+) -> Iterator[_T]:
+    """:func:`run_segments`, each result yielded in file order as soon as it and those before it are
+    done; at most ``2 * jobs`` segments are queued at a time, so work the caller submits to the same
+    pool (given to ``on_pool`` before the first segment is queued) runs between them. Segments not
+    started when the caller stops iterating are cancelled; workers are never killed (a worker killed
+    while it held the result queue's lock would leave the pool's own threads waiting for it)."""
     if jobs <= 1 or end - start < min_parallel_bytes:
-        return [work(path, start, end)]
+        yield work(path, start, end)
+        return
     with open(path, "rb", buffering=0) as handle:
-        bounds = line_segments(handle, start, end, jobs * SEGMENTS_PER_JOB)
+        bounds = iter(line_segments(handle, start, end, jobs * SEGMENTS_PER_JOB))
     with pool(jobs) as executor:
-        futures = [executor.submit(work, path, a, b) for a, b in bounds]
-        return [f.result() for f in futures]
+        if on_pool is not None:
+            on_pool(executor)
+        window: collections.deque[Future[_T]] = collections.deque()
+
+        def queue_next() -> None:
+            bound = next(bounds, None)
+            if bound is not None:
+                window.append(executor.submit(work, path, *bound))
+
+        for _ in range(2 * jobs):
+            queue_next()
+        try:
+            while window:
+                result = window.popleft().result()
+                queue_next()
+                yield result
+        finally:
+            for future in window:
+                future.cancel()

@@ -260,7 +260,7 @@ def test_no_worker_process_falls_back_to_serial(chain: Path, monkeypatch: pytest
 
             return Refuses()
 
-    monkeypatch.setattr(source, "_mp_context", NoChildren)
+    monkeypatch.setattr(source, "mp_context", NoChildren)
     report = build_report(chain, concurrent=True)
     assert report.chain.verified and report.observations == EXPECTED["spawns"]
 

@@ -259,11 +259,24 @@ SHELL_MAY_IMPORT: dict[str, frozenset[str]] = {
     "shadow": frozenset({"core", "chain"}),
     "backend": frozenset({"core", "chain", "tlog", "shadow"}),
     "witness": frozenset({"core", "chain", "tlog"}),
+    "server": frozenset({"core", "chain", "tlog"}),
     "analysis": frozenset({"core", "chain", "tlog", "store", "shadow"}),
-    "instrumentation": frozenset({"core", "chain", "tlog", "store", "shadow"}),
-    "demo": frozenset({"core", "chain", "tlog", "store", "shadow", "instrumentation"}),
+    "instrumentation": frozenset({"core", "chain", "tlog", "store", "shadow", "witness"}),
+    "demo": frozenset({"core", "chain", "tlog", "store", "shadow", "witness", "instrumentation"}),
     "cli": frozenset(
-        {"core", "chain", "tlog", "store", "shadow", "backend", "witness", "analysis", "instrumentation", "demo"}
+        {
+            "core",
+            "chain",
+            "tlog",
+            "store",
+            "shadow",
+            "backend",
+            "witness",
+            "server",
+            "analysis",
+            "instrumentation",
+            "demo",
+        }
     ),
 }
 OPENTELEMETRY_FOLDERS = frozenset({"instrumentation", "demo"})

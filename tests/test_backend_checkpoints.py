@@ -251,6 +251,38 @@ def test_with_state_the_next_audit_reads_only_the_records_after_the_trusted_chec
     assert code == 0 and "incremental: records below seq 135 were proven by an earlier audit" in out
 
 
+def test_the_first_audit_remembers_what_a_separate_walk_would_from_its_one_verification_read(
+    tmp_path: Path, witness: FakeBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state was made by a second walk over the whole chain (verify_incremental from nothing);
+    it now comes from the verification pass itself, which is the only read besides the payloads."""
+    from otel_route_shadow.backend import audit as audit_module
+    from otel_route_shadow.backend.checkpoints import backend_checkpoints
+    from otel_route_shadow.backend.trust import Trusted, verify_incremental
+    from otel_route_shadow.tlog import consistency
+
+    host = _host(tmp_path, witness, records=95)
+    passes: list[int] = []
+    real_pass = consistency.verify_pass
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        passes.append(kwargs.get("unchecked", 0))
+        return real_pass(*args, **kwargs)
+
+    def no_second_verify(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the chain's verdict comes from the checkpoint pass")
+
+    monkeypatch.setattr(consistency, "verify_pass", spy)
+    monkeypatch.setattr(audit_module, "verify", no_second_verify)
+    state = TrustState(tmp_path / "state.json")
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    assert report.verdict is Verdict.AGREE and passes == [0]
+    assert report.spans.chain_linkage == "intact"
+    checkpoints, _ = backend_checkpoints(witness.spans, ORIGIN)
+    walked = verify_incremental(str(host.chain), checkpoints, [], Trusted.empty())
+    assert walked is not None and state.get(ORIGIN) == walked[1]
+
+
 def test_with_state_an_edit_after_the_trusted_point_disagrees(tmp_path: Path, witness: FakeBackend) -> None:
     state = TrustState(tmp_path / "state.json")
     host = _host(tmp_path, witness, records=60)

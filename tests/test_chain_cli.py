@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_chain_support import build_chain, forge_chain, plugin_payload, write_lines
 
-from otel_route_shadow.chain import verify as chain_verify
+from otel_route_shadow.chain import parallel as chain_parallel
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli import verify as cli_verify
 
@@ -93,7 +93,7 @@ def test_unreadable_input_exits_two_with_one_line(
 def test_jobs_and_strict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(chain_verify, "_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chain_parallel, "PARALLEL_MIN_BYTES", 0)
     path = tmp_path / "chain.jsonl"
     forge_chain(path, [plugin_payload(i) for i in range(200)])
     assert _run(capsys, str(path), "--jobs", "2")[0] == 0

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from test_chain_support import build_chain, forge, forge_chain, plugin_payload, write_lines
 
+from otel_route_shadow import processes
 from otel_route_shadow.chain import (
     MAX_LINE_BYTES,
     Reason,
@@ -17,7 +18,7 @@ from otel_route_shadow.chain import (
     Verdict,
     verify_chain,
 )
-from otel_route_shadow.chain import verify as chain_verify
+from otel_route_shadow.chain import parallel as chain_parallel
 
 MB = 1024 * 1024
 
@@ -237,7 +238,7 @@ def test_progress_reports_records_and_bytes(tmp_path: Path) -> None:
 @pytest.fixture
 def parallel_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """Split even small chains so that chunk boundaries fall everywhere in a test-sized file."""
-    monkeypatch.setattr(chain_verify, "_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chain_parallel, "PARALLEL_MIN_BYTES", 0)
 
 
 @pytest.mark.usefixtures("parallel_everywhere")
@@ -249,17 +250,17 @@ def test_parallel_verify_agrees_on_an_intact_chain(
     forge_chain(path, [plugin_payload(i) for i in range(400)])
     sequential = verify_chain(path)
     chunks: list[int] = []
-    real_split = chain_verify._split
+    real_split = processes.line_segments
 
-    def spy(*args: object) -> list[chain_verify._Chunk]:
+    def spy(*args: object) -> list[tuple[int, int]]:
         result = real_split(*args)  # type: ignore[arg-type]
         chunks.append(len(result))
         return result
 
-    monkeypatch.setattr(chain_verify, "_split", spy)
+    monkeypatch.setattr(processes, "line_segments", spy)
     progress: list[int] = []
     parallel = verify_chain(path, jobs=jobs, progress=progress.append)
-    assert chunks == [jobs * chain_verify._CHUNKS_PER_JOB]  # really split, really parallel
+    assert chunks == [jobs * processes.SEGMENTS_PER_JOB]  # really split, really parallel
     assert parallel.to_dict() == sequential.to_dict()
     assert parallel.intact and progress[-1] == 400
 
@@ -299,7 +300,7 @@ def _run_child(body: str, timeout: float, hung: str) -> list[str]:
     import sys
     import textwrap
 
-    script = "from otel_route_shadow.chain import verify as chain_verify, verify_chain\nchain_verify._PARALLEL_MIN_BYTES = 0\n"
+    script = "from otel_route_shadow.chain import parallel, verify_chain\nparallel.PARALLEL_MIN_BYTES = 0\n"
     script += textwrap.dedent(body)
     try:
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)

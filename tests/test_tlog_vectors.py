@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import filecmp
+import json
 import sys
 from pathlib import Path
 
-from otel_route_shadow.tlog import Verifier, open_note, parse_checkpoint, read_checkpoint_file
+from otel_route_shadow.tlog import (
+    Verifier,
+    attest_checkpoint,
+    open_note,
+    parse_checkpoint,
+    parse_policy,
+    read_checkpoint_file,
+    verify_receipt,
+)
 from otel_route_shadow.tlog.proofs import (
     ConsistencyProofDoc,
     InclusionProofDoc,
@@ -39,3 +48,17 @@ def test_the_stored_proofs_verify_offline() -> None:
     check_inclusion_doc(inclusion, checkpoints[-1], (VECTORS / "record-seq7.line").read_bytes())
     consistency = ConsistencyProofDoc.model_validate_json((VECTORS / "consistency-10-40.json").read_text())
     assert check_consistency_doc(consistency, checkpoints) == [10, 40]
+
+
+def test_the_witness_vectors_verify_offline() -> None:
+    manifest = json.loads((VECTORS / "manifest.json").read_text())["witness"]
+    policy = parse_policy((VECTORS / manifest["policy"]).read_text())
+    now = manifest["cosigned_at"]
+    cosigned = (VECTORS / manifest["cosigned"]).read_text()
+    attestation = attest_checkpoint(cosigned, policy, now=now)
+    assert attestation.quorum.met is manifest["quorum_met"] and [
+        c.name for c in attestation.cosignatures
+    ] == ["w1", "w2"]
+    record = (VECTORS / manifest["record"]).read_bytes()
+    verdict = verify_receipt((VECTORS / manifest["receipt"]).read_text(), record, policy, now=now)
+    assert verdict.index == 7 and verdict.attestation.checkpoint.size == 40

@@ -1,7 +1,7 @@
-"""``verify_against_checkpoints`` hashes each byte once below the largest authenticated checkpoint that holds.
+"""``verify_against_checkpoints`` hashes each line only below the largest authenticated checkpoint that holds.
 
-Record hashes and links are checked from that checkpoint's size on (line S's link against line S-1's
-record hash); without keys, or when no checkpoint holds, every line is checked as before.
+Lines are checked in full from that checkpoint's size on (line S's link against line S-1's record
+hash); without keys, or when no checkpoint holds, every line is checked as before.
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_chain_support import build_chain, build_old_chain, edited, forge, hash_of, write_lines
 
-from otel_route_shadow.chain import GENESIS_HASH
+from otel_route_shadow.chain import GENESIS_HASH, leaf_hashes, verify_chain, verify_pass
+from otel_route_shadow.chain import parallel as chain_parallel
 from otel_route_shadow.lines import read_line_blocks
 from otel_route_shadow.tlog import (
     Checkpoint,
     Checkpointer,
     ConsistencyReason,
     Signer,
-    TreeLevels,
+    TreeSink,
+    chain_tree,
     leaf_hash,
     parse_checkpoint,
     parse_note,
@@ -29,13 +31,6 @@ from otel_route_shadow.tlog import (
     sign_note,
     tree_hash,
     verify_against_checkpoints,
-)
-from otel_route_shadow.tlog.integrity import (
-    first_broken_seq,
-    leaf_hashes,
-    scan_chain,
-    scan_leaves,
-    scan_with_tree,
 )
 from otel_route_shadow.tlog.links import line_holds, record_hash_of
 
@@ -145,17 +140,22 @@ def _broken_by_definition(lines: list[bytes], start: int) -> int | None:
     return None
 
 
+@pytest.fixture
+def parallel_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chain_parallel, "PARALLEL_MIN_BYTES", 0)
+
+
+@pytest.mark.usefixtures("parallel_everywhere")
 @pytest.mark.parametrize("jobs", [1, 3])
-def test_the_link_pass_from_any_seq_matches_the_definition(tmp_path: Path, jobs: int) -> None:
+def test_the_pass_from_any_seq_finds_the_first_broken_line_by_definition(tmp_path: Path, jobs: int) -> None:
     chain = tmp_path / "chain.jsonl"
     lines = edited(build_chain(chain, 120, _tricky), 70)
     write_lines(chain, lines)
-    scan = scan_leaves(str(chain), jobs, min_parallel_bytes=0)
-    # With several segments, a line's offset is looked up across their blocks.
-    assert (len(scan.block_starts) > 3) == (jobs > 1)
-    for start in range(121):
-        expected = _broken_by_definition(lines, start)
-        assert first_broken_seq(str(chain), scan, start, jobs, min_parallel_bytes=0) == expected, start
+    for start in range(122):
+        expected = _broken_by_definition(lines, min(start, 120))
+        result = verify_pass(chain, jobs=jobs, unchecked=start).result
+        assert (None if result.intact else result.first_bad_seq) == expected, start
+        assert result.records == (120 if expected is None else expected)
 
 
 _CHAINS: dict[str, list[bytes]] = {}  # filled lazily: one chain per payload kind
@@ -186,10 +186,10 @@ def test_the_fast_path_and_the_full_scan_agree_after_any_single_byte_edit(
         note = _signed_at(chain, lines[:count], size)
         chain.write_bytes(bytes(raw))
         fast = verify_against_checkpoints(str(chain), [note], [VERIFIER])
-        full = scan_chain(str(chain))
+        full, tree = verify_chain(chain), chain_tree(str(chain))
         signed = parse_checkpoint(parse_note(note).text)
-        holds = size <= full.size and tree_hash(TreeLevels(full.leaves), size) == signed.root
-        assert fast.ok == (holds and full.first_broken_seq is None)
+        holds = size <= tree.size and tree_hash(tree, size) == signed.root
+        assert fast.ok == (holds and full.verdict.value != "broken")
         if at < len(raw) - 1:  # only a changed final LF can pass: the last line is then a torn tail
             assert not fast.ok
 
@@ -215,6 +215,7 @@ def test_the_reused_buffer_gives_every_line_as_a_leaf_whatever_the_block_size(
         assert all(offset == 0 or data[offset - 1 : offset] == b"\n" for offset in offsets)
 
 
+@pytest.mark.usefixtures("parallel_everywhere")
 @pytest.mark.parametrize("chunk_levels", [0, 1, 3, 5])
 @pytest.mark.parametrize(("count", "jobs"), [(1, 2), (2, 2), (7, 2), (64, 2), (200, 3), (299, 2)])
 def test_the_tree_built_in_worker_processes_is_the_tree_built_here(
@@ -222,13 +223,15 @@ def test_the_tree_built_in_worker_processes_is_the_tree_built_here(
 ) -> None:
     chain = tmp_path / "chain.jsonl"
     build_chain(chain, count, _plain)
-    scan, tree = scan_with_tree(str(chain), jobs, min_parallel_bytes=0, chunk_levels=chunk_levels)
-    here = scan_leaves(str(chain))
-    assert (scan.leaves, scan.size, scan.end) == (here.leaves, here.size, here.end)
-    assert tree.levels == TreeLevels(here.leaves).levels
-    assert tree_hash(tree, count) == root_from_leaf_hashes([here.leaf(i) for i in range(count)])
+    sink = TreeSink(chunk_levels)
+    assert verify_pass(chain, jobs=jobs, leaves=sink).result.intact
+    tree = sink.tree()
+    here = chain_tree(str(chain))
+    assert tree.levels == here.levels and here.size == count
+    assert tree_hash(tree, count) == root_from_leaf_hashes([here.node(0, i) for i in range(count)])
 
 
+@pytest.mark.usefixtures("parallel_everywhere")
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_line_bounds_are_found_past_the_first_probe_in_lines_and_a_torn_tail_longer_than_it(
     tmp_path: Path, jobs: int
@@ -237,10 +240,10 @@ def test_line_bounds_are_found_past_the_first_probe_in_lines_and_a_torn_tail_lon
     lines = build_old_chain(chain, 12, lambda i: {"kind": "route-shadow", "n": i, "blob": "x" * 150_000})
     with open(chain, "ab") as handle:
         handle.write(b'{"torn' + b"y" * 200_000)  # longer than the first 64 KiB read from the end
-    scan = scan_leaves(str(chain), jobs, min_parallel_bytes=0)
-    assert scan.leaves == b"".join(leaf_hash(line.rstrip(b"\n")) for line in lines)
-    assert scan.end == sum(map(len, lines))
-    assert first_broken_seq(str(chain), scan, 5, jobs, min_parallel_bytes=0) is None
+    sink = TreeSink()
+    result = verify_pass(chain, jobs=jobs, unchecked=5, leaves=sink).result
+    assert sink.tree().levels[0] == b"".join(leaf_hash(line.rstrip(b"\n")) for line in lines)
+    assert result.bytes_verified == sum(map(len, lines)) and result.records == 12
 
 
 @pytest.mark.parametrize("payload", [_plain, _tricky], ids=["block-fast-path", "exact-walk"])
@@ -252,7 +255,7 @@ def test_a_line_whose_closing_quote_was_changed_is_broken(tmp_path: Path, payloa
     broken = list(lines)
     broken[2] = lines[2][:-3] + b"\x00}\n"
     write_lines(chain, broken)
-    assert scan_chain(str(chain)).first_broken_seq == 2
+    assert verify_chain(chain).first_bad_seq == 2
     note = _signed_at(chain, lines[:1], 1)
     write_lines(chain, broken)
     assert verify_against_checkpoints(str(chain), [note], [VERIFIER]).chain_broken_seq == 2

@@ -2,11 +2,15 @@
 
 A 40-record chain checkpointed every 10 records by a PUBLIC test key (seed = SHA-256 of
 ``otel-route-shadow tlog test vectors``: never use it for anything else), its tiles, an inclusion and
-a consistency proof, and one file per attack with the verdict `verify --checkpoint` must give.
+a consistency proof, and one file per attack with the verdict `verify --checkpoint` must give. The
+witness vectors: two PUBLIC test witnesses (seeds = SHA-256 of ``otel-route-shadow witness test vector
+1`` and ``... 2``), a tlog-policy naming them with quorum 2, the checkpoint of size 40 cosigned by both
+at a fixed time, and a c2sp.org/tlog-proof@v1 receipt for record 7 against it.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -16,20 +20,81 @@ from typing import Any
 
 import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from test_chain_support import forge, plugin_payload, relink, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog
-from otel_route_shadow.tlog import Checkpointer, Signer, TileReader, sign_note, signed_checkpoint_from_note
+from otel_route_shadow.tlog import (
+    Checkpointer,
+    CosignatureVerifier,
+    Receipt,
+    Signer,
+    TileReader,
+    add_cosignatures,
+    format_receipt,
+    inclusion_proof,
+    parse_note,
+    sign_note,
+    signed_checkpoint_from_note,
+)
+from otel_route_shadow.tlog.cosignature import cosignature_message
 from otel_route_shadow.tlog.proofs import prove_consistency, prove_inclusion
 
 VECTORS = Path(__file__).parent / "vectors" / "tlog"
 ORIGIN = "example.com/route-shadow/vectors"
 SIZE = 40
+COSIGNED_AT = 1_800_000_000
+"""The vector cosignatures' timestamp (POSIX seconds)."""
 
 
 def vector_signer() -> Signer:
     seed = hashlib.sha256(b"otel-route-shadow tlog test vectors").digest()
     return Signer(ORIGIN, Ed25519PrivateKey.from_private_bytes(seed))
+
+
+def vector_witnesses() -> list[tuple[str, Ed25519PrivateKey]]:
+    """The two public test witnesses: (name, private key)."""
+    return [
+        (
+            f"witness{n}.example/vectors",
+            Ed25519PrivateKey.from_private_bytes(
+                hashlib.sha256(f"otel-route-shadow witness test vector {n}".encode()).digest()
+            ),
+        )
+        for n in (1, 2)
+    ]
+
+
+def _cosignature_line(name: str, key: Ed25519PrivateKey, verifier: CosignatureVerifier, text: str) -> str:
+    blob = verifier.key_id.to_bytes(4, "big") + COSIGNED_AT.to_bytes(8, "big")
+    blob += key.sign(cosignature_message(COSIGNED_AT, text))
+    return f"\u2014 {name} {base64.b64encode(blob).decode('ascii')}\n"
+
+
+def _witness_vectors(directory: Path, signer: Signer, note: str, store: TileReader) -> dict[str, Any]:
+    """The policy, the cosigned note of size 40 and the receipt for record 7 (see the module)."""
+    text = parse_note(note).text
+    witnesses = []
+    for name, key in vector_witnesses():
+        public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        witnesses.append((name, key, CosignatureVerifier.from_public_key(name, public)))
+    lines = [_cosignature_line(name, key, verifier, text) for name, key, verifier in witnesses]
+    cosigned = add_cosignatures(note, lines, [v for _, _, v in witnesses], now=COSIGNED_AT)
+    policy = f"log {signer.verifier()}\n"
+    policy += "".join(f"witness w{n} {v}\n" for n, (_, _, v) in enumerate(witnesses, start=1))
+    policy += "group both all w1 w2\nquorum both\n"
+    (directory / "witness-policy.txt").write_text(policy)
+    (directory / "cosigned-note-40.txt").write_text(cosigned)
+    receipt = format_receipt(Receipt(7, tuple(inclusion_proof(7, SIZE, store)), cosigned))
+    (directory / "receipt-seq7.txt").write_text(receipt)
+    return {
+        "policy": "witness-policy.txt",
+        "cosigned": "cosigned-note-40.txt",
+        "receipt": "receipt-seq7.txt",
+        "record": "record-seq7.line",
+        "cosigned_at": COSIGNED_AT,
+        "quorum_met": True,
+    }
 
 
 def _renumber(lines: list[bytes]) -> list[bytes]:
@@ -125,6 +190,7 @@ def build(directory: Path) -> dict[str, Any]:
     (directory / "unknown-key-note.txt").write_text(sign_note(parse_note(notes[1]).text, [other]))
     bad = notes[2].replace("\n30\n", "\n31\n")
     (directory / "bad-signature-note.txt").write_text(bad)
+    manifest["witness"] = _witness_vectors(directory, signer, notes[-1], store)
     manifest["notes"] = {
         "fork-note.txt": "fork",
         "unknown-key-note.txt": "unknown-key",

@@ -24,6 +24,7 @@ UNSIGNED  # unused variable: tlog/consistency.py (read by value)
 _._instrument  # unused method: instrumentation/__init__.py
 _._normalize  # unused method: core/policy.py
 _._uninstrument  # unused method: instrumentation/__init__.py
+_.empty  # unused method: backend/trust.py (Trusted.empty: the first state benchmarks/bench_audit.py proves from)
 _.failed_exports  # unused property: instrumentation/checkpoint_spans.py
 _.force_flush  # unused method: instrumentation/exporter.py, instrumentation/processor.py
 _.fsyncs  # unused attribute: chain/log.py
@@ -46,3 +47,9 @@ route_shadow_enabled  # unused variable: demo/factory.py
 selection  # unused variable: core/policy.py
 submitted  # unused variable: witness/pusher.py (PusherStats counter that tests read)
 superseded  # unused variable: witness/pusher.py (PusherStats counter that tests read)
+_.address_family  # unused attribute: server/listener.py (socketserver.TCPServer reads it)
+_.daemon_threads  # unused variable: server/listener.py (socketserver.ThreadingMixIn reads it)
+_.request_queue_size  # unused variable: server/listener.py (socketserver.TCPServer reads it)
+_.handle_error  # unused method: server/listener.py (socketserver hook)
+_.prefixes  # unused property: server/site.py (read by tests)
+_.rebuilds  # unused attribute: tlog/entries.py (read by tests)

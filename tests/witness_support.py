@@ -1,5 +1,6 @@
-"""Witnesses for the tests: torchwood's real ``litewitness`` on loopback, a fake one for bad answers, a
-test-only cosigner, and a log that grows and checkpoints.
+"""Witnesses for the tests: torchwood's real ``litewitness`` on loopback, a fake one for bad answers, a fake
+one that follows the protocol (``ProvingWitness``), a test-only cosigner, and a log that grows and
+checkpoints.
 
 ``witness_pool(directory, count, log)`` starts an ``ssh-agent`` of its own (socket in a short temporary
 directory), makes one Ed25519 key per witness with ``ssh-keygen`` and ``ssh-add``s it, runs ``count``
@@ -27,6 +28,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,15 +39,19 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat,
 
 from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.tlog import (
+    AuthenticationError,
     Checkpointer,
     CosignatureVerifier,
+    ProofError,
     Signer,
     TileReader,
     Verifier,
+    authenticate,
     consistency_proof,
     read_checkpoint_file,
     signed_checkpoint_from_note,
     tlog_dir,
+    verify_consistency,
 )
 from otel_route_shadow.tlog.cosignature import cosignature_message
 
@@ -378,3 +384,55 @@ def fake_witness(respond: Respond) -> Iterator[FakeWitness]:
         yield fake
     finally:
         fake.close()
+
+
+class ProvingWitness:
+    """A fake witness that follows ``tlog-witness`` for one log (the ``respond`` of a :class:`FakeWitness`):
+    403 unless the log's key signed the note, 409 with its size when ``old`` is not it, 400 when ``old``
+    exceeds the note's size, 422 when the consistency proof does not verify, else it keeps the new size and
+    root and answers its cosignature (timestamped ``clock()``). ``gate`` holds every answer while cleared;
+    ``answers`` counts them by status."""
+
+    def __init__(self, cosigner: Cosigner, log_key: Verifier, clock: Callable[[], float] = time.time) -> None:
+        self.cosigner = cosigner
+        self.log_key = log_key
+        self.clock = clock
+        self.size = 0
+        self.root: bytes | None = None
+        self.gate = threading.Event()
+        self.gate.set()
+        self.lock = threading.Lock()
+        self.answers: dict[int, int] = {}
+
+    def __call__(self, body: bytes, fake: FakeWitness) -> tuple[int, dict[str, str], bytes]:
+        self.gate.wait(120)
+        status, headers, data = self._answer(body)
+        with self.lock:
+            self.answers[status] = self.answers.get(status, 0) + 1
+        return status, headers, data
+
+    def _answer(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        head, note = body.decode().split("\n\n", 1)
+        first, *proof_lines = head.split("\n")
+        old = int(first.removeprefix("old "))
+        try:
+            checkpoint = authenticate(note, [self.log_key]).checkpoint
+        except AuthenticationError:
+            return 403, {}, b"unknown log or key\n"
+        with self.lock:
+            if old != self.size:
+                return 409, {"Content-Type": "text/x.tlog.size"}, f"{self.size}\n".encode()
+            if old > checkpoint.size:
+                return 400, {}, b"old > new\n"
+            if old == checkpoint.size and checkpoint.root != self.root:
+                return 409, {"Content-Type": "text/x.tlog.size"}, f"{self.size}\n".encode()
+            if 0 < old < checkpoint.size:
+                assert self.root is not None
+                proof = [base64.b64decode(line) for line in proof_lines]
+                try:
+                    verify_consistency(old, checkpoint.size, self.root, checkpoint.root, proof)
+                except ProofError:
+                    return 422, {}, b"bad proof\n"
+            self.size, self.root = checkpoint.size, checkpoint.root
+        text = note.split("\n\n", 1)[0] + "\n"
+        return 200, {}, self.cosigner.line(text, int(self.clock())).encode()

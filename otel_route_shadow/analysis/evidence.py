@@ -7,6 +7,11 @@ the key names on the note's signature lines and says it did not verify them; wit
 by a given key is checked (``open_note``). Neither checks the checkpoint against the chain's bytes:
 that is ``otel-route-shadow verify CHAIN --key VKEY``'s work, and the report says so.
 
+With a tlog-policy (``report --policy``), the cosignatures are verified: the note is checked against the
+policy (``tlog.attest_checkpoint``: the log's signature by a policy key named for the origin, each
+policy witness's cosignature, timestamps no later than now plus the skew) and the report names the
+witnesses whose cosignature counts, the quorum, and whether it is met.
+
 Which line is the log's own signature: among the Ed25519 note signatures (64 signature bytes after
 the key id), the one whose key name is the checkpoint's origin (C2SP tlog-checkpoint asks the log's
 key to be named after its origin), else the first (the writer signs first). Every other line is
@@ -24,10 +29,13 @@ from typing import Any, Final
 
 from otel_route_shadow.files import FileRefused, read_text
 from otel_route_shadow.tlog import (
+    AttestationError,
     CheckpointError,
     NoteError,
     OpenedNote,
+    Policy,
     Verifier,
+    attest_checkpoint,
     open_note,
     parse_checkpoint,
     parse_note,
@@ -44,6 +52,7 @@ __all__ = [
     "VERIFIED",
     "VERIFY_HINT",
     "LogEvidence",
+    "WitnessEvidence",
     "read_evidence",
 ]
 
@@ -69,6 +78,30 @@ VERIFY_HINT: Final = "not verified here; run `otel-route-shadow verify CHAIN --k
 
 
 @dataclass(frozen=True, slots=True)
+class WitnessEvidence:
+    """The last checkpoint under a tlog-policy: the policy's witnesses whose cosignature verified and
+    counts (``cosigned``), the quorum and whether it is met, the quorum's witnesses ``missing``, those
+    whose cosignature lies in the future (not counted), or why the note does not authenticate."""
+
+    quorum: str | None
+    met: bool
+    cosigned: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    future: tuple[str, ...] = ()
+    problem: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "quorum": self.quorum,
+            "met": self.met,
+            "cosigned": list(self.cosigned),
+            "missing": list(self.missing),
+            "future_timestamps": list(self.future),
+            "problem": self.problem,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class LogEvidence:
     """What the chain's last checkpoint says, and how much of it this report checked."""
 
@@ -89,6 +122,8 @@ class LogEvidence:
     """``name+keyid`` of the further signature lines (witness cosignatures, once witnesses exist)."""
     verification: str = NOT_CHECKED
     verified_by: tuple[str, ...] = ()
+    witnesses: WitnessEvidence | None = None
+    """With a policy: the cosignatures verified (None: listed by name only)."""
 
     @property
     def records_beyond(self) -> int | None:
@@ -110,6 +145,7 @@ class LogEvidence:
             "cosigned_by": list(self.cosigned_by),
             "verification": self.verification,
             "verified_by": list(self.verified_by),
+            "witnesses": None if self.witnesses is None else self.witnesses.as_dict(),
             "checked_against_chain": False,
             "note": VERIFY_HINT if self.verification == NOT_CHECKED else None,
         }
@@ -121,6 +157,7 @@ def read_evidence(
     *,
     verifiers: Sequence[Verifier] = (),
     now_ns: int | None = None,
+    policy: Policy | None = None,
 ) -> LogEvidence:
     """The evidence status of the chain at ``chain_path`` (never raises for what is on disk)."""
     path = os.path.join(tlog_dir(os.fspath(chain_path)), "checkpoint")
@@ -141,6 +178,8 @@ def read_evidence(
     except (NoteError, CheckpointError) as exc:
         return missing(UNREADABLE, f"{path}: {exc}")
     signed_by, cosigned_by = _split_signers(opened, checkpoint.origin)
+    if policy is not None:  # the policy's log keys check the log's signature too
+        verifiers = [*verifiers, *(log.verifier for log in policy.logs if log.verifier not in verifiers)]
     verification, verified_by = _verify(note, verifiers)
     now = time.time_ns() if now_ns is None else now_ns
     return LogEvidence(
@@ -155,6 +194,7 @@ def read_evidence(
         cosigned_by=cosigned_by,
         verification=verification,
         verified_by=verified_by,
+        witnesses=None if policy is None else _witnesses(note, policy, verifiers, now // 10**9),
     )
 
 
@@ -166,6 +206,17 @@ def _split_signers(opened: OpenedNote, origin: str) -> tuple[tuple[str, ...], tu
     own = [name for name, sig in signed if sig.name == origin] or [name for name, _ in signed[:1]]
     others = [name for name, _ in signed if name not in own]
     return tuple(own), tuple(others + cosigned)
+
+
+def _witnesses(note: str, policy: Policy, verifiers: Sequence[Verifier], now: int) -> WitnessEvidence:
+    try:
+        attestation = attest_checkpoint(note, policy, now=now, logs=verifiers)
+    except AttestationError as exc:
+        return WitnessEvidence(policy.quorum, False, problem=str(exc))
+    counted = tuple(c.name for c in attestation.cosignatures if c.counted)
+    future = tuple(c.name for c in attestation.cosignatures if not c.counted and c.name not in counted)
+    quorum = attestation.quorum
+    return WitnessEvidence(policy.quorum, quorum.met, counted, quorum.missing, future)
 
 
 def _verify(note: str, verifiers: Sequence[Verifier]) -> tuple[str, tuple[str, ...]]:

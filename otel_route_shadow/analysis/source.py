@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import multiprocessing
 import os
 import signal
-import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -30,6 +27,7 @@ import orjson
 
 from otel_route_shadow.chain import ChainFormatError, RoutingAuditLog, iter_lines
 from otel_route_shadow.files import FileRefused, open_regular
+from otel_route_shadow.processes import mp_context
 
 __all__ = [
     "CONCURRENT_MIN_BYTES",
@@ -281,14 +279,6 @@ def _verify_worker(path: str, jobs: int, conn: Connection) -> None:
         conn.close()
 
 
-def _mp_context() -> Any:
-    """``fork`` when this process has a single thread (cheap, nothing re-imported), else ``spawn``:
-    forking a process with other threads running can copy a lock in a held state."""
-    if sys.platform.startswith("linux") and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")
-
-
 def _complete_size(path: Path) -> int:
     """The file's size with no append in flight (appenders write under an exclusive lock)."""
     with open(path, "rb", buffering=0) as handle:
@@ -359,7 +349,7 @@ def _concurrent(
     reading failed (a line that is not a record: the verdict will say why). None when no worker can
     be started here (a daemonic process, a sandbox): the caller then goes the serial way."""
     end = _complete_size(chain)
-    context = _mp_context()
+    context = mp_context()
     receiver, sender = context.Pipe(duplex=False)
     worker = context.Process(
         target=_verify_worker, args=(str(chain), jobs, sender), name="route-shadow-verify"

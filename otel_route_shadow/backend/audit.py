@@ -10,7 +10,10 @@ Shell code (reads the chain, queries the backend); the judgement is :mod:`.verdi
    it, so two hosts or two runs sharing a backend project never raise false alarms - joined record by
    record (:mod:`.crosscheck`).
 4. the ``records-dropped`` events among the records read (the chain's own account of records a writer
-   had to drop), listed under coverage; they never change the verdict (:mod:`.verdict`).
+   had to drop), listed under coverage; they never change the verdict (:mod:`.verdict`);
+5. with a tlog-policy, the cosigned notes of the chain's own ``checkpoints`` file and the backend's are
+   checked against it; those whose cosignatures meet the quorum are held against the chain too, and
+   only they count as witnessed (:mod:`.witnesses`).
 
 Checkpoints are fetched before the chain is read, and spans before the second pass, so a chain still
 being written never looks shorter than what the backend already holds.
@@ -51,20 +54,34 @@ from otel_route_shadow.backend.crosscheck import (
     cross_check,
     summarize_chain,
 )
-from otel_route_shadow.backend.trust import Trusted, TrustState, TrustStateError, verify_incremental
+from otel_route_shadow.backend.trust import (
+    Trusted,
+    TrustState,
+    TrustStateError,
+    trusted_after,
+    verify_incremental,
+)
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds
+from otel_route_shadow.backend.witnesses import attested_checkpoints, judge_witnesses, local_notes
+from otel_route_shadow.chain import VerifyResult
 from otel_route_shadow.shadow import checkpoint_attributes as cp
 from otel_route_shadow.tlog import (
+    DEFAULT_SKEW_S,
     LogDirectory,
     NoteError,
+    Policy,
+    QuorumReport,
+    Verifier,
+    attest_notes,
+    check_chain,
     signed_checkpoint_from_note,
-    verify_against_checkpoints,
 )
 
 __all__ = [
     "AuditError",
     "AuditOptions",
     "ConsistencyCheck",
+    "Held",
     "Problem",
     "audit_chain",
     "chain_origin_from_checkpoint_file",
@@ -94,7 +111,19 @@ class AuditError(Exception):
         self.problem = problem
 
 
-ConsistencyCheck = Callable[[str, Sequence[BackendCheckpoint], Sequence[str]], Consistency]
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The chain against the witnessed checkpoints, from one read of the chain."""
+
+    consistency: Consistency
+    linkage: VerifyResult | None = None
+    """The chain's own verdict from the same read (below an authenticated checkpoint that holds, its
+    signer's check is relied on: docs/chain-format.md section 13.7)."""
+    trusted: Trusted | None = None
+    """What the auditor may remember (``audit --state``), when every checkpoint holds."""
+
+
+ConsistencyCheck = Callable[[str, Sequence[BackendCheckpoint], Sequence[str]], Held]
 """Proves a chain consistent with witnessed checkpoints given verifier keys (tlog's verifier by default)."""
 
 
@@ -108,6 +137,8 @@ class AuditOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     state: TrustState | None = None  # the auditor's memory of what earlier audits proved (.trust)
     full: bool = False  # check every record even when the state trusts a prefix
+    policy: Policy | None = None  # a tlog-policy: only checkpoints its quorum cosigned count as witnessed
+    policy_source: str = ""  # where the policy came from (its file), for the report
 
 
 def _backend_error(exc: BackendError) -> AuditError:
@@ -157,7 +188,7 @@ def _held(
     origin: str | None,
     options: AuditOptions,
     consistency: ConsistencyCheck,
-) -> tuple[Consistency | None, _Tail, Trusted | None]:
+) -> tuple[Held | None, _Tail, Trusted | None]:
     """The chain against the witnessed checkpoints: from the trusted point when the state has one for
     this origin (and the incremental path holds), else in full; and what to trust from now on."""
     if not checkpoints or origin is None:
@@ -167,12 +198,11 @@ def _held(
     if trusted is not None:
         result = verify_incremental(chain, checkpoints, keys, trusted)
         if result is not None:
-            return result[0], _Tail(trusted.offset, trusted.size), result[1]
+            return Held(result[0]), _Tail(trusted.offset, trusted.size), result[1]
     held = consistency(chain, checkpoints, keys)
-    if state is None or not held.ok:
+    if state is None or not held.consistency.ok:
         return held, _Tail(), None
-    fresh = verify_incremental(chain, checkpoints, keys, Trusted.empty())  # a second pass, first audit only
-    return held, _Tail(), fresh[1] if fresh is not None else None
+    return held, _Tail(), held.trusted
 
 
 def _fetch_checkpoints(
@@ -184,21 +214,20 @@ def _fetch_checkpoints(
     return backend_checkpoints(spans, origin)
 
 
-def tlog_consistency(
-    chain: str, checkpoints: Sequence[BackendCheckpoint], keys: Sequence[str]
-) -> Consistency:
-    """The chain proven consistent with every checkpoint (tlog's verifier). Without keys, signatures
-    are not checked: the checkpoints are taken as the backend holds them."""
+def tlog_consistency(chain: str, checkpoints: Sequence[BackendCheckpoint], keys: Sequence[str]) -> Held:
+    """The chain proven consistent with every checkpoint (tlog's verifier), its own verdict and what
+    to trust, from one pass over the chain. Without keys, signatures are not checked: the
+    checkpoints are taken as the backend holds them."""
     try:
-        result = verify_against_checkpoints(
-            chain, [c.note for c in checkpoints], list(keys), check_tile_store=False
-        )
+        checked = check_chain(chain, [c.note for c in checkpoints], list(keys), check_tile_store=False)
     except NoteError as exc:
         raise AuditError(f"--key: {exc}", Problem.USAGE) from None
+    result = checked.report
     failures = tuple(
         Failure(v.reason.value, v.size, v.first_bad_seq, v.detail) for v in result.verdicts if not v.ok
     )
-    return Consistency(result.checkpointed_size, result.chain_size, failures)
+    consistency = Consistency(result.checkpointed_size, result.chain_size, failures)
+    return Held(consistency, checked.chain, trusted_after(checked))
 
 
 def _window(options: AuditOptions, summary: ChainSummary, now: int) -> TimeWindow | None:
@@ -254,12 +283,15 @@ def audit_chain(
     try:
         origin, source = _origin(chain, options)
         checkpoints, bad = _fetch_checkpoints(backend, origin, now)
-        held, tail, trust = _held(chain, checkpoints, origin, options, consistency)
+        quorum, cosigned = _cosigned(chain, origin, checkpoints, options, now)
+        held, tail, trust = _held(chain, [*checkpoints, *cosigned], origin, options, consistency)
         summary = summarize_chain(tail.payloads(chain))
         window = _window(options, summary, now)
-        if window is None and not checkpoints:
+        if window is None and not checkpoints and not cosigned:
             raise _no_window(chain)
-        linkage = verify(chain) if options.check_linkage and tail.first_seq == 0 else None
+        linkage = None
+        if options.check_linkage and tail.first_seq == 0:
+            linkage = held.linkage if held is not None and held.linkage is not None else verify(chain)
         spans = _cross_check(chain, backend, window, origin, summary, tail, now)
     except (ChainReadError, TrustStateError) as exc:
         raise AuditError(str(exc), Problem.USAGE) from None
@@ -276,15 +308,38 @@ def audit_chain(
         now_unix_nano=now,
         checkpoints=checkpoints,
         bad_checkpoint_spans=bad,
-        consistency=held,
-        chain_size=held.chain_size if held is not None else spans.seam_records + spans.other_records,
+        consistency=held.consistency if held is not None else None,
+        chain_size=(
+            held.consistency.chain_size if held is not None else spans.seam_records + spans.other_records
+        ),
         signatures_checked=bool(options.verifier_keys),
         thresholds=options.thresholds,
         trusted_from=tail.first_seq or None,
         dropped=summary.dropped,
+        witnessed=None
+        if quorum is None
+        else judge_witnesses(options.policy_source, quorum, held.consistency if held is not None else None),
     )
     _remember(report, options, trust)
     return report
+
+
+def _cosigned(
+    chain: str, origin: str | None, checkpoints: list[BackendCheckpoint], options: AuditOptions, now: int
+) -> tuple[QuorumReport | None, list[BackendCheckpoint]]:
+    """With a policy: its verdict on the backend's and the chain's own notes, and the chain's own notes
+    whose checkpoints meet the quorum (to hold the chain against, beside the backend's)."""
+    if options.policy is None:
+        return None, []
+    notes = [c.note for c in checkpoints]
+    first = len(notes)
+    notes += local_notes(chain, origin)
+    try:
+        logs = [Verifier.parse(key) for key in options.verifier_keys]
+    except NoteError as exc:
+        raise AuditError(f"--key: {exc}", Problem.USAGE) from None
+    quorum = attest_notes(notes, options.policy, now=now // 10**9, skew=DEFAULT_SKEW_S, logs=logs)
+    return quorum, attested_checkpoints(notes, first, quorum)
 
 
 def _remember(report: AuditReport, options: AuditOptions, trust: Trusted | None) -> None:

@@ -39,23 +39,25 @@ from otel_route_shadow.strict_json import StrictJSONError, read_json
 from otel_route_shadow.tlog import (
     EMPTY_ROOT,
     AuthenticationError,
+    ChainCheck,
     Checkpoint,
     CompactRange,
     ProofError,
     TileError,
     TileReader,
-    TreeLevels,
     Verifier,
     authenticate,
+    chain_tree,
     consistency_proof,
     leaf_hash,
     locate_first_changed,
+    subtrees,
     tlog_dir,
+    tree_hash,
     verify_consistency,
 )
-from otel_route_shadow.tlog.integrity import scan_leaves
 
-__all__ = ["TrustState", "TrustStateError", "Trusted", "verify_incremental"]
+__all__ = ["TrustState", "TrustStateError", "Trusted", "trusted_after", "verify_incremental"]
 
 STATE_VERSION = 1
 _MAX_STATE_BYTES = 64 * 1024 * 1024
@@ -241,7 +243,7 @@ def _judge(chain: str, checkpoint: Checkpoint, walk: _Walk, position: int) -> li
         walk.best = (checkpoint.size, checkpoint.root, position, tuple(walk.edge.nodes))
         return []
     # Reads the whole chain again: only when something broke.
-    located = locate_first_changed(TreeLevels(scan_leaves(chain).leaves), checkpoint, tlog_dir(chain))
+    located = locate_first_changed(chain_tree(chain), checkpoint, tlog_dir(chain))
     return [Failure("record-changed", checkpoint.size, located.seq, located.detail())]
 
 
@@ -277,3 +279,17 @@ def verify_incremental(
         return consistency, Trusted(trusted.size, trusted.root, trusted.offset, trusted.edge, proven)
     size, root, offset, edge = best
     return consistency, Trusted(size, root, offset, edge, proven)
+
+
+def trusted_after(check: ChainCheck) -> Trusted | None:
+    """What a full check proved, for the auditor's memory (no second read): the largest checkpoint the
+    chain matches, where the record after it begins, the tree's right edge there and every checkpoint
+    proven. None when a checkpoint failed, or the pass did not reach that line."""
+    verdicts = check.report.verdicts
+    if not verdicts or not all(v.ok for v in verdicts) or check.marked_offset is None:
+        return None
+    tree = check.tree
+    size = check.report.checkpointed_size
+    edge = tuple(tree.node(height, index) for height, index in subtrees(0, size))
+    proven = frozenset((v.size, tree_hash(tree, v.size)) for v in verdicts if v.size is not None)
+    return Trusted(size, tree_hash(tree, size), check.marked_offset, edge, proven)

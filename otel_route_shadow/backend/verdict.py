@@ -22,11 +22,13 @@ Verdicts (each with its exit code in ``cli.audit``), decided by the first rule t
     malformed records, or the chain's own linkage is broken.
 ``bad-checkpoint``
     A witnessed checkpoint of this origin does not verify: a bad signature, a key not given with
-    ``--key``, a malformed note, or a checkpoint span whose attributes contradict its note. Someone wrote
+    ``--key``, a malformed note, a checkpoint span whose attributes contradict its note, or (``--policy``)
+    a witness's cosignature that does not verify. Someone wrote
     into the backend, or the auditor holds the wrong key; the chain itself is not judged.
 ``insufficient-evidence``
-    Nothing is witnessed (no checkpoint of the origin and no span matched), or a threshold is not met
-    (``--max-unwitnessed``, ``--min-span-coverage``).
+    Nothing is witnessed (no checkpoint of the origin and no span matched), a threshold is not met
+    (``--max-unwitnessed``, ``--min-span-coverage``), or, with ``--policy``, no checkpoint the chain
+    matches meets the policy's quorum of witnesses (only checkpoints that do count as witnessed).
 ``agree``
     Consistent with every witnessed checkpoint, no span finding, and the coverage thresholds met.
 """
@@ -42,7 +44,15 @@ from otel_route_shadow.backend.checkpoints import BackendCheckpoint, BadCheckpoi
 from otel_route_shadow.backend.crosscheck import CrossCheckReport
 from otel_route_shadow.chain import DroppedGap
 
-__all__ = ["CHECKPOINT_REASONS", "AuditReport", "Consistency", "Failure", "Thresholds", "Verdict"]
+__all__ = [
+    "CHECKPOINT_REASONS",
+    "AuditReport",
+    "Consistency",
+    "Failure",
+    "Thresholds",
+    "Verdict",
+    "Witnessed",
+]
 
 
 class Verdict(StrEnum):
@@ -103,6 +113,39 @@ class Thresholds:
     min_span_coverage: float | None = None  # share of records whose span the backend holds
 
 
+@dataclass(frozen=True, slots=True)
+class Witnessed:
+    """The policy's verdict: the largest quorum-attested checkpoint the chain matches (``attested_size``,
+    None: none), who cosigned it, the newest checkpoint's missing witnesses, each witness's largest
+    cosigned size, and the cosignatures that do not verify."""
+
+    policy: str
+    quorum: str | None
+    attested_size: int | None
+    attested_by: tuple[str, ...]
+    missing: tuple[str, ...]
+    largest: tuple[tuple[str, int | None], ...]
+    bad_cosignatures: tuple[str, ...] = ()
+
+    def shortfall(self) -> str | None:
+        """Why nothing is witnessed under the policy (None when a checkpoint meets the quorum)."""
+        if self.attested_size is not None:
+            return None
+        missing = f" (missing: {', '.join(self.missing)})" if self.missing else ""
+        return f"no checkpoint the chain matches meets the quorum {self.quorum} of {self.policy}{missing}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "quorum": self.quorum,
+            "attested_size": self.attested_size,
+            "attested_by": list(self.attested_by),
+            "missing": list(self.missing),
+            "largest_cosigned": dict(self.largest),
+            "bad_cosignatures": list(self.bad_cosignatures),
+        }
+
+
 @dataclass
 class AuditReport:
     chain: str
@@ -118,14 +161,20 @@ class AuditReport:
     thresholds: Thresholds = field(default_factory=Thresholds)
     trusted_from: int | None = None  # incremental: records below this seq were proven by an earlier audit
     dropped: DroppedGap = field(default_factory=DroppedGap)  # records-dropped events among those read
+    witnessed: Witnessed | None = None  # --policy: what the quorum of witnesses attests
 
     # ---- coverage ------------------------------------------------------------------------------------
 
     @property
     def witnessed_size(self) -> int:
-        """Records the witnessed checkpoints prove (0 when none holds or the chain contradicts one)."""
+        """Records the witnessed checkpoints prove (0 when none holds or the chain contradicts one); with
+        a policy, only checkpoints whose cosignatures meet its quorum count."""
         c = self.consistency
-        return c.checkpointed_size if c is not None and not c.chain_failures else 0
+        if c is None or c.chain_failures:
+            return 0
+        if self.witnessed is not None:
+            return self.witnessed.attested_size or 0
+        return c.checkpointed_size
 
     @property
     def unwitnessed(self) -> int:
@@ -156,6 +205,9 @@ class AuditReport:
         found: list[str] = []
         if self.nothing_witnessed:
             found.append("nothing witnessed: no checkpoint of this origin and no span in the backend")
+        policy = self.witnessed.shortfall() if self.witnessed is not None else None
+        if policy is not None:
+            found.append(policy)
         limit = self.thresholds.max_unwitnessed
         if limit is not None and self.unwitnessed > limit:
             found.append(f"{self.unwitnessed} records unwitnessed, more than --max-unwitnessed {limit}")
@@ -179,7 +231,12 @@ class AuditReport:
     @property
     def checkpoint_unverifiable(self) -> bool:
         c = self.consistency
-        return bool(self.bad_checkpoint_spans) or (c is not None and bool(c.checkpoint_failures))
+        bad_cosignatures = self.witnessed is not None and bool(self.witnessed.bad_cosignatures)
+        return (
+            bool(self.bad_checkpoint_spans)
+            or (c is not None and bool(c.checkpoint_failures))
+            or bad_cosignatures
+        )
 
     @property
     def verdict(self) -> Verdict:
@@ -260,6 +317,7 @@ class AuditReport:
                 "span_coverage": None if self.span_coverage is None else round(self.span_coverage, 6),
                 "dropped": self.dropped.as_dict(),
             },
+            "witnessed": None if self.witnessed is None else self.witnessed.to_json(),
             "shortfalls": self.shortfalls(),
             "spans": self.spans.to_json(),
         }

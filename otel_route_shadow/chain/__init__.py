@@ -7,13 +7,17 @@ Modules: ``canonical`` (the canonical JSON encoding), ``sanitize`` (the payload 
 (cutting what would not fit one tlog-tiles entry), ``record`` (the record layout, payload encoding
 and templates), ``log`` (appending), ``head`` (finding the last record), ``quarantine`` (the torn-tail
 policy), ``group_commit`` (shared fsyncs), ``backlog`` (records waiting for the lock, drop counts),
-``spill`` (records left at exit), ``verify`` and ``reader`` (reading), ``errors``.
+``spill`` (records left at exit), ``reader`` (reading), ``errors``. Verifying: ``verify`` (the entry
+points), ``check`` (one line), ``scan`` (the streaming pass), ``parallel`` (the pass in worker
+processes), ``diagnosis`` (why a record does not link), ``leaves`` (a line's Merkle leaf hash),
+``result``.
 """
 
 from __future__ import annotations
 
 from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, DroppedGap
 from otel_route_shadow.chain.canonical import MAX_SAFE_INTEGER, canonical_bytes
+from otel_route_shadow.chain.check import RECORD_HASH_TAIL
 from otel_route_shadow.chain.errors import (
     ChainCorruptError,
     ChainError,
@@ -23,6 +27,7 @@ from otel_route_shadow.chain.errors import (
     ChainPayloadError,
 )
 from otel_route_shadow.chain.head import read_head
+from otel_route_shadow.chain.leaves import LeafSink, leaf_hash, leaf_hashes
 from otel_route_shadow.chain.log import Durability, LineListener, RoutingAuditLog, WrittenLine
 from otel_route_shadow.chain.reader import iter_lines, iter_payloads, iter_records, open_chain
 from otel_route_shadow.chain.record import (
@@ -38,6 +43,7 @@ from otel_route_shadow.chain.record import (
     PayloadTemplate,
     encode_payload,
 )
+from otel_route_shadow.chain.result import ChainPass, Reason, TornTail, Verdict, VerifyResult
 from otel_route_shadow.chain.sanitize import (
     MAX_PAYLOAD_DEPTH,
     RULE_CREDENTIAL,
@@ -47,7 +53,7 @@ from otel_route_shadow.chain.sanitize import (
     sanitize_payload,
 )
 from otel_route_shadow.chain.truncation import TRUNCATED_KIND
-from otel_route_shadow.chain.verify import Reason, TornTail, Verdict, VerifyResult, verify_chain
+from otel_route_shadow.chain.verify import verify_chain, verify_pass
 
 __all__ = [
     "BACKLOG_RECORDS",
@@ -59,6 +65,7 @@ __all__ = [
     "MAX_PAYLOAD_DEPTH",
     "MAX_SAFE_INTEGER",
     "QUARANTINE_KIND",
+    "RECORD_HASH_TAIL",
     "RULE_CREDENTIAL",
     "RULE_INVALID_UNICODE",
     "RULE_TRUNCATED",
@@ -68,12 +75,14 @@ __all__ = [
     "ChainFormatError",
     "ChainHead",
     "ChainLockTimeout",
+    "ChainPass",
     "ChainPathError",
     "ChainPayloadError",
     "ChainRecord",
     "DroppedGap",
     "Durability",
     "EncodedPayload",
+    "LeafSink",
     "LineListener",
     "PayloadTemplate",
     "Reason",
@@ -88,8 +97,11 @@ __all__ = [
     "iter_lines",
     "iter_payloads",
     "iter_records",
+    "leaf_hash",
+    "leaf_hashes",
     "open_chain",
     "read_head",
     "sanitize_payload",
     "verify_chain",
+    "verify_pass",
 ]

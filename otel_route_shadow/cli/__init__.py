@@ -11,13 +11,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from otel_route_shadow.cli import audit, demo, explain, key, policy, prove, report, verify
+from otel_route_shadow.cli import audit, demo, explain, key, policy, prove, report, serve, verify
 from otel_route_shadow.cli.common import CliError, harden_streams
 from otel_route_shadow.version import __version__
 
 __all__ = ["build_parser", "main"]
 
-_MODULES = (explain, policy, verify, demo, audit, report, key, prove)
+_MODULES = (explain, policy, verify, demo, audit, report, key, prove, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,14 +1,17 @@
 """``audit`` subcommand: hold decision chains against the trace backend that witnessed them.
 
     otel-route-shadow audit CHAIN... [--backend URL] [--project NAME] [--origin O] [--key VKEY]...
-                            [--max-unwitnessed RECORDS] [--min-span-coverage FRACTION] [--jobs N] [--json]
+                            [--policy FILE] [--max-unwitnessed RECORDS] [--min-span-coverage FRACTION]
+                            [--jobs N] [--json]
 
 For each chain: the checkpoints of its origin the backend holds (checkpoint spans), the chain proven
 consistent with every one, the span cross-check, and the coverage (the unwitnessed tail, the age of
 the newest checkpoint, the share of records whose span the backend holds); see
 :mod:`otel_route_shadow.backend.audit` and :mod:`otel_route_shadow.backend.verdict`. One chain prints a
 full report; several chains, or a directory (every ``*.jsonl`` under it), are audited in parallel and
-print one line each plus a total.
+print one line each plus a total. With ``--policy`` (a C2SP tlog-policy), only checkpoints whose
+witnesses' cosignatures meet its quorum count as witnessed (the chain's own cosigned checkpoints are
+held against it too); a quorum not met is insufficient evidence (:mod:`otel_route_shadow.backend.witnesses`).
 
 Exit codes (several chains: the most serious one, in the order 1, 6, 5, 4, 2, 3, 0):
 
@@ -17,10 +20,12 @@ Exit codes (several chains: the most serious one, in the order 1, 6, 5, 4, 2, 3,
 1  disagree: a witnessed checkpoint or a span contradicts the chain (or its own hashes break)
 2  unusable input: bad arguments, a chain that cannot be read, an empty window
 3  insufficient evidence: nothing witnessed (no checkpoint, no span, or a project with no spans),
-   or a threshold not met (--max-unwitnessed, --min-span-coverage)
+   a threshold not met (--max-unwitnessed, --min-span-coverage), or (--policy) no checkpoint the
+   chain matches meets the quorum
 4  backend unreachable: down, wrong host or port, timeout, access refused, HTTP 5xx
 5  not a backend: the URL answers, but not as the backend (e.g. a collector's OTLP port)
-6  bad checkpoint: a witnessed checkpoint does not verify (bad signature, unknown key, malformed)
+6  bad checkpoint: a witnessed checkpoint does not verify (bad signature, unknown key, malformed,
+   or a witness's cosignature that does not verify)
 == ==========================================================================================
 """
 
@@ -43,6 +48,7 @@ from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport
 from otel_route_shadow.backend.trust import TrustState
 from otel_route_shadow.backend.verdict import AuditReport, Thresholds, Verdict
 from otel_route_shadow.cli.common import CliError, input_file
+from otel_route_shadow.cli.witnessed import log_keys, read_policy
 from otel_route_shadow.tlog import NoteError, Verifier
 
 __all__ = ["EXIT_CODES", "build_backend", "register", "render_text"]
@@ -105,6 +111,12 @@ def register(sub: Any) -> None:
         default=[],
         metavar="VKEY",
         help="verifier key (name+id+key) or a file holding one; repeatable. Without: signatures are not checked",
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a C2SP tlog-policy file: its log keys authenticate the checkpoints, and only checkpoints whose "
+        "witnesses' cosignatures meet its quorum count as witnessed (exit 3 when none does)",
     )
     parser.add_argument(
         "--max-unwitnessed",
@@ -196,9 +208,15 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         raise CliError("--max-unwitnessed must be 0 or more")
     if args.min_span_coverage is not None and not 0.0 <= args.min_span_coverage <= 1.0:
         raise CliError("--min-span-coverage must be a fraction from 0 to 1")
+    keys = [_key_arg(k) for k in args.key]
+    policy = read_policy(args.policy) if args.policy else None
+    if policy is not None:
+        keys = log_keys(policy, keys, args.policy)
     return AuditOptions(
         origin=args.origin or None,
-        verifier_keys=tuple(_key_arg(k) for k in args.key),
+        verifier_keys=tuple(keys),
+        policy=policy,
+        policy_source=args.policy or "",
         since_unix_nano=_time_arg("--since", args.since),
         until_unix_nano=_time_arg("--until", args.until),
         check_linkage=not args.no_verify,
@@ -369,7 +387,23 @@ def render_coverage(report: AuditReport) -> list[str]:
         )
     )
     lines.append(f"  {render_dropped(report)}")
+    lines.extend(render_witnessed(report))
     lines.extend(f"  insufficient: {line}" for line in report.shortfalls())
+    return lines
+
+
+def render_witnessed(report: AuditReport) -> list[str]:
+    """With --policy: up to which size the quorum attests the chain, and each witness's largest size."""
+    w = report.witnessed
+    if w is None:
+        return []
+    if w.attested_size is not None:
+        head = f"  witnesses (--policy {w.policy}, quorum {w.quorum}): attested up to size {w.attested_size} (cosigned by {', '.join(w.attested_by) or 'none required'})"
+    else:
+        head = f"  witnesses (--policy {w.policy}, quorum {w.quorum}): no checkpoint the chain matches meets the quorum"
+    sizes = ", ".join(f"{name} {size if size is not None else 'none'}" for name, size in w.largest)
+    lines = [head, f"    largest size cosigned, per witness: {sizes or '-'}"]
+    lines.extend(f"    cosignature does not verify: {detail}" for detail in w.bad_cosignatures)
     return lines
 
 

@@ -25,6 +25,7 @@ from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
     "EXIT_FINDING",
+    "EXIT_INSUFFICIENT",
     "EXIT_OK",
     "EXIT_USAGE",
     "MAX_LINE_BYTES",
@@ -43,6 +44,8 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FINDING = 1
 EXIT_USAGE = 2
+EXIT_INSUFFICIENT = 3
+"""Insufficient evidence: a quorum of witnesses (``--policy``) or a backend does not vouch for enough."""
 
 _MAX_INPUT_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024

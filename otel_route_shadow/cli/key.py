@@ -1,7 +1,10 @@
 """``otel-route-shadow key generate --name ORIGIN [--out FILE]``: make a checkpoint signing key.
 
 Writes the signer key to a new file (never overwriting one; mode 0600) and prints only the verifier
-key, which auditors and witnesses use. The signer key is never printed.
+key, which auditors and witnesses use. The signer key is never printed. The key's name is the log's
+origin: the plugin, given the key file, signs checkpoints whose origin is that name (C2SP
+tlog-checkpoint asks the log's key to be named after its origin), and refuses the key when another
+origin is configured.
 """
 
 from __future__ import annotations
@@ -28,11 +31,16 @@ def register(sub: Any) -> None:
         description=(
             "Write a new signer key to FILE (created, never overwritten, mode 0600) and print the "
             "verifier key <name>+<key id>+<public key> on stdout. Point OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY "
-            "at the file; hand the verifier key to whoever checks the checkpoints."
+            "at the file: the key's name becomes the log's origin (leave OTEL_PYTHON_ROUTE_SHADOW_ORIGIN "
+            "unset; another origin is refused and the checkpoints are written unsigned). Hand the verifier "
+            "key to whoever checks the checkpoints and to the witnesses."
         ),
     )
     generate.add_argument(
-        "--name", required=True, metavar="ORIGIN", help="key name, by convention the log's origin"
+        "--name",
+        required=True,
+        metavar="ORIGIN",
+        help="key name: the log's origin, never to change (e.g. example.com/route-shadow/host-a)",
     )
     generate.add_argument(
         "--out", default=None, metavar="FILE", help="key file to create (default: ./<name>.key)"

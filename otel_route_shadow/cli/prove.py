@@ -1,30 +1,42 @@
-"""``otel-route-shadow prove`` and ``verify-proof``: inclusion and consistency proofs.
+"""``otel-route-shadow prove`` and ``verify-proof``: inclusion and consistency proofs, and receipts.
 
 ``prove CHAIN --seq N [--checkpoint C]`` prints an inclusion proof (JSON) for record N;
 ``prove CHAIN --from M [--to N] [--checkpoint C]`` a consistency proof. Both read the tiles beside the
-chain, never a record line. ``verify-proof --proof P --checkpoint C --key VKEY [--record LINEFILE]``
-checks a proof offline, without the chain. Exit codes: 0 holds, 1 does not hold, 2 unusable input.
+chain, never a record line. ``prove CHAIN --seq N --receipt [--policy P] [--record-out LINEFILE]``
+prints a C2SP tlog-proof receipt (``receipts``). ``verify-proof --proof P --checkpoint C --key VKEY
+[--record LINEFILE]`` checks a proof offline, without the chain; with ``--policy`` the checkpoint must
+also meet the policy's quorum; ``verify-proof --receipt R --record LINEFILE --policy P`` checks a receipt.
+Exit codes: 0 holds (and, with ``--policy``, the quorum is met), 1 does not hold (or a checkpoint or a
+cosignature does not authenticate), 2 unusable input, 3 the quorum is not met (insufficient evidence).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from otel_route_shadow.cli.checkpoints import authenticated_checkpoint, read_notes, read_verifiers
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError, read_text_file
+from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, CliError, read_text_file
+from otel_route_shadow.cli.receipts import prove_receipt, receipt_policy, verify_receipt_file
+from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_policy
 from otel_route_shadow.files import FileRefused, read_regular
 from otel_route_shadow.tlog import (
+    DEFAULT_SKEW_S,
     REBUILD_HINT,
+    AttestationError,
     AuthenticationError,
     Checkpoint,
     LogDirectory,
+    Policy,
     ProofError,
     TileError,
     TileReader,
+    Verifier,
+    attest_checkpoint,
     authenticate,
 )
 from otel_route_shadow.tlog.directory import CHECKPOINT_FILE
@@ -51,7 +63,10 @@ def register(sub: Any) -> None:
         description=(
             "Print a proof as JSON, built from the tiles beside CHAIN (no record line is read): "
             "--seq N proves record N is in the checkpoint's tree; --from M [--to N] proves the tree of M "
-            "records is a prefix of the tree of N. Default checkpoint: CHAIN.tlog/checkpoint (the latest)."
+            "records is a prefix of the tree of N. Default checkpoint: CHAIN.tlog/checkpoint (the latest). "
+            "--seq N --receipt prints a C2SP tlog-proof receipt instead. Exit 0 done, 1 the chain's line is "
+            "not the record the checkpoint signed (--receipt), 2 unusable input, 3 no checkpoint covering "
+            "the record meets the quorum (--receipt --policy)."
         ),
     )
     prove.add_argument("chain", metavar="CHAIN", help="chain file (its tiles are in CHAIN.tlog/)")
@@ -62,6 +77,21 @@ def register(sub: Any) -> None:
         "--to", dest="new", type=int, metavar="N", help="the newer tree size (default: the checkpoint's)"
     )
     prove.add_argument("--checkpoint", metavar="FILE", help="the checkpoint note to prove against")
+    prove.add_argument(
+        "--receipt",
+        action="store_true",
+        help="with --seq: print a C2SP tlog-proof@v1 receipt (index, inclusion proof, the cosigned checkpoint) "
+        "that `verify-proof --receipt` checks with nothing else",
+    )
+    prove.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="with --receipt: prove against the largest checkpoint that covers the record and meets this "
+        "tlog-policy's quorum (exit 3 when none does)",
+    )
+    prove.add_argument(
+        "--record-out", metavar="LINEFILE", help="with --receipt: write the record's line here"
+    )
     prove.set_defaults(handler=_prove)
 
     check = sub.add_parser(
@@ -70,23 +100,42 @@ def register(sub: Any) -> None:
         description=(
             "Check a proof made by `prove` against a signed checkpoint and a verifier key. For an "
             "inclusion proof, --record LINEFILE (the record's line) ties the proof to that record. For a "
-            "consistency proof, give the newer checkpoint and optionally the older one (--checkpoint twice)."
+            "consistency proof, give the newer checkpoint and optionally the older one (--checkpoint twice). "
+            "With --policy, the checkpoint must also meet the tlog-policy's quorum of witnesses. "
+            "--receipt FILE --record LINEFILE --policy FILE checks a receipt from `prove --receipt` alone. "
+            "Exit 0 holds (and the quorum is met), 1 does not hold, 2 unusable input, 3 quorum not met."
         ),
     )
-    check.add_argument("--proof", required=True, metavar="FILE", help="proof JSON from `prove` (- for stdin)")
+    what = check.add_mutually_exclusive_group(required=True)
+    what.add_argument("--proof", metavar="FILE", help="proof JSON from `prove` (- for stdin)")
+    what.add_argument("--receipt", metavar="FILE", help="a tlog-proof receipt from `prove --receipt`")
     check.add_argument(
-        "--checkpoint", required=True, action="append", metavar="FILE", help="signed checkpoint note"
+        "--checkpoint", action="append", metavar="FILE", help="signed checkpoint note (--proof)"
     )
     check.add_argument(
-        "--key", required=True, action="append", metavar="VKEY", help="verifier key (string or file)"
+        "--key", action="append", default=[], metavar="VKEY", help="the log's verifier key (string or file)"
     )
-    check.add_argument("--record", metavar="LINEFILE", help="the record's line, for an inclusion proof")
+    check.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a C2SP tlog-policy file: its log keys authenticate the checkpoint, and its witnesses' "
+        "cosignatures must meet its quorum",
+    )
+    check.add_argument("--record", metavar="LINEFILE", help="the record's line (inclusion proof, receipt)")
     check.set_defaults(handler=_verify_proof)
 
 
 def _prove(args: argparse.Namespace) -> int:
     chain: str = args.chain
     directory = LogDirectory(chain)
+    if (args.policy or args.record_out) and not args.receipt:
+        raise CliError("--policy and --record-out go with --receipt")
+    if args.receipt:
+        if args.seq is None:
+            raise CliError("--receipt goes with --seq (a receipt proves one record)")
+        chosen = args.checkpoint or (None if args.policy else directory.file(CHECKPOINT_FILE))
+        note = _single_note(chosen) if chosen else None
+        return prove_receipt(args, note, lambda n: _unchecked_checkpoint(n, chosen or directory.path))
     note_path = args.checkpoint or directory.file(CHECKPOINT_FILE)
     note = _single_note(note_path)
     checkpoint = _unchecked_checkpoint(note, note_path)
@@ -123,8 +172,25 @@ def _unchecked_checkpoint(note: str, source: str) -> Checkpoint:
 
 
 def _verify_proof(args: argparse.Namespace) -> int:
-    doc = _read_proof(args.proof)
     keys = read_verifiers(args.key)
+    if args.receipt:
+        if args.checkpoint:
+            raise CliError("--receipt carries its checkpoint: no --checkpoint")
+        if not args.record:
+            raise CliError("--receipt needs --record LINEFILE (the record's line, `prove --record-out`)")
+        policy = receipt_policy(args, keys)
+        return verify_receipt_file(args.receipt, _read_record(args.record), policy, keys)
+    if not args.checkpoint:
+        raise CliError("--proof needs --checkpoint FILE (the signed checkpoint)")
+    doc = _read_proof(args.proof)
+    quorum_met = True
+    if args.policy:
+        policy = read_policy(args.policy)
+        keys = log_keys(policy, keys, args.policy)
+        notes = [_single_note(path) for path in args.checkpoint]
+        quorum_met = _quorum(notes, args.checkpoint, policy, keys, doc)
+    elif not keys:
+        raise CliError("give --key VKEY (the log's verifier key) or --policy FILE")
     checkpoints = [authenticated_checkpoint(_single_note(path), keys, path) for path in args.checkpoint]
     try:
         if isinstance(doc, InclusionProofDoc):
@@ -142,7 +208,39 @@ def _verify_proof(args: argparse.Namespace) -> int:
         print(f"proof does NOT hold: {exc}")
         return EXIT_FINDING
     print(message)
-    return EXIT_OK
+    return EXIT_OK if quorum_met else EXIT_INSUFFICIENT
+
+
+def _quorum(
+    notes: list[str],
+    paths: list[str],
+    policy: Policy,
+    keys: list[str],
+    doc: InclusionProofDoc | ConsistencyProofDoc,
+) -> bool:
+    """Whether the checkpoint the proof ends at (its tree size) meets the policy's quorum; says which
+    witnesses cosigned it. A checkpoint that does not authenticate is a finding (or, malformed, exit 2)."""
+    size = doc.tree_size if isinstance(doc, InclusionProofDoc) else doc.new_size
+    logs = [Verifier.parse(k) for k in keys]
+    for note, path in zip(notes, paths, strict=True):
+        try:
+            attestation = attest_checkpoint(
+                note, policy, now=int(time.time()), skew=DEFAULT_SKEW_S, logs=logs
+            )
+        except AttestationError as exc:
+            raise attestation_problem(exc, path) from None
+        if attestation.checkpoint.size != size:
+            continue
+        cosigned = ", ".join(c.name for c in attestation.cosignatures if c.counted) or "no witness"
+        if attestation.quorum.met:
+            print(f"witnessed: the quorum {policy.quorum or 'none'} is met (cosigned by {cosigned})")
+            return True
+        print(
+            f"witnessed: INSUFFICIENT EVIDENCE: the quorum {policy.quorum} is not met (cosigned by {cosigned}; "
+            f"missing: {', '.join(attestation.quorum.missing)})"
+        )
+        return False
+    return True  # no checkpoint of the proof's size: the proof check says so
 
 
 def _check_inclusion(doc: InclusionProofDoc, checkpoints: list[Checkpoint], record: str | None) -> str:

@@ -53,6 +53,7 @@ from otel_route_shadow.cli.progress import TerminalProgress
 from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
 from otel_route_shadow.cli.whatif_text import format_whatif
+from otel_route_shadow.cli.witnessed import read_policy
 from otel_route_shadow.tlog import Verifier
 
 __all__ = ["register"]
@@ -132,6 +133,12 @@ def _register_report(sub: Any) -> None:
         metavar="VKEY",
         help="verifier key (string or file): check the signature of the log's last checkpoint "
         "(without it the report only lists who signed it)",
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a C2SP tlog-policy file: verify the last checkpoint's cosignatures by its witnesses and say "
+        "whether they meet its quorum (without it the report only lists the cosigners' names)",
     )
     parser.set_defaults(handler=_handle_report)
 
@@ -265,10 +272,11 @@ def _handle_report(args: argparse.Namespace) -> int:
     if args.examples < 0:
         raise CliError("--examples must not be negative")
     verifiers = [Verifier.parse(key) for key in read_verifiers(args.key)]
+    policy = read_policy(args.policy) if args.policy else None
     progress = _progress(args)
 
     def evidence(records: int) -> LogEvidence:
-        return read_evidence(args.chain, records, verifiers=verifiers)
+        return read_evidence(args.chain, records, verifiers=verifiers, policy=policy)
 
     try:
         report = build_report(

@@ -93,9 +93,30 @@ def evidence_lines(evidence: LogEvidence | None, chain_path: str) -> list[str]:
     return [
         f"log evidence: {cover}",
         f"  signed by: {_signers(evidence, chain_path)}",
-        f"  cosigned by: {', '.join(evidence.cosigned_by) or 'none'}"
-        + (" (names on further signature lines; not verified here)" if evidence.cosigned_by else ""),
+        f"  cosigned by: {_cosigners(evidence)}",
     ]
+
+
+def _cosigners(evidence: LogEvidence) -> str:
+    """The cosignature lines by name, or (``--policy``) the witnesses whose cosignature verified."""
+    witnesses = evidence.witnesses
+    if witnesses is None:
+        names = ", ".join(evidence.cosigned_by) or "none"
+        return names + (
+            " (names on further signature lines; not verified here)" if evidence.cosigned_by else ""
+        )
+    if witnesses.problem is not None:
+        return f"NOT verified under the policy: {witnesses.problem}"
+    names = ", ".join(witnesses.cosigned) or "no witness of the policy"
+    quorum = witnesses.quorum or "none"
+    if witnesses.met:
+        verdict = f"quorum {quorum} met"
+    else:
+        verdict = f"quorum {quorum} NOT met, missing {', '.join(witnesses.missing)}: insufficient evidence"
+    future = (
+        f"; not counted, timestamped in the future: {', '.join(witnesses.future)}" if witnesses.future else ""
+    )
+    return f"{names} (cosignatures verified with the policy; {verdict}{future})"
 
 
 def _signers(evidence: LogEvidence, chain_path: str) -> str:

@@ -1,8 +1,13 @@
-"""``otel-route-shadow verify CHAIN``: check a decision chain's hash links.
+"""``otel-route-shadow verify CHAIN``: check a decision chain's hash links, its checkpoints, and what a
+quorum of witnesses attests (``--policy``).
 
-Exit codes: 0 intact (record count and head hash), 1 broken or torn tail (first bad seq, reason class
-and line number), 2 the file cannot be read at all. ``--json`` prints one object for machines; on a
-terminal a progress bar tracks large chains on stderr.
+Exit codes: 0 intact (record count and head hash; with checkpoints, consistent with every one; with
+``--policy``, attested by the quorum up to ``--max-unwitnessed`` records from the end), 1 broken or torn
+tail (first bad seq, reason class and line number), a checkpoint that does not hold or a cosignature
+that does not verify, 2 unusable input (the file cannot be read, a malformed policy, key, note or
+cosignature), 3 insufficient evidence (``--policy``: no checkpoint the chain matches meets the quorum,
+or more records than ``--max-unwitnessed`` lie beyond the largest one that does). ``--json`` prints one
+object for machines; on a terminal a progress bar tracks large chains on stderr.
 """
 
 from __future__ import annotations
@@ -16,7 +21,20 @@ from typing import Any, TextIO
 
 from otel_route_shadow.chain import VerifyResult, verify_chain
 from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError, cap_jobs, input_file
-from otel_route_shadow.cli.verify_checkpoints import check_checkpoints, checkpoint_inputs, human_report
+from otel_route_shadow.cli.verify_checkpoints import (
+    check_checkpoints,
+    checkpoint_inputs,
+    human_report,
+    unservable_bundles,
+)
+from otel_route_shadow.cli.witnessed import (
+    PolicyVerdict,
+    log_keys,
+    policy_verdict,
+    read_policy,
+    verdict_lines,
+)
+from otel_route_shadow.tlog import ConsistencyReport
 
 __all__ = ["register"]
 
@@ -29,8 +47,12 @@ def register(sub: Any) -> None:
         "verify",
         help="verify a decision chain's hash links",
         description=(
-            "Walk a decision chain and name the first seq whose links do not hold. Exit 0 when intact, "
-            "1 when broken or when an append did not finish (torn tail), 2 when the file cannot be read."
+            "Walk a decision chain and name the first seq whose links do not hold; with --key or "
+            "--checkpoint, prove it consistent with every checkpoint; with --policy, say up to which size "
+            "a quorum of witnesses attests it. Exit 0 when intact (and consistent, and attested), 1 when "
+            "broken, when an append did not finish (torn tail), or when a checkpoint or a cosignature does "
+            "not hold, 2 for unusable input, 3 for insufficient evidence (--policy: records beyond the "
+            "largest quorum-attested checkpoint, more than --max-unwitnessed)."
         ),
     )
     parser.add_argument("chain", metavar="CHAIN", help="chain file (JSON lines)")
@@ -62,7 +84,30 @@ def register(sub: Any) -> None:
         metavar="VKEY",
         help="verifier key for --checkpoint (string or file)",
     )
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a C2SP tlog-policy file: its log keys authenticate the checkpoints, and a checkpoint counts as "
+        "witnessed only when its witnesses' cosignatures meet the policy's quorum",
+    )
+    parser.add_argument(
+        "--max-unwitnessed",
+        type=_count,
+        metavar="N",
+        help="with --policy: up to N records may lie beyond the largest quorum-attested checkpoint "
+        "(default 0: any is insufficient evidence, exit 3)",
+    )
     parser.set_defaults(handler=_run)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
 
 
 def _jobs(text: str) -> int:
@@ -78,15 +123,50 @@ def _jobs(text: str) -> int:
 def _run(args: argparse.Namespace) -> int:
     path: str = input_file(args.chain)
     jobs = cap_jobs(args.jobs)
-    against = checkpoint_inputs(args, path)
-    bar = _ProgressBar(sys.stderr) if _wants_progress(args, path) else None
-    try:
-        result = verify_chain(
-            path,
-            jobs=jobs,
-            strict=args.strict,
-            byte_progress=None if bar is None else bar.update,
+    if args.max_unwitnessed is not None and not args.policy:
+        raise CliError("--max-unwitnessed goes with --policy")
+    policy = read_policy(args.policy) if args.policy else None
+    keys = log_keys(policy, [], args.policy) if policy is not None else None
+    against = checkpoint_inputs(args, path, keys)
+    result, report = _verify_chain(args, path, jobs, against)
+    witnessed = None
+    if policy is not None and report is not None and against is not None:
+        witnessed = policy_verdict(
+            args.policy,
+            policy,
+            against[0],
+            report.verdicts,
+            intact=result.intact,
+            chain_size=report.chain_size,
+            extra_logs=against[1],
+            max_unwitnessed=args.max_unwitnessed,
         )
+    _print(args, path, result, report, witnessed)
+    holds = report is None or (report.ok and report.tiles.ok)  # a damaged tile store is a finding too
+    if not (result.intact and holds):
+        return EXIT_FINDING
+    return witnessed.exit_code if witnessed is not None else EXIT_OK
+
+
+def _verify_chain(
+    args: argparse.Namespace, path: str, jobs: int, against: tuple[list[str], list[str]] | None
+) -> tuple[VerifyResult, ConsistencyReport | None]:
+    """The chain's verdict, and with checkpoints their report, from one read (docs/chain-format.md 13.7)."""
+    bar = _ProgressBar(sys.stderr) if _wants_progress(args, path) else None
+    report = None
+    try:
+        if against is None:
+            result = verify_chain(
+                path, jobs=jobs, strict=args.strict, byte_progress=None if bar is None else bar.update
+            )
+        else:
+            result, report = check_checkpoints(
+                path,
+                *against,
+                jobs=jobs,
+                strict=args.strict,
+                byte_progress=None if bar is None else bar.update,
+            )
     except FileNotFoundError:
         raise CliError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -98,18 +178,32 @@ def _run(args: argparse.Namespace) -> int:
             bar.close()
     if _not_a_chain(result):
         raise CliError(f"{path}: not a decision chain: its first line is not a record ({result.detail})")
-    report = None if against is None else check_checkpoints(path, *against, jobs=jobs)
+    return result, report
+
+
+def _print(
+    args: argparse.Namespace,
+    path: str,
+    result: VerifyResult,
+    report: ConsistencyReport | None,
+    witnessed: PolicyVerdict | None,
+) -> None:
     if args.json:
         out = result.to_dict()
         if report is not None:
             out["checkpoints"] = report.to_dict()
+            out["unservable_entries"] = [
+                {"seq": e.seq, "bundle": e.bundle, "length": e.length} for e in unservable_bundles(path)
+            ]
+        if witnessed is not None:
+            out["witnessed"] = witnessed.to_dict()
         print(json.dumps(out, sort_keys=True))
-    else:
-        print(_human(result))
-        if report is not None:
-            print(human_report(path, report))
-    holds = report is None or (report.ok and report.tiles.ok)  # a damaged tile store is a finding too
-    return EXIT_OK if result.intact and holds else EXIT_FINDING
+        return
+    print(_human(result))
+    if report is not None:
+        print(human_report(path, report))
+    if witnessed is not None:
+        print("\n".join(verdict_lines(witnessed)))
 
 
 def _not_a_chain(result: VerifyResult) -> bool:

@@ -3,30 +3,39 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
+from otel_route_shadow.chain import VerifyResult
 from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.tlog import (
+    MAX_ENTRY_BYTES,
     REBUILD_HINT,
     ConsistencyReason,
     ConsistencyReport,
     LogDirectory,
+    LongEntry,
     Malformed,
     NoteError,
     authenticate,
-    verify_against_checkpoints,
+    bundle_path,
+    check_chain,
+    long_entries,
 )
 from otel_route_shadow.tlog.directory import CHECKPOINTS_FILE
 
-__all__ = ["check_checkpoints", "checkpoint_inputs", "human_report"]
+__all__ = ["check_checkpoints", "checkpoint_inputs", "entry_lines", "human_report", "unservable_bundles"]
 
 _SHOWN = 5
 
 
-def checkpoint_inputs(args: argparse.Namespace, chain: str) -> tuple[list[str], list[str]] | None:
-    """(notes, verifier keys) when ``--checkpoint`` or ``--key`` was given, else None."""
+def checkpoint_inputs(
+    args: argparse.Namespace, chain: str, policy_keys: list[str] | None = None
+) -> tuple[list[str], list[str]] | None:
+    """(notes, verifier keys) when ``--checkpoint``, ``--key`` or a policy (its log keys:
+    ``policy_keys``) was given, else None."""
     files: list[str] | None = args.checkpoint
-    if not files and not args.key:
+    if not files and not args.key and policy_keys is None:
         return None
     files = files or [LogDirectory(chain).file(CHECKPOINTS_FILE)]
     notes = [
@@ -34,7 +43,8 @@ def checkpoint_inputs(args: argparse.Namespace, chain: str) -> tuple[list[str], 
     ]
     if not notes:
         raise CliError(f"{files[0]}: holds no checkpoint")
-    return notes, read_verifiers(args.key)
+    keys = read_verifiers(args.key)
+    return notes, keys + [k for k in policy_keys or [] if k not in keys]
 
 
 def _well_formed(note: str, path: str, number: int) -> str:
@@ -45,18 +55,25 @@ def _well_formed(note: str, path: str, number: int) -> str:
     return note
 
 
-def check_checkpoints(chain: str, notes: list[str], keys: list[str], jobs: int = 1) -> ConsistencyReport:
-    """The report; a malformed checkpoint is unusable input (exit 2), not a finding."""
+def check_checkpoints(
+    chain: str,
+    notes: list[str],
+    keys: list[str],
+    jobs: int = 1,
+    *,
+    strict: bool = False,
+    byte_progress: Callable[[int, int], None] | None = None,
+) -> tuple[VerifyResult, ConsistencyReport]:
+    """The chain's verdict and the report, from one pass over the chain; a malformed checkpoint is
+    unusable input (exit 2), not a finding. A chain that cannot be read raises ``OSError``."""
     try:
-        report = verify_against_checkpoints(chain, notes, keys, jobs=jobs)
+        checked = check_chain(chain, notes, keys, jobs=jobs, strict=strict, byte_progress=byte_progress)
     except NoteError as exc:
         raise CliError(f"verifier key: {exc}") from None
-    except OSError as exc:
-        raise CliError(f"{chain}: cannot read: {exc.strerror or type(exc).__name__}") from None
-    for verdict in report.verdicts:
+    for verdict in checked.report.verdicts:
         if verdict.reason is ConsistencyReason.MALFORMED:
             raise CliError(f"checkpoint #{verdict.index + 1}: malformed: {verdict.detail}")
-    return report
+    return checked.chain, checked.report
 
 
 def human_report(chain: str, report: ConsistencyReport) -> str:
@@ -83,7 +100,35 @@ def human_report(chain: str, report: ConsistencyReport) -> str:
         f"  {report.unprotected} of {report.chain_size} records lie beyond the largest verified checkpoint, unprotected"
     )
     lines.extend(_tile_lines(chain, report))
+    lines.extend(entry_lines(unservable_bundles(chain)))
     return "\n".join(lines)
+
+
+def unservable_bundles(chain: str) -> list[LongEntry]:
+    """The chain's lines too long to be tlog-tiles entries (an older writer's), whose entry bundles
+    ``serve`` cannot give (an unreadable chain: none; ``verify`` reports it already)."""
+    try:
+        return long_entries(chain)
+    except OSError:
+        return []
+
+
+def entry_lines(long: list[LongEntry]) -> list[str]:
+    """The tile-health report's lines about entry bundles that cannot be served."""
+    if not long:
+        return []
+    bundles = sorted({entry.bundle for entry in long})
+    out = [
+        f"  entry bundles: {len(bundles)} cannot be served to tlog-tiles clients ({len(long)} line(s) over "
+        f"{MAX_ENTRY_BYTES:,} bytes, written before the writer kept lines under that bound)"
+    ]
+    for entry in long[:_SHOWN]:
+        out.append(
+            f"    {bundle_path(entry.bundle)} (and its partial bundles): seq {entry.seq}, {entry.length:,} bytes"
+        )
+    if len(long) > _SHOWN:
+        out.append(f"    ... and {len(long) - _SHOWN} more")
+    return out
 
 
 def _tile_lines(chain: str, report: ConsistencyReport) -> list[str]:

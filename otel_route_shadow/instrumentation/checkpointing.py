@@ -1,5 +1,5 @@
-"""When the plugin checkpoints its chain: every N records or T seconds, in one background thread, and
-at shutdown.
+"""When the plugin checkpoints its chain (every N records or T seconds, in one background thread, and
+at shutdown), with which key and origin, and to which witnesses it pushes the checkpoints.
 
 ``tlog.Checkpointer`` does the work (catch up, prove, sign, publish) synchronously, bounded, with no
 thread and no clock. :class:`ScheduledCheckpointer` gives it the plugin's cadence: ``after_append``
@@ -10,26 +10,52 @@ provider shutdown) runs one synchronously with the larger shutdown bounds, waiti
 ``SHUTDOWN_WAIT_S`` for a checkpoint the thread is running; ``close`` stops the thread. A forked child
 starts its own thread on its first due checkpoint (the parent's does not exist there) and does not wait
 for a lock the fork copied in a held state.
+
+:func:`scheduled_checkpointer` builds it from the settings. The log's origin is the signing key's name
+(C2SP tlog-checkpoint: the key is named after the log), unless another origin is configured: then
+the key is refused at start with one log line and the checkpoints are written unsigned (the host runs
+on, shadowed). With a witness policy (a C2SP tlog-policy file), every signed checkpoint is pushed to
+the policy's witnesses (``witness.CheckpointWitnessing``, its own thread: no spawn waits for a
+witness), at most ``pushes_per_day`` times a day each; at shutdown the last checkpoint is pushed to
+every witness within ``SHUTDOWN_PUSH_S``. A policy that cannot be read is logged (one line) and
+nothing is pushed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final
 
-from otel_route_shadow.tlog import Checkpointer, SignedCheckpoint
+from otel_route_shadow.tlog import (
+    Checkpointer,
+    KeyFileError,
+    PolicyError,
+    SignedCheckpoint,
+    Signer,
+    default_origin,
+    read_policy_file,
+    read_signer_file,
+)
+from otel_route_shadow.witness import DEFAULT_PUSHES_PER_DAY, CheckpointWitnessing, WitnessConfigError
 
 __all__ = [
     "DEFAULT_EVERY_RECORDS",
     "DEFAULT_EVERY_SECONDS",
+    "DEFAULT_PUSHES_PER_DAY",
+    "SHUTDOWN_PUSH_S",
     "SHUTDOWN_WAIT_S",
     "WORKER_NAME",
     "ScheduledCheckpointer",
+    "scheduled_checkpointer",
 ]
+
+_LOG = logging.getLogger("otel_route_shadow")
 
 DEFAULT_EVERY_RECORDS: Final = 1000
 """A checkpoint at least every 1000 records ..."""
@@ -41,6 +67,8 @@ SHUTDOWN_MAX_LEAVES: Final = 1 << 20
 SHUTDOWN_MAX_BYTES: Final = 4 * 1024 * 1024 * 1024
 WORKER_NAME: Final = "route-shadow-checkpointer"
 """The name of the background thread."""
+SHUTDOWN_PUSH_S: Final = 3.0
+"""Longest ``checkpoint_now`` spends pushing the last checkpoint to the witnesses (all of them)."""
 
 
 class ScheduledCheckpointer:
@@ -64,6 +92,7 @@ class ScheduledCheckpointer:
         self._wake = threading.Event()
         self._worker: threading.Thread | None = None
         self._closed = False
+        self.witnesses: CheckpointWitnessing | None = None
         weak = weakref.WeakMethod(self._after_fork)
         os.register_at_fork(after_in_child=lambda: (method := weak()) is not None and method())
 
@@ -82,6 +111,24 @@ class ScheduledCheckpointer:
     def add_listener(self, listener: Callable[[SignedCheckpoint], None]) -> None:
         """Call ``listener`` after each checkpoint is durably published (its exceptions are logged once)."""
         self.checkpointer.add_listener(listener)
+
+    def witness_with(self, witnesses: CheckpointWitnessing) -> None:
+        """Hand every checkpoint published from now on to ``witnesses`` (pushed in their own thread)."""
+        self.witnesses = witnesses
+        self.add_listener(witnesses.submit)
+
+    @contextlib.contextmanager
+    def exclusive(self, timeout: float) -> Iterator[bool]:
+        """Hold the schedule's lock (no checkpoint runs meanwhile), waiting at most ``timeout`` seconds;
+        yields False when it was not had. A witness's cosignature is stored under it, so a checkpoint
+        never skips its turn for one (``checkpoint_now`` waits for it instead)."""
+        mutex = self._mutex
+        held = mutex.acquire(timeout=timeout) if timeout > 0 else mutex.acquire(blocking=False)
+        try:
+            yield held
+        finally:
+            if held:
+                mutex.release()
 
     def after_append(self) -> None:
         """Count one appended record; checkpoint when due. Cheap unless due; never raises."""
@@ -102,6 +149,8 @@ class ScheduledCheckpointer:
         """Catch up (with the shutdown bounds) and checkpoint now; the latest checkpoint this process made
         when nothing was appended since (None if none). Never raises."""
         made = self._run(wait=SHUTDOWN_WAIT_S, max_leaves=SHUTDOWN_MAX_LEAVES, max_bytes=SHUTDOWN_MAX_BYTES)
+        if self.witnesses is not None:
+            self.witnesses.flush(SHUTDOWN_PUSH_S)
         return made or self.checkpointer.last
 
     def close(self) -> None:
@@ -113,6 +162,8 @@ class ScheduledCheckpointer:
             worker.join(SHUTDOWN_WAIT_S)
         self._worker, self._closed = None, False
         self._wake = threading.Event()
+        if self.witnesses is not None:
+            self.witnesses.close()
 
     def _wake_worker(self) -> None:
         worker = self._worker
@@ -149,3 +200,80 @@ class ScheduledCheckpointer:
         self._wake = threading.Event()
         self._worker = None
         self._closed = False
+
+
+def scheduled_checkpointer(
+    chain_path: str,
+    *,
+    origin: str | None = None,
+    signing_key: str | None = None,
+    every_records: int = DEFAULT_EVERY_RECORDS,
+    every_seconds: float = DEFAULT_EVERY_SECONDS,
+    witness_policy: str | None = None,
+    pushes_per_day: float = DEFAULT_PUSHES_PER_DAY,
+) -> ScheduledCheckpointer:
+    """The plugin's checkpointer (see the module docstring). Never raises for a key or a policy: what
+    cannot be used is logged (one line, never a key's content) and left out."""
+    signer, unsigned = _signer(signing_key, origin)
+    log_origin = origin or (signer.name if signer is not None else default_origin(chain_path))
+    scheduled = ScheduledCheckpointer(
+        Checkpointer(chain_path, log_origin, signer),
+        every_records,
+        every_seconds,
+        background=True,  # a due checkpoint never runs inside a spawn
+    )
+    if witness_policy is not None and signer is None:
+        unsigned = (unsigned or "no signing key") + f"; not pushed to the witnesses of {witness_policy}"
+    elif witness_policy is not None:
+        _witness(scheduled, witness_policy, pushes_per_day)
+    if unsigned is not None:
+        _LOG.warning("route-shadow: checkpoints unsigned: %s", unsigned)
+    return scheduled
+
+
+def _signer(signing_key: str | None, origin: str | None) -> tuple[Signer | None, str | None]:
+    """The signing key, or None and why it is not used."""
+    if signing_key is None:
+        return None, None
+    try:
+        signer = read_signer_file(signing_key)
+    except KeyFileError as exc:
+        return None, str(exc)
+    if origin is not None and origin != signer.name:
+        return None, (
+            f"the signing key is named {signer.name!r} but the origin is set to {origin!r}, and a log's key "
+            "is named after its origin (C2SP tlog-checkpoint): unset the origin to use the key's name, or "
+            f"generate a key with --name {origin}"
+        )
+    return signer, None
+
+
+def _witness(scheduled: ScheduledCheckpointer, path: str, pushes_per_day: float) -> None:
+    """Push the checkpoints to the witnesses of the policy at ``path``; a policy that cannot be used is
+    logged, one line, and nothing is pushed."""
+    checkpointer = scheduled.checkpointer
+    try:
+        policy = read_policy_file(path)
+        witnesses = CheckpointWitnessing(
+            checkpointer.directory,
+            checkpointer.origin,
+            policy,
+            pushes_per_day=pushes_per_day,
+            exclusive=scheduled.exclusive,
+        )
+    except (PolicyError, WitnessConfigError) as exc:
+        _LOG.warning("route-shadow: checkpoints not pushed to witnesses: %s: %s", path, exc)
+        return
+    if not witnesses.endpoints:
+        _LOG.warning("route-shadow: checkpoints not pushed to witnesses: %s names no witness URL", path)
+        return
+    assert checkpointer.signer is not None
+    mine = str(checkpointer.signer.verifier())
+    if policy.logs and mine not in {str(log.verifier) for log in policy.logs}:
+        _LOG.warning(
+            "route-shadow: the witness policy %s has no `log` line with this log's key %s: "
+            "verifiers using it will not accept these checkpoints",
+            path,
+            mine,
+        )
+    scheduled.witness_with(witnesses)

@@ -22,7 +22,9 @@ from otel_route_shadow.core import RequestFace, RouteContext
 from otel_route_shadow.instrumentation.checkpointing import (
     DEFAULT_EVERY_RECORDS,
     DEFAULT_EVERY_SECONDS,
+    DEFAULT_PUSHES_PER_DAY,
     ScheduledCheckpointer,
+    scheduled_checkpointer,
 )
 from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS,
@@ -37,9 +39,10 @@ from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS,
     OTEL_PYTHON_ROUTE_SHADOW_STORE,
     OTEL_PYTHON_ROUTE_SHADOW_STRICT,
+    OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY,
+    OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY,
 )
 from otel_route_shadow.shadow.record import Spawn
-from otel_route_shadow.tlog import Checkpointer, KeyFileError, Signer, read_signer_file
 
 __all__ = [
     "Extractor",
@@ -194,6 +197,8 @@ class RouteShadowConfig(BaseModel):
     signing_key: Path | None = Field(default=None, repr=False)
     checkpoint_records: int = Field(default=DEFAULT_EVERY_RECORDS, ge=1, le=100_000_000, strict=True)
     checkpoint_seconds: float = Field(default=DEFAULT_EVERY_SECONDS, gt=0, le=86_400)
+    witness_policy: Path | None = None
+    witness_pushes_per_day: float = Field(default=DEFAULT_PUSHES_PER_DAY, gt=0, le=8_640_000)
     settings: Any = Field(default=None, exclude=True)
 
     @classmethod
@@ -264,23 +269,29 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
             raise ValueError(
                 f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS}={seconds!r}: expected a number of seconds"
             ) from None
+    policy = _env(env, OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY)
+    if policy is not None:
+        values["witness_policy"] = Path(policy)
+    pushes = _env(env, OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY)
+    if pushes is not None:
+        try:
+            values["witness_pushes_per_day"] = float(pushes.strip())
+        except ValueError:
+            raise ValueError(
+                f"{OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY}={pushes!r}: expected a number per day"
+            ) from None
     return values
 
 
 def make_checkpointer(config: RouteShadowConfig) -> ScheduledCheckpointer:
-    """The chain's Checkpointer. An unreadable signing key is logged (path and reason, never the key)
-    and the checkpoints are written unsigned, so the host is never stopped by it."""
-    signer: Signer | None = None
-    if config.signing_key is not None:
-        try:
-            signer = read_signer_file(str(config.signing_key))
-        except KeyFileError as exc:
-            import logging
-
-            logging.getLogger("otel_route_shadow").warning("route-shadow: checkpoints unsigned: %s", exc)
-    return ScheduledCheckpointer(
-        Checkpointer(str(config.chain_path), config.origin, signer),
-        config.checkpoint_records,
-        config.checkpoint_seconds,
-        background=True,  # a due checkpoint never runs inside a spawn
+    """The chain's checkpointer (``checkpointing.scheduled_checkpointer``): a key or a witness policy that
+    cannot be used is logged and left out, so the host is never stopped by it."""
+    return scheduled_checkpointer(
+        str(config.chain_path),
+        origin=config.origin,
+        signing_key=None if config.signing_key is None else str(config.signing_key),
+        every_records=config.checkpoint_records,
+        every_seconds=config.checkpoint_seconds,
+        witness_policy=None if config.witness_policy is None else str(config.witness_policy),
+        pushes_per_day=config.witness_pushes_per_day,
     )

@@ -86,6 +86,21 @@ OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS = "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOI
 uninstrument and at the host provider's shutdown.
 """
 
+OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY = "OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY
+
+A C2SP tlog-policy file: each signed checkpoint is pushed to its witnesses that have a URL. Unset: no
+witness. A policy that cannot be read is one log line, and nothing is pushed.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY = "OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY
+
+The most pushes a day to each witness (default 1440: one a minute).
+"""
+
 OTEL_PYTHON_ROUTE_SHADOW_STRICT = "OTEL_PYTHON_ROUTE_SHADOW_STRICT"
 """
 .. envvar:: OTEL_PYTHON_ROUTE_SHADOW_STRICT

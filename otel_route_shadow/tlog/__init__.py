@@ -1,6 +1,6 @@
 """A verifiable log over the decision chain: Merkle tree, tiles, signed checkpoints and proofs.
 
-Shell code (files and keys; no thread, no clock): leaf i of the tree is line i of the chain without its
+Shell code (files and keys; no thread, no clock, no network): leaf i of the tree is line i of the chain without its
 LF; hashing is RFC 6962; checkpoints are C2SP tlog-checkpoint texts in C2SP signed notes (Ed25519, Go's
 key strings); the tree's hashes are stored beside the chain in the C2SP tlog-tiles layout, in
 ``<chain>.tlog/`` (``directory``). Nothing read from that directory is trusted before it is
@@ -42,10 +42,12 @@ from otel_route_shadow.tlog.checkpointer import (
     signed_checkpoint_from_note,
 )
 from otel_route_shadow.tlog.consistency import (
+    ChainCheck,
     CheckpointVerdict,
     ConsistencyReason,
     ConsistencyReport,
     Located,
+    check_chain,
     locate_first_changed,
     verify_against_checkpoints,
 )
@@ -55,18 +57,33 @@ from otel_route_shadow.tlog.cosignature import (
     CosignatureFault,
     Cosignatures,
     CosignatureVerifier,
+    add_cosignatures,
     verify_cosignatures,
 )
 from otel_route_shadow.tlog.directory import (
+    Cosigned,
     LogDirectory,
     NoteFile,
     read_checkpoint_file,
     read_note_file,
     tlog_dir,
 )
+from otel_route_shadow.tlog.entries import (
+    MAX_ENTRY_BYTES,
+    BundleDamaged,
+    BundleError,
+    BundleUnservable,
+    EntryIndex,
+    LongEntry,
+    bundle_path,
+    decode_bundle,
+    encode_bundle,
+    long_entries,
+)
 from otel_route_shadow.tlog.health import (
     TileHealth,
 )
+from otel_route_shadow.tlog.integrity import TreeSink, chain_tree
 from otel_route_shadow.tlog.keys import (
     KeyFileError,
     generate_key_file,
@@ -84,6 +101,7 @@ from otel_route_shadow.tlog.merkle import (
     node_hash,
     range_hash,
     root_from_leaf_hashes,
+    subtrees,
     tree_hash,
     verify_consistency,
     verify_inclusion,
@@ -107,6 +125,20 @@ from otel_route_shadow.tlog.policy import (
     QuorumVerdict,
     format_policy,
     parse_policy,
+    read_policy_file,
+)
+from otel_route_shadow.tlog.published import (
+    NotFound,
+    PublishedLog,
+    Resource,
+    Unservable,
+    parse_resource,
+)
+from otel_route_shadow.tlog.quorum import (
+    NoteProblem,
+    QuorumReport,
+    WitnessedCheckpoint,
+    attest_notes,
 )
 from otel_route_shadow.tlog.receipt import (
     Receipt,
@@ -130,6 +162,7 @@ from otel_route_shadow.tlog.tiles import (
 __all__ = [
     "DEFAULT_SKEW_S",
     "EMPTY_ROOT",
+    "MAX_ENTRY_BYTES",
     "REBUILD_HINT",
     "AppendedLine",
     "Attestation",
@@ -138,6 +171,10 @@ __all__ = [
     "Authenticated",
     "AuthenticationError",
     "BadSignature",
+    "BundleDamaged",
+    "BundleError",
+    "BundleUnservable",
+    "ChainCheck",
     "Checkpoint",
     "CheckpointError",
     "CheckpointVerdict",
@@ -149,13 +186,18 @@ __all__ = [
     "CosignatureFault",
     "CosignatureVerifier",
     "Cosignatures",
+    "Cosigned",
+    "EntryIndex",
     "KeyFileError",
     "Located",
     "LogDirectory",
+    "LongEntry",
     "Malformed",
     "NodeReader",
+    "NotFound",
     "NoteError",
     "NoteFile",
+    "NoteProblem",
     "OpenedNote",
     "Policy",
     "PolicyError",
@@ -163,11 +205,14 @@ __all__ = [
     "PolicyLog",
     "PolicyWitness",
     "ProofError",
+    "PublishedLog",
+    "QuorumReport",
     "QuorumVerdict",
     "Receipt",
     "ReceiptError",
     "ReceiptFault",
     "ReceiptVerdict",
+    "Resource",
     "SignatureError",
     "SignedCheckpoint",
     "Signer",
@@ -178,14 +223,24 @@ __all__ = [
     "TileReader",
     "TreeBuilder",
     "TreeLevels",
+    "TreeSink",
     "UnknownKey",
+    "Unservable",
     "Unsigned",
     "Verifier",
     "WitnessCosignature",
+    "WitnessedCheckpoint",
+    "add_cosignatures",
     "attest_checkpoint",
+    "attest_notes",
     "authenticate",
+    "bundle_path",
+    "chain_tree",
+    "check_chain",
     "consistency_proof",
+    "decode_bundle",
     "default_origin",
+    "encode_bundle",
     "format_checkpoint",
     "format_policy",
     "format_receipt",
@@ -193,19 +248,23 @@ __all__ = [
     "inclusion_proof",
     "leaf_hash",
     "locate_first_changed",
+    "long_entries",
     "node_hash",
     "open_note",
     "parse_checkpoint",
     "parse_note",
     "parse_policy",
     "parse_receipt",
+    "parse_resource",
     "range_hash",
     "read_checkpoint_file",
     "read_note_file",
+    "read_policy_file",
     "read_signer_file",
     "root_from_leaf_hashes",
     "sign_note",
     "signed_checkpoint_from_note",
+    "subtrees",
     "tile_path",
     "tlog_dir",
     "tree_hash",

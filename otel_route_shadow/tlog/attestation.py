@@ -26,6 +26,7 @@ from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse
 from otel_route_shadow.tlog.cosignature import (
     DEFAULT_SKEW_S,
     CosignatureError,
+    CosignatureFault,
     Cosignatures,
     verify_cosignatures,
 )
@@ -53,12 +54,17 @@ class AttestationFault(enum.Enum):
 
 class AttestationError(ValueError):
     """A checkpoint note that is not authentic under the policy; ``fault`` names the step, ``witness``
-    the policy's witness whose cosignature did not verify (``COSIGNATURE``)."""
+    the policy's witness whose cosignature did not verify (``COSIGNATURE``). ``malformed`` is True when
+    the note or a cosignature line is not well formed (unusable input), False when a signature or
+    cosignature is well formed but does not verify, or no log key is named for the origin."""
 
-    def __init__(self, fault: AttestationFault, message: str, witness: str | None = None) -> None:
+    def __init__(
+        self, fault: AttestationFault, message: str, witness: str | None = None, *, malformed: bool = False
+    ) -> None:
         super().__init__(message)
         self.fault = fault
         self.witness = witness
+        self.malformed = malformed
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -106,11 +112,13 @@ def _opened(note: str) -> Checkpoint:
     try:
         opened: OpenedNote = parse_note(note)
     except NoteError as exc:
-        raise AttestationError(AttestationFault.NOTE, f"not a signed note: {exc}") from None
+        raise AttestationError(AttestationFault.NOTE, f"not a signed note: {exc}", malformed=True) from None
     try:
         return parse_checkpoint(opened.text)
     except CheckpointError as exc:
-        raise AttestationError(AttestationFault.CHECKPOINT, f"not a checkpoint: {exc}") from None
+        raise AttestationError(
+            AttestationFault.CHECKPOINT, f"not a checkpoint: {exc}", malformed=True
+        ) from None
 
 
 def _log_signature(note: str, origin: str, known: Sequence[Verifier]) -> Verifier:
@@ -133,4 +141,5 @@ def _cosignatures(note: str, policy: Policy, now: int, skew: int) -> Cosignature
     except CosignatureError as exc:
         names = {str(w.verifier): w.name for w in policy.witnesses}
         witness = names.get(exc.witness or "")
-        raise AttestationError(AttestationFault.COSIGNATURE, str(exc), witness) from None
+        malformed = exc.fault is not CosignatureFault.BAD_SIGNATURE
+        raise AttestationError(AttestationFault.COSIGNATURE, str(exc), witness, malformed=malformed) from None

@@ -1,18 +1,20 @@
 """Verify a chain against signed checkpoints: is every checkpoint a prefix of this chain?
 
-For each note: authenticate it (``bad-signature``, ``unknown-key``, ``unsigned``, ``malformed``), then
-recompute the tree over the chain's lines in one pass that hashes each byte once (leaf hashes only),
-taking the root at each checkpoint's size (``truncated`` when the chain is shorter, ``record-changed``
-when the root differs). Record hashes and links are then checked only for the lines the largest
-authenticated checkpoint that holds does not cover (``broken-chain``): below it the signed root commits
-to every byte, and the signer checked those lines' record hashes and links before signing them
-(docs/chain-format.md sections 13.6 and 13.7). Without verifier keys, or when no checkpoint holds,
-every line is checked. Two authenticated checkpoints that cannot both be prefixes of one log are a
-``fork``. When a root differs, the first changed seq is found by descending the tree through the
-stored tiles, each authenticated against the signed root before use (``first_bad_seq``): O(log n)
-stored hashes against the chain's own. A tile that does not authenticate stops the descent: the report
-names the tile and the range of seqs the change lies in, never a wrong seq. The tile store's own
-health is reported apart from the chain's (``tiles``, see ``health``).
+For each note: authenticate it (``bad-signature``, ``unknown-key``, ``unsigned``, ``malformed``). Then
+one pass over the chain (``chain.verify_pass``) checks its lines and hashes every line as a leaf as it
+goes; the tree over the leaves gives the root at each checkpoint's size (``truncated`` when the chain
+is shorter, ``record-changed`` when the root differs). Below the largest authenticated checkpoint the
+pass hashes leaves only: its signed root commits to every byte there, and its signer checked those
+lines' record hashes and links before signing them (docs/chain-format.md sections 13.6 and 13.7); from
+there on every line is checked in full (``broken-chain`` when a checkpoint holds but such a line does
+not). When that checkpoint does not hold, the lines below it are read again and checked in full from
+the largest one that does (the only second read). Without verifier keys, or with ``strict``, every line
+is checked. Two authenticated checkpoints that cannot both be prefixes of one log are a ``fork``. When a
+root differs, the first changed seq is found by descending the tree through the stored tiles, each
+authenticated against the signed root before use (``first_bad_seq``): O(log n) stored hashes against
+the chain's own. A tile that does not authenticate stops the descent: the report names the tile and
+the range of seqs the change lies in, never a wrong seq. The tile store's own health is reported apart
+from the chain's (``tiles``, see ``health``).
 """
 
 from __future__ import annotations
@@ -20,22 +22,25 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from otel_route_shadow.chain import ChainPass, Verdict, VerifyResult, verify_pass
 from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
 from otel_route_shadow.tlog.checkpoint import Checkpoint
 from otel_route_shadow.tlog.directory import tlog_dir
 from otel_route_shadow.tlog.health import TileHealth, check_tiles
-from otel_route_shadow.tlog.integrity import ChainScan, first_broken_seq, scan_with_tree
+from otel_route_shadow.tlog.integrity import TreeSink
 from otel_route_shadow.tlog.merkle import NodeReader, TreeLevels, range_hash, split_point, tree_hash
 from otel_route_shadow.tlog.note import Verifier
 from otel_route_shadow.tlog.tiles import TileError, TileReader
 
 __all__ = [
+    "ChainCheck",
     "CheckpointVerdict",
     "ConsistencyReason",
     "ConsistencyReport",
     "Located",
+    "check_chain",
     "locate_first_changed",
     "verify_against_checkpoints",
 ]
@@ -61,7 +66,8 @@ class ConsistencyReason(enum.StrEnum):
     FORK = "fork"
     """Two authenticated checkpoints are inconsistent with each other: the log signed two histories."""
     BROKEN_CHAIN = "broken-chain"
-    """Every checkpoint holds but a line's record hash or link does not (``verify`` names the class).
+    """Every checkpoint holds but a line does not verify (docs/chain-format.md section 8; the chain's
+    verdict names the class).
 
     Checked for the lines beyond the largest authenticated checkpoint that holds (every line when none
     does, or when no keys were given); below it the signer checked them before signing."""
@@ -97,8 +103,8 @@ class ConsistencyReport:
     unprotected: int
     authenticated: bool
     chain_broken_seq: int | None = None
-    """The first seq whose own record hash or link fails (checked from the bytes, from the largest
-    authenticated checkpoint that holds on; from seq 0 when none does or no keys were given), if any."""
+    """The position (0-based line) of the first line that does not verify, checked from the largest
+    authenticated checkpoint that holds on (from seq 0 when none does or no keys were given), if any."""
     tiles: TileHealth = dataclasses.field(default_factory=TileHealth)
     """The tile store's health, apart from the chain's (see ``health``)."""
 
@@ -116,6 +122,22 @@ class _Accepted:
     signed_by: tuple[str, ...]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChainCheck:
+    """The chain's verdict and the checkpoints' report, from one read of the chain (two when the
+    largest authenticated checkpoint does not hold)."""
+
+    chain: VerifyResult
+    """The chain's own verdict; the lines below ``vouched`` were taken on the checkpoint's trust."""
+    report: ConsistencyReport
+    tree: TreeLevels
+    """The tree over the leaves of every complete line."""
+    vouched: int
+    """The size of the largest authenticated checkpoint that holds (0 without keys or with ``strict``)."""
+    marked_offset: int | None
+    """The byte offset of line ``mark`` (see :func:`check_chain`), when the pass got that far."""
+
+
 def verify_against_checkpoints(
     chain_path: str,
     notes: Sequence[str],
@@ -125,13 +147,31 @@ def verify_against_checkpoints(
     jobs: int = 1,
     check_tile_store: bool = True,
 ) -> ConsistencyReport:
-    """Check ``chain_path`` against every note. A bad verifier key string raises ``NoteError``.
+    """:func:`check_chain`'s report."""
+    return check_chain(
+        chain_path, notes, verifier_keys, tiles_dir=tiles_dir, jobs=jobs, check_tile_store=check_tile_store
+    ).report
+
+
+def check_chain(
+    chain_path: str,
+    notes: Sequence[str],
+    verifier_keys: Sequence[str],
+    *,
+    tiles_dir: str | None = None,
+    jobs: int = 1,
+    strict: bool = False,
+    check_tile_store: bool = True,
+    byte_progress: Callable[[int, int], None] | None = None,
+) -> ChainCheck:
+    """Check ``chain_path`` against every note. A bad verifier key string raises ``NoteError``; a
+    chain that cannot be read at all raises ``OSError``.
 
     ``tiles_dir`` (default ``<chain>.tlog``) holds the tiles used to locate a changed record and whose
-    health is reported; ``jobs`` worker processes hash the chain (leaf hashes: each byte hashed once),
-    then check record hashes and links, without parsing JSON, from the largest authenticated
-    checkpoint that holds on (see the module docstring; from seq 0 without keys or when none holds).
-    ``check_tile_store=False`` skips the tile store's health check (for benchmarks).
+    health is reported; ``jobs`` worker processes run the pass (see the module docstring; ``strict``
+    adds the payload value walk to every line's check, so no line is taken on trust).
+    ``check_tile_store=False`` skips the tile store's health check (for benchmarks). The pass also
+    finds where the line at the largest accepted checkpoint's size begins (``marked_offset``).
     """
     path = os.fspath(chain_path)
     tiles = tiles_dir if tiles_dir is not None else tlog_dir(path)
@@ -145,16 +185,36 @@ def verify_against_checkpoints(
             verdicts[index] = _unauthenticated(index, exc)
         else:
             accepted.append(_Accepted(index, authenticated.checkpoint, authenticated.signed_by))
-    scan, tree = scan_with_tree(path, jobs)
+    trusting = bool(verifiers) and not strict
+    largest = max((a.checkpoint.size for a in accepted), default=0)
+    sink = TreeSink()
+    chain = verify_pass(
+        path,
+        jobs=jobs,
+        strict=strict,
+        unchecked=largest if trusting else 0,
+        mark=largest,
+        leaves=sink,
+        byte_progress=byte_progress,
+    )
+    tree = sink.tree()
     problems: list[str] = []
     for item in accepted:
-        verdicts[item.index] = _judge(scan, tree, tiles, item, problems)
+        verdicts[item.index] = _judge(tree, tiles, item, problems)
     _mark_forks(accepted, verdicts)
     _mark_forks_through_tiles(accepted, verdicts, tiles)
     ordered = [verdicts[i] for i in range(len(notes))]
-    broken = first_broken_seq(path, scan, _vouched_size(ordered, bool(verifiers)), jobs)
+    vouched = _vouched_size(ordered, trusting)
+    if vouched < chain.unchecked:  # the largest did not hold: check what it would have vouched for
+        chain = verify_pass(path, jobs=jobs, strict=strict, unchecked=vouched, mark=largest)
     health = _tile_health(tiles, tree, ordered, problems, check_tile_store)
-    return _report(ordered, scan, broken, bool(verifiers), health)
+    report = _report(ordered, tree.size, _broken_line(chain), bool(verifiers), health)
+    return ChainCheck(chain.result, report, tree, vouched, chain.marked_offset)
+
+
+def _broken_line(chain: ChainPass) -> int | None:
+    result = chain.result
+    return None if result.verdict is not Verdict.BROKEN or result.line is None else result.line - 1
 
 
 def _unauthenticated(index: int, exc: AuthenticationError) -> CheckpointVerdict:
@@ -181,22 +241,20 @@ def _tile_health(
     return health
 
 
-def _vouched_size(verdicts: list[CheckpointVerdict], keyed: bool) -> int:
-    """The size of the largest authenticated checkpoint that holds (0 without keys or when none does):
-    its signed root commits to the bytes of every line below it, and its signer checked their record
-    hashes and links before signing, so the link pass starts there."""
-    if not keyed:
+def _vouched_size(verdicts: list[CheckpointVerdict], trusting: bool) -> int:
+    """The size of the largest authenticated checkpoint that holds (0 without keys, with ``strict`` or
+    when none does): its signed root commits to the bytes of every line below it, and its signer
+    checked their record hashes and links before signing, so the full check starts there."""
+    if not trusting:
         return 0
     return max((v.size or 0 for v in verdicts if v.ok), default=0)
 
 
-def _judge(
-    scan: ChainScan, tree: TreeLevels, tiles: str, item: _Accepted, problems: list[str]
-) -> CheckpointVerdict:
+def _judge(tree: TreeLevels, tiles: str, item: _Accepted, problems: list[str]) -> CheckpointVerdict:
     cp = item.checkpoint
     base = {"index": item.index, "size": cp.size, "origin": cp.origin, "signed_by": item.signed_by}
-    if cp.size > scan.size:
-        detail = f"the chain has {scan.size} records, the checkpoint {cp.size}"
+    if cp.size > tree.size:
+        detail = f"the chain has {tree.size} records, the checkpoint {cp.size}"
         return CheckpointVerdict(reason=ConsistencyReason.TRUNCATED, detail=detail, **base)  # type: ignore[arg-type]
     if tree_hash(tree, cp.size) == cp.root:
         return CheckpointVerdict(reason=ConsistencyReason.OK, **base)  # type: ignore[arg-type]
@@ -255,9 +313,8 @@ def _mark_forks_through_tiles(
 
 
 def _report(
-    verdicts: list[CheckpointVerdict], scan: ChainScan, broken: int | None, keyed: bool, tiles: TileHealth
+    verdicts: list[CheckpointVerdict], chain_size: int, broken: int | None, keyed: bool, tiles: TileHealth
 ) -> ConsistencyReport:
-    chain_size = scan.size
     bad = [v for v in verdicts if not v.ok]
     good = [v.size or 0 for v in verdicts if v.ok]
     checkpointed = max(good, default=0)

@@ -17,7 +17,9 @@ The rules, one function each:
 * a verifier is given the witnesses' keys; a signature line whose key name and key id match a given
   key is verified, and one that does not verify rejects the whole note (signed-note: "clients SHOULD
   reject the whole note"); lines by any other key are ignored and never counted; a cosignature whose
-  timestamp is later than ``now + skew`` is refused: listed, never counted (:func:`verify_cosignatures`).
+  timestamp is later than ``now + skew`` is refused: listed, never counted (:func:`verify_cosignatures`);
+* cosignature lines are added to a signed note only when they verify and count, one per witness key,
+  after the lines the note holds; its text and its lines are never changed (:func:`add_cosignatures`).
 
 Nothing here reads a clock: the caller passes ``now`` (POSIX seconds). Every failure is a
 :class:`CosignatureError` whose ``fault`` says which rule failed (callers match the fault, never the
@@ -49,6 +51,7 @@ __all__ = [
     "Cosignatures",
     "RefusedCosignature",
     "VerifiedCosignature",
+    "add_cosignatures",
     "cosignature_key_id",
     "cosignature_message",
     "split_timestamped_signature",
@@ -186,7 +189,7 @@ def _split_vkey(vkey: str) -> tuple[str, str, str]:
 
 
 def _check_name(name: str) -> None:
-    if not name or "+" in name or any(ch.isspace() for ch in name) or not name.isprintable():
+    if not name or "+" in name or " " in name or not name.isprintable():  # see note.check_key_name
         raise CosignatureError(
             CosignatureFault.MALFORMED_KEY, "a witness key name must be non-empty, without spaces or '+'"
         )
@@ -286,3 +289,37 @@ def _verify_line(
         except CosignatureError:
             continue
     return first, first.timestamp_of(text, line)
+
+
+def add_cosignatures(
+    note: str,
+    lines: Sequence[str],
+    witnesses: Iterable[CosignatureVerifier],
+    *,
+    now: int,
+    skew: int = DEFAULT_SKEW_S,
+) -> str:
+    """``note`` (a signed checkpoint note) with those of ``lines`` that are cosignatures of its text by one
+    of ``witnesses`` that verify and count (timestamp at most ``now + skew``), appended after its own
+    lines; a witness key the note already carries keeps its line. The note's text and lines are never
+    changed. An unsigned note is returned as it is (no witness cosigns one). Raises
+    :class:`CosignatureError` when a line by a given key does not verify, or the lines are not note
+    signature lines."""
+    text, present = _parse(note)
+    block = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    if not present or not block:
+        return note
+    found = verify_cosignatures(text + "\n" + block, witnesses, now=now, skew=skew)
+    _, offered = _parse(text + "\n" + block)
+    counted = found.verifiers()
+    held = {(s.name, s.key_id) for s in present}
+    added: list[str] = []
+    for line in offered:
+        if (line.name, line.key_id) in held or not any(w.signs(line) for w in counted):
+            continue
+        timestamp, _ = split_timestamped_signature(line.signature)
+        if timestamp > now + skew:
+            continue
+        held.add((line.name, line.key_id))
+        added.append(line.line())
+    return note + "".join(added)

@@ -9,16 +9,25 @@ depth limit (``strict_json``). Every file is written durably: whole files by ``f
 (file fsync, rename, directory fsync), appends to ``checkpoints`` and ``refusals`` with every byte
 checked written (``files.write_all``) and fsynced; a line an earlier append left torn is ended before
 the next one, so it stays one line that readers skip (quarantined in place) and the file goes on.
+
+Witnesses' cosignatures are added by :meth:`LogDirectory.cosign`, under the directory's lock: the
+newest entry of ``checkpoints``, when it is the checkpoint cosigned, is appended again with the
+cosignature lines that verify added after its own (its text and signature lines byte for byte the
+same), and ``checkpoint`` is replaced by it when it holds that checkpoint. So ``checkpoints`` stays
+append-only and its last entry the newest checkpoint (what the writer resumes from); the newest entry
+of a checkpoint is the one with the most cosignatures. A witness's refusal is one line of
+``witness-refusals``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -33,6 +42,13 @@ from otel_route_shadow.files import (
     write_atomic,
 )
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json
+from otel_route_shadow.tlog.cosignature import (
+    DEFAULT_SKEW_S,
+    CosignatureError,
+    CosignatureVerifier,
+    add_cosignatures,
+)
+from otel_route_shadow.tlog.note import NoteError, parse_note
 from otel_route_shadow.tlog.tiles import TILE_HEIGHT, TILE_WIDTH, tile_path
 
 __all__ = [
@@ -41,6 +57,8 @@ __all__ = [
     "LOCK_FILE",
     "REFUSALS_FILE",
     "STATE_FILE",
+    "WITNESS_REFUSALS_FILE",
+    "Cosigned",
     "LogDirectory",
     "NoteFile",
     "State",
@@ -56,6 +74,7 @@ CHECKPOINT_FILE: Final = "checkpoint"
 CHECKPOINTS_FILE: Final = "checkpoints"
 REFUSALS_FILE: Final = "refusals"
 LOCK_FILE: Final = "lock"
+WITNESS_REFUSALS_FILE: Final = "witness-refusals"
 
 MAX_NOTE_FILE: Final = 64 * 1024 * 1024
 """The largest checkpoint file read (about 200,000 notes)."""
@@ -146,6 +165,21 @@ def read_checkpoint_file(path: str | os.PathLike[str], max_bytes: int = MAX_NOTE
 _SAME_REFUSAL: Final = ("reason", "origin", "tree_size", "seq")
 
 
+class Cosigned(enum.Enum):
+    """What :meth:`LogDirectory.cosign` did with a witness's cosignature lines."""
+
+    ADDED = "added"
+    """The newest entry was appended again with the new lines (and ``checkpoint`` replaced)."""
+    UNCHANGED = "unchanged"
+    """The newest entry already carries a cosignature by each witness whose line verified."""
+    SUPERSEDED = "superseded"
+    """The newest entry of ``checkpoints`` is another checkpoint (or there is none): nothing written."""
+    REJECTED = "rejected"
+    """A line by a given witness key does not verify, or the lines are not signature lines."""
+    BUSY = "busy"
+    """Another writer holds the directory's lock: nothing written, try again."""
+
+
 def _entry_of(line: bytes) -> dict[str, Any]:
     """One JSON-object line, ``{}`` when it is not one."""
     try:
@@ -234,6 +268,43 @@ class LogDirectory:
         """Replace ``checkpoint`` (the tlog-tiles resource) with ``note``, durably."""
         write_atomic(self.file(CHECKPOINT_FILE), note.encode("utf-8"))
 
+    def cosign(
+        self,
+        text: str,
+        lines: Sequence[str],
+        witnesses: Sequence[CosignatureVerifier],
+        *,
+        now: int,
+        skew: int = DEFAULT_SKEW_S,
+    ) -> Cosigned:
+        """Add the cosignature lines by ``witnesses`` that verify on the checkpoint ``text`` to its
+        stored note, under the lock (never waiting for it): see the module docstring. ``now`` (POSIX
+        seconds) bounds the cosignatures' timestamps."""
+        with self.lock() as held:
+            if not held:
+                return Cosigned.BUSY
+            newest = next(self.newest_notes(), None)
+            if newest is None or _text_of(newest) != text:
+                return Cosigned.SUPERSEDED
+            try:
+                merged = add_cosignatures(newest, lines, witnesses, now=now, skew=skew)
+            except CosignatureError:
+                return Cosigned.REJECTED
+            if merged == newest:
+                return Cosigned.UNCHANGED
+            self.append_note(merged)
+            if self._published_text() == text:
+                self.publish(merged)
+            return Cosigned.ADDED
+
+    def _published_text(self) -> str | None:
+        """The checkpoint text of the ``checkpoint`` file, None when there is none to read."""
+        try:
+            notes = read_note_file(self.file(CHECKPOINT_FILE))
+        except (OSError, ValueError):
+            return None
+        return _text_of(notes.notes[-1]) if notes.notes else None
+
     # -- refusals ------------------------------------------------------------------------------------
 
     def append_refusal(self, entry: dict[str, Any]) -> None:
@@ -248,6 +319,10 @@ class LogDirectory:
         if all(last.get(key) == entry.get(key) for key in _SAME_REFUSAL) and last:
             return
         self._append(REFUSALS_FILE, json.dumps(entry, sort_keys=True))
+
+    def append_witness_refusal(self, entry: dict[str, Any]) -> None:
+        """Append one JSON line to ``witness-refusals`` (the caller records each witness and cause once)."""
+        self._append(WITNESS_REFUSALS_FILE, json.dumps(entry, sort_keys=True))
 
     def _append(self, name: str, text: str) -> None:
         path = self.file(name)
@@ -296,6 +371,13 @@ class LogDirectory:
             if count < TILE_WIDTH:
                 return removed
             level += 1
+
+
+def _text_of(note: str) -> str | None:
+    try:
+        return parse_note(note).text
+    except NoteError:
+        return None
 
 
 class _Fd:

@@ -3,20 +3,22 @@
 Without parsing JSON: ``record_hash`` is always the line's last member, so the record hash is
 recomputed as ``SHA-256(line[:-82] + "}")`` and compared with the 64 hex digits the line ends with; the
 link is the ``prev_hash`` member found from the right (a payload's own strings cannot hold an unescaped
-quote, so the last ``,"prev_hash":"`` before the record hash is the record's). The one exact check,
-shared by the signer (``Checkpointer``, before it signs a line) and the verifier (``integrity``, for
-the lines no authenticated checkpoint covers).
+quote, so the last ``,"prev_hash":"`` before the record hash is the record's). The signer's check
+(``Checkpointer`` and ``catchup``, before a line is signed); verifiers check lines in full with the
+chain's own verifier (``chain.verify_pass``), which relies on this check below a signed checkpoint.
 """
 
 from __future__ import annotations
 
 import hashlib
 
+from otel_route_shadow.chain import RECORD_HASH_TAIL
+
 __all__ = ["GENESIS", "line_holds", "prev_of", "record_hash_holds", "record_hash_of"]
 
 GENESIS = b"0" * 64
 """The link of seq 0: 64 ASCII zeros."""
-TAIL = 82
+TAIL = RECORD_HASH_TAIL
 """``,"record_hash":"`` + 64 hex digits + ``"}``: the bytes that always end a line."""
 HASH_KEY = b',"record_hash":"'
 PREV_KEY = b',"prev_hash":"'

@@ -1,6 +1,7 @@
 """RFC 6962 / RFC 9162 section 2.1 Merkle tree hashing: one tree over a node reader, and the proofs.
 
-Leaf ``SHA-256(0x00 || data)``, interior node ``SHA-256(0x01 || left || right)``, empty tree
+Leaf ``SHA-256(0x00 || data)`` (:func:`leaf_hash`, defined in ``otel_route_shadow.chain``, whose
+verification pass hashes every line as a leaf while it checks it), interior node ``SHA-256(0x01 || left || right)``, empty tree
 ``SHA-256("")``. A tree over n leaves splits at k, the largest power of two smaller than n.
 
 As Go's ``golang.org/x/mod/sumdb/tlog`` does with its ``HashReader``, every computation over the tree
@@ -20,6 +21,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
+
+from otel_route_shadow.chain import leaf_hash
 
 __all__ = [
     "EMPTY_ROOT",
@@ -61,11 +64,6 @@ class NodeReader(Protocol):
     def node(self, height: int, index: int) -> bytes:
         """The root of the ``2**height`` leaves from leaf ``index << height`` on."""
         ...
-
-
-def leaf_hash(data: bytes) -> bytes:
-    """``SHA-256(0x00 || data)``."""
-    return hashlib.sha256(b"\x00" + data).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
@@ -131,8 +129,8 @@ class TreeLevels:
     the nodes of ``2**h`` leaves, concatenated): about n extra hashes for n leaves, computed level by
     level with :func:`parent_row`; any root or proof then costs at most log2(n) node hashes.
 
-    ``lower`` holds levels 1, 2, ... already built elsewhere (``integrity.scan_with_tree`` builds them
-    in worker processes), possibly ending in levels with no node; the rest are built here.
+    ``lower`` holds levels 1, 2, ... already built elsewhere (``integrity.TreeSink`` builds them in
+    worker processes), possibly ending in levels with no node; the rest are built here.
     """
 
     def __init__(self, leaves: bytes, lower: Sequence[bytes] = ()) -> None:

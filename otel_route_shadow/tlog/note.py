@@ -69,7 +69,8 @@ def check_key_name(name: str, *, ascii_only: bool = False) -> None:
     """The signed-note spec's rules for a key name: non-empty, no Unicode space, no ``+``; here also
     printable and at most :data:`MAX_KEY_NAME` characters. ``ascii_only`` (this package's own keys,
     whose key file is ASCII) refuses any other character with a message saying so."""
-    if not name or "+" in name or any(ch.isspace() for ch in name) or not name.isprintable():
+    # A printable string's only Unicode space is U+0020: every other one is a separator or control.
+    if not name or "+" in name or " " in name or not name.isprintable():
         raise NoteError("a key name must be non-empty, printable, without spaces or '+'")
     if len(name) > MAX_KEY_NAME:
         raise NoteError(f"a key name is at most {MAX_KEY_NAME} characters, this one has {len(name)}")
@@ -205,7 +206,7 @@ class OpenedNote:
 def _check_text(text: str) -> None:
     if not text.endswith("\n") or "\n\n" in text or text.startswith("\n"):
         raise NoteError("the note text must end with one newline and hold no blank line")
-    if any(not ch.isprintable() and ch != "\n" for ch in text):
+    if not text.replace("\n", "").isprintable():
         raise NoteError("the note text holds a control character")
 
 

@@ -22,7 +22,7 @@ import contextlib
 import os
 from collections.abc import Iterable, Sequence
 
-from otel_route_shadow.files import FileRefused, read_regular, write_atomic
+from otel_route_shadow.files import FileRefused, read_beneath, read_regular, write_atomic
 from otel_route_shadow.tlog.merkle import HASH_SIZE, parent_row, perfect_root, subtrees, tree_hash
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "parse_tile_path",
     "remove_partials",
     "tile_path",
+    "tile_width",
     "write_tile",
     "write_tiles",
 ]
@@ -106,7 +107,7 @@ def parse_tile_path(relative: str) -> tuple[int, int, int] | None:
     return level, index, width
 
 
-def _width(size: int, level: int, index: int) -> int:
+def tile_width(size: int, level: int, index: int) -> int:
     """How many hashes tile (level, index) holds in a tree of ``size`` leaves."""
     return max(0, min(TILE_WIDTH, (size >> (TILE_HEIGHT * level)) - index * TILE_WIDTH))
 
@@ -126,15 +127,19 @@ class TileReader:
 
     A :class:`~otel_route_shadow.tlog.merkle.NodeReader`: the merkle functions compute roots and
     proofs over it. Raises :class:`TileMissing` or :class:`TileDamaged`; ``reads`` counts tile files
-    read.
+    read. No symbolic link below ``directory`` is followed (``files.read_beneath``): a tile that is one
+    is damaged. Authenticated tiles are kept for the reader's life; with ``cache`` only the right edge
+    and the ``cache`` tiles used last are (a long-lived reader, such as a server's).
     """
 
-    def __init__(self, directory: str, size: int, root: bytes) -> None:
+    def __init__(self, directory: str, size: int, root: bytes, *, cache: int | None = None) -> None:
         self.directory = os.fspath(directory)
         self.size = size
         self.root = root
         self.reads = 0
         self._tiles: dict[tuple[int, int], list[bytes]] = {}
+        self._edge: frozenset[tuple[int, int]] = frozenset()
+        self._cache = cache
         self._edge_checked = False
 
     def node(self, height: int, index: int) -> bytes:
@@ -167,8 +172,10 @@ class TileReader:
             self._check_edge()
         rows = self._tiles.get((level, index))
         if rows is not None:
+            if self._cache is not None and (level, index) not in self._edge:
+                self._tiles[(level, index)] = self._tiles.pop((level, index))  # used last
             return rows
-        if _width(self.size, level, index) != TILE_WIDTH:
+        if tile_width(self.size, level, index) != TILE_WIDTH:
             raise ValueError(f"tile {level}/{index} is not in a tree of {self.size} leaves")
         parent_rows = self._authentic(level + 1, index // TILE_WIDTH)
         slot = index % TILE_WIDTH
@@ -177,10 +184,13 @@ class TileReader:
         rows = _levels(data)
         if rows[-1] != expected:
             parent = tile_path(
-                level + 1, index // TILE_WIDTH, _width(self.size, level + 1, index // TILE_WIDTH)
+                level + 1, index // TILE_WIDTH, tile_width(self.size, level + 1, index // TILE_WIDTH)
             )
             raise TileDamaged(relative, f"does not match its parent tile {parent} (damaged or forged)")
         self._tiles[(level, index)] = rows
+        if self._cache is not None and len(self._tiles) > len(self._edge) + self._cache:
+            oldest = next(key for key in self._tiles if key not in self._edge)
+            del self._tiles[oldest]
         return rows
 
     def _check_edge(self) -> None:
@@ -191,9 +201,10 @@ class TileReader:
             level, rest = divmod(height, TILE_HEIGHT)
             key = (level, (index << rest) // TILE_WIDTH)
             if key not in found:
-                relative, data = self._read(*key, _width(self.size, *key))
+                relative, data = self._read(*key, tile_width(self.size, *key))
                 found[key] = (relative, _levels(data))
         self._tiles.update({key: rows for key, (_, rows) in found.items()})
+        self._edge = frozenset(found)
         self._edge_checked = True
         try:
             if tree_hash(self, self.size) == self.root:
@@ -201,6 +212,7 @@ class TileReader:
         except ValueError:
             pass
         self._tiles.clear()
+        self._edge = frozenset()
         self._edge_checked = False
         paths = ", ".join(relative for relative, _ in found.values())
         raise TileDamaged(
@@ -219,7 +231,7 @@ class TileReader:
             candidates.extend(self._wider_partials(level, index, width))
         for relative in candidates:
             try:
-                data = read_regular(os.path.join(self.directory, relative), _TILE_BYTES)
+                data = read_beneath(self.directory, relative, _TILE_BYTES)
             except FileNotFoundError:
                 continue
             except FileRefused as exc:

@@ -1,8 +1,10 @@
 """The log's side of C2SP ``tlog-witness``: pushing signed checkpoints to independent witnesses.
 
 Network code: one bounded ``add-checkpoint`` request (``client``), the witnesses to reach (``endpoint``,
-from a ``tlog-policy``'s witness URLs), and the background pusher (``pusher``) that keeps the host's
-path free of any witness. The spec-only parts (cosignatures, policies, receipts) are in ``tlog``.
+from a ``tlog-policy``'s witness URLs), the background pusher (``pusher``) that keeps the host's
+path free of any witness, and the log's side of it all (``witnessing``: the writer's checkpoints
+pushed, proofs from the log's tiles, cosignatures merged into the stored checkpoints, refusals
+recorded). The spec-only parts (cosignatures, policies, receipts) are in ``tlog``.
 Never imports instrumentation, cli or OpenTelemetry.
 """
 
@@ -26,6 +28,7 @@ from otel_route_shadow.witness.pusher import (
     PusherStats,
     WitnessPusher,
 )
+from otel_route_shadow.witness.witnessing import TRANSIENT_CAUSES, CheckpointWitnessing
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
@@ -33,7 +36,9 @@ __all__ = [
     "DEFAULT_REQUEST_TIMEOUT_S",
     "MAX_RESPONSE_BYTES",
     "RETRY_AFTER_S",
+    "TRANSIENT_CAUSES",
     "WORKER_NAME",
+    "CheckpointWitnessing",
     "Outcome",
     "PusherStats",
     "WitnessAnswer",

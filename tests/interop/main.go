@@ -1,8 +1,10 @@
 // Command interop checks otel-route-shadow's checkpoints, signatures and proofs with Go's
 // golang.org/x/mod/sumdb/note and golang.org/x/mod/sumdb/tlog, and its witness formats (cosignatures,
-// policies, receipts) with filippo.io/torchwood (witness.go): code this project did not write.
+// policies, receipts) with filippo.io/torchwood (witness.go), and reads a live `otel-route-shadow serve`
+// with torchwood's Client and x/mod's TileHashReader over HTTP (serve.go): code this project did not write.
 // torchwood is at v0.9.0, the first release with ParsePolicy and VerifyProof (v0.10.0 needs Go 1.27).
-// Input: a JSON file made by tests/test_tlog_interop.py or tests/test_witness_interop.py. Output: one line per check;
+// Input: a JSON file made by tests/test_tlog_interop.py, tests/test_witness_interop.py or
+// tests/test_serve_interop.py. Output: one line per check;
 // exit status 1 when any check does not come out as the input expects.
 package main
 
@@ -45,6 +47,7 @@ type input struct {
 	TileDir     string        `json:"tile_dir"`
 	BadTileDir  string        `json:"bad_tile_dir"`
 	Witness     *witnessInput `json:"witness"`
+	Serve       []serveCase   `json:"serve"`
 }
 
 // dirTiles reads the C2SP tlog-tiles layout of a log directory (tile/<L>/<N>[.p/<W>], height 8; Go's
@@ -132,6 +135,7 @@ func main() {
 		checks += len(in.Notes) + 1
 	}
 	checks += checkWitness(in.Witness, check)
+	checks += checkServe(in.Serve, verifiers, check)
 	fmt.Printf("%d checks, %d failed\n", checks, failures)
 	if failures > 0 {
 		os.Exit(1)

@@ -1,0 +1,186 @@
+"""Row 9: ``otel-route-shadow serve`` on the large chain, read over loopback by a client in this process.
+
+The chain's log is the one row 6 makes (one checkpoint over the whole chain). The server runs as its own
+process (``python -m otel_route_shadow.cli serve CHAIN --listen 127.0.0.1:0``), so its memory is its own;
+the client is ``http.client`` on one kept-alive connection (identity encoding: the figure is the
+server's work, not gzip's).
+
+9a. An entry bundle of 256 records (``tile/entries/<N>``) at indexes spread over the chain: the server
+    reads the level-0 tile, authenticates it through its parents up to the signed root (the upper tiles
+    cached), cuts the 256 lines from the chain through the offset index and checks each against its leaf
+    hash. Median over the requests, in ms; the entry index is built before (its one-off scan of the chain
+    is in the extras).
+9b. A full level-0 tile (``tile/0/<N>``) at the same indexes: read, authenticated, compared. Median, ms.
+    Both rows show, as the baseline for scale, the median of ``GET /`` (the prefix list: the round trip
+    and the HTTP handling, no file) measured interleaved with them.
+9c. The server's peak resident memory (``VmHWM``) after the client read every level-0 tile and every
+    full entry bundle of the whole log, in MB; the baseline is its resident memory just after it started.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_tlog import _prepared
+from benchmarks.config import BenchConfig
+from benchmarks.context import BenchContext
+from benchmarks.harness import Row, Stats, Target, errored
+
+SAMPLES = 200
+"""Requests of each kind (bundles, tiles, the floor) in rows 9a and 9b, interleaved."""
+
+
+class _Server:
+    """The server process and one kept-alive client connection to it."""
+
+    def __init__(self, chain: Path, key: str) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "otel_route_shadow.cli",
+                "serve",
+                str(chain),
+                "--listen",
+                "127.0.0.1:0",
+                "--key",
+                key,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        match = re.search(r"http://([0-9.]+):([0-9]+)(/\S*)", line)
+        if match is None:
+            self.stop()
+            raise RuntimeError(f"serve did not start: {line!r}")
+        self.prefix = match[3]
+        self.connection = http.client.HTTPConnection(match[1], int(match[2]), timeout=60)
+
+    def get(self, path: str) -> bytes:
+        self.connection.request("GET", path)
+        response = self.connection.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"GET {path}: {response.status} {body[:200]!r}")
+        return body
+
+    def timed(self, path: str) -> float:
+        start = time.perf_counter()
+        self.get(path)
+        return time.perf_counter() - start
+
+    def memory_mb(self, field: str) -> float:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        match = re.search(rf"^{field}:\s+(\d+) kB", status, re.MULTILINE)
+        return int(match[1]) / 1024 if match else float("nan")
+
+    def stop(self) -> None:
+        self.connection.close()
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _tile(index: int) -> str:
+    from otel_route_shadow.tlog import tile_path
+
+    return tile_path(0, index)
+
+
+def _bundle(index: int) -> str:
+    from otel_route_shadow.tlog import bundle_path
+
+    return bundle_path(index)
+
+
+def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
+    n = cfg.chain_records
+    bundle = Row(
+        id="9a",
+        title="serve: entry bundle of 256 records",
+        measured=f"GET tile/entries/<N> over loopback, {n:,}-record chain",
+        unit="ms",
+        baseline_label="GET / (round-trip floor)",
+        target=Target("<=", 5, on="ours", unit="ms"),
+    )
+    tile = Row(
+        id="9b",
+        title="serve: level-0 tile",
+        measured=f"GET tile/0/<N> over loopback, {n:,}-record chain",
+        unit="ms",
+        baseline_label="GET / (round-trip floor)",
+        target=Target("<=", 1, on="ours", unit="ms"),
+    )
+    memory = Row(
+        id="9c",
+        title="serve: peak RSS reading the whole log",
+        measured="server VmHWM after every tile and bundle was read",
+        unit="MB",
+        baseline_label="RSS just after start",
+        target=Target("<=", 100, on="ours", unit="MB"),
+    )
+    try:
+        path = context.chains.large()
+        _signer, _notes, verifier = _prepared(path)
+        server = _Server(path, verifier)
+        try:
+            return _measure(server, n, bundle, tile, memory)
+        finally:
+            server.stop()
+    except Exception as exc:
+        return [errored(row, exc) for row in (bundle, tile, memory)]
+
+
+def _measure(server: _Server, n: int, bundle: Row, tile: Row, memory: Row) -> list[Row]:
+    started_mb = server.memory_mb("VmRSS")
+    full = n // 256
+    start = time.perf_counter()
+    server.get(server.prefix + _bundle(full - 1))  # builds the entry index: one scan of the chain
+    index_s = time.perf_counter() - start
+    indexes = random.Random(9).sample(range(full), min(SAMPLES, full))
+    times: dict[str, list[float]] = {"bundle": [], "tile": [], "floor": []}
+    for k, index in enumerate(indexes):
+        order = ["bundle", "tile", "floor"]
+        order = order[k % 3 :] + order[: k % 3]
+        for kind in order:
+            path = (
+                "/"
+                if kind == "floor"
+                else server.prefix + (_bundle(index) if kind == "bundle" else _tile(index))
+            )
+            times[kind].append(server.timed(path) * 1000)
+    floor = Stats.of(times["floor"])
+    for row, kind in ((bundle, "bundle"), (tile, "tile")):
+        row.ours, row.baseline, row.runs = Stats.of(times[kind]), floor, len(times[kind])
+        row.extras["p90_ms"] = statistics.quantiles(times[kind], n=10)[-1]
+        row.extras["loadavg_after"] = os.getloadavg()
+    bundle.extras["index_built_s"] = round(index_s, 3)
+    read: dict[str, Any] = {"bundles": 0, "tiles": 0, "bytes": 0}
+    start = time.perf_counter()
+    for index in range(full):
+        read["bytes"] += len(server.get(server.prefix + _tile(index)))
+        read["bytes"] += len(server.get(server.prefix + _bundle(index)))
+        read["tiles"] += 1
+        read["bundles"] += 1
+    read["seconds"] = round(time.perf_counter() - start, 2)
+    peak = server.memory_mb("VmHWM")
+    memory.ours = Stats.of([peak])
+    memory.baseline = Stats.of([started_mb])
+    memory.runs = 1
+    memory.extras.update(read)
+    return [bundle.judge(), tile.judge(), memory.judge()]

@@ -1,0 +1,107 @@
+"""Why a record that is well formed on its own does not link: removed, reordered, duplicated, forked.
+
+Memory does not grow with the chain: a diagnosis that needs context streams the file again instead of
+remembering it (only a broken chain is read again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from otel_route_shadow.chain.check import Good, check_line
+from otel_route_shadow.chain.record import MAX_LINE_BYTES
+from otel_route_shadow.chain.result import Reason
+from otel_route_shadow.chain.scan import Stop
+from otel_route_shadow.lines import FileHandle, LineTooLong, iter_blocks, line_after
+
+__all__ = ["diagnose", "iter_lines_from"]
+
+_BLOCK_BYTES: Final = 1 << 20
+
+
+def iter_lines_from(handle: FileHandle, offset: int, end: int) -> Iterator[tuple[int, bytes | None]]:
+    """``(offset, line)`` for every complete line in ``[offset, end)``; over-long lines yield None."""
+    while offset < end:
+        try:
+            for after, block in iter_blocks(handle, offset, end, _BLOCK_BYTES, MAX_LINE_BYTES):
+                at = after - len(block) - 1
+                for line in block.split(b"\n"):
+                    yield at, line if len(line) <= MAX_LINE_BYTES else None
+                    at += len(line) + 1
+                offset = after
+        except LineTooLong as exc:
+            yield exc.offset, None
+            offset = line_after(handle, exc.offset, end)
+        else:
+            return
+
+
+def _record_hash_at_line(handle: FileHandle, line_number: int, end: int) -> str | None:
+    """The record hash of the 1-based ``line_number`` (a line of the verified prefix)."""
+    for number, (_, line) in enumerate(iter_lines_from(handle, 0, end), start=1):
+        if number == line_number:
+            if line is None:
+                return None
+            verdict = check_line(line)
+            return verdict.record_hash if isinstance(verdict, Good) else None
+    return None
+
+
+def _appears_later(handle: FileHandle, offset: int, end: int, seq: int, prev: str) -> bool:
+    """Does a well-formed record with ``seq`` linking to ``prev`` appear at or after ``offset``?"""
+    for _, line in iter_lines_from(handle, offset, end):
+        if line is None:
+            continue
+        verdict = check_line(line)
+        if isinstance(verdict, Good) and verdict.seq == seq and verdict.prev_hash == prev:
+            return True
+    return False
+
+
+def diagnose(handle: FileHandle, stop: Stop, end: int) -> tuple[Reason, str, int]:
+    """Reason, detail and first bad seq for a line that is a good record but does not link."""
+    state = stop.state
+    good = stop.good
+    if good is None:  # pragma: no cover - callers pass a Stop with a good record
+        raise AssertionError("nothing to diagnose")
+    expected = state.seq
+    if good.seq == expected:
+        return (
+            Reason.LINK_BROKEN,
+            f"seq {good.seq} has prev_hash {good.prev_hash[:16]}..., but the preceding record's hash is "
+            f"{state.prev[:16]}...: the preceding record was replaced, or this one re-linked",
+            expected,
+        )
+    if good.seq < expected:
+        earlier = _record_hash_at_line(handle, good.seq + 1, end)
+        if earlier == good.record_hash:
+            return (
+                Reason.REORDERED_OR_DUPLICATED,
+                f"record seq {good.seq} appears again at line {state.lines + 1}",
+                good.seq,
+            )
+        return (
+            Reason.FORKED,
+            f"line {state.lines + 1} claims seq {good.seq}, already held by a different record at line "
+            f"{good.seq + 1}: the chain forks at seq {good.seq}",
+            good.seq,
+        )
+    if good.prev_hash == state.prev:
+        return (
+            Reason.SEQ_GAP,
+            f"seq jumps from {expected - 1} to {good.seq} although prev_hash links correctly",
+            expected,
+        )
+    after = state.offset + (len(stop.line) + 1 if stop.line is not None else 0)
+    if _appears_later(handle, after, end, expected, state.prev):
+        return (
+            Reason.REORDERED_OR_DUPLICATED,
+            f"expected seq {expected}, found seq {good.seq}; seq {expected} appears later in the file",
+            expected,
+        )
+    return (
+        Reason.RECORD_REMOVED,
+        f"expected seq {expected}, found seq {good.seq}; seq {expected} is not in the file",
+        expected,
+    )

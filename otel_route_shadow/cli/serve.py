@@ -1,0 +1,183 @@
+"""``otel-route-shadow serve CHAIN...``: the chains' logs over HTTP, as C2SP tlog-tiles.
+
+Each log is served under its origin (``http://HOST:PORT/<origin>/checkpoint`` ...), read-only, every
+resource authenticated against the log's checkpoint first (``server``, ``tlog.PublishedLog``). Prints
+one line per log (``serving <origin> ... at <url>``) on stdout once it listens; problems go to stderr,
+one line each. SIGTERM or SIGINT stops it cleanly (exit 0). Exit 2: a chain without a checkpoint, a
+checkpoint that does not authenticate, an address that cannot be listened on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+from otel_route_shadow.cli.checkpoints import read_verifiers
+from otel_route_shadow.cli.common import EXIT_OK, CliError, input_file
+from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
+from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
+from otel_route_shadow.tlog import (
+    PublishedLog,
+    Unservable,
+    Verifier,
+    tlog_dir,
+)
+
+__all__ = ["register"]
+
+_DEFAULT_LISTEN = "127.0.0.1:8080"
+_STOP_TIMEOUT = 5.0
+_DEFAULTS = Limits()
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "serve",
+        help="serve the chains' logs over HTTP (C2SP tlog-tiles, read-only)",
+        description=(
+            "Serve each chain's verifiable log read-only over HTTP as C2SP tlog-tiles: "
+            "/<origin>/checkpoint, /<origin>/tile/<L>/<N>[.p/<W>] and /<origin>/tile/entries/<N>[.p/<W>], "
+            "every resource authenticated against the log's checkpoint before it is sent. "
+            "Stops cleanly on SIGTERM or SIGINT."
+        ),
+    )
+    parser.add_argument("chains", nargs="+", metavar="CHAIN", help="chain file (its log is CHAIN.tlog/)")
+    parser.add_argument(
+        "--listen",
+        default=_DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to listen on (default {_DEFAULT_LISTEN}; [::1]:PORT for IPv6; port 0: any free port)",
+    )
+    parser.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="verifier key (string or file): serve only checkpoints it signed (repeatable)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=_DEFAULTS.max_connections,
+        metavar="N",
+        help=f"connections served at once; more are answered 503 (default {_DEFAULTS.max_connections})",
+    )
+    parser.set_defaults(handler=_run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError("must be 1 to 10000")
+    return value
+
+
+def _run(args: argparse.Namespace) -> int:
+    host, port = listen_address(args.listen)
+    verifiers = [Verifier.parse(key) for key in read_verifiers(args.key)]
+    logs = [_open(chain, verifiers) for chain in args.chains]
+    try:
+        site = LogSite(logs)
+    except SiteError as exc:
+        raise CliError(str(exc)) from None
+    _log_to_stderr()
+    try:
+        server = LogServer((host, port), site, Limits(max_connections=args.max_connections))
+    except OSError as exc:
+        raise CliError(f"--listen {args.listen}: cannot listen: {exc.strerror or exc}") from None
+    if not _loopback(host):
+        print(
+            f"otel-route-shadow: note: listening on {host}, not a loopback address: "
+            "every client that reaches it can read these logs",
+            file=sys.stderr,
+        )
+    for log in logs:
+        print(f"serving {log.origin} (size {log.size}, {log.chain_path}) at {server.url}/{log.origin}/")
+        _report_long_entries(log)
+    sys.stdout.flush()
+    return _serve(server)
+
+
+def _open(chain: str, verifiers: list[Verifier]) -> PublishedLog:
+    input_file(chain)
+    try:
+        return PublishedLog(chain, verifiers)
+    except FileNotFoundError:
+        raise CliError(
+            f"{chain}: no checkpoint in {tlog_dir(chain)} yet: nothing to serve (the writer publishes "
+            "one every OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS records and at shutdown)"
+        ) from None
+    except Unservable as exc:
+        raise CliError(f"{chain}: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"{chain}: cannot read: {exc.strerror or exc}") from None
+
+
+def _report_long_entries(log: PublishedLog) -> None:
+    """The entry bundles that cannot be served (lines over 65,535 bytes in an older chain), on stderr."""
+    long = [entry for entry in unservable_bundles(log.chain_path) if entry.seq < log.size]
+    for line in entry_lines(long):
+        print(f"otel-route-shadow: note: {log.origin}: {line.strip()}", file=sys.stderr)
+
+
+def _serve(server: LogServer) -> int:
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    thread = threading.Thread(target=server.serve_forever, name="route-shadow-serve", daemon=True)
+    thread.start()
+    try:
+        while not stop.wait(1.0):
+            if not thread.is_alive():
+                break
+    finally:
+        closed = server.stop(_STOP_TIMEOUT)
+        thread.join(_STOP_TIMEOUT)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not closed:
+        print("otel-route-shadow: note: stopped with connections still open", file=sys.stderr)
+    return EXIT_OK
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for IPv6) as (host, port); a ``CliError`` otherwise."""
+    host, colon, port_text = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise CliError(f"--listen {text}: write an IPv6 address in brackets, [::1]:8080")
+    if not colon or not host or not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65535:
+        raise CliError(f"--listen {text}: not HOST:PORT (port 0 to 65535)")
+    return host, int(port_text)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _log_to_stderr() -> None:
+    logger = logging.getLogger("otel_route_shadow.server")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("otel-route-shadow serve: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False

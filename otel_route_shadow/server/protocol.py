@@ -1,0 +1,183 @@
+"""The small part of HTTP/1.1 a read-only tlog-tiles server needs, with every size bounded.
+
+:class:`Connection` reads request heads from a socket into a bounded buffer, waiting at most until a
+deadline (a client that trickles bytes cannot hold a connection for longer); :func:`parse_head` turns
+a head into a :class:`Request` or raises :class:`HTTPError` with the status the request deserves; no
+body is ever read (a GET or HEAD has none, and a request that announces one is answered and the
+connection closed). :func:`response_bytes` writes a response head and body.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import socket
+import time
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Final
+
+__all__ = ["Connection", "HTTPError", "Limits", "Request", "parse_head", "response_bytes"]
+
+_TOKEN: Final = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_VERSION: Final = re.compile(rb"HTTP/([0-9])\.([0-9])")
+_HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """What one connection and one request may cost."""
+
+    max_connections: int = 64
+    """Connections served at once; one more is answered 503 and closed."""
+    max_request_line: int = 4096
+    """Bytes of the request line (method, target, version); longer: 414."""
+    max_head: int = 16 * 1024
+    """Bytes of the whole request head; more: 431."""
+    max_headers: int = 64
+    """Header fields in one request; more: 431."""
+    timeout: float = 10.0
+    """Seconds a request head may take to arrive (and an idle kept-alive connection may wait)."""
+    send_timeout: float = 30.0
+    """Seconds a response may wait for the client to read it (per send)."""
+
+
+class HTTPError(Exception):
+    """A request answered with ``status`` and a one-line ``message``; the connection is then closed."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Request:
+    """A parsed request head: ``path`` is the target without its query, as sent (nothing decoded)."""
+
+    method: str
+    path: str
+    version: tuple[int, int]
+    headers: Mapping[str, str]
+
+    @property
+    def keep_alive(self) -> bool:
+        """Whether the connection stays open after the response (HTTP/1.1 unless ``close``)."""
+        tokens = {t.strip().lower() for t in self.headers.get("connection", "").split(",")}
+        if self.version >= (1, 1):
+            return "close" not in tokens
+        return "keep-alive" in tokens
+
+    def accepts_gzip(self) -> bool:
+        """Whether ``Accept-Encoding`` names gzip with a non-zero quality."""
+        for item in self.headers.get("accept-encoding", "").split(","):
+            name, _, params = item.strip().partition(";")
+            if name.strip().lower() in ("gzip", "x-gzip"):
+                quality = params.strip().lower()
+                return quality not in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+        return False
+
+
+class Connection:
+    """One client socket: request heads read into a bounded buffer (bytes after a head, a pipelined
+    request, are kept for the next read)."""
+
+    def __init__(self, sock: socket.socket, limits: Limits) -> None:
+        self.sock = sock
+        self.limits = limits
+        self._buffer = bytearray()
+
+    def read_head(self) -> bytes | None:
+        """The next request head (without the blank line that ends it); None when the client closed
+        the connection or sent nothing in time. Raises :class:`HTTPError` (414, 431, 408)."""
+        deadline = time.monotonic() + self.limits.timeout
+        while True:
+            while self._buffer[:2] == b"\r\n" or self._buffer[:1] == b"\n":  # empty lines before a request
+                del self._buffer[: 2 if self._buffer[:1] == b"\r" else 1]
+            end = _HEAD_END.search(self._buffer)
+            line_end = self._buffer.find(b"\n")
+            if (line_end < 0 and len(self._buffer) > self.limits.max_request_line) or (
+                line_end > self.limits.max_request_line
+            ):
+                raise HTTPError(HTTPStatus.REQUEST_URI_TOO_LONG, "request line too long")
+            if end is not None:
+                head = bytes(self._buffer[: end.start()])
+                if end.start() > self.limits.max_head:
+                    raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large")
+                del self._buffer[: end.end()]
+                return head
+            if len(self._buffer) > self.limits.max_head:
+                raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if self._buffer:
+                    raise HTTPError(HTTPStatus.REQUEST_TIMEOUT, "the request head took too long")
+                return None
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(64 * 1024)
+            except TimeoutError:
+                continue
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self._buffer += chunk
+
+    def send(self, data: bytes) -> bool:
+        """Send all of ``data``; False when the client went away or did not read in time."""
+        self.sock.settimeout(self.limits.send_timeout)
+        try:
+            self.sock.sendall(data)
+        except OSError:
+            return False
+        return True
+
+
+def parse_head(head: bytes, limits: Limits) -> Request:
+    """The request a head holds; :class:`HTTPError` for a malformed one (400), an HTTP version other
+    than 1.x (505), too many header fields (431) or a request with a body (413)."""
+    lines = head.split(b"\n")
+    parts = lines[0].rstrip(b"\r").split(b" ")
+    if len(parts) != 3 or not all(parts):
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed request line")
+    method, target, version_text = parts
+    version = _VERSION.fullmatch(version_text)
+    if version is None:
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed HTTP version")
+    if version[1] != b"1":
+        raise HTTPError(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "only HTTP/1.0 and HTTP/1.1 are served")
+    if not _TOKEN.fullmatch(method):
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed method")
+    if not target.startswith(b"/") or any(b < 0x21 or b > 0x7E for b in target):
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "the target must be an absolute path of visible ASCII")
+    if len(lines) - 1 > limits.max_headers:
+        raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "too many header fields")
+    headers: dict[str, str] = {}
+    for raw in lines[1:]:
+        line = raw.rstrip(b"\r")
+        name, colon, value = line.partition(b":")
+        if not colon or not _TOKEN.fullmatch(name):
+            raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed header field")
+        if any((b < 0x20 and b != 0x09) or b == 0x7F for b in value):
+            raise HTTPError(HTTPStatus.BAD_REQUEST, "a control character in a header field")
+        key = name.decode("ascii").lower()
+        text = value.strip(b" \t").decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    if version[2] != b"0" and "host" not in headers:
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "an HTTP/1.1 request without Host")
+    if "transfer-encoding" in headers or headers.get("content-length", "0").strip() not in ("", "0"):
+        raise HTTPError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "a request body is not accepted")
+    path = target.split(b"?", 1)[0].split(b"#", 1)[0].decode("ascii")
+    return Request(method.decode("ascii"), path, (1, int(version[2])), headers)
+
+
+def response_bytes(
+    status: HTTPStatus, headers: Mapping[str, str], body: bytes, *, send_body: bool = True
+) -> bytes:
+    """A response: status line, ``headers`` with ``Content-Length``, and ``body`` (not for HEAD)."""
+    lines = [f"HTTP/1.1 {status.value} {status.phrase}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines.append(f"Content-Length: {len(body)}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head + body if send_body else head

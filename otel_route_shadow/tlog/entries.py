@@ -1,0 +1,403 @@
+"""Entry bundles (C2SP tlog-tiles ``tile/entries/<N>[.p/<W>]``) made from the chain itself.
+
+A bundle holds the entries of leaves ``256 N`` to ``256 N + W - 1``, each a big-endian uint16 length
+followed by the entry: the chain's line without its LF (leaf i is line i). The chain stays the one copy
+of the entries: a bundle is cut from it when asked for, found through a small offset index beside the
+tiles (``<chain>.tlog/entries-index``: the byte offset of line ``256 k`` for k = 0, 1, ..., 8 bytes
+big-endian each, about 0.03 bytes per line).
+
+The index is a hint, never a fact: every bundle is checked, entry by entry, against the leaf hashes of
+the authenticated level-0 tile the caller gives (``tiles.TileReader``); a line that does not hash to
+its leaf makes the index be rebuilt from the chain and the bundle read again, and a bundle that still
+does not match is :class:`BundleDamaged`, never returned. A line longer than :data:`MAX_ENTRY_BYTES`
+cannot be a tlog-tiles entry (its length would not fit the uint16): a bundle holding one is
+:class:`BundleUnservable`, and :func:`long_entries` lists such lines without reading the whole chain.
+(:data:`MAX_ENTRY_BYTES` is the chain's own bound on the lines writers emit, ``chain.MAX_ENTRY_BYTES``.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import itertools
+import os
+import struct
+import sys
+from array import array
+from collections.abc import Sequence
+from typing import Final
+
+from otel_route_shadow.chain import MAX_ENTRY_BYTES, leaf_hashes
+from otel_route_shadow.files import FileRefused, open_regular, read_beneath, write_atomic
+from otel_route_shadow.tlog.merkle import HASH_SIZE
+from otel_route_shadow.tlog.tiles import TILE_WIDTH, TileError, tile_path
+
+__all__ = [
+    "ENTRIES_INDEX_FILE",
+    "MAX_ENTRY_BYTES",
+    "BundleDamaged",
+    "BundleError",
+    "BundleUnservable",
+    "EntryIndex",
+    "LongEntry",
+    "bundle_path",
+    "decode_bundle",
+    "encode_bundle",
+    "long_entries",
+    "read_bundle",
+]
+
+ENTRIES_INDEX_FILE: Final = "entries-index"
+_OFFSET: Final = struct.Struct(">Q")
+_MAX_INDEX_BYTES: Final = 64 * 1024 * 1024
+_BLOCK: Final = 1 << 20
+_WINDOW: Final = (MAX_ENTRY_BYTES + 1) // 2
+"""A line of more than MAX_ENTRY_BYTES bytes covers at least one aligned window this wide whole."""
+_PROBE: Final = 4096
+_LEAF_PREFIX: Final = hashlib.sha256(b"\x00")
+
+
+class BundleError(TileError):
+    """An entry bundle that cannot be given: ``path`` (``tile/entries/...``) names it (a data tile, in
+    tlog-tiles' words, so a :class:`~otel_route_shadow.tlog.tiles.TileError`)."""
+
+
+class BundleDamaged(BundleError):
+    """The chain's lines do not hash to the authenticated leaves, even through a rebuilt index: the
+    chain is shorter than the signed tree, or was changed below it."""
+
+
+class BundleUnservable(BundleError):
+    """The bundle holds a line longer than :data:`MAX_ENTRY_BYTES` (``seq``, ``length``)."""
+
+    def __init__(self, path: str, seq: int, length: int) -> None:
+        super().__init__(
+            path,
+            f"seq {seq} is {length:,} bytes, longer than the {MAX_ENTRY_BYTES:,} bytes a tlog-tiles entry "
+            "can hold: this bundle cannot be served (a line an older writer wrote; the other bundles can)",
+        )
+        self.seq = seq
+        self.length = length
+
+
+def bundle_path(index: int, width: int = TILE_WIDTH) -> str:
+    """``tile/entries/<N>[.p/<W>]``, ``N`` written as in tile paths (``x001/x234/067``)."""
+    return "tile/entries/" + tile_path(0, index, width).removeprefix("tile/0/")
+
+
+def encode_bundle(entries: Sequence[bytes]) -> bytes:
+    """Each entry as a big-endian uint16 length and its bytes, concatenated."""
+    if any(len(entry) > MAX_ENTRY_BYTES for entry in entries):
+        raise ValueError(f"an entry of more than {MAX_ENTRY_BYTES} bytes does not fit a tlog-tiles bundle")
+    parts: list[bytes] = [b""] * (2 * len(entries))
+    parts[0::2] = [len(entry).to_bytes(2, "big") for entry in entries]
+    parts[1::2] = entries
+    return b"".join(parts)
+
+
+def decode_bundle(data: bytes) -> list[bytes]:
+    """The entries of a bundle; ``ValueError`` when it does not split into whole entries."""
+    entries: list[bytes] = []
+    at = 0
+    while at < len(data):
+        if at + 2 > len(data):
+            raise ValueError(f"a length prefix cut short at byte {at}")
+        length = int.from_bytes(data[at : at + 2], "big")
+        if at + 2 + length > len(data):
+            raise ValueError(f"an entry of {length} bytes cut short at byte {at}")
+        entries.append(data[at + 2 : at + 2 + length])
+        at += 2 + length
+    return entries
+
+
+# --- the offset index --------------------------------------------------------------------------------
+
+
+class EntryIndex:
+    """The byte offset of line ``256 k`` of the chain, for k = 0, 1, ...: read from ``entries-index``
+    in the log directory (a hint: :func:`read_bundle` checks every line it finds through it), extended
+    by scanning the chain as bundles further on are asked for, and written back when it grew
+    (``files.write_atomic``; a directory this process may not write to keeps it in memory only).
+
+    ``rebuilds`` counts the times it was thrown away and scanned again from the chain's start.
+    """
+
+    def __init__(self, chain_path: str, directory: str) -> None:
+        self.chain_path = os.fspath(chain_path)
+        self.directory = os.fspath(directory)
+        self.offsets = array("Q", [0])
+        self.rebuilds = 0
+        self.save_error: str | None = None
+        """Why the index could not be written back (None once it was, or before)."""
+        self._scanned: tuple[int, int] | None = None  # (st_dev, st_ino) of the chain this process scanned
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            data = read_beneath(self.directory, ENTRIES_INDEX_FILE, _MAX_INDEX_BYTES)
+        except (FileNotFoundError, FileRefused):
+            return
+        if not data or len(data) % _OFFSET.size:
+            return
+        offsets = array("Q", data)
+        if sys.byteorder == "little":  # the file is big-endian
+            offsets.byteswap()
+        if offsets[0] != 0 or any(b <= a for a, b in itertools.pairwise(offsets)):
+            return
+        self.offsets = offsets
+
+    def locate(self, bundle: int) -> int | None:
+        """The offset of line ``256 * bundle``, scanning the chain as far as needed; None when the
+        chain has fewer complete lines."""
+        if bundle >= len(self.offsets):
+            self._extend(bundle)
+        return self.offsets[bundle] if bundle < len(self.offsets) else None
+
+    def may_rebuild(self) -> bool:
+        """Whether a rebuild could change anything: the offsets were not all found by this process in
+        the chain file now at the path (a rebuilt index that still does not match is not rebuilt
+        again for the same file)."""
+        return self._scanned is None or self._scanned != _identity(self.chain_path)
+
+    def rebuild(self) -> None:
+        """Forget every offset but line 0's; the next :meth:`locate` scans from the chain's start."""
+        self.offsets = array("Q", [0])
+        self.rebuilds += 1
+        self._scanned = _identity(self.chain_path)
+
+    def _extend(self, bundle: int) -> None:
+        before = len(self.offsets)
+        with _open(self.chain_path) as chain:
+            position = self.offsets[-1]
+            since = 0  # complete lines since the last offset
+            while len(self.offsets) <= bundle:
+                block = os.pread(chain.fileno(), _BLOCK, position)
+                if not block:
+                    break
+                found = block.count(b"\n")
+                if since + found < TILE_WIDTH:
+                    since += found
+                    position += len(block)
+                    continue
+                at = 0
+                while since + block.count(b"\n", at) >= TILE_WIDTH and len(self.offsets) <= bundle:
+                    for _ in range(TILE_WIDTH - since):
+                        at = block.index(b"\n", at) + 1
+                    self.offsets.append(position + at)
+                    since = 0
+                since += block.count(b"\n", at)
+                position += len(block)
+        if self._scanned is None and before == 1:
+            self._scanned = _identity(self.chain_path)
+        if len(self.offsets) > before:
+            self._save()
+
+    def _save(self) -> None:
+        data = array("Q", self.offsets)
+        if sys.byteorder == "little":
+            data.byteswap()
+        try:
+            write_atomic(os.path.join(self.directory, ENTRIES_INDEX_FILE), data.tobytes())
+            self.save_error = None
+        except OSError as exc:
+            self.save_error = exc.strerror or type(exc).__name__
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _open(path: str) -> io.FileIO:
+    """The chain, opened without blocking and refused unless a regular file."""
+    return io.FileIO(open_regular(path), "rb")
+
+
+# --- bundles -----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class _Lines:
+    entries: list[bytes]
+    leaves: bytes  # their leaf hashes, concatenated
+    long: list[tuple[int, int]]  # (position in the bundle, length) of lines over MAX_ENTRY_BYTES
+
+
+def read_bundle(chain_path: str, index: EntryIndex, bundle: int, width: int, leaves: bytes) -> bytes:
+    """The encoded bundle ``bundle`` of ``width`` entries (lines ``256 * bundle`` on), each checked
+    against ``leaves``: the authenticated leaf hashes of level-0 tile ``bundle`` (at least ``width``).
+
+    Raises :class:`BundleUnservable` for a bundle that holds a line longer than :data:`MAX_ENTRY_BYTES`
+    (only once every line matched its leaf), :class:`BundleDamaged` when the lines do not match.
+    """
+    path = bundle_path(bundle, width)
+    wanted = leaves[: width * HASH_SIZE]
+    lines = None
+    for _attempt in range(2):
+        lines = _lines(chain_path, index, bundle, width)
+        if lines is not None and lines.leaves == wanted:
+            if lines.long:
+                at, length = lines.long[0]
+                raise BundleUnservable(path, bundle * TILE_WIDTH + at, length)
+            return encode_bundle(lines.entries)
+        if not index.may_rebuild():
+            break
+        index.rebuild()
+    if lines is None:
+        problem = "the chain holds fewer lines than the signed tree"
+    else:
+        first = next(
+            i
+            for i in range(width)
+            if lines.leaves[i * HASH_SIZE : (i + 1) * HASH_SIZE]
+            != wanted[i * HASH_SIZE : (i + 1) * HASH_SIZE]
+        )
+        problem = f"seq {bundle * TILE_WIDTH + first} of the chain does not hash to its signed leaf"
+    raise BundleDamaged(path, f"{problem} (the chain was changed or cut below a signed checkpoint)")
+
+
+def _lines(chain_path: str, index: EntryIndex, bundle: int, width: int) -> _Lines | None:
+    """The bundle's lines found through the index: a full bundle whose end the index knows is read in
+    one piece; any other one line by line."""
+    start = index.locate(bundle)
+    if start is None:
+        return None
+    with _open(chain_path) as chain:
+        fd = chain.fileno()
+        if start and os.pread(fd, 1, start - 1) != b"\n":
+            return None
+        end = index.locate(bundle + 1) if width == TILE_WIDTH else None
+        if end is not None and end - start <= width * (MAX_ENTRY_BYTES + 1):
+            return _whole_lines(fd, start, end, width)
+        return _read_lines(fd, start, width)
+
+
+def _whole_lines(fd: int, start: int, end: int, count: int) -> _Lines | None:
+    """The ``count`` lines that fill ``[start, end)`` exactly (None when they do not)."""
+    data = os.pread(fd, end - start, start)
+    if len(data) != end - start or not data.endswith(b"\n"):
+        return None
+    entries = data[:-1].split(b"\n")
+    if len(entries) != count:
+        return None
+    long = [(i, len(e)) for i, e in enumerate(entries) if len(e) > MAX_ENTRY_BYTES]
+    return _Lines(entries, leaf_hashes(data, len(data) - 1), long)
+
+
+def _read_lines(fd: int, start: int, count: int) -> _Lines | None:
+    """``count`` complete lines from byte ``start``: their bytes (those over :data:`MAX_ENTRY_BYTES`
+    replaced by b"", never held whole) and leaf hashes. None when the file ends first."""
+    entries: list[bytes] = []
+    leaves: list[bytes] = []
+    long: list[tuple[int, int]] = []
+    digest, kept, length = _LEAF_PREFIX.copy(), bytearray(), 0
+    position = start
+    while len(leaves) < count:
+        block = os.pread(fd, _BLOCK, position)
+        if not block:
+            return None
+        position += len(block)
+        view, at = memoryview(block), 0
+        while len(leaves) < count:
+            end = block.find(b"\n", at)
+            piece = view[at : len(block) if end < 0 else end]
+            digest.update(piece)
+            length += len(piece)
+            if length <= MAX_ENTRY_BYTES:
+                kept += piece
+            if end < 0:
+                break
+            leaves.append(digest.digest())
+            if length > MAX_ENTRY_BYTES:
+                long.append((len(entries), length))
+                entries.append(b"")
+            else:
+                entries.append(bytes(kept))
+            digest, length = _LEAF_PREFIX.copy(), 0
+            del kept[:]
+            at = end + 1
+    return _Lines(entries, b"".join(leaves), long)
+
+
+# --- lines too long to be entries ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LongEntry:
+    """A complete line of the chain longer than :data:`MAX_ENTRY_BYTES`: its seq (line number from
+    0), byte offset and length (without its LF)."""
+
+    seq: int
+    offset: int
+    length: int
+
+    @property
+    def bundle(self) -> int:
+        """The index of the entry bundles (full and partial) that cannot be served."""
+        return self.seq // TILE_WIDTH
+
+
+def long_entries(chain_path: str) -> list[LongEntry]:
+    """Every complete line of the chain longer than :data:`MAX_ENTRY_BYTES`, in order.
+
+    Such a line covers a whole aligned window of ``(MAX_ENTRY_BYTES + 1) / 2`` bytes, so only windows
+    whose first few KB hold no LF are looked at closer: a chain of short lines costs one small read per
+    window (about 1/8 of the file), not a read of the whole file; seqs are counted only when a long line
+    was found."""
+    found: list[tuple[int, int]] = []
+    with _open(chain_path) as chain:
+        fd = chain.fileno()
+        size = os.fstat(fd).st_size
+        window = 0
+        while window < size:
+            if found and window < found[-1][0] + found[-1][1]:
+                window += _WINDOW
+                continue
+            probe = os.pread(fd, _PROBE, window)
+            if b"\n" not in probe and b"\n" not in os.pread(fd, _WINDOW, window):
+                line = _line_around(fd, window, size)
+                if line is not None and line[1] > MAX_ENTRY_BYTES:
+                    found.append(line)
+            window += _WINDOW
+        return _with_seqs(fd, found)
+
+
+def _line_around(fd: int, position: int, size: int) -> tuple[int, int] | None:
+    """(start, length) of the line holding byte ``position``; None when it has no LF (a torn tail)."""
+    start = position
+    while start > 0:
+        step = min(_BLOCK, start)
+        cut = os.pread(fd, step, start - step).rfind(b"\n")
+        if cut >= 0:
+            start = start - step + cut + 1
+            break
+        start -= step
+    end = position
+    while True:
+        block = os.pread(fd, _BLOCK, end)
+        if not block:
+            return None
+        cut = block.find(b"\n")
+        if cut >= 0:
+            return start, end + cut - start
+        end += len(block)
+        if end >= size:
+            return None
+
+
+def _with_seqs(fd: int, found: list[tuple[int, int]]) -> list[LongEntry]:
+    out: list[LongEntry] = []
+    seq = position = 0
+    for start, length in found:
+        while position < start:
+            block = os.pread(fd, min(_BLOCK * 8, start - position), position)
+            if not block:
+                break
+            seq += block.count(b"\n")
+            position += len(block)
+        out.append(LongEntry(seq, start, length))
+    return out

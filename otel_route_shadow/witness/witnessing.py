@@ -1,0 +1,252 @@
+"""A log's checkpoints pushed to the witnesses of its policy, and their answers kept in its directory.
+
+The glue between the writer (``tlog.Checkpointer``, whose listener is :meth:`CheckpointWitnessing.submit`)
+and one :class:`~otel_route_shadow.witness.pusher.WitnessPusher`:
+
+* ``submit`` (the writer's listener, after a checkpoint is durably published) hands a signed checkpoint
+  to the pusher: O(1), never a wait (the pusher's one-slot queue keeps the newest). An unsigned
+  checkpoint is not pushed: no witness cosigns one;
+* ``prove(old, new)`` (the pusher's thread) is the consistency proof from the log's tiles, each tile
+  authenticated against the root of the checkpoint being pushed (``tlog.TileReader``);
+* ``on_cosigned`` merges the witness's lines into the stored checkpoint (``LogDirectory.cosign``: each
+  line verified against the policy's witness keys, added after the note's own lines, the signed text
+  never rewritten), inside the caller's ``exclusive`` guard so that a checkpoint being written is never
+  skipped because of it. When the directory is busy the merge is tried again a few times, then kept
+  for the next cosignature or the flush;
+* ``on_refused`` records a witness's refusal in ``witness-refusals``, once per witness and cause (the
+  pusher logs it once); timeouts, unreachable witnesses and 5xx answers are transient, logged only.
+
+The pusher is made on the first signed checkpoint; ``flush`` (at shutdown) pushes the newest one to
+every witness within its timeout, once per checkpoint; ``close`` stops the pusher (a later checkpoint
+makes a new one). In a forked child the lock is new (the parent's may have been copied held) and the
+pusher starts a thread of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Final
+
+from otel_route_shadow.tlog import (
+    DEFAULT_SKEW_S,
+    Checkpoint,
+    Cosigned,
+    LogDirectory,
+    Policy,
+    SignedCheckpoint,
+    TileReader,
+    consistency_proof,
+)
+from otel_route_shadow.witness.client import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+from otel_route_shadow.witness.endpoint import WitnessEndpoint, endpoints_from_policy
+from otel_route_shadow.witness.pusher import DEFAULT_PUSHES_PER_DAY, PusherStats, WitnessPusher
+
+__all__ = ["MERGE_ATTEMPTS", "TRANSIENT_CAUSES", "CheckpointWitnessing"]
+
+_LOG = logging.getLogger("otel_route_shadow")
+
+MERGE_ATTEMPTS: Final = 20
+"""How often a merge is tried while the directory is busy, ``_MERGE_PAUSE_S`` apart, before it is kept
+for the next chance (another writer's checkpoint holds the lock for milliseconds)."""
+_MERGE_PAUSE_S: Final = 0.025
+_ROOTS_KEPT: Final = 16
+TRANSIENT_CAUSES: Final = frozenset({"timeout", "unreachable", "server-error"})
+"""Causes that say nothing about the log (the witness or the network failed): logged, not recorded."""
+
+Exclusive = Callable[[float], AbstractContextManager[bool]]
+"""``exclusive(timeout)``: a guard held around a merge; yields False when not had within ``timeout``."""
+
+
+@contextlib.contextmanager
+def _always(_timeout: float) -> Iterator[bool]:
+    yield True
+
+
+class CheckpointWitnessing:
+    """Pushes the checkpoints of the log in ``directory`` (origin ``origin``) to the witnesses of
+    ``policy`` that have a URL, and keeps their answers (see the module). Raises
+    ``WitnessConfigError`` for a witness URL that cannot be pushed to."""
+
+    def __init__(
+        self,
+        directory: LogDirectory,
+        origin: str,
+        policy: Policy,
+        *,
+        pushes_per_day: float = DEFAULT_PUSHES_PER_DAY,
+        exclusive: Exclusive = _always,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
+        skew: int = DEFAULT_SKEW_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.directory = directory
+        self.origin = origin
+        self.endpoints: tuple[WitnessEndpoint, ...] = endpoints_from_policy(policy)
+        self.witness_keys = tuple(e.verifier for e in self.endpoints)
+        self.pushes_per_day = pushes_per_day
+        self._exclusive = exclusive
+        self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
+        self._skew = skew
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pusher: WitnessPusher | None = None
+        self._roots: dict[int, bytes] = {}
+        self._last_proof: tuple[tuple[int, int, bytes], list[bytes]] | None = None
+        self._pending: tuple[str, tuple[str, ...]] | None = None
+        self._submitted: str | None = None
+        self._flushed: str | None = None
+        self._recorded: set[tuple[str, str]] = set()
+        self.merges: dict[str, int] = {}
+        """How each merge ended, by ``tlog.Cosigned`` value (and ``kept``: left for the next chance)."""
+        weak = weakref.WeakMethod(self._after_fork)
+        os.register_at_fork(after_in_child=lambda: (method := weak()) is not None and method())
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._pending = None
+
+    # --- the writer's side ---------------------------------------------------------------------------
+
+    def submit(self, made: SignedCheckpoint) -> None:
+        """Queue a published checkpoint for the witnesses (a ``Checkpointer`` listener). Never waits."""
+        if not made.signed or not self.endpoints:
+            return
+        with self._lock:
+            self._roots[made.size] = made.root
+            while len(self._roots) > _ROOTS_KEPT:
+                del self._roots[min(self._roots)]
+            pusher = self._pusher
+            if pusher is None:
+                pusher = self._pusher = self._new_pusher()
+            self._submitted = made.note
+        pusher.submit(made.note)
+
+    def flush(self, timeout: float) -> bool:
+        """Push the newest checkpoint to every witness now, within ``timeout`` seconds, unless it was
+        flushed already; then merge what is still pending. True when every witness had its attempt."""
+        with self._lock:
+            pusher, note = self._pusher, self._submitted
+            fresh = pusher is not None and note is not None and note != self._flushed
+            if fresh:
+                self._flushed = note
+        done = pusher.flush(timeout) if fresh and pusher is not None else True
+        self._merge_pending(0.0)
+        return done
+
+    def close(self) -> None:
+        """Stop the pusher's thread (a later checkpoint makes a new pusher)."""
+        with self._lock:
+            pusher, self._pusher = self._pusher, None
+        if pusher is not None:
+            pusher.close(0.0)
+
+    def stats(self) -> PusherStats | None:
+        """The pusher's counts (None before the first signed checkpoint)."""
+        pusher = self._pusher
+        return pusher.stats() if pusher is not None else None
+
+    def _new_pusher(self) -> WitnessPusher:
+        return WitnessPusher(
+            self.endpoints,
+            self.prove,
+            self.on_cosigned,
+            on_refused=self.on_refused,
+            pushes_per_day=self.pushes_per_day,
+            connect_timeout=self._connect_timeout,
+            request_timeout=self._request_timeout,
+            skew=self._skew,
+            clock=self._clock,
+        )
+
+    # --- the pusher's callbacks (its thread) ---------------------------------------------------------
+
+    def prove(self, old: int, new: int) -> Sequence[bytes]:
+        """The consistency proof from ``old`` to the pushed checkpoint of size ``new``, from its tiles
+        (the last proof is kept: witnesses that hold the same size get it without a second tile read)."""
+        with self._lock:
+            root = self._roots.get(new)
+            last = self._last_proof
+        if root is None:
+            raise LookupError(f"no checkpoint of size {new} was submitted")
+        if last is not None and last[0] == (old, new, root):
+            return last[1]
+        proof = consistency_proof(old, new, TileReader(self.directory.path, new, root))
+        with self._lock:
+            self._last_proof = ((old, new, root), proof)
+        return proof
+
+    def on_cosigned(self, size: int, root: bytes, lines: tuple[str, ...]) -> None:
+        """Merge a witness's verified cosignature lines into the stored checkpoint."""
+        text = Checkpoint(self.origin, size, root).text()
+        with self._lock:
+            if self._pending is not None and self._pending[0] == text:
+                lines = (*self._pending[1], *lines)
+            self._pending = (text, lines)
+        self._merge_pending(_MERGE_PAUSE_S)
+
+    def on_refused(self, witness: str, cause: str, size: int) -> None:
+        """Record a witness's refusal once per witness and cause (transient causes are not recorded)."""
+        if cause in TRANSIENT_CAUSES:
+            return
+        with self._lock:
+            if (witness, cause) in self._recorded:
+                return
+            self._recorded.add((witness, cause))
+        entry = {
+            "witness": witness,
+            "cause": cause,
+            "origin": self.origin,
+            "size": size,
+            "time": int(self._clock()),
+        }
+        try:
+            self.directory.append_witness_refusal(entry)
+        except OSError as exc:
+            _LOG.warning("route-shadow: cannot record the witness refusal (%s)", exc.strerror or exc)
+
+    # --- merging ---------------------------------------------------------------------------------------
+
+    def _merge_pending(self, pause: float) -> None:
+        """Merge the pending lines; while the directory is busy, try again ``MERGE_ATTEMPTS`` times
+        ``pause`` seconds apart (once when ``pause`` is 0), then keep them for the next chance."""
+        wait = threading.Event()
+        for attempt in range(MERGE_ATTEMPTS if pause > 0 else 1):
+            with self._lock:
+                pending = self._pending
+            if pending is None:
+                return
+            outcome = self._merge(*pending, pause)
+            if outcome is not Cosigned.BUSY:
+                with self._lock:
+                    if self._pending == pending:
+                        self._pending = None
+                self._count(outcome.value)
+                return
+            if attempt + 1 < MERGE_ATTEMPTS and pause > 0:
+                wait.wait(pause)
+        self._count("kept")
+
+    def _merge(self, text: str, lines: tuple[str, ...], timeout: float) -> Cosigned:
+        try:
+            with self._exclusive(timeout) as held:
+                if not held:
+                    return Cosigned.BUSY
+                return self.directory.cosign(
+                    text, lines, self.witness_keys, now=int(self._clock()), skew=self._skew
+                )
+        except OSError as exc:
+            _LOG.warning("route-shadow: cannot store a witness cosignature (%s)", exc.strerror or exc)
+            return Cosigned.REJECTED
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self.merges[key] = self.merges.get(key, 0) + 1

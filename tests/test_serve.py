@@ -1,0 +1,499 @@
+"""``otel-route-shadow serve`` (issue 26 item 5): the tlog-tiles API read-only over HTTP, every resource
+authenticated before it is sent, the spec's content types and cache rules, bounded requests and
+connections, no path outside the log, the right status for every other request, a clean stop.
+
+Most tests run the real server in this process on loopback (a thread); the command's own tests run it
+as a process and stop it with SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from serve_support import get, serving
+from test_chain_support import forge_chain
+from tlog_support import ORIGIN, append, lines, log_dir
+
+from otel_route_shadow.cli import main
+from otel_route_shadow.server import Limits, LogServer, LogSite, Request, SiteError
+from otel_route_shadow.tlog import (
+    Checkpointer,
+    PublishedLog,
+    Resource,
+    Signer,
+    Unservable,
+    Verifier,
+    decode_bundle,
+    parse_resource,
+    sign_note,
+    tile_path,
+)
+
+SIGNER = Signer.generate(ORIGIN)
+KEY = Verifier.parse(str(SIGNER.verifier()))
+
+
+def _log(
+    directory: Path, count: int = 700, every: int = 97, origin: str = ORIGIN, signer: Signer = SIGNER
+) -> Path:
+    directory.mkdir(exist_ok=True)
+    chain = directory / "chain.jsonl"
+    writer = Checkpointer(str(chain), origin, signer)
+    append(chain, count, writer, every=every)
+    writer.checkpoint()
+    return chain
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _log(tmp_path_factory.mktemp("pristine") / "log")
+
+
+@pytest.fixture
+def chain(pristine: Path, tmp_path: Path) -> Path:
+    shutil.copytree(pristine.parent, tmp_path / "log")
+    return tmp_path / "log" / "chain.jsonl"
+
+
+@contextlib.contextmanager
+def running(chains: list[Path], limits: Limits | None = None) -> Iterator[LogServer]:
+    site = LogSite([PublishedLog(str(c), [KEY]) for c in chains])
+    server = LogServer(("127.0.0.1", 0), site, limits)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        assert server.stop(5.0)
+        thread.join(5.0)
+
+
+def _url(server: LogServer, relative: str = "") -> str:
+    return f"{server.url}/{ORIGIN}/{relative}"
+
+
+def _raw(server: LogServer, data: bytes, *, read_all: bool = True) -> bytes:
+    """Send raw bytes, return what comes back until the server closes (or the first response)."""
+    host, port = server.server_address[:2]
+    with socket.create_connection((str(host), int(port)), timeout=20) as sock:
+        sock.sendall(data)
+        out = b""
+        while chunk := sock.recv(65536):
+            out += chunk
+            if not read_all and b"\r\n\r\n" in out:
+                break
+        return out
+
+
+def _status(response: bytes) -> int:
+    assert response.startswith(b"HTTP/1.1 "), response[:80]
+    return int(response[9:12])
+
+
+# --- what a client sees -------------------------------------------------------------------------------
+
+
+def test_content_types_and_cache_rules(chain: Path) -> None:
+    expected = lines(chain)
+    with running([chain]) as server:
+        status, headers, body = get(_url(server, "checkpoint"))
+        assert (status, headers["Content-Type"], headers["Cache-Control"]) == (
+            200,
+            "text/plain; charset=utf-8",
+            "public, max-age=5",
+        )
+        assert body == (log_dir(chain) / "checkpoint").read_bytes()
+        status, headers, body = get(_url(server, "tile/0/001"))
+        assert (status, headers["Content-Type"]) == (200, "application/octet-stream")
+        assert headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        assert body == (log_dir(chain) / "tile/0/001").read_bytes()
+        status, headers, body = get(_url(server, "tile/0/002.p/188"))
+        assert (status, headers["Cache-Control"], len(body)) == (200, "public, max-age=60", 188 * 32)
+        status, headers, body = get(_url(server, "tile/entries/001"))
+        assert (status, headers["Cache-Control"], headers["Vary"]) == (
+            200,
+            "public, max-age=31536000, immutable",
+            "Accept-Encoding",
+        )
+        assert decode_bundle(body) == expected[256:512]
+        status, headers, body = get(_url(server, "tile/entries/002.p/100"))
+        assert (status, headers["Cache-Control"]) == (200, "public, max-age=60")
+        assert decode_bundle(body) == expected[512:612]
+        status, headers, body = get(_url(server, "tile/entries/000"), headers={"Accept-Encoding": "gzip"})
+        assert headers["Content-Encoding"] == "gzip"
+        assert decode_bundle(gzip.decompress(body)) == expected[:256]
+        status, headers, body = get(_url(server, "tile/0/001"), "HEAD")
+        assert (status, headers["Content-Length"], body) == (200, "8192", b"")
+        status, _, body = get(server.url + "/")
+        assert body == f"/{ORIGIN}/\n".encode()
+
+
+def test_a_partial_tile_the_writer_removed_is_the_full_tiles_first_hashes(chain: Path) -> None:
+    assert not (log_dir(chain) / "tile/0/000.p/97").exists()  # removed once tile/0/000 existed
+    with running([chain]) as server:
+        status, _, body = get(_url(server, "tile/0/000.p/97"))
+    assert status == 200
+    assert body == (log_dir(chain) / "tile/0/000").read_bytes()[: 97 * 32]
+
+
+@pytest.mark.parametrize(
+    ("relative", "why"),
+    [
+        ("tile/0/003", "beyond the tree"),
+        ("tile/0/002", "the full tile does not exist yet"),
+        ("tile/0/002.p/189", "wider than the checkpoint's"),
+        ("tile/0/002.p/50", "no checkpoint of 562 was published and the full tile does not exist"),
+        ("tile/entries/002", "beyond the tree"),
+        ("tile/entries/002.p/189", "beyond the tree"),
+        ("tile/3/000", "a level the tree does not reach"),
+        ("tile/0/x000/001", "not the one spelling"),
+        ("tile/00/001", "a leading zero"),
+        ("tile/0/001.p/0", "no empty tile"),
+        ("tile/0/001.p/256", "no partial tile of 256"),
+        ("tile/64/000", "levels end at 63"),
+        ("tile/0/../0/001", "no dot segments"),
+        ("tile/0/%30%30%31", "nothing is decoded"),
+        ("tile%2F0%2F001", "no encoded slashes"),
+        ("tile/0/001/", "a trailing slash"),
+        ("tile\\0\\001", "backslashes"),
+        ("state", "only tlog-tiles resources"),
+        ("checkpoints", "only tlog-tiles resources"),
+        ("entries-index", "only tlog-tiles resources"),
+        ("../chain.jsonl", "never the chain itself"),
+    ],
+)
+def test_what_is_not_a_published_resource_is_404(chain: Path, relative: str, why: str) -> None:
+    with running([chain]) as server:
+        status, headers, body = get(_url(server, relative))
+    assert status == 404, why
+    assert headers["Cache-Control"] == "no-store"
+    assert b"Traceback" not in body
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"POST /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+        (b"DELETE /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+        (b"GET /x HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+        (b"GET /x\r\n\r\n", 400),
+        (b"GET  /x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET http://a/x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /x HTTP/1.1\r\n\r\n", 400),
+        (b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /x HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n", 400),
+        (b"GET /x HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400),
+        (b"GET /x HTTP/1.1\r\nHost: x\r\nX: a\x01b\r\n\r\n", 400),
+        (b"GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 413),
+        (b"GET /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 413),
+        (b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+        (b"GET /x HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 17000 + b"\r\n\r\n", 431),
+        (b"GET /x HTTP/1.1\r\nHost: x\r\n" + b"X: a\r\n" * 70 + b"\r\n", 431),
+        (b"GET /x HTTP/1.0\r\n\r\n", 404),
+        (b"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 200),
+    ],
+)
+def test_every_other_request_gets_its_status_never_a_traceback(
+    chain: Path, request_bytes: bytes, status: int
+) -> None:
+    with running([chain]) as server:
+        response = _raw(server, request_bytes + b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert _status(response) == status
+        assert b"Traceback" not in response
+        assert _status(_raw(server, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")) == 200
+    if status == 405:
+        assert b"\r\nAllow: GET, HEAD\r\n" in response
+
+
+def test_requests_on_a_kept_alive_connection_are_answered_in_turn(chain: Path) -> None:
+    with running([chain]) as server:
+        one = f"GET /{ORIGIN}/tile/0/000 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        last = f"GET /{ORIGIN}/checkpoint HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+        response = _raw(server, one + one + last)
+    assert response.count(b"HTTP/1.1 200 OK") == 3
+    assert len(response) > 2 * 8192
+
+
+def test_a_request_head_that_does_not_arrive_in_time_is_408(chain: Path) -> None:
+    with running([chain], Limits(timeout=0.3)) as server:
+        response = _raw(server, b"GET /x HTTP/1.1\r\nHost: x\r\n")
+    assert _status(response) == 408
+
+
+def test_connections_beyond_the_limit_are_answered_503(chain: Path) -> None:
+    with running([chain], Limits(max_connections=2)) as server:
+        host, port = server.server_address[:2]
+        held = [socket.create_connection((str(host), int(port)), timeout=20) for _ in range(2)]
+        try:
+            for sock in held:  # both accepted and served, then kept open
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+            response = _raw(server, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert _status(response) == 503
+            assert b"Retry-After: 1" in response
+        finally:
+            for sock in held:
+                sock.close()
+
+
+# --- nothing unauthenticated, nothing outside the log -------------------------------------------------
+
+
+def test_a_damaged_tile_is_500_and_logged_once_naming_it(
+    chain: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tile = log_dir(chain) / "tile/0/001"
+    data = bytearray(tile.read_bytes())
+    data[40] ^= 1
+    tile.write_bytes(bytes(data))
+    with running([chain]) as server:
+        for _ in range(3):
+            status, _, body = get(_url(server, "tile/0/001"))
+            assert status == 500
+            assert body.startswith(b"tile/0/001: does not match its parent tile tile/1/000.p/2")
+        assert get(_url(server, "tile/entries/001"))[0] == 500
+        assert get(_url(server, "tile/0/000"))[0] == 200
+    messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"{ORIGIN}: tile/0/001:")]
+    assert len(messages) == 1
+
+
+def test_a_damaged_partial_tile_is_500(chain: Path) -> None:
+    tile = log_dir(chain) / "tile/0/002.p/70"
+    tile.write_bytes(tile.read_bytes()[:-1] + b"\x00")
+    with running([chain]) as server:
+        status, _, body = get(_url(server, "tile/0/002.p/70"))
+    assert status == 500
+    assert b"does not hold the hashes of the signed tree" in body
+
+
+def test_links_planted_in_the_tile_store_are_never_followed(chain: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    real = log_dir(chain) / "tile/0/001"
+    (outside / "001").write_bytes(real.read_bytes())  # the right bytes, but outside the log
+    real.unlink()
+    os.symlink(outside / "001", real)
+    os.rename(log_dir(chain) / "tile/1", outside / "level1")
+    os.symlink(outside / "level1", log_dir(chain) / "tile/1")
+    with running([chain]) as server:
+        status, _, body = get(_url(server, "tile/0/001"))
+        assert status == 500
+        assert b"symbolic link" in body
+        assert get(_url(server, "tile/1/000.p/2"))[0] == 500
+
+
+def test_a_wrong_entry_index_is_rebuilt_and_never_served(chain: Path) -> None:
+    expected = lines(chain)
+    with running([chain]) as server:
+        assert get(_url(server, "tile/entries/002.p/188"))[0] == 200
+    index = log_dir(chain) / "entries-index"
+    index.write_bytes(index.read_bytes()[:8] + (1234).to_bytes(8, "big") + index.read_bytes()[16:])
+    with running([chain]) as server:
+        status, _, body = get(_url(server, "tile/entries/001"))
+    assert status == 200
+    assert decode_bundle(body) == expected[256:512]
+
+
+def test_a_bundle_with_a_line_over_65535_bytes_is_409_and_named(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    payloads = [{"kind": "route-shadow", "n": n} for n in range(300)]
+    payloads[260] = {"kind": "route-shadow", "blob": "x" * 70_000}
+    forge_chain(chain, payloads)
+    Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint()
+    with running([chain]) as server:
+        status, _, body = get(_url(server, "tile/entries/001.p/44"))
+        assert status == 409
+        assert body.startswith(b"tile/entries/001.p/44: seq 260 is 70,")
+        assert b"cannot be served" in body
+        assert get(_url(server, "tile/entries/001.p/4"))[0] == 200
+        assert get(_url(server, "tile/entries/000"))[0] == 200
+
+
+def test_a_checkpoint_that_goes_back_or_forks_is_refused(chain: Path, tmp_path: Path) -> None:
+    with running([chain]) as server:
+        assert get(_url(server, "checkpoint"))[0] == 200
+        checkpoint = log_dir(chain) / "checkpoint"
+        current = checkpoint.read_bytes()
+        older = (log_dir(chain) / "checkpoints").read_text().splitlines()[0]
+        checkpoint.write_text(json.loads(older)["note"])
+        status, _, body = get(_url(server, "checkpoint"))
+        assert status == 500
+        assert b"below the 700 served before (a rollback)" in body
+        forked = _log(tmp_path / "fork", count=800)  # another tree, signed by the same key
+        checkpoint.write_bytes((log_dir(forked) / "checkpoint").read_bytes())
+        status, _, body = get(_url(server, "checkpoint"))
+        assert status == 500
+        assert b"refused" in body
+        checkpoint.write_bytes(current)
+        assert get(_url(server, "checkpoint"))[0] == 200
+
+
+def test_a_checkpoint_by_another_key_never_authenticates(chain: Path) -> None:
+    other = Signer.generate(ORIGIN)
+    note = (log_dir(chain) / "checkpoint").read_text().split("\n\n")[0] + "\n"
+    (log_dir(chain) / "checkpoint").write_text(sign_note(note, [other]))
+    with pytest.raises(Unservable, match="unknown-key"):
+        PublishedLog(str(chain), [KEY])
+
+
+# --- several chains -----------------------------------------------------------------------------------
+
+
+def test_several_chains_each_under_its_origin(chain: Path, tmp_path: Path) -> None:
+    origin = "example.org/another-log"
+    other = _log(tmp_path / "other", count=300, every=300, origin=origin, signer=Signer.generate(origin))
+    site = LogSite([PublishedLog(str(chain)), PublishedLog(str(other))])
+    assert site.prefixes == [ORIGIN, origin]
+    first = site.respond(Request("GET", f"/{origin}/tile/entries/001.p/44", (1, 1), {}))
+    assert decode_bundle(first.body) == lines(other)[256:300]
+    second = site.respond(Request("GET", f"/{ORIGIN}/checkpoint", (1, 1), {}))
+    assert second.body == (log_dir(chain) / "checkpoint").read_bytes()
+    assert (
+        site.respond(Request("GET", f"/{origin}/checkpoint", (1, 1), {})).body
+        == (log_dir(other) / "checkpoint").read_bytes()
+    )
+    with pytest.raises(SiteError, match="cannot both be URL prefixes"):
+        LogSite([PublishedLog(str(chain)), PublishedLog(str(chain))])
+
+
+def test_an_origin_that_is_not_a_url_path_cannot_be_served(tmp_path: Path) -> None:
+    origin = "example.com/route-shadow/../x"
+    bad = _log(tmp_path / "bad", count=10, every=10, origin=origin, signer=Signer.generate(origin))
+    with pytest.raises(SiteError, match="cannot be a URL path prefix"):
+        LogSite([PublishedLog(str(bad))])
+
+
+# --- fuzzing the path and the request -----------------------------------------------------------------
+
+_PATH_ALPHABET = "tile/entries0123456789x.p%2e2f\\\x00?#;~ é"
+
+
+@pytest.fixture(scope="module")
+def site(pristine: Path) -> LogSite:
+    return LogSite([PublishedLog(str(pristine), [KEY])])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.text(alphabet=_PATH_ALPHABET, max_size=60))
+def test_any_path_is_200_only_for_a_resource_of_the_log(site: LogSite, pristine: Path, path: str) -> None:
+    full = f"/{ORIGIN}/{path}"
+    response = site.respond(Request("GET", full, (1, 1), {}))
+    assert response.status in (200, 404)
+    if response.status == 200:
+        resource = parse_resource(path)
+        assert resource is not None and resource.path == path and ".." not in path
+        if resource.kind == "tile":
+            assert (
+                response.body
+                == (log_dir(pristine) / tile_path(resource.level, resource.index, 256)).read_bytes()[
+                    : resource.width * 32
+                ]
+                or response.body == (log_dir(pristine) / path).read_bytes()
+            )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_parse_resource_accepts_one_spelling_and_nothing_outside(text: str) -> None:
+    resource = parse_resource(text)
+    if resource is not None:
+        assert resource.path == text
+        assert not any(part in ("", ".", "..") for part in text.split("/"))
+        assert text == "checkpoint" or text.startswith("tile/")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(["tile", "entries"]),
+    level=st.integers(0, 63),
+    index=st.integers(0, 10**18),
+    width=st.integers(1, 256),
+)
+def test_every_resource_path_parses_back(kind: str, level: int, index: int, width: int) -> None:
+    resource = Resource(kind, level if kind == "tile" else 0, index, width)
+    assert parse_resource(resource.path) == resource
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=300))
+def test_any_bytes_on_the_wire_get_a_status_or_a_close(chain: Path, data: bytes) -> None:
+    with running([chain], Limits(timeout=0.2)) as server:
+        response = _raw(server, data)
+        if response:
+            assert _status(response) in (200, 400, 404, 405, 408, 413, 414, 431, 505)
+        assert _status(_raw(server, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")) == 200
+
+
+# --- the command --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_the_command_serves_and_stops_cleanly_with_a_connection_open(
+    chain: Path, tmp_path: Path, stop: int
+) -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "otel_route_shadow.cli",
+            "serve",
+            str(chain),
+            "--listen",
+            "127.0.0.1:0",
+            "--key",
+            str(SIGNER.verifier()),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith(f"serving {ORIGIN} (size 700, ")
+    url = line.split()[-1]
+    host, port = url.split("/")[2].split(":")
+    idle = socket.create_connection((host, int(port)), timeout=20)
+    idle.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert idle.recv(65536).startswith(b"HTTP/1.1 200")
+    process.send_signal(stop)
+    _out, err = process.communicate(timeout=30)
+    idle.close()
+    assert process.returncode == 0
+    assert "Traceback" not in err
+
+
+def test_the_command_refuses_what_it_cannot_serve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 3)
+    assert main(["serve", str(chain), "--listen", "127.0.0.1:0"]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    assert main(["serve", str(chain), "--listen", "nonsense"]) == 2
+    assert "not HOST:PORT" in capsys.readouterr().err
+    assert main(["serve", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_the_command_names_the_bundles_it_cannot_serve(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    payloads = [{"kind": "route-shadow", "n": n} for n in range(300)]
+    payloads[5] = {"kind": "route-shadow", "blob": "x" * 70_000}
+    forge_chain(chain, payloads)
+    Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint()
+    with serving([chain], workdir=tmp_path) as served:
+        assert get(served.urls[ORIGIN] + "tile/entries/001.p/44")[0] == 200
+    assert f"{ORIGIN}: entry bundles: 1 cannot be served to tlog-tiles clients" in served.log()
+    assert "tile/entries/000 (and its partial bundles): seq 5, 70," in served.log()

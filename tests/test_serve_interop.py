@@ -1,0 +1,101 @@
+"""Third-party conformance of ``otel-route-shadow serve`` (issue 26 item 6): against a live server of a
+demo log with eight signed checkpoints, filippo.io/torchwood's ``Client`` (over its ``TileFetcher``)
+authenticates every entry of every published checkpoint, and golang.org/x/mod/sumdb/tlog's
+``TileHashReader`` over an HTTP tile reader proves every entry included and every published tree
+consistent with the latest and the one before it (tests/interop/serve.go). A corrupted full tile and a
+deleted partial tile (one a published checkpoint needs and whose full tile does not exist yet), each in a
+copy of the log served by its own server, make exactly the checkpoints that need them fail there, while
+the server answers 500 (naming the tile in its log) and 404. The partial tiles the writer removed once
+their full tile existed are served as the full tile's first hashes, so every older checkpoint stays
+readable by clients that do not fall back to the full tile themselves (neither of these does).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from go_interop import run_go_interop
+from serve_support import get, serving
+from tlog_support import append, lines, notes
+
+from otel_route_shadow.tlog import Checkpointer, Signer, signed_checkpoint_from_note, tile_path, tlog_dir
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("go") is None, reason="the go command is not installed (CI has it)"
+)
+
+ORIGIN = "example.com/route-shadow/serve-interop"
+SIGNER = Signer.generate(ORIGIN)
+
+
+def _demo(directory: Path) -> Path:
+    directory.mkdir()
+    chain = directory / "chain.jsonl"
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    append(chain, 700, writer, every=97)
+    writer.checkpoint()
+    return chain
+
+
+def _copy(chain: Path, name: str) -> Path:
+    target = chain.parent.parent / name
+    target.mkdir()
+    shutil.copy(chain, target / chain.name)
+    shutil.copytree(tlog_dir(chain), tlog_dir(target / chain.name))
+    return target / chain.name
+
+
+def test_torchwood_and_xmod_read_every_checkpoint_over_http_and_fail_on_damage(tmp_path: Path) -> None:
+    chain = _demo(tmp_path / "intact")
+    published = notes(chain)
+    sizes = [signed_checkpoint_from_note(note).size for note in published]
+    assert sizes == [97, 194, 291, 388, 485, 582, 679, 700]
+    assert len(lines(chain)) == 700
+
+    corrupt = _copy(chain, "corrupt")
+    # A full tile: trees of 512 leaves or more use it, and so do those of 257 to 511 (their partial tiles
+    # tile/0/001.p/W were removed once it existed, and are served as its first hashes).
+    tile = Path(tlog_dir(corrupt)) / tile_path(0, 1)
+    data = bytearray(tile.read_bytes())
+    data[100] ^= 1
+    tile.write_bytes(bytes(data))
+
+    deleted = _copy(chain, "partial")
+    (Path(tlog_dir(deleted)) / tile_path(0, 2, 582 - 512)).unlink()  # only the checkpoint of 582 needs it
+
+    key = str(SIGNER.verifier())
+    with (
+        serving([chain], "--key", key, workdir=tmp_path) as intact_server,
+        serving([corrupt], "--key", key, workdir=tmp_path) as corrupt_server,
+        serving([deleted], "--key", key, workdir=tmp_path) as partial_server,
+    ):
+        urls = [s.urls[ORIGIN] for s in (intact_server, corrupt_server, partial_server)]
+        cases = [
+            {"name": "intact", "url": urls[0], "chain": str(chain), "notes": published, "expect": [True] * 8},
+            {
+                "name": "corrupted tile/0/001",
+                "url": urls[1],
+                "chain": str(corrupt),
+                "notes": published,
+                "expect": [size < 256 for size in sizes],
+            },
+            {
+                "name": "deleted tile/0/002.p/70",
+                "url": urls[2],
+                "chain": str(deleted),
+                "notes": published,
+                "expect": [size != 582 for size in sizes],
+            },
+        ]
+        output = run_go_interop({"verifier": key, "serve": cases}, tmp_path)
+        assert get(urls[1] + tile_path(0, 1))[0] == 500
+        assert get(urls[2] + tile_path(0, 2, 70))[0] == 404
+        assert get(urls[0] + tile_path(0, 2, 70))[0] == 200
+    assert f"{3 * (1 + 2 * 8)} checks, 0 failed" in output
+    assert (
+        "tile/0/001: does not match its parent tile tile/1/000.p/2 (damaged or forged)"
+        in corrupt_server.log()
+    )
+    assert "Traceback" not in intact_server.log() + corrupt_server.log() + partial_server.log()

@@ -1,0 +1,241 @@
+"""The log's side of witnessing (``witness.CheckpointWitnessing``) against fake witnesses that follow the
+protocol: every signed checkpoint the writer publishes is pushed with a proof from the log's authenticated
+tiles, the cosignatures end up in ``checkpoints`` and ``checkpoint``, refusals are recorded once per witness
+and cause, an unsigned checkpoint is never pushed, a flush pushes each checkpoint once, and a merge that
+cannot have the writer's lock waits for the next chance instead of making a checkpoint skip its turn.
+
+Nothing here waits for time to pass: flushes wait for the witnesses' answers, bounded."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from tlog_support import append
+from witness_support import Cosigner, FakeWitness, ProvingWitness, fake_witness, free_port
+
+from otel_route_shadow.tlog import (
+    Checkpointer,
+    LogDirectory,
+    Signer,
+    parse_note,
+    parse_policy,
+    verify_cosignatures,
+)
+from otel_route_shadow.witness import CheckpointWitnessing, WitnessConfigError
+from otel_route_shadow.witness import witnessing as witnessing_module
+
+ORIGIN = "example.com/route-shadow/witnessing"
+LOG = Signer(ORIGIN, Ed25519PrivateKey.from_private_bytes(bytes([31]) * 32))
+W1 = Cosigner("w1.example/w", Ed25519PrivateKey.from_private_bytes(bytes([32]) * 32))
+W2 = Cosigner("w2.example/w", Ed25519PrivateKey.from_private_bytes(bytes([33]) * 32))
+WAIT = 30.0
+
+
+def _policy(*witnesses: tuple[str, Cosigner, str]) -> str:
+    lines = [f"log {LOG.verifier()}"]
+    lines += [f"witness {name} {c.verifier} {url}" for name, c, url in witnesses]
+    return "\n".join([*lines, "quorum none"]) + "\n"
+
+
+@pytest.fixture
+def two() -> Iterator[tuple[tuple[ProvingWitness, FakeWitness], tuple[ProvingWitness, FakeWitness]]]:
+    first, second = ProvingWitness(W1, LOG.verifier()), ProvingWitness(W2, LOG.verifier())
+    with fake_witness(first) as a, fake_witness(second) as b:
+        yield (first, a), (second, b)
+
+
+def _writer(
+    chain: Path, policy: str, signer: Signer | None = LOG
+) -> tuple[Checkpointer, CheckpointWitnessing]:
+    checkpointer = Checkpointer(str(chain), ORIGIN, signer)
+    witnessing = CheckpointWitnessing(
+        checkpointer.directory, ORIGIN, parse_policy(policy), pushes_per_day=8_640_000
+    )
+    checkpointer.add_listener(witnessing.submit)
+    return checkpointer, witnessing
+
+
+def test_each_signed_checkpoint_is_pushed_with_a_proof_from_the_tiles_and_stored_cosigned(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (first, a), (second, b) = two
+    proofs: list[tuple[int, int]] = []
+    prove = witnessing_module.consistency_proof
+
+    def counted(old: int, new: int, reader: object) -> list[bytes]:
+        proofs.append((old, new))
+        return prove(old, new, reader)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(witnessing_module, "consistency_proof", counted)
+    chain = tmp_path / "chain.jsonl"
+    checkpointer, witnessing = _writer(chain, _policy(("one", W1, a.url), ("two", W2, b.url)))
+    try:
+        start = 0
+        for count in (10, 290, 1, 400):
+            append(chain, count, checkpointer, every=count, start=start)
+            start += count
+            assert witnessing.flush(WAIT)
+    finally:
+        witnessing.close()
+    assert first.size == second.size == 701
+    # The first push of each witness is `old 0`; later ones carry a proof the witness verified (no 422).
+    assert first.answers == second.answers == {200: 4}
+    directory = LogDirectory(chain)
+    notes = directory.notes().notes
+    cosigned = {parse_note(n).text: n for n in notes}  # the newest entry of each checkpoint
+    assert len(cosigned) == 4 and len(notes) == 12  # each checkpoint: signed, + one, + both
+    for note in cosigned.values():
+        found = verify_cosignatures(note, [W1.verifier, W2.verifier], now=2**40)
+        assert {c.verifier.name for c in found.verified} == {W1.verifier.name, W2.verifier.name}
+    assert (Path(directory.path) / "checkpoint").read_text() == notes[-1]
+    assert witnessing.merges == {"added": 8}
+    assert proofs == [(10, 300), (300, 301), (301, 701)]  # one tile read per push: both witnesses get it
+    assert not (Path(directory.path) / "witness-refusals").exists()
+
+
+def test_an_unsigned_checkpoint_is_never_pushed(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]
+) -> None:
+    (_first, a), _ = two
+    chain = tmp_path / "chain.jsonl"
+    checkpointer, witnessing = _writer(chain, _policy(("one", W1, a.url)), signer=None)
+    append(chain, 5, checkpointer, every=5)
+    assert witnessing.flush(WAIT) and witnessing.stats() is None and a.bodies == []
+
+
+def test_refusals_are_recorded_once_per_witness_and_cause_and_transient_failures_are_not(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    stranger = ProvingWitness(W1, Signer.generate(ORIGIN).verifier())  # knows another key for this origin
+    chain = tmp_path / "chain.jsonl"
+    with fake_witness(stranger) as fake:
+        dead = f"http://127.0.0.1:{free_port()}"
+        checkpointer, witnessing = _writer(chain, _policy(("picky", W1, fake.url), ("gone", W2, dead)))
+        try:
+            for round_ in range(3):
+                append(chain, 5, checkpointer, every=5, start=5 * round_)
+                witnessing.flush(WAIT)
+        finally:
+            witnessing.close()
+    assert stranger.answers == {403: 3}
+    lines = (Path(LogDirectory(chain).path) / "witness-refusals").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {
+            "cause": "forbidden",
+            "origin": ORIGIN,
+            "size": 5,
+            "time": json.loads(lines[0])["time"],
+            "witness": "picky",
+        }
+    ]
+    messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert sum("witness picky did not cosign" in m for m in messages) == 1
+    assert sum("witness gone did not cosign" in m and "unreachable" in m for m in messages) == 1
+    assert len(LogDirectory(chain).notes().notes) == 3  # nothing merged
+
+
+def test_a_flush_pushes_each_checkpoint_once(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]
+) -> None:
+    (_first, a), _ = two
+    chain = tmp_path / "chain.jsonl"
+    checkpointer, witnessing = _writer(chain, _policy(("one", W1, a.url)))
+    try:
+        append(chain, 5, checkpointer, every=5)
+        assert witnessing.flush(WAIT)
+        requests = len(a.bodies)
+        assert witnessing.flush(WAIT) and witnessing.flush(WAIT)
+        assert len(a.bodies) == requests == 1
+    finally:
+        witnessing.close()
+
+
+def test_a_merge_that_cannot_have_the_writers_lock_waits_for_the_next_chance(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]
+) -> None:
+    (_first, a), _ = two
+    chain = tmp_path / "chain.jsonl"
+    held = [True]
+
+    @contextlib.contextmanager
+    def exclusive(_timeout: float) -> Iterator[bool]:
+        yield not held[0]
+
+    checkpointer = Checkpointer(str(chain), ORIGIN, LOG)
+    witnessing = CheckpointWitnessing(
+        checkpointer.directory, ORIGIN, parse_policy(_policy(("one", W1, a.url))), exclusive=exclusive
+    )
+    checkpointer.add_listener(witnessing.submit)
+    try:
+        append(chain, 5, checkpointer, every=5)
+        assert witnessing.flush(WAIT)
+        assert witnessing.merges == {"kept": 2}  # tried on the answer, and once more at the flush's end
+        assert len(LogDirectory(chain).notes().notes) == 1
+        held[0] = False
+        requests = len(a.bodies)
+        assert witnessing.flush(WAIT)  # the same checkpoint: not pushed again, but the kept merge is done
+        assert len(a.bodies) == requests and witnessing.merges == {"kept": 2, "added": 1}
+        assert len(parse_note(LogDirectory(chain).notes().notes[-1]).signatures) == 2
+    finally:
+        witnessing.close()
+
+
+def test_a_witness_url_that_cannot_be_pushed_to_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(WitnessConfigError, match="user information"):
+        CheckpointWitnessing(
+            LogDirectory(tmp_path / "chain.jsonl"),
+            ORIGIN,
+            parse_policy(_policy(("one", W1, "https://user:pw@example.org/w"))),
+        )
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_child_forked_while_the_lock_was_held_pushes_and_flushes_on_its_own(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...]
+) -> None:
+    (first, a), _ = two
+    chain = tmp_path / "chain.jsonl"
+    checkpointer, witnessing = _writer(chain, _policy(("one", W1, a.url)))
+    append(chain, 5, checkpointer, every=5)
+    assert witnessing.flush(WAIT) and first.size == 5
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # another thread (the pusher's, say) holds the lock when the host forks
+        with witnessing._lock:
+            held.set()
+            release.wait(WAIT)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(WAIT)
+    pid = os.fork()
+    if pid == 0:  # the child: a stuck lock would hang its checkpoints and its exit
+        done: list[bool] = []
+
+        def work() -> None:
+            append(chain, 5, checkpointer, every=5, start=5)
+            flushed = witnessing.flush(WAIT)
+            newest = LogDirectory(chain).notes().notes[-1]
+            done.append(
+                flushed and newest.startswith(f"{ORIGIN}\n10\n") and len(parse_note(newest).signatures) == 2
+            )
+
+        try:
+            worker = threading.Thread(target=work, daemon=True)
+            worker.start()
+            worker.join(WAIT)  # bounded: a hang is a failure, never a stuck test
+        finally:
+            os._exit(0 if done == [True] else 1)
+    release.set()
+    holder.join()
+    _, status = os.waitpid(pid, 0)
+    witnessing.close()
+    assert os.waitstatus_to_exitcode(status) == 0
