@@ -23,19 +23,9 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from benchmarks.chain_patches import Probe, swapped
+
 __all__ = ["PATCHES"]
-
-Probe = Callable[[], dict[str, int]]
-
-
-@contextlib.contextmanager
-def _swapped(owner: Any, name: str, value: Any) -> Iterator[None]:
-    original = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
 
 
 def _memo_without(kept: Callable[[Any], bool]) -> Callable[[], contextlib.AbstractContextManager[Probe]]:
@@ -49,7 +39,7 @@ def _memo_without(kept: Callable[[Any], bool]) -> Callable[[], contextlib.Abstra
             if kept(key):
                 original(self, key, value)
 
-        with _swapped(RuntimeMemo, "put", put):
+        with swapped(RuntimeMemo, "put", put):
             yield dict
 
     return patch
@@ -70,7 +60,7 @@ def _export_path() -> Iterator[Probe]:
         except Exception as exc:
             self.runtime.contain(exc, "chain", span, loud=False, observation=self)
 
-    with _swapped(SeamObservation, "export", export):
+    with swapped(SeamObservation, "export", export):
         yield dict
 
 
@@ -90,7 +80,7 @@ def _chain_reopened() -> Iterator[Probe]:
             log.close()
         self._after_append()
 
-    with _swapped(RouteShadowChainExporter, "append_templated", append_templated):
+    with swapped(RouteShadowChainExporter, "append_templated", append_templated):
         yield dict
 
 

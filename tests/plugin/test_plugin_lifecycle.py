@@ -397,8 +397,8 @@ print(json.dumps({
 """
 
 
-def test_decorators_without_an_instrumentor_share_one_default_runtime(tmp_path: Path) -> None:
-    env = {**os.environ, "OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH": str(tmp_path / "default.jsonl")}
+def _default_runtime_host(tmp_path: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH": str(tmp_path / "default.jsonl"), **settings}
     done = subprocess.run(
         [sys.executable, "-c", _DEFAULT_RUNTIME_HOST, str(tmp_path / "instrumented.jsonl")],
         capture_output=True,
@@ -407,6 +407,11 @@ def test_decorators_without_an_instrumentor_share_one_default_runtime(tmp_path: 
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_decorators_without_an_instrumentor_share_one_default_runtime(tmp_path: Path) -> None:
+    done = _default_runtime_host(tmp_path)
     assert json.loads(done.stdout) == {
         "shadowed": [True, True],
         "default_kept": True,
@@ -416,19 +421,7 @@ def test_decorators_without_an_instrumentor_share_one_default_runtime(tmp_path: 
 
 
 def test_decorators_under_a_bad_setting_run_bare_and_say_so_once(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH": str(tmp_path / "default.jsonl"),
-        "OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS": "soon",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", _DEFAULT_RUNTIME_HOST, str(tmp_path / "instrumented.jsonl")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _default_runtime_host(tmp_path, OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS="soon")
     assert json.loads(done.stdout)["shadowed"] == [False, False]
     assert done.stderr.count("route shadow decorators run bare") == 1, done.stderr
     assert "Traceback" not in done.stderr
