@@ -23,13 +23,13 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["PATCHES"]
+__all__ = ["PATCHES", "Probe", "swapped"]
 
 Probe = Callable[[], dict[str, int]]
 
 
 @contextlib.contextmanager
-def _swapped(owner: Any, name: str, value: Any) -> Iterator[None]:
+def swapped(owner: Any, name: str, value: Any) -> Iterator[None]:
     original = getattr(owner, name)
     setattr(owner, name, value)
     try:
@@ -49,7 +49,7 @@ def _listener() -> Iterator[Probe]:
         original(self, *args, **kwargs)
         self.listener = heard.append
 
-    with _swapped(log.RoutingAuditLog, "__init__", init):
+    with swapped(log.RoutingAuditLog, "__init__", init):
         yield lambda: {"lines_heard": len(heard)}
 
 
@@ -61,7 +61,7 @@ def _no_head_cache() -> Iterator[Probe]:
         self._known_size = -1
         return self._prepare(fd, size)
 
-    with _swapped(log.RoutingAuditLog, "_checked_head", checked_head):
+    with swapped(log.RoutingAuditLog, "_checked_head", checked_head):
         yield dict
 
 
@@ -69,7 +69,7 @@ def _no_head_cache() -> Iterator[Probe]:
 def _no_recheck_window() -> Iterator[Probe]:
     from otel_route_shadow.chain import log
 
-    with _swapped(log, "MARKER_RECHECK_NS", 0):
+    with swapped(log, "MARKER_RECHECK_NS", 0):
         yield dict
 
 
@@ -81,7 +81,7 @@ def _no_clean_memo() -> Iterator[Probe]:
     def redact_string(text: str) -> tuple[str, int]:
         return (text, 0) if cannot_match(text) else redact_text(text)
 
-    with _swapped(sanitize, "redact_string", redact_string):
+    with swapped(sanitize, "redact_string", redact_string):
         yield dict
 
 
@@ -90,7 +90,7 @@ def _no_secret_key_memo() -> Iterator[Probe]:
     from otel_route_shadow.chain import sanitize
     from otel_route_shadow.core.redaction import is_secret_key
 
-    with _swapped(sanitize, "_is_secret_key", is_secret_key):
+    with swapped(sanitize, "_is_secret_key", is_secret_key):
         yield dict
 
 
@@ -98,7 +98,7 @@ def _no_secret_key_memo() -> Iterator[Probe]:
 def _no_template() -> Iterator[Probe]:
     from otel_route_shadow.instrumentation import runtime
 
-    with _swapped(runtime, "record_template", lambda attributes: None):
+    with swapped(runtime, "record_template", lambda attributes: None):
         yield dict
 
 
@@ -112,7 +112,7 @@ def _no_durable_memo() -> Iterator[Probe]:
         self._durable = 0
         original(self, fd, identity, end)
 
-    with _swapped(group_commit.GroupCommit, "commit", commit):
+    with swapped(group_commit.GroupCommit, "commit", commit):
         yield dict
 
 

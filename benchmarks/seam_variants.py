@@ -24,12 +24,16 @@ patches are prototypes, not candidate code:
 * the patches of ``benchmarks.chain_patches`` (``listener``, ``no-head-cache``,
   ``no-recheck-window``, ``no-clean-memo``, ``no-secret-key-memo``, ``no-template``): each cache and
   window of the chain's append path switched off, for ``docs/benchmarks.md`` ("Caches, windows and
-  threads").
+  threads");
+* the patches of ``benchmarks.runtime_patches`` (``no-memo``, ``no-decision-memo``,
+  ``no-sanitize-memo``, ``export-path``, ``chain-reopened``, ``recheck-every-call``): the same for
+  the instrumentation's seam path.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -43,6 +47,7 @@ from typing import Any
 from benchmarks.chain_patches import PATCHES
 from benchmarks.config import BenchConfig
 from benchmarks.harness import RESULTS_DIR
+from benchmarks.runtime_patches import PATCHES as RUNTIME_PATCHES
 
 VARIANTS = (
     "shipped",
@@ -52,6 +57,7 @@ VARIANTS = (
     "lock-held",
     "writer-thread",
     *PATCHES,
+    *RUNTIME_PATCHES,
 )
 DEFERRED_ENV = {
     "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS": "100000000",
@@ -169,21 +175,25 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
     from benchmarks import bench_seam
 
     probe: Callable[[], dict[str, int]] = dict
-    if variant == "no-append":
-        probe = _no_append()
-    elif variant == "minimal-append":
-        probe = _minimal_append(cfg.workdir)
-    elif variant == "lock-held":
-        probe = _lock_held()
-    elif variant == "writer-thread":
-        probe = _writer_thread()
-    elif variant == "checkpoints-deferred":
-        os.environ.update(DEFERRED_ENV)
-    elif variant in PATCHES:
-        probe = PATCHES[variant]().__enter__()  # for the child's life
-    elif variant != "shipped":
-        raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
-    row = bench_seam.seam_rows(cfg, tail=False)[0]
+    # A patch is entered on this stack, which holds it until the row has run: a context manager
+    # left unreferenced is collected at once, and its generator's close undoes the patch.
+    with contextlib.ExitStack() as patches:
+        if variant == "no-append":
+            probe = _no_append()
+        elif variant == "minimal-append":
+            probe = _minimal_append(cfg.workdir)
+        elif variant == "lock-held":
+            probe = _lock_held()
+        elif variant == "writer-thread":
+            probe = _writer_thread()
+        elif variant == "checkpoints-deferred":
+            os.environ.update(DEFERRED_ENV)
+        elif variant in PATCHES or variant in RUNTIME_PATCHES:
+            probe = patches.enter_context((PATCHES.get(variant) or RUNTIME_PATCHES[variant])())
+        elif variant != "shipped":
+            raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+        row = bench_seam.seam_rows(cfg, tail=False)[0]
+        figures = probe()
     extras = row.extras
     return {
         "variant": variant,
@@ -196,7 +206,7 @@ def run_one(variant: str, cfg: BenchConfig) -> dict[str, Any]:
         "expected_records": extras.get("expected_records"),
         "contained_errors": extras.get("contained_errors"),
         "notes": row.notes,
-        **probe(),
+        **figures,
     }
 
 

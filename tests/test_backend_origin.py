@@ -72,8 +72,5 @@ def test_checkpoints_leave_as_spans_even_when_the_host_samples_nothing(
     # many checkpoints fell before the last one depends on that thread, the sizes' order does not.
     assert sizes == sorted(set(sizes)) and sizes[-1] == 12
     assert {s.attributes[cpa.ORIGIN] for s in exporter.get_finished_spans() if s.attributes} == {ORIGIN}
-    # Uninstrumenting stopped the emitter: its thread ends once that last checkpoint is out.
-    for thread in threading.enumerate():
-        if thread.name == "route-shadow-checkpoint-spans":
-            thread.join(30)
-            assert not thread.is_alive()
+    # Uninstrumenting shut the checkpoint spans' provider down once that last checkpoint was out.
+    assert [t for t in threading.enumerate() if t.name == "route-shadow-checkpoint-spans-close"] == []

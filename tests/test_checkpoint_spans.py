@@ -1,8 +1,11 @@
-"""Checkpoint spans: each checkpoint leaves the process over OTLP whatever the sampler keeps, in the
-background, retried with the next one when an export fails, never holding up the writer."""
+"""Checkpoint spans: each checkpoint leaves the process over OTLP whatever the sampler keeps, through
+the SDK's batch processor (a forked host too), never holding up the writer; a failed export is logged
+once."""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,8 +16,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from plugin.conftest import make_harness
 
 from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import checkpoint_spans as cs
 from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer
 from otel_route_shadow.shadow import attributes as attr
@@ -55,6 +60,11 @@ def _checkpoint(size: int) -> SignedCheckpoint:
 
 def _sizes(spans: Sequence[ReadableSpan]) -> list[int]:
     return [int(s.attributes[cpa.SIZE]) for s in spans if s.attributes]  # type: ignore[arg-type]
+
+
+def _dispatch(n: int) -> None:
+    for job in factory.plan_jobs(n, factory.FactorySettings()):
+        factory.dispatch(job)
 
 
 def test_no_checkpoint_key_is_a_prefix_of_another_span_key() -> None:
@@ -101,46 +111,92 @@ def test_each_checkpoint_becomes_one_span_with_its_attributes_and_the_host_resou
     emitter.close()
 
 
-def test_a_failed_export_is_sent_again_with_the_next_checkpoint() -> None:
-    exporter = FlakyExporter(failures=1)
-    emitter = cs.CheckpointSpans(exporter, Resource.create({}))
-    emitter(_checkpoint(10))
-    assert not emitter.flush(30)  # failed, kept for the next one
-    emitter(_checkpoint(20))
-    assert emitter.flush(30)
-    assert [_sizes(b) for b in exporter.batches] == [[10], [10, 20]]
-    assert emitter.failed_exports == 1 and emitter.exported == 2
-    emitter.close()
-
-
-def test_the_writer_never_waits_for_the_network_and_the_queue_is_bounded(
+def test_a_failed_export_is_logged_once_and_the_next_checkpoint_still_goes(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    exporter = FlakyExporter(failures=2)
+    emitter = cs.CheckpointSpans(exporter, Resource.create({}))
+    for size in (10, 20, 30):
+        emitter(_checkpoint(size))
+        assert emitter.flush(30)
+    assert [_sizes(b) for b in exporter.batches] == [[10], [20], [30]]
+    assert emitter.failed_exports == 2
+    assert len([r for r in caplog.records if "checkpoint span export failed" in r.getMessage()]) == 1
+    assert emitter.close(30)
+
+
+def test_the_writer_never_waits_for_the_network_and_the_queue_is_bounded() -> None:
     exporter = FlakyExporter()
     exporter.release.clear()  # the backend hangs
     emitter = cs.CheckpointSpans(exporter, Resource.create({}), max_pending=4)
     emitter(_checkpoint(1))
-    assert exporter.entered.wait(30)  # the thread is stuck inside export ...
+    stuck = threading.Thread(target=emitter.flush, daemon=True)
+    stuck.start()
+    assert exporter.entered.wait(30)  # an export of [1] is stuck inside the exporter ...
     for size in range(2, 12):
         emitter(_checkpoint(size))  # ... and every call still returns
-    # 11 checkpoints into a queue of 4 (the one in flight included): the 7 oldest were dropped.
-    assert emitter.dropped == 7
     exporter.release.set()
+    stuck.join(30)
     assert emitter.flush(30)
-    assert [_sizes(b) for b in exporter.batches] == [[1], [8, 9, 10, 11]]
-    assert "queue full" in caplog.text
-    emitter.close()
+    # 10 checkpoints into a queue of 4 while [1] was out: the 6 oldest were dropped.
+    assert sorted(size for b in exporter.batches for size in _sizes(b)) == [1, 8, 9, 10, 11]
+    assert emitter.close(30)
 
 
-def test_close_makes_a_last_bounded_attempt() -> None:
-    exporter = FlakyExporter(failures=100)
+def test_close_waits_at_most_its_timeout_for_a_backend_that_does_not_answer() -> None:
+    exporter = FlakyExporter()
+    exporter.release.clear()
     emitter = cs.CheckpointSpans(exporter, Resource.create({}))
     emitter(_checkpoint(3))
-    assert not emitter.flush(30)
-    emitter.close(timeout_s=30)
-    assert [_sizes(b) for b in exporter.batches] == [[3], [3]]  # the first try and the last one
+    assert emitter.close(timeout_s=0.01) is False  # the export is stuck: close returned anyway
+    assert exporter.entered.wait(30)
+    exporter.release.set()
+    for thread in threading.enumerate():
+        if thread.name == "route-shadow-checkpoint-spans-close":
+            thread.join(30)
+            assert not thread.is_alive()
+    assert [_sizes(b) for b in exporter.batches] == [[3]]  # the last export went out
     emitter(_checkpoint(4))  # after close: ignored, never raises
-    assert len(exporter.batches) == 2
+    assert [_sizes(b) for b in exporter.batches] == [[3]]
+
+
+def test_a_forked_host_sends_its_checkpoint_spans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint spans' own worker thread did not survive a fork, so a forked host's checkpoint
+    spans never left it (``flush`` gave up after its timeout). The child here makes seam calls, a
+    checkpoint and a flush, and reports what its copy of the in-memory exporter received."""
+    exporter = InMemorySpanExporter()
+    monkeypatch.setattr(cs, "exporter_from_environment", lambda: exporter)
+    h = make_harness(tmp_path, origin=ORIGIN)
+    try:
+        runtime = h.instrumentor.runtime
+        assert runtime is not None and runtime.checkpoint_spans is not None
+        _dispatch(3)
+        runtime.checkpoint_now()
+        assert runtime.checkpoint_spans.flush(30)  # the parent's own checkpoint, before the fork
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child never returns into pytest
+            code = 1
+            try:
+                os.close(read_end)
+                _dispatch(2)
+                runtime.checkpoint_now()
+                flushed = runtime.checkpoint_spans.flush(30)
+                report = {"flushed": flushed, "sizes": _sizes(exporter.get_finished_spans())}
+                os.write(write_end, json.dumps(report).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            report = json.loads(pipe.read() or b"null")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert report == {"flushed": True, "sizes": [3, 5]}
+        assert _sizes(exporter.get_finished_spans()) == [3]  # the parent's copy saw only its own
+    finally:
+        h.instrumentor.uninstrument()
+        h.provider.shutdown()
 
 
 @pytest.mark.parametrize(

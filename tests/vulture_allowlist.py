@@ -22,11 +22,10 @@ TRIAGER  # unused variable: core/vocabulary.py
 UNKNOWN_KEY  # unused variable: tlog/consistency.py (read by value)
 UNSIGNED  # unused variable: tlog/consistency.py (read by value)
 _._instrument  # unused method: instrumentation/__init__.py
-_._is_instrumented_by_opentelemetry  # unused attribute: instrumentation/__init__.py
 _._normalize  # unused method: core/policy.py
 _._uninstrument  # unused method: instrumentation/__init__.py
 _.empty  # unused method: backend/trust.py (Trusted.empty: the first state benchmarks/bench_audit.py proves from)
-_.failed_exports  # unused attribute: instrumentation/checkpoint_spans.py
+_.failed_exports  # unused property: instrumentation/checkpoint_spans.py
 _.force_flush  # unused method: instrumentation/exporter.py, instrumentation/processor.py
 _.fsyncs  # unused attribute: chain/log.py
 _.full_loads  # unused property: store/store.py

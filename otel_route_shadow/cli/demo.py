@@ -35,13 +35,13 @@ def register(sub: Any) -> None:
 def _run_bare(spawns: int) -> int:
     """The kill switch is set: run the spawns as the bare calls they are, record nothing, say so."""
     from otel_route_shadow.demo import factory
-    from otel_route_shadow.instrumentation.config import ENV_DISABLED
+    from otel_route_shadow.instrumentation.environment_variables import OTEL_PYTHON_ROUTE_SHADOW_DISABLED
 
     settings = factory.FactorySettings()
     for job in factory.plan_jobs(spawns, settings):
         factory.dispatch(job)
     print(
-        f"route-shadow demo: {ENV_DISABLED} is set: ran {spawns} spawns bare "
+        f"route-shadow demo: {OTEL_PYTHON_ROUTE_SHADOW_DISABLED} is set: ran {spawns} spawns bare "
         "(no spans, no decisions, nothing written to the chain)"
     )
     return EXIT_OK

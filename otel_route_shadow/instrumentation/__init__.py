@@ -12,7 +12,10 @@ Usage::
 
 or, with no code change, ``OTEL_PYTHON_ROUTE_SHADOW_SEAMS=... opentelemetry-instrument python app.py``.
 Every setting is an ``OTEL_PYTHON_ROUTE_SHADOW_*`` variable mirrored by an ``instrument()`` keyword;
-see :mod:`otel_route_shadow.instrumentation.config`.
+see :mod:`otel_route_shadow.instrumentation.environment_variables`.
+
+The instrumentor owns its runtime (``ShadowRuntime``: configuration, tracer, chain, checkpoints): it
+makes it in ``_instrument``, each ``wrapt`` wrapper holds it, and ``_uninstrument`` closes it.
 """
 
 from __future__ import annotations
@@ -29,19 +32,19 @@ from opentelemetry.instrumentation.utils import unwrap
 from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.instrumentation.config import (
     RouteShadowConfig,
+    Seam,
     SeamCall,
     SeamConfigError,
     SeamSpec,
     default_extractor,
 )
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME, _instruments
 from otel_route_shadow.instrumentation.processor import RouteShadowSpanProcessor
-from otel_route_shadow.instrumentation.runtime import SCHEMA_URL, SCOPE_NAME, ShadowRuntime
+from otel_route_shadow.instrumentation.runtime import ShadowRuntime
 from otel_route_shadow.instrumentation.seams import (
     SeamKind,
-    activate,
     current_runtime,
-    deactivate,
     invoke,
     seam_kind,
     shadow_seam,
@@ -55,6 +58,7 @@ __all__ = [
     "RouteShadowConfig",
     "RouteShadowInstrumentor",
     "RouteShadowSpanProcessor",
+    "Seam",
     "SeamCall",
     "SeamConfigError",
     "SeamSpec",
@@ -66,9 +70,6 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger("otel_route_shadow")
-
-_instruments: tuple[str, ...] = ()
-"""The seams are host code named by configuration: no third-party package is required."""
 
 
 def _resolve_parent(spec: SeamSpec) -> tuple[Any, str]:
@@ -95,13 +96,14 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     A setting that cannot be understood (a seam naming a missing module or attribute, a malformed
     number, an unknown keyword) is logged as one line and nothing is wrapped: ``_instrument`` never
     raises, so ``opentelemetry-instrument`` goes on loading the instrumentors and hooks after this
-    one, and the instrumentor stays uninstrumented (a corrected ``instrument()`` call may follow).
+    one, and ``instrument`` uninstruments again, so a corrected ``instrument()`` call may follow.
     """
 
     # BaseInstrumentor is a singleton whose __init__ runs on every construction: state lives in
     # attributes set by _instrument, never reset by a constructor.
     _wrapped: tuple[tuple[Any, str], ...] = ()
     runtime: ShadowRuntime | None = None
+    """The runtime this instrumentation made and its wrappers hold, while instrumented."""
     refused: str | None = None
     """Why the last ``instrument()`` wrapped nothing (the line it logged), or None."""
 
@@ -110,8 +112,8 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def instrument(self, **kwargs: Any) -> Any:
         result = super().instrument(**kwargs)
-        if self.refused is not None:
-            self._is_instrumented_by_opentelemetry = False
+        if self.refused is not None and self.is_instrumented_by_opentelemetry:
+            self.uninstrument()  # nothing was wrapped: leave the instrumentor free for a corrected call
         return result
 
     def _instrument(self, **kwargs: Any) -> None:
@@ -121,33 +123,36 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             config = RouteShadowConfig.resolve(**kwargs)
             targets = [(spec, *_resolve_parent(spec)) for spec in config.seams]
         except Exception as exc:  # a bad setting must not stop the host or the other instrumentors
-            self.refused = _refusal(exc)
-            _LOG.error("%s", self.refused)
+            self._refuse(exc)
             return
-        runtime = activate(config, tracer_provider)
-        self.runtime = runtime
+        runtime = ShadowRuntime(config, tracer_provider)
+        runtime.attach()
         wrapped: list[tuple[Any, str]] = []
         try:
             for spec, parent, attribute in targets:
                 kind = seam_kind(getattr(parent, attribute))
-                wrapt.wrap_function_wrapper(parent, attribute, _seam_wrapper(spec, kind))
+                wrapt.wrap_function_wrapper(parent, attribute, _seam_wrapper(runtime, spec.seam, kind))
                 wrapped.append((parent, attribute))
         except Exception as exc:
             for parent, attribute in reversed(wrapped):
                 unwrap(parent, attribute)
-            deactivate()
-            self.runtime = None
-            self.refused = _refusal(exc)
-            _LOG.error("%s", self.refused)
+            runtime.close()
+            self._refuse(exc)
             return
+        self.runtime = runtime
         self._wrapped = tuple(wrapped)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         for parent, attribute in reversed(self._wrapped):
             unwrap(parent, attribute)
         self._wrapped = ()
-        deactivate()
-        self.runtime = None
+        runtime, self.runtime = self.runtime, None
+        if runtime is not None:
+            runtime.close()
+
+    def _refuse(self, exc: Exception) -> None:
+        self.refused = _refusal(exc)
+        _LOG.error("%s", self.refused)
 
 
 def _refusal(exc: Exception) -> str:
@@ -156,10 +161,10 @@ def _refusal(exc: Exception) -> str:
     return f"route shadow not instrumented (nothing wrapped; the host runs unshadowed): {text}"
 
 
-def _seam_wrapper(spec: SeamSpec, kind: SeamKind) -> Any:
-    seam, face, extractor = spec.seam_name, spec.request_face, spec.extractor
+def _seam_wrapper(runtime: ShadowRuntime, seam: Seam, kind: SeamKind) -> Any:
+    """The ``wrapt`` wrapper of one seam, holding the runtime it records into."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return invoke(current_runtime(), seam, face, extractor, wrapped, instance, args, kwargs, kind)
+        return invoke(runtime, seam, kind, wrapped, instance, args, kwargs)
 
     return wrapper

@@ -3,21 +3,22 @@
 The backend then witnesses the log itself, not only the seam spans the trace sampler kept: ``audit``
 proves the chain consistent with every checkpoint of its origin the backend holds.
 
-* **Whatever the sampler keeps**: the spans come from a small ``TracerProvider`` of their own with an
-  always-on sampler, and go straight to an OTLP span exporter; the host's provider, sampler and
-  processors are not involved.
-* **No second configuration**: the exporter is the OpenTelemetry SDK's OTLP exporter built from the
-  user's own ``OTEL_EXPORTER_OTLP_*`` environment (endpoint, headers, protocol, timeout, certificates),
-  and the spans carry the host provider's resource, so they land in the same backend project. Emission
-  is on when an OTLP endpoint is configured (``OTEL_EXPORTER_OTLP_ENDPOINT`` or
-  ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) or ``OTEL_TRACES_EXPORTER`` names ``otlp``; ``none`` (or a list
-  without ``otlp``) turns it off.
-* **Never blocks a spawn**: the checkpointer's listener only appends to a bounded queue
-  (:data:`MAX_PENDING` checkpoints) and wakes one background thread, which exports. A checkpoint whose
-  export fails stays queued and is sent again with the next one; when the queue is full the oldest is
-  dropped, counted and logged (a later checkpoint covers every record an older one did).
-* **Bounded at exit**: ``shutdown`` (registered with ``atexit``) makes a last checkpoint, then waits at
-  most :data:`SHUTDOWN_TIMEOUT_S` for the export.
+* **Whatever the sampler keeps**: the spans come from a ``TracerProvider`` of their own with an
+  always-on sampler; the host's provider, sampler and processors are not involved.
+* **The SDK's own pieces**: that provider has one ``BatchSpanProcessor`` (one worker thread, a
+  bounded queue of :data:`MAX_PENDING` spans that drops the oldest when full, fork handling: a forked
+  child gets an empty queue and a worker of its own) in front of the SDK's OTLP span exporter.
+* **No second configuration**: the exporter is built from the user's own ``OTEL_EXPORTER_OTLP_*``
+  environment (endpoint, headers, protocol, timeout, certificates), and the spans carry the host
+  provider's resource, so they land in the same backend project. Emission is on when an OTLP
+  endpoint is configured (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``)
+  or ``OTEL_TRACES_EXPORTER`` names ``otlp``; ``none`` (or a list without ``otlp``) turns it off.
+* **Never blocks a spawn**: the checkpointer's listener ends a span, which only puts it on the batch
+  processor's queue; the worker exports every ``OTEL_BSP_SCHEDULE_DELAY`` (5 s by default). A failed
+  export is logged once (and counted); its checkpoint is not sent again, since every later checkpoint
+  covers every record it did.
+* **Bounded at exit**: ``close`` (registered with ``atexit``) makes a last checkpoint, then waits at
+  most :data:`SHUTDOWN_TIMEOUT_S` for the provider's shutdown, which exports what is queued.
 
 The span is named ``route_shadow checkpoint`` and carries ``route_shadow.checkpoint.origin``, ``.size``,
 ``.root`` (base64), ``.note`` (the whole signed note), ``.signed`` and ``.key_name`` (the key's name,
@@ -32,14 +33,13 @@ import logging
 import os
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanKind
 
@@ -60,8 +60,10 @@ _LOG = logging.getLogger("otel_route_shadow")
 
 SCOPE_NAME: Final = "otel_route_shadow.checkpoints"
 MAX_PENDING: Final = 16
-"""Checkpoints kept for a retry when exports fail; older ones are dropped (counted and logged)."""
+"""The batch processor's queue: checkpoints waiting for export; when full the oldest is dropped (the
+SDK logs it), and a later checkpoint covers every record an older one did."""
 SHUTDOWN_TIMEOUT_S: Final = 5.0
+"""The longest ``close`` waits for the last export (at uninstrument and at interpreter exit)."""
 
 
 class _Checkpoint(Protocol):
@@ -126,43 +128,61 @@ def exporter_from_environment() -> SpanExporter | None:
     return OTLPSpanExporter()
 
 
-class CheckpointSpans:
-    """The checkpointer's listener: see the module docstring. Call ``close`` (or let ``atexit``) to
-    stop the thread after a last bounded export."""
+class _LoggedOnce(SpanExporter):
+    """The OTLP exporter, with its first failure logged on our logger (later ones only counted) and
+    an exception from it turned into a failed export."""
 
-    def __init__(
-        self,
-        exporter: SpanExporter,
-        resource: Resource,
-        *,
-        max_pending: int = MAX_PENDING,
-        clock: Callable[[], int] = time.time_ns,
-    ) -> None:
+    def __init__(self, exporter: SpanExporter) -> None:
         self._exporter = exporter
-        self._tracer = TracerProvider(
-            resource=resource, sampler=ALWAYS_ON, shutdown_on_exit=False
-        ).get_tracer(SCOPE_NAME, __version__)
-        self._clock = clock
-        self._pending: deque[ReadableSpan] = deque()
-        self._max_pending = max(1, max_pending)
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._busy = False
-        self._closing = False
-        self._shut = False
-        self._arrivals = 0
-        self._failed_at = -1  # the arrival count when an export last failed
-        self._logged: set[str] = set()
-        self.dropped = 0
-        self.exported = 0
         self.failed_exports = 0
-        self._thread = threading.Thread(target=self._run, name="route-shadow-checkpoint-spans", daemon=True)
-        self._thread.start()
 
-    # ---- the listener (the writer's thread: never blocks on the network) ------------------------------
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self._exporter.export(spans)
+        except Exception as exc:  # an exporter should not raise; say what it raised, once
+            text, _ = redact_text(f"{type(exc).__name__}: {exc}")
+            result = SpanExportResult.FAILURE
+            if not self.failed_exports:
+                _LOG.warning("route shadow: checkpoint span export raised %s", text)
+            self.failed_exports += 1
+            return result
+        if result is not SpanExportResult.SUCCESS:
+            if not self.failed_exports:
+                _LOG.warning(
+                    "route shadow: checkpoint span export failed; later checkpoints cover its records"
+                )
+            self.failed_exports += 1
+        return result
+
+    def shutdown(self) -> None:
+        self._exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._exporter.force_flush(timeout_millis)
+
+
+class CheckpointSpans:
+    """The checkpointer's listener: one span per checkpoint, through an always-on provider of its own
+    and the SDK's batch processor (see the module docstring)."""
+
+    def __init__(self, exporter: SpanExporter, resource: Resource, *, max_pending: int = MAX_PENDING) -> None:
+        self._exporter = _LoggedOnce(exporter)
+        self._provider = TracerProvider(resource=resource, sampler=ALWAYS_ON, shutdown_on_exit=False)
+        queue = max(1, max_pending)
+        self._provider.add_span_processor(
+            BatchSpanProcessor(self._exporter, max_queue_size=queue, max_export_batch_size=queue)
+        )
+        self._tracer = self._provider.get_tracer(SCOPE_NAME, __version__)
+        self._at_exit: Callable[[], None] | None = None
+
+    @property
+    def failed_exports(self) -> int:
+        return self._exporter.failed_exports
 
     def __call__(self, checkpoint: _Checkpoint) -> None:
-        now = self._clock()
+        """One span for ``checkpoint``, at the time it is made; returns once the span is queued (the
+        writer never waits for the network)."""
+        now = time.time_ns()
         span = self._tracer.start_span(
             cpa.SPAN_NAME,
             kind=SpanKind.INTERNAL,
@@ -170,107 +190,34 @@ class CheckpointSpans:
             start_time=now,
         )
         span.end(end_time=now)
-        with self._lock:
-            if self._closing:
-                return
-            if len(self._pending) >= self._max_pending:
-                self._pending.popleft()
-                self.dropped += 1
-                self._log_once("dropped", "route shadow: checkpoint span queue full; the oldest was dropped")
-            self._pending.append(span)  # type: ignore[arg-type]  # an ended SDK span is a ReadableSpan
-            self._arrivals += 1
-            self._wake.notify_all()
-
-    # ---- the exporting thread --------------------------------------------------------------------------
-
-    def _next_batch(self) -> list[ReadableSpan] | None:
-        """(Under the lock.) What to export next: everything queued, once something arrived since the
-        last failed attempt (or at close, for a last attempt); None when closing with nothing to do."""
-        while True:
-            if self._pending and (self._arrivals != self._failed_at or self._closing):
-                return list(self._pending)
-            if self._closing:
-                return None
-            self._wake.wait()
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                batch = self._next_batch()
-                if batch is None:
-                    self._wake.notify_all()
-                    return
-                arrivals = self._arrivals
-                self._busy = True
-            ok = self._export(batch)
-            with self._lock:
-                self._busy = False
-                if ok:
-                    self._pending = deque(s for s in self._pending if s not in batch)
-                    self.exported += len(batch)
-                    self._failed_at = -1
-                else:
-                    self._failed_at = arrivals  # sent again with the next checkpoint
-                self._wake.notify_all()
-                if not ok and self._closing:
-                    return
-
-    def _export(self, batch: list[ReadableSpan]) -> bool:
-        try:
-            result = self._exporter.export(batch)
-        except Exception as exc:  # an exporter should not raise; one that does must not kill the thread
-            text, _ = redact_text(f"{type(exc).__name__}: {exc}")
-            result = SpanExportResult.FAILURE
-            self._log_once(
-                f"raised:{type(exc).__name__}", "route shadow: checkpoint span export raised %s", text
-            )
-        if result is not SpanExportResult.SUCCESS:
-            self.failed_exports += 1
-            self._log_once(
-                "failed",
-                "route shadow: checkpoint span export failed; it is sent again with the next checkpoint",
-            )
-            return False
-        return True
-
-    def _log_once(self, key: str, message: str, *args: object) -> None:
-        if key not in self._logged:
-            self._logged.add(key)
-            _LOG.warning(message, *args)
-
-    # ---- shutdown ---------------------------------------------------------------------------------------
 
     def flush(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> bool:
-        """Wait (at most ``timeout_s``) until every queued checkpoint was exported or its export failed
-        with nothing new to send; True when nothing is left queued."""
-        deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while self._busy or (self._pending and self._arrivals != self._failed_at):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._wake.wait(left)
-            return not self._pending
+        """Export what is queued now, in the calling thread; False once closed."""
+        return self._provider.force_flush(int(timeout_s * 1000))
 
-    def stop(self) -> None:
-        """Stop taking checkpoints; the thread makes one last attempt at what is queued, then ends.
-        Never waits (called when the instrumentation is removed)."""
-        with self._lock:
-            self._closing = True
-            self._wake.notify_all()
+    def close_at_exit(self, checkpointer: _Checkpointer) -> None:
+        """At interpreter exit: a last checkpoint of ``checkpointer``, then :meth:`close`."""
 
-    def close(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
-        """``stop``, wait at most ``timeout_s`` for that last attempt, then shut the exporter down."""
-        self.stop()
-        self._thread.join(timeout_s)
-        with self._lock:
-            if self._shut:
-                return
-            self._shut = True
-        try:
-            self._exporter.shutdown()
-        except Exception:  # shutting down must not raise into interpreter exit
-            self._log_once("shutdown", "route shadow: the checkpoint span exporter failed to shut down")
+        def at_exit() -> None:
+            checkpointer.checkpoint_now()
+            self.close()
+
+        self._at_exit = at_exit
+        atexit.register(at_exit)
+
+    def close(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> bool:
+        """Shut the provider down (its batch processor exports what is queued, then its worker ends),
+        waiting at most ``timeout_s``; True if it finished. The shutdown runs in a daemon thread, so
+        a backend that does not answer never holds the caller (or interpreter exit) longer."""
+        at_exit, self._at_exit = self._at_exit, None
+        if at_exit is not None:
+            atexit.unregister(at_exit)
+        closer = threading.Thread(
+            target=self._provider.shutdown, name="route-shadow-checkpoint-spans-close", daemon=True
+        )
+        closer.start()
+        closer.join(timeout_s)
+        return not closer.is_alive()
 
 
 def _host_resource(tracer_provider: Any) -> Resource:
@@ -302,10 +249,5 @@ def attach_checkpoint_spans(
         text, _ = redact_text(f"{type(exc).__name__}: {exc}")
         _LOG.warning("route shadow: checkpoint spans are off: %s", text)
         return None
-
-    def at_exit() -> None:
-        checkpointer.checkpoint_now()
-        emitter.close()
-
-    atexit.register(at_exit)
+    emitter.close_at_exit(checkpointer)
     return emitter

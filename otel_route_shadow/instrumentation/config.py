@@ -1,25 +1,8 @@
-"""Settings: ``OTEL_PYTHON_ROUTE_SHADOW_*`` environment variables, each mirrored by an
-``instrument()`` keyword (the keyword wins).
+"""Settings: the ``OTEL_PYTHON_ROUTE_SHADOW_*`` environment variables (named and described in
+:mod:`otel_route_shadow.instrumentation.environment_variables`), each mirrored by an ``instrument()``
+keyword (the keyword wins), plus the keywords ``settings`` (a host settings object: shadowing runs only
+while its ``route_shadow_enabled`` is exactly ``True``) and ``tracer_provider``.
 
-| variable | keyword | meaning |
-| --- | --- | --- |
-| ``OTEL_PYTHON_ROUTE_SHADOW_SEAMS`` | ``seams`` | seams to wrap: ``module:Qual.name,face[,extractor_module:function]`` entries separated by ``;`` |
-| ``OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH`` | ``chain_path`` | decision chain file (default ``route-shadow/chain.jsonl``) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_STORE`` | ``store`` | policy snapshot store directory (unset: no policies, an ``absent`` snapshot) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_DURABILITY`` | ``durability`` | ``flush`` (default) or ``fsync`` per chain record |
-| ``OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS`` | ``snapshot_recheck_ms`` | how long a seam may resolve against the store's last verdict before looking at the store again (default 100; 0: on every call) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS`` | ``chain_lock_timeout_ms`` | longest a spawn waits for another process holding the chain's lock (default 100); a record that waits longer is kept in memory and written with the next one |
-| ``OTEL_PYTHON_ROUTE_SHADOW_ORIGIN`` | ``origin`` | the log's name in its checkpoints (default ``<host>/route-shadow/<16 hex of SHA-256(absolute chain path)>``) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY`` | ``signing_key`` | path of the checkpoint signing key file (``otel-route-shadow key generate``); unset: checkpoints unsigned |
-| ``OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS`` | ``checkpoint_records`` | checkpoint at least every this many records (default 1000) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS`` | ``checkpoint_seconds`` | ... or on the first record this many seconds after the last checkpoint (default 10; also at shutdown) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY`` | ``witness_policy`` | a C2SP tlog-policy file: signed checkpoints are pushed to its witnesses that have a URL |
-| ``OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY`` | ``witness_pushes_per_day`` | most pushes a day to each witness (default 1440: one a minute) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_STRICT`` | ``strict`` | ``true``: a bug in the shadow path raises (for host test suites) |
-| ``OTEL_PYTHON_ROUTE_SHADOW_DISABLED`` | ``disabled`` | ``true``: every seam is the bare call. The variable is read live on every call, in both directions; the keyword switches off for the instrumentation's life |
-| (none) | ``settings`` | a host settings object; shadowing runs only while its ``route_shadow_enabled`` is exactly ``True`` |
-
-Empty means unset; a boolean is true only for ``true`` (case-insensitive), as everywhere in OpenTelemetry.
 A setting that cannot be understood makes ``instrument()`` log one line and wrap nothing (it never
 raises, so ``opentelemetry-instrument`` goes on with the other instrumentors).
 """
@@ -43,12 +26,28 @@ from otel_route_shadow.instrumentation.checkpointing import (
     ScheduledCheckpointer,
     scheduled_checkpointer,
 )
+from otel_route_shadow.instrumentation.environment_variables import (
+    OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS,
+    OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH,
+    OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS,
+    OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS,
+    OTEL_PYTHON_ROUTE_SHADOW_DISABLED,
+    OTEL_PYTHON_ROUTE_SHADOW_DURABILITY,
+    OTEL_PYTHON_ROUTE_SHADOW_ORIGIN,
+    OTEL_PYTHON_ROUTE_SHADOW_SEAMS,
+    OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY,
+    OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS,
+    OTEL_PYTHON_ROUTE_SHADOW_STORE,
+    OTEL_PYTHON_ROUTE_SHADOW_STRICT,
+    OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY,
+    OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY,
+)
 from otel_route_shadow.shadow.record import Spawn
 
 __all__ = [
-    "ENV_PREFIX",
     "Extractor",
     "RouteShadowConfig",
+    "Seam",
     "SeamCall",
     "SeamConfigError",
     "SeamSpec",
@@ -57,22 +56,6 @@ __all__ = [
     "make_checkpointer",
     "parse_seams",
 ]
-
-ENV_PREFIX = "OTEL_PYTHON_ROUTE_SHADOW_"
-ENV_SEAMS = ENV_PREFIX + "SEAMS"
-ENV_CHAIN_PATH = ENV_PREFIX + "CHAIN_PATH"
-ENV_STORE = ENV_PREFIX + "STORE"
-ENV_DURABILITY = ENV_PREFIX + "DURABILITY"
-ENV_STRICT = ENV_PREFIX + "STRICT"
-ENV_DISABLED = ENV_PREFIX + "DISABLED"
-ENV_SNAPSHOT_RECHECK_MS = ENV_PREFIX + "SNAPSHOT_RECHECK_MS"
-ENV_CHAIN_LOCK_TIMEOUT_MS = ENV_PREFIX + "CHAIN_LOCK_TIMEOUT_MS"
-ENV_ORIGIN = ENV_PREFIX + "ORIGIN"
-ENV_SIGNING_KEY = ENV_PREFIX + "SIGNING_KEY"
-ENV_CHECKPOINT_RECORDS = ENV_PREFIX + "CHECKPOINT_RECORDS"
-ENV_CHECKPOINT_SECONDS = ENV_PREFIX + "CHECKPOINT_SECONDS"
-ENV_WITNESS_POLICY = ENV_PREFIX + "WITNESS_POLICY"
-ENV_WITNESS_PUSHES_PER_DAY = ENV_PREFIX + "WITNESS_PUSHES_PER_DAY"
 
 DEFAULT_CHAIN_PATH = Path("route-shadow") / "chain.jsonl"
 DEFAULT_SNAPSHOT_RECHECK_MS = 100
@@ -89,8 +72,7 @@ class SeamConfigError(ValueError):
 
 
 class SeamCall(NamedTuple):
-    """What an extractor sees of one seam call (immutable; a named tuple because one is built on
-    every call, at a third of a frozen dataclass's cost)."""
+    """What an extractor sees of one seam call (immutable; one is built on every call)."""
 
     seam: str
     request_face: str
@@ -110,6 +92,16 @@ def default_extractor(call: SeamCall) -> RouteContext | Mapping[str, Any] | None
     if isinstance(value, RouteContext | Mapping):
         return value
     return None
+
+
+class Seam(NamedTuple):
+    """One seam as its wrapper sees it: the name on its spans and records, its request face, and the
+    extractor of its calls. The instrumentor makes one per ``SeamSpec``; ``shadow_seam`` makes one
+    per decorated function."""
+
+    name: str
+    request_face: str
+    extractor: Extractor = default_extractor
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +131,8 @@ class SeamSpec:
         return self.target.partition(":")[2]
 
     @property
-    def seam_name(self) -> str:
-        return self._resolved_name
+    def seam(self) -> Seam:
+        return Seam(self._resolved_name, self.request_face, self.extractor)
 
 
 def _import_callable(path: str) -> Extractor:
@@ -178,26 +170,9 @@ def env_flag(value: str | None) -> bool:
     return value is not None and value.strip().lower() == "true"
 
 
-_ENVIRON = os.environ
-_ENVIRON_DATA: Any = getattr(os.environ, "_data", None)
-_DISABLED_KEY: Any = getattr(os.environ, "encodekey", lambda key: None)(ENV_DISABLED)
-if not isinstance(_ENVIRON_DATA, dict) or _DISABLED_KEY is None:
-    _ENVIRON_DATA = None
-
-
 def env_disabled() -> bool:
-    """``OTEL_PYTHON_ROUTE_SHADOW_DISABLED``, read live: every seam call asks.
-
-    ``os.environ.get`` of an unset name encodes the key and raises and catches a ``KeyError``, about
-    a microsecond on every spawn. CPython's ``os.environ`` keeps its encoded entries in a dict that
-    each of its writes updates (``os.environ[...] =``, ``del``, ``monkeypatch.setenv``), so the same
-    answer is one dict lookup. Anything else in place of ``os.environ`` is asked the usual way.
-    """
-    environ = os.environ
-    if environ is _ENVIRON and _ENVIRON_DATA is not None:
-        raw = _ENVIRON_DATA.get(_DISABLED_KEY)
-        return raw is not None and env_flag(environ.decodevalue(raw))
-    return env_flag(environ.get(ENV_DISABLED))
+    """``OTEL_PYTHON_ROUTE_SHADOW_DISABLED``, read from ``os.environ`` on every call (every seam asks)."""
+    return env_flag(os.environ.get(OTEL_PYTHON_ROUTE_SHADOW_DISABLED))
 
 
 def _env(environ: Mapping[str, str], name: str) -> str | None:
@@ -231,21 +206,21 @@ class RouteShadowConfig(BaseModel):
         """Environment first, ``instrument()`` keywords over it; unknown keywords are errors."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        seams = _env(env, ENV_SEAMS)
+        seams = _env(env, OTEL_PYTHON_ROUTE_SHADOW_SEAMS)
         if seams is not None:
             values["seams"] = parse_seams(seams)
-        chain = _env(env, ENV_CHAIN_PATH)
+        chain = _env(env, OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH)
         if chain is not None:
             values["chain_path"] = Path(chain)
-        store = _env(env, ENV_STORE)
+        store = _env(env, OTEL_PYTHON_ROUTE_SHADOW_STORE)
         if store is not None:
             values["store"] = Path(store)
-        durability = _env(env, ENV_DURABILITY)
+        durability = _env(env, OTEL_PYTHON_ROUTE_SHADOW_DURABILITY)
         if durability is not None:
             values["durability"] = durability.strip().lower()
         for name, key in (
-            (ENV_SNAPSHOT_RECHECK_MS, "snapshot_recheck_ms"),
-            (ENV_CHAIN_LOCK_TIMEOUT_MS, "chain_lock_timeout_ms"),
+            (OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS, "snapshot_recheck_ms"),
+            (OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS, "chain_lock_timeout_ms"),
         ):
             milliseconds = _env(env, name)
             if milliseconds is not None:
@@ -256,8 +231,8 @@ class RouteShadowConfig(BaseModel):
                         f"{name}={milliseconds!r}: expected a whole number of milliseconds"
                     ) from None
         values.update(_checkpoint_settings(env))
-        values["strict"] = env_flag(_env(env, ENV_STRICT))
-        # ENV_DISABLED is not copied into ``disabled``: the runtime reads it live on every call
+        values["strict"] = env_flag(_env(env, OTEL_PYTHON_ROUTE_SHADOW_STRICT))
+        # OTEL_PYTHON_ROUTE_SHADOW_DISABLED is not copied into ``disabled``: the runtime reads it on every call
         # (``env_disabled``), so unsetting it turns shadowing back on without a restart.
         unknown = set(overrides) - set(cls.model_fields)
         if unknown:
@@ -272,33 +247,39 @@ class RouteShadowConfig(BaseModel):
 def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
     """The four checkpoint settings from the environment (malformed numbers are errors naming the variable)."""
     values: dict[str, Any] = {}
-    origin = _env(env, ENV_ORIGIN)
+    origin = _env(env, OTEL_PYTHON_ROUTE_SHADOW_ORIGIN)
     if origin is not None:
         values["origin"] = origin.strip()
-    key = _env(env, ENV_SIGNING_KEY)
+    key = _env(env, OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY)
     if key is not None:
         values["signing_key"] = Path(key)
-    records = _env(env, ENV_CHECKPOINT_RECORDS)
+    records = _env(env, OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS)
     if records is not None:
         try:
             values["checkpoint_records"] = int(records.strip())
         except ValueError:
-            raise ValueError(f"{ENV_CHECKPOINT_RECORDS}={records!r}: expected a whole number") from None
-    seconds = _env(env, ENV_CHECKPOINT_SECONDS)
+            raise ValueError(
+                f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS}={records!r}: expected a whole number"
+            ) from None
+    seconds = _env(env, OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS)
     if seconds is not None:
         try:
             values["checkpoint_seconds"] = float(seconds.strip())
         except ValueError:
-            raise ValueError(f"{ENV_CHECKPOINT_SECONDS}={seconds!r}: expected a number of seconds") from None
-    policy = _env(env, ENV_WITNESS_POLICY)
+            raise ValueError(
+                f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS}={seconds!r}: expected a number of seconds"
+            ) from None
+    policy = _env(env, OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY)
     if policy is not None:
         values["witness_policy"] = Path(policy)
-    pushes = _env(env, ENV_WITNESS_PUSHES_PER_DAY)
+    pushes = _env(env, OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY)
     if pushes is not None:
         try:
             values["witness_pushes_per_day"] = float(pushes.strip())
         except ValueError:
-            raise ValueError(f"{ENV_WITNESS_PUSHES_PER_DAY}={pushes!r}: expected a number per day") from None
+            raise ValueError(
+                f"{OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY}={pushes!r}: expected a number per day"
+            ) from None
     return values
 
 

@@ -1,9 +1,10 @@
-"""The chain exporter: each seam span becomes one record in the hash-linked decision chain.
+"""The chain exporter: each seam call becomes one record in the hash-linked decision chain.
 
-The record is built from the span's own ``route_shadow.*`` and ``gen_ai.*`` attribute values, so the
-trace in the backend and the chain record are the same event. Completeness must not depend on trace
-sampling, so the route-shadow processor hands seam spans to this exporter itself (sampled or not)
-instead of relying on the SDK's simple or batch processors, which skip unsampled spans.
+The record carries the seam span's own ``route_shadow.*`` and ``gen_ai.*`` attribute values and its
+trace and span ids, so the trace in the backend and the chain record are the same event. It is not an
+SDK ``SpanExporter``: the SDK hands those only the spans its sampler kept, and a span the sampler
+drops reaches no processor at all, while every seam call must have its record. The seam appends it
+itself, just before it ends the span (``SeamObservation.export``), sampled or not.
 
 Never disturbing the host: a chain path that is not a regular file is refused at start (one log
 line; nothing is recorded); an append waits at most ``lock_timeout_ms`` for another process holding
@@ -20,12 +21,9 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
-
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_route_shadow.chain import (
     BACKLOG_RECORDS,
@@ -37,7 +35,6 @@ from otel_route_shadow.chain import (
     sanitize_payload,
 )
 from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer
-from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import record_payload, record_tokens
 
 __all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
@@ -65,8 +62,8 @@ def chain_path_refusal(path: Path) -> str | None:
     return None
 
 
-class RouteShadowChainExporter(SpanExporter):
-    """Appends seam spans to a decision chain. Non-seam spans are ignored."""
+class RouteShadowChainExporter:
+    """Appends seam events to a decision chain."""
 
     def __init__(
         self,
@@ -84,7 +81,6 @@ class RouteShadowChainExporter(SpanExporter):
         self._backlog = backlog
         self._log: RoutingAuditLog | None = None
         self._lock = threading.Lock()
-        self._shutdown = False
         self.refused = chain_path_refusal(self._path)
         """Why the chain path was refused at start (then nothing is ever recorded), or None."""
         if self.refused is not None:
@@ -134,24 +130,6 @@ class RouteShadowChainExporter(SpanExporter):
         if self.checkpointer is not None:
             self.checkpointer.after_append()
 
-    def append_span(self, span: ReadableSpan) -> None:
-        context = span.get_span_context()
-        if context is None:
-            return
-        self.append(context.trace_id, context.span_id, span.start_time or 0, span.attributes or {})
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """The standard exporter interface, for users who wire this exporter into their own processor."""
-        if self._shutdown:
-            return SpanExportResult.FAILURE
-        try:
-            for span in spans:
-                if span.attributes and attr.SEAM in span.attributes:
-                    self.append_span(span)
-        except (OSError, ValueError):
-            return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
-
     def flush_backlog(self, timeout: float, *, spill: bool = False) -> int:
         """Write records still waiting for the chain's lock, waiting at most ``timeout`` seconds;
         return how many are left. With ``spill`` (at shutdown and exit) what is left goes to the
@@ -200,7 +178,6 @@ class RouteShadowChainExporter(SpanExporter):
         """Stop exporting: write the backlog (bounded), checkpoint, and give the chain's file descriptors
         back (an ``append`` reopens them)."""
         self.flush_backlog(EXIT_FLUSH_S, spill=True)
-        self._shutdown = True
         if self.checkpointer is not None:
             self.checkpointer.checkpoint_now()
             self.checkpointer.close()

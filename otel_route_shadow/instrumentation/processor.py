@@ -2,19 +2,34 @@
 
 It acts only on spans a route-shadow seam is starting (``PENDING`` holds their observation while
 ``start_span`` runs, and the span comes from this instrumentation's tracer) and ignores every other
-span. Processor exceptions escape into the host call in the current
-SDK (opentelemetry-python #5624), so the hook contains its own failures (see ``ShadowRuntime``).
+span. Processor exceptions escape into the host call in the current SDK (opentelemetry-python
+#5624), so the hook contains its own failures (see ``ShadowRuntime``).
+
+It is all the host's tracer provider gets from us, and the SDK cannot remove a processor again: at
+uninstrument ``detach`` turns it into a no-op for good (it forwards nothing and holds nothing, not
+even its runtime), and the next ``instrument()`` adds a new one.
 """
 
 from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 
-from otel_route_shadow.instrumentation.runtime import PENDING, SCOPE_NAME, ShadowRuntime
+from otel_route_shadow.instrumentation.package import SCOPE_NAME
 
-__all__ = ["RouteShadowSpanProcessor"]
+if TYPE_CHECKING:
+    from otel_route_shadow.instrumentation.runtime import SeamObservation, ShadowRuntime
+
+__all__ = ["PENDING", "RouteShadowSpanProcessor"]
+
+PENDING: Final[ContextVar[SeamObservation | None]] = ContextVar("route_shadow_pending", default=None)
+"""The observation whose span is being started right now, in this thread or task: set by
+``ShadowRuntime.begin`` only around its ``start_span`` call, read by ``on_start`` (which also checks
+the span came from this instrumentation's tracer, and the observation from this processor's runtime)."""
 
 
 class RouteShadowSpanProcessor(SpanProcessor):
@@ -22,14 +37,17 @@ class RouteShadowSpanProcessor(SpanProcessor):
     record is appended by the seam just before the span ends, sampled or not, so that a failed
     append can still be marked on the span: ``on_end`` has nothing left to do."""
 
-    def __init__(self, runtime: ShadowRuntime | None) -> None:
-        self.runtime = runtime
+    def __init__(self, runtime: ShadowRuntime) -> None:
+        self._runtime: ShadowRuntime | None = runtime
 
     def on_start(self, span: SdkSpan, parent_context: otel_context.Context | None = None) -> None:
+        runtime = self._runtime
+        if runtime is None:
+            return
         observation = PENDING.get()
         if (
             observation is not None
-            and observation.runtime is self.runtime
+            and observation.runtime is runtime
             and span.instrumentation_scope is not None
             and span.instrumentation_scope.name == SCOPE_NAME
         ):
@@ -38,8 +56,13 @@ class RouteShadowSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         return None
 
+    def detach(self) -> None:
+        """From now on a no-op that holds nothing (uninstrument: the SDK cannot remove a processor)."""
+        self._runtime = None
+
     def shutdown(self) -> None:
-        runtime, self.runtime = self.runtime, None
+        """The host's provider shuts down: checkpoint what the chain holds, then detach."""
+        runtime, self._runtime = self._runtime, None
         if runtime is not None:
             runtime.checkpoint_now()
 

@@ -10,15 +10,13 @@ Inertness rules, in one place:
   the host is called (``loud``); once the host has run, a bug is logged and counted, never raised
   (a retrying caller would spawn twice).
 
-What the runtime remembers between spawns, two structures (figures: bench row 1, ratio to a bare
-span, ``.venv/bin/python -m benchmarks --only 1`` on a loaded 2-CPU machine, 2026-12-01):
+What the runtime remembers between spawns, two structures (what each saves, measured on bench
+row 1 with and without it: docs/benchmarks.md, "Caches, windows and threads"):
 - ``RuntimeMemo``, one bounded map for everything derived purely from its key: the canonical JSON
   of contexts already seen clean, the decision record (with its payload template) per seam,
-  context and snapshot, and the policy index per snapshot. Row 1: 1.73x with it, 11.5x without
-  (every spawn sanitizes, resolves and builds its payload template again).
+  context and snapshot, and the policy index per snapshot;
 - the snapshot re-check window (``snapshot_recheck_ms``): the store's verdict is reused for that
-  long instead of being re-stat'ed on every spawn. Row 1 with the window at 0: 1.97x (the row's
-  ``ratio_store_rechecked_every_call`` extra).
+  long instead of being looked at again on every spawn.
 
 A large snapshot is read off the spawn path (``SnapshotPrefetch``). When a look at the store finds
 it changed, the size of the new ``current.json`` decides, never timing: up to
@@ -42,7 +40,6 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Mapping
-from contextvars import ContextVar
 from typing import Any, Final, cast
 
 from opentelemetry import trace
@@ -51,6 +48,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_route_shadow.chain import ChainError, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
 from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.instrumentation.checkpoint_spans import CheckpointSpans, attach_checkpoint_spans
 from otel_route_shadow.instrumentation.config import (
     RouteShadowConfig,
     SeamCall,
@@ -58,7 +56,9 @@ from otel_route_shadow.instrumentation.config import (
     make_checkpointer,
 )
 from otel_route_shadow.instrumentation.exporter import EXIT_FLUSH_S, RouteShadowChainExporter
+from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME
 from otel_route_shadow.instrumentation.prefetch import SnapshotPrefetch
+from otel_route_shadow.instrumentation.processor import PENDING, RouteShadowSpanProcessor
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import (
     ShadowRecord,
@@ -81,10 +81,7 @@ at a one-shot seam the span is a ``chat`` completion call over HTTP. Neither run
 are CLIENT."""
 
 __all__ = [
-    "PENDING",
     "PREFETCH_MIN_BYTES",
-    "SCHEMA_URL",
-    "SCOPE_NAME",
     "SETTINGS_FIELD",
     "RuntimeMemo",
     "SeamObservation",
@@ -93,19 +90,13 @@ __all__ = [
 
 _LOG = logging.getLogger("otel_route_shadow")
 
-SCOPE_NAME: Final = "otel_route_shadow.instrumentation"
-SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.37.0"
 SETTINGS_FIELD: Final = "route_shadow_enabled"
 _MEMO_SIZE: Final = 4096
-PENDING: Final[ContextVar[SeamObservation | None]] = ContextVar("route_shadow_pending", default=None)
-"""The observation whose span is being started right now, in this thread or task: set by
-``ShadowRuntime.begin`` only around its ``start_span`` call, read by the span processor's ``on_start``
-(which also checks the span came from this instrumentation's tracer)."""
 
 
 PREFETCH_MIN_BYTES: Final = 64 * 1024
-"""A changed ``current.json`` larger than this is read in the background (see the module docstring).
-Snapshots take about 310 bytes per policy; a read costs about 0.1 ms per policy under load."""
+"""A changed ``current.json`` larger than this is read in the background (see the module docstring);
+snapshots take about 310 bytes per policy."""
 _LOADING: Final = SnapshotLoad(
     "absent", PolicySnapshot(available=False, loading=True), note="the first read is under way"
 )
@@ -228,6 +219,7 @@ class ShadowRuntime:
         self, config: RouteShadowConfig, tracer_provider: trace.TracerProvider | None = None
     ) -> None:
         self.config = config
+        self._tracer_provider = tracer_provider
         self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
         self.checkpointer = make_checkpointer(config)
         self.exporter = RouteShadowChainExporter(
@@ -250,6 +242,8 @@ class ShadowRuntime:
         self.never_awaited = 0
         """Coroutine and generator seams dropped before their first step: the host's code never ran,
         so they have no span and no record; this counts them (see ``seams``)."""
+        self.processor: RouteShadowSpanProcessor | None = None
+        self.checkpoint_spans: CheckpointSpans | None = None
 
     def checkpoint_now(self) -> None:
         """Write the records still waiting for the chain's lock (bounded: ``EXIT_FLUSH_S``), then
@@ -528,11 +522,33 @@ class ShadowRuntime:
         with self._lock:
             self.never_awaited += 1
 
+    def attach(self) -> None:
+        """Start what runs beside the seams: the span processor on the host's SDK tracer provider
+        (the global one when none was given; any other provider gets nothing, and the seam wrapper
+        resolves by itself), checkpoint spans when OTLP export is configured, and the first read of
+        a large store. ``close`` undoes it."""
+        provider = self._tracer_provider if self._tracer_provider is not None else trace.get_tracer_provider()
+        add = getattr(provider, "add_span_processor", None)
+        if add is not None:
+            self.processor = RouteShadowSpanProcessor(self)
+            add(self.processor)
+        self.checkpoint_spans = attach_checkpoint_spans(self.checkpointer, provider)
+        self.start_prefetch()
+
     def close(self) -> None:
-        """Give back the chain's file descriptors (``uninstrument``); a later append reopens. A
-        background snapshot read in flight is waited for (bounded), so no thread outlives this."""
+        """At uninstrument: the span processor becomes a no-op that holds nothing; a background
+        snapshot read in flight is waited for (bounded); the backlog is written, a last checkpoint
+        made and its span sent (waiting at most ``SHUTDOWN_TIMEOUT_S``: an export still running
+        then finishes in a daemon thread); the chain's file descriptors are given back (a later
+        append reopens them)."""
+        if self.processor is not None:
+            self.processor.detach()
+            self.processor = None
         self.prefetch.close()
         self.exporter.shutdown()
+        if self.checkpoint_spans is not None:
+            self.checkpoint_spans.close()
+            self.checkpoint_spans = None
 
 
 def _log_contained(exc: BaseException, where: str, *, plausible: bool, raising: bool, strict: bool) -> None:

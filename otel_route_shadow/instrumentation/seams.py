@@ -1,36 +1,44 @@
-"""Seam wrappers: the instrumentor's ``wrapt`` wrapper, the decorator and the context manager.
+"""The seam lifecycle, and the decorator and context manager that use it.
 
-All three share one lifecycle: extract the context, start the span (the processor enriches it),
-call the host inside the span, append the chain record, end the span. The host's call is made
+The instrumentor's ``wrapt`` wrappers (each holding its instrumentor's runtime), ``shadow_seam`` and
+``shadow_spawn`` share one lifecycle: extract the context, start the span (the processor enriches
+it), call the host inside the span, append the chain record, end the span. The host's call is made
 exactly once, with its own arguments, and its result or exception object goes back untouched.
+
+Decorator and context-manager seams use the instrumentor's runtime while it is instrumented; used
+without an instrumentor they share the one default runtime kept here (``current_runtime``).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from otel_route_shadow.core import RouteContext
-from otel_route_shadow.instrumentation.checkpoint_spans import CheckpointSpans, attach_checkpoint_spans
-from otel_route_shadow.instrumentation.config import Extractor, RouteShadowConfig, SeamCall, default_extractor
-from otel_route_shadow.instrumentation.processor import RouteShadowSpanProcessor
+from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.instrumentation.config import (
+    Extractor,
+    RouteShadowConfig,
+    Seam,
+    SeamCall,
+    default_extractor,
+)
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
 from otel_route_shadow.shadow.record import ShadowRecord, Spawn
 
 __all__ = [
     "SeamKind",
-    "activate",
     "current_runtime",
-    "deactivate",
     "invoke",
     "seam_kind",
     "shadow_seam",
@@ -39,81 +47,52 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_state_lock = threading.Lock()
-_active: ShadowRuntime | None = None
-_default: ShadowRuntime | None = None
-_processors: weakref.WeakKeyDictionary[Any, RouteShadowSpanProcessor] = weakref.WeakKeyDictionary()
-_emitters: weakref.WeakKeyDictionary[ShadowRuntime, CheckpointSpans] = weakref.WeakKeyDictionary()
+_LOG = logging.getLogger("otel_route_shadow")
 
 
-def _attach_processor(runtime: ShadowRuntime, tracer_provider: Any) -> None:
-    """Add the processor to an SDK provider once; a later runtime takes the same processor over
-    (the SDK cannot remove a processor again)."""
-    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    add = getattr(provider, "add_span_processor", None)
-    if add is None:
-        return  # not an SDK provider: the seam wrapper resolves and records by itself
-    with _state_lock:
-        processor = _processors.get(provider)
-        if processor is None:
-            processor = RouteShadowSpanProcessor(runtime)
-            _processors[provider] = processor
-            add(processor)
-        else:
-            processor.runtime = runtime
+class _DefaultRuntime:
+    """The runtime of decorator and context-manager seams used without an instrumentor: configured
+    from the environment and attached to the global tracer provider on first use, then kept for the
+    life of the process. A setting it cannot understand is logged once, and those seams run bare."""
+
+    __slots__ = ("_lock", "_made", "_runtime")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made = False
+        self._runtime: ShadowRuntime | None = None
+
+    def get(self) -> ShadowRuntime | None:
+        if self._made:
+            return self._runtime
+        with self._lock:
+            if not self._made:
+                self._runtime = _make_default_runtime()
+                self._made = True
+        return self._runtime
 
 
-def _attach_checkpoint_spans(runtime: ShadowRuntime, tracer_provider: Any) -> None:
-    emitter = attach_checkpoint_spans(runtime.checkpointer, tracer_provider)
-    if emitter is not None:
-        _emitters[runtime] = emitter
-
-
-def activate(config: RouteShadowConfig, tracer_provider: Any = None) -> ShadowRuntime:
-    """Make ``config`` the active instrumentation (called by ``RouteShadowInstrumentor``)."""
-    global _active
-    runtime = ShadowRuntime(config, tracer_provider)
-    runtime.start_prefetch()
-    _attach_processor(runtime, tracer_provider)
-    _attach_checkpoint_spans(runtime, tracer_provider)
-    with _state_lock:
-        _active = runtime
+def _make_default_runtime() -> ShadowRuntime | None:
+    try:
+        runtime = ShadowRuntime(RouteShadowConfig.resolve())
+    except Exception as exc:  # a bad setting must not reach the host's call
+        text, _ = redact_text(" ".join(str(exc).split()))
+        _LOG.error("route shadow decorators run bare (unshadowed): %s", text)
+        return None
+    runtime.attach()
     return runtime
 
 
-def deactivate() -> None:
-    global _active
-    with _state_lock:
-        runtime, _active = _active, None
-        for processor in _processors.values():
-            if processor.runtime is runtime:
-                processor.runtime = None
-    if runtime is not None:
-        runtime.checkpoint_now()
-        emitter = _emitters.pop(runtime, None)
-        if emitter is not None:
-            emitter.stop()  # sends that last checkpoint in the background, then its thread ends
-        runtime.close()
+_DEFAULT: Final = _DefaultRuntime()
 
 
-def current_runtime() -> ShadowRuntime:
-    """The instrumentor's runtime, or (for decorator and context-manager users who never called
-    ``instrument()``) one configured from the environment on first use."""
-    global _default
-    runtime = _active
-    if runtime is not None:
-        return runtime
-    with _state_lock:
-        if _default is None:
-            _default = ShadowRuntime(RouteShadowConfig.resolve())
-            created = True
-        else:
-            created = False
-        runtime = _default
-    if created:
-        _attach_processor(runtime, None)
-        _attach_checkpoint_spans(runtime, None)
-    return runtime
+def current_runtime() -> ShadowRuntime | None:
+    """The runtime decorator and context-manager seams use: the instrumentor's while it is
+    instrumented, else the default one (``_DefaultRuntime``); None: they run bare."""
+    from otel_route_shadow.instrumentation import RouteShadowInstrumentor  # imports this module
+
+    runtime = RouteShadowInstrumentor().runtime
+    return runtime if runtime is not None else _DEFAULT.get()
 
 
 def _bare(runtime: ShadowRuntime) -> bool:
@@ -138,28 +117,25 @@ def seam_kind(fn: Callable[..., Any]) -> SeamKind:
 
 def invoke(
     runtime: ShadowRuntime | None,
-    seam: str,
-    request_face: str,
-    extractor: Extractor,
+    seam: Seam,
+    kind: SeamKind,
     wrapped: Callable[..., Any],
     instance: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    kind: SeamKind | None = None,
 ) -> Any:
-    """Call ``wrapped`` as a shadowed seam (or bare, when switched off or suppressed).
+    """Call ``wrapped`` as a shadowed seam of ``runtime`` (bare when there is none, or when it is
+    switched off or instrumentation is suppressed).
 
-    ``kind``: ``seam_kind(wrapped)`` when the caller already knows it (the instrumentor and the
-    decorator decide it once, not on every call). A coroutine or generator seam is shadowed over
-    its whole life: see ``_deferred``.
+    ``kind`` is ``seam_kind(wrapped)``, decided once by the caller when it wraps. A coroutine or
+    generator seam is shadowed over its whole life: see ``_deferred``.
     """
     if runtime is None or _bare(runtime):
         return wrapped(*args, **kwargs)
-    call = SeamCall(seam, request_face, instance, args, kwargs)
-    kind = kind or seam_kind(wrapped)
+    call = SeamCall(seam.name, seam.request_face, instance, args, kwargs)
     if kind != "call":
-        return _deferred(runtime, call, extractor, wrapped, kind)
-    begun = runtime.begin(seam, request_face, runtime.extract(call, extractor))
+        return _deferred(runtime, seam, call, wrapped, kind)
+    begun = runtime.begin(seam.name, seam.request_face, runtime.extract(call, seam.extractor))
     if begun is None:
         return wrapped(*args, **kwargs)
     span, observation = begun
@@ -205,29 +181,27 @@ def _count_if_never_started(runtime: ShadowRuntime, first: _FirstStep) -> None:
 
 
 def _deferred(
-    runtime: ShadowRuntime, call: SeamCall, extractor: Extractor, wrapped: Callable[..., Any], kind: SeamKind
+    runtime: ShadowRuntime, seam: Seam, call: SeamCall, wrapped: Callable[..., Any], kind: SeamKind
 ) -> Any:
     first = _FirstStep()
-    body = _COROUTINE_BODIES[kind](runtime, call, extractor, wrapped, first)
+    body = _COROUTINE_BODIES[kind](runtime, seam, call, wrapped, first)
     weakref.finalize(body, _count_if_never_started, runtime, first)
     return body
 
 
-def _start(
-    runtime: ShadowRuntime, call: SeamCall, extractor: Extractor, first: _FirstStep
-) -> tuple[Any, Any] | None:
+def _start(runtime: ShadowRuntime, seam: Seam, call: SeamCall, first: _FirstStep) -> tuple[Any, Any] | None:
     first.taken = True
-    return runtime.begin(call.seam, call.request_face, runtime.extract(call, extractor))
+    return runtime.begin(seam.name, seam.request_face, runtime.extract(call, seam.extractor))
 
 
 async def _coroutine(
     runtime: ShadowRuntime,
+    seam: Seam,
     call: SeamCall,
-    extractor: Extractor,
     wrapped: Callable[..., Any],
     first: _FirstStep,
 ) -> Any:
-    begun = _start(runtime, call, extractor, first)
+    begun = _start(runtime, seam, call, first)
     if begun is None:
         return await wrapped(*call.args, **call.kwargs)
     span, observation = begun
@@ -243,12 +217,12 @@ async def _coroutine(
 
 def _generator(
     runtime: ShadowRuntime,
+    seam: Seam,
     call: SeamCall,
-    extractor: Extractor,
     wrapped: Callable[..., Any],
     first: _FirstStep,
 ) -> Generator[Any, Any, Any]:
-    begun = _start(runtime, call, extractor, first)
+    begun = _start(runtime, seam, call, first)
     if begun is None:
         return (yield from wrapped(*call.args, **call.kwargs))
     span, observation = begun
@@ -287,14 +261,14 @@ def _steps(host: Generator[Any, Any, Any], span: Any) -> Generator[Any, Any, Any
 
 async def _async_generator(
     runtime: ShadowRuntime,
+    seam: Seam,
     call: SeamCall,
-    extractor: Extractor,
     wrapped: Callable[..., Any],
     first: _FirstStep,
 ) -> AsyncGenerator[Any, Any]:
     """``_generator`` for async generators, whose protocol (``asend``, ``athrow``, ``aclose``) has
     no ``yield from``: the steps are written out."""
-    begun = _start(runtime, call, extractor, first)
+    begun = _start(runtime, seam, call, first)
     host = wrapped(*call.args, **call.kwargs)
     current = trace.set_span_in_context(begun[0]) if begun is not None else otel_context.get_current()
     value: Any = None
@@ -337,20 +311,18 @@ def shadow_seam(
     functions are shadowed over their whole run, as with the instrumentor."""
 
     def decorate(fn: F) -> F:
-        seam = name or fn.__qualname__
+        seam = Seam(name or fn.__qualname__, request_face, extractor)
         kind = seam_kind(fn)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return invoke(current_runtime(), seam, request_face, extractor, fn, None, args, kwargs, kind)
+            return invoke(current_runtime(), seam, kind, fn, None, args, kwargs)
 
         if kind == "coroutine":
 
             @functools.wraps(fn)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                return await invoke(
-                    current_runtime(), seam, request_face, extractor, fn, None, args, kwargs, kind
-                )
+                return await invoke(current_runtime(), seam, kind, fn, None, args, kwargs)
 
             return awrapper  # type: ignore[return-value]
         return wrapper  # type: ignore[return-value]
@@ -372,7 +344,7 @@ def shadow_spawn(
     ``conversation_id`` goes on the span as ``gen_ai.conversation.id`` (not into the decision).
     """
     runtime = current_runtime()
-    if _bare(runtime):
+    if runtime is None or _bare(runtime):
         yield None
         return
     if request_face is None:

@@ -77,8 +77,9 @@ class ChainProcessor(SpanProcessor):
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
-        if span.attributes and "route_shadow.seam" in span.attributes:
-            self.exporter.append_span(span)
+        context = span.get_span_context()
+        if context is not None and span.attributes and "route_shadow.seam" in span.attributes:
+            self.exporter.append(context.trace_id, context.span_id, span.start_time or 0, span.attributes)
 
 
 def _decision_attributes(i: int, rng: random.Random) -> dict[str, str | int | bool]:

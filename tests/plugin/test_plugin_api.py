@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from otel_route_shadow.instrumentation import (
     SeamCall,
     SeamConfigError,
     SeamSpec,
+    environment_variables,
     shadow_seam,
     shadow_spawn,
 )
@@ -274,3 +277,31 @@ def test_only_the_seam_span_is_enriched_even_when_another_span_starts_meanwhile(
         }
     finally:
         h.instrumentor.uninstrument()
+
+
+def test_every_setting_is_named_once_documented_and_in_the_readme_table() -> None:
+    """``environment_variables.py`` names each variable once with its docstring; the configuration
+    reads exactly those, each mirrored by a keyword; the README's settings table lists the same."""
+    source = Path(environment_variables.__file__).read_text(encoding="utf-8")
+    body = ast.parse(source).body
+    names = []
+    for node, following in zip(body, [*body[1:], None], strict=True):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            assert isinstance(node.value, ast.Constant) and node.value.value == name
+            assert isinstance(following, ast.Expr) and f".. envvar:: {name}" in str(following.value.value)  # type: ignore[attr-defined]
+            names.append(name)
+    assert len(names) == len(set(names)) and names
+    prefix = "OTEL_PYTHON_ROUTE_SHADOW_"
+    assert {n.removeprefix(prefix).lower() for n in names} <= set(RouteShadowConfig.model_fields)
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    table = set(re.findall(r"^\| `(OTEL_PYTHON_ROUTE_SHADOW_\w+)` \| `(\w+)` \|", readme, flags=re.MULTILINE))
+    assert table == {(n, n.removeprefix(prefix).lower()) for n in names}
+    package = Path(environment_variables.__file__).parents[1]
+    elsewhere = [
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if p.name != "environment_variables.py"
+        and re.search(r"\"OTEL_PYTHON_ROUTE_SHADOW_\w*\"", p.read_text(encoding="utf-8"))
+    ]
+    assert elsewhere == []  # no second definition of a name

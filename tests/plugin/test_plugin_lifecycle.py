@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import os
 import subprocess
 import sys
 import textwrap
 import warnings
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from otel_route_shadow.shadow import attributes as attr
 from tests.plugin import readme_host
 from tests.plugin.readme_host import HostError, Job
 
-from .conftest import Harness, make_harness
+from .conftest import DEMO_SEAMS, Harness, make_harness
 
 HOST_LOG: list[str] = []
 BOOM = HostError("the host's own failure, mid-stream")
@@ -338,6 +340,92 @@ def test_no_descriptor_leaks_over_fifty_instrument_cycles(tmp_path: Path) -> Non
         cycle()
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+# -- what the host's provider keeps, and the runtime the instrumentor owns ----------------------
+
+
+def test_after_uninstrument_nothing_of_ours_holds_the_runtime_and_the_processor_is_a_no_op(
+    tmp_path: Path,
+) -> None:
+    """The SDK cannot remove a span processor: the one ``instrument()`` added stays on the host's
+    provider, detached, and a second instrumentation on that provider adds its own."""
+    h = make_harness(tmp_path)
+    runtime = h.instrumentor.runtime
+    assert runtime is not None and runtime.processor is not None
+    first = runtime.processor
+    _dispatch(1)
+    h.instrumentor.uninstrument()
+    gone = weakref.ref(runtime)
+    del runtime
+    gc.collect()
+    assert gone() is None  # no wrapper, processor, module or exit hook of ours still holds it
+    h.instrumentor.instrument(tracer_provider=h.provider, seams=DEMO_SEAMS, chain_path=h.chain, store=h.store)
+    try:
+        second = h.instrumentor.runtime
+        assert second is not None and second.processor is not None and second.processor is not first
+        h.exporter.clear()
+        _dispatch(2)
+        spans = h.spans()
+        assert len(spans) == 2 and all(s.attributes and attr.OUTCOME in s.attributes for s in spans)
+        assert len(h.records()) == 3  # one per seam call, under either instrumentation
+    finally:
+        h.instrumentor.uninstrument()
+        h.provider.shutdown()
+
+
+_DEFAULT_RUNTIME_HOST = """
+import json, sys
+from otel_route_shadow.demo import factory
+from otel_route_shadow.instrumentation import RouteShadowInstrumentor, current_runtime, shadow_spawn
+
+job = factory.plan_jobs(1, factory.FactorySettings())[0]
+context = factory.context_for(job, "agentic")
+seen = []
+for _ in range(2):
+    with shadow_spawn(context, seam="manual") as record:
+        seen.append(record is not None)
+default = current_runtime()
+RouteShadowInstrumentor().instrument(seams=(), chain_path=sys.argv[1])
+during = current_runtime()
+RouteShadowInstrumentor().uninstrument()
+print(json.dumps({
+    "shadowed": seen,
+    "default_kept": default is not None and current_runtime() is default,
+    "instrumentors_while_instrumented": during is not None and during is not default,
+}))
+"""
+
+
+def _default_runtime_host(tmp_path: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH": str(tmp_path / "default.jsonl"), **settings}
+    done = subprocess.run(
+        [sys.executable, "-c", _DEFAULT_RUNTIME_HOST, str(tmp_path / "instrumented.jsonl")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_decorators_without_an_instrumentor_share_one_default_runtime(tmp_path: Path) -> None:
+    done = _default_runtime_host(tmp_path)
+    assert json.loads(done.stdout) == {
+        "shadowed": [True, True],
+        "default_kept": True,
+        "instrumentors_while_instrumented": True,
+    }
+    assert len((tmp_path / "default.jsonl").read_bytes().splitlines()) == 2
+
+
+def test_decorators_under_a_bad_setting_run_bare_and_say_so_once(tmp_path: Path) -> None:
+    done = _default_runtime_host(tmp_path, OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS="soon")
+    assert json.loads(done.stdout)["shadowed"] == [False, False]
+    assert done.stderr.count("route shadow decorators run bare") == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "default.jsonl").exists()
 
 
 # -- a bad setting under opentelemetry-instrument ------------------------------------------------

@@ -1,0 +1,108 @@
+"""One patch per cache or window of the instrumentation's seam path, for ``benchmarks.seam_variants``
+(row 1), which measures each with and without (``docs/benchmarks.md``, "Caches, windows and
+threads"). A patch is a context manager: it changes the process it runs in while it is entered, and
+puts everything back on exit. The payload template has its patch in ``benchmarks.chain_patches``
+(``no-template``).
+
+* ``no-memo``: ``RuntimeMemo`` keeps nothing (no context seen clean, no decision record, no policy
+  index is remembered).
+* ``no-decision-memo``: only the decision records are not kept (each call resolves again).
+* ``no-sanitize-memo``: only the contexts seen clean are not kept (each call searches its context for
+  secrets and builds its canonical JSON again).
+* ``export-path``: the record built from the attributes read back from the span, as a
+  ``SpanExporter.export()`` of the span would build it (recording spans; row 1 samples every span).
+* ``chain-reopened``: the chain opened and closed around every append instead of kept open.
+* ``recheck-every-call``: the snapshot re-check window off (``snapshot_recheck_ms`` 0, through the
+  documented environment setting): every call looks at the store (two ``stat`` calls).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from benchmarks.chain_patches import Probe, swapped
+
+__all__ = ["PATCHES"]
+
+
+def _memo_without(kept: Callable[[Any], bool]) -> Callable[[], contextlib.AbstractContextManager[Probe]]:
+    @contextlib.contextmanager
+    def patch() -> Iterator[Probe]:
+        from otel_route_shadow.instrumentation.runtime import RuntimeMemo
+
+        original = RuntimeMemo.put
+
+        def put(self: Any, key: Any, value: Any) -> None:
+            if kept(key):
+                original(self, key, value)
+
+        with swapped(RuntimeMemo, "put", put):
+            yield dict
+
+    return patch
+
+
+@contextlib.contextmanager
+def _export_path() -> Iterator[Probe]:
+    from otel_route_shadow.instrumentation.runtime import SeamObservation
+
+    def export(self: Any, span: Any) -> None:
+        if self.exported:
+            return
+        self.exported = True
+        try:
+            context = span.get_span_context()
+            attributes = dict(span.attributes) if span.is_recording() else self.record.attributes
+            self.runtime.exporter.append(context.trace_id, context.span_id, span.start_time, attributes)
+        except Exception as exc:
+            self.runtime.contain(exc, "chain", span, loud=False, observation=self)
+
+    with swapped(SeamObservation, "export", export):
+        yield dict
+
+
+@contextlib.contextmanager
+def _chain_reopened() -> Iterator[Probe]:
+    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+    from otel_route_shadow.shadow.record import record_tokens
+
+    def append_templated(self: Any, template: Any, trace_id: int, span_id: int, start: int) -> None:
+        log = RoutingAuditLog(
+            self._path, durability=self._durability, lock_timeout=self._lock_timeout, backlog=self._backlog
+        )
+        try:
+            log.submit(template.encode(record_tokens(trace_id, span_id, start)))
+        finally:
+            log.close()
+        self._after_append()
+
+    with swapped(RouteShadowChainExporter, "append_templated", append_templated):
+        yield dict
+
+
+@contextlib.contextmanager
+def _recheck_every_call() -> Iterator[Probe]:
+    name = "OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS"
+    before = os.environ.get(name)
+    os.environ[name] = "0"
+    try:
+        yield dict
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+PATCHES: dict[str, Callable[[], contextlib.AbstractContextManager[Probe]]] = {
+    "no-memo": _memo_without(lambda key: False),
+    "no-decision-memo": _memo_without(lambda key: not (isinstance(key, tuple) and len(key) == 6)),
+    "no-sanitize-memo": _memo_without(lambda key: not isinstance(key, bytes)),
+    "export-path": _export_path,
+    "chain-reopened": _chain_reopened,
+    "recheck-every-call": _recheck_every_call,
+}

@@ -1,0 +1,118 @@
+"""The ``OTEL_PYTHON_ROUTE_SHADOW_*`` settings, each named once here with what it means.
+
+Each is mirrored by an ``instrument()`` keyword of the same name in lower case without the prefix
+(the keyword wins; :class:`~otel_route_shadow.instrumentation.config.RouteShadowConfig` reads them).
+Empty means unset; a boolean is true only for ``true`` (case-insensitive), as everywhere in
+OpenTelemetry. The README's settings table lists the same names (``tests/plugin/test_plugin_api.py``
+holds the two together).
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_SEAMS = "OTEL_PYTHON_ROUTE_SHADOW_SEAMS"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_SEAMS
+
+The seams to wrap: ``module:Qual.name,face[,extractor_module:function]`` entries separated by ``;``.
+``face`` is ``agentic`` or ``one-shot``; without an extractor a call is shadowed when the host passes
+``route_context=``.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH = "OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH
+
+The decision chain file. Defaults to ``route-shadow/chain.jsonl``. A path that is not a regular file
+(a FIFO, a device, a directory) is refused at start with one log line, and nothing is recorded.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_STORE = "OTEL_PYTHON_ROUTE_SHADOW_STORE"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_STORE
+
+The policy snapshot store directory. Unset: no managed policies (snapshot state ``absent``).
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_DURABILITY = "OTEL_PYTHON_ROUTE_SHADOW_DURABILITY"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_DURABILITY
+
+``flush`` (the default: a record survives a killed process) or ``fsync`` (it survives power loss)
+per chain record.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS = "OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS
+
+The longest a spawn waits for another process holding the chain's lock, in milliseconds (default
+100). A record that waits longer is kept in memory, in order, and written before the next one.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS = "OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS
+
+How long seams may resolve against the store's last verdict before looking at the store again, in
+milliseconds (default 100; ``0``: look on every call).
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_ORIGIN = "OTEL_PYTHON_ROUTE_SHADOW_ORIGIN"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_ORIGIN
+
+The log's name in its checkpoints. Defaults to ``<host>/route-shadow/<16 hex of SHA-256 of the
+chain's absolute path>``.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY = "OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY
+
+Path of the checkpoint signing key file (``otel-route-shadow key generate``). Unset, or unreadable
+(logged, never the key): checkpoints are written unsigned.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS = "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS
+
+Checkpoint after this many records (default 1000).
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS = "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS
+
+... or on the first record this many seconds after the last checkpoint (default 10); always at
+uninstrument and at the host provider's shutdown.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY = "OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY
+
+A C2SP tlog-policy file: each signed checkpoint is pushed to its witnesses that have a URL. Unset: no
+witness. A policy that cannot be read is one log line, and nothing is pushed.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY = "OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY
+
+The most pushes a day to each witness (default 1440: one a minute).
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_STRICT = "OTEL_PYTHON_ROUTE_SHADOW_STRICT"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_STRICT
+
+``true``: a bug in the shadow path raises, before the host runs (recommended in host test suites).
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_DISABLED = "OTEL_PYTHON_ROUTE_SHADOW_DISABLED"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_DISABLED
+
+``true``: the kill switch; every seam becomes the bare call. Read on every call, in both directions:
+set or unset it at runtime, no restart. The ``disabled`` keyword instead switches off for the
+instrumentation's life.
+"""

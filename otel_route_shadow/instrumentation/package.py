@@ -1,0 +1,10 @@
+"""What this instrumentation declares: the libraries it instruments, and its tracer's scope and schema."""
+
+from typing import Final
+
+_instruments: tuple[str, ...] = ()
+"""The seams are host code named by configuration: no third-party package is required (kept identical
+to the ``instruments`` extra in ``pyproject.toml``)."""
+
+SCOPE_NAME: Final = "otel_route_shadow.instrumentation"
+SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.37.0"
