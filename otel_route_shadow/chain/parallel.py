@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
+import os
 from concurrent.futures import Executor
 from typing import Final
 
@@ -22,6 +24,7 @@ import orjson
 from otel_route_shadow.chain.check import Good, check_line, record_hash_of
 from otel_route_shadow.chain.diagnosis import iter_lines_from
 from otel_route_shadow.chain.leaves import LeafSink, leaf_hash
+from otel_route_shadow.chain.reader import open_chain
 from otel_route_shadow.chain.scan import Options, Progress, State, Stop, accept, count_dropped, scan
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.processes import each_segment
@@ -66,7 +69,7 @@ class _Leaves:
 def _verify_segment(options: Options, want_leaves: bool, path: str, start: int, end: int) -> _Part:
     """In a worker: the lines of ``[start, end)`` checked from where the first one places them."""
     sink = _Leaves() if want_leaves else None
-    with open(path, "rb", buffering=0) as handle:
+    with io.FileIO(open_chain(path, os.O_RDONLY), "rb") as handle:
         line = next(iter_lines_from(handle, start, end), (start, None))[1]
         placed = -1 if line is None else _claimed_seq(line)
         if line is None or placed < 0:

@@ -47,9 +47,9 @@ from otel_route_shadow.backend.base import format_unix_nano, parse_time
 from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport
 from otel_route_shadow.backend.trust import TrustState
 from otel_route_shadow.backend.verdict import AuditReport, Thresholds, Verdict
+from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, input_file
 from otel_route_shadow.cli.witnessed import log_keys, read_policy
-from otel_route_shadow.tlog import NoteError, Verifier
 
 __all__ = ["EXIT_CODES", "build_backend", "register", "render_text"]
 
@@ -181,34 +181,12 @@ def _time_arg(name: str, value: str | None) -> int | None:
         raise CliError(f"{name}: {exc}") from None
 
 
-def _key_arg(value: str) -> str:
-    """A verifier key given inline (``name+id+base64``) or as a file holding one. Messages never
-    repeat what was given inline (it could be a signing key pasted by mistake)."""
-    path = Path(value)
-    if path.is_file():
-        try:
-            text, where = path.read_text(encoding="utf-8").strip(), f"--key {value}"
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CliError(f"--key {value}: cannot read: {exc}") from None
-    elif value.count("+") >= 2:
-        text, where = value.strip(), "--key"
-    else:
-        raise CliError(f"--key {value}: no such file, and not a verifier key (name+id+key)")
-    if text.startswith("PRIVATE+KEY"):
-        raise CliError(f"{where}: this is a signing key; give its verifier key (never share the signing key)")
-    try:
-        Verifier.parse(text)
-    except NoteError:
-        raise CliError(f"{where}: not a verifier key (name+id+key)") from None
-    return text
-
-
 def _options(args: argparse.Namespace) -> AuditOptions:
     if args.max_unwitnessed is not None and args.max_unwitnessed < 0:
         raise CliError("--max-unwitnessed must be 0 or more")
     if args.min_span_coverage is not None and not 0.0 <= args.min_span_coverage <= 1.0:
         raise CliError("--min-span-coverage must be a fraction from 0 to 1")
-    keys = [_key_arg(k) for k in args.key]
+    keys = read_verifiers(args.key)
     policy = read_policy(args.policy) if args.policy else None
     if policy is not None:
         keys = log_keys(policy, keys, args.policy)
