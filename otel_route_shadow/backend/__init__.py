@@ -29,7 +29,7 @@ from otel_route_shadow.backend.trust import Trusted, TrustState, TrustStateError
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds, Verdict
 
 __all__ = [
-    "WITNESS_KINDS",
+    "BACKEND_KINDS",
     "AuditError",
     "AuditOptions",
     "AuditReport",
@@ -61,4 +61,4 @@ __all__ = [
 ]
 
 #: Backends ``audit --backend-kind`` knows. Jaeger or Tempo slot in here.
-WITNESS_KINDS: tuple[str, ...] = ("phoenix",)
+BACKEND_KINDS: tuple[str, ...] = ("phoenix",)

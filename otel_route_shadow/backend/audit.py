@@ -99,7 +99,7 @@ class Problem(StrEnum):
 
     USAGE = "unusable-input"  # the chain cannot be read, an empty window, bad arguments
     UNREACHABLE = "backend-unreachable"  # down, wrong host or port, timeout, access refused, HTTP 5xx
-    NOT_A_WITNESS = "not-a-witness"  # the URL answers, but not as the backend (a collector's port)
+    NOT_A_BACKEND = "not-a-backend"  # the URL answers, but not as the backend (a collector's port)
     NO_SPANS = "no-spans"  # the backend project holds no spans at all: nothing witnessed
 
 
@@ -145,7 +145,7 @@ def _backend_error(exc: BackendError) -> AuditError:
     if isinstance(exc, BackendNotFound):
         return AuditError(f"{exc}: nothing witnessed", Problem.NO_SPANS)
     if isinstance(exc, BackendNotPhoenix | BackendProtocolError):
-        return AuditError(str(exc), Problem.NOT_A_WITNESS)
+        return AuditError(str(exc), Problem.NOT_A_BACKEND)
     return AuditError(str(exc), Problem.UNREACHABLE)
 
 

@@ -13,20 +13,8 @@ print one line each plus a total. With ``--policy`` (a C2SP tlog-policy), only c
 witnesses' cosignatures meet its quorum count as witnessed (the chain's own cosigned checkpoints are
 held against it too); a quorum not met is insufficient evidence (:mod:`otel_route_shadow.backend.witnesses`).
 
-Exit codes (several chains: the most serious one, in the order 1, 6, 5, 4, 2, 3, 0):
-
-== ==========================================================================================
-0  agree: consistent with every witnessed checkpoint, no span finding, thresholds met
-1  disagree: a witnessed checkpoint or a span contradicts the chain (or its own hashes break)
-2  unusable input: bad arguments, a chain that cannot be read, an empty window
-3  insufficient evidence: nothing witnessed (no checkpoint, no span, or a project with no spans),
-   a threshold not met (--max-unwitnessed, --min-span-coverage), or (--policy) no checkpoint the
-   chain matches meets the quorum
-4  backend unreachable: down, wrong host or port, timeout, access refused, HTTP 5xx
-5  not a backend: the URL answers, but not as the backend (e.g. a collector's OTLP port)
-6  bad checkpoint: a witnessed checkpoint does not verify (bad signature, unknown key, malformed,
-   or a witness's cosignature that does not verify)
-== ==========================================================================================
+Exit codes: ``exit_codes.COMMANDS["audit"]`` (several chains: the most serious one, in the order 1, 6,
+5, 4, 2, 3, 0).
 """
 
 from __future__ import annotations
@@ -41,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from otel_route_shadow.backend import WITNESS_KINDS, Backend, PhoenixBackend
+from otel_route_shadow.backend import BACKEND_KINDS, Backend, PhoenixBackend
 from otel_route_shadow.backend.audit import AuditError, AuditOptions, Problem, audit_chain
 from otel_route_shadow.backend.base import format_unix_nano, parse_time
 from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport
@@ -49,26 +37,45 @@ from otel_route_shadow.backend.trust import TrustState
 from otel_route_shadow.backend.verdict import AuditReport, Thresholds, Verdict
 from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, input_file
+from otel_route_shadow.cli.exit_codes import (
+    EXIT_BAD_CHECKPOINT,
+    EXIT_FINDING,
+    EXIT_INSUFFICIENT,
+    EXIT_NOT_A_BACKEND,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    epilog,
+)
 from otel_route_shadow.cli.witnessed import log_keys, read_policy
 
-__all__ = ["EXIT_CODES", "build_backend", "register", "render_text"]
+__all__ = ["build_backend", "register", "render_text"]
 
 ENV_BACKEND = "ROUTE_SHADOW_PHOENIX_URL"
 ENV_PROJECT = "ROUTE_SHADOW_PHOENIX_PROJECT"
 ENV_API_KEY = "PHOENIX_API_KEY"
 
-EXIT_CODES: Final[dict[Verdict | Problem, int]] = {
-    Verdict.AGREE: 0,
-    Verdict.DISAGREE: 1,
-    Problem.USAGE: 2,
-    Verdict.INSUFFICIENT: 3,
-    Problem.NO_SPANS: 3,
-    Problem.UNREACHABLE: 4,
-    Problem.NOT_A_WITNESS: 5,
-    Verdict.BAD_CHECKPOINT: 6,
+_EXIT_OF: Final[dict[Verdict | Problem, int]] = {
+    Verdict.AGREE: EXIT_OK,
+    Verdict.DISAGREE: EXIT_FINDING,
+    Problem.USAGE: EXIT_USAGE,
+    Verdict.INSUFFICIENT: EXIT_INSUFFICIENT,
+    Problem.NO_SPANS: EXIT_INSUFFICIENT,
+    Problem.UNREACHABLE: EXIT_UNREACHABLE,
+    Problem.NOT_A_BACKEND: EXIT_NOT_A_BACKEND,
+    Verdict.BAD_CHECKPOINT: EXIT_BAD_CHECKPOINT,
 }
+"""The exit code of each verdict and problem (their meanings: :mod:`.exit_codes`)."""
 #: Most serious first: the exit code of a fleet audit is the first of these any chain has.
-_SEVERITY: Final = (1, 6, 5, 4, 2, 3, 0)
+_SEVERITY: Final = (
+    EXIT_FINDING,
+    EXIT_BAD_CHECKPOINT,
+    EXIT_NOT_A_BACKEND,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    EXIT_INSUFFICIENT,
+    EXIT_OK,
+)
 
 
 def register(sub: Any) -> None:
@@ -77,9 +84,9 @@ def register(sub: Any) -> None:
         help="hold decision chains against the checkpoints and spans a trace backend witnessed",
         description=(
             "Prove each chain consistent with every checkpoint of its origin the backend holds, hold its "
-            "records against their spans, and report the coverage. Exit 0 agree, 1 disagree, 2 unusable "
-            "input, 3 insufficient evidence, 4 backend unreachable, 5 not a backend, 6 bad checkpoint."
+            "records against their spans, and report the coverage."
         ),
+        epilog=epilog("audit"),
     )
     parser.add_argument(
         "chains", nargs="+", metavar="CHAIN", help="chain files, or directories of *.jsonl chains"
@@ -91,7 +98,7 @@ def register(sub: Any) -> None:
         help=f"backend base URL, e.g. http://127.0.0.1:6006 (default: ${ENV_BACKEND})",
     )
     parser.add_argument(
-        "--backend-kind", choices=WITNESS_KINDS, default="phoenix", help="backend type (default: phoenix)"
+        "--backend-kind", choices=BACKEND_KINDS, default="phoenix", help="backend type (default: phoenix)"
     )
     parser.add_argument(
         "--project",
@@ -245,12 +252,12 @@ def _single(chain: str, backend: Backend, options: AuditOptions, args: argparse.
     try:
         report = audit_chain(chain, backend, options)
     except AuditError as exc:
-        raise CliError(str(exc), EXIT_CODES[exc.problem]) from None
+        raise CliError(str(exc), _EXIT_OF[exc.problem]) from None
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2, default=str) + "\n")
     else:
         sys.stdout.write(render_text(report, show=max(args.show, 0)))
-    return EXIT_CODES[report.verdict]
+    return _EXIT_OF[report.verdict]
 
 
 def _audit_one(chain: str, backend: Backend, options: AuditOptions) -> AuditReport | AuditError:
@@ -263,7 +270,7 @@ def _audit_one(chain: str, backend: Backend, options: AuditOptions) -> AuditRepo
 def _fleet(chains: list[str], backend: Backend, options: AuditOptions, args: argparse.Namespace) -> int:
     with ThreadPoolExecutor(max_workers=min(args.jobs, len(chains))) as pool:
         results = list(pool.map(lambda c: _audit_one(c, backend, options), chains))
-    codes = [EXIT_CODES[r.problem if isinstance(r, AuditError) else r.verdict] for r in results]
+    codes = [_EXIT_OF[r.problem if isinstance(r, AuditError) else r.verdict] for r in results]
     outcomes = Counter(r.problem.value if isinstance(r, AuditError) else r.verdict.value for r in results)
     total = ", ".join(f"{n} {name}" for name, n in sorted(outcomes.items()))
     code = next(c for c in _SEVERITY if c in codes or c == 0)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from otel_route_shadow.cli.common import EXIT_FINDING, CliError
+from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING
 from otel_route_shadow.files import FileRefused, read_regular
 from otel_route_shadow.tlog import (
     AuthenticationError,

@@ -1,4 +1,4 @@
-"""Shared pieces of the command line: exit codes, errors and input readers.
+"""Shared pieces of the command line: errors and input readers (the exit codes: ``exit_codes``).
 
 Every input a command reads is bounded and checked in one place here (issue 16 part 8):
 
@@ -19,15 +19,12 @@ import sys
 from collections.abc import Iterator
 from typing import Any, BinaryIO, Final
 
+from otel_route_shadow.cli.exit_codes import EXIT_USAGE
 from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.files import FileRefused, open_regular, read_text
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
-    "EXIT_FINDING",
-    "EXIT_INSUFFICIENT",
-    "EXIT_OK",
-    "EXIT_USAGE",
     "MAX_LINE_BYTES",
     "STDIN",
     "CliError",
@@ -40,12 +37,6 @@ __all__ = [
     "problem_line",
     "read_text_file",
 ]
-
-EXIT_OK = 0
-EXIT_FINDING = 1
-EXIT_USAGE = 2
-EXIT_INSUFFICIENT = 3
-"""Insufficient evidence: a quorum of witnesses (``--policy``) or a backend does not vouch for enough."""
 
 _MAX_INPUT_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError
+from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
 
 __all__ = ["register"]
 
@@ -22,6 +23,7 @@ def register(sub: Any) -> None:
             "ratchet and a credit failover) under the real instrumentation. Spans go to the console, or "
             "over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set."
         ),
+        epilog=epilog("demo"),
     )
     parser.add_argument("--spawns", type=int, default=120, help="number of spawns (default 120)")
     parser.add_argument("--policies", type=Path, help="policy file (default: the embedded demo policies)")

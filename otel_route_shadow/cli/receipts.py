@@ -21,7 +21,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, CliError, read_text_file
+from otel_route_shadow.cli.common import CliError, read_text_file
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK
 from otel_route_shadow.cli.witnessed import attestation_problem, read_policy
 from otel_route_shadow.files import FileRefused, open_regular, write_atomic
 from otel_route_shadow.lines import complete_end, read_line_blocks

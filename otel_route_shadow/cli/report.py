@@ -4,9 +4,7 @@
     otel-route-shadow whatif CHAIN (--policies FILE | --store DIR --revision N) [--store DIR] ...
     otel-route-shadow matrix (--policies FILE | --store DIR [--revision N]) [--chain CHAIN] [--repo R] ...
 
-Exit codes: 0 done; 1 a finding (an unverifiable chain: refused, or flagged with --allow-unverified;
-whatif integrity findings; whatif changes with --fail-on-change); 2 unusable input (a missing or empty
-chain, a policy file that fails validation, a bad option). See docs/reports.md.
+Exit codes: ``exit_codes.COMMANDS["report"]``, ``["whatif"]`` and ``["matrix"]``. See docs/reports.md.
 """
 
 from __future__ import annotations
@@ -47,7 +45,8 @@ from otel_route_shadow.analysis import (
     store_snapshot,
 )
 from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, cap_jobs
+from otel_route_shadow.cli.common import CliError, cap_jobs
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.cli.matrix_text import render_csv, render_json, render_table
 from otel_route_shadow.cli.progress import TerminalProgress
 from otel_route_shadow.cli.report_html import render_html
@@ -110,6 +109,7 @@ def _register_report(sub: Any) -> None:
             "and rejected reasons, the share of bypass traffic (direct-http spawns no gateway policy could "
             "bind) and per-mechanism readiness. Refuses an unverifiable chain unless --allow-unverified."
         ),
+        epilog=epilog("report"),
     )
     _common_chain_args(parser)
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report with charts")
@@ -150,8 +150,9 @@ def _register_whatif(sub: Any) -> None:
         description=(
             "Replay each recorded route context through explain against a candidate snapshot (a policy "
             "file, or a store revision) and report which decisions change and how. Records that do not "
-            "reproduce from the snapshot they cite are integrity findings (exit 1), never differences."
+            "reproduce from the snapshot they cite are integrity findings, never differences."
         ),
+        epilog=epilog("whatif"),
     )
     _common_chain_args(parser)
     parser.add_argument("--policies", metavar="FILE", help='candidate policy file ({"policies": [...]})')
@@ -180,6 +181,7 @@ def _register_matrix(sub: Any) -> None:
             "snapshot. Axis values come from the options, or (for axes not given) from the contexts seen "
             "in --chain. Repeat an option or comma-separate values; 'none' means the value is absent."
         ),
+        epilog=epilog("matrix"),
     )
     parser.add_argument("--policies", metavar="FILE", help="policy file to resolve against")
     parser.add_argument("--store", metavar="DIR", help="policy store to resolve against")

@@ -3,8 +3,7 @@
 Each log is served under its origin (``http://HOST:PORT/<origin>/checkpoint`` ...), read-only, every
 resource authenticated against the log's checkpoint first (``server``, ``tlog.PublishedLog``). Prints
 one line per log (``serving <origin> ... at <url>``) on stdout once it listens; problems go to stderr,
-one line each. SIGTERM or SIGINT stops it cleanly (exit 0). Exit 2: a chain without a checkpoint, a
-checkpoint that does not authenticate, an address that cannot be listened on.
+one line each. SIGTERM or SIGINT stops it cleanly. Exit codes: ``exit_codes.COMMANDS["serve"]``.
 """
 
 from __future__ import annotations
@@ -15,11 +14,13 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import EXIT_OK, CliError, input_file
+from otel_route_shadow.cli.common import CliError, input_file
+from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
 from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
 from otel_route_shadow.tlog import (
@@ -46,6 +47,7 @@ def register(sub: Any) -> None:
             "every resource authenticated against the log's checkpoint before it is sent. "
             "Stops cleanly on SIGTERM or SIGINT."
         ),
+        epilog=epilog("serve"),
     )
     parser.add_argument("chains", nargs="+", metavar="CHAIN", help="chain file (its log is CHAIN.tlog/)")
     parser.add_argument(
@@ -100,11 +102,14 @@ def _run(args: argparse.Namespace) -> int:
             "every client that reaches it can read these logs",
             file=sys.stderr,
         )
-    for log in logs:
-        print(f"serving {log.origin} (size {log.size}, {log.chain_path}) at {server.url}/{log.origin}/")
-        _report_long_entries(log)
-    sys.stdout.flush()
-    return _serve(server)
+
+    def announce() -> None:
+        for log in logs:
+            print(f"serving {log.origin} (size {log.size}, {log.chain_path}) at {server.url}/{log.origin}/")
+            _report_long_entries(log)
+        sys.stdout.flush()
+
+    return _serve(server, announce)
 
 
 def _open(chain: str, verifiers: list[Verifier]) -> PublishedLog:
@@ -129,7 +134,9 @@ def _report_long_entries(log: PublishedLog) -> None:
         print(f"otel-route-shadow: note: {log.origin}: {line.strip()}", file=sys.stderr)
 
 
-def _serve(server: LogServer) -> int:
+def _serve(server: LogServer, announce: Callable[[], None]) -> int:
+    """Serve until SIGTERM or SIGINT; ``announce`` says so once the signals are handled (a supervisor
+    that stops the server as soon as it reads the announcement gets a clean stop, exit 0)."""
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -139,6 +146,7 @@ def _serve(server: LogServer) -> int:
     thread = threading.Thread(target=server.serve_forever, name="route-shadow-serve", daemon=True)
     thread.start()
     try:
+        announce()
         while not stop.wait(1.0):
             if not thread.is_alive():
                 break
