@@ -19,17 +19,20 @@ from otel_route_shadow.backend.base import (
     BackendSpan,
     BackendUnavailable,
     TimeWindow,
+    format_unix_nano,
     is_checkpoint_span,
     is_seam_span,
+    parse_time,
 )
 from otel_route_shadow.backend.checkpoints import BackendCheckpoint, backend_checkpoints
-from otel_route_shadow.backend.crosscheck import CrossCheckReport, cross_check, summarize_chain
+from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport, cross_check, summarize_chain
 from otel_route_shadow.backend.phoenix import PhoenixBackend
 from otel_route_shadow.backend.trust import Trusted, TrustState, TrustStateError
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds, Verdict
 
 __all__ = [
     "BACKEND_KINDS",
+    "MISSING",
     "AuditError",
     "AuditOptions",
     "AuditReport",
@@ -55,8 +58,10 @@ __all__ = [
     "audit_chain",
     "backend_checkpoints",
     "cross_check",
+    "format_unix_nano",
     "is_checkpoint_span",
     "is_seam_span",
+    "parse_time",
     "summarize_chain",
 ]
 

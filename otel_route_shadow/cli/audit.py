@@ -29,12 +29,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from otel_route_shadow.backend import BACKEND_KINDS, Backend, PhoenixBackend
-from otel_route_shadow.backend.audit import AuditError, AuditOptions, Problem, audit_chain
-from otel_route_shadow.backend.base import format_unix_nano, parse_time
-from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport
-from otel_route_shadow.backend.trust import TrustState
-from otel_route_shadow.backend.verdict import AuditReport, Thresholds, Verdict
+from otel_route_shadow.backend import (
+    BACKEND_KINDS,
+    MISSING,
+    AuditError,
+    AuditOptions,
+    AuditReport,
+    Backend,
+    CrossCheckReport,
+    PhoenixBackend,
+    Problem,
+    Thresholds,
+    TrustState,
+    Verdict,
+    audit_chain,
+    format_unix_nano,
+    parse_time,
+)
 from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, input_file
 from otel_route_shadow.cli.exit_codes import (

@@ -43,8 +43,8 @@ from otel_route_shadow.core import (
     explain_policies,
     policy_set_hash,
     reconcile_context,
+    redact_text,
 )
-from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.shadow import sanitize_context
 from otel_route_shadow.store import PolicyFileError, RoutingPolicyStore, read_policy_file
 

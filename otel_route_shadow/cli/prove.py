@@ -25,25 +25,23 @@ from otel_route_shadow.cli.receipts import prove_receipt, receipt_policy, verify
 from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_policy
 from otel_route_shadow.files import FileRefused, read_regular
 from otel_route_shadow.tlog import (
+    CHECKPOINT_FILE,
     DEFAULT_SKEW_S,
     REBUILD_HINT,
     AttestationError,
     AuthenticationError,
     Checkpoint,
+    ConsistencyProofDoc,
+    InclusionProofDoc,
     LogDirectory,
     Policy,
+    ProofDoc,
     ProofError,
     TileError,
     TileReader,
     Verifier,
     attest_checkpoint,
     authenticate,
-)
-from otel_route_shadow.tlog.directory import CHECKPOINT_FILE
-from otel_route_shadow.tlog.proofs import (
-    ConsistencyProofDoc,
-    InclusionProofDoc,
-    ProofDoc,
     check_consistency_doc,
     check_inclusion_doc,
     prove_consistency,
