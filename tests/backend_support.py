@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.backend.base import AttributeValue, BackendSpan, TimeWindow
+from otel_route_shadow.backend.base import AttributeValue, BackendSpan, QueryWindow
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, iter_records, sanitize_payload
 from otel_route_shadow.chain.record import encode_payload, encode_record
 from otel_route_shadow.instrumentation.checkpoint_spans import checkpoint_attributes
@@ -47,7 +47,7 @@ class FakeBackend:
         return "fake witness"
 
     def fetch_spans(
-        self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
+        self, window: QueryWindow, attributes: Mapping[str, AttributeValue] | None = None
     ) -> Iterator[BackendSpan]:
         for span in self.spans:
             if not window.start_unix_nano <= span.start_time_unix_nano < window.end_unix_nano:

@@ -21,7 +21,7 @@ from otel_route_shadow.backend import (
     BackendProtocolError,
     BackendUnavailable,
     PhoenixBackend,
-    TimeWindow,
+    QueryWindow,
 )
 from otel_route_shadow.backend.base import format_unix_nano
 from otel_route_shadow.chain import RoutingAuditLog
@@ -67,7 +67,7 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-WIDE = TimeWindow(T0 - 10**9, T0 + 10**12)
+WIDE = QueryWindow(T0 - 10**9, T0 + 10**12)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def test_attribute_filters_are_json_typed(fake: tuple[FakePhoenix, str]) -> None
 def test_window_is_sent_with_microsecond_margins(fake: tuple[FakePhoenix, str]) -> None:
     state, url = fake
     state.add("p", _payload(0))
-    window = TimeWindow(T0 + 500, T0 + 10**9)
+    window = QueryWindow(T0 + 500, T0 + 10**9)
     assert len(list(PhoenixBackend(url, "p").fetch_spans(window))) == 1
     assert state.requests[-1]["start_time"] == [format_unix_nano(T0 + 500 - 1000)]
 

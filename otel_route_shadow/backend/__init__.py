@@ -18,7 +18,7 @@ from otel_route_shadow.backend.base import (
     BackendProtocolError,
     BackendSpan,
     BackendUnavailable,
-    TimeWindow,
+    QueryWindow,
     format_unix_nano,
     is_checkpoint_span,
     is_seam_span,
@@ -28,7 +28,7 @@ from otel_route_shadow.backend.checkpoints import BackendCheckpoint, backend_che
 from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport, cross_check, summarize_chain
 from otel_route_shadow.backend.phoenix import PhoenixBackend
 from otel_route_shadow.backend.trust import Trusted, TrustState, TrustStateError
-from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds, Verdict
+from otel_route_shadow.backend.verdict import AuditReport, AuditVerdict, Consistency, Failure, Thresholds
 
 __all__ = [
     "BACKEND_KINDS",
@@ -36,6 +36,7 @@ __all__ = [
     "AuditError",
     "AuditOptions",
     "AuditReport",
+    "AuditVerdict",
     "Backend",
     "BackendCheckpoint",
     "BackendError",
@@ -49,12 +50,11 @@ __all__ = [
     "Failure",
     "PhoenixBackend",
     "Problem",
+    "QueryWindow",
     "Thresholds",
-    "TimeWindow",
     "TrustState",
     "TrustStateError",
     "Trusted",
-    "Verdict",
     "audit_chain",
     "backend_checkpoints",
     "cross_check",

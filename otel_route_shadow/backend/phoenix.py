@@ -38,7 +38,7 @@ from otel_route_shadow.backend.base import (
     BackendProtocolError,
     BackendSpan,
     BackendUnavailable,
-    TimeWindow,
+    QueryWindow,
     datetime_to_unix_nano,
     format_unix_nano,
 )
@@ -108,7 +108,7 @@ class PhoenixBackend:
     # ---- queries -------------------------------------------------------------------------------------
 
     def fetch_spans(
-        self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
+        self, window: QueryWindow, attributes: Mapping[str, AttributeValue] | None = None
     ) -> Iterator[BackendSpan]:
         # Phoenix compares microseconds: widen by the rounding tolerance on both sides.
         params: list[tuple[str, str]] = [

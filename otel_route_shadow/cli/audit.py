@@ -1,11 +1,11 @@
-"""``audit`` subcommand: hold decision chains against the trace backend that witnessed them.
+"""``audit`` subcommand: hold decision chains against the trace backend that holds their spans and checkpoints.
 
     otel-route-shadow audit CHAIN... [--backend URL] [--project NAME] [--origin O] [--key VKEY]...
                             [--policy FILE] [--max-unwitnessed RECORDS] [--min-span-coverage FRACTION]
                             [--jobs N] [--json]
 
 For each chain: the checkpoints of its origin the backend holds (checkpoint spans), the chain proven
-consistent with every one, the span cross-check, and the coverage (the unwitnessed tail, the age of
+consistent with every one, the span cross-check, and the coverage (the tail beyond them, the age of
 the newest checkpoint, the share of records whose span the backend holds); see
 :mod:`otel_route_shadow.backend.audit` and :mod:`otel_route_shadow.backend.verdict`. One chain prints a
 full report; several chains, or a directory (every ``*.jsonl`` under it), are audited in parallel and
@@ -35,13 +35,13 @@ from otel_route_shadow.backend import (
     AuditError,
     AuditOptions,
     AuditReport,
+    AuditVerdict,
     Backend,
     CrossCheckReport,
     PhoenixBackend,
     Problem,
     Thresholds,
     TrustState,
-    Verdict,
     audit_chain,
     format_unix_nano,
     parse_time,
@@ -66,15 +66,15 @@ ENV_BACKEND = "ROUTE_SHADOW_PHOENIX_URL"
 ENV_PROJECT = "ROUTE_SHADOW_PHOENIX_PROJECT"
 ENV_API_KEY = "PHOENIX_API_KEY"
 
-_EXIT_OF: Final[dict[Verdict | Problem, int]] = {
-    Verdict.AGREE: EXIT_OK,
-    Verdict.DISAGREE: EXIT_FINDING,
+_EXIT_OF: Final[dict[AuditVerdict | Problem, int]] = {
+    AuditVerdict.AGREE: EXIT_OK,
+    AuditVerdict.DISAGREE: EXIT_FINDING,
     Problem.USAGE: EXIT_USAGE,
-    Verdict.INSUFFICIENT: EXIT_INSUFFICIENT,
+    AuditVerdict.INSUFFICIENT: EXIT_INSUFFICIENT,
     Problem.NO_SPANS: EXIT_INSUFFICIENT,
     Problem.UNREACHABLE: EXIT_UNREACHABLE,
     Problem.NOT_A_BACKEND: EXIT_NOT_A_BACKEND,
-    Verdict.BAD_CHECKPOINT: EXIT_BAD_CHECKPOINT,
+    AuditVerdict.BAD_CHECKPOINT: EXIT_BAD_CHECKPOINT,
 }
 """The exit code of each verdict and problem (their meanings: :mod:`.exit_codes`)."""
 #: Most serious first: the exit code of a fleet audit is the first of these any chain has.
@@ -92,7 +92,7 @@ _SEVERITY: Final = (
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "audit",
-        help="hold decision chains against the checkpoints and spans a trace backend witnessed",
+        help="hold decision chains against the checkpoints and spans a trace backend holds",
         description=(
             "Prove each chain consistent with every checkpoint of its origin the backend holds, hold its "
             "records against their spans, and report the coverage."
@@ -140,7 +140,8 @@ def register(sub: Any) -> None:
         "--max-unwitnessed",
         type=int,
         metavar="RECORDS",
-        help="insufficient evidence (exit 3) when more records lie after the last witnessed checkpoint",
+        help="insufficient evidence (exit 3) when more records lie after the last checkpoint held against the "
+        "chain (the backend's; with --policy, the quorum's)",
     )
     parser.add_argument(
         "--min-span-coverage",
@@ -335,7 +336,7 @@ def render_text(report: AuditReport, *, show: int = 20) -> str:
 
 def render_checkpoints(report: AuditReport) -> list[str]:
     lines = [
-        f"checkpoints witnessed: {len(report.checkpoints)}"
+        f"checkpoints the backend holds: {len(report.checkpoints)}"
         + (
             ""
             if report.signatures_checked or not report.checkpoints
@@ -352,7 +353,7 @@ def render_checkpoints(report: AuditReport) -> list[str]:
             f"consistency: the chain is consistent with every one (up to size {c.checkpointed_size})"
         )
         return lines
-    lines.append(f"consistency: {len(c.failures)} witnessed checkpoint(s) do not hold")
+    lines.append(f"consistency: {len(c.failures)} checkpoint(s) held against the chain do not hold")
     for f in c.failures:
         at = f" at seq {f.first_bad_seq}" if f.first_bad_seq is not None else ""
         size = f"size {f.size}" if f.size is not None else "a checkpoint"
@@ -364,8 +365,8 @@ def render_coverage(report: AuditReport) -> list[str]:
     newest = report.newest_checkpoint
     coverage = report.span_coverage
     lines = [
-        f"coverage: witnessed {report.witnessed_size} of {report.chain_size} records; "
-        f"{report.unwitnessed} unwitnessed after the last checkpoint",
+        f"coverage: proven up to {report.witnessed_size} of {report.chain_size} records; "
+        f"{report.unwitnessed} after the last checkpoint held against the chain",
     ]
     if newest is not None and report.checkpoint_age_ns is not None:
         lines.append(
@@ -373,7 +374,7 @@ def render_coverage(report: AuditReport) -> list[str]:
             f"({report.checkpoint_age_ns / 1e9:.0f} s ago)"
         )
     else:
-        lines.append("  newest checkpoint: none witnessed for this origin")
+        lines.append("  newest checkpoint: none held by the backend for this origin")
     lines.append(
         "  span coverage: "
         + (
@@ -414,14 +415,14 @@ def render_dropped(report: AuditReport) -> str:
 
 def render_verdict(report: AuditReport) -> str:
     verdict = report.verdict
-    if verdict is Verdict.AGREE:
+    if verdict is AuditVerdict.AGREE:
         return "verdict: AGREE - the backend holds nothing the chain contradicts (exit 0)"
-    if verdict is Verdict.INSUFFICIENT:
+    if verdict is AuditVerdict.INSUFFICIENT:
         return (
             "verdict: INSUFFICIENT EVIDENCE - the backend covers too little to vouch for the chain (exit 3)"
         )
-    if verdict is Verdict.BAD_CHECKPOINT:
-        return "verdict: BAD CHECKPOINT - a witnessed checkpoint does not verify; wrong --key, or forged (exit 6)"
+    if verdict is AuditVerdict.BAD_CHECKPOINT:
+        return "verdict: BAD CHECKPOINT - a checkpoint held against the chain does not verify; wrong --key, or forged (exit 6)"
     first = report.first_bad_seq
     where = f"; first bad seq {first}" if first is not None else ""
     only_linkage = report.spans.errors == 1 and report.spans.chain_broken and report.consistency_holds
