@@ -24,6 +24,7 @@ from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EX
 from otel_route_shadow.cli.receipts import prove_receipt, receipt_policy, verify_receipt_file
 from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_policy
 from otel_route_shadow.files import FileRefused, read_regular
+from otel_route_shadow.strict_json import schema_problem
 from otel_route_shadow.tlog import (
     CHECKPOINT_FILE,
     DEFAULT_SKEW_S,
@@ -255,9 +256,7 @@ def _read_proof(path: str) -> InclusionProofDoc | ConsistencyProofDoc:
     try:
         return _PROOF_ADAPTER.validate_json(text)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "document"
-        raise CliError(f"{path}: not a proof: {where}: {first.get('msg', 'invalid')}") from None
+        raise CliError(f"{path}: not a proof: {schema_problem(exc)}") from None
 
 
 def _read_record(path: str) -> bytes:

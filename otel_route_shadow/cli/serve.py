@@ -9,7 +9,6 @@ one line each. SIGTERM or SIGINT stops it cleanly. Exit codes: ``exit_codes.COMM
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import signal
 import sys
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from otel_route_shadow.addresses import is_loopback
 from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, input_file
 from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
@@ -96,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
         server = LogServer((host, port), site, Limits(max_connections=args.max_connections))
     except OSError as exc:
         raise CliError(f"--listen {args.listen}: cannot listen: {exc.strerror or exc}") from None
-    if not _loopback(host):
+    if not is_loopback(host):
         print(
             f"otel-route-shadow: note: listening on {host}, not a loopback address: "
             "every client that reaches it can read these logs",
@@ -170,15 +170,6 @@ def listen_address(text: str) -> tuple[str, int]:
     if not colon or not host or not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65535:
         raise CliError(f"--listen {text}: not HOST:PORT (port 0 to 65535)")
     return host, int(port_text)
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _log_to_stderr() -> None:
