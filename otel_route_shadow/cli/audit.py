@@ -47,7 +47,7 @@ from otel_route_shadow.backend import (
     parse_time,
 )
 from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import CliError, input_file
+from otel_route_shadow.cli.common import CliError, count_argument, input_file
 from otel_route_shadow.cli.exit_codes import (
     EXIT_BAD_CHECKPOINT,
     EXIT_FINDING,
@@ -138,7 +138,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--max-unwitnessed",
-        type=int,
+        type=count_argument(0),
         metavar="RECORDS",
         help="insufficient evidence (exit 3) when more records lie after the last checkpoint held against the "
         "chain (the backend's; with --policy, the quorum's)",
@@ -165,7 +165,9 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--full", action="store_true", help="with --state: check every record again")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per backend request")
-    parser.add_argument("--jobs", type=int, default=4, help="chains audited at once (default 4)")
+    parser.add_argument(
+        "--jobs", type=count_argument(1), default=4, help="chains audited at once (default 4)"
+    )
     parser.add_argument(
         "--no-verify",
         action="store_true",
@@ -201,8 +203,6 @@ def _time_arg(name: str, value: str | None) -> int | None:
 
 
 def _options(args: argparse.Namespace) -> AuditOptions:
-    if args.max_unwitnessed is not None and args.max_unwitnessed < 0:
-        raise CliError("--max-unwitnessed must be 0 or more")
     if args.min_span_coverage is not None and not 0.0 <= args.min_span_coverage <= 1.0:
         raise CliError("--min-span-coverage must be a fraction from 0 to 1")
     keys = read_verifiers(args.key)
@@ -250,8 +250,6 @@ def _handle(args: argparse.Namespace) -> int:
         raise CliError(f"--backend URL is required (or set ${ENV_BACKEND})")
     if args.timeout <= 0:
         raise CliError("--timeout must be positive")
-    if args.jobs < 1:
-        raise CliError("--jobs must be 1 or more")
     backend = build_backend(args.backend_kind, args.backend, args.project, args.timeout)
     options = _options(args)
     chains = chain_paths(args.chains)

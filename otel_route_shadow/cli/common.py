@@ -13,10 +13,11 @@ Every input a command reads is bounded and checked in one place here (issue 16 p
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, Final
 
 from otel_route_shadow.cli.exit_codes import EXIT_USAGE
@@ -29,6 +30,7 @@ __all__ = [
     "STDIN",
     "CliError",
     "cap_jobs",
+    "count_argument",
     "harden_streams",
     "input_file",
     "json_lines",
@@ -100,6 +102,23 @@ def _bounded_lines(stream: BinaryIO, source: str, max_line: int) -> Iterator[tup
         if len(line.rstrip(b"\r\n")) > max_line:
             raise CliError(f"{source}:{number}: line longer than {max_line} bytes; refusing the rest")
         yield number, line
+
+
+def count_argument(minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` for a whole number from ``minimum`` (to ``maximum``), refusing anything else
+    with argparse's own one-line error."""
+    bounds = f"must be {minimum} or more" if maximum is None else f"must be {minimum} to {maximum}"
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text[:32]!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(bounds)
+        return value
+
+    return count
 
 
 def cap_jobs(jobs: int, option: str = "--jobs") -> int:

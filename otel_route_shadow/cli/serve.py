@@ -19,7 +19,7 @@ from typing import Any
 
 from otel_route_shadow.addresses import is_loopback
 from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import CliError, input_file
+from otel_route_shadow.cli.common import CliError, count_argument, input_file
 from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
 from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
@@ -65,22 +65,12 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--max-connections",
-        type=_positive,
+        type=count_argument(1, 10_000),
         default=_DEFAULTS.max_connections,
         metavar="N",
         help=f"connections served at once; more are answered 503 (default {_DEFAULTS.max_connections})",
     )
     parser.set_defaults(handler=_run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError("must be 1 to 10000")
-    return value
 
 
 def _run(args: argparse.Namespace) -> int:

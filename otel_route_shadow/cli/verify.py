@@ -16,7 +16,7 @@ import time
 from typing import Any, TextIO
 
 from otel_route_shadow.chain import VerifyResult, verify_chain
-from otel_route_shadow.cli.common import CliError, cap_jobs, input_file
+from otel_route_shadow.cli.common import CliError, cap_jobs, count_argument, input_file
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import (
     check_checkpoints,
@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.add_argument(
         "--jobs",
-        type=_jobs,
+        type=count_argument(0),
         default=1,
         metavar="N",
         help="verify with N processes (0: one per CPU); pays off on chains of many megabytes",
@@ -87,7 +87,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--max-unwitnessed",
-        type=_count,
+        type=count_argument(0),
         metavar="N",
         help="with --policy: up to N records may lie beyond the largest quorum-attested checkpoint "
         "(default 0: any is insufficient evidence, exit 3)",
@@ -95,29 +95,9 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=_run)
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
-def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 (one per CPU) or more")
-    return value or (os.cpu_count() or 1)
-
-
 def _run(args: argparse.Namespace) -> int:
     path: str = input_file(args.chain)
-    jobs = cap_jobs(args.jobs)
+    jobs = cap_jobs(args.jobs or os.cpu_count() or 1)
     if args.max_unwitnessed is not None and not args.policy:
         raise CliError("--max-unwitnessed goes with --policy")
     policy = read_policy(args.policy) if args.policy else None
