@@ -107,6 +107,4 @@ def open_chain(path: str, flags: int) -> int:
     except FileRefused as exc:
         if exc.problem == "is a directory":
             raise IsADirectoryError(errno.EISDIR, "is a directory, not a chain file", path) from None
-        raise ChainPathError(
-            f"{path}: {exc.problem.replace('a character device', 'a device')}; not a chain"
-        ) from None
+        raise ChainPathError(f"{path}: {exc.problem}; not a chain") from None
