@@ -36,7 +36,8 @@ Tracebacks
 14. a 100,000-character key name accepted: ``test_key_names_follow_the_signed_note_rules[too-long]``.
 
 Beyond the list: a FIFO, a device or a directory given as ``--key``, ``--policy`` or ``--proof``, a proof
-nested 50,000 deep, and a backend answering JSON nested 50,000 deep (``test_*_beyond_the_list``).
+nested 50,000 deep, a backend answering JSON nested 50,000 deep, ``report --html`` and ``prove
+--record-out`` naming a FIFO (``test_*_beyond_the_list``).
 Older in-process tests of the same readers: tests/test_files.py, test_chain_path.py,
 test_store_host_safety.py, test_cli_main.py (every command's bad inputs), test_tlog_entries.py.
 """
@@ -259,6 +260,22 @@ def test_json_nested_50000_deep_is_one_line(chain: Path, command: str, shape: st
 def test_key_names_follow_the_signed_note_rules(tmp_path: Path, name: str, needle: str) -> None:
     refused(cli("key", "generate", "--name", name, "--out", str(tmp_path / "k")), needle)
     assert not (tmp_path / "k").exists()
+
+
+def test_report_html_to_a_fifo_is_refused_never_waited_on_beyond_the_list(tmp_path: Path) -> None:
+    """``report --html FIFO`` waited for a reader for ever (the page was written with a blocking open)."""
+    code, _, err = cli("demo", "--spawns", "3", "--quiet", "--out", str(tmp_path / "demo"))
+    assert code == 0, err
+    page = fifo(tmp_path / "page.html")
+    refused(cli("report", str(tmp_path / "demo" / "chain.jsonl"), "--html", page), page, "is a FIFO")
+
+
+def test_an_output_that_is_not_a_regular_file_is_never_replaced_beyond_the_list(chain: Path) -> None:
+    """``prove --record-out`` renamed its file over whatever had the name (a FIFO here; a device for a
+    root user): an output that is not a regular file is refused and left as it is."""
+    out = fifo(chain.parent / "record.line")
+    refused(cli("prove", str(chain), "--seq", "1", "--receipt", "--record-out", out), out, "is a FIFO")
+    assert Path(out).is_fifo()
 
 
 # -- audit: the auditor's own state, and what the audited party holds ----------------------------------

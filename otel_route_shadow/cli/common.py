@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, Final
 
 from otel_route_shadow.cli.exit_codes import EXIT_USAGE
 from otel_route_shadow.core import PolicyProblem
-from otel_route_shadow.files import FileRefused, open_regular, read_text
+from otel_route_shadow.files import FileRefused, file_kind, open_regular, read_text, write_atomic
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "STDIN",
     "CliError",
     "cap_jobs",
+    "check_output",
     "count_argument",
     "harden_streams",
     "input_file",
@@ -38,6 +40,7 @@ __all__ = [
     "parse_json_text",
     "problem_line",
     "read_text_file",
+    "write_output",
 ]
 
 _MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -169,3 +172,26 @@ def problem_line(source: str, problem: PolicyProblem) -> str:
     else:
         subject = ""
     return f"{source}: [{problem.code.value}] {subject}{problem.message}"
+
+
+def check_output(path: str, option: str) -> None:
+    """A :class:`CliError` when something that is not a regular file (a FIFO, a device, a directory, a
+    symbolic link) is at ``path``, the output file ``option`` names; looked at, never opened."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise CliError(f"{option} {path}: {exc.strerror or type(exc).__name__}") from None
+    if not stat.S_ISREG(mode):
+        raise CliError(f"{option} {path}: is {file_kind(mode)}, not a regular file")
+
+
+def write_output(path: str, data: bytes, option: str) -> None:
+    """Write ``data`` to the output file ``path`` that ``option`` names, atomically (a reader never sees
+    half of it); what :func:`check_output` refuses is never opened or replaced."""
+    check_output(path, option)
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise CliError(f"{option} {path}: cannot write: {exc.strerror or type(exc).__name__}") from None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -45,7 +44,7 @@ from otel_route_shadow.analysis import (
     store_snapshot,
 )
 from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import CliError, cap_jobs
+from otel_route_shadow.cli.common import CliError, cap_jobs, check_output, write_output
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.cli.matrix_text import render_csv, render_json, render_table
 from otel_route_shadow.cli.progress import TerminalProgress
@@ -264,9 +263,9 @@ def _handle_report(args: argparse.Namespace) -> int:
     _check_jobs(args)
     specs = _specs(args)
     window = _window(args)
-    html_path = Path(args.html) if args.html else None
-    if html_path is not None and html_path.is_dir():
-        raise CliError(f"--html {html_path}: is a directory")
+    html_path: str | None = args.html or None
+    if html_path is not None:
+        check_output(html_path, "--html")  # before the chain is read, not after
     try:
         loader = cited_loader(args.store) if args.store else None
     except SnapshotSourceError as exc:
@@ -298,10 +297,7 @@ def _handle_report(args: argparse.Namespace) -> int:
     finally:
         progress.finish()
     if html_path is not None:
-        try:
-            html_path.write_text(render_html(report, top=args.top), encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"--html {html_path}: cannot write: {exc.strerror or exc}") from None
+        write_output(html_path, render_html(report, top=args.top).encode("utf-8"), "--html")
     if args.json:
         _write_stdout(_dump(report.as_dict(top=args.top)))
     else:
