@@ -1,6 +1,6 @@
 """Shared pieces of the command line: errors and input readers (the exit codes: ``exit_codes``).
 
-Every input a command reads is bounded and checked in one place here (issue 16 part 8):
+Every input a command reads is bounded and checked in one place here:
 
 * :func:`input_file` refuses what is not a regular file (``/dev/zero``, a FIFO, a directory) before
   anything is read from it, without blocking on a FIFO that has no writer;
