@@ -146,7 +146,7 @@ class PhoenixBackend:
             raise self._http_error(exc) from None
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # a hostile answer nested too deeply is not JSON we take
             raise self._not_phoenix("answers, but not JSON") from None
 
     def _fetch(self, url: str) -> bytes:
@@ -202,7 +202,7 @@ class PhoenixBackend:
         try:
             raw = self._fetch(self.base_url + "/v1/projects?limit=1")
             body = json.loads(raw)
-        except (BackendError, urllib.error.HTTPError, ValueError):
+        except (BackendError, urllib.error.HTTPError, ValueError, RecursionError):
             return False
         return isinstance(body, dict) and isinstance(body.get("data"), list)
 
