@@ -126,6 +126,7 @@ def test_missing_project_is_not_found(fake: tuple[FakePhoenix, str]) -> None:
         (503, b"busy", BackendUnavailable, "HTTP 503"),
         (422, b"bad filter", BackendProtocolError, "422"),
         (200, b"<html>", BackendProtocolError, "not JSON"),
+        (200, b"[" * 100_000 + b"]" * 100_000, BackendProtocolError, "not JSON"),  # was a RecursionError
         (200, b'{"spans": []}', BackendProtocolError, "no 'data' list"),
         (200, b'{"data": [{"context": {"trace_id": "XYZ"}}]}', BackendProtocolError, "unexpected span shape"),
     ],

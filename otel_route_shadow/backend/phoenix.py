@@ -135,7 +135,7 @@ class PhoenixBackend:
             raise self._http_error(exc) from None
         try:
             return json.loads(raw)
-        except (ValueError, RecursionError):  # a body nested deeper than the parser goes is not Phoenix's
+        except (ValueError, RecursionError):  # a hostile answer nested too deeply is not JSON we take
             raise self._not_phoenix("answers, but not JSON") from None
 
     def _fetch(self, url: str) -> bytes:
