@@ -29,6 +29,7 @@ __all__ = [
     "TEMPORARY_MARK",
     "FileKind",
     "FileRefused",
+    "check_regular",
     "file_kind",
     "fsync_directory",
     "open_beneath",
@@ -107,11 +108,12 @@ def open_regular(
         raise _refusal(source, exc) from None
     except ValueError:  # a NUL in the path
         raise FileRefused(source, "unreadable", "not a usable path") from None
-    return _checked_regular(fd, source)
+    return check_regular(fd, source)
 
 
-def _checked_regular(fd: int, source: str) -> int:
-    """``fd`` when :func:`os.fstat` calls it a regular file; else it is closed and refused."""
+def check_regular(fd: int, source: str) -> int:
+    """``fd`` when :func:`os.fstat` calls it a regular file; else it is closed and refused (a
+    :class:`FileRefused` of kind ``not-regular``, saying ``is a directory`` or what it is instead)."""
     try:
         st_mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(st_mode):
@@ -161,7 +163,7 @@ def open_beneath(directory: str | os.PathLike[str], relative: str) -> int:
             raise _refusal(source, exc) from None
     finally:
         os.close(parent)
-    return _checked_regular(fd, source)
+    return check_regular(fd, source)
 
 
 def _refusal(path: str, exc: OSError) -> FileRefused:

@@ -9,6 +9,7 @@ dispositions, so a handler inherited from the host cannot keep one from ending w
 from __future__ import annotations
 
 import collections
+import io
 import multiprocessing
 import signal
 import sys
@@ -18,6 +19,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from multiprocessing.context import ForkContext, SpawnContext
 from typing import TypeVar
 
+from otel_route_shadow.files import open_regular
 from otel_route_shadow.lines import line_segments
 
 __all__ = ["SEGMENTS_PER_JOB", "each_segment", "mp_context", "pool", "run_segments", "worker_signals"]
@@ -80,7 +82,7 @@ def each_segment(
     if jobs <= 1 or end - start < min_parallel_bytes:
         yield work(path, start, end)
         return
-    with open(path, "rb", buffering=0) as handle:
+    with io.FileIO(open_regular(path), "rb") as handle:  # a FIFO put there since is refused, never waited on
         bounds = iter(line_segments(handle, start, end, jobs * SEGMENTS_PER_JOB))
     with pool(jobs) as executor:
         if on_pool is not None:

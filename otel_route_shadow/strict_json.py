@@ -4,7 +4,8 @@
 is a way to smuggle a value past review, so both are errors here. Nesting is bounded
 (:data:`MAX_JSON_DEPTH` unless the caller says otherwise): a file nested 50,000 deep is one
 :class:`StrictJSONError`, never a ``RecursionError`` in the caller. :func:`read_json` reads a file
-through :func:`otel_route_shadow.files.read_regular` (no FIFO, no device, a bounded read) first.
+through :func:`otel_route_shadow.files.read_regular` (no FIFO, no device, a bounded read) first;
+:func:`schema_problem` says in one line why a document does not fit its schema.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import os
 import re
 from typing import Any, Final, Literal
 
+from pydantic import ValidationError
+
 from otel_route_shadow.files import read_regular
 
-__all__ = ["MAX_JSON_DEPTH", "StrictJSONError", "loads_strict", "read_json"]
+__all__ = ["MAX_JSON_DEPTH", "StrictJSONError", "loads_strict", "read_json", "schema_problem"]
 
 MAX_JSON_DEPTH: Final = 64
 """The deepest nesting (arrays and objects) accepted by default."""
@@ -118,3 +121,11 @@ def read_json(path: str | os.PathLike[str], max_bytes: int, *, max_depth: int = 
         raise StrictJSONError(f"{os.fspath(path)}: not UTF-8 (byte {exc.start})", "syntax") from None
     except StrictJSONError as exc:
         raise StrictJSONError(f"{os.fspath(path)}: {exc}", exc.kind) from None
+
+
+def schema_problem(exc: ValidationError) -> str:
+    """The first thing a document gets wrong against its pydantic schema, as ``where: what`` (one line,
+    never the value)."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "document"
+    return f"{where}: {first.get('msg', 'invalid')}"

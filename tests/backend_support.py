@@ -1,4 +1,5 @@
-"""Helpers for the backend tests: an in-memory witness, a host that checkpoints, and chain tampering.
+"""Helpers for the backend tests: an in-memory witness, a host that checkpoints, chain tampering, and a
+stand-in for Phoenix's REST API on loopback.
 
 ``FakeBackend`` holds spans the way a trace backend does (query by time window and attribute values).
 ``Host`` writes a chain with the real chain writer and the real ``tlog.Checkpointer``; each checkpoint
@@ -9,16 +10,22 @@ The tamper functions play an attacker who holds the file and can recompute every
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import random
 import shutil
+import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.backend.base import AttributeValue, BackendSpan, TimeWindow
+from otel_route_shadow.backend.base import AttributeValue, BackendSpan, QueryWindow
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, iter_records, sanitize_payload
 from otel_route_shadow.chain.record import encode_payload, encode_record
 from otel_route_shadow.instrumentation.checkpoint_spans import checkpoint_attributes
@@ -40,7 +47,7 @@ class FakeBackend:
         return "fake witness"
 
     def fetch_spans(
-        self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
+        self, window: QueryWindow, attributes: Mapping[str, AttributeValue] | None = None
     ) -> Iterator[BackendSpan]:
         for span in self.spans:
             if not window.start_unix_nano <= span.start_time_unix_nano < window.end_unix_nano:
@@ -175,3 +182,123 @@ def insert(path: Path, seq: int, payload: dict[str, Any]) -> None:
     records = payloads(path)
     records.insert(seq, payload)
     _rewrite(path, list(enumerate(records)))
+
+
+# -- Phoenix's REST API on loopback --------------------------------------------------------------------
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat()  # what Phoenix does (float)
+
+
+class FakePhoenix:
+    """Phoenix 20.26's span route (``GET /v1/projects/{project}/spans``) and its project list, in memory."""
+
+    def __init__(self) -> None:
+        self.projects: dict[str, list[dict[str, Any]]] = {}
+        self.requests: list[dict[str, list[str]]] = []
+        self.status: int | None = None  # force an error status
+        self.raw_body: bytes | None = None  # force a body
+        self.delay = 0.0
+        self.not_phoenix = False  # answer as a collector's OTLP port does
+
+    def add(self, project: str, payload: dict[str, Any]) -> None:
+        self.projects.setdefault(project, []).append(
+            {
+                "id": f"span-{len(self.projects.get(project, []))}",
+                "name": "seam",
+                "context": {"trace_id": payload["trace_id"], "span_id": payload["span_id"]},
+                "span_kind": "AGENT",
+                "parent_id": None,
+                "start_time": _iso(int(payload["start_time_unix_nano"])),
+                "end_time": _iso(int(payload["start_time_unix_nano"]) + 1000),
+                "status_code": "UNSET",
+                "status_message": "",
+                "attributes": {**payload["attributes"], "llm.provider": "anthropic"},
+                "events": [],
+            }
+        )
+
+    def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes]:
+        if path == "/v1/projects" and not self.not_phoenix:  # the backend's "is this Phoenix?" probe
+            names = [{"name": name} for name in self.projects]
+            return 200, json.dumps({"data": names, "next_cursor": None}).encode()
+        self.requests.append(query)
+        if self.not_phoenix:
+            return 404, b"404 page not found"  # what a collector's OTLP/HTTP port answers to a GET
+        if self.status is not None:
+            return self.status, self.raw_body or b"forced"
+        if self.raw_body is not None:
+            return 200, self.raw_body
+        parts = path.split("/")
+        if len(parts) != 5 or parts[1:3] != ["v1", "projects"] or parts[4] != "spans":
+            return 404, b"Not Found"
+        project = urllib.parse.unquote(parts[3])
+        if project not in self.projects:
+            return 404, f"Project with name {project} not found".encode()
+        spans = sorted(self.projects[project], key=lambda s: s["start_time"])
+        start = datetime.fromisoformat(query["start_time"][0].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(query["end_time"][0].replace("Z", "+00:00"))
+        spans = [s for s in spans if start <= datetime.fromisoformat(s["start_time"]) < end]
+        for filt in query.get("attribute", []):
+            key, _, value = filt.partition(":")
+            wanted = json.loads(value)
+            spans = [
+                s
+                for s in spans
+                if key in s["attributes"]
+                and s["attributes"][key] == wanted
+                and type(s["attributes"][key]) is type(wanted)
+            ]
+        offset = int(query.get("cursor", ["0"])[0])
+        limit = int(query["limit"][0])
+        page = spans[offset : offset + limit]
+        next_cursor = str(offset + limit) if offset + limit < len(spans) else None
+        return 200, json.dumps({"data": page, "next_cursor": next_cursor}).encode()
+
+
+@contextlib.contextmanager
+def phoenix_on_loopback() -> Iterator[tuple[FakePhoenix, str]]:
+    """A :class:`FakePhoenix` served on 127.0.0.1 (a free port) by a thread of this process, and its URL."""
+    state = FakePhoenix()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            parsed = urllib.parse.urlsplit(self.path)
+            if state.delay:
+                threading.Event().wait(state.delay)
+            status, body = state.answer(parsed.path, urllib.parse.parse_qs(parsed.query))
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (the timeout test)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def publish(backend: FakeBackend, phoenix: FakePhoenix, project: str) -> None:
+    """Every span ``backend`` holds (seam and checkpoint spans), put in ``project`` of ``phoenix``."""
+    for span in backend.spans:
+        phoenix.add(
+            project,
+            {
+                "trace_id": span.trace_id,
+                "span_id": span.span_id,
+                "start_time_unix_nano": span.start_time_unix_nano,
+                "attributes": dict(span.attributes),
+            },
+        )

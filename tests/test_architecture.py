@@ -1,5 +1,7 @@
 """The core is pure, and the dependencies point one way: shell -> core, never core -> shell, and
-between the shell's folders only down the table in ``SHELL_MAY_IMPORT`` (README, "Layout").
+between the shell's folders only down the table in ``SHELL_MAY_IMPORT`` (README, "Layout"). A folder's
+public API is what its ``__init__.py`` re-exports: an import from another folder names the folder's
+package and a name in its ``__all__``, never a submodule. No module is over :data:`MAX_MODULE_LINES`.
 
 An AST check over every module of ``otel_route_shadow/core``: imports come from an allow-list of
 computation-only standard modules, pydantic and the core itself; no I/O, clock, randomness, logging
@@ -345,3 +347,96 @@ def test_the_direction_check_allows_the_table() -> None:
     ok = "from otel_route_shadow.core import explain\nfrom otel_route_shadow.chain import verify_chain\n"
     assert direction_violations("analysis", ok, "otel_route_shadow.analysis.example") == []
     assert direction_violations("instrumentation", "from opentelemetry import trace", "m.x") == []
+
+
+# -- a folder's public API is what its __init__.py re-exports ----------------------------------------------
+
+MAX_MODULE_LINES = 600
+"""The longest module a newcomer is asked to hold (README, "Layout")."""
+
+
+def _public_names(folder: str) -> frozenset[str]:
+    """The ``__all__`` of the folder's ``__init__.py`` (a literal list of strings)."""
+    tree = ast.parse((PACKAGE / folder / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
+                return frozenset(ast.literal_eval(node.value))
+    return frozenset()
+
+
+FOLDERS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+
+
+def api_violations(folder: str, source: str, module: str, public: dict[str, frozenset[str]]) -> list[str]:
+    """Every import in ``source`` (module ``module`` of ``folder``) that reaches into another folder: a
+    submodule named, or a name its ``__init__.py`` does not re-export (``public``: folder -> ``__all__``)."""
+    wrong = []
+    tree = ast.parse(source)
+    for line, name in _imported_modules(tree, module):
+        parts = name.split(".")
+        if parts[0] != "otel_route_shadow" or len(parts) < 3 or parts[1] == folder or parts[1] not in public:
+            continue
+        wrong.append(
+            f"{line}: imports {name}, a module inside {parts[1]}/; import from otel_route_shadow.{parts[1]}"
+        )
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+        target = (
+            ".".join([*base, *([node.module] if node.module else [])]) if node.level else node.module or ""
+        )
+        parts = target.split(".")
+        if len(parts) != 2 or parts[0] != "otel_route_shadow" or parts[1] == folder or parts[1] not in public:
+            continue
+        hidden = sorted(alias.name for alias in node.names if alias.name not in public[parts[1]])
+        if hidden:
+            wrong.append(
+                f"{node.lineno}: imports {', '.join(hidden)} from {target}, which does not re-export it"
+            )
+    return wrong
+
+
+PUBLIC = {folder: _public_names(folder) for folder in FOLDERS}
+
+
+@pytest.mark.parametrize(("folder", "path"), _package_modules(), ids=lambda v: str(v))
+def test_a_module_imports_another_folder_only_through_its_init(folder: str, path: Path) -> None:
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    assert api_violations(folder, path.read_text(encoding="utf-8"), module, PUBLIC) == []
+
+
+@pytest.mark.parametrize(
+    ("snippet", "problem"),
+    [
+        ("from otel_route_shadow.tlog.directory import CHECKPOINT_FILE", "a module inside tlog/"),
+        ("import otel_route_shadow.chain.record", "a module inside chain/"),
+        ("from ..tlog.proofs import prove_inclusion", "a module inside tlog/"),
+        ("from otel_route_shadow.tlog import _private", "does not re-export it"),
+        ("from otel_route_shadow.shadow import record", "does not re-export it"),
+    ],
+)
+def test_the_api_check_catches(snippet: str, problem: str) -> None:
+    public = {"tlog": frozenset({"LogDirectory"}), "chain": frozenset(), "shadow": frozenset({"attributes"})}
+    assert any(problem in v for v in api_violations("cli", snippet, "otel_route_shadow.cli.example", public))
+
+
+def test_the_api_check_allows_the_folder_and_its_own_modules() -> None:
+    public = {"tlog": frozenset({"LogDirectory"}), "shadow": frozenset({"attributes"})}
+    ok = (
+        "from otel_route_shadow.tlog import LogDirectory\n"
+        "from otel_route_shadow.shadow import attributes\n"
+        "from otel_route_shadow.cli.common import CliError\n"
+        "from .common import CliError\n"
+        "from otel_route_shadow.files import read_regular\n"
+    )
+    assert api_violations("cli", ok, "otel_route_shadow.cli.example", public) == []
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_600_lines(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_MODULE_LINES, f"{path.relative_to(PACKAGE)}: {lines} lines; split it by what it holds"

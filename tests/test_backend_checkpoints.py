@@ -1,4 +1,4 @@
-"""The audit against witnessed checkpoints: each attack, coverage, origins, exit codes, the fleet.
+"""The audit against the checkpoints the backend holds: each attack, coverage, origins, exit codes, the fleet.
 
 A fake witness (in memory) stands in for the backend; chains and checkpoints are made by the real
 chain writer and the real ``tlog.Checkpointer``. The e2e suite repeats the attacks against Phoenix.
@@ -17,7 +17,7 @@ from backend_support import FakeBackend, Host, copy_host, insert, prune_head, re
 from otel_route_shadow.backend.audit import AuditOptions, audit_chain
 from otel_route_shadow.backend.base import BackendSpan
 from otel_route_shadow.backend.trust import TrustState
-from otel_route_shadow.backend.verdict import Thresholds, Verdict
+from otel_route_shadow.backend.verdict import AuditVerdict, Thresholds
 from otel_route_shadow.cli import audit as audit_cli
 from otel_route_shadow.cli import main
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
@@ -49,14 +49,14 @@ def test_an_untouched_chain_agrees_with_its_checkpoints(
 ) -> None:
     host = _host(tmp_path, witness)
     report = audit_chain(str(host.chain), witness)
-    assert report.verdict is Verdict.AGREE
+    assert report.verdict is AuditVerdict.AGREE
     assert report.origin == ORIGIN and report.origin_source == "records"
     assert len(report.checkpoints) == 10  # every 10 records, plus the one at shutdown (95)
     assert report.witnessed_size == report.chain_size == 95 and report.unwitnessed == 0
     code, out, _ = _audit(capsys, str(host.chain))
     assert code == 0, out
     assert "consistency: the chain is consistent with every one (up to size 95)" in out
-    assert "witnessed 95 of 95 records; 0 unwitnessed" in out
+    assert "proven up to 95 of 95 records; 0 after the last checkpoint" in out
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_each_attack_below_a_witnessed_checkpoint_disagrees(
     victim = copy_host(host, tmp_path / "victim")
     attack(victim.chain)
     report = audit_chain(str(victim.chain), witness)
-    assert report.verdict is Verdict.DISAGREE
+    assert report.verdict is AuditVerdict.DISAGREE
     assert report.consistency is not None
     assert {f.reason for f in report.consistency.chain_failures} >= {reason}
     if first_bad_seq is not None:
@@ -104,11 +104,11 @@ def test_an_edit_of_a_record_whose_span_was_sampled_out_disagrees(
     rewrite(victim.chain, unsampled, lambda r: r["attributes"].update({"route_shadow.agreed": "forged"}))
     report = audit_chain(str(victim.chain), witness)
     assert report.spans.errors == 0  # the span cross-check alone would say AGREE
-    assert report.verdict is Verdict.DISAGREE
+    assert report.verdict is AuditVerdict.DISAGREE
     assert report.first_bad_seq == unsampled
 
 
-def test_nothing_witnessed_is_insufficient_evidence_never_agree(
+def test_nothing_to_hold_the_chain_against_is_insufficient_evidence_never_agree(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host = _host(tmp_path, FakeBackend())  # its spans and checkpoints went to another backend
@@ -116,7 +116,7 @@ def test_nothing_witnessed_is_insufficient_evidence_never_agree(
     monkeypatch.setattr(audit_cli, "build_backend", lambda *_: empty)
     code, out, _ = _audit(capsys, str(host.chain))
     assert code == 3, out
-    assert "nothing witnessed" in out and "verdict: INSUFFICIENT EVIDENCE" in out
+    assert "nothing to hold the chain against" in out and "verdict: INSUFFICIENT EVIDENCE" in out
 
 
 def test_thresholds_turn_a_thin_witness_into_exit_3(
@@ -125,10 +125,10 @@ def test_thresholds_turn_a_thin_witness_into_exit_3(
     host = Host(tmp_path / "h", ORIGIN, witness).run(95, keep=0.5, final_checkpoint=False)
     report = audit_chain(str(host.chain), witness)
     assert report.witnessed_size == 90 and report.unwitnessed == 5
-    assert report.verdict is Verdict.AGREE
+    assert report.verdict is AuditVerdict.AGREE
     assert _audit(capsys, str(host.chain), "--max-unwitnessed", "5")[0] == 0
     code, out, _ = _audit(capsys, str(host.chain), "--max-unwitnessed", "4")
-    assert code == 3 and "5 records unwitnessed, more than --max-unwitnessed 4" in out
+    assert code == 3 and "5 records after the last checkpoint, more than --max-unwitnessed 4" in out
     code, out, _ = _audit(capsys, str(host.chain), "--min-span-coverage", "0.9")
     assert code == 3 and "below --min-span-coverage 0.9" in out
 
@@ -138,7 +138,7 @@ def test_two_origins_in_one_project_never_raise_false_alarms(tmp_path: Path, wit
     b = Host(tmp_path / "b", "example.test/b", witness, salt=2).run(60)
     for host, size in ((a, 40), (b, 60)):
         report = audit_chain(str(host.chain), witness)
-        assert report.verdict is Verdict.AGREE, report.to_json()
+        assert report.verdict is AuditVerdict.AGREE, report.to_json()
         assert report.spans.orphan_spans == [] and report.witnessed_size == size
 
 
@@ -239,11 +239,11 @@ def test_with_state_the_next_audit_reads_only_the_records_after_the_trusted_chec
     state = tmp_path / "auditor" / "state.json"
     host = _host(tmp_path, witness, records=95)
     first = audit_chain(str(host.chain), witness, AuditOptions(state=TrustState(state)))
-    assert first.verdict is Verdict.AGREE and first.trusted_from is None
+    assert first.verdict is AuditVerdict.AGREE and first.trusted_from is None
     assert TrustState(state).get(ORIGIN) is not None
     host.run(40, first=95)  # the host goes on: checkpoints at 100 ... 130, then 135 at shutdown
     second = audit_chain(str(host.chain), witness, AuditOptions(state=TrustState(state)))
-    assert second.verdict is Verdict.AGREE, second.to_json()
+    assert second.verdict is AuditVerdict.AGREE, second.to_json()
     assert second.trusted_from == 95
     assert second.spans.seam_records == 40  # only the new records were read
     assert second.witnessed_size == second.chain_size == 135
@@ -276,7 +276,7 @@ def test_the_first_audit_remembers_what_a_separate_walk_would_from_its_one_verif
     monkeypatch.setattr(audit_module, "verify", no_second_verify)
     state = TrustState(tmp_path / "state.json")
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
-    assert report.verdict is Verdict.AGREE and passes == [0]
+    assert report.verdict is AuditVerdict.AGREE and passes == [0]
     assert report.spans.chain_linkage == "intact"
     checkpoints, _ = backend_checkpoints(witness.spans, ORIGIN)
     walked = verify_incremental(str(host.chain), checkpoints, [], Trusted.empty())
@@ -286,11 +286,11 @@ def test_the_first_audit_remembers_what_a_separate_walk_would_from_its_one_verif
 def test_with_state_an_edit_after_the_trusted_point_disagrees(tmp_path: Path, witness: FakeBackend) -> None:
     state = TrustState(tmp_path / "state.json")
     host = _host(tmp_path, witness, records=60)
-    assert audit_chain(str(host.chain), witness, AuditOptions(state=state)).verdict is Verdict.AGREE
+    assert audit_chain(str(host.chain), witness, AuditOptions(state=state)).verdict is AuditVerdict.AGREE
     host.run(40, first=60)
     rewrite(host.chain, 77, lambda r: r["attributes"].update({"route_shadow.agreed": "forged"}))
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
-    assert report.verdict is Verdict.DISAGREE and report.trusted_from == 60
+    assert report.verdict is AuditVerdict.DISAGREE and report.trusted_from == 60
     assert report.first_bad_seq == 77
     assert state.get(ORIGIN) is not None and state.get(ORIGIN).size == 60  # type: ignore[union-attr]
 
@@ -303,7 +303,7 @@ def test_with_state_truncation_below_the_trusted_point_falls_back_to_the_full_ch
     audit_chain(str(host.chain), witness, AuditOptions(state=state))
     truncate(host.chain, 30)
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
-    assert report.verdict is Verdict.DISAGREE and report.trusted_from is None
+    assert report.verdict is AuditVerdict.DISAGREE and report.trusted_from is None
     assert report.consistency is not None
     assert "truncated" in {f.reason for f in report.consistency.failures}
 
@@ -319,13 +319,13 @@ def test_an_edit_below_the_trusted_point_is_found_by_full(tmp_path: Path, witnes
     host.chain.write_bytes(b"".join(lines))
     assert audit_chain(str(host.chain), witness, AuditOptions(state=state)).trusted_from == 60
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state, full=True))
-    assert report.verdict is Verdict.DISAGREE and report.first_bad_seq == 12
+    assert report.verdict is AuditVerdict.DISAGREE and report.first_bad_seq == 12
     # An edit that moves the trusted offset off a line start makes the audit fall back to the full check.
     lines = original.splitlines(keepends=True)
     lines[12] = lines[12].replace(b'"route_shadow.agreed":true', b'"route_shadow.agreed":false')
     host.chain.write_bytes(b"".join(lines))
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
-    assert report.trusted_from is None and report.verdict is Verdict.DISAGREE and report.first_bad_seq == 12
+    assert report.trusted_from is None and report.verdict is AuditVerdict.DISAGREE and report.first_bad_seq == 12
 
 
 def test_a_late_checkpoint_below_the_trusted_size_is_proven_from_the_tiles(
@@ -338,7 +338,7 @@ def test_a_late_checkpoint_below_the_trusted_size_is_proven_from_the_tiles(
     audit_chain(str(host.chain), witness, AuditOptions(state=state))
     witness.spans += late
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
-    assert report.verdict is Verdict.AGREE and report.trusted_from == 60
+    assert report.verdict is AuditVerdict.AGREE and report.trusted_from == 60
     # A checkpoint of size 30 with another root: the backend holds two histories.
     forged = str(late[0].attributes[cpa.NOTE]).replace(str(late[0].attributes[cpa.ROOT]), "A" * 43 + "=")
     witness.spans.append(
@@ -350,7 +350,7 @@ def test_a_late_checkpoint_below_the_trusted_size_is_proven_from_the_tiles(
         )
     )
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
-    assert report.verdict is Verdict.DISAGREE
+    assert report.verdict is AuditVerdict.DISAGREE
     assert report.consistency is not None and [f.reason for f in report.consistency.failures] == ["fork"]
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_route_shadow.backend.base import BackendSpan, TimeWindow, format_unix_nano, parse_time
+from otel_route_shadow.backend.base import BackendSpan, QueryWindow, format_unix_nano, parse_time
 from otel_route_shadow.backend.crosscheck import (
     MISSING,
     cross_check,
@@ -18,7 +18,7 @@ from otel_route_shadow.backend.crosscheck import (
 )
 
 T0 = 1_796_000_000_000_000_000
-WINDOW = TimeWindow(T0, T0 + 10**12)
+WINDOW = QueryWindow(T0, T0 + 10**12)
 MECHANISMS = ("role-dial", "repo-override", "fleet-ratchet", "credit-failover")
 
 
@@ -197,7 +197,7 @@ def test_duplicate_and_malformed_records_are_errors() -> None:
 
 def test_records_outside_the_window_are_not_held_against_it() -> None:
     chain = _chain(5)
-    window = TimeWindow(chain[2][1]["start_time_unix_nano"], T0 + 10**12)
+    window = QueryWindow(chain[2][1]["start_time_unix_nano"], T0 + 10**12)
     spans = [_span(p) for _, p in chain[2:]]
     report = cross_check(chain, spans, window=window, time_tolerance_ns=1000)
     assert report.outside_window == 2

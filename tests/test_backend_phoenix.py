@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import urllib.parse
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from backend_support import FakePhoenix, phoenix_on_loopback
 
 from otel_route_shadow.backend import (
     BackendNotFound,
     BackendProtocolError,
     BackendUnavailable,
     PhoenixBackend,
-    TimeWindow,
+    QueryWindow,
 )
 from otel_route_shadow.backend.base import format_unix_nano
 from otel_route_shadow.chain import RoutingAuditLog
@@ -33,104 +30,10 @@ from otel_route_shadow.cli import main
 T0 = 1_796_000_000_000_000_000
 
 
-def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat()  # what Phoenix does (float)
-
-
-class FakePhoenix:
-    def __init__(self) -> None:
-        self.projects: dict[str, list[dict[str, Any]]] = {}
-        self.requests: list[dict[str, list[str]]] = []
-        self.status: int | None = None  # force an error status
-        self.raw_body: bytes | None = None  # force a body
-        self.delay = 0.0
-        self.not_phoenix = False  # answer as a collector's OTLP port does
-
-    def add(self, project: str, payload: dict[str, Any]) -> None:
-        self.projects.setdefault(project, []).append(
-            {
-                "id": f"span-{len(self.projects.get(project, []))}",
-                "name": "seam",
-                "context": {"trace_id": payload["trace_id"], "span_id": payload["span_id"]},
-                "span_kind": "AGENT",
-                "parent_id": None,
-                "start_time": _iso(int(payload["start_time_unix_nano"])),
-                "end_time": _iso(int(payload["start_time_unix_nano"]) + 1000),
-                "status_code": "UNSET",
-                "status_message": "",
-                "attributes": {**payload["attributes"], "llm.provider": "anthropic"},
-                "events": [],
-            }
-        )
-
-    def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes]:
-        if path == "/v1/projects" and not self.not_phoenix:  # the backend's "is this Phoenix?" probe
-            names = [{"name": name} for name in self.projects]
-            return 200, json.dumps({"data": names, "next_cursor": None}).encode()
-        self.requests.append(query)
-        if self.not_phoenix:
-            return 404, b"404 page not found"  # what a collector's OTLP/HTTP port answers to a GET
-        if self.status is not None:
-            return self.status, self.raw_body or b"forced"
-        if self.raw_body is not None:
-            return 200, self.raw_body
-        parts = path.split("/")
-        if len(parts) != 5 or parts[1:3] != ["v1", "projects"] or parts[4] != "spans":
-            return 404, b"Not Found"
-        project = urllib.parse.unquote(parts[3])
-        if project not in self.projects:
-            return 404, f"Project with name {project} not found".encode()
-        spans = sorted(self.projects[project], key=lambda s: s["start_time"])
-        start = datetime.fromisoformat(query["start_time"][0].replace("Z", "+00:00"))
-        end = datetime.fromisoformat(query["end_time"][0].replace("Z", "+00:00"))
-        spans = [s for s in spans if start <= datetime.fromisoformat(s["start_time"]) < end]
-        for filt in query.get("attribute", []):
-            key, _, value = filt.partition(":")
-            wanted = json.loads(value)
-            spans = [
-                s
-                for s in spans
-                if key in s["attributes"]
-                and s["attributes"][key] == wanted
-                and type(s["attributes"][key]) is type(wanted)
-            ]
-        offset = int(query.get("cursor", ["0"])[0])
-        limit = int(query["limit"][0])
-        page = spans[offset : offset + limit]
-        next_cursor = str(offset + limit) if offset + limit < len(spans) else None
-        return 200, json.dumps({"data": page, "next_cursor": next_cursor}).encode()
-
-
 @pytest.fixture
 def fake() -> Iterator[tuple[FakePhoenix, str]]:
-    state = FakePhoenix()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            parsed = urllib.parse.urlsplit(self.path)
-            if state.delay:
-                threading.Event().wait(state.delay)
-            status, body = state.answer(parsed.path, urllib.parse.parse_qs(parsed.query))
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (the timeout test)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with phoenix_on_loopback() as served:
+        yield served
 
 
 def _payload(i: int, *, agreed: bool | None = None, mechanism: str = "role-dial") -> dict[str, Any]:
@@ -164,7 +67,7 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-WIDE = TimeWindow(T0 - 10**9, T0 + 10**12)
+WIDE = QueryWindow(T0 - 10**9, T0 + 10**12)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -205,7 +108,7 @@ def test_attribute_filters_are_json_typed(fake: tuple[FakePhoenix, str]) -> None
 def test_window_is_sent_with_microsecond_margins(fake: tuple[FakePhoenix, str]) -> None:
     state, url = fake
     state.add("p", _payload(0))
-    window = TimeWindow(T0 + 500, T0 + 10**9)
+    window = QueryWindow(T0 + 500, T0 + 10**9)
     assert len(list(PhoenixBackend(url, "p").fetch_spans(window))) == 1
     assert state.requests[-1]["start_time"] == [format_unix_nano(T0 + 500 - 1000)]
 

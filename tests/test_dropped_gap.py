@@ -19,7 +19,7 @@ from test_chain_lock import lock_held_by_another_process
 
 from otel_route_shadow.analysis import build_report
 from otel_route_shadow.backend.audit import audit_chain
-from otel_route_shadow.backend.verdict import Verdict
+from otel_route_shadow.backend.verdict import AuditVerdict
 from otel_route_shadow.chain import (
     DROPPED_KIND,
     DroppedGap,
@@ -140,7 +140,7 @@ def test_audit_lists_the_gap_under_coverage_and_still_agrees(
     host = Host(tmp_path / "host", AUDIT_ORIGIN, backend).run(20)
     _drop_then_append(host.chain, backend, DROPPED)
     report = audit_chain(str(host.chain), backend)
-    assert report.verdict is Verdict.AGREE
+    assert report.verdict is AuditVerdict.AGREE
     assert (report.dropped.events, report.dropped.records) == (1, DROPPED)
     coverage = report.to_json()["coverage"]
     assert coverage["dropped"]["records"] == DROPPED and coverage["dropped"]["first_time"] is not None

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from witness_support import Cosigner, GrowingLog
 
 from otel_route_shadow.backend.audit import AuditOptions, audit_chain
-from otel_route_shadow.backend.verdict import Verdict
+from otel_route_shadow.backend.verdict import AuditVerdict
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.audit import render_text
 from otel_route_shadow.tlog import Cosigned, LogDirectory, Signer, parse_note, parse_policy
@@ -333,7 +333,7 @@ def test_audit_with_a_policy_counts_only_quorum_attested_checkpoints(tmp_path: P
         verifier_keys=(str(LOG.verifier()),), policy=parse_policy(_policy_text()), policy_source="P"
     )
     report = audit_chain(str(host.chain), backend, options)
-    assert report.verdict is Verdict.AGREE and report.witnessed_size == 50
+    assert report.verdict is AuditVerdict.AGREE and report.witnessed_size == 50
     assert report.witnessed is not None and report.witnessed.largest == (("one", 50), ("two", 50))
     assert (
         "witnesses (--policy P, quorum both): attested up to size 50 (cosigned by one, two)"
@@ -346,7 +346,7 @@ def test_audit_with_a_policy_counts_only_quorum_attested_checkpoints(tmp_path: P
         policy_source="P",
     )
     thin = audit_chain(str(host.chain), backend, only_one)
-    assert thin.verdict is Verdict.INSUFFICIENT and thin.witnessed_size == 0
+    assert thin.verdict is AuditVerdict.INSUFFICIENT and thin.witnessed_size == 0
     assert any("meets the quorum both of P (missing: three)" in line for line in thin.shortfalls())
 
 

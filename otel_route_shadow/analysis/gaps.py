@@ -21,9 +21,7 @@ from typing import Any, Final
 
 from otel_route_shadow.analysis.served import DIFFERS
 from otel_route_shadow.analysis.tally import rate, sorted_counts
-from otel_route_shadow.core.legacy import mechanism_class
-from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
-from otel_route_shadow.core.vocabulary import MechanismClass
+from otel_route_shadow.core import REQUIREMENT_DEFIED, MechanismClass, mechanism_class
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [

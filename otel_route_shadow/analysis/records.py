@@ -27,10 +27,9 @@ from otel_route_shadow.analysis.groups import GroupSpec, spec_name
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn
 from otel_route_shadow.analysis.tally import sorted_counts
 from otel_route_shadow.analysis.window import TimeWindow
-from otel_route_shadow.chain.backlog import DroppedGap
-from otel_route_shadow.chain.record import DROPPED_KIND
+from otel_route_shadow.chain import DROPPED_KIND, DroppedGap
+from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow.record import RECORD_KIND
 
 __all__ = [
     "PROGRESS_EVERY",

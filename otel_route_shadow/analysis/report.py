@@ -40,7 +40,7 @@ from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts
 from otel_route_shadow.analysis.timeline import Timeline, TimelinePoint, width_label
 from otel_route_shadow.analysis.usage import CitedUsage, UsageTable
 from otel_route_shadow.analysis.window import TimeWindow, format_ns
-from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
+from otel_route_shadow.core import REQUIREMENT_DEFIED
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
+from otel_route_shadow.core import REQUIREMENT_DEFIED
 
 __all__ = [
     "BLOCKING_FINDINGS",

@@ -18,21 +18,25 @@ from otel_route_shadow.backend.base import (
     BackendProtocolError,
     BackendSpan,
     BackendUnavailable,
-    TimeWindow,
+    QueryWindow,
+    format_unix_nano,
     is_checkpoint_span,
     is_seam_span,
+    parse_time,
 )
 from otel_route_shadow.backend.checkpoints import BackendCheckpoint, backend_checkpoints
-from otel_route_shadow.backend.crosscheck import CrossCheckReport, cross_check, summarize_chain
+from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport, cross_check, summarize_chain
 from otel_route_shadow.backend.phoenix import PhoenixBackend
 from otel_route_shadow.backend.trust import Trusted, TrustState, TrustStateError
-from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds, Verdict
+from otel_route_shadow.backend.verdict import AuditReport, AuditVerdict, Consistency, Failure, Thresholds
 
 __all__ = [
-    "WITNESS_KINDS",
+    "BACKEND_KINDS",
+    "MISSING",
     "AuditError",
     "AuditOptions",
     "AuditReport",
+    "AuditVerdict",
     "Backend",
     "BackendCheckpoint",
     "BackendError",
@@ -46,19 +50,20 @@ __all__ = [
     "Failure",
     "PhoenixBackend",
     "Problem",
+    "QueryWindow",
     "Thresholds",
-    "TimeWindow",
     "TrustState",
     "TrustStateError",
     "Trusted",
-    "Verdict",
     "audit_chain",
     "backend_checkpoints",
     "cross_check",
+    "format_unix_nano",
     "is_checkpoint_span",
     "is_seam_span",
+    "parse_time",
     "summarize_chain",
 ]
 
 #: Backends ``audit --backend-kind`` knows. Jaeger or Tempo slot in here.
-WITNESS_KINDS: tuple[str, ...] = ("phoenix",)
+BACKEND_KINDS: tuple[str, ...] = ("phoenix",)

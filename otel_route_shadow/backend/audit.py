@@ -33,7 +33,7 @@ from otel_route_shadow.backend.base import (
     BackendNotFound,
     BackendNotPhoenix,
     BackendProtocolError,
-    TimeWindow,
+    QueryWindow,
     format_unix_nano,
 )
 from otel_route_shadow.backend.chain_source import (
@@ -48,7 +48,6 @@ from otel_route_shadow.backend.checkpoints import (
     backend_checkpoints,
 )
 from otel_route_shadow.backend.crosscheck import (
-    ORIGIN,
     ChainSummary,
     CrossCheckReport,
     cross_check,
@@ -64,6 +63,7 @@ from otel_route_shadow.backend.trust import (
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds
 from otel_route_shadow.backend.witnesses import attested_checkpoints, judge_witnesses, local_notes
 from otel_route_shadow.chain import VerifyResult
+from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import checkpoint_attributes as cp
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
@@ -99,8 +99,8 @@ class Problem(StrEnum):
 
     USAGE = "unusable-input"  # the chain cannot be read, an empty window, bad arguments
     UNREACHABLE = "backend-unreachable"  # down, wrong host or port, timeout, access refused, HTTP 5xx
-    NOT_A_WITNESS = "not-a-witness"  # the URL answers, but not as the backend (a collector's port)
-    NO_SPANS = "no-spans"  # the backend project holds no spans at all: nothing witnessed
+    NOT_A_BACKEND = "not-a-backend"  # the URL answers, but not as the backend (a collector's port)
+    NO_SPANS = "no-spans"  # the backend project holds no spans at all: nothing to hold the chain against
 
 
 class AuditError(Exception):
@@ -113,7 +113,7 @@ class AuditError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """The chain against the witnessed checkpoints, from one read of the chain."""
+    """The chain against the checkpoints held against the chain, from one read of the chain."""
 
     consistency: Consistency
     linkage: VerifyResult | None = None
@@ -124,7 +124,7 @@ class Held:
 
 
 ConsistencyCheck = Callable[[str, Sequence[BackendCheckpoint], Sequence[str]], Held]
-"""Proves a chain consistent with witnessed checkpoints given verifier keys (tlog's verifier by default)."""
+"""Proves a chain consistent with the checkpoints held against it given verifier keys (tlog's verifier by default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +143,9 @@ class AuditOptions:
 
 def _backend_error(exc: BackendError) -> AuditError:
     if isinstance(exc, BackendNotFound):
-        return AuditError(f"{exc}: nothing witnessed", Problem.NO_SPANS)
+        return AuditError(f"{exc}: nothing to hold the chain against", Problem.NO_SPANS)
     if isinstance(exc, BackendNotPhoenix | BackendProtocolError):
-        return AuditError(str(exc), Problem.NOT_A_WITNESS)
+        return AuditError(str(exc), Problem.NOT_A_BACKEND)
     return AuditError(str(exc), Problem.UNREACHABLE)
 
 
@@ -189,7 +189,7 @@ def _held(
     options: AuditOptions,
     consistency: ConsistencyCheck,
 ) -> tuple[Held | None, _Tail, Trusted | None]:
-    """The chain against the witnessed checkpoints: from the trusted point when the state has one for
+    """The chain against the checkpoints held against the chain: from the trusted point when the state has one for
     this origin (and the incremental path holds), else in full; and what to trust from now on."""
     if not checkpoints or origin is None:
         return None, _Tail(), None
@@ -210,7 +210,7 @@ def _fetch_checkpoints(
 ) -> tuple[list[BackendCheckpoint], list[BadCheckpointSpan]]:
     if origin is None:
         return [], []
-    spans = backend.fetch_spans(TimeWindow(_EVER, now + 1), {cp.ORIGIN: origin})
+    spans = backend.fetch_spans(QueryWindow(_EVER, now + 1), {cp.ORIGIN: origin})
     return backend_checkpoints(spans, origin)
 
 
@@ -230,7 +230,7 @@ def tlog_consistency(chain: str, checkpoints: Sequence[BackendCheckpoint], keys:
     return Held(consistency, checked.chain, trusted_after(checked))
 
 
-def _window(options: AuditOptions, summary: ChainSummary, now: int) -> TimeWindow | None:
+def _window(options: AuditOptions, summary: ChainSummary, now: int) -> QueryWindow | None:
     start = options.since_unix_nano if options.since_unix_nano is not None else summary.first_start_unix_nano
     if start is None:
         return None
@@ -239,7 +239,7 @@ def _window(options: AuditOptions, summary: ChainSummary, now: int) -> TimeWindo
         raise AuditError(
             f"empty window: {format_unix_nano(end)} is not after {format_unix_nano(start)}", Problem.USAGE
         )
-    return TimeWindow(start, end)
+    return QueryWindow(start, end)
 
 
 def _no_window(chain: str) -> AuditError:
@@ -253,19 +253,19 @@ def _no_window(chain: str) -> AuditError:
 def _cross_check(
     chain: str,
     backend: Backend,
-    window: TimeWindow | None,
+    window: QueryWindow | None,
     origin: str | None,
     summary: ChainSummary,
     tail: _Tail,
     now: int,
 ) -> CrossCheckReport:
     """The span cross-check; spans of the origin only when the records carry it."""
-    by_origin = {ORIGIN: origin} if origin is not None and summary.origin_records else None
+    by_origin = {attr.ORIGIN: origin} if origin is not None and summary.origin_records else None
     spans = list(backend.fetch_spans(window, by_origin)) if window is not None else []
     return cross_check(
         tail.payloads(chain),
         spans,
-        window=window or TimeWindow(now, now + 1),
+        window=window or QueryWindow(now, now + 1),
         backend=backend.describe(),
         time_tolerance_ns=backend.time_tolerance_ns,
     )

@@ -23,7 +23,7 @@ __all__ = [
     "BackendProtocolError",
     "BackendSpan",
     "BackendUnavailable",
-    "TimeWindow",
+    "QueryWindow",
     "format_unix_nano",
     "is_checkpoint_span",
     "is_seam_span",
@@ -63,8 +63,9 @@ class BackendNotPhoenix(BackendProtocolError):
 
 
 @dataclass(frozen=True, slots=True)
-class TimeWindow:
-    """Span start times from ``start_unix_nano`` (inclusive) to ``end_unix_nano`` (exclusive)."""
+class QueryWindow:
+    """The span start times a backend is queried over: from ``start_unix_nano`` (inclusive) to
+    ``end_unix_nano`` (exclusive)."""
 
     start_unix_nano: int
     end_unix_nano: int
@@ -99,7 +100,7 @@ class BackendSpan:
 
 
 def is_checkpoint_span(span: BackendSpan) -> bool:
-    """A checkpoint span (``route_shadow.checkpoint.*`` attributes) witnesses the log, not a seam call."""
+    """A checkpoint span (``route_shadow.checkpoint.*`` attributes) carries a checkpoint of the log, not a seam call."""
     return any(key.startswith(_CHECKPOINT_MARKER) for key in span.attributes)
 
 
@@ -125,7 +126,7 @@ class Backend(Protocol):
         ...
 
     def fetch_spans(
-        self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
+        self, window: QueryWindow, attributes: Mapping[str, AttributeValue] | None = None
     ) -> Iterator[BackendSpan]:
         """Every span that started in ``window`` (and, when given, has all these attribute values).
 

@@ -1,4 +1,4 @@
-"""Checkpoints the backend witnessed: read back from the checkpoint spans the plugin emits.
+"""Checkpoints the backend holds: read back from the checkpoint spans the plugin emits.
 
 Pure logic, no I/O. A checkpoint span (:mod:`otel_route_shadow.shadow.checkpoint_attributes`) carries
 the chain's origin, the size and root a checkpoint commits to and the whole signed note. Only the note

@@ -38,11 +38,12 @@ from typing import Any, Final, Literal
 from otel_route_shadow.backend.base import (
     SEAM_PREFIXES,
     BackendSpan,
-    TimeWindow,
+    QueryWindow,
     format_unix_nano,
     is_seam_span,
 )
 from otel_route_shadow.chain import ChainPayloadError, DroppedGap, sanitize_payload
+from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
     "SEAM_KIND",
@@ -61,7 +62,6 @@ __all__ = [
 
 SEAM_KIND: Final = "route-shadow"
 DECISION_ID: Final = "route_shadow.decision_id"
-ORIGIN: Final = "route_shadow.origin"
 START_TIME: Final = "start_time_unix_nano"
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -160,7 +160,7 @@ def summarize_chain(payloads: Iterable[tuple[int, object]]) -> ChainSummary:
         start = record.start_time_unix_nano
         first = start if first is None else min(first, start)
         last = start if last is None else max(last, start)
-        value = record.attributes.get(ORIGIN)
+        value = record.attributes.get(attr.ORIGIN)
         if isinstance(value, str) and origin in (None, value):
             origin = value
             origin_records += 1
@@ -235,12 +235,12 @@ class Duplicate:
     span_id: str
 
 
-Verdict = Literal["agree", "disagree"]
+SpanVerdict = Literal["agree", "disagree"]
 
 
 @dataclass
 class CrossCheckReport:
-    window: TimeWindow
+    window: QueryWindow
     backend: str
     seam_records: int = 0
     other_records: int = 0
@@ -282,7 +282,7 @@ class CrossCheckReport:
         return findings + (1 if self.chain_broken else 0)
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> SpanVerdict:
         return "disagree" if self.errors else "agree"
 
     def to_json(self) -> dict[str, Any]:
@@ -383,7 +383,7 @@ def cross_check(
     payloads: Iterable[tuple[int, object]],
     spans: Iterable[BackendSpan],
     *,
-    window: TimeWindow,
+    window: QueryWindow,
     backend: str = "",
     time_tolerance_ns: int = 0,
 ) -> CrossCheckReport:

@@ -21,7 +21,6 @@ bearer token (``PHOENIX_API_KEY``).
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import urllib.error
 import urllib.parse
@@ -30,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from otel_route_shadow.addresses import is_loopback
 from otel_route_shadow.backend.base import (
     AttributeValue,
     BackendError,
@@ -38,7 +38,7 @@ from otel_route_shadow.backend.base import (
     BackendProtocolError,
     BackendSpan,
     BackendUnavailable,
-    TimeWindow,
+    QueryWindow,
     datetime_to_unix_nano,
     format_unix_nano,
 )
@@ -48,17 +48,6 @@ __all__ = ["PhoenixBackend"]
 _MAX_PAGE: Final = 1000
 _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 _TOLERANCE_NS: Final = 1000
-
-
-def _is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _attribute_param(key: str, value: AttributeValue) -> str:
@@ -98,7 +87,7 @@ class PhoenixBackend:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         handlers: list[urllib.request.BaseHandler] = []
-        if _is_loopback(parsed.hostname):
+        if is_loopback(parsed.hostname):
             handlers.append(urllib.request.ProxyHandler({}))  # never send loopback traffic to a proxy
         self._opener = urllib.request.build_opener(*handlers)
 
@@ -108,7 +97,7 @@ class PhoenixBackend:
     # ---- queries -------------------------------------------------------------------------------------
 
     def fetch_spans(
-        self, window: TimeWindow, attributes: Mapping[str, AttributeValue] | None = None
+        self, window: QueryWindow, attributes: Mapping[str, AttributeValue] | None = None
     ) -> Iterator[BackendSpan]:
         # Phoenix compares microseconds: widen by the rounding tolerance on both sides.
         params: list[tuple[str, str]] = [

@@ -1,6 +1,6 @@
 """The auditor's memory: what an earlier audit proved, so the next one checks only what is new.
 
-An audit that found the chain consistent with every witnessed checkpoint records, per origin, in the
+An audit that found the chain consistent with every checkpoint held against it records, per origin, in the
 auditor's own state file (``audit --state FILE``; never beside the chain, whose holder is the one being
 audited): the largest proven checkpoint (size, root), the byte offset of the first record after it, the
 tree's right edge at that size (its compact range: at most log2(n) hashes) and the (size, root) pairs
@@ -250,14 +250,14 @@ def _judge(chain: str, checkpoint: Checkpoint, walk: _Walk, position: int) -> li
 def verify_incremental(
     chain: str, checkpoints: Sequence[BackendCheckpoint], keys: Sequence[str], trusted: Trusted
 ) -> tuple[Consistency, Trusted | None] | None:
-    """The chain against the witnessed checkpoints from ``trusted`` on, and the new trusted point (None
+    """The chain against the checkpoints held against the chain from ``trusted`` on, and the new trusted point (None
     when anything failed). None when the full check must run instead (see the module docstring)."""
     verifiers = [Verifier.parse(k) for k in keys]
     failures: list[Failure] = []
     old: list[Checkpoint] = []
     new: list[Checkpoint] = []
-    for witnessed in checkpoints:
-        outcome = _authenticate(witnessed.note, verifiers)
+    for held in checkpoints:
+        outcome = _authenticate(held.note, verifiers)
         if isinstance(outcome, Failure):
             failures.append(outcome)
         else:

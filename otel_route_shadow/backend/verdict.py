@@ -1,13 +1,13 @@
-"""The audit's verdict: the chain held against the checkpoints the backend witnessed and the spans it kept.
+"""The audit's verdict: the chain held against the checkpoints and the spans the backend holds.
 
 Pure logic, no I/O. Three kinds of evidence meet here:
 
 * **checkpoint consistency** - the chain proven consistent with every checkpoint of its origin the
-  backend holds (``tlog.verify_against_checkpoints``): catches truncation below a witnessed size, head
+  backend holds (``tlog.verify_against_checkpoints``): catches truncation below a checkpointed size, head
   pruning, rewrites with recomputed hashes, forged inserts and edits of records whose spans were
   sampled out, with the first bad seq;
 * **span cross-check** - each record against its span (:mod:`.crosscheck`), reported separately;
-* **coverage** - how much of the chain the backend covers: the last witnessed size against the chain's
+* **coverage** - how much of the chain the backend covers: the largest checkpointed size against the chain's
   size (the unwitnessed tail), how old that checkpoint is, the share of records whose span the
   backend holds, and the **dropped-record gap**: the ``records-dropped`` events among the records read
   (a writer's bounded backlog was full while another process held the chain's lock). The gap is
@@ -17,20 +17,20 @@ Pure logic, no I/O. Three kinds of evidence meet here:
 Verdicts (each with its exit code in ``cli.audit``), decided by the first rule that applies:
 
 ``disagree``
-    The chain is not consistent with a witnessed checkpoint (truncated, a record changed, a fork), or
+    The chain is not consistent with a checkpoint held against the chain (truncated, a record changed, a fork), or
     the span cross-check found spans with no record, records that differ from their span, duplicate or
     malformed records, or the chain's own linkage is broken.
 ``bad-checkpoint``
-    A witnessed checkpoint of this origin does not verify: a bad signature, a key not given with
+    A checkpoint of this origin held against the chain does not verify: a bad signature, a key not given with
     ``--key``, a malformed note, a checkpoint span whose attributes contradict its note, or (``--policy``)
     a witness's cosignature that does not verify. Someone wrote
     into the backend, or the auditor holds the wrong key; the chain itself is not judged.
 ``insufficient-evidence``
-    Nothing is witnessed (no checkpoint of the origin and no span matched), a threshold is not met
+    Nothing to hold the chain against (no checkpoint of the origin and no span matched), a threshold is not met
     (``--max-unwitnessed``, ``--min-span-coverage``), or, with ``--policy``, no checkpoint the chain
     matches meets the policy's quorum of witnesses (only checkpoints that do count as witnessed).
 ``agree``
-    Consistent with every witnessed checkpoint, no span finding, and the coverage thresholds met.
+    Consistent with every checkpoint held against the chain, no span finding, and the coverage thresholds met.
 """
 
 from __future__ import annotations
@@ -47,28 +47,28 @@ from otel_route_shadow.chain import DroppedGap
 __all__ = [
     "CHECKPOINT_REASONS",
     "AuditReport",
+    "AuditVerdict",
     "Consistency",
     "Failure",
     "Thresholds",
-    "Verdict",
     "Witnessed",
 ]
 
 
-class Verdict(StrEnum):
+class AuditVerdict(StrEnum):
     AGREE = "agree"
     DISAGREE = "disagree"
     BAD_CHECKPOINT = "bad-checkpoint"
     INSUFFICIENT = "insufficient-evidence"
 
 
-#: Consistency reasons that judge the witnessed checkpoint, not the chain (tlog's ``ConsistencyReason``).
+#: Consistency reasons that judge the checkpoint held against the chain, not the chain (tlog's ``ConsistencyReason``).
 CHECKPOINT_REASONS = frozenset({"bad-signature", "unknown-key", "unsigned", "malformed"})
 
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """One witnessed checkpoint that does not hold, as the tlog verifier names it."""
+    """One checkpoint held against the chain that does not hold, as the tlog verifier names it."""
 
     reason: str  # truncated, record-changed, fork (the chain) or a CHECKPOINT_REASONS one
     size: int | None
@@ -82,9 +82,9 @@ class Failure:
 
 @dataclass(frozen=True, slots=True)
 class Consistency:
-    """What the chain's proof against the witnessed checkpoints found (from the tlog verifier)."""
+    """What the chain's proof against the checkpoints held against the chain found (from the tlog verifier)."""
 
-    checkpointed_size: int  # the largest witnessed size the chain was proven consistent with
+    checkpointed_size: int  # the largest checkpoint size the chain was proven consistent with
     chain_size: int
     failures: tuple[Failure, ...] = ()
 
@@ -109,7 +109,7 @@ class Consistency:
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    max_unwitnessed: int | None = None  # records beyond the last witnessed checkpoint
+    max_unwitnessed: int | None = None  # records beyond the last checkpoint held against the chain
     min_span_coverage: float | None = None  # share of records whose span the backend holds
 
 
@@ -167,7 +167,7 @@ class AuditReport:
 
     @property
     def witnessed_size(self) -> int:
-        """Records the witnessed checkpoints prove (0 when none holds or the chain contradicts one); with
+        """Records the checkpoints held against the chain prove (0 when none holds or the chain contradicts one); with
         a policy, only checkpoints whose cosignatures meet its quorum count."""
         c = self.consistency
         if c is None or c.chain_failures:
@@ -178,7 +178,7 @@ class AuditReport:
 
     @property
     def unwitnessed(self) -> int:
-        """Records after the last witnessed checkpoint: protected by nothing but the spans."""
+        """Records after the last checkpoint held against the chain: protected by nothing but the spans."""
         return max(self.chain_size - self.witnessed_size, 0)
 
     @property
@@ -197,20 +197,24 @@ class AuditReport:
         return self.spans.matched / held if held else None
 
     @property
-    def nothing_witnessed(self) -> bool:
+    def nothing_held(self) -> bool:
         return not self.checkpoints and self.spans.matched == 0
 
     def shortfalls(self) -> list[str]:
         """Why the evidence is insufficient, one line each (empty when it suffices)."""
         found: list[str] = []
-        if self.nothing_witnessed:
-            found.append("nothing witnessed: no checkpoint of this origin and no span in the backend")
+        if self.nothing_held:
+            found.append(
+                "nothing to hold the chain against: no checkpoint of this origin and no span in the backend"
+            )
         policy = self.witnessed.shortfall() if self.witnessed is not None else None
         if policy is not None:
             found.append(policy)
         limit = self.thresholds.max_unwitnessed
         if limit is not None and self.unwitnessed > limit:
-            found.append(f"{self.unwitnessed} records unwitnessed, more than --max-unwitnessed {limit}")
+            found.append(
+                f"{self.unwitnessed} records after the last checkpoint, more than --max-unwitnessed {limit}"
+            )
         share = self.thresholds.min_span_coverage
         coverage = self.span_coverage or 0.0
         if share is not None and coverage < share:
@@ -221,7 +225,7 @@ class AuditReport:
 
     @property
     def consistency_holds(self) -> bool:
-        """No witnessed checkpoint contradicts the chain (true when there is none)."""
+        """No checkpoint held against the chain contradicts it (true when there is none)."""
         return self.consistency is None or not self.consistency.chain_failures
 
     @property
@@ -239,14 +243,14 @@ class AuditReport:
         )
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> AuditVerdict:
         if self.chain_disagrees:
-            return Verdict.DISAGREE
+            return AuditVerdict.DISAGREE
         if self.checkpoint_unverifiable:
-            return Verdict.BAD_CHECKPOINT
+            return AuditVerdict.BAD_CHECKPOINT
         if self.shortfalls():
-            return Verdict.INSUFFICIENT
-        return Verdict.AGREE
+            return AuditVerdict.INSUFFICIENT
+        return AuditVerdict.AGREE
 
     @property
     def first_bad_seq(self) -> int | None:
@@ -265,7 +269,7 @@ class AuditReport:
         parts = [
             self.verdict.value.upper(),
             f"origin {self.origin!r}" if self.origin else "no origin",
-            f"witnessed {self.witnessed_size}/{self.chain_size}",
+            f"proven {self.witnessed_size}/{self.chain_size}",
             f"spans {coverage:.0%}" if coverage is not None else "spans -",
         ]
         if self.first_bad_seq is not None:
@@ -283,7 +287,7 @@ class AuditReport:
             "trusted_from": self.trusted_from,
             "first_bad_seq": self.first_bad_seq,
             "checkpoints": {
-                "witnessed": len(self.checkpoints),
+                "held": len(self.checkpoints),
                 "signatures_checked": self.signatures_checked,
                 "unreadable_spans": [
                     {"span_id": b.span_id, "reason": b.reason} for b in self.bad_checkpoint_spans

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, DroppedGap
 from otel_route_shadow.chain.canonical import MAX_SAFE_INTEGER, canonical_bytes
-from otel_route_shadow.chain.check import RECORD_HASH_TAIL
+from otel_route_shadow.chain.check import RECORD_HASH_TAIL, record_hash_of
 from otel_route_shadow.chain.errors import (
     ChainCorruptError,
     ChainError,
@@ -101,6 +101,7 @@ __all__ = [
     "leaf_hashes",
     "open_chain",
     "read_head",
+    "record_hash_of",
     "sanitize_payload",
     "verify_chain",
     "verify_pass",

@@ -29,7 +29,7 @@ from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, Backlog, write_fail
 from otel_route_shadow.chain.errors import ChainLockTimeout, ChainPayloadError
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S, GroupCommit
 from otel_route_shadow.chain.head import read_head, tail_head
-from otel_route_shadow.chain.quarantine import TornTail
+from otel_route_shadow.chain.quarantine import TailQuarantine
 from otel_route_shadow.chain.reader import iter_records, open_chain
 from otel_route_shadow.chain.record import (
     GENESIS_HASH,
@@ -155,7 +155,7 @@ class RoutingAuditLog:
         self._started = False
         """Whether the temporaries a killed writer left beside the chain were removed."""
         self._commit = GroupCommit(self._path, lock_timeout)
-        self._torn = TornTail(self._path, self._write_event, self._commit.lower)
+        self._torn = TailQuarantine(self._path, self._write_event, self._commit.lower)
         self._spill = Spill(self._path, lock_timeout)
         self.listener = listener
         self._written: list[WrittenLine] = []

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
+import os
 from concurrent.futures import Executor
 from typing import Final
 
@@ -22,7 +24,8 @@ import orjson
 from otel_route_shadow.chain.check import Good, check_line, record_hash_of
 from otel_route_shadow.chain.diagnosis import iter_lines_from
 from otel_route_shadow.chain.leaves import LeafSink, leaf_hash
-from otel_route_shadow.chain.scan import Options, Progress, State, Stop, accept, count_dropped, scan
+from otel_route_shadow.chain.reader import open_chain
+from otel_route_shadow.chain.scan import Options, Progress, ScanState, Stop, accept, count_dropped, scan
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.processes import each_segment
 
@@ -43,7 +46,7 @@ class _Part:
     verified: bool
     first_prev: str | None
     """The first line's ``prev_hash``, for the parent to check; None when that line is vouched for."""
-    state: State
+    state: ScanState
     leaves: bytes
 
 
@@ -66,12 +69,12 @@ class _Leaves:
 def _verify_segment(options: Options, want_leaves: bool, path: str, start: int, end: int) -> _Part:
     """In a worker: the lines of ``[start, end)`` checked from where the first one places them."""
     sink = _Leaves() if want_leaves else None
-    with open(path, "rb", buffering=0) as handle:
+    with io.FileIO(open_chain(path, os.O_RDONLY), "rb") as handle:
         line = next(iter_lines_from(handle, start, end), (start, None))[1]
         placed = -1 if line is None else _claimed_seq(line)
         if line is None or placed < 0:
             return _unplaced(handle, start, end, sink)
-        state = State(placed, "", placed, start, hashed=start)
+        state = ScanState(placed, "", placed, start, hashed=start)
         first_prev = _first_line(line, state, options)
         if first_prev == "":
             return _unplaced(handle, start, end, sink)
@@ -91,7 +94,7 @@ def _claimed_seq(line: bytes) -> int:
     return seq if seq.__class__ is int and seq >= 0 else -1
 
 
-def _first_line(line: bytes, state: State, options: Options) -> str | None:
+def _first_line(line: bytes, state: ScanState, options: Options) -> str | None:
     """Take the segment's first line into ``state`` (placed at its claimed seq); its ``prev_hash`` when
     it is checked (``""`` when it does not verify on its own), None when it is vouched for."""
     first_prev: str | None = None
@@ -106,7 +109,7 @@ def _first_line(line: bytes, state: State, options: Options) -> str | None:
     else:
         count_dropped([line], state)
         state.seq += 1
-        state.prev = record_hash_of(line)
+        state.prev = record_hash_of(line).decode("latin-1")
     state.lines += 1
     state.offset += len(line) + 1
     return first_prev
@@ -114,7 +117,7 @@ def _first_line(line: bytes, state: State, options: Options) -> str | None:
 
 def _unplaced(handle: FileHandle, start: int, end: int, sink: _Leaves | None) -> _Part:
     """A segment the worker cannot place or whose first line does not verify: its leaves only."""
-    state = State(0, "", 0, start, hashed=start)
+    state = ScanState(0, "", 0, start, hashed=start)
     if sink is not None:
         scan(handle, state, end, Options(unchecked=1 << 62), sink)
     leaves = sink.joined() if sink is not None else b""
@@ -124,7 +127,7 @@ def _unplaced(handle: FileHandle, start: int, end: int, sink: _Leaves | None) ->
 def scan_parallel(
     path: str,
     handle: FileHandle,
-    state: State,
+    state: ScanState,
     end: int,
     jobs: int,
     options: Options,
@@ -156,14 +159,14 @@ def scan_parallel(
     return stop
 
 
-def _joins(part: _Part, state: State) -> bool:
+def _joins(part: _Part, state: ScanState) -> bool:
     """The segment starts where the accepted ones end, links to them, and verified to its end."""
     if not part.verified or part.placed != state.lines:
         return False
     return part.first_prev is None or part.first_prev == state.prev
 
 
-def _advance(state: State, part: _Part) -> None:
+def _advance(state: ScanState, part: _Part) -> None:
     done = part.state
     state.seq, state.prev, state.lines, state.offset = done.seq, done.prev, done.lines, done.offset
     state.dropped_events += done.dropped_events

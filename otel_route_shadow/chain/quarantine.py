@@ -24,7 +24,7 @@ from otel_route_shadow.chain.head import BLOCK_BYTES, tail_head
 from otel_route_shadow.chain.record import MAX_LINE_BYTES, QUARANTINE_KIND, ChainHead, parse_record_line
 from otel_route_shadow.files import FileRefused, fsync_directory, read_regular, write_atomic
 
-__all__ = ["CHAIN_FILE_MODE", "EventWriter", "TornTail", "complete_lines", "remove_file"]
+__all__ = ["CHAIN_FILE_MODE", "EventWriter", "TailQuarantine", "complete_lines", "remove_file"]
 
 CHAIN_FILE_MODE: Final = 0o640
 """Mode of the chain and of the files the writer creates beside it."""
@@ -37,7 +37,7 @@ EventWriter = Callable[[int, ChainHead | None, int, Mapping[str, Any]], tuple[Ch
 returns the new head and size."""
 
 
-class TornTail:
+class TailQuarantine:
     """The torn-tail policy for the chain at ``path``.
 
     ``write_event`` appends an event and syncs it; ``lower_watermark(offset)`` tells the group commit

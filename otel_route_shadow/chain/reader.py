@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -17,6 +16,7 @@ import orjson
 
 from otel_route_shadow.chain.errors import ChainFormatError, ChainPathError
 from otel_route_shadow.chain.record import MAX_LINE_BYTES, ChainRecord, parse_record_line
+from otel_route_shadow.files import FileRefused, check_regular
 
 __all__ = ["iter_lines", "iter_payloads", "iter_records", "open_chain"]
 
@@ -97,26 +97,14 @@ def open_chain(path: str, flags: int) -> int:
     """Open the chain at ``path`` with ``flags``, refusing anything but a regular file.
 
     ``O_NONBLOCK`` keeps a FIFO at the path from hanging the caller (no reader or writer needed to
-    open it), and the ``fstat`` runs before anything else touches the descriptor. Raises
-    :class:`ChainPathError` for a FIFO, a device or a socket, ``IsADirectoryError`` for a directory,
-    ``OSError`` for the rest.
+    open it), and the ``fstat`` runs before anything else touches the descriptor
+    (:func:`otel_route_shadow.files.check_regular`). Raises :class:`ChainPathError` for a FIFO, a device
+    or a socket, ``IsADirectoryError`` for a directory, ``OSError`` for the rest.
     """
     fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, _MODE)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory, not a chain file", path)
-        if not stat.S_ISREG(mode):
-            raise ChainPathError(f"{path}: is {_file_kind(mode)}, not a regular file; not a chain")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
+        return check_regular(fd, path)
+    except FileRefused as exc:
+        if exc.problem == "is a directory":
+            raise IsADirectoryError(errno.EISDIR, "is a directory, not a chain file", path) from None
+        raise ChainPathError(f"{path}: {exc.problem}; not a chain") from None

@@ -24,7 +24,7 @@ from otel_route_shadow.chain.canonical import canonical_bytes
 from otel_route_shadow.chain.errors import ChainFormatError, ChainPayloadError
 from otel_route_shadow.chain.sanitize import RULES, RedactionMark, sanitize_payload
 from otel_route_shadow.chain.truncation import cut_to_fit
-from otel_route_shadow.core.redaction import cannot_match, is_secret_key
+from otel_route_shadow.core import cannot_match, is_secret_key
 
 __all__ = [
     "DROPPED_KIND",

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from otel_route_shadow.chain.canonical import MAX_SAFE_INTEGER
 from otel_route_shadow.chain.errors import ChainPayloadError
-from otel_route_shadow.core.redaction import (
+from otel_route_shadow.core import (
     REDACTED,
     cannot_match,
     is_secret_key,

@@ -27,7 +27,7 @@ from otel_route_shadow.chain.record import MAX_LINE_BYTES
 from otel_route_shadow.chain.result import Reason
 from otel_route_shadow.lines import FileHandle, LineTooLong, iter_blocks
 
-__all__ = ["Options", "Progress", "State", "Stop", "accept", "check_lines", "count_dropped", "scan"]
+__all__ = ["Options", "Progress", "ScanState", "Stop", "accept", "check_lines", "count_dropped", "scan"]
 
 _BLOCK_BYTES: Final = 1 << 20
 
@@ -44,11 +44,11 @@ class Options:
     unchecked: int = 0
     """Lines ``[0, unchecked)`` are hashed as leaves only: an authenticated checkpoint vouches for them."""
     mark: int = -1
-    """A line whose byte offset the pass reports (``State.marked``); -1 for none."""
+    """A line whose byte offset the pass reports (``ScanState.marked``); -1 for none."""
 
 
 @dataclass(slots=True)
-class State:
+class ScanState:
     """Where a scan stands: the next expected seq and prev_hash, lines consumed, bytes consumed."""
 
     seq: int
@@ -62,8 +62,8 @@ class State:
     hashed: int = 0
     """Where the leaves given so far end (a line too long to buffer ends them early)."""
 
-    def copy(self) -> State:
-        return State(
+    def copy(self) -> ScanState:
+        return ScanState(
             self.seq,
             self.prev,
             self.lines,
@@ -79,7 +79,7 @@ class State:
 class Stop:
     """The first line the scan could not accept, and the state just before it."""
 
-    state: State
+    state: ScanState
     line: bytes | None
     """None when the line was too long to buffer."""
     bad: Bad | None
@@ -89,7 +89,7 @@ class Stop:
 
 def scan(
     handle: FileHandle,
-    state: State,
+    state: ScanState,
     end: int,
     options: Options,
     sink: LeafSink | None = None,
@@ -127,7 +127,7 @@ def scan(
 
 
 def _scan_block(
-    block: bytes, count: int, dropped: list[int] | None, state: State, options: Options
+    block: bytes, count: int, dropped: list[int] | None, state: ScanState, options: Options
 ) -> Stop | None:
     """One block's lines after ``state``: those below ``options.unchecked`` hashed only, the rest
     checked. ``count`` (the lines) and ``dropped`` (where lines that may be ``records-dropped`` events
@@ -148,7 +148,7 @@ def _scan_block(
     return check_lines(lines, state, options.strict)
 
 
-def _vouch_block(block: bytes, state: State, count: int, dropped: list[int] | None) -> None:
+def _vouch_block(block: bytes, state: ScanState, count: int, dropped: list[int] | None) -> None:
     """A block every line of which an authenticated checkpoint vouches for: counted, not checked."""
     if dropped is None:
         dropped = [0] if block.startswith(DROPPED_PREFIX) else []
@@ -160,7 +160,7 @@ def _vouch_block(block: bytes, state: State, count: int, dropped: list[int] | No
         count_dropped([block[at : _line_end(block, at)] for at in dropped], state)
     state.seq += count
     state.lines += count
-    state.prev = record_hash_of(block[block.rfind(b"\n") + 1 :])
+    state.prev = record_hash_of(block[block.rfind(b"\n") + 1 :]).decode("latin-1")
 
 
 def _line_end(block: bytes, at: int) -> int:
@@ -168,15 +168,15 @@ def _line_end(block: bytes, at: int) -> int:
     return len(block) if end < 0 else end
 
 
-def _vouch_lines(lines: list[bytes], state: State) -> None:
+def _vouch_lines(lines: list[bytes], state: ScanState) -> None:
     count_dropped(lines, state)
     state.seq += len(lines)
     state.lines += len(lines)
     state.offset += _offset_of(lines, len(lines))
-    state.prev = record_hash_of(lines[-1])
+    state.prev = record_hash_of(lines[-1]).decode("latin-1")
 
 
-def count_dropped(lines: list[bytes], state: State) -> None:
+def count_dropped(lines: list[bytes], state: ScanState) -> None:
     """Count the ``records-dropped`` events among vouched-for lines, as the check would."""
     for line in lines:
         if line.startswith(DROPPED_PREFIX):
@@ -186,7 +186,7 @@ def count_dropped(lines: list[bytes], state: State) -> None:
                 state.dropped_records += verdict.dropped
 
 
-def check_lines(lines: list[bytes], state: State, strict: bool) -> Stop | None:
+def check_lines(lines: list[bytes], state: ScanState, strict: bool) -> Stop | None:
     """Verify ``lines`` after ``state``: the hot loop, and the exact check where it declines (every
     line the exact way when ``strict``)."""
     start_offset = state.offset
@@ -220,7 +220,7 @@ def _first_too_long(lines: list[bytes]) -> int:
     return next((i for i, line in enumerate(lines) if len(line) > MAX_LINE_BYTES), len(lines))
 
 
-def accept(state: State, good: Good) -> None:
+def accept(state: ScanState, good: Good) -> None:
     """``good`` verified after ``state``: move on (and count a ``records-dropped`` event)."""
     state.seq += 1
     state.prev = good.record_hash

@@ -29,7 +29,7 @@ from otel_route_shadow.chain.sanitize import (
     RedactionMark,
     redact_string,
 )
-from otel_route_shadow.core.redaction import json_pointer_token
+from otel_route_shadow.core import json_pointer_token
 
 __all__ = ["TRUNCATED_KIND", "TRUNCATED_SUFFIX", "cut_to_fit"]
 

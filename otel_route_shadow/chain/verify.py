@@ -20,7 +20,7 @@ from otel_route_shadow.chain.leaves import LeafSink
 from otel_route_shadow.chain.reader import open_chain
 from otel_route_shadow.chain.record import GENESIS_HASH
 from otel_route_shadow.chain.result import ChainPass, Reason, TornTail, Verdict, VerifyResult
-from otel_route_shadow.chain.scan import Options, Progress, State, Stop, scan
+from otel_route_shadow.chain.scan import Options, Progress, ScanState, Stop, scan
 from otel_route_shadow.lines import FileHandle, complete_end
 
 __all__ = ["VerifyResult", "verify_chain", "verify_pass"]  # VerifyResult: for log.py, which imports it here
@@ -69,7 +69,7 @@ def verify_pass(
     with io.FileIO(open_chain(name, os.O_RDONLY), "rb") as handle:
         size = _snapshot_size(handle)
         complete = complete_end(handle, size)
-        state = State(0, GENESIS_HASH, 0, 0)
+        state = ScanState(0, GENESIS_HASH, 0, 0)
         options = Options(strict, max(0, unchecked), mark)
         hook = _combine(progress, byte_progress, size)
         stop: Stop | None
@@ -97,7 +97,7 @@ def _snapshot_size(handle: FileHandle) -> int:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def _prefix(state: State) -> dict[str, Any]:
+def _prefix(state: ScanState) -> dict[str, Any]:
     """The verified prefix, as every verdict reports it."""
     return {
         "records": state.seq,
@@ -108,7 +108,7 @@ def _prefix(state: State) -> dict[str, Any]:
     }
 
 
-def _complete(name: str, state: State, complete: int, size: int) -> VerifyResult:
+def _complete(name: str, state: ScanState, complete: int, size: int) -> VerifyResult:
     """Every complete line verified: intact, or a torn tail after them."""
     if complete == size:
         return VerifyResult(path=name, verdict=Verdict.INTACT, bytes_verified=complete, **_prefix(state))

@@ -1,8 +1,8 @@
 """The ``otel-route-shadow`` command line.
 
-Each subcommand lives in its own module with a ``register(subparsers)`` function. Exit codes are
-shared: 0 success, 1 a finding (a problem, a broken chain, a disagreement), 2 unusable input.
-Unusable input is one line on stderr naming the file and the problem, never a traceback.
+Each subcommand lives in its own module with a ``register(subparsers)`` function. The exit codes are
+stated once, in :mod:`otel_route_shadow.cli.exit_codes` (each command's ``--help`` ends with its own);
+unusable input is one line on stderr naming the file and the problem, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from otel_route_shadow.cli import audit, demo, explain, key, policy, prove, report, serve, verify
 from otel_route_shadow.cli.common import CliError, harden_streams
+from otel_route_shadow.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK
 from otel_route_shadow.version import __version__
 
 __all__ = ["build_parser", "main"]
@@ -43,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("otel-route-shadow: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
     return code

@@ -1,11 +1,11 @@
-"""``audit`` subcommand: hold decision chains against the trace backend that witnessed them.
+"""``audit`` subcommand: hold decision chains against the trace backend that holds their spans and checkpoints.
 
     otel-route-shadow audit CHAIN... [--backend URL] [--project NAME] [--origin O] [--key VKEY]...
                             [--policy FILE] [--max-unwitnessed RECORDS] [--min-span-coverage FRACTION]
                             [--jobs N] [--json]
 
 For each chain: the checkpoints of its origin the backend holds (checkpoint spans), the chain proven
-consistent with every one, the span cross-check, and the coverage (the unwitnessed tail, the age of
+consistent with every one, the span cross-check, and the coverage (the tail beyond them, the age of
 the newest checkpoint, the share of records whose span the backend holds); see
 :mod:`otel_route_shadow.backend.audit` and :mod:`otel_route_shadow.backend.verdict`. One chain prints a
 full report; several chains, or a directory (every ``*.jsonl`` under it), are audited in parallel and
@@ -13,20 +13,8 @@ print one line each plus a total. With ``--policy`` (a C2SP tlog-policy), only c
 witnesses' cosignatures meet its quorum count as witnessed (the chain's own cosigned checkpoints are
 held against it too); a quorum not met is insufficient evidence (:mod:`otel_route_shadow.backend.witnesses`).
 
-Exit codes (several chains: the most serious one, in the order 1, 6, 5, 4, 2, 3, 0):
-
-== ==========================================================================================
-0  agree: consistent with every witnessed checkpoint, no span finding, thresholds met
-1  disagree: a witnessed checkpoint or a span contradicts the chain (or its own hashes break)
-2  unusable input: bad arguments, a chain that cannot be read, an empty window
-3  insufficient evidence: nothing witnessed (no checkpoint, no span, or a project with no spans),
-   a threshold not met (--max-unwitnessed, --min-span-coverage), or (--policy) no checkpoint the
-   chain matches meets the quorum
-4  backend unreachable: down, wrong host or port, timeout, access refused, HTTP 5xx
-5  not a backend: the URL answers, but not as the backend (e.g. a collector's OTLP port)
-6  bad checkpoint: a witnessed checkpoint does not verify (bad signature, unknown key, malformed,
-   or a witness's cosignature that does not verify)
-== ==========================================================================================
+Exit codes: ``exit_codes.COMMANDS["audit"]`` (several chains: the most serious one, in the order 1, 6,
+5, 4, 2, 3, 0).
 """
 
 from __future__ import annotations
@@ -41,45 +29,75 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from otel_route_shadow.backend import WITNESS_KINDS, Backend, PhoenixBackend
-from otel_route_shadow.backend.audit import AuditError, AuditOptions, Problem, audit_chain
-from otel_route_shadow.backend.base import format_unix_nano, parse_time
-from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport
-from otel_route_shadow.backend.trust import TrustState
-from otel_route_shadow.backend.verdict import AuditReport, Thresholds, Verdict
-from otel_route_shadow.cli.common import CliError, input_file
+from otel_route_shadow.backend import (
+    BACKEND_KINDS,
+    MISSING,
+    AuditError,
+    AuditOptions,
+    AuditReport,
+    AuditVerdict,
+    Backend,
+    CrossCheckReport,
+    PhoenixBackend,
+    Problem,
+    Thresholds,
+    TrustState,
+    audit_chain,
+    format_unix_nano,
+    parse_time,
+)
+from otel_route_shadow.cli.checkpoints import read_verifiers
+from otel_route_shadow.cli.common import CliError, count_argument, input_file
+from otel_route_shadow.cli.exit_codes import (
+    EXIT_BAD_CHECKPOINT,
+    EXIT_FINDING,
+    EXIT_INSUFFICIENT,
+    EXIT_NOT_A_BACKEND,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    epilog,
+)
 from otel_route_shadow.cli.witnessed import log_keys, read_policy
-from otel_route_shadow.tlog import NoteError, Verifier
 
-__all__ = ["EXIT_CODES", "build_backend", "register", "render_text"]
+__all__ = ["build_backend", "register", "render_text"]
 
 ENV_BACKEND = "ROUTE_SHADOW_PHOENIX_URL"
 ENV_PROJECT = "ROUTE_SHADOW_PHOENIX_PROJECT"
 ENV_API_KEY = "PHOENIX_API_KEY"
 
-EXIT_CODES: Final[dict[Verdict | Problem, int]] = {
-    Verdict.AGREE: 0,
-    Verdict.DISAGREE: 1,
-    Problem.USAGE: 2,
-    Verdict.INSUFFICIENT: 3,
-    Problem.NO_SPANS: 3,
-    Problem.UNREACHABLE: 4,
-    Problem.NOT_A_WITNESS: 5,
-    Verdict.BAD_CHECKPOINT: 6,
+_EXIT_OF: Final[dict[AuditVerdict | Problem, int]] = {
+    AuditVerdict.AGREE: EXIT_OK,
+    AuditVerdict.DISAGREE: EXIT_FINDING,
+    Problem.USAGE: EXIT_USAGE,
+    AuditVerdict.INSUFFICIENT: EXIT_INSUFFICIENT,
+    Problem.NO_SPANS: EXIT_INSUFFICIENT,
+    Problem.UNREACHABLE: EXIT_UNREACHABLE,
+    Problem.NOT_A_BACKEND: EXIT_NOT_A_BACKEND,
+    AuditVerdict.BAD_CHECKPOINT: EXIT_BAD_CHECKPOINT,
 }
+"""The exit code of each verdict and problem (their meanings: :mod:`.exit_codes`)."""
 #: Most serious first: the exit code of a fleet audit is the first of these any chain has.
-_SEVERITY: Final = (1, 6, 5, 4, 2, 3, 0)
+_SEVERITY: Final = (
+    EXIT_FINDING,
+    EXIT_BAD_CHECKPOINT,
+    EXIT_NOT_A_BACKEND,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    EXIT_INSUFFICIENT,
+    EXIT_OK,
+)
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "audit",
-        help="hold decision chains against the checkpoints and spans a trace backend witnessed",
+        help="hold decision chains against the checkpoints and spans a trace backend holds",
         description=(
             "Prove each chain consistent with every checkpoint of its origin the backend holds, hold its "
-            "records against their spans, and report the coverage. Exit 0 agree, 1 disagree, 2 unusable "
-            "input, 3 insufficient evidence, 4 backend unreachable, 5 not a backend, 6 bad checkpoint."
+            "records against their spans, and report the coverage."
         ),
+        epilog=epilog("audit"),
     )
     parser.add_argument(
         "chains", nargs="+", metavar="CHAIN", help="chain files, or directories of *.jsonl chains"
@@ -91,7 +109,7 @@ def register(sub: Any) -> None:
         help=f"backend base URL, e.g. http://127.0.0.1:6006 (default: ${ENV_BACKEND})",
     )
     parser.add_argument(
-        "--backend-kind", choices=WITNESS_KINDS, default="phoenix", help="backend type (default: phoenix)"
+        "--backend-kind", choices=BACKEND_KINDS, default="phoenix", help="backend type (default: phoenix)"
     )
     parser.add_argument(
         "--project",
@@ -120,9 +138,10 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--max-unwitnessed",
-        type=int,
+        type=count_argument(0),
         metavar="RECORDS",
-        help="insufficient evidence (exit 3) when more records lie after the last witnessed checkpoint",
+        help="insufficient evidence (exit 3) when more records lie after the last checkpoint held against the "
+        "chain (the backend's; with --policy, the quorum's)",
     )
     parser.add_argument(
         "--min-span-coverage",
@@ -146,7 +165,9 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--full", action="store_true", help="with --state: check every record again")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per backend request")
-    parser.add_argument("--jobs", type=int, default=4, help="chains audited at once (default 4)")
+    parser.add_argument(
+        "--jobs", type=count_argument(1), default=4, help="chains audited at once (default 4)"
+    )
     parser.add_argument(
         "--no-verify",
         action="store_true",
@@ -181,34 +202,10 @@ def _time_arg(name: str, value: str | None) -> int | None:
         raise CliError(f"{name}: {exc}") from None
 
 
-def _key_arg(value: str) -> str:
-    """A verifier key given inline (``name+id+base64``) or as a file holding one. Messages never
-    repeat what was given inline (it could be a signing key pasted by mistake)."""
-    path = Path(value)
-    if path.is_file():
-        try:
-            text, where = path.read_text(encoding="utf-8").strip(), f"--key {value}"
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CliError(f"--key {value}: cannot read: {exc}") from None
-    elif value.count("+") >= 2:
-        text, where = value.strip(), "--key"
-    else:
-        raise CliError(f"--key {value}: no such file, and not a verifier key (name+id+key)")
-    if text.startswith("PRIVATE+KEY"):
-        raise CliError(f"{where}: this is a signing key; give its verifier key (never share the signing key)")
-    try:
-        Verifier.parse(text)
-    except NoteError:
-        raise CliError(f"{where}: not a verifier key (name+id+key)") from None
-    return text
-
-
 def _options(args: argparse.Namespace) -> AuditOptions:
-    if args.max_unwitnessed is not None and args.max_unwitnessed < 0:
-        raise CliError("--max-unwitnessed must be 0 or more")
     if args.min_span_coverage is not None and not 0.0 <= args.min_span_coverage <= 1.0:
         raise CliError("--min-span-coverage must be a fraction from 0 to 1")
-    keys = [_key_arg(k) for k in args.key]
+    keys = read_verifiers(args.key)
     policy = read_policy(args.policy) if args.policy else None
     if policy is not None:
         keys = log_keys(policy, keys, args.policy)
@@ -253,8 +250,6 @@ def _handle(args: argparse.Namespace) -> int:
         raise CliError(f"--backend URL is required (or set ${ENV_BACKEND})")
     if args.timeout <= 0:
         raise CliError("--timeout must be positive")
-    if args.jobs < 1:
-        raise CliError("--jobs must be 1 or more")
     backend = build_backend(args.backend_kind, args.backend, args.project, args.timeout)
     options = _options(args)
     chains = chain_paths(args.chains)
@@ -267,12 +262,12 @@ def _single(chain: str, backend: Backend, options: AuditOptions, args: argparse.
     try:
         report = audit_chain(chain, backend, options)
     except AuditError as exc:
-        raise CliError(str(exc), EXIT_CODES[exc.problem]) from None
+        raise CliError(str(exc), _EXIT_OF[exc.problem]) from None
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2, default=str) + "\n")
     else:
         sys.stdout.write(render_text(report, show=max(args.show, 0)))
-    return EXIT_CODES[report.verdict]
+    return _EXIT_OF[report.verdict]
 
 
 def _audit_one(chain: str, backend: Backend, options: AuditOptions) -> AuditReport | AuditError:
@@ -285,7 +280,7 @@ def _audit_one(chain: str, backend: Backend, options: AuditOptions) -> AuditRepo
 def _fleet(chains: list[str], backend: Backend, options: AuditOptions, args: argparse.Namespace) -> int:
     with ThreadPoolExecutor(max_workers=min(args.jobs, len(chains))) as pool:
         results = list(pool.map(lambda c: _audit_one(c, backend, options), chains))
-    codes = [EXIT_CODES[r.problem if isinstance(r, AuditError) else r.verdict] for r in results]
+    codes = [_EXIT_OF[r.problem if isinstance(r, AuditError) else r.verdict] for r in results]
     outcomes = Counter(r.problem.value if isinstance(r, AuditError) else r.verdict.value for r in results)
     total = ", ".join(f"{n} {name}" for name, n in sorted(outcomes.items()))
     code = next(c for c in _SEVERITY if c in codes or c == 0)
@@ -339,7 +334,7 @@ def render_text(report: AuditReport, *, show: int = 20) -> str:
 
 def render_checkpoints(report: AuditReport) -> list[str]:
     lines = [
-        f"checkpoints witnessed: {len(report.checkpoints)}"
+        f"checkpoints the backend holds: {len(report.checkpoints)}"
         + (
             ""
             if report.signatures_checked or not report.checkpoints
@@ -356,7 +351,7 @@ def render_checkpoints(report: AuditReport) -> list[str]:
             f"consistency: the chain is consistent with every one (up to size {c.checkpointed_size})"
         )
         return lines
-    lines.append(f"consistency: {len(c.failures)} witnessed checkpoint(s) do not hold")
+    lines.append(f"consistency: {len(c.failures)} checkpoint(s) held against the chain do not hold")
     for f in c.failures:
         at = f" at seq {f.first_bad_seq}" if f.first_bad_seq is not None else ""
         size = f"size {f.size}" if f.size is not None else "a checkpoint"
@@ -368,8 +363,8 @@ def render_coverage(report: AuditReport) -> list[str]:
     newest = report.newest_checkpoint
     coverage = report.span_coverage
     lines = [
-        f"coverage: witnessed {report.witnessed_size} of {report.chain_size} records; "
-        f"{report.unwitnessed} unwitnessed after the last checkpoint",
+        f"coverage: proven up to {report.witnessed_size} of {report.chain_size} records; "
+        f"{report.unwitnessed} after the last checkpoint held against the chain",
     ]
     if newest is not None and report.checkpoint_age_ns is not None:
         lines.append(
@@ -377,7 +372,7 @@ def render_coverage(report: AuditReport) -> list[str]:
             f"({report.checkpoint_age_ns / 1e9:.0f} s ago)"
         )
     else:
-        lines.append("  newest checkpoint: none witnessed for this origin")
+        lines.append("  newest checkpoint: none held by the backend for this origin")
     lines.append(
         "  span coverage: "
         + (
@@ -418,14 +413,14 @@ def render_dropped(report: AuditReport) -> str:
 
 def render_verdict(report: AuditReport) -> str:
     verdict = report.verdict
-    if verdict is Verdict.AGREE:
+    if verdict is AuditVerdict.AGREE:
         return "verdict: AGREE - the backend holds nothing the chain contradicts (exit 0)"
-    if verdict is Verdict.INSUFFICIENT:
+    if verdict is AuditVerdict.INSUFFICIENT:
         return (
             "verdict: INSUFFICIENT EVIDENCE - the backend covers too little to vouch for the chain (exit 3)"
         )
-    if verdict is Verdict.BAD_CHECKPOINT:
-        return "verdict: BAD CHECKPOINT - a witnessed checkpoint does not verify; wrong --key, or forged (exit 6)"
+    if verdict is AuditVerdict.BAD_CHECKPOINT:
+        return "verdict: BAD CHECKPOINT - a checkpoint held against the chain does not verify; wrong --key, or forged (exit 6)"
     first = report.first_bad_seq
     where = f"; first bad seq {first}" if first is not None else ""
     only_linkage = report.spans.errors == 1 and report.spans.chain_broken and report.consistency_holds

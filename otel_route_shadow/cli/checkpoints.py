@@ -6,10 +6,10 @@ that does not authenticate (bad signature, unknown key, unsigned) is a finding (
 
 from __future__ import annotations
 
-import os
 import sys
 
-from otel_route_shadow.cli.common import EXIT_FINDING, CliError
+from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING
 from otel_route_shadow.files import FileRefused, read_regular
 from otel_route_shadow.tlog import (
     AuthenticationError,
@@ -50,32 +50,35 @@ def read_notes(path: str) -> list[str]:
 
 
 def read_verifiers(values: list[str]) -> list[str]:
-    """Verifier key strings, each given as the string itself or as a file holding it."""
-    keys: list[str] = []
-    for value in values:
-        text = _key_text(value)
-        try:
-            Verifier.parse(text)
-        except NoteError as exc:
-            raise CliError(f"verifier key {_label(value)}: {exc}") from None
-        keys.append(text)
-    return keys
+    """Verifier key strings (``--key``), each given as the string itself (``name+id+key``) or as a file
+    holding one. A message never repeats a key given inline (it could be a signing key pasted by
+    mistake); a path that is not a regular file (a FIFO, a device) is refused by name without blocking."""
+    return [_verifier_key(value) for value in values]
 
 
-def _key_text(value: str) -> str:
-    if "+" in value or not os.path.isfile(value):
-        return value.strip()
-    try:
-        text = read_regular(value, _MAX_KEY_FILE).decode("ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        raise CliError(f"{value}: cannot read a verifier key from it") from None
+def _verifier_key(value: str) -> str:
+    if value.count("+") >= 2:
+        text, where = value.strip(), "--key"
+    else:
+        text, where = _key_file_text(value), f"--key {value}"
     if text.startswith("PRIVATE+"):
-        raise CliError(f"{value}: holds a signing key, not a verifier key")
+        raise CliError(f"{where}: this is a signing key; give its verifier key (never share the signing key)")
+    try:
+        Verifier.parse(text)
+    except NoteError as exc:
+        raise CliError(f"{where}: not a verifier key (name+id+key): {exc}") from None
     return text
 
 
-def _label(value: str) -> str:
-    return value if os.path.isfile(value) else "string"
+def _key_file_text(path: str) -> str:
+    try:
+        return read_regular(path, _MAX_KEY_FILE).decode("ascii").strip()
+    except FileNotFoundError:
+        raise CliError(f"--key {path}: no such file, and not a verifier key (name+id+key)") from None
+    except FileRefused as exc:
+        raise CliError(f"--key {exc}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"--key {path}: not a verifier key (not ASCII)") from None
 
 
 def authenticated_checkpoint(note: str, keys: list[str], source: str) -> Checkpoint:

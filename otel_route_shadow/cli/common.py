@@ -1,6 +1,6 @@
-"""Shared pieces of the command line: exit codes, errors and input readers.
+"""Shared pieces of the command line: errors and input readers (the exit codes: ``exit_codes``).
 
-Every input a command reads is bounded and checked in one place here (issue 16 part 8):
+Every input a command reads is bounded and checked in one place here:
 
 * :func:`input_file` refuses what is not a regular file (``/dev/zero``, a FIFO, a directory) before
   anything is read from it, without blocking on a FIFO that has no writer;
@@ -13,25 +13,26 @@ Every input a command reads is bounded and checked in one place here (issue 16 p
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, Final
 
+from otel_route_shadow.cli.exit_codes import EXIT_USAGE
 from otel_route_shadow.core import PolicyProblem
-from otel_route_shadow.files import FileRefused, open_regular, read_text
+from otel_route_shadow.files import FileRefused, file_kind, open_regular, read_text, write_atomic
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
-    "EXIT_FINDING",
-    "EXIT_INSUFFICIENT",
-    "EXIT_OK",
-    "EXIT_USAGE",
     "MAX_LINE_BYTES",
     "STDIN",
     "CliError",
     "cap_jobs",
+    "check_output",
+    "count_argument",
     "harden_streams",
     "input_file",
     "json_lines",
@@ -39,13 +40,8 @@ __all__ = [
     "parse_json_text",
     "problem_line",
     "read_text_file",
+    "write_output",
 ]
-
-EXIT_OK = 0
-EXIT_FINDING = 1
-EXIT_USAGE = 2
-EXIT_INSUFFICIENT = 3
-"""Insufficient evidence: a quorum of witnesses (``--policy``) or a backend does not vouch for enough."""
 
 _MAX_INPUT_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024
@@ -111,6 +107,23 @@ def _bounded_lines(stream: BinaryIO, source: str, max_line: int) -> Iterator[tup
         yield number, line
 
 
+def count_argument(minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` for a whole number from ``minimum`` (to ``maximum``), refusing anything else
+    with argparse's own one-line error."""
+    bounds = f"must be {minimum} or more" if maximum is None else f"must be {minimum} to {maximum}"
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text[:32]!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(bounds)
+        return value
+
+    return count
+
+
 def cap_jobs(jobs: int, option: str = "--jobs") -> int:
     """``jobs`` capped to the machine's CPUs, with a note on stderr when it was more."""
     cpus = os.cpu_count() or 1
@@ -159,3 +172,26 @@ def problem_line(source: str, problem: PolicyProblem) -> str:
     else:
         subject = ""
     return f"{source}: [{problem.code.value}] {subject}{problem.message}"
+
+
+def check_output(path: str, option: str) -> None:
+    """A :class:`CliError` when something that is not a regular file (a FIFO, a device, a directory, a
+    symbolic link) is at ``path``, the output file ``option`` names; looked at, never opened."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise CliError(f"{option} {path}: {exc.strerror or type(exc).__name__}") from None
+    if not stat.S_ISREG(mode):
+        raise CliError(f"{option} {path}: is {file_kind(mode)}, not a regular file")
+
+
+def write_output(path: str, data: bytes, option: str) -> None:
+    """Write ``data`` to the output file ``path`` that ``option`` names, atomically (a reader never sees
+    half of it); what :func:`check_output` refuses is never opened or replaced."""
+    check_output(path, option)
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise CliError(f"{option} {path}: cannot write: {exc.strerror or type(exc).__name__}") from None

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError
+from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
 
 __all__ = ["register"]
 
@@ -22,6 +23,7 @@ def register(sub: Any) -> None:
             "ratchet and a credit failover) under the real instrumentation. Spans go to the console, or "
             "over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set."
         ),
+        epilog=epilog("demo"),
     )
     parser.add_argument("--spawns", type=int, default=120, help="number of spawns (default 120)")
     parser.add_argument("--policies", type=Path, help="policy file (default: the embedded demo policies)")
@@ -34,26 +36,25 @@ def register(sub: Any) -> None:
 
 def _run_bare(spawns: int) -> int:
     """The kill switch is set: run the spawns as the bare calls they are, record nothing, say so."""
-    from otel_route_shadow.demo import factory
-    from otel_route_shadow.instrumentation.environment_variables import OTEL_PYTHON_ROUTE_SHADOW_DISABLED
+    from otel_route_shadow.demo import FactorySettings, dispatch, plan_jobs
+    from otel_route_shadow.instrumentation import environment_variables
 
-    settings = factory.FactorySettings()
-    for job in factory.plan_jobs(spawns, settings):
-        factory.dispatch(job)
+    for job in plan_jobs(spawns, FactorySettings()):
+        dispatch(job)
     print(
-        f"route-shadow demo: {OTEL_PYTHON_ROUTE_SHADOW_DISABLED} is set: ran {spawns} spawns bare "
+        f"route-shadow demo: {environment_variables.OTEL_PYTHON_ROUTE_SHADOW_DISABLED} is set: ran {spawns} spawns bare "
         "(no spans, no decisions, nothing written to the chain)"
     )
     return EXIT_OK
 
 
 def _run(args: argparse.Namespace) -> int:
-    from otel_route_shadow.demo.run import DEFAULT_PROJECT, format_summary, run_demo
+    from otel_route_shadow.demo import DEFAULT_PROJECT, format_summary, run_demo
     from otel_route_shadow.store import CorruptSnapshotError, PolicyFileError, PolicyStoreError
 
     if args.spawns < 1 or args.spawns > 10_000_000:
         raise CliError("--spawns must be between 1 and 10000000")
-    from otel_route_shadow.instrumentation.config import env_disabled
+    from otel_route_shadow.instrumentation import env_disabled
 
     if env_disabled():
         return _run_bare(args.spawns)

@@ -10,10 +10,8 @@ Contexts are sanitized exactly as the span layer sanitizes them (credential-shap
 ``decision_id`` as the span and the chain record of the same spawn, and nothing printed (decisions
 or error lines) can carry a secret.
 
-Exit codes: 0 every context explained (whatever the outcome: a held or rejected decision is an
-answer, not an error); 2 unusable input: an unreadable or invalid policy file, an unreadable store,
-or a malformed context. In JSON-lines mode a bad line is reported on stderr, the other lines are
-still explained, and the exit code is 2 at the end.
+Exit codes: ``exit_codes.COMMANDS["explain"]``. In JSON-lines mode a bad line is reported on stderr,
+the other lines are still explained, and the exit code is 2 at the end.
 """
 
 from __future__ import annotations
@@ -28,8 +26,6 @@ from typing import Any, Final, TextIO
 from pydantic import ValidationError
 
 from otel_route_shadow.cli.common import (
-    EXIT_OK,
-    EXIT_USAGE,
     STDIN,
     CliError,
     input_file,
@@ -38,6 +34,7 @@ from otel_route_shadow.cli.common import (
     problem_line,
     read_text_file,
 )
+from otel_route_shadow.cli.exit_codes import EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.core import (
     PolicySnapshot,
     RouteContext,
@@ -46,8 +43,8 @@ from otel_route_shadow.core import (
     explain_policies,
     policy_set_hash,
     reconcile_context,
+    redact_text,
 )
-from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.shadow import sanitize_context
 from otel_route_shadow.store import PolicyFileError, RoutingPolicyStore, read_policy_file
 
@@ -69,6 +66,7 @@ def register(sub: Any) -> None:
             "explanation: the policies considered, the rung, the accounts, the snapshot and the "
             "decision id. Formats and reason codes: docs/core.md."
         ),
+        epilog=epilog("explain"),
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(

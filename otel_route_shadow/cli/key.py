@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from otel_route_shadow.cli.common import EXIT_OK, CliError
+from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
 from otel_route_shadow.tlog import KeyFileError, generate_key_file
 
 __all__ = ["register"]
@@ -35,6 +36,7 @@ def register(sub: Any) -> None:
             "unset; another origin is refused and the checkpoints are written unsigned). Hand the verifier "
             "key to whoever checks the checkpoints and to the witnesses."
         ),
+        epilog=epilog("key generate"),
     )
     generate.add_argument(
         "--name",

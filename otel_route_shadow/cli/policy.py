@@ -1,8 +1,7 @@
 """``policy`` subcommand: check a policy file, and keep versioned snapshots of policy sets (D5).
 
-Exit codes follow the CLI's contract: 0 fine, 1 a finding (a problem in a policy file, a corrupt
-store, a corrupt historical revision), 2 unusable input (an unreadable file or store directory, a
-revision that does not exist), always as one line on stderr, never a traceback.
+Exit codes: ``exit_codes.COMMANDS["policy check"]`` and the other ``policy`` actions'; unusable input is
+one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, problem_line
+from otel_route_shadow.cli.common import CliError, problem_line
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.store import (
     CorruptSnapshotError,
@@ -54,30 +54,44 @@ def register(sub: Any) -> None:
     commands = parser.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
 
     check = commands.add_parser(
-        "check", help="validate a policy file; exit 1 when it has an error (or, with --strict, a warning)"
+        "check",
+        help="validate a policy file; exit 1 when it has an error (or, with --strict, a warning)",
+        epilog=epilog("policy check"),
     )
     check.add_argument("file", metavar="FILE", help='policy file: {"policies": [...]}')
     _strict_argument(check)
     check.set_defaults(handler=_check)
 
-    save = commands.add_parser("save", help="validate FILE and save it as the store's next revision")
+    save = commands.add_parser(
+        "save", help="validate FILE and save it as the store's next revision", epilog=epilog("policy save")
+    )
     save.add_argument("file", metavar="FILE", help='policy file: {"policies": [...]}')
     _store_argument(save)
     _json_argument(save)
     _strict_argument(save)
     save.set_defaults(handler=_save)
 
-    show = commands.add_parser("show", help="state, revision, hash and policy count; exit 1 when corrupt")
+    show = commands.add_parser(
+        "show",
+        help="state, revision, hash and policy count; exit 1 when corrupt",
+        epilog=epilog("policy show"),
+    )
     _store_argument(show)
     _json_argument(show)
     show.set_defaults(handler=_show)
 
-    history = commands.add_parser("history", help="every revision, verified; exit 1 when any is not ok")
+    history = commands.add_parser(
+        "history", help="every revision, verified; exit 1 when any is not ok", epilog=epilog("policy history")
+    )
     _store_argument(history)
     _json_argument(history)
     history.set_defaults(handler=_history)
 
-    diff = commands.add_parser("diff", help="policies added, removed and changed (by field) from A to B")
+    diff = commands.add_parser(
+        "diff",
+        help="policies added, removed and changed (by field) from A to B",
+        epilog=epilog("policy diff"),
+    )
     diff.add_argument("a", metavar="A", type=_revision_number, help="revision number (0: the empty set)")
     diff.add_argument("b", metavar="B", type=_revision_number, help="revision number")
     _store_argument(diff)
@@ -85,14 +99,18 @@ def register(sub: Any) -> None:
     diff.set_defaults(handler=_diff)
 
     repair = commands.add_parser(
-        "repair", help="move a corrupt snapshot aside with its evidence so saving can continue"
+        "repair",
+        help="move a corrupt snapshot aside with its evidence so saving can continue",
+        epilog=epilog("policy repair"),
     )
     _store_argument(repair)
     _json_argument(repair)
     repair.set_defaults(handler=_repair)
 
     export = commands.add_parser(
-        "export", help="print a revision (default: the current one) as a policy file for 'policy save'"
+        "export",
+        help="print a revision (default: the current one) as a policy file for 'policy save'",
+        epilog=epilog("policy export"),
     )
     _store_argument(export)
     export.add_argument("--revision", type=_revision_number, default=None, metavar="N")

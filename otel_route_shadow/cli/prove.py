@@ -6,8 +6,7 @@ chain, never a record line. ``prove CHAIN --seq N --receipt [--policy P] [--reco
 prints a C2SP tlog-proof receipt (``receipts``). ``verify-proof --proof P --checkpoint C --key VKEY
 [--record LINEFILE]`` checks a proof offline, without the chain; with ``--policy`` the checkpoint must
 also meet the policy's quorum; ``verify-proof --receipt R --record LINEFILE --policy P`` checks a receipt.
-Exit codes: 0 holds (and, with ``--policy``, the quorum is met), 1 does not hold (or a checkpoint or a
-cosignature does not authenticate), 2 unusable input, 3 the quorum is not met (insufficient evidence).
+Exit codes: ``exit_codes.COMMANDS["prove"]`` and ``["verify-proof"]``.
 """
 
 from __future__ import annotations
@@ -20,30 +19,30 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from otel_route_shadow.cli.checkpoints import authenticated_checkpoint, read_notes, read_verifiers
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, CliError, read_text_file
+from otel_route_shadow.cli.common import CliError, read_text_file
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, epilog
 from otel_route_shadow.cli.receipts import prove_receipt, receipt_policy, verify_receipt_file
 from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_policy
 from otel_route_shadow.files import FileRefused, read_regular
+from otel_route_shadow.strict_json import schema_problem
 from otel_route_shadow.tlog import (
+    CHECKPOINT_FILE,
     DEFAULT_SKEW_S,
     REBUILD_HINT,
     AttestationError,
     AuthenticationError,
     Checkpoint,
+    ConsistencyProofDoc,
+    InclusionProofDoc,
     LogDirectory,
     Policy,
+    ProofDoc,
     ProofError,
     TileError,
     TileReader,
     Verifier,
     attest_checkpoint,
     authenticate,
-)
-from otel_route_shadow.tlog.directory import CHECKPOINT_FILE
-from otel_route_shadow.tlog.proofs import (
-    ConsistencyProofDoc,
-    InclusionProofDoc,
-    ProofDoc,
     check_consistency_doc,
     check_inclusion_doc,
     prove_consistency,
@@ -64,10 +63,9 @@ def register(sub: Any) -> None:
             "Print a proof as JSON, built from the tiles beside CHAIN (no record line is read): "
             "--seq N proves record N is in the checkpoint's tree; --from M [--to N] proves the tree of M "
             "records is a prefix of the tree of N. Default checkpoint: CHAIN.tlog/checkpoint (the latest). "
-            "--seq N --receipt prints a C2SP tlog-proof receipt instead. Exit 0 done, 1 the chain's line is "
-            "not the record the checkpoint signed (--receipt), 2 unusable input, 3 no checkpoint covering "
-            "the record meets the quorum (--receipt --policy)."
+            "--seq N --receipt prints a C2SP tlog-proof receipt instead."
         ),
+        epilog=epilog("prove"),
     )
     prove.add_argument("chain", metavar="CHAIN", help="chain file (its tiles are in CHAIN.tlog/)")
     what = prove.add_mutually_exclusive_group(required=True)
@@ -102,9 +100,9 @@ def register(sub: Any) -> None:
             "inclusion proof, --record LINEFILE (the record's line) ties the proof to that record. For a "
             "consistency proof, give the newer checkpoint and optionally the older one (--checkpoint twice). "
             "With --policy, the checkpoint must also meet the tlog-policy's quorum of witnesses. "
-            "--receipt FILE --record LINEFILE --policy FILE checks a receipt from `prove --receipt` alone. "
-            "Exit 0 holds (and the quorum is met), 1 does not hold, 2 unusable input, 3 quorum not met."
+            "--receipt FILE --record LINEFILE --policy FILE checks a receipt from `prove --receipt` alone."
         ),
+        epilog=epilog("verify-proof"),
     )
     what = check.add_mutually_exclusive_group(required=True)
     what.add_argument("--proof", metavar="FILE", help="proof JSON from `prove` (- for stdin)")
@@ -258,9 +256,7 @@ def _read_proof(path: str) -> InclusionProofDoc | ConsistencyProofDoc:
     try:
         return _PROOF_ADAPTER.validate_json(text)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "document"
-        raise CliError(f"{path}: not a proof: {where}: {first.get('msg', 'invalid')}") from None
+        raise CliError(f"{path}: not a proof: {schema_problem(exc)}") from None
 
 
 def _read_record(path: str) -> bytes:

@@ -21,9 +21,10 @@ import sys
 import time
 from collections.abc import Callable
 
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, CliError, read_text_file
+from otel_route_shadow.cli.common import CliError, check_output, read_text_file, write_output
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK
 from otel_route_shadow.cli.witnessed import attestation_problem, read_policy
-from otel_route_shadow.files import FileRefused, open_regular, write_atomic
+from otel_route_shadow.files import FileRefused, open_regular
 from otel_route_shadow.lines import complete_end, read_line_blocks
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
@@ -57,6 +58,8 @@ def prove_receipt(
     its line to ``args.record_out``; ``checkpoint_of`` reads a note's checkpoint."""
     chain: str = args.chain
     seq: int = args.seq
+    if args.record_out:
+        check_output(args.record_out, "--record-out")  # before anything is printed
     directory = LogDirectory(chain)
     if note is None and args.policy:
         note = _attested_note(directory, read_policy(args.policy), seq, args.policy)
@@ -79,10 +82,7 @@ def prove_receipt(
         )
     sys.stdout.write(format_receipt(Receipt(seq, tuple(proof), note)))
     if args.record_out:
-        try:
-            write_atomic(args.record_out, line + b"\n")
-        except OSError as exc:
-            raise CliError(f"--record-out {args.record_out}: {exc.strerror or exc}") from None
+        write_output(args.record_out, line + b"\n", "--record-out")
     else:
         print(
             "otel-route-shadow: note: the record's line is not written (--record-out FILE)", file=sys.stderr

@@ -4,16 +4,13 @@
     otel-route-shadow whatif CHAIN (--policies FILE | --store DIR --revision N) [--store DIR] ...
     otel-route-shadow matrix (--policies FILE | --store DIR [--revision N]) [--chain CHAIN] [--repo R] ...
 
-Exit codes: 0 done; 1 a finding (an unverifiable chain: refused, or flagged with --allow-unverified;
-whatif integrity findings; whatif changes with --fail-on-change); 2 unusable input (a missing or empty
-chain, a policy file that fails validation, a bad option). See docs/reports.md.
+Exit codes: ``exit_codes.COMMANDS["report"]``, ``["whatif"]`` and ``["matrix"]``. See docs/reports.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -47,7 +44,8 @@ from otel_route_shadow.analysis import (
     store_snapshot,
 )
 from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError, cap_jobs
+from otel_route_shadow.cli.common import CliError, cap_jobs, check_output, write_output
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.cli.matrix_text import render_csv, render_json, render_table
 from otel_route_shadow.cli.progress import TerminalProgress
 from otel_route_shadow.cli.report_html import render_html
@@ -110,6 +108,7 @@ def _register_report(sub: Any) -> None:
             "and rejected reasons, the share of bypass traffic (direct-http spawns no gateway policy could "
             "bind) and per-mechanism readiness. Refuses an unverifiable chain unless --allow-unverified."
         ),
+        epilog=epilog("report"),
     )
     _common_chain_args(parser)
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report with charts")
@@ -150,8 +149,9 @@ def _register_whatif(sub: Any) -> None:
         description=(
             "Replay each recorded route context through explain against a candidate snapshot (a policy "
             "file, or a store revision) and report which decisions change and how. Records that do not "
-            "reproduce from the snapshot they cite are integrity findings (exit 1), never differences."
+            "reproduce from the snapshot they cite are integrity findings, never differences."
         ),
+        epilog=epilog("whatif"),
     )
     _common_chain_args(parser)
     parser.add_argument("--policies", metavar="FILE", help='candidate policy file ({"policies": [...]})')
@@ -180,6 +180,7 @@ def _register_matrix(sub: Any) -> None:
             "snapshot. Axis values come from the options, or (for axes not given) from the contexts seen "
             "in --chain. Repeat an option or comma-separate values; 'none' means the value is absent."
         ),
+        epilog=epilog("matrix"),
     )
     parser.add_argument("--policies", metavar="FILE", help="policy file to resolve against")
     parser.add_argument("--store", metavar="DIR", help="policy store to resolve against")
@@ -262,9 +263,9 @@ def _handle_report(args: argparse.Namespace) -> int:
     _check_jobs(args)
     specs = _specs(args)
     window = _window(args)
-    html_path = Path(args.html) if args.html else None
-    if html_path is not None and html_path.is_dir():
-        raise CliError(f"--html {html_path}: is a directory")
+    html_path: str | None = args.html or None
+    if html_path is not None:
+        check_output(html_path, "--html")  # before the chain is read, not after
     try:
         loader = cited_loader(args.store) if args.store else None
     except SnapshotSourceError as exc:
@@ -296,10 +297,7 @@ def _handle_report(args: argparse.Namespace) -> int:
     finally:
         progress.finish()
     if html_path is not None:
-        try:
-            html_path.write_text(render_html(report, top=args.top), encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"--html {html_path}: cannot write: {exc.strerror or exc}") from None
+        write_output(html_path, render_html(report, top=args.top).encode("utf-8"), "--html")
     if args.json:
         _write_stdout(_dump(report.as_dict(top=args.top)))
     else:

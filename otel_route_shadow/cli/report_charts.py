@@ -12,7 +12,7 @@ from typing import Final
 
 from otel_route_shadow.analysis import SERVED_DIFFERS, UNSPECIFIED, Tally, TimelinePoint, rate, width_label
 from otel_route_shadow.cli.text_table import pct
-from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
+from otel_route_shadow.core import REQUIREMENT_DEFIED
 
 __all__ = [
     "AGREED_COLOR",

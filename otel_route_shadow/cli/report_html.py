@@ -45,7 +45,7 @@ from otel_route_shadow.cli.report_charts import (
 )
 from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, evidence_lines
 from otel_route_shadow.cli.text_table import pct
-from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
+from otel_route_shadow.core import REQUIREMENT_DEFIED
 from otel_route_shadow.version import __version__
 
 __all__ = ["render_html"]

@@ -34,7 +34,7 @@ from otel_route_shadow.analysis import (
     width_label,
 )
 from otel_route_shadow.cli.text_table import aligned, duration, pct
-from otel_route_shadow.core.shadow import REQUIREMENT_DEFIED
+from otel_route_shadow.core import REQUIREMENT_DEFIED
 
 __all__ = ["FLAPPING_SHOWN", "evidence_lines", "format_report", "usage_lines"]
 

@@ -3,23 +3,24 @@
 Each log is served under its origin (``http://HOST:PORT/<origin>/checkpoint`` ...), read-only, every
 resource authenticated against the log's checkpoint first (``server``, ``tlog.PublishedLog``). Prints
 one line per log (``serving <origin> ... at <url>``) on stdout once it listens; problems go to stderr,
-one line each. SIGTERM or SIGINT stops it cleanly (exit 0). Exit 2: a chain without a checkpoint, a
-checkpoint that does not authenticate, an address that cannot be listened on.
+one line each. SIGTERM or SIGINT stops it cleanly. Exit codes: ``exit_codes.COMMANDS["serve"]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from otel_route_shadow.addresses import is_loopback
 from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import EXIT_OK, CliError, input_file
+from otel_route_shadow.cli.common import CliError, count_argument, input_file
+from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
 from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
 from otel_route_shadow.tlog import (
@@ -46,6 +47,7 @@ def register(sub: Any) -> None:
             "every resource authenticated against the log's checkpoint before it is sent. "
             "Stops cleanly on SIGTERM or SIGINT."
         ),
+        epilog=epilog("serve"),
     )
     parser.add_argument("chains", nargs="+", metavar="CHAIN", help="chain file (its log is CHAIN.tlog/)")
     parser.add_argument(
@@ -63,22 +65,12 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--max-connections",
-        type=_positive,
+        type=count_argument(1, 10_000),
         default=_DEFAULTS.max_connections,
         metavar="N",
         help=f"connections served at once; more are answered 503 (default {_DEFAULTS.max_connections})",
     )
     parser.set_defaults(handler=_run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError("must be 1 to 10000")
-    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -94,17 +86,20 @@ def _run(args: argparse.Namespace) -> int:
         server = LogServer((host, port), site, Limits(max_connections=args.max_connections))
     except OSError as exc:
         raise CliError(f"--listen {args.listen}: cannot listen: {exc.strerror or exc}") from None
-    if not _loopback(host):
+    if not is_loopback(host):
         print(
             f"otel-route-shadow: note: listening on {host}, not a loopback address: "
             "every client that reaches it can read these logs",
             file=sys.stderr,
         )
-    for log in logs:
-        print(f"serving {log.origin} (size {log.size}, {log.chain_path}) at {server.url}/{log.origin}/")
-        _report_long_entries(log)
-    sys.stdout.flush()
-    return _serve(server)
+
+    def announce() -> None:
+        for log in logs:
+            print(f"serving {log.origin} (size {log.size}, {log.chain_path}) at {server.url}/{log.origin}/")
+            _report_long_entries(log)
+        sys.stdout.flush()
+
+    return _serve(server, announce)
 
 
 def _open(chain: str, verifiers: list[Verifier]) -> PublishedLog:
@@ -129,7 +124,9 @@ def _report_long_entries(log: PublishedLog) -> None:
         print(f"otel-route-shadow: note: {log.origin}: {line.strip()}", file=sys.stderr)
 
 
-def _serve(server: LogServer) -> int:
+def _serve(server: LogServer, announce: Callable[[], None]) -> int:
+    """Serve until SIGTERM or SIGINT; ``announce`` says so once the signals are handled (a supervisor
+    that stops the server as soon as it reads the announcement gets a clean stop, exit 0)."""
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -139,6 +136,7 @@ def _serve(server: LogServer) -> int:
     thread = threading.Thread(target=server.serve_forever, name="route-shadow-serve", daemon=True)
     thread.start()
     try:
+        announce()
         while not stop.wait(1.0):
             if not thread.is_alive():
                 break
@@ -162,15 +160,6 @@ def listen_address(text: str) -> tuple[str, int]:
     if not colon or not host or not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65535:
         raise CliError(f"--listen {text}: not HOST:PORT (port 0 to 65535)")
     return host, int(port_text)
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _log_to_stderr() -> None:

@@ -1,13 +1,9 @@
 """``otel-route-shadow verify CHAIN``: check a decision chain's hash links, its checkpoints, and what a
 quorum of witnesses attests (``--policy``).
 
-Exit codes: 0 intact (record count and head hash; with checkpoints, consistent with every one; with
-``--policy``, attested by the quorum up to ``--max-unwitnessed`` records from the end), 1 broken or torn
-tail (first bad seq, reason class and line number), a checkpoint that does not hold or a cosignature
-that does not verify, 2 unusable input (the file cannot be read, a malformed policy, key, note or
-cosignature), 3 insufficient evidence (``--policy``: no checkpoint the chain matches meets the quorum,
-or more records than ``--max-unwitnessed`` lie beyond the largest one that does). ``--json`` prints one
-object for machines; on a terminal a progress bar tracks large chains on stderr.
+Intact: the record count and head hash; broken: the first bad seq, its reason class and line number.
+Exit codes: ``exit_codes.COMMANDS["verify"]``. ``--json`` prints one object for machines; on a terminal
+a progress bar tracks large chains on stderr.
 """
 
 from __future__ import annotations
@@ -20,7 +16,8 @@ import time
 from typing import Any, TextIO
 
 from otel_route_shadow.chain import VerifyResult, verify_chain
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_OK, CliError, cap_jobs, input_file
+from otel_route_shadow.cli.common import CliError, cap_jobs, count_argument, input_file
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import (
     check_checkpoints,
     checkpoint_inputs,
@@ -49,17 +46,15 @@ def register(sub: Any) -> None:
         description=(
             "Walk a decision chain and name the first seq whose links do not hold; with --key or "
             "--checkpoint, prove it consistent with every checkpoint; with --policy, say up to which size "
-            "a quorum of witnesses attests it. Exit 0 when intact (and consistent, and attested), 1 when "
-            "broken, when an append did not finish (torn tail), or when a checkpoint or a cosignature does "
-            "not hold, 2 for unusable input, 3 for insufficient evidence (--policy: records beyond the "
-            "largest quorum-attested checkpoint, more than --max-unwitnessed)."
+            "a quorum of witnesses attests it."
         ),
+        epilog=epilog("verify"),
     )
     parser.add_argument("chain", metavar="CHAIN", help="chain file (JSON lines)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.add_argument(
         "--jobs",
-        type=_jobs,
+        type=count_argument(0),
         default=1,
         metavar="N",
         help="verify with N processes (0: one per CPU); pays off on chains of many megabytes",
@@ -92,7 +87,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--max-unwitnessed",
-        type=_count,
+        type=count_argument(0),
         metavar="N",
         help="with --policy: up to N records may lie beyond the largest quorum-attested checkpoint "
         "(default 0: any is insufficient evidence, exit 3)",
@@ -100,29 +95,9 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=_run)
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
-def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 (one per CPU) or more")
-    return value or (os.cpu_count() or 1)
-
-
 def _run(args: argparse.Namespace) -> int:
     path: str = input_file(args.chain)
-    jobs = cap_jobs(args.jobs)
+    jobs = cap_jobs(args.jobs or os.cpu_count() or 1)
     if args.max_unwitnessed is not None and not args.policy:
         raise CliError("--max-unwitnessed goes with --policy")
     policy = read_policy(args.policy) if args.policy else None

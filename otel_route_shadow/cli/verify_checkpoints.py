@@ -9,6 +9,7 @@ from otel_route_shadow.chain import VerifyResult
 from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.tlog import (
+    CHECKPOINTS_FILE,
     MAX_ENTRY_BYTES,
     REBUILD_HINT,
     ConsistencyReason,
@@ -22,7 +23,6 @@ from otel_route_shadow.tlog import (
     check_chain,
     long_entries,
 )
-from otel_route_shadow.tlog.directory import CHECKPOINTS_FILE
 
 __all__ = ["check_checkpoints", "checkpoint_inputs", "entry_lines", "human_report", "unservable_bundles"]
 

@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from otel_route_shadow.cli.common import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, CliError
+from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, EXIT_USAGE
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     AttestationError,
@@ -69,7 +70,7 @@ def log_keys(policy: Policy, keys: Sequence[str], path: str) -> list[str]:
 
 def attestation_problem(exc: AttestationError, source: str) -> CliError:
     """A checkpoint that fails under the policy: unusable input when malformed, else a finding."""
-    code = 2 if exc.malformed else EXIT_FINDING
+    code = EXIT_USAGE if exc.malformed else EXIT_FINDING
     return CliError(f"{source}: {exc}", exit_code=code)
 
 

@@ -47,6 +47,15 @@ from otel_route_shadow.core.policy import (
 )
 from otel_route_shadow.core.policy_index import PolicyIndex
 from otel_route_shadow.core.policy_set import EncodedPolicies
+from otel_route_shadow.core.redaction import (
+    REDACTED,
+    cannot_match,
+    is_secret_key,
+    json_pointer_token,
+    redact_text,
+    redact_value,
+    unique_key,
+)
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.resolver import explain, explain_batch, explain_policies
 from otel_route_shadow.core.shadow import (
@@ -87,6 +96,7 @@ __all__ = [
     "LEGACY_RUNG",
     "MECHANISM_CLASS",
     "PROVIDER_BINDINGS",
+    "REDACTED",
     "REQUIREMENT_DEFIED",
     "WARNING_CODES",
     "Account",
@@ -124,6 +134,7 @@ __all__ = [
     "WorkerRole",
     "blocking",
     "build_legacy_route",
+    "cannot_match",
     "canonical_json",
     "canonical_worker_role",
     "canonicalize_repo",
@@ -135,6 +146,8 @@ __all__ = [
     "explain",
     "explain_batch",
     "explain_policies",
+    "is_secret_key",
+    "json_pointer_token",
     "legacy_finding",
     "matches_overlap",
     "mechanism_class",
@@ -147,8 +160,11 @@ __all__ = [
     "precedence_level",
     "reconcile_context",
     "reconcile_legacy_route",
+    "redact_text",
+    "redact_value",
     "repo_identity",
     "rung_of_shape",
     "shadow_decision",
+    "unique_key",
     "validate_policies",
 ]

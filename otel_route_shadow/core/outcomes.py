@@ -1,6 +1,6 @@
 """What one decision says about each policy of its snapshot: decided, tied, outranked, or not matched.
 
-For counting, over a chain, which policies decided nothing (issue 18): a policy of the cited snapshot
+For counting, over a chain, which policies decided nothing: a policy of the cited snapshot
 that is in none of a decision's sets below did not match that context (or was disabled).
 """
 

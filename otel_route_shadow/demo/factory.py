@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from otel_route_shadow.core import Account, LegacyStage, RouteContext, build_legacy_route
-from otel_route_shadow.instrumentation.config import SeamCall
+from otel_route_shadow.instrumentation import SeamCall
 
 __all__ = [
     "ZAI_PINNED_LOOPS",

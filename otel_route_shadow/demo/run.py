@@ -22,8 +22,8 @@ from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
 from otel_route_shadow.core import mechanism_class
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, SeamSpec
+from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow.record import RECORD_KIND
 from otel_route_shadow.store import PolicyFile, RoutingPolicyStore, parse_policy_document, read_policy_file
 
 __all__ = ["DEFAULT_PROJECT", "DemoSummary", "default_policy_file", "run_demo"]

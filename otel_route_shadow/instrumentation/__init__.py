@@ -29,7 +29,8 @@ import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 
-from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.core import redact_text
+from otel_route_shadow.instrumentation import environment_variables
 from otel_route_shadow.instrumentation.config import (
     RouteShadowConfig,
     Seam,
@@ -37,6 +38,7 @@ from otel_route_shadow.instrumentation.config import (
     SeamConfigError,
     SeamSpec,
     default_extractor,
+    env_disabled,
 )
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME, _instruments
@@ -65,6 +67,8 @@ __all__ = [
     "ShadowRuntime",
     "current_runtime",
     "default_extractor",
+    "env_disabled",
+    "environment_variables",
     "shadow_seam",
     "shadow_spawn",
 ]

@@ -43,7 +43,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanKind
 
-from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.core import redact_text
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.version import __version__
 

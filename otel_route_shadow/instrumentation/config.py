@@ -42,7 +42,7 @@ from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY,
     OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY,
 )
-from otel_route_shadow.shadow.record import Spawn
+from otel_route_shadow.shadow import Spawn
 
 __all__ = [
     "Extractor",

@@ -35,7 +35,7 @@ from otel_route_shadow.chain import (
     sanitize_payload,
 )
 from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer
-from otel_route_shadow.shadow.record import record_payload, record_tokens
+from otel_route_shadow.shadow import record_payload, record_tokens
 
 __all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
 

@@ -46,8 +46,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_route_shadow.chain import ChainError, canonical_bytes
-from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
-from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext, redact_text
 from otel_route_shadow.instrumentation.checkpoint_spans import CheckpointSpans, attach_checkpoint_spans
 from otel_route_shadow.instrumentation.config import (
     RouteShadowConfig,
@@ -59,8 +58,7 @@ from otel_route_shadow.instrumentation.exporter import EXIT_FLUSH_S, RouteShadow
 from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME
 from otel_route_shadow.instrumentation.prefetch import SnapshotPrefetch
 from otel_route_shadow.instrumentation.processor import PENDING, RouteShadowSpanProcessor
-from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow.record import (
+from otel_route_shadow.shadow import (
     ShadowRecord,
     Spawn,
     context_json,
@@ -70,6 +68,7 @@ from otel_route_shadow.shadow.record import (
     sanitize_dumped,
     span_name,
 )
+from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore, SnapshotLoad, StoreIOError
 from otel_route_shadow.version import __version__
 

@@ -24,8 +24,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from otel_route_shadow.core import RouteContext
-from otel_route_shadow.core.redaction import redact_text
+from otel_route_shadow.core import RouteContext, redact_text
 from otel_route_shadow.instrumentation.config import (
     Extractor,
     RouteShadowConfig,
@@ -34,7 +33,7 @@ from otel_route_shadow.instrumentation.config import (
     default_extractor,
 )
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
-from otel_route_shadow.shadow.record import ShadowRecord, Spawn
+from otel_route_shadow.shadow import ShadowRecord, Spawn
 
 __all__ = [
     "SeamKind",

@@ -28,9 +28,10 @@ from otel_route_shadow.core import (
     canonical_json,
     explain,
     reconcile_context,
+    redact_text,
+    redact_value,
     shadow_decision,
 )
-from otel_route_shadow.core.redaction import redact_text, redact_value
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [

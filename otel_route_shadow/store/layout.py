@@ -17,7 +17,13 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from otel_route_shadow.files import FileRefused, fsync_directory, read_regular, remove_temporaries
+from otel_route_shadow.files import (
+    FileRefused,
+    fsync_directory,
+    open_regular,
+    read_regular,
+    remove_temporaries,
+)
 from otel_route_shadow.locking import flock_within
 from otel_route_shadow.store.errors import PolicyStoreError, StoreIOError
 from otel_route_shadow.store.snapshot_format import MAX_REVISION
@@ -166,6 +172,8 @@ class StoreLayout:
             raise StoreIOError(f"{self.root}: {exc}") from None
         except PolicyStoreError:
             raise
+        except FileRefused as exc:  # the lock file is a FIFO, a directory, a link ...
+            raise StoreIOError(f"{self.root}: cannot write: {exc}") from None
         except OSError as exc:
             raise StoreIOError(
                 f"{self.root}: cannot write: {exc.strerror or type(exc).__name__}"
@@ -195,7 +203,7 @@ def exclusive_lock(path: str, timeout: float) -> Iterator[None]:
     Each call opens its own descriptor, and ``flock`` locks belong to the open file description, so
     two threads of one process exclude each other as two processes do.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT, 0o644, follow_symlinks=False)
     with _holding(fd, fcntl.LOCK_EX, timeout, 0.005):
         yield
 
@@ -208,7 +216,7 @@ def shared_lock(path: str, timeout: float) -> Iterator[None]:
     file means no writer has ever started here.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_regular(path, follow_symlinks=False)
     except FileNotFoundError:
         yield
         return

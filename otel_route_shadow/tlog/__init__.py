@@ -61,6 +61,8 @@ from otel_route_shadow.tlog.cosignature import (
     verify_cosignatures,
 )
 from otel_route_shadow.tlog.directory import (
+    CHECKPOINT_FILE,
+    CHECKPOINTS_FILE,
     Cosigned,
     LogDirectory,
     NoteFile,
@@ -127,6 +129,15 @@ from otel_route_shadow.tlog.policy import (
     parse_policy,
     read_policy_file,
 )
+from otel_route_shadow.tlog.proofs import (
+    ConsistencyProofDoc,
+    InclusionProofDoc,
+    ProofDoc,
+    check_consistency_doc,
+    check_inclusion_doc,
+    prove_consistency,
+    prove_inclusion,
+)
 from otel_route_shadow.tlog.published import (
     NotFound,
     PublishedLog,
@@ -160,6 +171,8 @@ from otel_route_shadow.tlog.tiles import (
 )
 
 __all__ = [
+    "CHECKPOINTS_FILE",
+    "CHECKPOINT_FILE",
     "DEFAULT_SKEW_S",
     "EMPTY_ROOT",
     "MAX_ENTRY_BYTES",
@@ -180,6 +193,7 @@ __all__ = [
     "CheckpointVerdict",
     "Checkpointer",
     "CompactRange",
+    "ConsistencyProofDoc",
     "ConsistencyReason",
     "ConsistencyReport",
     "CosignatureError",
@@ -188,6 +202,7 @@ __all__ = [
     "Cosignatures",
     "Cosigned",
     "EntryIndex",
+    "InclusionProofDoc",
     "KeyFileError",
     "Located",
     "LogDirectory",
@@ -204,6 +219,7 @@ __all__ = [
     "PolicyGroup",
     "PolicyLog",
     "PolicyWitness",
+    "ProofDoc",
     "ProofError",
     "PublishedLog",
     "QuorumReport",
@@ -237,6 +253,8 @@ __all__ = [
     "bundle_path",
     "chain_tree",
     "check_chain",
+    "check_consistency_doc",
+    "check_inclusion_doc",
     "consistency_proof",
     "decode_bundle",
     "default_origin",
@@ -256,6 +274,8 @@ __all__ = [
     "parse_policy",
     "parse_receipt",
     "parse_resource",
+    "prove_consistency",
+    "prove_inclusion",
     "range_hash",
     "read_checkpoint_file",
     "read_note_file",

@@ -41,7 +41,7 @@ from otel_route_shadow.files import (
     write_all,
     write_atomic,
 )
-from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json, schema_problem
 from otel_route_shadow.tlog.cosignature import (
     DEFAULT_SKEW_S,
     CosignatureError,
@@ -224,9 +224,7 @@ class LogDirectory:
         try:
             return State.model_validate(raw)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or "document"
-            raise StateError(f"{path}: not a tree state: {where}: {first.get('msg', 'invalid')}") from None
+            raise StateError(f"{path}: not a tree state: {schema_problem(exc)}") from None
 
     def write_state(self, state: State) -> None:
         write_atomic(self.file(STATE_FILE), state.model_dump_json(exclude_none=True).encode("ascii"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
-from otel_route_shadow.chain import RECORD_HASH_TAIL
+from otel_route_shadow.chain import RECORD_HASH_TAIL, record_hash_of
 
 __all__ = ["GENESIS", "line_holds", "prev_of", "record_hash_holds", "record_hash_of"]
 
@@ -22,11 +22,6 @@ TAIL = RECORD_HASH_TAIL
 """``,"record_hash":"`` + 64 hex digits + ``"}``: the bytes that always end a line."""
 HASH_KEY = b',"record_hash":"'
 PREV_KEY = b',"prev_hash":"'
-
-
-def record_hash_of(line: bytes) -> bytes:
-    """The 64 hex digits (ASCII) the line carries as its record hash."""
-    return line[-66:-2]
 
 
 def record_hash_holds(line: bytes) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from otel_route_shadow.backend import BackendNotFound, BackendSpan, PhoenixBackend, TimeWindow
+from otel_route_shadow.backend import BackendNotFound, BackendSpan, PhoenixBackend, QueryWindow
 from otel_route_shadow.cli import main
 
 from . import chainfile
@@ -36,13 +36,13 @@ class Run:
     backend_url: str
 
 
-def _window(payloads: list[dict[str, Any]]) -> TimeWindow:
+def _window(payloads: list[dict[str, Any]]) -> QueryWindow:
     starts = [int(p["start_time_unix_nano"]) for p in payloads]  # the chain keeps a decimal string
-    return TimeWindow(min(starts), max(starts) + 1)
+    return QueryWindow(min(starts), max(starts) + 1)
 
 
 def wait_for_spans(
-    backend: PhoenixBackend, window: TimeWindow, expected: int, timeout: float = 60.0
+    backend: PhoenixBackend, window: QueryWindow, expected: int, timeout: float = 60.0
 ) -> list[BackendSpan]:
     """Poll until the backend holds ``expected`` seam spans (a fresh project answers 404 at first)."""
     deadline = time.monotonic() + timeout

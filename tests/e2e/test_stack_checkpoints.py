@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from otel_route_shadow.backend import BackendNotFound, PhoenixBackend, TimeWindow
+from otel_route_shadow.backend import BackendNotFound, PhoenixBackend, QueryWindow
 from otel_route_shadow.cli import main
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.tlog import Signer, generate_key_file
@@ -80,7 +80,7 @@ def _host(tmp: Path, name: str) -> tuple[Host, Path]:
 def wait_for_checkpoint(backend: PhoenixBackend, origin: str, size: int, timeout: float = 90.0) -> None:
     """Poll until Phoenix holds the checkpoint of ``size`` for ``origin`` (export is asynchronous)."""
     deadline = time.monotonic() + timeout
-    window = TimeWindow(10**9, time.time_ns() + 3600 * 10**9)
+    window = QueryWindow(10**9, time.time_ns() + 3600 * 10**9)
     seen: list[int] = []
     while time.monotonic() < deadline:
         try:
@@ -145,7 +145,7 @@ def _unsampled_seq(host: Host, fleet: Fleet) -> int:
     backend = PhoenixBackend(fleet.backend, fleet.project)
     payloads = chainfile.payloads(host.chain)
     starts = [int(p["start_time_unix_nano"]) for p in payloads]
-    held = {s.span_id for s in backend.fetch_spans(TimeWindow(min(starts), max(starts) + 1))}
+    held = {s.span_id for s in backend.fetch_spans(QueryWindow(min(starts), max(starts) + 1))}
     return next(seq for seq, p in enumerate(payloads) if seq > 20 and p["span_id"] not in held)
 
 
@@ -162,7 +162,7 @@ def test_each_host_of_the_fleet_agrees_three_origins_in_one_project(
         assert report["coverage"]["witnessed_size"] == SPAWNS and report["coverage"]["unwitnessed"] == 0
         # Checkpoints are made in the checkpointer's own thread: a fast host's are coalesced, so how
         # many there were depends on that thread; that the last one covers every spawn does not.
-        assert 1 <= report["checkpoints"]["witnessed"] <= SPAWNS // CHECKPOINT_EVERY + 1
+        assert 1 <= report["checkpoints"]["held"] <= SPAWNS // CHECKPOINT_EVERY + 1
         assert report["spans"]["orphan_spans"] == []  # the other hosts' spans are not this chain's
         assert 0.1 < report["coverage"]["span_coverage"] < 0.6  # the 30% sampler
 
@@ -231,11 +231,11 @@ def test_an_edit_of_a_record_whose_span_was_sampled_out_disagrees(
     assert report["first_bad_seq"] == target
 
 
-def test_nothing_witnessed_is_insufficient_evidence(fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_to_hold_the_chain_against_is_insufficient_evidence(fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
     code, report = _audit(fleet, capsys, str(fleet.unwitnessed.chain))
     assert code == 3, report
     assert report["verdict"] == "insufficient-evidence"
-    assert report["shortfalls"][0].startswith("nothing witnessed")
+    assert report["shortfalls"][0].startswith("nothing to hold the chain against")
 
 
 def test_a_wrong_key_is_a_bad_checkpoint_and_a_collector_port_is_not_a_witness(

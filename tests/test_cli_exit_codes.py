@@ -1,0 +1,421 @@
+"""The command line's exit codes are stated once (``cli/exit_codes.py``) and they are the truth.
+
+Every command's ``--help`` ends with its lines of the table, the README's table is the table, and each
+command is driven into each code the table lists for it (and the table lists no code no scenario here
+reaches). Scenarios run through ``cli.main`` in this process; ``serve``, which exits only when told to,
+runs in a process of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from backend_support import FakeBackend, Host, phoenix_on_loopback, truncate
+from test_chain_support import edited
+from tlog_support import ORIGIN, append, lines, log_dir
+from witness_support import Cosigner
+
+from otel_route_shadow.backend import Problem
+from otel_route_shadow.cli import audit as audit_cli
+from otel_route_shadow.cli import build_parser, main
+from otel_route_shadow.cli.exit_codes import (
+    COMMANDS,
+    EXIT_CODES,
+    EXIT_INTERRUPTED,
+    epilog,
+)
+from otel_route_shadow.tlog import Checkpointer, Signer
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICIES = str(ROOT / "examples" / "policies.json")
+BAD_POLICIES = str(ROOT / "examples" / "bad-policies.json")
+CONTEXT = str(ROOT / "examples" / "contexts" / "selected-managed-policy.json")
+SIGNER = Signer.generate(ORIGIN)
+KEY = str(SIGNER.verifier())
+WITNESS = Cosigner("witness.example/w0")
+
+
+# -- the table as the README shows it, and as --help shows it ------------------------------------------
+
+
+def readme_table() -> str:
+    """The README's exit-code tables, rendered from ``cli/exit_codes.py``."""
+    rows = ["| exit | name | meaning |", "| --- | --- | --- |"]
+    rows += [f"| {c.number} | {c.name} | {c.meaning} |" for c in EXIT_CODES]
+    rows += ["", "| command | exit | what it means there |", "| --- | --- | --- |"]
+    for command, codes in COMMANDS.items():
+        rows += [
+            f"| {f'`{command}`' if i == 0 else ''} | {number} | {meaning} |"
+            for i, (number, meaning) in enumerate(codes.items())
+        ]
+    return "\n".join(rows)
+
+
+def test_the_readme_table_is_the_table() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme_table() in text, (
+        "README.md's exit-code tables are stale; they should read:\n" + readme_table()
+    )
+
+
+def _commands(
+    parser: argparse.ArgumentParser, prefix: str = ""
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command that runs (``policy`` and ``key`` by action) and its parser."""
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subparsers:
+        yield prefix.strip(), parser
+        return
+    for name, child in subparsers[0].choices.items():
+        yield from _commands(child, f"{prefix}{name} ")
+
+
+def test_every_command_has_its_lines_of_the_table_in_its_help() -> None:
+    found = dict(_commands(build_parser()))
+    assert sorted(found) == sorted(COMMANDS)
+    for command, parser in found.items():
+        assert parser.epilog == epilog(command), command
+        assert "Exit 0" not in (parser.description or ""), f"{command} states its exit codes a second time"
+
+
+# -- every command into every code it lists ------------------------------------------------------------
+
+
+def _chain(tmp_path: Path, records: int = 30) -> Path:
+    chain = tmp_path / "chain.jsonl"
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    append(chain, records, writer, every=records)
+    return chain
+
+
+def _broken(chain: Path) -> Path:
+    chain.write_bytes(b"".join(edited([line + b"\n" for line in lines(chain)], 3)))
+    return chain
+
+
+def _policy(tmp_path: Path) -> str:
+    path = tmp_path / "witnesses.policy"
+    path.write_text(f"log {KEY}\nwitness w0 {WITNESS.verifier}\nquorum w0\n")
+    return str(path)
+
+
+def _proof(tmp_path: Path, chain: Path) -> str:
+    assert (
+        main(["prove", str(chain), "--seq", "1", "--receipt", "--record-out", str(tmp_path / "r.line")]) == 0
+    )
+    return str(tmp_path / "r.line")
+
+
+def _saved_store(tmp_path: Path) -> str:
+    store = tmp_path / "store"
+    assert main(["policy", "save", POLICIES, "--store", str(store)]) == 0
+    return str(store)
+
+
+def _corrupt_store(tmp_path: Path) -> str:
+    store = _saved_store(tmp_path)
+    (Path(store) / "current.json").write_text("{not json")
+    return store
+
+
+def _a_file(tmp_path: Path) -> str:
+    path = tmp_path / "not-a-store"
+    path.write_text("a file where the store's folder should be")
+    return str(path)
+
+
+def _demo_chain(tmp_path: Path) -> str:
+    assert main(["demo", "--spawns", "6", "--quiet", "--out", str(tmp_path / "demo")]) == 0
+    return str(tmp_path / "demo" / "chain.jsonl")
+
+
+def _inclusion_proof(tmp_path: Path) -> tuple[Path, str]:
+    chain = _chain(tmp_path)
+    done = subprocess_free_output(["prove", str(chain), "--seq", "1"])
+    (tmp_path / "proof.json").write_text(done)
+    return chain, str(tmp_path / "proof.json")
+
+
+def subprocess_free_output(argv: list[str]) -> str:
+    """``main(argv)``'s stdout (it must exit 0)."""
+    out = io.StringIO()
+    stdout, sys.stdout = sys.stdout, out
+    try:
+        assert main(argv) == 0
+    finally:
+        sys.stdout = stdout
+    return out.getvalue()
+
+
+def _audit(c: Ctx, host: Host, *extra: str) -> list[str]:
+    c.monkeypatch.setattr(audit_cli, "build_backend", lambda *_: host.witness)
+    return ["audit", str(host.chain), "--backend", "http://fake", *extra]
+
+
+@dataclass
+class Ctx:
+    """What a scenario may use: a folder, the monkeypatch, and a stack closed after the command ran."""
+
+    tmp: Path
+    monkeypatch: pytest.MonkeyPatch
+    stack: contextlib.ExitStack
+
+
+Scenario = Callable[[Ctx], list[str]]
+
+
+def _host(tmp_path: Path, spans: bool = True) -> Host:
+    host = Host(tmp_path / "host", ORIGIN, FakeBackend(), SIGNER).run(20, every=10)
+    if not spans:
+        host.witness.spans.clear()
+    return host
+
+
+def _truncated_host(tmp_path: Path) -> Host:
+    host = _host(tmp_path)
+    truncate(host.chain, 12)
+    return host
+
+
+def _not_a_backend(c: Ctx) -> list[str]:
+    phoenix, url = c.stack.enter_context(phoenix_on_loopback())
+    phoenix.not_phoenix = True  # answers as a collector's OTLP port does
+    return ["audit", str(_chain(c.tmp)), "--backend", url]
+
+
+def _receipt_line_changed(c: Ctx) -> list[str]:
+    chain = _chain(c.tmp)
+    _broken(chain)  # line 3 is no longer the leaf the checkpoint signed
+    return ["prove", str(chain), "--seq", "3", "--receipt"]
+
+
+def _verify_proof(c: Ctx, *keys: str) -> list[str]:
+    chain, proof = _inclusion_proof(c.tmp)
+    return ["verify-proof", "--proof", proof, "--checkpoint", str(log_dir(chain) / "checkpoint"), *keys]
+
+
+def _record_that_is_not_the_leaf(c: Ctx) -> list[str]:
+    chain, proof = _inclusion_proof(c.tmp)
+    other = c.tmp / "other.line"
+    other.write_bytes(lines(chain)[2] + b"\n")
+    return [
+        "verify-proof",
+        "--proof",
+        proof,
+        "--checkpoint",
+        str(log_dir(chain) / "checkpoint"),
+        "--key",
+        KEY,
+        "--record",
+        str(other),
+    ]
+
+
+def _serve_without_a_checkpoint(c: Ctx) -> list[str]:
+    chain = c.tmp / "chain.jsonl"
+    append(chain, 3)
+    return ["serve", str(chain)]  # no checkpoint
+
+
+def _corrupt_revision(c: Ctx) -> list[str]:
+    store = _saved_store(c.tmp)
+    empty = c.tmp / "empty.json"
+    empty.write_text('{"policies": []}')
+    assert main(["policy", "save", str(empty), "--store", store]) == 0  # revision 2 is current
+    (Path(store) / "history" / "0000000001.json").write_text("{not json")
+    return ["policy", "diff", "0", "1", "--store", store]
+
+
+def _demo_broken(c: Ctx) -> list[str]:
+    out = c.tmp / "demo"
+    out.mkdir()
+    chain = _chain(out)
+    _broken(chain)  # the demo appends to a chain that no longer verifies
+    return ["demo", "--spawns", "2", "--quiet", "--out", str(out)]
+
+
+SCENARIOS: dict[tuple[str, int], Scenario] = {
+    ("explain", 0): lambda c: ["explain", "--policies", POLICIES, "--context", CONTEXT],
+    ("explain", 2): lambda c: ["explain", "--policies", POLICIES, "--context", str(c.tmp / "absent.json")],
+    ("policy check", 0): lambda c: ["policy", "check", POLICIES],
+    ("policy check", 1): lambda c: ["policy", "check", BAD_POLICIES],
+    ("policy check", 2): lambda c: ["policy", "check", str(c.tmp / "absent.json")],
+    ("policy save", 0): lambda c: ["policy", "save", POLICIES, "--store", str(c.tmp / "store")],
+    ("policy save", 1): lambda c: ["policy", "save", BAD_POLICIES, "--store", str(c.tmp / "store")],
+    ("policy save", 2): lambda c: [
+        "policy",
+        "save",
+        str(c.tmp / "absent.json"),
+        "--store",
+        str(c.tmp / "store"),
+    ],
+    ("policy show", 0): lambda c: ["policy", "show", "--store", _saved_store(c.tmp)],
+    ("policy show", 1): lambda c: ["policy", "show", "--store", _corrupt_store(c.tmp)],
+    ("policy show", 2): lambda c: ["policy", "show", "--store", _a_file(c.tmp)],
+    ("policy history", 0): lambda c: ["policy", "history", "--store", _saved_store(c.tmp)],
+    ("policy history", 1): lambda c: ["policy", "history", "--store", _corrupt_store(c.tmp)],
+    ("policy history", 2): lambda c: ["policy", "history", "--store", _a_file(c.tmp)],
+    ("policy diff", 0): lambda c: ["policy", "diff", "0", "1", "--store", _saved_store(c.tmp)],
+    ("policy diff", 1): _corrupt_revision,
+    ("policy diff", 2): lambda c: ["policy", "diff", "0", "7", "--store", _saved_store(c.tmp)],
+    ("policy export", 0): lambda c: ["policy", "export", "--store", _saved_store(c.tmp)],
+    ("policy export", 1): lambda c: ["policy", "export", "--store", _corrupt_store(c.tmp)],
+    ("policy export", 2): lambda c: ["policy", "export", "--revision", "7", "--store", _saved_store(c.tmp)],
+    ("policy repair", 0): lambda c: ["policy", "repair", "--store", _corrupt_store(c.tmp)],
+    ("policy repair", 2): lambda c: ["policy", "repair", "--store", _a_file(c.tmp)],
+    ("verify", 0): lambda c: ["verify", str(_chain(c.tmp)), "--key", KEY],
+    ("verify", 1): lambda c: ["verify", str(_broken(_chain(c.tmp)))],
+    ("verify", 2): lambda c: ["verify", str(c.tmp / "absent.jsonl")],
+    ("verify", 3): lambda c: ["verify", str(_chain(c.tmp)), "--policy", _policy(c.tmp)],
+    ("prove", 0): lambda c: ["prove", str(_chain(c.tmp)), "--seq", "1"],
+    ("prove", 1): _receipt_line_changed,
+    ("prove", 2): lambda c: ["prove", str(_chain(c.tmp)), "--seq", "30"],
+    ("prove", 3): lambda c: [
+        "prove",
+        str(_chain(c.tmp)),
+        "--seq",
+        "1",
+        "--receipt",
+        "--policy",
+        _policy(c.tmp),
+    ],
+    ("verify-proof", 0): lambda c: _verify_proof(c, "--key", KEY),
+    ("verify-proof", 1): _record_that_is_not_the_leaf,
+    ("verify-proof", 2): lambda c: [
+        "verify-proof",
+        "--proof",
+        str(c.tmp / "absent.json"),
+        "--checkpoint",
+        "x",
+        "--key",
+        KEY,
+    ],
+    ("verify-proof", 3): lambda c: _verify_proof(c, "--policy", _policy(c.tmp)),
+    ("audit", 0): lambda c: _audit(c, _host(c.tmp), "--key", KEY),
+    ("audit", 1): lambda c: _audit(c, _truncated_host(c.tmp), "--key", KEY),
+    ("audit", 2): lambda c: ["audit", str(c.tmp / "absent.jsonl"), "--backend", "http://127.0.0.1:9"],
+    ("audit", 3): lambda c: _audit(c, _host(c.tmp, spans=False)),
+    ("audit", 4): lambda c: [
+        "audit",
+        str(_chain(c.tmp)),
+        "--backend",
+        "http://127.0.0.1:9",
+        "--timeout",
+        "2",
+    ],
+    ("audit", 5): _not_a_backend,
+    ("audit", 6): lambda c: _audit(c, _host(c.tmp), "--key", str(Signer.generate(ORIGIN).verifier())),
+    ("report", 0): lambda c: ["report", _demo_chain(c.tmp)],
+    ("report", 1): lambda c: ["report", str(_broken(_chain(c.tmp)))],
+    ("report", 2): lambda c: ["report", str(c.tmp / "absent.jsonl")],
+    ("whatif", 0): lambda c: ["whatif", _demo_chain(c.tmp), "--policies", POLICIES],
+    ("whatif", 1): lambda c: ["whatif", str(_broken(_chain(c.tmp))), "--policies", POLICIES],
+    ("whatif", 2): lambda c: ["whatif", _demo_chain(c.tmp), "--policies", BAD_POLICIES],
+    ("matrix", 0): lambda c: ["matrix", "--repo", "acme/x", "--policies", POLICIES],
+    ("matrix", 2): lambda c: ["matrix", "--repo", "acme/x", "--policies", str(c.tmp / "absent.json")],
+    ("key generate", 0): lambda c: [
+        "key",
+        "generate",
+        "--name",
+        "example.com/log",
+        "--out",
+        str(c.tmp / "k"),
+    ],
+    ("key generate", 2): lambda c: ["key", "generate", "--name", "café", "--out", str(c.tmp / "k")],
+    ("serve", 2): _serve_without_a_checkpoint,
+    ("demo", 0): lambda c: ["demo", "--spawns", "2", "--quiet", "--out", str(c.tmp / "demo")],
+    ("demo", 1): _demo_broken,
+    ("demo", 2): lambda c: [
+        "demo",
+        "--policies",
+        str(c.tmp / "absent.json"),
+        "--quiet",
+        "--out",
+        str(c.tmp / "demo"),
+    ],
+}
+IN_ITS_OWN_PROCESS = {("serve", 0)}
+
+
+def test_every_code_the_table_lists_has_a_scenario_and_no_other() -> None:
+    listed = {(command, number) for command, codes in COMMANDS.items() for number in codes}
+    assert set(SCENARIOS) | IN_ITS_OWN_PROCESS == listed
+
+
+@pytest.fixture(autouse=True)
+def _no_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+
+
+@pytest.mark.parametrize(("command", "code"), sorted(SCENARIOS), ids=lambda v: str(v))
+def test_each_command_returns_each_code_it_lists(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    code: int,
+) -> None:
+    with contextlib.ExitStack() as stack:
+        argv = SCENARIOS[(command, code)](Ctx(tmp_path, monkeypatch, stack))
+        capsys.readouterr()
+        got = main(argv)
+        out, err = capsys.readouterr()
+    assert got == code, (argv, out[-2000:], err[-2000:])
+    assert "Traceback" not in err
+    if code == 2:
+        assert err.count("\n") >= 1 and err.startswith("otel-route-shadow: "), err
+
+
+@pytest.mark.timeout(120)
+def test_serve_returns_0_when_told_to_stop_as_soon_as_it_says_it_serves(tmp_path: Path) -> None:
+    """It said "serving" before it handled SIGTERM: a supervisor stopping it then got -15, not 0."""
+    chain = _chain(tmp_path)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "otel_route_shadow.cli", "serve", str(chain), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("serving ")  # listening
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def test_an_interrupted_command_returns_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(_args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("otel_route_shadow.cli.key._generate", interrupted)
+    parser = build_parser()
+    monkeypatch.setattr("otel_route_shadow.cli.build_parser", lambda: parser)
+    for command, child in _commands(parser):
+        if command == "key generate":
+            child.set_defaults(handler=interrupted)
+    assert main(["key", "generate", "--name", "a"]) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "otel-route-shadow: interrupted\n"
+
+
+def test_audits_problems_are_named_as_the_table_names_their_codes() -> None:
+    """``audit --json`` names a chain it could not audit by its problem: the table's name for its code
+    (``no-spans`` is the one kind of insufficient evidence that is a problem, not a verdict)."""
+    names = {c.number: c.name for c in EXIT_CODES}
+    for problem in Problem:
+        if problem is not Problem.NO_SPANS:
+            assert problem.value == names[audit_cli._EXIT_OF[problem]]
