@@ -281,7 +281,7 @@ def _verify_worker(path: str, jobs: int, conn: Connection) -> None:
 
 def _complete_size(path: Path) -> int:
     """The file's size with no append in flight (appenders write under an exclusive lock)."""
-    with open(path, "rb", buffering=0) as handle:
+    with os.fdopen(open_regular(path), "rb", buffering=0) as handle:  # a FIFO swapped in never blocks
         fd = handle.fileno()
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_SH)
