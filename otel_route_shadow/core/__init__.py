@@ -49,6 +49,16 @@ from otel_route_shadow.core.policy_index import PolicyIndex
 from otel_route_shadow.core.policy_set import EncodedPolicies
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.resolver import explain, explain_batch, explain_policies
+from otel_route_shadow.core.served import (
+    SERVED_DIFFERS,
+    ServedRoute,
+    ServedSource,
+    ServedStatus,
+    same_model,
+    same_provider,
+    served_status,
+    with_finding,
+)
 from otel_route_shadow.core.shadow import (
     DIVERGENCE_CODES,
     FINDINGS,
@@ -88,6 +98,7 @@ __all__ = [
     "MECHANISM_CLASS",
     "PROVIDER_BINDINGS",
     "REQUIREMENT_DEFIED",
+    "SERVED_DIFFERS",
     "WARNING_CODES",
     "Account",
     "AccountState",
@@ -119,6 +130,9 @@ __all__ = [
     "RoutingAction",
     "RoutingMatch",
     "RoutingPolicy",
+    "ServedRoute",
+    "ServedSource",
+    "ServedStatus",
     "ShadowDecision",
     "Transport",
     "WorkerRole",
@@ -149,6 +163,10 @@ __all__ = [
     "reconcile_legacy_route",
     "repo_identity",
     "rung_of_shape",
+    "same_model",
+    "same_provider",
+    "served_status",
     "shadow_decision",
     "validate_policies",
+    "with_finding",
 ]
