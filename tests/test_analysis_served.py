@@ -166,9 +166,10 @@ def test_served_route_in_every_output(
     assert data["served"]["differs"] == 3
 
 
-def test_entries_helper_is_unchanged_by_the_served_helpers(tmp_path: Path) -> None:
-    # build_chain (every older test) writes no served attribute at all.
+def test_a_record_with_nothing_reported_says_unknown_and_nothing_else_served(tmp_path: Path) -> None:
+    # build_chain (every older test) reports no served route: each record says unknown, no more.
     path = tmp_path / "chain.jsonl"
     build_chain(path, [Entry("A", REVIEW, 2)])
     for _, payload in iter_payloads(path):
-        assert not any(key.startswith("route_shadow.served.") for key in payload["attributes"])
+        served = {k: v for k, v in payload["attributes"].items() if k.startswith("route_shadow.served.")}
+        assert served == {"route_shadow.served.status": "unknown"}

@@ -6,6 +6,7 @@ Nothing here returns a route to a caller: ``record_route_shadow`` returns a reco
 from otel_route_shadow.core import (
     LegacyRoute,
     LegacyStage,
+    ServedRoute,
     ShadowDecision,
     build_legacy_route,
     classify_legacy_mechanism,
@@ -13,6 +14,7 @@ from otel_route_shadow.core import (
     derive_transport,
 )
 from otel_route_shadow.shadow.availability import local_account_availability
+from otel_route_shadow.shadow.flag_event import flag_evaluation
 from otel_route_shadow.shadow.record import (
     RECORD_KIND,
     ShadowRecord,
@@ -24,11 +26,20 @@ from otel_route_shadow.shadow.record import (
     shadow_attributes,
     span_name,
 )
+from otel_route_shadow.shadow.served import (
+    ServedRouteError,
+    served_attributes,
+    served_from_attributes,
+    served_from_headers,
+    served_route,
+)
 
 __all__ = [
     "RECORD_KIND",
     "LegacyRoute",
     "LegacyStage",
+    "ServedRoute",
+    "ServedRouteError",
     "ShadowDecision",
     "ShadowRecord",
     "Spawn",
@@ -36,11 +47,16 @@ __all__ = [
     "classify_legacy_mechanism",
     "compare_routes",
     "derive_transport",
+    "flag_evaluation",
     "local_account_availability",
     "observe",
     "record_payload",
     "record_route_shadow",
     "sanitize_context",
+    "served_attributes",
+    "served_from_attributes",
+    "served_from_headers",
+    "served_route",
     "shadow_attributes",
     "span_name",
 ]
