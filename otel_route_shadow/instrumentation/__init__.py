@@ -31,6 +31,7 @@ from opentelemetry.instrumentation.utils import unwrap
 
 from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.instrumentation.config import (
+    ResponseHook,
     RouteShadowConfig,
     Seam,
     SeamCall,
@@ -54,6 +55,7 @@ from otel_route_shadow.instrumentation.seams import (
 __all__ = [
     "SCHEMA_URL",
     "SCOPE_NAME",
+    "ResponseHook",
     "RouteShadowChainExporter",
     "RouteShadowConfig",
     "RouteShadowInstrumentor",
