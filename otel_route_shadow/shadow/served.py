@@ -165,7 +165,7 @@ def served_attributes(
     carry once ``served`` was reported from ``source``: the values that change."""
     status = served_status(legacy, served)
     out: dict[str, AttributeValue] = {attr.SERVED_STATUS: status.value}
-    if served is not None:
+    if served is not None and served.reported:
         out[attr.SERVED_SOURCE] = source
         if served.provider is not None:
             out[attr.SERVED_PROVIDER] = served.provider
