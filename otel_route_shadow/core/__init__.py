@@ -52,8 +52,6 @@ from otel_route_shadow.core.resolver import explain, explain_batch, explain_poli
 from otel_route_shadow.core.served import (
     SERVED_DIFFERS,
     ServedRoute,
-    ServedSource,
-    ServedStatus,
     same_model,
     same_provider,
     served_status,
@@ -84,6 +82,8 @@ from otel_route_shadow.core.vocabulary import (
     RepoIdentityVersion,
     RequestFace,
     RequirementKind,
+    ServedSource,
+    ServedStatus,
     Transport,
     WorkerRole,
 )

@@ -21,18 +21,16 @@ The comparison, one rule a function:
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from otel_route_shadow.core.context import LegacyRoute
+from otel_route_shadow.core.vocabulary import ServedStatus
 
 __all__ = [
     "SERVED_DIFFERS",
     "ServedRoute",
-    "ServedSource",
-    "ServedStatus",
     "same_model",
     "same_provider",
     "served_status",
@@ -41,21 +39,6 @@ __all__ = [
 
 SERVED_DIFFERS: Final = "served-differs"
 """The finding: the route that served the spawn is not the route its legacy mechanism chose."""
-
-
-class ServedStatus(StrEnum):
-    """``route_shadow.served.status``: what served the spawn, against the route chosen."""
-
-    SAME = "same"
-    DIFFERS = "differs"
-    UNKNOWN = "unknown"
-
-
-class ServedSource(StrEnum):
-    """``route_shadow.served.source``: where the host's report of the served route came from."""
-
-    RESPONSE_HOOK = "response-hook"
-    DESCENDANT_SPAN = "descendant-span"
 
 
 _Text = Annotated[str, Field(max_length=4096)]
