@@ -14,10 +14,11 @@ MEMO_SIZE: Final = 4096
 class RuntimeMemo:
     """The runtime's one memo: a bounded map from a pure key to what was derived from it.
 
-    Keys of the three kinds cannot collide: ``bytes`` (pydantic's JSON of a context seen clean ->
+    Keys of the four kinds cannot collide: ``bytes`` (pydantic's JSON of a context seen clean ->
     its canonical JSON), a 6-tuple (seam, canonical context, snapshot hash, revision, availability,
-    load state -> the decision record) and a 4-tuple starting with ``"index"`` (snapshot identity
-    -> its ``PolicyIndex``). Every value is a pure function of its key, so a hit is exact, never a
+    load state -> the decision record), a 4-tuple starting with ``"index"`` (snapshot identity
+    -> its ``PolicyIndex``) and a 4-tuple starting with ``"served"`` (a decision record with a served
+    route -> what its record adds, and its payload template: ``served.SERVED_KEY``). Every value is a pure function of its key, so a hit is exact, never a
     guess, and nothing here depends on time. Only clean contexts are keys, so no secret is kept.
     At ``limit`` entries the oldest goes first; reads take no lock (a dict read is atomic).
     """

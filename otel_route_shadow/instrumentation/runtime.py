@@ -45,7 +45,7 @@ from typing import Any, Final, cast
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from otel_route_shadow.chain import ChainError, canonical_bytes
+from otel_route_shadow.chain import ChainError, PayloadTemplate, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
 from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.instrumentation.checkpoint_spans import CheckpointSpans, attach_checkpoint_spans
@@ -126,6 +126,7 @@ class SeamObservation:
         "reports",
         "runtime",
         "seam",
+        "served_template",
         "start_ns",
     )
 
@@ -146,6 +147,7 @@ class SeamObservation:
         self.reports: ServedReports | None = None
         self.overrides: dict[str, Any] | None = None
         """What the record adds to the decision's attributes: the served route, when reported."""
+        self.served_template: PayloadTemplate | None = None
 
     def enrich(self, span: Span) -> None:
         """Resolve and put the decision on the span. Called by the span processor at span start, or
@@ -176,11 +178,11 @@ class SeamObservation:
             context = span.get_span_context()
             start = getattr(span, "start_time", None) or self.start_ns
             record = self.record
-            plain = self.error_type is None and self.overrides is None  # the decision's attributes alone
-            if record is not None and record.template is not None and plain:
-                self.runtime.exporter.append_templated(
-                    record.template, context.trace_id, context.span_id, start
-                )
+            template = (
+                record.template if record is not None and self.overrides is None else self.served_template
+            )
+            if template is not None and self.error_type is None:
+                self.runtime.exporter.append_templated(template, context.trace_id, context.span_id, start)
                 return
             attributes: Mapping[str, Any]
             # The very values the span carries: the record's mapping is what enrich() set on it,

@@ -31,14 +31,21 @@ from opentelemetry.trace import Span, StatusCode
 from otel_route_shadow.core import LegacyRoute, ServedRoute, ServedSource, ServedStatus, served_status
 from otel_route_shadow.instrumentation.package import SCOPE_NAME
 from otel_route_shadow.shadow import served_attributes, served_from_attributes, served_route
+from otel_route_shadow.shadow.record import record_template
 
 if TYPE_CHECKING:
     from otel_route_shadow.instrumentation.runtime import SeamObservation
 
-__all__ = ["DESCENDANTS_MAX", "Lineage", "ServedReports", "settle"]
+__all__ = ["DESCENDANTS_MAX", "SERVED_KEY", "Lineage", "ServedReports", "settle"]
 
 DESCENDANTS_MAX: Final = 4096
 """Spans followed under one open seam span; later ones are not read (their seam may say ``unknown``)."""
+SERVED_KEY: Final = "served"
+"""First item of the runtime memo's keys for a decision record with a served route: ``(SERVED_KEY,
+id(record), served route, source)`` -> ``(record, the attributes that change, their payload
+template)``. A hit must hold the very record (an id outlives its object), so it is exact: a factory
+served the same few routes records the served-route variant of a decision as cheaply as the decision
+itself (docs/benchmarks.md, "Caches, windows and threads")."""
 
 
 class ServedReports:
@@ -119,8 +126,9 @@ class Lineage:
 
 def settle(observation: SeamObservation, span: Span, result: Any, error: BaseException | None) -> None:
     """Decide what served the spawn (the hook, else the run's spans) and put it on the span and the
-    observation (``overrides``, what the record adds to the decision's attributes). Nothing reported,
-    or a hook that failed: nothing changes, and the record says ``unknown``."""
+    observation (``overrides``, what the record adds to the decision's attributes, and the record's
+    payload template with them, memoised per decision record and route). Nothing reported, or a hook
+    that failed: nothing changes, and the record says ``unknown``."""
     record = observation.record
     if record is None or (observation.hook is None and observation.reports is None):
         return
@@ -137,7 +145,13 @@ def settle(observation: SeamObservation, span: Span, result: Any, error: BaseExc
         served, source = observation.reports.route(), ServedSource.DESCENDANT_SPAN
     if served is None:
         return
-    overrides = served_attributes(record.attributes, record.shadow.legacy, served, source.value)
-    observation.overrides = overrides
+    memo = observation.runtime.memo
+    key = (SERVED_KEY, id(record), served, source)
+    cached = memo.get(key)
+    if cached is None or cached[0] is not record:  # an id reused by another record is a miss
+        overrides = served_attributes(record.attributes, record.shadow.legacy, served, source.value)
+        cached = (record, overrides, record_template({**record.attributes, **overrides}))
+        memo.put(key, cached)
+    observation.overrides, observation.served_template = cached[1], cached[2]
     if span.is_recording():
-        span.set_attributes(overrides)
+        span.set_attributes(observation.overrides)

@@ -379,3 +379,29 @@ def test_the_report_counts_what_the_hooks_reported(tmp_path: Path) -> None:
     unhooked = sum(job.loop.seam not in hooked for job in factory.plan_jobs(60, factory.FactorySettings()))
     assert report.served.get("unknown", 0) == unhooked
     assert report.as_dict()["served"]["sources"] == {"response-hook": 60 - unhooked}
+
+
+def test_a_served_record_is_the_same_from_its_memoised_template(tmp_path: Path) -> None:
+    """The served-route variant of a decision record is prepared once (the runtime memo): its records
+    say what the attributes say without the memo, and later spawns reuse it."""
+    from otel_route_shadow.instrumentation.served import SERVED_KEY
+
+    recorded: dict[bool, list[dict[str, Any]]] = {}
+    for memo_on in (True, False):
+        h = make_harness(tmp_path / str(memo_on))
+        runtime = h.instrumentor.runtime
+        assert runtime is not None
+        runtime.memo.limit = runtime.memo.limit if memo_on else 0
+        seam = _seam(lambda call, result, error: GLM)
+        try:
+            for _ in range(3):
+                assert seam() is HOST_RESULT
+            served = [k for k in list(runtime.memo._entries) if isinstance(k, tuple) and k[0] == SERVED_KEY]
+            assert len(served) == (1 if memo_on else 0)
+        finally:
+            h.instrumentor.uninstrument()
+            h.provider.shutdown()
+        # the origin names the chain (its path): the one attribute two chains may not share
+        recorded[memo_on] = [{**r["attributes"], attr.ORIGIN: None} for r in h.records()]
+    assert recorded[True] == recorded[False] and len(recorded[True]) == 3
+    assert recorded[True][0][attr.SERVED_STATUS] == "differs"
