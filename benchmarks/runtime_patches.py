@@ -17,6 +17,7 @@ puts everything back on exit. The payload template has its patch in ``benchmarks
 * ``no-flag-event``: no ``feature_flag.evaluation`` event on the seam span (issue 27).
 * ``no-served-path``: the served route's seam path off: the seam span is not followed for the spans of
   its run, and nothing is settled at finish (what a seam without a response hook costs, issue 27).
+* ``no-issue-27``: both of the above: the seam path as it was before the served route and the event.
 * ``with-hook``: every seam has the demo's response hook (``factory.served_by``): the served route is
   settled from each call's result.
 * ``with-hook-no-served-memo``: ``with-hook``, and the memo keeps no served-route variant of a decision
@@ -126,6 +127,12 @@ def _no_served_path() -> Iterator[Probe]:
 
 
 @contextlib.contextmanager
+def _no_issue_27() -> Iterator[Probe]:
+    with _no_flag_event(), _no_served_path():
+        yield dict
+
+
+@contextlib.contextmanager
 def _with_hook() -> Iterator[Probe]:
     from otel_route_shadow.demo import factory
     from otel_route_shadow.instrumentation.config import Seam, SeamSpec
@@ -154,6 +161,7 @@ PATCHES: dict[str, Callable[[], contextlib.AbstractContextManager[Probe]]] = {
     "recheck-every-call": _recheck_every_call,
     "no-flag-event": _no_flag_event,
     "no-served-path": _no_served_path,
+    "no-issue-27": _no_issue_27,
     "with-hook": _with_hook,
     "with-hook-no-served-memo": _with_hook_no_served_memo,
 }
