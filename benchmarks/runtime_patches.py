@@ -14,6 +14,14 @@ puts everything back on exit. The payload template has its patch in ``benchmarks
 * ``chain-reopened``: the chain opened and closed around every append instead of kept open.
 * ``recheck-every-call``: the snapshot re-check window off (``snapshot_recheck_ms`` 0, through the
   documented environment setting): every call looks at the store (two ``stat`` calls).
+* ``no-flag-event``: no ``feature_flag.evaluation`` event on the seam span (issue 27).
+* ``no-served-path``: the served route's seam path off: the seam span is not followed for the spans of
+  its run, and nothing is settled at finish (what a seam without a response hook costs, issue 27).
+* ``no-issue-27``: both of the above: the seam path as it was before the served route and the event.
+* ``with-hook``: every seam has the demo's response hook (``factory.served_by``): the served route is
+  settled from each call's result.
+* ``with-hook-no-served-memo``: ``with-hook``, and the memo keeps no served-route variant of a decision
+  record (each record with a served route walks, sanitizes and encodes its attributes again).
 """
 
 from __future__ import annotations
@@ -98,6 +106,52 @@ def _recheck_every_call() -> Iterator[Probe]:
             os.environ[name] = before
 
 
+@contextlib.contextmanager
+def _no_flag_event() -> Iterator[Probe]:
+    from otel_route_shadow.shadow import record
+
+    with swapped(record, "flag_evaluation", lambda attributes: None):
+        yield dict
+
+
+@contextlib.contextmanager
+def _no_served_path() -> Iterator[Probe]:
+    from otel_route_shadow.instrumentation import runtime
+    from otel_route_shadow.instrumentation.served import Lineage
+
+    with (
+        swapped(Lineage, "follow", lambda self, span, observation: None),
+        swapped(runtime, "settle", lambda observation, span, result, error: None),
+    ):
+        yield dict
+
+
+@contextlib.contextmanager
+def _no_issue_27() -> Iterator[Probe]:
+    with _no_flag_event(), _no_served_path():
+        yield dict
+
+
+@contextlib.contextmanager
+def _with_hook() -> Iterator[Probe]:
+    from otel_route_shadow.demo import factory
+    from otel_route_shadow.instrumentation.config import Seam, SeamSpec
+
+    def seam(self: Any) -> Seam:
+        return Seam(self._resolved_name, self.request_face, self.extractor, factory.served_by)
+
+    with swapped(SeamSpec, "seam", property(seam)):
+        yield dict
+
+
+@contextlib.contextmanager
+def _with_hook_no_served_memo() -> Iterator[Probe]:
+    from otel_route_shadow.instrumentation.served import SERVED_KEY
+
+    with _with_hook(), _memo_without(lambda key: not (isinstance(key, tuple) and key[0] == SERVED_KEY))():
+        yield dict
+
+
 PATCHES: dict[str, Callable[[], contextlib.AbstractContextManager[Probe]]] = {
     "no-memo": _memo_without(lambda key: False),
     "no-decision-memo": _memo_without(lambda key: not (isinstance(key, tuple) and len(key) == 6)),
@@ -105,4 +159,9 @@ PATCHES: dict[str, Callable[[], contextlib.AbstractContextManager[Probe]]] = {
     "export-path": _export_path,
     "chain-reopened": _chain_reopened,
     "recheck-every-call": _recheck_every_call,
+    "no-flag-event": _no_flag_event,
+    "no-served-path": _no_served_path,
+    "no-issue-27": _no_issue_27,
+    "with-hook": _with_hook,
+    "with-hook-no-served-memo": _with_hook_no_served_memo,
 }

@@ -166,9 +166,34 @@ def test_served_route_in_every_output(
     assert data["served"]["differs"] == 3
 
 
-def test_entries_helper_is_unchanged_by_the_served_helpers(tmp_path: Path) -> None:
-    # build_chain (every older test) writes no served attribute at all.
+def test_a_record_with_nothing_reported_says_unknown_and_nothing_else_served(tmp_path: Path) -> None:
+    # build_chain (every older test) reports no served route: each record says unknown, no more.
     path = tmp_path / "chain.jsonl"
     build_chain(path, [Entry("A", REVIEW, 2)])
     for _, payload in iter_payloads(path):
-        assert not any(key.startswith("route_shadow.served.") for key in payload["attributes"])
+        served = {k: v for k, v in payload["attributes"].items() if k.startswith("route_shadow.served.")}
+        assert served == {"route_shadow.served.status": "unknown"}
+
+
+def test_a_chain_the_demo_recorded_shows_its_gateway_fallbacks_and_flapping_keys(tmp_path: Path) -> None:
+    """A real recorded chain (the demo through the instrumentor, its response hooks): the report's served
+    counts are the records' own, the gateway's silent fallbacks are served-differs, and the credit failover
+    that comes and goes makes keys flap."""
+    from otel_route_shadow.demo.run import run_demo
+
+    summary = run_demo(tmp_path / "demo", spawns=120)
+    chain = tmp_path / "demo" / "chain.jsonl"
+    records = [p["attributes"] for _, p in iter_payloads(chain) if p.get("kind") == "route-shadow"]
+    statuses = [a["route_shadow.served.status"] for a in records]
+    report = build_report(chain)
+    assert report.served == {state: statuses.count(state) for state in ("same", "differs", "unknown")}
+    assert report.served["differs"] > 0 and report.served["differs"] == summary.served["differs"]
+    assert report.served["unknown"] == sum(a["route_shadow.seam"] == "subprocess" for a in records)
+    assert all(
+        a["route_shadow.agreed"] is False for a in records if a["route_shadow.served.status"] == "differs"
+    )
+    assert {route for route in report.served_routes} == {("anthropic", "claude-sonnet-4-5", "zai", "glm-5.1")}
+    assert report.noise.flapping and report.noise.part("stable").spawns > 0
+    text, html = format_report(report), render_html(report)
+    assert "served-differs" in text and "flapping keys (" in text
+    assert "Chosen against served (served-differs)" in html

@@ -325,7 +325,9 @@ def test_an_edit_below_the_trusted_point_is_found_by_full(tmp_path: Path, witnes
     lines[12] = lines[12].replace(b'"route_shadow.agreed":true', b'"route_shadow.agreed":false')
     host.chain.write_bytes(b"".join(lines))
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
-    assert report.trusted_from is None and report.verdict is AuditVerdict.DISAGREE and report.first_bad_seq == 12
+    assert (
+        report.trusted_from is None and report.verdict is AuditVerdict.DISAGREE and report.first_bad_seq == 12
+    )
 
 
 def test_a_late_checkpoint_below_the_trusted_size_is_proven_from_the_tiles(

@@ -25,6 +25,8 @@ from otel_route_shadow.core import (
     RepoIdentityVersion,
     RequestFace,
     RequirementKind,
+    ServedSource,
+    ServedStatus,
     Transport,
     WorkerRole,
     canonical_worker_role,
@@ -51,6 +53,8 @@ ENUMS: list[type[StrEnum]] = [
     PolicySource,
     RepoIdentityVersion,
     ReasonCode,
+    ServedStatus,
+    ServedSource,
 ]
 
 

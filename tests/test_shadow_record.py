@@ -6,18 +6,21 @@ import json
 
 from core_strategies import contexts, snapshots
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_route_shadow.core import (
     FINDINGS,
     PolicySnapshot,
     RouteContext,
+    ServedRoute,
     WorkerRole,
     canonical_worker_role,
     legacy_finding,
     reconcile_context,
+    served_status,
 )
 from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow import observe, record_route_shadow
+from otel_route_shadow.shadow import observe, record_route_shadow, served_attributes
 
 # The chain's canonical integers stop at 2**53 - 1 (a store's revisions never get near it).
 recordable_snapshots = snapshots().map(lambda s: s.model_copy(update={"revision": s.revision % 2**53}))
@@ -52,6 +55,14 @@ def test_every_record_is_whole_and_consistent(context: RouteContext, snapshot: P
     verdicts = json.loads(str(a[attr.ACCOUNTS])) if attr.ACCOUNTS in a else []
     assert len(verdicts) <= attr.ACCOUNTS_RECORDED
     assert len(verdicts) + int(a.get(attr.ACCOUNTS_OMITTED, 0)) == len(record.shadow.decision.accounts)
+    # Issue 27: nothing reported yet is unknown, never agreement; nothing else of the served route.
+    assert a[attr.SERVED_STATUS] == "unknown"
+    assert not {
+        attr.SERVED_PROVIDER,
+        attr.SERVED_MODEL,
+        attr.SERVED_SOURCE,
+        attr.GEN_AI_RESPONSE_MODEL,
+    } & set(a)
 
 
 @settings(max_examples=40)
@@ -65,3 +76,39 @@ def test_the_recorded_context_replays_to_the_recorded_decision(
     )
     assert replayed.attributes[attr.DECISION_ID] == record.attributes[attr.DECISION_ID]
     assert attr.CLAIM_MISMATCH not in replayed.attributes
+
+
+served_routes = st.builds(
+    ServedRoute,
+    provider=st.none() | st.sampled_from(["anthropic", "zai", "z.ai", "openai"]),
+    model=st.none() | st.sampled_from(["claude-opus-4-1", "claude-opus-4-1-20250805", "glm-5.1", "gpt-4o"]),
+    fallback=st.booleans(),
+)
+
+
+@settings(max_examples=60)
+@given(
+    contexts,
+    recordable_snapshots,
+    st.none() | served_routes,
+    st.sampled_from(["response-hook", "descendant-span"]),
+)
+def test_a_served_route_that_differs_is_never_agreement(
+    context: RouteContext, snapshot: PolicySnapshot, served: ServedRoute | None, source: str
+) -> None:
+    record = observe("seam", context, snapshot)
+    before = record.attributes
+    changed = served_attributes(before, record.shadow.legacy, served, source)
+    after = {**before, **changed}
+    assert set(after) <= set(DEFINED)
+    status = after[attr.SERVED_STATUS]
+    assert status == served_status(record.shadow.legacy, served).value
+    if status == "differs":
+        assert after[attr.AGREED] is False and "served-differs" in str(after[attr.FINDING]).split(",")
+        assert after[attr.DIVERGENCE] == before.get(attr.DIVERGENCE, "served-differs")
+        assert str(after[attr.FINDING]).split(",") == sorted(
+            {*str(before.get(attr.FINDING) or "served-differs").split(","), "served-differs"}
+        )
+    else:  # same or unknown change nothing of the comparison
+        assert all(after.get(k) == before.get(k) for k in (attr.AGREED, attr.DIVERGENCE, attr.FINDING))
+    assert (attr.SERVED_SOURCE in after) == (served is not None and served.reported)

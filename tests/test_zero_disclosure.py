@@ -211,6 +211,48 @@ def test_canaries_reach_no_span_chain_log_or_cli_output(
         _assert_clean(" ".join(argv), out.getvalue())
 
 
+def test_served_strings_are_redacted_like_every_host_string(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a response hook or a span of the run says served a spawn (issue 27) is a host's string:
+    redacted before it reaches the seam span, the chain or a log line."""
+    caplog.set_level(logging.DEBUG)
+    c = {name: value for name, (value, _) in CANARIES.items()}
+    provider = TracerProvider()
+    spans = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    chain = tmp_path / "chain.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, chain_path=chain, seams=())
+    context = {**_poisoned_context(), "principal_id": "canary"}
+    try:
+        with shadow_spawn(
+            context,
+            seam="canary-hook",
+            response_hook=lambda call, result, error: {"provider": c["bearer"], "model": c["aws"]},
+        ):
+            pass
+        run_attributes = {"gen_ai.provider.name": c["github"], "gen_ai.response.model": c["jwt"]}
+        with (
+            shadow_spawn(context, seam="canary-run"),
+            provider.get_tracer("llm").start_as_current_span("chat", attributes=run_attributes),
+        ):
+            pass
+        with shadow_spawn(  # a mapping no route can be made of: its values never reach the log
+            context, seam="canary-garbage", response_hook=lambda call, result, error: {"provider": [c["pem"]]}
+        ):
+            pass
+    finally:
+        instrumentor.uninstrument()
+    seam_spans = [s for s in spans.get_finished_spans() if "route_shadow.seam" in (s.attributes or {})]
+    assert len(seam_spans) == 3
+    served = [s.attributes.get("route_shadow.served.model") for s in seam_spans]
+    assert served[0] is not None and served[1] is not None  # reported, and redacted
+    _assert_clean("span", json.dumps([json.loads(s.to_json()) for s in seam_spans]))
+    _assert_clean("chain", chain.read_text())
+    _assert_clean("log", caplog.text)
+
+
 def test_the_checkpoint_signing_key_reaches_no_span_chain_log_checkpoint_or_cli_output(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

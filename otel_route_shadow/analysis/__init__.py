@@ -66,11 +66,7 @@ from otel_route_shadow.analysis.served import (
     DIFFERS,
     SAME,
     SERVED_DIFFERS,
-    SERVED_MODEL,
-    SERVED_PROVIDER,
-    SERVED_SOURCE,
     SERVED_STATES,
-    SERVED_STATUS,
     finding_codes,
 )
 from otel_route_shadow.analysis.snapshots import (
@@ -119,11 +115,7 @@ __all__ = [
     "ROUTE_NAMES",
     "SAME",
     "SERVED_DIFFERS",
-    "SERVED_MODEL",
-    "SERVED_PROVIDER",
-    "SERVED_SOURCE",
     "SERVED_STATES",
-    "SERVED_STATUS",
     "TRANSIENT_ONLY",
     "UNREADABLE",
     "UNSPECIFIED",

@@ -28,7 +28,6 @@ from otel_route_shadow.analysis.records import Repeats
 from otel_route_shadow.analysis.served import (
     DIFFERS,
     SERVED_DIFFERS,
-    SERVED_KEYS,
     SERVED_STATES,
     finding_codes,
     served_state,
@@ -163,7 +162,7 @@ CELL_KEYS: Final = (
     attr.SNAPSHOT_REVISION,
     attr.SNAPSHOT_HASH,
     attr.POLICY_ID,
-    *SERVED_KEYS,
+    *attr.SERVED_KEYS,
 )
 """The attributes of a :class:`Cell` after ``agreed``, in its field order."""
 

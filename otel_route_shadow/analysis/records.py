@@ -7,7 +7,9 @@ or any iterable) through :func:`observations`, so the rules below hold for all t
 * a payload that is not an object, or whose ``attributes`` are not an object, is ``malformed``;
 * a payload whose ``kind`` is not ``route-shadow`` is skipped and counted by kind (``skipped_kinds``);
   a ``records-dropped`` event is also summed into ``dropped`` (:class:`DroppedGap`: the records a
-  writer had to drop, so every figure is over what was recorded; whole chain, not windowed);
+  writer had to drop, so every figure is over what was recorded; whole chain, not windowed), and a
+  ``record-truncated`` placeholder into ``truncated`` (:class:`TruncatedRecords`: a record too large
+  to keep, whose content is gone; whole chain, not windowed: a placeholder has no time);
 * with a time window set, a record outside it, or without a readable ``start_time_unix_nano``, is
   ``outside_window``;
 * an observation without ``route_shadow.outcome`` (a shadow path that failed and recorded only its
@@ -27,7 +29,7 @@ from otel_route_shadow.analysis.groups import GroupSpec, spec_name
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn
 from otel_route_shadow.analysis.tally import sorted_counts
 from otel_route_shadow.analysis.window import TimeWindow
-from otel_route_shadow.chain import DROPPED_KIND, DroppedGap
+from otel_route_shadow.chain import DROPPED_KIND, TRUNCATED_KIND, DroppedGap
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
 
@@ -37,6 +39,7 @@ __all__ = [
     "Observation",
     "RecordCounts",
     "Repeats",
+    "TruncatedRecords",
     "flag_rows",
     "observations",
     "start_ns",
@@ -53,6 +56,40 @@ Observation = tuple[int, dict[str, Any], dict[str, Any], int]
 """``(seq, payload, attributes, start ns)``; the start is -1 when the record has no readable one."""
 
 
+TRUNCATED_EXAMPLES: Final = 3
+"""The ``seq`` of the first few placeholders are kept (where to look in the chain)."""
+
+
+@dataclass(slots=True)
+class TruncatedRecords:
+    """The chain's ``record-truncated`` placeholders (``docs/chain-format.md`` section 6): records whose
+    payload was too large for one line, kept as its size and digest only. Their content is in no
+    figure; ``observations`` counts those that stood for a seam observation (``original_kind``)."""
+
+    records: int = 0
+    observations: int = 0
+    first_seqs: list[int] = field(default_factory=list)
+
+    def add(self, seq: int, payload: dict[str, Any]) -> None:
+        self.records += 1
+        self.observations += int(payload.get("original_kind") == RECORD_KIND)
+        if len(self.first_seqs) < TRUNCATED_EXAMPLES:
+            self.first_seqs.append(seq)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"records": self.records, "observations": self.observations, "first_seqs": self.first_seqs}
+
+    def describe(self) -> str:
+        """One line: ``truncated records: none``, or the placeholders (``TRUNCATED: ...``)."""
+        if not self.records:
+            return "truncated records: none"
+        seqs = ", ".join(map(str, self.first_seqs))
+        return (
+            f"TRUNCATED: {self.records} record{'s' if self.records != 1 else ''} too large to keep stand as "
+            f"record-truncated placeholders ({self.observations} of them observations), first at seq {seqs}"
+        )
+
+
 @dataclass(slots=True)
 class RecordCounts:
     """What the reader saw: every record read is in exactly one of these counts."""
@@ -65,6 +102,8 @@ class RecordCounts:
     malformed: int = 0
     dropped: DroppedGap = field(default_factory=DroppedGap)
     """Summed from the ``records-dropped`` events (also counted in ``skipped_kinds``)."""
+    truncated: TruncatedRecords = field(default_factory=TruncatedRecords)
+    """The ``record-truncated`` placeholders (also counted in ``skipped_kinds``)."""
 
     def demote(self) -> None:
         """An observation a consumer could not use after all (a value no exporter writes)."""
@@ -80,7 +119,16 @@ class RecordCounts:
             "without_decision": self.without_decision,
             "malformed": self.malformed,
             "dropped": self.dropped.as_dict(),
+            "truncated": self.truncated.as_dict(),
         }
+
+    def gaps(self) -> list[tuple[bool, str]]:
+        """The records no figure includes, one line each with whether it is a gap to flag: the
+        writer's dropped records, then the truncated ones (``none`` lines unflagged)."""
+        return [
+            (bool(self.dropped.events), self.dropped.describe()),
+            (bool(self.truncated.records), self.truncated.describe()),
+        ]
 
     def describe(self) -> str:
         skipped = ", ".join(f"{k} {v}" for k, v in sorted_counts(self.skipped_kinds)) or "none"
@@ -137,7 +185,7 @@ def start_ns(payload: dict[str, Any], key: str = "start_time_unix_nano") -> int:
     return ns if ns >= 0 else -1
 
 
-def _attributes(payload: Any, counts: RecordCounts) -> dict[str, Any] | None:
+def _attributes(seq: int, payload: Any, counts: RecordCounts) -> dict[str, Any] | None:
     """The attributes of an observation, or None (counted as malformed or skipped)."""
     if not isinstance(payload, dict):
         counts.malformed += 1
@@ -148,6 +196,8 @@ def _attributes(payload: Any, counts: RecordCounts) -> dict[str, Any] | None:
         counts.skipped_kinds[name] = counts.skipped_kinds.get(name, 0) + 1
         if kind == DROPPED_KIND:
             counts.dropped.add(payload)
+        elif kind == TRUNCATED_KIND:
+            counts.truncated.add(seq, payload)
         return None
     attributes = payload.get("attributes")
     if not isinstance(attributes, dict):
@@ -177,7 +227,7 @@ def observations(
         counts.read += 1
         if progress is not None and not counts.read % PROGRESS_EVERY:
             progress(counts.read, total)
-        attributes = _attributes(payload, counts)
+        attributes = _attributes(seq, payload, counts)
         if attributes is None:
             continue
         ns = start_ns(payload)

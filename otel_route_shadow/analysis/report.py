@@ -30,7 +30,6 @@ from otel_route_shadow.analysis.records import AnalysisResult, flag_rows, observ
 from otel_route_shadow.analysis.replaying import CitedLoader
 from otel_route_shadow.analysis.served import (
     SERVED_DIFFERS,
-    SERVED_KEYS,
     SERVED_STATES,
     UNKNOWN,
     finding_codes,
@@ -303,7 +302,9 @@ def decision_example(seq: int, payload: dict[str, Any], attributes: dict[str, An
         },
         "divergence": get(attr.DIVERGENCE),
         "findings": sorted(finding_codes(get(attr.FINDING))),
-        "served": dict(zip(("status", "provider", "model", "source"), map(get, SERVED_KEYS), strict=True)),
+        "served": dict(
+            zip(("status", "provider", "model", "source"), map(get, attr.SERVED_KEYS), strict=True)
+        ),
     }
 
 

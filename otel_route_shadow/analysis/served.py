@@ -1,5 +1,7 @@
 """The served route as the record tells it: what actually served a spawn, beside the route its legacy
-mechanism chose (issue 27: gateways and provider clients fall back on their own).
+mechanism chose (issue 27: gateways and provider clients fall back on their own). The attribute names
+are defined in ``shadow/attributes.py`` and the values in ``core/served.py``, where the recorder takes
+them from.
 
 A record may carry ``route_shadow.served.status`` (``same``, ``differs`` or ``unknown``), the served
 ``provider`` and ``model``, and where the host learnt them (``source``: ``response-hook`` or
@@ -13,37 +15,22 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from otel_route_shadow.core import REQUIREMENT_DEFIED
+from otel_route_shadow.core import REQUIREMENT_DEFIED, SERVED_DIFFERS, ServedStatus
 
 __all__ = [
     "BLOCKING_FINDINGS",
     "DIFFERS",
     "SAME",
     "SERVED_DIFFERS",
-    "SERVED_KEYS",
-    "SERVED_MODEL",
-    "SERVED_PROVIDER",
-    "SERVED_SOURCE",
     "SERVED_STATES",
-    "SERVED_STATUS",
     "UNKNOWN",
     "finding_codes",
     "served_state",
 ]
 
-SERVED_STATUS: Final = "route_shadow.served.status"
-SERVED_PROVIDER: Final = "route_shadow.served.provider"
-SERVED_MODEL: Final = "route_shadow.served.model"
-SERVED_SOURCE: Final = "route_shadow.served.source"
-SERVED_KEYS: Final = (SERVED_STATUS, SERVED_PROVIDER, SERVED_MODEL, SERVED_SOURCE)
-"""The served-route attributes a report reads, in this order."""
-
-SERVED_DIFFERS: Final = "served-differs"
-"""The finding: the route that served the spawn is not the route its legacy mechanism chose."""
-
-SAME: Final = "same"
-DIFFERS: Final = "differs"
-UNKNOWN: Final = "unknown"
+SAME: Final = ServedStatus.SAME.value
+DIFFERS: Final = ServedStatus.DIFFERS.value
+UNKNOWN: Final = ServedStatus.UNKNOWN.value
 SERVED_STATES: Final = (SAME, DIFFERS, UNKNOWN)
 
 BLOCKING_FINDINGS: Final = frozenset({REQUIREMENT_DEFIED, SERVED_DIFFERS})

@@ -56,7 +56,7 @@ from otel_route_shadow.analysis.replaying import (
     Unchecked,
     cited_key,
 )
-from otel_route_shadow.analysis.served import DIFFERS, SERVED_STATUS, finding_codes, served_state
+from otel_route_shadow.analysis.served import DIFFERS, finding_codes, served_state
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, analyse_chain
 from otel_route_shadow.analysis.tally import sorted_counts
 from otel_route_shadow.analysis.usage import UsageTable, usage_table
@@ -230,7 +230,7 @@ class _Replay:
         """The record's cell of the cube, or None when a value cannot be counted (a value no
         exporter writes, such as a list)."""
         recorded = tuple(map(attributes.get, FIELD_KEYS))
-        served = served_state(attributes.get(SERVED_STATUS), finding_codes(attributes.get(attr.FINDING)))
+        served = served_state(attributes.get(attr.SERVED_STATUS), finding_codes(attributes.get(attr.FINDING)))
         before = attributes.get(attr.AGREED) is True and served != DIFFERS
         now = after.agreed and served != DIFFERS
         values = (*recorded, before, *map(attributes.get, self.dim_keys))

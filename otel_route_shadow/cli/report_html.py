@@ -474,9 +474,9 @@ def render_html(report: Report, *, top: int = 3) -> str:
             f"{escape(report.chain.describe())}</p>"
         )
     out.extend(_header(report))
-    if report.records.dropped.events:
-        gap = escape(report.records.dropped.describe())
-        out.append(f'<p class="flag">{gap}; every figure is over the recorded records only</p>')
+    for gap, line in report.records.gaps():
+        if gap:
+            out.append(f'<p class="flag">{escape(line)}; every figure is over the recorded records only</p>')
     if not report.total.spawns:
         out.append(f"<p>no observations in this window: nothing to report{mark}</p>")
     else:

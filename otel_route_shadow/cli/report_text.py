@@ -22,6 +22,7 @@ from otel_route_shadow.analysis import (
     LogEvidence,
     NoisePart,
     NoiseRow,
+    RecordCounts,
     Report,
     Tally,
     UsageTable,
@@ -36,7 +37,7 @@ from otel_route_shadow.analysis import (
 from otel_route_shadow.cli.text_table import aligned, duration, pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED
 
-__all__ = ["FLAPPING_SHOWN", "evidence_lines", "format_report", "usage_lines"]
+__all__ = ["FLAPPING_SHOWN", "evidence_lines", "format_report", "gap_lines", "usage_lines"]
 
 FLAPPING_SHOWN: Final = 10
 """Flapping keys listed in the text and the HTML (the JSON lists every one)."""
@@ -142,16 +143,17 @@ def _header(report: Report) -> list[str]:
         *(f"  {line}" for line in evidence_lines(report.evidence, report.chain.path)),
         f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}",
         f"{report.mark()} {report.records.describe()}",
-        _dropped(report),
+        *gap_lines(report.records, report.mark()),
     ]
 
 
-def _dropped(report: Report) -> str:
-    """The gap the chain records, marked ``!`` (the figures leave those records out), or ``none``."""
-    gap = report.records.dropped
-    if not gap.events:
-        return f"{report.mark()} {gap.describe()}"
-    return f"! {gap.describe()}; every figure is over the recorded records only"
+def gap_lines(records: RecordCounts, mark: str) -> list[str]:
+    """The records no figure includes (dropped by the writer, truncated), each marked ``!`` when
+    there are any, or ``none``."""
+    return [
+        f"! {line}; every figure is over the recorded records only" if gap else f"{mark} {line}"
+        for gap, line in records.gaps()
+    ]
 
 
 def _totals(report: Report, mark: str, top: int) -> list[str]:

@@ -17,7 +17,7 @@ from otel_route_shadow.analysis import (
     sorted_counts,
     top_counts,
 )
-from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, usage_lines
+from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, gap_lines, usage_lines
 from otel_route_shadow.cli.text_table import aligned, pct
 
 __all__ = ["format_whatif", "transition_text"]
@@ -59,6 +59,7 @@ def _header(result: WhatIfResult, mark: str) -> list[str]:
         f"{cand['policies']} policies)",
         f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}",
         f"{mark} {result.records.describe()}; distinct contexts evaluated {result.distinct_contexts}",
+        *gap_lines(result.records, mark),
     ]
 
 

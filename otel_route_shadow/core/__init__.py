@@ -58,6 +58,14 @@ from otel_route_shadow.core.redaction import (
 )
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.resolver import explain, explain_batch, explain_policies
+from otel_route_shadow.core.served import (
+    SERVED_DIFFERS,
+    ServedRoute,
+    same_model,
+    same_provider,
+    served_status,
+    with_finding,
+)
 from otel_route_shadow.core.shadow import (
     DIVERGENCE_CODES,
     FINDINGS,
@@ -83,6 +91,8 @@ from otel_route_shadow.core.vocabulary import (
     RepoIdentityVersion,
     RequestFace,
     RequirementKind,
+    ServedSource,
+    ServedStatus,
     Transport,
     WorkerRole,
 )
@@ -98,6 +108,7 @@ __all__ = [
     "PROVIDER_BINDINGS",
     "REDACTED",
     "REQUIREMENT_DEFIED",
+    "SERVED_DIFFERS",
     "WARNING_CODES",
     "Account",
     "AccountState",
@@ -129,6 +140,9 @@ __all__ = [
     "RoutingAction",
     "RoutingMatch",
     "RoutingPolicy",
+    "ServedRoute",
+    "ServedSource",
+    "ServedStatus",
     "ShadowDecision",
     "Transport",
     "WorkerRole",
@@ -164,7 +178,11 @@ __all__ = [
     "redact_value",
     "repo_identity",
     "rung_of_shape",
+    "same_model",
+    "same_provider",
+    "served_status",
     "shadow_decision",
     "unique_key",
     "validate_policies",
+    "with_finding",
 ]

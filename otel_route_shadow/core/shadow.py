@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from otel_route_shadow.core.context import LegacyRoute
 from otel_route_shadow.core.decision import RouteDecision
 from otel_route_shadow.core.requirements import parse_requirement
+from otel_route_shadow.core.served import SERVED_DIFFERS
 from otel_route_shadow.core.vocabulary import Outcome, PolicySource, RequirementKind
 
 __all__ = [
@@ -39,6 +40,8 @@ DIVERGENCE_CODES: Mapping[str, str] = MappingProxyType(
         "model-differs": "the policy chose another model on the same provider",
         REQUIREMENT_DEFIED: "the decision agrees, but the route that ran defies the spawn's literal "
         "model family (a finding, see FINDINGS)",
+        SERVED_DIFFERS: "the decision agrees, but the spawn was served by another route than the one "
+        "chosen (a finding, see FINDINGS)",
     }
 )
 
@@ -46,6 +49,9 @@ FINDINGS: Mapping[str, str] = MappingProxyType(
     {
         REQUIREMENT_DEFIED: "the route that ran does not satisfy the spawn's literal model family "
         "(a claude-opus request served by GLM after a credit failover, say)",
+        SERVED_DIFFERS: "the route that served the spawn is not the route its legacy mechanism chose "
+        "(a gateway or provider client fell back on its own; recorded when the seam span ends, from "
+        "what the host reported: core.served)",
     }
 )
 """What the shadow layer finds in the route that ran, whatever the decision says."""

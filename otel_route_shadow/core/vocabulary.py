@@ -26,6 +26,8 @@ __all__ = [
     "RepoIdentityVersion",
     "RequestFace",
     "RequirementKind",
+    "ServedSource",
+    "ServedStatus",
     "Transport",
     "WorkerRole",
 ]
@@ -149,6 +151,21 @@ class PolicySource(StrEnum):
 class RepoIdentityVersion(StrEnum):
     CANONICAL = "canonical"
     LEGACY_LOSSY = "legacy-lossy"
+
+
+class ServedStatus(StrEnum):
+    """``route_shadow.served.status``: what served the spawn, against the route chosen."""
+
+    SAME = "same"
+    DIFFERS = "differs"
+    UNKNOWN = "unknown"
+
+
+class ServedSource(StrEnum):
+    """``route_shadow.served.source``: where the host's report of the served route came from."""
+
+    RESPONSE_HOOK = "response-hook"
+    DESCENDANT_SPAN = "descendant-span"
 
 
 class ReasonCode(StrEnum):

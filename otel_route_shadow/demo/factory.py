@@ -3,16 +3,21 @@
 Four spawn seams (agentic runner, subprocess runner, one-shot lightweight agent, gateway streaming),
 and the four legacy mechanisms layered over them: per-role provider dials with six loops pinned to
 z.ai, a repo-wide override, the fleet ratchet onto the gateway at the streaming seam, and a credit
-failover onto GLM that engages midway through a run. The seams are plain host code: the demo
-instruments them exactly as a user would, through ``RouteShadowInstrumentor`` and an extractor.
+failover onto GLM that comes and goes in the second half of a run (so the same decision key gets
+different legacy routes: it flaps). The gateway itself sometimes falls back on its own: the spawn is
+then served by GLM although the legacy route chose Anthropic, and only the gateway's answer says so.
+The seams are plain host code: the demo instruments them exactly as a user would, through
+``RouteShadowInstrumentor``, an extractor and a response hook (``served_by``) on every seam whose
+result names what served it (the subprocess runner's does not: its served route is unknown).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from otel_route_shadow.core import Account, LegacyStage, RouteContext, build_legacy_route
-from otel_route_shadow.instrumentation import SeamCall
+from otel_route_shadow.core import Account, LegacyStage, RouteContext, ServedRoute, build_legacy_route
+from otel_route_shadow.instrumentation import ResponseHook, SeamCall, SeamSpec
 
 __all__ = [
     "ZAI_PINNED_LOOPS",
@@ -24,6 +29,8 @@ __all__ = [
     "extract_job",
     "plan_jobs",
     "run_lightweight_agent",
+    "seam_specs",
+    "served_by",
     "stream_claude_with_telemetry",
 ]
 
@@ -153,13 +160,24 @@ def accounts_for(settings: FactorySettings) -> tuple[Account, ...]:
     )
 
 
+FAILOVER_STRETCH = 8
+"""Spawns per stretch of the credit failover: in the second half of a run it is on for one stretch in
+three. A decision key comes back every 40 spawns (ten loops, four repositories), five stretches later,
+so consecutive spawns of one key find the failover in different states: the legacy route flaps."""
+
+
+def credit_exhausted(number: int, spawns: int) -> bool:
+    """Whether the Anthropic credit is exhausted at spawn ``number`` of ``spawns`` (the failover flaps)."""
+    return number >= spawns // 2 and (number // FAILOVER_STRETCH) % 3 == 1
+
+
 def plan_jobs(spawns: int, settings: FactorySettings) -> list[Job]:
-    """A deterministic schedule; the credit failover engages for the third quarter of the run."""
+    """A deterministic schedule; the credit failover comes and goes in the second half of the run."""
     jobs = []
     for number in range(spawns):
         loop = LOOPS[number % len(LOOPS)]
         repo = REPOS[(number + number // len(LOOPS)) % len(REPOS)]
-        settings.credit_exhausted = spawns // 2 <= number < (3 * spawns) // 4
+        settings.credit_exhausted = credit_exhausted(number, spawns)
         jobs.append(
             Job(
                 number=number,
@@ -201,18 +219,36 @@ def extract_job(call: SeamCall) -> RouteContext | None:
 # -- the four seams --------------------------------------------------------------------------------
 
 
+GATEWAY_FALLBACK_EVERY = 3
+"""The gateway falls back on its own for one spawn in three (by job number): GLM serves it."""
+
+
 @dataclass(frozen=True)
 class SpawnResult:
+    """What a spawn returns: the route it was sent on, and what served it (the gateway's answer)."""
+
     job: int
     provider: str
     model: str | None
     gateway: bool
+    served_provider: str
+    served_model: str | None
 
 
 def _spawn(job: Job) -> SpawnResult:
     final = job.stages[-1]
     model = next((stage.model for stage in reversed(job.stages) if stage.model), None)
-    return SpawnResult(job=job.number, provider=final.provider, model=model, gateway=final.gateway)
+    served = (final.provider, model)
+    if final.gateway and job.number % GATEWAY_FALLBACK_EVERY == 0:
+        served = ("zai", _GLM_MODEL)  # the gateway's own fallback: nothing in the host's route says so
+    return SpawnResult(job.number, final.provider, model, final.gateway, *served)
+
+
+def served_by(call: SeamCall, result: Any, error: BaseException | None) -> ServedRoute | None:
+    """The demo's response hook: a spawn's result names what served it."""
+    if not isinstance(result, SpawnResult):
+        return None
+    return ServedRoute(provider=result.served_provider, model=result.served_model)
 
 
 class AgentRunner:
@@ -245,6 +281,20 @@ SEAMS: dict[str, tuple[str, str]] = {
     "one-shot": ("otel_route_shadow.demo.factory:run_lightweight_agent", "one-shot"),
     "streaming": ("otel_route_shadow.demo.factory:stream_claude_with_telemetry", "agentic"),
 }
+RESPONSE_HOOKS: dict[str, ResponseHook] = {
+    "agentic": served_by,
+    "one-shot": served_by,
+    "streaming": served_by,
+}
+"""The seams whose result names what served the spawn; the subprocess runner's result does not."""
+
+
+def seam_specs() -> tuple[SeamSpec, ...]:
+    """The demo's four seams as the instrumentor takes them (extractor and response hooks included)."""
+    return tuple(
+        SeamSpec(target, face, extract_job, name, RESPONSE_HOOKS.get(name))
+        for name, (target, face) in SEAMS.items()
+    )
 
 
 def dispatch(job: Job) -> SpawnResult:

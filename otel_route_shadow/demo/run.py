@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
 from otel_route_shadow.core import mechanism_class
 from otel_route_shadow.demo import factory
-from otel_route_shadow.instrumentation import RouteShadowInstrumentor, SeamSpec
+from otel_route_shadow.instrumentation import RouteShadowInstrumentor
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyFile, RoutingPolicyStore, parse_policy_document, read_policy_file
@@ -50,6 +50,7 @@ class DemoSummary:
     spawns_by_mechanism: Counter[str] = field(default_factory=Counter)
     spawns_by_class: Counter[str] = field(default_factory=Counter)
     findings: Counter[str] = field(default_factory=Counter)
+    served: Counter[str] = field(default_factory=Counter)
     claim_mismatches: int = 0
     bypass: int = 0
     chain_intact: bool = False
@@ -73,6 +74,7 @@ class DemoSummary:
             "spawns_by_mechanism": dict(self.spawns_by_mechanism),
             "spawns_by_mechanism_class": dict(self.spawns_by_class),
             "findings": dict(self.findings),
+            "served": dict(self.served),
             "claim_mismatches": self.claim_mismatches,
             "bypass_spawns": self.bypass,
             "bypass_share": self.bypass / self.records if self.records else None,
@@ -123,8 +125,8 @@ def _summarise(chain: Path, after_seq: int, summary: DemoSummary) -> None:
         transport = str(a.get(attr.TRANSPORT))
         summary.spawns_by_mechanism[mechanism] += 1
         summary.spawns_by_class[str(mechanism_class(mechanism) or "unknown")] += 1
-        if a.get(attr.FINDING) is not None:
-            summary.findings[str(a.get(attr.FINDING))] += 1
+        summary.findings.update(code for code in str(a.get(attr.FINDING) or "").split(",") if code)
+        summary.served[str(a.get(attr.SERVED_STATUS, "unknown"))] += 1
         if a.get(attr.CLAIM_MISMATCH) is not None:
             summary.claim_mismatches += 1
         summary.outcomes[f"{a.get(attr.OUTCOME)}:{a.get(attr.REASON)}"] += 1
@@ -169,10 +171,7 @@ def run_demo(
     instrumentor = RouteShadowInstrumentor()
     instrumentor.instrument(
         tracer_provider=provider,
-        seams=tuple(
-            SeamSpec(target=target, request_face=face, extractor=factory.extract_job, name=name)
-            for name, (target, face) in factory.SEAMS.items()
-        ),
+        seams=factory.seam_specs(),
         store=store_dir,
         chain_path=chain_path,
         settings=settings,
@@ -213,6 +212,9 @@ def format_summary(summary: DemoSummary) -> str:
         "  findings           "
         + (", ".join(f"{k} {v}" for k, v in sorted(summary.findings.items())) or "none")
         + " (reported, never suppressed)",
+        "  served route       "
+        + ", ".join(f"{state} {summary.served.get(state, 0)}" for state in ("same", "differs", "unknown"))
+        + " (a spawn served by another route than the one chosen is served-differs, never agreement)",
         "  divergence by mechanism:",
     ]
     for mechanism, total in sorted(summary.spawns_by_mechanism.items()):

@@ -32,6 +32,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from otel_route_shadow.core import redact_text
 from otel_route_shadow.instrumentation import environment_variables
 from otel_route_shadow.instrumentation.config import (
+    ResponseHook,
     RouteShadowConfig,
     Seam,
     SeamCall,
@@ -56,6 +57,7 @@ from otel_route_shadow.instrumentation.seams import (
 __all__ = [
     "SCHEMA_URL",
     "SCOPE_NAME",
+    "ResponseHook",
     "RouteShadowChainExporter",
     "RouteShadowConfig",
     "RouteShadowInstrumentor",

@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from otel_route_shadow.core import RequestFace, RouteContext
+from otel_route_shadow.core import RequestFace, RouteContext, ServedRoute
 from otel_route_shadow.instrumentation.checkpointing import (
     DEFAULT_EVERY_RECORDS,
     DEFAULT_EVERY_SECONDS,
@@ -46,6 +46,7 @@ from otel_route_shadow.shadow import Spawn
 
 __all__ = [
     "Extractor",
+    "ResponseHook",
     "RouteShadowConfig",
     "Seam",
     "SeamCall",
@@ -86,6 +87,16 @@ Extractor = Callable[[SeamCall], RouteContext | Mapping[str, Any] | Spawn | None
 ``Spawn(context, conversation_id)`` also gives the host's conversation id (``gen_ai.conversation.id``)."""
 
 
+ResponseHook = Callable[[SeamCall, Any, BaseException | None], ServedRoute | Mapping[str, Any] | None]
+"""Says what served a spawn once the seam's call is over (the contrib instrumentations' response hook):
+called with the seam call, its result (None when it raised; a coroutine's or generator's return
+value) and the exception it raised (or None); returns a ``ServedRoute``, a mapping of its fields
+(``provider``, ``model``, ``fallback``), or None when it knows nothing. It runs in the host's thread
+after the host's call, before the seam span ends; it must not block. A hook that raises or returns
+anything else is contained (logged once per cause, the host's result untouched), and the record's
+served route is ``unknown``."""
+
+
 def default_extractor(call: SeamCall) -> RouteContext | Mapping[str, Any] | None:
     """Without an extractor, a seam is routed when the host passes ``route_context=``."""
     value = call.kwargs.get("route_context")
@@ -95,23 +106,27 @@ def default_extractor(call: SeamCall) -> RouteContext | Mapping[str, Any] | None
 
 
 class Seam(NamedTuple):
-    """One seam as its wrapper sees it: the name on its spans and records, its request face, and the
-    extractor of its calls. The instrumentor makes one per ``SeamSpec``; ``shadow_seam`` makes one
-    per decorated function."""
+    """One seam as its wrapper sees it: the name on its spans and records, its request face, the
+    extractor of its calls and its response hook (None: the served route comes from the run's own
+    spans, when it runs in process, or is ``unknown``). The instrumentor makes one per ``SeamSpec``;
+    ``shadow_seam`` makes one per decorated function."""
 
     name: str
     request_face: str
     extractor: Extractor = default_extractor
+    response_hook: ResponseHook | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SeamSpec:
-    """One seam: a dotted target, its request face, and the extractor for its arguments."""
+    """One seam: a dotted target, its request face, the extractor for its arguments, and its
+    response hook (``ResponseHook``)."""
 
     target: str
     request_face: str
     extractor: Extractor = default_extractor
     name: str = ""
+    response_hook: ResponseHook | None = None
     _resolved_name: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
@@ -132,37 +147,42 @@ class SeamSpec:
 
     @property
     def seam(self) -> Seam:
-        return Seam(self._resolved_name, self.request_face, self.extractor)
+        return Seam(self._resolved_name, self.request_face, self.extractor, self.response_hook)
 
 
-def _import_callable(path: str) -> Extractor:
+def _import_callable(path: str, what: str) -> Any:
     module_name, sep, attr = path.partition(":")
     if not sep:
-        raise SeamConfigError(f"extractor {path!r}: expected module:function")
+        raise SeamConfigError(f"{what} {path!r}: expected module:function")
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
-        raise SeamConfigError(f"extractor {path!r}: cannot import ({type(exc).__name__})") from None
+        raise SeamConfigError(f"{what} {path!r}: cannot import ({type(exc).__name__})") from None
     if not callable(obj):
-        raise SeamConfigError(f"extractor {path!r}: not callable")
-    extractor: Extractor = obj
-    return extractor
+        raise SeamConfigError(f"{what} {path!r}: not callable")
+    return obj
 
 
 def parse_seams(value: str) -> tuple[SeamSpec, ...]:
-    """Parse ``module:Qual.name,face[,extractor]`` entries separated by ``;``."""
+    """Parse ``module:Qual.name,face[,extractor[,response_hook]]`` entries separated by ``;`` (an
+    empty extractor is the default one)."""
     specs = []
     for raw in value.split(";"):
         entry = raw.strip()
         if not entry:
             continue
         parts = [part.strip() for part in entry.split(",")]
-        if len(parts) not in (2, 3):
-            raise SeamConfigError(f"seam entry {entry!r}: expected target,face[,extractor]")
-        extractor = _import_callable(parts[2]) if len(parts) == 3 else default_extractor
-        specs.append(SeamSpec(target=parts[0], request_face=parts[1], extractor=extractor))
+        if len(parts) not in (2, 3, 4):
+            raise SeamConfigError(f"seam entry {entry!r}: expected target,face[,extractor[,response_hook]]")
+        extractor: Extractor = (
+            _import_callable(parts[2], "extractor") if len(parts) > 2 and parts[2] else default_extractor
+        )
+        hook: ResponseHook | None = _import_callable(parts[3], "response hook") if len(parts) == 4 else None
+        specs.append(
+            SeamSpec(target=parts[0], request_face=parts[1], extractor=extractor, response_hook=hook)
+        )
     return tuple(specs)
 
 

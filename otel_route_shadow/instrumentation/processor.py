@@ -35,7 +35,8 @@ the span came from this instrumentation's tracer, and the observation from this 
 class RouteShadowSpanProcessor(SpanProcessor):
     """Enrichment happens on start, so the decision is on the span for its whole life. The chain
     record is appended by the seam just before the span ends, sampled or not, so that a failed
-    append can still be marked on the span: ``on_end`` has nothing left to do."""
+    append can still be marked on the span. While a seam span is open, ``on_start`` and ``on_end``
+    also follow the spans of its run, for what served it (``served.Lineage``)."""
 
     def __init__(self, runtime: ShadowRuntime) -> None:
         self._runtime: ShadowRuntime | None = runtime
@@ -44,6 +45,11 @@ class RouteShadowSpanProcessor(SpanProcessor):
         runtime = self._runtime
         if runtime is None:
             return
+        if runtime.lineage.spans:  # a seam span is open: follow what starts under it
+            try:
+                runtime.lineage.started(span)
+            except Exception as exc:
+                runtime.contain(exc, "served", None, loud=False)
         observation = PENDING.get()
         if (
             observation is not None
@@ -54,7 +60,13 @@ class RouteShadowSpanProcessor(SpanProcessor):
             observation.enrich(span)
 
     def on_end(self, span: ReadableSpan) -> None:
-        return None
+        """A span that ran under an open seam span may say what served it (``served.Lineage``)."""
+        runtime = self._runtime
+        if runtime is not None and runtime.lineage.spans:
+            try:
+                runtime.lineage.ended(span)
+            except Exception as exc:
+                runtime.contain(exc, "served", None, loud=False)
 
     def detach(self) -> None:
         """From now on a no-op that holds nothing (uninstrument: the SDK cannot remove a processor)."""

@@ -45,19 +45,22 @@ from typing import Any, Final, cast
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from otel_route_shadow.chain import ChainError, canonical_bytes
+from otel_route_shadow.chain import ChainError, PayloadTemplate, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext, redact_text
 from otel_route_shadow.instrumentation.checkpoint_spans import CheckpointSpans, attach_checkpoint_spans
 from otel_route_shadow.instrumentation.config import (
+    ResponseHook,
     RouteShadowConfig,
     SeamCall,
     env_disabled,
     make_checkpointer,
 )
 from otel_route_shadow.instrumentation.exporter import EXIT_FLUSH_S, RouteShadowChainExporter
+from otel_route_shadow.instrumentation.memo import RuntimeMemo
 from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME
 from otel_route_shadow.instrumentation.prefetch import SnapshotPrefetch
 from otel_route_shadow.instrumentation.processor import PENDING, RouteShadowSpanProcessor
+from otel_route_shadow.instrumentation.served import Lineage, ServedReports, settle
 from otel_route_shadow.shadow import (
     ShadowRecord,
     Spawn,
@@ -90,7 +93,6 @@ __all__ = [
 _LOG = logging.getLogger("otel_route_shadow")
 
 SETTINGS_FIELD: Final = "route_shadow_enabled"
-_MEMO_SIZE: Final = 4096
 
 
 PREFETCH_MIN_BYTES: Final = 64 * 1024
@@ -105,54 +107,25 @@ _PLAUSIBLE_SINK_ERRORS: Final = (OSError, ChainError, PolicyStoreError)
 """What a disk, a hand-edited snapshot or a damaged chain can raise: contained even in strict mode."""
 
 
-class RuntimeMemo:
-    """The runtime's one memo: a bounded map from a pure key to what was derived from it.
-
-    Keys of the three kinds cannot collide: ``bytes`` (pydantic's JSON of a context seen clean ->
-    its canonical JSON), a 6-tuple (seam, canonical context, snapshot hash, revision, availability,
-    load state -> the decision record) and a 4-tuple starting with ``"index"`` (snapshot identity
-    -> its ``PolicyIndex``). Every value is a pure function of its key, so a hit is exact, never a
-    guess, and nothing here depends on time. Only clean contexts are keys, so no secret is kept.
-    At ``limit`` entries the oldest goes first; reads take no lock (a dict read is atomic).
-    """
-
-    __slots__ = ("_entries", "_lock", "get", "limit")
-
-    def __init__(self, limit: int = _MEMO_SIZE) -> None:
-        self.limit = limit
-        self._entries: dict[Any, Any] = {}
-        self._lock = threading.Lock()
-        self.get = self._entries.get
-
-    def put(self, key: Any, value: Any) -> None:
-        if self.limit <= 0:
-            return
-        with self._lock:
-            while len(self._entries) >= self.limit:
-                self._entries.pop(next(iter(self._entries)))
-            self._entries[key] = value
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def values(self) -> list[Any]:
-        with self._lock:
-            return list(self._entries.values())
-
-
 class SeamObservation:
     """One seam call in flight: the sanitized context, its record once resolved, and whether the
     chain has it yet. Handed to the span processor through ``PENDING`` while its span starts."""
 
     __slots__ = (
         "attempted",
+        "call",
         "context",
         "encoded",
         "error_type",
         "exported",
+        "hook",
+        "lineage",
+        "overrides",
         "record",
+        "reports",
         "runtime",
         "seam",
+        "served_template",
         "start_ns",
     )
 
@@ -166,6 +139,14 @@ class SeamObservation:
         self.error_type: str | None = None
         self.exported = False
         self.start_ns = time.time_ns()
+        self.call: SeamCall | None = None
+        self.hook: ResponseHook | None = None
+        """The seam's response hook, called with ``call`` at finish (``served.settle``)."""
+        self.lineage: list[int] | None = None
+        self.reports: ServedReports | None = None
+        self.overrides: dict[str, Any] | None = None
+        """What the record adds to the decision's attributes: the served route, when reported."""
+        self.served_template: PayloadTemplate | None = None
 
     def enrich(self, span: Span) -> None:
         """Resolve and put the decision on the span. Called by the span processor at span start, or
@@ -182,6 +163,8 @@ class SeamObservation:
             return
         if span.is_recording():
             span.set_attributes(self.record.attributes)
+            if self.record.event is not None:
+                span.add_event(attr.FLAG_EVALUATION, self.record.event)
 
     def export(self, span: Span) -> None:
         """Append the chain record while the span is still open, so a failed append can be marked on
@@ -194,16 +177,19 @@ class SeamObservation:
             context = span.get_span_context()
             start = getattr(span, "start_time", None) or self.start_ns
             record = self.record
-            if record is not None and record.template is not None and self.error_type is None:
-                self.runtime.exporter.append_templated(
-                    record.template, context.trace_id, context.span_id, start
-                )
+            template = (
+                record.template if record is not None and self.overrides is None else self.served_template
+            )
+            if template is not None and self.error_type is None:
+                self.runtime.exporter.append_templated(template, context.trace_id, context.span_id, start)
                 return
             attributes: Mapping[str, Any]
             # The very values the span carries: the record's mapping is what enrich() set on it,
             # plus the error type contain() marked (reading them back from a live span would cost
             # a lock per attribute).
             attributes = record.attributes if record is not None else self.runtime.bare_attributes(self.seam)
+            if self.overrides is not None:
+                attributes = {**attributes, **self.overrides}
             if self.error_type is not None:
                 attributes = {**attributes, attr.ERROR_TYPE: self.error_type}
             self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes)
@@ -242,6 +228,8 @@ class ShadowRuntime:
         """Coroutine and generator seams dropped before their first step: the host's code never ran,
         so they have no span and no record; this counts them (see ``seams``)."""
         self.processor: RouteShadowSpanProcessor | None = None
+        self.lineage = Lineage()
+        """Open seam spans and the spans of their runs (``served``), followed by the processor."""
         self.checkpoint_spans: CheckpointSpans | None = None
 
     def checkpoint_now(self) -> None:
@@ -463,9 +451,15 @@ class ShadowRuntime:
 
     # -- seam lifecycle -------------------------------------------------------------------------
     def begin(
-        self, seam: str, request_face: str, context: RouteContext | Mapping[str, Any] | Spawn | None
+        self,
+        seam: str,
+        request_face: str,
+        context: RouteContext | Mapping[str, Any] | Spawn | None,
+        call: SeamCall | None = None,
+        hook: ResponseHook | None = None,
     ) -> tuple[Span, SeamObservation] | None:
-        """Start the seam span (the processor enriches it on start). None: call the bare host."""
+        """Start the seam span (the processor enriches it on start). None: call the bare host.
+        ``hook`` (with ``call``) says at finish what served the spawn (``served.settle``)."""
         if context is None:
             return None
         try:
@@ -481,6 +475,7 @@ class ShadowRuntime:
                 context = context.model_copy(update={"request_face": request_face})
             clean, encoded = self.sanitize(context)
             observation = SeamObservation(self, seam, clean, encoded)
+            observation.call, observation.hook = call, hook
             name = span_name(seam, clean)
             token = PENDING.set(observation)
             try:
@@ -492,6 +487,8 @@ class ShadowRuntime:
             return None
         if not observation.attempted:  # no route-shadow processor saw the span (dropped, or no SDK)
             observation.enrich(span)
+        if self.processor is not None:
+            self.lineage.follow(span, observation)
         return span, observation
 
     def extract(self, call: SeamCall, extractor: Any) -> RouteContext | Mapping[str, Any] | Spawn | None:
@@ -502,12 +499,18 @@ class ShadowRuntime:
             return None
         return result
 
-    def finish(self, span: Span, observation: SeamObservation, host_error: BaseException | None) -> None:
-        """Export and end, after the host ran: never raises (not even in strict mode)."""
+    def finish(
+        self, span: Span, observation: SeamObservation, host_error: BaseException | None, result: Any = None
+    ) -> None:
+        """Settle the served route, export and end, after the host ran (``result`` is what it returned):
+        never raises (not even in strict mode)."""
         try:
             if host_error is not None and span.is_recording():
                 span.set_attribute("error.type", type(host_error).__qualname__)
                 span.set_status(Status(StatusCode.ERROR))
+            if observation.lineage is not None:
+                self.lineage.release(observation)
+            settle(observation, span, result, host_error)
             observation.export(span)
         except Exception as exc:
             self.contain(exc, "finish", None, loud=False, observation=observation)

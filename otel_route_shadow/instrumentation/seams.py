@@ -2,7 +2,8 @@
 
 The instrumentor's ``wrapt`` wrappers (each holding its instrumentor's runtime), ``shadow_seam`` and
 ``shadow_spawn`` share one lifecycle: extract the context, start the span (the processor enriches
-it), call the host inside the span, append the chain record, end the span. The host's call is made
+it), call the host inside the span, settle what served the spawn (the seam's response hook, else the
+spans of its run: ``served``), append the chain record, end the span. The host's call is made
 exactly once, with its own arguments, and its result or exception object goes back untouched.
 
 Decorator and context-manager seams use the instrumentor's runtime while it is instrumented; used
@@ -27,6 +28,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from otel_route_shadow.core import RouteContext, redact_text
 from otel_route_shadow.instrumentation.config import (
     Extractor,
+    ResponseHook,
     RouteShadowConfig,
     Seam,
     SeamCall,
@@ -134,7 +136,7 @@ def invoke(
     call = SeamCall(seam.name, seam.request_face, instance, args, kwargs)
     if kind != "call":
         return _deferred(runtime, seam, call, wrapped, kind)
-    begun = runtime.begin(seam.name, seam.request_face, runtime.extract(call, seam.extractor))
+    begun = _begin(runtime, seam, call)
     if begun is None:
         return wrapped(*args, **kwargs)
     span, observation = begun
@@ -149,8 +151,14 @@ def invoke(
         runtime.finish(span, observation, exc)
         raise
     otel_context.detach(token)
-    runtime.finish(span, observation, None)
+    runtime.finish(span, observation, None, result)
     return result
+
+
+def _begin(runtime: ShadowRuntime, seam: Seam, call: SeamCall) -> tuple[Any, Any] | None:
+    return runtime.begin(
+        seam.name, seam.request_face, runtime.extract(call, seam.extractor), call, seam.response_hook
+    )
 
 
 # -- coroutine and generator seams ------------------------------------------------------------------
@@ -190,7 +198,7 @@ def _deferred(
 
 def _start(runtime: ShadowRuntime, seam: Seam, call: SeamCall, first: _FirstStep) -> tuple[Any, Any] | None:
     first.taken = True
-    return runtime.begin(seam.name, seam.request_face, runtime.extract(call, seam.extractor))
+    return _begin(runtime, seam, call)
 
 
 async def _coroutine(
@@ -210,7 +218,7 @@ async def _coroutine(
     except BaseException as exc:
         runtime.finish(span, observation, exc)
         raise
-    runtime.finish(span, observation, None)
+    runtime.finish(span, observation, None, result)
     return result
 
 
@@ -233,7 +241,7 @@ def _generator(
     except BaseException as exc:
         runtime.finish(span, observation, exc)
         raise
-    runtime.finish(span, observation, None)
+    runtime.finish(span, observation, None, result)
     return result
 
 
@@ -304,13 +312,18 @@ _COROUTINE_BODIES: dict[str, Callable[..., Any]] = {
 
 
 def shadow_seam(
-    request_face: str, extractor: Extractor = default_extractor, *, name: str | None = None
+    request_face: str,
+    extractor: Extractor = default_extractor,
+    *,
+    name: str | None = None,
+    response_hook: ResponseHook | None = None,
 ) -> Callable[[F], F]:
     """Decorate a host function as a spawn seam (manual instrumentation); coroutine and generator
-    functions are shadowed over their whole run, as with the instrumentor."""
+    functions are shadowed over their whole run, as with the instrumentor. ``response_hook`` says
+    what served each spawn (``config.ResponseHook``)."""
 
     def decorate(fn: F) -> F:
-        seam = Seam(name or fn.__qualname__, request_face, extractor)
+        seam = Seam(name or fn.__qualname__, request_face, extractor, response_hook)
         kind = seam_kind(fn)
 
         @functools.wraps(fn)
@@ -336,11 +349,15 @@ def shadow_spawn(
     seam: str,
     request_face: str | None = None,
     conversation_id: str | None = None,
+    response_hook: ResponseHook | None = None,
 ) -> Iterator[ShadowRecord | None]:
     """Shadow a block of host code that performs one spawn; yields the record (or None when off).
 
     The record is for looking at, never for routing: nothing in it feeds back into the spawn.
     ``conversation_id`` goes on the span as ``gen_ai.conversation.id`` (not into the decision).
+    ``response_hook`` is called when the block is left, with a call that holds no arguments, no
+    result and the block's exception (the hook reads what served the spawn from the host's own
+    variables); without one, the block's in-process spans say it (``served``).
     """
     runtime = current_runtime()
     if runtime is None or _bare(runtime):
@@ -352,7 +369,8 @@ def shadow_spawn(
             if isinstance(context, RouteContext)
             else str(context.get("request_face", ""))
         )
-    begun = runtime.begin(seam, request_face, Spawn(context, conversation_id))
+    call = SeamCall(seam, request_face, None, (), {})
+    begun = runtime.begin(seam, request_face, Spawn(context, conversation_id), call, response_hook)
     if begun is None:
         yield None
         return

@@ -6,6 +6,7 @@ Nothing here returns a route to a caller: ``record_route_shadow`` returns a reco
 from otel_route_shadow.core import (
     LegacyRoute,
     LegacyStage,
+    ServedRoute,
     ShadowDecision,
     build_legacy_route,
     classify_legacy_mechanism,
@@ -14,6 +15,7 @@ from otel_route_shadow.core import (
 )
 from otel_route_shadow.shadow import attributes, checkpoint_attributes
 from otel_route_shadow.shadow.availability import local_account_availability
+from otel_route_shadow.shadow.flag_event import flag_evaluation
 from otel_route_shadow.shadow.record import (
     RECORD_KIND,
     ShadowRecord,
@@ -30,11 +32,20 @@ from otel_route_shadow.shadow.record import (
     shadow_attributes,
     span_name,
 )
+from otel_route_shadow.shadow.served import (
+    ServedRouteError,
+    served_attributes,
+    served_from_attributes,
+    served_from_headers,
+    served_route,
+)
 
 __all__ = [
     "RECORD_KIND",
     "LegacyRoute",
     "LegacyStage",
+    "ServedRoute",
+    "ServedRouteError",
     "ShadowDecision",
     "ShadowRecord",
     "Spawn",
@@ -46,6 +57,7 @@ __all__ = [
     "context_json",
     "conversation_attribute",
     "derive_transport",
+    "flag_evaluation",
     "local_account_availability",
     "observe",
     "record_payload",
@@ -54,6 +66,10 @@ __all__ = [
     "record_tokens",
     "sanitize_context",
     "sanitize_dumped",
+    "served_attributes",
+    "served_from_attributes",
+    "served_from_headers",
+    "served_route",
     "shadow_attributes",
     "span_name",
 ]

@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from otel_route_shadow.shadow.attributes import ATTRIBUTES, CONVENTION_ATTRIBUTES, AttributeSpec
+from otel_route_shadow.shadow.attributes import (
+    ATTRIBUTES,
+    CONVENTION_ATTRIBUTES,
+    FLAG_EVALUATION,
+    FLAG_EVENT_ATTRIBUTES,
+    AttributeSpec,
+)
+from otel_route_shadow.shadow.flag_event import FLAG_REASONS, REASONS_NOT_USED, UNMAPPED
 
 __all__ = ["BEGIN", "END", "main", "render", "replace_block"]
 
@@ -26,8 +33,19 @@ def _table(specs: Sequence[AttributeSpec]) -> list[str]:
     return rows
 
 
+def _reasons() -> list[str]:
+    rows = ["| decision reason | `feature_flag.result.reason` | `error.type` |", "| --- | --- | --- |"]
+    rows.extend(
+        f"| `{code}` | `{reason}` | {f'`{error}`' if error else '-'} |"
+        for code, (reason, error) in FLAG_REASONS.items()
+    )
+    rows.append(f"| any other | `{UNMAPPED[0]}` | - |")
+    return rows
+
+
 def render() -> str:
     """The generated block, markers included."""
+    unused = "; ".join(f"`{reason}` ({why})" for reason, why in REASONS_NOT_USED.items())
     lines = [
         BEGIN,
         "OpenTelemetry (GenAI) convention attributes:",
@@ -37,6 +55,16 @@ def render() -> str:
         "Route-shadow attributes (the chain record's payload carries the same values):",
         "",
         *_table(ATTRIBUTES),
+        "",
+        f"The `{FLAG_EVALUATION}` event on every seam span (span only, not in the record):",
+        "",
+        *_table(FLAG_EVENT_ATTRIBUTES),
+        "",
+        "Reason codes mapped to the conventions' evaluation reasons:",
+        "",
+        *_reasons(),
+        "",
+        f"Never produced: {unused}.",
         END,
     ]
     return "\n".join(lines)

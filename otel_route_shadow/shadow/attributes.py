@@ -5,7 +5,8 @@ One table, here, is the source of truth: the README's attribute tables are gener
 against real spans), and the collector configuration test and the chain exporter read it. No key is
 a dotted prefix of another (some backends, Phoenix among them, cannot filter on either key of such a
 pair). ``CONVENTION_ATTRIBUTES`` are the OpenTelemetry (GenAI) convention attributes a seam span
-carries besides its own ``route_shadow.*`` ones.
+carries besides its own ``route_shadow.*`` ones, and ``FLAG_EVENT_ATTRIBUTES`` those of the
+``feature_flag.evaluation`` event each seam span carries (OpenTelemetry's feature-flag conventions).
 """
 
 from __future__ import annotations
@@ -27,12 +28,23 @@ __all__ = [
     "DIVERGENCE",
     "ERROR_TYPE",
     "FINDING",
+    "FLAG_ERROR_TYPE",
+    "FLAG_EVALUATION",
+    "FLAG_EVENT_ATTRIBUTES",
+    "FLAG_KEY",
+    "FLAG_PROVIDER",
+    "FLAG_PROVIDER_NAME",
+    "FLAG_REASON",
+    "FLAG_SET_ID",
+    "FLAG_VARIANT",
+    "FLAG_VERSION",
     "FORBID_DIRECT_BYPASS",
     "GEN_AI_AGENT",
     "GEN_AI_CONVERSATION",
     "GEN_AI_MODEL",
     "GEN_AI_OPERATION",
     "GEN_AI_PROVIDER",
+    "GEN_AI_RESPONSE_MODEL",
     "HOST_ERROR_TYPE",
     "HOST_ROLE",
     "LEGACY_ACCOUNT",
@@ -56,6 +68,11 @@ __all__ = [
     "ROLE",
     "RUNG",
     "SEAM",
+    "SERVED_KEYS",
+    "SERVED_MODEL",
+    "SERVED_PROVIDER",
+    "SERVED_SOURCE",
+    "SERVED_STATUS",
     "SNAPSHOT_HASH",
     "SNAPSHOT_REVISION",
     "SNAPSHOT_STATE",
@@ -103,6 +120,12 @@ DECISION_TRANSPORT: Final = "route_shadow.decision.transport"
 REPO_IDENTITY_VERSION: Final = "route_shadow.identity_version"
 """Of the repository identity. Not ``route_shadow.repo_identity_version``: ``route_shadow.repo`` would
 be a prefix of it."""
+SERVED_STATUS: Final = "route_shadow.served.status"
+SERVED_PROVIDER: Final = "route_shadow.served.provider"
+SERVED_MODEL: Final = "route_shadow.served.model"
+SERVED_SOURCE: Final = "route_shadow.served.source"
+SERVED_KEYS: Final = (SERVED_STATUS, SERVED_PROVIDER, SERVED_MODEL, SERVED_SOURCE)
+"""The served-route attributes, in this order (what a report reads of them)."""
 ACCOUNTS: Final = "route_shadow.verdicts.accounts"
 ACCOUNTS_OMITTED: Final = "route_shadow.verdicts.omitted"
 
@@ -114,10 +137,23 @@ order (the policy's pool order), so the account it chose is always among them. (
 GEN_AI_OPERATION: Final = "gen_ai.operation.name"
 GEN_AI_PROVIDER: Final = "gen_ai.provider.name"
 GEN_AI_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
 GEN_AI_AGENT: Final = "gen_ai.agent.name"
 GEN_AI_CONVERSATION: Final = "gen_ai.conversation.id"
 HOST_ERROR_TYPE: Final = "error.type"
 ORIGIN: Final = "route_shadow.origin"
+
+FLAG_EVALUATION: Final = "feature_flag.evaluation"
+"""The event's name (OpenTelemetry semantic conventions, feature flags: release candidate)."""
+FLAG_KEY: Final = "feature_flag.key"
+FLAG_VARIANT: Final = "feature_flag.result.variant"
+FLAG_REASON: Final = "feature_flag.result.reason"
+FLAG_PROVIDER: Final = "feature_flag.provider.name"
+FLAG_SET_ID: Final = "feature_flag.set.id"
+FLAG_VERSION: Final = "feature_flag.version"
+FLAG_ERROR_TYPE: Final = "error.type"
+FLAG_PROVIDER_NAME: Final = "otel-route-shadow"
+"""``feature_flag.provider.name``: the evaluating provider is this plugin's resolver."""
 
 
 class AttributeSpec:
@@ -167,18 +203,38 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
     AttributeSpec(
         TRANSPORT, "string", "Transport of the route that ran: gateway, harness-direct, direct-http."
     ),
-    AttributeSpec(AGREED, "bool", "Whether the resolver's decision agrees with the route that ran."),
+    AttributeSpec(
+        AGREED,
+        "bool",
+        "Whether the resolver's decision agrees with the route that ran (false when a finding says "
+        "otherwise).",
+    ),
     AttributeSpec(
         DIVERGENCE,
         "string",
-        "Divergence code when not agreed (absent when agreed); requirement-defied when only the "
-        "finding disagrees.",
+        "Divergence code when not agreed (absent when agreed); requirement-defied or served-differs "
+        "when only that finding disagrees.",
     ),
     AttributeSpec(
         FINDING,
         "string",
-        "requirement-defied: the route that ran does not satisfy the spawn's literal model family "
-        "(never suppressed; agreed is then false).",
+        "Finding codes, comma-separated and sorted: requirement-defied (the route that ran does not "
+        "satisfy the spawn's literal model family), served-differs (another route than the one chosen "
+        "served the spawn). Never suppressed; agreed is then false.",
+    ),
+    AttributeSpec(
+        SERVED_STATUS,
+        "string",
+        "What served the spawn against the route chosen: same, differs, or unknown (nothing reported; "
+        "never agreement).",
+    ),
+    AttributeSpec(SERVED_PROVIDER, "string", "The provider that served the spawn, as the host reported it."),
+    AttributeSpec(SERVED_MODEL, "string", "The model that served the spawn, as the host reported it."),
+    AttributeSpec(
+        SERVED_SOURCE,
+        "string",
+        "Where that report came from: response-hook (the seam's hook) or descendant-span (a span of "
+        "the run, in process).",
     ),
     AttributeSpec(
         CLAIM_MISMATCH,
@@ -214,8 +270,16 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
 
 CONVENTION_ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
     AttributeSpec(GEN_AI_OPERATION, "string", "invoke_agent at an agentic seam, chat at a one-shot seam."),
-    AttributeSpec(GEN_AI_PROVIDER, "string", "The provider that actually served the spawn."),
-    AttributeSpec(GEN_AI_MODEL, "string", "The model that actually served the spawn, when known."),
+    AttributeSpec(
+        GEN_AI_PROVIDER,
+        "string",
+        "The provider the route that ran was sent to (the legacy route's; what served it is "
+        "route_shadow.served.provider).",
+    ),
+    AttributeSpec(GEN_AI_MODEL, "string", "The model the route that ran asked for, when known."),
+    AttributeSpec(
+        GEN_AI_RESPONSE_MODEL, "string", "The model that served the spawn, when the host reported it."
+    ),
     AttributeSpec(GEN_AI_AGENT, "string", "The principal, else the host's role, else the seam name."),
     AttributeSpec(
         GEN_AI_CONVERSATION,
@@ -223,4 +287,25 @@ CONVENTION_ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
         "The host's conversation id, when its extractor gives one (span only, not in the record).",
     ),
     AttributeSpec(HOST_ERROR_TYPE, "string", "Type of the host's own exception, when it raised."),
+)
+
+FLAG_EVENT_ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
+    AttributeSpec(
+        FLAG_KEY,
+        "string",
+        "The route slot: `route_shadow.route/<repo>/<role or principal>/<request face>` (`-` for none).",
+    ),
+    AttributeSpec(
+        FLAG_VARIANT,
+        "string",
+        "The managed decision: provider/model (provider alone without a model) when selected, else "
+        "the outcome (held, rejected).",
+    ),
+    AttributeSpec(FLAG_REASON, "string", "The decision's reason code, mapped (table below)."),
+    AttributeSpec(FLAG_PROVIDER, "string", f"`{FLAG_PROVIDER_NAME}`."),
+    AttributeSpec(FLAG_SET_ID, "string", "Content hash of the policy snapshot the decision cites."),
+    AttributeSpec(FLAG_VERSION, "string", "That snapshot's revision."),
+    AttributeSpec(
+        FLAG_ERROR_TYPE, "string", "When the reason maps to error: why the evaluation failed (table below)."
+    ),
 )

@@ -24,6 +24,7 @@ from otel_route_shadow.core import (
     RequestFace,
     RouteContext,
     RouteDecision,
+    ServedStatus,
     ShadowDecision,
     canonical_json,
     explain,
@@ -33,6 +34,7 @@ from otel_route_shadow.core import (
     shadow_decision,
 )
 from otel_route_shadow.shadow import attributes as attr
+from otel_route_shadow.shadow.flag_event import flag_evaluation
 
 __all__ = [
     "RECORD_KIND",
@@ -44,6 +46,7 @@ __all__ = [
     "context_json",
     "conversation_attribute",
     "decision_attributes",
+    "host_text",
     "observe",
     "record_payload",
     "record_route_shadow",
@@ -66,7 +69,7 @@ GEN_AI_PROVIDER: Final = attr.GEN_AI_PROVIDER
 GEN_AI_MODEL: Final = attr.GEN_AI_MODEL
 GEN_AI_AGENT: Final = attr.GEN_AI_AGENT
 
-_CONVERSATION_MAX: Final = 256
+_HOST_TEXT_MAX: Final = 256
 _TEXT_MAX: Final = 4096
 
 
@@ -83,14 +86,19 @@ class Spawn(NamedTuple):
     conversation_id: str | None = None
 
 
-def conversation_attribute(value: object) -> str | None:
-    """The ``gen_ai.conversation.id`` value: a non-empty string of at most 4096 characters, redacted
-    like every recorded string, then cut to 256 (so no part of a credential survives the cut); None
-    for anything else."""
+def host_text(value: object) -> str | None:
+    """A host's string for a span attribute (a conversation id, a served model): a non-empty string
+    of at most 4096 characters, redacted like every recorded string, then cut to 256 (so no part of
+    a credential survives the cut); None for anything else."""
     if not isinstance(value, str) or not value or len(value) > _TEXT_MAX:
         return None
     text, _ = redact_text(value.encode("utf-8", "replace").decode("utf-8"))
-    return text[:_CONVERSATION_MAX]
+    return text[:_HOST_TEXT_MAX]
+
+
+def conversation_attribute(value: object) -> str | None:
+    """The ``gen_ai.conversation.id`` value (:func:`host_text`)."""
+    return host_text(value)
 
 
 _RECORDED_PREFIXES: Final = ("route_shadow.", "gen_ai.")
@@ -108,6 +116,8 @@ class ShadowRecord:
     template: PayloadTemplate | None = None
     """The chain payload shape of every span carrying ``attributes`` (:func:`record_template`),
     when the plugin's runtime prepared it for a decision it will record many times."""
+    event: Mapping[str, str] | None = None
+    """The ``feature_flag.evaluation`` event's attributes (``flag_event.flag_evaluation``)."""
 
 
 def _strings(value: Any, out: list[str]) -> list[str]:
@@ -262,6 +272,7 @@ def shadow_attributes(
         attr.AGREED: shadow.agreed,
         attr.DIVERGENCE: shadow.divergence,
         attr.FINDING: shadow.finding,
+        attr.SERVED_STATUS: ServedStatus.UNKNOWN.value,
         attr.HOST_ROLE: context.role,
         attr.PRINCIPAL: context.principal_id,
         attr.REQUEST_FACE: context.request_face,
@@ -300,7 +311,9 @@ def observe(
     attributes, _ = sanitize_payload(
         shadow_attributes(seam, derived, shadow, snapshot_state, encoded_context, mismatched, origin)
     )
-    return ShadowRecord(seam=seam, context=derived, shadow=shadow, attributes=attributes)
+    return ShadowRecord(
+        seam=seam, context=derived, shadow=shadow, attributes=attributes, event=flag_evaluation(attributes)
+    )
 
 
 def record_route_shadow(

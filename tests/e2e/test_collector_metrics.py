@@ -74,6 +74,12 @@ def report_calls(chain: Path) -> Counter[tuple[str, ...]]:
     return +expected  # drop the zero counts: Prometheus has no series for them
 
 
+def report_served(chain: Path) -> Counter[tuple[str, ...]]:
+    """The report's spawns per served status (same, differs, unknown), from the chain."""
+    served = report(chain, "mechanism")["served"]
+    return +Counter({(state,): served[state] for state in ("same", "differs", "unknown")})
+
+
 def test_spanmetrics_counts_equal_the_report(stack: Any, tmp_path: Path) -> None:
     with running_collector("otelcol.yaml", stack.endpoints.phoenix_url, tmp_path) as collector:
         chain = run_demo(collector.otlp_http_endpoint, tmp_path / "demo")
@@ -81,8 +87,15 @@ def test_spanmetrics_counts_equal_the_report(stack: Any, tmp_path: Path) -> None
         assert sum(expected.values()) == SPAWNS
         wait_for_calls(collector.prometheus_url, SPAWNS)
         seen = calls(collector.prometheus_url, LABELS)
+        served = calls(collector.prometheus_url, ("route_shadow_served_status",))
+        findings = calls(collector.prometheus_url, ("route_shadow_finding",))
     assert seen == expected
     assert any(key[3] == "false" for key in seen), "the demo produced no divergence to count"
+    # The served route reaches Prometheus as its own dimension, equal to the report's counts.
+    assert served == report_served(chain)
+    assert served[("differs",)] > 0, "the demo's gateway fell back on no spawn"
+    served_differs = sum(n for (codes,), n in findings.items() if "served-differs" in codes.split(","))
+    assert served_differs == served[("differs",)]
 
 
 def test_past_the_cardinality_limit_calls_go_to_the_overflow_series(stack: Any, tmp_path: Path) -> None:

@@ -90,7 +90,9 @@ def sampled_run(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
 def _audit(
     capsys: pytest.CaptureFixture[str], run: Run, chain: Path, *extra: str
 ) -> tuple[int, dict[str, Any]]:
-    code = main(["audit", str(chain), "--backend", run.backend_url, "--project", run.project, "--json", *extra])
+    code = main(
+        ["audit", str(chain), "--backend", run.backend_url, "--project", run.project, "--json", *extra]
+    )
     out, err = capsys.readouterr()
     assert err == "", err
     body = json.loads(out)

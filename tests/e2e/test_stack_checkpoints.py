@@ -231,7 +231,9 @@ def test_an_edit_of_a_record_whose_span_was_sampled_out_disagrees(
     assert report["first_bad_seq"] == target
 
 
-def test_nothing_to_hold_the_chain_against_is_insufficient_evidence(fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_to_hold_the_chain_against_is_insufficient_evidence(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, report = _audit(fleet, capsys, str(fleet.unwitnessed.chain))
     assert code == 3, report
     assert report["verdict"] == "insufficient-evidence"

@@ -59,7 +59,7 @@ def test_the_generator_refuses_a_page_without_markers_in_one_line(
 def _sweep(tmp_path: Path) -> list[ReadableSpan]:
     """Spans of every kind of spawn the demo and a host produce: the demo's schedule over its own
     policies (failover included), many accounts, a conversation id, a host exception."""
-    h = make_harness(tmp_path)
+    h = make_harness(tmp_path, seams=factory.seam_specs())
     try:
         RoutingPolicyStore(h.store).save(list(default_policy_file().policies))
         for job in factory.plan_jobs(40, factory.FactorySettings()):
@@ -96,3 +96,19 @@ def test_every_attribute_a_span_carries_is_defined_with_its_type(tmp_path: Path)
             seen.add(key)
     never = set(DEFINED) - seen - set(NOT_IN_THE_SWEEP)
     assert not never, f"defined but never on a span of the sweep: {sorted(never)}"
+
+
+def test_every_seam_span_carries_one_flag_evaluation_event_of_defined_attributes(tmp_path: Path) -> None:
+    event_keys = {spec.key: spec for spec in attr.FLAG_EVENT_ATTRIBUTES}
+    seen: set[str] = set()
+    for span in _sweep(tmp_path):
+        (event,) = span.events
+        assert event.name == attr.FLAG_EVALUATION
+        for key, value in (event.attributes or {}).items():
+            assert key in event_keys and _is(value, event_keys[key].type), (key, value)
+            seen.add(key)
+        assert (
+            event.attributes is not None and event.attributes[attr.FLAG_PROVIDER] == attr.FLAG_PROVIDER_NAME
+        )
+    # error.type: only for a decision the resolver could not make (tests/test_flag_event.py)
+    assert set(event_keys) - seen == {attr.FLAG_ERROR_TYPE}
