@@ -75,7 +75,8 @@ class RouteShadowChainExporter:
     ) -> None:
         self._path = Path(chain_path)
         self.checkpointer = checkpointer
-        """Told of every appended record (``after_append``: cheap unless a checkpoint is due, never raises)."""
+        """Told of every line written (``line_written``: its hashes, so the checkpoint never reads it)
+        and every appended record (``after_append``: cheap unless a checkpoint is due); never raises."""
         self._durability = durability
         self._lock_timeout = None if lock_timeout_ms is None else lock_timeout_ms / 1000
         self._backlog = backlog
@@ -101,6 +102,7 @@ class RouteShadowChainExporter:
                         durability=self._durability,  # type: ignore[arg-type]
                         lock_timeout=self._lock_timeout,
                         backlog=self._backlog,
+                        listener=None if self.checkpointer is None else self.checkpointer.line_written,
                     )
                     atexit.register(_flush_at_exit, weakref.ref(self))
                 log = self._log

@@ -9,7 +9,7 @@ extension, that the chain still holds the cursor's last line where it was.
 
 Work is bounded: at most ``max_leaves`` lines and the bytes up to ``end`` per call, and ``pause`` is
 called after every slice of ``slice_leaves`` lines, so a host thread waiting for the interpreter lock
-waits for one slice at most. Lines the caller appended itself (:class:`AppendedLine`: offset, length,
+waits for one slice at most. Lines the caller appended itself (``chain.WrittenLine``: offset, length,
 leaf hash and record hash, known where the line was built) are taken as given, never read again.
 """
 
@@ -20,29 +20,19 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from otel_route_shadow.chain import WrittenLine
 from otel_route_shadow.lines import FileHandle, iter_blocks
 from otel_route_shadow.tlog.directory import TreeHint
 from otel_route_shadow.tlog.links import GENESIS, line_holds, record_hash_of
 from otel_route_shadow.tlog.merkle import leaf_hash
 from otel_route_shadow.tlog.tiles import TreeBuilder
 
-__all__ = ["DEFAULT_SLICE_LEAVES", "AppendedLine", "Cursor", "Extension", "extend", "still_holds"]
+__all__ = ["DEFAULT_SLICE_LEAVES", "Cursor", "Extension", "extend", "still_holds"]
 
 DEFAULT_SLICE_LEAVES: Final = 64
 """Lines checked and hashed between two calls of ``pause`` (a line costs two SHA-256 of its bytes)."""
 _SLICE_BYTES: Final = 256 * 1024
 """Bytes read at a time."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AppendedLine:
-    """A line this process appended: where it starts, its length with the LF, its leaf hash and the
-    record hash it carries (64 ASCII hex digits)."""
-
-    offset: int
-    length: int
-    leaf: bytes
-    record_hash: bytes
 
 
 @dataclasses.dataclass(slots=True)
@@ -105,7 +95,7 @@ def extend(
     *,
     slice_leaves: int = DEFAULT_SLICE_LEAVES,
     pause: Callable[[], None] = lambda: None,
-    appended: Sequence[AppendedLine] = (),
+    appended: Sequence[WrittenLine] = (),
 ) -> Extension:
     """Add the complete lines between the cursor's offset and ``end`` (at most ``max_leaves``) as
     leaves, each after its record hash and link are checked; stop before a line that fails."""
@@ -129,17 +119,18 @@ def extend(
     return Extension(more=budget == 0 and cursor.offset < end)
 
 
-def _take_own(cursor: Cursor, own: dict[int, AppendedLine], end: int, most: int) -> int:
+def _take_own(cursor: Cursor, own: dict[int, WrittenLine], end: int, most: int) -> int:
     """Add up to ``most`` consecutive lines of this process's own, as given."""
     leaves: list[bytes] = []
     starts: list[int] = []
-    offset, prev = cursor.offset, cursor.prev
+    offset = cursor.offset
+    last = None
     while len(leaves) < most and (line := own.get(offset)) is not None and offset + line.length <= end:
-        leaves.append(line.leaf)
+        leaves.append(line.leaf_hash)
         starts.append(offset)
-        offset, prev = offset + line.length, line.record_hash
-    if leaves:
-        cursor.add(leaves, starts, offset, prev)
+        offset, last = offset + line.length, line
+    if last is not None:
+        cursor.add(leaves, starts, offset, last.record_hash.encode("ascii"))
     return len(leaves)
 
 
