@@ -151,7 +151,8 @@ class RoutingAuditLog:
         self._marker_checked = 0
         self._spill_checked = 0
         self._spill_due = True
-        """Look for a spill file at the next append (the first one, and after :meth:`spill`)."""
+        """Look for a spill file at the next append (the first one, after :meth:`spill`, and while a
+        spill file still holds entries: each append takes one batch)."""
         self._started = False
         """Whether the temporaries a killed writer left beside the chain were removed."""
         self._commit = GroupCommit(self._path, lock_timeout)
@@ -347,6 +348,7 @@ class RoutingAuditLog:
         if (
             self._head is not None
             and size == self._known_size
+            and not self._spill_due
             and time.monotonic_ns() - self._marker_checked < MARKER_RECHECK_NS
         ):
             return self._head, size
@@ -375,7 +377,7 @@ class RoutingAuditLog:
         if self._spill_due or now - self._spill_checked >= MARKER_RECHECK_NS:
             self._spill_checked, self._spill_due = now, False
             if self._spill.pending():
-                head, size = self._spill.write_into(fd, head, size, self._write_line)
+                head, size, self._spill_due = self._spill.write_into(fd, head, size, self._write_line)
         return head, size
 
     def _write_backlog(self, fd: int, head: ChainHead | None, size: int) -> tuple[ChainHead | None, int]:
