@@ -192,6 +192,20 @@ def test_lines_kept_for_a_checkpointer_that_falls_behind_are_bounded_and_then_re
     assert reads.checked == 200  # the dropped lines, read from the chain; the kept ones taken as given
 
 
+def test_lines_kept_are_bounded_in_bytes_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chain = tmp_path / "chain.jsonl"
+    monkeypatch.setattr(checkpointing, "KEPT_BYTES_MAX", 10_000)
+    scheduled = _scheduled(chain, 1000)
+    high = 0
+    with RoutingAuditLog(chain, listener=scheduled.line_written) as log:
+        for n in range(100):
+            log.append({"kind": "route-shadow", "n": n, "pad": "p" * 1000})
+            high = max(high, sum(len(line.line) for line in scheduled._kept))
+    assert 9_000 < high <= 10_000
+    made = scheduled.checkpoint_now()
+    assert made is not None and made.size == 100 and _right_root(chain, made)
+
+
 def test_a_refused_checkpointer_keeps_no_lines(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     scheduled = _scheduled(chain, 10)
@@ -213,11 +227,11 @@ def test_a_refused_checkpointer_keeps_no_lines(tmp_path: Path) -> None:
 
 def test_a_line_that_does_not_follow_the_kept_ones_drops_them(tmp_path: Path) -> None:
     scheduled = _scheduled(tmp_path / "chain.jsonl", 100)
-    leaf = bytes(32)
-    scheduled.line_written(WrittenLine(0, 10, leaf, "0" * 64))
-    scheduled.line_written(WrittenLine(10, 10, leaf, "0" * 64))
+    line = b"x" * 9 + b"\n"
+    scheduled.line_written(WrittenLine(0, line, "0" * 64))
+    scheduled.line_written(WrittenLine(10, line, "0" * 64))
     assert scheduled.kept == 2
-    scheduled.line_written(WrittenLine(5, 10, leaf, "0" * 64))  # the chain file replaced, or cut
+    scheduled.line_written(WrittenLine(5, line, "0" * 64))  # the chain file replaced, or cut
     assert scheduled.kept == 1
 
 

@@ -71,14 +71,23 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class WrittenLine(NamedTuple):
-    """One line a writer appended: where it starts, how many bytes it took (its LF included, so the
-    next line starts at ``offset + length``), its RFC 6962 leaf hash ``SHA-256(0x00 || line without
-    LF)`` (32 bytes) and its record hash (hex)."""
+    """One line a writer appended: where it starts, its bytes (its LF included, so the next line starts
+    at ``offset + length``) and its record hash (hex). The line is the very bytes object written: no
+    copy is made, and nothing more is computed on the writer's path."""
 
     offset: int
-    length: int
-    leaf_hash: bytes
+    line: bytes
     record_hash: str
+
+    @property
+    def length(self) -> int:
+        return len(self.line)
+
+    def leaf_hash(self) -> bytes:
+        """Its RFC 6962 leaf hash, ``SHA-256(0x00 || line without LF)`` (32 bytes)."""
+        digest = hashlib.sha256(b"\x00")
+        digest.update(memoryview(self.line)[:-1])
+        return digest.digest()
 
 
 LineListener = Callable[[WrittenLine], None]
@@ -103,11 +112,12 @@ class RoutingAuditLog:
     durability (logged once; counted in ``sync_timeouts``).
 
     ``listener`` (also settable as the attribute): told of every line this instance writes, so a
-    caller that needs the lines' hashes (the checkpointer) never reads or hashes them again. It is
-    called once per line, with a :class:`WrittenLine`, for every kind of line: the caller's records,
-    records from the backlog and the spill file, ``records-dropped`` and ``chain-quarantine`` events.
-    The leaf hash is computed where the line is built (one more SHA-256 pass over it, only while a
-    listener is set). Contract:
+    caller that needs the lines (the checkpointer) never reads them back. It is called once per line,
+    with a :class:`WrittenLine` (the line's bytes and record hash, known where the line is built), for
+    every kind of line: the caller's records, records from the backlog and the spill file,
+    ``records-dropped`` and ``chain-quarantine`` events. The listener costs the append no hashing:
+    whoever needs a leaf hash computes it (:meth:`WrittenLine.leaf_hash`), in its own thread.
+    Contract:
 
     * calls come in file order for this instance, after the chain's file lock is released and before
       the append returns, under this instance's thread lock (so calls never overlap);
@@ -400,9 +410,7 @@ class RoutingAuditLog:
         line, record_hash = encode_record(seq, prev, encoded.payload, encoded.marks)
         self._write(fd, line, size)
         if self.listener is not None:
-            leaf = hashlib.sha256(b"\x00")
-            leaf.update(memoryview(line)[:-1])
-            self._written.append(WrittenLine(size, len(line), leaf.digest(), record_hash))
+            self._written.append(WrittenLine(size, line, record_hash))
         self._known_size = size + len(line)
         self._head = ChainHead(seq, record_hash)
         return self._head, self._known_size

@@ -6,12 +6,13 @@ thread and no clock. :class:`ScheduledCheckpointer` gives it the plugin's cadenc
 counts records and, when a checkpoint is due (``every_records`` records, or the first record
 ``every_seconds`` after the last checkpoint, or a catch-up left lines for later), wakes one daemon
 thread that runs it, so no checkpoint ever runs inside a spawn. The chain's writer tells it of every
-line this process writes (``line_written``, a ``RoutingAuditLog`` listener): their leaf and record
-hashes, computed where each line was built, are kept until a checkpoint covers them, so the catch-up
-reads and checks only the lines of other processes. What is kept is bounded (``KEPT_LINES_MAX``):
-past it, or once the checkpointer refused, the lines are dropped and read from the chain instead. The
-thread's catch-up gives the interpreter back after every slice of lines (``PAUSE_S``), so a host
-thread waiting for it waits for one slice at most. ``checkpoint_now`` (at uninstrument and
+line this process writes (``line_written``, a ``RoutingAuditLog`` listener): the lines (the very bytes
+written, and their record hashes) are kept until a checkpoint covers them, so the catch-up reads and
+checks only the lines of other processes, and hashes this process's own in its thread, not in the
+spawn. What is kept is bounded (twice ``every_records`` lines, ``KEPT_BYTES_MAX`` bytes): past it, or
+once the checkpointer refused, the lines are dropped and read from the chain instead. The thread's
+catch-up gives the interpreter back after every slice of lines (``PAUSE_S``), so a host thread waiting
+for it waits for one slice at most. ``checkpoint_now`` (at uninstrument and
 provider shutdown) runs one synchronously with the larger shutdown bounds, waiting at most
 ``SHUTDOWN_WAIT_S`` for a checkpoint the thread is running; ``close`` stops the thread. A forked child
 starts its own thread on its first due checkpoint (the parent's does not exist there) and does not wait
@@ -56,7 +57,7 @@ __all__ = [
     "DEFAULT_EVERY_RECORDS",
     "DEFAULT_EVERY_SECONDS",
     "DEFAULT_PUSHES_PER_DAY",
-    "KEPT_LINES_MAX",
+    "KEPT_BYTES_MAX",
     "PAUSE_S",
     "SHUTDOWN_PUSH_S",
     "SHUTDOWN_WAIT_S",
@@ -79,8 +80,8 @@ WORKER_NAME: Final = "route-shadow-checkpointer"
 """The name of the background thread."""
 SHUTDOWN_PUSH_S: Final = 3.0
 """Longest ``checkpoint_now`` spends pushing the last checkpoint to the witnesses (all of them)."""
-KEPT_LINES_MAX: Final = 16384
-"""Most appended lines kept for the next checkpoint (about 4 MiB); at most twice ``every_records``."""
+KEPT_BYTES_MAX: Final = 8 * 1024 * 1024
+"""Most bytes of appended lines kept for the next checkpoint (and at most twice ``every_records`` lines)."""
 PAUSE_S: Final = 0.0001
 """How long the background thread sleeps between two slices of a catch-up, the interpreter lock
 given back: long enough that a host thread waiting for the lock takes it."""
@@ -108,8 +109,8 @@ class ScheduledCheckpointer:
         self._worker: threading.Thread | None = None
         self._closed = False
         self._kept: list[WrittenLine] = []
+        self._kept_bytes = 0
         self._kept_lock = threading.Lock()
-        self._kept_limit = min(KEPT_LINES_MAX, 2 * self.every_records)
         self.witnesses: CheckpointWitnessing | None = None
         weak = weakref.WeakMethod(self._after_fork)
         os.register_at_fork(after_in_child=lambda: (method := weak()) is not None and method())
@@ -154,15 +155,21 @@ class ScheduledCheckpointer:
         return len(self._kept)
 
     def line_written(self, line: WrittenLine) -> None:
-        """A line this process appended (the chain writer's listener): kept, with its hashes, until a
-        checkpoint covers it. A line that does not follow the last one kept (the chain file replaced
-        or cut) or a full list drops what is kept: those lines are read from the chain instead."""
+        """A line this process appended (the chain writer's listener): kept until a checkpoint covers
+        it. A line that does not follow the last one kept (the chain file replaced or cut), or one more
+        than the bounds allow, drops what is kept: those lines are read from the chain instead."""
         with self._kept_lock:
             kept = self._kept
-            if kept and (len(kept) >= self._kept_limit or line.offset < kept[-1].offset + kept[-1].length):
+            if kept and (
+                len(kept) >= 2 * self.every_records
+                or self._kept_bytes + len(line.line) > KEPT_BYTES_MAX
+                or line.offset < kept[-1].offset + len(kept[-1].line)
+            ):
                 kept.clear()
+                self._kept_bytes = 0
             if self.checkpointer.refused is None:
                 kept.append(line)
+                self._kept_bytes += len(line.line)
 
     def after_append(self) -> None:
         """Count one appended record; checkpoint when due. Cheap unless due; never raises."""
@@ -247,10 +254,12 @@ class ScheduledCheckpointer:
                 kept.clear()
             else:
                 del kept[: bisect.bisect_left(kept, covered, key=lambda line: line.offset)]
+            self._kept_bytes = sum(len(line.line) for line in kept)
 
     def _after_fork(self) -> None:
         """In a forked child: the parent's thread does not exist here, and a lock it held was copied held."""
         self._kept_lock = threading.Lock()
+        self._kept, self._kept_bytes = [], 0
         self._mutex = threading.Lock()
         self._wake = threading.Event()
         self._worker = None

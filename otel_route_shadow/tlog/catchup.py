@@ -9,8 +9,9 @@ extension, that the chain still holds the cursor's last line where it was.
 
 Work is bounded: at most ``max_leaves`` lines and the bytes up to ``end`` per call, and ``pause`` is
 called after every slice of ``slice_leaves`` lines, so a host thread waiting for the interpreter lock
-waits for one slice at most. Lines the caller appended itself (``chain.WrittenLine``: offset, length,
-leaf hash and record hash, known where the line was built) are taken as given, never read again.
+waits for one slice at most. Lines the caller appended itself (``chain.WrittenLine``: offset, bytes
+and record hash, known where the line was built) are taken as given, never read again: their record
+hashes and links are not checked, and their leaf hashes are computed here, from memory.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from otel_route_shadow.lines import FileHandle, iter_blocks
 from otel_route_shadow.tlog.directory import TreeHint
 from otel_route_shadow.tlog.links import GENESIS, line_holds, record_hash_of
 from otel_route_shadow.tlog.merkle import leaf_hash
-from otel_route_shadow.tlog.tiles import TreeBuilder
+from otel_route_shadow.tlog.tiles import TILE_WIDTH, TreeBuilder
 
 __all__ = ["DEFAULT_SLICE_LEAVES", "Cursor", "Extension", "extend", "still_holds"]
 
@@ -37,13 +38,15 @@ _SLICE_BYTES: Final = 256 * 1024
 
 @dataclasses.dataclass(slots=True)
 class Cursor:
-    """The tree the writer trusts and where it ends in the chain (see the module docstring)."""
+    """The tree the writer trusts and where it ends in the chain (see the module docstring), and the
+    offsets of the lines ``256 k`` it passed (``(k, offset)``, for the entries index)."""
 
     builder: TreeBuilder
     offset: int = 0
     last_start: int = 0
     last_leaf: bytes = b""
     prev: bytes = GENESIS
+    bundle_starts: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -60,6 +63,11 @@ class Cursor:
     def add(self, leaves: Sequence[bytes], starts: Sequence[int], end: int, prev: bytes) -> None:
         """Append leaves: ``starts`` are their lines' offsets, ``end`` the offset after the last line,
         ``prev`` the last line's record hash."""
+        first = self.builder.size
+        k = -(-first // TILE_WIDTH)
+        while k * TILE_WIDTH < first + len(leaves):
+            self.bundle_starts.append((k, starts[k * TILE_WIDTH - first]))
+            k += 1
         self.builder.extend(leaves)
         self.offset, self.last_start, self.last_leaf, self.prev = end, starts[-1], leaves[-1], prev
 
@@ -126,7 +134,7 @@ def _take_own(cursor: Cursor, own: dict[int, WrittenLine], end: int, most: int) 
     offset = cursor.offset
     last = None
     while len(leaves) < most and (line := own.get(offset)) is not None and offset + line.length <= end:
-        leaves.append(line.leaf_hash)
+        leaves.append(line.leaf_hash())
         starts.append(offset)
         offset, last = offset + line.length, line
     if last is not None:

@@ -22,7 +22,8 @@ checkpointing: this one skips) and then:
    ``TileReader`` for the new root, and a consistency proof from every checkpoint it knows it signed is
    computed and verified (``merkle.verify_consistency``). Then it signs, writes ``state``, appends the
    note to ``checkpoints`` and replaces ``checkpoint`` (the publication order of section 13.6), and
-   only then removes partial tiles whose full tile exists.
+   only then removes partial tiles whose full tile exists and appends the offsets of the lines
+   ``256 k`` it passed to ``entries-index`` (a hint for cutting entry bundles, section 13.9).
 
 Anything that contradicts what was signed (the chain cut below a signed size or rewritten under it, a
 line whose record hash or link fails, a proof that does not verify) is a **refusal**: logged once,
@@ -50,6 +51,7 @@ from otel_route_shadow.tlog.authentication import AuthenticationError, authentic
 from otel_route_shadow.tlog.catchup import DEFAULT_SLICE_LEAVES, Cursor, extend, still_holds
 from otel_route_shadow.tlog.checkpoint import Checkpoint
 from otel_route_shadow.tlog.directory import REFUSALS_FILE, LogDirectory, State, StateError, TreeHint
+from otel_route_shadow.tlog.entries import append_index_offsets
 from otel_route_shadow.tlog.links import record_hash_of
 from otel_route_shadow.tlog.merkle import (
     HASH_SIZE,
@@ -477,6 +479,8 @@ class Checkpointer:
         completed, self._completed = self._completed, []
         for level, index in completed:
             remove_partials(self.dir, level, index)
+        starts, cursor.bundle_starts = cursor.bundle_starts, []
+        append_index_offsets(self.dir, starts)
         return made
 
     def _write_tiles(self, builder: TreeBuilder) -> None:
