@@ -26,7 +26,8 @@ def _expected(path: Path) -> list[WrittenLine]:
     data = path.read_bytes()
     lines, offset = [], 0
     for line in data.split(b"\n")[:-1]:
-        lines.append(WrittenLine(offset, line + b"\n", parse_record_line(line).record_hash))
+        record = parse_record_line(line)
+        lines.append(WrittenLine(offset, line + b"\n", record.record_hash, record.prev_hash))
         offset += len(line) + 1
     return lines
 

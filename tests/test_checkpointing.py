@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tlog_support import ORIGIN, lines, notes
+from tlog_support import ORIGIN, lines, log_dir, notes
 
-from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
+from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, WrittenLine, canonical_bytes
+from otel_route_shadow.chain.record import encode_record
 from otel_route_shadow.instrumentation import checkpointing
 from otel_route_shadow.instrumentation.checkpointing import WORKER_NAME, ScheduledCheckpointer
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
@@ -173,6 +175,25 @@ def test_the_checkpointer_never_rereads_lines_its_own_process_wrote(
     exporter.shutdown()
 
 
+def test_an_own_line_that_no_longer_links_to_the_line_before_it_is_refused(tmp_path: Path) -> None:
+    """A line this process appended is taken as given, but its link is still checked: here another
+    process's line before it was rewritten after it was linked to (same length, valid on its own)."""
+    chain = tmp_path / "chain.jsonl"
+    scheduled = _scheduled(chain, 1000)
+    with RoutingAuditLog(chain) as other:
+        other.append({"kind": "route-shadow", "n": 1})
+    before = lines(chain)[0]
+    with RoutingAuditLog(chain, listener=scheduled.line_written) as log:
+        log.append({"kind": "route-shadow", "n": 2})
+    rewritten, _ = encode_record(0, GENESIS_HASH, canonical_bytes({"kind": "route-shadow", "n": 9}), b"[]")
+    assert len(rewritten) == len(before) + 1
+    with open(chain, "r+b") as handle:
+        handle.write(rewritten)
+    made = scheduled.checkpoint_now()
+    assert scheduled.refused == "broken-link" and (made is None or made.size == 1)
+    assert json.loads((log_dir(chain) / "refusals").read_text())["seq"] == 1
+
+
 def test_lines_kept_for_a_checkpointer_that_falls_behind_are_bounded_and_then_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -228,10 +249,10 @@ def test_a_refused_checkpointer_keeps_no_lines(tmp_path: Path) -> None:
 def test_a_line_that_does_not_follow_the_kept_ones_drops_them(tmp_path: Path) -> None:
     scheduled = _scheduled(tmp_path / "chain.jsonl", 100)
     line = b"x" * 9 + b"\n"
-    scheduled.line_written(WrittenLine(0, line, "0" * 64))
-    scheduled.line_written(WrittenLine(10, line, "0" * 64))
+    scheduled.line_written(WrittenLine(0, line, "1" * 64, "0" * 64))
+    scheduled.line_written(WrittenLine(10, line, "2" * 64, "1" * 64))
     assert scheduled.kept == 2
-    scheduled.line_written(WrittenLine(5, line, "0" * 64))  # the chain file replaced, or cut
+    scheduled.line_written(WrittenLine(5, line, "3" * 64, "0" * 64))  # the chain file replaced, or cut
     assert scheduled.kept == 1
 
 

@@ -143,7 +143,11 @@ def test_lines_this_process_appended_are_taken_as_given_not_read_again(
     data = chain.read_bytes()
     own, offset = [], 0
     for line in lines(chain):
-        own.append(WrittenLine(offset, line + b"\n", links.record_hash_of(line).decode()))
+        own.append(
+            WrittenLine(
+                offset, line + b"\n", links.record_hash_of(line).decode(), links.prev_of(line).decode()
+            )
+        )
         offset += len(line) + 1
     checked: list[bytes] = []
     original = links.line_holds

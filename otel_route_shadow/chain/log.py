@@ -23,7 +23,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, NoReturn
 
 from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, Backlog, write_failure_reason
 from otel_route_shadow.chain.errors import ChainLockTimeout, ChainPayloadError
@@ -72,12 +72,14 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 class WrittenLine(NamedTuple):
     """One line a writer appended: where it starts, its bytes (its LF included, so the next line starts
-    at ``offset + length``) and its record hash (hex). The line is the very bytes object written: no
-    copy is made, and nothing more is computed on the writer's path."""
+    at ``offset + length``), its record hash and the record hash it links to (its ``prev_hash``; hex).
+    The line is the very bytes object written: no copy is made, and nothing more is computed on the
+    writer's path."""
 
     offset: int
     line: bytes
     record_hash: str
+    prev_hash: str
 
     @property
     def length(self) -> int:
@@ -234,7 +236,8 @@ class RoutingAuditLog:
         chain gets a ``records-dropped`` event for it once writing works again (or the next writer
         does, through the spill file); the ``OSError`` is raised. Raises as :meth:`append` does,
         except for the timeout."""
-        _check_size(encoded)
+        if len(encoded.payload) + len(encoded.marks) > PAYLOAD_BUDGET:
+            _refuse_size(encoded)
         written = self._append(encoded, self._lock_timeout, count_failure=True)
         if written is None:
             self._backlog.keep(encoded, time.time_ns())
@@ -326,14 +329,16 @@ class RoutingAuditLog:
             fd, size = locked
             try:
                 head, size = self._checked_head(fd, size)
-                head, size = self._write_backlog(fd, head, size)
+                if len(self._backlog):
+                    head, size = self._write_backlog(fd, head, size)
                 prev = GENESIS_HASH if head is None else head.record_hash
                 if encoded is not None:
                     head, size = self._write_line(fd, head, size, encoded)
                     written = True
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-                self._tell_listener()
+                if self._written:
+                    self._tell_listener()
             identity = self._identity
         except OSError as exc:
             if count_failure and not written:
@@ -391,7 +396,7 @@ class RoutingAuditLog:
         return head, size
 
     def _write_backlog(self, fd: int, head: ChainHead | None, size: int) -> tuple[ChainHead | None, int]:
-        entries = self._backlog.take() if len(self._backlog) else []
+        entries = self._backlog.take()
         for index, entry in enumerate(entries):
             try:
                 head, size = self._write_line(fd, head, size, entry)
@@ -410,7 +415,7 @@ class RoutingAuditLog:
         line, record_hash = encode_record(seq, prev, encoded.payload, encoded.marks)
         self._write(fd, line, size)
         if self.listener is not None:
-            self._written.append(WrittenLine(size, line, record_hash))
+            self._written.append(WrittenLine(size, line, record_hash, prev))
         self._known_size = size + len(line)
         self._head = ChainHead(seq, record_hash)
         return self._head, self._known_size
@@ -424,9 +429,12 @@ class RoutingAuditLog:
         return head, size
 
     def _write(self, fd: int, data: bytes, size: int) -> None:
-        """Write ``data`` fully at the end; on failure remove the partial line if at all possible."""
+        """Write ``data`` fully at the end (one ``write`` unless it is cut short); on failure remove the
+        partial line if at all possible."""
         try:
-            write_all(fd, data)
+            written = os.write(fd, data)
+            if written < len(data):
+                write_all(fd, memoryview(data)[written:])
         except BaseException:
             with contextlib.suppress(OSError):  # else the next append quarantines the torn tail
                 os.ftruncate(fd, size)
@@ -435,8 +443,6 @@ class RoutingAuditLog:
 
     def _tell_listener(self) -> None:
         """Hand the lines written under the lock just released to the listener, in order."""
-        if not self._written:
-            return
         lines, self._written = self._written, []
         listener = self.listener
         if listener is None:
@@ -500,10 +506,9 @@ class RoutingAuditLog:
         raise OSError(f"{self._path}: the chain file keeps being replaced; not appending")
 
 
-def _check_size(encoded: EncodedPayload) -> None:
+def _refuse_size(encoded: EncodedPayload) -> NoReturn:
     size = len(encoded.payload) + len(encoded.marks)
-    if size > PAYLOAD_BUDGET:
-        raise ChainPayloadError(
-            f"record would exceed {MAX_ENTRY_BYTES} bytes ({size} bytes of payload and marks); "
-            "encode it with encode_payload, which cuts it to fit"
-        )
+    raise ChainPayloadError(
+        f"record would exceed {MAX_ENTRY_BYTES} bytes ({size} bytes of payload and marks); "
+        "encode it with encode_payload, which cuts it to fit"
+    )

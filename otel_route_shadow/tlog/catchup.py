@@ -11,7 +11,8 @@ Work is bounded: at most ``max_leaves`` lines and the bytes up to ``end`` per ca
 called after every slice of ``slice_leaves`` lines, so a host thread waiting for the interpreter lock
 waits for one slice at most. Lines the caller appended itself (``chain.WrittenLine``: offset, bytes
 and record hash, known where the line was built) are taken as given, never read again: their record
-hashes and links are not checked, and their leaf hashes are computed here, from memory.
+hashes are not checked (the caller computed them), their links are (each must link to the line before,
+whoever wrote it), and their leaf hashes are computed here, from memory.
 """
 
 from __future__ import annotations
@@ -113,7 +114,12 @@ def extend(
     while budget > 0 and cursor.offset < end:
         mine = own.get(cursor.offset)
         if mine is not None:
-            budget -= _take_own(cursor, own, end, min(budget, slice_leaves))
+            taken = _take_own(cursor, own, end, min(budget, slice_leaves))
+            if taken == 0:
+                if mine.offset + mine.length > end:
+                    break  # beyond what this call may take
+                return Extension(broken=cursor.size)  # it does not link to the line before
+            budget -= taken
             pause()
             continue
         after = bisect.bisect_right(offsets, cursor.offset)
@@ -128,15 +134,21 @@ def extend(
 
 
 def _take_own(cursor: Cursor, own: dict[int, WrittenLine], end: int, most: int) -> int:
-    """Add up to ``most`` consecutive lines of this process's own, as given."""
+    """Add up to ``most`` consecutive lines of this process's own, as given, while each links to the
+    line before."""
     leaves: list[bytes] = []
     starts: list[int] = []
-    offset = cursor.offset
+    offset, prev = cursor.offset, cursor.prev.decode("ascii")
     last = None
-    while len(leaves) < most and (line := own.get(offset)) is not None and offset + line.length <= end:
+    while (
+        len(leaves) < most
+        and (line := own.get(offset)) is not None
+        and offset + line.length <= end
+        and line.prev_hash == prev
+    ):
         leaves.append(line.leaf_hash())
         starts.append(offset)
-        offset, last = offset + line.length, line
+        offset, last, prev = offset + line.length, line, line.record_hash
     if last is not None:
         cursor.add(leaves, starts, offset, last.record_hash.encode("ascii"))
     return len(leaves)
