@@ -110,6 +110,11 @@ class ScheduledCheckpointer:
         self._closed = False
         self._kept: list[WrittenLine] = []
         self._kept_bytes = 0
+        self._kept_end = 0
+        """The offset after the last line kept: a line before it means the chain was replaced or cut."""
+        self._kept_max = 2 * self.every_records
+        self._keeping = True
+        """False once the checkpointer refused (it never uses a line again)."""
         self._kept_lock = threading.Lock()
         self.witnesses: CheckpointWitnessing | None = None
         weak = weakref.WeakMethod(self._after_fork)
@@ -158,18 +163,20 @@ class ScheduledCheckpointer:
         """A line this process appended (the chain writer's listener): kept until a checkpoint covers
         it. A line that does not follow the last one kept (the chain file replaced or cut), or one more
         than the bounds allow, drops what is kept: those lines are read from the chain instead."""
+        size = len(line.line)
         with self._kept_lock:
             kept = self._kept
-            if kept and (
-                len(kept) >= 2 * self.every_records
-                or self._kept_bytes + len(line.line) > KEPT_BYTES_MAX
-                or line.offset < kept[-1].offset + len(kept[-1].line)
+            if (
+                line.offset < self._kept_end
+                or self._kept_bytes + size > KEPT_BYTES_MAX
+                or len(kept) >= self._kept_max
             ):
                 kept.clear()
                 self._kept_bytes = 0
-            if self.checkpointer.refused is None:
+            if self._keeping:
                 kept.append(line)
-                self._kept_bytes += len(line.line)
+                self._kept_bytes += size
+                self._kept_end = line.offset + size
 
     def after_append(self) -> None:
         """Count one appended record; checkpoint when due. Cheap unless due; never raises."""
@@ -251,6 +258,7 @@ class ScheduledCheckpointer:
         with self._kept_lock:
             kept = self._kept
             if self.checkpointer.refused is not None:
+                self._keeping = False
                 kept.clear()
             else:
                 del kept[: bisect.bisect_left(kept, covered, key=lambda line: line.offset)]
@@ -259,7 +267,7 @@ class ScheduledCheckpointer:
     def _after_fork(self) -> None:
         """In a forked child: the parent's thread does not exist here, and a lock it held was copied held."""
         self._kept_lock = threading.Lock()
-        self._kept, self._kept_bytes = [], 0
+        self._kept, self._kept_bytes, self._kept_end = [], 0, 0
         self._mutex = threading.Lock()
         self._wake = threading.Event()
         self._worker = None

@@ -123,10 +123,11 @@ class RouteShadowChainExporter:
     ) -> None:
         """:meth:`append` for attributes whose payload shape was prepared once (``record_template``):
         the same bytes, without walking the attributes again."""
-        log = self._audit_log()
+        log = self._log if self._log is not None else self._audit_log()
         if log is not None:
             log.submit(template.encode(record_tokens(trace_id, span_id, start_time_unix_nano)))
-            self._after_append()
+            if self.checkpointer is not None:
+                self.checkpointer.after_append()
 
     def _after_append(self) -> None:
         if self.checkpointer is not None:
