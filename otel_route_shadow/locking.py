@@ -32,7 +32,13 @@ def flock_within(fd: int, mode: int, timeout: float, poll: float) -> bool:
 
 
 def flock_bounded(fd: int, mode: int, timeout: float | None, poll: float) -> bool:
-    """:func:`flock_within`, or with ``timeout`` None a blocking ``flock`` (always True)."""
+    """:func:`flock_within`, or with ``timeout`` None a blocking ``flock`` (always True). A lock that is
+    free is taken at once, in this call."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        pass
     if timeout is None:
         fcntl.flock(fd, mode)
         return True

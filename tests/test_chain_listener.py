@@ -1,5 +1,5 @@
-"""The append tells its caller what it wrote: for every line, its offset, length, RFC 6962 leaf hash
-and record hash, computed where the line is built, never by reading the chain back."""
+"""The append tells its caller what it wrote: for every line, its offset, bytes and record hash, known
+where the line is built, never by reading the chain back; the RFC 6962 leaf hash follows from them."""
 
 from __future__ import annotations
 
@@ -26,13 +26,13 @@ def _expected(path: Path) -> list[WrittenLine]:
     data = path.read_bytes()
     lines, offset = [], 0
     for line in data.split(b"\n")[:-1]:
-        leaf = hashlib.sha256(b"\x00" + line).digest()
-        lines.append(WrittenLine(offset, len(line) + 1, leaf, parse_record_line(line).record_hash))
+        record = parse_record_line(line)
+        lines.append(WrittenLine(offset, line + b"\n", record.record_hash, record.prev_hash))
         offset += len(line) + 1
     return lines
 
 
-def test_every_line_written_is_reported_with_its_offset_leaf_hash_and_record_hash(tmp_path: Path) -> None:
+def test_every_line_written_is_reported_with_its_offset_bytes_and_record_hash(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
     seen: list[WrittenLine] = []
     # A spilled record, a torn tail (quarantine event), a backlog with a drop event, and own records.
@@ -49,6 +49,7 @@ def test_every_line_written_is_reported_with_its_offset_leaf_hash_and_record_has
             log.submit(encode_payload(*sanitize_payload({"kind": "route-shadow", "n": n})))
     log.append({"kind": "route-shadow", "n": 4})
     assert seen == _expected(path)
+    assert [w.leaf_hash() for w in seen] == [hashlib.sha256(b"\x00" + w.line[:-1]).digest() for w in seen]
     kinds = [
         parse_record_line(path.read_bytes().split(b"\n")[i]).payload.get("kind") for i in range(len(seen))
     ]

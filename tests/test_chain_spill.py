@@ -74,7 +74,7 @@ print(exporter._log.backlog, flush=True)
 """
 
 
-def test_records_waiting_for_the_lock_at_exit_are_kept_and_written_first_by_the_next_writer(
+def test_records_waiting_for_the_lock_at_exit_are_kept_and_written_by_the_next_appends_in_order(
     tmp_path: Path,
 ) -> None:
     # At exit with the chain's lock still held by another process, the waiting records were dropped
@@ -94,9 +94,13 @@ def test_records_waiting_for_the_lock_at_exit_are_kept_and_written_first_by_the_
         assert "kept in" in done.stderr and "spill" in done.stderr
         assert len(_spill_lines(path)) == 40
         assert _kinds(path) == ["before"]
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": "next"})
+    log = RoutingAuditLog(path)
+    for n in range(3):  # each append takes one batch of the spill first (16 entries)
+        log.append({"kind": "route-shadow", "n": f"next-{n}"})
     seams = [p.get("attributes", {}).get("route_shadow.seam", p.get("n")) for _, p in iter_payloads(path)]
-    assert seams == ["before", *(f"waited-{n}" for n in range(40)), "next"]
+    waited = [f"waited-{n}" for n in range(40)]
+    assert chain_spill.SPILL_BATCH_RECORDS == 16
+    assert seams == ["before", *waited[:16], "next-0", *waited[16:32], "next-1", *waited[32:], "next-2"]
     assert _spill_lines(path) == []
     assert verify_chain(path).intact
 
@@ -248,10 +252,11 @@ def test_entries_beyond_the_spill_bound_are_counted_as_dropped(
 def test_a_spill_file_with_a_stale_claim_is_reset_by_the_next_spiller(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
     RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
-    stale = chain_spill._header(123, 456)  # a writer died after writing every entry, before the reset
+    # A writer died after writing every entry, before the reset.
+    stale = chain_spill._header(123, 456_000_000, chain_spill.HEADER_BYTES)
     Path(f"{path}.spill").write_bytes(stale)
     _spill(path, 1)
-    assert Path(f"{path}.spill").read_bytes().startswith(chain_spill._header(-1, 0))
+    assert Path(f"{path}.spill").read_bytes().startswith(chain_spill._EMPTY)
     RoutingAuditLog(path).append({"kind": "route-shadow", "n": 2})
     assert _kinds(path) == [0, 1, 2]
 
@@ -300,7 +305,163 @@ def test_the_spill_file_format_is_one_entry_per_line(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
     _spill(path, 7)
     header, *lines = Path(f"{path}.spill").read_bytes().splitlines(keepends=True)
-    assert header == chain_spill._header(-1, 0) and len(header) == chain_spill.HEADER_BYTES
+    assert header == chain_spill._EMPTY and len(header) == chain_spill.HEADER_BYTES == 63
     entry = _encoded(7)
     assert lines == [b'{"payload":' + entry.payload + b',"redactions":' + entry.marks + b"}\n"]
-    assert header.startswith(b"route-shadow-spill/1 ")
+    assert header.split() == [b"route-shadow-spill/2", b"-1", b"0", b"63"]
+
+
+# -- one batch per append -----------------------------------------------------------------------------
+
+
+def _lines_per_append(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the lines each append writes (``RoutingAuditLog._write_line`` calls), one entry per append."""
+    counts: list[int] = []
+    real_append, real_write = RoutingAuditLog._append, RoutingAuditLog._write_line
+
+    def append(self: RoutingAuditLog, *args: Any, **kwargs: Any) -> Any:
+        counts.append(0)
+        return real_append(self, *args, **kwargs)
+
+    def write_line(self: RoutingAuditLog, *args: Any) -> Any:
+        counts[-1] += 1
+        return real_write(self, *args)
+
+    monkeypatch.setattr(RoutingAuditLog, "_append", append)
+    monkeypatch.setattr(RoutingAuditLog, "_write_line", write_line)
+    return counts
+
+
+def test_a_full_spill_file_is_not_written_inside_one_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The next append wrote every spilled record (up to the spill's 64 MiB) inside one seam call.
+    path = tmp_path / "chain.jsonl"
+    _spill(path, *range(1, 101))
+    counts = _lines_per_append(monkeypatch)
+    log = RoutingAuditLog(path)
+    for n in range(8):
+        log.append({"kind": "route-shadow", "n": f"own-{n}"})
+    batch = chain_spill.SPILL_BATCH_RECORDS
+    assert counts == [batch + 1] * 6 + [100 - 6 * batch + 1, 1]  # a batch and its own record each
+    kinds = _kinds(path)
+    assert [k for k in kinds if isinstance(k, int)] == list(range(1, 101))  # order kept, each once
+    assert kinds[batch] == "own-0" and kinds[-2:] == ["own-6", "own-7"]
+    assert _spill_lines(path) == []
+    assert verify_chain(path).intact
+
+
+def test_a_spill_batch_is_bounded_in_bytes_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = RoutingAuditLog(path, lock_timeout=0.01)
+    big = [
+        encode_payload(*sanitize_payload({"kind": "route-shadow", "n": n, "pad": "p" * 20_000}))
+        for n in range(9)
+    ]
+    with lock_held_by_another_process(path):
+        for entry in big:
+            log.submit(entry)
+        assert log.spill(HANG_GUARD_S) == 9
+    counts = _lines_per_append(monkeypatch)
+    for n in range(4):
+        RoutingAuditLog(path).append({"kind": "route-shadow", "n": f"own-{n}"})
+    assert counts == [4, 4, 4, 1]  # 3 entries of 20 KB per 64 KiB batch, and the own record
+    assert [k for k in _kinds(path) if isinstance(k, int)] == list(range(9))
+
+
+@pytest.mark.parametrize("written", [0, 1, 2])
+def test_a_writer_that_died_in_a_later_batch_is_finished_without_duplicates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: int
+) -> None:
+    path = tmp_path / "chain.jsonl"
+    monkeypatch.setattr(chain_spill, "SPILL_BATCH_RECORDS", 2)
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    _spill(path, 1, 2, 3, 4, 5)
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": "a"})  # the first batch: 1, 2
+    real = RoutingAuditLog._write_line
+    calls = []
+
+    def dying(self: RoutingAuditLog, fd: int, head: Any, size: int, encoded: EncodedPayload) -> Any:
+        if len(calls) == written:
+            raise Crash
+        calls.append(1)
+        return real(self, fd, head, size, encoded)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RoutingAuditLog, "_write_line", dying)
+        with pytest.raises(Crash):
+            RoutingAuditLog(path).append({"kind": "route-shadow", "n": "dies"})
+    log = RoutingAuditLog(path)
+    for n in ("b", "c", "d"):
+        log.append({"kind": "route-shadow", "n": n})
+    kinds = _kinds(path)
+    assert [k for k in kinds if isinstance(k, int)] == [0, 1, 2, 3, 4, 5]
+    assert kinds[:4] == [0, 1, 2, "a"] and kinds[-1] == "d"
+    assert _spill_lines(path) == []
+    assert verify_chain(path).intact
+
+
+def _v1_spill(path: Path, numbers: list[int], claimed: int = -1) -> None:
+    """A spill file as the writers before batches left it: header version 1, no next-entry offset."""
+    header = f"route-shadow-spill/1 {claimed:>20} {0:>20}\n".encode("ascii")
+    assert len(header) == chain_spill.HEADER_BYTES
+    entries = [_encoded(n) for n in numbers]
+    Path(f"{path}.spill").write_bytes(header + b"".join(chain_spill._line(entry) for entry in entries))
+
+
+def test_a_version_1_spill_file_is_taken_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "chain.jsonl"
+    monkeypatch.setattr(chain_spill, "SPILL_BATCH_RECORDS", 2)
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    _v1_spill(path, [1, 2, 3, 4, 5])
+    log = RoutingAuditLog(path)
+    for n in ("a", "b", "c", "d"):
+        log.append({"kind": "route-shadow", "n": n})
+    assert _kinds(path) == [0, 1, 2, "a", 3, 4, "b", 5, "c", "d"]
+    assert _spill_lines(path) == []
+
+
+def test_a_version_1_claim_whose_entries_were_all_written_writes_none_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A writer before batches died after writing every entry of its claim, before emptying the file.
+    path = tmp_path / "chain.jsonl"
+    monkeypatch.setattr(chain_spill, "SPILL_BATCH_RECORDS", 2)
+    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    claimed = path.stat().st_size
+    log = RoutingAuditLog(path)
+    monkeypatch.setattr(log, "_spill_due", False)
+    for n in (1, 2, 3, 4):
+        log.append({"kind": "route-shadow", "n": n})
+    _v1_spill(path, [1, 2, 3, 4, 5], claimed)
+    log = RoutingAuditLog(path)
+    for n in ("a", "b", "c", "d"):
+        log.append({"kind": "route-shadow", "n": n})
+    assert _kinds(path) == [0, 1, 2, 3, 4, "a", "b", 5, "c", "d"]
+    assert _spill_lines(path) == []
+
+
+def test_a_spill_line_longer_than_any_entry_is_skipped_a_window_at_a_time_and_counted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "chain.jsonl"
+    _spill(path, 1)
+    with open(f"{path}.spill", "ab") as handle:
+        handle.write(b"x" * (3 * chain_spill.SPILL_BATCH_BYTES + 2 * chain_spill.MAX_ENTRY_BYTES) + b"\n")
+        handle.write(chain_spill._line(_encoded(2)))
+    reads: list[int] = []
+    real = os.pread
+    monkeypatch.setattr(chain_spill.os, "pread", lambda fd, n, at: reads.append(n) or real(fd, n, at))
+    log = RoutingAuditLog(path)
+    for n in range(5):
+        log.append({"kind": "route-shadow", "n": f"own-{n}"})
+    payloads = [p for _, p in iter_payloads(path)]
+    kinds = [p.get("n", p["kind"]) for p in payloads]
+    assert [k for k in kinds if k not in ("own-0", "own-1", "own-2", "own-3", "own-4")] == [
+        1,
+        DROPPED_KIND,
+        2,
+    ]
+    assert [p["count"] for p in payloads if p["kind"] == DROPPED_KIND] == [1]
+    assert max(reads) <= chain_spill.SPILL_BATCH_BYTES + chain_spill.MAX_ENTRY_BYTES + 1
+    assert verify_chain(path).dropped_records == 1

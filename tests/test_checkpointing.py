@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
-from tlog_support import ORIGIN, notes
+import pytest
+from tlog_support import ORIGIN, lines, log_dir, notes
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, WrittenLine, canonical_bytes
+from otel_route_shadow.chain.record import encode_record
+from otel_route_shadow.instrumentation import checkpointing
 from otel_route_shadow.instrumentation.checkpointing import WORKER_NAME, ScheduledCheckpointer
-from otel_route_shadow.tlog import Checkpointer, SignedCheckpoint
+from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+from otel_route_shadow.lines import FileHandle
+from otel_route_shadow.tlog import (
+    Checkpointer,
+    SignedCheckpoint,
+    catchup,
+    leaf_hash,
+    root_from_leaf_hashes,
+)
 
 
 def _scheduled(chain: Path, every: int, *, background: bool = False) -> ScheduledCheckpointer:
@@ -101,3 +114,181 @@ def test_a_forked_child_checkpoints_although_the_parent_was_checkpointing(tmp_pa
     assert os.waitstatus_to_exitcode(status) == 0
     assert [n.split("\n")[1] for n in notes(chain)] == ["5"]
     log.close()
+
+
+# -- what the catch-up reads ----------------------------------------------------------------------------
+
+
+class _Reads:
+    """What the catch-up reads and checks: bytes of chain lines read, and lines checked."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bytes = 0
+        self.checked = 0
+        blocks, holds = catchup.iter_blocks, catchup.line_holds
+
+        def counting_blocks(
+            chain: FileHandle, start: int, end: int, size: int
+        ) -> Iterator[tuple[int, bytes]]:
+            for after, block in blocks(chain, start, end, size):
+                self.bytes += len(block) + 1  # the block's lines, their last LF included
+                yield after, block
+
+        def counting_holds(line: bytes, prev: bytes) -> bool:
+            self.checked += 1
+            return holds(line, prev)
+
+        monkeypatch.setattr(catchup, "iter_blocks", counting_blocks)
+        monkeypatch.setattr(catchup, "line_holds", counting_holds)
+
+
+def _right_root(chain: Path, made: SignedCheckpoint | None) -> bool:
+    hashes = [leaf_hash(line) for line in lines(chain)]
+    return made is not None and made.root == root_from_leaf_hashes(hashes[: made.size])
+
+
+def test_the_checkpointer_never_rereads_lines_its_own_process_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each background checkpoint re-read and re-hashed the ~1,000 lines its own process had just
+    # written and hashed, holding the interpreter lock for 116-343 ms (issue 25).
+    chain = tmp_path / "chain.jsonl"
+    scheduled = _scheduled(chain, 100)
+    exporter = RouteShadowChainExporter(chain, checkpointer=scheduled)
+    reads = _Reads(monkeypatch)
+    seen: list[SignedCheckpoint] = []
+    scheduled.add_listener(seen.append)
+    for n in range(250):
+        exporter.append(n + 1, n + 1, n + 1, {"route_shadow.seam": "own"})
+    assert [c.size for c in seen] == [100, 200]
+    assert (reads.bytes, reads.checked) == (0, 0)
+    with RoutingAuditLog(chain) as other:  # another process's lines: read and checked, and only they
+        for n in range(30):
+            other.append({"kind": "route-shadow", "n": n})
+    for n in range(20):
+        exporter.append(n + 1, n + 1, n + 1, {"route_shadow.seam": "own"})
+    last = scheduled.checkpoint_now()
+    assert last is not None and last.size == 300 and _right_root(chain, last)
+    foreign = sum(len(line) + 1 for line in lines(chain)[250:280])
+    assert (reads.checked, reads.bytes) == (30, foreign)
+    assert scheduled.kept == 0  # every line kept was covered, and forgotten
+    exporter.shutdown()
+
+
+def test_an_own_line_that_no_longer_links_to_the_line_before_it_is_refused(tmp_path: Path) -> None:
+    """A line this process appended is taken as given, but its link is still checked: here another
+    process's line before it was rewritten after it was linked to (same length, valid on its own)."""
+    chain = tmp_path / "chain.jsonl"
+    scheduled = _scheduled(chain, 1000)
+    with RoutingAuditLog(chain) as other:
+        other.append({"kind": "route-shadow", "n": 1})
+    before = lines(chain)[0]
+    with RoutingAuditLog(chain, listener=scheduled.line_written) as log:
+        log.append({"kind": "route-shadow", "n": 2})
+    rewritten, _ = encode_record(0, GENESIS_HASH, canonical_bytes({"kind": "route-shadow", "n": 9}), b"[]")
+    assert len(rewritten) == len(before) + 1
+    with open(chain, "r+b") as handle:
+        handle.write(rewritten)
+    made = scheduled.checkpoint_now()
+    assert scheduled.refused == "broken-link" and (made is None or made.size == 1)
+    assert json.loads((log_dir(chain) / "refusals").read_text())["seq"] == 1
+
+
+def test_lines_kept_for_a_checkpointer_that_falls_behind_are_bounded_and_then_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    scheduled = _scheduled(chain, 50)  # keeps at most 2 x 50 lines
+    reads = _Reads(monkeypatch)
+    high = 0
+    with RoutingAuditLog(chain, listener=scheduled.line_written) as log, scheduled.exclusive(1.0) as held:
+        assert held  # no checkpoint can run: the checkpointer falls behind
+        for n in range(250):
+            log.append({"kind": "route-shadow", "n": n})
+            scheduled.after_append()
+            high = max(high, scheduled.kept)
+    assert high == 100 and scheduled.kept == 50  # dropped at 100, twice; the last 50 kept
+    made = scheduled.checkpoint_now()
+    assert made is not None and made.size == 250 and _right_root(chain, made)
+    assert reads.checked == 200  # the dropped lines, read from the chain; the kept ones taken as given
+
+
+def test_lines_kept_are_bounded_in_bytes_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chain = tmp_path / "chain.jsonl"
+    monkeypatch.setattr(checkpointing, "KEPT_BYTES_MAX", 10_000)
+    scheduled = _scheduled(chain, 1000)
+    high = 0
+    with RoutingAuditLog(chain, listener=scheduled.line_written) as log:
+        for n in range(100):
+            log.append({"kind": "route-shadow", "n": n, "pad": "p" * 1000})
+            high = max(high, sum(len(line.line) for line in scheduled._kept))
+    assert 9_000 < high <= 10_000
+    made = scheduled.checkpoint_now()
+    assert made is not None and made.size == 100 and _right_root(chain, made)
+
+
+def test_a_refused_checkpointer_keeps_no_lines(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    scheduled = _scheduled(chain, 10)
+    with RoutingAuditLog(chain, listener=scheduled.line_written) as log:
+        for n in range(10):
+            log.append({"kind": "route-shadow", "n": n})
+            scheduled.after_append()
+        assert notes(chain) and scheduled.kept == 0
+        with open(chain, "r+b") as handle:  # the chain cut below what was signed
+            handle.truncate(len(b"\n".join(lines(chain)[:5])) + 1)
+        log.append({"kind": "route-shadow", "n": "after"})
+        scheduled.checkpoint_now()
+        assert scheduled.refused == "truncated" and scheduled.kept == 0
+        for n in range(20):
+            log.append({"kind": "route-shadow", "n": n})
+            scheduled.after_append()
+        assert scheduled.kept == 0
+
+
+def test_a_line_that_does_not_follow_the_kept_ones_drops_them(tmp_path: Path) -> None:
+    scheduled = _scheduled(tmp_path / "chain.jsonl", 100)
+    line = b"x" * 9 + b"\n"
+    scheduled.line_written(WrittenLine(0, line, "1" * 64, "0" * 64))
+    scheduled.line_written(WrittenLine(10, line, "2" * 64, "1" * 64))
+    assert scheduled.kept == 2
+    scheduled.line_written(WrittenLine(5, line, "3" * 64, "0" * 64))  # the chain file replaced, or cut
+    assert scheduled.kept == 1
+
+
+def test_catch_up_yields_between_slices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The background catch-up held the interpreter lock for its whole run: every host thread that
+    # wanted it waited (issue 25: p99.9 of a seam call 1,397 us with checkpointing on, 386 us off).
+    chain = tmp_path / "chain.jsonl"
+    scheduled = _scheduled(chain, 1, background=True)
+    checkpointer = scheduled.checkpointer
+    with RoutingAuditLog(chain) as other:  # 1,000 lines of another process, then 300 of this one
+        for n in range(1000):
+            other.append({"kind": "route-shadow", "n": n})
+    sizes: list[tuple[int, str]] = []
+    monkeypatch.setattr(
+        checkpointing, "_give_way", lambda: sizes.append((checkpointer.size, threading.current_thread().name))
+    )
+    done = threading.Event()
+    scheduled.add_listener(lambda c: done.set() if c.size == 1300 else None)
+    with RoutingAuditLog(chain, listener=scheduled.line_written) as log, scheduled.exclusive(1.0):
+        for n in range(300):
+            log.append({"kind": "route-shadow", "n": n})
+    scheduled.after_append()
+    assert done.wait(30)  # a hang guard, not a speed assertion
+    steps = [b - a for (a, _), (b, _) in zip([(0, ""), *sizes], sizes, strict=False)]
+    assert len(sizes) >= 1300 // checkpointer.slice_leaves
+    assert max(steps) <= checkpointer.slice_leaves
+    assert {name for _, name in sizes} == {WORKER_NAME}
+    scheduled.close()
+
+
+def test_a_catch_up_at_shutdown_does_not_pause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chain = tmp_path / "chain.jsonl"
+    with RoutingAuditLog(chain) as other:
+        for n in range(300):
+            other.append({"kind": "route-shadow", "n": n})
+    paused: list[int] = []
+    monkeypatch.setattr(checkpointing, "_give_way", lambda: paused.append(1))
+    made = _scheduled(chain, 1000).checkpoint_now()  # in the caller's thread: nothing to give way to
+    assert made is not None and made.size == 300 and paused == []

@@ -11,9 +11,8 @@ import pytest
 from test_chain_support import build_old_chain
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
 from otel_route_shadow.tlog import (
-    AppendedLine,
     Checkpointer,
     SignedCheckpoint,
     Signer,
@@ -144,7 +143,11 @@ def test_lines_this_process_appended_are_taken_as_given_not_read_again(
     data = chain.read_bytes()
     own, offset = [], 0
     for line in lines(chain):
-        own.append(AppendedLine(offset, len(line) + 1, leaf_hash(line), links.record_hash_of(line)))
+        own.append(
+            WrittenLine(
+                offset, line + b"\n", links.record_hash_of(line).decode(), links.prev_of(line).decode()
+            )
+        )
         offset += len(line) + 1
     checked: list[bytes] = []
     original = links.line_holds

@@ -30,7 +30,8 @@ from otel_route_shadow.tlog import (
     long_entries,
     signed_checkpoint_from_note,
 )
-from otel_route_shadow.tlog.entries import ENTRIES_INDEX_FILE, read_bundle
+from otel_route_shadow.tlog import entries as tlog_entries
+from otel_route_shadow.tlog.entries import ENTRIES_INDEX_FILE, append_index_offsets, read_bundle
 
 SIGNER = Signer.generate(ORIGIN)
 
@@ -132,6 +133,7 @@ def test_an_unusable_index_file_is_ignored(tmp_path: Path, content: bytes) -> No
 
 def test_an_index_that_is_a_fifo_or_a_link_is_never_followed(tmp_path: Path) -> None:
     chain = _log(tmp_path)
+    (log_dir(chain) / ENTRIES_INDEX_FILE).unlink()  # the writer's
     os.mkfifo(log_dir(chain) / ENTRIES_INDEX_FILE)
     index = EntryIndex(str(chain), str(log_dir(chain)))  # never blocks on the FIFO
     assert index.offsets.tolist() == [0]
@@ -235,3 +237,72 @@ def test_verify_names_the_bundles_that_cannot_be_served(
     plain = _log(tmp_path / "plain")
     assert main(["verify", str(plain), "--key", key]) == 0
     assert "entry bundles" not in capsys.readouterr().out
+
+
+# -- the index the writer keeps --------------------------------------------------------------------------
+
+
+def _scanned_offsets(chain: Path) -> list[int]:
+    starts, offset = [], 0
+    for seq, line in enumerate(lines(chain)):
+        if seq % 256 == 0:
+            starts.append(offset)
+        offset += len(line) + 1
+    return starts
+
+
+def _index_file(chain: Path) -> list[int]:
+    data = (log_dir(chain) / ENTRIES_INDEX_FILE).read_bytes()
+    return [int.from_bytes(data[i : i + 8], "big") for i in range(0, len(data), 8)]
+
+
+def test_the_writer_keeps_the_entries_index_and_a_reader_scans_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # serve built the index on its first request by scanning the chain (2.2 GB for 1M records), although
+    # the writer had passed every one of those lines' offsets.
+    chain = _log(tmp_path, count=1100, every=100)
+    assert _index_file(chain) == _scanned_offsets(chain)  # lines 0, 256, 512, 768 and 1024
+    opened: list[str] = []
+    real = tlog_entries._open
+    monkeypatch.setattr(tlog_entries, "_open", lambda path: opened.append(path) or real(path))
+    index = EntryIndex(str(chain), str(log_dir(chain)))
+    assert index.locate(4) == _scanned_offsets(chain)[4] and opened == []
+    append(chain, 200, Checkpointer(str(chain), ORIGIN, SIGNER), every=200, start=1100)  # a later process
+    assert _index_file(chain) == _scanned_offsets(chain)[:6]  # line 1280 added
+    assert index.locate(5) == _scanned_offsets(chain)[5] and opened == []  # taken from the file, grown
+    assert _bundle(chain, index, 4, 256) == lines(chain)[1024:1280]
+
+
+def test_offsets_that_do_not_continue_the_index_are_not_appended(tmp_path: Path) -> None:
+    directory = tmp_path / "log"
+    directory.mkdir()
+    path = directory / ENTRIES_INDEX_FILE
+    assert not append_index_offsets(str(directory), [(1, 500)])  # a gap: line 0's offset is missing
+    assert not append_index_offsets(str(directory), [(0, 7)])  # line 0 starts at 0
+    assert append_index_offsets(str(directory), [(0, 0), (1, 500)])
+    assert not append_index_offsets(str(directory), [(3, 900)])  # a gap
+    assert not append_index_offsets(str(directory), [(1, 500), (2, 400)])  # not after the last offset
+    assert append_index_offsets(str(directory), [(0, 0), (1, 500), (2, 800)])  # only k = 2 is new
+    assert path.read_bytes() == b"".join(n.to_bytes(8, "big") for n in (0, 500, 800))
+    path.write_bytes(path.read_bytes() + b"x")  # torn: left alone
+    assert not append_index_offsets(str(directory), [(3, 900)])
+    path.unlink()
+    os.mkfifo(path)  # never blocks, never written
+    assert not append_index_offsets(str(directory), [(0, 0)])
+    path.unlink()
+    (tmp_path / "outside").write_bytes(b"")
+    os.symlink(tmp_path / "outside", path)  # never followed
+    assert not append_index_offsets(str(directory), [(0, 0)])
+    assert (tmp_path / "outside").read_bytes() == b""
+
+
+def test_wrong_offsets_appended_to_the_index_are_rebuilt_from_the_chain(tmp_path: Path) -> None:
+    chain = _log(tmp_path, count=700)
+    path = log_dir(chain) / ENTRIES_INDEX_FILE
+    path.write_bytes(path.read_bytes()[:16])
+    index = EntryIndex(str(chain), str(log_dir(chain)))  # lines 0 and 256
+    wrong = _scanned_offsets(chain)[2] + 1000  # a wrong line 512 appended (it follows line 256's offset)
+    path.write_bytes(path.read_bytes() + wrong.to_bytes(8, "big"))
+    assert _bundle(chain, index, 2, 188) == lines(chain)[512:700]
+    assert index.rebuilds == 1 and index.offsets.tolist() == _scanned_offsets(chain)

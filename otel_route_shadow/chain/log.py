@@ -23,7 +23,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, NoReturn
 
 from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, Backlog, write_failure_reason
 from otel_route_shadow.chain.errors import ChainLockTimeout, ChainPayloadError
@@ -71,14 +71,25 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class WrittenLine(NamedTuple):
-    """One line a writer appended: where it starts, how many bytes it took (its LF included, so the
-    next line starts at ``offset + length``), its RFC 6962 leaf hash ``SHA-256(0x00 || line without
-    LF)`` (32 bytes) and its record hash (hex)."""
+    """One line a writer appended: where it starts, its bytes (its LF included, so the next line starts
+    at ``offset + length``), its record hash and the record hash it links to (its ``prev_hash``; hex).
+    The line is the very bytes object written: no copy is made, and nothing more is computed on the
+    writer's path."""
 
     offset: int
-    length: int
-    leaf_hash: bytes
+    line: bytes
     record_hash: str
+    prev_hash: str
+
+    @property
+    def length(self) -> int:
+        return len(self.line)
+
+    def leaf_hash(self) -> bytes:
+        """Its RFC 6962 leaf hash, ``SHA-256(0x00 || line without LF)`` (32 bytes)."""
+        digest = hashlib.sha256(b"\x00")
+        digest.update(memoryview(self.line)[:-1])
+        return digest.digest()
 
 
 LineListener = Callable[[WrittenLine], None]
@@ -103,11 +114,12 @@ class RoutingAuditLog:
     durability (logged once; counted in ``sync_timeouts``).
 
     ``listener`` (also settable as the attribute): told of every line this instance writes, so a
-    caller that needs the lines' hashes (the checkpointer) never reads or hashes them again. It is
-    called once per line, with a :class:`WrittenLine`, for every kind of line: the caller's records,
-    records from the backlog and the spill file, ``records-dropped`` and ``chain-quarantine`` events.
-    The leaf hash is computed where the line is built (one more SHA-256 pass over it, only while a
-    listener is set). Contract:
+    caller that needs the lines (the checkpointer) never reads them back. It is called once per line,
+    with a :class:`WrittenLine` (the line's bytes and record hash, known where the line is built), for
+    every kind of line: the caller's records, records from the backlog and the spill file,
+    ``records-dropped`` and ``chain-quarantine`` events. The listener costs the append no hashing:
+    whoever needs a leaf hash computes it (:meth:`WrittenLine.leaf_hash`), in its own thread.
+    Contract:
 
     * calls come in file order for this instance, after the chain's file lock is released and before
       the append returns, under this instance's thread lock (so calls never overlap);
@@ -151,7 +163,8 @@ class RoutingAuditLog:
         self._marker_checked = 0
         self._spill_checked = 0
         self._spill_due = True
-        """Look for a spill file at the next append (the first one, and after :meth:`spill`)."""
+        """Look for a spill file at the next append (the first one, after :meth:`spill`, and while a
+        spill file still holds entries: each append takes one batch)."""
         self._started = False
         """Whether the temporaries a killed writer left beside the chain were removed."""
         self._commit = GroupCommit(self._path, lock_timeout)
@@ -223,7 +236,8 @@ class RoutingAuditLog:
         chain gets a ``records-dropped`` event for it once writing works again (or the next writer
         does, through the spill file); the ``OSError`` is raised. Raises as :meth:`append` does,
         except for the timeout."""
-        _check_size(encoded)
+        if len(encoded.payload) + len(encoded.marks) > PAYLOAD_BUDGET:
+            _refuse_size(encoded)
         written = self._append(encoded, self._lock_timeout, count_failure=True)
         if written is None:
             self._backlog.keep(encoded, time.time_ns())
@@ -315,14 +329,16 @@ class RoutingAuditLog:
             fd, size = locked
             try:
                 head, size = self._checked_head(fd, size)
-                head, size = self._write_backlog(fd, head, size)
+                if len(self._backlog):
+                    head, size = self._write_backlog(fd, head, size)
                 prev = GENESIS_HASH if head is None else head.record_hash
                 if encoded is not None:
                     head, size = self._write_line(fd, head, size, encoded)
                     written = True
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-                self._tell_listener()
+                if self._written:
+                    self._tell_listener()
             identity = self._identity
         except OSError as exc:
             if count_failure and not written:
@@ -347,6 +363,7 @@ class RoutingAuditLog:
         if (
             self._head is not None
             and size == self._known_size
+            and not self._spill_due
             and time.monotonic_ns() - self._marker_checked < MARKER_RECHECK_NS
         ):
             return self._head, size
@@ -375,11 +392,11 @@ class RoutingAuditLog:
         if self._spill_due or now - self._spill_checked >= MARKER_RECHECK_NS:
             self._spill_checked, self._spill_due = now, False
             if self._spill.pending():
-                head, size = self._spill.write_into(fd, head, size, self._write_line)
+                head, size, self._spill_due = self._spill.write_into(fd, head, size, self._write_line)
         return head, size
 
     def _write_backlog(self, fd: int, head: ChainHead | None, size: int) -> tuple[ChainHead | None, int]:
-        entries = self._backlog.take() if len(self._backlog) else []
+        entries = self._backlog.take()
         for index, entry in enumerate(entries):
             try:
                 head, size = self._write_line(fd, head, size, entry)
@@ -398,9 +415,7 @@ class RoutingAuditLog:
         line, record_hash = encode_record(seq, prev, encoded.payload, encoded.marks)
         self._write(fd, line, size)
         if self.listener is not None:
-            leaf = hashlib.sha256(b"\x00")
-            leaf.update(memoryview(line)[:-1])
-            self._written.append(WrittenLine(size, len(line), leaf.digest(), record_hash))
+            self._written.append(WrittenLine(size, line, record_hash, prev))
         self._known_size = size + len(line)
         self._head = ChainHead(seq, record_hash)
         return self._head, self._known_size
@@ -414,9 +429,12 @@ class RoutingAuditLog:
         return head, size
 
     def _write(self, fd: int, data: bytes, size: int) -> None:
-        """Write ``data`` fully at the end; on failure remove the partial line if at all possible."""
+        """Write ``data`` fully at the end (one ``write`` unless it is cut short); on failure remove the
+        partial line if at all possible."""
         try:
-            write_all(fd, data)
+            written = os.write(fd, data)
+            if written < len(data):
+                write_all(fd, memoryview(data)[written:])
         except BaseException:
             with contextlib.suppress(OSError):  # else the next append quarantines the torn tail
                 os.ftruncate(fd, size)
@@ -425,8 +443,6 @@ class RoutingAuditLog:
 
     def _tell_listener(self) -> None:
         """Hand the lines written under the lock just released to the listener, in order."""
-        if not self._written:
-            return
         lines, self._written = self._written, []
         listener = self.listener
         if listener is None:
@@ -490,10 +506,9 @@ class RoutingAuditLog:
         raise OSError(f"{self._path}: the chain file keeps being replaced; not appending")
 
 
-def _check_size(encoded: EncodedPayload) -> None:
+def _refuse_size(encoded: EncodedPayload) -> NoReturn:
     size = len(encoded.payload) + len(encoded.marks)
-    if size > PAYLOAD_BUDGET:
-        raise ChainPayloadError(
-            f"record would exceed {MAX_ENTRY_BYTES} bytes ({size} bytes of payload and marks); "
-            "encode it with encode_payload, which cuts it to fit"
-        )
+    raise ChainPayloadError(
+        f"record would exceed {MAX_ENTRY_BYTES} bytes ({size} bytes of payload and marks); "
+        "encode it with encode_payload, which cuts it to fit"
+    )

@@ -3,22 +3,29 @@ the chain, and written into the chain by the next writer, before anything else.
 
 ``<chain>.spill`` (``docs/chain-format.md`` section 9) is a header line and then one line per kept
 entry, ``{"payload":<canonical payload>,"redactions":<canonical marks>}``: a record without its place.
-Exiting writers append to it under the file's own ``flock``. The next writer, holding the chain's lock,
-takes them in order, so every spilled record reaches the chain once:
+Exiting writers append to it under the file's own ``flock``. Later appends, holding the chain's lock,
+take them in order, at most a batch per append (:data:`SPILL_BATCH_RECORDS` entries,
+:data:`SPILL_BATCH_BYTES` bytes), so no append is given more than a batch's work however full the file
+is, and every spilled record reaches the chain once:
 
-1. it records in the header where in the chain it starts (``claimed`` offset, and the time);
-2. it appends the entries, each through the one door any payload takes (sanitized, cut to fit);
-3. it empties the file back to its header, and the header says nothing is claimed.
+1. the header records where in the chain the batch starts (``claimed`` offset, and the time);
+2. the batch's entries are appended, each through the one door any payload takes (sanitized, cut to
+   fit);
+3. the header records where the next batch starts in the file (``next``) and that nothing is claimed;
+   after the last batch the file is emptied back to its header.
 
-A writer that finds a claim (the previous one died in step 2) appends only the entries the chain does
-not hold after the claimed offset. Lines that are not entries (torn by a crash, foreign) are counted in
-a ``records-dropped`` event (reason ``spill-unreadable``); entries that would take the file past
-:data:`SPILL_MAX_BYTES` are counted the same way at exit (``spill-full``).
+A writer that finds a claim (the previous one died in step 2) appends only the batch's entries the
+chain does not hold after the claimed offset. Lines that are not entries (torn by a crash, foreign) are
+counted in a ``records-dropped`` event (reason ``spill-unreadable``) at the end of their batch; entries
+that would take the file past :data:`SPILL_MAX_BYTES` are counted the same way at exit
+(``spill-full``). A header of version 1 (written before batches: no ``next``) is read as one whose
+entries all wait.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
@@ -46,12 +53,17 @@ from otel_route_shadow.chain.sanitize import RedactionMark, sanitize_payload
 from otel_route_shadow.files import fsync_directory, open_regular, write_all
 from otel_route_shadow.locking import flock_bounded
 
-__all__ = ["SPILL_MAX_BYTES", "Spill"]
+__all__ = ["SPILL_BATCH_BYTES", "SPILL_BATCH_RECORDS", "SPILL_MAX_BYTES", "Spill"]
 
 SPILL_MAX_BYTES: Final = 64 * 1024 * 1024
 """Most bytes of entries a spill file holds (a full default backlog of the longest records fits)."""
+SPILL_BATCH_RECORDS: Final = 16
+"""Most spilled entries one append writes into the chain (the rest go with the next appends)."""
+SPILL_BATCH_BYTES: Final = 64 * 1024
+"""Most bytes of spilled entries one append reads (at least one entry, whatever its size)."""
 
-_MAGIC: Final = "route-shadow-spill/1"
+_MAGIC: Final = "route-shadow-spill/2"
+_MAGIC_V1: Final = b"route-shadow-spill/1"
 _UNCLAIMED: Final = -1
 _EVENT_ROOM: Final = 512
 """Room kept for the ``spill-full`` event when entries do not all fit."""
@@ -62,13 +74,15 @@ LineWriter = Callable[[int, ChainHead | None, int, EncodedPayload], tuple[ChainH
 """Appends one entry as a record at ``size`` after ``head`` on the chain's descriptor."""
 
 
-def _header(claimed: int, claim_ns: int) -> bytes:
-    """The spill file's first line: the chain offset a writer started taking entries at (-1: none),
-    and when; fixed width, so it is rewritten in place."""
-    return f"{_MAGIC} {claimed:>20} {claim_ns:>20}\n".encode("ascii")
+def _header(claimed: int, claim_ns: int, following: int) -> bytes:
+    """The spill file's first line: the chain offset a writer started taking a batch at (-1: none),
+    when (written in milliseconds), and the file offset of the first entry not taken yet; fixed
+    width (as long as version 1's), so it is rewritten in place."""
+    return f"{_MAGIC} {claimed:>16} {claim_ns // 1_000_000:>15} {following:>8}\n".encode("ascii")
 
 
-HEADER_BYTES: Final = len(_header(_UNCLAIMED, 0))
+HEADER_BYTES: Final = len(_header(_UNCLAIMED, 0, 0))
+_EMPTY: Final = _header(_UNCLAIMED, 0, HEADER_BYTES)
 
 
 class Spill:
@@ -109,9 +123,9 @@ class Spill:
         size = os.fstat(fd).st_size
         start, prefix = size, b""
         if size < HEADER_BYTES:  # new, or a header torn by a crash (entries only follow a header)
-            start, prefix = 0, _header(_UNCLAIMED, 0)
-        elif size == HEADER_BYTES and _read_header(fd) != (_UNCLAIMED, 0):
-            os.pwrite(fd, _header(_UNCLAIMED, 0), 0)  # a claim whose entries are all written
+            start, prefix = 0, _EMPTY
+        elif size == HEADER_BYTES and os.pread(fd, HEADER_BYTES, 0) != _EMPTY:
+            os.pwrite(fd, _EMPTY, 0)  # a claim whose entries are all written
         elif os.pread(fd, 1, size - 1) != b"\n":
             prefix = b"\n"  # a line torn by a crash stays one unreadable line, not part of ours
         room = HEADER_BYTES + SPILL_MAX_BYTES - start - len(prefix)
@@ -126,12 +140,13 @@ class Spill:
                 os.ftruncate(fd, size)
             raise
 
-    # -- at the next append -------------------------------------------------------------------------
+    # -- at the next appends ------------------------------------------------------------------------
     def write_into(
         self, fd: int, head: ChainHead | None, size: int, write: LineWriter
-    ) -> tuple[ChainHead | None, int]:
-        """Append the spilled entries to the chain on ``fd`` (whose lock the caller holds; ``size`` is
-        where its complete lines end) with ``write``; return the new head and size.
+    ) -> tuple[ChainHead | None, int, bool]:
+        """Append the next batch of spilled entries to the chain on ``fd`` (whose lock the caller
+        holds; ``size`` is where its complete lines end) with ``write``; return the new head and size,
+        and whether entries are left for the next append.
 
         A spill file that cannot be used (not a regular file, its lock taken past the timeout, a
         failing disk) is left for a later append, logged once; only the chain's own write errors are
@@ -140,49 +155,56 @@ class Spill:
         try:
             sfd = open_regular(self.path, os.O_RDWR)
         except FileNotFoundError:
-            return head, size
+            return head, size, False
         except OSError as exc:
             self._cannot(exc)
-            return head, size
+            return head, size, False
         try:
             if not flock_bounded(sfd, fcntl.LOCK_EX, self._timeout, LOCK_POLL_S):
-                return head, size
+                return head, size, False
             try:
-                return self._write_into(sfd, fd, head, size, write)
+                return self._write_batch(sfd, fd, head, size, write)
             finally:
                 fcntl.flock(sfd, fcntl.LOCK_UN)
         finally:
             os.close(sfd)
 
-    def _write_into(
+    def _write_batch(
         self, sfd: int, fd: int, head: ChainHead | None, size: int, write: LineWriter
-    ) -> tuple[ChainHead | None, int]:
+    ) -> tuple[ChainHead | None, int, bool]:
         try:
             end = os.fstat(sfd).st_size
             if end <= HEADER_BYTES:
-                return head, size
-            claimed, claim_ns = _read_header(sfd)
+                return head, size, False
+            claimed, claim_ns, start = _read_header(sfd, end)
             if claimed == _UNCLAIMED:
-                claim_ns = time.time_ns()
-            entries = _read_entries(sfd, end, claim_ns)
+                claim_ns = time.time_ns() // 1_000_000 * 1_000_000  # as the header keeps it
+            batch = _read_batch(sfd, start, end, claim_ns)
             if claimed == _UNCLAIMED:
-                claimed, skip = size, 0
-                os.pwrite(sfd, _header(claimed, claim_ns), 0)
+                claimed, skip, found_end = size, 0, -1
+                os.pwrite(sfd, _header(claimed, claim_ns, start), 0)
                 os.fsync(sfd)
             else:
-                skip = _already_written(fd, claimed, size, entries)
+                skip, found_end = _already_written(fd, claimed, size, batch.entries)
         except OSError as exc:
             self._cannot(exc)
-            return head, size
-        for entry in entries[skip:]:
+            return head, size, False
+        for entry in batch.entries[skip:]:
             head, size = write(fd, head, size, entry)
         try:
-            os.ftruncate(sfd, HEADER_BYTES)
-            os.pwrite(sfd, _header(_UNCLAIMED, 0), 0)
-            os.fsync(sfd)
-        except OSError as exc:  # the claim stays: the next look finds every entry written
+            if batch.last:
+                os.ftruncate(sfd, HEADER_BYTES)
+                os.pwrite(sfd, _EMPTY, 0)
+                os.fsync(sfd)
+            elif batch.entries and skip == len(batch.entries):
+                # A writer before this one had written the whole batch: what follows may be in the
+                # chain too, after the batch's last line.
+                os.pwrite(sfd, _header(found_end, claim_ns, batch.following), 0)
+            else:
+                os.pwrite(sfd, _header(_UNCLAIMED, 0, batch.following), 0)
+        except OSError as exc:  # the claim stays: the next look finds the batch written
             self._cannot(exc)
-        return head, size
+        return head, size, not batch.last
 
     def _cannot(self, exc: OSError) -> None:
         if not self._refusal_logged:
@@ -190,16 +212,23 @@ class Spill:
             _LOG.warning("route shadow: the spill file %s cannot be used now: %s", self.path, exc)
 
 
-def _read_header(fd: int) -> tuple[int, int]:
-    """``(claimed offset, claim time)``; an unreadable header counts as unclaimed (then an entry a
-    crashed writer had already written can be written twice, never lost)."""
-    fields = os.pread(fd, HEADER_BYTES, 0).split()
-    if len(fields) == 3 and fields[0] == _MAGIC.encode():
+def _read_header(fd: int, end: int) -> tuple[int, int, int]:
+    """``(claimed offset, claim time in ns, offset of the next entry)`` of a file of ``end`` bytes. A
+    header of version 1 has its entries right after it; an unreadable header counts as unclaimed with
+    every entry waiting (then an entry a crashed writer had already written can be written twice,
+    never lost)."""
+    data = os.pread(fd, HEADER_BYTES, 0)
+    fields = data.split()
+    if data.endswith(b"\n") and fields[:1] in ([_MAGIC.encode()], [_MAGIC_V1]):
         with contextlib.suppress(ValueError):
-            claimed, claim_ns = int(fields[1]), int(fields[2])
-            if claimed >= _UNCLAIMED and claim_ns >= 0:
-                return claimed, claim_ns
-    return _UNCLAIMED, 0
+            numbers = [int(field) for field in fields[1:]]
+            if fields[0] == _MAGIC_V1 and len(numbers) == 2:
+                numbers = [numbers[0], numbers[1] // 1_000_000, HEADER_BYTES]
+            if len(numbers) == 3:
+                claimed, claim_ms, following = numbers
+                if claimed >= _UNCLAIMED and claim_ms >= 0 and HEADER_BYTES <= following <= end:
+                    return claimed, claim_ms * 1_000_000, following
+    return _UNCLAIMED, 0, HEADER_BYTES
 
 
 def _line(entry: EncodedPayload) -> bytes:
@@ -237,24 +266,51 @@ def _records_in(entries: list[EncodedPayload]) -> int:
     return total
 
 
-def _read_entries(sfd: int, end: int, claim_ns: int) -> list[EncodedPayload]:
-    """The entries of the spill file, then a ``spill-unreadable`` event for the lines that are not
-    entries (a line torn by a crash, bytes beyond the size bound, anything foreign)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Batch:
+    """The entries one append takes, the file offset after their lines, and whether they are the last."""
+
+    entries: list[EncodedPayload]
+    following: int
+    last: bool
+
+
+def _read_batch(sfd: int, start: int, end: int, claim_ns: int) -> _Batch:
+    """The next batch of entries from file offset ``start`` (one read of a bounded window): at most
+    :data:`SPILL_BATCH_RECORDS` lines and :data:`SPILL_BATCH_BYTES` bytes (one line at least), then a
+    ``spill-unreadable`` event for its lines that are not entries (a line torn by a crash, anything
+    foreign, a line longer than any entry: skipped a window at a time, counted once) and, in the last
+    batch, for bytes beyond the size bound."""
     limit = min(end, HEADER_BYTES + SPILL_MAX_BYTES)
+    data = os.pread(sfd, min(limit - start, SPILL_BATCH_BYTES + MAX_ENTRY_BYTES + 1), start)
+    at, unreadable, lines, torn = 0, 0, 0, False
     entries: list[EncodedPayload] = []
-    unreadable = 0
-    for line in complete_lines(sfd, HEADER_BYTES, limit):
-        entry = _entry(line)
+    if start > HEADER_BYTES and os.pread(sfd, 1, start - 1) != b"\n":
+        cut = data.find(b"\n")  # the rest of a long line, counted in the batch where it began
+        at = len(data) if cut < 0 else cut + 1
+    while at < len(data) and lines < SPILL_BATCH_RECORDS:
+        cut = data.find(b"\n", at)
+        if cut < 0:
+            torn = start + len(data) == limit  # a torn last line (or one the bound cuts)
+            if torn or (lines == 0 and len(data) - at > MAX_ENTRY_BYTES):
+                unreadable, at = unreadable + 1, len(data)
+            break
+        if lines and cut >= SPILL_BATCH_BYTES:
+            break  # the batch is full: its next line is for the next append
+        entry = _entry(data[at:cut])
         if entry is None:
             unreadable += 1
         else:
             entries.append(entry)
-    if end > limit or os.pread(sfd, 1, limit - 1) != b"\n":
-        unreadable += 1  # a torn last line, or whatever lies beyond the bound
+        lines, at = lines + 1, cut + 1
+    following = start + at
+    last = following >= limit
+    if last and end > limit and not torn:
+        unreadable += 1  # whatever lies beyond the bound
     if unreadable:
         event = dropped_event(unreadable, claim_ns, claim_ns, REASON_SPILL_UNREADABLE)
         entries.append(EncodedPayload(canonical_bytes(event), EMPTY_MARKS))
-    return entries
+    return _Batch(entries, following, last)
 
 
 def _entry(line: bytes) -> EncodedPayload | None:
@@ -278,14 +334,18 @@ def _entry(line: bytes) -> EncodedPayload | None:
     return encode_payload(clean, sorted({*given, *more}, key=lambda mark: (mark.path, mark.rule)))
 
 
-def _already_written(fd: int, start: int, end: int, entries: list[EncodedPayload]) -> int:
+def _already_written(fd: int, start: int, end: int, entries: list[EncodedPayload]) -> tuple[int, int]:
     """How many of ``entries``, in order, the chain's complete lines in ``[start, end)`` already hold
-    (other lines in between, such as a quarantine event, are passed over)."""
-    found = 0
+    (other lines in between, such as a quarantine event, are passed over), and the offset after the
+    last one found (-1 when none was)."""
+    found, after, position = 0, -1, start
     for line in complete_lines(fd, start, end):
+        position += len(line) + 1
         if found < len(entries) and _holds(line, entries[found]):
-            found += 1
-    return found
+            found, after = found + 1, position
+            if found == len(entries):
+                break
+    return found, after
 
 
 def _holds(line: bytes, entry: EncodedPayload) -> bool:

@@ -5,7 +5,14 @@ at shutdown), with which key and origin, and to which witnesses it pushes the ch
 thread and no clock. :class:`ScheduledCheckpointer` gives it the plugin's cadence: ``after_append``
 counts records and, when a checkpoint is due (``every_records`` records, or the first record
 ``every_seconds`` after the last checkpoint, or a catch-up left lines for later), wakes one daemon
-thread that runs it, so no checkpoint ever runs inside a spawn. ``checkpoint_now`` (at uninstrument and
+thread that runs it, so no checkpoint ever runs inside a spawn. The chain's writer tells it of every
+line this process writes (``line_written``, a ``RoutingAuditLog`` listener): the lines (the very bytes
+written, and their record hashes) are kept until a checkpoint covers them, so the catch-up reads and
+checks only the lines of other processes, and hashes this process's own in its thread, not in the
+spawn. What is kept is bounded (twice ``every_records`` lines, ``KEPT_BYTES_MAX`` bytes): past it, or
+once the checkpointer refused, the lines are dropped and read from the chain instead. The thread's
+catch-up gives the interpreter back after every slice of lines (``PAUSE_S``), so a host thread waiting
+for it waits for one slice at most. ``checkpoint_now`` (at uninstrument and
 provider shutdown) runs one synchronously with the larger shutdown bounds, waiting at most
 ``SHUTDOWN_WAIT_S`` for a checkpoint the thread is running; ``close`` stops the thread. A forked child
 starts its own thread on its first due checkpoint (the parent's does not exist there) and does not wait
@@ -23,6 +30,7 @@ nothing is pushed.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
@@ -32,6 +40,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Final
 
+from otel_route_shadow.chain import WrittenLine
 from otel_route_shadow.tlog import (
     Checkpointer,
     KeyFileError,
@@ -48,6 +57,8 @@ __all__ = [
     "DEFAULT_EVERY_RECORDS",
     "DEFAULT_EVERY_SECONDS",
     "DEFAULT_PUSHES_PER_DAY",
+    "KEPT_BYTES_MAX",
+    "PAUSE_S",
     "SHUTDOWN_PUSH_S",
     "SHUTDOWN_WAIT_S",
     "WORKER_NAME",
@@ -69,6 +80,11 @@ WORKER_NAME: Final = "route-shadow-checkpointer"
 """The name of the background thread."""
 SHUTDOWN_PUSH_S: Final = 3.0
 """Longest ``checkpoint_now`` spends pushing the last checkpoint to the witnesses (all of them)."""
+KEPT_BYTES_MAX: Final = 8 * 1024 * 1024
+"""Most bytes of appended lines kept for the next checkpoint (and at most twice ``every_records`` lines)."""
+PAUSE_S: Final = 0.0001
+"""How long the background thread sleeps between two slices of a catch-up, the interpreter lock
+given back: long enough that a host thread waiting for the lock takes it."""
 
 
 class ScheduledCheckpointer:
@@ -92,6 +108,14 @@ class ScheduledCheckpointer:
         self._wake = threading.Event()
         self._worker: threading.Thread | None = None
         self._closed = False
+        self._kept: list[WrittenLine] = []
+        self._kept_bytes = 0
+        self._kept_end = 0
+        """The offset after the last line kept: a line before it means the chain was replaced or cut."""
+        self._kept_max = 2 * self.every_records
+        self._keeping = True
+        """False once the checkpointer refused (it never uses a line again)."""
+        self._kept_lock = threading.Lock()
         self.witnesses: CheckpointWitnessing | None = None
         weak = weakref.WeakMethod(self._after_fork)
         os.register_at_fork(after_in_child=lambda: (method := weak()) is not None and method())
@@ -129,6 +153,30 @@ class ScheduledCheckpointer:
         finally:
             if held:
                 mutex.release()
+
+    @property
+    def kept(self) -> int:
+        """Lines this process appended that are kept for the next checkpoint."""
+        return len(self._kept)
+
+    def line_written(self, line: WrittenLine) -> None:
+        """A line this process appended (the chain writer's listener): kept until a checkpoint covers
+        it. A line that does not follow the last one kept (the chain file replaced or cut), or one more
+        than the bounds allow, drops what is kept: those lines are read from the chain instead."""
+        size = len(line.line)
+        with self._kept_lock:
+            kept = self._kept
+            if (
+                line.offset < self._kept_end
+                or self._kept_bytes + size > KEPT_BYTES_MAX
+                or len(kept) >= self._kept_max
+            ):
+                kept.clear()
+                self._kept_bytes = 0
+            if self._keeping:
+                kept.append(line)
+                self._kept_bytes += size
+                self._kept_end = line.offset + size
 
     def after_append(self) -> None:
         """Count one appended record; checkpoint when due. Cheap unless due; never raises."""
@@ -180,26 +228,55 @@ class ScheduledCheckpointer:
             wake.clear()
             if self._closed or wake is not self._wake:
                 return
-            self._run(wait=0.0)
+            self._run(wait=0.0, pause=_give_way)
 
     def _run(
-        self, wait: float, max_leaves: int | None = None, max_bytes: int | None = None
+        self,
+        wait: float,
+        max_leaves: int | None = None,
+        max_bytes: int | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> SignedCheckpoint | None:
         if not self._mutex.acquire(timeout=wait if wait > 0 else 0):
             return None
         try:
             self._pending = 0
             self._due_at = time.monotonic() + self.every_seconds
-            return self.checkpointer.checkpoint(max_leaves=max_leaves, max_bytes=max_bytes)
+            with self._kept_lock:
+                appended = list(self._kept)
+            made = self.checkpointer.checkpoint(
+                max_leaves=max_leaves, max_bytes=max_bytes, appended=appended, pause=pause
+            )
+            self._forget_covered()
+            return made
         finally:
             self._mutex.release()
 
+    def _forget_covered(self) -> None:
+        """Drop the kept lines the checkpointer's tree now covers (all of them once it refused)."""
+        covered = self.checkpointer.offset
+        with self._kept_lock:
+            kept = self._kept
+            if self.checkpointer.refused is not None:
+                self._keeping = False
+                kept.clear()
+            else:
+                del kept[: bisect.bisect_left(kept, covered, key=lambda line: line.offset)]
+            self._kept_bytes = sum(len(line.line) for line in kept)
+
     def _after_fork(self) -> None:
         """In a forked child: the parent's thread does not exist here, and a lock it held was copied held."""
+        self._kept_lock = threading.Lock()
+        self._kept, self._kept_bytes, self._kept_end = [], 0, 0
         self._mutex = threading.Lock()
         self._wake = threading.Event()
         self._worker = None
         self._closed = False
+
+
+def _give_way() -> None:
+    """Between two slices of the background catch-up: sleep, the interpreter lock given back."""
+    time.sleep(PAUSE_S)
 
 
 def scheduled_checkpointer(

@@ -75,7 +75,8 @@ class RouteShadowChainExporter:
     ) -> None:
         self._path = Path(chain_path)
         self.checkpointer = checkpointer
-        """Told of every appended record (``after_append``: cheap unless a checkpoint is due, never raises)."""
+        """Told of every line written (``line_written``: its hashes, so the checkpoint never reads it)
+        and every appended record (``after_append``: cheap unless a checkpoint is due); never raises."""
         self._durability = durability
         self._lock_timeout = None if lock_timeout_ms is None else lock_timeout_ms / 1000
         self._backlog = backlog
@@ -101,6 +102,7 @@ class RouteShadowChainExporter:
                         durability=self._durability,  # type: ignore[arg-type]
                         lock_timeout=self._lock_timeout,
                         backlog=self._backlog,
+                        listener=None if self.checkpointer is None else self.checkpointer.line_written,
                     )
                     atexit.register(_flush_at_exit, weakref.ref(self))
                 log = self._log
@@ -121,10 +123,11 @@ class RouteShadowChainExporter:
     ) -> None:
         """:meth:`append` for attributes whose payload shape was prepared once (``record_template``):
         the same bytes, without walking the attributes again."""
-        log = self._audit_log()
+        log = self._log if self._log is not None else self._audit_log()
         if log is not None:
             log.submit(template.encode(record_tokens(trace_id, span_id, start_time_unix_nano)))
-            self._after_append()
+            if self.checkpointer is not None:
+                self.checkpointer.after_append()
 
     def _after_append(self) -> None:
         if self.checkpointer is not None:

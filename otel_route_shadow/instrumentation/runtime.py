@@ -273,12 +273,12 @@ class ShadowRuntime:
         The store is looked at again once ``snapshot_recheck_ms`` has passed since the last look
         (each record names the revision and hash it was resolved against, so a record made just
         after a save is still exact about what it used)."""
-        if self.config.store is None:
-            return PolicySnapshot(), "absent"
         now = time.monotonic_ns()
         last = self._last_load
         if last is not None and now - last[0] < self._recheck_ns:
             load = last[1]
+        elif self.config.store is None:
+            return PolicySnapshot(), "absent"
         else:
             try:
                 load = self._look()

@@ -26,9 +26,6 @@ from otel_route_shadow.tlog.authentication import (
     Unsigned,
     authenticate,
 )
-from otel_route_shadow.tlog.catchup import (
-    AppendedLine,
-)
 from otel_route_shadow.tlog.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -177,7 +174,6 @@ __all__ = [
     "EMPTY_ROOT",
     "MAX_ENTRY_BYTES",
     "REBUILD_HINT",
-    "AppendedLine",
     "Attestation",
     "AttestationError",
     "AttestationFault",

@@ -9,8 +9,10 @@ extension, that the chain still holds the cursor's last line where it was.
 
 Work is bounded: at most ``max_leaves`` lines and the bytes up to ``end`` per call, and ``pause`` is
 called after every slice of ``slice_leaves`` lines, so a host thread waiting for the interpreter lock
-waits for one slice at most. Lines the caller appended itself (:class:`AppendedLine`: offset, length,
-leaf hash and record hash, known where the line was built) are taken as given, never read again.
+waits for one slice at most. Lines the caller appended itself (``chain.WrittenLine``: offset, bytes
+and record hash, known where the line was built) are taken as given, never read again: their record
+hashes are not checked (the caller computed them), their links are (each must link to the line before,
+whoever wrote it), and their leaf hashes are computed here, from memory.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from otel_route_shadow.chain import WrittenLine
 from otel_route_shadow.lines import FileHandle, iter_blocks
 from otel_route_shadow.tlog.directory import TreeHint
 from otel_route_shadow.tlog.links import GENESIS, line_holds, record_hash_of
 from otel_route_shadow.tlog.merkle import leaf_hash
-from otel_route_shadow.tlog.tiles import TreeBuilder
+from otel_route_shadow.tlog.tiles import TILE_WIDTH, TreeBuilder
 
-__all__ = ["DEFAULT_SLICE_LEAVES", "AppendedLine", "Cursor", "Extension", "extend", "still_holds"]
+__all__ = ["DEFAULT_SLICE_LEAVES", "Cursor", "Extension", "extend", "still_holds"]
 
 DEFAULT_SLICE_LEAVES: Final = 64
 """Lines checked and hashed between two calls of ``pause`` (a line costs two SHA-256 of its bytes)."""
@@ -34,26 +37,17 @@ _SLICE_BYTES: Final = 256 * 1024
 """Bytes read at a time."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class AppendedLine:
-    """A line this process appended: where it starts, its length with the LF, its leaf hash and the
-    record hash it carries (64 ASCII hex digits)."""
-
-    offset: int
-    length: int
-    leaf: bytes
-    record_hash: bytes
-
-
 @dataclasses.dataclass(slots=True)
 class Cursor:
-    """The tree the writer trusts and where it ends in the chain (see the module docstring)."""
+    """The tree the writer trusts and where it ends in the chain (see the module docstring), and the
+    offsets of the lines ``256 k`` it passed (``(k, offset)``, for the entries index)."""
 
     builder: TreeBuilder
     offset: int = 0
     last_start: int = 0
     last_leaf: bytes = b""
     prev: bytes = GENESIS
+    bundle_starts: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -70,6 +64,11 @@ class Cursor:
     def add(self, leaves: Sequence[bytes], starts: Sequence[int], end: int, prev: bytes) -> None:
         """Append leaves: ``starts`` are their lines' offsets, ``end`` the offset after the last line,
         ``prev`` the last line's record hash."""
+        first = self.builder.size
+        k = -(-first // TILE_WIDTH)
+        while k * TILE_WIDTH < first + len(leaves):
+            self.bundle_starts.append((k, starts[k * TILE_WIDTH - first]))
+            k += 1
         self.builder.extend(leaves)
         self.offset, self.last_start, self.last_leaf, self.prev = end, starts[-1], leaves[-1], prev
 
@@ -105,7 +104,7 @@ def extend(
     *,
     slice_leaves: int = DEFAULT_SLICE_LEAVES,
     pause: Callable[[], None] = lambda: None,
-    appended: Sequence[AppendedLine] = (),
+    appended: Sequence[WrittenLine] = (),
 ) -> Extension:
     """Add the complete lines between the cursor's offset and ``end`` (at most ``max_leaves``) as
     leaves, each after its record hash and link are checked; stop before a line that fails."""
@@ -115,7 +114,12 @@ def extend(
     while budget > 0 and cursor.offset < end:
         mine = own.get(cursor.offset)
         if mine is not None:
-            budget -= _take_own(cursor, own, end, min(budget, slice_leaves))
+            taken = _take_own(cursor, own, end, min(budget, slice_leaves))
+            if taken == 0:
+                if mine.offset + mine.length > end:
+                    break  # beyond what this call may take
+                return Extension(broken=cursor.size)  # it does not link to the line before
+            budget -= taken
             pause()
             continue
         after = bisect.bisect_right(offsets, cursor.offset)
@@ -129,17 +133,24 @@ def extend(
     return Extension(more=budget == 0 and cursor.offset < end)
 
 
-def _take_own(cursor: Cursor, own: dict[int, AppendedLine], end: int, most: int) -> int:
-    """Add up to ``most`` consecutive lines of this process's own, as given."""
+def _take_own(cursor: Cursor, own: dict[int, WrittenLine], end: int, most: int) -> int:
+    """Add up to ``most`` consecutive lines of this process's own, as given, while each links to the
+    line before."""
     leaves: list[bytes] = []
     starts: list[int] = []
-    offset, prev = cursor.offset, cursor.prev
-    while len(leaves) < most and (line := own.get(offset)) is not None and offset + line.length <= end:
-        leaves.append(line.leaf)
+    offset, prev = cursor.offset, cursor.prev.decode("ascii")
+    last = None
+    while (
+        len(leaves) < most
+        and (line := own.get(offset)) is not None
+        and offset + line.length <= end
+        and line.prev_hash == prev
+    ):
+        leaves.append(line.leaf_hash())
         starts.append(offset)
-        offset, prev = offset + line.length, line.record_hash
-    if leaves:
-        cursor.add(leaves, starts, offset, prev)
+        offset, last, prev = offset + line.length, line, line.record_hash
+    if last is not None:
+        cursor.add(leaves, starts, offset, last.record_hash.encode("ascii"))
     return len(leaves)
 
 

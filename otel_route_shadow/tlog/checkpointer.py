@@ -22,7 +22,8 @@ checkpointing: this one skips) and then:
    ``TileReader`` for the new root, and a consistency proof from every checkpoint it knows it signed is
    computed and verified (``merkle.verify_consistency``). Then it signs, writes ``state``, appends the
    note to ``checkpoints`` and replaces ``checkpoint`` (the publication order of section 13.6), and
-   only then removes partial tiles whose full tile exists.
+   only then removes partial tiles whose full tile exists and appends the offsets of the lines
+   ``256 k`` it passed to ``entries-index`` (a hint for cutting entry bundles, section 13.9).
 
 Anything that contradicts what was signed (the chain cut below a signed size or rewritten under it, a
 line whose record hash or link fails, a proof that does not verify) is a **refusal**: logged once,
@@ -43,12 +44,14 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from otel_route_shadow.chain import WrittenLine
 from otel_route_shadow.files import FileRefused, open_regular
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
-from otel_route_shadow.tlog.catchup import DEFAULT_SLICE_LEAVES, AppendedLine, Cursor, extend, still_holds
+from otel_route_shadow.tlog.catchup import DEFAULT_SLICE_LEAVES, Cursor, extend, still_holds
 from otel_route_shadow.tlog.checkpoint import Checkpoint
 from otel_route_shadow.tlog.directory import REFUSALS_FILE, LogDirectory, State, StateError, TreeHint
+from otel_route_shadow.tlog.entries import append_index_offsets
 from otel_route_shadow.tlog.links import record_hash_of
 from otel_route_shadow.tlog.merkle import (
     HASH_SIZE,
@@ -142,6 +145,17 @@ class _Rebuild(Exception):
     """What is on disk cannot be authenticated: rebuild the tree from the chain (the message says why)."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Work:
+    """What one :meth:`Checkpointer.checkpoint` call may do: its bounds, the lines it is given, and
+    what it calls between slices."""
+
+    max_leaves: int
+    max_bytes: int
+    appended: Sequence[WrittenLine]
+    pause: Callable[[], None]
+
+
 @dataclasses.dataclass(slots=True)
 class _Rebuilding:
     """A rebuild in progress: the published checkpoints still to reach, smallest first."""
@@ -194,6 +208,12 @@ class Checkpointer:
         return self._cursor.size if self._cursor is not None else 0
 
     @property
+    def offset(self) -> int:
+        """The chain offset just after the last line of the tree this writer holds (0 before it holds
+        one): the lines a later call may be given start there."""
+        return self._cursor.offset if self._cursor is not None else 0
+
+    @property
     def dir(self) -> str:
         """``<chain>.tlog``."""
         return self.directory.path
@@ -207,18 +227,24 @@ class Checkpointer:
         *,
         max_leaves: int | None = None,
         max_bytes: int | None = None,
-        appended: Sequence[AppendedLine] = (),
+        appended: Sequence[WrittenLine] = (),
+        pause: Callable[[], None] | None = None,
     ) -> SignedCheckpoint | None:
         """Catch up (bounded), prove, sign and publish. Returns the checkpoint published by this call,
         None when none was (nothing new, a rebuild still under way, the lock held elsewhere, refused,
-        or a failure, logged once). Never raises."""
+        or a failure, logged once). Never raises.
+
+        ``appended``: lines this process wrote (a ``RoutingAuditLog`` listener's), taken as given
+        instead of read; any other line is read and checked. ``pause``: called between slices of the
+        catch-up instead of the one given at construction."""
         if self.refused is not None or self._running:
             return None
         self._running = True
         leaves = self.max_leaves if max_leaves is None else max(1, max_leaves)
         window = self.max_bytes if max_bytes is None else max(_MIN_BYTES, max_bytes)
+        work = _Work(leaves, window, appended, self.pause if pause is None else pause)
         try:
-            made = self._locked(leaves, window, appended)
+            made = self._locked(work)
         except _Refused as refusal:
             self._refuse(refusal)
             made = refusal.made
@@ -237,9 +263,7 @@ class Checkpointer:
 
     # -- one call, under the directory's lock --------------------------------------------------------
 
-    def _locked(
-        self, max_leaves: int, max_bytes: int, appended: Sequence[AppendedLine]
-    ) -> SignedCheckpoint | None:
+    def _locked(self, work: _Work) -> SignedCheckpoint | None:
         if not os.path.isdir(self.dir):
             if not os.path.exists(self.chain_path):
                 return None  # no chain yet: nothing to checkpoint
@@ -258,16 +282,9 @@ class Checkpointer:
                     raise _Refused("truncated", _detail(max(a.size for a in anchors), 0)) from None
                 return None
             with chain:
-                return self._catch_up(chain, anchors, max_leaves, max_bytes, appended)
+                return self._catch_up(chain, anchors, work)
 
-    def _catch_up(
-        self,
-        chain: FileHandle,
-        anchors: list[Checkpoint],
-        max_leaves: int,
-        max_bytes: int,
-        appended: Sequence[AppendedLine],
-    ) -> SignedCheckpoint | None:
+    def _catch_up(self, chain: FileHandle, anchors: list[Checkpoint], work: _Work) -> SignedCheckpoint | None:
         base = max(anchors, key=lambda a: a.size, default=None)
         end = os.fstat(chain.fileno()).st_size
         cursor = self._cursor
@@ -277,8 +294,8 @@ class Checkpointer:
         if problem is not None:
             raise _Refused(problem, _detail(cursor.size, end, cursor.offset))
         before = cursor.hint()
-        window = min(end, cursor.offset + max_bytes)
-        budget = max_leaves
+        window = min(end, cursor.offset + work.max_bytes)
+        budget = work.max_leaves
         while True:
             target = self._rebuilding.targets[0] if self._rebuilding is not None else None
             size = cursor.size
@@ -289,8 +306,8 @@ class Checkpointer:
                 window,
                 step,
                 slice_leaves=self.slice_leaves,
-                pause=self.pause,
-                appended=appended,
+                pause=work.pause,
+                appended=work.appended,
             )
             budget -= cursor.size - size
             if target is None or cursor.size != target.size:
@@ -462,6 +479,8 @@ class Checkpointer:
         completed, self._completed = self._completed, []
         for level, index in completed:
             remove_partials(self.dir, level, index)
+        starts, cursor.bundle_starts = cursor.bundle_starts, []
+        append_index_offsets(self.dir, starts)
         return made
 
     def _write_tiles(self, builder: TreeBuilder) -> None:

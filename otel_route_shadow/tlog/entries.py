@@ -4,7 +4,8 @@ A bundle holds the entries of leaves ``256 N`` to ``256 N + W - 1``, each a big-
 followed by the entry: the chain's line without its LF (leaf i is line i). The chain stays the one copy
 of the entries: a bundle is cut from it when asked for, found through a small offset index beside the
 tiles (``<chain>.tlog/entries-index``: the byte offset of line ``256 k`` for k = 0, 1, ..., 8 bytes
-big-endian each, about 0.03 bytes per line).
+big-endian each, about 0.03 bytes per line). The writer appends to it the offsets its catch-up passed
+(:func:`append_index_offsets`), so a reader finds them there instead of scanning the chain.
 
 The index is a hint, never a fact: every bundle is checked, entry by entry, against the leaf hashes of
 the authenticated level-0 tile the caller gives (``tiles.TileReader``); a line that does not hash to
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from otel_route_shadow.chain import MAX_ENTRY_BYTES, leaf_hashes
-from otel_route_shadow.files import FileRefused, open_regular, read_beneath, write_atomic
+from otel_route_shadow.files import FileRefused, open_beneath, open_regular, read_beneath, write_atomic
 from otel_route_shadow.tlog.merkle import HASH_SIZE
 from otel_route_shadow.tlog.tiles import TILE_WIDTH, TileError, tile_path
 
@@ -41,6 +42,7 @@ __all__ = [
     "BundleUnservable",
     "EntryIndex",
     "LongEntry",
+    "append_index_offsets",
     "bundle_path",
     "decode_bundle",
     "encode_bundle",
@@ -120,7 +122,9 @@ class EntryIndex:
     by scanning the chain as bundles further on are asked for, and written back when it grew
     (``files.write_atomic``; a directory this process may not write to keeps it in memory only).
 
-    ``rebuilds`` counts the times it was thrown away and scanned again from the chain's start.
+    Offsets the writer appended to the file since (:func:`append_index_offsets`) are taken before the
+    chain is scanned, until the index is rebuilt: a rebuilt index is the chain's own. ``rebuilds``
+    counts the times it was thrown away and scanned again from the chain's start.
     """
 
     def __init__(self, chain_path: str, directory: str) -> None:
@@ -131,6 +135,8 @@ class EntryIndex:
         self.save_error: str | None = None
         """Why the index could not be written back (None once it was, or before)."""
         self._scanned: tuple[int, int] | None = None  # (st_dev, st_ino) of the chain this process scanned
+        self._written_taken = True
+        """Whether offsets appended to the file are taken (until a rebuild)."""
         self._load()
 
     def _load(self) -> None:
@@ -165,8 +171,36 @@ class EntryIndex:
         self.offsets = array("Q", [0])
         self.rebuilds += 1
         self._scanned = _identity(self.chain_path)
+        self._written_taken = False
+
+    def _take_written(self) -> None:
+        """Take the offsets appended to the file after the ones held, when the file still holds the
+        last one held where it was (the same index, grown)."""
+        held = len(self.offsets) * _OFFSET.size
+        try:
+            fd = open_beneath(self.directory, ENTRIES_INDEX_FILE)
+        except (FileNotFoundError, FileRefused):
+            return
+        try:
+            size = os.fstat(fd).st_size
+            if size <= held or size % _OFFSET.size or size > _MAX_INDEX_BYTES:
+                return
+            data = os.pread(fd, size - held + _OFFSET.size, held - _OFFSET.size)
+        finally:
+            os.close(fd)
+        grown = array("Q", data)
+        if sys.byteorder == "little":
+            grown.byteswap()
+        if len(data) % _OFFSET.size or not grown or grown[0] != self.offsets[-1]:
+            return
+        if all(b > a for a, b in itertools.pairwise(grown)):
+            self.offsets.extend(grown[1:])
 
     def _extend(self, bundle: int) -> None:
+        if self._written_taken:
+            self._take_written()
+            if bundle < len(self.offsets):
+                return
         before = len(self.offsets)
         with _open(self.chain_path) as chain:
             position = self.offsets[-1]
@@ -202,6 +236,37 @@ class EntryIndex:
             self.save_error = None
         except OSError as exc:
             self.save_error = exc.strerror or type(exc).__name__
+
+
+def append_index_offsets(directory: str, starts: Sequence[tuple[int, int]]) -> bool:
+    """Append to ``entries-index`` in ``directory`` the offsets of lines ``256 k`` a writer passed,
+    ``starts`` being ``(k, offset)`` pairs, k ascending: those the file does not hold yet, when they
+    continue it (the first of them is the file's next k, and follows its last offset). No chain byte is
+    read. The file is a hint like any index (:class:`EntryIndex` checks every line it finds through
+    it), so it is not synced; a gap, a file that is not an index, or a failure leaves it as it was and
+    returns False."""
+    try:
+        fd = open_regular(
+            os.path.join(directory, ENTRIES_INDEX_FILE), os.O_RDWR | os.O_CREAT, follow_symlinks=False
+        )
+    except OSError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        count, torn = divmod(size, _OFFSET.size)
+        new = [(k, offset) for k, offset in starts if k >= count]
+        if torn or size > _MAX_INDEX_BYTES or not new or new[0][0] != count:
+            return False
+        last = _OFFSET.unpack(os.pread(fd, _OFFSET.size, size - _OFFSET.size))[0] if count else -1
+        offsets = [offset for _, offset in new]
+        if (count == 0 and offsets[0] != 0) or any(b <= a for a, b in itertools.pairwise([last, *offsets])):
+            return False
+        os.pwrite(fd, b"".join(_OFFSET.pack(offset) for offset in offsets), size)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _identity(path: str) -> tuple[int, int] | None:
