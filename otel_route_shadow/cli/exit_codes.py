@@ -165,7 +165,7 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         "report": {
             EXIT_OK: "the report printed",
             EXIT_FINDING: "the chain does not verify (refused, or flagged with --allow-unverified)",
-            EXIT_USAGE: "a missing or empty chain, a bad option, an unreadable store or key",
+            EXIT_USAGE: "a missing or empty chain, a bad option, an unreadable store, key or witness policy",
         },
         "whatif": {
             EXIT_OK: "the replay printed",

@@ -60,8 +60,9 @@ OTEL_PYTHON_ROUTE_SHADOW_ORIGIN = "OTEL_PYTHON_ROUTE_SHADOW_ORIGIN"
 """
 .. envvar:: OTEL_PYTHON_ROUTE_SHADOW_ORIGIN
 
-The log's name in its checkpoints. Defaults to ``<host>/route-shadow/<16 hex of SHA-256 of the
-chain's absolute path>``.
+The log's name in its checkpoints. Defaults to the signing key's name; without a key, to
+``<host>/route-shadow/<16 hex of SHA-256 of the chain's absolute path>``. An origin that differs from
+the key's name is refused at start (checkpoints are then unsigned).
 """
 
 OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY = "OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY"
