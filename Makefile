@@ -108,9 +108,15 @@ e2e: $(VENV)/.installed $(STACK_VENV)/.installed
 
 # The Go interop tests check our checkpoints with golang.org/x/mod/sumdb (tests/test_tlog_interop.py) and our
 # cosignatures, policies and receipts with filippo.io/torchwood v0.9.0 (tests/test_witness_interop.py), and
-# read a live `serve` with torchwood's Client and x/mod's TileHashReader over HTTP (tests/test_serve_interop.py).
+# read a live `serve` with torchwood's Client and x/mod's TileHashReader over HTTP (tests/test_serve_interop.py):
+# the Client of v0.9.0 (tests/interop) and of v0.6.1, the release litewitness is built from
+# (tests/interop/torchwood-v0.6.1, a module of its own: one module holds one version).
 go-interop-deps:
-	if command -v go >/dev/null; then cd tests/interop && GOFLAGS=-mod=mod go mod download; fi
+	if command -v go >/dev/null; then \
+		for module in tests/interop tests/interop/torchwood-v0.6.1; do \
+			(cd $$module && GOFLAGS=-mod=mod go mod download) || exit 1; \
+		done; \
+	fi
 
 test: $(VENV)/.installed $(STACK_VENV)/.installed lint typecheck go-interop-deps
 	ROUTE_SHADOW_STACK_VENV=$(abspath $(STACK_VENV)) $(BIN)/python -m pytest -q

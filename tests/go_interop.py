@@ -1,4 +1,5 @@
-"""Running the Go interop program (tests/interop/) on a JSON payload, with Go's caches outside the repository."""
+"""Running a Go interop program (tests/interop/, or a module under it) on a JSON payload, with Go's caches
+outside the repository."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ from pathlib import Path
 from typing import Any
 
 INTEROP = Path(__file__).parent / "interop"
+# A module of its own at torchwood v0.6.1 (the release litewitness is built from): its Client's entries check.
+TORCHWOOD_V061 = INTEROP / "torchwood-v0.6.1"
 
 
-def run_go_interop(payload: dict[str, Any], directory: Path) -> str:
-    """Write ``payload`` to ``directory``, run the program on it, assert it passed; its output."""
+def run_go_interop(payload: dict[str, Any], directory: Path, module: Path = INTEROP) -> str:
+    """Write ``payload`` to ``directory``, run ``module``'s program on it, assert it passed; its output."""
     data = directory / "interop.json"
     data.write_text(json.dumps(payload), encoding="utf-8")
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "local")}
     done = subprocess.run(
-        ["go", "run", ".", str(data)], cwd=INTEROP, env=env, capture_output=True, text=True, timeout=280
+        ["go", "run", ".", str(data)], cwd=module, env=env, capture_output=True, text=True, timeout=280
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout

@@ -1,13 +1,15 @@
-"""Third-party conformance of ``otel-route-shadow serve`` (issue 26 item 6): against a live server of a
-demo log with eight signed checkpoints, filippo.io/torchwood's ``Client`` (over its ``TileFetcher``)
-authenticates every entry of every published checkpoint, and golang.org/x/mod/sumdb/tlog's
-``TileHashReader`` over an HTTP tile reader proves every entry included and every published tree
-consistent with the latest and the one before it (tests/interop/serve.go). A corrupted full tile and a
-deleted partial tile (one a published checkpoint needs and whose full tile does not exist yet), each in a
-copy of the log served by its own server, make exactly the checkpoints that need them fail there, while
-the server answers 500 (naming the tile in its log) and 404. The partial tiles the writer removed once
-their full tile existed are served as the full tile's first hashes, so every older checkpoint stays
-readable by clients that do not fall back to the full tile themselves (neither of these does).
+"""Third-party conformance of ``otel-route-shadow serve`` (issue 26 item 6): against a live server of a demo
+log with eight signed checkpoints, filippo.io/torchwood's ``Client`` (over its ``TileFetcher``), both
+v0.9.0's ``AllEntries`` (tests/interop/serve.go) and v0.6.1's ``Entries``
+(tests/interop/torchwood-v0.6.1/, the release litewitness is built from), authenticates every entry of
+every published checkpoint, and golang.org/x/mod/sumdb/tlog's ``TileHashReader`` over an HTTP tile reader
+proves every entry included and every published tree consistent with the latest and the one before it
+(tests/interop/serve.go). A corrupted full tile and a deleted partial tile (one a published checkpoint
+needs and whose full tile does not exist yet), each in a copy of the log served by its own server, make
+exactly the checkpoints that need them fail there, while the server answers 500 (naming the tile in its
+log) and 404. The partial tiles the writer removed once their full tile existed are served as the full
+tile's first hashes, so every older checkpoint stays readable by clients that do not fall back to the full
+tile themselves (neither of these does).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from go_interop import run_go_interop
+from go_interop import TORCHWOOD_V061, run_go_interop
 from serve_support import get, serving
 from tlog_support import append, lines, notes
 
@@ -90,10 +92,15 @@ def test_torchwood_and_xmod_read_every_checkpoint_over_http_and_fail_on_damage(t
             },
         ]
         output = run_go_interop({"verifier": key, "serve": cases}, tmp_path)
+        v061 = run_go_interop({"verifier": key, "serve": cases}, tmp_path, TORCHWOOD_V061)
         assert get(urls[1] + tile_path(0, 1))[0] == 500
         assert get(urls[2] + tile_path(0, 2, 70))[0] == 404
         assert get(urls[0] + tile_path(0, 2, 70))[0] == 200
     assert f"{3 * (1 + 2 * 8)} checks, 0 failed" in output
+    assert f"{3 * 8} checks, 0 failed" in v061
+    assert (
+        "ok   intact: torchwood v0.6.1 Client authenticates all 700 entries of checkpoint 7: ok=true" in v061
+    )
     assert (
         "tile/0/001: does not match its parent tile tile/1/000.p/2 (damaged or forged)"
         in corrupt_server.log()

@@ -3,7 +3,8 @@
 // bundles and authenticates every entry; golang.org/x/mod/sumdb/tlog's TileHashReader over an HTTP tile
 // reader proves every entry included and each published tree consistent with the latest and with the one
 // before it. Each case says, per checkpoint, whether this must succeed (a corrupted tile or a deleted
-// partial tile must make it fail).
+// partial tile must make it fail). torchwood-v0.6.1/ runs the entries check with torchwood v0.6.1's Client on
+// the same cases.
 package main
 
 import (
