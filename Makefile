@@ -50,8 +50,8 @@ collector: $(OTELCOL)
 
 # Two C2SP witnesses for the tests: torchwood's `litewitness` (tlog-witness over SQLite, its key in an ssh-agent)
 # and `witnessctl` (registers our log with it), built from the Go module proxy into .witness/bin/ (git-ignored)
-# once, and reused while present. v0.6.1 is the release the proxy lists that builds with Go 1.26 (v0.10.0 needs
-# Go 1.27). GOTOOLCHAIN=local: never download another Go.
+# once, and reused while present. v0.6.1 is the release the design names for the witness (v0.7.0-v0.9.0 build
+# with Go 1.26 too; v0.10.0 needs Go 1.27). GOTOOLCHAIN=local: never download another Go.
 TORCHWOOD_RELEASE := 0.6.1
 WITNESS_DIR := .witness
 LITEWITNESS := $(WITNESS_DIR)/bin/litewitness
