@@ -43,6 +43,7 @@ class _Server:
     """The server process and one kept-alive client connection to it."""
 
     def __init__(self, chain: Path, key: str) -> None:
+        self.connection: http.client.HTTPConnection | None = None
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -69,6 +70,7 @@ class _Server:
         self.connection = http.client.HTTPConnection(match[1], int(match[2]), timeout=60)
 
     def get(self, path: str) -> bytes:
+        assert self.connection is not None
         self.connection.request("GET", path)
         response = self.connection.getresponse()
         body = response.read()
@@ -87,7 +89,8 @@ class _Server:
         return int(match[1]) / 1024 if match else float("nan")
 
     def stop(self) -> None:
-        self.connection.close()
+        if self.connection is not None:
+            self.connection.close()
         self.process.terminate()
         try:
             self.process.wait(20)

@@ -60,7 +60,8 @@ def _prepared(path: Path) -> tuple[Any, list[str], str]:
     checkpointer = Checkpointer(str(path), ORIGIN, signer, max_leaves=1 << 40, max_bytes=1 << 40)
     checkpointer.checkpoint()
     notes = read_checkpoint_file(os.path.join(tlog_dir(str(path)), "checkpoints"))
-    return signer, notes[-1:], str(signer.verifier())
+    ours = [note for note in notes if note.startswith(ORIGIN + "\n")]
+    return signer, ours[-1:], str(signer.verifier())
 
 
 def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:

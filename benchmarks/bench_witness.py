@@ -372,11 +372,11 @@ def _cosigned_notes(cfg: BenchConfig, path: Path) -> tuple[Path, Path, str]:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+    from benchmarks.bench_tlog import ORIGIN as LOG_ORIGIN
+    from benchmarks.bench_tlog import _prepared
     from otel_route_shadow.tlog import (
         Checkpoint,
-        Checkpointer,
         CosignatureVerifier,
-        Signer,
         TileReader,
         parse_checkpoint,
         parse_note,
@@ -386,10 +386,9 @@ def _cosigned_notes(cfg: BenchConfig, path: Path) -> tuple[Path, Path, str]:
     )
     from otel_route_shadow.tlog.cosignature import cosignature_message
 
-    signer = Signer(
-        ORIGIN, Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"route-shadow bench").digest())
-    )
-    Checkpointer(str(path), ORIGIN, signer, max_leaves=1 << 40, max_bytes=1 << 40).checkpoint()
+    # The large chain's log is row 6's (its origin and key): another origin's checkpoint in the same
+    # log would leave later runs of rows 6 and 9 a checkpoint they cannot authenticate.
+    signer, _notes, _verifier = _prepared(path)
     latest = parse_checkpoint(parse_note((Path(tlog_dir(str(path))) / "checkpoint").read_text()).text)
     reader = TileReader(tlog_dir(str(path)), latest.size, latest.root)
     witnesses = []
@@ -404,7 +403,7 @@ def _cosigned_notes(cfg: BenchConfig, path: Path) -> tuple[Path, Path, str]:
     with notes_file.open("w") as out:
         for size in itertools.chain(range(1000, latest.size, 1000), [latest.size]):
             _publish_partials(reader, size)
-            text = Checkpoint(ORIGIN, size, tree_hash(reader, size)).text()
+            text = Checkpoint(LOG_ORIGIN, size, tree_hash(reader, size)).text()
             note = sign_note(text, [signer])
             for key, verifier in witnesses:
                 blob = verifier.key_id.to_bytes(4, "big") + stamp.to_bytes(8, "big")
