@@ -125,6 +125,14 @@ def test_seam_variants_prototypes_do_the_work_they_claim(tmp_path: Path) -> None
     assert "| writer-thread |" in proc.stdout
 
 
+def test_checkpoint_catchup_times_a_checkpoint_that_covers_every_record() -> None:
+    """``benchmarks/checkpoint_catchup.py`` (the figures of the checkpointer's hand-over and thread in
+    docs/benchmarks.md) checks that each timed checkpoint covers every record, and prints both sides."""
+    proc = _run_module("benchmarks.checkpoint_catchup", "--records", "20", "--runs", "1")
+    assert "| handed over |" in proc.stdout
+    assert "| read back from the chain |" in proc.stdout
+
+
 def test_the_chain_patches_switch_off_what_they_name_and_put_it_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
