@@ -225,6 +225,48 @@ def test_notes_that_do_not_authenticate_are_problems_that_count_for_nothing() ->
     assert report.problems[0].witness == "one" and report.problems[0].size == 10
 
 
+def _counting_log_verifications(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every log-signature verification (``note.Verifier.verify``) from here on, by key name."""
+    from otel_route_shadow.tlog import note as note_module
+
+    calls: list[str] = []
+    verify = note_module.Verifier.verify
+
+    def counted(self: note_module.Verifier, message: bytes, signature: bytes) -> bool:
+        calls.append(self.name)
+        return verify(self, message, signature)
+
+    monkeypatch.setattr(note_module.Verifier, "verify", counted)
+    return calls
+
+
+def test_a_log_signature_the_caller_verified_is_not_verified_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    notes = [NOTE + W1.line(TEXT, NOW) + W2.line(TEXT, NOW)]
+    calls = _counting_log_verifications(monkeypatch)
+    again = attest_notes(notes, POLICY, now=NOW)
+    assert calls == [ORIGIN]
+    calls.clear()
+    skipped = attest_notes(notes, POLICY, now=NOW, log_verified={0: (str(LOG.verifier()),)})
+    assert calls == []
+    assert skipped == again and skipped.attested() is not None
+
+
+def test_a_checkpoint_skips_a_log_key_only_when_it_verified_every_one_of_its_notes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two notes of one checkpoint: the caller verified the log's signature on the first only, so the
+    notes checked together verify it again (a forged log line on the second note is still found)."""
+    signature = NOTE[len(TEXT) + 1 :]
+    forged = signature[:-10] + ("A" if signature[-10] != "A" else "B") + signature[-9:]
+    notes = [NOTE + W1.line(TEXT, NOW), TEXT + "\n" + forged + W2.line(TEXT, NOW)]
+    calls = _counting_log_verifications(monkeypatch)
+    report = attest_notes(notes, POLICY, now=NOW, log_verified={0: (str(LOG.verifier()),)})
+    assert calls  # verified again
+    assert [(p.index, p.fault) for p in report.problems] == [(1, "log-signature")]
+    [only] = report.checkpoints
+    assert only.notes == (0,) and only.cosigned_by == ("one",)
+
+
 # --- the policy file ----------------------------------------------------------------------------------------
 
 

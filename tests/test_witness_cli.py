@@ -100,6 +100,29 @@ def test_verify_says_the_three_statements_and_records_beyond_the_attested_size_a
     assert witnessed_json["unwitnessed"] == 30 and witnessed_json["attested_by"] == ["one", "two"]
 
 
+def test_verify_policy_verifies_each_log_signature_once(
+    witnessed: tuple[GrowingLog, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain's pass authenticates every checkpoint note with the policy's log key; the policy's
+    verdict takes those keys as verified instead of verifying each log signature a second time."""
+    from otel_route_shadow.tlog import note as note_module
+    from otel_route_shadow.tlog import read_checkpoint_file, tlog_dir
+
+    log, policy = witnessed
+    notes = read_checkpoint_file(str(Path(tlog_dir(str(log.chain))) / "checkpoints"))
+    calls: list[str] = []
+    verify = note_module.Verifier.verify
+
+    def counted(self: note_module.Verifier, message: bytes, signature: bytes) -> bool:
+        calls.append(self.name)
+        return verify(self, message, signature)
+
+    monkeypatch.setattr(note_module.Verifier, "verify", counted)
+    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    assert code == 3 and "attested by the quorum up to size 40" in out
+    assert len(calls) == len(notes) > 4
+
+
 def test_quorum_not_met_is_insufficient_evidence_naming_the_missing_witness(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -165,7 +165,14 @@ def policy_verdict(
     """The verdict of ``policy`` on ``notes``, whose consistency with the chain ``verdicts`` give (one per
     note, ``tlog.verify_against_checkpoints``). A malformed note or cosignature is a ``CliError`` (exit 2)."""
     logs = [Verifier.parse(key) for key in extra_logs]
-    report = attest_notes(notes, policy, now=int(now()), skew=DEFAULT_SKEW_S, logs=logs)
+    report = attest_notes(
+        notes,
+        policy,
+        now=int(now()),
+        skew=DEFAULT_SKEW_S,
+        logs=logs,
+        log_verified={v.index: v.signed_by for v in verdicts},
+    )
     for problem in report.problems:
         if problem.malformed:
             raise CliError(f"checkpoint #{problem.index + 1}: {problem.detail}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
@@ -94,10 +94,14 @@ def attest_checkpoint(
     now: int,
     skew: int = DEFAULT_SKEW_S,
     logs: Sequence[Verifier] = (),
+    verified_by: Collection[str] = (),
 ) -> Attestation:
-    """Check ``note`` against ``policy`` (see the module); ``now`` is the verifier's POSIX time."""
+    """Check ``note`` against ``policy`` (see the module); ``now`` is the verifier's POSIX time.
+    ``verified_by``: log keys (as ``str(Verifier)``) whose signature on this very note the caller has
+    already verified; step 2 takes such a key as it is instead of verifying its signature again."""
     checkpoint = _opened(note)
-    log = _log_signature(note, checkpoint.origin, [*(entry.verifier for entry in policy.logs), *logs])
+    known = [*(entry.verifier for entry in policy.logs), *logs]
+    log = _log_signature(note, checkpoint.origin, known, verified_by)
     found = _cosignatures(note, policy, now, skew)
     names = {w.verifier: w.name for w in policy.witnesses}
     cosignatures = tuple(
@@ -121,13 +125,18 @@ def _opened(note: str) -> Checkpoint:
         ) from None
 
 
-def _log_signature(note: str, origin: str, known: Sequence[Verifier]) -> Verifier:
-    """The log key (named for the origin) whose signature on the note verifies."""
+def _log_signature(
+    note: str, origin: str, known: Sequence[Verifier], verified_by: Collection[str] = ()
+) -> Verifier:
+    """The log key (named for the origin) whose signature on the note verifies (or was verified)."""
     keys = [v for v in known if v.name == origin]
     if not keys:
         raise AttestationError(
             AttestationFault.UNKNOWN_ORIGIN, f"no log key of the policy is named for the origin {origin!r}"
         )
+    for key in keys:
+        if str(key) in verified_by:
+            return key
     try:
         signed_by = authenticate(note, keys).signed_by
     except AuthenticationError as exc:

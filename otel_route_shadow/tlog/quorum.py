@@ -20,7 +20,7 @@ nothing when none does. Nothing here reads a clock: the caller passes ``now``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from otel_route_shadow.tlog.attestation import Attestation, AttestationError, attest_checkpoint
 from otel_route_shadow.tlog.checkpoint import Checkpoint
@@ -89,12 +89,17 @@ def attest_notes(
     now: int,
     skew: int = DEFAULT_SKEW_S,
     logs: Sequence[Verifier] = (),
+    log_verified: Mapping[int, Collection[str]] | None = None,
 ) -> QuorumReport:
-    """Check every note against ``policy`` (see the module); ``logs`` adds log keys to the policy's."""
+    """Check every note against ``policy`` (see the module); ``logs`` adds log keys to the policy's.
+    ``log_verified``: per note index, the log keys (``str(Verifier)``) whose signature on that note the
+    caller has already verified (``tlog.verify_against_checkpoints``' ``signed_by``): not verified again.
+    A checkpoint's notes checked together skip a key only when it verified every one of them."""
+    verified = log_verified or {}
     groups, problems = _by_text(notes)
     checkpoints: list[WitnessedCheckpoint] = []
     for text, indexes in groups.items():
-        found = _attest_checkpoint(text, indexes, notes, policy, now, skew, logs, problems)
+        found = _attest_checkpoint(text, indexes, notes, policy, now, skew, logs, problems, verified)
         if found is not None:
             checkpoints.append(found)
     checkpoints.sort(key=lambda c: (c.checkpoint.size, c.notes[0]))
@@ -127,20 +132,27 @@ def _attest_checkpoint(
     skew: int,
     logs: Sequence[Verifier],
     problems: list[NoteProblem],
+    verified: Mapping[int, Collection[str]],
 ) -> WitnessedCheckpoint | None:
     """The notes of one checkpoint checked together; alone, each, when that fails."""
     lines = dict.fromkeys(
         line for i in indexes for line in notes[i][len(text) + 1 :].splitlines(keepends=True)
     )
+    by_all = set.intersection(*(set(verified.get(i, ())) for i in indexes))
     try:
-        merged = attest_checkpoint(text + "\n" + "".join(lines), policy, now=now, skew=skew, logs=logs)
+        merged = attest_checkpoint(
+            text + "\n" + "".join(lines), policy, now=now, skew=skew, logs=logs, verified_by=by_all
+        )
         return _witnessed(merged, tuple(indexes), policy)
     except AttestationError:
         pass
     good: list[tuple[int, Attestation]] = []
     for index in indexes:
         try:
-            good.append((index, attest_checkpoint(notes[index], policy, now=now, skew=skew, logs=logs)))
+            attested = attest_checkpoint(
+                notes[index], policy, now=now, skew=skew, logs=logs, verified_by=verified.get(index, ())
+            )
+            good.append((index, attested))
         except AttestationError as exc:
             problems.append(
                 NoteProblem(index, exc.fault.value, str(exc), exc.witness, exc.malformed, _size_of(text))
