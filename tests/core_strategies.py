@@ -157,7 +157,7 @@ def snapshots(draw: st.DrawFn, *, unique_ids: bool = False, max_policies: int = 
     available = draw(st.sampled_from([True, True, True, False]))
     return PolicySnapshot(
         policies=tuple(chosen),
-        revision=draw(st.integers(0, 2**53)),
+        revision=draw(st.integers(0, 2**53 - 1)),
         content_hash=content_hash,
         available=available,
         loading=not available and draw(st.booleans()),

@@ -22,8 +22,7 @@ from otel_route_shadow.core import (
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import observe, record_route_shadow, served_attributes
 
-# The chain's canonical integers stop at 2**53 - 1 (a store's revisions never get near it).
-recordable_snapshots = snapshots().map(lambda s: s.model_copy(update={"revision": s.revision % 2**53}))
+recordable_snapshots = snapshots()
 DEFINED = {spec.key: spec.type for spec in (*attr.ATTRIBUTES, *attr.CONVENTION_ATTRIBUTES)}
 
 
@@ -112,3 +111,17 @@ def test_a_served_route_that_differs_is_never_agreement(
     else:  # same or unknown change nothing of the comparison
         assert all(after.get(k) == before.get(k) for k in (attr.AGREED, attr.DIVERGENCE, attr.FINDING))
     assert (attr.SERVED_SOURCE in after) == (served is not None and served.reported)
+
+
+def test_a_snapshot_at_the_stores_largest_revision_is_recorded() -> None:
+    """The store's revisions stop where the chain's integers do: a snapshot at ``MAX_REVISION`` is
+    recorded (the bound was once 2**53, one past what a chain record can carry, so every spawn's record
+    at that revision failed to encode)."""
+    from otel_route_shadow.chain import MAX_SAFE_INTEGER
+    from otel_route_shadow.demo import factory
+    from otel_route_shadow.store import MAX_REVISION
+
+    assert MAX_REVISION == MAX_SAFE_INTEGER
+    context = factory.context_for(factory.plan_jobs(1, factory.FactorySettings())[0], "agentic")
+    record = record_route_shadow("seam", context, PolicySnapshot(revision=MAX_REVISION))
+    assert record is not None and record.attributes[attr.SNAPSHOT_REVISION] == MAX_REVISION

@@ -45,8 +45,8 @@ __all__ = [
 SNAPSHOT_FORMAT = "otel-route-shadow/policy-snapshot/v1"
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 """Same bound as a policy file (about 100,000 policies in the snapshot's indented layout)."""
-MAX_REVISION = 2**53
-"""Revisions travel in JSON records of the decision chain, which keeps integers within +-2**53."""
+MAX_REVISION = 2**53 - 1
+"""Revisions travel in JSON records of the decision chain, whose integers stay within +-(2**53 - 1)."""
 MAX_SNAPSHOT_DEPTH = 8
 """Nesting accepted in a snapshot document; a valid one nests 5 deep (document, ``policies``, a
 policy, its ``match`` or ``action``, their sets and maps)."""
