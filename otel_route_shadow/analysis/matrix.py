@@ -17,6 +17,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any, Final
 
+from otel_route_shadow.analysis.changes import DECISION_FIELDS
 from otel_route_shadow.analysis.records import RecordCounts, observations
 from otel_route_shadow.analysis.source import open_chain, read_payloads
 from otel_route_shadow.analysis.window import TimeWindow
@@ -61,21 +62,7 @@ DEFAULT_ACCOUNTS: Final[tuple[Account, ...]] = (
 )
 """ADR-0138's two legacy bindings, both available, unless ``--account`` says otherwise."""
 
-COLUMNS: Final = (
-    "repo",
-    "role",
-    "principal",
-    "face",
-    "requirement",
-    "outcome",
-    "reason",
-    "policy_source",
-    "rung",
-    "policy_id",
-    "provider",
-    "account",
-    "model",
-)
+COLUMNS: Final = ("repo", "role", "principal", "face", "requirement", *DECISION_FIELDS)
 
 
 class MatrixError(ValueError):
