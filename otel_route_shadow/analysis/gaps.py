@@ -10,7 +10,7 @@ did not flap in the window (:mod:`~otel_route_shadow.analysis.noise`). Spawns of
 counted in the group's composition and judged apart (the report lists the flapping keys), and the
 verdict's reasons say how many were left out.
 
-Records from older chains lack the fields added by issue 15 (``route_shadow.finding``,
+Records from older chains lack the later fields (``route_shadow.finding``,
 ``route_shadow.claim_mismatch``, the whole decision): they are read as *unknown*, never as zero.
 """
 
@@ -44,7 +44,7 @@ FINDING_KEY: Final = attr.FINDING
 CLAIM_MISMATCH_KEY: Final = attr.CLAIM_MISMATCH
 """Comma-separated names of what the host claimed differently from what was derived."""
 DECISION_MARKER_KEY: Final = attr.FORBID_DIRECT_BYPASS
-"""Present on every record that carries the whole decision (issue 15); absent on older records."""
+"""Present on every record that carries the whole decision; absent on older records."""
 
 GAP_DIMENSIONS: Final = ("repo", "role", "principal")
 """The groups the gap table is given for."""

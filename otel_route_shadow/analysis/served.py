@@ -1,5 +1,5 @@
 """The served route as the record tells it: what actually served a spawn, beside the route its legacy
-mechanism chose (issue 27: gateways and provider clients fall back on their own). The attribute names
+mechanism chose (gateways and provider clients fall back on their own). The attribute names
 are defined in ``shadow/attributes.py`` and the values in ``core/served.py``, where the recorder takes
 them from.
 

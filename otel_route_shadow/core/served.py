@@ -1,4 +1,4 @@
-"""The route that served a spawn, held against the route its legacy mechanism chose (issue 27).
+"""The route that served a spawn, held against the route its legacy mechanism chose.
 
 A gateway or a provider client may fall back on its own: the spawn the legacy mechanism sent to one
 provider and model is then served by another. That is the silent routing the shadow phase exists to

@@ -1,4 +1,4 @@
-"""The served route at the seam: the response hook, and the run's own spans (issue 27).
+"""The served route at the seam: the response hook, and the run's own spans.
 
 The chain holds one record per spawn, written when the seam span ends; what served the spawn is
 settled just before, from one of two sources:
