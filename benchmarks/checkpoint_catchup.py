@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
-from otel_route_shadow.tlog import Checkpointer, Signer
+from otel_route_shadow.logstore import Checkpointer
+from otel_route_shadow.tlog import Signer
 
 _ORIGIN = "bench.example/route-shadow/catchup"
 _PAYLOAD = {

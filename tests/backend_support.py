@@ -29,8 +29,9 @@ from otel_route_shadow.backend.base import AttributeValue, BackendSpan, QueryWin
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, iter_records, sanitize_payload
 from otel_route_shadow.chain.record import encode_payload, encode_record
 from otel_route_shadow.instrumentation.checkpoint_spans import checkpoint_attributes
+from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
-from otel_route_shadow.tlog import Checkpointer, SignedCheckpoint, Signer
+from otel_route_shadow.tlog import Signer
 
 T0 = time.time_ns() - 3600 * 10**9  # an hour ago: every span lies between the epoch and now
 

@@ -26,7 +26,8 @@ from otel_route_shadow.analysis import (
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
-from otel_route_shadow.tlog import Checkpoint, Signer, sign_note, tlog_dir
+from otel_route_shadow.logstore import tlog_dir
+from otel_route_shadow.tlog import Checkpoint, Signer, sign_note
 
 ORIGIN = "example.com/route-shadow/test"
 NOW = 1_800_000_000 * 10**9

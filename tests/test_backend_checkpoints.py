@@ -259,7 +259,7 @@ def test_the_first_audit_remembers_what_a_separate_walk_would_from_its_one_verif
     from otel_route_shadow.backend import audit as audit_module
     from otel_route_shadow.backend.checkpoints import backend_checkpoints
     from otel_route_shadow.backend.trust import Trusted, verify_incremental
-    from otel_route_shadow.tlog import consistency
+    from otel_route_shadow.logstore import consistency
 
     host = _host(tmp_path, witness, records=95)
     passes: list[int] = []

@@ -21,19 +21,15 @@ from hypothesis import strategies as st
 from test_chain_support import build_chain, forge, hash_of, relink, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH, VerifyResult, verify_chain
-from otel_route_shadow.tlog import (
+from otel_route_shadow.logstore import (
     Checkpointer,
     ConsistencyReason,
     ConsistencyReport,
-    Signer,
     check_chain,
-    leaf_hash,
-    parse_checkpoint,
-    parse_note,
-    root_from_leaf_hashes,
     verify_against_checkpoints,
 )
-from otel_route_shadow.tlog.links import line_holds, record_hash_of
+from otel_route_shadow.logstore.links import line_holds, record_hash_of
+from otel_route_shadow.tlog import Signer, leaf_hash, parse_checkpoint, parse_note, root_from_leaf_hashes
 
 ORIGIN = "example.com/route-shadow/one-pass"
 SIGNER = Signer.generate(ORIGIN)
@@ -188,7 +184,7 @@ def test_one_pass_gives_the_verdicts_of_the_two_passes_on_a_damaged_chain(
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
     """Spies: the ``unchecked`` of every pass over the chain, and the lines each checked in full."""
     from otel_route_shadow.chain import scan as chain_scan
-    from otel_route_shadow.tlog import consistency
+    from otel_route_shadow.logstore import consistency
 
     passes: list[int] = []
     checked: list[int] = []
@@ -259,7 +255,7 @@ def test_a_line_too_long_to_buffer_ends_the_leaves_in_one_process_or_several(
     tmp_path: Path, unchecked: int
 ) -> None:
     from otel_route_shadow.chain import MAX_LINE_BYTES, verify_pass
-    from otel_route_shadow.tlog import TreeSink
+    from otel_route_shadow.logstore import TreeSink
 
     lines = _chain(40)
     chain = tmp_path / "chain.jsonl"

@@ -22,9 +22,10 @@ from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import checkpoint_spans as cs
 from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer
+from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
-from otel_route_shadow.tlog import Checkpointer, SignedCheckpoint, Signer
+from otel_route_shadow.tlog import Signer
 
 ORIGIN = "example.test/route-shadow/spans"
 

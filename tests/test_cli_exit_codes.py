@@ -33,7 +33,8 @@ from otel_route_shadow.cli.exit_codes import (
     EXIT_INTERRUPTED,
     epilog,
 )
-from otel_route_shadow.tlog import Checkpointer, Signer
+from otel_route_shadow.logstore import Checkpointer
+from otel_route_shadow.tlog import Signer
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = str(ROOT / "examples" / "policies.json")

@@ -55,7 +55,8 @@ import pytest
 from backend_support import FakeBackend, Host, phoenix_on_loopback, publish
 from tlog_support import ORIGIN, append, log_dir
 
-from otel_route_shadow.tlog import Checkpointer, Signer, tile_path
+from otel_route_shadow.logstore import Checkpointer
+from otel_route_shadow.tlog import Signer, tile_path
 
 HANG_GUARD_S = 120
 """Far beyond any run here: reaching it means a hang, never slowness."""

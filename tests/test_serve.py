@@ -28,19 +28,16 @@ from test_chain_support import forge_chain
 from tlog_support import ORIGIN, append, lines, log_dir
 
 from otel_route_shadow.cli import main
-from otel_route_shadow.server import Limits, LogServer, LogSite, Request, SiteError
-from otel_route_shadow.tlog import (
+from otel_route_shadow.logstore import (
     Checkpointer,
     PublishedLog,
     Resource,
-    Signer,
     Unservable,
-    Verifier,
     decode_bundle,
     parse_resource,
-    sign_note,
-    tile_path,
 )
+from otel_route_shadow.server import Limits, LogServer, LogSite, Request, SiteError
+from otel_route_shadow.tlog import Signer, Verifier, sign_note, tile_path
 
 SIGNER = Signer.generate(ORIGIN)
 KEY = Verifier.parse(str(SIGNER.verifier()))

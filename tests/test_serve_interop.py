@@ -22,7 +22,8 @@ from go_interop import TORCHWOOD_V061, run_go_interop
 from serve_support import get, serving
 from tlog_support import append, lines, notes
 
-from otel_route_shadow.tlog import Checkpointer, Signer, signed_checkpoint_from_note, tile_path, tlog_dir
+from otel_route_shadow.logstore import Checkpointer, signed_checkpoint_from_note, tlog_dir
+from otel_route_shadow.tlog import Signer, tile_path
 
 pytestmark = pytest.mark.skipif(
     shutil.which("go") is None, reason="the go command is not installed (CI has it)"

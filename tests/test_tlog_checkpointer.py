@@ -12,21 +12,23 @@ from test_chain_support import build_old_chain
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
-from otel_route_shadow.tlog import (
+from otel_route_shadow.logstore import (
     Checkpointer,
     SignedCheckpoint,
+    default_origin,
+    links,
+    verify_against_checkpoints,
+)
+from otel_route_shadow.tlog import (
     Signer,
     TileReader,
     consistency_proof,
-    default_origin,
     leaf_hash,
-    links,
     open_note,
     parse_checkpoint,
     root_from_leaf_hashes,
     tile_path,
     tree_hash,
-    verify_against_checkpoints,
     verify_consistency,
 )
 
@@ -83,7 +85,7 @@ def test_resume_reads_the_state_and_the_edge_tiles_not_the_chain(
     checked: list[bytes] = []
     original = links.line_holds
     monkeypatch.setattr(
-        "otel_route_shadow.tlog.catchup.line_holds",
+        "otel_route_shadow.logstore.catchup.line_holds",
         lambda line, prev: checked.append(line) or original(line, prev),
     )
     reads: list[int] = []
@@ -152,7 +154,7 @@ def test_lines_this_process_appended_are_taken_as_given_not_read_again(
     checked: list[bytes] = []
     original = links.line_holds
     monkeypatch.setattr(
-        "otel_route_shadow.tlog.catchup.line_holds",
+        "otel_route_shadow.logstore.catchup.line_holds",
         lambda line, prev: checked.append(line) or original(line, prev),
     )
     made = Checkpointer(str(chain), ORIGIN, None).checkpoint(appended=own[3:])

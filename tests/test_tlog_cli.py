@@ -11,7 +11,7 @@ import pytest
 from tlog_support import append
 
 from otel_route_shadow.cli import main
-from otel_route_shadow.tlog import Checkpointer, KeyFileError, read_signer_file
+from otel_route_shadow.logstore import Checkpointer, KeyFileError, read_signer_file
 
 VECTORS = Path(__file__).parent / "vectors" / "tlog"
 

@@ -14,11 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from witness_support import Cosigner, GrowingLog
 
+from otel_route_shadow.logstore import Checkpointer, Cosigned, LogDirectory
 from otel_route_shadow.tlog import (
-    Checkpointer,
     CosignatureError,
-    Cosigned,
-    LogDirectory,
     PolicyError,
     Signer,
     add_cosignatures,

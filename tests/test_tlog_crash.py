@@ -21,8 +21,8 @@ from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow import files
 from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.logstore import Checkpointer, verify_against_checkpoints
 from otel_route_shadow.tlog import (
-    Checkpointer,
     Signer,
     TileReader,
     authenticate,
@@ -30,7 +30,6 @@ from otel_route_shadow.tlog import (
     root_from_leaf_hashes,
     tile_path,
     tree_hash,
-    verify_against_checkpoints,
 )
 
 SIGNER = Signer.generate(ORIGIN)
@@ -68,8 +67,8 @@ class _Killer:
 
 def _install(monkeypatch: pytest.MonkeyPatch, killer: _Killer) -> None:
     monkeypatch.setattr("otel_route_shadow.tlog.tiles.write_atomic", killer.write_atomic)
-    monkeypatch.setattr("otel_route_shadow.tlog.directory.write_atomic", killer.write_atomic)
-    monkeypatch.setattr("otel_route_shadow.tlog.directory.write_all", killer.write_all)
+    monkeypatch.setattr("otel_route_shadow.logstore.store.write_atomic", killer.write_atomic)
+    monkeypatch.setattr("otel_route_shadow.logstore.store.write_all", killer.write_all)
 
 
 def _log(tmp_path: Path) -> Path:

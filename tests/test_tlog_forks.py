@@ -16,8 +16,8 @@ import pytest
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.logstore import Checkpointer, verify_against_checkpoints
 from otel_route_shadow.tlog import (
-    Checkpointer,
     Signer,
     TileReader,
     authenticate,
@@ -26,7 +26,6 @@ from otel_route_shadow.tlog import (
     root_from_leaf_hashes,
     tile_path,
     tree_hash,
-    verify_against_checkpoints,
     verify_consistency,
 )
 
@@ -198,7 +197,7 @@ def test_a_proof_that_does_not_verify_is_a_refusal(tmp_path: Path, monkeypatch: 
         calls.append(old_size)
         return [b"\x00" * 32] * 3
 
-    monkeypatch.setattr("otel_route_shadow.tlog.checkpointer.consistency_proof", wrong)
+    monkeypatch.setattr("otel_route_shadow.logstore.checkpointer.consistency_proof", wrong)
     assert append(chain, 10, writer, every=10, start=300) == []
     assert calls == [300] and writer.refused == "fork"
     assert _sizes(chain) == [300]

@@ -18,17 +18,13 @@ import pytest
 from go_interop import run_go_interop
 
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.tlog import (
+from otel_route_shadow.logstore import (
     Checkpointer,
-    Signer,
-    TileReader,
-    consistency_proof,
-    inclusion_proof,
     read_checkpoint_file,
     signed_checkpoint_from_note,
-    tile_path,
     tlog_dir,
 )
+from otel_route_shadow.tlog import Signer, TileReader, consistency_proof, inclusion_proof, tile_path
 
 ORIGIN = "example.com/route-shadow/interop"
 

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from witness_support import Cosigner, GrowingLog
 
+from otel_route_shadow.logstore import signed_checkpoint_from_note, tlog_dir
 from otel_route_shadow.tlog import (
     AttestationError,
     AttestationFault,
@@ -25,8 +26,6 @@ from otel_route_shadow.tlog import (
     parse_policy,
     parse_receipt,
     sign_note,
-    signed_checkpoint_from_note,
-    tlog_dir,
     verify_receipt,
 )
 

@@ -13,8 +13,8 @@ from test_chain_support import edited, write_lines
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.cli import main
+from otel_route_shadow.logstore import Checkpointer, verify_against_checkpoints
 from otel_route_shadow.tlog import (
-    Checkpointer,
     Signer,
     TileDamaged,
     TileMissing,
@@ -24,7 +24,6 @@ from otel_route_shadow.tlog import (
     leaf_hash,
     tile_path,
     tree_hash,
-    verify_against_checkpoints,
     verify_inclusion,
 )
 from otel_route_shadow.tlog.tiles import parse_tile_path

@@ -7,13 +7,13 @@ import json
 import sys
 from pathlib import Path
 
+from otel_route_shadow.logstore import read_checkpoint_file
 from otel_route_shadow.tlog import (
     Verifier,
     attest_checkpoint,
     open_note,
     parse_checkpoint,
     parse_policy,
-    read_checkpoint_file,
     verify_receipt,
 )
 from otel_route_shadow.tlog.proofs import (

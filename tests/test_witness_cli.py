@@ -24,7 +24,8 @@ from otel_route_shadow.backend.audit import AuditOptions, audit_chain
 from otel_route_shadow.backend.verdict import AuditVerdict
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.audit import render_text
-from otel_route_shadow.tlog import Cosigned, LogDirectory, Signer, parse_note, parse_policy
+from otel_route_shadow.logstore import Cosigned, LogDirectory
+from otel_route_shadow.tlog import Signer, parse_note, parse_policy
 
 ORIGIN = "example.com/route-shadow/witness-cli"
 LOG = Signer(ORIGIN, Ed25519PrivateKey.from_private_bytes(bytes([51]) * 32))
@@ -105,8 +106,8 @@ def test_verify_policy_verifies_each_log_signature_once(
 ) -> None:
     """The chain's pass authenticates every checkpoint note with the policy's log key; the policy's
     verdict takes those keys as verified instead of verifying each log signature a second time."""
+    from otel_route_shadow.logstore import read_checkpoint_file, tlog_dir
     from otel_route_shadow.tlog import note as note_module
-    from otel_route_shadow.tlog import read_checkpoint_file, tlog_dir
 
     log, policy = witnessed
     notes = read_checkpoint_file(str(Path(tlog_dir(str(log.chain))) / "checkpoints"))

@@ -20,6 +20,7 @@ import pytest
 from go_interop import run_go_interop
 from witness_support import GrowingLog, WitnessPool, size_of, witness_pool
 
+from otel_route_shadow.logstore import signed_checkpoint_from_note, tlog_dir
 from otel_route_shadow.tlog import (
     AttestationError,
     CosignatureError,
@@ -32,8 +33,6 @@ from otel_route_shadow.tlog import (
     format_receipt,
     inclusion_proof,
     parse_policy,
-    signed_checkpoint_from_note,
-    tlog_dir,
     verify_cosignatures,
     verify_receipt,
 )

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from witness_support import GrowingLog, Litewitness, WitnessPool, size_of, witness_pool
 
-from otel_route_shadow.tlog import Signer, attest_checkpoint, parse_policy, signed_checkpoint_from_note
+from otel_route_shadow.logstore import signed_checkpoint_from_note
+from otel_route_shadow.tlog import Signer, attest_checkpoint, parse_policy
 from otel_route_shadow.witness import Outcome, WitnessEndpoint, WitnessPusher, add_checkpoint
 
 pytestmark = pytest.mark.witness

@@ -21,14 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tlog_support import append
 from witness_support import Cosigner, FakeWitness, ProvingWitness, fake_witness, free_port
 
-from otel_route_shadow.tlog import (
-    Checkpointer,
-    LogDirectory,
-    Signer,
-    parse_note,
-    parse_policy,
-    verify_cosignatures,
-)
+from otel_route_shadow.logstore import Checkpointer, LogDirectory
+from otel_route_shadow.tlog import Signer, parse_note, parse_policy, verify_cosignatures
 from otel_route_shadow.witness import CheckpointWitnessing, WitnessConfigError
 from otel_route_shadow.witness import witnessing as witnessing_module
 

@@ -259,7 +259,8 @@ def test_the_checkpoint_signing_key_reaches_no_span_chain_log_checkpoint_or_cli_
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from otel_route_shadow.tlog import Signer, read_signer_file
+    from otel_route_shadow.logstore import read_signer_file
+    from otel_route_shadow.tlog import Signer
 
     caplog.set_level(logging.DEBUG)
     key_file = tmp_path / "log.key"

@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from test_chain_support import forge, plugin_payload, relink, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog
+from otel_route_shadow.logstore import Checkpointer, signed_checkpoint_from_note
 from otel_route_shadow.tlog import (
-    Checkpointer,
     CosignatureVerifier,
     Receipt,
     Signer,
@@ -35,7 +35,6 @@ from otel_route_shadow.tlog import (
     inclusion_proof,
     parse_note,
     sign_note,
-    signed_checkpoint_from_note,
 )
 from otel_route_shadow.tlog.cosignature import cosignature_message
 from otel_route_shadow.tlog.proofs import prove_consistency, prove_inclusion

@@ -38,9 +38,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_ssh_public_key
 
 from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.logstore import (
+    Checkpointer,
+    read_checkpoint_file,
+    signed_checkpoint_from_note,
+    tlog_dir,
+)
 from otel_route_shadow.tlog import (
     AuthenticationError,
-    Checkpointer,
     CosignatureVerifier,
     ProofError,
     Signer,
@@ -48,9 +53,6 @@ from otel_route_shadow.tlog import (
     Verifier,
     authenticate,
     consistency_proof,
-    read_checkpoint_file,
-    signed_checkpoint_from_note,
-    tlog_dir,
     verify_consistency,
 )
 from otel_route_shadow.tlog.cosignature import cosignature_message

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from otel_route_shadow.files import FileRefused, read_text
+from otel_route_shadow.logstore import tlog_dir
 from otel_route_shadow.tlog import (
     AttestationError,
     CheckpointError,
@@ -39,7 +40,6 @@ from otel_route_shadow.tlog import (
     open_note,
     parse_checkpoint,
     parse_note,
-    tlog_dir,
 )
 
 __all__ = [

@@ -63,19 +63,10 @@ from otel_route_shadow.backend.trust import (
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds
 from otel_route_shadow.backend.witnesses import attested_checkpoints, judge_witnesses, local_notes
 from otel_route_shadow.chain import VerifyResult
+from otel_route_shadow.logstore import LogDirectory, check_chain, signed_checkpoint_from_note
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import checkpoint_attributes as cp
-from otel_route_shadow.tlog import (
-    DEFAULT_SKEW_S,
-    LogDirectory,
-    NoteError,
-    Policy,
-    QuorumReport,
-    Verifier,
-    attest_notes,
-    check_chain,
-    signed_checkpoint_from_note,
-)
+from otel_route_shadow.tlog import DEFAULT_SKEW_S, NoteError, Policy, QuorumReport, Verifier, attest_notes
 
 __all__ = [
     "AuditError",

@@ -35,11 +35,11 @@ from otel_route_shadow.backend.checkpoints import BackendCheckpoint
 from otel_route_shadow.backend.verdict import Consistency, Failure
 from otel_route_shadow.files import FileRefused, open_regular, write_atomic
 from otel_route_shadow.lines import iter_blocks
+from otel_route_shadow.logstore import ChainCheck, chain_tree, locate_first_changed, tlog_dir
 from otel_route_shadow.strict_json import StrictJSONError, read_json
 from otel_route_shadow.tlog import (
     EMPTY_ROOT,
     AuthenticationError,
-    ChainCheck,
     Checkpoint,
     CompactRange,
     ProofError,
@@ -47,12 +47,9 @@ from otel_route_shadow.tlog import (
     TileReader,
     Verifier,
     authenticate,
-    chain_tree,
     consistency_proof,
     leaf_hash,
-    locate_first_changed,
     subtrees,
-    tlog_dir,
     tree_hash,
     verify_consistency,
 )

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from otel_route_shadow.backend.checkpoints import BackendCheckpoint
 from otel_route_shadow.backend.verdict import Consistency, Witnessed
-from otel_route_shadow.tlog import LogDirectory, QuorumReport, WitnessedCheckpoint
+from otel_route_shadow.logstore import LogDirectory
+from otel_route_shadow.tlog import QuorumReport, WitnessedCheckpoint
 
 __all__ = ["LOCAL_SPAN_ID", "attested_checkpoints", "judge_witnesses", "local_notes"]
 

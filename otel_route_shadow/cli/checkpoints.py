@@ -11,6 +11,7 @@ import sys
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING
 from otel_route_shadow.files import FileRefused, read_regular
+from otel_route_shadow.logstore import read_note_file
 from otel_route_shadow.tlog import (
     AuthenticationError,
     Checkpoint,
@@ -18,7 +19,6 @@ from otel_route_shadow.tlog import (
     NoteError,
     Verifier,
     authenticate,
-    read_note_file,
 )
 
 __all__ = ["authenticated_checkpoint", "read_notes", "read_verifiers"]

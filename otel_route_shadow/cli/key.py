@@ -14,7 +14,7 @@ from typing import Any
 
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
-from otel_route_shadow.tlog import KeyFileError, generate_key_file
+from otel_route_shadow.logstore import KeyFileError, generate_key_file
 
 __all__ = ["register"]
 

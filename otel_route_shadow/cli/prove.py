@@ -24,9 +24,9 @@ from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EX
 from otel_route_shadow.cli.receipts import prove_receipt, receipt_policy, verify_receipt_file
 from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_policy
 from otel_route_shadow.files import FileRefused, read_regular
+from otel_route_shadow.logstore import CHECKPOINT_FILE, LogDirectory
 from otel_route_shadow.strict_json import schema_problem
 from otel_route_shadow.tlog import (
-    CHECKPOINT_FILE,
     DEFAULT_SKEW_S,
     REBUILD_HINT,
     AttestationError,
@@ -34,7 +34,6 @@ from otel_route_shadow.tlog import (
     Checkpoint,
     ConsistencyProofDoc,
     InclusionProofDoc,
-    LogDirectory,
     Policy,
     ProofDoc,
     ProofError,

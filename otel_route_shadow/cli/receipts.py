@@ -26,12 +26,12 @@ from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EX
 from otel_route_shadow.cli.witnessed import attestation_problem, read_policy
 from otel_route_shadow.files import FileRefused, open_regular
 from otel_route_shadow.lines import complete_end, read_line_blocks
+from otel_route_shadow.logstore import LogDirectory
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     REBUILD_HINT,
     AttestationError,
     Checkpoint,
-    LogDirectory,
     Policy,
     PolicyLog,
     ProofError,

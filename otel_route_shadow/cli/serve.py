@@ -22,13 +22,9 @@ from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, count_argument, input_file
 from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
+from otel_route_shadow.logstore import PublishedLog, Unservable, tlog_dir
 from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
-from otel_route_shadow.tlog import (
-    PublishedLog,
-    Unservable,
-    Verifier,
-    tlog_dir,
-)
+from otel_route_shadow.tlog import Verifier
 
 __all__ = ["register"]
 

@@ -31,7 +31,7 @@ from otel_route_shadow.cli.witnessed import (
     read_policy,
     verdict_lines,
 )
-from otel_route_shadow.tlog import ConsistencyReport
+from otel_route_shadow.logstore import ConsistencyReport
 
 __all__ = ["register"]
 

@@ -8,21 +8,18 @@ from collections.abc import Callable
 from otel_route_shadow.chain import VerifyResult
 from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
 from otel_route_shadow.cli.common import CliError
-from otel_route_shadow.tlog import (
+from otel_route_shadow.logstore import (
     CHECKPOINTS_FILE,
     MAX_ENTRY_BYTES,
-    REBUILD_HINT,
     ConsistencyReason,
     ConsistencyReport,
     LogDirectory,
     LongEntry,
-    Malformed,
-    NoteError,
-    authenticate,
     bundle_path,
     check_chain,
     long_entries,
 )
+from otel_route_shadow.tlog import REBUILD_HINT, Malformed, NoteError, authenticate
 
 __all__ = ["check_checkpoints", "checkpoint_inputs", "entry_lines", "human_report", "unservable_bundles"]
 

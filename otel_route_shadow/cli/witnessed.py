@@ -24,10 +24,10 @@ from typing import Any
 
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, EXIT_USAGE
+from otel_route_shadow.logstore import CheckpointVerdict
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     AttestationError,
-    CheckpointVerdict,
     Policy,
     PolicyError,
     QuorumReport,

@@ -41,16 +41,14 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from otel_route_shadow.chain import WrittenLine
-from otel_route_shadow.tlog import (
+from otel_route_shadow.logstore import (
     Checkpointer,
     KeyFileError,
-    PolicyError,
     SignedCheckpoint,
-    Signer,
     default_origin,
-    read_policy_file,
     read_signer_file,
 )
+from otel_route_shadow.tlog import PolicyError, Signer, read_policy_file
 from otel_route_shadow.witness import DEFAULT_PUSHES_PER_DAY, CheckpointWitnessing, WitnessConfigError
 
 __all__ = [

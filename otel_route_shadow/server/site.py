@@ -4,7 +4,7 @@ Each log is served under its origin (``/<origin>/checkpoint``, ``/<origin>/tile/
 tlog-tiles names the origin as the log's URL prefix, and it is unique per log. ``/`` lists the
 prefixes. The path is matched as sent: nothing is percent-decoded or normalized, so ``..``, ``%2e``,
 ``%2f``, a NUL or a backslash never match a resource; a file is only ever opened at a path built from
-the parsed numbers (``tlog.published``), below the log's directory, following no link.
+the parsed numbers (``logstore.published``), below the log's directory, following no link.
 
 | answer | when |
 | --- | --- |
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Final
 
+from otel_route_shadow.logstore import BundleUnservable, NotFound, PublishedLog, Unservable, parse_resource
 from otel_route_shadow.server.protocol import Request
-from otel_route_shadow.tlog import BundleUnservable, NotFound, PublishedLog, Unservable, parse_resource
 
 __all__ = ["LogSite", "Response", "SiteError"]
 

@@ -34,16 +34,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Final
 
-from otel_route_shadow.tlog import (
-    DEFAULT_SKEW_S,
-    Checkpoint,
-    Cosigned,
-    LogDirectory,
-    Policy,
-    SignedCheckpoint,
-    TileReader,
-    consistency_proof,
-)
+from otel_route_shadow.logstore import Cosigned, LogDirectory, SignedCheckpoint
+from otel_route_shadow.tlog import DEFAULT_SKEW_S, Checkpoint, Policy, TileReader, consistency_proof
 from otel_route_shadow.witness.client import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from otel_route_shadow.witness.endpoint import WitnessEndpoint, endpoints_from_policy
 from otel_route_shadow.witness.pusher import DEFAULT_PUSHES_PER_DAY, PusherStats, WitnessPusher

@@ -26,8 +26,9 @@ import pytest
 
 from otel_route_shadow.backend import BackendNotFound, PhoenixBackend, QueryWindow
 from otel_route_shadow.cli import main
+from otel_route_shadow.logstore import generate_key_file
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
-from otel_route_shadow.tlog import Signer, generate_key_file
+from otel_route_shadow.tlog import Signer
 
 from . import chainfile
 

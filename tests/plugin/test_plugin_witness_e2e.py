@@ -33,7 +33,8 @@ from witness_support import Cosigner, FakeWitness, WitnessPool, fake_witness, wi
 from otel_route_shadow.cli import main as cli_main
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import checkpointing
-from otel_route_shadow.tlog import LogDirectory, Signer, generate_key_file, parse_note, verify_cosignatures
+from otel_route_shadow.logstore import LogDirectory, generate_key_file
+from otel_route_shadow.tlog import Signer, parse_note, verify_cosignatures
 from otel_route_shadow.witness import WORKER_NAME, client
 
 from .conftest import Harness, make_harness

@@ -10,7 +10,7 @@ Errors name the path and the problem, never the file's content.
 from __future__ import annotations
 
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
-from otel_route_shadow.tlog.note import NoteError, Signer
+from otel_route_shadow.tlog import NoteError, Signer
 
 __all__ = ["KeyFileError", "generate_key_file", "read_signer_file"]
 

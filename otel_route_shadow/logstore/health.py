@@ -16,8 +16,7 @@ import os
 from collections.abc import Iterable
 
 from otel_route_shadow.files import FileRefused, read_regular
-from otel_route_shadow.tlog.merkle import HASH_SIZE, TreeLevels
-from otel_route_shadow.tlog.tiles import TILE_HEIGHT, TILE_WIDTH, tile_path
+from otel_route_shadow.tlog import HASH_SIZE, TILE_HEIGHT, TILE_WIDTH, TreeLevels, tile_path
 
 __all__ = ["TileHealth", "check_tiles"]
 

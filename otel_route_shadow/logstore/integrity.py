@@ -12,7 +12,7 @@ from __future__ import annotations
 from concurrent.futures import Executor, Future
 
 from otel_route_shadow.chain import verify_pass
-from otel_route_shadow.tlog.merkle import HASH_SIZE, TreeLevels, parent_row
+from otel_route_shadow.tlog import HASH_SIZE, TreeLevels, parent_row
 
 __all__ = ["TreeSink", "chain_tree"]
 

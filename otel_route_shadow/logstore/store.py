@@ -42,14 +42,17 @@ from otel_route_shadow.files import (
     write_atomic,
 )
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json, schema_problem
-from otel_route_shadow.tlog.cosignature import (
+from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
+    TILE_HEIGHT,
+    TILE_WIDTH,
     CosignatureError,
     CosignatureVerifier,
+    NoteError,
     add_cosignatures,
+    parse_note,
+    tile_path,
 )
-from otel_route_shadow.tlog.note import NoteError, parse_note
-from otel_route_shadow.tlog.tiles import TILE_HEIGHT, TILE_WIDTH, tile_path
 
 __all__ = [
     "CHECKPOINTS_FILE",

@@ -31,8 +31,7 @@ from typing import Final
 
 from otel_route_shadow.chain import MAX_ENTRY_BYTES, leaf_hashes
 from otel_route_shadow.files import FileRefused, open_beneath, open_regular, read_beneath, write_atomic
-from otel_route_shadow.tlog.merkle import HASH_SIZE
-from otel_route_shadow.tlog.tiles import TILE_WIDTH, TileError, tile_path
+from otel_route_shadow.tlog import HASH_SIZE, TILE_WIDTH, TileError, tile_path
 
 __all__ = [
     "ENTRIES_INDEX_FILE",

@@ -26,19 +26,23 @@ from collections.abc import Sequence
 from typing import Final
 
 from otel_route_shadow.files import FileRefused, read_beneath
-from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
-from otel_route_shadow.tlog.checkpoint import Checkpoint
-from otel_route_shadow.tlog.directory import CHECKPOINT_FILE, MAX_NOTE_FILE, tlog_dir
-from otel_route_shadow.tlog.entries import BundleDamaged, EntryIndex, bundle_path, read_bundle
-from otel_route_shadow.tlog.merkle import HASH_SIZE, ProofError, consistency_proof, verify_consistency
-from otel_route_shadow.tlog.note import Verifier
-from otel_route_shadow.tlog.tiles import (
+from otel_route_shadow.logstore.entries import BundleDamaged, EntryIndex, bundle_path, read_bundle
+from otel_route_shadow.logstore.store import CHECKPOINT_FILE, MAX_NOTE_FILE, tlog_dir
+from otel_route_shadow.tlog import (
+    HASH_SIZE,
     REBUILD_HINT,
     TILE_WIDTH,
+    AuthenticationError,
+    Checkpoint,
+    ProofError,
     TileError,
     TileReader,
+    Verifier,
+    authenticate,
+    consistency_proof,
     tile_path,
     tile_width,
+    verify_consistency,
 )
 
 __all__ = [

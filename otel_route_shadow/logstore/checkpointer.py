@@ -47,27 +47,28 @@ from typing import Final
 from otel_route_shadow.chain import WrittenLine
 from otel_route_shadow.files import FileRefused, open_regular
 from otel_route_shadow.lines import FileHandle
-from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
-from otel_route_shadow.tlog.catchup import DEFAULT_SLICE_LEAVES, Cursor, extend, still_holds
-from otel_route_shadow.tlog.checkpoint import Checkpoint
-from otel_route_shadow.tlog.directory import REFUSALS_FILE, LogDirectory, State, StateError, TreeHint
-from otel_route_shadow.tlog.entries import append_index_offsets
-from otel_route_shadow.tlog.links import record_hash_of
-from otel_route_shadow.tlog.merkle import (
+from otel_route_shadow.logstore.catchup import DEFAULT_SLICE_LEAVES, Cursor, extend, still_holds
+from otel_route_shadow.logstore.entries import append_index_offsets
+from otel_route_shadow.logstore.links import record_hash_of
+from otel_route_shadow.logstore.store import REFUSALS_FILE, LogDirectory, State, StateError, TreeHint
+from otel_route_shadow.tlog import (
     HASH_SIZE,
-    ProofError,
-    consistency_proof,
-    leaf_hash,
-    verify_consistency,
-)
-from otel_route_shadow.tlog.note import Signer, parse_note, sign_note
-from otel_route_shadow.tlog.tiles import (
     TILE_HEIGHT,
     TILE_WIDTH,
+    AuthenticationError,
+    Checkpoint,
+    ProofError,
+    Signer,
     TileError,
     TileReader,
     TreeBuilder,
+    authenticate,
+    consistency_proof,
+    leaf_hash,
+    parse_note,
     remove_partials,
+    sign_note,
+    verify_consistency,
     write_tile,
 )
 

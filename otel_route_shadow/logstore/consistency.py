@@ -25,14 +25,22 @@ import os
 from collections.abc import Callable, Sequence
 
 from otel_route_shadow.chain import ChainPass, Verdict, VerifyResult, verify_pass
-from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
-from otel_route_shadow.tlog.checkpoint import Checkpoint
-from otel_route_shadow.tlog.directory import tlog_dir
-from otel_route_shadow.tlog.health import TileHealth, check_tiles
-from otel_route_shadow.tlog.integrity import TreeSink
-from otel_route_shadow.tlog.merkle import NodeReader, TreeLevels, range_hash, split_point, tree_hash
-from otel_route_shadow.tlog.note import Verifier
-from otel_route_shadow.tlog.tiles import TileError, TileReader
+from otel_route_shadow.logstore.health import TileHealth, check_tiles
+from otel_route_shadow.logstore.integrity import TreeSink
+from otel_route_shadow.logstore.store import tlog_dir
+from otel_route_shadow.tlog import (
+    AuthenticationError,
+    Checkpoint,
+    NodeReader,
+    TileError,
+    TileReader,
+    TreeLevels,
+    Verifier,
+    authenticate,
+    range_hash,
+    split_point,
+    tree_hash,
+)
 
 __all__ = [
     "ChainCheck",

@@ -24,10 +24,9 @@ from typing import Final
 
 from otel_route_shadow.chain import WrittenLine
 from otel_route_shadow.lines import FileHandle, iter_blocks
-from otel_route_shadow.tlog.directory import TreeHint
-from otel_route_shadow.tlog.links import GENESIS, line_holds, record_hash_of
-from otel_route_shadow.tlog.merkle import leaf_hash
-from otel_route_shadow.tlog.tiles import TILE_WIDTH, TreeBuilder
+from otel_route_shadow.logstore.links import GENESIS, line_holds, record_hash_of
+from otel_route_shadow.logstore.store import TreeHint
+from otel_route_shadow.tlog import TILE_WIDTH, TreeBuilder, leaf_hash
 
 __all__ = ["DEFAULT_SLICE_LEAVES", "Cursor", "Extension", "extend", "still_holds"]
 

@@ -1,0 +1,112 @@
+"""The log on disk beside the chain, ``<chain>.tlog/``, and the processes that read and write it.
+
+``tlog`` is the pure specification (Merkle math, notes, checkpoints, cosignatures, proofs, tile
+arithmetic); this package is its storage and I/O: the directory (:class:`LogDirectory`), tiles, entry
+bundles and their index, the checkpointer that writes the log, the reader that publishes it, and the
+checks of a chain against its checkpoints and tiles. Nothing read from the directory is trusted before
+it is authenticated against a signed checkpoint (docs/chain-format.md section 13).
+"""
+
+from __future__ import annotations
+
+from otel_route_shadow.logstore.checkpointer import (
+    Checkpointer,
+    SignedCheckpoint,
+    default_origin,
+    signed_checkpoint_from_note,
+)
+from otel_route_shadow.logstore.consistency import (
+    ChainCheck,
+    CheckpointVerdict,
+    ConsistencyReason,
+    ConsistencyReport,
+    Located,
+    check_chain,
+    locate_first_changed,
+    verify_against_checkpoints,
+)
+from otel_route_shadow.logstore.entries import (
+    MAX_ENTRY_BYTES,
+    BundleDamaged,
+    BundleError,
+    BundleUnservable,
+    EntryIndex,
+    LongEntry,
+    bundle_path,
+    decode_bundle,
+    encode_bundle,
+    long_entries,
+)
+from otel_route_shadow.logstore.health import (
+    TileHealth,
+)
+from otel_route_shadow.logstore.integrity import (
+    TreeSink,
+    chain_tree,
+)
+from otel_route_shadow.logstore.keys import (
+    KeyFileError,
+    generate_key_file,
+    read_signer_file,
+)
+from otel_route_shadow.logstore.published import (
+    NotFound,
+    PublishedLog,
+    Resource,
+    Unservable,
+    parse_resource,
+)
+from otel_route_shadow.logstore.store import (
+    CHECKPOINT_FILE,
+    CHECKPOINTS_FILE,
+    Cosigned,
+    LogDirectory,
+    NoteFile,
+    read_checkpoint_file,
+    read_note_file,
+    tlog_dir,
+)
+
+__all__ = [
+    "CHECKPOINTS_FILE",
+    "CHECKPOINT_FILE",
+    "MAX_ENTRY_BYTES",
+    "BundleDamaged",
+    "BundleError",
+    "BundleUnservable",
+    "ChainCheck",
+    "CheckpointVerdict",
+    "Checkpointer",
+    "ConsistencyReason",
+    "ConsistencyReport",
+    "Cosigned",
+    "EntryIndex",
+    "KeyFileError",
+    "Located",
+    "LogDirectory",
+    "LongEntry",
+    "NotFound",
+    "NoteFile",
+    "PublishedLog",
+    "Resource",
+    "SignedCheckpoint",
+    "TileHealth",
+    "TreeSink",
+    "Unservable",
+    "bundle_path",
+    "chain_tree",
+    "check_chain",
+    "decode_bundle",
+    "default_origin",
+    "encode_bundle",
+    "generate_key_file",
+    "locate_first_changed",
+    "long_entries",
+    "parse_resource",
+    "read_checkpoint_file",
+    "read_note_file",
+    "read_signer_file",
+    "signed_checkpoint_from_note",
+    "tlog_dir",
+    "verify_against_checkpoints",
+]
