@@ -74,7 +74,7 @@ def _fresh_link(directory: Path, target: Path) -> Path:
 def _large(context: BenchContext, tail: int) -> tuple[Path, _Backend, str]:
     """The large chain with checkpoints at n - tail and n; the state trusting n - tail (as JSON text)."""
     from otel_route_shadow.backend.trust import Trusted, TrustState, verify_incremental
-    from otel_route_shadow.tlog import Checkpointer
+    from otel_route_shadow.logstore import Checkpointer
 
     n = context.cfg.chain_records
     chain = _fresh_link(context.cfg.workdir / "audit" / "large", context.chains.large())
@@ -98,7 +98,7 @@ def _large(context: BenchContext, tail: int) -> tuple[Path, _Backend, str]:
 
 
 def _small(context: BenchContext, tail: int) -> tuple[Path, _Backend]:
-    from otel_route_shadow.tlog import Checkpointer
+    from otel_route_shadow.logstore import Checkpointer
 
     directory = context.cfg.workdir / "audit" / "small"
     import shutil

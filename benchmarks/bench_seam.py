@@ -353,7 +353,7 @@ def _tail(
 ) -> None:
     """Rows 1c and 1d: rounds of ``cfg.tail_calls`` single timed calls per side, the sides taking turns,
     each on a chain of its own; the percentiles are taken over every call of a side."""
-    from otel_route_shadow.tlog import generate_key_file
+    from otel_route_shadow.logstore import generate_key_file
 
     key = work / "tail.key"
     generate_key_file("bench.example/route-shadow/tail", str(key))

@@ -106,7 +106,7 @@ def _tile(index: int) -> str:
 
 
 def _bundle(index: int) -> str:
-    from otel_route_shadow.tlog import bundle_path
+    from otel_route_shadow.logstore import bundle_path
 
     return bundle_path(index)
 

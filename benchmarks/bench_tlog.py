@@ -35,6 +35,7 @@ from typing import Any
 from benchmarks.config import BenchConfig
 from benchmarks.context import BenchContext
 from benchmarks.harness import Row, Stats, Target, errored, interleaved, ratios, timed
+from otel_route_shadow.logstore import LogDirectory
 
 ORIGIN = "bench.example/route-shadow"
 
@@ -51,7 +52,8 @@ def _prepared(path: Path) -> tuple[Any, list[str], str]:
     """A signer, the chain's checkpoint notes and the verifier key (tiles made on first use)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from otel_route_shadow.tlog import Checkpointer, Signer, read_checkpoint_file, tlog_dir
+    from otel_route_shadow.logstore import Checkpointer, read_checkpoint_file, tlog_dir
+    from otel_route_shadow.tlog import Signer
 
     # A public, fixed benchmark key: the checkpoints of an earlier run stay verifiable.
     signer = Signer(
@@ -105,7 +107,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
 def _speed_rows(
     cfg: BenchConfig, path: Path, notes: list[str], verifier: str, speed: Row, jobs: Row
 ) -> list[Row]:
-    from otel_route_shadow.tlog import verify_against_checkpoints
+    from otel_route_shadow.logstore import verify_against_checkpoints
 
     def ours(j: int, tiles: bool = True) -> Any:
         def run() -> None:
@@ -148,7 +150,8 @@ def _speed_rows(
 
 
 def _proof_row(path: Path, n: int, row: Row) -> Row:
-    from otel_route_shadow.tlog import TileReader, parse_checkpoint, parse_note, tlog_dir
+    from otel_route_shadow.logstore import tlog_dir
+    from otel_route_shadow.tlog import TileReader, parse_checkpoint, parse_note
     from otel_route_shadow.tlog.proofs import prove_consistency, prove_inclusion
 
     directory = tlog_dir(str(path))
@@ -161,10 +164,10 @@ def _proof_row(path: Path, n: int, row: Row) -> Row:
     for seq in sampled:
         times = []
         for _ in range(5):
-            store = TileReader(directory, size, checkpoint.root)
+            store = TileReader(LogDirectory(str(path)), size, checkpoint.root)
             start = time.perf_counter()
             prove_inclusion(store, checkpoint, seq)
-            prove_consistency(TileReader(directory, size, checkpoint.root), checkpoint, seq + 1, size)
+            prove_consistency(TileReader(LogDirectory(str(path)), size, checkpoint.root), checkpoint, seq + 1, size)
             times.append((time.perf_counter() - start) * 1000 / 2)
             reads.append(store.reads)
         times.sort()
@@ -180,7 +183,7 @@ def _proof_row(path: Path, n: int, row: Row) -> Row:
 
 
 def _resume_row(cfg: BenchConfig, path: Path, signer: Any, row: Row) -> Row:
-    from otel_route_shadow.tlog import Checkpointer
+    from otel_route_shadow.logstore import Checkpointer
 
     size = path.stat().st_size
     directory = Path(str(path) + ".tlog")

@@ -198,7 +198,7 @@ class _Host:
             SeamSpec,
             checkpointing,
         )
-        from otel_route_shadow.tlog import generate_key_file
+        from otel_route_shadow.logstore import generate_key_file
 
         self.cfg, self.work = cfg, work
         self.key = work / "log.key"
@@ -295,7 +295,8 @@ class _Host:
 
 def _cosigned(chain: Path) -> int:
     """Checkpoints of the chain stored with a cosignature."""
-    from otel_route_shadow.tlog import LogDirectory, parse_note
+    from otel_route_shadow.logstore import LogDirectory
+    from otel_route_shadow.tlog import parse_note
 
     notes = LogDirectory(chain).notes().notes
     return len({parse_note(n).text for n in notes if len(parse_note(n).signatures) > 1})
@@ -337,7 +338,8 @@ def _verify_row(cfg: BenchConfig, context: BenchContext, row: Row) -> Row:
 def _attest_only(notes_file: Path, policy: Path) -> float:
     """The policy's own part alone (``tlog.attest_notes`` over every note), the median of 5: what the
     ratio's numerator adds, measured apart from the noise of the whole command."""
-    from otel_route_shadow.tlog import attest_notes, read_checkpoint_file, read_policy_file
+    from otel_route_shadow.logstore import read_checkpoint_file, read_policy_file
+    from otel_route_shadow.tlog import attest_notes
 
     notes, parsed = read_checkpoint_file(str(notes_file)), read_policy_file(policy)
     return statistics.median(
@@ -359,13 +361,13 @@ def _quiet() -> Iterator[None]:
 def _publish_partials(reader: Any, size: int) -> None:
     """The partial tiles of a tree of ``size`` leaves whose full tile does not exist yet (a published
     checkpoint keeps them, and ``verify`` checks they are there): prefixes of the authenticated tiles."""
-    from otel_route_shadow.tlog.tiles import TILE_HEIGHT, TILE_WIDTH, write_tile
+    from otel_route_shadow.tlog import TILE_HEIGHT, TILE_WIDTH, Tile
 
     level = 0
     while count := size >> (TILE_HEIGHT * level):
         index, width = divmod(count, TILE_WIDTH)
         if width and (reader.size >> (TILE_HEIGHT * level)) // TILE_WIDTH == index:
-            write_tile(reader.directory, level, index, width, reader.tile(level, index)[: width * 32])
+            reader.storage.save_tiles([Tile(level, index, width)], [reader.tile(level, index)[: width * 32]])
         level += 1
 
 
@@ -379,6 +381,7 @@ def _cosigned_notes(cfg: BenchConfig, path: Path) -> tuple[Path, Path, str]:
 
     from benchmarks.bench_tlog import ORIGIN as LOG_ORIGIN
     from benchmarks.bench_tlog import _prepared
+    from otel_route_shadow.logstore import LogDirectory, tlog_dir
     from otel_route_shadow.tlog import (
         Checkpoint,
         CosignatureVerifier,
@@ -386,7 +389,6 @@ def _cosigned_notes(cfg: BenchConfig, path: Path) -> tuple[Path, Path, str]:
         parse_checkpoint,
         parse_note,
         sign_note,
-        tlog_dir,
         tree_hash,
     )
     from otel_route_shadow.tlog.cosignature import cosignature_message
@@ -395,7 +397,7 @@ def _cosigned_notes(cfg: BenchConfig, path: Path) -> tuple[Path, Path, str]:
     # log would leave later runs of rows 6 and 9 a checkpoint they cannot authenticate.
     signer, _notes, _verifier = _prepared(path)
     latest = parse_checkpoint(parse_note((Path(tlog_dir(str(path))) / "checkpoint").read_text()).text)
-    reader = TileReader(tlog_dir(str(path)), latest.size, latest.root)
+    reader = TileReader(LogDirectory(str(path)), latest.size, latest.root)
     witnesses = []
     for n in (1, 2):
         key = Ed25519PrivateKey.from_private_bytes(

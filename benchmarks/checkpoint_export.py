@@ -44,7 +44,7 @@ server.serve_forever()
 
 
 def _checkpoint(size: int) -> Any:
-    from otel_route_shadow.tlog import SignedCheckpoint
+    from otel_route_shadow.logstore import SignedCheckpoint
 
     origin = "bench.example/route-shadow/checkpoint-export"
     return SignedCheckpoint(origin, size, bytes(32), f"{origin}\n{size}\n{'A' * 43}=\n", False, None)

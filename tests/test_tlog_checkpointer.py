@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from tlog_support import ORIGIN, append, lines, log_dir, notes
 from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
 from otel_route_shadow.logstore import (
     Checkpointer,
+    LogDirectory,
     SignedCheckpoint,
     default_origin,
     links,
@@ -21,6 +23,7 @@ from otel_route_shadow.logstore import (
 )
 from otel_route_shadow.tlog import (
     Signer,
+    Tile,
     TileReader,
     consistency_proof,
     leaf_hash,
@@ -68,7 +71,7 @@ def test_tiles_follow_the_c2sp_layout_and_give_every_root(tmp_path: Path) -> Non
     assert tile_path(1, 1234067) == "tile/1/x001/x234/067"
     assert tile_path(0, 5, 7) == "tile/0/005.p/7"
     hashes = [leaf_hash(line) for line in lines(chain)]
-    reader = TileReader(str(directory), 600, made.root)
+    reader = TileReader(LogDirectory(str(chain)), 600, made.root)
     for size in (1, 255, 256, 257, 512, 599, 600):
         assert tree_hash(reader, size) == root_from_leaf_hashes(hashes[:size])
     proof = consistency_proof(300, 600, reader)
@@ -89,13 +92,13 @@ def test_resume_reads_the_state_and_the_edge_tiles_not_the_chain(
         lambda line, prev: checked.append(line) or original(line, prev),
     )
     reads: list[int] = []
-    read = TileReader._read
+    read = LogDirectory.read_tiles
 
-    def counting(self: TileReader, level: int, index: int, width: int) -> tuple[str, bytes]:
-        reads.append(level)
-        return read(self, level, index, width)
+    def counting(self: LogDirectory, tiles: Sequence[Tile]) -> list[bytes]:
+        reads.extend(tile.level for tile in tiles)
+        return read(self, tiles)
 
-    monkeypatch.setattr(TileReader, "_read", counting)
+    monkeypatch.setattr(LogDirectory, "read_tiles", counting)
     made = Checkpointer(str(chain), ORIGIN, None).checkpoint()
     assert made is not None and made.size == 705
     assert len(checked) == 5  # only the new lines are checked and hashed

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from witness_support import Cosigner, GrowingLog
 
-from otel_route_shadow.logstore import Checkpointer, Cosigned, LogDirectory
+from otel_route_shadow.logstore import Checkpointer, Cosigned, LogDirectory, read_policy_file
 from otel_route_shadow.tlog import (
     CosignatureError,
     PolicyError,
@@ -23,7 +23,6 @@ from otel_route_shadow.tlog import (
     attest_notes,
     parse_note,
     parse_policy,
-    read_policy_file,
     sign_note,
     verify_cosignatures,
 )

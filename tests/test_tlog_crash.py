@@ -21,7 +21,7 @@ from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow import files
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import Checkpointer, verify_against_checkpoints
+from otel_route_shadow.logstore import Checkpointer, LogDirectory, verify_against_checkpoints
 from otel_route_shadow.tlog import (
     Signer,
     TileReader,
@@ -66,7 +66,6 @@ class _Killer:
 
 
 def _install(monkeypatch: pytest.MonkeyPatch, killer: _Killer) -> None:
-    monkeypatch.setattr("otel_route_shadow.tlog.tiles.write_atomic", killer.write_atomic)
     monkeypatch.setattr("otel_route_shadow.logstore.store.write_atomic", killer.write_atomic)
     monkeypatch.setattr("otel_route_shadow.logstore.store.write_all", killer.write_all)
 
@@ -90,7 +89,7 @@ def _assert_repaired(chain: Path) -> None:
     for note in found:
         checkpoint = authenticate(note, [SIGNER.verifier()]).checkpoint
         assert checkpoint.root == root_from_leaf_hashes(hashes[: checkpoint.size])
-        reader = TileReader(str(directory), checkpoint.size, checkpoint.root)
+        reader = TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root)
         assert tree_hash(reader, checkpoint.size) == checkpoint.root
     report = verify_against_checkpoints(str(chain), found, [str(SIGNER.verifier())])
     assert report.ok and report.tiles.ok, report

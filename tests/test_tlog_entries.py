@@ -21,6 +21,7 @@ from otel_route_shadow.logstore import (
     BundleUnservable,
     Checkpointer,
     EntryIndex,
+    LogDirectory,
     LongEntry,
     bundle_path,
     decode_bundle,
@@ -46,7 +47,7 @@ def _log(tmp_path: Path, count: int = 700, every: int = 100) -> Path:
 
 def _reader(chain: Path) -> TileReader:
     latest = signed_checkpoint_from_note((log_dir(chain) / "checkpoint").read_text(encoding="utf-8"))
-    return TileReader(str(log_dir(chain)), latest.size, latest.root)
+    return TileReader(LogDirectory(str(chain)), latest.size, latest.root)
 
 
 def _bundle(chain: Path, index: EntryIndex, bundle: int, width: int) -> list[bytes]:

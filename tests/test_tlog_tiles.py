@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,14 @@ from test_chain_support import edited, write_lines
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.cli import main
-from otel_route_shadow.logstore import Checkpointer, verify_against_checkpoints
+from otel_route_shadow.logstore import Checkpointer, LogDirectory, verify_against_checkpoints
 from otel_route_shadow.tlog import (
     Signer,
+    Tile,
     TileDamaged,
     TileMissing,
     TileReader,
+    TreeBuilder,
     authenticate,
     inclusion_proof,
     leaf_hash,
@@ -101,7 +104,7 @@ def test_a_tile_reader_never_returns_a_hash_it_did_not_authenticate(tmp_path: Pa
     checkpoint = authenticate(notes(chain)[-1], [SIGNER.verifier()]).checkpoint
     target = {"leaf": tile_path(0, 1), "edge": tile_path(0, 2, 188), "level-1": tile_path(1, 0, 2)}[where]
     _set_hash(directory / target, 1, bytes(32))
-    reader = TileReader(str(directory), checkpoint.size, checkpoint.root)
+    reader = TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root)
     with pytest.raises(TileDamaged) as caught:
         for seq in range(checkpoint.size):
             inclusion_proof(seq, checkpoint.size, reader)
@@ -109,7 +112,7 @@ def test_a_tile_reader_never_returns_a_hash_it_did_not_authenticate(tmp_path: Pa
     assert target in caught.value.path
     (directory / tile_path(0, 0)).unlink()
     with pytest.raises((TileMissing, TileDamaged)):
-        TileReader(str(directory), checkpoint.size, checkpoint.root).node(0, 3)
+        TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root).node(0, 3)
 
 
 def test_every_published_checkpoints_partial_tiles_are_kept_until_the_full_tile_exists(
@@ -121,7 +124,7 @@ def test_every_published_checkpoints_partial_tiles_are_kept_until_the_full_tile_
     assert [c.size for c in published] == [97, 194, 291, 388, 485, 582, 679, 700]
     hashes = [leaf_hash(line) for line in lines(chain)]
     for checkpoint in published:
-        reader = TileReader(str(directory), checkpoint.size, checkpoint.root)
+        reader = TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root)
         assert tree_hash(reader, checkpoint.size) == checkpoint.root
         last = checkpoint.size - 1
         verify_inclusion(
@@ -190,3 +193,58 @@ def test_a_chain_handed_over_without_its_tile_store_is_not_a_damaged_one(
     code, out, _ = run(["verify", str(chain), "--key", KEY, "--checkpoint", str(saved)], capsys)
     assert code == 0, out
     assert "tiles: no tile store" in out and "not checked" in out
+
+
+def test_a_tile_that_is_a_symbolic_link_is_damaged_for_verify_as_for_the_tile_reader(tmp_path: Path) -> None:
+    """Before: ``verify``'s tile health followed a symbolic link that the tile reader (and ``serve``)
+    refused, so the same tile was sound for one and damaged for the other. Tiles are read one way now
+    (``LogDirectory.tile_file``)."""
+    chain = _signed(tmp_path, 600, 600)
+    directory = log_dir(chain)
+    target = directory / tile_path(0, 1)
+    copy = tmp_path / "same-bytes"
+    copy.write_bytes(target.read_bytes())
+    target.unlink()
+    target.symlink_to(copy)
+    report = verify_against_checkpoints(str(chain), notes(chain), [KEY])
+    assert report.first_bad_seq is None
+    assert [d.split(":")[0] for d in report.tiles.damaged] == [tile_path(0, 1)]
+    checkpoint = authenticate(notes(chain)[-1], [SIGNER.verifier()]).checkpoint
+    with pytest.raises(TileDamaged) as caught:
+        TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root).node(0, 300)
+    assert caught.value.path == tile_path(0, 1)
+
+
+class _Memory:
+    """Tiles kept in a dict: any ``TileStorage`` will do for the authenticating reader."""
+
+    def __init__(self) -> None:
+        self.tiles: dict[Tile, bytes] = {}
+
+    def read_tiles(self, tiles: Sequence[Tile]) -> list[bytes]:
+        found = []
+        for tile in tiles:
+            if tile not in self.tiles:
+                raise TileMissing(tile.path, "missing")
+            found.append(self.tiles[tile])
+        return found
+
+    def save_tiles(self, tiles: Sequence[Tile], data: Sequence[bytes]) -> None:
+        self.tiles.update(zip(tiles, data, strict=True))
+
+
+def test_the_tile_reader_authenticates_tiles_from_any_storage_and_never_returns_a_forged_hash() -> None:
+    leaves = [leaf_hash(b"%d" % i) for i in range(300)]
+    builder = TreeBuilder()
+    builder.extend(leaves)
+    storage = _Memory()
+    full, partials = builder.take_full(), builder.partials()
+    storage.save_tiles(
+        [Tile(level, index) for level, index, _ in full] + [Tile(*p[:3]) for p in partials],
+        [data for *_, data in full] + [data for *_, data in partials],
+    )
+    reader = TileReader(storage, 300, builder.root())
+    assert [reader.node(0, i) for i in range(300)] == leaves
+    storage.tiles[Tile(0, 0)] = bytes(32) + storage.tiles[Tile(0, 0)][32:]
+    with pytest.raises(TileDamaged):
+        TileReader(storage, 300, builder.root()).node(0, 0)

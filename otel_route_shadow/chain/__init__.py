@@ -27,7 +27,7 @@ from otel_route_shadow.chain.errors import (
     ChainPayloadError,
 )
 from otel_route_shadow.chain.head import read_head
-from otel_route_shadow.chain.leaves import LeafSink, leaf_hash, leaf_hashes
+from otel_route_shadow.chain.leaves import LeafSink, leaf_hashes
 from otel_route_shadow.chain.log import Durability, LineListener, RoutingAuditLog, WrittenLine
 from otel_route_shadow.chain.reader import iter_lines, iter_payloads, iter_records, open_chain
 from otel_route_shadow.chain.record import (
@@ -97,7 +97,6 @@ __all__ = [
     "iter_lines",
     "iter_payloads",
     "iter_records",
-    "leaf_hash",
     "leaf_hashes",
     "open_chain",
     "read_head",

@@ -1,8 +1,8 @@
-"""A line's leaf hash in the chain's Merkle tree: ``SHA-256(0x00 || line)`` (RFC 9162 section 2.1.1).
+"""The chain's lines as leaves of its Merkle tree: ``SHA-256(0x00 || line)`` (RFC 9162 section 2.1.1,
+``tlog.leaf_hash``), a block of lines at a time.
 
-Defined here, beside the line check, because the one pass over the chain (``scan``) hashes each line as
-a leaf while it checks it, in this process or in worker processes, from the block it already holds;
-``otel_route_shadow.tlog`` builds its tree over these leaves and re-exports :func:`leaf_hash`.
+Here, beside the line check, because the one pass over the chain (``scan``) hashes each line as a leaf
+while it checks it, in this process or in worker processes, from the block it already holds.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import hashlib
 from concurrent.futures import Executor
 from typing import Final, Protocol
 
-__all__ = ["LEAF_BYTES", "LeafSink", "leaf_hash", "leaf_hashes"]
+__all__ = ["LEAF_BYTES", "LeafSink", "leaf_hashes"]
 
 LEAF_BYTES: Final = 32
 _LEAF_PREFIX: Final = hashlib.sha256(b"\x00")
@@ -25,11 +25,6 @@ class LeafSink(Protocol):
     def parallel(self, executor: Executor) -> None:
         """Called once, before the first leaves, when the pass runs in the worker processes of
         ``executor``: the sink may queue work of its own on the same pool."""
-
-
-def leaf_hash(line: bytes) -> bytes:
-    """``SHA-256(0x00 || line)``: the leaf hash of one line (without its LF)."""
-    return hashlib.sha256(b"\x00" + line).digest()
 
 
 def leaf_hashes(

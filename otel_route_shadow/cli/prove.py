@@ -136,7 +136,7 @@ def _prove(args: argparse.Namespace) -> int:
     note_path = args.checkpoint or directory.file(CHECKPOINT_FILE)
     note = _single_note(note_path)
     checkpoint = _unchecked_checkpoint(note, note_path)
-    reader = TileReader(directory.path, checkpoint.size, checkpoint.root)  # every tile authenticated
+    reader = TileReader(directory, checkpoint.size, checkpoint.root)  # every tile authenticated
     try:
         doc: InclusionProofDoc | ConsistencyProofDoc
         if args.seq is not None:

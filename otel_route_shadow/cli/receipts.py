@@ -68,7 +68,7 @@ def prove_receipt(
     checkpoint = checkpoint_of(note)
     if not 0 <= seq < checkpoint.size:
         raise CliError(f"seq {seq} is not in the checkpoint of size {checkpoint.size}")
-    reader = TileReader(directory.path, checkpoint.size, checkpoint.root)
+    reader = TileReader(directory, checkpoint.size, checkpoint.root)
     try:
         proof = inclusion_proof(seq, checkpoint.size, reader)
         leaf = reader.node(0, seq)

@@ -24,7 +24,7 @@ from typing import Any
 
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, EXIT_USAGE
-from otel_route_shadow.logstore import CheckpointVerdict
+from otel_route_shadow.logstore import CheckpointVerdict, read_policy_file
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     AttestationError,
@@ -34,7 +34,6 @@ from otel_route_shadow.tlog import (
     Verifier,
     WitnessedCheckpoint,
     attest_notes,
-    read_policy_file,
 )
 from otel_route_shadow.witness import WitnessConfigError, endpoints_from_policy
 

@@ -46,9 +46,10 @@ from otel_route_shadow.logstore import (
     KeyFileError,
     SignedCheckpoint,
     default_origin,
+    read_policy_file,
     read_signer_file,
 )
-from otel_route_shadow.tlog import PolicyError, Signer, read_policy_file
+from otel_route_shadow.tlog import PolicyError, Signer
 from otel_route_shadow.witness import DEFAULT_PUSHES_PER_DAY, CheckpointWitnessing, WitnessConfigError
 
 __all__ = [

@@ -47,6 +47,7 @@ from otel_route_shadow.logstore.integrity import (
 from otel_route_shadow.logstore.keys import (
     KeyFileError,
     generate_key_file,
+    read_policy_file,
     read_signer_file,
 )
 from otel_route_shadow.logstore.published import (
@@ -105,6 +106,7 @@ __all__ = [
     "parse_resource",
     "read_checkpoint_file",
     "read_note_file",
+    "read_policy_file",
     "read_signer_file",
     "signed_checkpoint_from_note",
     "tlog_dir",

@@ -59,6 +59,7 @@ from otel_route_shadow.tlog import (
     Checkpoint,
     ProofError,
     Signer,
+    Tile,
     TileError,
     TileReader,
     TreeBuilder,
@@ -66,10 +67,8 @@ from otel_route_shadow.tlog import (
     consistency_proof,
     leaf_hash,
     parse_note,
-    remove_partials,
     sign_note,
     verify_consistency,
-    write_tile,
 )
 
 __all__ = [
@@ -414,7 +413,7 @@ class Checkpointer:
         hint = _hint_for(state, base.size)
         if hint is None:
             raise _Rebuild("no state for the last signed tree")
-        reader = TileReader(self.dir, base.size, base.root)
+        reader = TileReader(self.directory, base.size, base.root)
         try:
             edge = reader.edge()
             leaf = reader.node(0, base.size - 1)
@@ -457,7 +456,7 @@ class Checkpointer:
             return None
         self._write_tiles(cursor.builder)
         root = cursor.builder.root()
-        reader = TileReader(self.dir, cursor.size, root)
+        reader = TileReader(self.directory, cursor.size, root)
         try:
             for anchor in anchors:
                 proof = consistency_proof(anchor.size, cursor.size, reader)
@@ -479,7 +478,7 @@ class Checkpointer:
         self.directory.publish(made.note)
         completed, self._completed = self._completed, []
         for level, index in completed:
-            remove_partials(self.dir, level, index)
+            self.directory.remove_partials(level, index)
         starts, cursor.bundle_starts = cursor.bundle_starts, []
         append_index_offsets(self.dir, starts)
         return made
@@ -487,11 +486,13 @@ class Checkpointer:
     def _write_tiles(self, builder: TreeBuilder) -> None:
         """Write the completed tiles and the partial ones of the builder's size, durably; the completed
         ones' partial tiles are removed after the next publication."""
-        for level, index, data in builder.take_full():
-            write_tile(self.dir, level, index, TILE_WIDTH, data)
-            self._completed.append((level, index))
-        for level, index, width, data in builder.partials():
-            write_tile(self.dir, level, index, width, data)
+        full = builder.take_full()
+        partials = builder.partials()
+        self.directory.save_tiles(
+            [Tile(level, index) for level, index, _ in full] + [Tile(*p[:3]) for p in partials],
+            [data for *_, data in full] + [data for *_, data in partials],
+        )
+        self._completed.extend((level, index) for level, index, _ in full)
 
     def _keep_published_partials(self, reader: TileReader) -> None:
         """Once per process: make sure the partial tiles of every published checkpoint whose full tile
@@ -506,7 +507,8 @@ class Checkpointer:
             for level, index, width in _partial_tiles(size):
                 if (reader.size >> (TILE_HEIGHT * level)) // TILE_WIDTH != index:
                     continue  # its full tile exists by now
-                write_tile(self.dir, level, index, width, reader.tile(level, index)[: width * HASH_SIZE])
+                prefix = reader.tile(level, index)[: width * HASH_SIZE]
+                self.directory.save_tiles([Tile(level, index, width)], [prefix])
 
     def _sign(self, checkpoint: Checkpoint) -> SignedCheckpoint:
         note = sign_note(checkpoint.text(), [self.signer] if self.signer else [])

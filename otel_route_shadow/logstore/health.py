@@ -5,7 +5,8 @@ and do they hold the tree the chain gives?
 checkpoint, so every tile of that tree is checked by comparing bytes, without hashing: each full tile
 below the largest checkpoint that holds, and the partial tiles of every checkpoint that holds whose
 full tile does not exist (C2SP tlog-tiles keeps them until it does). A tile that is missing, not a
-regular file or of other bytes is named with its path; ``tiles.REBUILD_HINT`` says what to do. A chain
+regular file (a symbolic link included: tiles are read one way, ``LogDirectory.tile_file``) or of other
+bytes is named with its path; ``tiles.REBUILD_HINT`` says what to do. A chain
 handed over without its tile store (no ``tile/`` at all) is reported as not checked, not as damaged.
 """
 
@@ -15,12 +16,18 @@ import dataclasses
 import os
 from collections.abc import Iterable
 
-from otel_route_shadow.files import FileRefused, read_regular
-from otel_route_shadow.tlog import HASH_SIZE, TILE_HEIGHT, TILE_WIDTH, TreeLevels, tile_path
+from otel_route_shadow.logstore.store import LogDirectory
+from otel_route_shadow.tlog import (
+    HASH_SIZE,
+    TILE_BYTES,
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    Tile,
+    TileDamaged,
+    TreeLevels,
+)
 
 __all__ = ["TileHealth", "check_tiles"]
-
-_TILE_BYTES = TILE_WIDTH * HASH_SIZE
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,16 +46,16 @@ class TileHealth:
         return not self.missing and not self.damaged
 
 
-def check_tiles(directory: str, tree: TreeLevels, sizes: Iterable[int]) -> TileHealth:
-    """Check the tiles under ``directory`` against ``tree`` for checkpoints of ``sizes`` (each at most
+def check_tiles(store: LogDirectory, tree: TreeLevels, sizes: Iterable[int]) -> TileHealth:
+    """Check the tiles of ``store`` against ``tree`` for checkpoints of ``sizes`` (each at most
     ``tree``'s size, and the chain matching each one's signed root)."""
     published = sorted(set(sizes))
     if not published:
         return TileHealth(note="no checkpoint holds: the tiles were not checked")
-    if not os.path.lexists(os.path.join(directory, "tile")):
-        return TileHealth(note=f"no tile store in {directory}: the tiles were not checked")
+    if not os.path.lexists(store.file("tile")):
+        return TileHealth(note=f"no tile store in {store.path}: the tiles were not checked")
     largest = published[-1]
-    checker = _Checker(directory, tree)
+    checker = _Checker(store, tree)
     level = 0
     while count := largest >> (TILE_HEIGHT * level):
         for index in range(count // TILE_WIDTH):
@@ -66,26 +73,26 @@ def check_tiles(directory: str, tree: TreeLevels, sizes: Iterable[int]) -> TileH
 
 
 class _Checker:
-    def __init__(self, directory: str, tree: TreeLevels) -> None:
-        self.directory = directory
+    def __init__(self, store: LogDirectory, tree: TreeLevels) -> None:
+        self.store = store
         self.tree = tree
         self.read = 0
         self.missing: list[str] = []
         self.damaged: list[str] = []
 
     def check(self, level: int, index: int, width: int, *, required: bool) -> None:
-        relative = tile_path(level, index, width)
+        tile = Tile(level, index, width)
         try:
-            data = read_regular(os.path.join(self.directory, relative), _TILE_BYTES)
+            data = self.store.tile_file(tile)
         except FileNotFoundError:
             if required:
-                self.missing.append(f"{relative}: missing")
+                self.missing.append(f"{tile.path}: missing")
             return
-        except FileRefused as exc:
-            self.damaged.append(f"{relative}: {exc.problem}")
+        except TileDamaged as exc:
+            self.damaged.append(str(exc))
             return
         self.read += 1
         row = self.tree.levels[TILE_HEIGHT * level]
-        start = index * _TILE_BYTES
+        start = index * TILE_BYTES
         if data != row[start : start + width * HASH_SIZE]:
-            self.damaged.append(f"{relative}: does not hold the hashes of the signed tree")
+            self.damaged.append(f"{tile.path}: does not hold the hashes of the signed tree")

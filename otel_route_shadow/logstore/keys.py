@@ -1,4 +1,5 @@
-"""Key files: a signer key written once with mode 0600, read back by the plugin.
+"""Key files: a signer key written once with mode 0600, read back by the plugin; and witness trust
+policy files (C2SP tlog-policy text, parsed by ``tlog.parse_policy``).
 
 The file holds the Go-style signer string (``PRIVATE+KEY+...``) and a final LF. It is written durably
 with mode 0600 and never replaces an existing file (``files.write_atomic(exclusive=True)``); it is read
@@ -9,10 +10,12 @@ Errors name the path and the problem, never the file's content.
 
 from __future__ import annotations
 
-from otel_route_shadow.files import FileRefused, read_regular, write_atomic
-from otel_route_shadow.tlog import NoteError, Signer
+import os
 
-__all__ = ["KeyFileError", "generate_key_file", "read_signer_file"]
+from otel_route_shadow.files import FileRefused, read_regular, write_atomic
+from otel_route_shadow.tlog import MAX_POLICY_BYTES, NoteError, Policy, PolicyError, Signer, parse_policy
+
+__all__ = ["KeyFileError", "generate_key_file", "read_policy_file", "read_signer_file"]
 
 _MAX_KEY_FILE = 4096
 
@@ -52,3 +55,17 @@ def read_signer_file(path: str) -> Signer:
     except (NoteError, UnicodeDecodeError, ValueError) as exc:
         reason = str(exc) if isinstance(exc, NoteError) else "not an ASCII key string"
         raise KeyFileError(f"{path}: not a signing key: {reason}") from None
+
+
+def read_policy_file(path: str | os.PathLike[str]) -> Policy:
+    """Read and parse the policy file ``path`` (bounded; a FIFO or any other non-regular file is refused
+    without blocking). Every problem is one :class:`PolicyError` (the caller names the path)."""
+    try:
+        data = read_regular(path, MAX_POLICY_BYTES + 1)
+    except FileNotFoundError:
+        raise PolicyError(None, "no such file") from None
+    except FileRefused as exc:
+        raise PolicyError(None, exc.problem) from None
+    except OSError as exc:
+        raise PolicyError(None, f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    return parse_policy(data)

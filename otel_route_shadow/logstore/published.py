@@ -25,9 +25,9 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from otel_route_shadow.files import FileRefused, read_beneath
+from otel_route_shadow.files import FileRefused
 from otel_route_shadow.logstore.entries import BundleDamaged, EntryIndex, bundle_path, read_bundle
-from otel_route_shadow.logstore.store import CHECKPOINT_FILE, MAX_NOTE_FILE, tlog_dir
+from otel_route_shadow.logstore.store import CHECKPOINT_FILE, LogDirectory
 from otel_route_shadow.tlog import (
     HASH_SIZE,
     REBUILD_HINT,
@@ -35,6 +35,8 @@ from otel_route_shadow.tlog import (
     AuthenticationError,
     Checkpoint,
     ProofError,
+    Tile,
+    TileDamaged,
     TileError,
     TileReader,
     Verifier,
@@ -60,7 +62,6 @@ _MAX_INDEX_GROUPS: Final = 7
 """``N`` of at most 21 digits: more than any tree of 2**63 leaves needs."""
 _CACHED_TILES: Final = 64
 _MAX_CHECKPOINT: Final = 1 << 20
-_TILE_BYTES: Final = TILE_WIDTH * HASH_SIZE
 
 _INDEX = rf"((?:x[0-9]{{3}}/){{0,{_MAX_INDEX_GROUPS - 1}}}[0-9]{{3}})"
 _WIDTH = r"(?:\.p/([1-9][0-9]{0,2}))?"
@@ -154,7 +155,8 @@ class PublishedLog:
 
     def __init__(self, chain_path: str, verifiers: Sequence[Verifier] = ()) -> None:
         self.chain_path = os.fspath(chain_path)
-        self.directory = tlog_dir(self.chain_path)
+        self.store = LogDirectory(self.chain_path)
+        self.directory = self.store.path
         self.verifiers = list(verifiers)
         self._view: _View | None = None
         self._refused: tuple[tuple[int, ...], str] | None = None
@@ -187,15 +189,15 @@ class PublishedLog:
         if width > tile_width(view.checkpoint.size, level, index):
             raise NotFound(f"{relative}: not in the tree of the checkpoint (size {view.checkpoint.size})")
         try:
-            data = read_beneath(self.directory, relative, _TILE_BYTES)
+            data = self.store.tile_file(Tile(level, index, width))
         except FileNotFoundError:
             if width < TILE_WIDTH and tile_width(view.checkpoint.size, level, index) == TILE_WIDTH:
                 # C2SP tlog-tiles lets a log delete a partial tile once the full one exists; clients of an
                 # older checkpoint still ask for it, and it is the full tile's first hashes.
                 return self.tile(level, index, TILE_WIDTH)[: width * HASH_SIZE]
             raise NotFound(f"{relative}: missing") from None
-        except FileRefused as exc:
-            raise Unservable(f"{relative}: {exc.problem}; {REBUILD_HINT}") from None
+        except TileDamaged as exc:
+            raise Unservable(f"{exc}; {REBUILD_HINT}") from None
         authentic = self._authentic_tile(view, level, index, relative)
         if data != authentic[: width * HASH_SIZE]:
             raise Unservable(
@@ -251,7 +253,7 @@ class PublishedLog:
 
     def _authenticated(self, key: tuple[int, ...]) -> _View:
         try:
-            data = read_beneath(self.directory, CHECKPOINT_FILE, min(MAX_NOTE_FILE, _MAX_CHECKPOINT))
+            data = self.store.checkpoint_file(_MAX_CHECKPOINT)
             note = data.decode("utf-8")
             checkpoint = authenticate(note, self.verifiers).checkpoint
         except FileNotFoundError:
@@ -262,7 +264,7 @@ class PublishedLog:
             raise Unservable(f"{CHECKPOINT_FILE}: not UTF-8") from None
         except AuthenticationError as exc:
             raise Unservable(f"{CHECKPOINT_FILE}: does not authenticate: {exc.reason}: {exc}") from None
-        reader = TileReader(self.directory, checkpoint.size, checkpoint.root, cache=_CACHED_TILES)
+        reader = TileReader(self.store, checkpoint.size, checkpoint.root, cache=_CACHED_TILES)
         old = self._view
         if old is not None:
             self._check_follows(old.checkpoint, checkpoint, reader)

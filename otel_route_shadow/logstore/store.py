@@ -36,6 +36,7 @@ from otel_route_shadow.files import (
     FileRefused,
     fsync_directory,
     open_regular,
+    read_beneath,
     read_regular,
     remove_temporaries,
     write_all,
@@ -44,11 +45,16 @@ from otel_route_shadow.files import (
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json, schema_problem
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
+    HASH_SIZE,
+    TILE_BYTES,
     TILE_HEIGHT,
     TILE_WIDTH,
     CosignatureError,
     CosignatureVerifier,
     NoteError,
+    Tile,
+    TileDamaged,
+    TileMissing,
     add_cosignatures,
     parse_note,
     tile_path,
@@ -203,11 +209,12 @@ def _entry(line: bytes) -> str | None:
 
 
 class LogDirectory:
-    """``<chain>.tlog/`` of one chain: paths and the reads and writes of its files."""
+    """``<chain>.tlog/`` of one chain (or the log directory ``path``): paths and the reads and writes
+    of its files."""
 
-    def __init__(self, chain_path: str | os.PathLike[str]) -> None:
+    def __init__(self, chain_path: str | os.PathLike[str], path: str | None = None) -> None:
         self.chain_path = os.fspath(chain_path)
-        self.path = tlog_dir(self.chain_path)
+        self.path = tlog_dir(self.chain_path) if path is None else path
 
     def file(self, name: str) -> str:
         """The path of one of the directory's files (``STATE_FILE`` ...) or of a relative tile path."""
@@ -231,6 +238,71 @@ class LogDirectory:
 
     def write_state(self, state: State) -> None:
         write_atomic(self.file(STATE_FILE), state.model_dump_json(exclude_none=True).encode("ascii"))
+
+    # -- tiles (``tlog.TileStorage``) ----------------------------------------------------------------
+
+    def tile_file(self, tile: Tile) -> bytes:
+        """The bytes of the file at ``tile.path``, as stored: the one way a tile is read. Bounded, and no
+        symbolic link below the directory is followed (``files.read_beneath``): a tile that is one, or
+        not a regular file, is :class:`~otel_route_shadow.tlog.TileDamaged`. ``FileNotFoundError`` when
+        there is none."""
+        try:
+            return read_beneath(self.path, tile.path, TILE_BYTES)
+        except FileRefused as exc:
+            raise TileDamaged(tile.path, exc.problem) from None
+
+    def read_tiles(self, tiles: Sequence[Tile]) -> list[bytes]:
+        """The first ``width`` hashes of each tile: its own file, else the full tile or a wider partial
+        one (a prefix is the same hashes); unauthenticated (``tlog.TileReader`` authenticates them)."""
+        return [self._read_tile(tile) for tile in tiles]
+
+    def _read_tile(self, tile: Tile) -> bytes:
+        candidates = [tile]
+        if tile.width < TILE_WIDTH:
+            candidates.append(Tile(tile.level, tile.index))
+            candidates.extend(self._wider_partials(tile))
+        for candidate in candidates:
+            try:
+                data = self.tile_file(candidate)
+            except FileNotFoundError:
+                continue
+            if len(data) < tile.width * HASH_SIZE or len(data) % HASH_SIZE:
+                raise TileDamaged(candidate.path, f"{len(data)} bytes, expected {tile.width * HASH_SIZE}")
+            return data[: tile.width * HASH_SIZE]
+        raise TileMissing(tile.path, "missing")
+
+    def _wider_partials(self, tile: Tile) -> list[Tile]:
+        folder = Tile(tile.level, tile.index, 1).path.rsplit("/", 1)[0]
+        try:
+            names = os.listdir(self.file(folder))
+        except OSError:
+            return []
+        widths = sorted(int(n) for n in names if n.isdigit() and tile.width < int(n) < TILE_WIDTH)
+        return [Tile(tile.level, tile.index, width) for width in widths]
+
+    def save_tiles(self, tiles: Sequence[Tile], data: Sequence[bytes]) -> None:
+        """Write each tile durably (``files.write_atomic``) unless its file already holds exactly its bytes."""
+        for tile, hashes in zip(tiles, data, strict=True):
+            path = self.file(tile.path)
+            try:
+                if read_regular(path, TILE_BYTES) == hashes:
+                    continue
+            except (FileNotFoundError, FileRefused):
+                pass
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_atomic(path, hashes)
+
+    def remove_partials(self, level: int, index: int) -> None:
+        """Remove the partial tiles of tile (level, index) once its full tile exists (C2SP tlog-tiles
+        keeps them until then)."""
+        if not os.path.isfile(self.file(tile_path(level, index))):
+            return
+        folder = self.file(tile_path(level, index, 1).rsplit("/", 1)[0])
+        with contextlib.suppress(OSError):
+            for name in os.listdir(folder):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, name))
+            os.rmdir(folder)
 
     # -- checkpoints ---------------------------------------------------------------------------------
 
@@ -264,6 +336,12 @@ class LogDirectory:
     def append_note(self, note: str) -> None:
         """Append ``{"note": ...}`` as one line of ``checkpoints`` and fsync it."""
         self._append(CHECKPOINTS_FILE, json.dumps({"note": note}, ensure_ascii=True))
+
+    def checkpoint_file(self, max_bytes: int = MAX_NOTE_FILE) -> bytes:
+        """The bytes of ``checkpoint`` (bounded, no symbolic link below the directory followed): the one
+        way it is read. ``FileNotFoundError`` when there is none, ``files.FileRefused`` when it cannot be
+        taken."""
+        return read_beneath(self.path, CHECKPOINT_FILE, max_bytes)
 
     def publish(self, note: str) -> None:
         """Replace ``checkpoint`` (the tlog-tiles resource) with ``note``, durably."""
@@ -301,10 +379,9 @@ class LogDirectory:
     def _published_text(self) -> str | None:
         """The checkpoint text of the ``checkpoint`` file, None when there is none to read."""
         try:
-            notes = read_note_file(self.file(CHECKPOINT_FILE))
+            return _text_of(self.checkpoint_file().decode("utf-8"))
         except (OSError, ValueError):
             return None
-        return _text_of(notes.notes[-1]) if notes.notes else None
 
     # -- refusals ------------------------------------------------------------------------------------
 

@@ -72,6 +72,7 @@ from otel_route_shadow.tlog.note import (
     sign_note,
 )
 from otel_route_shadow.tlog.policy import (
+    MAX_POLICY_BYTES,
     Policy,
     PolicyError,
     PolicyGroup,
@@ -80,7 +81,6 @@ from otel_route_shadow.tlog.policy import (
     QuorumVerdict,
     format_policy,
     parse_policy,
-    read_policy_file,
 )
 from otel_route_shadow.tlog.proofs import (
     ConsistencyProofDoc,
@@ -108,24 +108,27 @@ from otel_route_shadow.tlog.receipt import (
 )
 from otel_route_shadow.tlog.tiles import (
     REBUILD_HINT,
+    TILE_BYTES,
     TILE_HEIGHT,
     TILE_WIDTH,
+    Tile,
     TileDamaged,
     TileError,
     TileMissing,
     TileReader,
+    TileStorage,
     TreeBuilder,
-    remove_partials,
     tile_path,
     tile_width,
-    write_tile,
 )
 
 __all__ = [
     "DEFAULT_SKEW_S",
     "EMPTY_ROOT",
     "HASH_SIZE",
+    "MAX_POLICY_BYTES",
     "REBUILD_HINT",
+    "TILE_BYTES",
     "TILE_HEIGHT",
     "TILE_WIDTH",
     "Attestation",
@@ -163,10 +166,12 @@ __all__ = [
     "ReceiptVerdict",
     "SignatureError",
     "Signer",
+    "Tile",
     "TileDamaged",
     "TileError",
     "TileMissing",
     "TileReader",
+    "TileStorage",
     "TreeBuilder",
     "TreeLevels",
     "UnknownKey",
@@ -197,7 +202,6 @@ __all__ = [
     "prove_inclusion",
     "range_hash",
     "read_policy_file",
-    "remove_partials",
     "root_from_leaf_hashes",
     "sign_note",
     "split_point",
@@ -209,5 +213,4 @@ __all__ = [
     "verify_cosignatures",
     "verify_inclusion",
     "verify_receipt",
-    "write_tile",
 ]

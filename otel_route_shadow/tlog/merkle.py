@@ -1,7 +1,7 @@
 """RFC 6962 / RFC 9162 section 2.1 Merkle tree hashing: one tree over a node reader, and the proofs.
 
-Leaf ``SHA-256(0x00 || data)`` (:func:`leaf_hash`, defined in ``otel_route_shadow.chain``, whose
-verification pass hashes every line as a leaf while it checks it), interior node ``SHA-256(0x01 || left || right)``, empty tree
+Leaf ``SHA-256(0x00 || data)`` (:func:`leaf_hash`; the chain's verification pass hashes every line as a
+leaf with it while it checks it), interior node ``SHA-256(0x01 || left || right)``, empty tree
 ``SHA-256("")``. A tree over n leaves splits at k, the largest power of two smaller than n.
 
 As Go's ``golang.org/x/mod/sumdb/tlog`` does with its ``HashReader``, every computation over the tree
@@ -21,8 +21,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
-
-from otel_route_shadow.chain import leaf_hash
 
 __all__ = [
     "EMPTY_ROOT",
@@ -64,6 +62,11 @@ class NodeReader(Protocol):
     def node(self, height: int, index: int) -> bytes:
         """The root of the ``2**height`` leaves from leaf ``index << height`` on."""
         ...
+
+
+def leaf_hash(line: bytes) -> bytes:
+    """``SHA-256(0x00 || line)``: the leaf hash of one entry (a chain line without its LF)."""
+    return hashlib.sha256(b"\x00" + line).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:

@@ -37,11 +37,9 @@ cosignatures verified, is the quorum met, and which of its witnesses are missing
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Iterable
 
-from otel_route_shadow.files import FileRefused, read_regular
 from otel_route_shadow.tlog.cosignature import CosignatureError, CosignatureVerifier
 from otel_route_shadow.tlog.note import NoteError, Verifier
 
@@ -55,7 +53,6 @@ __all__ = [
     "QuorumVerdict",
     "format_policy",
     "parse_policy",
-    "read_policy_file",
 ]
 
 MAX_POLICY_BYTES = 256 * 1024
@@ -187,20 +184,6 @@ def parse_policy(data: str | bytes) -> Policy:
     if state.quorum_line is None:
         raise PolicyError(None, "the policy has no quorum line (write `quorum none` to require no witness)")
     return Policy(tuple(state.logs), tuple(state.witnesses), tuple(state.groups), state.quorum)
-
-
-def read_policy_file(path: str | os.PathLike[str]) -> Policy:
-    """Read and parse the policy file ``path`` (bounded; a FIFO or any other non-regular file is refused
-    without blocking). Every problem is one :class:`PolicyError` (the caller names the path)."""
-    try:
-        data = read_regular(path, MAX_POLICY_BYTES + 1)
-    except FileNotFoundError:
-        raise PolicyError(None, "no such file") from None
-    except FileRefused as exc:
-        raise PolicyError(None, exc.problem) from None
-    except OSError as exc:
-        raise PolicyError(None, f"cannot read: {exc.strerror or type(exc).__name__}") from None
-    return parse_policy(data)
 
 
 def _decode(data: str | bytes) -> str:

@@ -1,5 +1,5 @@
-"""The tree's hashes on disk in the C2SP ``tlog-tiles`` layout: an authenticating reader, and the
-builder that writes them.
+"""The tree's hashes in the C2SP ``tlog-tiles`` layout: tile arithmetic, an authenticating reader over
+a :class:`TileStorage`, and the builder of the tiles to store.
 
 A tile at level ``L`` and index ``N`` holds up to 256 consecutive hashes of tree level ``8 * L``
 (level 0: leaf hashes), 32 bytes each, concatenated. A full tile lives at ``tile/<L>/<N>``; an
@@ -9,8 +9,9 @@ all but the last prefixed with ``x``: 1234067 is ``x001/x234/067``. Level ``L + 
 the full tiles of level ``L``. Entries are not stored as ``tile/entries``: the chain's lines are the
 entries (leaf i = line i).
 
-Tiles are an input, never a fact: :class:`TileReader` reads the tree of one signed checkpoint and
-authenticates every tile before a hash of it is used (as Go's ``tlog.TileHashReader`` in x/mod
+Tiles are an input, never a fact: :class:`TileReader` reads the tree of one signed checkpoint from a
+:class:`TileStorage` (in the shape of Go's ``tlog.TileReader``: ``read_tiles``/``save_tiles``; the log's
+store, ``logstore.LogDirectory``, is the one on disk) and authenticates every tile before a hash of it is used (as Go's ``tlog.TileHashReader`` in x/mod
 v0.41.0 and later): the right edge (the partial tiles of the tree's size) must give the checkpoint's
 root, and every other tile, a full one, must hash to the entry its parent tile holds for it. A tile
 that is missing or does not authenticate is a :class:`TileError` naming its path, never a wrong hash.
@@ -18,33 +19,31 @@ that is missing or does not authenticate is a :class:`TileError` naming its path
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
 
-from otel_route_shadow.files import FileRefused, read_beneath, read_regular, write_atomic
 from otel_route_shadow.tlog.merkle import HASH_SIZE, parent_row, perfect_root, subtrees, tree_hash
 
 __all__ = [
     "REBUILD_HINT",
     "TILE_HEIGHT",
     "TILE_WIDTH",
+    "Tile",
     "TileDamaged",
     "TileError",
     "TileMissing",
     "TileReader",
+    "TileStorage",
     "TreeBuilder",
     "parse_tile_path",
-    "remove_partials",
     "tile_path",
     "tile_width",
-    "write_tile",
-    "write_tiles",
 ]
 
 TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT
-_TILE_BYTES = TILE_WIDTH * HASH_SIZE
+TILE_BYTES = TILE_WIDTH * HASH_SIZE
 
 REBUILD_HINT = (
     "to rebuild the tiles, remove the state file beside them: the writer's next checkpoint re-hashes "
@@ -107,6 +106,31 @@ def parse_tile_path(relative: str) -> tuple[int, int, int] | None:
     return level, index, width
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tile:
+    """Tile (``level``, ``index``) of ``width`` hashes (Go's ``tlog.Tile`` at height 8)."""
+
+    level: int
+    index: int
+    width: int = TILE_WIDTH
+
+    @property
+    def path(self) -> str:
+        return tile_path(self.level, self.index, self.width)
+
+
+class TileStorage(Protocol):
+    """Where tiles are kept, in the shape of Go's ``tlog.TileReader``.
+
+    ``read_tiles`` gives, for each tile, its ``width`` hashes as stored (its own file, or a prefix of
+    the full tile or of a wider partial one), unauthenticated, or raises :class:`TileMissing` or
+    :class:`TileDamaged` naming it; ``save_tiles`` stores each tile's hashes durably."""
+
+    def read_tiles(self, tiles: Sequence[Tile]) -> list[bytes]: ...
+
+    def save_tiles(self, tiles: Sequence[Tile], data: Sequence[bytes]) -> None: ...
+
+
 def tile_width(size: int, level: int, index: int) -> int:
     """How many hashes tile (level, index) holds in a tree of ``size`` leaves."""
     return max(0, min(TILE_WIDTH, (size >> (TILE_HEIGHT * level)) - index * TILE_WIDTH))
@@ -122,18 +146,17 @@ def _levels(row: bytes) -> list[bytes]:
 
 
 class TileReader:
-    """The tree of a signed checkpoint (``size`` leaves, ``root``) read from the tiles under
-    ``directory``, each tile authenticated before use (see the module docstring).
+    """The tree of a signed checkpoint (``size`` leaves, ``root``) read from ``storage``, each tile
+    authenticated before use (see the module docstring).
 
     A :class:`~otel_route_shadow.tlog.merkle.NodeReader`: the merkle functions compute roots and
-    proofs over it. Raises :class:`TileMissing` or :class:`TileDamaged`; ``reads`` counts tile files
-    read. No symbolic link below ``directory`` is followed (``files.read_beneath``): a tile that is one
-    is damaged. Authenticated tiles are kept for the reader's life; with ``cache`` only the right edge
-    and the ``cache`` tiles used last are (a long-lived reader, such as a server's).
+    proofs over it. Raises :class:`TileMissing` or :class:`TileDamaged`; ``reads`` counts tiles read
+    from the storage. Authenticated tiles are kept for the reader's life; with ``cache`` only the right
+    edge and the ``cache`` tiles used last are (a long-lived reader, such as a server's).
     """
 
-    def __init__(self, directory: str, size: int, root: bytes, *, cache: int | None = None) -> None:
-        self.directory = os.fspath(directory)
+    def __init__(self, storage: TileStorage, size: int, root: bytes, *, cache: int | None = None) -> None:
+        self.storage = storage
         self.size = size
         self.root = root
         self.reads = 0
@@ -180,7 +203,7 @@ class TileReader:
         parent_rows = self._authentic(level + 1, index // TILE_WIDTH)
         slot = index % TILE_WIDTH
         expected = parent_rows[0][slot * HASH_SIZE : (slot + 1) * HASH_SIZE]
-        relative, data = self._read(level, index, TILE_WIDTH)
+        relative, data = self._read([Tile(level, index)])[0]
         rows = _levels(data)
         if rows[-1] != expected:
             parent = tile_path(
@@ -196,13 +219,15 @@ class TileReader:
     def _check_edge(self) -> None:
         """Read the tiles the tree's root is made of (one incomplete tile per level) and check that
         they give the signed root."""
-        found: dict[tuple[int, int], tuple[str, list[bytes]]] = {}
+        keys: dict[tuple[int, int], None] = {}
         for height, index in subtrees(0, self.size):
             level, rest = divmod(height, TILE_HEIGHT)
-            key = (level, (index << rest) // TILE_WIDTH)
-            if key not in found:
-                relative, data = self._read(*key, tile_width(self.size, *key))
-                found[key] = (relative, _levels(data))
+            keys[(level, (index << rest) // TILE_WIDTH)] = None
+        edge = [Tile(level, index, tile_width(self.size, level, index)) for level, index in keys]
+        found = {
+            key: (relative, _levels(data))
+            for key, (relative, data) in zip(keys, self._read(edge), strict=True)
+        }
         self._tiles.update({key: rows for key, (_, rows) in found.items()})
         self._edge = frozenset(found)
         self._edge_checked = True
@@ -221,35 +246,14 @@ class TileReader:
             "(damaged or forged tiles, or a checkpoint of another tree)",
         )
 
-    def _read(self, level: int, index: int, width: int) -> tuple[str, bytes]:
-        """The first ``width`` hashes of the tile: its own file, else the full tile or a wider partial
-        one (a prefix is the same hashes). Returns the path read and the hashes."""
-        exact = tile_path(level, index, width)
-        candidates = [exact]
-        if width < TILE_WIDTH:
-            candidates.append(tile_path(level, index))
-            candidates.extend(self._wider_partials(level, index, width))
-        for relative in candidates:
-            try:
-                data = read_beneath(self.directory, relative, _TILE_BYTES)
-            except FileNotFoundError:
-                continue
-            except FileRefused as exc:
-                raise TileDamaged(relative, exc.problem) from None
-            self.reads += 1
-            if len(data) < width * HASH_SIZE or len(data) % HASH_SIZE:
-                raise TileDamaged(relative, f"{len(data)} bytes, expected {width * HASH_SIZE}")
-            return relative, data[: width * HASH_SIZE]
-        raise TileMissing(exact, "missing")
-
-    def _wider_partials(self, level: int, index: int, width: int) -> list[str]:
-        folder = tile_path(level, index, 1).rsplit("/", 1)[0]
-        try:
-            names = os.listdir(os.path.join(self.directory, folder))
-        except OSError:
-            return []
-        widths = sorted(int(n) for n in names if n.isdigit() and width < int(n) < TILE_WIDTH)
-        return [f"{folder}/{w}" for w in widths]
+    def _read(self, tiles: Sequence[Tile]) -> list[tuple[str, bytes]]:
+        """The path and the hashes of each tile, as the storage gives them (checked for length only)."""
+        found = self.storage.read_tiles(tiles)
+        self.reads += len(tiles)
+        for tile, data in zip(tiles, found, strict=True):
+            if len(data) != tile.width * HASH_SIZE:
+                raise TileDamaged(tile.path, f"{len(data)} bytes, expected {tile.width * HASH_SIZE}")
+        return [(tile.path, data) for tile, data in zip(tiles, found, strict=True)]
 
 
 class TreeBuilder:
@@ -313,36 +317,3 @@ class TreeBuilder:
         """The tiles completed since the last call: (level, index, data)."""
         full, self.full = self.full, []
         return full
-
-
-def write_tile(directory: str, level: int, index: int, width: int, data: bytes) -> bool:
-    """Write one tile durably (``files.write_atomic``) unless the file already holds exactly ``data``;
-    True when it was written."""
-    path = os.path.join(directory, tile_path(level, index, width))
-    try:
-        if read_regular(path, _TILE_BYTES) == data:
-            return False
-    except (FileNotFoundError, FileRefused):
-        pass
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_atomic(path, data)
-    return True
-
-
-def write_tiles(directory: str, tiles: Iterable[tuple[int, int, int, bytes]]) -> None:
-    """:func:`write_tile` for each ``(level, index, width, data)``."""
-    for level, index, width, data in tiles:
-        write_tile(directory, level, index, width, data)
-
-
-def remove_partials(directory: str, level: int, index: int) -> None:
-    """Remove the partial tiles of tile (level, index) once its full tile exists (C2SP tlog-tiles
-    keeps them until then)."""
-    if not os.path.isfile(os.path.join(directory, tile_path(level, index))):
-        return
-    folder = os.path.join(directory, tile_path(level, index, 1).rsplit("/", 1)[0])
-    with contextlib.suppress(OSError):
-        for name in os.listdir(folder):
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(folder, name))
-        os.rmdir(folder)

@@ -171,7 +171,7 @@ class CheckpointWitnessing:
             raise LookupError(f"no checkpoint of size {new} was submitted")
         if last is not None and last[0] == (old, new, root):
             return last[1]
-        proof = consistency_proof(old, new, TileReader(self.directory.path, new, root))
+        proof = consistency_proof(old, new, TileReader(self.directory, new, root))
         with self._lock:
             self._last_proof = ((old, new, root), proof)
         return proof
