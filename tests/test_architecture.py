@@ -7,7 +7,9 @@ An AST check over every module of ``otel_route_shadow/core``: imports come from 
 computation-only standard modules, pydantic and the core itself; no I/O, clock, randomness, logging
 or OpenTelemetry; no calls to ``open``/``print``/``input``/``eval``/``exec``; no module-level mutable
 state (best effort: mutable literals, ``global``, module-level mutation). A runtime check confirms
-that importing the core loads neither OpenTelemetry nor any other part of the package.
+that importing the core loads neither OpenTelemetry nor any other part of the package. The log's spec,
+``otel_route_shadow/tlog``, is held to the same rules with a wider allow-list (``base64``, ``struct``,
+``cryptography``...) and no other part of the package: its storage and I/O are ``logstore``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import ast
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -78,11 +81,27 @@ def _allowed(name: str) -> bool:
     )
 
 
-def purity_violations(source: str, module: str) -> list[str]:
-    """Every way ``source`` breaks the core's rules, as ``line: problem`` strings."""
+TLOG_ALLOWED_MODULES = ALLOWED_MODULES | {"base64", "binascii", "bisect", "struct"}
+"""The pure log (``tlog/``, the spec: Merkle math, notes, checkpoints, proofs, tile arithmetic) may also
+use these and ``cryptography`` (Ed25519), but no I/O, clock, thread or other part of the package."""
+
+
+def _tlog_allowed(name: str) -> bool:
+    return (
+        name in TLOG_ALLOWED_MODULES
+        or name == "cryptography"
+        or name.startswith("cryptography.")
+        or name == "otel_route_shadow.tlog"
+        or name.startswith("otel_route_shadow.tlog.")
+    )
+
+
+def purity_violations(source: str, module: str, allowed: Callable[[str], bool] = _allowed) -> list[str]:
+    """Every way ``source`` breaks the core's rules (``allowed``: the imports it may make), as ``line:
+    problem`` strings."""
     tree = ast.parse(source)
     problems = [
-        f"{line}: imports {name}" for line, name in _imported_modules(tree, module) if not _allowed(name)
+        f"{line}: imports {name}" for line, name in _imported_modules(tree, module) if not allowed(name)
     ]
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
@@ -192,6 +211,65 @@ def test_core_module_is_pure(path: Path) -> None:
 def test_the_purity_check_catches(snippet: str, problem: str) -> None:
     violations = purity_violations(snippet, "otel_route_shadow.core.example")
     assert any(problem in v for v in violations), violations
+
+
+TLOG_MODULES = sorted((PACKAGE / "tlog").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", TLOG_MODULES, ids=lambda p: p.name)
+def test_tlog_module_is_pure(path: Path) -> None:
+    module = "otel_route_shadow.tlog." + path.stem
+    assert purity_violations(path.read_text(encoding="utf-8"), module, _tlog_allowed) == []
+
+
+@pytest.mark.parametrize(
+    ("snippet", "problem"),
+    [
+        ("import os", "imports os"),
+        ("import fcntl", "imports fcntl"),
+        ("import threading", "imports threading"),
+        ("from concurrent.futures import Executor", "imports concurrent.futures"),
+        ("import time", "imports time"),
+        ("import logging", "imports logging"),
+        ("from otel_route_shadow.files import read_regular", "imports otel_route_shadow.files"),
+        ("from otel_route_shadow.chain import leaf_hash", "imports otel_route_shadow.chain"),
+        ("from otel_route_shadow.logstore import LogDirectory", "imports otel_route_shadow.logstore"),
+        ("from ..logstore import LogDirectory", "imports otel_route_shadow.logstore"),
+        ("def f():\n    open('x')", "calls open()"),
+        ("CACHE = {}", "module-level mutable global CACHE"),
+    ],
+)
+def test_the_tlog_purity_check_catches(snippet: str, problem: str) -> None:
+    violations = purity_violations(snippet, "otel_route_shadow.tlog.example", _tlog_allowed)
+    assert any(problem in v for v in violations), violations
+
+
+def test_the_tlog_purity_check_allows_what_the_spec_needs() -> None:
+    ok = (
+        "import base64, binascii, hashlib, struct\n"
+        "from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey\n"
+        "from otel_route_shadow.tlog.merkle import HASH_SIZE\n"
+        "from .note import Verifier\n"
+    )
+    assert purity_violations(ok, "otel_route_shadow.tlog.example", _tlog_allowed) == []
+
+
+_TLOG_PROBE = """
+import json, sys
+before = set(sys.modules)
+import otel_route_shadow.tlog
+loaded = sorted(set(sys.modules) - before)
+print(json.dumps(loaded))
+"""
+
+
+def test_importing_tlog_loads_no_other_part_of_the_package() -> None:
+    out = subprocess.run([sys.executable, "-c", _TLOG_PROBE], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    ours = [m for m in loaded if m.split(".")[0] == "otel_route_shadow"]
+    pure = ("otel_route_shadow.tlog", "otel_route_shadow.core")  # the package's own __init__ loads the core
+    allowed = {"otel_route_shadow", "otel_route_shadow.version"}
+    assert [m for m in ours if m not in allowed and not m.startswith(pure)] == []
 
 
 def test_the_purity_check_allows_what_the_core_needs() -> None:
