@@ -1,10 +1,12 @@
 """The log's evidence status for a report: the last checkpoint beside the chain, and who signed it.
 
-Read from ``<chain>.tlog/checkpoint`` (the latest note, ``docs/chain-format.md`` section 13.4) without
-blocking and bounded (``files.read_text``: a FIFO or a device there is refused, never waited on), and
-parsed by the log's own note and checkpoint parsers. The file is an input, not a fact: without verifier keys the report only *lists*
-the key names on the note's signature lines and says it did not verify them; with keys, each signature
-by a given key is checked (``open_note``). Neither checks the checkpoint against the chain's bytes:
+Read from ``<chain>.tlog/checkpoint`` (the latest note, ``docs/chain-format.md`` section 13.4) by the
+log's store (``logstore.LogDirectory.checkpoint_file``: bounded, a FIFO, a device or a link there is
+refused, never waited on or followed), and parsed by the log's own note and checkpoint parsers. The file
+is an input, not a fact: without verifier keys the report only *lists* the key names on the note's
+signature lines and says it did not verify them; with keys, the note is authenticated as every reader
+of checkpoints does (``tlog.authenticate``): ``failed`` is its ``bad-signature``, ``not-verified`` its
+``unknown-key`` or ``unsigned``. Neither checks the checkpoint against the chain's bytes:
 that is ``otel-route-shadow verify CHAIN --key VKEY``'s work, and the report says so.
 
 With a tlog-policy (``report --policy``), the cosignatures are verified: the note is checked against the
@@ -27,17 +29,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from otel_route_shadow.files import FileRefused, read_text
-from otel_route_shadow.logstore import tlog_dir
+from otel_route_shadow.files import FileRefused
+from otel_route_shadow.logstore import CHECKPOINT_FILE, LogDirectory
 from otel_route_shadow.tlog import (
     AttestationError,
+    AuthenticationError,
+    BadSignature,
     CheckpointError,
     NoteError,
     OpenedNote,
     Policy,
     Verifier,
     attest_checkpoint,
-    open_note,
+    authenticate,
     parse_checkpoint,
     parse_note,
 )
@@ -160,18 +164,21 @@ def read_evidence(
     policy: Policy | None = None,
 ) -> LogEvidence:
     """The evidence status of the chain at ``chain_path`` (never raises for what is on disk)."""
-    path = os.path.join(tlog_dir(os.fspath(chain_path)), "checkpoint")
+    store = LogDirectory(chain_path)
+    path = store.file(CHECKPOINT_FILE)
 
     def missing(status: str, problem: str | None = None) -> LogEvidence:
         return LogEvidence(path, status, chain_records, problem=problem)
 
     try:
-        note = read_text(path, MAX_CHECKPOINT_BYTES)
+        note = store.checkpoint_file(MAX_CHECKPOINT_BYTES).decode("utf-8")
         written_ns = os.stat(path).st_mtime_ns
     except FileNotFoundError:
         return missing(ABSENT)
     except (FileRefused, OSError) as exc:
         return missing(UNREADABLE, str(exc))
+    except UnicodeDecodeError as exc:
+        return missing(UNREADABLE, f"{path}: not UTF-8 (byte {exc.start})")
     try:
         opened = parse_note(note)
         checkpoint = parse_checkpoint(opened.text)
@@ -223,9 +230,9 @@ def _verify(note: str, verifiers: Sequence[Verifier]) -> tuple[str, tuple[str, .
     if not verifiers:
         return NOT_CHECKED, ()
     try:
-        opened = open_note(note, verifiers)
-    except NoteError:
+        signed_by = authenticate(note, verifiers).signed_by
+    except BadSignature:
         return FAILED, ()
-    if not opened.verified_by:
+    except AuthenticationError:  # unknown-key, unsigned (the note parsed above)
         return NOT_VERIFIED, ()
-    return VERIFIED, tuple("+".join(key.split("+", 2)[:2]) for key in opened.verified_by)
+    return VERIFIED, tuple("+".join(key.split("+", 2)[:2]) for key in signed_by)

@@ -19,7 +19,7 @@ from otel_route_shadow.logstore import (
     check_chain,
     long_entries,
 )
-from otel_route_shadow.tlog import REBUILD_HINT, Malformed, NoteError, authenticate
+from otel_route_shadow.tlog import REBUILD_HINT, Malformed, NoteError, checkpoint_of
 
 __all__ = ["check_checkpoints", "checkpoint_inputs", "entry_lines", "human_report", "unservable_bundles"]
 
@@ -46,7 +46,7 @@ def checkpoint_inputs(
 
 def _well_formed(note: str, path: str, number: int) -> str:
     try:
-        authenticate(note, [])
+        checkpoint_of(note)
     except Malformed as exc:
         raise CliError(f"{path}: checkpoint {number}: {exc}") from None
     return note

@@ -64,6 +64,7 @@ from otel_route_shadow.tlog import (
     TileReader,
     TreeBuilder,
     authenticate,
+    checkpoint_of,
     consistency_proof,
     leaf_hash,
     parse_note,
@@ -123,7 +124,7 @@ def default_origin(chain_path: str) -> str:
 def signed_checkpoint_from_note(note: str) -> SignedCheckpoint:
     """Rebuild a ``SignedCheckpoint`` from a note (signatures are not checked here)."""
     opened = parse_note(note)
-    checkpoint = authenticate(note, []).checkpoint
+    checkpoint = checkpoint_of(note)
     key = opened.signatures[0].name if opened.signatures else None
     return SignedCheckpoint(
         checkpoint.origin, checkpoint.size, checkpoint.root, note, bool(opened.signatures), key
@@ -375,7 +376,7 @@ class Checkpointer:
         sizes = set()
         for note in self._all_notes():
             try:
-                checkpoint = authenticate(note, []).checkpoint
+                checkpoint = checkpoint_of(note)
             except AuthenticationError:
                 continue
             if checkpoint.origin == self.origin:

@@ -25,6 +25,7 @@ from otel_route_shadow.tlog.authentication import (
     UnknownKey,
     Unsigned,
     authenticate,
+    checkpoint_of,
 )
 from otel_route_shadow.tlog.checkpoint import (
     Checkpoint,
@@ -185,6 +186,7 @@ __all__ = [
     "authenticate",
     "check_consistency_doc",
     "check_inclusion_doc",
+    "checkpoint_of",
     "consistency_proof",
     "format_checkpoint",
     "format_policy",

@@ -6,6 +6,8 @@ tlog-checkpoint. :func:`authenticate` returns the checkpoint and who signed it, 
 :class:`AuthenticationError` classes below; each carries the ``reason`` verifiers report
 (``tlog.ConsistencyReason`` uses the same words). With no verifier keys nothing can be authenticated:
 the checkpoint is returned parsed, with ``signed_by`` empty, for callers that accept unsigned logs.
+:func:`checkpoint_of` is the parse alone (the same parsers, signatures not looked at), for a caller that
+authenticates what it does with the checkpoint otherwise (tiles against its root, a proof by its reader).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
-from otel_route_shadow.tlog.note import NoteError, SignatureError, Verifier, open_note
+from otel_route_shadow.tlog.note import NoteError, SignatureError, Verifier, open_note, parse_note
 
 __all__ = [
     "Authenticated",
@@ -25,6 +27,7 @@ __all__ = [
     "UnknownKey",
     "Unsigned",
     "authenticate",
+    "checkpoint_of",
 ]
 
 
@@ -88,3 +91,11 @@ def authenticate(note: str, verifiers: Sequence[Verifier]) -> Authenticated:
             raise UnknownKey("signed only by keys not given: " + ", ".join(opened.unknown), checkpoint)
         raise Unsigned("no signature", checkpoint)
     return Authenticated(checkpoint, opened.verified_by)
+
+
+def checkpoint_of(note: str) -> Checkpoint:
+    """The checkpoint ``note`` holds, its signatures not checked. Raises :class:`Malformed`."""
+    try:
+        return parse_checkpoint(parse_note(note).text)
+    except (NoteError, CheckpointError) as exc:
+        raise Malformed(str(exc)) from None

@@ -37,10 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     Checkpoint,
-    CheckpointError,
-    NoteError,
-    parse_checkpoint,
-    parse_note,
+    Malformed,
+    checkpoint_of,
 )
 from otel_route_shadow.witness.client import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -299,8 +297,8 @@ class WitnessPusher:
     def _push(self, witness: _Witness, job: _Job) -> bool:
         """One push of ``job`` to ``witness``; whether it is settled (False: retry after a while)."""
         try:
-            checkpoint = parse_checkpoint(parse_note(job.note).text)
-        except (NoteError, CheckpointError):
+            checkpoint = checkpoint_of(job.note)
+        except Malformed:
             self._refuse(witness, BAD_NOTE, 0, "the submitted note is not a signed checkpoint")
             return True
         if witness.size == checkpoint.size and witness.root == checkpoint.root:
