@@ -52,7 +52,8 @@ def _prepared(path: Path) -> tuple[Any, list[str], str]:
     """A signer, the chain's checkpoint notes and the verifier key (tiles made on first use)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from otel_route_shadow.logstore import Checkpointer, read_checkpoint_file, tlog_dir
+    from otel_route_shadow.logstore import Checkpointer, tlog_dir
+    from otel_route_shadow.logstore.store import read_checkpoint_file
     from otel_route_shadow.tlog import Signer
 
     # A public, fixed benchmark key: the checkpoints of an earlier run stay verifiable.
@@ -107,7 +108,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
 def _speed_rows(
     cfg: BenchConfig, path: Path, notes: list[str], verifier: str, speed: Row, jobs: Row
 ) -> list[Row]:
-    from otel_route_shadow.logstore import verify_against_checkpoints
+    from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 
     def ours(j: int, tiles: bool = True) -> Any:
         def run() -> None:

@@ -21,15 +21,11 @@ from hypothesis import strategies as st
 from test_chain_support import build_chain, forge, hash_of, relink, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH, VerifyResult, verify_chain
-from otel_route_shadow.logstore import (
-    Checkpointer,
-    ConsistencyReason,
-    ConsistencyReport,
-    check_chain,
-    verify_against_checkpoints,
-)
+from otel_route_shadow.logstore import Checkpointer, ConsistencyReason, ConsistencyReport, check_chain
+from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.logstore.links import line_holds, record_hash_of
-from otel_route_shadow.tlog import Signer, leaf_hash, parse_checkpoint, parse_note, root_from_leaf_hashes
+from otel_route_shadow.tlog import Signer, leaf_hash, parse_checkpoint, parse_note
+from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 ORIGIN = "example.com/route-shadow/one-pass"
 SIGNER = Signer.generate(ORIGIN)
@@ -255,7 +251,7 @@ def test_a_line_too_long_to_buffer_ends_the_leaves_in_one_process_or_several(
     tmp_path: Path, unchecked: int
 ) -> None:
     from otel_route_shadow.chain import MAX_LINE_BYTES, verify_pass
-    from otel_route_shadow.logstore import TreeSink
+    from otel_route_shadow.logstore.integrity import TreeSink
 
     lines = _chain(40)
     chain = tmp_path / "chain.jsonl"

@@ -334,7 +334,7 @@ def _tlog_manifest() -> dict[str, object]:
 
 
 def _tlog_notes() -> list[str]:
-    from otel_route_shadow.logstore import read_checkpoint_file
+    from otel_route_shadow.logstore.store import read_checkpoint_file
 
     return read_checkpoint_file(str(TLOG_VECTORS / "chain.jsonl.tlog" / "checkpoints"))
 
@@ -343,7 +343,7 @@ def _tlog_notes() -> list[str]:
 def test_checkpoints_detect_what_the_chain_alone_misses(attack: str) -> None:
     """Truncation, head pruning with re-linking, a rewrite with recomputed hashes and a forged insert
     all leave the hash chain intact; the signed checkpoints catch each below the last checkpoint."""
-    from otel_route_shadow.logstore import verify_against_checkpoints
+    from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 
     expected = _tlog_manifest()["attacks"][attack]  # type: ignore[index]
     path = TLOG_VECTORS / attack
@@ -360,7 +360,7 @@ def test_checkpoints_detect_what_the_chain_alone_misses(attack: str) -> None:
 
 
 def test_the_untouched_vector_chain_is_consistent_with_every_checkpoint() -> None:
-    from otel_route_shadow.logstore import verify_against_checkpoints
+    from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 
     verifier = (TLOG_VECTORS / "verifier.txt").read_text().strip()
     report = verify_against_checkpoints(str(TLOG_VECTORS / "chain.jsonl"), _tlog_notes(), [verifier])
@@ -371,7 +371,7 @@ def test_the_untouched_vector_chain_is_consistent_with_every_checkpoint() -> Non
 
 @pytest.mark.parametrize("note_file", sorted(_tlog_manifest()["notes"]))  # type: ignore[call-overload]
 def test_forked_forged_and_foreign_checkpoints_are_named(note_file: str) -> None:
-    from otel_route_shadow.logstore import verify_against_checkpoints
+    from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 
     expected = _tlog_manifest()["notes"][note_file]  # type: ignore[index]
     verifier = (TLOG_VECTORS / "verifier.txt").read_text().strip()
@@ -390,7 +390,7 @@ def test_two_checkpoints_that_contradict_each_other_are_a_fork_even_when_the_cha
 ) -> None:
     """A rewritten chain matches none of the checkpoints; a fork note of size 20 still contradicts the
     size-40 checkpoint whose signed root the stored tiles reproduce."""
-    from otel_route_shadow.logstore import verify_against_checkpoints
+    from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 
     verifier = (TLOG_VECTORS / "verifier.txt").read_text().strip()
     notes = [*_tlog_notes(), (TLOG_VECTORS / "fork-note.txt").read_text()]

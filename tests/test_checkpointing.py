@@ -18,7 +18,8 @@ from otel_route_shadow.instrumentation.checkpointing import WORKER_NAME, Schedul
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, catchup
-from otel_route_shadow.tlog import leaf_hash, root_from_leaf_hashes
+from otel_route_shadow.tlog import leaf_hash
+from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 
 def _scheduled(chain: Path, every: int, *, background: bool = False) -> ScheduledCheckpointer:

@@ -10,15 +10,12 @@ from otel_route_shadow.tlog import (
     Checkpoint,
     Malformed,
     NoteError,
-    SignatureError,
     Signer,
-    UnknownKey,
-    Unsigned,
     authenticate,
-    open_note,
     sign_note,
 )
-from otel_route_shadow.tlog.note import MAX_KEY_NAME, check_key_name
+from otel_route_shadow.tlog.authentication import UnknownKey, Unsigned
+from otel_route_shadow.tlog.note import MAX_KEY_NAME, SignatureError, check_key_name, open_note
 
 ORIGIN = "example.com/route-shadow/auth"
 SIGNER = Signer.generate(ORIGIN)

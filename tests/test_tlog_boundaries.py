@@ -14,7 +14,8 @@ from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
 from otel_route_shadow.instrumentation.checkpointing import WORKER_NAME
 from otel_route_shadow.instrumentation.config import RouteShadowConfig
-from otel_route_shadow.logstore import read_checkpoint_file, verify_against_checkpoints
+from otel_route_shadow.logstore.consistency import verify_against_checkpoints
+from otel_route_shadow.logstore.store import read_checkpoint_file
 
 TLOG = Path(__file__).resolve().parent.parent / "otel_route_shadow" / "tlog"
 FORBIDDEN = (

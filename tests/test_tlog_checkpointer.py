@@ -13,27 +13,21 @@ from test_chain_support import build_old_chain
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
-from otel_route_shadow.logstore import (
-    Checkpointer,
-    LogDirectory,
-    SignedCheckpoint,
-    default_origin,
-    links,
-    verify_against_checkpoints,
-)
+from otel_route_shadow.logstore import Checkpointer, LogDirectory, SignedCheckpoint, default_origin, links
+from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import (
     Signer,
     Tile,
     TileReader,
     consistency_proof,
     leaf_hash,
-    open_note,
     parse_checkpoint,
-    root_from_leaf_hashes,
     tile_path,
     tree_hash,
     verify_consistency,
 )
+from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
+from otel_route_shadow.tlog.note import open_note
 
 
 def test_checkpoints_as_the_chain_grows_with_the_right_roots(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from witness_support import Cosigner
 from otel_route_shadow.tlog import (
     Checkpoint,
     CosignatureError,
-    CosignatureFault,
     CosignatureVerifier,
     Signer,
     sign_note,
@@ -23,6 +22,7 @@ from otel_route_shadow.tlog import (
 )
 from otel_route_shadow.tlog.cosignature import (
     MAX_TIMESTAMP,
+    CosignatureFault,
     cosignature_key_id,
     cosignature_message,
     split_timestamped_signature,

@@ -21,16 +21,10 @@ from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow import files
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import Checkpointer, LogDirectory, verify_against_checkpoints
-from otel_route_shadow.tlog import (
-    Signer,
-    TileReader,
-    authenticate,
-    leaf_hash,
-    root_from_leaf_hashes,
-    tile_path,
-    tree_hash,
-)
+from otel_route_shadow.logstore import Checkpointer, LogDirectory
+from otel_route_shadow.logstore.consistency import verify_against_checkpoints
+from otel_route_shadow.tlog import Signer, TileReader, authenticate, leaf_hash, tile_path, tree_hash
+from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 SIGNER = Signer.generate(ORIGIN)
 

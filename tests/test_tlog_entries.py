@@ -17,20 +17,24 @@ from tlog_support import ORIGIN, append, lines, log_dir
 from otel_route_shadow.cli import main
 from otel_route_shadow.logstore import (
     MAX_ENTRY_BYTES,
-    BundleDamaged,
     BundleUnservable,
     Checkpointer,
-    EntryIndex,
     LogDirectory,
     LongEntry,
     bundle_path,
-    decode_bundle,
-    encode_bundle,
     long_entries,
     signed_checkpoint_from_note,
 )
 from otel_route_shadow.logstore import entries as tlog_entries
-from otel_route_shadow.logstore.entries import ENTRIES_INDEX_FILE, append_index_offsets, read_bundle
+from otel_route_shadow.logstore.entries import (
+    ENTRIES_INDEX_FILE,
+    BundleDamaged,
+    EntryIndex,
+    append_index_offsets,
+    decode_bundle,
+    encode_bundle,
+    read_bundle,
+)
 from otel_route_shadow.tlog import Signer, TileReader
 
 SIGNER = Signer.generate(ORIGIN)

@@ -18,13 +18,8 @@ import pytest
 from go_interop import run_go_interop
 
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import (
-    Checkpointer,
-    LogDirectory,
-    read_checkpoint_file,
-    signed_checkpoint_from_note,
-    tlog_dir,
-)
+from otel_route_shadow.logstore import Checkpointer, LogDirectory, signed_checkpoint_from_note, tlog_dir
+from otel_route_shadow.logstore.store import read_checkpoint_file
 from otel_route_shadow.tlog import Signer, TileReader, consistency_proof, inclusion_proof, tile_path
 
 ORIGIN = "example.com/route-shadow/interop"

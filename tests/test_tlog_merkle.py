@@ -20,11 +20,9 @@ from otel_route_shadow.tlog import (
     inclusion_proof,
     leaf_hash,
     range_hash,
-    root_from_leaf_hashes,
     verify_consistency,
-    verify_inclusion,
 )
-from otel_route_shadow.tlog.merkle import perfect_root, subtrees
+from otel_route_shadow.tlog.merkle import perfect_root, root_from_leaf_hashes, subtrees, verify_inclusion
 
 VECTORS = json.loads(
     (Path(__file__).parent / "vectors" / "tlog" / "rfc6962.json").read_text(encoding="utf-8")

@@ -14,20 +14,17 @@ from witness_support import Cosigner
 
 from otel_route_shadow.tlog import (
     AttestationError,
-    AttestationFault,
     Checkpoint,
     Policy,
     PolicyError,
-    PolicyGroup,
     PolicyLog,
-    PolicyWitness,
     Signer,
     attest_checkpoint,
-    format_policy,
     parse_policy,
     sign_note,
 )
-from otel_route_shadow.tlog.policy import MAX_POLICY_BYTES
+from otel_route_shadow.tlog.attestation import AttestationFault
+from otel_route_shadow.tlog.policy import MAX_POLICY_BYTES, PolicyGroup, PolicyWitness, format_policy
 
 ORIGIN = "example.com/route-shadow/policy"
 NOW = 1_800_000_000

@@ -15,7 +15,6 @@ from witness_support import Cosigner, GrowingLog
 from otel_route_shadow.logstore import LogDirectory, signed_checkpoint_from_note
 from otel_route_shadow.tlog import (
     AttestationError,
-    AttestationFault,
     Receipt,
     ReceiptError,
     ReceiptFault,
@@ -24,10 +23,11 @@ from otel_route_shadow.tlog import (
     format_receipt,
     inclusion_proof,
     parse_policy,
-    parse_receipt,
     sign_note,
     verify_receipt,
 )
+from otel_route_shadow.tlog.attestation import AttestationFault
+from otel_route_shadow.tlog.receipt import parse_receipt
 
 ORIGIN = "example.com/route-shadow/receipt"
 NOW = 1_800_000_000

@@ -13,8 +13,10 @@ import pytest
 from test_chain_support import build_chain, edited, forge, hash_of, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH
-from otel_route_shadow.logstore import Checkpointer, read_checkpoint_file
-from otel_route_shadow.tlog import leaf_hash, root_from_leaf_hashes
+from otel_route_shadow.logstore import Checkpointer
+from otel_route_shadow.logstore.store import read_checkpoint_file
+from otel_route_shadow.tlog import leaf_hash
+from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 ORIGIN = "example.com/route-shadow/signer-checks"
 

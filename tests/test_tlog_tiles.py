@@ -14,7 +14,8 @@ from test_chain_support import edited, write_lines
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.cli import main
-from otel_route_shadow.logstore import Checkpointer, LogDirectory, verify_against_checkpoints
+from otel_route_shadow.logstore import Checkpointer, LogDirectory
+from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import (
     Signer,
     Tile,
@@ -27,8 +28,8 @@ from otel_route_shadow.tlog import (
     leaf_hash,
     tile_path,
     tree_hash,
-    verify_inclusion,
 )
+from otel_route_shadow.tlog.merkle import verify_inclusion
 from otel_route_shadow.tlog.tiles import parse_tile_path
 
 SIGNER = Signer.generate(ORIGIN)

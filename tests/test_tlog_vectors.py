@@ -7,15 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from otel_route_shadow.logstore import read_checkpoint_file
-from otel_route_shadow.tlog import (
-    Verifier,
-    attest_checkpoint,
-    open_note,
-    parse_checkpoint,
-    parse_policy,
-    verify_receipt,
-)
+from otel_route_shadow.logstore.store import read_checkpoint_file
+from otel_route_shadow.tlog import Verifier, attest_checkpoint, parse_checkpoint, parse_policy, verify_receipt
+from otel_route_shadow.tlog.note import open_note
 from otel_route_shadow.tlog.proofs import (
     ConsistencyProofDoc,
     InclusionProofDoc,

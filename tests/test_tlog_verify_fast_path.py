@@ -17,13 +17,9 @@ from test_chain_support import build_chain, build_old_chain, edited, forge, hash
 from otel_route_shadow.chain import GENESIS_HASH, leaf_hashes, verify_chain, verify_pass
 from otel_route_shadow.chain import parallel as chain_parallel
 from otel_route_shadow.lines import read_line_blocks
-from otel_route_shadow.logstore import (
-    Checkpointer,
-    ConsistencyReason,
-    TreeSink,
-    chain_tree,
-    verify_against_checkpoints,
-)
+from otel_route_shadow.logstore import Checkpointer, ConsistencyReason, chain_tree
+from otel_route_shadow.logstore.consistency import verify_against_checkpoints
+from otel_route_shadow.logstore.integrity import TreeSink
 from otel_route_shadow.logstore.links import line_holds, record_hash_of
 from otel_route_shadow.tlog import (
     Checkpoint,
@@ -31,10 +27,10 @@ from otel_route_shadow.tlog import (
     leaf_hash,
     parse_checkpoint,
     parse_note,
-    root_from_leaf_hashes,
     sign_note,
     tree_hash,
 )
+from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 ORIGIN = "example.com/route-shadow/fast-path"
 SIGNER = Signer.generate(ORIGIN)

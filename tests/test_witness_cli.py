@@ -106,7 +106,8 @@ def test_verify_policy_verifies_each_log_signature_once(
 ) -> None:
     """The chain's pass authenticates every checkpoint note with the policy's log key; the policy's
     verdict takes those keys as verified instead of verifying each log signature a second time."""
-    from otel_route_shadow.logstore import read_checkpoint_file, tlog_dir
+    from otel_route_shadow.logstore import tlog_dir
+    from otel_route_shadow.logstore.store import read_checkpoint_file
     from otel_route_shadow.tlog import note as note_module
 
     log, policy = witnessed

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, read_checkpoint_file, tlog_dir
+from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, tlog_dir
+from otel_route_shadow.logstore.store import read_checkpoint_file
 
 ORIGIN = "example.com/route-shadow/test"
 

@@ -5,7 +5,7 @@ is really dead is deleted from the code, not added here."""
 
 # ruff: noqa: B018, F821
 
-BAD_SIGNATURE  # unused variable: tlog/consistency.py (read by value: authentication errors' reason)
+BAD_SIGNATURE  # unused variable: logstore/consistency.py (read by value: authentication errors' reason)
 CLAUDE_HAIKU  # unused variable: core/vocabulary.py
 CLAUDE_OPUS  # unused variable: core/vocabulary.py
 CLAUDE_SONNET  # unused variable: core/vocabulary.py
@@ -19,8 +19,8 @@ PLANNER  # unused variable: core/vocabulary.py
 REVIEWER  # unused variable: core/vocabulary.py
 SUMMARIZER  # unused variable: core/vocabulary.py
 TRIAGER  # unused variable: core/vocabulary.py
-UNKNOWN_KEY  # unused variable: tlog/consistency.py (read by value)
-UNSIGNED  # unused variable: tlog/consistency.py (read by value)
+UNKNOWN_KEY  # unused variable: logstore/consistency.py (read by value)
+UNSIGNED  # unused variable: logstore/consistency.py (read by value)
 _._instrument  # unused method: instrumentation/__init__.py
 _._normalize  # unused method: core/policy.py
 _._uninstrument  # unused method: instrumentation/__init__.py
@@ -40,7 +40,7 @@ _.readable  # unused method: witness/transport.py (io.RawIOBase hook)
 _.reads  # unused attribute: tlog/tiles.py
 _.stats  # unused method: witness/pusher.py (read by tests; the plugin's wiring, issue 24)
 last_start_unix_nano  # unused variable: witness/crosscheck.py
-model_config  # unused variable: core/context.py, core/decision.py, core/identity.py, core/policy.py, core/requirements.py, core/shadow.py, instrumentation/config.py, tlog/proofs.py, tlog/directory.py
+model_config  # unused variable: core/context.py, core/decision.py, core/identity.py, core/policy.py, core/requirements.py, core/shadow.py, instrumentation/config.py, tlog/proofs.py, logstore/store.py
 parent_context  # unused variable: instrumentation/processor.py
 policies_excluded  # unused variable: core/decision.py
 route_shadow_enabled  # unused variable: demo/factory.py
@@ -52,4 +52,4 @@ _.daemon_threads  # unused variable: server/listener.py (socketserver.ThreadingM
 _.request_queue_size  # unused variable: server/listener.py (socketserver.TCPServer reads it)
 _.handle_error  # unused method: server/listener.py (socketserver hook)
 _.prefixes  # unused property: server/site.py (read by tests)
-_.rebuilds  # unused attribute: tlog/entries.py (read by tests)
+_.rebuilds  # unused attribute: logstore/entries.py (read by tests)

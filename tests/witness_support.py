@@ -38,13 +38,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_ssh_public_key
 
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import (
-    Checkpointer,
-    LogDirectory,
-    read_checkpoint_file,
-    signed_checkpoint_from_note,
-    tlog_dir,
-)
+from otel_route_shadow.logstore import Checkpointer, LogDirectory, signed_checkpoint_from_note, tlog_dir
+from otel_route_shadow.logstore.store import read_checkpoint_file
 from otel_route_shadow.tlog import (
     AuthenticationError,
     CosignatureVerifier,

@@ -3,7 +3,7 @@
 Pure logic, no I/O. Three kinds of evidence meet here:
 
 * **checkpoint consistency** - the chain proven consistent with every checkpoint of its origin the
-  backend holds (``tlog.verify_against_checkpoints``): catches truncation below a checkpointed size, head
+  backend holds (``logstore.verify_against_checkpoints``): catches truncation below a checkpointed size, head
   pruning, rewrites with recomputed hashes, forged inserts and edits of records whose spans were
   sampled out, with the first bad seq;
 * **span cross-check** - each record against its span (:mod:`.crosscheck`), reported separately;

@@ -1,7 +1,7 @@
 """``otel-route-shadow serve CHAIN...``: the chains' logs over HTTP, as C2SP tlog-tiles.
 
 Each log is served under its origin (``http://HOST:PORT/<origin>/checkpoint`` ...), read-only, every
-resource authenticated against the log's checkpoint first (``server``, ``tlog.PublishedLog``). Prints
+resource authenticated against the log's checkpoint first (``server``, ``logstore.PublishedLog``). Prints
 one line per log (``serving <origin> ... at <url>``) on stdout once it listens; problems go to stderr,
 one line each. SIGTERM or SIGINT stops it cleanly. Exit codes: ``exit_codes.COMMANDS["serve"]``.
 """

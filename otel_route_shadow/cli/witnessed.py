@@ -162,7 +162,7 @@ def policy_verdict(
     now: Callable[[], float] = time.time,
 ) -> PolicyVerdict:
     """The verdict of ``policy`` on ``notes``, whose consistency with the chain ``verdicts`` give (one per
-    note, ``tlog.verify_against_checkpoints``). A malformed note or cosignature is a ``CliError`` (exit 2)."""
+    note, ``logstore.verify_against_checkpoints``). A malformed note or cosignature is a ``CliError`` (exit 2)."""
     logs = [Verifier.parse(key) for key in extra_logs]
     report = attest_notes(
         notes,

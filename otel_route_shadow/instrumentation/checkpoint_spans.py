@@ -67,7 +67,7 @@ SHUTDOWN_TIMEOUT_S: Final = 5.0
 
 
 class _Checkpoint(Protocol):
-    """What this module reads of ``tlog.SignedCheckpoint``."""
+    """What this module reads of ``logstore.SignedCheckpoint``."""
 
     @property
     def origin(self) -> str: ...

@@ -1,7 +1,7 @@
 """When the plugin checkpoints its chain (every N records or T seconds, in one background thread, and
 at shutdown), with which key and origin, and to which witnesses it pushes the checkpoints.
 
-``tlog.Checkpointer`` does the work (catch up, prove, sign, publish) synchronously, bounded, with no
+``logstore.Checkpointer`` does the work (catch up, prove, sign, publish) synchronously, bounded, with no
 thread and no clock. :class:`ScheduledCheckpointer` gives it the plugin's cadence: ``after_append``
 counts records and, when a checkpoint is due (``every_records`` records, or the first record
 ``every_seconds`` after the last checkpoint, or a catch-up left lines for later), wakes one daemon
@@ -87,7 +87,7 @@ given back: long enough that a host thread waiting for the lock takes it."""
 
 
 class ScheduledCheckpointer:
-    """A ``tlog.Checkpointer`` on the plugin's schedule: see the module docstring. Never raises."""
+    """A ``logstore.Checkpointer`` on the plugin's schedule: see the module docstring. Never raises."""
 
     def __init__(
         self,

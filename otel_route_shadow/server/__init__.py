@@ -3,7 +3,7 @@
 Shell code on the network (it imports core, chain and tlog, never instrumentation or cli): each log
 under its origin (``/<origin>/checkpoint``, ``/<origin>/tile/<L>/<N>[.p/<W>]``,
 ``/<origin>/tile/entries/<N>[.p/<W>]``), every resource authenticated against the log's checkpoint
-before it is sent (``tlog.PublishedLog``), only GET and HEAD, every request, header and connection
+before it is sent (``logstore.PublishedLog``), only GET and HEAD, every request, header and connection
 count bounded (``protocol.Limits``), a stop that finishes what is being answered. What a witness's
 pull-mode feeder, a mirror or an auditor reads. ``otel-route-shadow serve`` runs it.
 """

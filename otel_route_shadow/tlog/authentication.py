@@ -4,7 +4,7 @@ A note is opened with the verifier keys given (C2SP signed-note: signatures by o
 a signature by a given key that does not verify rejects the note) and its text parsed as a C2SP
 tlog-checkpoint. :func:`authenticate` returns the checkpoint and who signed it, or raises one of the
 :class:`AuthenticationError` classes below; each carries the ``reason`` verifiers report
-(``tlog.ConsistencyReason`` uses the same words). With no verifier keys nothing can be authenticated:
+(``logstore.ConsistencyReason`` uses the same words). With no verifier keys nothing can be authenticated:
 the checkpoint is returned parsed, with ``signed_by`` empty, for callers that accept unsigned logs.
 :func:`checkpoint_of` is the parse alone (the same parsers, signatures not looked at), for a caller that
 authenticates what it does with the checkpoint otherwise (tiles against its root, a proof by its reader).

@@ -14,7 +14,7 @@ import re
 
 from otel_route_shadow.tlog.merkle import HASH_SIZE
 
-__all__ = ["Checkpoint", "CheckpointError", "format_checkpoint", "parse_checkpoint"]
+__all__ = ["Checkpoint", "CheckpointError", "parse_checkpoint"]
 
 _SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
 _MAX_LINE = 4096
@@ -33,16 +33,11 @@ class Checkpoint:
     root: bytes
 
     def text(self) -> str:
-        return format_checkpoint(self)
-
-
-def format_checkpoint(checkpoint: Checkpoint) -> str:
-    """The three-line checkpoint text, each line ending in LF."""
-    _check_origin(checkpoint.origin)
-    if checkpoint.size < 0 or len(checkpoint.root) != HASH_SIZE:
-        raise CheckpointError("a checkpoint needs a size >= 0 and a 32-byte root")
-    root = base64.b64encode(checkpoint.root).decode("ascii")
-    return f"{checkpoint.origin}\n{checkpoint.size}\n{root}\n"
+        """The three-line checkpoint text, each line ending in LF."""
+        _check_origin(self.origin)
+        if self.size < 0 or len(self.root) != HASH_SIZE:
+            raise CheckpointError("a checkpoint needs a size >= 0 and a 32-byte root")
+        return f"{self.origin}\n{self.size}\n{base64.b64encode(self.root).decode('ascii')}\n"
 
 
 def parse_checkpoint(text: str) -> Checkpoint:

@@ -93,7 +93,7 @@ def attest_notes(
 ) -> QuorumReport:
     """Check every note against ``policy`` (see the module); ``logs`` adds log keys to the policy's.
     ``log_verified``: per note index, the log keys (``str(Verifier)``) whose signature on that note the
-    caller has already verified (``tlog.verify_against_checkpoints``' ``signed_by``): not verified again.
+    caller has already verified (``logstore.verify_against_checkpoints``' ``signed_by``): not verified again.
     A checkpoint's notes checked together skip a key only when it verified every one of them."""
     verified = log_verified or {}
     groups, problems = _by_text(notes)

@@ -1,6 +1,6 @@
 """A log's checkpoints pushed to the witnesses of its policy, and their answers kept in its directory.
 
-The glue between the writer (``tlog.Checkpointer``, whose listener is :meth:`CheckpointWitnessing.submit`)
+The glue between the writer (``logstore.Checkpointer``, whose listener is :meth:`CheckpointWitnessing.submit`)
 and one :class:`~otel_route_shadow.witness.pusher.WitnessPusher`:
 
 * ``submit`` (the writer's listener, after a checkpoint is durably published) hands a signed checkpoint
@@ -98,7 +98,7 @@ class CheckpointWitnessing:
         self._flushed: str | None = None
         self._recorded: set[tuple[str, str]] = set()
         self.merges: dict[str, int] = {}
-        """How each merge ended, by ``tlog.Cosigned`` value (and ``kept``: left for the next chance)."""
+        """How each merge ended, by ``logstore.Cosigned`` value (and ``kept``: left for the next chance)."""
         weak = weakref.WeakMethod(self._after_fork)
         os.register_at_fork(after_in_child=lambda: (method := weak()) is not None and method())
 
