@@ -52,8 +52,7 @@ def _prepared(path: Path) -> tuple[Any, list[str], str]:
     """A signer, the chain's checkpoint notes and the verifier key (tiles made on first use)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from otel_route_shadow.logstore import Checkpointer, tlog_dir
-    from otel_route_shadow.logstore.store import read_checkpoint_file
+    from otel_route_shadow.logstore import Checkpointer, read_note_file, tlog_dir
     from otel_route_shadow.tlog import Signer
 
     # A public, fixed benchmark key: the checkpoints of an earlier run stay verifiable.
@@ -62,7 +61,7 @@ def _prepared(path: Path) -> tuple[Any, list[str], str]:
     )
     checkpointer = Checkpointer(str(path), ORIGIN, signer, max_leaves=1 << 40, max_bytes=1 << 40)
     checkpointer.checkpoint()
-    notes = read_checkpoint_file(os.path.join(tlog_dir(str(path)), "checkpoints"))
+    notes = read_note_file(os.path.join(tlog_dir(str(path)), "checkpoints")).notes
     ours = [note for note in notes if note.startswith(ORIGIN + "\n")]
     return signer, ours[-1:], str(signer.verifier())
 

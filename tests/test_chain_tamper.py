@@ -334,9 +334,9 @@ def _tlog_manifest() -> dict[str, object]:
 
 
 def _tlog_notes() -> list[str]:
-    from otel_route_shadow.logstore.store import read_checkpoint_file
+    from otel_route_shadow.logstore import read_note_file
 
-    return read_checkpoint_file(str(TLOG_VECTORS / "chain.jsonl.tlog" / "checkpoints"))
+    return read_note_file(str(TLOG_VECTORS / "chain.jsonl.tlog" / "checkpoints")).notes
 
 
 @pytest.mark.parametrize("attack", sorted(_tlog_manifest()["attacks"]))  # type: ignore[call-overload]

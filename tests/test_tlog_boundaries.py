@@ -14,8 +14,8 @@ from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
 from otel_route_shadow.instrumentation.checkpointing import WORKER_NAME
 from otel_route_shadow.instrumentation.config import RouteShadowConfig
+from otel_route_shadow.logstore import read_note_file
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
-from otel_route_shadow.logstore.store import read_checkpoint_file
 
 TLOG = Path(__file__).resolve().parent.parent / "otel_route_shadow" / "tlog"
 FORBIDDEN = (
@@ -90,7 +90,7 @@ def test_the_plugin_checkpoints_as_it_goes_and_at_uninstrument(tmp_path: Path) -
         assert 4 <= size <= 10 and thread == WORKER_NAME
     finally:
         instrumentor.uninstrument()
-    notes = read_checkpoint_file(os.fspath(chain) + ".tlog/checkpoints")
+    notes = read_note_file(os.fspath(chain) + ".tlog/checkpoints").notes
     report = verify_against_checkpoints(str(chain), notes, [])
     assert report.ok and report.checkpointed_size == report.chain_size == 10
     assert not report.authenticated  # unsigned: no key configured

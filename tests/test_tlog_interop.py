@@ -18,8 +18,13 @@ import pytest
 from go_interop import run_go_interop
 
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import Checkpointer, LogDirectory, signed_checkpoint_from_note, tlog_dir
-from otel_route_shadow.logstore.store import read_checkpoint_file
+from otel_route_shadow.logstore import (
+    Checkpointer,
+    LogDirectory,
+    read_note_file,
+    signed_checkpoint_from_note,
+    tlog_dir,
+)
 from otel_route_shadow.tlog import Signer, TileReader, consistency_proof, inclusion_proof, tile_path
 
 ORIGIN = "example.com/route-shadow/interop"
@@ -40,7 +45,7 @@ def _build(tmp_path: Path) -> dict[str, object]:
             checkpointer.checkpoint()
     checkpointer.checkpoint()
     log.close()
-    notes = read_checkpoint_file(os.path.join(tlog_dir(chain), "checkpoints"))
+    notes = read_note_file(os.path.join(tlog_dir(chain), "checkpoints")).notes
     latest = signed_checkpoint_from_note(notes[-1])
     store = TileReader(LogDirectory(chain), latest.size, latest.root)
     bad = tmp_path / "bad.tlog"

@@ -13,8 +13,7 @@ import pytest
 from test_chain_support import build_chain, edited, forge, hash_of, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH
-from otel_route_shadow.logstore import Checkpointer
-from otel_route_shadow.logstore.store import read_checkpoint_file
+from otel_route_shadow.logstore import Checkpointer, read_note_file
 from otel_route_shadow.tlog import leaf_hash
 from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
@@ -26,7 +25,7 @@ def _payload(i: int) -> dict[str, object]:
 
 
 def _sizes(chain: Path) -> list[int]:
-    notes = read_checkpoint_file(str(chain) + ".tlog/checkpoints")
+    notes = read_note_file(str(chain) + ".tlog/checkpoints").notes
     return [int(note.split("\n")[1]) for note in notes]
 
 

@@ -14,7 +14,7 @@ from test_chain_support import edited, write_lines
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.cli import main
-from otel_route_shadow.logstore import Checkpointer, LogDirectory
+from otel_route_shadow.logstore import Checkpointer, LogDirectory, parse_resource
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import (
     Signer,
@@ -30,7 +30,6 @@ from otel_route_shadow.tlog import (
     tree_hash,
 )
 from otel_route_shadow.tlog.merkle import verify_inclusion
-from otel_route_shadow.tlog.tiles import parse_tile_path
 
 SIGNER = Signer.generate(ORIGIN)
 KEY = str(SIGNER.verifier())
@@ -136,9 +135,12 @@ def test_every_published_checkpoints_partial_tiles_are_kept_until_the_full_tile_
             checkpoint.root,
         )
     partials = sorted(
-        found[2]
+        found.width
         for p in directory.rglob("*")
-        if p.is_file() and (found := parse_tile_path(p.relative_to(directory).as_posix())) and found[2] < 256
+        if p.is_file()
+        and (found := parse_resource(p.relative_to(directory).as_posix())) is not None
+        and found.kind == "tile"
+        and found.partial
     )
     # tile/0/002: 70, 167, 188; tile/1/000: 1, 2. Those of tiles 0/000 and 0/001 went once they were full.
     assert partials == [1, 2, 70, 167, 188]

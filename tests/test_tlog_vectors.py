@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from otel_route_shadow.logstore.store import read_checkpoint_file
+from otel_route_shadow.logstore import read_note_file
 from otel_route_shadow.tlog import Verifier, attest_checkpoint, parse_checkpoint, parse_policy, verify_receipt
 from otel_route_shadow.tlog.note import open_note
 from otel_route_shadow.tlog.proofs import (
@@ -36,7 +36,7 @@ def test_the_generator_reproduces_every_vector_byte_for_byte(tmp_path: Path) -> 
 
 def test_the_stored_proofs_verify_offline() -> None:
     verifier = Verifier.parse((VECTORS / "verifier.txt").read_text())
-    notes = read_checkpoint_file(str(VECTORS / "chain.jsonl.tlog" / "checkpoints"))
+    notes = read_note_file(str(VECTORS / "chain.jsonl.tlog" / "checkpoints")).notes
     checkpoints = [parse_checkpoint(open_note(note, [verifier]).text) for note in notes]
     inclusion = InclusionProofDoc.model_validate_json((VECTORS / "inclusion-seq7.json").read_text())
     check_inclusion_doc(inclusion, checkpoints[-1], (VECTORS / "record-seq7.line").read_bytes())

@@ -106,12 +106,11 @@ def test_verify_policy_verifies_each_log_signature_once(
 ) -> None:
     """The chain's pass authenticates every checkpoint note with the policy's log key; the policy's
     verdict takes those keys as verified instead of verifying each log signature a second time."""
-    from otel_route_shadow.logstore import tlog_dir
-    from otel_route_shadow.logstore.store import read_checkpoint_file
+    from otel_route_shadow.logstore import read_note_file, tlog_dir
     from otel_route_shadow.tlog import note as note_module
 
     log, policy = witnessed
-    notes = read_checkpoint_file(str(Path(tlog_dir(str(log.chain))) / "checkpoints"))
+    notes = read_note_file(str(Path(tlog_dir(str(log.chain))) / "checkpoints")).notes
     calls: list[str] = []
     verify = note_module.Verifier.verify
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, tlog_dir
-from otel_route_shadow.logstore.store import read_checkpoint_file
+from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, read_note_file, tlog_dir
 
 ORIGIN = "example.com/route-shadow/test"
 
@@ -39,7 +38,7 @@ def lines(chain: Path) -> list[bytes]:
 
 def notes(chain: Path) -> list[str]:
     """The notes of the chain's ``checkpoints`` file."""
-    return read_checkpoint_file(Path(tlog_dir(chain)) / "checkpoints")
+    return read_note_file(Path(tlog_dir(chain)) / "checkpoints").notes
 
 
 def log_dir(chain: Path) -> Path:

@@ -38,8 +38,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_ssh_public_key
 
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import Checkpointer, LogDirectory, signed_checkpoint_from_note, tlog_dir
-from otel_route_shadow.logstore.store import read_checkpoint_file
+from otel_route_shadow.logstore import (
+    Checkpointer,
+    LogDirectory,
+    read_note_file,
+    signed_checkpoint_from_note,
+    tlog_dir,
+)
 from otel_route_shadow.tlog import (
     AuthenticationError,
     CosignatureVerifier,
@@ -301,7 +306,7 @@ class GrowingLog:
         return made.note
 
     def notes(self) -> list[str]:
-        return read_checkpoint_file(os.path.join(tlog_dir(str(self.chain)), "checkpoints"))
+        return read_note_file(os.path.join(tlog_dir(str(self.chain)), "checkpoints")).notes
 
     def prove(self, old: int, new: int) -> list[bytes]:
         """The proof from ``old`` to the checkpoint of size ``new``, from its authenticated tiles."""

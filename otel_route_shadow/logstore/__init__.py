@@ -30,21 +30,14 @@ from otel_route_shadow.logstore.entries import (
     bundle_path,
     long_entries,
 )
-from otel_route_shadow.logstore.integrity import (
-    chain_tree,
-)
+from otel_route_shadow.logstore.integrity import chain_tree
 from otel_route_shadow.logstore.keys import (
     KeyFileError,
     generate_key_file,
     read_policy_file,
     read_signer_file,
 )
-from otel_route_shadow.logstore.published import (
-    NotFound,
-    PublishedLog,
-    Unservable,
-    parse_resource,
-)
+from otel_route_shadow.logstore.published import NotFound, PublishedLog, Unservable, parse_resource
 from otel_route_shadow.logstore.store import (
     CHECKPOINT_FILE,
     CHECKPOINTS_FILE,

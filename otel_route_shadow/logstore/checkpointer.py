@@ -68,6 +68,7 @@ from otel_route_shadow.tlog import (
     consistency_proof,
     leaf_hash,
     parse_note,
+    partial_tiles,
     sign_note,
     verify_consistency,
 )
@@ -505,11 +506,12 @@ class Checkpointer:
             return
         self._repaired = True
         for size in sorted(self._published_sizes()):
-            for level, index, width in _partial_tiles(size):
-                if (reader.size >> (TILE_HEIGHT * level)) // TILE_WIDTH != index:
+            for tile in partial_tiles(size):
+                if (reader.size >> (TILE_HEIGHT * tile.level)) // TILE_WIDTH != tile.index:
                     continue  # its full tile exists by now
-                prefix = reader.tile(level, index)[: width * HASH_SIZE]
-                self.directory.save_tiles([Tile(level, index, width)], [prefix])
+                self.directory.save_tiles(
+                    [tile], [reader.tile(tile.level, tile.index)[: tile.width * HASH_SIZE]]
+                )
 
     def _sign(self, checkpoint: Checkpoint) -> SignedCheckpoint:
         note = sign_note(checkpoint.text(), [self.signer] if self.signer else [])
@@ -550,18 +552,6 @@ class Checkpointer:
 def _detail(tree_size: int, chain_bytes: int, expected_offset: int = -1) -> dict[str, int]:
     """The numbers a refusal records (-1: not known)."""
     return {"tree_size": tree_size, "expected_offset": expected_offset, "chain_bytes": chain_bytes}
-
-
-def _partial_tiles(size: int) -> list[tuple[int, int, int]]:
-    """The partial tiles of a tree of ``size`` leaves: (level, index, width), one per level at most."""
-    out = []
-    level = 0
-    while count := size >> (TILE_HEIGHT * level):
-        index, width = divmod(count, TILE_WIDTH)
-        if width:
-            out.append((level, index, width))
-        level += 1
-    return out
 
 
 def _hint_for(state: State | None, size: int) -> TreeHint | None:

@@ -25,6 +25,7 @@ from otel_route_shadow.tlog import (
     Tile,
     TileDamaged,
     TreeLevels,
+    partial_tiles,
 )
 
 __all__ = ["TileHealth", "check_tiles"]
@@ -59,16 +60,12 @@ def check_tiles(store: LogDirectory, tree: TreeLevels, sizes: Iterable[int]) -> 
     level = 0
     while count := largest >> (TILE_HEIGHT * level):
         for index in range(count // TILE_WIDTH):
-            checker.check(level, index, TILE_WIDTH, required=True)
+            checker.check(Tile(level, index), required=True)
         level += 1
     for size in published:
-        level = 0
-        while count := size >> (TILE_HEIGHT * level):
-            index, width = divmod(count, TILE_WIDTH)
-            if width:
-                full = (largest >> (TILE_HEIGHT * level)) // TILE_WIDTH > index
-                checker.check(level, index, width, required=not full)
-            level += 1
+        for tile in partial_tiles(size):
+            full = (largest >> (TILE_HEIGHT * tile.level)) // TILE_WIDTH > tile.index
+            checker.check(tile, required=not full)
     return TileHealth(largest, checker.read, tuple(checker.missing), tuple(checker.damaged))
 
 
@@ -80,8 +77,7 @@ class _Checker:
         self.missing: list[str] = []
         self.damaged: list[str] = []
 
-    def check(self, level: int, index: int, width: int, *, required: bool) -> None:
-        tile = Tile(level, index, width)
+    def check(self, tile: Tile, *, required: bool) -> None:
         try:
             data = self.store.tile_file(tile)
         except FileNotFoundError:
@@ -92,7 +88,7 @@ class _Checker:
             self.damaged.append(str(exc))
             return
         self.read += 1
-        row = self.tree.levels[TILE_HEIGHT * level]
-        start = index * TILE_BYTES
-        if data != row[start : start + width * HASH_SIZE]:
+        row = self.tree.levels[TILE_HEIGHT * tile.level]
+        start = tile.index * TILE_BYTES
+        if data != row[start : start + tile.width * HASH_SIZE]:
             self.damaged.append(f"{tile.path}: does not hold the hashes of the signed tree")

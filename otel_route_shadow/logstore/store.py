@@ -73,7 +73,6 @@ __all__ = [
     "State",
     "StateError",
     "TreeHint",
-    "read_checkpoint_file",
     "read_note_file",
     "tlog_dir",
 ]
@@ -166,11 +165,6 @@ def read_note_file(path: str | os.PathLike[str], max_bytes: int = MAX_NOTE_FILE)
     return NoteFile(notes, tuple(skipped))
 
 
-def read_checkpoint_file(path: str | os.PathLike[str], max_bytes: int = MAX_NOTE_FILE) -> list[str]:
-    """The notes of a checkpoint file (see :func:`read_note_file`; lines that are not entries are skipped)."""
-    return read_note_file(path, max_bytes).notes
-
-
 _SAME_REFUSAL: Final = ("reason", "origin", "tree_size", "seq")
 
 
@@ -200,11 +194,7 @@ def _entry_of(line: bytes) -> dict[str, Any]:
 
 def _entry(line: bytes) -> str | None:
     """The note of one ``checkpoints`` line, None when it is not an entry."""
-    try:
-        value = loads_strict(line, max_depth=_MAX_LINE_DEPTH)
-    except (StrictJSONError, UnicodeDecodeError):
-        return None
-    note = value.get("note") if isinstance(value, dict) else None
+    note = _entry_of(line).get("note")
     return note if isinstance(note, str) else None
 
 

@@ -1,19 +1,18 @@
-"""A verifiable log over the decision chain: Merkle tree, tiles, signed checkpoints and proofs.
+"""A verifiable log over the decision chain, as a specification: Merkle tree, tiles, signed checkpoints,
+cosignatures, witness policies, proofs and receipts.
 
-Shell code (files and keys; no thread, no clock, no network): leaf i of the tree is line i of the chain without its
-LF; hashing is RFC 6962; checkpoints are C2SP tlog-checkpoint texts in C2SP signed notes (Ed25519, Go's
-key strings); the tree's hashes are stored beside the chain in the C2SP tlog-tiles layout, in
-``<chain>.tlog/`` (``directory``). Nothing read from that directory is trusted before it is
-authenticated against a signed checkpoint. The formats are specified in ``docs/chain-format.md``
-(section 13). Never imports instrumentation, cli or OpenTelemetry.
+Pure computation, as Go's ``sumdb/tlog`` is: no file, no lock, no thread, no clock (``tests/
+test_architecture.py`` holds it to that). Leaf i of the tree is line i of the chain without its LF;
+hashing is RFC 6962; checkpoints are C2SP tlog-checkpoint texts in C2SP signed notes (Ed25519, Go's key
+strings); tiles follow C2SP tlog-tiles and are read through a ``TileStorage`` (``read_tiles``/
+``save_tiles``) and authenticated against a signed checkpoint before use (``TileReader``). Where the
+log is kept, ``<chain>.tlog/``, and everything that reads or writes it is ``otel_route_shadow.logstore``.
+The formats are specified in ``docs/chain-format.md`` (section 13).
 """
 
 from __future__ import annotations
 
-from otel_route_shadow.tlog.attestation import (
-    AttestationError,
-    attest_checkpoint,
-)
+from otel_route_shadow.tlog.attestation import AttestationError, attest_checkpoint
 from otel_route_shadow.tlog.authentication import (
     AuthenticationError,
     BadSignature,
@@ -21,11 +20,7 @@ from otel_route_shadow.tlog.authentication import (
     authenticate,
     checkpoint_of,
 )
-from otel_route_shadow.tlog.checkpoint import (
-    Checkpoint,
-    CheckpointError,
-    parse_checkpoint,
-)
+from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
 from otel_route_shadow.tlog.cosignature import (
     DEFAULT_SKEW_S,
     CosignatureError,
@@ -50,21 +45,8 @@ from otel_route_shadow.tlog.merkle import (
     tree_hash,
     verify_consistency,
 )
-from otel_route_shadow.tlog.note import (
-    NoteError,
-    OpenedNote,
-    Signer,
-    Verifier,
-    parse_note,
-    sign_note,
-)
-from otel_route_shadow.tlog.policy import (
-    MAX_POLICY_BYTES,
-    Policy,
-    PolicyError,
-    PolicyLog,
-    parse_policy,
-)
+from otel_route_shadow.tlog.note import NoteError, OpenedNote, Signer, Verifier, parse_note, sign_note
+from otel_route_shadow.tlog.policy import MAX_POLICY_BYTES, Policy, PolicyError, PolicyLog, parse_policy
 from otel_route_shadow.tlog.proofs import (
     ConsistencyProofDoc,
     InclusionProofDoc,
@@ -74,18 +56,8 @@ from otel_route_shadow.tlog.proofs import (
     prove_consistency,
     prove_inclusion,
 )
-from otel_route_shadow.tlog.quorum import (
-    QuorumReport,
-    WitnessedCheckpoint,
-    attest_notes,
-)
-from otel_route_shadow.tlog.receipt import (
-    Receipt,
-    ReceiptError,
-    ReceiptFault,
-    format_receipt,
-    verify_receipt,
-)
+from otel_route_shadow.tlog.quorum import QuorumReport, WitnessedCheckpoint, attest_notes
+from otel_route_shadow.tlog.receipt import Receipt, ReceiptError, ReceiptFault, format_receipt, verify_receipt
 from otel_route_shadow.tlog.tiles import (
     REBUILD_HINT,
     TILE_BYTES,
@@ -97,6 +69,7 @@ from otel_route_shadow.tlog.tiles import (
     TileMissing,
     TileReader,
     TreeBuilder,
+    partial_tiles,
     tile_path,
     tile_width,
 )
@@ -158,6 +131,7 @@ __all__ = [
     "parse_checkpoint",
     "parse_note",
     "parse_policy",
+    "partial_tiles",
     "prove_consistency",
     "prove_inclusion",
     "range_hash",

@@ -36,7 +36,7 @@ __all__ = [
     "TileReader",
     "TileStorage",
     "TreeBuilder",
-    "parse_tile_path",
+    "partial_tiles",
     "tile_path",
     "tile_width",
 ]
@@ -83,29 +83,6 @@ def tile_path(level: int, index: int, width: int = TILE_WIDTH) -> str:
     return f"tile/{level}/{path}{suffix}"
 
 
-def parse_tile_path(relative: str) -> tuple[int, int, int] | None:
-    """``(level, index, width)`` of a path :func:`tile_path` writes; None for any other path."""
-    parts = relative.split("/")
-    if len(parts) < 3 or parts[0] != "tile" or not parts[1].isdigit():
-        return None
-    width = TILE_WIDTH
-    if parts[-2].endswith(".p"):
-        if not parts[-1].isdigit():
-            return None
-        width = int(parts[-1])
-        parts = [*parts[:-2], parts[-2][:-2]]
-    index = 0
-    for group in parts[2:]:
-        digits = group.removeprefix("x")
-        if len(digits) != 3 or not digits.isdigit():
-            return None
-        index = index * 1000 + int(digits)
-    level = int(parts[1])
-    if not 0 < width <= TILE_WIDTH or tile_path(level, index, width) != relative:
-        return None
-    return level, index, width
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class Tile:
     """Tile (``level``, ``index``) of ``width`` hashes (Go's ``tlog.Tile`` at height 8)."""
@@ -134,6 +111,16 @@ class TileStorage(Protocol):
 def tile_width(size: int, level: int, index: int) -> int:
     """How many hashes tile (level, index) holds in a tree of ``size`` leaves."""
     return max(0, min(TILE_WIDTH, (size >> (TILE_HEIGHT * level)) - index * TILE_WIDTH))
+
+
+def partial_tiles(size: int) -> list[Tile]:
+    """The partial tiles of a tree of ``size`` leaves, one per level at most."""
+    tiles, level = [], 0
+    while count := size >> (TILE_HEIGHT * level):
+        if count % TILE_WIDTH:
+            tiles.append(Tile(level, count // TILE_WIDTH, count % TILE_WIDTH))
+        level += 1
+    return tiles
 
 
 def _levels(row: bytes) -> list[bytes]:
