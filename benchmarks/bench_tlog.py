@@ -35,7 +35,7 @@ from typing import Any
 from benchmarks.config import BenchConfig
 from benchmarks.context import BenchContext
 from benchmarks.harness import Row, Stats, Target, errored, interleaved, ratios, timed
-from otel_route_shadow.logstore import LogDirectory
+from otel_route_shadow.logstore import LogStore
 
 ORIGIN = "bench.example/route-shadow"
 
@@ -164,10 +164,10 @@ def _proof_row(path: Path, n: int, row: Row) -> Row:
     for seq in sampled:
         times = []
         for _ in range(5):
-            store = TileReader(LogDirectory(str(path)), size, checkpoint.root)
+            store = TileReader(LogStore(str(path)), size, checkpoint.root)
             start = time.perf_counter()
             prove_inclusion(store, checkpoint, seq)
-            prove_consistency(TileReader(LogDirectory(str(path)), size, checkpoint.root), checkpoint, seq + 1, size)
+            prove_consistency(TileReader(LogStore(str(path)), size, checkpoint.root), checkpoint, seq + 1, size)
             times.append((time.perf_counter() - start) * 1000 / 2)
             reads.append(store.reads)
         times.sort()

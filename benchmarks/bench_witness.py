@@ -295,10 +295,10 @@ class _Host:
 
 def _cosigned(chain: Path) -> int:
     """Checkpoints of the chain stored with a cosignature."""
-    from otel_route_shadow.logstore import LogDirectory
+    from otel_route_shadow.logstore import LogStore
     from otel_route_shadow.tlog import parse_note
 
-    notes = LogDirectory(chain).notes().notes
+    notes = LogStore(chain).notes().notes
     return len({parse_note(n).text for n in notes if len(parse_note(n).signatures) > 1})
 
 
@@ -381,7 +381,7 @@ def _cosigned_notes(cfg: BenchConfig, path: Path) -> tuple[Path, Path, str]:
 
     from benchmarks.bench_tlog import ORIGIN as LOG_ORIGIN
     from benchmarks.bench_tlog import _prepared
-    from otel_route_shadow.logstore import LogDirectory, tlog_dir
+    from otel_route_shadow.logstore import LogStore, tlog_dir
     from otel_route_shadow.tlog import (
         Checkpoint,
         CosignatureVerifier,
@@ -397,7 +397,7 @@ def _cosigned_notes(cfg: BenchConfig, path: Path) -> tuple[Path, Path, str]:
     # log would leave later runs of rows 6 and 9 a checkpoint they cannot authenticate.
     signer, _notes, _verifier = _prepared(path)
     latest = parse_checkpoint(parse_note((Path(tlog_dir(str(path))) / "checkpoint").read_text()).text)
-    reader = TileReader(LogDirectory(str(path)), latest.size, latest.root)
+    reader = TileReader(LogStore(str(path)), latest.size, latest.root)
     witnesses = []
     for n in (1, 2):
         key = Ed25519PrivateKey.from_private_bytes(

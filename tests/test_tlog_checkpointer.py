@@ -13,7 +13,7 @@ from test_chain_support import build_old_chain
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
-from otel_route_shadow.logstore import Checkpointer, LogDirectory, SignedCheckpoint, default_origin, links
+from otel_route_shadow.logstore import Checkpointer, LogStore, SignedCheckpoint, default_origin, links
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import (
     Signer,
@@ -65,7 +65,7 @@ def test_tiles_follow_the_c2sp_layout_and_give_every_root(tmp_path: Path) -> Non
     assert tile_path(1, 1234067) == "tile/1/x001/x234/067"
     assert tile_path(0, 5, 7) == "tile/0/005.p/7"
     hashes = [leaf_hash(line) for line in lines(chain)]
-    reader = TileReader(LogDirectory(str(chain)), 600, made.root)
+    reader = TileReader(LogStore(str(chain)), 600, made.root)
     for size in (1, 255, 256, 257, 512, 599, 600):
         assert tree_hash(reader, size) == root_from_leaf_hashes(hashes[:size])
     proof = consistency_proof(300, 600, reader)
@@ -86,13 +86,13 @@ def test_resume_reads_the_state_and_the_edge_tiles_not_the_chain(
         lambda line, prev: checked.append(line) or original(line, prev),
     )
     reads: list[int] = []
-    read = LogDirectory.read_tiles
+    read = LogStore.read_tiles
 
-    def counting(self: LogDirectory, tiles: Sequence[Tile]) -> list[bytes]:
+    def counting(self: LogStore, tiles: Sequence[Tile]) -> list[bytes]:
         reads.extend(tile.level for tile in tiles)
         return read(self, tiles)
 
-    monkeypatch.setattr(LogDirectory, "read_tiles", counting)
+    monkeypatch.setattr(LogStore, "read_tiles", counting)
     made = Checkpointer(str(chain), ORIGIN, None).checkpoint()
     assert made is not None and made.size == 705
     assert len(checked) == 5  # only the new lines are checked and hashed

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from witness_support import Cosigner, GrowingLog
 
-from otel_route_shadow.logstore import Checkpointer, Cosigned, LogDirectory, read_policy_file
+from otel_route_shadow.logstore import Checkpointer, Cosigned, LogStore, read_policy_file
 from otel_route_shadow.tlog import (
     CosignatureError,
     PolicyError,
@@ -102,7 +102,7 @@ def test_the_note_is_only_ever_extended_by_lines_that_verify(offers: list[tuple[
     assert len(found.verified) == len(added) and not found.refused
 
 
-# --- LogDirectory.cosign ------------------------------------------------------------------------------------
+# --- LogStore.cosign ------------------------------------------------------------------------------------
 
 
 def _text(note: str) -> str:
@@ -112,7 +112,7 @@ def _text(note: str) -> str:
 def test_a_cosignature_appends_the_newest_entry_again_and_replaces_checkpoint(tmp_path: Path) -> None:
     log = GrowingLog(tmp_path / "chain.jsonl", LOG)
     note = log.grow(10)
-    directory = LogDirectory(log.chain)
+    directory = LogStore(log.chain)
     before = (Path(directory.path) / "checkpoints").read_bytes()
     assert directory.cosign(_text(note), [W1.line(_text(note), NOW)], KEYS, now=NOW) is Cosigned.ADDED
     after = (Path(directory.path) / "checkpoints").read_bytes()
@@ -129,7 +129,7 @@ def test_a_late_cosignature_of_an_older_checkpoint_is_not_written(tmp_path: Path
     log = GrowingLog(tmp_path / "chain.jsonl", LOG)
     old = log.grow(10)
     newer = log.grow(5)
-    directory = LogDirectory(log.chain)
+    directory = LogStore(log.chain)
     assert directory.cosign(_text(old), [W1.line(_text(old), NOW)], KEYS, now=NOW) is Cosigned.SUPERSEDED
     assert directory.notes().notes == [old, newer]
 
@@ -137,7 +137,7 @@ def test_a_late_cosignature_of_an_older_checkpoint_is_not_written(tmp_path: Path
 def test_a_bad_cosignature_is_rejected_and_nothing_is_written(tmp_path: Path) -> None:
     log = GrowingLog(tmp_path / "chain.jsonl", LOG)
     note = log.grow(10)
-    directory = LogDirectory(log.chain)
+    directory = LogStore(log.chain)
     forged = W1.line(_text(note).replace("\n10\n", "\n11\n"), NOW)
     assert directory.cosign(_text(note), [forged], KEYS, now=NOW) is Cosigned.REJECTED
     assert (
@@ -149,7 +149,7 @@ def test_a_bad_cosignature_is_rejected_and_nothing_is_written(tmp_path: Path) ->
 def test_a_cosignature_waits_for_no_lock(tmp_path: Path) -> None:
     log = GrowingLog(tmp_path / "chain.jsonl", LOG)
     note = log.grow(10)
-    directory = LogDirectory(log.chain)
+    directory = LogStore(log.chain)
     with directory.lock() as held:
         assert held
         assert directory.cosign(_text(note), [W1.line(_text(note), NOW)], KEYS, now=NOW) is Cosigned.BUSY
@@ -161,7 +161,7 @@ def test_the_writer_resumes_from_a_cosigned_entry_without_a_rebuild(tmp_path: Pa
     last in ``checkpoints``; it must extend that checkpoint from the state hint and sign the next one."""
     log = GrowingLog(tmp_path / "chain.jsonl", LOG)
     note = log.grow(300)
-    directory = LogDirectory(log.chain)
+    directory = LogStore(log.chain)
     for witness in (W1, W2):
         assert (
             directory.cosign(_text(note), [witness.line(_text(note), NOW)], KEYS, now=NOW) is Cosigned.ADDED
@@ -176,7 +176,7 @@ def test_the_writer_resumes_from_a_cosigned_entry_without_a_rebuild(tmp_path: Pa
 
 
 def test_witness_refusals_are_json_lines(tmp_path: Path) -> None:
-    directory = LogDirectory(tmp_path / "chain.jsonl")
+    directory = LogStore(tmp_path / "chain.jsonl")
     os.makedirs(directory.path)
     directory.append_witness_refusal({"witness": "one", "cause": "bad-proof", "size": 3})
     directory.append_witness_refusal({"witness": "two", "cause": "forbidden", "size": 3})

@@ -21,7 +21,7 @@ from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow import files
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import Checkpointer, LogDirectory
+from otel_route_shadow.logstore import Checkpointer, LogStore
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import Signer, TileReader, authenticate, leaf_hash, tile_path, tree_hash
 from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
@@ -83,7 +83,7 @@ def _assert_repaired(chain: Path) -> None:
     for note in found:
         checkpoint = authenticate(note, [SIGNER.verifier()]).checkpoint
         assert checkpoint.root == root_from_leaf_hashes(hashes[: checkpoint.size])
-        reader = TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root)
+        reader = TileReader(LogStore(str(chain)), checkpoint.size, checkpoint.root)
         assert tree_hash(reader, checkpoint.size) == checkpoint.root
     report = verify_against_checkpoints(str(chain), found, [str(SIGNER.verifier())])
     assert report.ok and report.tiles.ok, report

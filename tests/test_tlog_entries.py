@@ -19,7 +19,7 @@ from otel_route_shadow.logstore import (
     MAX_ENTRY_BYTES,
     BundleUnservable,
     Checkpointer,
-    LogDirectory,
+    LogStore,
     LongEntry,
     bundle_path,
     long_entries,
@@ -51,7 +51,7 @@ def _log(tmp_path: Path, count: int = 700, every: int = 100) -> Path:
 
 def _reader(chain: Path) -> TileReader:
     latest = signed_checkpoint_from_note((log_dir(chain) / "checkpoint").read_text(encoding="utf-8"))
-    return TileReader(LogDirectory(str(chain)), latest.size, latest.root)
+    return TileReader(LogStore(str(chain)), latest.size, latest.root)
 
 
 def _bundle(chain: Path, index: EntryIndex, bundle: int, width: int) -> list[bytes]:

@@ -16,7 +16,7 @@ import pytest
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.chain import RoutingAuditLog
-from otel_route_shadow.logstore import Checkpointer, LogDirectory
+from otel_route_shadow.logstore import Checkpointer, LogStore
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import (
     Signer,
@@ -165,7 +165,7 @@ def test_a_lost_tile_store_is_rebuilt_from_the_chain(
     _assert_all_consistent(chain, lines(chain))
     for note in notes(chain):  # every published checkpoint's tiles are there again
         checkpoint = authenticate(note, [SIGNER.verifier()]).checkpoint
-        reader = TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root)
+        reader = TileReader(LogStore(str(chain)), checkpoint.size, checkpoint.root)
         assert tree_hash(reader, checkpoint.size) == checkpoint.root
     assert any("rebuilding the tree" in r.message for r in caplog.records)
 
@@ -208,5 +208,5 @@ def test_the_proof_the_writer_checks_is_the_one_a_verifier_checks(tmp_path: Path
     chain = tmp_path / "chain.jsonl"
     append(chain, 700, _writer(chain), every=350)
     old, new = (authenticate(n, [SIGNER.verifier()]).checkpoint for n in notes(chain))
-    reader = TileReader(LogDirectory(str(chain)), new.size, new.root)
+    reader = TileReader(LogStore(str(chain)), new.size, new.root)
     verify_consistency(old.size, new.size, old.root, new.root, consistency_proof(old.size, new.size, reader))

@@ -20,7 +20,7 @@ from go_interop import run_go_interop
 from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.logstore import (
     Checkpointer,
-    LogDirectory,
+    LogStore,
     read_note_file,
     signed_checkpoint_from_note,
     tlog_dir,
@@ -47,7 +47,7 @@ def _build(tmp_path: Path) -> dict[str, object]:
     log.close()
     notes = read_note_file(os.path.join(tlog_dir(chain), "checkpoints")).notes
     latest = signed_checkpoint_from_note(notes[-1])
-    store = TileReader(LogDirectory(chain), latest.size, latest.root)
+    store = TileReader(LogStore(chain), latest.size, latest.root)
     bad = tmp_path / "bad.tlog"
     shutil.copytree(tlog_dir(chain), bad)
     damaged = bad / tile_path(0, 0)

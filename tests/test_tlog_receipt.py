@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from witness_support import Cosigner, GrowingLog
 
-from otel_route_shadow.logstore import LogDirectory, signed_checkpoint_from_note
+from otel_route_shadow.logstore import LogStore, signed_checkpoint_from_note
 from otel_route_shadow.tlog import (
     AttestationError,
     Receipt,
@@ -107,7 +107,7 @@ def _cosigned_receipts(tmp_path: Path) -> tuple[GrowingLog, str, list[bytes]]:
 
 def _receipt(log: GrowingLog, note: str, index: int) -> str:
     size = signed_checkpoint_from_note(note).size
-    store = TileReader(LogDirectory(str(log.chain)), size, signed_checkpoint_from_note(note).root)
+    store = TileReader(LogStore(str(log.chain)), size, signed_checkpoint_from_note(note).root)
     return format_receipt(Receipt(index, tuple(inclusion_proof(index, size, store)), note))
 
 

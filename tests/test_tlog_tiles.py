@@ -14,7 +14,7 @@ from test_chain_support import edited, write_lines
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
 from otel_route_shadow.cli import main
-from otel_route_shadow.logstore import Checkpointer, LogDirectory, parse_resource
+from otel_route_shadow.logstore import Checkpointer, LogStore, parse_resource
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import (
     Signer,
@@ -104,7 +104,7 @@ def test_a_tile_reader_never_returns_a_hash_it_did_not_authenticate(tmp_path: Pa
     checkpoint = authenticate(notes(chain)[-1], [SIGNER.verifier()]).checkpoint
     target = {"leaf": tile_path(0, 1), "edge": tile_path(0, 2, 188), "level-1": tile_path(1, 0, 2)}[where]
     _set_hash(directory / target, 1, bytes(32))
-    reader = TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root)
+    reader = TileReader(LogStore(str(chain)), checkpoint.size, checkpoint.root)
     with pytest.raises(TileDamaged) as caught:
         for seq in range(checkpoint.size):
             inclusion_proof(seq, checkpoint.size, reader)
@@ -112,7 +112,7 @@ def test_a_tile_reader_never_returns_a_hash_it_did_not_authenticate(tmp_path: Pa
     assert target in caught.value.path
     (directory / tile_path(0, 0)).unlink()
     with pytest.raises((TileMissing, TileDamaged)):
-        TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root).node(0, 3)
+        TileReader(LogStore(str(chain)), checkpoint.size, checkpoint.root).node(0, 3)
 
 
 def test_every_published_checkpoints_partial_tiles_are_kept_until_the_full_tile_exists(
@@ -124,7 +124,7 @@ def test_every_published_checkpoints_partial_tiles_are_kept_until_the_full_tile_
     assert [c.size for c in published] == [97, 194, 291, 388, 485, 582, 679, 700]
     hashes = [leaf_hash(line) for line in lines(chain)]
     for checkpoint in published:
-        reader = TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root)
+        reader = TileReader(LogStore(str(chain)), checkpoint.size, checkpoint.root)
         assert tree_hash(reader, checkpoint.size) == checkpoint.root
         last = checkpoint.size - 1
         verify_inclusion(
@@ -201,7 +201,7 @@ def test_a_chain_handed_over_without_its_tile_store_is_not_a_damaged_one(
 def test_a_tile_that_is_a_symbolic_link_is_damaged_for_verify_as_for_the_tile_reader(tmp_path: Path) -> None:
     """Before: ``verify``'s tile health followed a symbolic link that the tile reader (and ``serve``)
     refused, so the same tile was sound for one and damaged for the other. Tiles are read one way now
-    (``LogDirectory.tile_file``)."""
+    (``LogStore.tile_file``)."""
     chain = _signed(tmp_path, 600, 600)
     directory = log_dir(chain)
     target = directory / tile_path(0, 1)
@@ -214,7 +214,7 @@ def test_a_tile_that_is_a_symbolic_link_is_damaged_for_verify_as_for_the_tile_re
     assert [d.split(":")[0] for d in report.tiles.damaged] == [tile_path(0, 1)]
     checkpoint = authenticate(notes(chain)[-1], [SIGNER.verifier()]).checkpoint
     with pytest.raises(TileDamaged) as caught:
-        TileReader(LogDirectory(str(chain)), checkpoint.size, checkpoint.root).node(0, 300)
+        TileReader(LogStore(str(chain)), checkpoint.size, checkpoint.root).node(0, 300)
     assert caught.value.path == tile_path(0, 1)
 
 

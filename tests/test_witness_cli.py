@@ -4,7 +4,7 @@ largest size, quorum not met is insufficient evidence, exit 3), ``verify-proof -
 (a malformed policy, witness URL, witness key or cosignature): one line on stderr, exit 2, never a traceback.
 
 The cosignatures are made by test-only cosigners and stored through the log directory's own merge
-(``LogDirectory.cosign``), as the plugin stores its witnesses' answers."""
+(``LogStore.cosign``), as the plugin stores its witnesses' answers."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from otel_route_shadow.backend.audit import AuditOptions, audit_chain
 from otel_route_shadow.backend.verdict import AuditVerdict
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.audit import render_text
-from otel_route_shadow.logstore import Cosigned, LogDirectory
+from otel_route_shadow.logstore import Cosigned, LogStore
 from otel_route_shadow.tlog import Signer, parse_note, parse_policy
 
 ORIGIN = "example.com/route-shadow/witness-cli"
@@ -51,7 +51,7 @@ def _policy_text(quorum: str = "both", log: Signer = LOG) -> str:
 def _cosign(log: GrowingLog, note: str, *cosigners: Cosigner, timestamp: int = NOW) -> None:
     text = parse_note(note).text
     for cosigner in cosigners:
-        outcome = LogDirectory(log.chain).cosign(
+        outcome = LogStore(log.chain).cosign(
             text, [cosigner.line(text, timestamp)], [W1.verifier, W2.verifier, STRANGER.verifier], now=NOW
         )
         assert outcome is Cosigned.ADDED
@@ -151,7 +151,7 @@ def test_a_cosignature_in_the_future_is_not_counted(
     note = log.grow(10)
     text = parse_note(note).text
     late = note + W1.line(text, NOW) + W2.line(text, NOW + 86_400)  # written by hand: the merge refuses it
-    directory = LogDirectory(log.chain)
+    directory = LogStore(log.chain)
     directory.append_note(late)
     policy = tmp_path / "policy"
     policy.write_text(_policy_text("both"))
@@ -169,12 +169,12 @@ def test_a_cosignature_that_does_not_verify_is_a_finding_and_a_malformed_one_unu
     policy = tmp_path / "policy"
     policy.write_text(_policy_text("both"))
     forged = note + W1.line(text, NOW) + W2.line(text.replace("\n10\n", "\n11\n"), NOW)
-    LogDirectory(log.chain).append_note(forged)
+    LogStore(log.chain).append_note(forged)
     code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
     assert code == 1
     assert "checkpoint #2 not counted (cosignature): the cosignature by w2.example/w" in out
     short = base64.b64encode(W2.verifier.key_id.to_bytes(4, "big") + bytes(9)).decode()
-    LogDirectory(log.chain).append_note(note + f"\u2014 w2.example/w {short}\n")
+    LogStore(log.chain).append_note(note + f"\u2014 w2.example/w {short}\n")
     code, out, err = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
     assert code == 2 and err.count("\n") == 1 and "checkpoint #3" in err and "72 bytes" in err
 
@@ -201,8 +201,8 @@ def test_verify_proof_with_a_policy_counts_the_checkpoints_cosignatures(
     witnessed: tuple[GrowingLog, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log, policy = witnessed
-    tlog = Path(LogDirectory(log.chain).path)
-    notes = LogDirectory(log.chain).notes().notes
+    tlog = Path(LogStore(log.chain).path)
+    notes = LogStore(log.chain).notes().notes
     cosigned40, signed70 = tmp_path / "c40", tmp_path / "c70"
     cosigned40.write_text(next(n for n in reversed(notes) if n.startswith(f"{ORIGIN}\n40\n")))
     signed70.write_text((tlog / "checkpoint").read_text())
@@ -238,7 +238,7 @@ def test_a_receipt_carries_every_cosignature_of_its_checkpoint(
     log = GrowingLog(tmp_path / "chain.jsonl", LOG)
     note = log.grow(10)
     text = parse_note(note).text
-    directory = LogDirectory(log.chain)
+    directory = LogStore(log.chain)
     directory.append_note(note + W1.line(text, NOW))
     directory.append_note(note + W2.line(text, NOW))
     policy = tmp_path / "policy"
@@ -346,7 +346,7 @@ def test_a_receipt_against_an_unwitnessed_checkpoint_is_insufficient_evidence(
 def test_audit_with_a_policy_counts_only_quorum_attested_checkpoints(tmp_path: Path) -> None:
     backend = FakeBackend()
     host = Host(tmp_path / "host", ORIGIN, backend, LOG).run(50, every=10)
-    directory = LogDirectory(host.chain)
+    directory = LogStore(host.chain)
     newest = directory.notes().notes[
         -1
     ]  # 50: the backend has the signed note, the host's disk the cosigned one
@@ -379,7 +379,7 @@ def test_report_with_a_policy_verifies_the_cosigners(
 ) -> None:
     log, policy = witnessed
     text = parse_note(log.notes()[-1]).text
-    LogDirectory(log.chain).cosign(
+    LogStore(log.chain).cosign(
         text, [W1.line(text, NOW), W2.line(text, NOW)], [W1.verifier, W2.verifier], now=NOW
     )
     _, out, _ = run(["report", str(log.chain), "--allow-unverified"], capsys)

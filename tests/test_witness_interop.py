@@ -20,7 +20,7 @@ import pytest
 from go_interop import run_go_interop
 from witness_support import GrowingLog, WitnessPool, size_of, witness_pool
 
-from otel_route_shadow.logstore import LogDirectory, signed_checkpoint_from_note
+from otel_route_shadow.logstore import LogStore, signed_checkpoint_from_note
 from otel_route_shadow.tlog import (
     AttestationError,
     CosignatureError,
@@ -128,7 +128,7 @@ def _receipt_cases(log: GrowingLog, notes: list[str], policy_text: str) -> list[
     lines = log.lines()
     note = notes[-1]
     size = size_of(note)
-    store = TileReader(LogDirectory(str(log.chain)), size, signed_checkpoint_from_note(note).root)
+    store = TileReader(LogStore(str(log.chain)), size, signed_checkpoint_from_note(note).root)
     cases = []
     for index, line_index, extra in (
         (0, 0, None),

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tlog_support import append
 from witness_support import Cosigner, FakeWitness, ProvingWitness, fake_witness, free_port
 
-from otel_route_shadow.logstore import Checkpointer, LogDirectory
+from otel_route_shadow.logstore import Checkpointer, LogStore
 from otel_route_shadow.tlog import Signer, parse_note, parse_policy, verify_cosignatures
 from otel_route_shadow.witness import CheckpointWitnessing, WitnessConfigError
 from otel_route_shadow.witness import witnessing as witnessing_module
@@ -82,7 +82,7 @@ def test_each_signed_checkpoint_is_pushed_with_a_proof_from_the_tiles_and_stored
     assert first.size == second.size == 701
     # The first push of each witness is `old 0`; later ones carry a proof the witness verified (no 422).
     assert first.answers == second.answers == {200: 4}
-    directory = LogDirectory(chain)
+    directory = LogStore(chain)
     notes = directory.notes().notes
     cosigned = {parse_note(n).text: n for n in notes}  # the newest entry of each checkpoint
     assert len(cosigned) == 4 and len(notes) == 12  # each checkpoint: signed, + one, + both
@@ -120,7 +120,7 @@ def test_refusals_are_recorded_once_per_witness_and_cause_and_transient_failures
         finally:
             witnessing.close()
     assert stranger.answers == {403: 3}
-    lines = (Path(LogDirectory(chain).path) / "witness-refusals").read_text().splitlines()
+    lines = (Path(LogStore(chain).path) / "witness-refusals").read_text().splitlines()
     assert [json.loads(line) for line in lines] == [
         {
             "cause": "forbidden",
@@ -133,7 +133,7 @@ def test_refusals_are_recorded_once_per_witness_and_cause_and_transient_failures
     messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert sum("witness picky did not cosign" in m for m in messages) == 1
     assert sum("witness gone did not cosign" in m and "unreachable" in m for m in messages) == 1
-    assert len(LogDirectory(chain).notes().notes) == 3  # nothing merged
+    assert len(LogStore(chain).notes().notes) == 3  # nothing merged
 
 
 def test_a_flush_pushes_each_checkpoint_once(
@@ -172,12 +172,12 @@ def test_a_merge_that_cannot_have_the_writers_lock_waits_for_the_next_chance(
         append(chain, 5, checkpointer, every=5)
         assert witnessing.flush(WAIT)
         assert witnessing.merges == {"kept": 2}  # tried on the answer, and once more at the flush's end
-        assert len(LogDirectory(chain).notes().notes) == 1
+        assert len(LogStore(chain).notes().notes) == 1
         held[0] = False
         requests = len(a.bodies)
         assert witnessing.flush(WAIT)  # the same checkpoint: not pushed again, but the kept merge is done
         assert len(a.bodies) == requests and witnessing.merges == {"kept": 2, "added": 1}
-        assert len(parse_note(LogDirectory(chain).notes().notes[-1]).signatures) == 2
+        assert len(parse_note(LogStore(chain).notes().notes[-1]).signatures) == 2
     finally:
         witnessing.close()
 
@@ -185,7 +185,7 @@ def test_a_merge_that_cannot_have_the_writers_lock_waits_for_the_next_chance(
 def test_a_witness_url_that_cannot_be_pushed_to_is_refused(tmp_path: Path) -> None:
     with pytest.raises(WitnessConfigError, match="user information"):
         CheckpointWitnessing(
-            LogDirectory(tmp_path / "chain.jsonl"),
+            LogStore(tmp_path / "chain.jsonl"),
             ORIGIN,
             parse_policy(_policy(("one", W1, "https://user:pw@example.org/w"))),
         )
@@ -217,7 +217,7 @@ def test_a_child_forked_while_the_lock_was_held_pushes_and_flushes_on_its_own(
         def work() -> None:
             append(chain, 5, checkpointer, every=5, start=5)
             flushed = witnessing.flush(WAIT)
-            newest = LogDirectory(chain).notes().notes[-1]
+            newest = LogStore(chain).notes().notes[-1]
             done.append(
                 flushed and newest.startswith(f"{ORIGIN}\n10\n") and len(parse_note(newest).signatures) == 2
             )

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from test_chain_support import forge, plugin_payload, relink, write_lines
 
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog
-from otel_route_shadow.logstore import Checkpointer, LogDirectory, signed_checkpoint_from_note
+from otel_route_shadow.logstore import Checkpointer, LogStore, signed_checkpoint_from_note
 from otel_route_shadow.tlog import (
     CosignatureVerifier,
     Receipt,
@@ -171,7 +171,7 @@ def build(directory: Path) -> dict[str, Any]:
     from otel_route_shadow.tlog import parse_checkpoint, parse_note
 
     checkpoint = parse_checkpoint(parse_note(notes[-1]).text)
-    store = TileReader(LogDirectory(str(directory / "chain.jsonl"), str(tlog)), checkpoint.size, checkpoint.root)
+    store = TileReader(LogStore(str(directory / "chain.jsonl"), str(tlog)), checkpoint.size, checkpoint.root)
     (directory / "inclusion-seq7.json").write_text(
         prove_inclusion(store, checkpoint, 7).model_dump_json(indent=2) + "\n"
     )

@@ -40,7 +40,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat,
 from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.logstore import (
     Checkpointer,
-    LogDirectory,
+    LogStore,
     read_note_file,
     signed_checkpoint_from_note,
     tlog_dir,
@@ -311,7 +311,7 @@ class GrowingLog:
     def prove(self, old: int, new: int) -> list[bytes]:
         """The proof from ``old`` to the checkpoint of size ``new``, from its authenticated tiles."""
         root = next(signed_checkpoint_from_note(n).root for n in reversed(self.notes()) if size_of(n) == new)
-        return consistency_proof(old, new, TileReader(LogDirectory(str(self.chain)), new, root))
+        return consistency_proof(old, new, TileReader(LogStore(str(self.chain)), new, root))
 
     def lines(self) -> list[bytes]:
         return self.chain.read_bytes().split(b"\n")[:-1]

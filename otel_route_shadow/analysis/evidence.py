@@ -1,7 +1,7 @@
 """The log's evidence status for a report: the last checkpoint beside the chain, and who signed it.
 
 Read from ``<chain>.tlog/checkpoint`` (the latest note, ``docs/chain-format.md`` section 13.4) by the
-log's store (``logstore.LogDirectory.checkpoint_file``: bounded, a FIFO, a device or a link there is
+log's store (``logstore.LogStore.checkpoint_file``: bounded, a FIFO, a device or a link there is
 refused, never waited on or followed), and parsed by the log's own note and checkpoint parsers. The file
 is an input, not a fact: without verifier keys the report only *lists* the key names on the note's
 signature lines and says it did not verify them; with keys, the note is authenticated as every reader
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from otel_route_shadow.files import FileRefused
-from otel_route_shadow.logstore import CHECKPOINT_FILE, LogDirectory
+from otel_route_shadow.logstore import CHECKPOINT_FILE, LogStore
 from otel_route_shadow.tlog import (
     AttestationError,
     AuthenticationError,
@@ -164,7 +164,7 @@ def read_evidence(
     policy: Policy | None = None,
 ) -> LogEvidence:
     """The evidence status of the chain at ``chain_path`` (never raises for what is on disk)."""
-    store = LogDirectory(chain_path)
+    store = LogStore(chain_path)
     path = store.file(CHECKPOINT_FILE)
 
     def missing(status: str, problem: str | None = None) -> LogEvidence:

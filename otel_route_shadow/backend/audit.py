@@ -63,7 +63,7 @@ from otel_route_shadow.backend.trust import (
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds
 from otel_route_shadow.backend.witnesses import attested_checkpoints, judge_witnesses, local_notes
 from otel_route_shadow.chain import VerifyResult
-from otel_route_shadow.logstore import LogDirectory, check_chain, signed_checkpoint_from_note
+from otel_route_shadow.logstore import LogStore, check_chain, signed_checkpoint_from_note
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import checkpoint_attributes as cp
 from otel_route_shadow.tlog import DEFAULT_SKEW_S, NoteError, Policy, QuorumReport, Verifier, attest_notes
@@ -143,7 +143,7 @@ def _backend_error(exc: BackendError) -> AuditError:
 def chain_origin_from_checkpoint_file(chain: str) -> str | None:
     """The origin of the newest note in the chain's own checkpoint file (``CHAIN.tlog/checkpoints``)."""
     try:
-        notes = LogDirectory(chain).notes().notes
+        notes = LogStore(chain).notes().notes
         return signed_checkpoint_from_note(notes[-1]).origin if notes else None
     except (OSError, ValueError):
         return None

@@ -35,7 +35,7 @@ from otel_route_shadow.backend.checkpoints import BackendCheckpoint
 from otel_route_shadow.backend.verdict import Consistency, Failure
 from otel_route_shadow.files import FileRefused, open_regular, write_atomic
 from otel_route_shadow.lines import iter_blocks
-from otel_route_shadow.logstore import ChainCheck, LogDirectory, chain_tree, locate_first_changed
+from otel_route_shadow.logstore import ChainCheck, LogStore, chain_tree, locate_first_changed
 from otel_route_shadow.strict_json import StrictJSONError, read_json
 from otel_route_shadow.tlog import (
     EMPTY_ROOT,
@@ -183,9 +183,7 @@ def _prove_old(chain: str, checkpoint: Checkpoint, trusted: Trusted) -> Failure 
         if checkpoint.root == trusted.root:
             return None
         return Failure("fork", checkpoint.size, None, "a second root for the size the last audit proved")
-    tiles = TileReader(
-        LogDirectory(chain), trusted.size, trusted.root
-    )  # authenticated against the trusted root
+    tiles = TileReader(LogStore(chain), trusted.size, trusted.root)  # authenticated against the trusted root
     try:
         proof = consistency_proof(checkpoint.size, trusted.size, tiles)
         verify_consistency(checkpoint.size, trusted.size, checkpoint.root, trusted.root, proof)
@@ -242,7 +240,7 @@ def _judge(chain: str, checkpoint: Checkpoint, walk: _Walk, position: int) -> li
         walk.best = (checkpoint.size, checkpoint.root, position, tuple(walk.edge.nodes))
         return []
     # Reads the whole chain again: only when something broke.
-    located = locate_first_changed(chain_tree(chain), checkpoint, LogDirectory(chain))
+    located = locate_first_changed(chain_tree(chain), checkpoint, LogStore(chain))
     return [Failure("record-changed", checkpoint.size, located.seq, located.detail())]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from otel_route_shadow.backend.checkpoints import BackendCheckpoint
 from otel_route_shadow.backend.verdict import Consistency, Witnessed
-from otel_route_shadow.logstore import LogDirectory
+from otel_route_shadow.logstore import LogStore
 from otel_route_shadow.tlog import QuorumReport, WitnessedCheckpoint
 
 __all__ = ["LOCAL_SPAN_ID", "attested_checkpoints", "judge_witnesses", "local_notes"]
@@ -28,7 +28,7 @@ LOCAL_SPAN_ID = "CHAIN.tlog/checkpoints"
 def local_notes(chain: str, origin: str | None) -> list[str]:
     """The notes of ``origin`` in the chain's own ``checkpoints`` file (none when it cannot be read)."""
     try:
-        notes = LogDirectory(chain).notes().notes
+        notes = LogStore(chain).notes().notes
     except (OSError, ValueError):
         return []
     return [note for note in notes if origin is not None and note.split("\n", 1)[0] == origin]

@@ -24,7 +24,7 @@ from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EX
 from otel_route_shadow.cli.receipts import prove_receipt, receipt_policy, verify_receipt_file
 from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_policy
 from otel_route_shadow.files import FileRefused, read_regular
-from otel_route_shadow.logstore import CHECKPOINT_FILE, LogDirectory
+from otel_route_shadow.logstore import CHECKPOINT_FILE, LogStore
 from otel_route_shadow.strict_json import schema_problem
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
@@ -124,7 +124,7 @@ def register(sub: Any) -> None:
 
 def _prove(args: argparse.Namespace) -> int:
     chain: str = args.chain
-    directory = LogDirectory(chain)
+    directory = LogStore(chain)
     if (args.policy or args.record_out) and not args.receipt:
         raise CliError("--policy and --record-out go with --receipt")
     if args.receipt:

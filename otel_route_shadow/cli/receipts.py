@@ -26,7 +26,7 @@ from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EX
 from otel_route_shadow.cli.witnessed import attestation_problem, read_policy
 from otel_route_shadow.files import FileRefused, open_regular
 from otel_route_shadow.lines import complete_end, read_line_blocks
-from otel_route_shadow.logstore import LogDirectory
+from otel_route_shadow.logstore import LogStore
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     REBUILD_HINT,
@@ -60,7 +60,7 @@ def prove_receipt(
     seq: int = args.seq
     if args.record_out:
         check_output(args.record_out, "--record-out")  # before anything is printed
-    directory = LogDirectory(chain)
+    directory = LogStore(chain)
     if note is None and args.policy:
         note = _attested_note(directory, read_policy(args.policy), seq, args.policy)
     if note is None:
@@ -90,7 +90,7 @@ def prove_receipt(
     return EXIT_OK
 
 
-def _attested_note(directory: LogDirectory, policy: Policy, seq: int, source: str) -> str:
+def _attested_note(directory: LogStore, policy: Policy, seq: int, source: str) -> str:
     """The note of the largest checkpoint in ``checkpoints`` that covers ``seq`` and meets the quorum: its
     text and every distinct signature line of its notes that authenticate (the writer stores a checkpoint
     again per cosigning witness; the receipt carries them all, so it meets the quorum alone)."""

@@ -13,7 +13,7 @@ from otel_route_shadow.logstore import (
     MAX_ENTRY_BYTES,
     ConsistencyReason,
     ConsistencyReport,
-    LogDirectory,
+    LogStore,
     LongEntry,
     bundle_path,
     check_chain,
@@ -34,7 +34,7 @@ def checkpoint_inputs(
     files: list[str] | None = args.checkpoint
     if not files and not args.key and policy_keys is None:
         return None
-    files = files or [LogDirectory(chain).file(CHECKPOINTS_FILE)]
+    files = files or [LogStore(chain).file(CHECKPOINTS_FILE)]
     notes = [
         _well_formed(note, path, number) for path in files for number, note in enumerate(read_notes(path), 1)
     ]
@@ -131,7 +131,7 @@ def entry_lines(long: list[LongEntry]) -> list[str]:
 def _tile_lines(chain: str, report: ConsistencyReport) -> list[str]:
     """The tile store's health, apart from the chain's."""
     tiles = report.tiles
-    where = LogDirectory(chain).path
+    where = LogStore(chain).path
     if tiles.ok:
         if tiles.size:
             return [f"  tiles: intact ({tiles.read} tiles of the tree of {tiles.size} records checked)"]

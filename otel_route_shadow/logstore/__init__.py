@@ -1,7 +1,7 @@
 """The log on disk beside the chain, ``<chain>.tlog/``, and the processes that read and write it.
 
 ``tlog`` is the pure specification (Merkle math, notes, checkpoints, cosignatures, proofs, tile
-arithmetic); this package is its storage and I/O: the directory (:class:`LogDirectory`), tiles, entry
+arithmetic); this package is its storage and I/O: the directory (:class:`LogStore`), tiles, entry
 bundles and their index, the checkpointer that writes the log, the reader that publishes it, and the
 checks of a chain against its checkpoints and tiles. Nothing read from the directory is trusted before
 it is authenticated against a signed checkpoint (docs/chain-format.md section 13).
@@ -42,7 +42,7 @@ from otel_route_shadow.logstore.store import (
     CHECKPOINT_FILE,
     CHECKPOINTS_FILE,
     Cosigned,
-    LogDirectory,
+    LogStore,
     read_note_file,
     tlog_dir,
 )
@@ -59,7 +59,7 @@ __all__ = [
     "ConsistencyReport",
     "Cosigned",
     "KeyFileError",
-    "LogDirectory",
+    "LogStore",
     "LongEntry",
     "NotFound",
     "PublishedLog",

@@ -50,7 +50,7 @@ from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.logstore.catchup import DEFAULT_SLICE_LEAVES, Cursor, extend, still_holds
 from otel_route_shadow.logstore.entries import append_index_offsets
 from otel_route_shadow.logstore.links import record_hash_of
-from otel_route_shadow.logstore.store import REFUSALS_FILE, LogDirectory, State, StateError, TreeHint
+from otel_route_shadow.logstore.store import REFUSALS_FILE, LogStore, State, StateError, TreeHint
 from otel_route_shadow.tlog import (
     HASH_SIZE,
     TILE_HEIGHT,
@@ -188,7 +188,7 @@ class Checkpointer:
         self.max_bytes = max(_MIN_BYTES, max_bytes)
         self.slice_leaves = max(1, slice_leaves)
         self.pause: Callable[[], None] = pause or (lambda: None)
-        self.directory = LogDirectory(self.chain_path)
+        self.directory = LogStore(self.chain_path)
         self.refused: str | None = None
         self.last: SignedCheckpoint | None = None
         self.behind = False

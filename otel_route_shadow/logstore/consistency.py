@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from otel_route_shadow.chain import ChainPass, Verdict, VerifyResult, verify_pass
 from otel_route_shadow.logstore.health import TileHealth, check_tiles
 from otel_route_shadow.logstore.integrity import TreeSink
-from otel_route_shadow.logstore.store import LogDirectory
+from otel_route_shadow.logstore.store import LogStore
 from otel_route_shadow.tlog import (
     AuthenticationError,
     Checkpoint,
@@ -182,7 +182,7 @@ def check_chain(
     finds where the line at the largest accepted checkpoint's size begins (``marked_offset``).
     """
     path = os.fspath(chain_path)
-    tiles = LogDirectory(path, tiles_dir)
+    tiles = LogStore(path, tiles_dir)
     verifiers = [Verifier.parse(key) for key in verifier_keys]
     verdicts: dict[int, CheckpointVerdict] = {}
     accepted: list[_Accepted] = []
@@ -237,7 +237,7 @@ def _unauthenticated(index: int, exc: AuthenticationError) -> CheckpointVerdict:
 
 
 def _tile_health(
-    tiles: LogDirectory, tree: TreeLevels, verdicts: list[CheckpointVerdict], problems: list[str], check: bool
+    tiles: LogStore, tree: TreeLevels, verdicts: list[CheckpointVerdict], problems: list[str], check: bool
 ) -> TileHealth:
     if not check:
         return TileHealth(note="not checked (switched off)")
@@ -258,7 +258,7 @@ def _vouched_size(verdicts: list[CheckpointVerdict], trusting: bool) -> int:
     return max((v.size or 0 for v in verdicts if v.ok), default=0)
 
 
-def _judge(tree: TreeLevels, tiles: LogDirectory, item: _Accepted, problems: list[str]) -> CheckpointVerdict:
+def _judge(tree: TreeLevels, tiles: LogStore, item: _Accepted, problems: list[str]) -> CheckpointVerdict:
     cp = item.checkpoint
     base = {"index": item.index, "size": cp.size, "origin": cp.origin, "signed_by": item.signed_by}
     if cp.size > tree.size:
@@ -293,7 +293,7 @@ def _mark_forks(accepted: list[_Accepted], verdicts: dict[int, CheckpointVerdict
 
 
 def _mark_forks_through_tiles(
-    accepted: list[_Accepted], verdicts: dict[int, CheckpointVerdict], tiles: LogDirectory
+    accepted: list[_Accepted], verdicts: dict[int, CheckpointVerdict], tiles: LogStore
 ) -> None:
     """Two checkpoints the chain matches neither of can still contradict each other: when the stored
     tiles authenticate against a larger one's signed root, a smaller one whose root they do not give
@@ -363,7 +363,7 @@ class Located:
         )
 
 
-def locate_first_changed(tree: NodeReader, checkpoint: Checkpoint, tiles: LogDirectory) -> Located:
+def locate_first_changed(tree: NodeReader, checkpoint: Checkpoint, tiles: LogStore) -> Located:
     """The first seq whose line differs from what ``checkpoint`` signed, found through the stored tiles,
     each authenticated against the signed root before use (``tiles.TileReader``).
 

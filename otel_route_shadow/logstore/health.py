@@ -5,7 +5,7 @@ and do they hold the tree the chain gives?
 checkpoint, so every tile of that tree is checked by comparing bytes, without hashing: each full tile
 below the largest checkpoint that holds, and the partial tiles of every checkpoint that holds whose
 full tile does not exist (C2SP tlog-tiles keeps them until it does). A tile that is missing, not a
-regular file (a symbolic link included: tiles are read one way, ``LogDirectory.tile_file``) or of other
+regular file (a symbolic link included: tiles are read one way, ``LogStore.tile_file``) or of other
 bytes is named with its path; ``tiles.REBUILD_HINT`` says what to do. A chain
 handed over without its tile store (no ``tile/`` at all) is reported as not checked, not as damaged.
 """
@@ -16,7 +16,7 @@ import dataclasses
 import os
 from collections.abc import Iterable
 
-from otel_route_shadow.logstore.store import LogDirectory
+from otel_route_shadow.logstore.store import LogStore
 from otel_route_shadow.tlog import (
     HASH_SIZE,
     TILE_BYTES,
@@ -47,7 +47,7 @@ class TileHealth:
         return not self.missing and not self.damaged
 
 
-def check_tiles(store: LogDirectory, tree: TreeLevels, sizes: Iterable[int]) -> TileHealth:
+def check_tiles(store: LogStore, tree: TreeLevels, sizes: Iterable[int]) -> TileHealth:
     """Check the tiles of ``store`` against ``tree`` for checkpoints of ``sizes`` (each at most
     ``tree``'s size, and the chain matching each one's signed root)."""
     published = sorted(set(sizes))
@@ -70,7 +70,7 @@ def check_tiles(store: LogDirectory, tree: TreeLevels, sizes: Iterable[int]) -> 
 
 
 class _Checker:
-    def __init__(self, store: LogDirectory, tree: TreeLevels) -> None:
+    def __init__(self, store: LogStore, tree: TreeLevels) -> None:
         self.store = store
         self.tree = tree
         self.read = 0

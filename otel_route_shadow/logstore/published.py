@@ -27,7 +27,7 @@ from typing import Final
 
 from otel_route_shadow.files import FileRefused
 from otel_route_shadow.logstore.entries import BundleDamaged, EntryIndex, bundle_path, read_bundle
-from otel_route_shadow.logstore.store import CHECKPOINT_FILE, LogDirectory
+from otel_route_shadow.logstore.store import CHECKPOINT_FILE, LogStore
 from otel_route_shadow.tlog import (
     HASH_SIZE,
     REBUILD_HINT,
@@ -155,7 +155,7 @@ class PublishedLog:
 
     def __init__(self, chain_path: str, verifiers: Sequence[Verifier] = ()) -> None:
         self.chain_path = os.fspath(chain_path)
-        self.store = LogDirectory(self.chain_path)
+        self.store = LogStore(self.chain_path)
         self.directory = self.store.path
         self.verifiers = list(verifiers)
         self._view: _View | None = None

@@ -1,16 +1,19 @@
-"""The log's directory beside the chain, ``<chain>.tlog/``: its paths, and how each of its files is
-read and written (docs/chain-format.md section 13.4).
+"""The log's store, ``<chain>.tlog/`` beside the chain: its paths, and how each of its files is read and
+written (docs/chain-format.md section 13.4). :class:`LogStore` is the ``tlog.TileStorage`` the tile
+reader reads through (``read_tiles``/``save_tiles``, in the shape of Go's ``tlog.TileReader``), and
+holds ``state``, ``checkpoint``, ``checkpoints``, the refusals and the lock; the entry index is
+``entries``'.
 
 Everything in it is an input to authenticate, never a fact: ``state`` is a hint the writer checks
-against what it signed, tiles are authenticated by ``tiles.TileReader``, checkpoint notes by
-``authentication.authenticate``. So every read here is bounded, refuses anything but a regular file
+against what it signed, tiles are authenticated by ``tlog.TileReader``, checkpoint notes by
+``tlog.authenticate``. So every read here is bounded, refuses anything but a regular file
 without blocking on it (``files.open_regular``: a FIFO never hangs a reader) and parses JSON with a
 depth limit (``strict_json``). Every file is written durably: whole files by ``files.write_atomic``
 (file fsync, rename, directory fsync), appends to ``checkpoints`` and ``refusals`` with every byte
 checked written (``files.write_all``) and fsynced; a line an earlier append left torn is ended before
 the next one, so it stays one line that readers skip (quarantined in place) and the file goes on.
 
-Witnesses' cosignatures are added by :meth:`LogDirectory.cosign`, under the directory's lock: the
+Witnesses' cosignatures are added by :meth:`LogStore.cosign`, under the directory's lock: the
 newest entry of ``checkpoints``, when it is the checkpoint cosigned, is appended again with the
 cosignature lines that verify added after its own (its text and signature lines byte for byte the
 same), and ``checkpoint`` is replaced by it when it holds that checkpoint. So ``checkpoints`` stays
@@ -68,7 +71,7 @@ __all__ = [
     "STATE_FILE",
     "WITNESS_REFUSALS_FILE",
     "Cosigned",
-    "LogDirectory",
+    "LogStore",
     "NoteFile",
     "State",
     "StateError",
@@ -169,7 +172,7 @@ _SAME_REFUSAL: Final = ("reason", "origin", "tree_size", "seq")
 
 
 class Cosigned(enum.Enum):
-    """What :meth:`LogDirectory.cosign` did with a witness's cosignature lines."""
+    """What :meth:`LogStore.cosign` did with a witness's cosignature lines."""
 
     ADDED = "added"
     """The newest entry was appended again with the new lines (and ``checkpoint`` replaced)."""
@@ -198,7 +201,7 @@ def _entry(line: bytes) -> str | None:
     return note if isinstance(note, str) else None
 
 
-class LogDirectory:
+class LogStore:
     """``<chain>.tlog/`` of one chain (or the log directory ``path``): paths and the reads and writes
     of its files."""
 

@@ -10,9 +10,9 @@ the full tiles of level ``L``. Entries are not stored as ``tile/entries``: the c
 entries (leaf i = line i).
 
 Tiles are an input, never a fact: :class:`TileReader` reads the tree of one signed checkpoint from a
-:class:`TileStorage` (in the shape of Go's ``tlog.TileReader``: ``read_tiles``/``save_tiles``; the log's
-store, ``logstore.LogDirectory``, is the one on disk) and authenticates every tile before a hash of it is used (as Go's ``tlog.TileHashReader`` in x/mod
-v0.41.0 and later): the right edge (the partial tiles of the tree's size) must give the checkpoint's
+:class:`TileStorage` (in the shape of Go's ``tlog.TileReader``: ``read_tiles``/``save_tiles``; the one on
+disk is ``logstore.LogStore``) and authenticates every tile before a hash of it is used (as Go's
+``tlog.TileHashReader`` in x/mod v0.41.0 and later): the right edge (the partial tiles of the tree's size) must give the checkpoint's
 root, and every other tile, a full one, must hash to the entry its parent tile holds for it. A tile
 that is missing or does not authenticate is a :class:`TileError` naming its path, never a wrong hash.
 """

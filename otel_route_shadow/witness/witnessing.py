@@ -8,7 +8,7 @@ and one :class:`~otel_route_shadow.witness.pusher.WitnessPusher`:
   checkpoint is not pushed: no witness cosigns one;
 * ``prove(old, new)`` (the pusher's thread) is the consistency proof from the log's tiles, each tile
   authenticated against the root of the checkpoint being pushed (``tlog.TileReader``);
-* ``on_cosigned`` merges the witness's lines into the stored checkpoint (``LogDirectory.cosign``: each
+* ``on_cosigned`` merges the witness's lines into the stored checkpoint (``LogStore.cosign``: each
   line verified against the policy's witness keys, added after the note's own lines, the signed text
   never rewritten), inside the caller's ``exclusive`` guard so that a checkpoint being written is never
   skipped because of it. When the directory is busy the merge is tried again a few times, then kept
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Final
 
-from otel_route_shadow.logstore import Cosigned, LogDirectory, SignedCheckpoint
+from otel_route_shadow.logstore import Cosigned, LogStore, SignedCheckpoint
 from otel_route_shadow.tlog import DEFAULT_SKEW_S, Checkpoint, Policy, TileReader, consistency_proof
 from otel_route_shadow.witness.client import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from otel_route_shadow.witness.endpoint import WitnessEndpoint, endpoints_from_policy
@@ -68,7 +68,7 @@ class CheckpointWitnessing:
 
     def __init__(
         self,
-        directory: LogDirectory,
+        directory: LogStore,
         origin: str,
         policy: Policy,
         *,

@@ -24,7 +24,7 @@ from otel_route_shadow.cli import main as cli_main
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import checkpointing
 from otel_route_shadow.instrumentation.config import RouteShadowConfig
-from otel_route_shadow.logstore import LogDirectory, generate_key_file
+from otel_route_shadow.logstore import LogStore, generate_key_file
 from otel_route_shadow.tlog import Signer, parse_note, verify_cosignatures
 from otel_route_shadow.witness import WORKER_NAME, client
 
@@ -94,7 +94,7 @@ def test_the_keys_name_is_the_logs_origin(tmp_path: Path, key: tuple[Path, Signe
         _spawn(3)
     finally:
         _close(h)
-    note = LogDirectory(h.chain).notes().notes[-1]
+    note = LogStore(h.chain).notes().notes[-1]
     assert note.startswith(ORIGIN + "\n3\n") and f"\u2014 {ORIGIN} " in note
     assert all(r["attributes"]["route_shadow.origin"] == ORIGIN for r in h.records())
 
@@ -112,7 +112,7 @@ def test_an_origin_that_differs_from_the_keys_name_is_refused_with_one_line_and_
     [line] = _warnings(caplog)
     assert "checkpoints unsigned" in line and ORIGIN in line and "example.com/another-name" in line
     assert "PRIVATE" not in line
-    note = LogDirectory(h.chain).notes().notes[-1]
+    note = LogStore(h.chain).notes().notes[-1]
     assert note == "example.com/another-name\n4\n" + note.split("\n")[2] + "\n"  # unsigned: the text alone
 
 
@@ -143,7 +143,7 @@ def test_a_witness_policy_that_cannot_be_used_is_one_line_and_nothing_is_pushed(
             _close(h)
     [line] = _warnings(caplog)
     assert "checkpoints not pushed to witnesses" in line and problem in line
-    assert f"\u2014 {ORIGIN} " in LogDirectory(h.chain).notes().notes[-1]  # still signed
+    assert f"\u2014 {ORIGIN} " in LogStore(h.chain).notes().notes[-1]  # still signed
 
 
 def test_a_witness_policy_without_a_signing_key_is_one_line(
@@ -191,7 +191,7 @@ def test_the_hosts_checkpoints_are_pushed_and_stored_cosigned(
     finally:
         _close(h)  # the last checkpoint is made and pushed to both within the shutdown bound
     assert first.size == second.size == 120 and 422 not in first.answers and 403 not in second.answers
-    checkpoint = (Path(LogDirectory(h.chain).path) / "checkpoint").read_text()
+    checkpoint = (Path(LogStore(h.chain).path) / "checkpoint").read_text()
     found = verify_cosignatures(checkpoint, [W1.verifier, W2.verifier], now=2**40)
     assert {c.verifier.name for c in found.verified} == {W1.verifier.name, W2.verifier.name}
     assert parse_note(checkpoint).text.split("\n")[1] == "120"
@@ -236,7 +236,7 @@ def test_a_witness_that_never_answers_never_disturbs_the_host(
         _close(h)
     assert results == baseline and len(h.records()) == 60
     assert threads and set(threads) == {WORKER_NAME}  # no request ever made on a host's thread
-    notes = LogDirectory(h.chain).notes().notes
+    notes = LogStore(h.chain).notes().notes
     assert notes and all(len(parse_note(n).signatures) == 1 for n in notes)  # signed, never cosigned
 
 
@@ -293,7 +293,7 @@ def test_bad_witness_answers_are_contained_logged_once_and_never_stored(
             finally:
                 _close(h)
         assert len(results) == 12 and good.size == 12
-    notes = LogDirectory(h.chain).notes().notes
+    notes = LogStore(h.chain).notes().notes
     names = {s.name for n in notes for s in parse_note(n).signatures}
     assert names == {ORIGIN, W1.verifier.name}  # only the good witness's cosignature was stored
     messages = _warnings(caplog)
@@ -301,6 +301,6 @@ def test_bad_witness_answers_are_contained_logged_once_and_never_stored(
         assert sum(f"witness {name} did not cosign checkpoint 12: {cause}" in m for m in messages) == 1, (
             messages
         )
-    refusals = (Path(LogDirectory(h.chain).path) / "witness-refusals").read_text()
+    refusals = (Path(LogStore(h.chain).path) / "witness-refusals").read_text()
     assert '"witness": "garbage"' in refusals and '"witness": "imposter"' in refusals
     assert '"failing"' not in refusals and '"slow"' not in refusals  # transient: logged only

@@ -33,7 +33,7 @@ from witness_support import Cosigner, FakeWitness, WitnessPool, fake_witness, wi
 from otel_route_shadow.cli import main as cli_main
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import checkpointing
-from otel_route_shadow.logstore import LogDirectory, generate_key_file
+from otel_route_shadow.logstore import LogStore, generate_key_file
 from otel_route_shadow.tlog import Signer, parse_note, verify_cosignatures
 from otel_route_shadow.witness import WORKER_NAME, client
 
@@ -101,7 +101,7 @@ def _close(h: Harness) -> None:
 
 def _newest_by_checkpoint(chain: Path) -> dict[int, str]:
     """The newest note of each checkpoint size in ``checkpoints``."""
-    return {int(parse_note(n).text.split("\n")[1]): n for n in LogDirectory(chain).notes().notes}
+    return {int(parse_note(n).text.split("\n")[1]): n for n in LogStore(chain).notes().notes}
 
 
 def _verify(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -238,7 +238,7 @@ def test_a_history_rewritten_with_the_logs_own_key_is_refused_and_verify_names_t
         _run_batches(h, _jobs(sum(BATCHES)))
     finally:
         _close(h)
-    tlog = Path(LogDirectory(h.chain).path)
+    tlog = Path(LogStore(h.chain).path)
     auditor = tmp_path / "auditor-copy"  # what left the host: the last cosigned checkpoint
     shutil.copy(tlog / "checkpoint", auditor)
     # The compromised host: cut the chain at 200, erase the log's memory, and let a second writer with the
@@ -329,7 +329,7 @@ def test_bad_answers_beside_a_real_witness_are_contained_and_never_stored(
             finally:
                 _close(h)
     assert len(results) == 40
-    signers = {s.name for n in LogDirectory(h.chain).notes().notes for s in parse_note(n).signatures}
+    signers = {s.name for n in LogStore(h.chain).notes().notes for s in parse_note(n).signatures}
     assert signers == {ORIGIN, real.name}
     messages = [r.getMessage() for r in caplog.records]
     for name, cause in (("garbage", "bad-answer"), ("imposter", "bad-answer"), ("failing", "server-error")):
