@@ -251,3 +251,20 @@ def test_the_tile_reader_authenticates_tiles_from_any_storage_and_never_returns_
     storage.tiles[Tile(0, 0)] = bytes(32) + storage.tiles[Tile(0, 0)][32:]
     with pytest.raises(TileDamaged):
         TileReader(storage, 300, builder.root()).node(0, 0)
+
+
+def test_a_published_partial_tile_that_is_a_symbolic_link_is_replaced_by_the_next_writer(tmp_path: Path) -> None:
+    """Before: the writer compared a tile with what it would write through the link, found the same
+    bytes and kept the link, which the tile reader, ``serve`` and ``verify`` refuse: never repaired."""
+    chain = _signed(tmp_path, 300, 300)
+    directory = log_dir(chain)
+    partial = directory / tile_path(0, 1, 44)
+    copy = tmp_path / "same-bytes"
+    copy.write_bytes(partial.read_bytes())
+    partial.unlink()
+    partial.symlink_to(copy)
+    assert verify_against_checkpoints(str(chain), notes(chain), [KEY]).tiles.damaged
+    append(chain, 10, Checkpointer(str(chain), ORIGIN, SIGNER), every=10, start=300)
+    assert not partial.is_symlink() and partial.read_bytes() == copy.read_bytes()
+    report = verify_against_checkpoints(str(chain), notes(chain), [KEY])
+    assert report.ok and report.tiles.ok, report.tiles

@@ -274,13 +274,14 @@ class LogStore:
         return [Tile(tile.level, tile.index, width) for width in widths]
 
     def save_tiles(self, tiles: Sequence[Tile], data: Sequence[bytes]) -> None:
-        """Write each tile durably (``files.write_atomic``) unless its file already holds exactly its bytes."""
+        """Write each tile durably (``files.write_atomic``) unless its file, read as every tile is
+        (:meth:`tile_file`), already holds exactly its bytes: a link is replaced by a regular file."""
         for tile, hashes in zip(tiles, data, strict=True):
             path = self.file(tile.path)
             try:
-                if read_regular(path, TILE_BYTES) == hashes:
+                if self.tile_file(tile) == hashes:
                     continue
-            except (FileNotFoundError, FileRefused):
+            except (FileNotFoundError, TileDamaged):
                 pass
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write_atomic(path, hashes)
