@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_chain_support import build_chain, forge, hash_of, relink, write_lines
+from tlog_support import root_from_leaf_hashes
 
 from otel_route_shadow.chain import GENESIS_HASH, VerifyResult, verify_chain
 from otel_route_shadow.logstore import Checkpointer, ConsistencyReason, ConsistencyReport, check_chain
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.logstore.links import line_holds, record_hash_of
 from otel_route_shadow.tlog import Signer, leaf_hash, parse_checkpoint, parse_note
-from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 ORIGIN = "example.com/route-shadow/one-pass"
 SIGNER = Signer.generate(ORIGIN)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tlog_support import ORIGIN, lines, log_dir, notes
+from tlog_support import ORIGIN, lines, log_dir, notes, root_from_leaf_hashes
 
 from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, WrittenLine, canonical_bytes
 from otel_route_shadow.chain.record import encode_record
@@ -19,7 +19,6 @@ from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, catchup
 from otel_route_shadow.tlog import leaf_hash
-from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 
 def _scheduled(chain: Path, every: int, *, background: bool = False) -> ScheduledCheckpointer:

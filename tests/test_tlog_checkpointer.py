@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from test_chain_support import build_old_chain
-from tlog_support import ORIGIN, append, lines, log_dir, notes
+from tlog_support import ORIGIN, append, lines, log_dir, notes, root_from_leaf_hashes
 
 from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
 from otel_route_shadow.logstore import Checkpointer, LogStore, SignedCheckpoint, default_origin, links
@@ -26,7 +26,6 @@ from otel_route_shadow.tlog import (
     tree_hash,
     verify_consistency,
 )
-from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 from otel_route_shadow.tlog.note import open_note
 
 

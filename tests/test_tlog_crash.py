@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tlog_support import ORIGIN, append, lines, log_dir, notes
+from tlog_support import ORIGIN, append, lines, log_dir, notes, root_from_leaf_hashes
 
 from otel_route_shadow import files
 from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.logstore import Checkpointer, LogStore
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import Signer, TileReader, authenticate, leaf_hash, tile_path, tree_hash
-from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 SIGNER = Signer.generate(ORIGIN)
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tlog_support import ORIGIN, append, lines, log_dir, notes
+from tlog_support import ORIGIN, append, lines, log_dir, notes, root_from_leaf_hashes
 
 from otel_route_shadow.chain import RoutingAuditLog
 from otel_route_shadow.logstore import Checkpointer, LogStore
@@ -28,7 +28,6 @@ from otel_route_shadow.tlog import (
     tree_hash,
     verify_consistency,
 )
-from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 SIGNER = Signer.generate(ORIGIN)
 KEY = str(SIGNER.verifier())

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 from test_chain_support import build_chain, forge, relink, write_lines
+from tlog_support import root_from_leaf_hashes
 
 from otel_route_shadow.chain import GENESIS_HASH, Reason, VerifyResult, verify_pass
 from otel_route_shadow.chain import parallel as chain_parallel
 from otel_route_shadow.logstore.integrity import TreeSink
 from otel_route_shadow.tlog import TreeLevels, leaf_hash, tree_hash
-from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 
 @pytest.fixture(autouse=True)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from test_chain_support import build_chain, edited, forge, hash_of, write_lines
+from tlog_support import root_from_leaf_hashes
 
 from otel_route_shadow.chain import GENESIS_HASH
 from otel_route_shadow.logstore import Checkpointer, read_note_file
 from otel_route_shadow.tlog import leaf_hash
-from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 ORIGIN = "example.com/route-shadow/signer-checks"
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_chain_support import build_chain, build_old_chain, edited, forge, hash_of, write_lines
+from tlog_support import root_from_leaf_hashes
 
 from otel_route_shadow.chain import GENESIS_HASH, leaf_hashes, verify_chain, verify_pass
 from otel_route_shadow.chain import parallel as chain_parallel
@@ -30,7 +31,6 @@ from otel_route_shadow.tlog import (
     sign_note,
     tree_hash,
 )
-from otel_route_shadow.tlog.merkle import root_from_leaf_hashes
 
 ORIGIN = "example.com/route-shadow/fast-path"
 SIGNER = Signer.generate(ORIGIN)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from otel_route_shadow.chain import RoutingAuditLog
@@ -43,3 +45,27 @@ def notes(chain: Path) -> list[str]:
 
 def log_dir(chain: Path) -> Path:
     return Path(tlog_dir(chain))
+
+
+def root_from_leaf_hashes(hashes: Sequence[bytes]) -> bytes:
+    """The tests' oracle for RFC 6962's MTH, written apart from ``tlog.merkle``: pair the nodes of each
+    level left to right, an odd last node going up as it is."""
+    level = list(hashes)
+    if not level:
+        return hashlib.sha256(b"").digest()
+    while len(level) > 1:
+        pairs = [hashlib.sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
+        level = pairs + level[len(pairs) * 2 :]
+    return level[0]
+
+
+def decode_bundle(data: bytes) -> list[bytes]:
+    """The entries of a tlog-tiles entry bundle (each a big-endian uint16 length and its bytes)."""
+    entries: list[bytes] = []
+    at = 0
+    while at < len(data):
+        length = int.from_bytes(data[at : at + 2], "big")
+        assert at + 2 + length <= len(data), f"an entry cut short at byte {at}"
+        entries.append(data[at + 2 : at + 2 + length])
+        at += 2 + length
+    return entries

@@ -43,7 +43,6 @@ __all__ = [
     "LongEntry",
     "append_index_offsets",
     "bundle_path",
-    "decode_bundle",
     "encode_bundle",
     "long_entries",
     "read_bundle",
@@ -95,21 +94,6 @@ def encode_bundle(entries: Sequence[bytes]) -> bytes:
     parts[0::2] = [len(entry).to_bytes(2, "big") for entry in entries]
     parts[1::2] = entries
     return b"".join(parts)
-
-
-def decode_bundle(data: bytes) -> list[bytes]:
-    """The entries of a bundle; ``ValueError`` when it does not split into whole entries."""
-    entries: list[bytes] = []
-    at = 0
-    while at < len(data):
-        if at + 2 > len(data):
-            raise ValueError(f"a length prefix cut short at byte {at}")
-        length = int.from_bytes(data[at : at + 2], "big")
-        if at + 2 + length > len(data):
-            raise ValueError(f"an entry of {length} bytes cut short at byte {at}")
-        entries.append(data[at + 2 : at + 2 + length])
-        at += 2 + length
-    return entries
 
 
 # --- the offset index --------------------------------------------------------------------------------

@@ -37,7 +37,6 @@ __all__ = [
     "parent_row",
     "perfect_root",
     "range_hash",
-    "root_from_leaf_hashes",
     "split_point",
     "subtrees",
     "tree_hash",
@@ -154,11 +153,6 @@ class TreeLevels:
 
     def node(self, height: int, index: int) -> bytes:
         return self.levels[height][index * HASH_SIZE : (index + 1) * HASH_SIZE]
-
-
-def root_from_leaf_hashes(hashes: Sequence[bytes]) -> bytes:
-    """The root of the tree whose leaf hashes are ``hashes`` (MTH of RFC 6962)."""
-    return tree_hash(TreeLevels(b"".join(hashes)), len(hashes))
 
 
 class CompactRange:
