@@ -8,13 +8,15 @@ lines). Bytes after the last newline are a torn tail, never a record.
 
 from __future__ import annotations
 
-import fcntl
+import io
 import os
 from typing import Final
 
 from otel_route_shadow.chain.errors import ChainCorruptError, ChainFormatError
 from otel_route_shadow.chain.reader import open_chain
 from otel_route_shadow.chain.record import MAX_LINE_BYTES, ChainHead, parse_record_line
+from otel_route_shadow.lines import LineTooLong, complete_end
+from otel_route_shadow.locking import settled_size
 
 __all__ = ["BLOCK_BYTES", "read_head", "tail_head"]
 
@@ -28,7 +30,7 @@ BLOCK_BYTES: Final = 1 << 20
 def read_head(path: str | os.PathLike[str]) -> ChainHead | None:
     """The last complete record of the chain at ``path`` (None when missing or empty).
 
-    Read-only, under a shared lock: a torn tail is ignored, not repaired (the next append does that).
+    Read-only, at the size the file has with no append in flight (``locking.settled_size``): a torn tail is ignored, not repaired (the next append does that).
     Raises :class:`ChainCorruptError` when the last complete line is not a record.
     """
     try:
@@ -36,8 +38,7 @@ def read_head(path: str | os.PathLike[str]) -> ChainHead | None:
     except FileNotFoundError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        head, _ = tail_head(fd, os.fstat(fd).st_size)
+        head, _ = tail_head(fd, settled_size(fd))
         return head
     finally:
         os.close(fd)
@@ -49,27 +50,19 @@ def tail_head(fd: int, size: int) -> tuple[ChainHead | None, int]:
     Raises :class:`ChainCorruptError` when the last complete line is not a record (or is longer than
     any record).
     """
-    if size == 0:
-        return None, 0
-    complete = _last_newline(fd, size) + 1
-    if complete == 0:
-        return None, 0
-    window = TAIL_WINDOW
-    end = complete - 1  # the newline ending the last complete line
-    while True:
-        start = max(0, end - window)
-        block = os.pread(fd, end - start, start)
-        nl = block.rfind(b"\n")
-        if nl >= 0 or start == 0:
-            line = block[nl + 1 :]
-            offset = start + nl + 1
-            break
-        if window > MAX_LINE_BYTES:
+    with io.FileIO(fd, "rb", closefd=False) as handle:
+        complete = complete_end(handle, size)
+        if complete == 0:
+            return None, 0
+        end = complete - 1  # the LF ending the last complete line
+        try:
+            offset = complete_end(handle, end, MAX_LINE_BYTES)
+        except LineTooLong:
             raise ChainCorruptError(
                 f"the last line (ending at byte {end}) is longer than {MAX_LINE_BYTES} bytes: not a record; "
                 "run `otel-route-shadow verify`"
-            )
-        window *= 8
+            ) from None
+    line = os.pread(fd, end - offset, offset)
     try:
         record = parse_record_line(line)
     except ChainFormatError as exc:
@@ -78,18 +71,3 @@ def tail_head(fd: int, size: int) -> tuple[ChainHead | None, int]:
             "run `otel-route-shadow verify`"
         ) from None
     return ChainHead(record.seq, record.record_hash), complete
-
-
-def _last_newline(fd: int, end: int) -> int:
-    """Offset of the last newline before ``end``, or -1; reads back in bounded blocks."""
-    pos = end
-    block_size = TAIL_WINDOW
-    while pos > 0:
-        start = max(0, pos - block_size)
-        block = os.pread(fd, pos - start, start)
-        nl = block.rfind(b"\n")
-        if nl >= 0:
-            return start + nl
-        pos = start
-        block_size = min(block_size * 8, BLOCK_BYTES)
-    return -1
