@@ -27,9 +27,11 @@ class LeafSink(Protocol):
         ``executor``: the sink may queue work of its own on the same pool."""
 
 
-def leaf_hash(line: bytes) -> bytes:
-    """``SHA-256(0x00 || line)``: the leaf hash of one line (without its LF)."""
-    return hashlib.sha256(b"\x00" + line).digest()
+def leaf_hash(line: bytes | bytearray | memoryview) -> bytes:
+    """``SHA-256(0x00 || line)``: the leaf hash of one line (without its LF), never copying it."""
+    digest = _LEAF_PREFIX.copy()
+    digest.update(line)
+    return digest.digest()
 
 
 def leaf_hashes(

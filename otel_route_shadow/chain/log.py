@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import logging
 import os
 import threading
@@ -29,6 +28,7 @@ from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, Backlog, write_fail
 from otel_route_shadow.chain.errors import ChainLockTimeout, ChainPayloadError
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S, GroupCommit
 from otel_route_shadow.chain.head import read_head, tail_head
+from otel_route_shadow.chain.leaves import leaf_hash
 from otel_route_shadow.chain.quarantine import TailQuarantine
 from otel_route_shadow.chain.reader import iter_records, open_chain
 from otel_route_shadow.chain.record import (
@@ -87,9 +87,7 @@ class WrittenLine(NamedTuple):
 
     def leaf_hash(self) -> bytes:
         """Its RFC 6962 leaf hash, ``SHA-256(0x00 || line without LF)`` (32 bytes)."""
-        digest = hashlib.sha256(b"\x00")
-        digest.update(memoryview(self.line)[:-1])
-        return digest.digest()
+        return leaf_hash(memoryview(self.line)[:-1])
 
 
 LineListener = Callable[[WrittenLine], None]
