@@ -1,9 +1,9 @@
 """Finding a chain's head: the last complete line, read from the end of the file in bounded windows.
 
-The head is what the next record links to. It is found without reading the chain from the start: a
-small window at the end, widened geometrically while the last line does not fit, up to the longest
-line a verifier accepts (:data:`MAX_LINE_BYTES`: chains written before the entry bound may hold such
-lines). Bytes after the last newline are a torn tail, never a record.
+The head is what the next record links to. It is found without reading the chain from the start, by
+``lines.complete_end``: a small window at the end, widened geometrically while the last line does not
+fit, up to the longest line a verifier accepts (:data:`MAX_LINE_BYTES`: chains written before the entry
+bound may hold such lines). Bytes after the last newline are a torn tail, never a record.
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from otel_route_shadow.lines import LineTooLong, complete_end
 from otel_route_shadow.locking import settled_size
 
 __all__ = ["BLOCK_BYTES", "read_head", "tail_head"]
-
-TAIL_WINDOW: Final = 8 * 1024
-"""The first window read back from the end (most lines are shorter)."""
 
 BLOCK_BYTES: Final = 1 << 20
 """The largest block any part of the writer reads or copies at once."""

@@ -297,7 +297,9 @@ def read_bundle(chain_path: str, index: EntryIndex, bundle: int, width: int, lea
     against ``leaves``: the authenticated leaf hashes of level-0 tile ``bundle`` (at least ``width``).
 
     Raises :class:`BundleUnservable` for a bundle that holds a line longer than :data:`MAX_ENTRY_BYTES`
-    (only once every line matched its leaf), :class:`BundleDamaged` when the lines do not match.
+    (only once every line matched its leaf; a line over the chain's own limit, ``MAX_LINE_BYTES``, is
+    never held, so its bundle is unservable unchecked), :class:`BundleDamaged` when the lines do not
+    match.
     """
     path = bundle_path(bundle, width)
     wanted = leaves[: width * HASH_SIZE]
