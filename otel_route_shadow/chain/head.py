@@ -27,7 +27,8 @@ BLOCK_BYTES: Final = 1 << 20
 def read_head(path: str | os.PathLike[str]) -> ChainHead | None:
     """The last complete record of the chain at ``path`` (None when missing or empty).
 
-    Read-only, at the size the file has with no append in flight (``locking.settled_size``): a torn tail is ignored, not repaired (the next append does that).
+    Read-only, at the size the file has with no append in flight (``locking.settled_size``): a torn
+    tail is ignored, not repaired (the next append does that).
     Raises :class:`ChainCorruptError` when the last complete line is not a record.
     """
     try:
