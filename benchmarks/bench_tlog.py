@@ -167,7 +167,9 @@ def _proof_row(path: Path, n: int, row: Row) -> Row:
             store = TileReader(LogStore(str(path)), size, checkpoint.root)
             start = time.perf_counter()
             prove_inclusion(store, checkpoint, seq)
-            prove_consistency(TileReader(LogStore(str(path)), size, checkpoint.root), checkpoint, seq + 1, size)
+            prove_consistency(
+                TileReader(LogStore(str(path)), size, checkpoint.root), checkpoint, seq + 1, size
+            )
             times.append((time.perf_counter() - start) * 1000 / 2)
             reads.append(store.reads)
         times.sort()

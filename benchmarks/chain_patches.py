@@ -4,7 +4,7 @@ with and without (``docs/benchmarks.md``, "Caches, windows and threads"). A patc
 manager: it changes the process it runs in while it is entered, and puts everything back on exit.
 
 * ``listener``: a line listener that keeps what it is told (``RoutingAuditLog(listener=...)``): the
-  cost of the leaf hash and the call, per line.
+  cost of the call, per line (the leaf hash is taken lazily, by whoever needs it).
 * ``no-head-cache``: every append reads the chain's tail to find its head, as if another writer had
   appended since (the head this instance wrote is never reused).
 * ``no-recheck-window``: ``MARKER_RECHECK_NS = 0``: every append looks for a quarantine marker and a

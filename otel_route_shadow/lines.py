@@ -4,7 +4,11 @@ Shell code shared by every reader of the chain (verification, the tree, audits, 
 
 * :func:`read_line_blocks` is the one block reader: it reads into one reused buffer and yields the
   complete lines of each block in place (the tail of an unfinished line moves to the buffer's front);
-* :func:`complete_end` is where the complete lines of a file end (a torn tail is not a line);
+* :func:`iter_lines_from` is the one line reader: each complete line with its offset, a line
+  longer than the caller's bound reported and passed over, never held;
+* :func:`complete_end` is where the complete lines of a file end (a torn tail is not a line), or
+  where the line ending at a given LF begins: every backward scan for a line boundary;
+* :func:`iter_lines_back` reads the last lines first, within a bound (a log's newest entries);
 * :func:`line_segments` cuts a byte range into about ``parts`` segments that begin and end at line
   boundaries, for work split between processes (``otel_route_shadow.processes``).
 
@@ -25,6 +29,8 @@ __all__ = [
     "LineTooLong",
     "complete_end",
     "iter_blocks",
+    "iter_lines_back",
+    "iter_lines_from",
     "line_after",
     "line_segments",
     "read_line_blocks",
@@ -32,14 +38,15 @@ __all__ = [
 
 BLOCK_BYTES: Final = 8 * 1024 * 1024
 """How much one read asks for."""
-_PROBE_BYTES: Final = 64 * 1024
+_PROBE_BYTES: Final = 8 * 1024
 """First read when looking for a line boundary (doubled until one is found): lines are a few KB."""
 _MAX_PROBE_BYTES: Final = 1024 * 1024
 """The doubling stops here: a huge torn tail or line is probed in reads of this size, never whole."""
 
 
 class LineTooLong(ValueError):
-    """A line longer than the reader's ``max_line``; ``offset`` is where it begins."""
+    """A line longer than the reader's ``max_line``; ``offset`` is where it begins (read backwards,
+    :func:`complete_end`: the earliest byte read, which the line holds)."""
 
     def __init__(self, offset: int, max_line: int) -> None:
         super().__init__(f"the line at byte {offset} exceeds the {max_line}-byte limit")
@@ -102,19 +109,69 @@ def iter_blocks(
         yield offset + stop + 1, memoryview(buffer)[:stop].tobytes()
 
 
-def complete_end(handle: FileHandle, size: int | None = None) -> int:
+def iter_lines_from(
+    handle: FileHandle, offset: int, end: int, max_line: int, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[int, bytes | None]]:
+    """``(offset, line)`` for every complete line in ``[offset, end)`` (without its LF), in order. A
+    line longer than ``max_line`` is never held whole: it comes out once as ``(its offset, None)``
+    and reading goes on after it. Bytes after the last LF (a torn tail) never come out."""
+    while offset < end:
+        try:
+            for after, block in iter_blocks(handle, offset, end, block_bytes, max_line):
+                at = after - len(block) - 1
+                for line in block.split(b"\n"):
+                    yield at, line if len(line) <= max_line else None
+                    at += len(line) + 1
+                offset = after
+        except LineTooLong as exc:
+            offset = line_after(handle, exc.offset, end)
+            if os.pread(handle.fileno(), 1, offset - 1) != b"\n":
+                return  # no LF after it: a torn tail, not a line
+            yield exc.offset, None
+        else:
+            return
+
+
+def complete_end(handle: FileHandle, size: int | None = None, max_line: int | None = None) -> int:
     """The offset just after the last LF of the file's first ``size`` bytes (default: all of them; 0
-    when there is no LF)."""
-    position = os.fstat(handle.fileno()).st_size if size is None else size
-    step = _PROBE_BYTES
-    while position > 0:
-        step = min(step, position)
-        handle.seek(position - step)
-        cut = (handle.read(step) or b"").rfind(b"\n")
+    when there is no LF): where the complete lines end, or, with ``size`` at an LF, where the line
+    ending there begins. Reads back in probes that grow from a few KB.
+
+    Given ``max_line``, no more than ``max_line + 1`` bytes are read back: when they hold no LF and
+    ``size`` is over ``max_line``, :class:`LineTooLong` is raised (the line begins before its offset).
+    """
+    end = os.fstat(handle.fileno()).st_size if size is None else size
+    floor = 0 if max_line is None else max(0, end - max_line - 1)
+    position, step = end, _PROBE_BYTES
+    while position > floor:
+        step = min(step, position - floor)
+        cut = os.pread(handle.fileno(), step, position - step).rfind(b"\n")
         if cut >= 0:
             return position - step + cut + 1
         position, step = position - step, min(2 * step, _MAX_PROBE_BYTES)
+    if max_line is not None and end > max_line:
+        raise LineTooLong(floor, max_line)
     return 0
+
+
+def iter_lines_back(
+    handle: FileHandle, end: int, max_bytes: int, step: int = _MAX_PROBE_BYTES
+) -> Iterator[bytes]:
+    """The complete lines of the file's first ``end`` bytes (without LF), the last first, read back in
+    reads of ``step`` bytes; reading stops once ``max_bytes`` were read (a line cut there never comes
+    out). Bytes after the last LF (a torn tail) never come out."""
+    fd = handle.fileno()
+    end = complete_end(handle, end)
+    position, carry, first = end, b"", True
+    while position > 0 and end - position < max_bytes:
+        size = min(step, position)
+        position -= size
+        pieces = (os.pread(fd, size, position) + carry).split(b"\n")
+        carry = pieces.pop(0) if position > 0 else b""
+        if first:
+            pieces.pop()  # after the last LF: nothing
+            first = False
+        yield from reversed(pieces)
 
 
 def line_after(handle: FileHandle, position: int, end: int) -> int:

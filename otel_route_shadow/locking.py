@@ -1,4 +1,5 @@
-"""A ``flock`` with a deadline, shared by the shell packages that lock files (``chain``, ``store``).
+"""A ``flock`` with a deadline, shared by every shell package that locks files (``chain``, ``store``,
+``tlog``, ``analysis``), and the size of a file with no append in flight.
 
 Shell code (it sleeps and reads the clock); the pure core never locks anything.
 """
@@ -6,9 +7,16 @@ Shell code (it sleeps and reads the clock); the pure core never locks anything.
 from __future__ import annotations
 
 import fcntl
+import os
 import time
+from typing import Final
 
-__all__ = ["flock_bounded", "flock_within"]
+__all__ = ["SETTLE_POLL_S", "SETTLE_WAIT_S", "flock_bounded", "flock_within", "settled_size"]
+
+SETTLE_WAIT_S: Final = 5.0
+"""How long :func:`settled_size` waits for an append in flight (read when it is called)."""
+SETTLE_POLL_S: Final = 0.002
+"""How often :func:`settled_size` tries the shared lock while it waits."""
 
 
 def flock_within(fd: int, mode: int, timeout: float, poll: float) -> bool:
@@ -43,3 +51,23 @@ def flock_bounded(fd: int, mode: int, timeout: float | None, poll: float) -> boo
         fcntl.flock(fd, mode)
         return True
     return flock_within(fd, mode, timeout, poll)
+
+
+def settled_size(fd: int, timeout: float | None = None) -> int:
+    """The size of the file open at ``fd`` with no append in flight.
+
+    Appenders write under an exclusive ``flock``; the size is taken under a shared one, waited for at
+    most ``timeout`` seconds (default :data:`SETTLE_WAIT_S`). When the lock cannot be had (the deadline
+    passed: a writer hung holding it; or a filesystem without ``flock``) the size is taken as it is,
+    so the bytes after the last LF may be an append in flight: every reader treats them as a torn
+    tail, never as a line. Never waits longer than ``timeout``.
+    """
+    try:
+        locked = flock_within(fd, fcntl.LOCK_SH, SETTLE_WAIT_S if timeout is None else timeout, SETTLE_POLL_S)
+    except OSError:
+        locked = False
+    try:
+        return os.fstat(fd).st_size
+    finally:
+        if locked:
+            fcntl.flock(fd, fcntl.LOCK_UN)

@@ -141,6 +141,21 @@ def test_backend_failures_are_typed(
         list(PhoenixBackend(url, "p").fetch_spans(WIDE))
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b'{"data": [], "data": [], "next_cursor": null}', b'{"data": [], "next_cursor": NaN}'],
+    ids=["duplicate-key", "nan"],
+)
+def test_a_phoenix_answer_json_loads_took_but_strict_json_refuses_is_not_phoenix(
+    fake: tuple[FakePhoenix, str], body: bytes
+) -> None:
+    # json.loads kept the last of two "data" keys and read NaN; network input goes through strict_json.
+    state, url = fake
+    state.raw_body = body
+    with pytest.raises(BackendProtocolError, match="not JSON"):
+        list(PhoenixBackend(url, "p").fetch_spans(WIDE))
+
+
 def test_unreachable_and_slow_backends_are_unavailable(fake: tuple[FakePhoenix, str]) -> None:
     with pytest.raises(BackendUnavailable, match="unreachable"):
         list(PhoenixBackend(f"http://127.0.0.1:{_closed_port()}", "p").fetch_spans(WIDE))

@@ -8,6 +8,8 @@ call is a hang guard only, far above the timeout; no assertion depends on how fa
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import struct
 import subprocess
@@ -20,13 +22,16 @@ from pathlib import Path
 import orjson
 import pytest
 
+from otel_route_shadow import locking
 from otel_route_shadow.chain import (
     DROPPED_KIND,
+    ChainHead,
     ChainLockTimeout,
     EncodedPayload,
     RoutingAuditLog,
     encode_payload,
     iter_payloads,
+    read_head,
     sanitize_payload,
     verify_chain,
 )
@@ -308,4 +313,36 @@ def test_torn_tail_repair_lowers_the_watermark_when_the_sync_lock_is_free(tmp_pa
     after = path.stat()
     assert intact < after.st_size < st.st_size  # the record and the event fit in the torn bytes
     assert _watermark(path) == (after.st_dev, after.st_ino, after.st_size)
+    assert verify_chain(path).intact
+
+
+def test_readers_of_the_head_and_the_size_wait_for_a_hung_writer_a_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # read_head and verify each took a blocking shared flock: a writer that hung holding the chain's
+    # lock held them forever. They go through locking.settled_size, which waits SETTLE_WAIT_S at most.
+    path = tmp_path / "chain.jsonl"
+    written = RoutingAuditLog(path).append({"n": 0})
+    monkeypatch.setattr(locking, "SETTLE_WAIT_S", 0.05)
+    with lock_held_by_another_process(path):
+        assert _timed(read_head, path) == ChainHead(0, written.record_hash)
+        assert _timed(verify_chain, path).intact  # type: ignore[attr-defined]
+
+
+def test_read_head_on_a_filesystem_without_flock_reads_the_head_as_verify_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # verify took the size without the lock where flock fails (ENOLCK: some network filesystems);
+    # read_head raised. Both take it from locking.settled_size now.
+    path = tmp_path / "chain.jsonl"
+    written = RoutingAuditLog(path).append({"n": 0})
+    real_flock = fcntl.flock
+
+    def no_shared_locks(fd: int, operation: int) -> None:
+        if operation & fcntl.LOCK_SH:
+            raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", no_shared_locks)
+    assert read_head(path) == ChainHead(0, written.record_hash)
     assert verify_chain(path).intact

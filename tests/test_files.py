@@ -26,7 +26,15 @@ from otel_route_shadow.files import (
     write_all,
     write_atomic,
 )
-from otel_route_shadow.lines import complete_end, iter_blocks, line_segments, read_line_blocks
+from otel_route_shadow.lines import (
+    LineTooLong,
+    complete_end,
+    iter_blocks,
+    iter_lines_back,
+    iter_lines_from,
+    line_segments,
+    read_line_blocks,
+)
 from otel_route_shadow.processes import run_segments
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json
 
@@ -219,6 +227,37 @@ def test_line_blocks_yield_exactly_the_complete_lines(
             assert all(a == 0 or data[a - 1 : a] == b"\n" for a, _b in segments)
             assert all(a < b for a, b in segments)
             assert all(x[1] == y[0] for x, y in itertools.pairwise(segments))
+
+
+@given(
+    lines=_LINES,
+    tail=st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"")),
+    block=st.integers(1, 64),
+    max_line=st.integers(0, 50),
+)
+@settings(max_examples=200, deadline=None)
+def test_every_line_reader_gives_the_complete_lines_and_never_the_torn_tail(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes, block: int, max_line: int
+) -> None:
+    path = tmp_path_factory.mktemp("lines") / "f"
+    data = b"".join(line + b"\n" for line in lines) + tail
+    path.write_bytes(data)
+    offsets = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))[:-1]
+    with open(path, "rb", buffering=0) as handle:
+        forward = list(iter_lines_from(handle, 0, len(data), max_line, block))
+        assert forward == [
+            (o, line if len(line) <= max_line else None) for o, line in zip(offsets, lines, strict=True)
+        ]
+        for step in (1, 7, 64):
+            assert list(iter_lines_back(handle, len(data), len(data) + 1, step)) == lines[::-1]
+        end = len(data) - len(tail)
+        if end:  # where the last complete line begins, read back at most max_line + 1 bytes
+            last = len(lines[-1])
+            if last <= max_line:
+                assert complete_end(handle, end - 1, max_line) == offsets[-1]
+            else:
+                with pytest.raises(LineTooLong):
+                    complete_end(handle, end - 1, max_line)
 
 
 def _count_lines(path: str, start: int, end: int) -> int:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from test_chain_support import edited, forge_chain, plugin_payload, write_lines
 from tlog_support import ORIGIN, append, decode_bundle, lines, log_dir
 
+from otel_route_shadow.chain import MAX_LINE_BYTES
 from otel_route_shadow.cli import main
 from otel_route_shadow.logstore import (
     MAX_ENTRY_BYTES,
@@ -191,6 +192,20 @@ def test_a_bundle_holding_a_line_over_65535_bytes_is_unservable_and_named(tmp_pa
         LongEntry(300, sum(len(line) + 1 for line in expected[:300]), len(expected[300])),
         LongEntry(301, sum(len(line) + 1 for line in expected[:301]), len(expected[301])),
     ]
+
+
+def test_a_bundle_holding_a_line_over_the_chain_limit_is_unservable_without_holding_it(
+    tmp_path: Path,
+) -> None:
+    # The bundle reader hashed such a line in pieces; it goes through lines.iter_lines_from now, which
+    # never holds a line over MAX_LINE_BYTES: no entry can be that long, so the bundle is unservable.
+    chain = _long_chain(tmp_path, {300: MAX_LINE_BYTES + 10})
+    expected = lines(chain)
+    index = EntryIndex(str(chain), str(log_dir(chain)))
+    with pytest.raises(BundleUnservable) as caught:
+        _bundle(chain, index, 1, 45)
+    assert (caught.value.seq, caught.value.length) == (300, len(expected[300]))
+    assert _bundle(chain, index, 1, 44) == expected[256:300]
 
 
 @pytest.mark.parametrize("extra", [-1, 0, 1])

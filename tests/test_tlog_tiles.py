@@ -253,7 +253,9 @@ def test_the_tile_reader_authenticates_tiles_from_any_storage_and_never_returns_
         TileReader(storage, 300, builder.root()).node(0, 0)
 
 
-def test_a_published_partial_tile_that_is_a_symbolic_link_is_replaced_by_the_next_writer(tmp_path: Path) -> None:
+def test_a_published_partial_tile_that_is_a_symbolic_link_is_replaced_by_the_next_writer(
+    tmp_path: Path,
+) -> None:
     """Before: the writer compared a tile with what it would write through the link, found the same
     bytes and kept the link, which the tile reader, ``serve`` and ``verify`` refuse: never repaired."""
     chain = _signed(tmp_path, 300, 300)

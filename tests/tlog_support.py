@@ -54,7 +54,9 @@ def root_from_leaf_hashes(hashes: Sequence[bytes]) -> bytes:
     if not level:
         return hashlib.sha256(b"").digest()
     while len(level) > 1:
-        pairs = [hashlib.sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
+        pairs = [
+            hashlib.sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)
+        ]
         level = pairs + level[len(pairs) * 2 :]
     return level[0]
 

@@ -14,7 +14,6 @@ turning a line that is not a record into a ``malformed`` count instead of stoppi
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ import orjson
 
 from otel_route_shadow.chain import ChainFormatError, RoutingAuditLog, iter_lines
 from otel_route_shadow.files import FileRefused, open_regular
+from otel_route_shadow.locking import settled_size
 from otel_route_shadow.processes import mp_context
 
 __all__ = [
@@ -282,14 +282,7 @@ def _verify_worker(path: str, jobs: int, conn: Connection) -> None:
 def _complete_size(path: Path) -> int:
     """The file's size with no append in flight (appenders write under an exclusive lock)."""
     with os.fdopen(open_regular(path), "rb", buffering=0) as handle:  # a FIFO swapped in never blocks
-        fd = handle.fileno()
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        try:
-            return os.fstat(fd).st_size
-        finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
+        return settled_size(handle.fileno())
 
 
 def use_concurrent(path: str | Path, concurrent: bool | None) -> bool:

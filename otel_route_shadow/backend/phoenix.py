@@ -42,6 +42,7 @@ from otel_route_shadow.backend.base import (
     datetime_to_unix_nano,
     format_unix_nano,
 )
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = ["PhoenixBackend"]
 
@@ -134,8 +135,8 @@ class PhoenixBackend:
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc) from None
         try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):  # a hostile answer nested too deeply is not JSON we take
+            return loads_strict(raw)
+        except StrictJSONError:  # not JSON, or JSON we do not take: duplicate keys, NaN, too deep
             raise self._not_phoenix("answers, but not JSON") from None
 
     def _fetch(self, url: str) -> bytes:
@@ -190,8 +191,8 @@ class PhoenixBackend:
         """Whether ``GET /v1/projects`` answers with Phoenix's project list (``{"data": [...]}``)."""
         try:
             raw = self._fetch(self.base_url + "/v1/projects?limit=1")
-            body = json.loads(raw)
-        except (BackendError, urllib.error.HTTPError, ValueError, RecursionError):
+            body = loads_strict(raw)
+        except (BackendError, urllib.error.HTTPError, StrictJSONError):
             return False
         return isinstance(body, dict) and isinstance(body.get("data"), list)
 

@@ -6,35 +6,13 @@ remembering it (only a broken chain is read again).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Final
-
 from otel_route_shadow.chain.check import Good, check_line
-from otel_route_shadow.chain.record import MAX_LINE_BYTES
+from otel_route_shadow.chain.reader import iter_lines_from
 from otel_route_shadow.chain.result import Reason
 from otel_route_shadow.chain.scan import Stop
-from otel_route_shadow.lines import FileHandle, LineTooLong, iter_blocks, line_after
+from otel_route_shadow.lines import FileHandle
 
-__all__ = ["diagnose", "iter_lines_from"]
-
-_BLOCK_BYTES: Final = 1 << 20
-
-
-def iter_lines_from(handle: FileHandle, offset: int, end: int) -> Iterator[tuple[int, bytes | None]]:
-    """``(offset, line)`` for every complete line in ``[offset, end)``; over-long lines yield None."""
-    while offset < end:
-        try:
-            for after, block in iter_blocks(handle, offset, end, _BLOCK_BYTES, MAX_LINE_BYTES):
-                at = after - len(block) - 1
-                for line in block.split(b"\n"):
-                    yield at, line if len(line) <= MAX_LINE_BYTES else None
-                    at += len(line) + 1
-                offset = after
-        except LineTooLong as exc:
-            yield exc.offset, None
-            offset = line_after(handle, exc.offset, end)
-        else:
-            return
+__all__ = ["diagnose"]
 
 
 def _record_hash_at_line(handle: FileHandle, line_number: int, end: int) -> str | None:

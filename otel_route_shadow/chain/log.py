@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import logging
 import os
 import threading
@@ -47,6 +46,7 @@ from otel_route_shadow.chain.spill import Spill
 from otel_route_shadow.chain.verify import VerifyResult, verify_chain
 from otel_route_shadow.files import remove_temporaries, write_all
 from otel_route_shadow.locking import flock_bounded
+from otel_route_shadow.tlog import leaf_hash
 
 __all__ = ["Durability", "LineListener", "RoutingAuditLog", "WrittenLine"]
 
@@ -87,9 +87,7 @@ class WrittenLine(NamedTuple):
 
     def leaf_hash(self) -> bytes:
         """Its RFC 6962 leaf hash, ``SHA-256(0x00 || line without LF)`` (32 bytes)."""
-        digest = hashlib.sha256(b"\x00")
-        digest.update(memoryview(self.line)[:-1])
-        return digest.digest()
+        return leaf_hash(memoryview(self.line)[:-1])
 
 
 LineListener = Callable[[WrittenLine], None]

@@ -22,9 +22,8 @@ from typing import Final
 import orjson
 
 from otel_route_shadow.chain.check import Good, check_line, record_hash_of
-from otel_route_shadow.chain.diagnosis import iter_lines_from
 from otel_route_shadow.chain.leaves import LeafSink
-from otel_route_shadow.chain.reader import open_chain
+from otel_route_shadow.chain.reader import iter_lines_from, open_chain
 from otel_route_shadow.chain.scan import Options, Progress, ScanState, Stop, accept, count_dropped, scan
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.processes import each_segment

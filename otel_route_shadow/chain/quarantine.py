@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
@@ -21,7 +22,8 @@ import orjson
 
 from otel_route_shadow.chain.errors import ChainCorruptError, ChainFormatError
 from otel_route_shadow.chain.head import BLOCK_BYTES, tail_head
-from otel_route_shadow.chain.record import MAX_LINE_BYTES, QUARANTINE_KIND, ChainHead, parse_record_line
+from otel_route_shadow.chain.reader import iter_lines_from
+from otel_route_shadow.chain.record import QUARANTINE_KIND, ChainHead, parse_record_line
 from otel_route_shadow.files import FileRefused, fsync_directory, read_regular, write_atomic
 
 __all__ = ["CHAIN_FILE_MODE", "EventWriter", "TailQuarantine", "complete_lines", "remove_file"]
@@ -152,21 +154,13 @@ def remove_file(path: str, directory: str) -> None:
     fsync_directory(directory)
 
 
-def complete_lines(fd: int, start: int, end: int) -> Iterator[bytes]:
-    """The complete lines (without LF) of ``[start, end)``, in bounded blocks; a line longer than
-    :data:`MAX_LINE_BYTES` is skipped, never buffered whole."""
-    pos = start
-    carry = b""
-    while pos < end:
-        block = os.pread(fd, min(BLOCK_BYTES, end - pos), pos)
-        if not block:
-            break
-        pos += len(block)
-        lines = (carry + block).split(b"\n")
-        carry = lines.pop()
-        if len(carry) > MAX_LINE_BYTES:
-            carry = b""  # not a record; its remainder is one more line that no caller accepts
-        yield from lines
+def complete_lines(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """``(offset, line)`` of the complete lines (without LF) of ``[start, end)``, in bounded blocks; a
+    line longer than :data:`MAX_LINE_BYTES` is passed over whole, never buffered."""
+    with io.FileIO(fd, "rb", closefd=False) as handle:
+        for offset, line in iter_lines_from(handle, start, end):
+            if line is not None:
+                yield offset, line
 
 
 def _blocks(fd: int, start: int, end: int) -> Iterator[bytes]:
@@ -188,25 +182,15 @@ def _digest_range(fd: int, start: int, end: int) -> str:
 
 def _first_line(fd: int, start: int, size: int) -> bytes | None:
     """The complete line starting at ``start``, or None when no newline follows within a record's size."""
-    data = b""
-    pos = start
-    while pos < size and len(data) <= MAX_LINE_BYTES:
-        block = os.pread(fd, min(BLOCK_BYTES, size - pos), pos)
-        if not block:
-            break
-        nl = block.find(b"\n")
-        if nl >= 0:
-            return data + block[:nl]
-        data += block
-        pos += len(block)
-    return None
+    first = next(complete_lines(fd, start, size), None)
+    return first[1] if first is not None and first[0] == start else None
 
 
 def _events_since(fd: int, start: int, size: int) -> set[str]:
     """``sha256`` of every quarantine event among the complete lines from ``start``: normally a few
     lines, since a marker lives only while a quarantine is in progress."""
     found: set[str] = set()
-    for line in complete_lines(fd, start, size):
+    for _, line in complete_lines(fd, start, size):
         if QUARANTINE_KIND.encode() not in line:
             continue
         with contextlib.suppress(ChainFormatError):

@@ -8,6 +8,7 @@ the chain, and they stop silently at a torn tail, which is not a record.
 from __future__ import annotations
 
 import errno
+import io
 import os
 from collections.abc import Iterator
 from typing import Any, Final
@@ -17,12 +18,20 @@ import orjson
 from otel_route_shadow.chain.errors import ChainFormatError, ChainPathError
 from otel_route_shadow.chain.record import MAX_LINE_BYTES, ChainRecord, parse_record_line
 from otel_route_shadow.files import FileRefused, check_regular
+from otel_route_shadow.lines import FileHandle
+from otel_route_shadow.lines import iter_lines_from as lines_from
 
-__all__ = ["iter_lines", "iter_payloads", "iter_records", "open_chain"]
+__all__ = ["iter_lines", "iter_lines_from", "iter_payloads", "iter_records", "open_chain"]
 
 _MODE: Final = 0o640
 
-_BLOCK: Final = 1 << 20
+_BLOCK_BYTES: Final = 1 << 20
+
+
+def iter_lines_from(handle: FileHandle, offset: int, end: int) -> Iterator[tuple[int, bytes | None]]:
+    """``(offset, line)`` for every complete line of the chain in ``[offset, end)``; a line longer than
+    a record (:data:`MAX_LINE_BYTES`) comes out as None, never held (``lines.iter_lines_from``)."""
+    return lines_from(handle, offset, end, MAX_LINE_BYTES, _BLOCK_BYTES)
 
 
 def iter_lines(
@@ -30,40 +39,23 @@ def iter_lines(
 ) -> Iterator[tuple[int, bytes]]:
     """``(line_number, line)`` for every newline-terminated line (newline stripped), streaming.
 
-    ``end`` stops at that byte offset (a reader that must not look past what ``verify`` covered).
-    A line longer than the record limit is never buffered whole: it raises
+    ``end`` stops at that byte offset (a reader that must not look past what ``verify`` covered;
+    default: the size the file has when reading starts). Lines are read by
+    ``lines.iter_lines_from``: a line longer than the record limit is never buffered whole: it raises
     :class:`ChainFormatError`, or with ``skip_oversize`` comes out once as an empty line (not a
-    record, so a lenient reader counts it as one malformed line) and the rest of it is skipped.
+    record, so a lenient reader counts it as one malformed line). A torn tail, however long, is not a
+    line.
     """
-    number = 0
-    carry = b""
-    skipping = False
-    remaining = -1 if end is None else end
-    with os.fdopen(open_chain(os.fspath(path), os.O_RDONLY), "rb", buffering=0) as handle:
-        while remaining != 0:
-            block = handle.read(_BLOCK if remaining < 0 else min(_BLOCK, remaining))
-            if not block:
-                return
-            if remaining > 0:
-                remaining -= len(block)
-            lines = block.split(b"\n")
-            if carry:
-                lines[0] = carry + lines[0]
-            carry = lines.pop()
-            for line in lines:
-                number += 1
-                if skipping:  # the rest of an over-long line, already reported
-                    skipping = False
-                    continue
+    name = os.fspath(path)
+    with io.FileIO(open_chain(name, os.O_RDONLY), "rb") as handle:
+        stop = os.fstat(handle.fileno()).st_size if end is None else end
+        for number, (_, line) in enumerate(iter_lines_from(handle, 0, stop), start=1):
+            if line is not None:
                 yield number, line
-            if len(carry) > MAX_LINE_BYTES:
-                if not skip_oversize:
-                    raise ChainFormatError(
-                        f"{os.fspath(path)}: line {number + 1} exceeds {MAX_LINE_BYTES} bytes"
-                    )
-                yield number + 1, b""
-                carry = b""
-                skipping = True
+            elif skip_oversize:
+                yield number, b""
+            else:
+                raise ChainFormatError(f"{name}: line {number} exceeds {MAX_LINE_BYTES} bytes")
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[ChainRecord]:

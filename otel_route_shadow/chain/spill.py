@@ -338,11 +338,10 @@ def _already_written(fd: int, start: int, end: int, entries: list[EncodedPayload
     """How many of ``entries``, in order, the chain's complete lines in ``[start, end)`` already hold
     (other lines in between, such as a quarantine event, are passed over), and the offset after the
     last one found (-1 when none was)."""
-    found, after, position = 0, -1, start
-    for line in complete_lines(fd, start, end):
-        position += len(line) + 1
+    found, after = 0, -1
+    for offset, line in complete_lines(fd, start, end):
         if found < len(entries) and _holds(line, entries[found]):
-            found, after = found + 1, position
+            found, after = found + 1, offset + len(line) + 1
             if found == len(entries):
                 break
     return found, after

@@ -8,7 +8,6 @@ reads the chain once. Lines an authenticated checkpoint vouches for can be hashe
 
 from __future__ import annotations
 
-import fcntl
 import io
 import os
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from otel_route_shadow.chain.record import GENESIS_HASH
 from otel_route_shadow.chain.result import ChainPass, Reason, TornTail, Verdict, VerifyResult
 from otel_route_shadow.chain.scan import Options, Progress, ScanState, Stop, scan
 from otel_route_shadow.lines import FileHandle, complete_end
+from otel_route_shadow.locking import settled_size
 
 __all__ = ["VerifyResult", "verify_chain", "verify_pass"]  # VerifyResult: for log.py, which imports it here
 
@@ -67,7 +67,7 @@ def verify_pass(
     """
     name = os.fspath(path)
     with io.FileIO(open_chain(name, os.O_RDONLY), "rb") as handle:
-        size = _snapshot_size(handle)
+        size = settled_size(handle.fileno())
         complete = complete_end(handle, size)
         state = ScanState(0, GENESIS_HASH, 0, 0)
         options = Options(strict, max(0, unchecked), mark)
@@ -82,19 +82,6 @@ def verify_pass(
         else:
             result = _complete(name, state, complete, size)
         return ChainPass(result, min(options.unchecked, result.records), state.marked)
-
-
-def _snapshot_size(handle: FileHandle) -> int:
-    """File size with no append in flight: appenders hold the exclusive lock while writing."""
-    fd = handle.fileno()
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-    except OSError:  # pragma: no cover - a filesystem without flock; accept a possibly torn view
-        return os.fstat(fd).st_size
-    try:
-        return os.fstat(fd).st_size
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def _prefix(state: ScanState) -> dict[str, Any]:

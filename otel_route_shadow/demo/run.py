@@ -6,7 +6,6 @@ console); with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set the spans go over OTLP/HTTP i
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from otel_route_shadow.instrumentation import RouteShadowInstrumentor
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyFile, RoutingPolicyStore, parse_policy_document, read_policy_file
+from otel_route_shadow.strict_json import loads_strict
 
 __all__ = ["DEFAULT_PROJECT", "DemoSummary", "default_policy_file", "run_demo"]
 
@@ -35,7 +35,7 @@ DEFAULT_PROJECT = "route-shadow-demo"
 def default_policy_file() -> PolicyFile:
     """The embedded demo policy set (a project-X-uses-z.ai policy among others)."""
     text = resources.files("otel_route_shadow.demo").joinpath("policies.json").read_text("utf-8")
-    return parse_policy_document(json.loads(text), "<embedded demo policies>")
+    return parse_policy_document(loads_strict(text), "<embedded demo policies>")
 
 
 @dataclass

@@ -19,7 +19,6 @@ cannot be a tlog-tiles entry (its length would not fit the uint16): a bundle hol
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import itertools
 import os
@@ -29,9 +28,10 @@ from array import array
 from collections.abc import Sequence
 from typing import Final
 
-from otel_route_shadow.chain import MAX_ENTRY_BYTES, leaf_hashes
+from otel_route_shadow.chain import MAX_ENTRY_BYTES, MAX_LINE_BYTES, leaf_hashes
 from otel_route_shadow.files import FileRefused, open_beneath, open_regular, read_beneath, write_atomic
-from otel_route_shadow.tlog import HASH_SIZE, TILE_WIDTH, TileError, tile_path
+from otel_route_shadow.lines import complete_end, iter_lines_from, line_after
+from otel_route_shadow.tlog import HASH_SIZE, TILE_WIDTH, TileError, leaf_hash, tile_path
 
 __all__ = [
     "ENTRIES_INDEX_FILE",
@@ -55,7 +55,6 @@ _BLOCK: Final = 1 << 20
 _WINDOW: Final = (MAX_ENTRY_BYTES + 1) // 2
 """A line of more than MAX_ENTRY_BYTES bytes covers at least one aligned window this wide whole."""
 _PROBE: Final = 4096
-_LEAF_PREFIX: Final = hashlib.sha256(b"\x00")
 
 
 class BundleError(TileError):
@@ -273,6 +272,7 @@ class _Lines:
     entries: list[bytes]
     leaves: bytes  # their leaf hashes, concatenated
     long: list[tuple[int, int]]  # (position in the bundle, length) of lines over MAX_ENTRY_BYTES
+    unhashed: tuple[int, int] | None = None  # (position, length) of a line over MAX_LINE_BYTES
 
 
 def read_bundle(chain_path: str, index: EntryIndex, bundle: int, width: int, leaves: bytes) -> bytes:
@@ -280,13 +280,18 @@ def read_bundle(chain_path: str, index: EntryIndex, bundle: int, width: int, lea
     against ``leaves``: the authenticated leaf hashes of level-0 tile ``bundle`` (at least ``width``).
 
     Raises :class:`BundleUnservable` for a bundle that holds a line longer than :data:`MAX_ENTRY_BYTES`
-    (only once every line matched its leaf), :class:`BundleDamaged` when the lines do not match.
+    (only once every line matched its leaf; a line over the chain's own limit, ``MAX_LINE_BYTES``, is
+    never held, so its bundle is unservable unchecked), :class:`BundleDamaged` when the lines do not
+    match.
     """
     path = bundle_path(bundle, width)
     wanted = leaves[: width * HASH_SIZE]
     lines = None
     for _attempt in range(2):
         lines = _lines(chain_path, index, bundle, width)
+        if lines is not None and lines.unhashed is not None:
+            at, length = lines.unhashed
+            raise BundleUnservable(path, bundle * TILE_WIDTH + at, length)
         if lines is not None and lines.leaves == wanted:
             if lines.long:
                 at, length = lines.long[0]
@@ -321,7 +326,7 @@ def _lines(chain_path: str, index: EntryIndex, bundle: int, width: int) -> _Line
         end = index.locate(bundle + 1) if width == TILE_WIDTH else None
         if end is not None and end - start <= width * (MAX_ENTRY_BYTES + 1):
             return _whole_lines(fd, start, end, width)
-        return _read_lines(fd, start, width)
+        return _read_lines(chain, start, width)
 
 
 def _whole_lines(fd: int, start: int, end: int, count: int) -> _Lines | None:
@@ -336,39 +341,26 @@ def _whole_lines(fd: int, start: int, end: int, count: int) -> _Lines | None:
     return _Lines(entries, leaf_hashes(data, len(data) - 1), long)
 
 
-def _read_lines(fd: int, start: int, count: int) -> _Lines | None:
-    """``count`` complete lines from byte ``start``: their bytes (those over :data:`MAX_ENTRY_BYTES`
-    replaced by b"", never held whole) and leaf hashes. None when the file ends first."""
+def _read_lines(chain: io.FileIO, start: int, count: int) -> _Lines | None:
+    """``count`` complete lines from byte ``start`` (``lines.iter_lines_from``): their bytes (those
+    over :data:`MAX_ENTRY_BYTES` replaced by b"") and leaf hashes. None when the file ends first. A
+    line over the chain's own limit (:data:`MAX_LINE_BYTES`, which no writer writes) is not read: the
+    bundle cannot be served whatever it hashes to, and ``unhashed`` says where."""
     entries: list[bytes] = []
     leaves: list[bytes] = []
     long: list[tuple[int, int]] = []
-    digest, kept, length = _LEAF_PREFIX.copy(), bytearray(), 0
-    position = start
-    while len(leaves) < count:
-        block = os.pread(fd, _BLOCK, position)
-        if not block:
-            return None
-        position += len(block)
-        view, at = memoryview(block), 0
-        while len(leaves) < count:
-            end = block.find(b"\n", at)
-            piece = view[at : len(block) if end < 0 else end]
-            digest.update(piece)
-            length += len(piece)
-            if length <= MAX_ENTRY_BYTES:
-                kept += piece
-            if end < 0:
-                break
-            leaves.append(digest.digest())
-            if length > MAX_ENTRY_BYTES:
-                long.append((len(entries), length))
-                entries.append(b"")
-            else:
-                entries.append(bytes(kept))
-            digest, length = _LEAF_PREFIX.copy(), 0
-            del kept[:]
-            at = end + 1
-    return _Lines(entries, b"".join(leaves), long)
+    size = os.fstat(chain.fileno()).st_size
+    for offset, line in iter_lines_from(chain, start, size, MAX_LINE_BYTES, _BLOCK):
+        if line is None:
+            length = line_after(chain, offset, size) - offset - 1
+            return _Lines(entries, b"".join(leaves), long, (len(entries), length))
+        leaves.append(leaf_hash(line))
+        if len(line) > MAX_ENTRY_BYTES:
+            long.append((len(entries), len(line)))
+        entries.append(line if len(line) <= MAX_ENTRY_BYTES else b"")
+        if len(entries) == count:
+            return _Lines(entries, b"".join(leaves), long)
+    return None
 
 
 # --- lines too long to be entries ---------------------------------------------------------------------
@@ -407,34 +399,20 @@ def long_entries(chain_path: str) -> list[LongEntry]:
                 continue
             probe = os.pread(fd, _PROBE, window)
             if b"\n" not in probe and b"\n" not in os.pread(fd, _WINDOW, window):
-                line = _line_around(fd, window, size)
+                line = _line_around(chain, window, size)
                 if line is not None and line[1] > MAX_ENTRY_BYTES:
                     found.append(line)
             window += _WINDOW
         return _with_seqs(fd, found)
 
 
-def _line_around(fd: int, position: int, size: int) -> tuple[int, int] | None:
+def _line_around(chain: io.FileIO, position: int, size: int) -> tuple[int, int] | None:
     """(start, length) of the line holding byte ``position``; None when it has no LF (a torn tail)."""
-    start = position
-    while start > 0:
-        step = min(_BLOCK, start)
-        cut = os.pread(fd, step, start - step).rfind(b"\n")
-        if cut >= 0:
-            start = start - step + cut + 1
-            break
-        start -= step
-    end = position
-    while True:
-        block = os.pread(fd, _BLOCK, end)
-        if not block:
-            return None
-        cut = block.find(b"\n")
-        if cut >= 0:
-            return start, end + cut - start
-        end += len(block)
-        if end >= size:
-            return None
+    start = complete_end(chain, position)
+    after = line_after(chain, position, size)
+    if os.pread(chain.fileno(), 1, after - 1) != b"\n":
+        return None
+    return start, after - 1 - start
 
 
 def _with_seqs(fd: int, found: list[tuple[int, int]]) -> list[LongEntry]:

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import enum
 import fcntl
+import io
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -45,6 +46,8 @@ from otel_route_shadow.files import (
     write_all,
     write_atomic,
 )
+from otel_route_shadow.lines import iter_lines_back
+from otel_route_shadow.locking import flock_within
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json, schema_problem
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
@@ -314,18 +317,11 @@ class LogStore:
             fd = open_regular(self.file(CHECKPOINTS_FILE))
         except FileNotFoundError:
             return
-        with contextlib.closing(_Fd(fd)):
-            position = end = os.fstat(fd).st_size
-            carry = b""
-            while position > 0 and end - position < max_bytes:
-                step = min(_TAIL_STEP, position)
-                position -= step
-                lines = (os.pread(fd, step, position) + carry).split(b"\n")
-                carry = lines.pop(0) if position > 0 else b""
-                for line in reversed(lines):
-                    note = _entry(line)
-                    if note is not None:
-                        yield note
+        with io.FileIO(fd, "rb") as handle:
+            for line in iter_lines_back(handle, os.fstat(fd).st_size, max_bytes, _TAIL_STEP):
+                note = _entry(line)
+                if note is not None:
+                    yield note
 
     def append_note(self, note: str) -> None:
         """Append ``{"note": ...}`` as one line of ``checkpoints`` and fsync it."""
@@ -419,12 +415,7 @@ class LogStore:
         """Hold ``lock`` (``flock``, never waiting): yields False when another process holds it."""
         fd = open_regular(self.file(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644, follow_symlinks=False)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
-            yield True
+            yield flock_within(fd, fcntl.LOCK_EX, 0.0, 0.0)
         finally:
             os.close(fd)
 
@@ -450,11 +441,3 @@ def _text_of(note: str) -> str | None:
         return parse_note(note).text
     except NoteError:
         return None
-
-
-class _Fd:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def close(self) -> None:
-        os.close(self.fd)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 __all__ = [
     "EMPTY_ROOT",
@@ -48,6 +48,7 @@ HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 """The root of the empty tree: SHA-256 of the empty string."""
 
+_LEAF_PREFIX: Final = hashlib.sha256(b"\x00")
 _NODE_PREFIX = b"\x01"
 
 
@@ -63,9 +64,11 @@ class NodeReader(Protocol):
         ...
 
 
-def leaf_hash(line: bytes) -> bytes:
-    """``SHA-256(0x00 || line)``: the leaf hash of one entry (a chain line without its LF)."""
-    return hashlib.sha256(b"\x00" + line).digest()
+def leaf_hash(line: bytes | bytearray | memoryview) -> bytes:
+    """``SHA-256(0x00 || line)``: the leaf hash of one entry (a chain line without its LF), never copying it."""
+    digest = _LEAF_PREFIX.copy()
+    digest.update(line)
+    return digest.digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:

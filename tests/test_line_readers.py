@@ -1,0 +1,46 @@
+"""Every reader of lines goes through ``lines``: where a copy read differently, the one reader's
+behaviour is what each caller gets (a torn tail is never a line; an over-long line is passed over
+whole, never in pieces)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from otel_route_shadow.chain import MAX_LINE_BYTES, iter_lines
+from otel_route_shadow.chain.quarantine import complete_lines
+from otel_route_shadow.logstore.store import CHECKPOINTS_FILE, LogStore
+
+
+def test_iter_lines_passes_over_a_torn_tail_longer_than_a_record(tmp_path: Path) -> None:
+    # The chain reader's own block loop raised "line 2 exceeds" for a torn tail over the limit.
+    path = tmp_path / "chain.jsonl"
+    path.write_bytes(b"first\n" + b"x" * (MAX_LINE_BYTES + 10))
+    assert list(iter_lines(path)) == [(1, b"first")]
+    assert list(iter_lines(path, skip_oversize=True)) == [(1, b"first")]
+
+
+def test_complete_lines_never_yield_the_remainder_of_an_over_long_line(tmp_path: Path) -> None:
+    # The quarantine's block loop dropped an over-long line's first 4 MiB and gave its rest as a line,
+    # so the spill check's running offsets went wrong after it.
+    path = tmp_path / "chain.jsonl"
+    long = b"y" * (MAX_LINE_BYTES + (1 << 20) + 10)
+    path.write_bytes(b"a\n" + long + b"\nb\n")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert list(complete_lines(fd, 0, path.stat().st_size)) == [(0, b"a"), (len(long) + 3, b"b")]
+    finally:
+        os.close(fd)
+
+
+def test_newest_notes_skip_a_torn_last_line_as_notes_does(tmp_path: Path) -> None:
+    # The directory's backward reader gave the bytes after the last LF as an entry when they parsed;
+    # the forward reader (notes) counts them as torn.
+    chain = tmp_path / "chain.jsonl"
+    directory = LogStore(chain)
+    os.makedirs(directory.path)
+    first, torn = json.dumps({"note": "first\n"}), json.dumps({"note": "torn\n"})
+    Path(directory.file(CHECKPOINTS_FILE)).write_text(f"{first}\n{torn}", encoding="utf-8")
+    assert directory.notes().notes == ["first\n"]
+    assert list(directory.newest_notes()) == ["first\n"]
