@@ -10,6 +10,13 @@ authenticated against a signed checkpoint. The formats are specified in ``docs/c
 
 from __future__ import annotations
 
+from otel_route_shadow.tlog.anchoring import (
+    ACKNOWLEDGEABLE,
+    ACKNOWLEDGED_FILE,
+    Acknowledgement,
+    acknowledge_last_refusal,
+    empty_tree_note,
+)
 from otel_route_shadow.tlog.attestation import (
     Attestation,
     AttestationError,
@@ -168,12 +175,15 @@ from otel_route_shadow.tlog.tiles import (
 )
 
 __all__ = [
+    "ACKNOWLEDGEABLE",
+    "ACKNOWLEDGED_FILE",
     "CHECKPOINTS_FILE",
     "CHECKPOINT_FILE",
     "DEFAULT_SKEW_S",
     "EMPTY_ROOT",
     "MAX_ENTRY_BYTES",
     "REBUILD_HINT",
+    "Acknowledgement",
     "Attestation",
     "AttestationError",
     "AttestationFault",
@@ -242,6 +252,7 @@ __all__ = [
     "Verifier",
     "WitnessCosignature",
     "WitnessedCheckpoint",
+    "acknowledge_last_refusal",
     "add_cosignatures",
     "attest_checkpoint",
     "attest_notes",
@@ -254,6 +265,7 @@ __all__ = [
     "consistency_proof",
     "decode_bundle",
     "default_origin",
+    "empty_tree_note",
     "encode_bundle",
     "format_checkpoint",
     "format_policy",
