@@ -15,6 +15,9 @@ each witness in turn (the ones whose last push failed go last):
 * a timeout, an unreachable witness or a 5xx is retried with the newest checkpoint after
   ``max(cadence, RETRY_AFTER_S)``; any other refusal waits for the next checkpoint.
 
+Each witness has one persistent connection (HTTP/1.1 keep-alive, which C2SP tlog-witness recommends),
+used by the thread only, opened again when the witness closed it, closed by ``close``.
+
 The cadence bounds the pushes to each witness: at most ``pushes_per_day`` per day, evenly spaced (a
 push is one checkpoint; its 409 retry is part of it). ``flush(timeout)`` (at shutdown) pushes the newest
 checkpoint to every witness now, whatever the cadence, with every request ending by the flush's
@@ -49,8 +52,10 @@ from otel_route_shadow.witness.client import (
     Outcome,
     WitnessAnswer,
     add_checkpoint,
+    witness_connection,
 )
 from otel_route_shadow.witness.endpoint import WitnessEndpoint
+from otel_route_shadow.witness.transport import Connection
 
 __all__ = [
     "DEFAULT_PUSHES_PER_DAY",
@@ -114,6 +119,7 @@ class _Witness:
     requests: int = 0
     cosigned: int = 0
     refused: int = 0
+    connection: Connection | None = None
 
 
 class WitnessPusher:
@@ -214,6 +220,10 @@ class WitnessPusher:
             self._cond.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
+        if thread is None or not thread.is_alive():
+            for w in self._witnesses:
+                if w.connection is not None:
+                    w.connection.close()
         return flushed
 
     def stats(self) -> PusherStats:
@@ -241,6 +251,7 @@ class WitnessPusher:
         self._thread = None
         for w in self._witnesses:
             w.done, w.picked, w.flushed, w.next_at = 0, 0, 0, -math.inf
+            w.connection = None  # after a fork: the parent's connection is never used
 
     def _start(self) -> None:
         thread = threading.Thread(target=self._work, name=WORKER_NAME, daemon=True)
@@ -329,6 +340,10 @@ class WitnessPusher:
             timeout = self._request_timeout
             if self._flush_deadline is not None:
                 timeout = max(0.001, min(timeout, self._flush_deadline - time.monotonic()))
+        if witness.connection is None:
+            witness.connection = witness_connection(
+                witness.endpoint, connect_timeout=self._connect_timeout, tls=self._tls
+            )
         return add_checkpoint(
             witness.endpoint,
             old,
@@ -339,6 +354,7 @@ class WitnessPusher:
             connect_timeout=self._connect_timeout,
             timeout=timeout,
             tls=self._tls,
+            connection=witness.connection,
         )
 
     def _proof(self, old: int, new: int) -> list[bytes]:
