@@ -72,6 +72,7 @@ from otel_route_shadow.tlog.merkle import (
     verify_consistency,
 )
 from otel_route_shadow.tlog.note import Signer, parse_note, sign_note
+from otel_route_shadow.tlog.tile_sweep import TileSweep
 from otel_route_shadow.tlog.tiles import (
     TILE_HEIGHT,
     TILE_WIDTH,
@@ -211,6 +212,7 @@ class Checkpointer:
         self._rebuilding: _Rebuilding | None = None
         self._started = False
         self._repaired = False
+        self._sweep = TileSweep()
         self._rebuild_next: str | None = None
         self._completed: list[tuple[int, int]] = []
         self._running = False
@@ -382,8 +384,7 @@ class Checkpointer:
         return own_checkpoint(note, self.origin, [self.signer.verifier()] if self.signer else [])
 
     def _all_notes(self) -> list[str]:
-        """Every note of ``checkpoints``; none when the file cannot be read whole (larger than any
-        reader reads: the callers then check the newest checkpoint alone)."""
+        """Every note of ``checkpoints``; none when it cannot be read whole (larger than any reader reads)."""
         try:
             return self.directory.notes().notes
         except (FileRefused, ValueError):
@@ -487,6 +488,7 @@ class Checkpointer:
                 proof = consistency_proof(anchor.size, cursor.size, reader)
                 verify_consistency(anchor.size, cursor.size, anchor.root, root, proof)
             self._keep_published_partials(reader)
+            self._sweep.check(reader)  # a full tile replaced under this process: rebuilt below
         except ProofError:
             raise _Refused("fork", _detail(cursor.size, -1, cursor.offset)) from None
         except TileError as exc:
@@ -568,8 +570,7 @@ class Checkpointer:
             _LOG.warning("route-shadow: " + message, *args)
 
 
-def _detail(tree_size: int, chain_bytes: int, expected_offset: int = -1) -> dict[str, int]:
-    """The numbers a refusal records (-1: not known)."""
+def _detail(tree_size: int, chain_bytes: int, expected_offset: int = -1) -> dict[str, int]:  # -1: not known
     return {"tree_size": tree_size, "expected_offset": expected_offset, "chain_bytes": chain_bytes}
 
 
