@@ -7,9 +7,9 @@ with its real seams (the demo factory's), and the auditor's commands.
 * one witness stopped: the spawns are unaffected (identical results; every request is made on the
   witness thread), checkpoints carry one cosignature, quorum 2 is insufficient evidence naming the
   missing witness, quorum 1 is satisfied;
-* the attack: the chain cut and a different history appended, signed with the log's own key by a second
-  writer over the cut chain: the witnesses refuse it (422), the writer records the refusal, and ``verify
-  --policy`` names the fork against the last cosigned checkpoint;
+* the attack: the chain cut, the log's directory erased and a different history appended by a second
+  writer with the log's own key: it asks the witnesses their size first (400), signs nothing and records
+  a ``rolled-back`` refusal, and ``verify --policy`` says the chain contradicts the cosigned checkpoint;
 * bad answers beside a real witness (garbage, another key's cosignature, a 500, a slow witness): contained,
   logged once, never stored; the real witness's quorum is met.
 """
