@@ -18,7 +18,6 @@ import io
 import socket
 import ssl
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from otel_route_shadow.version import __version__
@@ -143,8 +142,6 @@ class Connection:
     def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, connect_timeout: float) -> None:
         self._budget = _Budget(0.0, 0)
         self._connection = _Connection(host, port, self._budget, connect_timeout, tls)
-        self.opened = 0
-        """How many TCP connections were made."""
 
     def post(
         self, path: str, body: bytes, *, timeout: float, max_bytes: int, keep_alive: bool = True
@@ -156,7 +153,7 @@ class Connection:
         for attempt in range(2):
             reused = self._connection.raw is not None
             try:
-                answer = _exchange(self._connection, path, body, keep_alive, self._opened)
+                answer = _exchange(self._connection, path, body, keep_alive)
             except TransportError as exc:
                 self.close()
                 if reused and attempt == 0 and exc.stale:
@@ -173,9 +170,6 @@ class Connection:
         if self._connection.raw is not None:
             self._connection.raw.close()
             self._connection.raw = None
-
-    def _opened(self) -> None:
-        self.opened += 1
 
 
 def post(
@@ -198,9 +192,7 @@ def post(
         connection.close()
 
 
-def _exchange(
-    connection: _Connection, path: str, body: bytes, keep_alive: bool, opened: Callable[[], None]
-) -> HttpAnswer:
+def _exchange(connection: _Connection, path: str, body: bytes, keep_alive: bool) -> HttpAnswer:
     headers = {
         "Content-Type": "text/plain; charset=utf-8",
         "User-Agent": USER_AGENT,
@@ -213,7 +205,6 @@ def _exchange(
             raise TransportError(TransportFault.TIMEOUT, "no connection within the timeout") from None
         except OSError as exc:
             raise TransportError(TransportFault.UNREACHABLE, f"cannot connect: {_os_reason(exc)}") from None
-        opened()
     sent = False
     try:
         connection.request("POST", path, body=body, headers=headers)
