@@ -40,6 +40,7 @@ from otel_route_shadow.tlog.note import Signer, Verifier, sign_note
 __all__ = [
     "ACKNOWLEDGEABLE",
     "ACKNOWLEDGED_FILE",
+    "ANCHOR_REFUSALS",
     "ROLLED_BACK",
     "UNVERIFIED_CHECKPOINT",
     "Acknowledgement",
@@ -58,6 +59,14 @@ UNVERIFIED_CHECKPOINT: Final = "unverified-checkpoint"
 ROLLED_BACK: Final = "rolled-back"
 ACKNOWLEDGEABLE: Final = frozenset({UNVERIFIED_CHECKPOINT, ROLLED_BACK})
 """The refusals an operator may acknowledge (the others say the chain itself lost what was signed)."""
+_IF_YOU_KNOW_WHY: Final = " (if you know why: otel-route-shadow acknowledge CHAIN, docs/chain-format.md 13.6)"
+ANCHOR_REFUSALS: Final = {
+    UNVERIFIED_CHECKPOINT: "the newest checkpoint in `checkpoints` does not verify with the log's own key"
+    + _IF_YOU_KNOW_WHY,
+    ROLLED_BACK: "`checkpoints` holds no checkpoint as large as one signed (`state` or a witness shows it)"
+    + _IF_YOU_KNOW_WHY,
+}
+"""What each anchor refusal means, for the one warning the writer logs."""
 EMPTY_ROOT: Final = hashlib.sha256(b"").digest()
 _MAX_SMALL_FILE: Final = 1 << 20
 

@@ -49,6 +49,7 @@ from otel_route_shadow.chain import WrittenLine
 from otel_route_shadow.files import FileRefused, open_regular
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.tlog.anchoring import (
+    ANCHOR_REFUSALS,
     ROLLED_BACK,
     UNVERIFIED_CHECKPOINT,
     claimed_size,
@@ -105,8 +106,7 @@ _REFUSAL_TEXT: Final = {
     "rewritten": "the chain no longer holds what was signed (replaced, forked or edited)",
     "broken-link": "a line's record hash or link does not hold (its seq is in the refusal)",
     "fork": "the new tree is not consistent with a checkpoint already signed",
-    UNVERIFIED_CHECKPOINT: "the newest checkpoint in `checkpoints` does not verify with the log's own key",
-    ROLLED_BACK: "`checkpoints` holds no checkpoint as large as one signed (see `state` or a witness)",
+    **ANCHOR_REFUSALS,
 }
 """What each refusal reason means, for the one warning logged."""
 
