@@ -164,6 +164,7 @@ from otel_route_shadow.tlog.receipt import (
     parse_receipt,
     verify_receipt,
 )
+from otel_route_shadow.tlog.tile_sweep import SWEEP_TILES, TileSweep
 from otel_route_shadow.tlog.tiles import (
     REBUILD_HINT,
     TileDamaged,
@@ -183,6 +184,7 @@ __all__ = [
     "EMPTY_ROOT",
     "MAX_ENTRY_BYTES",
     "REBUILD_HINT",
+    "SWEEP_TILES",
     "Acknowledgement",
     "Attestation",
     "AttestationError",
@@ -243,6 +245,7 @@ __all__ = [
     "TileHealth",
     "TileMissing",
     "TileReader",
+    "TileSweep",
     "TreeBuilder",
     "TreeLevels",
     "TreeSink",
