@@ -86,7 +86,7 @@ def test_records_lost_to_a_full_disk_at_exit_are_counted_marked_and_logged_with_
     assert verify_chain(chain).dropped_records == refused  # marked once
 
 
-@pytest.mark.parametrize("what", ["garbage", "fifo", "directory", "huge"])
+@pytest.mark.parametrize("what", ["garbage", "fifo", "directory", "huge", "symlink"])
 def test_a_hostile_lost_file_counts_nothing_and_never_blocks_an_append(tmp_path: Path, what: str) -> None:
     chain = tmp_path / "chain.jsonl"
     lost = tmp_path / "chain.jsonl.lost"
@@ -96,6 +96,10 @@ def test_a_hostile_lost_file_counts_nothing_and_never_blocks_an_append(tmp_path:
         os.mkfifo(lost)
     elif what == "directory":
         lost.mkdir()
+    elif what == "symlink":
+        target = tmp_path / "elsewhere"
+        target.write_bytes(b"x" * 511 + b"\n")
+        lost.symlink_to(target)
     else:
         lost.write_bytes(b'{"no-space": [3, 1, 2]}' + b" " * (1 << 20))
     with RoutingAuditLog(chain) as log:
@@ -104,3 +108,5 @@ def test_a_hostile_lost_file_counts_nothing_and_never_blocks_an_append(tmp_path:
     payloads = [payload for _, payload in iter_payloads(chain)]
     assert [p.get("n") for p in payloads if p["kind"] != DROPPED_KIND] == [0, 1]
     assert sum(p["count"] for p in payloads if p["kind"] == DROPPED_KIND) == (3 if what == "huge" else 0)
+    if what == "symlink":
+        assert (tmp_path / "elsewhere").read_bytes() == b"x" * 511 + b"\n"  # never written through

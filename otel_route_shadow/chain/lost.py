@@ -112,7 +112,7 @@ class LostRecords:
     def pending(self) -> bool:
         """Whether the file may hold counts: it is not the empty file's size (a ``stat``)."""
         try:
-            return os.stat(self.path).st_size != LOST_BYTES
+            return os.lstat(self.path).st_size != LOST_BYTES
         except OSError:
             return False
 
@@ -141,7 +141,7 @@ class LostRecords:
 
     def _open(self) -> int:
         """The file, open and locked (``OSError`` when it is not there, not a regular file, or locked)."""
-        fd = open_regular(self.path, os.O_RDWR)
+        fd = open_regular(self.path, os.O_RDWR, follow_symlinks=False)
         if not flock_bounded(fd, fcntl.LOCK_EX, self._timeout, LOCK_POLL_S):
             os.close(fd)
             raise TimeoutError(f"{self.path}: locked for longer than the writer waits")
