@@ -27,7 +27,7 @@ from otel_route_shadow.chain.group_commit import LOCK_POLL_S
 from otel_route_shadow.chain.quarantine import CHAIN_FILE_MODE
 from otel_route_shadow.chain.record import EMPTY_MARKS, ChainHead, EncodedPayload
 from otel_route_shadow.chain.spill import LineWriter
-from otel_route_shadow.files import open_regular, write_atomic
+from otel_route_shadow.files import open_regular, write_all
 from otel_route_shadow.locking import flock_bounded
 
 __all__ = ["LOST_BYTES", "LostRecords"]
@@ -79,10 +79,18 @@ class LostRecords:
         self._timeout = lock_timeout
 
     def reserve(self) -> None:
-        """Create the file, empty, when there is none (a disk already full leaves it for later)."""
-        if not os.path.lexists(self.path):
-            with contextlib.suppress(OSError):
-                write_atomic(self.path, _EMPTY, mode=CHAIN_FILE_MODE, exclusive=True)
+        """Create the file, empty, when there is none: one small write, not synced (a reserve of room,
+        not a record; one a crash left short is made whole by the next writer that looks at it)."""
+        if os.path.lexists(self.path):
+            return
+        with contextlib.suppress(OSError):
+            fd = open_regular(
+                self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, CHAIN_FILE_MODE, follow_symlinks=False
+            )
+            try:
+                write_all(fd, _EMPTY)
+            finally:
+                os.close(fd)
 
     def mark(self, entries: list[EncodedPayload], reason: str, now_ns: int) -> int:
         """Count ``entries`` (records, or ``records-dropped`` events standing for their count) in the file,
