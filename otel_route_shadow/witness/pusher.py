@@ -16,7 +16,7 @@ each witness in turn (the ones whose last push failed go last):
   ``max(cadence, RETRY_AFTER_S)``; any other refusal waits for the next checkpoint.
 
 Each witness has one persistent connection (HTTP/1.1 keep-alive, which C2SP tlog-witness recommends),
-used by the thread only, opened again when the witness closed it, closed by ``close``.
+used by the thread only, opened again when the witness closed it, closed when the thread ends.
 
 The cadence bounds the pushes to each witness: at most ``pushes_per_day`` per day, evenly spaced (a
 push is one checkpoint; its 409 retry is part of it). ``flush(timeout)`` (at shutdown) pushes the newest
@@ -220,10 +220,6 @@ class WitnessPusher:
             self._cond.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
-        if thread is None or not thread.is_alive():
-            for w in self._witnesses:
-                if w.connection is not None:
-                    w.connection.close()
         return flushed
 
     def stats(self) -> PusherStats:
@@ -269,6 +265,9 @@ class WitnessPusher:
         while True:
             picked = self._next()
             if picked is None:
+                for w in self._witnesses:  # the thread's own connections, closed as it ends
+                    if w.connection is not None:
+                        w.connection.close()
                 return
             witness, job, epoch = picked
             try:
