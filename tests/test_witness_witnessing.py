@@ -294,3 +294,17 @@ def test_nothing_is_signed_and_nothing_waits_while_a_witness_holds_the_size_ques
     assert witnessing.wait_learned()
     assert [c.size for c in append(chain, 1, checkpointer, start=50)] == [51]
     witnessing.close()
+
+
+def test_a_witness_found_ahead_by_a_push_stops_a_writer_that_could_not_ask_it_at_start(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], tuple[ProvingWitness, FakeWitness]]
+) -> None:
+    (first, a), _ = two
+    first.size, first.root = 500, bytes(32)  # it cosigned 500 of this log before the host lost its own
+    chain = tmp_path / "chain.jsonl"
+    checkpointer, witnessing = _writer(chain, _policy(("w1", W1, a.url)))  # no question at start
+    checkpointer.witness_floor = witnessing.floor
+    assert [c.size for c in append(chain, 100, checkpointer, every=100)] == [100]
+    assert witnessing.flush(WAIT) and witnessing.floor() == 500  # the push's 409 said 500
+    assert append(chain, 1, checkpointer, start=100) == [] and checkpointer.refused == "rolled-back"
+    witnessing.close()

@@ -7,7 +7,8 @@ each witness in turn (the ones whose last push failed go last):
 
 * it sends ``old <size>`` with the size the witness is known to hold (0 at first, or the size the caller
   seeds), and the consistency proof from there, obtained from the caller's ``prove(old, new)``;
-* a 409 gives the witness's size: it proves from there and retries once; a witness holding a larger tree
+* a 409 gives the witness's size (reported through ``on_size(witness, size)``): it proves from there
+  and retries once; a witness holding a larger tree
   than the checkpoint (``witness-ahead``: the log was cut) is not retried;
 * a cosignature (verified against that witness's key before anything else sees it) is reported through
   ``on_cosigned(size, root, lines)``; every refusal through ``on_refused(witness, cause, size)`` and, once
@@ -82,6 +83,7 @@ _TRANSIENT = frozenset({Outcome.TIMEOUT, Outcome.UNREACHABLE, Outcome.SERVER_ERR
 Prove = Callable[[int, int], Sequence[bytes]]
 OnCosigned = Callable[[int, bytes, tuple[str, ...]], None]
 OnRefused = Callable[[str, str, int], None]
+OnSize = Callable[[str, int], None]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -142,6 +144,7 @@ class WitnessPusher:
         on_cosigned: OnCosigned,
         *,
         on_refused: OnRefused | None = None,
+        on_size: OnSize | None = None,
         pushes_per_day: float = DEFAULT_PUSHES_PER_DAY,
         known_sizes: Mapping[str, int] | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
@@ -157,6 +160,7 @@ class WitnessPusher:
         self._prove = prove
         self._on_cosigned = on_cosigned
         self._on_refused = on_refused
+        self._on_size = on_size
         self._interval = 86400.0 / pushes_per_day
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
@@ -322,7 +326,7 @@ class WitnessPusher:
         try:
             answer = self._request(witness, sent, checkpoint, job.note)
             if answer.outcome is Outcome.CONFLICT and answer.witness_size not in (None, sent):
-                witness.size, witness.root = answer.witness_size or 0, None
+                self._holds(witness, answer.witness_size or 0)
                 if witness.size > checkpoint.size:
                     self._refuse(witness, WITNESS_AHEAD, checkpoint.size, f"it holds size {witness.size}")
                     return True
@@ -369,7 +373,7 @@ class WitnessPusher:
 
     def _settle(self, witness: _Witness, checkpoint: Checkpoint, answer: WitnessAnswer) -> bool:
         if answer.outcome is Outcome.CONFLICT and answer.witness_size is not None:
-            witness.size, witness.root = answer.witness_size, None
+            self._holds(witness, answer.witness_size)
         if answer.outcome is not Outcome.COSIGNED:
             self._refuse(witness, answer.outcome.value, checkpoint.size, answer.detail)
             if answer.outcome in _TRANSIENT:
@@ -385,6 +389,15 @@ class WitnessPusher:
         except Exception:
             self._log_once(("*", CALLBACK), "witness push: the cosignature callback failed")
         return True
+
+    def _holds(self, witness: _Witness, size: int) -> None:
+        """A 409 said the size ``witness`` holds: pushes prove from it, and ``on_size`` is told."""
+        witness.size, witness.root = size, None
+        if self._on_size is not None:
+            try:
+                self._on_size(witness.endpoint.name, size)
+            except Exception:
+                self._log_once(("*", CALLBACK + "-size"), "witness push: the size callback failed")
 
     def _refuse(self, witness: _Witness, cause: str, size: int, detail: str) -> None:
         name = witness.endpoint.name

@@ -249,6 +249,7 @@ class CheckpointWitnessing:
             self.prove,
             self.on_cosigned,
             on_refused=self.on_refused,
+            on_size=self.on_size,
             pushes_per_day=self.pushes_per_day,
             known_sizes=dict(self._known),
             connect_timeout=self._connect_timeout,
@@ -282,6 +283,12 @@ class CheckpointWitnessing:
                 lines = (*self._pending[1], *lines)
             self._pending = (text, lines)
         self._merge_pending(_MERGE_PAUSE_S)
+
+    def on_size(self, witness: str, size: int) -> None:
+        """A witness said the size it holds (a 409 to a push): :meth:`floor` never goes below it, so a
+        writer that could not ask at start still refuses to sign under what a witness holds."""
+        with self._lock:
+            self._known[witness] = max(self._known.get(witness, 0), size)
 
     def on_refused(self, witness: str, cause: str, size: int) -> None:
         """Record a witness's refusal once per witness and cause (transient causes are not recorded)."""
