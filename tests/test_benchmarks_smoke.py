@@ -133,6 +133,12 @@ def test_checkpoint_catchup_times_a_checkpoint_that_covers_every_record() -> Non
     assert "| read back from the chain |" in proc.stdout
 
 
+def test_tile_sweep_times_a_sweep_over_full_tiles() -> None:
+    """``benchmarks/tile_sweep.py`` (the figure of the writer's look at its full tiles in docs/benchmarks.md)."""
+    proc = _run_module("benchmarks.tile_sweep", "--records", "600", "--runs", "2")
+    assert proc.stdout.startswith("600 leaves: one sweep, ms: median ")
+
+
 def test_the_chain_patches_switch_off_what_they_name_and_put_it_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -98,6 +98,21 @@ def _chain(tmp_path: Path, records: int = 30) -> Path:
     return chain
 
 
+def _refused(tmp_path: Path, how: str) -> Path:
+    """A chain whose writer refused: its newest checkpoint edited (acknowledgeable), or the chain cut."""
+    chain = _chain(tmp_path)
+    directory = Path(str(chain) + ".tlog")
+    if how == "unverified":
+        (directory / "checkpoint").unlink()
+        (directory / "checkpoints").write_text(
+            (directory / "checkpoints").read_text().replace("\\u2014 ", "\\u2014 x")
+        )
+    else:
+        chain.write_bytes(chain.read_bytes().split(b"\n", 1)[0] + b"\n")
+    assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is None
+    return chain
+
+
 def _broken(chain: Path) -> Path:
     chain.write_bytes(b"".join(edited([line + b"\n" for line in lines(chain)], 3)))
     return chain
@@ -333,6 +348,9 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
     ],
     ("key generate", 2): lambda c: ["key", "generate", "--name", "café", "--out", str(c.tmp / "k")],
     ("serve", 2): _serve_without_a_checkpoint,
+    ("acknowledge", 0): lambda c: ["acknowledge", str(_refused(c.tmp, "unverified"))],
+    ("acknowledge", 1): lambda c: ["acknowledge", str(_chain(c.tmp))],
+    ("acknowledge", 2): lambda c: ["acknowledge", str(_refused(c.tmp, "truncated"))],
     ("demo", 0): lambda c: ["demo", "--spawns", "2", "--quiet", "--out", str(c.tmp / "demo")],
     ("demo", 1): _demo_broken,
     ("demo", 2): lambda c: [

@@ -125,13 +125,31 @@ def test_a_cosignature_appends_the_newest_entry_again_and_replaces_checkpoint(tm
     assert len(parse_note(directory.notes().notes[-1]).signatures) == 3
 
 
-def test_a_late_cosignature_of_an_older_checkpoint_is_not_written(tmp_path: Path) -> None:
+def test_a_cosignature_returned_after_a_newer_checkpoint_was_published_is_stored_not_discarded(
+    tmp_path: Path,
+) -> None:
     log = GrowingLog(tmp_path / "chain.jsonl", LOG)
     old = log.grow(10)
     newer = log.grow(5)
     directory = LogStore(log.chain)
-    assert directory.cosign(_text(old), [W1.line(_text(old), NOW)], KEYS, now=NOW) is Cosigned.SUPERSEDED
-    assert directory.notes().notes == [old, newer]
+    published = (Path(directory.path) / "checkpoint").read_bytes()
+    line = W1.line(_text(old), NOW)
+    assert directory.cosign(_text(old), [line], KEYS, now=NOW) is Cosigned.ADDED_SUPERSEDED
+    assert directory.notes().notes == [old, newer, old + line, newer]  # the last entry is still the newest
+    assert directory.cosign(_text(old), [line], KEYS, now=NOW) is Cosigned.UNCHANGED
+    assert (Path(directory.path) / "checkpoint").read_bytes() == published
+    nxt = log.grow(5)  # a new writer process resumes from the newest checkpoint and signs on
+    assert int(_text(nxt).split("\n")[1]) == 20
+    assert not (Path(directory.path) / "refusals").exists()
+
+
+def test_a_cosignature_of_a_checkpoint_checkpoints_does_not_hold_is_not_written(tmp_path: Path) -> None:
+    log = GrowingLog(tmp_path / "chain.jsonl", LOG)
+    newer = log.grow(15)
+    directory = LogStore(log.chain)
+    text = _text(newer).replace("\n15\n", "\n10\n")
+    assert directory.cosign(text, [W1.line(text, NOW)], KEYS, now=NOW) is Cosigned.SUPERSEDED
+    assert directory.notes().notes == [newer]
 
 
 def test_a_bad_cosignature_is_rejected_and_nothing_is_written(tmp_path: Path) -> None:

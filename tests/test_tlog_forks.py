@@ -209,3 +209,28 @@ def test_the_proof_the_writer_checks_is_the_one_a_verifier_checks(tmp_path: Path
     old, new = (authenticate(n, [SIGNER.verifier()]).checkpoint for n in notes(chain))
     reader = TileReader(LogStore(str(chain)), new.size, new.root)
     verify_consistency(old.size, new.size, old.root, new.root, consistency_proof(old.size, new.size, reader))
+
+
+@pytest.mark.parametrize("how", ["flipped", "replaced-by-another-tile"])
+def test_a_full_tile_replaced_under_a_running_writer_is_found_repaired_from_the_chain_and_logged_once(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    writer = _writer(chain)  # one process throughout: the host keeps running
+    append(chain, 3000, writer, every=500)
+    tile = log_dir(chain) / tile_path(0, 3)
+    authentic = tile.read_bytes()
+    if how == "flipped":
+        _flip(tile, 100)
+    else:
+        tile.write_bytes((log_dir(chain) / tile_path(0, 4)).read_bytes())
+    made = append(chain, 1500, writer, every=500, start=3000)
+    assert made and writer.refused is None
+    assert tile.read_bytes() == authentic
+    _assert_all_consistent(chain, lines(chain))
+    assert (
+        sum("tiles do not read back" in r.message and "not signing yet" in r.message for r in caplog.records)
+        == 1
+    )
+    report = verify_against_checkpoints(str(chain), notes(chain), [KEY])
+    assert report.ok and report.tiles.ok, report

@@ -3,7 +3,9 @@
 Two witnesses cosign a growing log; a witness that holds another size answers 409 and the pusher proves
 from there; a fork of the log (cut and re-grown, re-signed with the log's own key) is refused by the
 witnesses with the protocol's codes; a stopped witness leaves the other cosigning and the quorum naming
-the missing one; a log the witness does not know, or a key it does not trust, is refused."""
+the missing one; a log the witness does not know, or a key it does not trust, is refused; a restarted
+writer whose newest note was edited, or whose ``checkpoints`` is gone, learns the witnesses' size (409 to
+``old 0`` with the empty tree) and signs nothing over it."""
 
 from __future__ import annotations
 
@@ -16,9 +18,16 @@ from pathlib import Path
 import pytest
 from witness_support import GrowingLog, Litewitness, WitnessPool, size_of, witness_pool
 
-from otel_route_shadow.logstore import signed_checkpoint_from_note
+from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.logstore import Checkpointer, empty_tree_note, signed_checkpoint_from_note, tlog_dir
 from otel_route_shadow.tlog import Signer, attest_checkpoint, parse_policy
-from otel_route_shadow.witness import Outcome, WitnessEndpoint, WitnessPusher, add_checkpoint
+from otel_route_shadow.witness import (
+    CheckpointWitnessing,
+    Outcome,
+    WitnessEndpoint,
+    WitnessPusher,
+    add_checkpoint,
+)
 
 pytestmark = pytest.mark.witness
 
@@ -227,3 +236,44 @@ def test_the_pool_stops_every_process_it_started_even_when_the_test_fails(
         assert all(p is not None and p.poll() is None for p in started)
         raise RuntimeError("the test failed")
     assert all(p is not None and p.poll() is not None for p in started)
+
+
+def test_a_restarted_writer_with_its_newest_note_edited_and_its_chain_cut_never_signs_over_the_witnesses_size(
+    tmp_path: Path, signer: Signer, pool: WitnessPool
+) -> None:
+    """The probe's regression: the log signed 3,051 and 3,090 over the witness's cosigned 2,950."""
+    chain = tmp_path / "chain.jsonl"
+    log = GrowingLog(chain, signer)
+    results = Results()
+    pusher = _pusher(log, pool, results)
+    try:
+        pusher.submit(log.grow(2950))
+        assert pusher.flush(WAIT) and sorted(results.cosigned) == [2950]
+    finally:
+        pusher.close(WAIT)
+    directory = Path(tlog_dir(str(chain)))
+    entries = (directory / "checkpoints").read_text().splitlines(keepends=True)
+    note = json.loads(entries[-1])["note"]
+    at = note.rindex(" ") + 20  # one base64 character of the newest note's signature
+    entries[-1] = json.dumps({"note": note[:at] + ("A" if note[at] != "A" else "B") + note[at + 1 :]}) + "\n"
+    (directory / "checkpoints").write_text("".join(entries))
+    (directory / "checkpoint").unlink()
+    log.fork(tmp_path / "cut.jsonl", 2945)
+    chain.write_bytes((tmp_path / "cut.jsonl").read_bytes())
+    with RoutingAuditLog(chain) as appender:
+        for n in range(150):
+            appender.append({"kind": "route-shadow", "n": n, "tag": "after the cut"})
+    writer = Checkpointer(str(chain), ORIGIN, signer)
+    witnessing = CheckpointWitnessing(writer.directory, ORIGIN, parse_policy(_policy(signer, pool, "both")))
+    witnessing.learn_sizes(empty_tree_note(ORIGIN, signer))
+    writer.witness_floor = witnessing.floor
+    assert witnessing.wait_learned() and witnessing.floor() == 2950  # litewitness answered 409: 2950
+    assert writer.checkpoint() is None and writer.refused == "unverified-checkpoint"
+    assert (directory / "checkpoints").read_text() == "".join(entries)  # nothing signed
+    assert all(_listed_size(pool, w) == 2950 for w in pool.witnesses)
+    (directory / "checkpoints").unlink()  # the other attack: no local evidence left but the witnesses
+    (directory / "state").unlink()
+    again = Checkpointer(str(chain), ORIGIN, signer)
+    again.witness_floor = witnessing.floor
+    assert again.checkpoint() is None and again.refused == "rolled-back"
+    assert not (directory / "checkpoints").exists()

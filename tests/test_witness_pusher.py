@@ -368,3 +368,25 @@ def test_a_seeded_size_is_the_first_old_size(log: GrowingLog) -> None:
             pusher.close(WAIT)
     assert _sizes(fake) == [(30, 35)]
     assert hashlib.sha256(b"").digest() not in [root for _, root, _ in recorder.cosigned]
+
+
+def test_pushes_to_a_witness_reuse_one_connection_and_reconnect_when_it_is_closed(log: GrowingLog) -> None:
+    behaviour = Witnessing(W1)
+    with fake_witness(behaviour, keep_alive=True) as fake:
+        recorder = Recorder()
+        pusher = _pusher(log, [("one", W1, fake)], recorder)
+        try:
+            for count in (10, 20, 30):
+                pusher.submit(log.grow(count))
+                assert pusher.flush(WAIT)
+            assert fake.connections == 1  # keep-alive: every push on the one connection
+            fake.close_idle = True  # the witness now closes each connection after its answer, silently
+            for count in (40, 50, 60):
+                pusher.submit(log.grow(count))
+                assert pusher.flush(WAIT)
+        finally:
+            pusher.close(WAIT)
+    assert [size for size, _, _ in recorder.cosigned] == [10, 30, 60, 100, 150, 210]
+    assert recorder.refused == []
+    assert fake.connections == 3  # the 4th push closed the first; the 5th and 6th each found theirs closed
+    assert len(fake.bodies) == 6

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tlog_support import append
 from witness_support import Cosigner, FakeWitness, ProvingWitness, fake_witness, free_port
 
-from otel_route_shadow.logstore import Checkpointer, LogStore
+from otel_route_shadow.logstore import Checkpointer, LogStore, empty_tree_note
 from otel_route_shadow.tlog import Signer, parse_note, parse_policy, verify_cosignatures
 from otel_route_shadow.witness import CheckpointWitnessing, WitnessConfigError
 from otel_route_shadow.witness import witnessing as witnessing_module
@@ -233,3 +233,71 @@ def test_a_child_forked_while_the_lock_was_held_pushes_and_flushes_on_its_own(
     _, status = os.waitpid(pid, 0)
     witnessing.close()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _learning_writer(chain: Path, policy: str) -> tuple[Checkpointer, CheckpointWitnessing]:
+    checkpointer, witnessing = _writer(chain, policy)
+    witnessing.learn_sizes(empty_tree_note(ORIGIN, LOG))
+    checkpointer.witness_floor = witnessing.floor
+    return checkpointer, witnessing
+
+
+def test_a_restarted_writer_whose_checkpoints_were_deleted_learns_the_witnesss_size_and_never_signs_below_it(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], tuple[ProvingWitness, FakeWitness]]
+) -> None:
+    (first, a), (_, b) = two
+    policy = _policy(("w1", W1, a.url), ("w2", W2, b.url))
+    chain = tmp_path / "chain.jsonl"
+    checkpointer, witnessing = _learning_writer(chain, policy)
+    assert witnessing.wait_learned() and witnessing.floor() == 0
+    append(chain, 400, checkpointer, every=400)  # one checkpoint: no merge holds the lock meanwhile
+    assert witnessing.flush(WAIT) and first.size == 400
+    witnessing.close()
+    directory = Path(str(chain) + ".tlog")
+    for name in ("checkpoints", "checkpoint", "state"):
+        (directory / name).unlink()
+    kept = chain.read_bytes().split(b"\n")[:395]
+    chain.write_bytes(b"".join(line + b"\n" for line in kept))
+    append(chain, 200, start=100_000)  # a fork from 395 on
+    restarted, again = _learning_writer(chain, policy)
+    assert again.wait_learned() and again.floor() == 400
+    assert restarted.checkpoint() is None and restarted.refused == "rolled-back"
+    refusals = [json.loads(line) for line in (directory / "refusals").read_text().splitlines()]
+    assert [(r["reason"], r["tree_size"]) for r in refusals] == [("rolled-back", 400)]
+    assert not (directory / "checkpoints").exists()
+    probe = a.bodies[-1].decode()
+    assert probe.startswith("old 0\n\n") and probe.split("\n")[3] == "0"  # the empty tree, never a fork
+    again.close()
+
+
+def test_nothing_is_signed_and_nothing_waits_while_a_witness_holds_the_size_question(
+    tmp_path: Path,
+    two: tuple[tuple[ProvingWitness, FakeWitness], tuple[ProvingWitness, FakeWitness]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (first, a), _ = two
+    monkeypatch.setattr(witnessing_module, "LEARN_TIMEOUT_S", WAIT)  # no deadline passes during the test
+    first.gate.clear()  # the witness holds every request until released
+    chain = tmp_path / "chain.jsonl"
+    checkpointer, witnessing = _learning_writer(chain, _policy(("w1", W1, a.url)))
+    assert a.arrived.acquire(timeout=WAIT)  # the question is being held
+    assert append(chain, 50, checkpointer, every=10) == []  # each call returned without waiting
+    assert checkpointer.behind and checkpointer.refused is None
+    first.gate.set()
+    assert witnessing.wait_learned()
+    assert [c.size for c in append(chain, 1, checkpointer, start=50)] == [51]
+    witnessing.close()
+
+
+def test_a_witness_found_ahead_by_a_push_stops_a_writer_that_could_not_ask_it_at_start(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], tuple[ProvingWitness, FakeWitness]]
+) -> None:
+    (first, a), _ = two
+    first.size, first.root = 500, bytes(32)  # it cosigned 500 of this log before the host lost its own
+    chain = tmp_path / "chain.jsonl"
+    checkpointer, witnessing = _writer(chain, _policy(("w1", W1, a.url)))  # no question at start
+    checkpointer.witness_floor = witnessing.floor
+    assert [c.size for c in append(chain, 100, checkpointer, every=100)] == [100]
+    assert witnessing.flush(WAIT) and witnessing.floor() == 500  # the push's 409 said 500
+    assert append(chain, 1, checkpointer, start=100) == [] and checkpointer.refused == "rolled-back"
+    witnessing.close()

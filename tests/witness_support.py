@@ -338,14 +338,24 @@ class FakeWitness:
     holding a request open (a slow witness) returns.
     """
 
-    def __init__(self, respond: Respond) -> None:
+    def __init__(self, respond: Respond, *, keep_alive: bool = False) -> None:
         self.respond = respond
+        self.connections = 0
+        """TCP connections accepted; with ``keep_alive`` (HTTP/1.1) one serves many requests, and
+        ``close_idle`` makes the server close each connection after its answer without saying so."""
+        self.close_idle = False
         self.bodies: list[bytes] = []
         self.release = threading.Event()
         self.arrived = threading.Semaphore(0)
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
+            def setup(self) -> None:
+                fake.connections += 1
+                super().setup()
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
@@ -360,6 +370,8 @@ class FakeWitness:
                         self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
+                if fake.close_idle:
+                    self.close_connection = True
 
             def log_message(self, *_: object) -> None:
                 pass
@@ -381,8 +393,8 @@ class FakeWitness:
 
 
 @contextlib.contextmanager
-def fake_witness(respond: Respond) -> Iterator[FakeWitness]:
-    fake = FakeWitness(respond)
+def fake_witness(respond: Respond, *, keep_alive: bool = False) -> Iterator[FakeWitness]:
+    fake = FakeWitness(respond, keep_alive=keep_alive)
     try:
         yield fake
     finally:

@@ -35,6 +35,7 @@ __all__ = [
     "Backlog",
     "DroppedGap",
     "dropped_event",
+    "dropped_event_of",
     "write_failure_reason",
 ]
 
@@ -157,6 +158,11 @@ class Backlog:
     def __len__(self) -> int:
         return len(self._items) + len(self._dropped)
 
+    def records(self) -> int:
+        """How many records the backlog stands for: those kept and those counted as dropped."""
+        with self._lock:
+            return len(self._items) + sum(counted[0] for counted in self._dropped.values())
+
     def keep(self, entry: EncodedPayload, now_ns: int) -> bool:
         """Keep ``entry`` after the others; False when the backlog is full and it was counted instead."""
         with self._lock:
@@ -199,7 +205,7 @@ class Backlog:
         with self._lock:
             records = []
             for entry in entries:
-                event = _dropped_payload(entry)
+                event = dropped_event_of(entry)
                 if event is None:
                     records.append(entry)
                     continue
@@ -210,7 +216,7 @@ class Backlog:
             self._items.extendleft(reversed(records))
 
 
-def _dropped_payload(entry: EncodedPayload) -> tuple[str, int, int, int] | None:
+def dropped_event_of(entry: EncodedPayload) -> tuple[str, int, int, int] | None:
     """``(reason, count, first, last)`` when ``entry`` is a ``records-dropped`` event as
     :func:`dropped_event` makes it, else None."""
     if not entry.payload.startswith(b'{"count":'):

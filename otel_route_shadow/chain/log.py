@@ -24,10 +24,17 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal, NamedTuple, NoReturn
 
-from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, Backlog, write_failure_reason
+from otel_route_shadow.chain.backlog import (
+    BACKLOG_RECORDS,
+    DROPPED_REASON,
+    REASON_WRITE_FAILED,
+    Backlog,
+    write_failure_reason,
+)
 from otel_route_shadow.chain.errors import ChainLockTimeout, ChainPayloadError
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S, GroupCommit
 from otel_route_shadow.chain.head import read_head, tail_head
+from otel_route_shadow.chain.lost import LostRecords
 from otel_route_shadow.chain.quarantine import TailQuarantine
 from otel_route_shadow.chain.reader import iter_records, open_chain
 from otel_route_shadow.chain.record import (
@@ -168,6 +175,8 @@ class RoutingAuditLog:
         self._commit = GroupCommit(self._path, lock_timeout)
         self._torn = TailQuarantine(self._path, self._write_event, self._commit.lower)
         self._spill = Spill(self._path, lock_timeout)
+        self._lost = LostRecords(self._path, lock_timeout)
+        self._reserved = False
         self.listener = listener
         self._written: list[WrittenLine] = []
         self._listener_failed = False
@@ -266,6 +275,26 @@ class RoutingAuditLog:
             self._spill_due, self._known_size = True, -1
         return len(entries)
 
+    def mark_lost(self, cause: BaseException) -> int:
+        """Count what still waits in the backlog (records, and the counts of dropped ones) in
+        ``<chain>.lost``, in place, for the next writer to mark in the chain (for a process about to
+        exit when neither the chain nor the spill file can take them, for ``cause``); return how many
+        records. Raises ``OSError`` (they stay in the backlog) when that file cannot take them either."""
+        reason = DROPPED_REASON if isinstance(cause, ChainLockTimeout) else REASON_WRITE_FAILED
+        if isinstance(cause, OSError) and reason == REASON_WRITE_FAILED:
+            reason = write_failure_reason(cause)
+        entries = self._backlog.take()
+        try:
+            return self._lost.mark(entries, reason, time.time_ns())
+        except BaseException:
+            self._backlog.restore(entries)
+            raise
+
+    @property
+    def backlog_records(self) -> int:
+        """How many records the backlog stands for: those it keeps and those it counted as dropped."""
+        return self._backlog.records()
+
     def head(self) -> ChainHead | None:
         """The last complete record on disk, or None for a missing or empty chain.
 
@@ -333,6 +362,9 @@ class RoutingAuditLog:
                 if encoded is not None:
                     head, size = self._write_line(fd, head, size, encoded)
                     written = True
+                    if not self._reserved:  # once the disk took a record: room for a full one later
+                        self._reserved = True
+                        self._lost.reserve()
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 if self._written:
@@ -391,6 +423,8 @@ class RoutingAuditLog:
             self._spill_checked, self._spill_due = now, False
             if self._spill.pending():
                 head, size, self._spill_due = self._spill.write_into(fd, head, size, self._write_line)
+            if self._lost.pending():
+                head, size = self._lost.write_into(fd, head, size, self._write_line)
         return head, size
 
     def _write_backlog(self, fd: int, head: ChainHead | None, size: int) -> tuple[ChainHead | None, int]:

@@ -11,14 +11,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from otel_route_shadow.cli import audit, demo, explain, key, policy, prove, report, serve, verify
+from otel_route_shadow.cli import acknowledge, audit, demo, explain, key, policy, prove, report, serve, verify
 from otel_route_shadow.cli.common import CliError, harden_streams
 from otel_route_shadow.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK
 from otel_route_shadow.version import __version__
 
 __all__ = ["build_parser", "main"]
 
-_MODULES = (explain, policy, verify, demo, audit, report, key, prove, serve)
+_MODULES = (explain, policy, verify, demo, audit, report, key, prove, serve, acknowledge)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -188,6 +188,12 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
             EXIT_USAGE: "a chain without a checkpoint, a checkpoint that does not authenticate, an address that "
             "cannot be listened on",
         },
+        "acknowledge": {
+            EXIT_OK: "the last refusal acknowledged: the writer signs on at its next start",
+            EXIT_FINDING: "no refusal to acknowledge",
+            EXIT_USAGE: "a refusal of the chain itself (it cannot be acknowledged), a directory that cannot be "
+            "read or written",
+        },
         "demo": {
             EXIT_OK: "the demo ran and its chain verifies",
             EXIT_FINDING: "the demo's chain does not verify",

@@ -23,7 +23,8 @@ for a lock the fork copied in a held state.
 the key is refused at start with one log line and the checkpoints are written unsigned (the host runs
 on, shadowed). With a witness policy (a C2SP tlog-policy file), every signed checkpoint is pushed to
 the policy's witnesses (``witness.CheckpointWitnessing``, its own thread: no spawn waits for a
-witness), at most ``pushes_per_day`` times a day each; at shutdown the last checkpoint is pushed to
+witness), at most ``pushes_per_day`` times a day each; at start each witness is asked the size it
+holds for this log, and nothing is signed until it answered (or failed, each request bounded); at shutdown the last checkpoint is pushed to
 every witness within ``SHUTDOWN_PUSH_S``. A policy that cannot be read is logged (one line) and
 nothing is pushed.
 """
@@ -46,6 +47,7 @@ from otel_route_shadow.logstore import (
     KeyFileError,
     SignedCheckpoint,
     default_origin,
+    empty_tree_note,
     read_policy_file,
     read_signer_file,
 )
@@ -195,6 +197,8 @@ class ScheduledCheckpointer:
     def checkpoint_now(self) -> SignedCheckpoint | None:
         """Catch up (with the shutdown bounds) and checkpoint now; the latest checkpoint this process made
         when nothing was appended since (None if none). Never raises."""
+        if self.witnesses is not None:
+            self.witnesses.wait_learned()  # bounded: nothing is signed before their sizes are known
         made = self._run(wait=SHUTDOWN_WAIT_S, max_leaves=SHUTDOWN_MAX_LEAVES, max_bytes=SHUTDOWN_MAX_BYTES)
         if self.witnesses is not None:
             self.witnesses.flush(SHUTDOWN_PUSH_S)
@@ -353,3 +357,5 @@ def _witness(scheduled: ScheduledCheckpointer, path: str, pushes_per_day: float)
             mine,
         )
     scheduled.witness_with(witnesses)
+    witnesses.learn_sizes(empty_tree_note(checkpointer.origin, checkpointer.signer))
+    checkpointer.witness_floor = witnesses.floor

@@ -135,47 +135,69 @@ class RouteShadowChainExporter:
 
     def flush_backlog(self, timeout: float, *, spill: bool = False) -> int:
         """Write records still waiting for the chain's lock, waiting at most ``timeout`` seconds;
-        return how many are left. With ``spill`` (at shutdown and exit) what is left goes to the
-        chain's spill file, which the next writer writes first; what cannot go there either is lost
-        when the process ends, and logged."""
+        return how many records are left. With ``spill`` (at shutdown and exit) what is left goes to
+        the chain's spill file, which the next writer writes first; what cannot go there either (a
+        full disk) is counted in ``<chain>.lost``, which the next writer marks in the chain as
+        ``records-dropped``; each outcome is logged with the number of records."""
         log = self._log
         if log is None or not log.backlog:
             return 0
         try:
-            left = log.flush(timeout)
+            log.flush(timeout)
         except Exception as exc:  # a disk error at exit: say so, never raise into the host
             _LOG.warning("route shadow could not write its waiting chain records: %s", type(exc).__name__)
-            left = log.backlog
-        if left and spill:
-            try:
-                kept = log.spill(timeout)
-            except Exception as exc:
-                _LOG.warning(
-                    "route shadow: %d chain records waiting for %s are lost: the spill file %s "
-                    "could not take them (%s)",
-                    left,
-                    self._path,
-                    log.spill_path,
-                    type(exc).__name__,
-                )
-                return left
-            _LOG.warning(
-                "route shadow: %d chain records still waited for the lock on %s after %g s; kept in "
-                "%s, which the next writer writes into the chain first",
-                kept,
-                self._path,
-                timeout,
-                log.spill_path,
-            )
+        left = log.backlog_records
+        if not log.backlog:
             return 0
-        if left:
+        if not spill:
             _LOG.warning(
                 "route shadow: %d chain records still wait for the lock on %s after %g s",
                 left,
                 self._path,
                 timeout,
             )
-        return left
+            return left
+        try:
+            log.spill(timeout)
+        except Exception as exc:
+            return self._mark_lost(log, left, exc)
+        _LOG.warning(
+            "route shadow: %d chain records could not be written to %s within %g s; kept in %s, which the "
+            "next writer writes into the chain first",
+            left,
+            self._path,
+            timeout,
+            log.spill_path,
+        )
+        return 0
+
+    def _mark_lost(self, log: RoutingAuditLog, left: int, exc: Exception) -> int:
+        """Count the records neither the chain nor the spill file took in ``<chain>.lost``; logged."""
+        why = (exc.strerror if isinstance(exc, OSError) else None) or type(exc).__name__
+        try:
+            marked = log.mark_lost(exc)
+        except Exception as second:
+            _LOG.warning(
+                "route shadow: %d chain records for %s are lost, unmarked: neither the spill file %s (%s) "
+                "nor %s.lost (%s) could take them",
+                left,
+                self._path,
+                log.spill_path,
+                why,
+                self._path,
+                type(second).__name__,
+            )
+            return left
+        _LOG.warning(
+            "route shadow: %d chain records for %s are lost (%s: the spill file %s could not take them); "
+            "counted in %s.lost: the next writer marks them in the chain as records-dropped",
+            marked,
+            self._path,
+            why,
+            log.spill_path,
+            self._path,
+        )
+        return 0
 
     def shutdown(self) -> None:
         """Stop exporting: write the backlog (bounded), checkpoint, and give the chain's file descriptors

@@ -9,6 +9,13 @@ it is authenticated against a signed checkpoint (docs/chain-format.md section 13
 
 from __future__ import annotations
 
+from otel_route_shadow.logstore.anchoring import (
+    ACKNOWLEDGEABLE,
+    ACKNOWLEDGED_FILE,
+    Acknowledgement,
+    acknowledge_last_refusal,
+    empty_tree_note,
+)
 from otel_route_shadow.logstore.checkpointer import (
     Checkpointer,
     SignedCheckpoint,
@@ -46,11 +53,16 @@ from otel_route_shadow.logstore.store import (
     read_note_file,
     tlog_dir,
 )
+from otel_route_shadow.logstore.tile_sweep import SWEEP_TILES, TileSweep
 
 __all__ = [
+    "ACKNOWLEDGEABLE",
+    "ACKNOWLEDGED_FILE",
     "CHECKPOINTS_FILE",
     "CHECKPOINT_FILE",
     "MAX_ENTRY_BYTES",
+    "SWEEP_TILES",
+    "Acknowledgement",
     "BundleUnservable",
     "ChainCheck",
     "CheckpointVerdict",
@@ -64,11 +76,14 @@ __all__ = [
     "NotFound",
     "PublishedLog",
     "SignedCheckpoint",
+    "TileSweep",
     "Unservable",
+    "acknowledge_last_refusal",
     "bundle_path",
     "chain_tree",
     "check_chain",
     "default_origin",
+    "empty_tree_note",
     "generate_key_file",
     "locate_first_changed",
     "long_entries",

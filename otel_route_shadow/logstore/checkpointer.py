@@ -5,9 +5,10 @@ Synchronous and bounded, no thread and no clock (the plugin's schedule lives in
 ``<chain>.tlog/``; one :meth:`Checkpointer.checkpoint` takes its lock without waiting (another process
 checkpointing: this one skips) and then:
 
-1. **Knows what it signed**: the last checkpoint this process signed (held in memory) and the newest
-   note in ``checkpoints`` its own key authenticates (without a key: the newest of its origin). The
-   larger is the *base* every new tree must extend.
+1. **Knows what it signed**: the last checkpoint this process signed (held in memory), the newest
+   note of its origin in ``checkpoints`` and the published ``checkpoint``, each authenticated by its
+   own key (``anchoring``: a newest note that does not verify, or a larger signed size shown by
+   ``state`` or a witness, is a refusal). The largest is the *base* every new tree must extend.
 2. **Trusts nothing on disk it has not authenticated**: it continues from its own cursor
    (``catchup.Cursor``) when that is at least the base; else it resumes at the base from the ``state``
    hint, taken only when the tiles authenticate against the base's signed root (``tiles.TileReader``)
@@ -47,10 +48,22 @@ from typing import Final
 from otel_route_shadow.chain import WrittenLine
 from otel_route_shadow.files import FileRefused, open_regular
 from otel_route_shadow.lines import FileHandle
+from otel_route_shadow.logstore.anchoring import (
+    ANCHOR_REFUSALS,
+    ROLLED_BACK,
+    UNVERIFIED_CHECKPOINT,
+    claimed_size,
+    is_acknowledged,
+    newest_of_origin,
+    own_checkpoint,
+    published_note,
+    signed_elsewhere,
+)
 from otel_route_shadow.logstore.catchup import DEFAULT_SLICE_LEAVES, Cursor, extend, still_holds
 from otel_route_shadow.logstore.entries import append_index_offsets
 from otel_route_shadow.logstore.links import record_hash_of
 from otel_route_shadow.logstore.store import REFUSALS_FILE, LogStore, State, StateError, TreeHint
+from otel_route_shadow.logstore.tile_sweep import TileSweep
 from otel_route_shadow.tlog import (
     HASH_SIZE,
     TILE_HEIGHT,
@@ -63,7 +76,6 @@ from otel_route_shadow.tlog import (
     TileError,
     TileReader,
     TreeBuilder,
-    authenticate,
     checkpoint_of,
     consistency_proof,
     leaf_hash,
@@ -95,6 +107,7 @@ _REFUSAL_TEXT: Final = {
     "rewritten": "the chain no longer holds what was signed (replaced, forked or edited)",
     "broken-link": "a line's record hash or link does not hold (its seq is in the refusal)",
     "fork": "the new tree is not consistent with a checkpoint already signed",
+    **ANCHOR_REFUSALS,
 }
 """What each refusal reason means, for the one warning logged."""
 
@@ -193,10 +206,14 @@ class Checkpointer:
         self.last: SignedCheckpoint | None = None
         self.behind = False
         """True when the last call left lines (or a rebuild) for the next one."""
+        self.witness_floor: Callable[[], int | None] = lambda: 0
+        """The largest size a witness holds for this log, None while it is being asked: nothing is
+        signed until it is known, and a size above every authenticated checkpoint is a refusal."""
         self._cursor: Cursor | None = None
         self._rebuilding: _Rebuilding | None = None
         self._started = False
         self._repaired = False
+        self._sweep = TileSweep()
         self._rebuild_next: str | None = None
         self._completed: list[tuple[int, int]] = []
         self._running = False
@@ -273,6 +290,9 @@ class Checkpointer:
         with self.directory.lock() as held:
             if not held:
                 return None  # another process is checkpointing this chain right now
+            if self.witness_floor() is None:
+                self.behind = True  # asked again after the next record, until the witnesses answered
+                return None
             anchors = self._anchors()
             if not self._started:
                 self._started = True
@@ -335,32 +355,37 @@ class Checkpointer:
     # -- what this writer signed ----------------------------------------------------------------------
 
     def _anchors(self) -> list[Checkpoint]:
-        """The checkpoints every new tree must extend: the last one this object signed, and the newest
-        one in ``checkpoints`` its key authenticates (without a key: the newest of its origin)."""
-        found: list[Checkpoint] = []
-        if self.last is not None:
-            found.append(self.last.checkpoint())
-        for note in self.directory.newest_notes():
-            checkpoint = self._own(note)
-            if checkpoint is not None:
-                if checkpoint not in found:
-                    found.append(checkpoint)
-                break
+        """The checkpoints every new tree must extend: the last one this object signed, the newest entry
+        of its origin in ``checkpoints`` and the published ``checkpoint``, each authenticated by its key
+        (``anchoring``); a refusal when that entry does not authenticate, or when a larger signed size is
+        shown elsewhere, unless the operator acknowledged that very refusal."""
+        found = [self.last.checkpoint()] if self.last is not None else []
+        newest = newest_of_origin(self.directory, self.origin)
+        own = None if newest is None else self._own(newest)
+        if newest is not None and own is None:
+            self._unless_acknowledged(UNVERIFIED_CHECKPOINT, claimed_size(newest))
+            own = next((c for n in self.directory.newest_notes() if (c := self._own(n))), None)
+        published = published_note(self.directory)
+        for checkpoint in (own, None if published is None else self._own(published)):
+            if checkpoint is not None and checkpoint not in found:
+                found.append(checkpoint)
+        signed = max(signed_elsewhere(self.directory), self.witness_floor() or 0)
+        if signed > max((c.size for c in found), default=0):
+            self._unless_acknowledged(ROLLED_BACK, signed)
         return found
 
+    def _unless_acknowledged(self, reason: str, size: int) -> None:
+        if not is_acknowledged(self.directory, reason, self.origin, size):
+            raise _Refused(reason, _detail(size, -1))
+        self._log_once(
+            reason, "signing on for %s: the operator acknowledged %s at %d", self.dir, reason, size
+        )
+
     def _own(self, note: str) -> Checkpoint | None:
-        """The checkpoint of a note this writer published: authenticated by its key (any note of its
-        origin when it has none), None otherwise."""
-        verifiers = [self.signer.verifier()] if self.signer is not None else []
-        try:
-            checkpoint = authenticate(note, verifiers).checkpoint
-        except AuthenticationError:
-            return None
-        return checkpoint if checkpoint.origin == self.origin else None
+        return own_checkpoint(note, self.origin, [self.signer.verifier()] if self.signer else [])
 
     def _all_notes(self) -> list[str]:
-        """Every note of ``checkpoints``; none when the file cannot be read whole (larger than any
-        reader reads: the callers then check the newest checkpoint alone)."""
+        """Every note of ``checkpoints``; none when it cannot be read whole (larger than any reader reads)."""
         try:
             return self.directory.notes().notes
         except (FileRefused, ValueError):
@@ -464,6 +489,7 @@ class Checkpointer:
                 proof = consistency_proof(anchor.size, cursor.size, reader)
                 verify_consistency(anchor.size, cursor.size, anchor.root, root, proof)
             self._keep_published_partials(reader)
+            self._sweep.check(reader)  # a full tile replaced under this process: rebuilt below
         except ProofError:
             raise _Refused("fork", _detail(cursor.size, -1, cursor.offset)) from None
         except TileError as exc:
@@ -549,8 +575,7 @@ class Checkpointer:
             _LOG.warning("route-shadow: " + message, *args)
 
 
-def _detail(tree_size: int, chain_bytes: int, expected_offset: int = -1) -> dict[str, int]:
-    """The numbers a refusal records (-1: not known)."""
+def _detail(tree_size: int, chain_bytes: int, expected_offset: int = -1) -> dict[str, int]:  # -1: not known
     return {"tree_size": tree_size, "expected_offset": expected_offset, "chain_bytes": chain_bytes}
 
 

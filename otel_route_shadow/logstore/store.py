@@ -14,9 +14,10 @@ checked written (``files.write_all``) and fsynced; a line an earlier append left
 the next one, so it stays one line that readers skip (quarantined in place) and the file goes on.
 
 Witnesses' cosignatures are added by :meth:`LogStore.cosign`, under the directory's lock: the
-newest entry of ``checkpoints``, when it is the checkpoint cosigned, is appended again with the
-cosignature lines that verify added after its own (its text and signature lines byte for byte the
-same), and ``checkpoint`` is replaced by it when it holds that checkpoint. So ``checkpoints`` stays
+newest entry of ``checkpoints`` of the checkpoint cosigned is appended again with the cosignature
+lines that verify added after its own (its text and signature lines byte for byte the same), and
+``checkpoint`` is replaced by it when it holds that checkpoint. When a newer checkpoint was published
+meanwhile, the cosigned entry is appended followed by the newest entry again, in one write. So ``checkpoints`` stays
 append-only and its last entry the newest checkpoint (what the writer resumes from); the newest entry
 of a checkpoint is the one with the most cosignatures. A witness's refusal is one line of
 ``witness-refusals``.
@@ -181,8 +182,11 @@ class Cosigned(enum.Enum):
     """The newest entry was appended again with the new lines (and ``checkpoint`` replaced)."""
     UNCHANGED = "unchanged"
     """The newest entry already carries a cosignature by each witness whose line verified."""
+    ADDED_SUPERSEDED = "added-superseded"
+    """The checkpoint cosigned is an older entry: it was appended again with the new lines, followed by
+    the newest entry again (``checkpoint`` is left as it is)."""
     SUPERSEDED = "superseded"
-    """The newest entry of ``checkpoints`` is another checkpoint (or there is none): nothing written."""
+    """``checkpoints`` holds no entry of the checkpoint cosigned: nothing written."""
     REJECTED = "rejected"
     """A line by a given witness key does not verify, or the lines are not signature lines."""
     BUSY = "busy"
@@ -325,7 +329,7 @@ class LogStore:
 
     def append_note(self, note: str) -> None:
         """Append ``{"note": ...}`` as one line of ``checkpoints`` and fsync it."""
-        self._append(CHECKPOINTS_FILE, json.dumps({"note": note}, ensure_ascii=True))
+        self._append(CHECKPOINTS_FILE, _entry_line(note))
 
     def checkpoint_file(self, max_bytes: int = MAX_NOTE_FILE) -> bytes:
         """The bytes of ``checkpoint`` (bounded, no symbolic link below the directory followed): the one
@@ -353,18 +357,30 @@ class LogStore:
             if not held:
                 return Cosigned.BUSY
             newest = next(self.newest_notes(), None)
-            if newest is None or _text_of(newest) != text:
+            if newest is None:
+                return Cosigned.SUPERSEDED
+            stored = newest if _text_of(newest) == text else self._newest_entry_of(text)
+            if stored is None:
                 return Cosigned.SUPERSEDED
             try:
-                merged = add_cosignatures(newest, lines, witnesses, now=now, skew=skew)
+                merged = add_cosignatures(stored, lines, witnesses, now=now, skew=skew)
             except CosignatureError:
                 return Cosigned.REJECTED
-            if merged == newest:
+            if merged == stored:
                 return Cosigned.UNCHANGED
+            if stored is not newest:
+                # An older checkpoint's entry, appended with the newest entry after it in one write, so
+                # the last entry stays the newest checkpoint.
+                self._append(CHECKPOINTS_FILE, _entry_line(merged) + "\n" + _entry_line(newest))
+                return Cosigned.ADDED_SUPERSEDED
             self.append_note(merged)
             if self._published_text() == text:
                 self.publish(merged)
             return Cosigned.ADDED
+
+    def _newest_entry_of(self, text: str) -> str | None:
+        """The newest entry of ``checkpoints`` whose checkpoint text is ``text`` (None: there is none)."""
+        return next((note for note in self.newest_notes() if _text_of(note) == text), None)
 
     def _published_text(self) -> str | None:
         """The checkpoint text of the ``checkpoint`` file, None when there is none to read."""
@@ -434,6 +450,10 @@ class LogStore:
             if count < TILE_WIDTH:
                 return removed
             level += 1
+
+
+def _entry_line(note: str) -> str:
+    return json.dumps({"note": note}, ensure_ascii=True)
 
 
 def _text_of(note: str) -> str | None:

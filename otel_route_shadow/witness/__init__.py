@@ -28,12 +28,13 @@ from otel_route_shadow.witness.pusher import (
     PusherStats,
     WitnessPusher,
 )
-from otel_route_shadow.witness.witnessing import TRANSIENT_CAUSES, CheckpointWitnessing
+from otel_route_shadow.witness.witnessing import LEARN_TIMEOUT_S, TRANSIENT_CAUSES, CheckpointWitnessing
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_PUSHES_PER_DAY",
     "DEFAULT_REQUEST_TIMEOUT_S",
+    "LEARN_TIMEOUT_S",
     "MAX_RESPONSE_BYTES",
     "RETRY_AFTER_S",
     "TRANSIENT_CAUSES",

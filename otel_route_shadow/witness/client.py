@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 from otel_route_shadow.tlog import CosignatureError, NoteError, parse_note, verify_cosignatures
 from otel_route_shadow.witness.endpoint import WitnessEndpoint
-from otel_route_shadow.witness.transport import TransportError, TransportFault, post
+from otel_route_shadow.witness.transport import Connection, TransportError, TransportFault, post
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
@@ -46,6 +46,7 @@ __all__ = [
     "add_checkpoint",
     "add_checkpoint_body",
     "interpret_answer",
+    "witness_connection",
 ]
 
 MAX_PROOF_LINES = 63
@@ -95,6 +96,17 @@ def add_checkpoint_body(old_size: int, proof: Sequence[bytes], note: str) -> byt
     return ("\n".join(lines) + "\n\n" + note).encode("utf-8")
 
 
+def witness_connection(
+    endpoint: WitnessEndpoint,
+    *,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+    tls: ssl.SSLContext | None = None,
+) -> Connection:
+    """A persistent connection to the witness (HTTP/1.1 keep-alive), for one thread's requests."""
+    context = (tls or ssl.create_default_context()) if endpoint.tls else None
+    return Connection(endpoint.host, endpoint.port, context, connect_timeout)
+
+
 def add_checkpoint(
     endpoint: WitnessEndpoint,
     old_size: int,
@@ -106,24 +118,31 @@ def add_checkpoint(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
     timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
     tls: ssl.SSLContext | None = None,
+    connection: Connection | None = None,
 ) -> WitnessAnswer:
-    """Submit ``note`` (the signed checkpoint) to the witness with a proof from ``old_size``.
+    """Submit ``note`` (the signed checkpoint) to the witness with a proof from ``old_size``, on
+    ``connection`` (kept open for the next request; see :func:`witness_connection`) or on a connection
+    of its own.
 
     ``now`` (POSIX seconds) bounds the cosignatures' timestamps. Never raises for the network or the
     answer: every failure is an :class:`Outcome`.
     """
     body = add_checkpoint_body(old_size, proof, note)
+    path = endpoint.path + "/add-checkpoint"
     try:
-        answer = post(
-            host=endpoint.host,
-            port=endpoint.port,
-            path=endpoint.path + "/add-checkpoint",
-            body=body,
-            tls=(tls or ssl.create_default_context()) if endpoint.tls else None,
-            connect_timeout=connect_timeout,
-            timeout=timeout,
-            max_bytes=MAX_RESPONSE_BYTES,
-        )
+        if connection is not None:
+            answer = connection.post(path, body, timeout=timeout, max_bytes=MAX_RESPONSE_BYTES)
+        else:
+            answer = post(
+                host=endpoint.host,
+                port=endpoint.port,
+                path=path,
+                body=body,
+                tls=(tls or ssl.create_default_context()) if endpoint.tls else None,
+                connect_timeout=connect_timeout,
+                timeout=timeout,
+                max_bytes=MAX_RESPONSE_BYTES,
+            )
     except TransportError as exc:
         return WitnessAnswer(_TRANSPORT_OUTCOMES[exc.fault], detail=str(exc))
     return interpret_answer(endpoint, note, answer.status, answer.content_type, answer.body, now, skew)

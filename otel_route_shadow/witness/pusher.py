@@ -7,13 +7,17 @@ each witness in turn (the ones whose last push failed go last):
 
 * it sends ``old <size>`` with the size the witness is known to hold (0 at first, or the size the caller
   seeds), and the consistency proof from there, obtained from the caller's ``prove(old, new)``;
-* a 409 gives the witness's size: it proves from there and retries once; a witness holding a larger tree
+* a 409 gives the witness's size (reported through ``on_size(witness, size)``): it proves from there
+  and retries once; a witness holding a larger tree
   than the checkpoint (``witness-ahead``: the log was cut) is not retried;
 * a cosignature (verified against that witness's key before anything else sees it) is reported through
   ``on_cosigned(size, root, lines)``; every refusal through ``on_refused(witness, cause, size)`` and, once
   per witness and cause, a warning in the log;
 * a timeout, an unreachable witness or a 5xx is retried with the newest checkpoint after
   ``max(cadence, RETRY_AFTER_S)``; any other refusal waits for the next checkpoint.
+
+Each witness has one persistent connection (HTTP/1.1 keep-alive, which C2SP tlog-witness recommends),
+used by the thread only, opened again when the witness closed it, closed when the thread ends.
 
 The cadence bounds the pushes to each witness: at most ``pushes_per_day`` per day, evenly spaced (a
 push is one checkpoint; its 409 retry is part of it). ``flush(timeout)`` (at shutdown) pushes the newest
@@ -47,8 +51,10 @@ from otel_route_shadow.witness.client import (
     Outcome,
     WitnessAnswer,
     add_checkpoint,
+    witness_connection,
 )
 from otel_route_shadow.witness.endpoint import WitnessEndpoint
+from otel_route_shadow.witness.transport import Connection
 
 __all__ = [
     "DEFAULT_PUSHES_PER_DAY",
@@ -75,6 +81,7 @@ _TRANSIENT = frozenset({Outcome.TIMEOUT, Outcome.UNREACHABLE, Outcome.SERVER_ERR
 Prove = Callable[[int, int], Sequence[bytes]]
 OnCosigned = Callable[[int, bytes, tuple[str, ...]], None]
 OnRefused = Callable[[str, str, int], None]
+OnSize = Callable[[str, int], None]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,6 +119,7 @@ class _Witness:
     requests: int = 0
     cosigned: int = 0
     refused: int = 0
+    connection: Connection | None = None
 
 
 class WitnessPusher:
@@ -134,6 +142,7 @@ class WitnessPusher:
         on_cosigned: OnCosigned,
         *,
         on_refused: OnRefused | None = None,
+        on_size: OnSize | None = None,
         pushes_per_day: float = DEFAULT_PUSHES_PER_DAY,
         known_sizes: Mapping[str, int] | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
@@ -149,6 +158,7 @@ class WitnessPusher:
         self._prove = prove
         self._on_cosigned = on_cosigned
         self._on_refused = on_refused
+        self._on_size = on_size
         self._interval = 86400.0 / pushes_per_day
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
@@ -239,6 +249,7 @@ class WitnessPusher:
         self._thread = None
         for w in self._witnesses:
             w.done, w.picked, w.flushed, w.next_at = 0, 0, 0, -math.inf
+            w.connection = None  # after a fork: the parent's connection is never used
 
     def _start(self) -> None:
         thread = threading.Thread(target=self._work, name=WORKER_NAME, daemon=True)
@@ -256,6 +267,9 @@ class WitnessPusher:
         while True:
             picked = self._next()
             if picked is None:
+                for w in self._witnesses:  # the thread's own connections, closed as it ends
+                    if w.connection is not None:
+                        w.connection.close()
                 return
             witness, job, epoch = picked
             try:
@@ -310,7 +324,7 @@ class WitnessPusher:
         try:
             answer = self._request(witness, sent, checkpoint, job.note)
             if answer.outcome is Outcome.CONFLICT and answer.witness_size not in (None, sent):
-                witness.size, witness.root = answer.witness_size or 0, None
+                self._holds(witness, answer.witness_size or 0)
                 if witness.size > checkpoint.size:
                     self._refuse(witness, WITNESS_AHEAD, checkpoint.size, f"it holds size {witness.size}")
                     return True
@@ -327,6 +341,10 @@ class WitnessPusher:
             timeout = self._request_timeout
             if self._flush_deadline is not None:
                 timeout = max(0.001, min(timeout, self._flush_deadline - time.monotonic()))
+        if witness.connection is None:
+            witness.connection = witness_connection(
+                witness.endpoint, connect_timeout=self._connect_timeout, tls=self._tls
+            )
         return add_checkpoint(
             witness.endpoint,
             old,
@@ -337,6 +355,7 @@ class WitnessPusher:
             connect_timeout=self._connect_timeout,
             timeout=timeout,
             tls=self._tls,
+            connection=witness.connection,
         )
 
     def _proof(self, old: int, new: int) -> list[bytes]:
@@ -352,7 +371,7 @@ class WitnessPusher:
 
     def _settle(self, witness: _Witness, checkpoint: Checkpoint, answer: WitnessAnswer) -> bool:
         if answer.outcome is Outcome.CONFLICT and answer.witness_size is not None:
-            witness.size, witness.root = answer.witness_size, None
+            self._holds(witness, answer.witness_size)
         if answer.outcome is not Outcome.COSIGNED:
             self._refuse(witness, answer.outcome.value, checkpoint.size, answer.detail)
             if answer.outcome in _TRANSIENT:
@@ -368,6 +387,15 @@ class WitnessPusher:
         except Exception:
             self._log_once(("*", CALLBACK), "witness push: the cosignature callback failed")
         return True
+
+    def _holds(self, witness: _Witness, size: int) -> None:
+        """A 409 said the size ``witness`` holds: pushes prove from it, and ``on_size`` is told."""
+        witness.size, witness.root = size, None
+        if self._on_size is not None:
+            try:
+                self._on_size(witness.endpoint.name, size)
+            except Exception:
+                self._log_once(("*", CALLBACK + "-size"), "witness push: the size callback failed")
 
     def _refuse(self, witness: _Witness, cause: str, size: int, detail: str) -> None:
         name = witness.endpoint.name

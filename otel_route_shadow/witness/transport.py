@@ -3,7 +3,9 @@
 ``http.client`` does the HTTP; what it reads comes through a stream that, before every ``recv``, sets
 the socket's timeout to what is left of the deadline and, after it, counts the bytes against the cap.
 So a witness that drips its answer a byte at a time, or sends megabytes, costs at most the deadline
-and the cap. The connection is never reused (``Connection: close``). The name lookup of a host name is
+and the cap. A :class:`Connection` is kept open between requests (HTTP/1.1 keep-alive, as C2SP
+tlog-witness recommends: one per witness), and opened again when the server closed it; :func:`post`
+makes one request on a connection of its own (``Connection: close``). The name lookup of a host name is
 bounded by the system resolver's own timeouts; witnesses on an IP address skip it.
 """
 
@@ -23,7 +25,7 @@ from otel_route_shadow.version import __version__
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
 
-__all__ = ["HttpAnswer", "TransportError", "TransportFault", "post"]
+__all__ = ["Connection", "HttpAnswer", "TransportError", "TransportFault", "post"]
 
 USER_AGENT = f"otel-route-shadow/{__version__}"
 
@@ -36,11 +38,13 @@ class TransportFault(enum.Enum):
 
 
 class TransportError(Exception):
-    """The exchange did not complete: ``fault`` says how."""
+    """The exchange did not complete: ``fault`` says how; ``stale``: a reused connection was found
+    closed by the server (a new one may be tried)."""
 
-    def __init__(self, fault: TransportFault, message: str) -> None:
+    def __init__(self, fault: TransportFault, message: str, *, stale: bool = False) -> None:
         super().__init__(message)
         self.fault = fault
+        self.stale = stale
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,6 +133,45 @@ class _Connection(http.client.HTTPConnection):
         self.sock = _BoundedSocket(sock, self._budget)
 
 
+class Connection:
+    """One persistent HTTP/1.1 connection to a host (keep-alive): each :meth:`post` has its own deadline
+    and byte cap; a connection the server closed (after an answer, or while idle) is opened again, and
+    a request that finds a reused connection closed is sent once more on a new one. Not thread-safe:
+    one request at a time."""
+
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, connect_timeout: float) -> None:
+        self._budget = _Budget(0.0, 0)
+        self._connection = _Connection(host, port, self._budget, connect_timeout, tls)
+
+    def post(
+        self, path: str, body: bytes, *, timeout: float, max_bytes: int, keep_alive: bool = True
+    ) -> HttpAnswer:
+        """POST ``body`` to ``path`` within ``timeout`` seconds, reading at most ``max_bytes``; the
+        answer's status, media type and body, or ``TransportError`` (the connection is then closed)."""
+        self._budget.deadline = time.monotonic() + timeout
+        self._budget.bytes_left = max_bytes
+        for attempt in range(2):
+            reused = self._connection.raw is not None
+            try:
+                answer = _exchange(self._connection, path, body, keep_alive)
+            except TransportError as exc:
+                self.close()
+                if reused and attempt == 0 and exc.stale:
+                    continue  # the server closed the idle connection: once more on a new one
+                raise
+            if not keep_alive or self._connection.sock is None:  # the server said it closes
+                self.close()
+            return answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        """Close the connection (the next :meth:`post` opens a new one)."""
+        self._connection.close()
+        if self._connection.raw is not None:
+            self._connection.raw.close()
+            self._connection.raw = None
+
+
 def post(
     *,
     host: str,
@@ -140,33 +183,45 @@ def post(
     timeout: float,
     max_bytes: int,
 ) -> HttpAnswer:
-    """POST ``body`` to ``path``; the answer's status, media type and body, or ``TransportError``."""
-    budget = _Budget(time.monotonic() + timeout, max_bytes)
-    connection = _Connection(host, port, budget, connect_timeout, tls)
+    """POST ``body`` to ``path`` on a connection of its own (``Connection: close``); the answer's
+    status, media type and body, or ``TransportError``."""
+    connection = Connection(host, port, tls, connect_timeout)
     try:
-        return _exchange(connection, path, body)
+        return connection.post(path, body, timeout=timeout, max_bytes=max_bytes, keep_alive=False)
     finally:
         connection.close()
-        if connection.raw is not None:
-            connection.raw.close()
 
 
-def _exchange(connection: _Connection, path: str, body: bytes) -> HttpAnswer:
-    headers = {"Content-Type": "text/plain; charset=utf-8", "User-Agent": USER_AGENT, "Connection": "close"}
-    try:
-        connection.connect()
-    except TimeoutError:
-        raise TransportError(TransportFault.TIMEOUT, "no connection within the timeout") from None
-    except OSError as exc:
-        raise TransportError(TransportFault.UNREACHABLE, f"cannot connect: {_os_reason(exc)}") from None
+def _exchange(connection: _Connection, path: str, body: bytes, keep_alive: bool) -> HttpAnswer:
+    headers = {
+        "Content-Type": "text/plain; charset=utf-8",
+        "User-Agent": USER_AGENT,
+        "Connection": "keep-alive" if keep_alive else "close",
+    }
+    if connection.raw is None:
+        try:
+            connection.connect()
+        except TimeoutError:
+            raise TransportError(TransportFault.TIMEOUT, "no connection within the timeout") from None
+        except OSError as exc:
+            raise TransportError(TransportFault.UNREACHABLE, f"cannot connect: {_os_reason(exc)}") from None
+    sent = False
     try:
         connection.request("POST", path, body=body, headers=headers)
+        sent = True
         response = connection.getresponse()
         data = response.read()
     except TimeoutError:
         raise TransportError(TransportFault.TIMEOUT, "no complete answer within the timeout") from None
+    except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+        raise TransportError(
+            TransportFault.UNREACHABLE, f"the connection broke: {_os_reason(exc)}", stale=True
+        ) from None
     except http.client.HTTPException as exc:
-        raise TransportError(TransportFault.MALFORMED, f"not an HTTP answer ({type(exc).__name__})") from None
+        stale = not sent and isinstance(exc, http.client.CannotSendRequest)
+        raise TransportError(
+            TransportFault.MALFORMED, f"not an HTTP answer ({type(exc).__name__})", stale=stale
+        ) from None
     except OSError as exc:
         raise TransportError(TransportFault.UNREACHABLE, f"the connection broke: {_os_reason(exc)}") from None
     media = (response.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()

@@ -16,6 +16,11 @@ and one :class:`~otel_route_shadow.witness.pusher.WitnessPusher`:
 * ``on_refused`` records a witness's refusal in ``witness-refusals``, once per witness and cause (the
   pusher logs it once); timeouts, unreachable witnesses and 5xx answers are transient, logged only.
 
+At start (:meth:`learn_sizes`, a thread per witness, named as the pusher's) each witness is asked the size it holds for this log
+(``old 0`` with a signed checkpoint of the empty tree: the 409 answer says it); the writer signs
+nothing until they answered or failed (``floor``, its ``witness_floor``) and refuses when a witness
+holds more than the writer can authenticate; the pusher starts from those sizes.
+
 The pusher is made on the first signed checkpoint; ``flush`` (at shutdown) pushes the newest one to
 every witness within its timeout, once per checkpoint; ``close`` stops the pusher (a later checkpoint
 makes a new one). In a forked child the lock is new (the parent's may have been copied held) and the
@@ -36,11 +41,16 @@ from typing import Final
 
 from otel_route_shadow.logstore import Cosigned, LogStore, SignedCheckpoint
 from otel_route_shadow.tlog import DEFAULT_SKEW_S, Checkpoint, Policy, TileReader, consistency_proof
-from otel_route_shadow.witness.client import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+from otel_route_shadow.witness.client import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    Outcome,
+    add_checkpoint,
+)
 from otel_route_shadow.witness.endpoint import WitnessEndpoint, endpoints_from_policy
-from otel_route_shadow.witness.pusher import DEFAULT_PUSHES_PER_DAY, PusherStats, WitnessPusher
+from otel_route_shadow.witness.pusher import DEFAULT_PUSHES_PER_DAY, WORKER_NAME, PusherStats, WitnessPusher
 
-__all__ = ["MERGE_ATTEMPTS", "TRANSIENT_CAUSES", "CheckpointWitnessing"]
+__all__ = ["LEARN_TIMEOUT_S", "MERGE_ATTEMPTS", "TRANSIENT_CAUSES", "CheckpointWitnessing"]
 
 _LOG = logging.getLogger("otel_route_shadow")
 
@@ -49,6 +59,10 @@ MERGE_ATTEMPTS: Final = 20
 for the next chance (another writer's checkpoint holds the lock for milliseconds)."""
 _MERGE_PAUSE_S: Final = 0.025
 _ROOTS_KEPT: Final = 16
+_LEARN_GRACE_S: Final = 1.0
+LEARN_TIMEOUT_S: Final = 2.0
+"""Longest the question of a witness's size at start takes (connect and answer): nothing is signed
+meanwhile, so a witness that holds it delays the first checkpoint by this much at most."""
 TRANSIENT_CAUSES: Final = frozenset({"timeout", "unreachable", "server-error"})
 """Causes that say nothing about the log (the witness or the network failed): logged, not recorded."""
 
@@ -97,6 +111,11 @@ class CheckpointWitnessing:
         self._submitted: str | None = None
         self._flushed: str | None = None
         self._recorded: set[tuple[str, str]] = set()
+        self._known: dict[str, int] = {}
+        self._probe: str | None = None
+        self._learned = threading.Event()
+        self._learned.set()
+        self._learn_until = 0.0
         self.merges: dict[str, int] = {}
         """How each merge ended, by ``logstore.Cosigned`` value (and ``kept``: left for the next chance)."""
         weak = weakref.WeakMethod(self._after_fork)
@@ -105,6 +124,76 @@ class CheckpointWitnessing:
     def _after_fork(self) -> None:
         self._lock = threading.Lock()
         self._pending = None
+        if not self._learned.is_set() and self._probe is not None:
+            self.learn_sizes(self._probe)  # the parent's thread does not exist here
+
+    # --- what the witnesses hold ---------------------------------------------------------------------
+
+    def learn_sizes(self, probe: str) -> None:
+        """Ask every witness, each in a thread of its own, the size it holds for this log: ``old 0`` with
+        ``probe`` (the log's signed checkpoint of the empty tree, which extends nothing and forks
+        nothing): a 409 answer gives the size, a cosignature says 0. :meth:`floor` is None until every
+        witness answered, failed or timed out (``LEARN_TIMEOUT_S`` at most)."""
+        self._probe = probe
+        self._learned = threading.Event()
+        self._learn_until = time.monotonic() + LEARN_TIMEOUT_S + _LEARN_GRACE_S
+        left = [len(self.endpoints)]
+        if not self.endpoints:
+            self._learned.set()
+        for endpoint in self.endpoints:
+            thread = threading.Thread(
+                target=self._learn, args=(endpoint, probe, self._learned, left), name=WORKER_NAME, daemon=True
+            )
+            thread.start()
+
+    def floor(self) -> int | None:
+        """The largest size a witness said it holds for this log (0: none), None while still asking."""
+        if not self._learned.is_set() and time.monotonic() < self._learn_until:
+            return None
+        with self._lock:
+            return max(self._known.values(), default=0)
+
+    def wait_learned(self) -> bool:
+        """Wait until the witnesses' sizes are known or the question's deadline passed (at most
+        ``LEARN_TIMEOUT_S`` and a grace second after :meth:`learn_sizes`); whether every witness was heard."""
+        return self._learned.wait(max(0.0, self._learn_until - time.monotonic()))
+
+    def _learn(
+        self, endpoint: WitnessEndpoint, probe: str, learned: threading.Event, left: list[int]
+    ) -> None:
+        try:
+            timeout = min(self._request_timeout, LEARN_TIMEOUT_S)
+            answer = add_checkpoint(
+                endpoint,
+                0,
+                [],
+                probe,
+                now=int(self._clock()),
+                skew=self._skew,
+                connect_timeout=min(self._connect_timeout, timeout),
+                timeout=timeout,
+            )
+            if answer.outcome is Outcome.CONFLICT and answer.witness_size is not None:
+                with self._lock:
+                    self._known[endpoint.name] = answer.witness_size
+            elif answer.outcome is not Outcome.COSIGNED:
+                _LOG.warning(
+                    "route-shadow: cannot learn the size witness %s holds for %s (%s: %s); "
+                    "checkpoints are signed without it",
+                    endpoint.name,
+                    self.origin,
+                    answer.outcome.value,
+                    answer.detail,
+                )
+        except Exception as exc:  # contained: the writer goes on without this witness's size
+            _LOG.warning(
+                "route-shadow: asking witness %s its size failed (%s)", endpoint.name, type(exc).__name__
+            )
+        finally:
+            with self._lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    learned.set()
 
     # --- the writer's side ---------------------------------------------------------------------------
 
@@ -152,7 +241,9 @@ class CheckpointWitnessing:
             self.prove,
             self.on_cosigned,
             on_refused=self.on_refused,
+            on_size=self.on_size,
             pushes_per_day=self.pushes_per_day,
+            known_sizes=dict(self._known),
             connect_timeout=self._connect_timeout,
             request_timeout=self._request_timeout,
             skew=self._skew,
@@ -184,6 +275,12 @@ class CheckpointWitnessing:
                 lines = (*self._pending[1], *lines)
             self._pending = (text, lines)
         self._merge_pending(_MERGE_PAUSE_S)
+
+    def on_size(self, witness: str, size: int) -> None:
+        """A witness said the size it holds (a 409 to a push): :meth:`floor` never goes below it, so a
+        writer that could not ask at start still refuses to sign under what a witness holds."""
+        with self._lock:
+            self._known[witness] = max(self._known.get(witness, 0), size)
 
     def on_refused(self, witness: str, cause: str, size: int) -> None:
         """Record a witness's refusal once per witness and cause (transient causes are not recorded)."""

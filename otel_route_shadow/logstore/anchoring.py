@@ -1,0 +1,164 @@
+"""What the writer knows it signed before it signs again: its own notes, authenticated with its own key,
+and the signed sizes other evidence shows (docs/chain-format.md section 13.6, "Anchors").
+
+The writer of a log signs a new tree only when it extends every checkpoint it signed. On its own disk
+it finds them in ``checkpoints`` (the newest entry of its origin) and in ``checkpoint`` (the published
+note). Neither is taken on trust:
+
+* the newest entry of the log's origin in ``checkpoints`` must authenticate with the writer's own key
+  (without a key: parse as a checkpoint): a note edited on disk is an ``unverified-checkpoint``
+  refusal, never a reason to fall back to an older note;
+* a signed size shown elsewhere (``state``'s ``previous`` tree, which a writer records only after a
+  checkpoint was published; the size a witness answered for this log) that is larger than every
+  authenticated checkpoint is a ``rolled-back`` refusal: ``checkpoints`` lost what was signed.
+
+An operator who knows why (a rotated key, a restored backup, a log deliberately started over) runs
+``otel-route-shadow acknowledge CHAIN``: it copies the last refusal into ``acknowledged``, and the
+writer then signs on from what it can authenticate for that very refusal (same reason and size) only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any, Final
+
+from otel_route_shadow.files import FileRefused, read_regular, write_atomic
+from otel_route_shadow.logstore.store import (
+    CHECKPOINT_FILE,
+    REFUSALS_FILE,
+    LogStore,
+    StateError,
+    read_note_file,
+)
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict
+from otel_route_shadow.tlog import AuthenticationError, Checkpoint, Signer, Verifier, authenticate, sign_note
+
+__all__ = [
+    "ACKNOWLEDGEABLE",
+    "ACKNOWLEDGED_FILE",
+    "ANCHOR_REFUSALS",
+    "ROLLED_BACK",
+    "UNVERIFIED_CHECKPOINT",
+    "Acknowledgement",
+    "acknowledge_last_refusal",
+    "claimed_size",
+    "empty_tree_note",
+    "is_acknowledged",
+    "newest_of_origin",
+    "own_checkpoint",
+    "published_note",
+    "signed_elsewhere",
+]
+
+ACKNOWLEDGED_FILE: Final = "acknowledged"
+UNVERIFIED_CHECKPOINT: Final = "unverified-checkpoint"
+ROLLED_BACK: Final = "rolled-back"
+ACKNOWLEDGEABLE: Final = frozenset({UNVERIFIED_CHECKPOINT, ROLLED_BACK})
+"""The refusals an operator may acknowledge (the others say the chain itself lost what was signed)."""
+_IF_YOU_KNOW_WHY: Final = " (if you know why: otel-route-shadow acknowledge CHAIN, docs/chain-format.md 13.6)"
+ANCHOR_REFUSALS: Final = {
+    UNVERIFIED_CHECKPOINT: "the newest checkpoint in `checkpoints` does not verify with the log's own key"
+    + _IF_YOU_KNOW_WHY,
+    ROLLED_BACK: "`checkpoints` holds no checkpoint as large as one signed (`state` or a witness shows it)"
+    + _IF_YOU_KNOW_WHY,
+}
+"""What each anchor refusal means, for the one warning the writer logs."""
+EMPTY_ROOT: Final = hashlib.sha256(b"").digest()
+_MAX_SMALL_FILE: Final = 1 << 20
+
+
+def own_checkpoint(note: str, origin: str, verifiers: list[Verifier]) -> Checkpoint | None:
+    """The checkpoint of ``note`` when it is of ``origin`` and signed by one of ``verifiers`` (parsed
+    only when there are none), None otherwise."""
+    try:
+        checkpoint = authenticate(note, verifiers).checkpoint
+    except AuthenticationError:
+        return None
+    return checkpoint if checkpoint.origin == origin else None
+
+
+def newest_of_origin(directory: LogStore, origin: str) -> str | None:
+    """The newest entry of ``checkpoints`` whose first line is ``origin`` (authenticated or not)."""
+    for note in directory.newest_notes():
+        if note.split("\n", 1)[0] == origin:
+            return note
+    return None
+
+
+def claimed_size(note: str) -> int:
+    """The size a note's second line claims, -1 when it claims none."""
+    parts = note.split("\n", 2)
+    return int(parts[1]) if len(parts) > 2 and parts[1].isascii() and parts[1].isdigit() else -1
+
+
+def published_note(directory: LogStore) -> str | None:
+    """The note of ``checkpoint`` (the published one), None when there is none to read."""
+    try:
+        found = read_note_file(directory.file(CHECKPOINT_FILE), _MAX_SMALL_FILE)
+    except (OSError, ValueError):
+        return None
+    return found.notes[-1] if found.notes else None
+
+
+def signed_elsewhere(directory: LogStore) -> int:
+    """The largest size the directory shows was published without a note in ``checkpoints``: the
+    ``previous`` tree of ``state`` (0 when it shows none)."""
+    try:
+        state = directory.read_state()
+    except StateError:
+        return 0
+    return state.previous.size if state is not None and state.previous is not None else 0
+
+
+def empty_tree_note(origin: str, signer: Signer) -> str:
+    """A signed checkpoint of the empty tree: consistent with every tree of the log, so it may be sent to
+    a witness (``old 0``) to learn the size it holds without ever signing a fork."""
+    return sign_note(Checkpoint(origin, 0, EMPTY_ROOT).text(), [signer])
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Acknowledgement:
+    """A refusal the operator acknowledged: its reason, origin and tree size."""
+
+    reason: str
+    origin: str
+    tree_size: int
+
+
+def is_acknowledged(directory: LogStore, reason: str, origin: str, tree_size: int) -> bool:
+    """Whether ``acknowledged`` holds this very refusal."""
+    try:
+        value = loads_strict(read_regular(directory.file(ACKNOWLEDGED_FILE), 4096), max_depth=2)
+    except (OSError, FileRefused, StrictJSONError, UnicodeDecodeError):
+        return False
+    return isinstance(value, dict) and (
+        value.get("reason"),
+        value.get("origin"),
+        value.get("tree_size"),
+    ) == (reason, origin, tree_size)
+
+
+def acknowledge_last_refusal(directory: LogStore) -> Acknowledgement | dict[str, Any] | None:
+    """Copy the last line of ``refusals`` into ``acknowledged`` when it is an acknowledgeable refusal:
+    the acknowledgement; the refusal itself (a dict) when it cannot be acknowledged; None when there is
+    none. ``OSError`` and ``files.FileRefused`` pass through."""
+    try:
+        data = read_regular(directory.file(REFUSALS_FILE), _MAX_SMALL_FILE)
+    except FileNotFoundError:
+        return None
+    last = data.rstrip(b"\n").rpartition(b"\n")[2]
+    try:
+        entry = loads_strict(last, max_depth=2) if last else None
+    except (StrictJSONError, UnicodeDecodeError):
+        entry = None
+    if not isinstance(entry, dict):
+        return None
+    reason, origin, size = entry.get("reason"), entry.get("origin"), entry.get("tree_size")
+    if reason not in ACKNOWLEDGEABLE or not isinstance(origin, str) or not isinstance(size, int):
+        return entry
+    acknowledgement = Acknowledgement(str(reason), origin, size)
+    text = json.dumps(dataclasses.asdict(acknowledgement), sort_keys=True)
+    write_atomic(directory.file(ACKNOWLEDGED_FILE), text.encode("ascii") + b"\n")
+    return acknowledgement

@@ -1,0 +1,159 @@
+"""A restarted writer is never led into a fork by what it finds on its own disk (docs/chain-format.md 13.6).
+
+Each test signs a log, then plays an attacker with write access to ``<chain>.tlog/``: a base64 character
+of the newest note in ``checkpoints`` changed, ``checkpoints`` (and ``checkpoint``) deleted, and the
+chain cut a few records below the newest checkpoint and grown again (a fork). A new ``Checkpointer`` is a
+new process: it must refuse (logged once, recorded in ``refusals``) and sign nothing inconsistent with
+what it signed, until the operator acknowledges that very refusal (``otel-route-shadow acknowledge``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tlog_support import ORIGIN, append, lines, log_dir, notes
+
+from otel_route_shadow.cli import main
+from otel_route_shadow.logstore import Checkpointer
+from otel_route_shadow.tlog import Signer, authenticate
+
+SIGNER = Signer.generate(ORIGIN)
+
+
+def _writer(chain: Path) -> Checkpointer:
+    return Checkpointer(str(chain), ORIGIN, SIGNER)
+
+
+def _signed_400(tmp_path: Path) -> Path:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 400, _writer(chain), every=100)
+    return chain
+
+
+def _verified_sizes(chain: Path) -> list[int]:
+    found = []
+    for note in notes(chain):
+        try:
+            found.append(authenticate(note, [SIGNER.verifier()]).checkpoint.size)
+        except ValueError:
+            continue
+    return found
+
+
+def _refusals(chain: Path) -> list[dict[str, object]]:
+    path = log_dir(chain) / "refusals"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _change_a_base64_character_of_the_newest_note(chain: Path) -> None:
+    path = log_dir(chain) / "checkpoints"
+    entries = path.read_text().splitlines(keepends=True)
+    note = json.loads(entries[-1])["note"]
+    at = note.rindex(" ") + 20  # inside the signature's base64
+    changed = note[:at] + ("A" if note[at] != "A" else "B") + note[at + 1 :]
+    entries[-1] = json.dumps({"note": changed}) + "\n"
+    path.write_text("".join(entries))
+
+
+def _cut_and_grow(chain: Path, keep: int, grow: int) -> None:
+    intact = lines(chain)
+    chain.write_bytes(b"".join(line + b"\n" for line in intact[:keep]))
+    append(chain, grow, start=100_000)
+
+
+def test_a_restarted_writer_refuses_when_the_newest_checkpoint_does_not_verify_with_its_own_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    chain = _signed_400(tmp_path)
+    _change_a_base64_character_of_the_newest_note(chain)
+    (log_dir(chain) / "checkpoint").unlink()
+    _cut_and_grow(chain, 395, 5)
+    writer = _writer(chain)
+    made = append(chain, 400, writer, every=100, start=200_000)
+    assert made == [] and writer.refused == "unverified-checkpoint"
+    assert _verified_sizes(chain) == [100, 200, 300]
+    assert [(r["reason"], r["tree_size"]) for r in _refusals(chain)] == [("unverified-checkpoint", 400)]
+    assert sum("not signing checkpoints" in r.message for r in caplog.records) == 1
+    again = _writer(chain)  # the next process refuses too, and records nothing twice
+    assert again.checkpoint() is None and again.refused == "unverified-checkpoint"
+    assert len(_refusals(chain)) == 1
+
+
+def test_a_restarted_writer_refuses_when_checkpoints_and_checkpoint_are_deleted_but_state_shows_a_signed_size(
+    tmp_path: Path,
+) -> None:
+    chain = _signed_400(tmp_path)
+    (log_dir(chain) / "checkpoints").unlink()
+    (log_dir(chain) / "checkpoint").unlink()
+    _cut_and_grow(chain, 395, 5)
+    writer = _writer(chain)
+    assert append(chain, 400, writer, every=100, start=200_000) == []
+    assert writer.refused == "rolled-back"
+    assert not (log_dir(chain) / "checkpoints").exists()
+    assert [(r["reason"], r["tree_size"]) for r in _refusals(chain)] == [("rolled-back", 300)]
+
+
+def test_deleting_checkpoints_alone_leaves_the_published_checkpoint_as_the_anchor(tmp_path: Path) -> None:
+    chain = _signed_400(tmp_path)
+    (log_dir(chain) / "checkpoints").unlink()
+    _cut_and_grow(chain, 395, 5)
+    writer = _writer(chain)
+    assert append(chain, 400, writer, every=100, start=200_000) == []
+    assert writer.refused in {"rewritten", "truncated"}
+    assert not (log_dir(chain) / "checkpoints").exists()
+
+
+def test_a_witness_holding_a_larger_size_than_every_authenticated_checkpoint_is_a_refusal(
+    tmp_path: Path,
+) -> None:
+    chain = _signed_400(tmp_path)
+    for name in ("checkpoints", "checkpoint", "state"):
+        (log_dir(chain) / name).unlink()
+    writer = _writer(chain)
+    writer.witness_floor = lambda: 400
+    assert append(chain, 100, writer, every=100, start=400) == []
+    assert writer.refused == "rolled-back"
+    assert _refusals(chain)[-1]["tree_size"] == 400
+
+
+def test_nothing_is_signed_while_the_witnesses_are_being_asked(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    writer = _writer(chain)
+    answer: list[int | None] = [None]
+    writer.witness_floor = lambda: answer[0]
+    assert append(chain, 100, writer, every=50) == []
+    assert writer.behind and writer.refused is None
+    answer[0] = 0
+    assert [c.size for c in append(chain, 1, writer, start=100)] == [101]
+
+
+def test_an_acknowledged_refusal_lets_the_writer_sign_on_and_only_that_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain = _signed_400(tmp_path)
+    _change_a_base64_character_of_the_newest_note(chain)
+    (log_dir(chain) / "checkpoint").unlink()
+    assert main(["acknowledge", str(chain)]) == 1  # nothing refused yet
+    assert _writer(chain).checkpoint() is None
+    assert main(["acknowledge", str(chain)]) == 0
+    out = capsys.readouterr().out
+    assert "unverified-checkpoint" in out and "400" in out
+    made = append(chain, 100, _writer(chain), every=100, start=400)
+    assert [c.size for c in made] == [500]
+    _change_a_base64_character_of_the_newest_note(chain)  # another note changed: refused again
+    (log_dir(chain) / "checkpoint").unlink()
+    writer = _writer(chain)
+    assert writer.checkpoint() is None and writer.refused == "unverified-checkpoint"
+
+
+def test_a_refusal_of_the_chain_itself_cannot_be_acknowledged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain = _signed_400(tmp_path)
+    _cut_and_grow(chain, 395, 5)
+    assert _writer(chain).checkpoint() is None
+    assert main(["acknowledge", str(chain)]) == 2
+    assert "cannot be acknowledged" in capsys.readouterr().err
+    assert not (log_dir(chain) / "acknowledged").exists()
