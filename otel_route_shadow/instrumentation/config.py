@@ -247,9 +247,7 @@ class RouteShadowConfig(BaseModel):
                 try:
                     values[key] = int(milliseconds.strip())
                 except ValueError:
-                    raise ValueError(
-                        f"{name}: expected a whole number of milliseconds"
-                    ) from None
+                    raise ValueError(f"{name}: expected a whole number of milliseconds") from None
         values.update(_checkpoint_settings(env))
         values["strict"] = env_flag(_env(env, OTEL_PYTHON_ROUTE_SHADOW_STRICT))
         # OTEL_PYTHON_ROUTE_SHADOW_DISABLED is not copied into ``disabled``: the runtime reads it on every call
