@@ -262,6 +262,15 @@ def test_key_names_follow_the_signed_note_rules(tmp_path: Path, name: str, needl
     assert not (tmp_path / "k").exists()
 
 
+@pytest.mark.parametrize(
+    "name", [".", "..", "-", "/", "-x/log", "example.com//log", "example.com/../log", "log/"]
+)
+def test_key_generate_refuses_a_name_that_is_not_an_origin(tmp_path: Path, name: str) -> None:
+    """``key generate`` accepted ``.``, ``..`` and ``-``, and the host then signed under origin ``..``."""
+    refused(cli("key", "generate", f"--name={name}", "--out", str(tmp_path / "k")), "schema-less URL")
+    assert not (tmp_path / "k").exists()
+
+
 def test_report_html_to_a_fifo_is_refused_never_waited_on_beyond_the_list(tmp_path: Path) -> None:
     """``report --html FIFO`` waited for a reader for ever (the page was written with a blocking open)."""
     code, _, err = cli("demo", "--spawns", "3", "--quiet", "--out", str(tmp_path / "demo"))
