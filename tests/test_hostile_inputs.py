@@ -322,6 +322,30 @@ def test_audit_state_that_is_not_a_state_file_is_refused(
     refused(audit(host, url, "--state", state), state, "not an audit state file")
 
 
+@pytest.mark.parametrize("kind", ["deep-array", "directory"])
+def test_audit_state_is_checked_before_the_backend_is_contacted(
+    chain: Path, tmp_path: Path, kind: str
+) -> None:
+    """``audit --state X`` contacted the backend first: with none reachable, a bad X was exit 4, not 2."""
+    state = STATES[kind](tmp_path / "auditor-state")
+    refused(
+        cli(
+            "audit",
+            str(chain),
+            "--backend",
+            "http://127.0.0.1:9",
+            "--project",
+            "p",
+            "--key",
+            KEY,
+            "--state",
+            state,
+        ),
+        state,
+        "not an audit state file",
+    )
+
+
 @pytest.mark.parametrize("name", ["state", "checkpoint", "checkpoints", "tile"])
 def test_the_audited_partys_fifos_never_hang_the_auditor(audited: tuple[Host, str], name: str) -> None:
     """The auditor reads the chain and the backend's checkpoints; whatever the audited party put in
