@@ -60,6 +60,8 @@ from otel_route_shadow.tlog.cosignature import (
 from otel_route_shadow.tlog.directory import (
     CHECKPOINT_FILE,
     CHECKPOINTS_FILE,
+    REFUSALS_FILE,
+    WITNESS_REFUSALS_FILE,
     Cosigned,
     LogDirectory,
     NoteFile,
@@ -174,6 +176,8 @@ __all__ = [
     "EMPTY_ROOT",
     "MAX_ENTRY_BYTES",
     "REBUILD_HINT",
+    "REFUSALS_FILE",
+    "WITNESS_REFUSALS_FILE",
     "Attestation",
     "AttestationError",
     "AttestationFault",
