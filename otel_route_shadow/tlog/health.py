@@ -4,7 +4,10 @@ and do they hold the tree the chain gives?
 ``verify`` has the chain's whole tree in memory (``merkle.TreeLevels``) once the chain matches a signed
 checkpoint, so every tile of that tree is checked by comparing bytes, without hashing: each full tile
 below the largest checkpoint that holds, and the partial tiles of every checkpoint that holds whose
-full tile does not exist (C2SP tlog-tiles keeps them until it does). A tile that is missing, not a
+full tile does not exist (C2SP tlog-tiles keeps them until it does). A partial tile that is gone while
+its full tile is there was removed as tlog-tiles allows (the full tile was written for a larger
+checkpoint, one the chain may no longer match after a refusal): the full tile's first hashes are
+checked in its place. A tile that is missing, not a
 regular file or of other bytes is named with its path; ``tiles.REBUILD_HINT`` says what to do. A chain
 handed over without its tile store (no ``tile/`` at all) is reported as not checked, not as damaged.
 """
@@ -79,14 +82,30 @@ class _Checker:
         try:
             data = read_regular(os.path.join(self.directory, relative), _TILE_BYTES)
         except FileNotFoundError:
-            if required:
+            if width < TILE_WIDTH and os.path.lexists(os.path.join(self.directory, tile_path(level, index))):
+                self._check_prefix(level, index, width)  # a partial tile removed once its full tile exists
+            elif required:
                 self.missing.append(f"{relative}: missing")
             return
         except FileRefused as exc:
             self.damaged.append(f"{relative}: {exc.problem}")
             return
         self.read += 1
-        row = self.tree.levels[TILE_HEIGHT * level]
-        start = index * _TILE_BYTES
-        if data != row[start : start + width * HASH_SIZE]:
+        if data != self._expected(level, index, width):
             self.damaged.append(f"{relative}: does not hold the hashes of the signed tree")
+
+    def _check_prefix(self, level: int, index: int, width: int) -> None:
+        """The full tile in place of a removed partial one: its first ``width`` hashes are the partial's."""
+        relative = tile_path(level, index)
+        try:
+            data = read_regular(os.path.join(self.directory, relative), _TILE_BYTES)
+        except (FileNotFoundError, FileRefused) as exc:
+            self.damaged.append(f"{relative}: {getattr(exc, 'problem', 'missing')}")
+            return
+        self.read += 1
+        if data[: width * HASH_SIZE] != self._expected(level, index, width):
+            self.damaged.append(f"{relative}: does not hold the hashes of the signed tree")
+
+    def _expected(self, level: int, index: int, width: int) -> bytes:
+        start = index * _TILE_BYTES
+        return bytes(self.tree.levels[TILE_HEIGHT * level][start : start + width * HASH_SIZE])
