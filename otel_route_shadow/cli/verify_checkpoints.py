@@ -43,6 +43,7 @@ def checkpoint_inputs(
     notes = [
         _well_formed(note, path, number) for path in files for number, note in enumerate(read_notes(path), 1)
     ]
+    notes = list(dict.fromkeys(notes))  # a note read twice (``checkpoint`` is most often a copy) is one
     if not notes:
         raise CliError(f"{files[0]}: holds no checkpoint")
     keys = read_verifiers(args.key)
