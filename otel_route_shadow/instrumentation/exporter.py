@@ -17,6 +17,7 @@ which the next writer writes into the chain first.
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import threading
@@ -137,14 +138,17 @@ class RouteShadowChainExporter:
         """Write records still waiting for the chain's lock, waiting at most ``timeout`` seconds;
         return how many are left. With ``spill`` (at shutdown and exit) what is left goes to the
         chain's spill file, which the next writer writes first; what cannot go there either is lost
-        when the process ends, and logged."""
+        when the process ends, and logged. Each log line says why the records were left: the lock
+        still held, or the write's own error (``EFBIG`` under a file-size limit, ``ENOSPC`` ...)."""
         log = self._log
         if log is None or not log.backlog:
             return 0
+        why = f"still waited for the lock on {self._path} after {timeout:g} s"
         try:
             left = log.flush(timeout)
         except Exception as exc:  # a disk error at exit: say so, never raise into the host
-            _LOG.warning("route shadow could not write its waiting chain records: %s", type(exc).__name__)
+            why = f"could not be written to {self._path}: {_cause(exc)}"
+            _LOG.warning("route shadow could not write its waiting chain records: %s", _cause(exc))
             left = log.backlog
         if left and spill:
             try:
@@ -156,25 +160,19 @@ class RouteShadowChainExporter:
                     left,
                     self._path,
                     log.spill_path,
-                    type(exc).__name__,
+                    _cause(exc),
                 )
                 return left
             _LOG.warning(
-                "route shadow: %d chain records still waited for the lock on %s after %g s; kept in "
-                "%s, which the next writer writes into the chain first",
+                "route shadow: %d chain records %s; kept in %s, which the next writer writes into the "
+                "chain first",
                 kept,
-                self._path,
-                timeout,
+                why,
                 log.spill_path,
             )
             return 0
         if left:
-            _LOG.warning(
-                "route shadow: %d chain records still wait for the lock on %s after %g s",
-                left,
-                self._path,
-                timeout,
-            )
+            _LOG.warning("route shadow: %d chain records %s", left, why)
         return left
 
     def shutdown(self) -> None:
@@ -190,6 +188,14 @@ class RouteShadowChainExporter:
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.flush_backlog(min(timeout_millis / 1000, EXIT_FLUSH_S)) == 0
+
+
+def _cause(exc: BaseException) -> str:
+    """An error as a log line names it: an ``OSError``'s errno name and text (``EFBIG (File too
+    large)``), else the exception's type."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"{errno.errorcode.get(exc.errno, exc.errno)} ({os.strerror(exc.errno)})"
+    return type(exc).__name__
 
 
 def _flush_at_exit(ref: weakref.ref[RouteShadowChainExporter]) -> None:
