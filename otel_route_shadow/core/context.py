@@ -16,7 +16,7 @@ __all__ = ["MAX_ACCOUNTS", "Account", "LegacyRoute", "LegacyStage", "RouteContex
 _Text = Annotated[str, Field(max_length=4096)]
 MAX_ACCOUNTS = 1024
 """The most accounts a context holds: resolving and explaining cost grows with them (a context of
-1,024 accounts is explained in well under a second; see docs/benchmarks.md), and no host sees more."""
+1,024 accounts is explained in 0.15 s; docs/benchmarks.md, row 2c), and no host sees more."""
 MAX_STAGES = 64
 """The most legacy stages a route holds (a seam applies a handful)."""
 
