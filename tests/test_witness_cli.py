@@ -501,10 +501,11 @@ def test_verify_and_report_name_the_refusals_recorded_beside_the_chain(
     directory.append_witness_refusal({"witness": "one", "cause": "conflict", "origin": ORIGIN, "size": 75})
     with open(directory.file("witness-refusals"), "a", encoding="utf-8") as handle:
         handle.write("not json\n")
+        handle.write(json.dumps({"witness": "\x1b[2Jtwo", "cause": "conflict"}) + "\n")
     _, out, _ = run(["verify", str(log.chain)], capsys)
     assert "REFUSED: the writer refused to sign: fork (signed size 70)" in out
     assert "REFUSED: witness one refused the checkpoint of size 75: conflict" in out
-    assert "1 line(s) that are not refusals (line 2 first)" in out
+    assert "2 line(s) that are not refusals (line 2 first)" in out and "\x1b" not in out
     _, out, _ = run(["verify", str(log.chain), "--json", "--policy", str(policy)], capsys)
     refusals = json.loads(out)["refusals"]
     assert [r["reason"] for r in refusals["writer"]] == ["fork"]

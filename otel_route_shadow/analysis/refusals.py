@@ -4,7 +4,8 @@ Two files of ``<chain>.tlog/`` (docs/chain-format.md 13.4): ``refusals``, one JS
 writer refused to sign (the chain was truncated, rewritten, broke a link or forked from what it
 signed), and ``witness-refusals``, one JSON line per witness that refused a checkpoint. Both are read
 bounded, without blocking (a FIFO or a device is named, never waited on), each line parsed strictly
-and validated; a line that is not a refusal is counted, never shown (the files are inputs).
+and validated (names and causes of at most 256 characters, none of them a control character); a line
+that is not a refusal is counted, never shown (the files are inputs).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ MAX_REFUSALS_BYTES: Final = 1 << 20
 """Each file is read up to this size (a refusal is one short line, recorded once per cause)."""
 
 _Refusal = TypeVar("_Refusal", bound=BaseModel)
-_Name = Annotated[str, Field(max_length=256)]
+_Name = Annotated[str, Field(max_length=256, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$")]
+"""A name or cause as printed: no control character (a hostile file never drives the terminal)."""
 _Count = Annotated[int, Field(ge=-1, lt=2**63)]
 
 
