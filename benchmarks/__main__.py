@@ -29,6 +29,7 @@ def _groups() -> list[Group]:
     from benchmarks import (
         bench_append,
         bench_audit,
+        bench_explain,
         bench_policy,
         bench_reports,
         bench_resolver,
@@ -42,6 +43,7 @@ def _groups() -> list[Group]:
     return [
         ("seam", ("1", "1c", "1d"), bench_seam.rows),
         ("resolver", ("2a", "2b"), bench_resolver.rows),
+        ("explain", ("2c", "2d"), bench_explain.rows),
         ("verify", ("3a", "3b", "3c"), bench_verify.rows),
         ("append", ("4a", "4b"), bench_append.rows),
         ("reports", ("5a", "5b"), bench_reports.rows),

@@ -361,3 +361,60 @@ def test_contexts_are_sanitized_like_spans_so_nothing_secret_is_printed(
     sanitized, _ = sanitize_context(RouteContext.model_validate(poisoned))
     # The same id the span layer computes for the same spawn.
     assert json.loads(out)["decision_id"] == explain(sanitized, example_snapshot()).decision_id
+
+
+# -- the bounds of one context: a 62 MB context of 1.15 M accounts took 29 s and 2.7 GB -------------
+
+
+def _context_with(accounts: int, id_length: int = 8) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(Path(MANAGED).read_text())
+    document["accounts"] = [
+        {"id": f"a{n}-".ljust(id_length, "x"), "provider": "zai", "state": "available"}
+        for n in range(accounts)
+    ]
+    return document
+
+
+def test_a_context_file_over_the_record_limit_is_refused_at_its_size(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A context larger than one chain record is refused before it is parsed (the issue's 62 MB one
+    was parsed into 2.7 GB); JSON-lines input already had this bound per line."""
+    from otel_route_shadow.cli.common import MAX_LINE_BYTES
+
+    big = tmp_path / "big.json"
+    text = json.dumps(_context_with(1))
+    big.write_text(text[:-1] + " " * (MAX_LINE_BYTES + 1 - len(text)) + "}")
+    code, out, err = run(capsys, "explain", "--policies", POLICIES, "--context", str(big))
+    assert (code, out) == (2, "") and f"larger than {MAX_LINE_BYTES} bytes" in err, err
+
+
+def test_a_context_of_more_accounts_than_the_bound_is_refused_with_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from otel_route_shadow.core import MAX_ACCOUNTS
+
+    many = tmp_path / "many.json"
+    many.write_text(json.dumps(_context_with(MAX_ACCOUNTS + 1)))
+    code, out, err = run(capsys, "explain", "--policies", POLICIES, "--context", str(many))
+    assert (code, out) == (2, "") and f"at most {MAX_ACCOUNTS} items" in err and "accounts" in err, err
+    lines = tmp_path / "many.jsonl"
+    lines.write_text(many.read_text() + "\n" + json.dumps(_context_with(MAX_ACCOUNTS)) + "\n")
+    code, out, err = run(capsys, "explain", "--policies", POLICIES, "--context", str(lines), "--jsonl")
+    assert code == 2 and out.count("\n") == 1 and f"{lines}:1: " in err, err
+
+
+def test_the_largest_context_the_bounds_admit_is_explained(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``MAX_ACCOUNTS`` accounts whose ids fill the 4 MiB: explained (row 2c times it)."""
+    from benchmarks.bench_explain import largest_context
+    from otel_route_shadow.cli.common import MAX_LINE_BYTES
+    from otel_route_shadow.core import MAX_ACCOUNTS
+
+    largest = tmp_path / "largest.json"
+    largest.write_bytes(largest_context(MAX_LINE_BYTES, MAX_ACCOUNTS))
+    assert MAX_LINE_BYTES - 8192 < largest.stat().st_size <= MAX_LINE_BYTES
+    code, out, err = run(capsys, "explain", "--policies", POLICIES, "--context", str(largest))
+    assert (code, err) == (0, "")
+    assert len(json.loads(out)["accounts"]) == MAX_ACCOUNTS

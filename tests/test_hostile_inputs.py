@@ -263,6 +263,15 @@ def test_key_names_follow_the_signed_note_rules(tmp_path: Path, name: str, needl
     assert not (tmp_path / "k").exists()
 
 
+@pytest.mark.parametrize(
+    "name", [".", "..", "-", "/", "-x/log", "example.com//log", "example.com/../log", "log/"]
+)
+def test_key_generate_refuses_a_name_that_is_not_an_origin(tmp_path: Path, name: str) -> None:
+    """``key generate`` accepted ``.``, ``..`` and ``-``, and the host then signed under origin ``..``."""
+    refused(cli("key", "generate", f"--name={name}", "--out", str(tmp_path / "k")), "schema-less URL")
+    assert not (tmp_path / "k").exists()
+
+
 def test_report_html_to_a_fifo_is_refused_never_waited_on_beyond_the_list(tmp_path: Path) -> None:
     """``report --html FIFO`` waited for a reader for ever (the page was written with a blocking open)."""
     code, _, err = cli("demo", "--spawns", "3", "--quiet", "--out", str(tmp_path / "demo"))
@@ -312,6 +321,30 @@ def test_audit_state_that_is_not_a_state_file_is_refused(
     host, url = audited
     state = STATES[kind](tmp_path / "auditor-state")
     refused(audit(host, url, "--state", state), state, "not an audit state file")
+
+
+@pytest.mark.parametrize("kind", ["deep-array", "directory"])
+def test_audit_state_is_checked_before_the_backend_is_contacted(
+    chain: Path, tmp_path: Path, kind: str
+) -> None:
+    """``audit --state X`` contacted the backend first: with none reachable, a bad X was exit 4, not 2."""
+    state = STATES[kind](tmp_path / "auditor-state")
+    refused(
+        cli(
+            "audit",
+            str(chain),
+            "--backend",
+            "http://127.0.0.1:9",
+            "--project",
+            "p",
+            "--key",
+            KEY,
+            "--state",
+            state,
+        ),
+        state,
+        "not an audit state file",
+    )
 
 
 @pytest.mark.parametrize("name", ["state", "checkpoint", "checkpoints", "tile"])

@@ -269,3 +269,31 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(
     assert code == 2, (out, err)
     assert err.count("\n") == 1 and "Traceback" not in err
     assert needle in err
+
+
+def test_verify_never_calls_partial_tiles_removed_for_a_full_tile_missing_after_a_refusal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checkpoints at 150 and 300: the full tile 0/000 replaces the partial 000.p/150 (tlog-tiles removes
+    it). The chain cut to 200 lines, the writer refuses; verify then found 150 the largest checkpoint
+    that holds and reported 000.p/150 "missing". The full tile's first 150 hashes stand in for it."""
+    from otel_route_shadow.logstore import LogStore
+    from otel_route_shadow.tlog import Signer
+
+    signer = Signer.generate("example.com/route-shadow/partials")
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 300, Checkpointer(str(chain), signer.name, signer), every=150)
+    tiles = Path(LogStore(chain).path) / "tile" / "0"
+    assert (tiles / "000").is_file() and not (tiles / "000.p").exists()
+    chain.write_bytes(b"".join(chain.read_bytes().splitlines(keepends=True)[:200]))
+    writer = Checkpointer(str(chain), signer.name, signer)
+    assert writer.checkpoint() is None and writer.refused is not None
+    code, out, _ = run(["verify", str(chain), "--key", str(signer.verifier()), "--json"], capsys)
+    assert code == 1  # the checkpoint of 300 no longer holds: a finding, named as such
+    report = json.loads(out)["checkpoints"]
+    assert report["tiles"]["missing"] == [] and report["tiles"]["damaged"] == [], report["tiles"]
+    (tiles / "000").write_bytes(b"\0" * 32 * 256)  # a full tile that does not hold them is still damage
+    code, out, _ = run(["verify", str(chain), "--key", str(signer.verifier()), "--json"], capsys)
+    assert json.loads(out)["checkpoints"]["tiles"]["damaged"] == [
+        "tile/0/000: does not hold the hashes of the signed tree"
+    ]

@@ -463,3 +463,55 @@ def test_any_policy_file_is_read_or_refused_in_one_line(
     assert code in (0, 1, 2, 3) and "Traceback" not in err
     if code == 2:
         assert err.count("\n") == 1
+
+
+# --- verify and report read the same evidence, and name refusals ---------------------------------------------
+
+
+@pytest.mark.parametrize("stored_in", ["checkpoints", "checkpoint"])
+def test_report_and_verify_agree_on_a_cosignature_stored_in_either_file(
+    witnessed: tuple[GrowingLog, Path], capsys: pytest.CaptureFixture[str], stored_in: str
+) -> None:
+    """``report --policy`` read only ``checkpoint`` and ``verify --policy`` only ``checkpoints``: one valid
+    extra cosignature in one of them made them disagree. Both read both now."""
+    log, policy = witnessed
+    note = log.notes()[-1]  # size 70, cosigned by nobody yet
+    text = parse_note(note).text
+    _cosign(log, note, W1)
+    directory = LogStore(log.chain)
+    both = log.notes()[-1] + W2.line(text, NOW)
+    if stored_in == "checkpoints":
+        with open(directory.file("checkpoints"), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"note": both}) + "\n")
+    else:
+        Path(directory.file("checkpoint")).write_text(both, encoding="utf-8")
+    code, out, err = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    assert (code, err) == (0, ""), out
+    assert "attested by the quorum up to size 70" in out
+    _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--policy", str(policy)], capsys)
+    assert "cosigned by: one, two (cosignatures verified with the policy; quorum both met)" in out, out
+
+
+def test_verify_and_report_name_the_refusals_recorded_beside_the_chain(
+    witnessed: tuple[GrowingLog, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``verify`` never named a refusal, in text or ``--json``: the writer's and the witnesses' are named."""
+    log, policy = witnessed
+    directory = LogStore(log.chain)
+    directory.append_refusal({"reason": "fork", "origin": ORIGIN, "tree_size": 70, "expected_offset": 1})
+    directory.append_witness_refusal({"witness": "one", "cause": "conflict", "origin": ORIGIN, "size": 75})
+    with open(directory.file("witness-refusals"), "a", encoding="utf-8") as handle:
+        handle.write("not json\n")
+        handle.write(json.dumps({"witness": "\x1b[2Jtwo", "cause": "conflict"}) + "\n")
+    _, out, _ = run(["verify", str(log.chain)], capsys)
+    assert "REFUSED: the writer refused to sign: fork (signed size 70)" in out
+    assert "REFUSED: witness one refused the checkpoint of size 75: conflict" in out
+    assert "2 line(s) that are not refusals (line 2 first)" in out and "\x1b" not in out
+    _, out, _ = run(["verify", str(log.chain), "--json", "--policy", str(policy)], capsys)
+    refusals = json.loads(out)["refusals"]
+    assert [r["reason"] for r in refusals["writer"]] == ["fork"]
+    assert [(r["witness"], r["cause"], r["size"]) for r in refusals["witnesses"]] == [("one", "conflict", 75)]
+    _, out, _ = run(["report", str(log.chain), "--allow-unverified"], capsys)
+    assert "REFUSED: the writer refused to sign: fork (signed size 70)" in out
+    _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--json"], capsys)
+    assert "fork" in out and "conflict" in out

@@ -54,6 +54,7 @@ from otel_route_shadow.analysis.noise import (
     fraction_rate,
 )
 from otel_route_shadow.analysis.records import RecordCounts
+from otel_route_shadow.analysis.refusals import Refusals, read_refusals
 from otel_route_shadow.analysis.report import (
     BYPASS_DEFINITION,
     DEFIED_COUNTS_NOTE,
@@ -142,6 +143,7 @@ __all__ = [
     "NoiseTable",
     "PolicyUse",
     "RecordCounts",
+    "Refusals",
     "Report",
     "SnapshotSourceError",
     "SourcedSnapshot",
@@ -171,6 +173,7 @@ __all__ = [
     "parse_by",
     "rate",
     "read_evidence",
+    "read_refusals",
     "replay",
     "replay_payloads",
     "sorted_counts",

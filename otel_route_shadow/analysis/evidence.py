@@ -10,9 +10,14 @@ of checkpoints does (``tlog.authenticate``): ``failed`` is its ``bad-signature``
 that is ``otel-route-shadow verify CHAIN --key VKEY``'s work, and the report says so.
 
 With a tlog-policy (``report --policy``), the cosignatures are verified: the note is checked against the
-policy (``tlog.attest_checkpoint``: the log's signature by a policy key named for the origin, each
+policy (``tlog.attest_notes``: the log's signature by a policy key named for the origin, each
 policy witness's cosignature, timestamps no later than now plus the skew) and the report names the
-witnesses whose cosignature counts, the quorum, and whether it is met.
+witnesses whose cosignature counts, the quorum, and whether it is met. The cosignatures counted are
+those of every note of the same checkpoint in ``checkpoint`` and ``checkpoints`` (where a witness's
+cosignature is stored when it comes back), the evidence ``verify --policy`` reads.
+
+The refusals recorded beside the chain (the writer's and the witnesses', :mod:`.refusals`) are part of
+the evidence and named with it.
 
 Which line is the log's own signature: among the Ed25519 note signatures (64 signature bytes after
 the key id), the one whose key name is the checkpoint's origin (C2SP tlog-checkpoint asks the log's
@@ -26,13 +31,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+from otel_route_shadow.analysis.refusals import Refusals, read_refusals
 from otel_route_shadow.files import FileRefused
-from otel_route_shadow.logstore import CHECKPOINT_FILE, LogStore
+from otel_route_shadow.logstore import CHECKPOINT_FILE, CHECKPOINTS_FILE, LogStore, read_note_file
 from otel_route_shadow.tlog import (
-    AttestationError,
     AuthenticationError,
     BadSignature,
     CheckpointError,
@@ -40,7 +45,7 @@ from otel_route_shadow.tlog import (
     OpenedNote,
     Policy,
     Verifier,
-    attest_checkpoint,
+    attest_notes,
     authenticate,
     parse_checkpoint,
     parse_note,
@@ -128,6 +133,8 @@ class LogEvidence:
     verified_by: tuple[str, ...] = ()
     witnesses: WitnessEvidence | None = None
     """With a policy: the cosignatures verified (None: listed by name only)."""
+    refusals: Refusals = field(default_factory=Refusals)
+    """The writer's and the witnesses' refusals recorded beside the chain."""
 
     @property
     def records_beyond(self) -> int | None:
@@ -150,6 +157,7 @@ class LogEvidence:
             "verification": self.verification,
             "verified_by": list(self.verified_by),
             "witnesses": None if self.witnesses is None else self.witnesses.as_dict(),
+            "refusals": self.refusals.as_dict(),
             "checked_against_chain": False,
             "note": VERIFY_HINT if self.verification == NOT_CHECKED else None,
         }
@@ -166,9 +174,10 @@ def read_evidence(
     """The evidence status of the chain at ``chain_path`` (never raises for what is on disk)."""
     store = LogStore(chain_path)
     path = store.file(CHECKPOINT_FILE)
+    refusals = read_refusals(chain_path)
 
     def missing(status: str, problem: str | None = None) -> LogEvidence:
-        return LogEvidence(path, status, chain_records, problem=problem)
+        return LogEvidence(path, status, chain_records, problem=problem, refusals=refusals)
 
     try:
         note = store.checkpoint_file(MAX_CHECKPOINT_BYTES).decode("utf-8")
@@ -201,7 +210,8 @@ def read_evidence(
         cosigned_by=cosigned_by,
         verification=verification,
         verified_by=verified_by,
-        witnesses=None if policy is None else _witnesses(note, policy, verifiers, now // 10**9),
+        witnesses=None if policy is None else _witnesses(note, path, policy, verifiers, now // 10**9),
+        refusals=refusals,
     )
 
 
@@ -215,15 +225,27 @@ def _split_signers(opened: OpenedNote, origin: str) -> tuple[tuple[str, ...], tu
     return tuple(own), tuple(others + cosigned)
 
 
-def _witnesses(note: str, policy: Policy, verifiers: Sequence[Verifier], now: int) -> WitnessEvidence:
+def _witnesses(
+    note: str, path: str, policy: Policy, verifiers: Sequence[Verifier], now: int
+) -> WitnessEvidence:
+    """The policy's verdict on the checkpoint of ``note`` (the file at ``path``), its cosignatures
+    gathered from every note of the same checkpoint in ``checkpoints`` too."""
+    notes = [note, *_stored_notes(os.path.join(os.path.dirname(path), CHECKPOINTS_FILE))]
+    report = attest_notes(notes, policy, now=now, logs=verifiers)
+    found = next((c for c in report.checkpoints if 0 in c.notes), None)
+    if found is None:
+        problem = next((p.detail for p in report.problems if p.index == 0), "not authenticated")
+        return WitnessEvidence(policy.quorum, False, problem=problem)
+    quorum = found.quorum
+    return WitnessEvidence(policy.quorum, quorum.met, found.cosigned_by, quorum.missing, found.future)
+
+
+def _stored_notes(path: str) -> list[str]:
+    """The notes of the ``checkpoints`` file; none when it cannot be read (``verify`` names why)."""
     try:
-        attestation = attest_checkpoint(note, policy, now=now, logs=verifiers)
-    except AttestationError as exc:
-        return WitnessEvidence(policy.quorum, False, problem=str(exc))
-    counted = tuple(c.name for c in attestation.cosignatures if c.counted)
-    future = tuple(c.name for c in attestation.cosignatures if not c.counted and c.name not in counted)
-    quorum = attestation.quorum
-    return WitnessEvidence(policy.quorum, quorum.met, counted, quorum.missing, future)
+        return list(read_note_file(path).notes)
+    except (OSError, ValueError, FileRefused):
+        return []
 
 
 def _verify(note: str, verifiers: Sequence[Verifier]) -> tuple[str, tuple[str, ...]]:

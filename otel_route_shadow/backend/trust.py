@@ -135,6 +135,17 @@ class TrustState:
         origins: dict[str, Any] = raw["origins"]
         return origins
 
+    def check(self) -> None:
+        """Read the whole file as a state file (absent: an empty state) or raise ``TrustStateError``:
+        what an audit with this state would refuse, found before anything else is done."""
+        with self._lock:
+            origins = self._load()
+        for number, entry in enumerate(origins.values(), start=1):
+            try:
+                Trusted.from_json(entry)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise TrustStateError(f"{self.path}: entry {number}: unreadable ({exc})") from None
+
     def get(self, origin: str) -> Trusted | None:
         with self._lock:
             entry = self._load().get(origin)

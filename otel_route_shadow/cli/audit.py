@@ -42,6 +42,7 @@ from otel_route_shadow.backend import (
     Problem,
     Thresholds,
     TrustState,
+    TrustStateError,
     audit_chain,
     format_unix_nano,
     parse_time,
@@ -218,9 +219,19 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         until_unix_nano=_time_arg("--until", args.until),
         check_linkage=not args.no_verify,
         thresholds=Thresholds(args.max_unwitnessed, args.min_span_coverage),
-        state=TrustState(args.state) if args.state else None,
+        state=_state(args.state) if args.state else None,
         full=args.full,
     )
+
+
+def _state(path: str) -> TrustState:
+    """The auditor's state file, read and checked before any backend is contacted (exit 2)."""
+    state = TrustState(path)
+    try:
+        state.check()
+    except TrustStateError as exc:
+        raise CliError(str(exc)) from None
+    return state
 
 
 def chain_paths(arguments: Sequence[str]) -> list[str]:
@@ -250,9 +261,9 @@ def _handle(args: argparse.Namespace) -> int:
         raise CliError(f"--backend URL is required (or set ${ENV_BACKEND})")
     if args.timeout <= 0:
         raise CliError("--timeout must be positive")
-    backend = build_backend(args.backend_kind, args.backend, args.project, args.timeout)
-    options = _options(args)
+    options = _options(args)  # every file named is read and checked before the backend is built
     chains = chain_paths(args.chains)
+    backend = build_backend(args.backend_kind, args.backend, args.project, args.timeout)
     if len(chains) == 1 and not Path(args.chains[0]).is_dir():
         return _single(chains[0], backend, options, args)
     return _fleet(chains, backend, options, args)

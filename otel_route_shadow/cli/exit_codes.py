@@ -78,7 +78,10 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
     {
         "explain": {
             EXIT_OK: "every context explained (a held or rejected decision is an answer)",
-            EXIT_USAGE: f"{_POLICY_FILE}, an unreadable store, a malformed context (JSON lines: at the end)",
+            EXIT_USAGE: (
+                f"{_POLICY_FILE}, an unreadable store, a malformed context or one over 4 MiB or 1,024 "
+                "accounts (JSON lines: at the end)"
+            ),
         },
         "policy check": {
             EXIT_OK: "no error (warnings allowed unless --strict)",
@@ -150,7 +153,7 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         "audit": {
             EXIT_OK: "agree, consistent with every checkpoint the backend holds, no span finding, thresholds met",
             EXIT_FINDING: "disagree, a checkpoint or a span contradicts the chain (or its own hashes break)",
-            EXIT_USAGE: "a chain or state file that cannot be read, an empty window",
+            EXIT_USAGE: "a chain or state file that cannot be read (found before the backend is asked), an empty window",
             EXIT_INSUFFICIENT: (
                 "nothing to hold the chain against (no checkpoint, no span, a project with no spans), a "
                 "threshold not met, or (--policy) no checkpoint the chain matches meets the quorum"
@@ -181,7 +184,10 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         },
         "key generate": {
             EXIT_OK: "the key file written, its verifier key printed",
-            EXIT_USAGE: "a name the signed-note rules refuse, a file that already exists or cannot be written",
+            EXIT_USAGE: (
+                "a name the signed-note rules refuse or that is no origin (., .., -, an empty part), a file "
+                "that already exists or cannot be written"
+            ),
         },
         "serve": {
             EXIT_OK: "stopped by SIGTERM or SIGINT",

@@ -10,6 +10,10 @@ Contexts are sanitized exactly as the span layer sanitizes them (credential-shap
 ``decision_id`` as the span and the chain record of the same spawn, and nothing printed (decisions
 or error lines) can carry a secret.
 
+A context, a file or a line, is at most ``MAX_LINE_BYTES`` (4 MiB, the chain's record limit) and holds
+at most ``core.MAX_ACCOUNTS`` accounts: a larger one is refused (exit 2) before it costs more than
+its read, so the largest context admitted is explained in well under a second (docs/benchmarks.md).
+
 Exit codes: ``exit_codes.COMMANDS["explain"]``. In JSON-lines mode a bad line is reported on stderr,
 the other lines are still explained, and the exit code is 2 at the end.
 """
@@ -26,6 +30,7 @@ from typing import Any, Final, TextIO
 from pydantic import ValidationError
 
 from otel_route_shadow.cli.common import (
+    MAX_LINE_BYTES,
     STDIN,
     CliError,
     input_file,
@@ -270,7 +275,7 @@ def _explain(args: argparse.Namespace) -> int:
     snapshot = _snapshot(args)
     if args.context == STDIN or args.jsonl:
         return _explain_lines(args.context, snapshot, args.all_policies)
-    context = _parse_context(read_text_file(args.context), args.context)
+    context = _parse_context(read_text_file(args.context, max_bytes=MAX_LINE_BYTES), args.context)
     (decision,) = explain_batch([context], snapshot)
     _write(sys.stdout, _rendered(decision, context, snapshot, args.all_policies), indent=2)
     return EXIT_OK

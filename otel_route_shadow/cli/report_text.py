@@ -82,7 +82,8 @@ def evidence_lines(evidence: LogEvidence | None, chain_path: str) -> list[str]:
         )
         return [
             f"log evidence: {found} at {evidence.checkpoint_path}: nothing vouches for the chain beyond its "
-            "own hash links"
+            "own hash links",
+            *_refusal_lines(evidence),
         ]
     beyond = evidence.records_beyond or 0
     age = "" if evidence.age_ns is None else f", written {duration(evidence.age_ns)} before this report"
@@ -95,7 +96,12 @@ def evidence_lines(evidence: LogEvidence | None, chain_path: str) -> list[str]:
         f"log evidence: {cover}",
         f"  signed by: {_signers(evidence, chain_path)}",
         f"  cosigned by: {_cosigners(evidence)}",
+        *_refusal_lines(evidence),
     ]
+
+
+def _refusal_lines(evidence: LogEvidence) -> list[str]:
+    return [f"  REFUSED: {line}" for line in evidence.refusals.lines()]
 
 
 def _cosigners(evidence: LogEvidence) -> str:

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from otel_route_shadow.analysis import Refusals, read_refusals
 from otel_route_shadow.chain import VerifyResult, verify_chain
 from otel_route_shadow.cli.common import CliError, cap_jobs, count_argument, input_file
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
@@ -116,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
             extra_logs=against[1],
             max_unwitnessed=args.max_unwitnessed,
         )
-    _print(args, path, result, report, witnessed)
+    _print(args, path, result, report, witnessed, read_refusals(path))
     holds = report is None or (report.ok and report.tiles.ok)  # a damaged tile store is a finding too
     if not (result.intact and holds):
         return EXIT_FINDING
@@ -162,9 +163,11 @@ def _print(
     result: VerifyResult,
     report: ConsistencyReport | None,
     witnessed: PolicyVerdict | None,
+    refusals: Refusals,
 ) -> None:
     if args.json:
         out = result.to_dict()
+        out["refusals"] = refusals.as_dict()
         if report is not None:
             out["checkpoints"] = report.to_dict()
             out["unservable_entries"] = [
@@ -179,6 +182,8 @@ def _print(
         print(human_report(path, report))
     if witnessed is not None:
         print("\n".join(verdict_lines(witnessed)))
+    for line in refusals.lines():
+        print(f"REFUSED: {line}")
 
 
 def _not_a_chain(result: VerifyResult) -> bool:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 
 from otel_route_shadow.chain import VerifyResult
 from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.logstore import (
+    CHECKPOINT_FILE,
     CHECKPOINTS_FILE,
     MAX_ENTRY_BYTES,
     ConsistencyReason,
@@ -34,14 +36,23 @@ def checkpoint_inputs(
     files: list[str] | None = args.checkpoint
     if not files and not args.key and policy_keys is None:
         return None
-    files = files or [LogStore(chain).file(CHECKPOINTS_FILE)]
+    files = files or _published(chain)
     notes = [
         _well_formed(note, path, number) for path in files for number, note in enumerate(read_notes(path), 1)
     ]
+    notes = list(dict.fromkeys(notes))  # a note read twice (``checkpoint`` is most often a copy) is one
     if not notes:
         raise CliError(f"{files[0]}: holds no checkpoint")
     keys = read_verifiers(args.key)
     return notes, keys + [k for k in policy_keys or [] if k not in keys]
+
+
+def _published(chain: str) -> list[str]:
+    """The log's own checkpoint files: ``checkpoints`` (required), and ``checkpoint`` when it exists, the
+    evidence ``report --policy`` reads too (a cosignature stored in either counts)."""
+    directory = LogStore(chain)
+    latest = directory.file(CHECKPOINT_FILE)
+    return [directory.file(CHECKPOINTS_FILE), *([latest] if os.path.lexists(latest) else [])]
 
 
 def _well_formed(note: str, path: str, number: int) -> str:

@@ -6,7 +6,7 @@ it starts to. Everything else in the project depends on this package, never the 
 """
 
 from otel_route_shadow.core.canonical import canonical_json, digest, digest_bytes
-from otel_route_shadow.core.context import Account, LegacyRoute, LegacyStage, RouteContext
+from otel_route_shadow.core.context import MAX_ACCOUNTS, Account, LegacyRoute, LegacyStage, RouteContext
 from otel_route_shadow.core.decision import (
     EMPTY_SET_HASH,
     AccountVerdict,
@@ -104,6 +104,7 @@ __all__ = [
     "EMPTY_SET_HASH",
     "FINDINGS",
     "LEGACY_RUNG",
+    "MAX_ACCOUNTS",
     "MECHANISM_CLASS",
     "PROVIDER_BINDINGS",
     "REDACTED",

@@ -11,9 +11,14 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-__all__ = ["Account", "LegacyRoute", "LegacyStage", "RouteContext"]
+__all__ = ["MAX_ACCOUNTS", "Account", "LegacyRoute", "LegacyStage", "RouteContext"]
 
 _Text = Annotated[str, Field(max_length=4096)]
+MAX_ACCOUNTS = 1024
+"""The most accounts a context holds: resolving and explaining cost grows with them (a context of
+1,024 accounts is explained in 0.15 s; docs/benchmarks.md, row 2c), and no host sees more."""
+MAX_STAGES = 64
+"""The most legacy stages a route holds (a seam applies a handful)."""
 
 
 class Account(BaseModel):
@@ -49,7 +54,7 @@ class LegacyRoute(BaseModel):
     transport: _Text
     mechanism: _Text
     mechanism_detail: _Text | None = None
-    stages: tuple[LegacyStage, ...] = ()
+    stages: Annotated[tuple[LegacyStage, ...], Field(max_length=MAX_STAGES)] = ()
 
 
 class RouteContext(BaseModel):
@@ -63,5 +68,5 @@ class RouteContext(BaseModel):
     principal_id: _Text | None = None
     request_face: _Text
     requirement: _Text | None = None
-    accounts: tuple[Account, ...] = ()
+    accounts: Annotated[tuple[Account, ...], Field(max_length=MAX_ACCOUNTS)] = ()
     legacy_route: LegacyRoute

@@ -169,13 +169,13 @@ def parse_seams(value: str) -> tuple[SeamSpec, ...]:
     """Parse ``module:Qual.name,face[,extractor[,response_hook]]`` entries separated by ``;`` (an
     empty extractor is the default one)."""
     specs = []
-    for raw in value.split(";"):
+    for number, raw in enumerate(value.split(";"), start=1):
         entry = raw.strip()
         if not entry:
             continue
         parts = [part.strip() for part in entry.split(",")]
         if len(parts) not in (2, 3, 4):
-            raise SeamConfigError(f"seam entry {entry!r}: expected target,face[,extractor[,response_hook]]")
+            raise SeamConfigError(f"seam entry {number}: expected target,face[,extractor[,response_hook]]")
         extractor: Extractor = (
             _import_callable(parts[2], "extractor") if len(parts) > 2 and parts[2] else default_extractor
         )
@@ -247,9 +247,7 @@ class RouteShadowConfig(BaseModel):
                 try:
                     values[key] = int(milliseconds.strip())
                 except ValueError:
-                    raise ValueError(
-                        f"{name}={milliseconds!r}: expected a whole number of milliseconds"
-                    ) from None
+                    raise ValueError(f"{name}: expected a whole number of milliseconds") from None
         values.update(_checkpoint_settings(env))
         values["strict"] = env_flag(_env(env, OTEL_PYTHON_ROUTE_SHADOW_STRICT))
         # OTEL_PYTHON_ROUTE_SHADOW_DISABLED is not copied into ``disabled``: the runtime reads it on every call
@@ -279,7 +277,7 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
             values["checkpoint_records"] = int(records.strip())
         except ValueError:
             raise ValueError(
-                f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS}={records!r}: expected a whole number"
+                f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS}: expected a whole number"
             ) from None
     seconds = _env(env, OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS)
     if seconds is not None:
@@ -287,7 +285,7 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
             values["checkpoint_seconds"] = float(seconds.strip())
         except ValueError:
             raise ValueError(
-                f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS}={seconds!r}: expected a number of seconds"
+                f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS}: expected a number of seconds"
             ) from None
     policy = _env(env, OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY)
     if policy is not None:
@@ -298,7 +296,7 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
             values["witness_pushes_per_day"] = float(pushes.strip())
         except ValueError:
             raise ValueError(
-                f"{OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY}={pushes!r}: expected a number per day"
+                f"{OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY}: expected a number per day"
             ) from None
     return values
 

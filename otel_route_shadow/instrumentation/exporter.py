@@ -17,6 +17,7 @@ which the next writer writes into the chain first.
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import threading
@@ -142,20 +143,17 @@ class RouteShadowChainExporter:
         log = self._log
         if log is None or not log.backlog:
             return 0
+        why = f"still wait for the lock on {self._path} after {timeout:g} s"
         try:
             log.flush(timeout)
         except Exception as exc:  # a disk error at exit: say so, never raise into the host
-            _LOG.warning("route shadow could not write its waiting chain records: %s", type(exc).__name__)
+            why = f"could not be written to {self._path}: {_cause(exc)}"
+            _LOG.warning("route shadow could not write its waiting chain records: %s", _cause(exc))
         left = log.backlog_records
         if not log.backlog:
             return 0
         if not spill:
-            _LOG.warning(
-                "route shadow: %d chain records still wait for the lock on %s after %g s",
-                left,
-                self._path,
-                timeout,
-            )
+            _LOG.warning("route shadow: %d chain records %s", left, why)
             return left
         try:
             log.spill(timeout)
@@ -173,7 +171,7 @@ class RouteShadowChainExporter:
 
     def _mark_lost(self, log: RoutingAuditLog, left: int, exc: Exception) -> int:
         """Count the records neither the chain nor the spill file took in ``<chain>.lost``; logged."""
-        why = (exc.strerror if isinstance(exc, OSError) else None) or type(exc).__name__
+        why = _cause(exc)
         try:
             marked = log.mark_lost(exc)
         except Exception as second:
@@ -212,6 +210,14 @@ class RouteShadowChainExporter:
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.flush_backlog(min(timeout_millis / 1000, EXIT_FLUSH_S)) == 0
+
+
+def _cause(exc: BaseException) -> str:
+    """An error as a log line names it: an ``OSError``'s errno name and text (``EFBIG (File too
+    large)``), else the exception's type."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"{errno.errorcode.get(exc.errno, exc.errno)} ({os.strerror(exc.errno)})"
+    return type(exc).__name__
 
 
 def _flush_at_exit(ref: weakref.ref[RouteShadowChainExporter]) -> None:

@@ -48,6 +48,8 @@ from otel_route_shadow.logstore.published import NotFound, PublishedLog, Unserva
 from otel_route_shadow.logstore.store import (
     CHECKPOINT_FILE,
     CHECKPOINTS_FILE,
+    REFUSALS_FILE,
+    WITNESS_REFUSALS_FILE,
     Cosigned,
     LogStore,
     read_note_file,
@@ -61,7 +63,9 @@ __all__ = [
     "CHECKPOINTS_FILE",
     "CHECKPOINT_FILE",
     "MAX_ENTRY_BYTES",
+    "REFUSALS_FILE",
     "SWEEP_TILES",
+    "WITNESS_REFUSALS_FILE",
     "Acknowledgement",
     "BundleUnservable",
     "ChainCheck",

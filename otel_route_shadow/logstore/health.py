@@ -4,9 +4,11 @@ and do they hold the tree the chain gives?
 ``verify`` has the chain's whole tree in memory (``merkle.TreeLevels``) once the chain matches a signed
 checkpoint, so every tile of that tree is checked by comparing bytes, without hashing: each full tile
 below the largest checkpoint that holds, and the partial tiles of every checkpoint that holds whose
-full tile does not exist (C2SP tlog-tiles keeps them until it does). A tile that is missing, not a
-regular file (a symbolic link included: tiles are read one way, ``LogStore.tile_file``) or of other
-bytes is named with its path; ``tiles.REBUILD_HINT`` says what to do. A chain
+full tile does not exist (C2SP tlog-tiles keeps them until it does). A partial tile that is gone while
+its full tile is there was removed as tlog-tiles allows (the full tile was written for a larger
+checkpoint, one the chain may no longer match after a refusal): the full tile's first hashes are
+checked in its place. A tile that is missing, not a
+regular file (a symbolic link included: tiles are read one way, ``LogStore.tile_file``) or of other bytes is named with its path; ``tiles.REBUILD_HINT`` says what to do. A chain
 handed over without its tile store (no ``tile/`` at all) is reported as not checked, not as damaged.
 """
 
@@ -81,14 +83,35 @@ class _Checker:
         try:
             data = self.store.tile_file(tile)
         except FileNotFoundError:
-            if required:
+            if tile.width < TILE_WIDTH and os.path.lexists(
+                self.store.file(Tile(tile.level, tile.index).path)
+            ):
+                self._check_prefix(tile)  # a partial tile removed once its full tile exists
+            elif required:
                 self.missing.append(f"{tile.path}: missing")
             return
         except TileDamaged as exc:
             self.damaged.append(str(exc))
             return
         self.read += 1
-        row = self.tree.levels[TILE_HEIGHT * tile.level]
-        start = tile.index * TILE_BYTES
-        if data != row[start : start + tile.width * HASH_SIZE]:
+        if data != self._expected(tile):
             self.damaged.append(f"{tile.path}: does not hold the hashes of the signed tree")
+
+    def _check_prefix(self, tile: Tile) -> None:
+        """The full tile in place of a removed partial one: its first ``width`` hashes are the partial's."""
+        full = Tile(tile.level, tile.index)
+        try:
+            data = self.store.tile_file(full)
+        except FileNotFoundError:
+            self.missing.append(f"{tile.path}: missing")
+            return
+        except TileDamaged as exc:
+            self.damaged.append(str(exc))
+            return
+        self.read += 1
+        if data[: tile.width * HASH_SIZE] != self._expected(tile):
+            self.damaged.append(f"{full.path}: does not hold the hashes of the signed tree")
+
+    def _expected(self, tile: Tile) -> bytes:
+        start = tile.index * TILE_BYTES
+        return bytes(self.tree.levels[TILE_HEIGHT * tile.level][start : start + tile.width * HASH_SIZE])

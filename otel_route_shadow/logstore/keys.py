@@ -25,7 +25,12 @@ class KeyFileError(ValueError):
 
 
 def generate_key_file(name: str, path: str) -> Signer:
-    """Create a new Ed25519 signer called ``name`` and write it to a new file at ``path`` (mode 0600)."""
+    """Create a new Ed25519 signer called ``name`` and write it to a new file at ``path`` (mode 0600).
+
+    The name is the log's origin, so it must read as one: a schema-less URL (C2SP tlog-checkpoint)
+    whose ``/``-separated parts are neither empty nor ``.`` or ``..`` and whose first part starts with
+    a letter or a digit (``.``, ``..`` and ``-`` are refused)."""
+    _check_origin(name)
     try:
         signer = Signer.generate(name)
     except NoteError as exc:
@@ -38,6 +43,15 @@ def generate_key_file(name: str, path: str) -> Signer:
     except OSError as exc:
         raise KeyFileError(f"{path}: cannot create: {exc.strerror or type(exc).__name__}") from None
     return signer
+
+
+def _check_origin(name: str) -> None:
+    parts = name.split("/")
+    if any(part in ("", ".", "..") for part in parts) or not name[:1].isalnum():
+        raise KeyFileError(
+            "a key name is the log's origin, a schema-less URL such as example.com/route-shadow/host-a: "
+            "it starts with a letter or a digit, and no part between slashes is empty, '.' or '..'"
+        )
 
 
 def read_signer_file(path: str) -> Signer:

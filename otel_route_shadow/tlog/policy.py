@@ -28,7 +28,8 @@ Stricter than the draft, where torchwood's ``ParsePolicy`` reads a line differen
 policy accepted here means the same there): ``#`` appears only at the start of a comment line (torchwood
 cuts a line at any ``#``), names hold no Unicode whitespace (torchwood splits on it), and a line holds no
 items beyond those above (torchwood ignores extra ones). Every refusal is one :class:`PolicyError`
-naming the line.
+naming the line and what was expected there, never quoting the line: a file given as a policy by
+mistake may be a private key.
 
 :meth:`Policy.evaluate` answers the quorum question: given the names of the witnesses whose
 cosignatures verified, is the quorum met, and which of its witnesses are missing.
@@ -226,7 +227,7 @@ def _parse_line(fields: list[str], number: int, state: _Parsing) -> None:
     elif keyword == "quorum":
         _parse_quorum(args, number, state)
     else:
-        raise PolicyError(number, f"unknown keyword {keyword!r} (log, witness, group or quorum)")
+        raise PolicyError(number, "the first item is not a keyword: log, witness, group or quorum")
 
 
 def _parse_log(args: list[str], number: int, state: _Parsing) -> None:
@@ -273,7 +274,7 @@ def _parse_quorum(args: list[str], number: int, state: _Parsing) -> None:
         raise PolicyError(number, f"a second quorum line (the first is line {state.quorum_line})")
     name = args[0]
     if name != NONE and name not in state.names:
-        raise PolicyError(number, f"the quorum names {name!r}, not a witness or group defined above")
+        raise PolicyError(number, "the quorum names neither none nor a witness or group defined above")
     state.quorum, state.quorum_line = (None if name == NONE else name), number
 
 
@@ -281,9 +282,9 @@ def _check_new_name(name: str, number: int, state: _Parsing) -> None:
     if name == NONE:
         raise PolicyError(number, "`none` is predefined (no witness required), it cannot be defined")
     if name in state.names:
-        raise PolicyError(number, f"the name {name!r} is already defined")
+        raise PolicyError(number, "the name is already defined")
     if any(ch.isspace() for ch in name):
-        raise PolicyError(number, f"the name {name!r} holds a Unicode space")
+        raise PolicyError(number, "the name holds a Unicode space")
 
 
 def _check_new_key(public_key: bytes, known: list[bytes], what: str, number: int) -> None:
@@ -293,13 +294,13 @@ def _check_new_key(public_key: bytes, known: list[bytes], what: str, number: int
 
 def _members(members: list[str], number: int, state: _Parsing) -> None:
     seen: set[str] = set()
-    for member in members:
+    for position, member in enumerate(members, start=1):
         if member == NONE:
             raise PolicyError(number, "`none` cannot be a group member")
         if member not in state.names:
-            raise PolicyError(number, f"the member {member!r} is not a witness or group defined above")
+            raise PolicyError(number, f"member {position} is not a witness or group defined above")
         if member in seen:
-            raise PolicyError(number, f"the member {member!r} is listed twice")
+            raise PolicyError(number, f"member {position} is listed twice")
         seen.add(member)
 
 
@@ -311,6 +312,6 @@ def _threshold(text: str, members: int, number: int) -> int:
     if not _THRESHOLD.fullmatch(text) or not 1 <= int(text) <= members:
         raise PolicyError(
             number,
-            f"the threshold {text!r} is not any, all or a decimal k with 1 <= k <= {members} (the members)",
+            f"the threshold is not any, all or a decimal k with 1 <= k <= {members} (the members)",
         )
     return int(text)

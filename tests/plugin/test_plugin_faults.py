@@ -249,6 +249,14 @@ def test_the_host_is_undisturbed_under_each_fault(name: str, root: Path) -> None
     fault.check(out, log)
 
 
+def test_a_file_size_limit_is_logged_as_efbig_never_blamed_on_the_lock(root: Path) -> None:
+    """Under RLIMIT_FSIZE the exit's log line said the records "still waited for the lock"; the
+    lock was free, the write failed with EFBIG: the line says so."""
+    _, log = _run_driver(FAULTS["file-size limit"], root)
+    assert "EFBIG (File too large)" in log, log
+    assert "lock" not in log, log
+
+
 def test_records_a_file_size_limit_refused_are_a_gap_in_the_chain_once_writing_works_again(
     root: Path,
 ) -> None:

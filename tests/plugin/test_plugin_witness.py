@@ -82,7 +82,7 @@ def test_the_settings_come_from_the_environment_and_the_keywords_win(tmp_path: P
     assert (config.witness_policy, config.witness_pushes_per_day) == (tmp_path / "p", 24.0)
     assert RouteShadowConfig.resolve(env, witness_pushes_per_day=96).witness_pushes_per_day == 96
     assert RouteShadowConfig.resolve({}).witness_pushes_per_day == 1440  # one a minute
-    with pytest.raises(ValueError, match="WITNESS_PUSHES_PER_DAY='often': expected a number per day"):
+    with pytest.raises(ValueError, match="WITNESS_PUSHES_PER_DAY: expected a number per day"):
         RouteShadowConfig.resolve({"OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY": "often"})
     with pytest.raises(ValueError):
         RouteShadowConfig.resolve({"OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY": "0"})
