@@ -15,6 +15,10 @@ server's work, not gzip's).
     and the HTTP handling, no file) measured interleaved with them.
 9c. The server's peak resident memory (``VmHWM``) after the client read every level-0 tile and every
     full entry bundle of the whole log, in MB; the baseline is its resident memory just after it started.
+9d. The p99 of ``GET tile/0/<N>`` while 1,000 other connections are held idle (each opened, answered
+    once, so the server holds it, and left waiting), against the p99 with none held, the two sides
+    taking turns in rounds; the ratio is the median of the per-round ratios. Extras: how many were
+    still open and answered at the end of each round.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import http.client
 import os
 import random
 import re
+import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +43,8 @@ from benchmarks.harness import Row, Stats, Target, errored
 
 SAMPLES = 200
 """Requests of each kind (bundles, tiles, the floor) in rows 9a and 9b, interleaved."""
+IDLE = 1000
+"""Idle connections held in row 9d."""
 
 
 class _Server:
@@ -67,6 +75,7 @@ class _Server:
             self.stop()
             raise RuntimeError(f"serve did not start: {line!r}")
         self.prefix = match[3]
+        self.address = (match[1], int(match[2]))
         self.connection = http.client.HTTPConnection(match[1], int(match[2]), timeout=60)
 
     def get(self, path: str) -> bytes:
@@ -129,6 +138,15 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         baseline_label="GET / (round-trip floor)",
         target=Target("<=", 1, on="ours", unit="ms"),
     )
+    idle = Row(
+        id="9d",
+        title=f"serve: tile p99 with {IDLE:,} idle connections held",
+        measured=f"p99 of GET tile/0/<N> with {IDLE:,} idle kept-alive connections held, {n:,}-record chain",
+        unit="ms",
+        baseline_label="p99 with none held",
+        ratio_label="held / none",
+        target=Target("<=", 2),
+    )
     memory = Row(
         id="9c",
         title="serve: peak RSS reading the whole log",
@@ -142,11 +160,13 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         _signer, _notes, verifier = _prepared(path)
         server = _Server(path, verifier)
         try:
-            return _measure(server, n, bundle, tile, memory)
+            rows = _measure(server, n, bundle, tile, memory)
+            rounds, samples = (2, 50) if cfg.quick else (5, SAMPLES)
+            return [*rows, _measure_idle(server, n, idle, rounds, samples)]
         finally:
             server.stop()
     except Exception as exc:
-        return [errored(row, exc) for row in (bundle, tile, memory)]
+        return [errored(row, exc) for row in (bundle, tile, memory, idle)]
 
 
 def _measure(server: _Server, n: int, bundle: Row, tile: Row, memory: Row) -> list[Row]:
@@ -187,3 +207,72 @@ def _measure(server: _Server, n: int, bundle: Row, tile: Row, memory: Row) -> li
     memory.runs = 1
     memory.extras.update(read)
     return [bundle.judge(), tile.judge(), memory.judge()]
+
+
+def _measure_idle(server: _Server, n: int, row: Row, rounds: int, samples: int) -> Row:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < IDLE + 512 <= hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (IDLE + 512, hard))
+    address = server.address
+    paths = [server.prefix + _tile(i) for i in random.Random(91).choices(range(max(1, n // 256)), k=samples)]
+    held_p99: list[float] = []
+    none_p99: list[float] = []
+    ratios: list[float] = []
+    still_open: list[int] = []
+    for k in range(rounds):
+        figures: dict[str, float] = {}
+        for side in ("held", "none") if k % 2 == 0 else ("none", "held"):
+            held = [_hold(address) for _ in range(IDLE)] if side == "held" else []
+            try:
+                times = [server.timed(path) * 1000 for path in paths]
+                figures[side] = statistics.quantiles(times, n=100)[-1]
+                if held:
+                    still_open.append(sum(_answered(sock) for sock in held))
+            finally:
+                for sock in held:
+                    sock.close()
+        held_p99.append(figures["held"])
+        none_p99.append(figures["none"])
+        ratios.append(figures["held"] / figures["none"])
+    row.ours, row.baseline, row.ratio = Stats.of(held_p99), Stats.of(none_p99), Stats.of(ratios)
+    row.runs = rounds
+    row.extras.update(
+        requests_per_side_and_round=samples,
+        still_open_and_answered=still_open,
+    )
+    return row.judge()
+
+
+_LISTING = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
+
+
+def _hold(address: tuple[str, int]) -> socket.socket:
+    """A connection answered once (so the server holds it), then left idle."""
+    sock = socket.create_connection(address, timeout=60)
+    if not _answered(sock):
+        sock.close()
+        raise RuntimeError("an idle connection was not answered")
+    return sock
+
+
+def _answered(sock: socket.socket) -> bool:
+    """Whether ``GET /`` on ``sock`` is answered 200 (its body read whole)."""
+    try:
+        sock.sendall(_LISTING)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return False
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        match = re.search(rb"Content-Length: ([0-9]+)", head)
+        length = int(match[1]) if match else 0
+        while len(body) < length:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return False
+            body += chunk
+        return head.startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
