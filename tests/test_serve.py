@@ -283,6 +283,21 @@ def test_a_new_connection_at_the_limit_closes_the_one_idle_longest_not_itself(ch
                 sock.close()
 
 
+def test_a_connection_trickling_its_head_is_closed_first_to_make_room(chain: Path) -> None:
+    with running([chain], Limits(max_connections=2, timeout=600)) as server:
+        address = (str(server.server_address[0]), int(server.server_address[1]))
+        with (
+            socket.create_connection(address, timeout=20) as trickling,
+            socket.create_connection(address, timeout=20) as client,
+        ):
+            trickling.sendall(b"GET / HTTP/1.1\r\nHo")  # and never more
+            assert _exchange(client, _LISTING)[0] == 200  # answered after the trickle began waiting
+            with socket.create_connection(address, timeout=20) as newcomer:
+                assert _exchange(newcomer, _LISTING)[0] == 200
+            assert _closed_by_server(trickling)
+            assert _exchange(client, _LISTING)[0] == 200
+
+
 class _GatedSite(LogSite):
     """A site whose answer to ``GET /gate`` waits until the test opens the gate."""
 
@@ -640,3 +655,21 @@ def test_a_thousand_idle_connections_do_not_keep_a_valid_request_from_being_answ
         finally:
             for sock in held:
                 sock.close()
+
+
+def test_an_open_file_limit_below_max_connections_lowers_it_and_says_so(chain: Path) -> None:
+    command = [sys.executable, "-m", "otel_route_shadow.cli", "serve", str(chain), "--listen", "127.0.0.1:0"]
+    process = subprocess.Popen(  # ulimit -n sets the hard limit too: it cannot be raised
+        ["sh", "-c", 'ulimit -n 600 && exec "$@"', "sh", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    url = process.stdout.readline().split()[-1]
+    status, _, body = get(url + "checkpoint")
+    process.send_signal(signal.SIGTERM)
+    _out, err = process.communicate(timeout=30)
+    assert (process.returncode, status) == (0, 200)
+    assert body == (log_dir(chain) / "checkpoint").read_bytes()
+    assert "at most 216 connections at once, not 4,096: this process may open 600 files (RLIMIT_NOFILE" in err
