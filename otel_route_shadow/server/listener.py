@@ -53,7 +53,8 @@ _SPARE_DESCRIPTORS: Final = 256 + _LINGERING
 
 
 class _Connection:
-    """One client: its streams and whether it waits for a request (and may be closed to admit another)."""
+    """One client's streams; the server keeps it among the open connections, and among those waiting for
+    a request (which may be closed to admit another) while it waits."""
 
     __slots__ = ("reader", "writer")
 
