@@ -50,7 +50,7 @@ def _groups() -> list[Group]:
         ("tlog", ("6a", "6b", "6c", "6d"), bench_tlog.rows),
         ("audit", ("7",), bench_audit.rows),
         ("policy", ("8a", "8b", "8c", "8d", "8e", "8f", "8g"), bench_policy.rows),
-        ("serve", ("9a", "9b", "9c"), bench_serve.rows),
+        ("serve", ("9a", "9b", "9c", "9d"), bench_serve.rows),
         ("witness", ("10a", "10b", "10c", "10d", "10e"), bench_witness.rows),
     ]
 

@@ -30,11 +30,12 @@ from tlog_support import ORIGIN, append, decode_bundle, lines, log_dir
 from otel_route_shadow.cli import main
 from otel_route_shadow.logstore import Checkpointer, PublishedLog, Unservable, parse_resource
 from otel_route_shadow.logstore.published import Resource
-from otel_route_shadow.server import Limits, LogServer, LogSite, Request, SiteError
+from otel_route_shadow.server import Limits, LogServer, LogSite, Request, Response, SiteError
 from otel_route_shadow.tlog import Signer, Verifier, sign_note, tile_path
 
 SIGNER = Signer.generate(ORIGIN)
 KEY = Verifier.parse(str(SIGNER.verifier()))
+IMMUTABLE = "public, max-age=31536000, immutable"
 
 
 def _log(
@@ -60,8 +61,10 @@ def chain(pristine: Path, tmp_path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def running(chains: list[Path], limits: Limits | None = None) -> Iterator[LogServer]:
-    site = LogSite([PublishedLog(str(c), [KEY]) for c in chains])
+def running(
+    chains: list[Path], limits: Limits | None = None, site: LogSite | None = None
+) -> Iterator[LogServer]:
+    site = site or LogSite([PublishedLog(str(c), [KEY]) for c in chains])
     server = LogServer(("127.0.0.1", 0), site, limits)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -112,7 +115,7 @@ def test_content_types_and_cache_rules(chain: Path) -> None:
         assert headers["Cache-Control"] == "public, max-age=31536000, immutable"
         assert body == (log_dir(chain) / "tile/0/001").read_bytes()
         status, headers, body = get(_url(server, "tile/0/002.p/188"))
-        assert (status, headers["Cache-Control"], len(body)) == (200, "public, max-age=60", 188 * 32)
+        assert (status, headers["Cache-Control"], len(body)) == (200, IMMUTABLE, 188 * 32)
         status, headers, body = get(_url(server, "tile/entries/001"))
         assert (status, headers["Cache-Control"], headers["Vary"]) == (
             200,
@@ -121,7 +124,7 @@ def test_content_types_and_cache_rules(chain: Path) -> None:
         )
         assert decode_bundle(body) == expected[256:512]
         status, headers, body = get(_url(server, "tile/entries/002.p/100"))
-        assert (status, headers["Cache-Control"]) == (200, "public, max-age=60")
+        assert (status, headers["Cache-Control"]) == (200, IMMUTABLE)
         assert decode_bundle(body) == expected[512:612]
         status, headers, body = get(_url(server, "tile/entries/000"), headers={"Accept-Encoding": "gzip"})
         assert headers["Content-Encoding"] == "gzip"
@@ -183,7 +186,10 @@ def test_what_is_not_a_published_resource_is_404(chain: Path, relative: str, why
         (b"GET /x\r\n\r\n", 400),
         (b"GET  /x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         (b"GET x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-        (b"GET http://a/x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET http://a/x HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+        (b"GET http:///x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET http://user@a/x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET ftp://a/x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         (b"GET /x HTTP/1.1\r\n\r\n", 400),
         (b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         (b"GET /x HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n", 400),
@@ -225,26 +231,155 @@ def test_a_request_head_that_does_not_arrive_in_time_is_408(chain: Path) -> None
     assert _status(response) == 408
 
 
-def test_connections_beyond_the_limit_are_answered_503(chain: Path) -> None:
+def _exchange(sock: socket.socket, request: bytes) -> tuple[int, bytes]:
+    """Send one request on a kept-alive connection and read its whole response: (status, body)."""
+    sock.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection: {data[:80]!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk
+        body += chunk
+    return _status(head), body
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+_LISTING = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def test_a_new_connection_at_the_limit_closes_the_one_idle_longest_not_itself(chain: Path) -> None:
     with running([chain], Limits(max_connections=2)) as server:
-        host, port = server.server_address[:2]
-        held = [socket.create_connection((str(host), int(port)), timeout=20) for _ in range(2)]
+        address = (str(server.server_address[0]), int(server.server_address[1]))
+        held = [socket.create_connection(address, timeout=20) for _ in range(2)]
         try:
-            for sock in held:  # both accepted and served, then kept open
-                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-                assert sock.recv(65536).startswith(b"HTTP/1.1 200")
-            response = _raw(server, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert _status(response) == 503
-            assert b"Retry-After: 1" in response
+            for sock in held:  # both accepted and answered, then idle, the first the longest
+                assert _exchange(sock, _LISTING)[0] == 200
+            with socket.create_connection(address, timeout=20) as newcomer:
+                assert _exchange(newcomer, _LISTING)[0] == 200
+                assert _closed_by_server(held[0])
+                assert _exchange(held[1], _LISTING)[0] == 200
         finally:
             for sock in held:
                 sock.close()
 
 
+def test_a_connection_trickling_its_head_is_closed_first_to_make_room(chain: Path) -> None:
+    with running([chain], Limits(max_connections=2, timeout=600)) as server:
+        address = (str(server.server_address[0]), int(server.server_address[1]))
+        with (
+            socket.create_connection(address, timeout=20) as trickling,
+            socket.create_connection(address, timeout=20) as client,
+        ):
+            trickling.sendall(b"GET / HTTP/1.1\r\nHo")  # and never more
+            assert _exchange(client, _LISTING)[0] == 200  # answered after the trickle began waiting
+            with socket.create_connection(address, timeout=20) as newcomer:
+                assert _exchange(newcomer, _LISTING)[0] == 200
+            assert _closed_by_server(trickling)
+            assert _exchange(client, _LISTING)[0] == 200
+
+
+class _GatedSite(LogSite):
+    """A site whose answer to ``GET /gate`` waits until the test opens the gate."""
+
+    def __init__(self, logs: list[PublishedLog]) -> None:
+        super().__init__(logs)
+        self.gate = threading.Event()
+        self.entered = threading.Semaphore(0)
+
+    def respond(self, request: Request) -> Response:
+        if request.path == "/gate":
+            self.entered.release()
+            self.gate.wait(30)
+        return super().respond(request)
+
+
+def test_a_connection_beyond_the_limit_is_answered_503_only_when_every_one_is_being_answered(
+    chain: Path,
+) -> None:
+    site = _GatedSite([PublishedLog(str(chain), [KEY])])
+    with running([chain], Limits(max_connections=2), site) as server:
+        address = (str(server.server_address[0]), int(server.server_address[1]))
+        busy = [socket.create_connection(address, timeout=20) for _ in range(2)]
+        try:
+            for sock in busy:
+                sock.sendall(b"GET /gate HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert site.entered.acquire(timeout=20) and site.entered.acquire(timeout=20)
+            response = _raw(server, _LISTING)
+            assert _status(response) == 503
+            assert b"Retry-After: 1" in response
+            site.gate.set()
+            for sock in busy:
+                assert _exchange(sock, b"")[0] == 404
+            assert (
+                _status(_raw(server, _LISTING.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))) == 200
+            )
+        finally:
+            site.gate.set()
+            for sock in busy:
+                sock.close()
+
+
+def test_an_http09_request_line_is_answered_400_at_once_not_left_waiting(chain: Path) -> None:
+    with running([chain], Limits(timeout=60)) as server:
+        response = _raw(server, b"GET /\r\n")  # HTTP/0.9: no version, no headers, no blank line
+    assert _status(response) == 400
+    assert b"Connection: close" in response
+
+
+def test_an_absolute_form_target_is_answered_as_its_path(chain: Path) -> None:
+    with running([chain]) as server:
+        for target in (f"http://h/{ORIGIN}/checkpoint", f"HTTPS://h:1/{ORIGIN}/checkpoint?x=1"):
+            response = _raw(server, f"GET {target} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n".encode())
+            assert _status(response) == 200
+            assert response.endswith((log_dir(chain) / "checkpoint").read_bytes())
+        response = _raw(server, b"GET http://h?x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        assert _status(response) == 200
+        assert response.endswith(f"/{ORIGIN}/\n".encode())
+
+
+def test_partial_tiles_and_bundles_are_cached_as_immutable_like_full_ones(chain: Path) -> None:
+    with running([chain]) as server:
+        for relative in ("tile/0/002.p/188", "tile/0/000.p/97", "tile/1/000.p/2", "tile/entries/002.p/188"):
+            status, headers, _ = get(_url(server, relative))
+            assert (status, headers["Cache-Control"]) == (200, IMMUTABLE), relative
+
+
+def test_400_404_405_413_answers_are_logged_once_each(chain: Path, caplog: pytest.LogCaptureFixture) -> None:
+    requests = [
+        b"GET  /x HTTP/1.1\r\nHost: x\r\n\r\n",
+        f"GET /{ORIGIN}/tile/0/003 HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
+        b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+    ]
+    with running([chain]) as server:
+        for request in requests * 2:
+            _raw(server, request + b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    logged = [r.getMessage() for r in caplog.records if r.name == "otel_route_shadow.server"]
+    assert logged == [
+        "400 Bad Request: malformed request line (HTTP/1.0 or HTTP/1.1 is served)",
+        f"404 Not Found: GET /{ORIGIN}/tile/0/003: tile/0/003: not in the tree of the checkpoint (size 700)",
+        "404 Not Found: GET /nowhere: no log at this path",
+        "405 Method Not Allowed: POST /: only GET and HEAD are served",
+        "413 Request Entity Too Large: a request body is not accepted",
+    ]
+
+
 # --- nothing unauthenticated, nothing outside the log -------------------------------------------------
 
 
-def test_a_damaged_tile_is_500_and_logged_once_naming_it(
+def test_a_damaged_tile_is_409_which_clients_do_not_retry_and_is_logged_once_naming_it(
     chain: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     tile = log_dir(chain) / "tile/0/001"
@@ -253,21 +388,21 @@ def test_a_damaged_tile_is_500_and_logged_once_naming_it(
     tile.write_bytes(bytes(data))
     with running([chain]) as server:
         for _ in range(3):
-            status, _, body = get(_url(server, "tile/0/001"))
-            assert status == 500
+            status, headers, body = get(_url(server, "tile/0/001"))
+            assert (status, headers["Cache-Control"]) == (409, "no-store")
             assert body.startswith(b"tile/0/001: does not match its parent tile tile/1/000.p/2")
-        assert get(_url(server, "tile/entries/001"))[0] == 500
+        assert get(_url(server, "tile/entries/001"))[0] == 409
         assert get(_url(server, "tile/0/000"))[0] == 200
     messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"{ORIGIN}: tile/0/001:")]
     assert len(messages) == 1
 
 
-def test_a_damaged_partial_tile_is_500(chain: Path) -> None:
+def test_a_damaged_partial_tile_is_409(chain: Path) -> None:
     tile = log_dir(chain) / "tile/0/002.p/70"
     tile.write_bytes(tile.read_bytes()[:-1] + b"\x00")
     with running([chain]) as server:
         status, _, body = get(_url(server, "tile/0/002.p/70"))
-    assert status == 500
+    assert status == 409
     assert b"does not hold the hashes of the signed tree" in body
 
 
@@ -282,9 +417,9 @@ def test_links_planted_in_the_tile_store_are_never_followed(chain: Path, tmp_pat
     os.symlink(outside / "level1", log_dir(chain) / "tile/1")
     with running([chain]) as server:
         status, _, body = get(_url(server, "tile/0/001"))
-        assert status == 500
+        assert status == 409
         assert b"symbolic link" in body
-        assert get(_url(server, "tile/1/000.p/2"))[0] == 500
+        assert get(_url(server, "tile/1/000.p/2"))[0] == 409
 
 
 def test_a_wrong_entry_index_is_rebuilt_and_never_served(chain: Path) -> None:
@@ -322,12 +457,12 @@ def test_a_checkpoint_that_goes_back_or_forks_is_refused(chain: Path, tmp_path: 
         older = (log_dir(chain) / "checkpoints").read_text().splitlines()[0]
         checkpoint.write_text(json.loads(older)["note"])
         status, _, body = get(_url(server, "checkpoint"))
-        assert status == 500
+        assert status == 409
         assert b"below the 700 served before (a rollback)" in body
         forked = _log(tmp_path / "fork", count=800)  # another tree, signed by the same key
         checkpoint.write_bytes((log_dir(forked) / "checkpoint").read_bytes())
         status, _, body = get(_url(server, "checkpoint"))
-        assert status == 500
+        assert status == 409
         assert b"refused" in body
         checkpoint.write_bytes(current)
         assert get(_url(server, "checkpoint"))[0] == 200
@@ -488,3 +623,44 @@ def test_the_command_names_the_bundles_it_cannot_serve(tmp_path: Path) -> None:
         assert get(served.urls[ORIGIN] + "tile/entries/001.p/44")[0] == 200
     assert f"{ORIGIN}: entry bundles: 1 cannot be served to tlog-tiles clients" in served.log()
     assert "tile/entries/000 (and its partial bundles): seq 5, 70," in served.log()
+
+
+IDLE = 1000
+
+
+def test_a_thousand_idle_connections_do_not_keep_a_valid_request_from_being_answered(chain: Path) -> None:
+    tile = (log_dir(chain) / "tile/0/001").read_bytes()
+    with running([chain], Limits(timeout=600)) as server:  # no idle connection times out during the test
+        address = (str(server.server_address[0]), int(server.server_address[1]))
+        held: list[socket.socket] = []
+        try:
+            for _ in range(IDLE):  # each answered once, so the server holds it, then left idle
+                sock = socket.create_connection(address, timeout=20)
+                held.append(sock)
+                assert _exchange(sock, _LISTING)[0] == 200
+            with socket.create_connection(address, timeout=20) as sock:
+                request = f"GET /{ORIGIN}/tile/0/001 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+                assert _exchange(sock, request) == (200, tile)
+            for sock in held:  # all still open and served: none was closed to make room
+                assert _exchange(sock, _LISTING)[0] == 200
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_an_open_file_limit_below_max_connections_lowers_it_and_says_so(chain: Path) -> None:
+    command = [sys.executable, "-m", "otel_route_shadow.cli", "serve", str(chain), "--listen", "127.0.0.1:0"]
+    process = subprocess.Popen(  # ulimit -n sets the hard limit too: it cannot be raised
+        ["sh", "-c", 'ulimit -n 600 && exec "$@"', "sh", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    url = process.stdout.readline().split()[-1]
+    status, _, body = get(url + "checkpoint")
+    process.send_signal(signal.SIGTERM)
+    _out, err = process.communicate(timeout=30)
+    assert (process.returncode, status) == (0, 200)
+    assert body == (log_dir(chain) / "checkpoint").read_bytes()
+    assert "at most 216 connections at once, not 4,096: this process may open 600 files (RLIMIT_NOFILE" in err

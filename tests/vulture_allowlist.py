@@ -47,9 +47,5 @@ route_shadow_enabled  # unused variable: demo/factory.py
 selection  # unused variable: core/policy.py
 submitted  # unused variable: witness/pusher.py (PusherStats counter that tests read)
 superseded  # unused variable: witness/pusher.py (PusherStats counter that tests read)
-_.address_family  # unused attribute: server/listener.py (socketserver.TCPServer reads it)
-_.daemon_threads  # unused variable: server/listener.py (socketserver.ThreadingMixIn reads it)
-_.request_queue_size  # unused variable: server/listener.py (socketserver.TCPServer reads it)
-_.handle_error  # unused method: server/listener.py (socketserver hook)
 _.prefixes  # unused property: server/site.py (read by tests)
 _.rebuilds  # unused attribute: logstore/entries.py (read by tests)

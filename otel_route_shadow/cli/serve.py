@@ -64,7 +64,11 @@ def register(sub: Any) -> None:
         type=count_argument(1, 10_000),
         default=_DEFAULTS.max_connections,
         metavar="N",
-        help=f"connections served at once; more are answered 503 (default {_DEFAULTS.max_connections})",
+        help=(
+            "connections open at once; at the limit a new one closes the one idle longest, or is answered "
+            f"503 when every one is being answered (default {_DEFAULTS.max_connections}; the soft limit on "
+            "open files is raised to match when the hard limit allows)"
+        ),
     )
     parser.set_defaults(handler=_run)
 

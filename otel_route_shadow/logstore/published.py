@@ -80,10 +80,6 @@ class Resource:
     width: int = TILE_WIDTH
 
     @property
-    def partial(self) -> bool:
-        return self.width < TILE_WIDTH
-
-    @property
     def path(self) -> str:
         if self.kind == "checkpoint":
             return CHECKPOINT_FILE

@@ -1,8 +1,8 @@
 """The small part of HTTP/1.1 a read-only tlog-tiles server needs, with every size bounded.
 
-:class:`Connection` reads request heads from a socket into a bounded buffer, waiting at most until a
-deadline (a client that trickles bytes cannot hold a connection for longer); :func:`parse_head` turns
-a head into a :class:`Request` or raises :class:`HTTPError` with the status the request deserves; no
+:class:`HeadReader` cuts request heads out of the bytes a connection receives, in a bounded buffer,
+and refuses a malformed request line as soon as it ends; :func:`parse_head` turns a head into a
+:class:`Request` or raises :class:`HTTPError` with the status the request deserves; no
 body is ever read (a GET or HEAD has none, and a request that announces one is answered and the
 connection closed). :func:`response_bytes` writes a response head and body.
 """
@@ -11,25 +11,28 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import socket
-import time
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Final
 
-__all__ = ["Connection", "HTTPError", "Limits", "Request", "parse_head", "response_bytes"]
+__all__ = ["HTTPError", "HeadReader", "Limits", "Request", "parse_head", "response_bytes"]
 
 _TOKEN: Final = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _VERSION: Final = re.compile(rb"HTTP/([0-9])\.([0-9])")
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
+_ABSOLUTE: Final = re.compile(rb"(?i:https?)://[^/?#@]+([/?][^#]*)?")
+"""An absolute-form target with a host and no user information; group 1 is the path (and query)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Limits:
     """What one connection and one request may cost."""
 
-    max_connections: int = 64
-    """Connections served at once; one more is answered 503 and closed."""
+    max_connections: int = 4096
+    """Connections open at once. At the limit a new connection closes the one that has waited longest
+    for a request; when none waits (every one is being answered) it is answered 503 and closed."""
+    max_answering: int = 64
+    """Requests answered at once (their responses are held in memory until sent); more wait their turn."""
     max_request_line: int = 4096
     """Bytes of the request line (method, target, version); longer: 414."""
     max_head: int = 16 * 1024
@@ -39,7 +42,7 @@ class Limits:
     timeout: float = 10.0
     """Seconds a request head may take to arrive (and an idle kept-alive connection may wait)."""
     send_timeout: float = 30.0
-    """Seconds a response may wait for the client to read it (per send)."""
+    """Seconds a response may take to be read by the client, the whole of it; then the connection closes."""
 
 
 class HTTPError(Exception):
@@ -78,79 +81,58 @@ class Request:
         return False
 
 
-class Connection:
-    """One client socket: request heads read into a bounded buffer (bytes after a head, a pipelined
-    request, are kept for the next read)."""
+class HeadReader:
+    """Request heads out of the bytes one connection receives, in a bounded buffer (bytes after a
+    head, a pipelined request, are kept for the next head). It does no I/O: the caller feeds it what
+    it reads and decides how long to wait."""
 
-    def __init__(self, sock: socket.socket, limits: Limits) -> None:
-        self.sock = sock
+    def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._buffer = bytearray()
+        self._line_checked = False
 
-    def read_head(self) -> bytes | None:
-        """The next request head (without the blank line that ends it); None when the client closed
-        the connection or sent nothing in time. Raises :class:`HTTPError` (414, 431, 408)."""
-        deadline = time.monotonic() + self.limits.timeout
-        while True:
-            while self._buffer[:2] == b"\r\n" or self._buffer[:1] == b"\n":  # empty lines before a request
-                del self._buffer[: 2 if self._buffer[:1] == b"\r" else 1]
-            end = _HEAD_END.search(self._buffer)
-            line_end = self._buffer.find(b"\n")
-            if (line_end < 0 and len(self._buffer) > self.limits.max_request_line) or (
-                line_end > self.limits.max_request_line
-            ):
-                raise HTTPError(HTTPStatus.REQUEST_URI_TOO_LONG, "request line too long")
-            if end is not None:
-                head = bytes(self._buffer[: end.start()])
-                if end.start() > self.limits.max_head:
-                    raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large")
-                del self._buffer[: end.end()]
-                return head
-            if len(self._buffer) > self.limits.max_head:
+    def feed(self, data: bytes) -> None:
+        """Add bytes received from the client."""
+        self._buffer += data
+
+    @property
+    def pending(self) -> bool:
+        """Whether part of a request head has arrived (empty lines before a request do not count)."""
+        return bool(self._buffer.lstrip(b"\r\n"))
+
+    def head(self) -> bytes | None:
+        """The next complete request head (without the blank line that ends it), None until one has
+        arrived. Raises :class:`HTTPError` as soon as the bytes show what is wrong: a request line too
+        long (414) or malformed, an HTTP/0.9 one among them, once it ends (400, 505), a head too large
+        (431)."""
+        while self._buffer[:2] == b"\r\n" or self._buffer[:1] == b"\n":  # empty lines before a request
+            del self._buffer[: 2 if self._buffer[:1] == b"\r" else 1]
+        line_end = self._buffer.find(b"\n")
+        if (line_end < 0 and len(self._buffer) > self.limits.max_request_line) or (
+            line_end > self.limits.max_request_line
+        ):
+            raise HTTPError(HTTPStatus.REQUEST_URI_TOO_LONG, "request line too long")
+        if line_end >= 0 and not self._line_checked:
+            _request_line(bytes(self._buffer[:line_end]))
+            self._line_checked = True
+        end = _HEAD_END.search(self._buffer)
+        if end is not None:
+            head = bytes(self._buffer[: end.start()])
+            if end.start() > self.limits.max_head:
                 raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                if self._buffer:
-                    raise HTTPError(HTTPStatus.REQUEST_TIMEOUT, "the request head took too long")
-                return None
-            self.sock.settimeout(remaining)
-            try:
-                chunk = self.sock.recv(64 * 1024)
-            except TimeoutError:
-                continue
-            except OSError:
-                return None
-            if not chunk:
-                return None
-            self._buffer += chunk
-
-    def send(self, data: bytes) -> bool:
-        """Send all of ``data``; False when the client went away or did not read in time."""
-        self.sock.settimeout(self.limits.send_timeout)
-        try:
-            self.sock.sendall(data)
-        except OSError:
-            return False
-        return True
+            del self._buffer[: end.end()]
+            self._line_checked = False
+            return head
+        if len(self._buffer) > self.limits.max_head:
+            raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large")
+        return None
 
 
 def parse_head(head: bytes, limits: Limits) -> Request:
     """The request a head holds; :class:`HTTPError` for a malformed one (400), an HTTP version other
     than 1.x (505), too many header fields (431) or a request with a body (413)."""
     lines = head.split(b"\n")
-    parts = lines[0].rstrip(b"\r").split(b" ")
-    if len(parts) != 3 or not all(parts):
-        raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed request line")
-    method, target, version_text = parts
-    version = _VERSION.fullmatch(version_text)
-    if version is None:
-        raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed HTTP version")
-    if version[1] != b"1":
-        raise HTTPError(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "only HTTP/1.0 and HTTP/1.1 are served")
-    if not _TOKEN.fullmatch(method):
-        raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed method")
-    if not target.startswith(b"/") or any(b < 0x21 or b > 0x7E for b in target):
-        raise HTTPError(HTTPStatus.BAD_REQUEST, "the target must be an absolute path of visible ASCII")
+    method, path, minor = _request_line(lines[0].rstrip(b"\r"))
     if len(lines) - 1 > limits.max_headers:
         raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "too many header fields")
     headers: dict[str, str] = {}
@@ -164,12 +146,38 @@ def parse_head(head: bytes, limits: Limits) -> Request:
         key = name.decode("ascii").lower()
         text = value.strip(b" \t").decode("latin-1")
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    if version[2] != b"0" and "host" not in headers:
+    if minor == 1 and "host" not in headers:
         raise HTTPError(HTTPStatus.BAD_REQUEST, "an HTTP/1.1 request without Host")
     if "transfer-encoding" in headers or headers.get("content-length", "0").strip() not in ("", "0"):
         raise HTTPError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "a request body is not accepted")
+    return Request(method, path, (1, minor), headers)
+
+
+def _request_line(line: bytes) -> tuple[str, str, int]:
+    """(method, path, HTTP/1 minor version) of a request line. The target is an absolute path or,
+    as RFC 9112 section 3.2.2 requires a server to accept, an absolute ``http(s)://`` URI, whose path
+    is taken; the path is kept as sent, without its query. A line without a version (an HTTP/0.9
+    request) is malformed (RFC 9112 section 3: the version is part of every request line): 400."""
+    parts = line.rstrip(b"\r").split(b" ")
+    if len(parts) != 3 or not all(parts):
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed request line (HTTP/1.0 or HTTP/1.1 is served)")
+    method, target, version_text = parts
+    version = _VERSION.fullmatch(version_text)
+    if version is None:
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed HTTP version")
+    if version[1] != b"1":
+        raise HTTPError(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "only HTTP/1.0 and HTTP/1.1 are served")
+    if not _TOKEN.fullmatch(method):
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "malformed method")
+    if any(b < 0x21 or b > 0x7E for b in target):
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "the target must be visible ASCII")
+    absolute = _ABSOLUTE.fullmatch(target)
+    if absolute is not None:
+        target = absolute[1] if absolute[1] and absolute[1][:1] == b"/" else b"/" + (absolute[1] or b"")
+    elif not target.startswith(b"/"):
+        raise HTTPError(HTTPStatus.BAD_REQUEST, "the target must be an absolute path or an http(s) URI")
     path = target.split(b"?", 1)[0].split(b"#", 1)[0].decode("ascii")
-    return Request(method.decode("ascii"), path, (1, int(version[2])), headers)
+    return method.decode("ascii"), path, int(version[2])
 
 
 def response_bytes(

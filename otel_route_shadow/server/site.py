@@ -11,8 +11,13 @@ the parsed numbers (``logstore.published``), below the log's directory, followin
 | 200 | the resource, authenticated against the log's checkpoint |
 | 404 | no log at that prefix, not a tlog-tiles path, a resource beyond the checkpoint's tree, a tile file that is not there |
 | 405 | a method other than GET and HEAD |
-| 409 | an entry bundle holding a line longer than 65,535 bytes (an older chain's): permanent, the message names the seq |
-| 500 | a damaged tile, a tile that cannot be authenticated, a chain that does not hold the signed entries, a checkpoint that does not authenticate: logged once, with what to do |
+| 409 | the resource exists but cannot be given as good: a damaged or forged tile, a tile that cannot be authenticated, a chain that does not hold the signed entries, a checkpoint that does not authenticate, an entry bundle holding a line longer than 65,535 bytes (an older chain's); the message names what is wrong and the log line says what to do |
+| 500 | a file that cannot be read (an I/O error, which may pass) |
+
+Every answer but a 200 is logged, each distinct line once (``ProblemLog``). Damaged data is a 409, not a
+5xx: tlog-tiles clients (torchwood's ``TileFetcher``) retry a 5xx or a 429 for minutes and give up at
+once on any other status, and retrying cannot mend a damaged file. Tiles and entry bundles, partial ones
+included, are immutable (a resource's bytes never change), so they are cached for a year.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from http import HTTPStatus
 from typing import Final
 
 from otel_route_shadow.logstore import BundleUnservable, NotFound, PublishedLog, Unservable, parse_resource
+from otel_route_shadow.server.problems import ProblemLog
 from otel_route_shadow.server.protocol import Request
 
 __all__ = ["LogSite", "Response", "SiteError"]
@@ -35,11 +41,9 @@ _LOG = logging.getLogger("otel_route_shadow.server")
 TEXT: Final = "text/plain; charset=utf-8"
 BINARY: Final = "application/octet-stream"
 IMMUTABLE: Final = "public, max-age=31536000, immutable"
-PARTIAL: Final = "public, max-age=60"
 CHECKPOINT: Final = "public, max-age=5"
 NO_STORE: Final = "no-store"
 _SAFE_SEGMENT: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
-_REPORTED_MAX: Final = 4096
 _GZIP_LEVEL: Final = 1
 
 
@@ -83,8 +87,7 @@ class LogSite:
                     )
             served.append(_Served(log.origin, log, threading.Lock()))
         self._served = sorted(served, key=lambda s: len(s.prefix), reverse=True)
-        self._reported: set[str] = set()
-        self._reported_lock = threading.Lock()
+        self.problems = ProblemLog(_LOG)
 
     @property
     def prefixes(self) -> list[str]:
@@ -93,7 +96,7 @@ class LogSite:
     def respond(self, request: Request) -> Response:
         """The answer to ``request`` (any failure is a status, never an exception)."""
         if request.method not in ("GET", "HEAD"):
-            response = _text(HTTPStatus.METHOD_NOT_ALLOWED, "only GET and HEAD are served")
+            response = self._refusal(request, HTTPStatus.METHOD_NOT_ALLOWED, "only GET and HEAD are served")
             response.headers["Allow"] = "GET, HEAD"
             return response
         if request.path == "/":
@@ -103,32 +106,33 @@ class LogSite:
             start = "/" + served.prefix + "/"
             if request.path.startswith(start):
                 return self._resource(served, request, request.path[len(start) :])
-        return _text(HTTPStatus.NOT_FOUND, "no log at this path")
+        return self._refusal(request, HTTPStatus.NOT_FOUND, "no log at this path")
 
     def _resource(self, served: _Served, request: Request, relative: str) -> Response:
         resource = parse_resource(relative)
         if resource is None:
-            return _text(HTTPStatus.NOT_FOUND, f"not a tlog-tiles resource: {relative[:200]}")
+            return self._refusal(
+                request, HTTPStatus.NOT_FOUND, f"not a tlog-tiles resource: {relative[:200]}"
+            )
         try:
             with served.lock:
                 data = served.log.get(resource)
                 self._report_index(served.log)
         except NotFound as exc:
-            return _text(HTTPStatus.NOT_FOUND, str(exc))
-        except BundleUnservable as exc:
-            self._report(f"{served.prefix}: {exc}")
+            return self._refusal(request, HTTPStatus.NOT_FOUND, str(exc))
+        except (Unservable, BundleUnservable) as exc:
+            self.problems.report(f"{served.prefix}: {exc}")
             return _text(HTTPStatus.CONFLICT, str(exc))
-        except Unservable as exc:
-            self._report(f"{served.prefix}: {exc}")
-            return _text(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
         except (OSError, ValueError) as exc:
-            self._report(f"{served.prefix}: {resource.path}: cannot be read: {type(exc).__name__}: {exc}")
+            self.problems.report(
+                f"{served.prefix}: {resource.path}: cannot be read: {type(exc).__name__}: {exc}"
+            )
             return _text(
                 HTTPStatus.INTERNAL_SERVER_ERROR, f"{resource.path}: cannot be read (the server logs why)"
             )
         if resource.kind == "checkpoint":
             return Response(HTTPStatus.OK, {"Content-Type": TEXT, "Cache-Control": CHECKPOINT}, data)
-        headers = {"Content-Type": BINARY, "Cache-Control": PARTIAL if resource.partial else IMMUTABLE}
+        headers = {"Content-Type": BINARY, "Cache-Control": IMMUTABLE}
         if resource.kind == "entries":
             headers["Vary"] = "Accept-Encoding"
             if request.accepts_gzip():
@@ -136,20 +140,19 @@ class LogSite:
                 data = gzip.compress(data, _GZIP_LEVEL, mtime=0)
         return Response(HTTPStatus.OK, headers, data)
 
+    def _refusal(self, request: Request, status: HTTPStatus, message: str) -> Response:
+        """A client error answered with ``message`` and logged (each distinct line once)."""
+        self.problems.report(
+            f"{status.value} {status.phrase}: {request.method} {request.path[:200]}: {message}"
+        )
+        return _text(status, message)
+
     def _report_index(self, log: PublishedLog) -> None:
         if log.index.save_error is not None:
-            self._report(
+            self.problems.report(
                 f"{log.origin}: the entry index cannot be written in {log.directory} "
                 f"({log.index.save_error}): it is kept in memory and rebuilt at each start"
             )
-
-    def _report(self, message: str) -> None:
-        """Log ``message`` once per process (at most a few thousand distinct ones)."""
-        with self._reported_lock:
-            if message in self._reported or len(self._reported) >= _REPORTED_MAX:
-                return
-            self._reported.add(message)
-        _LOG.warning("%s", message)
 
 
 def prefix_problem(origin: str) -> str:
