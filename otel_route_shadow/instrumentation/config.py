@@ -1,7 +1,7 @@
 """Settings: the ``OTEL_PYTHON_ROUTE_SHADOW_*`` environment variables (named and described in
 :mod:`otel_route_shadow.instrumentation.environment_variables`), each mirrored by an ``instrument()``
 keyword (the keyword wins), plus the keywords ``settings`` (a host settings object: shadowing runs only
-while its ``route_shadow_enabled`` is exactly ``True``) and ``tracer_provider``.
+while its ``route_shadow_enabled`` is exactly ``True``), ``tracer_provider`` and ``logger_provider``.
 
 A setting that cannot be understood makes ``instrument()`` log one line and wrap nothing (it never
 raises, so ``opentelemetry-instrument`` goes on with the other instrumentors).
@@ -33,6 +33,7 @@ from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS,
     OTEL_PYTHON_ROUTE_SHADOW_DISABLED,
     OTEL_PYTHON_ROUTE_SHADOW_DURABILITY,
+    OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT,
     OTEL_PYTHON_ROUTE_SHADOW_ORIGIN,
     OTEL_PYTHON_ROUTE_SHADOW_SEAMS,
     OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY,
@@ -42,6 +43,7 @@ from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY,
     OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY,
 )
+from otel_route_shadow.instrumentation.flag_events import FlagEventSink
 from otel_route_shadow.shadow import Spawn
 
 __all__ = [
@@ -219,6 +221,7 @@ class RouteShadowConfig(BaseModel):
     checkpoint_seconds: float = Field(default=DEFAULT_EVERY_SECONDS, gt=0, le=86_400)
     witness_policy: Path | None = None
     witness_pushes_per_day: float = Field(default=DEFAULT_PUSHES_PER_DAY, gt=0, le=8_640_000)
+    flag_event: FlagEventSink = "log"
     settings: Any = Field(default=None, exclude=True)
 
     @classmethod
@@ -238,6 +241,9 @@ class RouteShadowConfig(BaseModel):
         durability = _env(env, OTEL_PYTHON_ROUTE_SHADOW_DURABILITY)
         if durability is not None:
             values["durability"] = durability.strip().lower()
+        flag_event = _env(env, OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT)
+        if flag_event is not None:
+            values["flag_event"] = flag_event.strip().lower()
         for name, key in (
             (OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS, "snapshot_recheck_ms"),
             (OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS, "chain_lock_timeout_ms"),

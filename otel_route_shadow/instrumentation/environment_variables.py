@@ -103,6 +103,15 @@ OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY = "OTEL_PYTHON_ROUTE_SHADOW_WITN
 The most pushes a day to each witness (default 1440: one a minute).
 """
 
+OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT = "OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT
+
+Where each decision's ``feature_flag.evaluation`` event goes: ``log`` (the default: a log event, a
+LogRecord with that ``event_name``, through the host's logger provider, in the seam span's context),
+``span`` (an event on the seam span, for backends that take no logs) or ``both``.
+"""
+
 OTEL_PYTHON_ROUTE_SHADOW_STRICT = "OTEL_PYTHON_ROUTE_SHADOW_STRICT"
 """
 .. envvar:: OTEL_PYTHON_ROUTE_SHADOW_STRICT

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from typing import Any, Final, cast
 
 from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_route_shadow.chain import ChainError, PayloadTemplate, canonical_bytes
@@ -56,6 +57,7 @@ from otel_route_shadow.instrumentation.config import (
     make_checkpointer,
 )
 from otel_route_shadow.instrumentation.exporter import EXIT_FLUSH_S, RouteShadowChainExporter
+from otel_route_shadow.instrumentation.flag_events import FlagEvents
 from otel_route_shadow.instrumentation.memo import RuntimeMemo
 from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME
 from otel_route_shadow.instrumentation.prefetch import SnapshotPrefetch
@@ -163,8 +165,11 @@ class SeamObservation:
             return
         if span.is_recording():
             span.set_attributes(self.record.attributes)
-            if self.record.event is not None:
-                span.add_event(attr.FLAG_EVALUATION, self.record.event)
+        if self.record.event is not None:
+            try:
+                self.runtime.flag_events.emit(span, self.record.event)
+            except Exception as exc:  # the host's log pipeline raised
+                self.runtime.contain(exc, "flag-event", span, loud=False, observation=self)
 
     def export(self, span: Span) -> None:
         """Append the chain record while the span is still open, so a failed append can be marked on
@@ -201,11 +206,15 @@ class ShadowRuntime:
     """Configuration, tracer, sinks and error accounting of one instrumentation."""
 
     def __init__(
-        self, config: RouteShadowConfig, tracer_provider: trace.TracerProvider | None = None
+        self,
+        config: RouteShadowConfig,
+        tracer_provider: trace.TracerProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
         self.config = config
         self._tracer_provider = tracer_provider
         self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
+        self.flag_events = FlagEvents(config.flag_event, logger_provider)
         self.checkpointer = make_checkpointer(config)
         self.exporter = RouteShadowChainExporter(
             config.chain_path, config.durability, config.chain_lock_timeout_ms, checkpointer=self.checkpointer

@@ -6,7 +6,7 @@ against real spans), and the collector configuration test and the chain exporter
 a dotted prefix of another (some backends, Phoenix among them, cannot filter on either key of such a
 pair). ``CONVENTION_ATTRIBUTES`` are the OpenTelemetry (GenAI) convention attributes a seam span
 carries besides its own ``route_shadow.*`` ones, and ``FLAG_EVENT_ATTRIBUTES`` those of the
-``feature_flag.evaluation`` event each seam span carries (OpenTelemetry's feature-flag conventions).
+``feature_flag.evaluation`` event of each seam span (OpenTelemetry's feature-flag conventions).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ __all__ = [
     "FLAG_PROVIDER_NAME",
     "FLAG_REASON",
     "FLAG_SET_ID",
+    "FLAG_VALUE",
     "FLAG_VARIANT",
     "FLAG_VERSION",
     "FORBID_DIRECT_BYPASS",
@@ -147,6 +148,7 @@ FLAG_EVALUATION: Final = "feature_flag.evaluation"
 """The event's name (OpenTelemetry semantic conventions, feature flags: release candidate)."""
 FLAG_KEY: Final = "feature_flag.key"
 FLAG_VARIANT: Final = "feature_flag.result.variant"
+FLAG_VALUE: Final = "feature_flag.result.value"
 FLAG_REASON: Final = "feature_flag.result.reason"
 FLAG_PROVIDER: Final = "feature_flag.provider.name"
 FLAG_SET_ID: Final = "feature_flag.set.id"
@@ -300,6 +302,12 @@ FLAG_EVENT_ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
         "string",
         "The managed decision: provider/model (provider alone without a model) when selected, else "
         "the outcome (held, rejected).",
+    ),
+    AttributeSpec(
+        FLAG_VALUE,
+        "string",
+        "The evaluated value: the route the decision names, the same string as the variant (the "
+        "decision's value is a route, and a route is its own name).",
     ),
     AttributeSpec(FLAG_REASON, "string", "The decision's reason code, mapped (table below)."),
     AttributeSpec(FLAG_PROVIDER, "string", f"`{FLAG_PROVIDER_NAME}`."),
