@@ -112,6 +112,16 @@ LogRecord with that ``event_name``, through the host's logger provider, in the s
 ``span`` (an event on the seam span, for backends that take no logs) or ``both``.
 """
 
+OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS = "OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS
+
+Comma-separated names of the agentic seams whose agent runs in the host's own process. Under the
+newest GenAI conventions (``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``) their
+``invoke_agent`` spans are INTERNAL; every other seam span is CLIENT (a remote agent, or an inference
+call). Without the opt-in every seam span is CLIENT, as before.
+"""
+
 OTEL_PYTHON_ROUTE_SHADOW_STRICT = "OTEL_PYTHON_ROUTE_SHADOW_STRICT"
 """
 .. envvar:: OTEL_PYTHON_ROUTE_SHADOW_STRICT

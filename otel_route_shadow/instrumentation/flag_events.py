@@ -33,12 +33,14 @@ class FlagEvents:
 
     __slots__ = ("logger", "on_span")
 
-    def __init__(self, sink: FlagEventSink, logger_provider: LoggerProvider | None = None) -> None:
+    def __init__(
+        self, sink: FlagEventSink, logger_provider: LoggerProvider | None = None, schema_url: str = SCHEMA_URL
+    ) -> None:
         self.on_span = sink != "log"
         self.logger: Logger | None = (
             None
             if sink == "span"
-            else get_logger(SCOPE_NAME, __version__, logger_provider, schema_url=SCHEMA_URL)
+            else get_logger(SCOPE_NAME, __version__, logger_provider, schema_url=schema_url)
         )
 
     def emit(self, span: Span, event: Mapping[str, str]) -> None:

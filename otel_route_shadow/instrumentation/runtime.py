@@ -44,7 +44,7 @@ from typing import Any, Final, cast
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_route_shadow.chain import ChainError, PayloadTemplate, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext, redact_text
@@ -56,10 +56,11 @@ from otel_route_shadow.instrumentation.config import (
     env_disabled,
     make_checkpointer,
 )
+from otel_route_shadow.instrumentation.conventions import gen_ai_conventions
 from otel_route_shadow.instrumentation.exporter import EXIT_FLUSH_S, RouteShadowChainExporter
 from otel_route_shadow.instrumentation.flag_events import FlagEvents
 from otel_route_shadow.instrumentation.memo import RuntimeMemo
-from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME
+from otel_route_shadow.instrumentation.package import SCOPE_NAME
 from otel_route_shadow.instrumentation.prefetch import SnapshotPrefetch
 from otel_route_shadow.instrumentation.processor import PENDING, RouteShadowSpanProcessor
 from otel_route_shadow.instrumentation.served import Lineage, ServedReports, settle
@@ -76,13 +77,6 @@ from otel_route_shadow.shadow import (
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore, SnapshotLoad, StoreIOError
 from otel_route_shadow.version import __version__
-
-SEAM_SPAN_KIND: Final = SpanKind.CLIENT
-"""The kind of every seam span, per the GenAI conventions (CLIENT for a remote agent or an inference
-call, INTERNAL for an agent running in the host's own process). Decided per seam face: at an agentic
-seam the agent runs in a CLI harness outside the host's process (``invoke_agent``, a remote agent);
-at a one-shot seam the span is a ``chat`` completion call over HTTP. Neither runs in-process, so both
-are CLIENT."""
 
 __all__ = [
     "PREFETCH_MIN_BYTES",
@@ -213,8 +207,10 @@ class ShadowRuntime:
     ) -> None:
         self.config = config
         self._tracer_provider = tracer_provider
-        self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
-        self.flag_events = FlagEvents(config.flag_event, logger_provider)
+        self.conventions = gen_ai_conventions(config.in_process_seams)
+        schema_url = self.conventions.schema_url
+        self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=schema_url)
+        self.flag_events = FlagEvents(config.flag_event, logger_provider, schema_url)
         self.checkpointer = make_checkpointer(config)
         self.exporter = RouteShadowChainExporter(
             config.chain_path, config.durability, config.chain_lock_timeout_ms, checkpointer=self.checkpointer
@@ -488,7 +484,8 @@ class ShadowRuntime:
             name = span_name(seam, clean)
             token = PENDING.set(observation)
             try:
-                span = self.tracer.start_span(name, kind=SEAM_SPAN_KIND, attributes=start_attributes)
+                kind = self.conventions.span_kind(seam, request_face)
+                span = self.tracer.start_span(name, kind=kind, attributes=start_attributes)
             finally:
                 PENDING.reset(token)
         except Exception as exc:
