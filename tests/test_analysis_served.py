@@ -92,6 +92,7 @@ def test_a_served_route_that_differs_is_never_agreement(chain: Path) -> None:
         "provider": "zai",
         "model": "glm-5.1",
         "source": "response-hook",
+        "why": None,  # recorded before the reason was: a disagreement, as it always was
     }
 
 
@@ -158,7 +159,10 @@ def test_served_route_in_every_output(
     report = build_report(chain)
     text = format_report(report)
     assert "same 2, differs 3, unknown 2" in text
-    assert "served-differs 3 (42.9%), never counted as agreement" in text
+    assert (
+        "differs 3 (42.9%; why: (not recorded) 3); served-differs 3 (a fallback: never counted as agreement)"
+        in text
+    )
     html = render_html(report)
     assert "Chosen against served (served-differs)" in html
     assert main(["report", str(chain), "--json", "--no-progress"]) == 0

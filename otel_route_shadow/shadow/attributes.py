@@ -19,6 +19,7 @@ __all__ = [
     "ACCOUNTS_OMITTED",
     "ACCOUNTS_RECORDED",
     "AGREED",
+    "ATTEMPTS_RECORDED",
     "ATTRIBUTES",
     "CLAIM_MISMATCH",
     "CONTEXT",
@@ -69,11 +70,14 @@ __all__ = [
     "ROLE",
     "RUNG",
     "SEAM",
+    "SERVED_ATTEMPTS",
+    "SERVED_ATTEMPTS_OMITTED",
     "SERVED_KEYS",
     "SERVED_MODEL",
     "SERVED_PROVIDER",
     "SERVED_SOURCE",
     "SERVED_STATUS",
+    "SERVED_WHY",
     "SNAPSHOT_HASH",
     "SNAPSHOT_REVISION",
     "SNAPSHOT_STATE",
@@ -125,8 +129,15 @@ SERVED_STATUS: Final = "route_shadow.served.status"
 SERVED_PROVIDER: Final = "route_shadow.served.provider"
 SERVED_MODEL: Final = "route_shadow.served.model"
 SERVED_SOURCE: Final = "route_shadow.served.source"
-SERVED_KEYS: Final = (SERVED_STATUS, SERVED_PROVIDER, SERVED_MODEL, SERVED_SOURCE)
-"""The served-route attributes, in this order (what a report reads of them)."""
+SERVED_WHY: Final = "route_shadow.served.why"
+SERVED_KEYS: Final = (SERVED_STATUS, SERVED_PROVIDER, SERVED_MODEL, SERVED_SOURCE, SERVED_WHY)
+"""The served-route attributes a report counts by, in this order."""
+SERVED_ATTEMPTS: Final = "route_shadow.served.attempts"
+SERVED_ATTEMPTS_OMITTED: Final = "route_shadow.served.omitted_attempts"
+"""Not ``route_shadow.served.attempts_omitted``: ``route_shadow.served.attempts`` would be a prefix of it."""
+ATTEMPTS_RECORDED: Final = 8
+"""At most this many attempts are recorded (``route_shadow.served.attempts``): the first ones and the
+last (the one that served)."""
 ACCOUNTS: Final = "route_shadow.verdicts.accounts"
 ACCOUNTS_OMITTED: Final = "route_shadow.verdicts.omitted"
 
@@ -222,7 +233,7 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
         "string",
         "Finding codes, comma-separated and sorted: requirement-defied (the route that ran does not "
         "satisfy the spawn's literal model family), served-differs (another route than the one chosen "
-        "served the spawn). Never suppressed; agreed is then false.",
+        "served the spawn after a fallback). Never suppressed; agreed is then false.",
     ),
     AttributeSpec(
         SERVED_STATUS,
@@ -238,6 +249,21 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
         "Where that report came from: response-hook (the seam's hook) or descendant-span (a span of "
         "the run, in process).",
     ),
+    AttributeSpec(
+        SERVED_WHY,
+        "string",
+        "Why the served route differs (with differs only): fallback (after a failed attempt, or a "
+        "gateway said so: the only disagreement), alias, load-balance (the gateway's model group is "
+        "the model asked for) or unknown.",
+    ),
+    AttributeSpec(
+        SERVED_ATTEMPTS,
+        "string",
+        f"The attempts the gateway or client made, in order, as canonical JSON: a list of at most "
+        f"{ATTEMPTS_RECORDED} {{provider, model, error_type}} objects (each field when known), the last "
+        "being the one that served.",
+    ),
+    AttributeSpec(SERVED_ATTEMPTS_OMITTED, "int", "How many attempts were left out of that list."),
     AttributeSpec(
         CLAIM_MISMATCH,
         "string",

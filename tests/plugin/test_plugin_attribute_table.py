@@ -25,6 +25,8 @@ NOT_IN_THE_SWEEP = {
     attr.TIED_POLICIES: "a conflicting set cannot be saved to a store; "
     "tests/plugin/test_plugin_scenarios.py::test_tied_policies_are_recorded_when_a_conflict_reaches_the_resolver",
     attr.ERROR_TYPE: "a contained shadow-path error; tests/plugin/test_plugin_inertness.py",
+    attr.SERVED_ATTEMPTS_OMITTED: "more attempts than are recorded; "
+    "tests/plugin/test_plugin_attempts.py::test_attempts_beyond_the_recorded_ones_are_counted_not_lost",
 }
 _PY_TYPES: dict[str, type] = {"string": str, "int": int, "bool": bool}
 

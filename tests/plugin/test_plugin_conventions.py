@@ -28,7 +28,9 @@ AGENTIC_IN_PROCESS = "agentic"  # the demo's AgentRunner._execute seam, declared
 def opt_in(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """A fresh read of OTEL_SEMCONV_STABILITY_OPT_IN (contrib caches it per process); restored after."""
     monkeypatch.setattr(_OpenTelemetrySemanticConventionStability, "_initialized", False)
-    monkeypatch.setattr(_OpenTelemetrySemanticConventionStability, "_OTEL_SEMCONV_STABILITY_SIGNAL_MAPPING", {})
+    monkeypatch.setattr(
+        _OpenTelemetrySemanticConventionStability, "_OTEL_SEMCONV_STABILITY_SIGNAL_MAPPING", {}
+    )
     yield monkeypatch
 
 
@@ -91,5 +93,8 @@ def test_only_an_in_process_agentic_seam_under_the_newest_conventions_is_interna
 def test_in_process_seams_are_comma_separated_names_from_the_environment_or_the_keyword() -> None:
     name = environment_variables.OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS
     assert RouteShadowConfig.resolve(environ={name: " a, b ,,"}).in_process_seams == ("a", "b")
-    assert RouteShadowConfig.resolve(environ={name: "a"}, in_process_seams="c,d").in_process_seams == ("c", "d")
+    assert RouteShadowConfig.resolve(environ={name: "a"}, in_process_seams="c,d").in_process_seams == (
+        "c",
+        "d",
+    )
     assert RouteShadowConfig.resolve(environ={}, in_process_seams=("e",)).in_process_seams == ("e",)
