@@ -40,7 +40,7 @@ from otel_route_shadow.core import (
 )
 from otel_route_shadow.instrumentation.package import SCOPE_NAME
 from otel_route_shadow.shadow import (
-    attempt_from_attributes,
+    attempts_from_attributes,
     record_template,
     served_attributes,
     served_from_attributes,
@@ -134,12 +134,13 @@ class Lineage:
         if scope is not None and scope.name == SCOPE_NAME:
             return  # a seam span (of a seam nested in this one) says what was chosen, not what served
         failed = span.status.status_code is StatusCode.ERROR
-        attempt = attempt_from_attributes(span.attributes, failed)
-        if attempt is None:
+        attempts = attempts_from_attributes(span.attributes, failed)
+        if not attempts:
             return
         if observation.reports is None:
             observation.reports = ServedReports()
-        observation.reports.attempt(span.start_time or 0, attempt)
+        for attempt in attempts:
+            observation.reports.attempt(span.start_time or 0, attempt)
         served = None if failed else served_from_attributes(span.attributes)
         if served is not None:
             record = observation.record

@@ -35,7 +35,7 @@ from otel_route_shadow.shadow.record import (
 )
 from otel_route_shadow.shadow.served import (
     ServedRouteError,
-    attempt_from_attributes,
+    attempts_from_attributes,
     served_attributes,
     served_from_attributes,
     served_from_headers,
@@ -52,7 +52,7 @@ __all__ = [
     "ShadowDecision",
     "ShadowRecord",
     "Spawn",
-    "attempt_from_attributes",
+    "attempts_from_attributes",
     "attributes",
     "build_legacy_route",
     "checkpoint_attributes",

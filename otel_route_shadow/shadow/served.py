@@ -56,8 +56,8 @@ __all__ = [
     "MODEL_KEYS",
     "PROVIDER_KEYS",
     "ServedRouteError",
-    "attempt_from_attributes",
     "attempts_attributes",
+    "attempts_from_attributes",
     "failed_attempts",
     "served_attributes",
     "served_from_attributes",
@@ -183,15 +183,24 @@ def served_from_attributes(attributes: Mapping[str, Any] | None) -> ServedRoute 
     return _route(provider, model, _count(fallbacks) > 0, group)
 
 
-def attempt_from_attributes(attributes: Mapping[str, Any] | None, failed: bool) -> Attempt | None:
-    """One attempt of the run, from the attributes of a span of it that reports a route
-    (:func:`served_from_attributes`): the provider and model it tried and, when the span ``failed``,
-    its ``error.type`` (``_OTHER`` when it names none); None for a span that reports no route."""
+def attempts_from_attributes(attributes: Mapping[str, Any] | None, failed: bool) -> tuple[Attempt, ...]:
+    """The attempts a span of the run that reports a route (:func:`served_from_attributes`) stands
+    for: the failed ones a gateway's headers captured on it count (``http.response.header.`` +
+    LiteLLM's fallback headers), then the span's own, with the provider and model it tried and, when
+    the span ``failed``, its ``error.type`` (``_OTHER`` when it names none). None for a span that
+    reports no route."""
     route = served_from_attributes(attributes)
     if route is None or attributes is None:
-        return None
+        return ()
     error = (host_text(attributes.get(attr.HOST_ERROR_TYPE)) or OTHER_ERROR) if failed else None
-    return Attempt(provider=route.provider, model=route.model, error_type=error)
+    before = failed_attempts(
+        attributes.get(HEADER_ATTRIBUTE + FALLBACKS_HEADER),
+        attributes.get(HEADER_ATTRIBUTE + FALLBACK_ERRORS_HEADER),
+    )
+    return (
+        *(_attempt(attempt) for attempt in before),
+        Attempt(provider=route.provider, model=route.model, error_type=error),
+    )
 
 
 def failed_attempts(fallbacks: Any, errors: Any) -> tuple[Attempt, ...]:

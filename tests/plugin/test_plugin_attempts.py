@@ -226,3 +226,21 @@ def test_a_secret_in_an_attempt_error_type_is_redacted(harness: Harness) -> None
     record = _record(harness)
     assert secret not in record[attr.SERVED_ATTEMPTS]
     assert not any(secret in str(v) for s in harness.spans() for v in (s.attributes or {}).values())
+
+
+def test_gateway_headers_captured_on_a_span_of_the_run_list_the_failed_attempts_first(
+    harness: Harness,
+) -> None:
+    headers = {
+        "http.response.header.x-litellm-attempted-fallbacks": ("1",),
+        "http.response.header.x-litellm-fallback-errors": ("RateLimitError",),
+        "gen_ai.provider.name": "zai",
+        "gen_ai.response.model": "glm-5.1",
+    }
+    _seam()(lambda: _span(harness, "POST /chat/completions", **headers))
+    record = _record(harness)
+    assert json.loads(record[attr.SERVED_ATTEMPTS]) == [
+        {"error_type": "RateLimitError"},
+        {"provider": "zai", "model": "glm-5.1"},
+    ]
+    assert (record[attr.SERVED_WHY], record[attr.FINDING]) == ("fallback", "served-differs")
