@@ -49,12 +49,17 @@ class FlagEvents:
         host's log processors raise (the runtime contains it)."""
         if self.on_span and span.is_recording():
             span.add_event(attr.FLAG_EVALUATION, event)
-        if self.logger is not None:
-            self.logger.emit(
-                LogRecord(
-                    timestamp=time.time_ns(),
-                    context=trace.set_span_in_context(span),
-                    event_name=attr.FLAG_EVALUATION,
-                    attributes=dict(event),
-                )
+        logger = self.logger
+        if logger is None:
+            return
+        enabled = getattr(logger, "enabled", None)  # older APIs lack it
+        if enabled is not None and not enabled(event_name=attr.FLAG_EVALUATION):
+            return  # no logger provider, or none of its processors takes the event: nothing to build
+        logger.emit(
+            LogRecord(
+                timestamp=time.time_ns(),
+                context=trace.set_span_in_context(span),
+                event_name=attr.FLAG_EVALUATION,
+                attributes=event,
             )
+        )
