@@ -187,8 +187,8 @@ def attempts_from_attributes(attributes: Mapping[str, Any] | None, failed: bool)
     """The attempts a span of the run that reports a route (:func:`served_from_attributes`) stands
     for: the failed ones a gateway's headers captured on it count (``http.response.header.`` +
     LiteLLM's fallback headers), then the span's own, with the provider and model it tried and, when
-    the span ``failed``, its ``error.type`` (``_OTHER`` when it names none). None for a span that
-    reports no route."""
+    the span ``failed``, its ``error.type`` (``_OTHER`` when it names none). Nothing for a span
+    that reports no route."""
     route = served_from_attributes(attributes)
     if route is None or attributes is None:
         return ()
