@@ -122,18 +122,29 @@ def _flag_event_logged() -> Iterator[Probe]:
         LogRecordExportResult,
     )
 
+    exported = [0]
+
     class Drop(LogRecordExporter):
         def export(self, batch: Any) -> LogRecordExportResult:
+            exported[0] += len(batch)
             return LogRecordExportResult.SUCCESS
 
         def shutdown(self) -> None:
             pass
 
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
     provider = LoggerProvider(shutdown_on_exit=False)
     provider.add_log_record_processor(BatchLogRecordProcessor(Drop()))
     set_logger_provider(provider)  # a fresh process per variant: set once, for this variant only
+
+    def probe() -> dict[str, int]:
+        provider.force_flush()
+        return {"log_records_exported": exported[0]}
+
     try:
-        yield dict
+        yield probe
     finally:
         provider.shutdown()
 
