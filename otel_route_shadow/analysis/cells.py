@@ -146,7 +146,6 @@ class Cell(NamedTuple):
             findings=self.codes,
             claim_mismatch=self.claim_mismatch,
             whole_decision=self.whole_decision is not None,
-            served=self.served,
             flapping=flapping,
         )
 
