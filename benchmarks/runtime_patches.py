@@ -14,7 +14,11 @@ puts everything back on exit. The payload template has its patch in ``benchmarks
 * ``chain-reopened``: the chain opened and closed around every append instead of kept open.
 * ``recheck-every-call``: the snapshot re-check window off (``snapshot_recheck_ms`` 0, through the
   documented environment setting): every call looks at the store (two ``stat`` calls).
-* ``no-flag-event``: no ``feature_flag.evaluation`` event on the seam span (issue 27).
+* ``no-flag-event``: no ``feature_flag.evaluation`` event (issue 27).
+* ``flag-event-span``: the event on the seam span instead of a log record
+  (``OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT=span``, through the documented setting).
+* ``flag-event-logged``: a host that exports logs: a global SDK ``LoggerProvider`` whose batch processor
+  hands every record to an exporter that drops it, so the event's log record is built and queued.
 * ``no-served-path``: the served route's seam path off: the seam span is not followed for the spans of
   its run, and nothing is settled at finish (what a seam without a response hook costs, issue 27).
 * ``no-issue-27``: both of the above: the seam path as it was before the served route and the event.
@@ -92,18 +96,57 @@ def _chain_reopened() -> Iterator[Probe]:
         yield dict
 
 
+def _setting(name: str, value: str) -> Callable[[], contextlib.AbstractContextManager[Probe]]:
+    @contextlib.contextmanager
+    def patch() -> Iterator[Probe]:
+        before = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            yield dict
+        finally:
+            if before is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = before
+
+    return patch
+
+
 @contextlib.contextmanager
-def _recheck_every_call() -> Iterator[Probe]:
-    name = "OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS"
-    before = os.environ.get(name)
-    os.environ[name] = "0"
+def _flag_event_logged() -> Iterator[Probe]:
+    from opentelemetry._logs import set_logger_provider
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import (
+        BatchLogRecordProcessor,
+        LogRecordExporter,
+        LogRecordExportResult,
+    )
+
+    exported = [0]
+
+    class Drop(LogRecordExporter):
+        def export(self, batch: Any) -> LogRecordExportResult:
+            exported[0] += len(batch)
+            return LogRecordExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    provider = LoggerProvider(shutdown_on_exit=False)
+    provider.add_log_record_processor(BatchLogRecordProcessor(Drop()))
+    set_logger_provider(provider)  # a fresh process per variant: set once, for this variant only
+
+    def probe() -> dict[str, int]:
+        provider.force_flush()
+        return {"log_records_exported": exported[0]}
+
     try:
-        yield dict
+        yield probe
     finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
+        provider.shutdown()
 
 
 @contextlib.contextmanager
@@ -158,8 +201,10 @@ PATCHES: dict[str, Callable[[], contextlib.AbstractContextManager[Probe]]] = {
     "no-sanitize-memo": _memo_without(lambda key: not isinstance(key, bytes)),
     "export-path": _export_path,
     "chain-reopened": _chain_reopened,
-    "recheck-every-call": _recheck_every_call,
+    "recheck-every-call": _setting("OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS", "0"),
     "no-flag-event": _no_flag_event,
+    "flag-event-span": _setting("OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT", "span"),
+    "flag-event-logged": _flag_event_logged,
     "no-served-path": _no_served_path,
     "no-issue-27": _no_issue_27,
     "with-hook": _with_hook,

@@ -92,6 +92,7 @@ def test_a_served_route_that_differs_is_never_agreement(chain: Path) -> None:
         "provider": "zai",
         "model": "glm-5.1",
         "source": "response-hook",
+        "why": None,  # recorded before the reason was: a disagreement, as it always was
     }
 
 
@@ -158,7 +159,10 @@ def test_served_route_in_every_output(
     report = build_report(chain)
     text = format_report(report)
     assert "same 2, differs 3, unknown 2" in text
-    assert "served-differs 3 (42.9%), never counted as agreement" in text
+    assert (
+        "differs 3 (42.9%; why: (not recorded) 3); served-differs 3 (a fallback: never counted as agreement)"
+        in text
+    )
     html = render_html(report)
     assert "Chosen against served (served-differs)" in html
     assert main(["report", str(chain), "--json", "--no-progress"]) == 0
@@ -197,3 +201,38 @@ def test_a_chain_the_demo_recorded_shows_its_gateway_fallbacks_and_flapping_keys
     text, html = format_report(report), render_html(report)
     assert "served-differs" in text and "flapping keys (" in text
     assert "Chosen against served (served-differs)" in html
+
+
+def test_an_alias_or_load_balanced_route_is_differs_but_never_a_disagreement_in_any_figure(
+    tmp_path: Path,
+) -> None:
+    """Since ``route_shadow.served.why`` is recorded, only a fallback disagrees: the report, the gap
+    table and what-if count an alias or a load-balanced deployment as differs, not as served-differs."""
+    from test_analysis_support import RECORDED_POLICIES, snapshot_of
+
+    from otel_route_shadow.analysis.whatif import replay
+
+    path = tmp_path / "chain.jsonl"
+    alias = {**served("differs", "anthropic", "claude-opus-prod"), "route_shadow.served.why": "alias"}
+    balanced = {**served("differs", "bedrock", "claude-opus-4-1"), "route_shadow.served.why": "load-balance"}
+    fallback = {**served("differs", "zai", "glm-5.1"), "route_shadow.served.why": "fallback"}
+    append_observations(path, [(REVIEW, alias), (REVIEW, balanced)], served_differs_finding=False)
+    append_observations(path, [(REVIEW, fallback)])  # the recorder adds the finding for a fallback
+    report = build_report(path)
+    assert report.served == {"differs": 3}
+    assert report.served_why == {"alias": 1, "load-balance": 1, "fallback": 1}
+    assert report.findings == {"served-differs": 1} and report.total.agreed == 2
+    assert report.gap_total.stable.served_differs + report.gap_total.flapping.served_differs == 1
+    assert report.as_dict()["served"]["why"] == {"alias": 1, "fallback": 1, "load-balance": 1}
+    text = format_report(report)
+    assert "why: alias 1, fallback 1, load-balance 1); served-differs 1" in text
+    whatif = replay(path, snapshot_of(RECORDED_POLICIES))
+    assert whatif.total.agreed_before == whatif.total.agreed_after == 2
+
+
+def test_a_differs_record_written_before_why_was_recorded_stays_a_disagreement(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    append_observations(path, [(REVIEW, served("differs", "zai", "glm-5.1"))], served_differs_finding=False)
+    report = build_report(path)  # no why, no finding: what a hand-written or foreign record may hold
+    assert report.findings == {"served-differs": 1} and report.total.agreed == 0
+    assert report.served_why == {"(not recorded)": 1}

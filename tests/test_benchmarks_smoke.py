@@ -128,6 +128,26 @@ def test_seam_variants_prototypes_do_the_work_they_claim(tmp_path: Path) -> None
     assert "| writer-thread |" in proc.stdout
 
 
+@pytest.mark.slow
+def test_the_flag_event_variants_log_through_a_provider_or_not_at_all(tmp_path: Path) -> None:
+    """``flag-event-logged`` (docs/benchmarks.md, "Where the flag event goes") must really send the
+    event through an SDK logger provider: its exporter counts at least one record per chain record."""
+    proc = _run_module(
+        "benchmarks.seam_variants",
+        "--quick",
+        "--rounds",
+        "1",
+        "--variants",
+        "flag-event-logged",
+        "--workdir",
+        str(tmp_path),
+    )
+    [logged] = [
+        r for r in map(json.loads, proc.stderr.strip().splitlines()) if r["variant"] == "flag-event-logged"
+    ]
+    assert logged["log_records_exported"] >= logged["chain_records"] > 0
+
+
 def test_checkpoint_catchup_times_a_checkpoint_that_covers_every_record() -> None:
     """``benchmarks/checkpoint_catchup.py`` (the figures of the checkpointer's hand-over and thread in
     docs/benchmarks.md) checks that each timed checkpoint covers every record, and prints both sides."""

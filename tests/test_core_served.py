@@ -14,6 +14,7 @@ from otel_route_shadow.core import (
     DIVERGENCE_CODES,
     FINDINGS,
     SERVED_DIFFERS,
+    Attempt,
     LegacyRoute,
     ServedRoute,
     ServedStatus,
@@ -146,7 +147,7 @@ def test_served_differs_is_a_finding_and_a_divergence_code() -> None:
         ),
         ({"litellm.provider.model": "zai/glm-5.1"}, ServedRoute(provider="zai", model="glm-5.1")),
         ({"litellm.provider.model": "glm-5.1"}, ServedRoute(model="glm-5.1")),
-        ({"litellm.model_group": "opus"}, ServedRoute(model="opus")),
+        ({"litellm.model_group": "opus"}, ServedRoute(model="opus", model_group="opus")),
         ({"x-litellm-attempted-fallbacks": 2}, ServedRoute(fallback=True)),
         ({"http.response.header.x-litellm-attempted-fallbacks": ("0",)}, None),
         ({"gen_ai.request.model": "m"}, None),  # asked for, not served
@@ -166,7 +167,9 @@ def test_served_from_headers_ignores_case_and_the_opaque_deployment_id() -> None
         "x-litellm-model-id": "0f3a9c",
         "Ngrok-AIG-Model": "glm-5.1",
     }
-    assert served_from_headers(headers) == ServedRoute(model="glm-5.1", fallback=True)
+    assert served_from_headers(headers) == ServedRoute(
+        model="glm-5.1", fallback=True, attempts=(Attempt(error_type="_OTHER"), Attempt(model="glm-5.1"))
+    )
     assert served_from_headers({"x-litellm-model-id": "0f3a9c"}) is None
     assert served_from_headers(None) is None
 

@@ -56,6 +56,7 @@ def test_legacy_compatibility_is_default_and_names_the_legacy_route() -> None:
     assert event == {
         attr.FLAG_KEY: "route_shadow.route/acme/widgets/implementer/agentic",
         attr.FLAG_VARIANT: "anthropic/claude-opus-4-5",
+        attr.FLAG_VALUE: "anthropic/claude-opus-4-5",
         attr.FLAG_REASON: "default",
         attr.FLAG_PROVIDER: "otel-route-shadow",
         attr.FLAG_SET_ID: PolicySnapshot().content_hash,

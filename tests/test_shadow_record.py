@@ -10,14 +10,17 @@ from hypothesis import strategies as st
 
 from otel_route_shadow.core import (
     FINDINGS,
+    Attempt,
     PolicySnapshot,
     RouteContext,
     ServedRoute,
+    ServedWhy,
     WorkerRole,
     canonical_worker_role,
     legacy_finding,
     reconcile_context,
     served_status,
+    served_why,
 )
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import observe, record_route_shadow, served_attributes
@@ -82,6 +85,16 @@ served_routes = st.builds(
     provider=st.none() | st.sampled_from(["anthropic", "zai", "z.ai", "openai"]),
     model=st.none() | st.sampled_from(["claude-opus-4-1", "claude-opus-4-1-20250805", "glm-5.1", "gpt-4o"]),
     fallback=st.booleans(),
+    model_group=st.none() | st.sampled_from(["claude-opus-4-1", "gpt-4o", "opus"]),
+    attempts=st.lists(
+        st.builds(
+            Attempt,
+            provider=st.none() | st.sampled_from(["anthropic", "zai"]),
+            model=st.none() | st.sampled_from(["glm-5.1", "gpt-4o"]),
+            error_type=st.none() | st.sampled_from(["RateLimitError", "_OTHER"]),
+        ),
+        max_size=10,
+    ).map(tuple),
 )
 
 
@@ -92,9 +105,11 @@ served_routes = st.builds(
     st.none() | served_routes,
     st.sampled_from(["response-hook", "descendant-span"]),
 )
-def test_a_served_route_that_differs_is_never_agreement(
+def test_a_served_route_that_differs_after_a_fallback_is_never_agreement(
     context: RouteContext, snapshot: PolicySnapshot, served: ServedRoute | None, source: str
 ) -> None:
+    """Only a fallback disagrees; an alias, load balancing or no known reason is recorded as why the
+    served route differs, and changes nothing of the comparison."""
     record = observe("seam", context, snapshot)
     before = record.attributes
     changed = served_attributes(before, record.shadow.legacy, served, source)
@@ -102,15 +117,26 @@ def test_a_served_route_that_differs_is_never_agreement(
     assert set(after) <= set(DEFINED)
     status = after[attr.SERVED_STATUS]
     assert status == served_status(record.shadow.legacy, served).value
-    if status == "differs":
+    why = served_why(record.shadow.legacy, served)
+    assert after.get(attr.SERVED_WHY) == (None if why is None else why.value)
+    assert (why is None) == (status != "differs")
+    if why is ServedWhy.FALLBACK:
         assert after[attr.AGREED] is False and "served-differs" in str(after[attr.FINDING]).split(",")
         assert after[attr.DIVERGENCE] == before.get(attr.DIVERGENCE, "served-differs")
         assert str(after[attr.FINDING]).split(",") == sorted(
             {*str(before.get(attr.FINDING) or "served-differs").split(","), "served-differs"}
         )
-    else:  # same or unknown change nothing of the comparison
+    else:  # same, unknown, or differing for another reason than a fallback
         assert all(after.get(k) == before.get(k) for k in (attr.AGREED, attr.DIVERGENCE, attr.FINDING))
     assert (attr.SERVED_SOURCE in after) == (served is not None and served.reported)
+    attempts = served.attempts if served is not None else ()
+    if attempts:
+        listed = json.loads(str(after[attr.SERVED_ATTEMPTS]))
+        assert len(listed) == min(len(attempts), attr.ATTEMPTS_RECORDED)
+        assert listed[-1] == attempts[-1].model_dump(exclude_none=True)  # the one that served is kept
+        assert after.get(attr.SERVED_ATTEMPTS_OMITTED) == (len(attempts) - len(listed) or None)
+    else:
+        assert attr.SERVED_ATTEMPTS not in after
 
 
 def test_a_snapshot_at_the_stores_largest_revision_is_recorded() -> None:

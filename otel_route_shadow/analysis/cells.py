@@ -3,9 +3,9 @@ in a :class:`Cube` whose size depends on how many distinct values the chain hold
 records it has; :func:`derive` then turns the counted cells into the figures of a
 :class:`~otel_route_shadow.analysis.report.Report`.
 
-A cell's agreement is the record's ``route_shadow.agreed`` *and* a served route that does not differ
-(:mod:`~otel_route_shadow.analysis.served`): a spawn served by another route than the one chosen is
-never counted as agreement; its divergence is then named ``served-differs`` when the record names
+A cell's agreement is the record's ``route_shadow.agreed`` *and* a served route that does not
+disagree (:mod:`~otel_route_shadow.analysis.served`): a spawn served by another route after a fallback
+is never counted as agreement; its divergence is then named ``served-differs`` when the record names
 none.
 """
 
@@ -30,6 +30,7 @@ from otel_route_shadow.analysis.served import (
     SERVED_DIFFERS,
     SERVED_STATES,
     finding_codes,
+    served_disagrees,
     served_state,
 )
 from otel_route_shadow.analysis.tally import Tally
@@ -53,6 +54,8 @@ BYPASS_TRANSPORT: Final = "direct-http"
 MANAGED_SOURCE: Final = "managed-policy"
 UNSPECIFIED: Final = "(unspecified)"
 """The divergence of a spawn that does not agree and names no divergence."""
+WHY_NOT_RECORDED: Final = "(not recorded)"
+"""Why a served route differs, in a record written before the reason was recorded."""
 AGREED_LABEL: Final = "(agreed)"
 """Where a finding is counted against divergences: the spawn agreed otherwise."""
 
@@ -85,20 +88,26 @@ class Cell(NamedTuple):
     served_provider: Any
     served_model: Any
     served_source: Any
+    served_why: Any
 
     @property
     def served(self) -> str:
         return served_state(self.served_status, finding_codes(self.finding))
 
     @property
+    def served_disagrees(self) -> bool:
+        """The served route differs after a real fallback (``served.served_disagrees``)."""
+        return served_disagrees(self.served_status, finding_codes(self.finding), self.served_why)
+
+    @property
     def codes(self) -> frozenset[str]:
-        """The record's findings, with ``served-differs`` when the served route differs."""
+        """The record's findings, with ``served-differs`` when the served route disagrees."""
         codes = finding_codes(self.finding)
-        return codes | {SERVED_DIFFERS} if self.served == DIFFERS else codes
+        return codes | {SERVED_DIFFERS} if self.served_disagrees else codes
 
     @property
     def agrees(self) -> bool:
-        return self.agreed and self.served != DIFFERS
+        return self.agreed and not self.served_disagrees
 
     @property
     def divergence_code(self) -> str | None:
@@ -137,7 +146,6 @@ class Cell(NamedTuple):
             findings=self.codes,
             claim_mismatch=self.claim_mismatch,
             whole_decision=self.whole_decision is not None,
-            served=self.served,
             flapping=flapping,
         )
 
@@ -178,7 +186,7 @@ class CubeSlot:
         self.agreed = cell.agrees
         self.divergence: str = cell.divergence_code or ""
         """The divergence code when the cell does not agree (empty when it does)."""
-        self.served_differs = cell.served == DIFFERS
+        self.served_differs = cell.served_disagrees
         self.state: KeyState = noise.key(cell.decision_key)
         self.route = noise.route(cell.legacy_route)
 
@@ -276,6 +284,7 @@ def _add_served(report: Report, by_mechanism: dict[str, int], cell: Cell, n: int
     if served == DIFFERS:
         move = (cell.legacy_provider, cell.legacy_model, cell.served_provider, cell.served_model)
         report.served_routes[move] = report.served_routes.get(move, 0) + n
+        _add(report.served_why, cell.served_why if isinstance(cell.served_why, str) else WHY_NOT_RECORDED, n)
     if served != "unknown" and isinstance(cell.served_source, str):
         _add(report.served_sources, cell.served_source, n)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from otel_route_shadow.analysis.served import DIFFERS
+from otel_route_shadow.analysis.served import SERVED_DIFFERS
 from otel_route_shadow.analysis.tally import rate, sorted_counts
 from otel_route_shadow.core import REQUIREMENT_DEFIED, MechanismClass, mechanism_class
 from otel_route_shadow.shadow import attributes as attr
@@ -71,9 +71,9 @@ class SpawnFacts:
     """After the served route: a spawn served by another route never agrees."""
     bypass: bool
     findings: frozenset[str]
+    """The spawn's finding codes, ``served-differs`` when its served route disagrees (a fallback)."""
     claim_mismatch: Any
     whole_decision: bool
-    served: str = "unknown"
     flapping: bool = False
     """The spawn's decision key flaps: it is judged apart from the stable part."""
 
@@ -103,10 +103,10 @@ class GapCounts:
         self.spawns += n
         self._add_mechanism(spawn, n)
         self.defied += n if REQUIREMENT_DEFIED in spawn.findings else 0
-        self.served_differs += n if spawn.served == DIFFERS else 0
+        self.served_differs += n if SERVED_DIFFERS in spawn.findings else 0
         self.claim_mismatches += n if spawn.claim_mismatch else 0
         self.bypass += n if spawn.bypass else 0
-        explained = REQUIREMENT_DEFIED in spawn.findings or spawn.served == DIFFERS
+        explained = REQUIREMENT_DEFIED in spawn.findings or SERVED_DIFFERS in spawn.findings
         self.diverged += 0 if spawn.agreed or explained else n
         self.recorded += n if spawn.whole_decision else 0
 

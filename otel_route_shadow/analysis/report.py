@@ -96,6 +96,9 @@ class Report(AnalysisResult):
     served_routes: dict[tuple[Any, ...], int] = field(default_factory=dict)
     """Served-differs spawns by (chosen provider, chosen model, served provider, served model)."""
     served_sources: dict[str, int] = field(default_factory=dict)
+    served_why: dict[str, int] = field(default_factory=dict)
+    """Differs spawns by why (``fallback``, ``alias``, ``load-balance``, ``unknown``, or
+    ``(not recorded)``); only a fallback is a disagreement (``findings``' ``served-differs``)."""
     noise: NoiseTable = field(default_factory=NoiseTable)
     divergent: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """The lowest-seq divergent decisions of each divergence code (each names its ``seq``)."""
@@ -204,6 +207,7 @@ class Report(AnalysisResult):
             "differs_share": rate(self.served.get("differs", 0), spawns),
             "known_share": rate(spawns - self.served.get(UNKNOWN, 0), spawns),
             "sources": dict(sorted_counts(self.served_sources)),
+            "why": dict(sorted_counts(self.served_why)),
             "by_mechanism": [
                 {"mechanism": name, **{state: counts.get(state, 0) for state in SERVED_STATES}}
                 for name, counts in self.served_by_mechanism
@@ -303,7 +307,7 @@ def decision_example(seq: int, payload: dict[str, Any], attributes: dict[str, An
         "divergence": get(attr.DIVERGENCE),
         "findings": sorted(finding_codes(get(attr.FINDING))),
         "served": dict(
-            zip(("status", "provider", "model", "source"), map(get, attr.SERVED_KEYS), strict=True)
+            zip(("status", "provider", "model", "source", "why"), map(get, attr.SERVED_KEYS), strict=True)
         ),
     }
 

@@ -9,13 +9,19 @@ A record may carry ``route_shadow.served.status`` (``same``, ``differs`` or ``un
 is ``unknown``: nothing reported is never read as agreement. ``route_shadow.finding`` holds one finding
 code or several, comma-separated and sorted (``requirement-defied,served-differs``); a
 ``served-differs`` finding makes the served state ``differs`` whatever the status says.
+
+A served route that differs is a disagreement only after a real fallback (``served_disagrees``): the
+record's ``route_shadow.served.why`` is ``fallback``, or its finding says ``served-differs``. A
+record whose served route differs by an alias, load balancing or for no known reason counts as
+``differs`` in the served figures, not as disagreement. A ``differs`` record without ``why`` (written
+before the reason was recorded) is a disagreement, as it always was.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from otel_route_shadow.core import REQUIREMENT_DEFIED, SERVED_DIFFERS, ServedStatus
+from otel_route_shadow.core import REQUIREMENT_DEFIED, SERVED_DIFFERS, ServedStatus, ServedWhy
 
 __all__ = [
     "BLOCKING_FINDINGS",
@@ -25,6 +31,7 @@ __all__ = [
     "SERVED_STATES",
     "UNKNOWN",
     "finding_codes",
+    "served_disagrees",
     "served_state",
 ]
 
@@ -53,3 +60,10 @@ def served_state(status: Any, codes: frozenset[str]) -> str:
     if status == SAME:
         return SAME
     return UNKNOWN
+
+
+def served_disagrees(status: Any, codes: frozenset[str], why: Any) -> bool:
+    """The served route counts against agreement (see the module docstring)."""
+    if SERVED_DIFFERS in codes:
+        return True
+    return status == DIFFERS and (why is None or why == ServedWhy.FALLBACK.value)

@@ -16,8 +16,8 @@ One record goes through these steps (:meth:`_Replay.take`): it must carry a cont
 its integrity is checked against the snapshot it cites (:meth:`_Replay.check`); and it is counted
 (:meth:`_Replay.count`): the change, if any, its examples, which candidate policies decided it, and
 its decision key's noise baseline (:mod:`~otel_route_shadow.analysis.noise`, two lanes: the recorded
-decision and the candidate's). A spawn whose served route differs from the route chosen agrees with
-neither decision (:mod:`~otel_route_shadow.analysis.served`).
+decision and the candidate's). A spawn served by another route after a fallback agrees with neither
+decision (:mod:`~otel_route_shadow.analysis.served`).
 
 Rendering (text) is the command line's (``otel_route_shadow.cli``): this module computes.
 """
@@ -56,7 +56,7 @@ from otel_route_shadow.analysis.replaying import (
     Unchecked,
     cited_key,
 )
-from otel_route_shadow.analysis.served import DIFFERS, finding_codes, served_state
+from otel_route_shadow.analysis.served import finding_codes, served_disagrees
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, analyse_chain
 from otel_route_shadow.analysis.tally import sorted_counts
 from otel_route_shadow.analysis.usage import UsageTable, usage_table
@@ -230,9 +230,13 @@ class _Replay:
         """The record's cell of the cube, or None when a value cannot be counted (a value no
         exporter writes, such as a list)."""
         recorded = tuple(map(attributes.get, FIELD_KEYS))
-        served = served_state(attributes.get(attr.SERVED_STATUS), finding_codes(attributes.get(attr.FINDING)))
-        before = attributes.get(attr.AGREED) is True and served != DIFFERS
-        now = after.agreed and served != DIFFERS
+        disagrees = served_disagrees(
+            attributes.get(attr.SERVED_STATUS),
+            finding_codes(attributes.get(attr.FINDING)),
+            attributes.get(attr.SERVED_WHY),
+        )
+        before = attributes.get(attr.AGREED) is True and not disagrees
+        now = after.agreed and not disagrees
         values = (*recorded, before, *map(attributes.get, self.dim_keys))
         try:
             state, route = self.noise.of(attributes)

@@ -276,7 +276,8 @@ def _served_section(report: Report, mark: str) -> list[str]:
     out = [
         _h2("served", "Served route against the route chosen", mark),
         '<p class="muted">what actually served each spawn (a gateway or client may fall back on its own), '
-        "as the host reported it. A spawn served by another route never counts as agreement; "
+        "as the host reported it. A spawn served by another route after a fallback never counts as agreement "
+        "(an alias or a load-balanced deployment does not disagree); "
         "<i>unknown</i> means nothing was reported and never counts as the served route agreeing.</p>",
     ]
     if unknown == t.spawns:

@@ -246,8 +246,11 @@ def _served(report: Report, mark: str, top: int) -> list[str]:
         "(unknown: nothing reported; never counted as the served route agreeing)",
     ]
     if differs:
+        disagree = report.findings.get(SERVED_DIFFERS, 0)
+        why = ", ".join(f"{name} {n}" for name, n in sorted_counts(report.served_why))
         out.append(
-            f"{mark}   {SERVED_DIFFERS} {differs} ({pct(rate(differs, t.spawns))}), never counted as agreement"
+            f"{mark}   differs {differs} ({pct(rate(differs, t.spawns))}; why: {why}); {SERVED_DIFFERS} "
+            f"{disagree} (a fallback: never counted as agreement)"
         )
         for (cp, cm, sp, sm), n in sorted_counts(report.served_routes)[:top]:
             out.append(f"{mark}   chosen {label(cp)}/{label(cm)} -> served {label(sp)}/{label(sm)}: {n}")

@@ -59,11 +59,14 @@ from otel_route_shadow.core.redaction import (
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
 from otel_route_shadow.core.resolver import explain, explain_batch, explain_policies
 from otel_route_shadow.core.served import (
+    ATTEMPTS_MAX,
     SERVED_DIFFERS,
+    Attempt,
     ServedRoute,
     same_model,
     same_provider,
     served_status,
+    served_why,
     with_finding,
 )
 from otel_route_shadow.core.shadow import (
@@ -93,11 +96,13 @@ from otel_route_shadow.core.vocabulary import (
     RequirementKind,
     ServedSource,
     ServedStatus,
+    ServedWhy,
     Transport,
     WorkerRole,
 )
 
 __all__ = [
+    "ATTEMPTS_MAX",
     "CLAIMS",
     "DEFAULT_LIMIT_PER_CODE",
     "DIVERGENCE_CODES",
@@ -114,6 +119,7 @@ __all__ = [
     "Account",
     "AccountState",
     "AccountVerdict",
+    "Attempt",
     "Capability",
     "EncodedPolicies",
     "LegacyMechanism",
@@ -144,6 +150,7 @@ __all__ = [
     "ServedRoute",
     "ServedSource",
     "ServedStatus",
+    "ServedWhy",
     "ShadowDecision",
     "Transport",
     "WorkerRole",
@@ -182,6 +189,7 @@ __all__ = [
     "same_model",
     "same_provider",
     "served_status",
+    "served_why",
     "shadow_decision",
     "unique_key",
     "validate_policies",

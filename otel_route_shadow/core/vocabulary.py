@@ -161,6 +161,21 @@ class ServedStatus(StrEnum):
     UNKNOWN = "unknown"
 
 
+class ServedWhy(StrEnum):
+    """``route_shadow.served.why``: why the route that served differs from the route chosen."""
+
+    FALLBACK = "fallback"
+    """The gateway or client fell back after a failed attempt: the only disagreement."""
+    ALIAS = "alias"
+    """The name asked for is a gateway alias (a model group) the same provider serves under another
+    model name."""
+    LOAD_BALANCE = "load-balance"
+    """The name asked for is a gateway model group, and another of its deployments (another provider)
+    served."""
+    UNKNOWN = "unknown"
+    """Nothing says why."""
+
+
 class ServedSource(StrEnum):
     """``route_shadow.served.source``: where the host's report of the served route came from."""
 

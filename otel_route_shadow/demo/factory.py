@@ -16,8 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_route_shadow.core import Account, LegacyStage, RouteContext, ServedRoute, build_legacy_route
+from otel_route_shadow.core import (
+    Account,
+    Attempt,
+    LegacyStage,
+    RouteContext,
+    ServedRoute,
+    build_legacy_route,
+)
 from otel_route_shadow.instrumentation import ResponseHook, SeamCall, SeamSpec
+from otel_route_shadow.shadow import served_from_headers
 
 __all__ = [
     "ZAI_PINNED_LOOPS",
@@ -233,22 +241,42 @@ class SpawnResult:
     gateway: bool
     served_provider: str
     served_model: str | None
+    headers: dict[str, str] = field(default_factory=dict)
+    """The gateway's response headers (LiteLLM's, on a fallback)."""
+
+
+_FALLBACK_HEADERS: dict[str, str] = {
+    "x-litellm-attempted-fallbacks": "1",
+    "x-litellm-fallback-errors": "RateLimitError",
+}
+"""What the gateway answers when it fell back: one attempt failed (rate limited) before GLM served."""
 
 
 def _spawn(job: Job) -> SpawnResult:
     final = job.stages[-1]
     model = next((stage.model for stage in reversed(job.stages) if stage.model), None)
-    served = (final.provider, model)
     if final.gateway and job.number % GATEWAY_FALLBACK_EVERY == 0:
-        served = ("zai", _GLM_MODEL)  # the gateway's own fallback: nothing in the host's route says so
-    return SpawnResult(job.number, final.provider, model, final.gateway, *served)
+        # The gateway's own fallback: nothing in the host's route says so, only its answer.
+        return SpawnResult(
+            job.number, final.provider, model, final.gateway, "zai", _GLM_MODEL, dict(_FALLBACK_HEADERS)
+        )
+    return SpawnResult(job.number, final.provider, model, final.gateway, final.provider, model)
 
 
 def served_by(call: SeamCall, result: Any, error: BaseException | None) -> ServedRoute | None:
-    """The demo's response hook: a spawn's result names what served it."""
+    """The demo's response hook: a spawn's result names what served it, and the gateway's headers
+    say whether it fell back and which attempts failed before."""
     if not isinstance(result, SpawnResult):
         return None
-    return ServedRoute(provider=result.served_provider, model=result.served_model)
+    reported = served_from_headers(result.headers)
+    failed = reported.attempts[:-1] if reported is not None else ()
+    served = Attempt(provider=result.served_provider, model=result.served_model)
+    return ServedRoute(
+        provider=served.provider,
+        model=served.model,
+        fallback=reported is not None and reported.fallback,
+        attempts=(*failed, served) if failed else (),
+    )
 
 
 class AgentRunner:

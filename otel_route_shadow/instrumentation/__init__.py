@@ -125,13 +125,14 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         self.refused = None
         tracer_provider = kwargs.pop("tracer_provider", None)
+        logger_provider = kwargs.pop("logger_provider", None)
         try:
             config = RouteShadowConfig.resolve(**kwargs)
             targets = [(spec, *_resolve_parent(spec)) for spec in config.seams]
         except Exception as exc:  # a bad setting must not stop the host or the other instrumentors
             self._refuse(exc)
             return
-        runtime = ShadowRuntime(config, tracer_provider)
+        runtime = ShadowRuntime(config, tracer_provider, logger_provider)
         runtime.attach()
         wrapped: list[tuple[Any, str]] = []
         try:

@@ -1,7 +1,7 @@
 """Settings: the ``OTEL_PYTHON_ROUTE_SHADOW_*`` environment variables (named and described in
 :mod:`otel_route_shadow.instrumentation.environment_variables`), each mirrored by an ``instrument()``
 keyword (the keyword wins), plus the keywords ``settings`` (a host settings object: shadowing runs only
-while its ``route_shadow_enabled`` is exactly ``True``) and ``tracer_provider``.
+while its ``route_shadow_enabled`` is exactly ``True``), ``tracer_provider`` and ``logger_provider``.
 
 A setting that cannot be understood makes ``instrument()`` log one line and wrap nothing (it never
 raises, so ``opentelemetry-instrument`` goes on with the other instrumentors).
@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +33,8 @@ from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS,
     OTEL_PYTHON_ROUTE_SHADOW_DISABLED,
     OTEL_PYTHON_ROUTE_SHADOW_DURABILITY,
+    OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT,
+    OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS,
     OTEL_PYTHON_ROUTE_SHADOW_ORIGIN,
     OTEL_PYTHON_ROUTE_SHADOW_SEAMS,
     OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY,
@@ -42,6 +44,7 @@ from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY,
     OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY,
 )
+from otel_route_shadow.instrumentation.flag_events import FlagEventSink
 from otel_route_shadow.shadow import Spawn
 
 __all__ = [
@@ -219,6 +222,8 @@ class RouteShadowConfig(BaseModel):
     checkpoint_seconds: float = Field(default=DEFAULT_EVERY_SECONDS, gt=0, le=86_400)
     witness_policy: Path | None = None
     witness_pushes_per_day: float = Field(default=DEFAULT_PUSHES_PER_DAY, gt=0, le=8_640_000)
+    flag_event: FlagEventSink = "log"
+    in_process_seams: tuple[str, ...] = ()
     settings: Any = Field(default=None, exclude=True)
 
     @classmethod
@@ -238,6 +243,7 @@ class RouteShadowConfig(BaseModel):
         durability = _env(env, OTEL_PYTHON_ROUTE_SHADOW_DURABILITY)
         if durability is not None:
             values["durability"] = durability.strip().lower()
+        values.update(_telemetry_settings(env))
         for name, key in (
             (OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS, "snapshot_recheck_ms"),
             (OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS, "chain_lock_timeout_ms"),
@@ -258,8 +264,32 @@ class RouteShadowConfig(BaseModel):
         for key, value in overrides.items():
             if value is None and key != "settings":
                 continue
-            values[key] = parse_seams(value) if key == "seams" and isinstance(value, str) else value
+            values[key] = _PARSED[key](value) if isinstance(value, str) and key in _PARSED else value
         return cls(**values)
+
+
+def _names(value: str) -> tuple[str, ...]:
+    """Comma-separated names, stripped, the empty ones left out."""
+    return tuple(name for name in (part.strip() for part in value.split(",")) if name)
+
+
+_PARSED: Final[Mapping[str, Callable[[str], tuple[Any, ...]]]] = {
+    "seams": parse_seams,
+    "in_process_seams": _names,
+}
+"""Keywords that, given as a string, are read as their environment variable is."""
+
+
+def _telemetry_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """Where the flag evaluation event goes, and which seams run their agent in process."""
+    values: dict[str, Any] = {}
+    flag_event = _env(env, OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT)
+    if flag_event is not None:
+        values["flag_event"] = flag_event.strip().lower()
+    in_process = _env(env, OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS)
+    if in_process is not None:
+        values["in_process_seams"] = _names(in_process)
+    return values
 
 
 def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:

@@ -103,6 +103,25 @@ OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY = "OTEL_PYTHON_ROUTE_SHADOW_WITN
 The most pushes a day to each witness (default 1440: one a minute).
 """
 
+OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT = "OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT
+
+Where each decision's ``feature_flag.evaluation`` event goes: ``log`` (the default: a log event, a
+LogRecord with that ``event_name``, through the host's logger provider, in the seam span's context),
+``span`` (an event on the seam span, for backends that take no logs) or ``both``.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS = "OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS
+
+Comma-separated names of the agentic seams whose agent runs in the host's own process. Under the
+newest GenAI conventions (``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``) their
+``invoke_agent`` spans are INTERNAL; every other seam span is CLIENT (a remote agent, or an inference
+call). Without the opt-in every seam span is CLIENT, as before.
+"""
+
 OTEL_PYTHON_ROUTE_SHADOW_STRICT = "OTEL_PYTHON_ROUTE_SHADOW_STRICT"
 """
 .. envvar:: OTEL_PYTHON_ROUTE_SHADOW_STRICT

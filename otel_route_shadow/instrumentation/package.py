@@ -8,3 +8,4 @@ to the ``instruments`` extra in ``pyproject.toml``)."""
 
 SCOPE_NAME: Final = "otel_route_shadow.instrumentation"
 SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.37.0"
+"""The schema of the default conventions (the newest, opted into: ``conventions.LATEST_SCHEMA_URL``)."""

@@ -43,7 +43,8 @@ from collections.abc import Mapping
 from typing import Any, Final, cast
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry._logs import LoggerProvider
+from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_route_shadow.chain import ChainError, PayloadTemplate, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext, redact_text
@@ -55,9 +56,11 @@ from otel_route_shadow.instrumentation.config import (
     env_disabled,
     make_checkpointer,
 )
+from otel_route_shadow.instrumentation.conventions import gen_ai_conventions
 from otel_route_shadow.instrumentation.exporter import EXIT_FLUSH_S, RouteShadowChainExporter
+from otel_route_shadow.instrumentation.flag_events import FlagEvents
 from otel_route_shadow.instrumentation.memo import RuntimeMemo
-from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME
+from otel_route_shadow.instrumentation.package import SCOPE_NAME
 from otel_route_shadow.instrumentation.prefetch import SnapshotPrefetch
 from otel_route_shadow.instrumentation.processor import PENDING, RouteShadowSpanProcessor
 from otel_route_shadow.instrumentation.served import Lineage, ServedReports, settle
@@ -74,13 +77,6 @@ from otel_route_shadow.shadow import (
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore, SnapshotLoad, StoreIOError
 from otel_route_shadow.version import __version__
-
-SEAM_SPAN_KIND: Final = SpanKind.CLIENT
-"""The kind of every seam span, per the GenAI conventions (CLIENT for a remote agent or an inference
-call, INTERNAL for an agent running in the host's own process). Decided per seam face: at an agentic
-seam the agent runs in a CLI harness outside the host's process (``invoke_agent``, a remote agent);
-at a one-shot seam the span is a ``chat`` completion call over HTTP. Neither runs in-process, so both
-are CLIENT."""
 
 __all__ = [
     "PREFETCH_MIN_BYTES",
@@ -163,8 +159,11 @@ class SeamObservation:
             return
         if span.is_recording():
             span.set_attributes(self.record.attributes)
-            if self.record.event is not None:
-                span.add_event(attr.FLAG_EVALUATION, self.record.event)
+        if self.record.event is not None:
+            try:
+                self.runtime.flag_events.emit(span, self.record.event)
+            except Exception as exc:  # the host's log pipeline raised
+                self.runtime.contain(exc, "flag-event", span, loud=False, observation=self)
 
     def export(self, span: Span) -> None:
         """Append the chain record while the span is still open, so a failed append can be marked on
@@ -201,11 +200,17 @@ class ShadowRuntime:
     """Configuration, tracer, sinks and error accounting of one instrumentation."""
 
     def __init__(
-        self, config: RouteShadowConfig, tracer_provider: trace.TracerProvider | None = None
+        self,
+        config: RouteShadowConfig,
+        tracer_provider: trace.TracerProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
         self.config = config
         self._tracer_provider = tracer_provider
-        self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=SCHEMA_URL)
+        self.conventions = gen_ai_conventions(config.in_process_seams)
+        schema_url = self.conventions.schema_url
+        self.tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider, schema_url=schema_url)
+        self.flag_events = FlagEvents(config.flag_event, logger_provider, schema_url)
         self.checkpointer = make_checkpointer(config)
         self.exporter = RouteShadowChainExporter(
             config.chain_path, config.durability, config.chain_lock_timeout_ms, checkpointer=self.checkpointer
@@ -479,7 +484,8 @@ class ShadowRuntime:
             name = span_name(seam, clean)
             token = PENDING.set(observation)
             try:
-                span = self.tracer.start_span(name, kind=SEAM_SPAN_KIND, attributes=start_attributes)
+                kind = self.conventions.span_kind(seam, request_face)
+                span = self.tracer.start_span(name, kind=kind, attributes=start_attributes)
             finally:
                 PENDING.reset(token)
         except Exception as exc:

@@ -11,7 +11,8 @@ settled just before, from one of two sources:
    started under it in the host's process (children, their children, ...) and reads each one that
    ends before the seam span does (``served_from_attributes``; a span whose status is ERROR is a
    failed attempt and served nothing). The first that differs from the route chosen decides; if none
-   differs, the last that reported. Only recording spans reach a processor: a span the sampler drops,
+   differs, the last that reported. Each of them, failed or not, is an attempt (in the order the
+   spans started, at most ``ATTEMPTS_MAX``), recorded with what served. Only recording spans reach a processor: a span the sampler drops,
    and what runs under it, is not read. In the call and coroutine cases the run ends before the seam
    span; a seam that only launches the run (returns a handle, starts a thread) ends first, and what
    its run reports afterwards is not read: its served route is ``unknown``, unless its hook knows.
@@ -28,9 +29,23 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.trace import Span, StatusCode
 
-from otel_route_shadow.core import LegacyRoute, ServedRoute, ServedSource, ServedStatus, served_status
+from otel_route_shadow.core import (
+    ATTEMPTS_MAX,
+    Attempt,
+    LegacyRoute,
+    ServedRoute,
+    ServedSource,
+    ServedStatus,
+    served_status,
+)
 from otel_route_shadow.instrumentation.package import SCOPE_NAME
-from otel_route_shadow.shadow import record_template, served_attributes, served_from_attributes, served_route
+from otel_route_shadow.shadow import (
+    attempts_from_attributes,
+    record_template,
+    served_attributes,
+    served_from_attributes,
+    served_route,
+)
 
 if TYPE_CHECKING:
     from otel_route_shadow.instrumentation.runtime import SeamObservation
@@ -49,13 +64,18 @@ itself (docs/benchmarks.md, "Caches, windows and threads")."""
 
 class ServedReports:
     """What the run's spans reported while its seam span was open: the first report that differs from
-    the route chosen, else the last report."""
+    the route chosen, else the last report, and every attempt (by start time)."""
 
-    __slots__ = ("differs", "last")
+    __slots__ = ("attempts", "differs", "last")
 
     def __init__(self) -> None:
         self.differs: ServedRoute | None = None
         self.last: ServedRoute | None = None
+        self.attempts: list[tuple[int, Attempt]] = []
+
+    def attempt(self, start: int, attempt: Attempt) -> None:
+        if len(self.attempts) < ATTEMPTS_MAX:
+            self.attempts.append((start, attempt))
 
     def add(self, served: ServedRoute, legacy: LegacyRoute | None) -> None:
         if self.differs is not None:
@@ -66,7 +86,11 @@ class ServedReports:
             self.last = served
 
     def route(self) -> ServedRoute | None:
-        return self.differs if self.differs is not None else self.last
+        served = self.differs if self.differs is not None else self.last
+        if not self.attempts:
+            return served
+        attempts = tuple(attempt for _, attempt in sorted(self.attempts, key=lambda item: item[0]))
+        return (served or ServedRoute()).model_copy(update={"attempts": attempts})
 
 
 class Lineage:
@@ -104,18 +128,23 @@ class Lineage:
         """A followed span ended: what it says served the run is kept for its seam."""
         context = span.context
         observation = self.spans.get(context.span_id) if context is not None else None
-        if observation is None or span.status.status_code is StatusCode.ERROR:
+        if observation is None:
             return
         scope = span.instrumentation_scope
         if scope is not None and scope.name == SCOPE_NAME:
             return  # a seam span (of a seam nested in this one) says what was chosen, not what served
-        served = served_from_attributes(span.attributes)
-        if served is None:
+        failed = span.status.status_code is StatusCode.ERROR
+        attempts = attempts_from_attributes(span.attributes, failed)
+        if not attempts:
             return
         if observation.reports is None:
             observation.reports = ServedReports()
-        record = observation.record
-        observation.reports.add(served, record.shadow.legacy if record is not None else None)
+        for attempt in attempts:
+            observation.reports.attempt(span.start_time or 0, attempt)
+        served = None if failed else served_from_attributes(span.attributes)
+        if served is not None:
+            record = observation.record
+            observation.reports.add(served, record.shadow.legacy if record is not None else None)
 
     def release(self, observation: SeamObservation) -> None:
         lineage, observation.lineage = observation.lineage, None

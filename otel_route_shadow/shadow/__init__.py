@@ -4,6 +4,7 @@ Nothing here returns a route to a caller: ``record_route_shadow`` returns a reco
 """
 
 from otel_route_shadow.core import (
+    Attempt,
     LegacyRoute,
     LegacyStage,
     ServedRoute,
@@ -34,6 +35,7 @@ from otel_route_shadow.shadow.record import (
 )
 from otel_route_shadow.shadow.served import (
     ServedRouteError,
+    attempts_from_attributes,
     served_attributes,
     served_from_attributes,
     served_from_headers,
@@ -42,6 +44,7 @@ from otel_route_shadow.shadow.served import (
 
 __all__ = [
     "RECORD_KIND",
+    "Attempt",
     "LegacyRoute",
     "LegacyStage",
     "ServedRoute",
@@ -49,6 +52,7 @@ __all__ = [
     "ShadowDecision",
     "ShadowRecord",
     "Spawn",
+    "attempts_from_attributes",
     "attributes",
     "build_legacy_route",
     "checkpoint_attributes",

@@ -56,7 +56,8 @@ def render() -> str:
         "",
         *_table(ATTRIBUTES),
         "",
-        f"The `{FLAG_EVALUATION}` event on every seam span (span only, not in the record):",
+        f"The `{FLAG_EVALUATION}` event of every seam span (a log event in the span's context, or "
+        "a span event: `OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT`; not in the record):",
         "",
         *_table(FLAG_EVENT_ATTRIBUTES),
         "",

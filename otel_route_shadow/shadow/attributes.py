@@ -6,7 +6,7 @@ against real spans), and the collector configuration test and the chain exporter
 a dotted prefix of another (some backends, Phoenix among them, cannot filter on either key of such a
 pair). ``CONVENTION_ATTRIBUTES`` are the OpenTelemetry (GenAI) convention attributes a seam span
 carries besides its own ``route_shadow.*`` ones, and ``FLAG_EVENT_ATTRIBUTES`` those of the
-``feature_flag.evaluation`` event each seam span carries (OpenTelemetry's feature-flag conventions).
+``feature_flag.evaluation`` event of each seam span (OpenTelemetry's feature-flag conventions).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ __all__ = [
     "ACCOUNTS_OMITTED",
     "ACCOUNTS_RECORDED",
     "AGREED",
+    "ATTEMPTS_RECORDED",
     "ATTRIBUTES",
     "CLAIM_MISMATCH",
     "CONTEXT",
@@ -36,6 +37,7 @@ __all__ = [
     "FLAG_PROVIDER_NAME",
     "FLAG_REASON",
     "FLAG_SET_ID",
+    "FLAG_VALUE",
     "FLAG_VARIANT",
     "FLAG_VERSION",
     "FORBID_DIRECT_BYPASS",
@@ -68,11 +70,14 @@ __all__ = [
     "ROLE",
     "RUNG",
     "SEAM",
+    "SERVED_ATTEMPTS",
+    "SERVED_ATTEMPTS_OMITTED",
     "SERVED_KEYS",
     "SERVED_MODEL",
     "SERVED_PROVIDER",
     "SERVED_SOURCE",
     "SERVED_STATUS",
+    "SERVED_WHY",
     "SNAPSHOT_HASH",
     "SNAPSHOT_REVISION",
     "SNAPSHOT_STATE",
@@ -124,8 +129,15 @@ SERVED_STATUS: Final = "route_shadow.served.status"
 SERVED_PROVIDER: Final = "route_shadow.served.provider"
 SERVED_MODEL: Final = "route_shadow.served.model"
 SERVED_SOURCE: Final = "route_shadow.served.source"
-SERVED_KEYS: Final = (SERVED_STATUS, SERVED_PROVIDER, SERVED_MODEL, SERVED_SOURCE)
-"""The served-route attributes, in this order (what a report reads of them)."""
+SERVED_WHY: Final = "route_shadow.served.why"
+SERVED_KEYS: Final = (SERVED_STATUS, SERVED_PROVIDER, SERVED_MODEL, SERVED_SOURCE, SERVED_WHY)
+"""The served-route attributes a report counts by, in this order."""
+SERVED_ATTEMPTS: Final = "route_shadow.served.attempts"
+SERVED_ATTEMPTS_OMITTED: Final = "route_shadow.served.omitted_attempts"
+"""Not ``route_shadow.served.attempts_omitted``: ``route_shadow.served.attempts`` would be a prefix of it."""
+ATTEMPTS_RECORDED: Final = 8
+"""At most this many attempts are recorded (``route_shadow.served.attempts``): the first ones and the
+last (the one that served)."""
 ACCOUNTS: Final = "route_shadow.verdicts.accounts"
 ACCOUNTS_OMITTED: Final = "route_shadow.verdicts.omitted"
 
@@ -147,6 +159,7 @@ FLAG_EVALUATION: Final = "feature_flag.evaluation"
 """The event's name (OpenTelemetry semantic conventions, feature flags: release candidate)."""
 FLAG_KEY: Final = "feature_flag.key"
 FLAG_VARIANT: Final = "feature_flag.result.variant"
+FLAG_VALUE: Final = "feature_flag.result.value"
 FLAG_REASON: Final = "feature_flag.result.reason"
 FLAG_PROVIDER: Final = "feature_flag.provider.name"
 FLAG_SET_ID: Final = "feature_flag.set.id"
@@ -220,7 +233,7 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
         "string",
         "Finding codes, comma-separated and sorted: requirement-defied (the route that ran does not "
         "satisfy the spawn's literal model family), served-differs (another route than the one chosen "
-        "served the spawn). Never suppressed; agreed is then false.",
+        "served the spawn after a fallback). Never suppressed; agreed is then false.",
     ),
     AttributeSpec(
         SERVED_STATUS,
@@ -236,6 +249,21 @@ ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
         "Where that report came from: response-hook (the seam's hook) or descendant-span (a span of "
         "the run, in process).",
     ),
+    AttributeSpec(
+        SERVED_WHY,
+        "string",
+        "Why the served route differs (with differs only): fallback (after a failed attempt, or a "
+        "gateway said so: the only disagreement), alias, load-balance (the gateway's model group is "
+        "the model asked for) or unknown.",
+    ),
+    AttributeSpec(
+        SERVED_ATTEMPTS,
+        "string",
+        f"The attempts the gateway or client made, in order, as canonical JSON: a list of at most "
+        f"{ATTEMPTS_RECORDED} {{provider, model, error_type}} objects (each field when known), the last "
+        "being the one that served.",
+    ),
+    AttributeSpec(SERVED_ATTEMPTS_OMITTED, "int", "How many attempts were left out of that list."),
     AttributeSpec(
         CLAIM_MISMATCH,
         "string",
@@ -300,6 +328,12 @@ FLAG_EVENT_ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
         "string",
         "The managed decision: provider/model (provider alone without a model) when selected, else "
         "the outcome (held, rejected).",
+    ),
+    AttributeSpec(
+        FLAG_VALUE,
+        "string",
+        "The evaluated value: the route the decision names, the same string as the variant (the "
+        "decision's value is a route, and a route is its own name).",
     ),
     AttributeSpec(FLAG_REASON, "string", "The decision's reason code, mapped (table below)."),
     AttributeSpec(FLAG_PROVIDER, "string", f"`{FLAG_PROVIDER_NAME}`."),

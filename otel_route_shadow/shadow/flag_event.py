@@ -4,8 +4,9 @@ OpenTelemetry's feature-flag conventions (release candidate), which backends alr
 No convention exists for a routing decision; the feature-flag evaluation is the closest standard
 shape. The route slot is the flag, the managed decision its variant, the policy snapshot its flag set
 and version. The event is built from a record's span attributes (already sanitized), once per
-decision record, and added to the seam span when the span starts; the chain record does not repeat
-it (its attributes carry the same facts).
+decision record, and emitted when the seam span starts (as a log event in the span's context, or on
+the span: ``instrumentation/flag_events.py``); the chain record does not repeat it (its attributes
+carry the same facts).
 """
 
 from __future__ import annotations
@@ -108,9 +109,11 @@ def _variant(attributes: Mapping[str, Any]) -> str:
 def flag_evaluation(attributes: Mapping[str, Any]) -> dict[str, str]:
     """The event's attributes for a decision record's span attributes."""
     reason, error_type = flag_reason(attributes.get(attr.REASON))
+    variant = _variant(attributes)
     event = {
         attr.FLAG_KEY: flag_key(attributes),
-        attr.FLAG_VARIANT: _variant(attributes),
+        attr.FLAG_VARIANT: variant,
+        attr.FLAG_VALUE: variant,
         attr.FLAG_REASON: reason,
         attr.FLAG_PROVIDER: attr.FLAG_PROVIDER_NAME,
     }

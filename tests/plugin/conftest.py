@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -30,9 +32,14 @@ class Harness:
     instrumentor: RouteShadowInstrumentor
     chain: Path
     store: Path
+    log_exporter: InMemoryLogRecordExporter
 
     def spans(self) -> list[Any]:
         return list(self.exporter.get_finished_spans())
+
+    def logs(self) -> list[Any]:
+        """The log records emitted through the harness's logger provider (``ReadableLogRecord``)."""
+        return list(self.log_exporter.get_finished_logs())
 
     def records(self) -> list[dict[str, Any]]:
         if not self.chain.exists():
@@ -44,16 +51,22 @@ def make_harness(tmp_path: Path, sampler: Sampler | None = None, **instrument_kw
     provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    log_exporter = InMemoryLogRecordExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
     instrumentor = RouteShadowInstrumentor()
     kwargs: dict[str, Any] = {
         "tracer_provider": provider,
+        "logger_provider": logger_provider,
         "seams": DEMO_SEAMS,
         "chain_path": tmp_path / "chain" / "chain.jsonl",
         "store": tmp_path / "store",
     }
     kwargs.update(instrument_kwargs)
     instrumentor.instrument(**kwargs)
-    return Harness(provider, exporter, instrumentor, Path(kwargs["chain_path"]), Path(kwargs["store"]))
+    return Harness(
+        provider, exporter, instrumentor, Path(kwargs["chain_path"]), Path(kwargs["store"]), log_exporter
+    )
 
 
 @pytest.fixture

@@ -25,6 +25,8 @@ NOT_IN_THE_SWEEP = {
     attr.TIED_POLICIES: "a conflicting set cannot be saved to a store; "
     "tests/plugin/test_plugin_scenarios.py::test_tied_policies_are_recorded_when_a_conflict_reaches_the_resolver",
     attr.ERROR_TYPE: "a contained shadow-path error; tests/plugin/test_plugin_inertness.py",
+    attr.SERVED_ATTEMPTS_OMITTED: "more attempts than are recorded; "
+    "tests/plugin/test_plugin_attempts.py::test_attempts_beyond_the_recorded_ones_are_counted_not_lost",
 }
 _PY_TYPES: dict[str, type] = {"string": str, "int": int, "bool": bool}
 
@@ -56,10 +58,10 @@ def test_the_generator_refuses_a_page_without_markers_in_one_line(
     assert page.read_text(encoding="utf-8") == "# no markers\n"
 
 
-def _sweep(tmp_path: Path) -> list[ReadableSpan]:
+def _sweep(tmp_path: Path, **instrument_kwargs: Any) -> list[ReadableSpan]:
     """Spans of every kind of spawn the demo and a host produce: the demo's schedule over its own
     policies (failover included), many accounts, a conversation id, a host exception."""
-    h = make_harness(tmp_path, seams=factory.seam_specs())
+    h = make_harness(tmp_path, seams=factory.seam_specs(), **instrument_kwargs)
     try:
         RoutingPolicyStore(h.store).save(list(default_policy_file().policies))
         for job in factory.plan_jobs(40, factory.FactorySettings()):
@@ -99,9 +101,11 @@ def test_every_attribute_a_span_carries_is_defined_with_its_type(tmp_path: Path)
 
 
 def test_every_seam_span_carries_one_flag_evaluation_event_of_defined_attributes(tmp_path: Path) -> None:
+    """With ``flag_event="span"`` (the setting for backends that take no logs); the log event carries
+    the same attributes (tests/plugin/test_plugin_flag_log.py)."""
     event_keys = {spec.key: spec for spec in attr.FLAG_EVENT_ATTRIBUTES}
     seen: set[str] = set()
-    for span in _sweep(tmp_path):
+    for span in _sweep(tmp_path, flag_event="span"):
         (event,) = span.events
         assert event.name == attr.FLAG_EVALUATION
         for key, value in (event.attributes or {}).items():

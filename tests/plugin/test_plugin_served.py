@@ -59,12 +59,14 @@ def _seam(hook: Any = None, face: str = "agentic") -> Any:
     return seam
 
 
-def test_a_hook_that_reports_another_route_is_served_differs_never_agreement(harness: Harness) -> None:
+def test_a_hook_that_reports_a_fallback_to_another_route_is_served_differs_never_agreement(
+    harness: Harness,
+) -> None:
     calls: list[tuple[Any, ...]] = []
 
     def hook(call: SeamCall, result: Any, error: BaseException | None) -> ServedRoute:
         calls.append((call.seam, result, error))
-        return GLM
+        return GLM.model_copy(update={"fallback": True})
 
     assert _seam(hook)() is HOST_RESULT
     assert calls == [("seam", HOST_RESULT, None)]
@@ -77,12 +79,27 @@ def test_a_hook_that_reports_another_route_is_served_differs_never_agreement(har
             attr.SERVED_PROVIDER: "zai",
             attr.SERVED_MODEL: "glm-5.1",
             attr.SERVED_SOURCE: "response-hook",
+            attr.SERVED_WHY: "fallback",
             attr.AGREED: False,  # the decision agreed; the route that served did not
             attr.DIVERGENCE: "served-differs",
             attr.FINDING: "served-differs",
             attr.GEN_AI_RESPONSE_MODEL: "glm-5.1",
         }
     )
+
+
+def test_another_route_served_for_no_known_reason_differs_but_is_not_a_disagreement(harness: Harness) -> None:
+    _seam(lambda call, result, error: GLM)()
+    span, record = _one(harness)
+    assert span == record
+    assert (record[attr.SERVED_STATUS], record[attr.SERVED_WHY], record[attr.AGREED]) == (
+        "differs",
+        "unknown",
+        True,
+    )
+    assert attr.FINDING not in record and attr.DIVERGENCE not in record
+    report = build_report(harness.chain)
+    assert report.served == {"differs": 1} and report.total.agreed == 1 and report.findings == {}
 
 
 def test_a_hook_that_reports_the_chosen_route_is_same_and_keeps_agreement(harness: Harness) -> None:
@@ -100,7 +117,9 @@ def test_served_differs_joins_an_earlier_finding_and_keeps_the_first_divergence(
     with shadow_spawn(
         defied,
         seam="defied",
-        response_hook=lambda call, result, error: ServedRoute(provider="anthropic", model="claude-opus-4-5"),
+        response_hook=lambda call, result, error: ServedRoute(
+            provider="anthropic", model="claude-opus-4-5", fallback=True
+        ),
     ):
         pass
     _, record = _one(harness)
@@ -336,8 +355,11 @@ def test_a_hook_returning_anything_never_breaks_the_host(tmp_path: Path, answer:
     valid = answer is None or isinstance(answer, ServedRoute)
     if raises or not (valid or isinstance(answer, dict)):
         assert record[attr.SERVED_STATUS] == "unknown" and attr.ERROR_TYPE in record
-    if record[attr.SERVED_STATUS] == "differs":
+    assert (attr.SERVED_WHY in record) == (record[attr.SERVED_STATUS] == "differs")
+    if record.get(attr.SERVED_WHY) == "fallback":  # only a fallback disagrees
         assert record[attr.AGREED] is False and "served-differs" in record[attr.FINDING]
+    else:
+        assert "served-differs" not in str(record.get(attr.FINDING))
 
 
 # -- configuration -----------------------------------------------------------------------------------
