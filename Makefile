@@ -110,12 +110,16 @@ e2e: $(VENV)/.installed $(STACK_VENV)/.installed
 # cosignatures, policies and receipts with filippo.io/torchwood v0.9.0 (tests/test_witness_interop.py), and
 # read a live `serve` with torchwood's Client and x/mod's TileHashReader over HTTP (tests/test_serve_interop.py):
 # the Client of v0.9.0 (tests/interop) and of v0.6.1, the release litewitness is built from
-# (tests/interop/torchwood-v0.6.1, a module of its own: one module holds one version).
+# (tests/interop/torchwood-v0.6.1, a module of its own: one module holds one version). ML-DSA-44 cosignatures
+# are checked with torchwood v0.10.0 (tests/interop/torchwood-v0.10.0), which needs Go 1.27: for that module
+# only, the go command takes go$(GO_1_27) from the Go module proxy (tests/go_interop.py sets the same).
+GO_1_27 := 1.27.3
 go-interop-deps:
 	if command -v go >/dev/null; then \
 		for module in tests/interop tests/interop/torchwood-v0.6.1; do \
 			(cd $$module && GOFLAGS=-mod=mod go mod download) || exit 1; \
 		done; \
+		(cd tests/interop/torchwood-v0.10.0 && GOTOOLCHAIN=go$(GO_1_27) GOFLAGS=-mod=mod go mod download) || exit 1; \
 	fi
 
 test: $(VENV)/.installed $(STACK_VENV)/.installed lint typecheck go-interop-deps

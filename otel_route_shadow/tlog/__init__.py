@@ -50,6 +50,7 @@ from otel_route_shadow.tlog.consistency import (
 )
 from otel_route_shadow.tlog.cosignature import (
     DEFAULT_SKEW_S,
+    CosignatureAlgorithm,
     CosignatureError,
     CosignatureFault,
     Cosignatures,
@@ -192,6 +193,7 @@ __all__ = [
     "ConsistencyProofDoc",
     "ConsistencyReason",
     "ConsistencyReport",
+    "CosignatureAlgorithm",
     "CosignatureError",
     "CosignatureFault",
     "CosignatureVerifier",
