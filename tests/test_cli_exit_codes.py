@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator

@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
-from otel_route_shadow.files import write_atomic
 from otel_route_shadow.core import mechanism_class
 from otel_route_shadow.demo import factory
+from otel_route_shadow.files import write_atomic
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
