@@ -3,6 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STACK_VENV := .venv-stack
+OLDEST_VENV := .venv-oldest
 DEMO_OUT ?= .demo
 
 .PHONY: demo test go-interop-deps lint typecheck unit e2e bench bench-quick stack stack-status stack-down stack-install clean collector witness chromium
@@ -12,7 +13,15 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,newest]'
+	touch $@
+
+# The oldest OpenTelemetry SDK (and cryptography) the package claims, pinned by pyproject's `oldest` extra:
+# `make test` runs the tests that touch the SDK (marker `sdk`, set by tests/conftest.py) here too.
+$(OLDEST_VENV)/.installed: pyproject.toml
+	test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST_VENV)/bin/python -m pip install --quiet -e '.[test,oldest]'
 	touch $@
 
 # The collector (rotel) and the backend (Arize Phoenix) live in their own environment: Phoenix pins
@@ -110,16 +119,23 @@ e2e: $(VENV)/.installed $(STACK_VENV)/.installed
 # cosignatures, policies and receipts with filippo.io/torchwood v0.9.0 (tests/test_witness_interop.py), and
 # read a live `serve` with torchwood's Client and x/mod's TileHashReader over HTTP (tests/test_serve_interop.py):
 # the Client of v0.9.0 (tests/interop) and of v0.6.1, the release litewitness is built from
-# (tests/interop/torchwood-v0.6.1, a module of its own: one module holds one version).
+# (tests/interop/torchwood-v0.6.1, a module of its own: one module holds one version). ML-DSA-44 cosignatures
+# are checked with torchwood v0.10.0 (tests/interop/torchwood-v0.10.0), which needs Go 1.27: for that module
+# only, the go command takes go$(GO_1_27) from the Go module proxy (tests/go_interop.py sets the same).
+GO_1_27 := 1.27.3
 go-interop-deps:
 	if command -v go >/dev/null; then \
 		for module in tests/interop tests/interop/torchwood-v0.6.1; do \
 			(cd $$module && GOFLAGS=-mod=mod go mod download) || exit 1; \
 		done; \
+		(cd tests/interop/torchwood-v0.10.0 && GOTOOLCHAIN=go$(GO_1_27) GOFLAGS=-mod=mod go mod download) || exit 1; \
 	fi
 
-test: $(VENV)/.installed $(STACK_VENV)/.installed lint typecheck go-interop-deps
+# The whole suite on the newest SDK pyproject states, then the tests marked `sdk` (end-to-end ones aside) on the
+# oldest (about a seventh of the suite: `pytest --collect-only -m "sdk and not e2e"` counts them).
+test: $(VENV)/.installed $(STACK_VENV)/.installed $(OLDEST_VENV)/.installed lint typecheck go-interop-deps
 	ROUTE_SHADOW_STACK_VENV=$(abspath $(STACK_VENV)) $(BIN)/python -m pytest -q
+	$(OLDEST_VENV)/bin/python -m pytest -q -m "sdk and not e2e"
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m benchmarks
@@ -140,4 +156,4 @@ stack-down:
 	test ! -x $(STACK_VENV)/bin/python || $(STACK_VENV)/bin/python collector-config/stack.py down
 
 clean:
-	rm -rf $(VENV) $(STACK_VENV) $(DEMO_OUT) $(OTELCOL_DIR) $(WITNESS_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) $(STACK_VENV) $(DEMO_OUT) $(OTELCOL_DIR) $(WITNESS_DIR) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

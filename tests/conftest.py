@@ -7,8 +7,12 @@ many more examples locally.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -20,3 +24,26 @@ settings.register_profile(
 )
 settings.register_profile("thorough", deadline=None, max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# The tests that touch the OpenTelemetry SDK, marked ``sdk``: every test of tests/plugin/, and of a test module
+# that imports opentelemetry or the package's OpenTelemetry folders (instrumentation, demo). `make test` runs
+# the whole suite against the newest SDK pyproject.toml states, then these again against the oldest.
+_SDK_IMPORT = re.compile(
+    r"^\s*(?:from|import)\s+(?:opentelemetry|otel_route_shadow\.(?:instrumentation|demo))\b", re.MULTILINE
+)
+_TESTS = Path(__file__).parent
+
+
+@functools.cache
+def touches_sdk(path: Path) -> bool:
+    """Whether the test module at ``path`` touches the OpenTelemetry SDK (see above)."""
+    if path.is_relative_to(_TESTS / "plugin"):
+        return True
+    return bool(_SDK_IMPORT.search(path.read_text(encoding="utf-8")))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if touches_sdk(item.path):
+            item.add_marker(pytest.mark.sdk)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import shutil
 import signal
 import subprocess
 import sys
@@ -252,10 +253,10 @@ def _corrupt_revision(c: Ctx) -> list[str]:
 
 
 def _demo_broken(c: Ctx) -> list[str]:
-    out = c.tmp / "demo"
-    out.mkdir()
-    chain = _chain(out)
-    _broken(chain)  # the demo appends to a chain that no longer verifies
+    out = Path(_demo_chain(c.tmp)).parent  # a demo folder, with the demo's signing key
+    shutil.rmtree(out / "chain.jsonl.tlog")
+    (out / "chain.jsonl").unlink()
+    _broken(_chain(out))  # the demo appends to a chain that no longer verifies
     return ["demo", "--spawns", "2", "--quiet", "--out", str(out)]
 
 

@@ -1,4 +1,4 @@
-"""C2SP tlog-cosignature v1.0.1: key ids, verifier keys, the signed message, and verifying a note's
+"""C2SP tlog-cosignature (v1.1.0-rc.1), Ed25519: key ids, verifier keys, the signed message, and verifying a note's
 cosignature lines (exactly, per rule; garbage never raises anything but CosignatureError)."""
 
 from __future__ import annotations

@@ -405,7 +405,7 @@ def test_report_with_a_policy_verifies_the_cosigners(
         ("log nonsense\nquorum none\n", "line 1: the log key"),
         ("witness w {w1} ftp://example.org/\nquorum w\n", "witness w: the URL is not http:// or https://"),
         ("witness w {w1} https://user:secret@example.org/\nquorum w\n", "holds user information"),
-        ("witness w {log_key}\nquorum w\n", "not a cosignature/v1 key (type 0x04)"),
+        ("witness w {log_key}\nquorum w\n", "not a cosignature key (type 0x04 Ed25519 or 0x06 ML-DSA-44)"),
         ("witness w {w1}\n", "no quorum line"),
         ("log {log_key}\nquorum none\n\x00", "control character"),
     ],

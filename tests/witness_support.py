@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA44PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_ssh_public_key
 
 from otel_route_shadow.chain import RoutingAuditLog
@@ -47,6 +48,7 @@ from otel_route_shadow.logstore import (
 )
 from otel_route_shadow.tlog import (
     AuthenticationError,
+    CosignatureAlgorithm,
     CosignatureVerifier,
     ProofError,
     Signer,
@@ -54,9 +56,10 @@ from otel_route_shadow.tlog import (
     Verifier,
     authenticate,
     consistency_proof,
+    parse_checkpoint,
     verify_consistency,
 )
-from otel_route_shadow.tlog.cosignature import cosignature_message
+from otel_route_shadow.tlog.cosignature import cosignature_message, subtree_message
 
 REPO = Path(__file__).resolve().parent.parent
 LITEWITNESS_ENV = "ROUTE_SHADOW_LITEWITNESS"
@@ -269,16 +272,46 @@ def _new_witness(directory: Path, agent_socket: str, name: str) -> Litewitness:
 
 
 class Cosigner:
-    """Makes ``cosignature/v1`` lines as a witness would (tests only: the log never cosigns)."""
+    """Makes cosignature lines as a witness would (tests only: the log never cosigns): ``cosignature/v1``
+    with an Ed25519 key, ``subtree/v1`` with an ML-DSA-44 key."""
 
-    def __init__(self, name: str, key: Ed25519PrivateKey | None = None) -> None:
+    def __init__(self, name: str, key: Ed25519PrivateKey | MLDSA44PrivateKey | None = None) -> None:
         self._key = key or Ed25519PrivateKey.generate()
-        public = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-        self.verifier = CosignatureVerifier.from_public_key(name, public)
+        if isinstance(self._key, MLDSA44PrivateKey):
+            public, algorithm = self._key.public_key().public_bytes_raw(), CosignatureAlgorithm.ML_DSA_44
+        else:
+            public = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+            algorithm = CosignatureAlgorithm.ED25519
+        self.verifier = CosignatureVerifier.from_public_key(name, public, algorithm)
 
     def line(self, text: str, timestamp: int, *, key_id: int | None = None, name: str | None = None) -> str:
         """The signature line on the note text ``text`` at ``timestamp``."""
-        signature = self._key.sign(cosignature_message(timestamp, text))
+        if isinstance(self._key, MLDSA44PrivateKey):
+            checkpoint = parse_checkpoint(text)
+            return self.subtree_line(
+                checkpoint.origin, 0, checkpoint.size, checkpoint.root, timestamp, key_id=key_id, name=name
+            )
+        return self._line(self._key.sign(cosignature_message(timestamp, text)), timestamp, key_id, name)
+
+    def subtree_line(
+        self,
+        origin: str,
+        start: int,
+        end: int,
+        root: bytes,
+        timestamp: int = 0,
+        *,
+        key_id: int | None = None,
+        name: str | None = None,
+        signed_name: str | None = None,
+    ) -> str:
+        """An ML-DSA-44 signature line on the range ``[start, end)`` of ``origin`` (``signed_name``: the
+        cosigner name the message carries, when it is not the key's)."""
+        assert isinstance(self._key, MLDSA44PrivateKey)
+        message = subtree_message(signed_name or self.verifier.name, timestamp, origin, start, end, root)
+        return self._line(self._key.sign(message), timestamp, key_id, name)
+
+    def _line(self, signature: bytes, timestamp: int, key_id: int | None, name: str | None) -> str:
         blob = (key_id if key_id is not None else self.verifier.key_id).to_bytes(4, "big")
         blob += timestamp.to_bytes(8, "big") + signature
         return f"\u2014 {name or self.verifier.name} {base64.b64encode(blob).decode('ascii')}\n"

@@ -203,7 +203,10 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         "demo": {
             EXIT_OK: "the demo ran and its chain verifies",
             EXIT_FINDING: "the demo's chain does not verify",
-            EXIT_USAGE: f"{_POLICY_FILE}, a corrupt store, an output folder that cannot be written",
+            EXIT_USAGE: (
+                f"{_POLICY_FILE}, a corrupt store, an output folder that cannot be written or that holds a "
+                "chain without the demo's signing key"
+            ),
         },
     }
 )

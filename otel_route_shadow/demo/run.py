@@ -1,7 +1,10 @@
 """The main job: run the demo factory under the real instrumentation, then verify and summarise.
 
 Everything is local and embedded by default (policy store and chain in one folder, spans to the
-console); with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set the spans go over OTLP/HTTP instead.
+console); with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set the spans go over OTLP/HTTP instead. The chain's
+checkpoints are signed with the demo log's key, generated in that folder on the first run (``log.key``,
+mode 0600) and reused after; its public verifier key goes to ``log.vkey`` and the summary names the
+``verify`` command an auditor runs with it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
 from otel_route_shadow.core import mechanism_class
 from otel_route_shadow.demo import factory
+from otel_route_shadow.files import write_atomic
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor
+from otel_route_shadow.logstore import generate_key_file, read_signer_file
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyFile, RoutingPolicyStore, parse_policy_document, read_policy_file
@@ -30,6 +35,8 @@ __all__ = ["DEFAULT_PROJECT", "DemoSummary", "default_policy_file", "run_demo"]
 
 DEFAULT_PROJECT = "route-shadow-demo"
 """Phoenix groups spans by the resource attribute ``openinference.project.name``."""
+DEMO_ORIGIN = "localhost/route-shadow/demo"
+"""The demo log's origin, its signing key's name."""
 
 
 def default_policy_file() -> PolicyFile:
@@ -61,6 +68,8 @@ class DemoSummary:
     snapshot_hash: str = ""
     chain_path: str = ""
     contained_errors: int = 0
+    verifier_key: str = ""
+    verify_command: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +96,7 @@ class DemoSummary:
             },
             "snapshot": {"revision": self.snapshot_revision, "hash": self.snapshot_hash},
             "contained_errors": self.contained_errors,
+            "auditor": {"verifier_key": self.verifier_key, "verify": self.verify_command},
         }
 
 
@@ -157,6 +167,8 @@ def run_demo(
     store_dir, chain_path = out_dir / "store", out_dir / "chain.jsonl"
     summary = DemoSummary(spawns=spawns, chain_path=str(chain_path))
     summary.snapshot_revision, summary.snapshot_hash = _prepare_store(store_dir, policies)
+    key_path, vkey_path, summary.verifier_key = _demo_log_key(out_dir)
+    summary.verify_command = f"otel-route-shadow verify {chain_path} --key {vkey_path}"
     audit = RoutingAuditLog(chain_path)
     head = audit.head()
     after_seq = head.seq if head is not None else -1
@@ -174,6 +186,7 @@ def run_demo(
         seams=factory.seam_specs(),
         store=store_dir,
         chain_path=chain_path,
+        signing_key=key_path,
         settings=settings,
     )
     try:
@@ -193,6 +206,26 @@ def run_demo(
         summary.chain_problem = f"{result.reason} at seq {result.first_bad_seq}"
     _summarise(chain_path, after_seq, summary)
     return summary
+
+
+def _demo_log_key(out_dir: Path) -> tuple[Path, Path, str]:
+    """The demo log's signing key file in ``out_dir`` (generated when absent), the file holding its
+    verifier key (rewritten on every run), and that verifier key. A chain already there without the key
+    was checkpointed unsigned by an earlier version: refused (ValueError), since its auditor's check
+    would fail on those checkpoints."""
+    key_path, vkey_path = out_dir / "log.key", out_dir / "log.vkey"
+    if key_path.exists():
+        signer = read_signer_file(str(key_path))
+    elif (out_dir / "chain.jsonl").exists():
+        raise ValueError(
+            f"{out_dir}: holds a demo chain checkpointed without the demo's signing key (an earlier "
+            "version made it): remove the folder (`make clean`) or pass another --out"
+        )
+    else:
+        signer = generate_key_file(DEMO_ORIGIN, str(key_path))
+    verifier_key = str(signer.verifier())
+    write_atomic(vkey_path, (verifier_key + "\n").encode("ascii"))
+    return key_path, vkey_path, verifier_key
 
 
 def format_summary(summary: DemoSummary) -> str:
@@ -228,6 +261,8 @@ def format_summary(summary: DemoSummary) -> str:
         f"  chain              {summary.chain_path}: {verdict}, {summary.chain_records} records, "
         f"head {summary.chain_head}"
     )
+    lines.append(f"  log key            {summary.verifier_key} (checkpoints are signed with it)")
+    lines.append(f"  auditor's check    {summary.verify_command}")
     if summary.claim_mismatches:
         lines.append(f"  claim mismatches   {summary.claim_mismatches} (recorded with the derived values)")
     if summary.contained_errors:

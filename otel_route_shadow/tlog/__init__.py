@@ -23,6 +23,7 @@ from otel_route_shadow.tlog.authentication import (
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
 from otel_route_shadow.tlog.cosignature import (
     DEFAULT_SKEW_S,
+    CosignatureAlgorithm,
     CosignatureError,
     CosignatureVerifier,
     add_cosignatures,
@@ -90,6 +91,7 @@ __all__ = [
     "CheckpointError",
     "CompactRange",
     "ConsistencyProofDoc",
+    "CosignatureAlgorithm",
     "CosignatureError",
     "CosignatureVerifier",
     "InclusionProofDoc",

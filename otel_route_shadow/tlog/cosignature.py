@@ -1,19 +1,28 @@
-"""C2SP ``tlog-cosignature`` v1.0.1: a witness's timestamped Ed25519 cosignature on a checkpoint.
+"""C2SP ``tlog-cosignature`` v1.1.0-rc.1: a witness's timestamped Ed25519 or ML-DSA-44 cosignature on a
+checkpoint.
 
 A cosignature is a signed-note signature line added to the checkpoint note::
 
     — <witness name> <base64(key id || timestamp || signature)>
 
-The rules, one function each:
+Two algorithms (:class:`CosignatureAlgorithm`), told apart by the type byte of the witness's key:
+``0x04`` Ed25519 (``cosignature/v1``) and ``0x06`` ML-DSA-44 (FIPS 204, ``subtree/v1``). The rules, one
+function each:
 
-* the key id is the first 4 bytes (big-endian) of ``SHA-256(name || 0x0A || 0x04 || public key)``
+* the key id is the first 4 bytes (big-endian) of ``SHA-256(name || 0x0A || type || public key)``
   (:func:`cosignature_key_id`);
-* the witness's verifier key is ``<name>+<8 hex digits of key id>+<base64(0x04 || 32-byte public key)>``
-  (:meth:`CosignatureVerifier.parse`, ``str()``);
-* the signature is 72 bytes: an 8-byte big-endian POSIX timestamp, then a 64-byte Ed25519 signature
-  (:func:`split_timestamped_signature`); the timestamp does not exceed ``2**63 - 1``;
-* the signed message is ``cosignature/v1\\ntime <timestamp>\\n`` followed by the whole note text
-  (the checkpoint body with its final newline, no signature line) (:func:`cosignature_message`);
+* the witness's verifier key is ``<name>+<8 hex digits of key id>+<base64(type || public key)>``, the
+  public key 32 bytes (Ed25519) or 1,312 bytes (ML-DSA-44) (:meth:`CosignatureVerifier.parse`, ``str()``);
+* the signature is an 8-byte big-endian POSIX timestamp, then a 64-byte Ed25519 or 2,420-byte ML-DSA-44
+  signature (:func:`split_timestamped_signature`); the timestamp does not exceed ``2**63 - 1``;
+* Ed25519 signs ``cosignature/v1\\ntime <timestamp>\\n`` followed by the whole note text (the checkpoint
+  body with its final newline, no signature line) (:func:`cosignature_message`);
+* ML-DSA-44 signs (pure ML-DSA, empty context) the ``cosigned_message`` structure: the label
+  ``subtree/v1\\n\\0``, the cosigner's name (1 to 255 bytes, length-prefixed), the timestamp, the log's
+  origin (1 to 255 bytes, length-prefixed), the range ``[start, end)`` and its 32-byte root hash
+  (:func:`subtree_message`); a checkpoint is the range ``[0, size)``. The message does not cover
+  extension lines, so a cosignature on a note whose text is not exactly a three-line checkpoint does not
+  verify (as torchwood's verifier decides);
 * a verifier is given the witnesses' keys; a signature line whose key name and key id match a given
   key is verified, and one that does not verify rejects the whole note (signed-note: "clients SHOULD
   reject the whole note"); lines by any other key are ignored and never counted; a cosignature whose
@@ -38,13 +47,17 @@ from collections.abc import Iterable, Sequence
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA44PublicKey
 
+from otel_route_shadow.tlog.checkpoint import CheckpointError, parse_checkpoint
+from otel_route_shadow.tlog.merkle import HASH_SIZE
 from otel_route_shadow.tlog.note import NoteError, NoteSignature, parse_note
 
 __all__ = [
     "ALG_COSIGNATURE_V1",
     "DEFAULT_SKEW_S",
     "MAX_TIMESTAMP",
+    "CosignatureAlgorithm",
     "CosignatureError",
     "CosignatureFault",
     "CosignatureVerifier",
@@ -55,18 +68,34 @@ __all__ = [
     "cosignature_key_id",
     "cosignature_message",
     "split_timestamped_signature",
+    "subtree_message",
     "verify_cosignatures",
 ]
 
-ALG_COSIGNATURE_V1 = 4
+
+class CosignatureAlgorithm(enum.IntEnum):
+    """A cosignature's algorithm: its value is the type byte in key ids and verifier keys."""
+
+    ED25519 = 4
+    ML_DSA_44 = 6
+
+    @property
+    def public_key_size(self) -> int:
+        return 32 if self is CosignatureAlgorithm.ED25519 else 1312
+
+    @property
+    def signature_size(self) -> int:
+        return 64 if self is CosignatureAlgorithm.ED25519 else 2420
+
+
+ALG_COSIGNATURE_V1 = CosignatureAlgorithm.ED25519.value
 """The signature type byte of ``cosignature/v1`` (Ed25519) in key ids and verifier keys."""
 MAX_TIMESTAMP = 2**63 - 1
 DEFAULT_SKEW_S = 300
 """How far in the future (seconds) a cosignature's timestamp may lie and still count: clocks differ."""
 
-_PUBLIC_KEY_SIZE = 32
-_SIGNATURE_SIZE = 64
-_TIMESTAMPED_SIZE = 8 + _SIGNATURE_SIZE
+_SUBTREE_LABEL = b"subtree/v1\n\0"
+_MAX_SHORT_FIELD = 255
 _HEX8 = re.compile(r"[0-9a-f]{8}")
 _MAX_VKEY = 4096
 
@@ -93,9 +122,11 @@ class CosignatureError(ValueError):
         self.witness = witness
 
 
-def cosignature_key_id(name: str, public_key: bytes) -> int:
-    """``SHA-256(name || 0x0A || 0x04 || public key)[:4]`` as a big-endian 32-bit number."""
-    material = name.encode("utf-8") + b"\n" + bytes([ALG_COSIGNATURE_V1]) + public_key
+def cosignature_key_id(
+    name: str, public_key: bytes, algorithm: CosignatureAlgorithm = CosignatureAlgorithm.ED25519
+) -> int:
+    """``SHA-256(name || 0x0A || type || public key)[:4]`` as a big-endian 32-bit number."""
+    material = name.encode("utf-8") + b"\n" + bytes([algorithm]) + public_key
     return int.from_bytes(hashlib.sha256(material).digest()[:4], "big")
 
 
@@ -105,12 +136,45 @@ def cosignature_message(timestamp: int, text: str) -> bytes:
     return f"cosignature/v1\ntime {timestamp}\n{text}".encode()
 
 
-def split_timestamped_signature(raw: bytes) -> tuple[int, bytes]:
-    """``(timestamp, signature)`` from the 72 signature bytes of a cosignature line (after the key id)."""
-    if len(raw) != _TIMESTAMPED_SIZE:
+def subtree_message(name: str, timestamp: int, origin: str, start: int, end: int, root: bytes) -> bytes:
+    """The bytes an ML-DSA-44 witness signs: the ``cosigned_message`` of the range ``[start, end)`` of the
+    log ``origin`` whose root hash is ``root``, by the cosigner ``name`` at ``timestamp`` (0 when it makes
+    no statement about time; always 0 when ``start`` is not 0)."""
+    _check_timestamp(timestamp)
+    cosigner, log = name.encode("utf-8"), origin.encode("utf-8")
+    if not (0 < len(cosigner) <= _MAX_SHORT_FIELD and 0 < len(log) <= _MAX_SHORT_FIELD):
+        raise CosignatureError(
+            CosignatureFault.MALFORMED_SIGNATURE, "a subtree cosigner name and log origin have 1 to 255 bytes"
+        )
+    if not 0 <= start <= end <= MAX_TIMESTAMP or len(root) != HASH_SIZE or (start and timestamp):
         raise CosignatureError(
             CosignatureFault.MALFORMED_SIGNATURE,
-            f"a cosignature has {_TIMESTAMPED_SIZE} bytes after its key id, this one {len(raw)}",
+            "a subtree is a range 0 <= start <= end with a 32-byte hash, timestamped only when start is 0",
+        )
+    return b"".join(
+        [
+            _SUBTREE_LABEL,
+            bytes([len(cosigner)]),
+            cosigner,
+            timestamp.to_bytes(8, "big"),
+            bytes([len(log)]),
+            log,
+            start.to_bytes(8, "big"),
+            end.to_bytes(8, "big"),
+            root,
+        ]
+    )
+
+
+def split_timestamped_signature(
+    raw: bytes, algorithm: CosignatureAlgorithm = CosignatureAlgorithm.ED25519
+) -> tuple[int, bytes]:
+    """``(timestamp, signature)`` from the signature bytes of a cosignature line (after the key id): 72
+    bytes for Ed25519, 2,428 for ML-DSA-44."""
+    if len(raw) != 8 + algorithm.signature_size:
+        raise CosignatureError(
+            CosignatureFault.MALFORMED_SIGNATURE,
+            f"a cosignature has {8 + algorithm.signature_size} bytes after its key id, this one {len(raw)}",
         )
     timestamp = int.from_bytes(raw[:8], "big")
     _check_timestamp(timestamp)
@@ -124,17 +188,20 @@ def _check_timestamp(timestamp: int) -> None:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CosignatureVerifier:
-    """A witness's public key: its name, key id and 32-byte Ed25519 key (type 0x04)."""
+    """A witness's public key: its name, key id, algorithm and public key (32-byte Ed25519, type 0x04, or
+    1,312-byte ML-DSA-44, type 0x06)."""
 
     name: str
     key_id: int
     public_key: bytes
+    algorithm: CosignatureAlgorithm = CosignatureAlgorithm.ED25519
 
     @classmethod
     def parse(cls, vkey: str) -> CosignatureVerifier:
-        """Parse ``<name>+<key id>+<base64(0x04 || key)>``; the key id must match the name and key."""
+        """Parse ``<name>+<key id>+<base64(type || key)>``; the key id must match the name and key."""
         name, hex_id, material = _split_vkey(vkey)
-        verifier = cls.from_public_key(name, _decode_key_material(material))
+        algorithm, public_key = _decode_key_material(material)
+        verifier = cls.from_public_key(name, public_key, algorithm)
         if verifier.key_id != int(hex_id, 16):
             raise CosignatureError(
                 CosignatureFault.KEY_ID, "the witness key id does not match its name and key"
@@ -142,15 +209,20 @@ class CosignatureVerifier:
         return verifier
 
     @classmethod
-    def from_public_key(cls, name: str, public_key: bytes) -> CosignatureVerifier:
-        """The verifier of the witness ``name`` whose Ed25519 public key is ``public_key``."""
+    def from_public_key(
+        cls, name: str, public_key: bytes, algorithm: CosignatureAlgorithm = CosignatureAlgorithm.ED25519
+    ) -> CosignatureVerifier:
+        """The verifier of the witness ``name`` whose ``algorithm`` public key is ``public_key``."""
         _check_name(name)
-        if len(public_key) != _PUBLIC_KEY_SIZE:
-            raise CosignatureError(CosignatureFault.KEY_TYPE, "an Ed25519 public key has 32 bytes")
-        return cls(name, cosignature_key_id(name, public_key), public_key)
+        if len(public_key) != algorithm.public_key_size:
+            raise CosignatureError(
+                CosignatureFault.KEY_TYPE,
+                f"a type 0x{algorithm:02x} witness key holds {algorithm.public_key_size} bytes of key",
+            )
+        return cls(name, cosignature_key_id(name, public_key, algorithm), public_key, algorithm)
 
     def __str__(self) -> str:
-        material = base64.b64encode(bytes([ALG_COSIGNATURE_V1]) + self.public_key).decode("ascii")
+        material = base64.b64encode(bytes([self.algorithm]) + self.public_key).decode("ascii")
         return f"{self.name}+{self.key_id:08x}+{material}"
 
     def signs(self, line: NoteSignature) -> bool:
@@ -159,12 +231,19 @@ class CosignatureVerifier:
 
     def timestamp_of(self, text: str, line: NoteSignature) -> int:
         """Verify ``line`` on the note text ``text``; its timestamp, or ``CosignatureError``."""
-        timestamp, signature = split_timestamped_signature(line.signature)
+        timestamp, signature = split_timestamped_signature(line.signature, self.algorithm)
         try:
-            Ed25519PublicKey.from_public_bytes(self.public_key).verify(
-                signature, cosignature_message(timestamp, text)
-            )
-        except (InvalidSignature, ValueError):
+            if self.algorithm is CosignatureAlgorithm.ML_DSA_44:
+                checkpoint = parse_checkpoint(text)
+                message = subtree_message(
+                    self.name, timestamp, checkpoint.origin, 0, checkpoint.size, checkpoint.root
+                )
+                MLDSA44PublicKey.from_public_bytes(self.public_key).verify(signature, message)
+            else:
+                Ed25519PublicKey.from_public_bytes(self.public_key).verify(
+                    signature, cosignature_message(timestamp, text)
+                )
+        except (InvalidSignature, ValueError, CheckpointError, CosignatureError):
             raise CosignatureError(
                 CosignatureFault.BAD_SIGNATURE,
                 f"the cosignature by {self.name}+{self.key_id:08x} does not verify",
@@ -195,20 +274,17 @@ def _check_name(name: str) -> None:
         )
 
 
-def _decode_key_material(material: str) -> bytes:
+def _decode_key_material(material: str) -> tuple[CosignatureAlgorithm, bytes]:
     try:
         raw = base64.b64decode(material, validate=True)
     except (binascii.Error, ValueError):
         raise CosignatureError(CosignatureFault.MALFORMED_KEY, "the witness key is not base64") from None
-    if not raw or raw[0] != ALG_COSIGNATURE_V1:
+    if not raw or raw[0] not in {a.value for a in CosignatureAlgorithm}:
         raise CosignatureError(
-            CosignatureFault.KEY_TYPE, "not a cosignature/v1 key (type 0x04): a witness key has another type"
+            CosignatureFault.KEY_TYPE,
+            "not a cosignature key (type 0x04 Ed25519 or 0x06 ML-DSA-44): a witness key has another type",
         )
-    if len(raw) != 1 + _PUBLIC_KEY_SIZE:
-        raise CosignatureError(
-            CosignatureFault.KEY_TYPE, "a cosignature/v1 key holds 32 bytes of Ed25519 key"
-        )
-    return raw[1:]
+    return CosignatureAlgorithm(raw[0]), raw[1:]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -317,9 +393,14 @@ def add_cosignatures(
     for line in offered:
         if (line.name, line.key_id) in held or not any(w.signs(line) for w in counted):
             continue
-        timestamp, _ = split_timestamped_signature(line.signature)
+        timestamp, _ = split_timestamped_signature(line.signature, _algorithm_of(line, counted))
         if timestamp > now + skew:
             continue
         held.add((line.name, line.key_id))
         added.append(line.line())
     return note + "".join(added)
+
+
+def _algorithm_of(line: NoteSignature, witnesses: Iterable[CosignatureVerifier]) -> CosignatureAlgorithm:
+    """The algorithm of the witness key that ``line`` claims (one of ``witnesses`` does)."""
+    return next(w.algorithm for w in witnesses if w.signs(line))

@@ -14,7 +14,8 @@ them):
 * items are separated by runs of spaces and tabs; leading and trailing ones are allowed; empty lines
   and comment lines (``#`` after optional whitespace) are ignored (:func:`_fields`);
 * the only control characters are tab and newline; the file is UTF-8 (:func:`_check_characters`);
-* a log key is an Ed25519 note key (type 0x01); a witness key a ``cosignature/v1`` key (type 0x04);
+* a log key is an Ed25519 note key (type 0x01); a witness key a cosignature key (type 0x04 Ed25519 or
+  0x06 ML-DSA-44, see :mod:`otel_route_shadow.tlog.cosignature`);
   two logs, or two witnesses, never wrap the same public key (:func:`_check_new_key`);
 * witnesses and groups share one namespace, where ``none`` is predefined: a name is defined once
   (:func:`_check_new_name`);

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import stat
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,40 @@ def test_demo_prints_spans_and_a_summary(tmp_path: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert out.count("span invoke_agent") + out.count("span chat") == 12
     assert "agreement" in out and "bypass traffic" in out and "intact" in out
+
+
+def test_demo_signs_its_checkpoints_with_a_key_it_generates_and_prints_the_auditors_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "demo"
+    assert main(["demo", "--out", str(out_dir), "--spawns", "12", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    key_file, vkey_file = out_dir / "log.key", out_dir / "log.vkey"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    secret = key_file.read_text().strip()
+    vkey = vkey_file.read_text().strip()
+    assert secret not in out and secret.split("+")[-1] not in out  # the private key is never printed
+    assert f"log key            {vkey} " in out
+    command = re.search(r"auditor's check    (otel-route-shadow verify .*)", out)
+    assert command is not None
+    assert command.group(1) == f"otel-route-shadow verify {out_dir / 'chain.jsonl'} --key {vkey_file}"
+    assert main(shlex.split(command.group(1))[1:]) == 0
+    assert "consistent with 1 checkpoint(s), largest size 12" in capsys.readouterr().out
+    # A second run signs with the same key: the auditor's line still holds, over both checkpoints.
+    assert main(["demo", "--out", str(out_dir), "--spawns", "5", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["auditor"] == {"verifier_key": vkey, "verify": command.group(1)}
+    assert main(shlex.split(command.group(1))[1:]) == 0
+    assert "consistent with 2 checkpoint(s), largest size 17" in capsys.readouterr().out
+
+
+def test_demo_refuses_a_folder_whose_chain_has_no_demo_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "chain.jsonl").write_text("")
+    assert main(["demo", "--out", str(tmp_path), "--spawns", "3", "--quiet"]) == 2
+    assert "without the demo's signing key" in capsys.readouterr().err
+    assert not (tmp_path / "log.key").exists()
 
 
 def test_demo_refuses_an_invalid_policy_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
