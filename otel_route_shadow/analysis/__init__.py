@@ -28,8 +28,26 @@ from otel_route_shadow.analysis.evidence import (
     LogEvidence,
     read_evidence,
 )
+from otel_route_shadow.analysis.fleet import (
+    EXCLUDED,
+    INCLUDED,
+    Fleet,
+    FleetError,
+    FleetLog,
+    build_fleet_report,
+    chain_paths,
+    fleet_replay,
+)
 from otel_route_shadow.analysis.gaps import NOT_READY, READY, TRANSIENT_ONLY, GapCounts, GapTally, SpawnFacts
-from otel_route_shadow.analysis.groups import DIMENSIONS, GroupingError, GroupSpec, key_label, label, parse_by
+from otel_route_shadow.analysis.groups import (
+    DIMENSIONS,
+    HOST_KEY,
+    GroupingError,
+    GroupSpec,
+    key_label,
+    label,
+    parse_by,
+)
 from otel_route_shadow.analysis.integrity import IntegrityReport
 from otel_route_shadow.analysis.matrix import (
     COLUMNS,
@@ -101,7 +119,10 @@ __all__ = [
     "DEFIED_COUNTS_NOTE",
     "DIFFERS",
     "DIMENSIONS",
+    "EXCLUDED",
     "FAILED",
+    "HOST_KEY",
+    "INCLUDED",
     "KEY_NAMES",
     "MAX_ROWS",
     "NOISE_DEFINITION",
@@ -125,6 +146,9 @@ __all__ = [
     "ChainStatus",
     "ChangeTally",
     "EmptyChainError",
+    "Fleet",
+    "FleetError",
+    "FleetLog",
     "GapCounts",
     "GapTally",
     "GroupSpec",
@@ -156,11 +180,14 @@ __all__ = [
     "WindowError",
     "aggregate",
     "axes_from_chain",
+    "build_fleet_report",
     "build_matrix",
     "build_report",
     "candidate_snapshot",
+    "chain_paths",
     "cited_loader",
     "finding_codes",
+    "fleet_replay",
     "format_ns",
     "fraction_rate",
     "key_label",

@@ -22,7 +22,7 @@ from otel_route_shadow.analysis.gaps import (
     GapTally,
     SpawnFacts,
 )
-from otel_route_shadow.analysis.groups import GroupSpec, key_label, label, spec_name
+from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, key_label, label, spec_name
 from otel_route_shadow.analysis.noise import KeyState, NoiseTracker
 from otel_route_shadow.analysis.records import Repeats
 from otel_route_shadow.analysis.served import (
@@ -85,6 +85,8 @@ class Cell(NamedTuple):
     served_provider: Any
     served_model: Any
     served_source: Any
+    host: Any
+    """The origin of the log the observation came from (a fleet report's; None for one chain)."""
 
     @property
     def served(self) -> str:
@@ -113,6 +115,11 @@ class Cell(NamedTuple):
     @property
     def decision_key(self) -> tuple[Any, ...]:
         return (self.repo, self.role, self.principal, self.request_face, self.requirement)
+
+    @property
+    def noise_key(self) -> tuple[Any, ...]:
+        """The decision key on its host: the noise baseline never pairs spawns of two logs."""
+        return (*self.decision_key, self.host)
 
     @property
     def legacy_route(self) -> tuple[Any, ...]:
@@ -163,6 +170,7 @@ CELL_KEYS: Final = (
     attr.SNAPSHOT_HASH,
     attr.POLICY_ID,
     *attr.SERVED_KEYS,
+    HOST_KEY,
 )
 """The attributes of a :class:`Cell` after ``agreed``, in its field order."""
 
@@ -179,7 +187,7 @@ class CubeSlot:
         self.divergence: str = cell.divergence_code or ""
         """The divergence code when the cell does not agree (empty when it does)."""
         self.served_differs = cell.served == DIFFERS
-        self.state: KeyState = noise.key(cell.decision_key)
+        self.state: KeyState = noise.key(cell.noise_key)
         self.route = noise.route(cell.legacy_route)
 
 
@@ -229,7 +237,7 @@ def derive(report: Report, slots: Sequence[CubeSlot]) -> None:
         _add_counts(report, cell, n)
         _add_served(report, served_by.setdefault(cell.mechanism, dict.fromkeys(SERVED_STATES, 0)), cell, n)
         _add_groups(groups, report.by, cell, facts, n)
-        _add_gaps(report.gap_total, gaps, cell.spawn(cell.decision_key in flapping), cell, n)
+        _add_gaps(report.gap_total, gaps, cell.spawn(cell.noise_key in flapping), cell, n)
     report.mechanisms = sorted(mechanisms.items(), key=lambda item: (-item[1].spawns, label(item[0])))
     report.served_by_mechanism = [(name, served_by[name]) for name, _ in report.mechanisms]
     report.groups = {
@@ -300,6 +308,7 @@ _CELL_FIELD: Final = {
     "mechanism": "mechanism",
     "transport": "transport",
     "outcome": "outcome",
+    "host": "host",
 }
 """``--by`` name -> the :class:`Cell` field it groups on (see ``groups.DIMENSIONS``)."""
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from otel_route_shadow.analysis.groups import GroupSpec, spec_name
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn
@@ -32,6 +32,9 @@ from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.chain import DROPPED_KIND, TRUNCATED_KIND, DroppedGap
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
+
+if TYPE_CHECKING:
+    from otel_route_shadow.analysis.fleet import Fleet
 
 __all__ = [
     "PROGRESS_EVERY",
@@ -252,6 +255,8 @@ class AnalysisResult:
     window: TimeWindow = field(default_factory=TimeWindow)
     by: tuple[GroupSpec, ...] = ()
     records: RecordCounts = field(default_factory=RecordCounts)
+    fleet: Fleet | None = None
+    """The logs of a fleet report, included and excluded (None for one chain)."""
 
     @property
     def flagged(self) -> bool:
@@ -291,6 +296,7 @@ class AnalysisResult:
             "window": self.window.describe(),
             "by": [spec_name(spec) for spec in self.by],
             "records": self.records.as_dict(),
+            **({} if self.fleet is None else {"fleet": self.fleet.as_dict()}),
         }
 
     def banner(self) -> str:

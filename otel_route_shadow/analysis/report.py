@@ -24,7 +24,7 @@ from otel_route_shadow.analysis.cells import BYPASS_TRANSPORT, Cube, derive
 from otel_route_shadow.analysis.evidence import LogEvidence, read_evidence
 from otel_route_shadow.analysis.examples import Examples
 from otel_route_shadow.analysis.gaps import GapTally
-from otel_route_shadow.analysis.groups import GroupSpec, as_specs, parse_by, spec_name
+from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs, parse_by, spec_name
 from otel_route_shadow.analysis.noise import NoiseTable, NoiseTracker
 from otel_route_shadow.analysis.records import AnalysisResult, flag_rows, observations
 from otel_route_shadow.analysis.replaying import CitedLoader
@@ -279,7 +279,9 @@ def decision_example(seq: int, payload: dict[str, Any], attributes: dict[str, An
     """One decision as the report lists it: its ``seq`` (a receipt is made from it), ids, key, the
     route that ran, the decision, the served route and the findings."""
     get = attributes.get
+    host = get(HOST_KEY)
     return {
+        **({} if host is None else {"host": host}),
         "seq": seq,
         "trace_id": payload.get("trace_id"),
         "span_id": payload.get("span_id"),

@@ -35,6 +35,7 @@ from otel_route_shadow.analysis import (
     top_counts,
     width_label,
 )
+from otel_route_shadow.cli.fleet_text import fleet_html
 from otel_route_shadow.cli.report_charts import (
     AGREED_COLOR,
     code_colors,
@@ -158,6 +159,9 @@ def _header(report: Report) -> list[str]:
         f"{escape(skipped)}, outside window {report.outside_window}, without a decision "
         f"{report.without_decision}, malformed {report.malformed}; otel-route-shadow {escape(__version__)}</p>",
     ]
+    if report.fleet is not None:
+        out.append(fleet_html(report.fleet))
+        return out
     evidence = report.evidence
     lines = evidence_lines(evidence, report.chain.path)
     absent = evidence is None or evidence.status != "present"

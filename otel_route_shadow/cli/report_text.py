@@ -34,6 +34,7 @@ from otel_route_shadow.analysis import (
     top_counts,
     width_label,
 )
+from otel_route_shadow.cli.fleet_text import fleet_lines
 from otel_route_shadow.cli.text_table import aligned, duration, pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED
 
@@ -140,7 +141,14 @@ def _header(report: Report) -> list[str]:
     return [
         f"route-shadow divergence report: {report.chain.path}",
         f"  chain: {report.chain.describe()}",
-        *(f"  {line}" for line in evidence_lines(report.evidence, report.chain.path)),
+        *(
+            f"  {line}"
+            for line in (
+                evidence_lines(report.evidence, report.chain.path)
+                if report.fleet is None
+                else fleet_lines(report.fleet)
+            )
+        ),
         f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}",
         f"{report.mark()} {report.records.describe()}",
         *gap_lines(report.records, report.mark()),

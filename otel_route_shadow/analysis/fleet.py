@@ -1,0 +1,382 @@
+"""The fleet: one report over many hosts' logs, each verified against its newest checkpoint first.
+
+A *log* is a chain file with its verifiable log beside it (``<chain>.tlog/checkpoint``). Before a
+single record of a log is counted, :func:`check_fleet` checks it against the checkpoint it holds:
+
+1. the chain is a regular, non-empty file and its hash links verify (``tlog.check_chain``, one pass);
+2. the newest checkpoint (``<chain>.tlog/checkpoint``) is present and readable, and its Merkle root
+   is the root of the chain's first ``size`` records (the checkpoint is consistent with the bytes);
+3. with verifier keys, a given key's signature on it verifies; with a tlog-policy, its log keys
+   authenticate it and the witnesses' cosignatures meet the quorum.
+
+A log that fails any step is *excluded*: named with the reason, and in no figure. Two logs with one
+origin (one log given twice, or a copy) are refused outright (:class:`FleetError`): the fleet would
+count the same spawns twice. The figures of an included log are over its first ``size`` records (what
+its checkpoint vouches for); records beyond it wait for the next checkpoint.
+
+The included logs are then read one after the other into *one* aggregation (``report``'s
+:func:`~otel_route_shadow.analysis.report.aggregate`, ``whatif``'s
+:func:`~otel_route_shadow.analysis.whatif.replay_payloads`): each observation carries its log's origin
+in :data:`~otel_route_shadow.analysis.groups.HOST_KEY`, which gives the per-host breakdown (``--by
+host``, always first) and keeps the noise baseline per host (two spawns of two hosts are never
+consecutive). Every count of the fleet is therefore the sum of the counts of its logs' own reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from otel_route_shadow.analysis.evidence import (
+    PRESENT,
+    VERIFIED,
+    LogEvidence,
+    note_evidence,
+    read_checkpoint_note,
+)
+from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs
+from otel_route_shadow.analysis.replaying import CitedLoader
+from otel_route_shadow.analysis.report import Report, aggregate
+from otel_route_shadow.analysis.source import (
+    ChainAnalysisError,
+    ChainStatus,
+    Payloads,
+    ProgressFn,
+    read_payloads,
+    require_chain_file,
+)
+from otel_route_shadow.analysis.whatif import WhatIfResult, replay_payloads
+from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.core import PolicySnapshot
+from otel_route_shadow.processes import mp_context
+from otel_route_shadow.tlog import NoteError, Policy, Verifier, check_chain
+
+__all__ = [
+    "CHAIN_SUFFIX",
+    "EXCLUDED",
+    "INCLUDED",
+    "Fleet",
+    "FleetError",
+    "FleetLog",
+    "build_fleet_report",
+    "chain_paths",
+    "check_fleet",
+    "fleet_payloads",
+    "fleet_replay",
+    "fleet_specs",
+    "with_host",
+]
+
+CHAIN_SUFFIX: Final = ".jsonl"
+"""The chains of a folder are its regular files named ``*.jsonl`` (the folder is not recursed)."""
+INCLUDED: Final = "included"
+EXCLUDED: Final = "excluded"
+HOST_SPEC: Final[GroupSpec] = ("host",)
+
+
+class FleetError(ChainAnalysisError):
+    """The fleet cannot be reported at all: no chain given or found, or two logs with one origin."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetLog:
+    """One log of the fleet: included (verified against its newest checkpoint) or excluded, and why."""
+
+    path: str
+    status: str
+    origin: str | None = None
+    size: int = 0
+    """The records counted: the size of the checkpoint the log was verified against."""
+    records: int = 0
+    """The chain's records (those beyond ``size`` are not counted)."""
+    reason: str | None = None
+    evidence: LogEvidence | None = None
+    end: int = 0
+    """The byte offset where the log's record ``size`` begins: reading stops there."""
+
+    @property
+    def included(self) -> bool:
+        return self.status == INCLUDED
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "status": self.status,
+            "origin": self.origin,
+            "records_counted": self.size if self.included else 0,
+            "chain_records": self.records,
+            "reason": self.reason,
+            "evidence": None if self.evidence is None else self.evidence.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The logs of one fleet report, in the order given."""
+
+    logs: tuple[FleetLog, ...] = ()
+    keys_given: bool = False
+    policy_given: bool = False
+
+    @property
+    def included(self) -> list[FleetLog]:
+        return [log for log in self.logs if log.included]
+
+    @property
+    def excluded(self) -> list[FleetLog]:
+        return [log for log in self.logs if not log.included]
+
+    def status(self) -> ChainStatus:
+        """The fleet as the report's chain: verified, its records the sum of the counted ones."""
+        counted = sum(log.size for log in self.included)
+        name = f"fleet of {len(self.logs)} logs ({len(self.excluded)} excluded)"
+        return ChainStatus(path=name, records=counted, verified=True, checked=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "logs": len(self.logs),
+            "included": len(self.included),
+            "excluded": len(self.excluded),
+            "records_counted": sum(log.size for log in self.included),
+            "checked_with": self.checked_with(),
+            "hosts": [log.as_dict() for log in self.logs],
+        }
+
+    def checked_with(self) -> str:
+        """What each included log's checkpoint was checked with."""
+        if self.policy_given:
+            return (
+                "checkpoint consistent with the chain, its log signature and its witnesses' quorum verified"
+            )
+        if self.keys_given:
+            return "checkpoint consistent with the chain, its signature verified by a given key"
+        return "checkpoint consistent with the chain; its signature not verified (no --key or --policy given)"
+
+
+def chain_paths(inputs: Sequence[str]) -> list[str]:
+    """The chains named by ``inputs``: each a chain file, or a folder whose ``*.jsonl`` regular files
+    (sorted by name) are its chains. A path that does not exist is a :class:`FleetError`."""
+    found: list[str] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            chains = sorted(
+                str(child)
+                for child in path.iterdir()
+                if child.name.endswith(CHAIN_SUFFIX) and not child.name.startswith(".")
+            )
+            if not chains:
+                raise FleetError(f"{item}: a folder with no *{CHAIN_SUFFIX} chain in it")
+            found.extend(chains)
+        elif path.exists() or path.is_symlink():
+            found.append(item)
+        else:
+            raise FleetError(f"{item}: no such chain file or folder")
+    if not found:
+        raise FleetError("no chain given")
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """What checking one chain against one checkpoint found (plain values: it crosses processes)."""
+
+    problem: str | None
+    records: int = 0
+    end: int = 0
+
+
+def _check_against(path: str, note: str, size: int, keys: tuple[str, ...]) -> _Verdict:
+    """Verify the chain at ``path`` and its consistency with the checkpoint ``note`` of ``size``."""
+    try:
+        checked = check_chain(path, [note], list(keys), check_tile_store=False)
+    except (OSError, NoteError) as exc:
+        return _Verdict(f"cannot be checked: {exc}")
+    chain, report = checked.chain, checked.report
+    if not chain.intact:
+        reason = getattr(chain.reason, "value", chain.reason)
+        return _Verdict(f"the chain does not verify: seq {chain.first_bad_seq}: {reason}", chain.records)
+    verdict = report.verdicts[0]
+    if not verdict.ok:
+        bad = "" if verdict.first_bad_seq is None else f", first changed seq {verdict.first_bad_seq}"
+        detail = f" ({verdict.detail})" if verdict.detail else ""
+        return _Verdict(
+            f"the chain is not consistent with its checkpoint of size {size}: "
+            f"{verdict.reason.value}{bad}{detail}",
+            chain.records,
+        )
+    end = checked.marked_offset if checked.marked_offset is not None else chain.bytes_verified
+    return _Verdict(None, chain.records, end)
+
+
+def _checkpoint_problem(
+    evidence: LogEvidence, verifiers: Sequence[Verifier], policy: Policy | None
+) -> str | None:
+    if evidence.status != PRESENT:
+        why = evidence.problem or "no checkpoint beside the chain: nothing vouches for it"
+        return f"no usable checkpoint: {why}"
+    if (verifiers or policy is not None) and evidence.verification != VERIFIED:
+        return f"its checkpoint's signature is {evidence.verification} by the given keys"
+    witnesses = evidence.witnesses
+    if policy is not None and (witnesses is None or not witnesses.met):
+        missing = (
+            "" if witnesses is None else (witnesses.problem or f"missing {', '.join(witnesses.missing)}")
+        )
+        return f"its checkpoint's cosignatures do not meet the policy's quorum ({missing})"
+    return None
+
+
+def check_fleet(
+    paths: Sequence[str],
+    *,
+    verifiers: Sequence[Verifier] = (),
+    policy: Policy | None = None,
+    jobs: int = 1,
+) -> Fleet:
+    """Check every log (``jobs`` worker processes check the chains) and return the fleet. Raises
+    :class:`FleetError` when two logs name one origin."""
+    policy_keys = [str(log.verifier) for log in policy.logs] if policy is not None else []
+    keys = tuple(dict.fromkeys([*map(str, verifiers), *policy_keys]))
+    logs: list[FleetLog | None] = []
+    pending: list[tuple[int, str, str, LogEvidence]] = []
+    for index, path in enumerate(paths):
+        try:
+            require_chain_file(Path(path))
+        except ChainAnalysisError as exc:
+            logs.append(FleetLog(path, EXCLUDED, reason=str(exc)))
+            continue
+        where, note, written_ns, problem = read_checkpoint_note(path)
+        evidence = (
+            note_evidence(where, note, written_ns, 0, verifiers=verifiers, policy=policy)
+            if note is not None
+            else LogEvidence(where, "absent" if problem is None else "unreadable", 0, problem=problem)
+        )
+        refused = _checkpoint_problem(evidence, verifiers, policy)
+        if refused is not None or note is None:
+            logs.append(FleetLog(path, EXCLUDED, origin=evidence.origin, reason=refused, evidence=evidence))
+            continue
+        logs.append(None)
+        pending.append((index, path, note, evidence))
+    verdicts = _run_checks([(path, note, ev.size or 0, keys) for _, path, note, ev in pending], jobs)
+    for (index, path, _note, evidence), verdict in zip(pending, verdicts, strict=True):
+        status = INCLUDED if verdict.problem is None else EXCLUDED
+        logs[index] = FleetLog(
+            path,
+            status,
+            origin=evidence.origin,
+            size=evidence.size or 0,
+            records=verdict.records,
+            reason=verdict.problem,
+            evidence=_with_records(evidence, verdict.records),
+            end=verdict.end,
+        )
+    fleet = Fleet(tuple(log for log in logs if log is not None), bool(verifiers), policy is not None)
+    _refuse_shared_origins(fleet)
+    return fleet
+
+
+def _with_records(evidence: LogEvidence, records: int) -> LogEvidence:
+    return replace(evidence, chain_records=records)
+
+
+def _run_checks(items: list[tuple[str, str, int, tuple[str, ...]]], jobs: int) -> list[_Verdict]:
+    if jobs <= 1 or len(items) <= 1:
+        return [_check_against(*item) for item in items]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=mp_context()) as pool:
+        return list(pool.map(_check_against, *zip(*items, strict=True)))
+
+
+def _refuse_shared_origins(fleet: Fleet) -> None:
+    seen: dict[str, str] = {}
+    for log in fleet.logs:
+        if log.origin is None:
+            continue
+        if log.origin in seen:
+            raise FleetError(
+                f"{seen[log.origin]} and {log.path} are both logs of origin {log.origin!r}: one log given "
+                "twice, or a copy; refused (the fleet would count its spawns twice)"
+            )
+        seen[log.origin] = log.path
+
+
+def with_host(payloads: Payloads, host: str) -> Payloads:
+    """The payloads of one log, each observation's attributes carrying ``host`` (:data:`HOST_KEY`)."""
+    for seq, payload in payloads:
+        attributes = payload.get("attributes") if payload.__class__ is dict else None
+        if attributes.__class__ is dict:
+            attributes[HOST_KEY] = host
+        yield seq, payload
+
+
+def fleet_payloads(fleet: Fleet) -> Iterator[tuple[int, Any]]:
+    """Every counted record of the included logs, one log after the other, tagged with its origin."""
+    for log in fleet.included:
+        yield from with_host(read_payloads(log.path, log.end), log.origin or log.path)
+
+
+def fleet_specs(specs: Sequence[GroupSpec]) -> tuple[GroupSpec, ...]:
+    """The breakdowns of a fleet report: per host first, then those asked for."""
+    return (HOST_SPEC, *(spec for spec in specs if spec != HOST_SPEC))
+
+
+def build_fleet_report(
+    inputs: Sequence[str],
+    *,
+    by: Sequence[GroupSpec] | Sequence[str] | None = None,
+    window: TimeWindow | None = None,
+    verifiers: Sequence[Verifier] = (),
+    policy: Policy | None = None,
+    jobs: int = 1,
+    cited_loader: CitedLoader | None = None,
+    examples: int = 3,
+    progress: ProgressFn | None = None,
+) -> Report:
+    """The report over every chain of ``inputs`` (files or folders) that verifies against its newest
+    checkpoint; the others are named in ``report.fleet`` and in no figure."""
+    fleet = check_fleet(chain_paths(inputs), verifiers=verifiers, policy=policy, jobs=jobs)
+    report = aggregate(
+        fleet_payloads(fleet),
+        chain=fleet.status(),
+        by=fleet_specs(as_specs(by)),
+        window=window,
+        progress=progress,
+        cited_loader=cited_loader,
+        examples=examples,
+    )
+    report.fleet = fleet
+    return report
+
+
+def fleet_replay(
+    inputs: Sequence[str],
+    snapshot: PolicySnapshot,
+    *,
+    candidate_source: str = "candidate",
+    cited_loader: CitedLoader | None = None,
+    by: Sequence[GroupSpec] | Sequence[str] | None = None,
+    window: TimeWindow | None = None,
+    examples: int = 3,
+    verifiers: Sequence[Verifier] = (),
+    policy: Policy | None = None,
+    jobs: int = 1,
+    progress: ProgressFn | None = None,
+) -> WhatIfResult:
+    """``whatif`` over every chain of ``inputs`` that verifies against its newest checkpoint (as
+    :func:`build_fleet_report` chooses them)."""
+    fleet = check_fleet(chain_paths(inputs), verifiers=verifiers, policy=policy, jobs=jobs)
+    result = replay_payloads(
+        fleet_payloads(fleet),
+        snapshot,
+        chain=fleet.status(),
+        candidate_source=candidate_source,
+        cited_loader=cited_loader,
+        by=fleet_specs(as_specs(by)),
+        window=window,
+        examples=examples,
+        progress=progress,
+    )
+    result.fleet = fleet
+    return result

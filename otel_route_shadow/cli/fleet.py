@@ -1,0 +1,51 @@
+"""``report`` and ``whatif`` over a fleet: several chains, or a folder of them, in one report.
+
+The command takes the fleet form when it is given more than one chain or a folder
+(:func:`fleet_mode`); each log is then verified against its newest checkpoint before it is counted
+(``analysis.fleet``), and a log that does not verify is named and excluded, which makes the exit
+status 1 (:func:`excluded_logs`). See docs/reports.md, "Fleet".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from otel_route_shadow.analysis import Report, WhatIfResult
+from otel_route_shadow.cli.common import CliError
+
+__all__ = ["excluded_logs", "fleet_mode", "whatif_fleet_args"]
+
+
+def fleet_mode(args: argparse.Namespace) -> bool:
+    """True when ``args.chain`` names several chains or a folder; refuses ``--allow-unverified`` then
+    (a fleet excludes every log that does not verify; it never counts one flagged)."""
+    chains: list[str] = args.chain
+    fleet = len(chains) > 1 or os.path.isdir(chains[0])
+    if fleet and args.allow_unverified:
+        raise CliError(
+            "--allow-unverified takes one chain: a fleet report excludes every log that does not verify"
+        )
+    return fleet
+
+
+def excluded_logs(result: Report | WhatIfResult) -> bool:
+    """True when a fleet log was excluded from the figures (the exit status is then 1)."""
+    return result.fleet is not None and bool(result.fleet.excluded)
+
+
+def whatif_fleet_args(parser: argparse.ArgumentParser) -> None:
+    """``whatif``'s options for checking each fleet log's checkpoint (``report`` has them already)."""
+    parser.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="with several chains: verifier key (string or file) that must have signed each log's newest "
+        "checkpoint",
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="with several chains: a C2SP tlog-policy; each log's newest checkpoint must meet its quorum",
+    )
