@@ -198,3 +198,39 @@ def test_fleet_whatif_is_the_sum_of_the_hosts_replays(hosts: tuple[Path, list[Pa
         "alpha.example/route-shadow",
         "beta.example/route-shadow",
     }
+
+
+def test_the_html_page_lists_the_hosts_and_names_the_excluded_log_escaped(
+    hosts: tuple[Path, list[Path], list[str]], tmp_path: Path
+) -> None:
+    folder, _paths, _keys = hosts
+    hostile = folder / "<b>x.jsonl"
+    hostile.write_bytes(b"")
+    page = tmp_path / "fleet.html"
+    assert main(["report", str(folder), "--no-progress", "--html", str(page)]) == EXIT_FINDING
+    html = page.read_text(encoding="utf-8")
+    assert "alpha.example/route-shadow" in html and "beta.example/route-shadow" in html
+    assert "EXCLUDED: " in html and "gamma.jsonl" in html
+    assert "<b>x" not in html and "&lt;b&gt;x.jsonl" in html
+
+
+def test_checking_the_logs_in_worker_processes_gives_the_same_fleet(
+    hosts: tuple[Path, list[Path], list[str]],
+) -> None:
+    folder, _paths, _keys = hosts
+    one = build_fleet_report([str(folder)], jobs=1).as_dict()
+    two = build_fleet_report([str(folder)], jobs=2).as_dict()
+    for data in (one, two):  # the checkpoint's age is the clock's
+        for host in data["fleet"]["hosts"]:
+            host["evidence"].pop("age_seconds")
+    assert one == two
+
+
+def test_divergent_decisions_name_their_host(hosts: tuple[Path, list[Path], list[str]]) -> None:
+    folder, _paths, _keys = hosts
+    report = build_fleet_report([str(folder)])
+    examples = [example for rows in report.divergent.values() for example in rows]
+    assert examples and all(example["host"].endswith(".example/route-shadow") for example in examples)
+    from otel_route_shadow.cli.report_text import format_report
+
+    assert "alpha.example/route-shadow 1" in format_report(report)

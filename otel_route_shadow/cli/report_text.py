@@ -292,7 +292,10 @@ def _divergent(report: Report, mark: str, top: int) -> list[str]:
         return []
     out = ["divergent decisions (lowest seq first; `otel-route-shadow prove CHAIN --seq N` proves one):"]
     for code, n in sorted_counts(report.divergences):
-        seqs = ", ".join(str(example["seq"]) for example in report.divergent.get(code, []))
+        seqs = ", ".join(
+            f"{example['host']} {example['seq']}" if "host" in example else str(example["seq"])
+            for example in report.divergent.get(code, [])
+        )
         out.append(f"{mark}   {code} ({n}): seq {seqs or '-'}")
     return out
 
