@@ -90,6 +90,14 @@ def _counts(data: dict[str, Any]) -> dict[str, Any]:
             k: data["policy_gaps"]["total"][k] for k in ("spawns", "persistent", "policy_gap", "transient")
         },
         "served": {state: data["served"][state] for state in ("same", "differs", "unknown")},
+        "cohorts": {
+            json.dumps([row["mechanism"], row["route"]], sort_keys=True): {
+                "spawns": row["spawns"],
+                "agreed": row["agreed"],
+                "shadow_errors": row["shadow_errors"],
+            }
+            for row in data["cohorts"]["rows"]
+        },
     }
 
 

@@ -16,6 +16,7 @@ Shell code: it reads the chain (``otel_route_shadow.chain``), the log's checkpoi
 
 from otel_route_shadow.analysis.cells import AGREED_LABEL, UNSPECIFIED
 from otel_route_shadow.analysis.changes import DECISION_FIELDS, ChangeTally, Transition
+from otel_route_shadow.analysis.cohorts import COHORT_DEFINITION, ERROR_NOTE, LATENCY_NOTE, Cohort
 from otel_route_shadow.analysis.evidence import (
     ABSENT,
     FAILED,
@@ -38,7 +39,16 @@ from otel_route_shadow.analysis.fleet import (
     chain_paths,
     fleet_replay,
 )
-from otel_route_shadow.analysis.gaps import NOT_READY, READY, TRANSIENT_ONLY, GapCounts, GapTally, SpawnFacts
+from otel_route_shadow.analysis.gaps import (
+    MIN_SPAWNS,
+    NOT_ENOUGH,
+    NOT_READY,
+    READY,
+    TRANSIENT_ONLY,
+    GapCounts,
+    GapTally,
+    SpawnFacts,
+)
 from otel_route_shadow.analysis.groups import (
     DIMENSIONS,
     HOST_KEY,
@@ -103,7 +113,7 @@ from otel_route_shadow.analysis.source import (
     UnverifiedChainError,
     open_chain,
 )
-from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts, top_counts
+from otel_route_shadow.analysis.tally import Tally, interval, rate, sorted_counts, top_counts
 from otel_route_shadow.analysis.timeline import TimelinePoint, width_label
 from otel_route_shadow.analysis.usage import PolicyUse, UsageTable
 from otel_route_shadow.analysis.whatif import NOISE_LANES, WhatIfResult, replay, replay_payloads
@@ -113,21 +123,26 @@ __all__ = [
     "ABSENT",
     "AGREED_LABEL",
     "BYPASS_DEFINITION",
+    "COHORT_DEFINITION",
     "COLUMNS",
     "DECISION_FIELDS",
     "DEFAULT_ACCOUNTS",
     "DEFIED_COUNTS_NOTE",
     "DIFFERS",
     "DIMENSIONS",
+    "ERROR_NOTE",
     "EXCLUDED",
     "FAILED",
     "HOST_KEY",
     "INCLUDED",
     "KEY_NAMES",
+    "LATENCY_NOTE",
     "MAX_ROWS",
+    "MIN_SPAWNS",
     "NOISE_DEFINITION",
     "NOISE_LANES",
     "NOT_CHECKED",
+    "NOT_ENOUGH",
     "NOT_READY",
     "NOT_VERIFIED",
     "NO_STORE_NOTE",
@@ -145,6 +160,7 @@ __all__ = [
     "ChainAnalysisError",
     "ChainStatus",
     "ChangeTally",
+    "Cohort",
     "EmptyChainError",
     "Fleet",
     "FleetError",
@@ -190,6 +206,7 @@ __all__ = [
     "fleet_replay",
     "format_ns",
     "fraction_rate",
+    "interval",
     "key_label",
     "label",
     "open_chain",

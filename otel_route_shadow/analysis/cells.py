@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from otel_route_shadow.analysis.cohorts import Cohort
 from otel_route_shadow.analysis.gaps import (
     CLAIM_MISMATCH_KEY,
     DECISION_MARKER_KEY,
@@ -229,6 +230,10 @@ def derive(report: Report, slots: Sequence[CubeSlot]) -> None:
     served_by: dict[Any, dict[str, int]] = {}
     groups: dict[str, dict[tuple[Any, ...], Tally]] = {spec_name(spec): {} for spec in report.by}
     gaps: dict[str, dict[Any, GapTally]] = {name: {} for name in GAP_DIMENSIONS}
+    cohorts: dict[tuple[Any, ...], Cohort] = {
+        key: Cohort(errors=n) for key, n in report.records.shadow_errors.items()
+    }
+    report.gap_total.min_spawns = report.min_spawns
     for slot in slots:
         cell, n = slot.cell, slot.count
         facts = cell.facts()
@@ -237,8 +242,12 @@ def derive(report: Report, slots: Sequence[CubeSlot]) -> None:
         _add_counts(report, cell, n)
         _add_served(report, served_by.setdefault(cell.mechanism, dict.fromkeys(SERVED_STATES, 0)), cell, n)
         _add_groups(groups, report.by, cell, facts, n)
-        _add_gaps(report.gap_total, gaps, cell.spawn(cell.noise_key in flapping), cell, n)
+        _add_gaps(report.gap_total, gaps, cell.spawn(cell.noise_key in flapping), cell, n, report.min_spawns)
+        cohort = cohorts.setdefault((cell.mechanism, *cell.legacy_route), Cohort())
+        cohort.spawns += n
+        cohort.agreed += n if cell.agrees else 0
     report.mechanisms = sorted(mechanisms.items(), key=lambda item: (-item[1].spawns, label(item[0])))
+    report.cohorts = sorted(cohorts.items(), key=lambda item: (-item[1].spawns, key_label(item[0])))
     report.served_by_mechanism = [(name, served_by[name]) for name, _ in report.mechanisms]
     report.groups = {
         name: sorted(rows.items(), key=lambda item: (-item[1].spawns, key_label(item[0])))
@@ -314,9 +323,14 @@ _CELL_FIELD: Final = {
 
 
 def _add_gaps(
-    total: GapTally, gaps: dict[str, dict[Any, GapTally]], spawn: SpawnFacts, cell: Cell, n: int
+    total: GapTally,
+    gaps: dict[str, dict[Any, GapTally]],
+    spawn: SpawnFacts,
+    cell: Cell,
+    n: int,
+    min_spawns: int,
 ) -> None:
     total.add(spawn, n)
     values = cell._asdict()
     for name in GAP_DIMENSIONS:
-        gaps[name].setdefault(values[name], GapTally()).add(spawn, n)
+        gaps[name].setdefault(values[name], GapTally(min_spawns=min_spawns)).add(spawn, n)

@@ -37,6 +37,7 @@ from otel_route_shadow.analysis.evidence import (
     note_evidence,
     read_checkpoint_note,
 )
+from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs
 from otel_route_shadow.analysis.replaying import CitedLoader
 from otel_route_shadow.analysis.report import Report, aggregate
@@ -333,6 +334,7 @@ def build_fleet_report(
     cited_loader: CitedLoader | None = None,
     examples: int = 3,
     progress: ProgressFn | None = None,
+    min_spawns: int = MIN_SPAWNS,
 ) -> Report:
     """The report over every chain of ``inputs`` (files or folders) that verifies against its newest
     checkpoint; the others are named in ``report.fleet`` and in no figure."""
@@ -345,6 +347,7 @@ def build_fleet_report(
         progress=progress,
         cited_loader=cited_loader,
         examples=examples,
+        min_spawns=min_spawns,
     )
     report.fleet = fleet
     return report

@@ -29,6 +29,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from otel_route_shadow.analysis.groups import HOST_KEY
+from otel_route_shadow.analysis.tally import interval
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
@@ -196,6 +197,7 @@ class NoiseRow:
                 lambda lane: {
                     "diverged": self.diverged[lane],
                     "divergence_rate": fraction_rate(self.divergence_rate(lane)),
+                    "divergence_interval": interval(self.diverged[lane], self.spawns),
                     "divergence_above_noise": fraction_rate(self.above_noise(lane)),
                 },
             ),

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
+from otel_route_shadow.analysis.cohorts import cohort_key
 from otel_route_shadow.analysis.groups import GroupSpec, spec_name
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn
 from otel_route_shadow.analysis.tally import sorted_counts
@@ -107,6 +108,9 @@ class RecordCounts:
     """Summed from the ``records-dropped`` events (also counted in ``skipped_kinds``)."""
     truncated: TruncatedRecords = field(default_factory=TruncatedRecords)
     """The ``record-truncated`` placeholders (also counted in ``skipped_kinds``)."""
+    shadow_errors: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    """Observations without a decision whose shadow path failed (``route_shadow.error.type``), per
+    cohort (:mod:`~otel_route_shadow.analysis.cohorts`)."""
 
     def demote(self) -> None:
         """An observation a consumer could not use after all (a value no exporter writes)."""
@@ -239,6 +243,9 @@ def observations(
             continue
         if require_decision and attributes.get(outcome_key) is None:
             counts.without_decision += 1
+            if attributes.get(attr.ERROR_TYPE) is not None:
+                key = cohort_key(attributes)
+                counts.shadow_errors[key] = counts.shadow_errors.get(key, 0) + 1
             continue
         counts.observations += 1
         yield seq, payload, attributes, ns

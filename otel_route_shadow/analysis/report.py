@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from otel_route_shadow.analysis.cells import BYPASS_TRANSPORT, Cube, derive
+from otel_route_shadow.analysis.cohorts import Cohort, cohorts_dict
 from otel_route_shadow.analysis.evidence import LogEvidence, read_evidence
 from otel_route_shadow.analysis.examples import Examples
-from otel_route_shadow.analysis.gaps import GapTally
+from otel_route_shadow.analysis.gaps import MIN_SPAWNS, GapTally
 from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs, parse_by, spec_name
 from otel_route_shadow.analysis.noise import NoiseTable, NoiseTracker
 from otel_route_shadow.analysis.records import AnalysisResult, flag_rows, observations
@@ -107,6 +108,10 @@ class Report(AnalysisResult):
     times: Timeline = field(default_factory=Timeline)
     evidence: LogEvidence | None = None
     """The log's last checkpoint and who signed it (set by :func:`build_report`)."""
+    min_spawns: int = MIN_SPAWNS
+    """The minimum sample of a positive readiness verdict (see :data:`~.gaps.MIN_SPAWNS`)."""
+    cohorts: list[tuple[tuple[Any, ...], Cohort]] = field(default_factory=list)
+    """Per (mechanism, provider, model, transport): consistency and shadow-path errors."""
 
     @property
     def spawns(self) -> int:
@@ -170,6 +175,7 @@ class Report(AnalysisResult):
                     name: [{"key": _key_dict(name, key), **t.as_dict(top)} for key, t in rows]
                     for name, rows in self.groups.items()
                 },
+                "cohorts": cohorts_dict(self.cohorts),
                 "timeline": self._timeline_dict(),
             }
         )
@@ -327,16 +333,19 @@ def aggregate(
     progress: ProgressFn | None = None,
     cited_loader: CitedLoader | None = None,
     examples: int = 3,
+    min_spawns: int = MIN_SPAWNS,
 ) -> Report:
     """Build a report from ``(seq, payload)`` pairs (the chain's streaming reader, or any iterable).
 
     ``cited_loader`` (a store's ``revision``) adds the replayed policy usage of each cited snapshot;
-    ``examples`` is how many divergent decisions of each divergence code are listed.
+    ``examples`` is how many divergent decisions of each divergence code are listed; ``min_spawns``
+    the minimum sample of a positive readiness verdict.
     """
     report = Report(
         chain=chain,
         window=window if window is not None else TimeWindow(),
         by=tuple(by) if by is not None else parse_by(None),
+        min_spawns=min_spawns,
     )
     tracker = NoiseTracker()
     cube, timeline = Cube(tracker), report.times
@@ -393,6 +402,7 @@ def build_report(
     cited_loader: CitedLoader | None = None,
     examples: int = 3,
     evidence: Callable[[int], LogEvidence] | None = None,
+    min_spawns: int = MIN_SPAWNS,
 ) -> Report:
     """Verify the chain at ``path`` (refusing an unverifiable one unless ``allow_unverified``), then
     stream it once and aggregate.
@@ -420,6 +430,7 @@ def build_report(
             progress=progress,
             cited_loader=cited_loader,
             examples=examples,
+            min_spawns=min_spawns,
         )
 
     status, report = analyse_chain(

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from otel_route_shadow.analysis import Report, WhatIfResult
+from otel_route_shadow.analysis import MIN_SPAWNS, Report, WhatIfResult
 from otel_route_shadow.cli.common import CliError
 
-__all__ = ["excluded_logs", "fleet_mode", "whatif_fleet_args"]
+__all__ = ["excluded_logs", "fleet_mode", "min_spawns_arg", "whatif_fleet_args"]
 
 
 def fleet_mode(args: argparse.Namespace) -> bool:
@@ -48,4 +48,26 @@ def whatif_fleet_args(parser: argparse.ArgumentParser) -> None:
         "--policy",
         metavar="FILE",
         help="with several chains: a C2SP tlog-policy; each log's newest checkpoint must meet its quorum",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def min_spawns_arg(parser: argparse.ArgumentParser) -> None:
+    """``report --min-spawns N``: the minimum sample of a positive readiness verdict."""
+    parser.add_argument(
+        "--min-spawns",
+        type=_positive,
+        default=MIN_SPAWNS,
+        metavar="N",
+        help="a group with fewer stable spawns and no blocker reads 'not-enough-spawns', not ready "
+        f"(default {MIN_SPAWNS})",
     )

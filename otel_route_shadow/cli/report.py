@@ -48,7 +48,7 @@ from otel_route_shadow.analysis import (
 from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, cap_jobs, check_output, write_output
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
-from otel_route_shadow.cli.fleet import excluded_logs, fleet_mode, whatif_fleet_args
+from otel_route_shadow.cli.fleet import excluded_logs, fleet_mode, min_spawns_arg, whatif_fleet_args
 from otel_route_shadow.cli.matrix_text import render_csv, render_json, render_table
 from otel_route_shadow.cli.progress import TerminalProgress
 from otel_route_shadow.cli.report_html import render_html
@@ -148,6 +148,7 @@ def _register_report(sub: Any) -> None:
         help="a C2SP tlog-policy file: verify the last checkpoint's cosignatures by its witnesses and say "
         "whether they meet its quorum (without it the report only lists the cosigners' names)",
     )
+    min_spawns_arg(parser)
     parser.set_defaults(handler=_handle_report)
 
 
@@ -303,6 +304,7 @@ def _handle_report(args: argparse.Namespace) -> int:
                 progress=_ReadingPhase(progress),
                 cited_loader=loader,
                 examples=args.examples,
+                min_spawns=args.min_spawns,
             )
             if fleet
             else build_report(
@@ -316,6 +318,7 @@ def _handle_report(args: argparse.Namespace) -> int:
                 cited_loader=loader,
                 examples=args.examples,
                 evidence=evidence,
+                min_spawns=args.min_spawns,
             )
         )
     except ChainAnalysisError as exc:

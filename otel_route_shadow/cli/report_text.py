@@ -34,6 +34,7 @@ from otel_route_shadow.analysis import (
     top_counts,
     width_label,
 )
+from otel_route_shadow.cli.cohort_text import ci_text, cohort_lines
 from otel_route_shadow.cli.fleet_text import fleet_lines
 from otel_route_shadow.cli.text_table import aligned, duration, pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED
@@ -60,6 +61,7 @@ def format_report(report: Report, top: int = 3) -> str:
             _divergent,
             _bypass,
             _gaps,
+            cohort_lines,
             _usage,
             _groups,
             _timeline,
@@ -305,6 +307,7 @@ _TALLY_HEADERS: Final = (
     "spawns",
     "agreed",
     "agree%",
+    "agree 95% CI",
     "diverged",
     "diverge%",
     "managed%",
@@ -320,6 +323,7 @@ def _tally_rows(rows: Sequence[tuple[str, Tally]], top: int) -> list[list[str]]:
             str(t.spawns),
             str(t.agreed),
             pct(rate(t.agreed, t.spawns)),
+            ci_text(t.agreed, t.spawns),
             str(t.diverged),
             pct(rate(t.diverged, t.spawns)),
             pct(rate(t.managed, t.spawns)),
