@@ -39,8 +39,9 @@ from otel_route_shadow.analysis.evidence import (
 )
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs
+from otel_route_shadow.analysis.records import Repeats
 from otel_route_shadow.analysis.replaying import CitedLoader
-from otel_route_shadow.analysis.report import Report, aggregate
+from otel_route_shadow.analysis.report import Aggregation, Report, new_aggregation
 from otel_route_shadow.analysis.source import (
     ChainAnalysisError,
     ChainStatus,
@@ -62,9 +63,13 @@ __all__ = [
     "Fleet",
     "FleetError",
     "FleetLog",
+    "ReportSettings",
+    "aggregate_log",
+    "aggregate_logs",
     "build_fleet_report",
     "chain_paths",
     "check_fleet",
+    "combine",
     "fleet_payloads",
     "fleet_replay",
     "fleet_specs",
@@ -323,6 +328,69 @@ def fleet_specs(specs: Sequence[GroupSpec]) -> tuple[GroupSpec, ...]:
     return (HOST_SPEC, *(spec for spec in specs if spec != HOST_SPEC))
 
 
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    """What every log's aggregation of one fleet report shares (plain values: it crosses processes)."""
+
+    by: tuple[GroupSpec, ...]
+    window: TimeWindow
+    examples: int
+    min_spawns: int
+
+    def aggregation(self, cited_loader: CitedLoader | None = None) -> Aggregation:
+        """An empty aggregation with these settings."""
+        chain = ChainStatus(path="", records=0, verified=True, checked=True)
+        return new_aggregation(
+            chain=chain,
+            by=self.by,
+            window=self.window,
+            cited_loader=cited_loader,
+            examples=self.examples,
+            min_spawns=self.min_spawns,
+        )
+
+
+def aggregate_log(
+    log: FleetLog, settings: ReportSettings, cited_loader: CitedLoader | None = None
+) -> Aggregation:
+    """The aggregation of one included log's counted records, each tagged with its origin."""
+    aggregation = settings.aggregation(cited_loader)
+    aggregation.feed(with_host(read_payloads(log.path, log.end), log.origin or log.path))
+    aggregation.cube.repeats = Repeats()  # a cache of the pass, not a count: nothing to carry over
+    return aggregation
+
+
+def aggregate_logs(
+    logs: Sequence[FleetLog],
+    settings: ReportSettings,
+    *,
+    jobs: int = 1,
+    cited_loader: CitedLoader | None = None,
+) -> list[Aggregation]:
+    """Each log's aggregation; ``jobs`` worker processes aggregate several logs at once (not with a
+    store: its snapshots are read in this process)."""
+    if jobs <= 1 or len(logs) <= 1 or cited_loader is not None:
+        return [aggregate_log(log, settings, cited_loader) for log in logs]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(logs)), mp_context=mp_context()) as pool:
+        return list(pool.map(aggregate_log, logs, [settings] * len(logs)))
+
+
+def combine(fleet: Fleet, aggregations: Sequence[Aggregation], settings: ReportSettings) -> Report:
+    """One report from the logs' aggregations."""
+    total = settings.aggregation()
+    for aggregation in aggregations:
+        total.absorb(aggregation)
+    if aggregations and aggregations[0].usage is not None:  # a store: its replayed usage, summed
+        total.usage = aggregations[0].usage
+        for aggregation in aggregations[1:]:
+            if aggregation.usage is not None:
+                total.usage.absorb(aggregation.usage)
+    report = total.finish()
+    report.chain = fleet.status()
+    report.fleet = fleet
+    return report
+
+
 def build_fleet_report(
     inputs: Sequence[str],
     *,
@@ -333,24 +401,15 @@ def build_fleet_report(
     jobs: int = 1,
     cited_loader: CitedLoader | None = None,
     examples: int = 3,
-    progress: ProgressFn | None = None,
     min_spawns: int = MIN_SPAWNS,
 ) -> Report:
     """The report over every chain of ``inputs`` (files or folders) that verifies against its newest
-    checkpoint; the others are named in ``report.fleet`` and in no figure."""
+    checkpoint; the others are named in ``report.fleet`` and in no figure. ``jobs`` worker processes
+    check, then aggregate, several logs at once."""
     fleet = check_fleet(chain_paths(inputs), verifiers=verifiers, policy=policy, jobs=jobs)
-    report = aggregate(
-        fleet_payloads(fleet),
-        chain=fleet.status(),
-        by=fleet_specs(as_specs(by)),
-        window=window,
-        progress=progress,
-        cited_loader=cited_loader,
-        examples=examples,
-        min_spawns=min_spawns,
-    )
-    report.fleet = fleet
-    return report
+    settings = ReportSettings(fleet_specs(as_specs(by)), window or TimeWindow(), examples, min_spawns)
+    aggregations = aggregate_logs(fleet.included, settings, jobs=jobs, cited_loader=cited_loader)
+    return combine(fleet, aggregations, settings)
 
 
 def fleet_replay(

@@ -112,6 +112,24 @@ class RecordCounts:
     """Observations without a decision whose shadow path failed (``route_shadow.error.type``), per
     cohort (:mod:`~otel_route_shadow.analysis.cohorts`)."""
 
+    def absorb(self, other: RecordCounts) -> None:
+        """Add another log's counts."""
+        for name in ("read", "observations", "outside_window", "without_decision", "malformed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for kind, n in other.skipped_kinds.items():
+            self.skipped_kinds[kind] = self.skipped_kinds.get(kind, 0) + n
+        for key, n in other.shadow_errors.items():
+            self.shadow_errors[key] = self.shadow_errors.get(key, 0) + n
+        mine, theirs = self.dropped, other.dropped
+        mine.events += theirs.events
+        mine.records += theirs.records
+        mine.first_ns = min((t for t in (mine.first_ns, theirs.first_ns) if t is not None), default=None)
+        mine.last_ns = max((t for t in (mine.last_ns, theirs.last_ns) if t is not None), default=None)
+        self.truncated.records += other.truncated.records
+        self.truncated.observations += other.truncated.observations
+        room = TRUNCATED_EXAMPLES - len(self.truncated.first_seqs)
+        self.truncated.first_seqs.extend(other.truncated.first_seqs[: max(room, 0)])
+
     def demote(self) -> None:
         """An observation a consumer could not use after all (a value no exporter writes)."""
         self.observations -= 1

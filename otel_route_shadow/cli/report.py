@@ -301,7 +301,6 @@ def _handle_report(args: argparse.Namespace) -> int:
                 verifiers=verifiers,
                 policy=policy,
                 jobs=args.jobs,
-                progress=_ReadingPhase(progress),
                 cited_loader=loader,
                 examples=args.examples,
                 min_spawns=args.min_spawns,
