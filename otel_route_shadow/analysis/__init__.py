@@ -35,6 +35,7 @@ from otel_route_shadow.analysis.fleet import (
     Fleet,
     FleetError,
     FleetLog,
+    Followed,
     build_fleet_report,
     chain_paths,
     fleet_replay,
@@ -72,6 +73,7 @@ from otel_route_shadow.analysis.matrix import (
     parse_account,
     parse_axis,
 )
+from otel_route_shadow.analysis.monitor import follow_fleet
 from otel_route_shadow.analysis.noise import (
     KEY_NAMES,
     NOISE_DEFINITION,
@@ -165,6 +167,7 @@ __all__ = [
     "Fleet",
     "FleetError",
     "FleetLog",
+    "Followed",
     "GapCounts",
     "GapTally",
     "GroupSpec",
@@ -204,6 +207,7 @@ __all__ = [
     "cited_loader",
     "finding_codes",
     "fleet_replay",
+    "follow_fleet",
     "format_ns",
     "fraction_rate",
     "interval",

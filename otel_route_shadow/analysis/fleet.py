@@ -54,7 +54,15 @@ from otel_route_shadow.analysis.whatif import WhatIfResult, replay_payloads
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import PolicySnapshot
 from otel_route_shadow.processes import mp_context
-from otel_route_shadow.tlog import NoteError, Policy, Verifier, check_chain
+from otel_route_shadow.tlog import (
+    NoteError,
+    Policy,
+    Verifier,
+    check_chain,
+    parse_checkpoint,
+    parse_note,
+    subtrees,
+)
 
 __all__ = [
     "CHAIN_SUFFIX",
@@ -63,16 +71,22 @@ __all__ = [
     "Fleet",
     "FleetError",
     "FleetLog",
+    "Followed",
+    "PendingLog",
     "ReportSettings",
     "aggregate_log",
     "aggregate_logs",
     "build_fleet_report",
     "chain_paths",
     "check_fleet",
+    "check_logs",
     "combine",
     "fleet_payloads",
     "fleet_replay",
     "fleet_specs",
+    "prepare_log",
+    "refuse_shared_origins",
+    "verifier_keys",
     "with_host",
 ]
 
@@ -102,6 +116,10 @@ class FleetLog:
     evidence: LogEvidence | None = None
     end: int = 0
     """The byte offset where the log's record ``size`` begins: reading stops there."""
+    root: bytes = b""
+    """The checkpoint's root hash (of the first ``size`` records)."""
+    frontier: tuple[bytes, ...] = ()
+    """The roots of the perfect subtrees of the first ``size`` records (``tlog.CompactRange``)."""
 
     @property
     def included(self) -> bool:
@@ -120,12 +138,30 @@ class FleetLog:
 
 
 @dataclass(frozen=True, slots=True)
+class Followed:
+    """With a monitor's state file: which logs were extended from it and which read in full, and why."""
+
+    extended: tuple[str, ...]
+    rebuilt: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "extended": list(self.extended),
+            "rebuilt": list(self.rebuilt),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Fleet:
     """The logs of one fleet report, in the order given."""
 
     logs: tuple[FleetLog, ...] = ()
     keys_given: bool = False
     policy_given: bool = False
+    followed: Followed | None = None
+    """Set when the fleet was followed from a state file (``analysis.monitor``)."""
 
     @property
     def included(self) -> list[FleetLog]:
@@ -149,6 +185,7 @@ class Fleet:
             "records_counted": sum(log.size for log in self.included),
             "checked_with": self.checked_with(),
             "hosts": [log.as_dict() for log in self.logs],
+            "state": None if self.followed is None else self.followed.as_dict(),
         }
 
     def checked_with(self) -> str:
@@ -193,6 +230,7 @@ class _Verdict:
     problem: str | None
     records: int = 0
     end: int = 0
+    frontier: tuple[bytes, ...] = ()
 
 
 def _check_against(path: str, note: str, size: int, keys: tuple[str, ...]) -> _Verdict:
@@ -215,7 +253,8 @@ def _check_against(path: str, note: str, size: int, keys: tuple[str, ...]) -> _V
             chain.records,
         )
     end = checked.marked_offset if checked.marked_offset is not None else chain.bytes_verified
-    return _Verdict(None, chain.records, end)
+    frontier = tuple(checked.tree.node(height, index) for height, index in subtrees(0, size))
+    return _Verdict(None, chain.records, end, frontier)
 
 
 def _checkpoint_problem(
@@ -235,6 +274,61 @@ def _checkpoint_problem(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class PendingLog:
+    """A log whose checkpoint note is usable (signature and quorum as asked): its chain is next."""
+
+    path: str
+    note: str
+    evidence: LogEvidence
+    root: bytes
+
+
+def prepare_log(path: str, verifiers: Sequence[Verifier], policy: Policy | None) -> FleetLog | PendingLog:
+    """The checks of a log that read no record: the chain file, its newest checkpoint, its signature
+    and quorum. An excluded :class:`FleetLog`, or the :class:`PendingLog` whose chain is to check."""
+    try:
+        require_chain_file(Path(path))
+    except ChainAnalysisError as exc:
+        return FleetLog(path, EXCLUDED, reason=str(exc))
+    where, note, written_ns, problem = read_checkpoint_note(path)
+    evidence = (
+        note_evidence(where, note, written_ns, 0, verifiers=verifiers, policy=policy)
+        if note is not None
+        else LogEvidence(where, "absent" if problem is None else "unreadable", 0, problem=problem)
+    )
+    refused = _checkpoint_problem(evidence, verifiers, policy)
+    if refused is not None or note is None:
+        return FleetLog(path, EXCLUDED, origin=evidence.origin, reason=refused, evidence=evidence)
+    return PendingLog(path, note, evidence, parse_checkpoint(parse_note(note).text).root)
+
+
+def check_logs(pending: Sequence[PendingLog], keys: tuple[str, ...], jobs: int = 1) -> list[FleetLog]:
+    """Each pending log's chain verified against its checkpoint (``jobs`` worker processes)."""
+    verdicts = _run_checks([(log.path, log.note, log.evidence.size or 0, keys) for log in pending], jobs)
+    return [
+        FleetLog(
+            log.path,
+            INCLUDED if verdict.problem is None else EXCLUDED,
+            origin=log.evidence.origin,
+            size=log.evidence.size or 0,
+            records=verdict.records,
+            reason=verdict.problem,
+            evidence=_with_records(log.evidence, verdict.records),
+            end=verdict.end,
+            root=log.root,
+            frontier=verdict.frontier,
+        )
+        for log, verdict in zip(pending, verdicts, strict=True)
+    ]
+
+
+def verifier_keys(verifiers: Sequence[Verifier], policy: Policy | None) -> tuple[str, ...]:
+    """The key strings that authenticate the logs' checkpoints: the given ones and the policy's."""
+    policy_keys = [str(log.verifier) for log in policy.logs] if policy is not None else []
+    return tuple(dict.fromkeys([*map(str, verifiers), *policy_keys]))
+
+
 def check_fleet(
     paths: Sequence[str],
     *,
@@ -244,44 +338,14 @@ def check_fleet(
 ) -> Fleet:
     """Check every log (``jobs`` worker processes check the chains) and return the fleet. Raises
     :class:`FleetError` when two logs name one origin."""
-    policy_keys = [str(log.verifier) for log in policy.logs] if policy is not None else []
-    keys = tuple(dict.fromkeys([*map(str, verifiers), *policy_keys]))
-    logs: list[FleetLog | None] = []
-    pending: list[tuple[int, str, str, LogEvidence]] = []
-    for index, path in enumerate(paths):
-        try:
-            require_chain_file(Path(path))
-        except ChainAnalysisError as exc:
-            logs.append(FleetLog(path, EXCLUDED, reason=str(exc)))
-            continue
-        where, note, written_ns, problem = read_checkpoint_note(path)
-        evidence = (
-            note_evidence(where, note, written_ns, 0, verifiers=verifiers, policy=policy)
-            if note is not None
-            else LogEvidence(where, "absent" if problem is None else "unreadable", 0, problem=problem)
-        )
-        refused = _checkpoint_problem(evidence, verifiers, policy)
-        if refused is not None or note is None:
-            logs.append(FleetLog(path, EXCLUDED, origin=evidence.origin, reason=refused, evidence=evidence))
-            continue
-        logs.append(None)
-        pending.append((index, path, note, evidence))
-    verdicts = _run_checks([(path, note, ev.size or 0, keys) for _, path, note, ev in pending], jobs)
-    for (index, path, _note, evidence), verdict in zip(pending, verdicts, strict=True):
-        status = INCLUDED if verdict.problem is None else EXCLUDED
-        logs[index] = FleetLog(
-            path,
-            status,
-            origin=evidence.origin,
-            size=evidence.size or 0,
-            records=verdict.records,
-            reason=verdict.problem,
-            evidence=_with_records(evidence, verdict.records),
-            end=verdict.end,
-        )
-    fleet = Fleet(tuple(log for log in logs if log is not None), bool(verifiers), policy is not None)
-    _refuse_shared_origins(fleet)
-    return fleet
+    prepared = [prepare_log(path, verifiers, policy) for path in paths]
+    refuse_shared_origins(
+        [item.evidence.origin if isinstance(item, PendingLog) else item.origin for item in prepared], paths
+    )
+    pending = [item for item in prepared if isinstance(item, PendingLog)]
+    checked = iter(check_logs(pending, verifier_keys(verifiers, policy), jobs))
+    logs = tuple(next(checked) if isinstance(item, PendingLog) else item for item in prepared)
+    return Fleet(logs, bool(verifiers), policy is not None)
 
 
 def _with_records(evidence: LogEvidence, records: int) -> LogEvidence:
@@ -295,17 +359,18 @@ def _run_checks(items: list[tuple[str, str, int, tuple[str, ...]]], jobs: int) -
         return list(pool.map(_check_against, *zip(*items, strict=True)))
 
 
-def _refuse_shared_origins(fleet: Fleet) -> None:
+def refuse_shared_origins(origins: Sequence[str | None], paths: Sequence[str]) -> None:
+    """Raise :class:`FleetError` when two logs name one origin (one log given twice, or a copy)."""
     seen: dict[str, str] = {}
-    for log in fleet.logs:
-        if log.origin is None:
+    for origin, path in zip(origins, paths, strict=True):
+        if origin is None:
             continue
-        if log.origin in seen:
+        if origin in seen:
             raise FleetError(
-                f"{seen[log.origin]} and {log.path} are both logs of origin {log.origin!r}: one log given "
+                f"{seen[origin]} and {path} are both logs of origin {origin!r}: one log given "
                 "twice, or a copy; refused (the fleet would count its spawns twice)"
             )
-        seen[log.origin] = log.path
+        seen[origin] = path
 
 
 def with_host(payloads: Payloads, host: str) -> Payloads:

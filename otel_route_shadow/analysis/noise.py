@@ -112,6 +112,22 @@ class NoiseTracker:
             state = self.keys[key] = KeyState(len(self.lanes))
         return state
 
+    def restore_key(
+        self,
+        key: tuple[Any, ...],
+        last: tuple[Any, ...] | None,
+        flaps: int,
+        routes: Sequence[tuple[Any, ...]],
+        flap_seqs: Sequence[int],
+    ) -> None:
+        """Set a key's state as a saved pass left it (``last`` None: no spawn yet; every route
+        interned with :meth:`route`); its spawns and divergences come from the cube at the end."""
+        state = self.key(key)
+        state.last = _NOTHING if last is None else last
+        state.flaps = flaps
+        state.routes = set(routes)
+        state.flap_seqs = list(flap_seqs[:FLAP_EXAMPLES])
+
     def route(self, route: tuple[Any, ...]) -> tuple[Any, ...]:
         return self.routes.setdefault(route, route)
 

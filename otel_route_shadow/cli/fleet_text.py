@@ -26,6 +26,13 @@ def fleet_lines(fleet: Fleet) -> list[str]:
         f"each log: {fleet.checked_with()}"
     ]
     out.extend(f"{' ' if log.included else '!'} host {_log_line(log)}" for log in fleet.logs)
+    followed = fleet.followed
+    if followed is not None:
+        out.append(
+            f"state: {len(followed.extended)} log(s) extended from the state file (only their new records "
+            f"read), {len(followed.rebuilt)} read in full"
+        )
+        out.extend(f"! state: {warning}" for warning in followed.warnings)
     return out
 
 

@@ -38,6 +38,7 @@ from otel_route_shadow.analysis import (
     candidate_snapshot,
     cited_loader,
     fleet_replay,
+    follow_fleet,
     parse_account,
     parse_axis,
     parse_by,
@@ -48,7 +49,13 @@ from otel_route_shadow.analysis import (
 from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, cap_jobs, check_output, write_output
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
-from otel_route_shadow.cli.fleet import excluded_logs, fleet_mode, min_spawns_arg, whatif_fleet_args
+from otel_route_shadow.cli.fleet import (
+    excluded_logs,
+    fleet_mode,
+    min_spawns_arg,
+    monitor_args,
+    whatif_fleet_args,
+)
 from otel_route_shadow.cli.matrix_text import render_csv, render_json, render_table
 from otel_route_shadow.cli.progress import TerminalProgress
 from otel_route_shadow.cli.report_html import render_html
@@ -149,6 +156,7 @@ def _register_report(sub: Any) -> None:
         "whether they meet its quorum (without it the report only lists the cosigners' names)",
     )
     min_spawns_arg(parser)
+    monitor_args(parser)
     parser.set_defaults(handler=_handle_report)
 
 
@@ -294,7 +302,20 @@ def _handle_report(args: argparse.Namespace) -> int:
 
     try:
         report = (
-            build_fleet_report(
+            follow_fleet(
+                args.chain,
+                args.state,
+                by=specs,
+                window=window,
+                verifiers=verifiers,
+                policy=policy,
+                jobs=args.jobs,
+                examples=args.examples,
+                min_spawns=args.min_spawns,
+                rebuild=args.rebuild,
+            )
+            if args.state
+            else build_fleet_report(
                 args.chain,
                 by=specs,
                 window=window,
