@@ -205,3 +205,14 @@ def test_the_report_command_follows_with_state(
     assert "2 log(s) extended from the state file" in capsys.readouterr().out
     assert main(["report", str(folder), "--rebuild", "--no-progress"]) == EXIT_USAGE
     assert main(["report", str(folder), "--state", state, "--store", str(tmp_path)]) == EXIT_USAGE
+
+
+def test_a_state_path_that_is_not_a_regular_file_is_refused(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, _hosts = fleet
+    assert main(["report", str(folder), "--state", str(tmp_path), "--no-progress"]) == EXIT_USAGE
+    assert "not a regular file" in capsys.readouterr().err
+    missing = str(tmp_path / "no-such-dir" / "state.json")
+    assert main(["report", str(folder), "--state", missing, "--no-progress"]) == EXIT_USAGE
+    assert "cannot write" in capsys.readouterr().err

@@ -59,6 +59,7 @@ from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import GroupSpec, as_specs
 from otel_route_shadow.analysis.noise import KEY_ATTRIBUTES, ROUTE_ATTRIBUTES
 from otel_route_shadow.analysis.report import Aggregation, Report
+from otel_route_shadow.analysis.source import ChainAnalysisError
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.chain import MAX_LINE_BYTES
 from otel_route_shadow.files import FileRefused, open_regular, write_atomic
@@ -325,9 +326,13 @@ def read_state(path: str, settings: ReportSettings, warnings: list[str]) -> dict
 
 
 def write_state(path: str, entries: list[dict[str, Any]]) -> None:
-    """Replace the state file at ``path`` (atomically)."""
+    """Replace the state file at ``path`` (atomically); one that cannot be written is a
+    :class:`~otel_route_shadow.analysis.source.ChainAnalysisError` naming it."""
     document = {"kind": STATE_KIND, "version": STATE_VERSION, "logs": entries}
-    write_atomic(path, orjson.dumps(document) + b"\n", mode=0o600)
+    try:
+        write_atomic(path, orjson.dumps(document) + b"\n", mode=0o600)
+    except OSError as exc:
+        raise ChainAnalysisError(f"state file {path}: cannot write: {exc.strerror or exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------

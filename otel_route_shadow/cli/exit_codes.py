@@ -168,7 +168,10 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
                 "the chain does not verify (refused, or flagged with --allow-unverified); of several chains, "
                 "a log that does not verify against its newest checkpoint (named, excluded from every figure)"
             ),
-            EXIT_USAGE: "a missing or empty chain, a bad option, an unreadable store, key or witness policy",
+            EXIT_USAGE: (
+                "a missing or empty chain, a bad option, an unreadable store, key or witness policy; of "
+                "several chains, two logs of one origin; a --state file that cannot be written"
+            ),
         },
         "whatif": {
             EXIT_OK: "the replay printed",

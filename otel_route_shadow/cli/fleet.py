@@ -13,7 +13,7 @@ import os
 import sys
 
 from otel_route_shadow.analysis import MIN_SPAWNS, Report, WhatIfResult
-from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.common import CliError, check_output
 
 __all__ = ["excluded_logs", "fleet_mode", "min_spawns_arg", "monitor_args", "whatif_fleet_args"]
 
@@ -26,6 +26,8 @@ def fleet_mode(args: argparse.Namespace) -> bool:
     state = getattr(args, "state", None)
     if getattr(args, "rebuild", False) and state is None:
         raise CliError("--rebuild goes with --state FILE")
+    if state is not None:
+        check_output(state, "--state")
     if state is not None and args.store:
         raise CliError(
             "--state does not go with --store (the replayed policy usage is not kept in the state)"
