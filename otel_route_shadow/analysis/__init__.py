@@ -36,10 +36,10 @@ from otel_route_shadow.analysis.fleet import (
     FleetError,
     FleetLog,
     Followed,
-    build_fleet_report,
     chain_paths,
-    fleet_replay,
+    is_remote,
 )
+from otel_route_shadow.analysis.fleet_report import build_fleet_report, fleet_replay
 from otel_route_shadow.analysis.gaps import (
     MIN_SPAWNS,
     NOT_ENOUGH,
@@ -84,6 +84,7 @@ from otel_route_shadow.analysis.noise import (
     fraction_rate,
 )
 from otel_route_shadow.analysis.records import RecordCounts
+from otel_route_shadow.analysis.remote import Fetch, RemoteError
 from otel_route_shadow.analysis.report import (
     BYPASS_DEFINITION,
     DEFIED_COUNTS_NOTE,
@@ -164,6 +165,7 @@ __all__ = [
     "ChangeTally",
     "Cohort",
     "EmptyChainError",
+    "Fetch",
     "Fleet",
     "FleetError",
     "FleetLog",
@@ -185,6 +187,7 @@ __all__ = [
     "NoiseTable",
     "PolicyUse",
     "RecordCounts",
+    "RemoteError",
     "Report",
     "SnapshotSourceError",
     "SourcedSnapshot",
@@ -211,6 +214,7 @@ __all__ = [
     "format_ns",
     "fraction_rate",
     "interval",
+    "is_remote",
     "key_label",
     "label",
     "open_chain",

@@ -37,8 +37,7 @@ from otel_route_shadow.analysis.evidence import (
     note_evidence,
     read_checkpoint_note,
 )
-from otel_route_shadow.analysis.gaps import MIN_SPAWNS
-from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs
+from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec
 from otel_route_shadow.analysis.records import Repeats
 from otel_route_shadow.analysis.replaying import CitedLoader
 from otel_route_shadow.analysis.report import Aggregation, Report, new_aggregation
@@ -46,13 +45,10 @@ from otel_route_shadow.analysis.source import (
     ChainAnalysisError,
     ChainStatus,
     Payloads,
-    ProgressFn,
     read_payloads,
     require_chain_file,
 )
-from otel_route_shadow.analysis.whatif import WhatIfResult, replay_payloads
 from otel_route_shadow.analysis.window import TimeWindow
-from otel_route_shadow.core import PolicySnapshot
 from otel_route_shadow.processes import mp_context
 from otel_route_shadow.tlog import (
     NoteError,
@@ -76,14 +72,14 @@ __all__ = [
     "ReportSettings",
     "aggregate_log",
     "aggregate_logs",
-    "build_fleet_report",
     "chain_paths",
     "check_fleet",
     "check_logs",
+    "checkpoint_problem",
     "combine",
     "fleet_payloads",
-    "fleet_replay",
     "fleet_specs",
+    "is_remote",
     "prepare_log",
     "refuse_shared_origins",
     "verifier_keys",
@@ -199,9 +195,15 @@ class Fleet:
         return "checkpoint consistent with the chain; its signature not verified (no --key or --policy given)"
 
 
+def is_remote(location: str) -> bool:
+    """True for a log given by URL (``serve``'s ``http://host:port/<origin>/``)."""
+    return location.startswith(("http://", "https://"))
+
+
 def chain_paths(inputs: Sequence[str]) -> list[str]:
-    """The chains named by ``inputs``: each a chain file, or a folder whose ``*.jsonl`` regular files
-    (sorted by name) are its chains. A path that does not exist is a :class:`FleetError`."""
+    """The logs named by ``inputs``: each a chain file, a remote log's URL, or a folder whose
+    ``*.jsonl`` regular files (sorted by name) are its chains. A path that does not exist is a
+    :class:`FleetError`."""
     found: list[str] = []
     for item in inputs:
         path = Path(item)
@@ -214,7 +216,7 @@ def chain_paths(inputs: Sequence[str]) -> list[str]:
             if not chains:
                 raise FleetError(f"{item}: a folder with no *{CHAIN_SUFFIX} chain in it")
             found.extend(chains)
-        elif path.exists() or path.is_symlink():
+        elif is_remote(item) or path.exists() or path.is_symlink():
             found.append(item)
         else:
             raise FleetError(f"{item}: no such chain file or folder")
@@ -257,7 +259,7 @@ def _check_against(path: str, note: str, size: int, keys: tuple[str, ...]) -> _V
     return _Verdict(None, chain.records, end, frontier)
 
 
-def _checkpoint_problem(
+def checkpoint_problem(
     evidence: LogEvidence, verifiers: Sequence[Verifier], policy: Policy | None
 ) -> str | None:
     if evidence.status != PRESENT:
@@ -297,7 +299,7 @@ def prepare_log(path: str, verifiers: Sequence[Verifier], policy: Policy | None)
         if note is not None
         else LogEvidence(where, "absent" if problem is None else "unreadable", 0, problem=problem)
     )
-    refused = _checkpoint_problem(evidence, verifiers, policy)
+    refused = checkpoint_problem(evidence, verifiers, policy)
     if refused is not None or note is None:
         return FleetLog(path, EXCLUDED, origin=evidence.origin, reason=refused, evidence=evidence)
     return PendingLog(path, note, evidence, parse_checkpoint(parse_note(note).text).root)
@@ -454,56 +456,3 @@ def combine(fleet: Fleet, aggregations: Sequence[Aggregation], settings: ReportS
     report.chain = fleet.status()
     report.fleet = fleet
     return report
-
-
-def build_fleet_report(
-    inputs: Sequence[str],
-    *,
-    by: Sequence[GroupSpec] | Sequence[str] | None = None,
-    window: TimeWindow | None = None,
-    verifiers: Sequence[Verifier] = (),
-    policy: Policy | None = None,
-    jobs: int = 1,
-    cited_loader: CitedLoader | None = None,
-    examples: int = 3,
-    min_spawns: int = MIN_SPAWNS,
-) -> Report:
-    """The report over every chain of ``inputs`` (files or folders) that verifies against its newest
-    checkpoint; the others are named in ``report.fleet`` and in no figure. ``jobs`` worker processes
-    check, then aggregate, several logs at once."""
-    fleet = check_fleet(chain_paths(inputs), verifiers=verifiers, policy=policy, jobs=jobs)
-    settings = ReportSettings(fleet_specs(as_specs(by)), window or TimeWindow(), examples, min_spawns)
-    aggregations = aggregate_logs(fleet.included, settings, jobs=jobs, cited_loader=cited_loader)
-    return combine(fleet, aggregations, settings)
-
-
-def fleet_replay(
-    inputs: Sequence[str],
-    snapshot: PolicySnapshot,
-    *,
-    candidate_source: str = "candidate",
-    cited_loader: CitedLoader | None = None,
-    by: Sequence[GroupSpec] | Sequence[str] | None = None,
-    window: TimeWindow | None = None,
-    examples: int = 3,
-    verifiers: Sequence[Verifier] = (),
-    policy: Policy | None = None,
-    jobs: int = 1,
-    progress: ProgressFn | None = None,
-) -> WhatIfResult:
-    """``whatif`` over every chain of ``inputs`` that verifies against its newest checkpoint (as
-    :func:`build_fleet_report` chooses them)."""
-    fleet = check_fleet(chain_paths(inputs), verifiers=verifiers, policy=policy, jobs=jobs)
-    result = replay_payloads(
-        fleet_payloads(fleet),
-        snapshot,
-        chain=fleet.status(),
-        candidate_source=candidate_source,
-        cited_loader=cited_loader,
-        by=fleet_specs(as_specs(by)),
-        window=window,
-        examples=examples,
-        progress=progress,
-    )
-    result.fleet = fleet
-    return result

@@ -41,6 +41,7 @@ from otel_route_shadow.analysis.cells import CELL_KEYS, Cell, CubeSlot
 from otel_route_shadow.analysis.fleet import (
     INCLUDED,
     Fleet,
+    FleetError,
     FleetLog,
     Followed,
     PendingLog,
@@ -50,6 +51,7 @@ from otel_route_shadow.analysis.fleet import (
     check_logs,
     combine,
     fleet_specs,
+    is_remote,
     prepare_log,
     refuse_shared_origins,
     verifier_keys,
@@ -460,6 +462,11 @@ def follow_fleet(
     the state file is then rewritten. Raises
     :class:`~otel_route_shadow.analysis.fleet.FleetError` as :func:`build_fleet_report` does."""
     paths = chain_paths(inputs)
+    remote = [path for path in paths if is_remote(path)]
+    if remote:
+        raise FleetError(
+            f"{remote[0]}: --state follows local chains (a remote log is read in full without it)"
+        )
     settings = ReportSettings(fleet_specs(as_specs(by)), window or TimeWindow(), examples, min_spawns)
     warnings: list[str] = []
     entries = {} if rebuild else read_state(state_path, settings, warnings)

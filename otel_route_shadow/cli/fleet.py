@@ -10,19 +10,38 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 import sys
+import urllib.parse
 
-from otel_route_shadow.analysis import MIN_SPAWNS, Report, WhatIfResult
+from otel_route_shadow.analysis import MIN_SPAWNS, Fetch, RemoteError, Report, WhatIfResult, is_remote
 from otel_route_shadow.cli.common import CliError, check_output
+from otel_route_shadow.witness import TransportError, http_get
 
-__all__ = ["excluded_logs", "fleet_mode", "min_spawns_arg", "monitor_args", "whatif_fleet_args"]
+__all__ = [
+    "DEFAULT_REMOTE_TIMEOUT",
+    "excluded_logs",
+    "fleet_mode",
+    "min_spawns_arg",
+    "monitor_args",
+    "remote_fetch",
+    "whatif_fleet_args",
+]
+
+DEFAULT_REMOTE_TIMEOUT = 10.0
+"""Seconds a remote log's request may take, from connecting to the last byte (``--remote-timeout``)."""
 
 
 def fleet_mode(args: argparse.Namespace) -> bool:
     """True when ``args.chain`` names several chains or a folder; refuses ``--allow-unverified`` then
     (a fleet excludes every log that does not verify; it never counts one flagged)."""
     chains: list[str] = args.chain
-    fleet = len(chains) > 1 or os.path.isdir(chains[0]) or getattr(args, "state", None) is not None
+    fleet = (
+        len(chains) > 1
+        or os.path.isdir(chains[0])
+        or is_remote(chains[0])
+        or getattr(args, "state", None) is not None
+    )
     state = getattr(args, "state", None)
     if getattr(args, "rebuild", False) and state is None:
         raise CliError("--rebuild goes with --state FILE")
@@ -89,7 +108,8 @@ def min_spawns_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def monitor_args(parser: argparse.ArgumentParser) -> None:
-    """``report --state FILE [--rebuild]``: follow the fleet like a monitor."""
+    """``report --state FILE [--rebuild]``: follow the fleet like a monitor; ``--remote-timeout``."""
+    monitor_remote_timeout(parser)
     parser.add_argument(
         "--state",
         metavar="FILE",
@@ -99,3 +119,48 @@ def monitor_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rebuild", action="store_true", help="with --state: read every log in full and rewrite the state"
     )
+
+
+def monitor_remote_timeout(parser: argparse.ArgumentParser) -> None:
+    """``report --remote-timeout S``: the bound on each request to a remote log."""
+    parser.add_argument(
+        "--remote-timeout",
+        type=float,
+        default=DEFAULT_REMOTE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"each request to a remote log (a serve URL given as CHAIN) must complete within this "
+        f"(default {DEFAULT_REMOTE_TIMEOUT:g}); a remote that does not is named and excluded",
+    )
+
+
+def remote_fetch(timeout: float) -> Fetch:
+    """A bounded HTTP GET for remote logs: ``timeout`` seconds for each whole exchange."""
+    if not timeout > 0:
+        raise CliError("--remote-timeout must be a positive number of seconds")
+
+    def fetch(url: str, max_bytes: int) -> bytes:
+        parts = urllib.parse.urlsplit(url)
+        https = parts.scheme == "https"
+        try:
+            port = parts.port or (443 if https else 80)
+        except ValueError:
+            raise RemoteError(f"{url}: not a URL with a valid port") from None
+        if not parts.hostname:
+            raise RemoteError(f"{url}: no host in the URL")
+        try:
+            answer = http_get(
+                host=parts.hostname,
+                port=port,
+                path=parts.path or "/",
+                tls=ssl.create_default_context() if https else None,
+                connect_timeout=timeout,
+                timeout=timeout,
+                max_bytes=max_bytes,
+            )
+        except TransportError as exc:
+            raise RemoteError(f"{url}: {exc}") from None
+        if answer.status != 200:
+            raise RemoteError(f"{url}: HTTP {answer.status}")
+        return answer.body
+
+    return fetch

@@ -54,6 +54,7 @@ from otel_route_shadow.cli.fleet import (
     fleet_mode,
     min_spawns_arg,
     monitor_args,
+    remote_fetch,
     whatif_fleet_args,
 )
 from otel_route_shadow.cli.matrix_text import render_csv, render_json, render_table
@@ -325,6 +326,7 @@ def _handle_report(args: argparse.Namespace) -> int:
                 cited_loader=loader,
                 examples=args.examples,
                 min_spawns=args.min_spawns,
+                fetch=remote_fetch(args.remote_timeout),
             )
             if fleet
             else build_report(

@@ -28,6 +28,7 @@ from otel_route_shadow.witness.pusher import (
     PusherStats,
     WitnessPusher,
 )
+from otel_route_shadow.witness.transport import HttpAnswer, TransportError, http_get
 from otel_route_shadow.witness.witnessing import TRANSIENT_CAUSES, CheckpointWitnessing
 
 __all__ = [
@@ -39,8 +40,10 @@ __all__ = [
     "TRANSIENT_CAUSES",
     "WORKER_NAME",
     "CheckpointWitnessing",
+    "HttpAnswer",
     "Outcome",
     "PusherStats",
+    "TransportError",
     "WitnessAnswer",
     "WitnessConfigError",
     "WitnessEndpoint",
@@ -48,5 +51,6 @@ __all__ = [
     "add_checkpoint",
     "add_checkpoint_body",
     "endpoints_from_policy",
+    "http_get",
     "interpret_answer",
 ]

@@ -1,4 +1,5 @@
-"""One bounded HTTP POST: a deadline for the whole exchange and a cap on the bytes read.
+"""One bounded HTTP exchange (a POST, or a GET): a deadline for the whole exchange and a cap on the
+bytes read.
 
 ``http.client`` does the HTTP; what it reads comes through a stream that, before every ``recv``, sets
 the socket's timeout to what is left of the deadline and, after it, counts the bytes against the cap.
@@ -23,7 +24,7 @@ from otel_route_shadow.version import __version__
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
 
-__all__ = ["HttpAnswer", "TransportError", "TransportFault", "post"]
+__all__ = ["HttpAnswer", "TransportError", "TransportFault", "http_get", "post"]
 
 USER_AGENT = f"otel-route-shadow/{__version__}"
 
@@ -141,18 +142,48 @@ def post(
     max_bytes: int,
 ) -> HttpAnswer:
     """POST ``body`` to ``path``; the answer's status, media type and body, or ``TransportError``."""
+    return _bounded("POST", host, port, path, body, tls, connect_timeout, timeout, max_bytes)
+
+
+def http_get(
+    *,
+    host: str,
+    port: int,
+    path: str,
+    tls: ssl.SSLContext | None,
+    connect_timeout: float,
+    timeout: float,
+    max_bytes: int,
+) -> HttpAnswer:
+    """GET ``path``; the answer's status, media type and body, or ``TransportError``."""
+    return _bounded("GET", host, port, path, None, tls, connect_timeout, timeout, max_bytes)
+
+
+def _bounded(
+    method: str,
+    host: str,
+    port: int,
+    path: str,
+    body: bytes | None,
+    tls: ssl.SSLContext | None,
+    connect_timeout: float,
+    timeout: float,
+    max_bytes: int,
+) -> HttpAnswer:
     budget = _Budget(time.monotonic() + timeout, max_bytes)
     connection = _Connection(host, port, budget, connect_timeout, tls)
     try:
-        return _exchange(connection, path, body)
+        return _exchange(connection, method, path, body)
     finally:
         connection.close()
         if connection.raw is not None:
             connection.raw.close()
 
 
-def _exchange(connection: _Connection, path: str, body: bytes) -> HttpAnswer:
-    headers = {"Content-Type": "text/plain; charset=utf-8", "User-Agent": USER_AGENT, "Connection": "close"}
+def _exchange(connection: _Connection, method: str, path: str, body: bytes | None) -> HttpAnswer:
+    headers = {"User-Agent": USER_AGENT, "Connection": "close"}
+    if body is not None:
+        headers["Content-Type"] = "text/plain; charset=utf-8"
     try:
         connection.connect()
     except TimeoutError:
@@ -160,7 +191,7 @@ def _exchange(connection: _Connection, path: str, body: bytes) -> HttpAnswer:
     except OSError as exc:
         raise TransportError(TransportFault.UNREACHABLE, f"cannot connect: {_os_reason(exc)}") from None
     try:
-        connection.request("POST", path, body=body, headers=headers)
+        connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read()
     except TimeoutError:
