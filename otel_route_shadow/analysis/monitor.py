@@ -81,6 +81,9 @@ STATE_KIND: Final = "route-shadow-monitor-state"
 STATE_VERSION: Final = 1
 MAX_STATE_BYTES: Final = 256 * 1024 * 1024
 """A state file holds counts per distinct cell and key, never per record: far below this."""
+READ_BYTES: Final = 256 * 1024
+"""Block size for reading a log's new records: a day's share of a log, not its history (the chain
+readers' 8 MiB blocks would cost more to allocate than the records to read)."""
 
 StrictInt = Annotated[int, Field(strict=True, ge=0)]
 """Every count, offset, size and seq of a state file: a whole number, never negative."""
@@ -355,7 +358,7 @@ def _new_lines(path: str, start: int, count: int) -> Iterator[tuple[bytes, int]]
         if start > end:
             raise _NotAnExtension(f"the chain is shorter ({end} bytes) than the state says ({start})")
         taken = 0
-        for after, block in iter_blocks(handle, start, end, max_line=MAX_LINE_BYTES):
+        for after, block in iter_blocks(handle, start, end, READ_BYTES, max_line=MAX_LINE_BYTES):
             offset = after - len(block) - 1
             for line in block.split(b"\n"):
                 offset += len(line) + 1
@@ -371,7 +374,8 @@ def _lines_after(path: str, start: int) -> int:
     with os.fdopen(open_regular(path), "rb", buffering=0) as handle:
         end = complete_end(handle)
         return sum(
-            block.count(b"\n") + 1 for _, block in iter_blocks(handle, start, end, max_line=MAX_LINE_BYTES)
+            block.count(b"\n") + 1
+            for _, block in iter_blocks(handle, start, end, READ_BYTES, max_line=MAX_LINE_BYTES)
         )
 
 
