@@ -242,3 +242,25 @@ def test_divergent_decisions_name_their_host(hosts: tuple[Path, list[Path], list
     from otel_route_shadow.cli.report_text import format_report
 
     assert "alpha.example/route-shadow 1" in format_report(report)
+
+
+def test_the_whatif_command_over_a_fleet_names_the_excluded_log(
+    hosts: tuple[Path, list[Path], list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, _paths, keys = hosts
+    policies = str(Path(__file__).resolve().parent.parent / "examples" / "policies.json")
+    args = ["whatif", str(folder), "--policies", policies, "--json", "--no-progress"]
+    assert main([*args, *[arg for k in keys for arg in ("--key", k)]]) == EXIT_FINDING
+    data = json.loads(capsys.readouterr().out)
+    assert [Path(h["path"]).name for h in data["fleet"]["hosts"] if h["status"] == EXCLUDED] == [
+        "gamma.jsonl"
+    ]
+    assert data["totals"]["replayed"] == 27
+
+
+def test_allow_unverified_takes_one_chain_only(
+    hosts: tuple[Path, list[Path], list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, _paths, _keys = hosts
+    assert main(["report", str(folder), "--allow-unverified", "--no-progress"]) == EXIT_USAGE
+    assert "--allow-unverified takes one chain" in capsys.readouterr().err
