@@ -13,17 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_analysis_fleet import make_log
 from test_analysis_support import SCENARIO, Entry, build_chain, rewrite_chain
 
 from otel_route_shadow.analysis import build_fleet_report, follow_fleet
+from otel_route_shadow.analysis.cells import CELL_KEYS
 from otel_route_shadow.analysis.fleet import ReportSettings, fleet_specs
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import parse_by
-from otel_route_shadow.analysis.monitor import entry_digest
+from otel_route_shadow.analysis.monitor import AggregationState, entry_digest, restore_aggregation
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.exit_codes import EXIT_OK, EXIT_USAGE
+from otel_route_shadow.cli.report_text import format_report
 from otel_route_shadow.tlog import Checkpointer, CompactRange, Signer, tlog_dir
 
 T1 = 1_791_000_000 * 10**9
@@ -216,3 +220,85 @@ def test_a_state_path_that_is_not_a_regular_file_is_refused(
     missing = str(tmp_path / "no-such-dir" / "state.json")
     assert main(["report", str(folder), "--state", missing, "--no-progress"]) == EXIT_USAGE
     assert "cannot write" in capsys.readouterr().err
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from(["a", "role-dial", "true"])
+)
+
+
+@st.composite
+def _aggregation_states(draw: st.DrawFn) -> dict[str, Any]:
+    """Aggregation states of any shape the schema lets through (a forger's, or a damaged file's)."""
+    cell_width = draw(st.sampled_from([len(CELL_KEYS) + 1, len(CELL_KEYS), 3]))
+    cells = draw(
+        st.lists(
+            st.tuples(st.lists(_SCALARS, min_size=cell_width, max_size=cell_width), st.integers(0, 9)),
+            max_size=4,
+        )
+    )
+    route = st.lists(_SCALARS, min_size=2, max_size=4)
+    keys = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "key": st.lists(_SCALARS, min_size=5, max_size=7),
+                    "last": st.none() | route,
+                    "flaps": st.integers(0, 9),
+                    "routes": st.lists(route, max_size=3),
+                    "flap_seqs": st.lists(st.integers(0, 99), max_size=5),
+                }
+            ),
+            max_size=3,
+        )
+    )
+    width = draw(st.sampled_from([1_000_000, 1_000_000_000, 7]))
+    return {
+        "cells": cells,
+        "keys": keys,
+        "timeline": {
+            "width_ns": width,
+            "first": draw(st.integers(0, 10**12)),
+            "last": draw(st.integers(0, 10**12)),
+            "buckets": draw(
+                st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 9), st.integers(0, 9)), max_size=3)
+            ),
+        },
+        "divergent": draw(
+            st.dictionaries(
+                st.sampled_from(["policy-held", "x"]),
+                st.lists(st.fixed_dictionaries({"seq": st.integers(0, 9)}) | st.just({}), max_size=3),
+                max_size=2,
+            )
+        ),
+        "served": [],
+        "counts": {
+            "read": 1,
+            "observations": 1,
+            "skipped_kinds": {},
+            "outside_window": 0,
+            "without_decision": 0,
+            "malformed": 0,
+            "dropped": {"events": 0, "records": 0, "first_ns": None, "last_ns": None},
+            "truncated": {"records": 0, "observations": 0, "first_seqs": []},
+            "shadow_errors": draw(
+                st.lists(st.tuples(st.lists(_SCALARS, min_size=4, max_size=4), st.integers(0, 3)), max_size=2)
+            ),
+        },
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(_aggregation_states())
+def test_any_state_the_schema_admits_restores_or_is_refused_never_crashes_the_report(
+    data: dict[str, Any],
+) -> None:
+    state = AggregationState.model_validate(data)
+    report_settings = ReportSettings(fleet_specs(parse_by(None)), TimeWindow(), 3, MIN_SPAWNS)
+    try:
+        aggregation = restore_aggregation(state, report_settings)
+    except ValueError:
+        return  # refused: the log is read in full instead
+    report = aggregation.finish()
+    report.as_dict()
+    format_report(report)
