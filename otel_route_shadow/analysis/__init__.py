@@ -4,6 +4,9 @@
   (:mod:`.noise`), the served route (:mod:`.served`) and the log's evidence status (:mod:`.evidence`);
 * :func:`replay`: the what-if replay against a candidate snapshot (:class:`WhatIfResult`);
 * :func:`build_matrix`: the effective-route matrix (:class:`Matrix`).
+* :func:`build_fleet_report`, :func:`fleet_replay`: the same over a fleet of logs, local or remote, each
+  verified against its newest checkpoint first (:mod:`.fleet`, :mod:`.remote`);
+  :func:`follow_fleet`: the fleet followed from a state file, reading only new records (:mod:`.monitor`).
 
 All three read the chain through one reader and filter (:mod:`.records`), and replay contexts through
 one memoised replayer (:mod:`.replaying`). This folder computes result objects; rendering them as
