@@ -264,3 +264,33 @@ def test_allow_unverified_takes_one_chain_only(
     folder, _paths, _keys = hosts
     assert main(["report", str(folder), "--allow-unverified", "--no-progress"]) == EXIT_USAGE
     assert "--allow-unverified takes one chain" in capsys.readouterr().err
+
+
+def test_a_log_whose_checkpoint_misses_the_policys_quorum_is_excluded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    from witness_support import Cosigner
+
+    alpha, a = make_log(tmp_path / "fleet", "alpha", "alpha.example/route-shadow")
+    beta, b = make_log(tmp_path / "fleet", "beta", "beta.example/route-shadow", SCENARIO[:2])
+    witness = Cosigner("witness.example/w0")
+    target = Path(tlog_dir(str(alpha))) / "checkpoint"
+    note = target.read_text(encoding="utf-8")
+    target.write_text(
+        note + witness.line(note.split("\n\n", 1)[0] + "\n", int(time.time()) - 60), encoding="utf-8"
+    )
+    policy = tmp_path / "fleet.policy"
+    policy.write_text(
+        f"log {a.verifier()}\nlog {b.verifier()}\nwitness w0 {witness.verifier}\nquorum w0\n",
+        encoding="utf-8",
+    )
+    code = main(["report", str(alpha), str(beta), "--policy", str(policy), "--json", "--no-progress"])
+    assert code == EXIT_FINDING
+    data = json.loads(capsys.readouterr().out)
+    status = {Path(h["path"]).name: h for h in data["fleet"]["hosts"]}
+    assert status["alpha.jsonl"]["status"] == INCLUDED
+    assert status["beta.jsonl"]["status"] == EXCLUDED
+    assert "quorum" in status["beta.jsonl"]["reason"]
+    assert data["totals"]["spawns"] == 17
