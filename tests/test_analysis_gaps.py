@@ -26,7 +26,16 @@ from test_analysis_support import (
 from test_record_compat import NEW_KEYS
 
 from otel_route_shadow.analysis import build_report, cited_loader, replay
-from otel_route_shadow.analysis.gaps import NOT_READY, READY, TRANSIENT_ONLY, UNKNOWN, GapTally, SpawnFacts
+from otel_route_shadow.analysis.gaps import (
+    MIN_SPAWNS,
+    NOT_ENOUGH,
+    NOT_READY,
+    READY,
+    TRANSIENT_ONLY,
+    UNKNOWN,
+    GapTally,
+    SpawnFacts,
+)
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
@@ -98,7 +107,7 @@ def test_ready_and_transient_only_groups(tmp_path: Path) -> None:
     ready = context("acme/ready", "reviewer", "agentic", "anthropic", "role-dial")
     ratchet = context("acme/ratchet", "implementer", "agentic", "anthropic", "fleet-ratchet", gateway=True)
     build_chain(path, [Entry("ready", ready, 3), Entry("ratchet", ratchet, 2)])
-    repos = dict(build_report(path).gaps["repo"])
+    repos = dict(build_report(path, min_spawns=1).gaps["repo"])
     assert repos["acme/ready"].verdict()[0] == READY
     verdict, why = repos["acme/ratchet"].verdict()
     assert verdict == TRANSIENT_ONLY and "no policy gap" in why and "2 of 2 spawn(s) (100.0%)" in why
@@ -229,3 +238,47 @@ def test_report_store_option_on_the_command_line(tmp_path: Path, capsys: pytest.
     assert table["spawns"] == 17 and table["idle"] == []
     assert data["policy_gaps"]["total"]["readiness"] == NOT_READY
     assert main(["report", str(path), "--store", str(tmp_path / "nowhere")]) == 2
+
+
+def test_a_group_below_the_minimum_sample_is_not_called_ready(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    ready = context("acme/ready", "reviewer", "agentic", "anthropic", "role-dial")
+    ratchet = context("acme/ratchet", "implementer", "agentic", "anthropic", "fleet-ratchet", gateway=True)
+    build_chain(path, [Entry("ready", ready, 3), Entry("ratchet", ratchet, 2)])
+    report = build_report(path, min_spawns=3)
+    repos = dict(report.gaps["repo"])
+    assert repos["acme/ready"].verdict()[0] == READY  # 3 spawns: the minimum is met
+    verdict, why = repos["acme/ratchet"].verdict()
+    assert verdict == NOT_ENOUGH
+    assert "not enough spawns: 2 stable spawn(s), fewer than the minimum sample of 3" in why
+    assert "would read transient-only" in why
+    data = report.as_dict()
+    rows = {row["key"]["repo"]: row for row in data["policy_gaps"]["repo"]}
+    assert rows["acme/ratchet"]["readiness"] == NOT_ENOUGH and rows["acme/ratchet"]["min_spawns"] == 3
+
+
+def test_a_blocker_is_reported_whatever_the_sample() -> None:
+    tally = GapTally(min_spawns=1000)
+    tally.add(
+        SpawnFacts(
+            mechanism="role-dial",
+            managed=False,
+            agreed=True,
+            bypass=True,
+            findings=frozenset(),
+            claim_mismatch=None,
+            whole_decision=True,
+        ),
+        1,
+    )
+    assert tally.verdict()[0] == NOT_READY
+
+
+def test_the_default_minimum_sample_holds_back_a_small_ready_group(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    ready = context("acme/ready", "reviewer", "agentic", "anthropic", "role-dial")
+    build_chain(path, [Entry("ready", ready, MIN_SPAWNS - 1)])
+    assert dict(build_report(path).gaps["repo"])["acme/ready"].verdict()[0] == NOT_ENOUGH
+    path2 = tmp_path / "chain2.jsonl"
+    build_chain(path2, [Entry("ready", ready, MIN_SPAWNS)])
+    assert dict(build_report(path2).gaps["repo"])["acme/ready"].verdict()[0] == READY

@@ -4,6 +4,9 @@
   (:mod:`.noise`), the served route (:mod:`.served`) and the log's evidence status (:mod:`.evidence`);
 * :func:`replay`: the what-if replay against a candidate snapshot (:class:`WhatIfResult`);
 * :func:`build_matrix`: the effective-route matrix (:class:`Matrix`).
+* :func:`build_fleet_report`, :func:`fleet_replay`: the same over a fleet of logs, local or remote, each
+  verified against its newest checkpoint first (:mod:`.fleet`, :mod:`.remote`);
+  :func:`follow_fleet`: the fleet followed from a state file, reading only new records (:mod:`.monitor`).
 
 All three read the chain through one reader and filter (:mod:`.records`), and replay contexts through
 one memoised replayer (:mod:`.replaying`). This folder computes result objects; rendering them as
@@ -16,6 +19,7 @@ Shell code: it reads the chain (``otel_route_shadow.chain``), the log's checkpoi
 
 from otel_route_shadow.analysis.cells import AGREED_LABEL, UNSPECIFIED
 from otel_route_shadow.analysis.changes import DECISION_FIELDS, ChangeTally, Transition
+from otel_route_shadow.analysis.cohorts import COHORT_DEFINITION, ERROR_NOTE, LATENCY_NOTE, Cohort
 from otel_route_shadow.analysis.evidence import (
     ABSENT,
     FAILED,
@@ -28,8 +32,36 @@ from otel_route_shadow.analysis.evidence import (
     LogEvidence,
     read_evidence,
 )
-from otel_route_shadow.analysis.gaps import NOT_READY, READY, TRANSIENT_ONLY, GapCounts, GapTally, SpawnFacts
-from otel_route_shadow.analysis.groups import DIMENSIONS, GroupingError, GroupSpec, key_label, label, parse_by
+from otel_route_shadow.analysis.fleet import (
+    EXCLUDED,
+    INCLUDED,
+    Fleet,
+    FleetError,
+    FleetLog,
+    Followed,
+    chain_paths,
+    is_remote,
+)
+from otel_route_shadow.analysis.fleet_report import build_fleet_report, fleet_replay
+from otel_route_shadow.analysis.gaps import (
+    MIN_SPAWNS,
+    NOT_ENOUGH,
+    NOT_READY,
+    READY,
+    TRANSIENT_ONLY,
+    GapCounts,
+    GapTally,
+    SpawnFacts,
+)
+from otel_route_shadow.analysis.groups import (
+    DIMENSIONS,
+    HOST_KEY,
+    GroupingError,
+    GroupSpec,
+    key_label,
+    label,
+    parse_by,
+)
 from otel_route_shadow.analysis.integrity import IntegrityReport
 from otel_route_shadow.analysis.matrix import (
     COLUMNS,
@@ -44,6 +76,7 @@ from otel_route_shadow.analysis.matrix import (
     parse_account,
     parse_axis,
 )
+from otel_route_shadow.analysis.monitor import follow_fleet
 from otel_route_shadow.analysis.noise import (
     KEY_NAMES,
     NOISE_DEFINITION,
@@ -55,6 +88,7 @@ from otel_route_shadow.analysis.noise import (
 )
 from otel_route_shadow.analysis.records import RecordCounts
 from otel_route_shadow.analysis.refusals import Refusals, read_refusals
+from otel_route_shadow.analysis.remote import Fetch, RemoteError
 from otel_route_shadow.analysis.report import (
     BYPASS_DEFINITION,
     DEFIED_COUNTS_NOTE,
@@ -86,7 +120,7 @@ from otel_route_shadow.analysis.source import (
     UnverifiedChainError,
     open_chain,
 )
-from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts, top_counts
+from otel_route_shadow.analysis.tally import Tally, interval, rate, sorted_counts, top_counts
 from otel_route_shadow.analysis.timeline import TimelinePoint, width_label
 from otel_route_shadow.analysis.usage import PolicyUse, UsageTable
 from otel_route_shadow.analysis.whatif import NOISE_LANES, WhatIfResult, replay, replay_payloads
@@ -96,18 +130,26 @@ __all__ = [
     "ABSENT",
     "AGREED_LABEL",
     "BYPASS_DEFINITION",
+    "COHORT_DEFINITION",
     "COLUMNS",
     "DECISION_FIELDS",
     "DEFAULT_ACCOUNTS",
     "DEFIED_COUNTS_NOTE",
     "DIFFERS",
     "DIMENSIONS",
+    "ERROR_NOTE",
+    "EXCLUDED",
     "FAILED",
+    "HOST_KEY",
+    "INCLUDED",
     "KEY_NAMES",
+    "LATENCY_NOTE",
     "MAX_ROWS",
+    "MIN_SPAWNS",
     "NOISE_DEFINITION",
     "NOISE_LANES",
     "NOT_CHECKED",
+    "NOT_ENOUGH",
     "NOT_READY",
     "NOT_VERIFIED",
     "NO_STORE_NOTE",
@@ -125,7 +167,13 @@ __all__ = [
     "ChainAnalysisError",
     "ChainStatus",
     "ChangeTally",
+    "Cohort",
     "EmptyChainError",
+    "Fetch",
+    "Fleet",
+    "FleetError",
+    "FleetLog",
+    "Followed",
     "GapCounts",
     "GapTally",
     "GroupSpec",
@@ -144,6 +192,7 @@ __all__ = [
     "PolicyUse",
     "RecordCounts",
     "Refusals",
+    "RemoteError",
     "Report",
     "SnapshotSourceError",
     "SourcedSnapshot",
@@ -158,13 +207,19 @@ __all__ = [
     "WindowError",
     "aggregate",
     "axes_from_chain",
+    "build_fleet_report",
     "build_matrix",
     "build_report",
     "candidate_snapshot",
+    "chain_paths",
     "cited_loader",
     "finding_codes",
+    "fleet_replay",
+    "follow_fleet",
     "format_ns",
     "fraction_rate",
+    "interval",
+    "is_remote",
     "key_label",
     "label",
     "open_chain",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from otel_route_shadow.analysis.cohorts import Cohort
 from otel_route_shadow.analysis.gaps import (
     CLAIM_MISMATCH_KEY,
     DECISION_MARKER_KEY,
@@ -22,7 +23,7 @@ from otel_route_shadow.analysis.gaps import (
     GapTally,
     SpawnFacts,
 )
-from otel_route_shadow.analysis.groups import GroupSpec, key_label, label, spec_name
+from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, key_label, label, spec_name
 from otel_route_shadow.analysis.noise import KeyState, NoiseTracker
 from otel_route_shadow.analysis.records import Repeats
 from otel_route_shadow.analysis.served import (
@@ -89,6 +90,8 @@ class Cell(NamedTuple):
     served_model: Any
     served_source: Any
     served_why: Any
+    host: Any
+    """The origin of the log the observation came from (a fleet report's; None for one chain)."""
 
     @property
     def served(self) -> str:
@@ -122,6 +125,11 @@ class Cell(NamedTuple):
     @property
     def decision_key(self) -> tuple[Any, ...]:
         return (self.repo, self.role, self.principal, self.request_face, self.requirement)
+
+    @property
+    def noise_key(self) -> tuple[Any, ...]:
+        """The decision key on its host: the noise baseline never pairs spawns of two logs."""
+        return (*self.decision_key, self.host)
 
     @property
     def legacy_route(self) -> tuple[Any, ...]:
@@ -171,6 +179,7 @@ CELL_KEYS: Final = (
     attr.SNAPSHOT_HASH,
     attr.POLICY_ID,
     *attr.SERVED_KEYS,
+    HOST_KEY,
 )
 """The attributes of a :class:`Cell` after ``agreed``, in its field order."""
 
@@ -187,7 +196,7 @@ class CubeSlot:
         self.divergence: str = cell.divergence_code or ""
         """The divergence code when the cell does not agree (empty when it does)."""
         self.served_differs = cell.served_disagrees
-        self.state: KeyState = noise.key(cell.decision_key)
+        self.state: KeyState = noise.key(cell.noise_key)
         self.route = noise.route(cell.legacy_route)
 
 
@@ -229,6 +238,10 @@ def derive(report: Report, slots: Sequence[CubeSlot]) -> None:
     served_by: dict[Any, dict[str, int]] = {}
     groups: dict[str, dict[tuple[Any, ...], Tally]] = {spec_name(spec): {} for spec in report.by}
     gaps: dict[str, dict[Any, GapTally]] = {name: {} for name in GAP_DIMENSIONS}
+    cohorts: dict[tuple[Any, ...], Cohort] = {
+        key: Cohort(errors=n) for key, n in report.records.shadow_errors.items()
+    }
+    report.gap_total.min_spawns = report.min_spawns
     for slot in slots:
         cell, n = slot.cell, slot.count
         facts = cell.facts()
@@ -237,8 +250,12 @@ def derive(report: Report, slots: Sequence[CubeSlot]) -> None:
         _add_counts(report, cell, n)
         _add_served(report, served_by.setdefault(cell.mechanism, dict.fromkeys(SERVED_STATES, 0)), cell, n)
         _add_groups(groups, report.by, cell, facts, n)
-        _add_gaps(report.gap_total, gaps, cell.spawn(cell.decision_key in flapping), cell, n)
+        _add_gaps(report.gap_total, gaps, cell.spawn(cell.noise_key in flapping), cell, n, report.min_spawns)
+        cohort = cohorts.setdefault((cell.mechanism, *cell.legacy_route), Cohort())
+        cohort.spawns += n
+        cohort.agreed += n if cell.agrees else 0
     report.mechanisms = sorted(mechanisms.items(), key=lambda item: (-item[1].spawns, label(item[0])))
+    report.cohorts = sorted(cohorts.items(), key=lambda item: (-item[1].spawns, key_label(item[0])))
     report.served_by_mechanism = [(name, served_by[name]) for name, _ in report.mechanisms]
     report.groups = {
         name: sorted(rows.items(), key=lambda item: (-item[1].spawns, key_label(item[0])))
@@ -309,14 +326,20 @@ _CELL_FIELD: Final = {
     "mechanism": "mechanism",
     "transport": "transport",
     "outcome": "outcome",
+    "host": "host",
 }
 """``--by`` name -> the :class:`Cell` field it groups on (see ``groups.DIMENSIONS``)."""
 
 
 def _add_gaps(
-    total: GapTally, gaps: dict[str, dict[Any, GapTally]], spawn: SpawnFacts, cell: Cell, n: int
+    total: GapTally,
+    gaps: dict[str, dict[Any, GapTally]],
+    spawn: SpawnFacts,
+    cell: Cell,
+    n: int,
+    min_spawns: int,
 ) -> None:
     total.add(spawn, n)
     values = cell._asdict()
     for name in GAP_DIMENSIONS:
-        gaps[name].setdefault(values[name], GapTally()).add(spawn, n)
+        gaps[name].setdefault(values[name], GapTally(min_spawns=min_spawns)).add(spawn, n)

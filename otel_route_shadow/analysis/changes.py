@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from otel_route_shadow.analysis.replaying import Replayed
-from otel_route_shadow.analysis.tally import rate, top_counts
+from otel_route_shadow.analysis.tally import interval, rate, top_counts
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
@@ -81,8 +81,11 @@ class ChangeTally:
             "replayed": self.replayed,
             "changed": self.changed,
             "change_rate": rate(self.changed, self.replayed),
+            "change_interval": interval(self.changed, self.replayed),
             "agreement_rate_before": rate(self.agreed_before, self.replayed),
+            "agreement_interval_before": interval(self.agreed_before, self.replayed),
             "agreement_rate_after": rate(self.agreed_after, self.replayed),
+            "agreement_interval_after": interval(self.agreed_after, self.replayed),
             "top_changes": [{**transition_dict(t), "count": n} for t, n in top_counts(self.transitions, top)],
         }
 

@@ -62,6 +62,8 @@ __all__ = [
     "VERIFY_HINT",
     "LogEvidence",
     "WitnessEvidence",
+    "note_evidence",
+    "read_checkpoint_note",
     "read_evidence",
 ]
 
@@ -172,27 +174,58 @@ def read_evidence(
     policy: Policy | None = None,
 ) -> LogEvidence:
     """The evidence status of the chain at ``chain_path`` (never raises for what is on disk)."""
+    refusals = read_refusals(chain_path)
+    path, note, written_ns, problem = read_checkpoint_note(chain_path)
+    if note is None:
+        status = ABSENT if problem is None else UNREADABLE
+        return LogEvidence(path, status, chain_records, problem=problem, refusals=refusals)
+    return note_evidence(
+        path,
+        note,
+        written_ns,
+        chain_records,
+        verifiers=verifiers,
+        now_ns=now_ns,
+        policy=policy,
+        refusals=refusals,
+    )
+
+
+def read_checkpoint_note(chain_path: str | os.PathLike[str]) -> tuple[str, str | None, int, str | None]:
+    """``(path, note, written_ns, problem)`` of the chain's last checkpoint: the note is None when the
+    file is absent (problem None) or cannot be read (problem says why). Never raises."""
     store = LogStore(chain_path)
     path = store.file(CHECKPOINT_FILE)
-    refusals = read_refusals(chain_path)
-
-    def missing(status: str, problem: str | None = None) -> LogEvidence:
-        return LogEvidence(path, status, chain_records, problem=problem, refusals=refusals)
-
     try:
         note = store.checkpoint_file(MAX_CHECKPOINT_BYTES).decode("utf-8")
         written_ns = os.stat(path).st_mtime_ns
     except FileNotFoundError:
-        return missing(ABSENT)
+        return path, None, 0, None
     except (FileRefused, OSError) as exc:
-        return missing(UNREADABLE, str(exc))
+        return path, None, 0, str(exc)
     except UnicodeDecodeError as exc:
-        return missing(UNREADABLE, f"{path}: not UTF-8 (byte {exc.start})")
+        return path, None, 0, f"{path}: not UTF-8 (byte {exc.start})"
+    return path, note, written_ns, None
+
+
+def note_evidence(
+    path: str,
+    note: str,
+    written_ns: int,
+    chain_records: int,
+    *,
+    verifiers: Sequence[Verifier] = (),
+    now_ns: int | None = None,
+    policy: Policy | None = None,
+    refusals: Refusals | None = None,
+) -> LogEvidence:
+    """The evidence status of one checkpoint ``note`` read from ``path`` (never raises)."""
+    refusals = refusals if refusals is not None else Refusals()
     try:
         opened = parse_note(note)
         checkpoint = parse_checkpoint(opened.text)
     except (NoteError, CheckpointError) as exc:
-        return missing(UNREADABLE, f"{path}: {exc}")
+        return LogEvidence(path, UNREADABLE, chain_records, problem=f"{path}: {exc}", refusals=refusals)
     signed_by, cosigned_by = _split_signers(opened, checkpoint.origin)
     if policy is not None:  # the policy's log keys check the log's signature too
         verifiers = [*verifiers, *(log.verifier for log in policy.logs if log.verifier not in verifiers)]

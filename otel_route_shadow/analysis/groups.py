@@ -10,6 +10,7 @@ from otel_route_shadow.shadow import attributes as attr
 __all__ = [
     "DEFAULT_BY",
     "DIMENSIONS",
+    "HOST_KEY",
     "NONE_LABEL",
     "GroupSpec",
     "GroupingError",
@@ -20,6 +21,10 @@ __all__ = [
     "spec_name",
 ]
 
+HOST_KEY: Final = "route_shadow.fleet.host"
+"""The attribute a fleet report sets on every observation it reads: the origin of the log it came from
+(reserved: the fleet reader overwrites it; a single chain's records carry none)."""
+
 DIMENSIONS: Final[dict[str, str]] = {
     "repo": attr.REPO,
     "role": attr.ROLE,
@@ -27,6 +32,7 @@ DIMENSIONS: Final[dict[str, str]] = {
     "mechanism": attr.LEGACY_MECHANISM,
     "transport": attr.TRANSPORT,
     "outcome": attr.OUTCOME,
+    "host": HOST_KEY,
 }
 """``--by`` name -> the span attribute (chain payload attribute) it groups on."""
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
+from otel_route_shadow.analysis.groups import HOST_KEY
+from otel_route_shadow.analysis.tally import interval
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
@@ -103,17 +105,35 @@ class NoiseTracker:
         self.routes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def key(self, key: tuple[Any, ...]) -> KeyState:
+        """The state of ``key``: a decision key followed by its host (the log's origin in a fleet
+        report, else None), so that spawns of two logs are never consecutive."""
         state = self.keys.get(key)
         if state is None:
             state = self.keys[key] = KeyState(len(self.lanes))
         return state
+
+    def restore_key(
+        self,
+        key: tuple[Any, ...],
+        last: tuple[Any, ...] | None,
+        flaps: int,
+        routes: Sequence[tuple[Any, ...]],
+        flap_seqs: Sequence[int],
+    ) -> None:
+        """Set a key's state as a saved pass left it (``last`` None: no spawn yet; every route
+        interned with :meth:`route`); its spawns and divergences come from the cube at the end."""
+        state = self.key(key)
+        state.last = _NOTHING if last is None else last
+        state.flaps = flaps
+        state.routes = set(routes)
+        state.flap_seqs = list(flap_seqs[:FLAP_EXAMPLES])
 
     def route(self, route: tuple[Any, ...]) -> tuple[Any, ...]:
         return self.routes.setdefault(route, route)
 
     def of(self, attributes: dict[str, Any]) -> tuple[KeyState, tuple[Any, ...]]:
         """The key state and the interned route of one observation (once per distinct cell)."""
-        key = tuple(map(attributes.get, KEY_ATTRIBUTES))
+        key = (*map(attributes.get, KEY_ATTRIBUTES), attributes.get(HOST_KEY))
         route = tuple(map(attributes.get, ROUTE_ATTRIBUTES))
         hash((key, route))  # a value no exporter writes (a list) raises TypeError here, not later
         return self.key(key), self.route(route)
@@ -121,7 +141,8 @@ class NoiseTracker:
     def table(self) -> NoiseTable:
         rows = [
             NoiseRow(
-                key=key,
+                key=key[:-1],
+                host=key[-1],
                 spawns=state.spawns,
                 flaps=state.flaps,
                 routes=len(state.routes),
@@ -151,6 +172,8 @@ class NoiseRow:
     diverged: tuple[int, ...]
     """Per lane (the report has one; whatif has the recorded and the candidate decision)."""
     flap_seqs: tuple[int, ...] = ()
+    host: Any = None
+    """The origin of the key's log in a fleet report (None for one chain)."""
 
     @property
     def flapping(self) -> bool:
@@ -179,6 +202,7 @@ class NoiseRow:
 
     def as_dict(self, lanes: Sequence[str]) -> dict[str, Any]:
         return {
+            **({} if self.host is None else {"host": self.host}),
             "key": dict(zip(KEY_NAMES, self.key, strict=True)),
             "spawns": self.spawns,
             "flaps": self.flaps,
@@ -189,6 +213,7 @@ class NoiseRow:
                 lambda lane: {
                     "diverged": self.diverged[lane],
                     "divergence_rate": fraction_rate(self.divergence_rate(lane)),
+                    "divergence_interval": interval(self.diverged[lane], self.spawns),
                     "divergence_above_noise": fraction_rate(self.above_noise(lane)),
                 },
             ),
@@ -263,7 +288,8 @@ class NoiseTable:
 
     @property
     def flapping_keys(self) -> frozenset[tuple[Any, ...]]:
-        return frozenset(row.key for row in self.rows if row.flapping)
+        """Each flapping key followed by its host (as :meth:`NoiseTracker.key` holds it)."""
+        return frozenset((*row.key, row.host) for row in self.rows if row.flapping)
 
     def part(self, which: str = "total") -> NoisePart:
         """``total``, ``stable`` or ``flapping``."""
@@ -288,7 +314,11 @@ class NoiseTable:
 
 
 def _row_order(row: NoiseRow) -> tuple[Any, ...]:
-    return (-(row.flap_rate or 0), -row.spawns, tuple("" if v is None else str(v) for v in row.key))
+    return (
+        -(row.flap_rate or 0),
+        -row.spawns,
+        tuple("" if v is None else str(v) for v in (*row.key, row.host)),
+    )
 
 
 def _lanes(lanes: Sequence[str], figures: Any) -> dict[str, Any]:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
+from otel_route_shadow.analysis.cohorts import cohort_key
 from otel_route_shadow.analysis.groups import GroupSpec, spec_name
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn
 from otel_route_shadow.analysis.tally import sorted_counts
@@ -32,6 +33,9 @@ from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.chain import DROPPED_KIND, TRUNCATED_KIND, DroppedGap
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
+
+if TYPE_CHECKING:
+    from otel_route_shadow.analysis.fleet import Fleet
 
 __all__ = [
     "PROGRESS_EVERY",
@@ -104,6 +108,27 @@ class RecordCounts:
     """Summed from the ``records-dropped`` events (also counted in ``skipped_kinds``)."""
     truncated: TruncatedRecords = field(default_factory=TruncatedRecords)
     """The ``record-truncated`` placeholders (also counted in ``skipped_kinds``)."""
+    shadow_errors: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    """Observations without a decision whose shadow path failed (``route_shadow.error.type``), per
+    cohort (:mod:`~otel_route_shadow.analysis.cohorts`)."""
+
+    def absorb(self, other: RecordCounts) -> None:
+        """Add another log's counts."""
+        for name in ("read", "observations", "outside_window", "without_decision", "malformed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for kind, n in other.skipped_kinds.items():
+            self.skipped_kinds[kind] = self.skipped_kinds.get(kind, 0) + n
+        for key, n in other.shadow_errors.items():
+            self.shadow_errors[key] = self.shadow_errors.get(key, 0) + n
+        mine, theirs = self.dropped, other.dropped
+        mine.events += theirs.events
+        mine.records += theirs.records
+        mine.first_ns = min((t for t in (mine.first_ns, theirs.first_ns) if t is not None), default=None)
+        mine.last_ns = max((t for t in (mine.last_ns, theirs.last_ns) if t is not None), default=None)
+        self.truncated.records += other.truncated.records
+        self.truncated.observations += other.truncated.observations
+        room = TRUNCATED_EXAMPLES - len(self.truncated.first_seqs)
+        self.truncated.first_seqs.extend(other.truncated.first_seqs[: max(room, 0)])
 
     def demote(self) -> None:
         """An observation a consumer could not use after all (a value no exporter writes)."""
@@ -236,6 +261,9 @@ def observations(
             continue
         if require_decision and attributes.get(outcome_key) is None:
             counts.without_decision += 1
+            if attributes.get(attr.ERROR_TYPE) is not None:
+                key = cohort_key(attributes)
+                counts.shadow_errors[key] = counts.shadow_errors.get(key, 0) + 1
             continue
         counts.observations += 1
         yield seq, payload, attributes, ns
@@ -252,6 +280,8 @@ class AnalysisResult:
     window: TimeWindow = field(default_factory=TimeWindow)
     by: tuple[GroupSpec, ...] = ()
     records: RecordCounts = field(default_factory=RecordCounts)
+    fleet: Fleet | None = None
+    """The logs of a fleet report, included and excluded (None for one chain)."""
 
     @property
     def flagged(self) -> bool:
@@ -291,6 +321,7 @@ class AnalysisResult:
             "window": self.window.describe(),
             "by": [spec_name(spec) for spec in self.by],
             "records": self.records.as_dict(),
+            **({} if self.fleet is None else {"fleet": self.fleet.as_dict()}),
         }
 
     def banner(self) -> str:

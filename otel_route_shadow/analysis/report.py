@@ -20,11 +20,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-from otel_route_shadow.analysis.cells import BYPASS_TRANSPORT, Cube, derive
+from otel_route_shadow.analysis.cells import BYPASS_TRANSPORT, Cube, CubeSlot, derive
+from otel_route_shadow.analysis.cohorts import Cohort, cohorts_dict
 from otel_route_shadow.analysis.evidence import LogEvidence, read_evidence
 from otel_route_shadow.analysis.examples import Examples
-from otel_route_shadow.analysis.gaps import GapTally
-from otel_route_shadow.analysis.groups import GroupSpec, as_specs, parse_by, spec_name
+from otel_route_shadow.analysis.gaps import MIN_SPAWNS, GapTally
+from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs, parse_by, spec_name
 from otel_route_shadow.analysis.noise import NoiseTable, NoiseTracker
 from otel_route_shadow.analysis.records import AnalysisResult, flag_rows, observations
 from otel_route_shadow.analysis.replaying import CitedLoader
@@ -47,9 +48,11 @@ __all__ = [
     "BYPASS_TRANSPORT",
     "DEFIED_COUNTS_NOTE",
     "NO_STORE_NOTE",
+    "Aggregation",
     "Report",
     "aggregate",
     "build_report",
+    "new_aggregation",
 ]
 
 BYPASS_DEFINITION: Final = (
@@ -110,6 +113,10 @@ class Report(AnalysisResult):
     times: Timeline = field(default_factory=Timeline)
     evidence: LogEvidence | None = None
     """The log's last checkpoint and who signed it (set by :func:`build_report`)."""
+    min_spawns: int = MIN_SPAWNS
+    """The minimum sample of a positive readiness verdict (see :data:`~.gaps.MIN_SPAWNS`)."""
+    cohorts: list[tuple[tuple[Any, ...], Cohort]] = field(default_factory=list)
+    """Per (mechanism, provider, model, transport): consistency and shadow-path errors."""
 
     @property
     def spawns(self) -> int:
@@ -173,6 +180,7 @@ class Report(AnalysisResult):
                     name: [{"key": _key_dict(name, key), **t.as_dict(top)} for key, t in rows]
                     for name, rows in self.groups.items()
                 },
+                "cohorts": cohorts_dict(self.cohorts),
                 "timeline": self._timeline_dict(),
             }
         )
@@ -283,7 +291,9 @@ def decision_example(seq: int, payload: dict[str, Any], attributes: dict[str, An
     """One decision as the report lists it: its ``seq`` (a receipt is made from it), ids, key, the
     route that ran, the decision, the served route and the findings."""
     get = attributes.get
+    host = get(HOST_KEY)
     return {
+        **({} if host is None else {"host": host}),
         "seq": seq,
         "trace_id": payload.get("trace_id"),
         "span_id": payload.get("span_id"),
@@ -320,6 +330,98 @@ def _start(payload: dict[str, Any]) -> int | None:
     return ns if ns >= 0 else None
 
 
+class Aggregation:
+    """One report's pass in progress: the cube, the noise tracker, the timeline, the examples and the
+    reader's counts, fed with :meth:`feed` (any number of times, records in ``seq`` order) and turned
+    into the report by :meth:`finish`. Two aggregations over disjoint logs combine with :meth:`absorb`
+    (a fleet); :mod:`~otel_route_shadow.analysis.monitor` saves and restores one (a monitor's state)."""
+
+    def __init__(self, report: Report, *, cited_loader: CitedLoader | None = None, examples: int = 3) -> None:
+        self.report = report
+        self.tracker = NoiseTracker()
+        self.cube = Cube(self.tracker)
+        self.divergent: Examples[str] = Examples(examples)
+        self.served: Examples[str] = Examples(examples)
+        self.usage = CitedUsage(cited_loader) if cited_loader is not None else None
+
+    def feed(
+        self, payloads: Iterable[tuple[int, Any]], progress: ProgressFn | None = None, total: int = 0
+    ) -> None:
+        """Count ``(seq, payload)`` pairs (see :func:`aggregate`)."""
+        report, cube, usage, served = self.report, self.cube, self.usage, self.served
+        timeline, counts, divergent = report.times, report.records, self.divergent
+        example: Callable[..., dict[str, Any]] = decision_example
+        bars, open_bar = divergent.bars, divergent.open_bar
+        for seq, payload, attributes, ns in observations(
+            payloads, counts, window=report.window, progress=progress, total=total
+        ):
+            slot = cube.add(attributes)
+            if slot is None:
+                counts.demote()
+                continue
+            agreed = slot.agreed
+            timeline.add(ns, agreed)
+            if slot.state.last is not slot.route:
+                slot.state.step(slot.route, seq)
+            if not agreed:
+                if seq < bars.get(slot.divergence, open_bar):
+                    divergent.offer(slot.divergence, seq, partial(example, seq, payload, attributes))
+                if slot.served_differs and served.wants(SERVED_DIFFERS, seq):
+                    served.offer(SERVED_DIFFERS, seq, partial(example, seq, payload, attributes))
+            if usage is not None:
+                usage.add(attributes)
+
+    def absorb(self, other: Aggregation) -> None:
+        """Add the counts of ``other``, an aggregation of another log (its decision keys are another
+        host's: the noise baseline never pairs the two)."""
+        self.tracker.keys.update(other.tracker.keys)
+        for key, slot in other.cube.slots.items():
+            mine = self.cube.slots.get(key)
+            if mine is None:
+                mine = self.cube.slots[key] = CubeSlot(slot.cell, self.tracker)
+            mine.count += slot.count
+        self.report.times.absorb(other.report.times)
+        self.report.records.absorb(other.report.records)
+        self.divergent.absorb(other.divergent)
+        self.served.absorb(other.served)
+        if self.usage is not None and other.usage is not None:
+            self.usage.absorb(other.usage)
+
+    def finish(self) -> Report:
+        """The report (call once: the noise figures are completed from the cube's counts)."""
+        report, usage = self.report, self.usage
+        if usage is not None:
+            report.usage, report.usage_not_replayed = usage.tables(), usage.not_replayed
+        slots = list(self.cube.slots.values())
+        for slot in slots:
+            slot.state.spawns += slot.count
+            slot.state.diverged[0] += 0 if slot.agreed else slot.count
+        report.noise = self.tracker.table()
+        report.divergent = self.divergent.by_kind
+        report.served_examples = self.served.by_kind.get(SERVED_DIFFERS, [])
+        derive(report, slots)
+        return report
+
+
+def new_aggregation(
+    *,
+    chain: ChainStatus,
+    by: Sequence[GroupSpec] | None = None,
+    window: TimeWindow | None = None,
+    cited_loader: CitedLoader | None = None,
+    examples: int = 3,
+    min_spawns: int = MIN_SPAWNS,
+) -> Aggregation:
+    """An empty aggregation for a report with these settings (see :func:`aggregate`)."""
+    report = Report(
+        chain=chain,
+        window=window if window is not None else TimeWindow(),
+        by=tuple(by) if by is not None else parse_by(None),
+        min_spawns=min_spawns,
+    )
+    return Aggregation(report, cited_loader=cited_loader, examples=examples)
+
+
 def aggregate(
     payloads: Iterable[tuple[int, Any]],
     *,
@@ -329,54 +431,19 @@ def aggregate(
     progress: ProgressFn | None = None,
     cited_loader: CitedLoader | None = None,
     examples: int = 3,
+    min_spawns: int = MIN_SPAWNS,
 ) -> Report:
     """Build a report from ``(seq, payload)`` pairs (the chain's streaming reader, or any iterable).
 
     ``cited_loader`` (a store's ``revision``) adds the replayed policy usage of each cited snapshot;
-    ``examples`` is how many divergent decisions of each divergence code are listed.
+    ``examples`` is how many divergent decisions of each divergence code are listed; ``min_spawns``
+    the minimum sample of a positive readiness verdict.
     """
-    report = Report(
-        chain=chain,
-        window=window if window is not None else TimeWindow(),
-        by=tuple(by) if by is not None else parse_by(None),
+    aggregation = new_aggregation(
+        chain=chain, by=by, window=window, cited_loader=cited_loader, examples=examples, min_spawns=min_spawns
     )
-    tracker = NoiseTracker()
-    cube, timeline = Cube(tracker), report.times
-    divergent: Examples[str] = Examples(examples)
-    served: Examples[str] = Examples(examples)
-    usage = CitedUsage(cited_loader) if cited_loader is not None else None
-    counts = report.records
-    example: Callable[..., dict[str, Any]] = decision_example
-    bars, open_bar = divergent.bars, divergent.open_bar
-    for seq, payload, attributes, ns in observations(
-        payloads, counts, window=report.window, progress=progress, total=chain.records
-    ):
-        slot = cube.add(attributes)
-        if slot is None:
-            counts.demote()
-            continue
-        agreed = slot.agreed
-        timeline.add(ns, agreed)
-        if slot.state.last is not slot.route:
-            slot.state.step(slot.route, seq)
-        if not agreed:
-            if seq < bars.get(slot.divergence, open_bar):
-                divergent.offer(slot.divergence, seq, partial(example, seq, payload, attributes))
-            if slot.served_differs and served.wants(SERVED_DIFFERS, seq):
-                served.offer(SERVED_DIFFERS, seq, partial(example, seq, payload, attributes))
-        if usage is not None:
-            usage.add(attributes)
-    if usage is not None:
-        report.usage, report.usage_not_replayed = usage.tables(), usage.not_replayed
-    slots = list(cube.slots.values())
-    for slot in slots:
-        slot.state.spawns += slot.count
-        slot.state.diverged[0] += 0 if slot.agreed else slot.count
-    report.noise = tracker.table()
-    report.divergent = divergent.by_kind
-    report.served_examples = served.by_kind.get(SERVED_DIFFERS, [])
-    derive(report, slots)
-    return report
+    aggregation.feed(payloads, progress, chain.records)
+    return aggregation.finish()
 
 
 def build_report(
@@ -395,6 +462,7 @@ def build_report(
     cited_loader: CitedLoader | None = None,
     examples: int = 3,
     evidence: Callable[[int], LogEvidence] | None = None,
+    min_spawns: int = MIN_SPAWNS,
 ) -> Report:
     """Verify the chain at ``path`` (refusing an unverifiable one unless ``allow_unverified``), then
     stream it once and aggregate.
@@ -422,6 +490,7 @@ def build_report(
             progress=progress,
             cited_loader=cited_loader,
             examples=examples,
+            min_spawns=min_spawns,
         )
 
     status, report = analyse_chain(

@@ -40,6 +40,7 @@ __all__ = [
     "analyse_chain",
     "open_chain",
     "read_payloads",
+    "require_chain_file",
 ]
 
 ProgressFn = Callable[[int, int], None]
@@ -125,7 +126,9 @@ class ChainStatus:
         }
 
 
-def _require_file(path: Path) -> None:
+def require_chain_file(path: Path) -> None:
+    """Raise :class:`MissingChainError` unless ``path`` is a regular file (opened without blocking),
+    :class:`EmptyChainError` when it is empty."""
     if not path.exists():
         raise MissingChainError(f"{path}: no such chain file")
     if path.is_dir():
@@ -224,7 +227,7 @@ def open_chain(
     file, and the status says so (figures are then flagged as unverified).
     """
     chain = Path(path)
-    _require_file(chain)
+    require_chain_file(chain)
     if not verify:
         return ChainStatus(path=str(chain), records=0, verified=False, checked=False)
     status = _verify(chain, jobs, progress)
@@ -316,7 +319,7 @@ def analyse_chain(
     :class:`UnverifiedChainError` (unless allowed) whatever the reading produced.
     """
     chain = Path(path)
-    _require_file(chain)
+    require_chain_file(chain)
     outcome = _concurrent(chain, consume, jobs) if verify and use_concurrent(chain, concurrent) else None
     if outcome is not None:
         status, value, end = outcome

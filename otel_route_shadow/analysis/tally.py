@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Tally", "rate", "sorted_counts", "top_counts"]
+from otel_route_shadow.core import wilson_interval
+
+__all__ = ["Tally", "interval", "rate", "sorted_counts", "top_counts"]
 
 
 def rate(part: int, whole: int) -> float | None:
@@ -14,6 +16,13 @@ def rate(part: int, whole: int) -> float | None:
     if whole <= 0:
         return None
     return round(part / whole, 6)
+
+
+def interval(part: int, whole: int) -> list[float] | None:
+    """The Wilson 95% interval of ``part / whole`` as ``[low, high]`` rounded to 6 places; None when
+    there is nothing to divide."""
+    found = wilson_interval(part, whole)
+    return None if found is None else [round(found[0], 6), round(found[1], 6)]
 
 
 def sorted_counts(counts: Mapping[Any, int]) -> list[tuple[Any, int]]:
@@ -74,7 +83,9 @@ class Tally:
             "agreed": self.agreed,
             "diverged": self.diverged,
             "agreement_rate": rate(self.agreed, self.spawns),
+            "agreement_interval": interval(self.agreed, self.spawns),
             "divergence_rate": rate(self.diverged, self.spawns),
+            "divergence_interval": interval(self.diverged, self.spawns),
             "managed": self.managed,
             "managed_share": rate(self.managed, self.spawns),
             "bypass": self.bypass,

@@ -107,6 +107,28 @@ class Timeline:
         self.buckets = _merge(self.buckets, self.width_ns, wider)
         self.width_ns = wider
 
+    def absorb(self, other: Timeline) -> None:
+        """Add ``other``'s buckets (both at the wider of the two widths)."""
+        self.restore(other.width_ns, other.buckets, other._first, other._last)
+
+    def state(self) -> tuple[int, dict[int, list[int]], int, int]:
+        """``(width_ns, buckets, first, last)``, what :meth:`restore` takes."""
+        return self.width_ns, self.buckets, self._first, self._last
+
+    def restore(self, width_ns: int, buckets: Mapping[int, list[int]], first: int, last: int) -> None:
+        """Add buckets of ``width_ns`` (one of the stored widths) and a first and last start."""
+        if width_ns not in _STORED_WIDTHS:
+            raise ValueError(f"not a stored bucket width: {width_ns}")
+        while self.width_ns < width_ns:
+            self._widen()
+        theirs = _merge(buckets, width_ns, self.width_ns) if width_ns < self.width_ns else buckets
+        for bucket, (spawns, agreed) in theirs.items():
+            slot = self.buckets.setdefault(bucket, [0, 0])
+            slot[0] += spawns
+            slot[1] += agreed
+        if last >= 0:
+            self._first, self._last = min(self._first, first), max(self._last, last)
+
     def points(self, max_points: int = 48) -> tuple[int, list[TimelinePoint]]:
         return coarsen(self.buckets, self.width_ns, max_points)
 

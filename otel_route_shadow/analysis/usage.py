@@ -127,6 +127,15 @@ class CitedUsage:
             return
         self.counts.setdefault(key, defaultdict(int))[found.replay(text).usage] += 1
 
+    def absorb(self, other: CitedUsage) -> None:
+        """Add another log's counts (its snapshots are looked up in this one's store)."""
+        for key, counts in other.counts.items():
+            mine = self.counts.setdefault(key, defaultdict(int))
+            for usage, n in counts.items():
+                mine[usage] += n
+        for reason, n in other.not_replayed.items():
+            self.not_replayed[reason] = self.not_replayed.get(reason, 0) + n
+
     def _skip(self, reason: str) -> None:
         self.not_replayed[reason] = self.not_replayed.get(reason, 0) + 1
 

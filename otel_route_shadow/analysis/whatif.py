@@ -42,7 +42,15 @@ from otel_route_shadow.analysis.changes import (
     transition_dict,
 )
 from otel_route_shadow.analysis.examples import Examples
-from otel_route_shadow.analysis.groups import DIMENSIONS, GroupSpec, as_specs, key_label, parse_by, spec_name
+from otel_route_shadow.analysis.groups import (
+    DIMENSIONS,
+    HOST_KEY,
+    GroupSpec,
+    as_specs,
+    key_label,
+    parse_by,
+    spec_name,
+)
 from otel_route_shadow.analysis.integrity import IntegrityReport, reproduces
 from otel_route_shadow.analysis.noise import KeyState, NoiseTable, NoiseTracker
 from otel_route_shadow.analysis.records import AnalysisResult, Repeats, flag_rows, observations
@@ -325,7 +333,9 @@ def replay_payloads(
 def _example(
     seq: int, payload: dict[str, Any], attributes: dict[str, Any], recorded: Fields, after: Replayed
 ) -> dict[str, Any]:
+    host = attributes.get(HOST_KEY)
     return {
+        **({} if host is None else {"host": host}),
         "seq": seq,
         "trace_id": payload.get("trace_id"),
         "span_id": payload.get("span_id"),

@@ -167,14 +167,21 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         },
         "report": {
             EXIT_OK: "the report printed",
-            EXIT_FINDING: "the chain does not verify (refused, or flagged with --allow-unverified)",
-            EXIT_USAGE: "a missing or empty chain, a bad option, an unreadable store, key or witness policy",
+            EXIT_FINDING: (
+                "the chain does not verify (refused, or flagged with --allow-unverified); of several chains, "
+                "a log that does not verify against its newest checkpoint (named, excluded from every figure)"
+            ),
+            EXIT_USAGE: (
+                "a missing or empty chain, a bad option, an unreadable store, key or witness policy; of "
+                "several chains, two logs of one origin; a --state file that cannot be written"
+            ),
         },
         "whatif": {
             EXIT_OK: "the replay printed",
             EXIT_FINDING: (
-                "the chain does not verify, an integrity finding (a decision its cited snapshot does not "
-                "reproduce), or with --fail-on-change a decision that would change"
+                "the chain does not verify (of several chains: a log excluded, as for report), an integrity "
+                "finding (a decision its cited snapshot does not reproduce), or with --fail-on-change a "
+                "decision that would change"
             ),
             EXIT_USAGE: f"a missing or empty chain, {_POLICY_FILE}, a bad option",
         },

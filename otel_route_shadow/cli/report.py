@@ -32,10 +32,13 @@ from otel_route_shadow.analysis import (
     UnverifiedChainError,
     WindowError,
     axes_from_chain,
+    build_fleet_report,
     build_matrix,
     build_report,
     candidate_snapshot,
     cited_loader,
+    fleet_replay,
+    follow_fleet,
     parse_account,
     parse_axis,
     parse_by,
@@ -46,6 +49,14 @@ from otel_route_shadow.analysis import (
 from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, cap_jobs, check_output, write_output
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
+from otel_route_shadow.cli.fleet import (
+    excluded_logs,
+    fleet_mode,
+    min_spawns_arg,
+    monitor_args,
+    remote_fetch,
+    whatif_fleet_args,
+)
 from otel_route_shadow.cli.matrix_text import render_csv, render_json, render_table
 from otel_route_shadow.cli.progress import TerminalProgress
 from otel_route_shadow.cli.report_html import render_html
@@ -66,7 +77,13 @@ def register(sub: Any) -> None:
 
 
 def _common_chain_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("chain", metavar="CHAIN", help="the decision chain (JSON lines)")
+    parser.add_argument(
+        "chain",
+        metavar="CHAIN",
+        nargs="+",
+        help="the decision chain (JSON lines); several chains, or a folder of *.jsonl chains, make one fleet "
+        "report: each log verified against its newest checkpoint first, one that does not is excluded (exit 1)",
+    )
     parser.add_argument(
         "--by",
         action="append",
@@ -139,6 +156,8 @@ def _register_report(sub: Any) -> None:
         help="a C2SP tlog-policy file: verify the last checkpoint's cosignatures by its witnesses and say "
         "whether they meet its quorum (without it the report only lists the cosigners' names)",
     )
+    min_spawns_arg(parser)
+    monitor_args(parser)
     parser.set_defaults(handler=_handle_report)
 
 
@@ -168,6 +187,7 @@ def _register_whatif(sub: Any) -> None:
     parser.add_argument(
         "--fail-on-change", action="store_true", help="exit 1 when any decision would change (for CI)"
     )
+    whatif_fleet_args(parser)
     parser.set_defaults(handler=_handle_whatif)
 
 
@@ -276,21 +296,52 @@ def _handle_report(args: argparse.Namespace) -> int:
     policy = read_policy(args.policy) if args.policy else None
     progress = _progress(args)
 
+    fleet = fleet_mode(args)
+
     def evidence(records: int) -> LogEvidence:
-        return read_evidence(args.chain, records, verifiers=verifiers, policy=policy)
+        return read_evidence(args.chain[0], records, verifiers=verifiers, policy=policy)
 
     try:
-        report = build_report(
-            args.chain,
-            by=specs,
-            window=window,
-            allow_unverified=args.allow_unverified,
-            jobs=args.jobs,
-            verify_progress=progress,
-            progress=_ReadingPhase(progress),
-            cited_loader=loader,
-            examples=args.examples,
-            evidence=evidence,
+        report = (
+            follow_fleet(
+                args.chain,
+                args.state,
+                by=specs,
+                window=window,
+                verifiers=verifiers,
+                policy=policy,
+                jobs=args.jobs,
+                examples=args.examples,
+                min_spawns=args.min_spawns,
+                rebuild=args.rebuild,
+            )
+            if args.state
+            else build_fleet_report(
+                args.chain,
+                by=specs,
+                window=window,
+                verifiers=verifiers,
+                policy=policy,
+                jobs=args.jobs,
+                cited_loader=loader,
+                examples=args.examples,
+                min_spawns=args.min_spawns,
+                fetch=remote_fetch(args.remote_timeout),
+            )
+            if fleet
+            else build_report(
+                args.chain[0],
+                by=specs,
+                window=window,
+                allow_unverified=args.allow_unverified,
+                jobs=args.jobs,
+                verify_progress=progress,
+                progress=_ReadingPhase(progress),
+                cited_loader=loader,
+                examples=args.examples,
+                evidence=evidence,
+                min_spawns=args.min_spawns,
+            )
         )
     except ChainAnalysisError as exc:
         raise _chain_error(exc) from None
@@ -304,7 +355,7 @@ def _handle_report(args: argparse.Namespace) -> int:
         _write_stdout(format_report(report, top=args.top))
         if html_path is not None:
             print(f"wrote {html_path}", file=sys.stderr)
-    return EXIT_FINDING if report.flagged else EXIT_OK
+    return EXIT_FINDING if report.flagged or excluded_logs(report) else EXIT_OK
 
 
 class _ReadingPhase:
@@ -358,19 +409,38 @@ def _handle_whatif(args: argparse.Namespace) -> int:
     except SnapshotSourceError as exc:
         raise CliError(str(exc)) from None
     progress = _progress(args)
+    fleet = fleet_mode(args)
+    verifiers = [Verifier.parse(key) for key in read_verifiers(args.key)] if fleet else []
+    policy = read_policy(args.policy) if fleet and args.policy else None
     try:
-        result = replay(
-            args.chain,
-            candidate.snapshot,
-            candidate_source=candidate.source,
-            cited_loader=loader,
-            by=specs,
-            window=window,
-            examples=args.examples,
-            allow_unverified=args.allow_unverified,
-            jobs=args.jobs,
-            verify_progress=progress,
-            progress=_ReadingPhase(progress),
+        result = (
+            fleet_replay(
+                args.chain,
+                candidate.snapshot,
+                candidate_source=candidate.source,
+                cited_loader=loader,
+                by=specs,
+                window=window,
+                examples=args.examples,
+                verifiers=verifiers,
+                policy=policy,
+                jobs=args.jobs,
+                progress=_ReadingPhase(progress),
+            )
+            if fleet
+            else replay(
+                args.chain[0],
+                candidate.snapshot,
+                candidate_source=candidate.source,
+                cited_loader=loader,
+                by=specs,
+                window=window,
+                examples=args.examples,
+                allow_unverified=args.allow_unverified,
+                jobs=args.jobs,
+                verify_progress=progress,
+                progress=_ReadingPhase(progress),
+            )
         )
     except ChainAnalysisError as exc:
         raise _chain_error(exc) from None
@@ -380,7 +450,7 @@ def _handle_whatif(args: argparse.Namespace) -> int:
         _write_stdout(_dump(result.as_dict(top=args.top)))
     else:
         _write_stdout(format_whatif(result, top=args.top))
-    if result.flagged or result.integrity_findings:
+    if result.flagged or result.integrity_findings or excluded_logs(result):
         return EXIT_FINDING
     if args.fail_on_change and result.changed:
         return EXIT_FINDING

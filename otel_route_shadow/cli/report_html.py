@@ -35,6 +35,8 @@ from otel_route_shadow.analysis import (
     top_counts,
     width_label,
 )
+from otel_route_shadow.cli.cohort_text import ci_text, cohort_html
+from otel_route_shadow.cli.fleet_text import fleet_html
 from otel_route_shadow.cli.report_charts import (
     AGREED_COLOR,
     code_colors,
@@ -94,6 +96,7 @@ _CONTENTS: Final = (
     ("served", "served route"),
     ("findings", "findings"),
     ("readiness", "readiness"),
+    ("cohorts", "cohorts"),
     ("divergent", "divergent decisions"),
     ("per-mechanism", "per mechanism"),
     ("bypass", "bypass"),
@@ -133,7 +136,7 @@ def _counts_table(title: str, counts: dict[str, int], whole: int, mark: str, fir
 
 def _tally_table(first: str, rows: Sequence[tuple[str, Tally]], top: int, mark: str) -> str:
     head = (
-        f"<tr><th>{escape(first)}</th><th>spawns</th><th>agreed</th><th>agreement</th><th>diverged</th>"
+        f"<tr><th>{escape(first)}</th><th>spawns</th><th>agreed</th><th>agreement (95% CI)</th><th>diverged</th>"
         '<th>divergence</th><th>managed</th><th>bypass</th><th class="text">top divergences</th></tr>'
     )
     body = []
@@ -141,7 +144,8 @@ def _tally_table(first: str, rows: Sequence[tuple[str, Tally]], top: int, mark: 
         tops = ", ".join(f"{escape(c)} {n}" for c, n in top_counts(t.divergences, top)) or "-"
         body.append(
             f"<tr><td>{escape(name)}{mark}</td><td>{t.spawns}</td><td>{t.agreed}</td>"
-            f"<td>{pct(rate(t.agreed, t.spawns))}</td><td>{t.diverged}</td><td>{pct(rate(t.diverged, t.spawns))}</td>"
+            f'<td>{pct(rate(t.agreed, t.spawns))} <span class="muted">({ci_text(t.agreed, t.spawns)})</span></td>'
+            f"<td>{t.diverged}</td><td>{pct(rate(t.diverged, t.spawns))}</td>"
             f'<td>{pct(rate(t.managed, t.spawns))}</td><td>{t.bypass}</td><td class="text">{tops}</td></tr>'
         )
     return f'<div class="wide"><table>{head}{"".join(body)}</table></div>'
@@ -158,6 +162,9 @@ def _header(report: Report) -> list[str]:
         f"{escape(skipped)}, outside window {report.outside_window}, without a decision "
         f"{report.without_decision}, malformed {report.malformed}; otel-route-shadow {escape(__version__)}</p>",
     ]
+    if report.fleet is not None:
+        out.append(fleet_html(report.fleet))
+        return out
     evidence = report.evidence
     lines = evidence_lines(evidence, report.chain.path)
     absent = evidence is None or evidence.status != "present"
@@ -491,6 +498,7 @@ def render_html(report: Report, *, top: int = 3) -> str:
             _served_section(report, mark),
             _findings_section(report, mark),
             _gaps_section(report, mark),
+            [cohort_html(report)],
             _divergent_section(report, mark),
             _tables(report, mark, top),
         ]

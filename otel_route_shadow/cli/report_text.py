@@ -34,6 +34,8 @@ from otel_route_shadow.analysis import (
     top_counts,
     width_label,
 )
+from otel_route_shadow.cli.cohort_text import ci_text, cohort_lines
+from otel_route_shadow.cli.fleet_text import fleet_lines
 from otel_route_shadow.cli.text_table import aligned, duration, pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED
 
@@ -59,6 +61,7 @@ def format_report(report: Report, top: int = 3) -> str:
             _divergent,
             _bypass,
             _gaps,
+            cohort_lines,
             _usage,
             _groups,
             _timeline,
@@ -146,7 +149,14 @@ def _header(report: Report) -> list[str]:
     return [
         f"route-shadow divergence report: {report.chain.path}",
         f"  chain: {report.chain.describe()}",
-        *(f"  {line}" for line in evidence_lines(report.evidence, report.chain.path)),
+        *(
+            f"  {line}"
+            for line in (
+                evidence_lines(report.evidence, report.chain.path)
+                if report.fleet is None
+                else fleet_lines(report.fleet)
+            )
+        ),
         f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}",
         f"{report.mark()} {report.records.describe()}",
         *gap_lines(report.records, report.mark()),
@@ -293,7 +303,10 @@ def _divergent(report: Report, mark: str, top: int) -> list[str]:
         return []
     out = ["divergent decisions (lowest seq first; `otel-route-shadow prove CHAIN --seq N` proves one):"]
     for code, n in sorted_counts(report.divergences):
-        seqs = ", ".join(str(example["seq"]) for example in report.divergent.get(code, []))
+        seqs = ", ".join(
+            f"{example['host']} {example['seq']}" if "host" in example else str(example["seq"])
+            for example in report.divergent.get(code, [])
+        )
         out.append(f"{mark}   {code} ({n}): seq {seqs or '-'}")
     return out
 
@@ -303,6 +316,7 @@ _TALLY_HEADERS: Final = (
     "spawns",
     "agreed",
     "agree%",
+    "agree 95% CI",
     "diverged",
     "diverge%",
     "managed%",
@@ -318,6 +332,7 @@ def _tally_rows(rows: Sequence[tuple[str, Tally]], top: int) -> list[list[str]]:
             str(t.spawns),
             str(t.agreed),
             pct(rate(t.agreed, t.spawns)),
+            ci_text(t.agreed, t.spawns),
             str(t.diverged),
             pct(rate(t.diverged, t.spawns)),
             pct(rate(t.managed, t.spawns)),

@@ -17,6 +17,7 @@ from otel_route_shadow.analysis import (
     sorted_counts,
     top_counts,
 )
+from otel_route_shadow.cli.fleet_text import fleet_lines
 from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, gap_lines, usage_lines
 from otel_route_shadow.cli.text_table import aligned, pct
 
@@ -55,6 +56,7 @@ def _header(result: WhatIfResult, mark: str) -> list[str]:
     return [
         f"route-shadow what-if: {result.chain.path}",
         f"  chain: {result.chain.describe()}",
+        *(f"  {line}" for line in (fleet_lines(result.fleet) if result.fleet is not None else [])),
         f"  candidate: {cand['source']} (revision {cand['revision']}, hash {cand['content_hash']}, "
         f"{cand['policies']} policies)",
         f"  window: since {win['since'] or '(start)'} until {win['until'] or '(end)'}",

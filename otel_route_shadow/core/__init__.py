@@ -6,6 +6,7 @@ it starts to. Everything else in the project depends on this package, never the 
 """
 
 from otel_route_shadow.core.canonical import canonical_json, digest, digest_bytes
+from otel_route_shadow.core.confidence import Z_95, wilson_interval
 from otel_route_shadow.core.context import MAX_ACCOUNTS, Account, LegacyRoute, LegacyStage, RouteContext
 from otel_route_shadow.core.decision import (
     EMPTY_SET_HASH,
@@ -116,6 +117,7 @@ __all__ = [
     "REQUIREMENT_DEFIED",
     "SERVED_DIFFERS",
     "WARNING_CODES",
+    "Z_95",
     "Account",
     "AccountState",
     "AccountVerdict",
@@ -193,5 +195,6 @@ __all__ = [
     "shadow_decision",
     "unique_key",
     "validate_policies",
+    "wilson_interval",
     "with_finding",
 ]

@@ -304,3 +304,19 @@ class TreeBuilder:
         """The tiles completed since the last call: (level, index, data)."""
         full, self.full = self.full, []
         return full
+
+
+def decode_bundle(data: bytes) -> list[bytes]:
+    """The entries of a tlog-tiles entry bundle (each a big-endian uint16 length, then its bytes);
+    ``ValueError`` naming the byte where an entry is cut short."""
+    entries: list[bytes] = []
+    at = 0
+    while at < len(data):
+        if at + 2 > len(data):
+            raise ValueError(f"a length cut short at byte {at}")
+        length = int.from_bytes(data[at : at + 2], "big")
+        if at + 2 + length > len(data):
+            raise ValueError(f"an entry cut short at byte {at}")
+        entries.append(data[at + 2 : at + 2 + length])
+        at += 2 + length
+    return entries

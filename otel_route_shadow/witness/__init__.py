@@ -28,6 +28,7 @@ from otel_route_shadow.witness.pusher import (
     PusherStats,
     WitnessPusher,
 )
+from otel_route_shadow.witness.transport import HttpAnswer, TransportError, http_get
 from otel_route_shadow.witness.witnessing import LEARN_TIMEOUT_S, TRANSIENT_CAUSES, CheckpointWitnessing
 
 __all__ = [
@@ -40,8 +41,10 @@ __all__ = [
     "TRANSIENT_CAUSES",
     "WORKER_NAME",
     "CheckpointWitnessing",
+    "HttpAnswer",
     "Outcome",
     "PusherStats",
+    "TransportError",
     "WitnessAnswer",
     "WitnessConfigError",
     "WitnessEndpoint",
@@ -49,5 +52,6 @@ __all__ = [
     "add_checkpoint",
     "add_checkpoint_body",
     "endpoints_from_policy",
+    "http_get",
     "interpret_answer",
 ]

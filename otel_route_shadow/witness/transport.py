@@ -1,4 +1,5 @@
-"""One bounded HTTP POST: a deadline for the whole exchange and a cap on the bytes read.
+"""One bounded HTTP exchange (a POST, or a GET): a deadline for the whole exchange and a cap on the
+bytes read.
 
 ``http.client`` does the HTTP; what it reads comes through a stream that, before every ``recv``, sets
 the socket's timeout to what is left of the deadline and, after it, counts the bytes against the cap.
@@ -25,7 +26,7 @@ from otel_route_shadow.version import __version__
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
 
-__all__ = ["Connection", "HttpAnswer", "TransportError", "TransportFault", "post"]
+__all__ = ["Connection", "HttpAnswer", "TransportError", "TransportFault", "http_get", "post"]
 
 USER_AGENT = f"otel-route-shadow/{__version__}"
 
@@ -148,12 +149,25 @@ class Connection:
     ) -> HttpAnswer:
         """POST ``body`` to ``path`` within ``timeout`` seconds, reading at most ``max_bytes``; the
         answer's status, media type and body, or ``TransportError`` (the connection is then closed)."""
+        return self.request("POST", path, body, timeout=timeout, max_bytes=max_bytes, keep_alive=keep_alive)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        *,
+        timeout: float,
+        max_bytes: int,
+        keep_alive: bool = True,
+    ) -> HttpAnswer:
+        """``method`` ``path`` (with ``body``, or none) under the same bounds as :meth:`post`."""
         self._budget.deadline = time.monotonic() + timeout
         self._budget.bytes_left = max_bytes
         for attempt in range(2):
             reused = self._connection.raw is not None
             try:
-                answer = _exchange(self._connection, path, body, keep_alive)
+                answer = _exchange(self._connection, method, path, body, keep_alive)
             except TransportError as exc:
                 self.close()
                 if reused and attempt == 0 and exc.stale:
@@ -192,12 +206,31 @@ def post(
         connection.close()
 
 
-def _exchange(connection: _Connection, path: str, body: bytes, keep_alive: bool) -> HttpAnswer:
-    headers = {
-        "Content-Type": "text/plain; charset=utf-8",
-        "User-Agent": USER_AGENT,
-        "Connection": "keep-alive" if keep_alive else "close",
-    }
+def http_get(
+    *,
+    host: str,
+    port: int,
+    path: str,
+    tls: ssl.SSLContext | None,
+    connect_timeout: float,
+    timeout: float,
+    max_bytes: int,
+) -> HttpAnswer:
+    """GET ``path`` on a connection of its own; the answer's status, media type and body, or
+    ``TransportError``."""
+    connection = Connection(host, port, tls, connect_timeout)
+    try:
+        return connection.request("GET", path, None, timeout=timeout, max_bytes=max_bytes, keep_alive=False)
+    finally:
+        connection.close()
+
+
+def _exchange(
+    connection: _Connection, method: str, path: str, body: bytes | None, keep_alive: bool
+) -> HttpAnswer:
+    headers = {"User-Agent": USER_AGENT, "Connection": "keep-alive" if keep_alive else "close"}
+    if body is not None:
+        headers["Content-Type"] = "text/plain; charset=utf-8"
     if connection.raw is None:
         try:
             connection.connect()
@@ -207,7 +240,7 @@ def _exchange(connection: _Connection, path: str, body: bytes, keep_alive: bool)
             raise TransportError(TransportFault.UNREACHABLE, f"cannot connect: {_os_reason(exc)}") from None
     sent = False
     try:
-        connection.request("POST", path, body=body, headers=headers)
+        connection.request(method, path, body=body, headers=headers)
         sent = True
         response = connection.getresponse()
         data = response.read()

@@ -1,0 +1,165 @@
+"""Row 11: the fleet report (``analysis.fleet``, ``analysis.monitor``).
+
+The large chain's records are dealt into ``H`` host logs (100 in the full run, 4 in ``--quick``), each
+with its own origin, signing key and checkpoint over all of it:
+
+* 11a: ``build_fleet_report(H logs, --key each)`` against ``build_report(the large chain)``: the same
+  records, one report; target <= 1.2x;
+* 11b: the fleet report with ``jobs=2`` against ``jobs=1`` (the speed-up; target >= 1.7x on two CPUs);
+* 11c: ``follow_fleet`` extending a state file after 1% new records per log, against a full run
+  (``rebuild=True``) over the same logs; target <= 5% of the full run.
+
+Sides are interleaved with their order rotated each run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from benchmarks.config import BenchConfig
+from benchmarks.context import BenchContext
+from benchmarks.harness import Row, Stats, Target, errored, interleaved, ratios, timed, unavailable
+
+FULL_HOSTS = 100
+QUICK_HOSTS = 4
+
+
+def _deal(large: Path, folder: Path, hosts: int, *, keep: float = 1.0) -> tuple[list[Any], list[Path]]:
+    """``hosts`` logs under ``folder`` holding the large chain's records dealt in runs (the first
+    ``keep`` share of each host's part), each checkpointed; their signers and paths."""
+    from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+    from otel_route_shadow.tlog import Signer
+
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    payloads = [payload for _, payload in iter_payloads(large)]
+    per = len(payloads) // hosts
+    signers, paths = [], []
+    for host in range(hosts):
+        origin = f"host{host:03d}.example/route-shadow"
+        path = folder / f"host{host:03d}.jsonl"
+        part = payloads[host * per : (host + 1) * per]
+        with RoutingAuditLog(path) as log:
+            for payload in part[: int(len(part) * keep)]:
+                log.append(payload)
+        signer = Signer.generate(origin)
+        _checkpoint(path, origin, signer)
+        signers.append(signer)
+        paths.append(path)
+    return signers, paths
+
+
+def _checkpoint(path: Path, origin: str, signer: Any) -> None:
+    from otel_route_shadow.tlog import Checkpointer
+
+    checkpointer = Checkpointer(str(path), origin, signer)
+    for _ in range(10_000):  # bounded: a few calls per log (each call extends by a bounded slice)
+        checkpointer.checkpoint()
+        if not checkpointer.behind:
+            return
+    raise RuntimeError(f"{path}: the checkpointer did not catch up")
+
+
+def _grow(large: Path, paths: list[Path], signers: list[Any], hosts: int) -> int:
+    """Append each host's last 1% (the records :func:`_deal` left out) and checkpoint again."""
+    from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+
+    payloads = [payload for _, payload in iter_payloads(large)]
+    per = len(payloads) // hosts
+    added = 0
+    for host, (path, signer) in enumerate(zip(paths, signers, strict=True)):
+        part = payloads[host * per : (host + 1) * per]
+        with RoutingAuditLog(path) as log:
+            for payload in part[int(len(part) * 0.99) :]:
+                log.append(payload)
+                added += 1
+        _checkpoint(path, f"host{host:03d}.example/route-shadow", signer)
+    return added
+
+
+def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
+    hosts = QUICK_HOSTS if cfg.quick else FULL_HOSTS
+    n = cfg.chain_records
+    fleet_row = Row(
+        id="11a",
+        title="fleet report vs one chain",
+        measured=f"report over {hosts} logs of {n // hosts:,} records",
+        unit="s",
+        baseline_label=f"report, one {n:,}-record chain",
+        ratio_label="of one chain",
+        target=Target("<=", 1.2),
+    )
+    jobs_row = Row(
+        id="11b",
+        title="fleet report --jobs 2",
+        measured=f"--jobs 2 over {hosts} logs",
+        unit="s",
+        baseline_label="--jobs 1",
+        ratio_label="speed-up",
+        target=Target(">=", 1.7),
+    )
+    follow_row = Row(
+        id="11c",
+        title="incremental rerun, 1% new",
+        measured=f"--state rerun, {hosts} logs, 1% new records",
+        unit="s",
+        baseline_label="full run",
+        ratio_label="of a full run",
+        target=Target("<=", 0.05),
+    )
+    try:
+        from otel_route_shadow.analysis import build_fleet_report, build_report, follow_fleet
+    except ImportError as exc:
+        why = f"analysis not importable yet: {exc}"
+        return [unavailable(fleet_row, why), unavailable(jobs_row, why), unavailable(follow_row, why)]
+    try:
+        large = context.chains.large()
+        work = cfg.workdir / "fleet"
+        signers, paths = _deal(large, work / "whole", hosts)
+        keys = [signer.verifier() for signer in signers]
+        folder = [str(work / "whole")]
+        times = interleaved(
+            {
+                "single": lambda: timed(lambda: build_report(large)),
+                "fleet": lambda: timed(lambda: build_fleet_report(folder, verifiers=keys)),
+                "fleet2": lambda: timed(lambda: build_fleet_report(folder, verifiers=keys, jobs=2)),
+            },
+            cfg.slow_runs,
+        )
+        fleet_row.ours, fleet_row.baseline = Stats.of(times["fleet"]), Stats.of(times["single"])
+        fleet_row.ratio, fleet_row.runs = ratios(times["fleet"], times["single"]), cfg.slow_runs
+        jobs_row.ours, jobs_row.baseline = Stats.of(times["fleet2"]), Stats.of(times["fleet"])
+        jobs_row.ratio, jobs_row.runs = ratios(times["fleet"], times["fleet2"]), cfg.slow_runs
+
+        signers, paths = _deal(large, work / "grown", hosts, keep=0.99)
+        keys = [signer.verifier() for signer in signers]
+        grown = [str(work / "grown")]
+        saved, state, full_state = work / "state-99.json", work / "state.json", work / "state-full.json"
+        follow_fleet(grown, str(saved), verifiers=keys)
+        follow_row.extras["new_records"] = _grow(large, paths, signers, hosts)
+
+        def incremental() -> None:
+            shutil.copyfile(saved, state)
+            report = follow_fleet(grown, str(state), verifiers=keys)
+            if report.fleet is None or report.fleet.followed is None or report.fleet.followed.rebuilt:
+                raise RuntimeError("the rerun did not extend every log from the state")
+
+        follow = interleaved(
+            {
+                "incremental": lambda: timed(incremental),
+                "full": lambda: timed(
+                    lambda: follow_fleet(grown, str(full_state), verifiers=keys, rebuild=True)
+                ),
+            },
+            cfg.slow_runs,
+        )
+        follow_row.ours, follow_row.baseline = Stats.of(follow["incremental"]), Stats.of(follow["full"])
+        follow_row.ratio, follow_row.runs = ratios(follow["incremental"], follow["full"]), cfg.slow_runs
+        for row in (fleet_row, jobs_row, follow_row):
+            row.notes.append("in process; each log verified against its signed checkpoint (--key per host)")
+    except Exception as exc:
+        return [errored(fleet_row, exc), errored(jobs_row, exc), errored(follow_row, exc)]
+    return [fleet_row.judge(), jobs_row.judge(), follow_row.judge()]

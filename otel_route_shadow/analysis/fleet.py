@@ -1,0 +1,451 @@
+"""The fleet: one report over many hosts' logs, each verified against its newest checkpoint first.
+
+A *log* is a chain file with its verifiable log beside it (``<chain>.tlog/checkpoint``). Before a
+single record of a log is counted, :func:`check_fleet` checks it against the checkpoint it holds:
+
+1. the chain is a regular, non-empty file and its hash links verify (``tlog.check_chain``, one pass);
+2. the newest checkpoint (``<chain>.tlog/checkpoint``) is present and readable, and its Merkle root
+   is the root of the chain's first ``size`` records (the checkpoint is consistent with the bytes);
+3. with verifier keys, a given key's signature on it verifies; with a tlog-policy, its log keys
+   authenticate it and the witnesses' cosignatures meet the quorum.
+
+A log that fails any step is *excluded*: named with the reason, and in no figure. Two logs with one
+origin (one log given twice, or a copy) are refused outright (:class:`FleetError`): the fleet would
+count the same spawns twice. The figures of an included log are over its first ``size`` records (what
+its checkpoint vouches for); records beyond it wait for the next checkpoint.
+
+The included logs are then read one after the other into *one* aggregation (``report``'s
+:func:`~otel_route_shadow.analysis.report.aggregate`, ``whatif``'s
+:func:`~otel_route_shadow.analysis.whatif.replay_payloads`): each observation carries its log's origin
+in :data:`~otel_route_shadow.analysis.groups.HOST_KEY`, which gives the per-host breakdown (``--by
+host``, always first) and keeps the noise baseline per host (two spawns of two hosts are never
+consecutive). Every count of the fleet is therefore the sum of the counts of its logs' own reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from otel_route_shadow.analysis.evidence import (
+    PRESENT,
+    VERIFIED,
+    LogEvidence,
+    note_evidence,
+    read_checkpoint_note,
+)
+from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec
+from otel_route_shadow.analysis.records import Repeats
+from otel_route_shadow.analysis.replaying import CitedLoader
+from otel_route_shadow.analysis.report import Aggregation, Report, new_aggregation
+from otel_route_shadow.analysis.source import (
+    ChainAnalysisError,
+    ChainStatus,
+    Payloads,
+    read_payloads,
+    require_chain_file,
+)
+from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.logstore import check_chain
+from otel_route_shadow.processes import mp_context
+from otel_route_shadow.tlog import NoteError, Policy, Verifier, parse_checkpoint, parse_note, subtrees
+
+__all__ = [
+    "CHAIN_SUFFIX",
+    "EXCLUDED",
+    "INCLUDED",
+    "Fleet",
+    "FleetError",
+    "FleetLog",
+    "Followed",
+    "PendingLog",
+    "ReportSettings",
+    "aggregate_log",
+    "aggregate_logs",
+    "chain_paths",
+    "check_fleet",
+    "check_logs",
+    "checkpoint_problem",
+    "combine",
+    "fleet_payloads",
+    "fleet_specs",
+    "is_remote",
+    "prepare_log",
+    "refuse_shared_origins",
+    "verifier_keys",
+    "with_host",
+]
+
+CHAIN_SUFFIX: Final = ".jsonl"
+"""The chains of a folder are its regular files named ``*.jsonl`` (the folder is not recursed)."""
+INCLUDED: Final = "included"
+EXCLUDED: Final = "excluded"
+HOST_SPEC: Final[GroupSpec] = ("host",)
+
+
+class FleetError(ChainAnalysisError):
+    """The fleet cannot be reported at all: no chain given or found, or two logs with one origin."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetLog:
+    """One log of the fleet: included (verified against its newest checkpoint) or excluded, and why."""
+
+    path: str
+    status: str
+    origin: str | None = None
+    size: int = 0
+    """The records counted: the size of the checkpoint the log was verified against."""
+    records: int = 0
+    """The chain's records (those beyond ``size`` are not counted)."""
+    reason: str | None = None
+    evidence: LogEvidence | None = None
+    end: int = 0
+    """The byte offset where the log's record ``size`` begins: reading stops there."""
+    root: bytes = b""
+    """The checkpoint's root hash (of the first ``size`` records)."""
+    frontier: tuple[bytes, ...] = ()
+    """The roots of the perfect subtrees of the first ``size`` records (``tlog.CompactRange``)."""
+
+    @property
+    def included(self) -> bool:
+        return self.status == INCLUDED
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "status": self.status,
+            "origin": self.origin,
+            "records_counted": self.size if self.included else 0,
+            "chain_records": self.records,
+            "reason": self.reason,
+            "evidence": None if self.evidence is None else self.evidence.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """With a monitor's state file: which logs were extended from it and which read in full, and why."""
+
+    extended: tuple[str, ...]
+    rebuilt: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "extended": list(self.extended),
+            "rebuilt": list(self.rebuilt),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The logs of one fleet report, in the order given."""
+
+    logs: tuple[FleetLog, ...] = ()
+    keys_given: bool = False
+    policy_given: bool = False
+    followed: Followed | None = None
+    """Set when the fleet was followed from a state file (``analysis.monitor``)."""
+
+    @property
+    def included(self) -> list[FleetLog]:
+        return [log for log in self.logs if log.included]
+
+    @property
+    def excluded(self) -> list[FleetLog]:
+        return [log for log in self.logs if not log.included]
+
+    def status(self) -> ChainStatus:
+        """The fleet as the report's chain: verified, its records the sum of the counted ones."""
+        counted = sum(log.size for log in self.included)
+        name = f"fleet of {len(self.logs)} logs ({len(self.excluded)} excluded)"
+        return ChainStatus(path=name, records=counted, verified=True, checked=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "logs": len(self.logs),
+            "included": len(self.included),
+            "excluded": len(self.excluded),
+            "records_counted": sum(log.size for log in self.included),
+            "checked_with": self.checked_with(),
+            "hosts": [log.as_dict() for log in self.logs],
+            "state": None if self.followed is None else self.followed.as_dict(),
+        }
+
+    def checked_with(self) -> str:
+        """What each included log's checkpoint was checked with."""
+        if self.policy_given:
+            return (
+                "checkpoint consistent with the chain, its log signature and its witnesses' quorum verified"
+            )
+        if self.keys_given:
+            return "checkpoint consistent with the chain, its signature verified by a given key"
+        return "checkpoint consistent with the chain; its signature not verified (no --key or --policy given)"
+
+
+def is_remote(location: str) -> bool:
+    """True for a log given by URL (``serve``'s ``http://host:port/<origin>/``)."""
+    return location.startswith(("http://", "https://"))
+
+
+def chain_paths(inputs: Sequence[str]) -> list[str]:
+    """The logs named by ``inputs``: each a chain file, a remote log's URL, or a folder whose
+    ``*.jsonl`` regular files (sorted by name) are its chains. A path that does not exist is a
+    :class:`FleetError`."""
+    found: list[str] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            chains = sorted(
+                str(child)
+                for child in path.iterdir()
+                if child.name.endswith(CHAIN_SUFFIX) and not child.name.startswith(".")
+            )
+            if not chains:
+                raise FleetError(f"{item}: a folder with no *{CHAIN_SUFFIX} chain in it")
+            found.extend(chains)
+        elif is_remote(item) or path.exists() or path.is_symlink():
+            found.append(item)
+        else:
+            raise FleetError(f"{item}: no such chain file or folder")
+    if not found:
+        raise FleetError("no chain given")
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """What checking one chain against one checkpoint found (plain values: it crosses processes)."""
+
+    problem: str | None
+    records: int = 0
+    end: int = 0
+    frontier: tuple[bytes, ...] = ()
+
+
+def _check_against(path: str, note: str, size: int, keys: tuple[str, ...]) -> _Verdict:
+    """Verify the chain at ``path`` and its consistency with the checkpoint ``note`` of ``size``."""
+    try:
+        checked = check_chain(path, [note], list(keys), check_tile_store=False)
+    except (OSError, NoteError) as exc:
+        return _Verdict(f"cannot be checked: {exc}")
+    chain, report = checked.chain, checked.report
+    if not chain.intact:
+        reason = getattr(chain.reason, "value", chain.reason)
+        return _Verdict(f"the chain does not verify: seq {chain.first_bad_seq}: {reason}", chain.records)
+    verdict = report.verdicts[0]
+    if not verdict.ok:
+        bad = "" if verdict.first_bad_seq is None else f", first changed seq {verdict.first_bad_seq}"
+        detail = f" ({verdict.detail})" if verdict.detail else ""
+        return _Verdict(
+            f"the chain is not consistent with its checkpoint of size {size}: "
+            f"{verdict.reason.value}{bad}{detail}",
+            chain.records,
+        )
+    end = checked.marked_offset if checked.marked_offset is not None else chain.bytes_verified
+    frontier = tuple(checked.tree.node(height, index) for height, index in subtrees(0, size))
+    return _Verdict(None, chain.records, end, frontier)
+
+
+def checkpoint_problem(
+    evidence: LogEvidence, verifiers: Sequence[Verifier], policy: Policy | None
+) -> str | None:
+    if evidence.status != PRESENT:
+        why = evidence.problem or "no checkpoint beside the chain: nothing vouches for it"
+        return f"no usable checkpoint: {why}"
+    if (verifiers or policy is not None) and evidence.verification != VERIFIED:
+        return f"its checkpoint's signature is {evidence.verification} by the given keys"
+    witnesses = evidence.witnesses
+    if policy is not None and (witnesses is None or not witnesses.met):
+        missing = (
+            "" if witnesses is None else (witnesses.problem or f"missing {', '.join(witnesses.missing)}")
+        )
+        return f"its checkpoint's cosignatures do not meet the policy's quorum ({missing})"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingLog:
+    """A log whose checkpoint note is usable (signature and quorum as asked): its chain is next."""
+
+    path: str
+    note: str
+    evidence: LogEvidence
+    root: bytes
+
+
+def prepare_log(path: str, verifiers: Sequence[Verifier], policy: Policy | None) -> FleetLog | PendingLog:
+    """The checks of a log that read no record: the chain file, its newest checkpoint, its signature
+    and quorum. An excluded :class:`FleetLog`, or the :class:`PendingLog` whose chain is to check."""
+    try:
+        require_chain_file(Path(path))
+    except ChainAnalysisError as exc:
+        return FleetLog(path, EXCLUDED, reason=str(exc))
+    where, note, written_ns, problem = read_checkpoint_note(path)
+    evidence = (
+        note_evidence(where, note, written_ns, 0, verifiers=verifiers, policy=policy)
+        if note is not None
+        else LogEvidence(where, "absent" if problem is None else "unreadable", 0, problem=problem)
+    )
+    refused = checkpoint_problem(evidence, verifiers, policy)
+    if refused is not None or note is None:
+        return FleetLog(path, EXCLUDED, origin=evidence.origin, reason=refused, evidence=evidence)
+    return PendingLog(path, note, evidence, parse_checkpoint(parse_note(note).text).root)
+
+
+def check_logs(pending: Sequence[PendingLog], keys: tuple[str, ...], jobs: int = 1) -> list[FleetLog]:
+    """Each pending log's chain verified against its checkpoint (``jobs`` worker processes)."""
+    verdicts = _run_checks([(log.path, log.note, log.evidence.size or 0, keys) for log in pending], jobs)
+    return [
+        FleetLog(
+            log.path,
+            INCLUDED if verdict.problem is None else EXCLUDED,
+            origin=log.evidence.origin,
+            size=log.evidence.size or 0,
+            records=verdict.records,
+            reason=verdict.problem,
+            evidence=_with_records(log.evidence, verdict.records),
+            end=verdict.end,
+            root=log.root,
+            frontier=verdict.frontier,
+        )
+        for log, verdict in zip(pending, verdicts, strict=True)
+    ]
+
+
+def verifier_keys(verifiers: Sequence[Verifier], policy: Policy | None) -> tuple[str, ...]:
+    """The key strings that authenticate the logs' checkpoints: the given ones and the policy's."""
+    policy_keys = [str(log.verifier) for log in policy.logs] if policy is not None else []
+    return tuple(dict.fromkeys([*map(str, verifiers), *policy_keys]))
+
+
+def check_fleet(
+    paths: Sequence[str],
+    *,
+    verifiers: Sequence[Verifier] = (),
+    policy: Policy | None = None,
+    jobs: int = 1,
+) -> Fleet:
+    """Check every log (``jobs`` worker processes check the chains) and return the fleet. Raises
+    :class:`FleetError` when two logs name one origin."""
+    prepared = [prepare_log(path, verifiers, policy) for path in paths]
+    refuse_shared_origins(
+        [item.evidence.origin if isinstance(item, PendingLog) else item.origin for item in prepared], paths
+    )
+    pending = [item for item in prepared if isinstance(item, PendingLog)]
+    checked = iter(check_logs(pending, verifier_keys(verifiers, policy), jobs))
+    logs = tuple(next(checked) if isinstance(item, PendingLog) else item for item in prepared)
+    return Fleet(logs, bool(verifiers), policy is not None)
+
+
+def _with_records(evidence: LogEvidence, records: int) -> LogEvidence:
+    return replace(evidence, chain_records=records)
+
+
+def _run_checks(items: list[tuple[str, str, int, tuple[str, ...]]], jobs: int) -> list[_Verdict]:
+    if jobs <= 1 or len(items) <= 1:
+        return [_check_against(*item) for item in items]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=mp_context()) as pool:
+        return list(pool.map(_check_against, *zip(*items, strict=True)))
+
+
+def refuse_shared_origins(origins: Sequence[str | None], paths: Sequence[str]) -> None:
+    """Raise :class:`FleetError` when two logs name one origin (one log given twice, or a copy)."""
+    seen: dict[str, str] = {}
+    for origin, path in zip(origins, paths, strict=True):
+        if origin is None:
+            continue
+        if origin in seen:
+            raise FleetError(
+                f"{seen[origin]} and {path} are both logs of origin {origin!r}: one log given "
+                "twice, or a copy; refused (the fleet would count its spawns twice)"
+            )
+        seen[origin] = path
+
+
+def with_host(payloads: Payloads, host: str) -> Payloads:
+    """The payloads of one log, each observation's attributes carrying ``host`` (:data:`HOST_KEY`)."""
+    for seq, payload in payloads:
+        attributes = payload.get("attributes") if payload.__class__ is dict else None
+        if attributes.__class__ is dict:
+            attributes[HOST_KEY] = host
+        yield seq, payload
+
+
+def fleet_payloads(fleet: Fleet) -> Iterator[tuple[int, Any]]:
+    """Every counted record of the included logs, one log after the other, tagged with its origin."""
+    for log in fleet.included:
+        yield from with_host(read_payloads(log.path, log.end), log.origin or log.path)
+
+
+def fleet_specs(specs: Sequence[GroupSpec]) -> tuple[GroupSpec, ...]:
+    """The breakdowns of a fleet report: per host first, then those asked for."""
+    return (HOST_SPEC, *(spec for spec in specs if spec != HOST_SPEC))
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    """What every log's aggregation of one fleet report shares (plain values: it crosses processes)."""
+
+    by: tuple[GroupSpec, ...]
+    window: TimeWindow
+    examples: int
+    min_spawns: int
+
+    def aggregation(self, cited_loader: CitedLoader | None = None) -> Aggregation:
+        """An empty aggregation with these settings."""
+        chain = ChainStatus(path="", records=0, verified=True, checked=True)
+        return new_aggregation(
+            chain=chain,
+            by=self.by,
+            window=self.window,
+            cited_loader=cited_loader,
+            examples=self.examples,
+            min_spawns=self.min_spawns,
+        )
+
+
+def aggregate_log(
+    log: FleetLog, settings: ReportSettings, cited_loader: CitedLoader | None = None
+) -> Aggregation:
+    """The aggregation of one included log's counted records, each tagged with its origin."""
+    aggregation = settings.aggregation(cited_loader)
+    aggregation.feed(with_host(read_payloads(log.path, log.end), log.origin or log.path))
+    aggregation.cube.repeats = Repeats()  # a cache of the pass, not a count: nothing to carry over
+    return aggregation
+
+
+def aggregate_logs(
+    logs: Sequence[FleetLog],
+    settings: ReportSettings,
+    *,
+    jobs: int = 1,
+    cited_loader: CitedLoader | None = None,
+) -> list[Aggregation]:
+    """Each log's aggregation; ``jobs`` worker processes aggregate several logs at once (not with a
+    store: its snapshots are read in this process)."""
+    if jobs <= 1 or len(logs) <= 1 or cited_loader is not None:
+        return [aggregate_log(log, settings, cited_loader) for log in logs]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(logs)), mp_context=mp_context()) as pool:
+        return list(pool.map(aggregate_log, logs, [settings] * len(logs)))
+
+
+def combine(fleet: Fleet, aggregations: Sequence[Aggregation], settings: ReportSettings) -> Report:
+    """One report from the logs' aggregations."""
+    total = settings.aggregation()
+    for aggregation in aggregations:
+        total.absorb(aggregation)
+    if aggregations and aggregations[0].usage is not None:  # a store: its replayed usage, summed
+        total.usage = aggregations[0].usage
+        for aggregation in aggregations[1:]:
+            if aggregation.usage is not None:
+                total.usage.absorb(aggregation.usage)
+    report = total.finish()
+    report.chain = fleet.status()
+    report.fleet = fleet
+    return report

@@ -1,0 +1,166 @@
+"""``report`` and ``whatif`` over a fleet: several chains, or a folder of them, in one report.
+
+The command takes the fleet form when it is given more than one chain or a folder
+(:func:`fleet_mode`); each log is then verified against its newest checkpoint before it is counted
+(``analysis.fleet``), and a log that does not verify is named and excluded, which makes the exit
+status 1 (:func:`excluded_logs`). See docs/reports.md, "Fleet".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import ssl
+import sys
+import urllib.parse
+
+from otel_route_shadow.analysis import MIN_SPAWNS, Fetch, RemoteError, Report, WhatIfResult, is_remote
+from otel_route_shadow.cli.common import CliError, check_output
+from otel_route_shadow.witness import TransportError, http_get
+
+__all__ = [
+    "DEFAULT_REMOTE_TIMEOUT",
+    "excluded_logs",
+    "fleet_mode",
+    "min_spawns_arg",
+    "monitor_args",
+    "remote_fetch",
+    "whatif_fleet_args",
+]
+
+DEFAULT_REMOTE_TIMEOUT = 10.0
+"""Seconds a remote log's request may take, from connecting to the last byte (``--remote-timeout``)."""
+
+
+def fleet_mode(args: argparse.Namespace) -> bool:
+    """True when ``args.chain`` names several chains or a folder; refuses ``--allow-unverified`` then
+    (a fleet excludes every log that does not verify; it never counts one flagged)."""
+    chains: list[str] = args.chain
+    fleet = (
+        len(chains) > 1
+        or os.path.isdir(chains[0])
+        or is_remote(chains[0])
+        or getattr(args, "state", None) is not None
+    )
+    state = getattr(args, "state", None)
+    if getattr(args, "rebuild", False) and state is None:
+        raise CliError("--rebuild goes with --state FILE")
+    if state is not None:
+        check_output(state, "--state")
+    if state is not None and args.store:
+        raise CliError(
+            "--state does not go with --store (the replayed policy usage is not kept in the state)"
+        )
+    if fleet and args.allow_unverified:
+        raise CliError(
+            "--allow-unverified takes one chain: a fleet report excludes every log that does not verify"
+        )
+    return fleet
+
+
+def excluded_logs(result: Report | WhatIfResult) -> bool:
+    """True when a fleet log was excluded from the figures (the exit status is then 1). Each warning
+    of a monitor's state file is also said on stderr."""
+    fleet = result.fleet
+    if fleet is not None and fleet.followed is not None:
+        for warning in fleet.followed.warnings:
+            print(f"otel-route-shadow: warning: {warning}", file=sys.stderr)
+    return fleet is not None and bool(fleet.excluded)
+
+
+def whatif_fleet_args(parser: argparse.ArgumentParser) -> None:
+    """``whatif``'s options for checking each fleet log's checkpoint (``report`` has them already)."""
+    parser.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="with several chains: verifier key (string or file) that must have signed each log's newest "
+        "checkpoint",
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="with several chains: a C2SP tlog-policy; each log's newest checkpoint must meet its quorum",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def min_spawns_arg(parser: argparse.ArgumentParser) -> None:
+    """``report --min-spawns N``: the minimum sample of a positive readiness verdict."""
+    parser.add_argument(
+        "--min-spawns",
+        type=_positive,
+        default=MIN_SPAWNS,
+        metavar="N",
+        help="a group with fewer stable spawns and no blocker reads 'not-enough-spawns', not ready "
+        f"(default {MIN_SPAWNS})",
+    )
+
+
+def monitor_args(parser: argparse.ArgumentParser) -> None:
+    """``report --state FILE [--rebuild]``: follow the fleet like a monitor; ``--remote-timeout``."""
+    monitor_remote_timeout(parser)
+    parser.add_argument(
+        "--state",
+        metavar="FILE",
+        help="monitor state: per log, the last checkpoint verified and the counts up to it; a rerun reads "
+        "only each log's records after it (proven against the new checkpoint's root), then rewrites FILE",
+    )
+    parser.add_argument(
+        "--rebuild", action="store_true", help="with --state: read every log in full and rewrite the state"
+    )
+
+
+def monitor_remote_timeout(parser: argparse.ArgumentParser) -> None:
+    """``report --remote-timeout S``: the bound on each request to a remote log."""
+    parser.add_argument(
+        "--remote-timeout",
+        type=float,
+        default=DEFAULT_REMOTE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"each request to a remote log (a serve URL given as CHAIN) must complete within this "
+        f"(default {DEFAULT_REMOTE_TIMEOUT:g}); a remote that does not is named and excluded",
+    )
+
+
+def remote_fetch(timeout: float) -> Fetch:
+    """A bounded HTTP GET for remote logs: ``timeout`` seconds for each whole exchange."""
+    if not timeout > 0:
+        raise CliError("--remote-timeout must be a positive number of seconds")
+
+    def fetch(url: str, max_bytes: int) -> bytes:
+        parts = urllib.parse.urlsplit(url)
+        https = parts.scheme == "https"
+        try:
+            port = parts.port or (443 if https else 80)
+        except ValueError:
+            raise RemoteError(f"{url}: not a URL with a valid port") from None
+        if not parts.hostname:
+            raise RemoteError(f"{url}: no host in the URL")
+        try:
+            answer = http_get(
+                host=parts.hostname,
+                port=port,
+                path=parts.path or "/",
+                tls=ssl.create_default_context() if https else None,
+                connect_timeout=timeout,
+                timeout=timeout,
+                max_bytes=max_bytes,
+            )
+        except TransportError as exc:
+            raise RemoteError(f"{url}: {exc}") from None
+        if answer.status != 200:
+            raise RemoteError(f"{url}: HTTP {answer.status}")
+        return answer.body
+
+    return fetch

@@ -1,0 +1,54 @@
+"""The fleet's logs in the text and HTML of ``report`` and ``whatif``: which logs were counted, which
+were excluded and why (a log that does not verify is never merged silently)."""
+
+from __future__ import annotations
+
+from html import escape
+
+from otel_route_shadow.analysis import Fleet, FleetLog
+
+__all__ = ["fleet_html", "fleet_lines"]
+
+
+def _log_line(log: FleetLog) -> str:
+    name = log.origin or "(no origin)"
+    if log.included:
+        beyond = log.records - log.size
+        tail = f", {beyond} record(s) after its checkpoint not yet counted" if beyond > 0 else ""
+        return f"{name}: {log.path}: {log.size} records counted (verified against its checkpoint{tail})"
+    return f"{name}: {log.path}: EXCLUDED from every figure: {log.reason}"
+
+
+def fleet_lines(fleet: Fleet) -> list[str]:
+    """One line for the fleet, one per log; excluded logs marked ``!``."""
+    out = [
+        f"fleet: {len(fleet.logs)} logs, {len(fleet.included)} counted, {len(fleet.excluded)} excluded; "
+        f"each log: {fleet.checked_with()}"
+    ]
+    out.extend(f"{' ' if log.included else '!'} host {_log_line(log)}" for log in fleet.logs)
+    followed = fleet.followed
+    if followed is not None:
+        out.append(
+            f"state: {len(followed.extended)} log(s) extended from the state file (only their new records "
+            f"read), {len(followed.rebuilt)} read in full"
+        )
+        out.extend(f"! state: {warning}" for warning in followed.warnings)
+    return out
+
+
+def fleet_html(fleet: Fleet) -> str:
+    """The fleet's logs as a table, excluded ones highlighted (every value escaped)."""
+    rows = "".join(
+        f'<tr{"" if log.included else " class=flag"}><td class="key">{escape(log.origin or "(no origin)")}</td>'
+        f'<td class="key"><code>{escape(log.path)}</code></td>'
+        f"<td>{log.size if log.included else 0}</td><td>{log.records}</td>"
+        f'<td class="key">{"counted" if log.included else escape("EXCLUDED: " + (log.reason or ""))}</td></tr>'
+        for log in fleet.logs
+    )
+    return (
+        '<section class="evidence" aria-label="fleet">'
+        f"<p>fleet: {len(fleet.logs)} logs, {len(fleet.included)} counted, {len(fleet.excluded)} excluded; "
+        f"each log: {escape(fleet.checked_with())}</p>"
+        "<table><thead><tr><th>host (origin)</th><th>chain</th><th>records counted</th>"
+        f"<th>chain records</th><th>status</th></tr></thead><tbody>{rows}</tbody></table></section>"
+    )

@@ -1,0 +1,124 @@
+"""Remote logs in a fleet report: a ``serve`` URL read through its entry bundles gives the same report
+as the same log read locally; a remote that hangs is bounded by the timeout, and one that answers
+garbage (not a checkpoint, entries that do not give the signed root) is named and excluded."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_support import serving
+from test_analysis_fleet import make_log
+from test_analysis_support import SCENARIO, Entry
+
+from otel_route_shadow.analysis import EXCLUDED, INCLUDED, build_fleet_report
+from otel_route_shadow.cli import main
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING
+from otel_route_shadow.cli.fleet import remote_fetch
+from otel_route_shadow.logstore import bundle_path, tlog_dir
+from otel_route_shadow.logstore.entries import encode_bundle
+from otel_route_shadow.tlog import decode_bundle
+
+ORIGIN = "alpha.example/route-shadow"
+
+
+def _figures(data: dict[str, Any]) -> dict[str, Any]:
+    """The report without where each log was read from and its checkpoint file's time."""
+    data = json.loads(json.dumps(data))
+    data.pop("fleet")
+    return data
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    entries = [Entry(e.name, e.context, e.count * 20) for e in SCENARIO]  # 340 records: two bundles
+    path, _signer = make_log(tmp_path / "hosts", "alpha", ORIGIN, entries)
+    return path
+
+
+def test_a_log_over_serve_gives_the_same_report_as_read_locally(log: Path, tmp_path: Path) -> None:
+    with serving([log], workdir=tmp_path) as served:
+        url = served.urls[ORIGIN]
+        remote = build_fleet_report([url], fetch=remote_fetch(30.0))
+    local = build_fleet_report([str(log)])
+    assert remote.fleet is not None and [h.status for h in remote.fleet.logs] == [INCLUDED]
+    assert remote.fleet.logs[0].size == 340
+    assert _figures(remote.as_dict()) == _figures(local.as_dict())
+
+
+class _Garbage(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with what ``answers`` holds for its path (200), else 404."""
+
+    answers: dict[str, bytes] = {}
+
+    def do_GET(self) -> None:
+        body = self.answers.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@contextlib.contextmanager
+def _http(answers: dict[str, bytes]) -> Iterator[str]:
+    handler = type("Handler", (_Garbage,), {"answers": answers})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/log/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_remote_answering_garbage_is_named_and_excluded(log: Path, tmp_path: Path) -> None:
+    with _http({"/log/checkpoint": b"<html>not a note</html>"}) as url:
+        report = build_fleet_report([url, str(log)], fetch=remote_fetch(30.0))
+    assert report.fleet is not None
+    remote = next(h for h in report.fleet.logs if h.path == url)
+    assert remote.status == EXCLUDED and "not a checkpoint note" in (remote.reason or "")
+    assert report.spawns == 340  # the local log is counted; the remote is in no figure
+
+
+def test_a_remote_whose_entries_do_not_give_its_signed_root_is_excluded(log: Path, tmp_path: Path) -> None:
+    note = (Path(tlog_dir(str(log))) / "checkpoint").read_bytes()
+    lines = log.read_bytes().split(b"\n")[:-1]
+    first = decode_bundle(encode_bundle(lines[:256]))
+    first[5] = first[5].replace(b"acme/", b"evil/", 1)  # a record changed in transit
+    answers = {
+        "/log/checkpoint": note,
+        "/log/" + bundle_path(0, 256): encode_bundle(first),
+        "/log/" + bundle_path(1, 84): encode_bundle(lines[256:340]),
+    }
+    with _http(answers) as url:
+        report = build_fleet_report([url], fetch=remote_fetch(30.0))
+    assert report.fleet is not None
+    (remote,) = report.fleet.logs
+    assert remote.status == EXCLUDED and "do not give its checkpoint's root" in (remote.reason or "")
+    assert report.spawns == 0
+
+
+def test_a_remote_that_hangs_is_bounded_by_the_timeout_and_excluded(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/log/"
+        code = main(["report", url, str(log), "--remote-timeout", "0.5", "--json", "--no-progress"])
+    assert code == EXIT_FINDING
+    data = json.loads(capsys.readouterr().out)
+    remote = next(h for h in data["fleet"]["hosts"] if h["path"] == url)
+    assert remote["status"] == EXCLUDED and "timeout" in remote["reason"]
+    assert data["totals"]["spawns"] == 340
