@@ -24,6 +24,11 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 PASS, FAIL, REPORTED, NOT_AVAILABLE, ERROR = "pass", "FAIL", "reported", "not available", "error"
+AT_THE_LINE = "at the line"
+"""The status of a row whose spread (the middle half of its runs) holds its target: one run says pass,
+the next fail. Its notes say which side the median fell on."""
+SPREAD_MIN_RUNS = 4
+"""Runs a figure needs before its spread is judged (fewer: the median alone decides)."""
 
 ROW_KEYS = (
     "id",
@@ -55,8 +60,22 @@ class Stats:
     def of(cls, values: list[float]) -> Stats:
         return cls(statistics.median(values), min(values), max(values), tuple(values))
 
+    def spread(self) -> tuple[float, float] | None:
+        """The first and third quartiles of the runs, or None with fewer than ``SPREAD_MIN_RUNS``."""
+        if len(self.values) < SPREAD_MIN_RUNS:
+            return None
+        q1, _, q3 = statistics.quantiles(self.values, n=4)
+        return q1, q3
+
     def as_dict(self) -> dict[str, Any]:
-        return {"median": self.median, "min": self.min, "max": self.max, "values": list(self.values)}
+        spread = self.spread()
+        return {
+            "median": self.median,
+            "min": self.min,
+            "max": self.max,
+            "quartiles": None if spread is None else list(spread),
+            "values": list(self.values),
+        }
 
 
 @dataclass(frozen=True)
@@ -114,6 +133,15 @@ class Row:
             ratio = self.ratio.median if self.ratio is not None else None
             ours = self.ours.median if self.ours is not None else None
             self.status = PASS if self.target.met(ratio, ours) else FAIL
+            judged = self.ours if self.target.on == "ours" else self.ratio
+            spread = judged.spread() if judged is not None else None
+            if spread is not None and spread[0] <= self.target.value <= spread[1]:
+                self.notes.append(
+                    f"at the line: the middle half of {len(judged.values)} runs "  # type: ignore[union-attr]
+                    f"({spread[0]:.3g}-{spread[1]:.3g}) holds the target {self.target.text()}; "
+                    f"the median alone says {self.status}"
+                )
+                self.status = AT_THE_LINE
         return self
 
     def as_dict(self) -> dict[str, Any]:

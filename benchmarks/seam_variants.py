@@ -5,8 +5,8 @@
 Each variant runs row 1 (``bench_seam.seam_rows``, unchanged) in a fresh process with one change
 patched into the plugin in that process only. The variants take turns, round after round, so that
 all of them see the same moments of the machine; the table gives each variant's ratio against a bare
-span (the row's ratio before issue 23) and against the row's baseline (a bare span plus the append's
-floor) per round, with the medians. A diagnostic for a design decision (issue 17), never part of ``make bench``; the
+span and against the row's baseline (the same seam with its append cut to the floor) per round, with
+the medians. A diagnostic for a design decision (issue 17), never part of ``make bench``; the
 patches are prototypes, not candidate code:
 
 * ``shipped``: the code as it is.

@@ -42,7 +42,7 @@ def main() -> None:
         assert made is not None
         sweep, times = TileSweep(), []
         for _ in range(args.runs):
-            reader = TileReader(writer.dir, made.size, made.root)
+            reader = TileReader(writer.directory, made.size, made.root)
             reader.edge()
             start = time.perf_counter()
             sweep.check(reader)

@@ -90,7 +90,7 @@ def test_quick_benchmarks_produce_every_row(tmp_path: Path) -> None:
     assert [row["id"] for row in rows] == ROW_IDS
     for row in rows:
         assert set(row) == ROW_KEYS, row["id"]
-        assert row["status"] in {"pass", "FAIL", "reported", "not available"}, (row["id"], row["notes"])
+        assert row["status"] in {"pass", "FAIL", "at the line", "reported", "not available"}, (row["id"], row["notes"])
         if row["status"] == "not available":
             assert row["notes"], row["id"]
             continue
@@ -265,3 +265,16 @@ def test_the_linear_scan_baseline_decides_like_explain_batch() -> None:
     expected = explain_batch(contexts, snapshot)
     baseline, _ = load_baseline()
     assert baseline(contexts, snapshot) == expected
+
+
+def test_a_row_whose_spread_holds_its_target_says_at_the_line() -> None:
+    from benchmarks.harness import AT_THE_LINE, PASS, Row, Stats, Target
+
+    def judged(values: list[float]) -> Row:
+        return Row("x", "t", "m", "us", ratio=Stats.of(values), target=Target("<=", 1.25)).judge()
+
+    at_line = judged([1.18, 1.22, 1.24, 1.27, 1.31])
+    assert at_line.status == AT_THE_LINE
+    assert "the median alone says pass" in at_line.notes[-1]
+    assert judged([1.0, 1.05, 1.1, 1.12, 1.3]).status == PASS  # one outlier is not the spread
+    assert judged([1.2, 1.3]).status == PASS  # too few runs for a spread: the median decides

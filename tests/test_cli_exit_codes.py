@@ -1,6 +1,6 @@
 """The command line's exit codes are stated once (``cli/exit_codes.py``) and they are the truth.
 
-Every command's ``--help`` ends with its lines of the table, the README's table is the table, and each
+Every command's ``--help`` ends with its lines of the table, the table in docs/auditing.md is the table, and each
 command is driven into each code the table lists for it (and the table lists no code no scenario here
 reaches). Scenarios run through ``cli.main`` in this process; ``serve``, which exits only when told to,
 runs in a process of its own.
@@ -46,11 +46,11 @@ KEY = str(SIGNER.verifier())
 WITNESS = Cosigner("witness.example/w0")
 
 
-# -- the table as the README shows it, and as --help shows it ------------------------------------------
+# -- the table as docs/auditing.md shows it, and as --help shows it ------------------------------------------
 
 
 def readme_table() -> str:
-    """The README's exit-code tables, rendered from ``cli/exit_codes.py``."""
+    """The exit-code tables of docs/auditing.md, rendered from ``cli/exit_codes.py``."""
     rows = ["| exit | name | meaning |", "| --- | --- | --- |"]
     rows += [f"| {c.number} | {c.name} | {c.meaning} |" for c in EXIT_CODES]
     rows += ["", "| command | exit | what it means there |", "| --- | --- | --- |"]
@@ -63,9 +63,9 @@ def readme_table() -> str:
 
 
 def test_the_readme_table_is_the_table() -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "auditing.md").read_text(encoding="utf-8")
     assert readme_table() in text, (
-        "README.md's exit-code tables are stale; they should read:\n" + readme_table()
+        "docs/auditing.md's exit-code tables are stale; they should read:\n" + readme_table()
     )
 
 

@@ -515,3 +515,31 @@ def test_verify_and_report_name_the_refusals_recorded_beside_the_chain(
     assert "REFUSED: the writer refused to sign: fork (signed size 70)" in out
     _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--json"], capsys)
     assert "fork" in out and "conflict" in out
+
+
+def test_verify_policy_checks_cosignatures_from_the_newest_down_until_the_answer_is_known(
+    witnessed: tuple[GrowingLog, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checkpoints 70 (no cosigner), 60 (one) and 40 (both: the quorum) give the attested size and every
+    witness's largest cosigned size; checkpoint 10's cosignatures are not checked unless asked."""
+    log, policy = witnessed
+    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy), "--json"], capsys)
+    quick = json.loads(out)["witnessed"]
+    code_all, out_all, _ = run(
+        ["verify", str(log.chain), "--policy", str(policy), "--json", "--all-cosignatures"], capsys
+    )
+    full = json.loads(out_all)["witnessed"]
+    assert (code, code_all) == (3, 3)
+    assert quick["not_checked"] == [10] and full["not_checked"] == []
+    for key in ("attested_size", "largest_cosigned", "status", "unwitnessed"):
+        assert quick[key] == full[key], key
+    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    assert "cosignatures not checked: 1 older checkpoint(s), sizes 10 to 10" in out
+
+
+def test_all_cosignatures_goes_with_a_policy(
+    witnessed: tuple[GrowingLog, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    log, _ = witnessed
+    code, _, err = run(["verify", str(log.chain), "--all-cosignatures"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--all-cosignatures goes with --policy" in err

@@ -2,7 +2,7 @@
 
 :data:`EXIT_CODES` names every code the ``otel-route-shadow`` command returns; :data:`COMMANDS` says, for
 each command, which of them it returns and what each means there. Every command's ``--help`` ends with
-its own lines (:func:`epilog`), and ``tests/test_cli_exit_codes.py`` holds the README's table to this one
+its own lines (:func:`epilog`), and ``tests/test_cli_exit_codes.py`` holds the table in docs/auditing.md to this one
 and drives each command into each code listed for it. Unusable input (code 2) is always one line on
 stderr naming the problem, never a traceback; argparse's own usage errors are code 2 too, and an
 interrupted command (Ctrl-C) returns 130 whatever it was.
@@ -42,7 +42,7 @@ EXIT_INTERRUPTED: Final = 130
 
 @dataclass(frozen=True, slots=True)
 class ExitCode:
-    """One exit code: its number, its name (as ``audit --json`` and the README call it) and what it means
+    """One exit code: its number, its name (as ``audit --json`` and docs/auditing.md call it) and what it means
     for every command that returns it."""
 
     number: int

@@ -93,6 +93,13 @@ def register(sub: Any) -> None:
         help="with --policy: up to N records may lie beyond the largest quorum-attested checkpoint "
         "(default 0: any is insufficient evidence, exit 3)",
     )
+    parser.add_argument(
+        "--all-cosignatures",
+        action="store_true",
+        help="with --policy: check the cosignatures of every checkpoint (default: from the newest down, until "
+        "the attested size and every witness's largest cosigned size are known; older ones are listed as "
+        "not checked)",
+    )
     parser.set_defaults(handler=_run)
 
 
@@ -101,6 +108,8 @@ def _run(args: argparse.Namespace) -> int:
     jobs = cap_jobs(args.jobs or os.cpu_count() or 1)
     if args.max_unwitnessed is not None and not args.policy:
         raise CliError("--max-unwitnessed goes with --policy")
+    if args.all_cosignatures and not args.policy:
+        raise CliError("--all-cosignatures goes with --policy")
     policy = read_policy(args.policy) if args.policy else None
     keys = log_keys(policy, [], args.policy) if policy is not None else None
     against = checkpoint_inputs(args, path, keys)
@@ -116,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
             chain_size=report.chain_size,
             extra_logs=against[1],
             max_unwitnessed=args.max_unwitnessed,
+            all_cosignatures=args.all_cosignatures,
         )
     _print(args, path, result, report, witnessed, read_refusals(path))
     holds = report is None or (report.ok and report.tiles.ok)  # a damaged tile store is a finding too

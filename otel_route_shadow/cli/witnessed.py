@@ -136,6 +136,7 @@ class PolicyVerdict:
                 for c, v in self.contradicted
             ],
             "problems": [dataclasses.asdict(p) for p in self.quorum.problems],
+            "not_checked": list(self.quorum.unchecked),
         }
 
 
@@ -160,10 +161,18 @@ def policy_verdict(
     extra_logs: Sequence[str] = (),
     max_unwitnessed: int | None = None,
     now: Callable[[], float] = time.time,
+    all_cosignatures: bool = False,
 ) -> PolicyVerdict:
     """The verdict of ``policy`` on ``notes``, whose consistency with the chain ``verdicts`` give (one per
-    note, ``logstore.verify_against_checkpoints``). A malformed note or cosignature is a ``CliError`` (exit 2)."""
+    note, ``logstore.verify_against_checkpoints``). Cosignatures are checked from the newest checkpoint down
+    until the attested size and every witness's largest cosigned size are known (``all_cosignatures``:
+    every one). A malformed note or cosignature is a ``CliError`` (exit 2)."""
     logs = [Verifier.parse(key) for key in extra_logs]
+    by_index = {v.index: v for v in verdicts}
+
+    def holds(c: WitnessedCheckpoint) -> bool:
+        return any(by_index[i].ok for i in c.notes if i in by_index)
+
     report = attest_notes(
         notes,
         policy,
@@ -171,14 +180,11 @@ def policy_verdict(
         skew=DEFAULT_SKEW_S,
         logs=logs,
         log_verified={v.index: v.signed_by for v in verdicts},
+        until_known=None if all_cosignatures else holds,
     )
     for problem in report.problems:
         if problem.malformed:
             raise CliError(f"checkpoint #{problem.index + 1}: {problem.detail}")
-    by_index = {v.index: v for v in verdicts}
-
-    def holds(c: WitnessedCheckpoint) -> bool:
-        return any(by_index[i].ok for i in c.notes if i in by_index)
 
     contradicted = tuple(
         (c, next(by_index[i] for i in c.notes if i in by_index))
@@ -200,7 +206,7 @@ def policy_verdict(
 def verdict_lines(verdict: PolicyVerdict) -> list[str]:
     """The verdict in sentences: the three statements, each witness's largest size, the exit status."""
     quorum = verdict.quorum.quorum or "none"
-    distinct = len(verdict.quorum.checkpoints)
+    distinct = len(verdict.quorum.checkpoints) + len(verdict.quorum.unchecked)
     lines = [
         f"witnessed (--policy {verdict.policy}, quorum {quorum}):",
         f"  1. the chain is intact: {'yes' if verdict.intact else 'NO'}",
@@ -228,6 +234,12 @@ def verdict_lines(verdict: PolicyVerdict) -> list[str]:
     for problem in verdict.quorum.problems:
         if not problem.malformed:
             lines.append(f"  checkpoint #{problem.index + 1} not counted ({problem.fault}): {problem.detail}")
+    unchecked = verdict.quorum.unchecked
+    if unchecked:
+        lines.append(
+            f"  cosignatures not checked: {len(unchecked)} older checkpoint(s), sizes {min(unchecked)} to "
+            f"{max(unchecked)} (the answer above needs none of them; --all-cosignatures checks every one)"
+        )
     lines.append(f"  exit {verdict.exit_code}: {_status_sentence(verdict)}")
     return lines
 

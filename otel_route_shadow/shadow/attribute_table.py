@@ -1,8 +1,8 @@
-"""The README's span attribute tables, generated from the one definition in ``attributes.py``.
+"""The span attribute tables of docs/instrumenting.md, generated from the one definition in ``attributes.py``.
 
-``python -m otel_route_shadow.shadow.attribute_table README.md`` rewrites the block between the
+``python -m otel_route_shadow.shadow.attribute_table docs/instrumenting.md`` rewrites the block between the
 :data:`BEGIN` and :data:`END` markers; without an argument it prints the block.
-``tests/test_attribute_table.py`` fails when the README's block differs from :func:`render`.
+``tests/test_attribute_table.py`` fails when the block in docs/instrumenting.md differs from :func:`render`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Span attribute keys written by the route-shadow span processor (the span schema).
 
-One table, here, is the source of truth: the README's attribute tables are generated from it
+One table, here, is the source of truth: the attribute tables of docs/instrumenting.md are generated from it
 (``python -m otel_route_shadow.shadow.attribute_table``, checked by ``tests/test_attribute_table.py``
 against real spans), and the collector configuration test and the chain exporter read it. No key is
 a dotted prefix of another (some backends, Phoenix among them, cannot filter on either key of such a

@@ -10,7 +10,10 @@ The rules, one function each:
   timestamps no later than ``now + skew``), so a line repeated on several notes is verified once; when
   that fails, each note is checked alone, and a note that fails is a :class:`NoteProblem` that counts
   for nothing (:func:`_attest_checkpoint`); the quorum is evaluated over the witnesses counted;
-* per witness of the policy, the largest size it cosigned (:func:`_largest`).
+* per witness of the policy, the largest size it cosigned (:func:`_largest`);
+* with ``until_known``, checkpoints are checked from the newest down, and the rest are left unchecked once
+  one that meets the quorum and that ``until_known`` accepts is found and every witness's largest cosigned
+  size is known (:func:`_known`): their sizes are :attr:`QuorumReport.unchecked`.
 
 A quorum that is not met is an answer, never agreement: :meth:`QuorumReport.attested` gives the largest
 checkpoint that meets it (and that the caller's ``holds`` accepts, e.g. the chain matches it), and
@@ -69,6 +72,8 @@ class QuorumReport:
     problems: tuple[NoteProblem, ...]
     largest: tuple[tuple[str, int | None], ...]
     """Per witness of the policy (its order): the largest size it cosigned, None when it cosigned none."""
+    unchecked: tuple[int, ...] = ()
+    """Sizes of the older checkpoints whose cosignatures were not checked (``until_known``), newest first."""
 
     def attested(
         self, holds: Callable[[WitnessedCheckpoint], bool] = lambda _: True
@@ -90,21 +95,43 @@ def attest_notes(
     skew: int = DEFAULT_SKEW_S,
     logs: Sequence[Verifier] = (),
     log_verified: Mapping[int, Collection[str]] | None = None,
+    until_known: Callable[[WitnessedCheckpoint], bool] | None = None,
 ) -> QuorumReport:
-    """Check every note against ``policy`` (see the module); ``logs`` adds log keys to the policy's.
+    """Check the notes against ``policy`` (see the module); ``logs`` adds log keys to the policy's.
     ``log_verified``: per note index, the log keys (``str(Verifier)``) whose signature on that note the
     caller has already verified (``logstore.verify_against_checkpoints``' ``signed_by``): not verified again.
-    A checkpoint's notes checked together skip a key only when it verified every one of them."""
+    A checkpoint's notes checked together skip a key only when it verified every one of them.
+    ``until_known``: check from the newest checkpoint down, and stop once the quorum-attested checkpoint
+    (one that ``until_known`` accepts) and every witness's largest cosigned size are known; without it,
+    every note is checked."""
     verified = log_verified or {}
     groups, problems = _by_text(notes)
+    order = sorted(groups, key=lambda text: -1 if (size := _size_of(text)) is None else -size)
     checkpoints: list[WitnessedCheckpoint] = []
-    for text, indexes in groups.items():
-        found = _attest_checkpoint(text, indexes, notes, policy, now, skew, logs, problems, verified)
+    unchecked: list[int] = []
+    for text in order:
+        if until_known is not None and _known(checkpoints, policy, until_known):
+            unchecked.append(_size_of(text) or 0)
+            continue
+        found = _attest_checkpoint(text, groups[text], notes, policy, now, skew, logs, problems, verified)
         if found is not None:
             checkpoints.append(found)
     checkpoints.sort(key=lambda c: (c.checkpoint.size, c.notes[0]))
     problems.sort(key=lambda p: p.index)
-    return QuorumReport(policy.quorum, tuple(checkpoints), tuple(problems), _largest(checkpoints, policy))
+    return QuorumReport(
+        policy.quorum, tuple(checkpoints), tuple(problems), _largest(checkpoints, policy), tuple(unchecked)
+    )
+
+
+def _known(
+    checkpoints: Sequence[WitnessedCheckpoint], policy: Policy, holds: Callable[[WitnessedCheckpoint], bool]
+) -> bool:
+    """Whether checkpoints checked from the newest down already give the answer: one meets the quorum and
+    ``holds``, and every witness of the policy cosigned one of them (so its largest size is known)."""
+    if not any(c.quorum.met and holds(c) for c in checkpoints):
+        return False
+    seen = {name for c in checkpoints for name in c.cosigned_by}
+    return all(w.name in seen for w in policy.witnesses)
 
 
 def _by_text(notes: Sequence[str]) -> tuple[dict[str, list[int]], list[NoteProblem]]:

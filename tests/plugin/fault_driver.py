@@ -1,7 +1,7 @@
 """Runs ``readme_host`` bare, then instrumented under one fault, in a process of its own.
 
 Usage: ``python fault_driver.py '<json>'`` with ``fault``, ``workdir`` and ``jobs``; the settings come
-from ``OTEL_PYTHON_ROUTE_SHADOW_*`` in the environment (the README's way). Prints one JSON line:
+from ``OTEL_PYTHON_ROUTE_SHADOW_*`` in the environment (the documented way). Prints one JSON line:
 the two runs' outcomes compared, the spans and records made, the contained errors, and what the
 shadow path did that could make the host wait (blocking ``flock`` calls, ``time.sleep`` calls, file
 opens), counted rather than timed.

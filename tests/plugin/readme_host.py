@@ -1,4 +1,4 @@
-"""A host written from the README's "Instrumenting a host" section alone, for the fault suite.
+"""A host written from docs/instrumenting.md alone, for the fault suite.
 
 A tiny factory: a runner class whose ``execute`` spawns an agent, a one-shot ``complete``, and the
 streaming shapes (a generator, an async generator, a coroutine). Every result is plain data, so an
@@ -22,7 +22,7 @@ SEAMS = (
     f"{MODULE}:astream,agentic,{MODULE}:extract_execute;"
     f"{MODULE}:acomplete,one-shot,{MODULE}:extract_execute"
 )
-"""``OTEL_PYTHON_ROUTE_SHADOW_SEAMS`` for this host, as the README writes it."""
+"""``OTEL_PYTHON_ROUTE_SHADOW_SEAMS`` for this host, as docs/instrumenting.md writes it."""
 
 
 HOST_CALLS = [0]
@@ -47,7 +47,7 @@ class Job:
 
 
 def extract_execute(call: object) -> RouteContext:
-    """The README's extractor, verbatim but for the job's field names."""
+    """The extractor of docs/instrumenting.md, verbatim but for the job's field names."""
     job = call.args[0]  # type: ignore[attr-defined]
     stages = [LegacyStage(mechanism="role-dial", provider=job.provider, model=job.model)]
     return RouteContext(

@@ -281,7 +281,7 @@ def test_only_the_seam_span_is_enriched_even_when_another_span_starts_meanwhile(
 
 def test_every_setting_is_named_once_documented_and_in_the_readme_table() -> None:
     """``environment_variables.py`` names each variable once with its docstring; the configuration
-    reads exactly those, each mirrored by a keyword; the README's settings table lists the same."""
+    reads exactly those, each mirrored by a keyword; the settings table of docs/instrumenting.md lists the same."""
     source = Path(environment_variables.__file__).read_text(encoding="utf-8")
     body = ast.parse(source).body
     names = []
@@ -294,7 +294,7 @@ def test_every_setting_is_named_once_documented_and_in_the_readme_table() -> Non
     assert len(names) == len(set(names)) and names
     prefix = "OTEL_PYTHON_ROUTE_SHADOW_"
     assert {n.removeprefix(prefix).lower() for n in names} <= set(RouteShadowConfig.model_fields)
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[2] / "docs" / "instrumenting.md").read_text(encoding="utf-8")
     table = set(re.findall(r"^\| `(OTEL_PYTHON_ROUTE_SHADOW_\w+)` \| `(\w+)` \|", readme, flags=re.MULTILINE))
     assert table == {(n, n.removeprefix(prefix).lower()) for n in names}
     package = Path(environment_variables.__file__).parents[1]

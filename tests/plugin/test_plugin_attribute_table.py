@@ -1,4 +1,4 @@
-"""The README's span attribute tables are generated from the one definition, and that definition
+"""The span attribute tables of docs/instrumenting.md are generated from the one definition, and that definition
 matches what real spans carry (SDK in-memory exporter, the demo's seams, the demo's policies)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from otel_route_shadow.store import RoutingPolicyStore
 
 from .conftest import make_harness
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "instrumenting.md"
 DEFINED = {spec.key: spec for spec in (*attr.ATTRIBUTES, *attr.CONVENTION_ATTRIBUTES)}
 NOT_IN_THE_SWEEP = {
     attr.TIED_POLICIES: "a conflicting set cannot be saved to a store; "
@@ -34,7 +34,7 @@ _PY_TYPES: dict[str, type] = {"string": str, "int": int, "bool": bool}
 def test_the_readme_tables_are_the_generated_ones() -> None:
     text = README.read_text(encoding="utf-8")
     assert attribute_table.render() in text, (
-        "README.md's span attribute tables are stale: run python -m otel_route_shadow.shadow.attribute_table README.md"
+        "docs/instrumenting.md's span attribute tables are stale: run python -m otel_route_shadow.shadow.attribute_table docs/instrumenting.md"
     )
 
 

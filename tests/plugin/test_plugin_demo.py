@@ -13,7 +13,7 @@ import pytest
 from otel_route_shadow.cli import main
 from otel_route_shadow.shadow.attributes import ATTRIBUTES
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "instrumenting.md"
 
 
 def test_demo_writes_a_verified_chain_and_summarises_it(

@@ -1,7 +1,7 @@
-"""Fault injection: a host written from the README (``readme_host``) under each sink fault.
+"""Fault injection: a host written from docs/instrumenting.md (``readme_host``) under each sink fault.
 
 Each case runs in a process of its own (``fault_driver``): the host bare, then instrumented the
-README's way (``OTEL_PYTHON_ROUTE_SHADOW_*`` and ``RouteShadowInstrumentor().instrument()``) under
+documented way (``OTEL_PYTHON_ROUTE_SHADOW_*`` and ``RouteShadowInstrumentor().instrument()``) under
 the fault. Asserted for every fault: the host's results and exceptions are identical to the bare
 run; the delay is bounded, by counting what could make the host wait (no sleep, at most one
 blocking file lock and a few opens per seam call), never by timing; and the chain holds one record

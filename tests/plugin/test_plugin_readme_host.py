@@ -1,4 +1,4 @@
-"""A host written from the README alone ("Instrumenting a host", "Span attributes"), meeting the
+"""A host written from docs/instrumenting.md alone, meeting the
 ADR's own examples: the adr_reviewer dial on z.ai, and a credit failover under a literal family."""
 
 from __future__ import annotations
