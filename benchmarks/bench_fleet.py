@@ -53,7 +53,7 @@ def _deal(large: Path, folder: Path, hosts: int, *, keep: float = 1.0) -> tuple[
 
 
 def _checkpoint(path: Path, origin: str, signer: Any) -> None:
-    from otel_route_shadow.tlog import Checkpointer
+    from otel_route_shadow.logstore import Checkpointer
 
     checkpointer = Checkpointer(str(path), origin, signer)
     for _ in range(10_000):  # bounded: a few calls per log (each call extends by a bounded slice)

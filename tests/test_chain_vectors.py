@@ -101,6 +101,8 @@ def build_vectors(out: Path) -> None:
             log.append(payloads[3])
             log.append({"kind": "route-shadow", "last": True})
         for produced in Path(scratch).iterdir():
+            if produced.name.endswith(".lost"):  # the writer's lost-record counter, not a vector
+                continue
             shutil.copy(produced, out / produced.name)
     valid = (out / "valid.jsonl").read_bytes().splitlines(keepends=True)
 

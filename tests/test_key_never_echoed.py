@@ -191,10 +191,13 @@ def valid_lines(command: tuple[str, ...], w: Path) -> list[list[str]]:
         ("report",): [
             ["chain", chain, "--store", store, "--key", LOG_KEY, "--html", str(w / "report.html")],
             ["chain", chain, "--policy", policy],
+            ["chain", chain, "--state", str(w / "report-state")],
         ],
         ("whatif",): [
             ["chain", chain, "--store", store, "--revision", "1"],
             ["chain", chain, "--policies", policies],
+            ["chain", chain, "--policies", policies, "--key", LOG_KEY],
+            ["chain", chain, "--policies", policies, "--policy", policy],
         ],
         ("matrix",): [
             ["--store", store, "--chain", str(w / "demo" / "chain.jsonl")],

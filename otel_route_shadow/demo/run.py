@@ -2,8 +2,8 @@
 
 Everything is local and embedded by default (policy store and chain in one folder, spans to the
 console); with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set the spans go over OTLP/HTTP instead. The chain's
-checkpoints are signed with the demo log's key, generated in that folder on the first run (``log.key``,
-mode 0600) and reused after; its public verifier key goes to ``log.vkey`` and the summary names the
+checkpoints are signed with the key ``OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY`` names, else with the demo
+log's own key, generated in that folder on the first run (``log.key``, mode 0600) and reused after; its public verifier key goes to ``log.vkey`` and the summary names the
 ``verify`` command an auditor runs with it.
 """
 
@@ -24,7 +24,7 @@ from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
 from otel_route_shadow.core import mechanism_class
 from otel_route_shadow.demo import factory
 from otel_route_shadow.files import write_atomic
-from otel_route_shadow.instrumentation import RouteShadowInstrumentor
+from otel_route_shadow.instrumentation import RouteShadowInstrumentor, environment_variables
 from otel_route_shadow.logstore import generate_key_file, read_signer_file
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
@@ -209,12 +209,17 @@ def run_demo(
 
 
 def _demo_log_key(out_dir: Path) -> tuple[Path, Path, str]:
-    """The demo log's signing key file in ``out_dir`` (generated when absent), the file holding its
+    """The demo log's signing key file: the one ``OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY`` names, else the demo's
+    own in ``out_dir`` (generated when absent); the file holding its
     verifier key (rewritten on every run), and that verifier key. A chain already there without the key
     was checkpointed unsigned by an earlier version: refused (ValueError), since its auditor's check
     would fail on those checkpoints."""
     key_path, vkey_path = out_dir / "log.key", out_dir / "log.vkey"
-    if key_path.exists():
+    configured = os.environ.get(environment_variables.OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY, "")
+    if configured:  # the host's own key, as the plugin takes it
+        key_path = Path(configured)
+        signer = read_signer_file(configured)
+    elif key_path.exists():
         signer = read_signer_file(str(key_path))
     elif (out_dir / "chain.jsonl").exists():
         raise ValueError(

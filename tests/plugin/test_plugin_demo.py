@@ -75,6 +75,24 @@ def test_demo_signs_its_checkpoints_with_a_key_it_generates_and_prints_the_audit
     assert "consistent with 2 checkpoint(s), largest size 17" in capsys.readouterr().out
 
 
+def test_the_demo_signs_with_the_key_the_environment_names_not_one_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A host that named its signing key (and so its origin) got checkpoints signed with the demo's own
+    key instead, under another name than its origin: the plugin then wrote them unsigned."""
+    key = tmp_path / "host.key"
+    assert main(["key", "generate", "--name", "example.com/route-shadow/host-a", "--out", str(key)]) == 0
+    vkey = capsys.readouterr().out.split()[-1]
+    monkeypatch.setenv("OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY", str(key))
+    out_dir = tmp_path / "demo"
+    assert main(["demo", "--out", str(out_dir), "--spawns", "6", "--quiet"]) == 0
+    capsys.readouterr()
+    assert not (out_dir / "log.key").exists()
+    assert (out_dir / "log.vkey").read_text().strip() == vkey
+    assert main(["verify", str(out_dir / "chain.jsonl"), "--key", vkey]) == 0
+    assert "consistent with 1 checkpoint(s), largest size 6" in capsys.readouterr().out
+
+
 def test_demo_refuses_a_folder_whose_chain_has_no_demo_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
