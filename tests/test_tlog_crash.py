@@ -190,3 +190,26 @@ def test_temporary_files_a_killed_writer_left_are_removed_at_start(tmp_path: Pat
         path.write_bytes(b"half")
     append(chain, 10, Checkpointer(str(chain), ORIGIN, SIGNER), every=10, start=600)
     assert [p for p in planted if p.exists()] == []
+
+
+def test_temporaries_a_killed_writer_left_beyond_its_last_checkpoint_are_removed_at_start(
+    tmp_path: Path,
+) -> None:
+    """A writer killed while it wrote the tiles of a tree larger than its last signed checkpoint left
+    temporary files in partial-tile folders past that checkpoint's last tile (``tile/0/002.p/`` over a
+    checkpoint of 300); the next start cleaned only the folders of the signed size's own last tiles."""
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 300, Checkpointer(str(chain), ORIGIN, SIGNER), every=300)
+    append(chain, 700, start=300)
+    directory = log_dir(chain)
+    dead = 2**22 + 12345  # above pid_max on most systems: no live process has it
+    planted = [
+        directory / "tile" / "0" / "002.p" / f".88{files.TEMPORARY_MARK}{dead}-0a0b",
+        directory / "tile" / "0" / "003.p" / f".16{files.TEMPORARY_MARK}{dead}-0c0d",
+        directory / "tile" / "0" / f".004{files.TEMPORARY_MARK}{dead}-0e0f",
+    ]
+    for path in planted:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is not None
+    assert [p for p in planted if p.exists()] == []

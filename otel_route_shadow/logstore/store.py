@@ -435,21 +435,31 @@ class LogStore:
         finally:
             os.close(fd)
 
+    def _partial_tiles_folder(self, level: int, index: int) -> str:
+        return self.file(tile_path(level, index, 1).rsplit("/", 1)[0])
+
     def remove_temporaries(self, size: int) -> int:
         """Remove what a killed writer left half-written: the temporary files of ``files.write_atomic``
-        in the directory and where tiles of a tree of ``size`` leaves are written (the directory of each
-        level's last tiles and its partial tiles). Returns how many were removed."""
+        in the directory and where tiles of a tree of ``size`` leaves or more are written: on each level
+        that has a folder, from the tile the tree of ``size`` ends in, every tile a killed writer of a
+        larger tree went on to write (tiles are written in order, so they stop at the first tile with
+        neither a file nor a folder of partial tiles), with their partial tiles. Returns how many were
+        removed."""
         removed = remove_temporaries(self.path)
         level = 0
-        while True:
-            count = size >> (TILE_HEIGHT * level)
-            index = count // TILE_WIDTH
-            folder = os.path.dirname(self.file(tile_path(level, index)))
-            removed += remove_temporaries(folder)
-            removed += remove_temporaries(self.file(tile_path(level, index, 1).rsplit("/", 1)[0]))
-            if count < TILE_WIDTH:
-                return removed
+        while level == 0 or os.path.isdir(self.file(f"tile/{level}")):
+            index = (size >> (TILE_HEIGHT * level)) // TILE_WIDTH
+            while True:
+                removed += remove_temporaries(os.path.dirname(self.file(tile_path(level, index))))
+                removed += remove_temporaries(self._partial_tiles_folder(level, index))
+                index += 1
+                if not os.path.lexists(self.file(tile_path(level, index))) and not os.path.isdir(
+                    self._partial_tiles_folder(level, index)
+                ):
+                    removed += remove_temporaries(os.path.dirname(self.file(tile_path(level, index))))
+                    break
             level += 1
+        return removed
 
 
 def _entry_line(note: str) -> str:
