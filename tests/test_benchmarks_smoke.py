@@ -68,7 +68,7 @@ ROW_KEYS = {
     "notes",
     "extras",
 }
-STATS_KEYS = {"median", "min", "max", "values"}
+STATS_KEYS = {"median", "min", "max", "quartiles", "values"}
 
 
 def _run_module(*args: str) -> subprocess.CompletedProcess[str]:
