@@ -60,6 +60,7 @@ from otel_route_shadow.analysis.fleet import (
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import GroupSpec, as_specs
 from otel_route_shadow.analysis.noise import KEY_ATTRIBUTES, ROUTE_ATTRIBUTES
+from otel_route_shadow.analysis.remote import seq_and_payload
 from otel_route_shadow.analysis.report import Aggregation, Report
 from otel_route_shadow.analysis.source import ChainAnalysisError
 from otel_route_shadow.analysis.window import TimeWindow
@@ -382,18 +383,13 @@ def _lines_after(path: str, start: int) -> int:
 def _payloads(
     lines: Iterator[tuple[bytes, int]], tree: CompactRange, ends: list[int]
 ) -> Iterator[tuple[int, Any]]:
-    loads = orjson.loads
     for line, after in lines:
         tree.append(leaf_hash(line))
         ends[0] = after
-        try:
-            record = loads(line)
-            seq, payload = record["seq"], record["payload"]
-        except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
-            raise _NotAnExtension(f"a new line ending at byte {after} is not a chain record") from None
-        if payload.__class__ is not dict or seq.__class__ is not int:
+        found = seq_and_payload(line)
+        if found is None:
             raise _NotAnExtension(f"a new line ending at byte {after} is not a chain record")
-        yield seq, payload
+        yield found
 
 
 def extend_log(

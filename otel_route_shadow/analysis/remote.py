@@ -78,17 +78,24 @@ def _entries(base: str, size: int, fetch: Fetch, tree: CompactRange) -> Iterator
             yield entry
 
 
+def seq_and_payload(line: bytes) -> tuple[int, dict[str, Any]] | None:
+    """The ``seq`` and ``payload`` of one chain record's line, or None when it is not a record."""
+    try:
+        record = orjson.loads(line)
+        seq, payload = record["seq"], record["payload"]
+    except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+        return None
+    if payload.__class__ is not dict or seq.__class__ is not int:
+        return None
+    return seq, payload
+
+
 def _payloads(entries: Iterator[bytes]) -> Iterator[tuple[int, Any]]:
-    loads = orjson.loads
     for number, entry in enumerate(entries):
-        try:
-            record = loads(entry)
-            seq, payload = record["seq"], record["payload"]
-        except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
-            raise RemoteError(f"entry {number} is not a chain record") from None
-        if payload.__class__ is not dict or seq.__class__ is not int:
+        found = seq_and_payload(entry)
+        if found is None:
             raise RemoteError(f"entry {number} is not a chain record")
-        yield seq, payload
+        yield found
 
 
 def read_remote(

@@ -80,37 +80,29 @@ class _Checker:
         self.damaged: list[str] = []
 
     def check(self, tile: Tile, *, required: bool) -> None:
-        try:
-            data = self.store.tile_file(tile)
-        except FileNotFoundError:
-            if tile.width < TILE_WIDTH and os.path.lexists(
-                self.store.file(Tile(tile.level, tile.index).path)
-            ):
-                self._check_prefix(tile)  # a partial tile removed once its full tile exists
-            elif required:
-                self.missing.append(f"{tile.path}: missing")
-            return
-        except TileDamaged as exc:
-            self.damaged.append(str(exc))
-            return
-        self.read += 1
-        if data != self._expected(tile):
-            self.damaged.append(f"{tile.path}: does not hold the hashes of the signed tree")
-
-    def _check_prefix(self, tile: Tile) -> None:
-        """The full tile in place of a removed partial one: its first ``width`` hashes are the partial's."""
         full = Tile(tile.level, tile.index)
+        removed = tile.width < TILE_WIDTH and not os.path.lexists(self.store.file(tile.path))
+        if removed and os.path.lexists(self.store.file(full.path)):
+            self._compare(full, tile, required=True)  # a partial tile removed once its full tile exists
+        else:
+            self._compare(tile, tile, required=required)
+
+    def _compare(self, read: Tile, expected: Tile, *, required: bool) -> None:
+        """Tile ``read``'s first ``expected.width`` hashes against the signed tree's for ``expected``."""
         try:
-            data = self.store.tile_file(full)
+            data = self.store.tile_file(read)
         except FileNotFoundError:
-            self.missing.append(f"{tile.path}: missing")
+            if required:
+                self.missing.append(f"{expected.path}: missing")
             return
         except TileDamaged as exc:
             self.damaged.append(str(exc))
             return
         self.read += 1
-        if data[: tile.width * HASH_SIZE] != self._expected(tile):
-            self.damaged.append(f"{full.path}: does not hold the hashes of the signed tree")
+        if data[: expected.width * HASH_SIZE] != self._expected(expected) or (
+            read == expected and len(data) != expected.width * HASH_SIZE
+        ):
+            self.damaged.append(f"{read.path}: does not hold the hashes of the signed tree")
 
     def _expected(self, tile: Tile) -> bytes:
         start = tile.index * TILE_BYTES
