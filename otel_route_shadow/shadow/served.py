@@ -27,7 +27,6 @@ Every string read is a host's string: redacted and cut as every recorded string 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -47,6 +46,7 @@ from otel_route_shadow.core import (
 )
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow.record import AttributeValue, host_text
+from otel_route_shadow.strict_json import loads_strict
 
 __all__ = [
     "FALLBACKS_HEADER",
@@ -114,20 +114,23 @@ def _count(value: Any) -> int:
 
 
 def _names(value: Any) -> list[str]:
-    """Error type names of a header: a JSON list of strings, or comma-separated names."""
+    """Error type names of a header (a JSON list of strings, or comma-separated names), each a host string
+    (``host_text``: redacted, bounded); a name that is not one is left out."""
     if isinstance(value, list | tuple):
         value = ",".join(str(part) for part in value)
     if not isinstance(value, str):
         return []
     text = value.strip()
+    parts: list[Any] = text.split(",")
     if text.startswith("["):
         try:
-            parsed = json.loads(text)
+            parsed = loads_strict(text)  # a host's header: depth-limited, never a RecursionError
         except ValueError:
             parsed = None
         if isinstance(parsed, list):
-            return [part for part in parsed if isinstance(part, str) and part.strip()][:ATTEMPTS_MAX]
-    return [part.strip() for part in text.split(",") if part.strip()][:ATTEMPTS_MAX]
+            parts = parsed
+    names = (host_text(part.strip()) for part in parts if isinstance(part, str))  # bounded, redacted
+    return [name for name in names if name][:ATTEMPTS_MAX]
 
 
 def _attempt(attempt: Attempt) -> Attempt:

@@ -244,3 +244,14 @@ def test_gateway_headers_captured_on_a_span_of_the_run_list_the_failed_attempts_
         {"provider": "zai", "model": "glm-5.1"},
     ]
     assert (record[attr.SERVED_WHY], record[attr.FINDING]) == ("fallback", "served-differs")
+
+
+def test_a_fallback_errors_header_nested_past_the_json_depth_limit_is_no_error_never_a_recursion_error() -> None:
+    """The header's JSON list was parsed with no depth limit: a host's 100,000 nested brackets raised
+    RecursionError (not the ValueError it caught) out of the served-route path, and the whole header then
+    became one error name over the attempt's bound (a ValidationError)."""
+    deep = "[" * 100_000 + "]" * 100_000
+    served = served_from_headers(
+        {"x-litellm-attempted-fallbacks": "1", "x-litellm-fallback-errors": deep, "x-litellm-model-group": "g"}
+    )
+    assert served is not None and [a.error_type for a in served.attempts] == ["_OTHER", None]  # named by nothing
