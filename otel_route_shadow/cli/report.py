@@ -301,48 +301,25 @@ def _handle_report(args: argparse.Namespace) -> int:
     def evidence(records: int) -> LogEvidence:
         return read_evidence(args.chain[0], records, verifiers=verifiers, policy=policy)
 
+    shared = {"by": specs, "window": window, "examples": args.examples, "min_spawns": args.min_spawns}
+    fleet_shared = {**shared, "verifiers": verifiers, "policy": policy, "jobs": args.jobs}
     try:
-        report = (
-            follow_fleet(
-                args.chain,
-                args.state,
-                by=specs,
-                window=window,
-                verifiers=verifiers,
-                policy=policy,
-                jobs=args.jobs,
-                examples=args.examples,
-                min_spawns=args.min_spawns,
-                rebuild=args.rebuild,
-            )
-            if args.state
-            else build_fleet_report(
-                args.chain,
-                by=specs,
-                window=window,
-                verifiers=verifiers,
-                policy=policy,
-                jobs=args.jobs,
-                cited_loader=loader,
-                examples=args.examples,
-                min_spawns=args.min_spawns,
-                fetch=remote_fetch(args.remote_timeout),
-            )
-            if fleet
-            else build_report(
+        if args.state:
+            report = follow_fleet(args.chain, args.state, rebuild=args.rebuild, **fleet_shared)
+        elif fleet:
+            fetch = remote_fetch(args.remote_timeout)
+            report = build_fleet_report(args.chain, cited_loader=loader, fetch=fetch, **fleet_shared)
+        else:
+            report = build_report(
                 args.chain[0],
-                by=specs,
-                window=window,
                 allow_unverified=args.allow_unverified,
                 jobs=args.jobs,
                 verify_progress=progress,
                 progress=_ReadingPhase(progress),
                 cited_loader=loader,
-                examples=args.examples,
                 evidence=evidence,
-                min_spawns=args.min_spawns,
+                **shared,
             )
-        )
     except ChainAnalysisError as exc:
         raise _chain_error(exc) from None
     finally:
