@@ -25,13 +25,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from serve_support import get, serving
 from test_chain_support import forge_chain
-from tlog_support import ORIGIN, append, decode_bundle, lines, log_dir
+from tlog_support import ORIGIN, append, lines, log_dir
 
 from otel_route_shadow.cli import main
 from otel_route_shadow.logstore import Checkpointer, PublishedLog, Unservable, parse_resource
 from otel_route_shadow.logstore.published import Resource
 from otel_route_shadow.server import Limits, LogServer, LogSite, Request, Response, SiteError
-from otel_route_shadow.tlog import Signer, Verifier, sign_note, tile_path
+from otel_route_shadow.tlog import Signer, Verifier, decode_bundle, sign_note, tile_path
 
 SIGNER = Signer.generate(ORIGIN)
 KEY = Verifier.parse(str(SIGNER.verifier()))

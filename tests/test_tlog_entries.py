@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_chain_support import edited, forge_chain, plugin_payload, write_lines
-from tlog_support import ORIGIN, append, decode_bundle, lines, log_dir
+from tlog_support import ORIGIN, append, lines, log_dir
 
 from otel_route_shadow.chain import MAX_LINE_BYTES
 from otel_route_shadow.cli import main
@@ -35,7 +35,7 @@ from otel_route_shadow.logstore.entries import (
     encode_bundle,
     read_bundle,
 )
-from otel_route_shadow.tlog import Signer, TileReader
+from otel_route_shadow.tlog import Signer, TileReader, decode_bundle
 
 SIGNER = Signer.generate(ORIGIN)
 

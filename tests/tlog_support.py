@@ -59,15 +59,3 @@ def root_from_leaf_hashes(hashes: Sequence[bytes]) -> bytes:
         ]
         level = pairs + level[len(pairs) * 2 :]
     return level[0]
-
-
-def decode_bundle(data: bytes) -> list[bytes]:
-    """The entries of a tlog-tiles entry bundle (each a big-endian uint16 length and its bytes)."""
-    entries: list[bytes] = []
-    at = 0
-    while at < len(data):
-        length = int.from_bytes(data[at : at + 2], "big")
-        assert at + 2 + length <= len(data), f"an entry cut short at byte {at}"
-        entries.append(data[at + 2 : at + 2 + length])
-        at += 2 + length
-    return entries
