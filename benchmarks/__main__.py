@@ -34,7 +34,9 @@ def _groups() -> list[Group]:
         bench_policy,
         bench_reports,
         bench_resolver,
+        bench_retention,
         bench_seam,
+        bench_segments,
         bench_serve,
         bench_tlog,
         bench_verify,
@@ -42,7 +44,7 @@ def _groups() -> list[Group]:
     )
 
     return [
-        ("seam", ("1", "1c", "1d"), bench_seam.rows),
+        ("seam", ("1", "1c", "1d", "1e"), bench_seam.rows),
         ("resolver", ("2a", "2b"), bench_resolver.rows),
         ("explain", ("2c", "2d"), bench_explain.rows),
         ("verify", ("3a", "3b", "3c"), bench_verify.rows),
@@ -54,6 +56,8 @@ def _groups() -> list[Group]:
         ("serve", ("9a", "9b", "9c", "9d"), bench_serve.rows),
         ("witness", ("10a", "10b", "10c", "10d", "10e"), bench_witness.rows),
         ("fleet", ("11a", "11b", "11c"), bench_fleet.rows),
+        ("segments", ("12a", "12b"), bench_segments.rows),
+        ("retention", ("12d", "12e"), bench_retention.rows),
     ]
 
 

@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.append_variants [--variants NAMES] [--pairs N] [--block N] [--quick] [--workdir DIR]``
 
-Row 4a's measured side (``bench_append._append_run``: a fresh ``RoutingAuditLog`` appending realistic
+Row 4a's measured side (``bench_append._append_run``: a fresh ``DecisionChain`` appending realistic
 payloads to the large chain, truncated back after each run) is timed in blocks of ``--block``
 appends; row 4b's (``bench_append._threads_fsync``: 8 threads sharing one ``fsync`` log) in blocks of
 its 400 records (variant ``no-durable-memo``). Each block of a variant (one patch of

@@ -1,10 +1,10 @@
 """Row 4: appending to the large chain against appending to an empty one; fsync group commit.
 
-4a. Each run opens a fresh ``RoutingAuditLog`` (durability ``flush``) and appends ``append_calls``
+4a. Each run opens a fresh ``DecisionChain`` (durability ``flush``) and appends ``append_calls``
     realistic payloads; the figure is the mean time per append, the first append (which reads the
     chain's tail to find its head) included. The large chain is truncated back to its cached size
     after each run, so it stays the same chain for the other rows (its records are never touched).
-4b. ``fsync`` durability: 8 threads sharing one ``RoutingAuditLog`` (as the plugin's exporter shares
+4b. ``fsync`` durability: 8 threads sharing one ``DecisionChain`` (as the plugin's exporter shares
     one per process) append concurrently, against one appender doing one fsync per record. Figures
     are records per second; reported, no target. A variant with 8 separate processes (one log each,
     coordinating through the file lock and the ``.sync`` watermark) is in the extras.
@@ -32,11 +32,11 @@ def _payloads(templates: list[dict[str, Any]], count: int, seed: int) -> list[di
 
 
 def _append_run(path: Path, payloads: list[dict[str, Any]], truncate_to: int | None) -> float:
-    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.chain import DecisionChain
 
     try:
         start = time.perf_counter()
-        log = RoutingAuditLog(path, durability="flush")
+        log = DecisionChain(path, durability="flush")
         for payload in payloads:
             log.append(payload)
         elapsed = time.perf_counter() - start
@@ -61,7 +61,7 @@ def append_row(cfg: BenchConfig, context: BenchContext) -> Row:
         target=Target("<=", 3.0),
     )
     try:
-        from otel_route_shadow.chain import RoutingAuditLog  # noqa: F401
+        from otel_route_shadow.chain import DecisionChain  # noqa: F401
     except ImportError as exc:
         return unavailable(row, f"chain not landed: {exc}")
     try:
@@ -88,16 +88,16 @@ def append_row(cfg: BenchConfig, context: BenchContext) -> Row:
             "large": round(_append_run(large, payloads[:1], size), 1),
             "empty": round(_append_run(empty, payloads[:1], None), 1),
         }
-        row.notes.append("fresh RoutingAuditLog per run, first append (tail read) included")
+        row.notes.append("fresh DecisionChain per run, first append (tail read) included")
     except Exception as exc:
         return errored(row, exc)
     return row.judge()
 
 
 def _threads_fsync(path: Path, payloads: list[dict[str, Any]], appenders: int) -> tuple[float, int]:
-    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.chain import DecisionChain
 
-    log = RoutingAuditLog(path, durability="fsync")
+    log = DecisionChain(path, durability="fsync")
     log.append(payloads[0])  # open the descriptors outside the timing
     share = [payloads[i::appenders] for i in range(appenders)]
     barrier = threading.Barrier(appenders + 1)
@@ -121,9 +121,9 @@ def _threads_fsync(path: Path, payloads: list[dict[str, Any]], appenders: int) -
 
 
 def _process_worker(path: str, items: list[dict[str, Any]], barrier: Any) -> None:
-    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.chain import DecisionChain
 
-    log = RoutingAuditLog(path, durability="fsync")
+    log = DecisionChain(path, durability="fsync")
     barrier.wait()
     for payload in items:
         log.append(payload)
@@ -150,9 +150,9 @@ def _processes_fsync(path: Path, payloads: list[dict[str, Any]], appenders: int)
 
 
 def _sequential_fsync(path: Path, payloads: list[dict[str, Any]]) -> float:
-    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.chain import DecisionChain
 
-    log = RoutingAuditLog(path, durability="fsync")
+    log = DecisionChain(path, durability="fsync")
     log.append(payloads[0])
     start = time.perf_counter()
     for payload in payloads:
@@ -173,7 +173,7 @@ def fsync_row(cfg: BenchConfig, context: BenchContext) -> Row:
         ratio_label="of 1 fsync/rec",
     )
     try:
-        from otel_route_shadow.chain import RoutingAuditLog  # noqa: F401
+        from otel_route_shadow.chain import DecisionChain  # noqa: F401
     except ImportError as exc:
         return unavailable(row, f"chain not landed: {exc}")
     try:
@@ -207,7 +207,7 @@ def fsync_row(cfg: BenchConfig, context: BenchContext) -> Row:
         row.extras["fsyncs_per_run_threads"] = fsyncs
         procs = [_processes_fsync(fresh("procs.jsonl"), payloads, k) for _ in range(cfg.slow_runs)]
         row.extras["processes_rec_per_s"] = Stats.of(procs).as_dict()
-        row.notes.append(f"{k} threads share one RoutingAuditLog; {k} processes variant in extras")
+        row.notes.append(f"{k} threads share one DecisionChain; {k} processes variant in extras")
     except Exception as exc:
         return errored(row, exc)
     return row.judge()

@@ -90,7 +90,7 @@ def _large(context: BenchContext, tail: int) -> tuple[Path, _Backend, str]:
 
     earlier, _ = backend_checkpoints(first, ORIGIN)
     proven = verify_incremental(str(chain), earlier, [], Trusted.empty())
-    if proven is None or proven[1] is None:
+    if isinstance(proven, str) or proven[1] is None:
         raise RuntimeError("the large chain does not verify against its own checkpoint")
     state_path = chain.parent / "state.json"
     TrustState(state_path).put(ORIGIN, proven[1])

@@ -5,16 +5,27 @@ with its own origin, signing key and checkpoint over all of it:
 
 * 11a: ``build_fleet_report(H logs, --key each)`` against ``build_report(the large chain)``: the same
   records, one report; target <= 1.2x;
-* 11b: the fleet report with ``jobs=2`` against ``jobs=1`` (the speed-up; target >= 1.7x on two CPUs);
+* 11b: the fleet report with ``jobs=2`` against ``jobs=1`` (the speed-up; target >= 1.7x on two CPUs),
+  with what bounds it, in ``extras``: the CPU seconds of the ``jobs=2`` run in this process (the serial
+  part: reading checkpoints, deriving the figures once over the logs' counts) and in its worker
+  processes (checking and counting the logs), the speed-up these allow on two idle CPUs, and what the
+  machine gave a pure-CPU task split the same way at the same moment (``machine_speedup``; below 2 when
+  other jobs hold the CPUs) with the load average;
 * 11c: ``follow_fleet`` extending a state file after 1% new records per log, against a full run
   (``rebuild=True``) over the same logs; target <= 5% of the full run.
 
-Sides are interleaved with their order rotated each run.
+Sides are interleaved with their order rotated each run; ``--only 11c`` deals and times 11c alone (11a
+and 11b share their fleet).
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+import resource
 import shutil
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +40,7 @@ QUICK_HOSTS = 4
 def _deal(large: Path, folder: Path, hosts: int, *, keep: float = 1.0) -> tuple[list[Any], list[Path]]:
     """``hosts`` logs under ``folder`` holding the large chain's records dealt in runs (the first
     ``keep`` share of each host's part), each checkpointed; their signers and paths."""
-    from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+    from otel_route_shadow.chain import DecisionChain, iter_payloads
     from otel_route_shadow.tlog import Signer
 
     if folder.exists():
@@ -42,7 +53,7 @@ def _deal(large: Path, folder: Path, hosts: int, *, keep: float = 1.0) -> tuple[
         origin = f"host{host:03d}.example/route-shadow"
         path = folder / f"host{host:03d}.jsonl"
         part = payloads[host * per : (host + 1) * per]
-        with RoutingAuditLog(path) as log:
+        with DecisionChain(path) as log:
             for payload in part[: int(len(part) * keep)]:
                 log.append(payload)
         signer = Signer.generate(origin)
@@ -65,19 +76,129 @@ def _checkpoint(path: Path, origin: str, signer: Any) -> None:
 
 def _grow(large: Path, paths: list[Path], signers: list[Any], hosts: int) -> int:
     """Append each host's last 1% (the records :func:`_deal` left out) and checkpoint again."""
-    from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+    from otel_route_shadow.chain import DecisionChain, iter_payloads
 
     payloads = [payload for _, payload in iter_payloads(large)]
     per = len(payloads) // hosts
     added = 0
     for host, (path, signer) in enumerate(zip(paths, signers, strict=True)):
         part = payloads[host * per : (host + 1) * per]
-        with RoutingAuditLog(path) as log:
+        with DecisionChain(path) as log:
             for payload in part[int(len(part) * 0.99) :]:
                 log.append(payload)
                 added += 1
         _checkpoint(path, f"host{host:03d}.example/route-shadow", signer)
     return added
+
+
+CALIBRATION_STEPS = 1_000_000
+"""Loop steps of one pure-CPU calibration task (about 50 ms on this machine's CPUs)."""
+
+
+def _spin(steps: int) -> int:
+    total = 0
+    for i in range(steps):
+        total += i * i
+    return total
+
+
+def _machine_speedup(tasks: int) -> tuple[float, float]:
+    """What two worker processes give a pure-CPU task split in ``tasks`` pieces right now (the serial
+    time over the pool's, its workers already started), and the seconds the pool took to start (the
+    same fork pool as ``--jobs 2``, which starts one to check the logs and one to count them)."""
+    from otel_route_shadow.processes import mp_context
+
+    work = [CALIBRATION_STEPS] * tasks
+    serial = timed(lambda: [_spin(steps) for steps in work])
+    with ProcessPoolExecutor(max_workers=2, mp_context=mp_context()) as pool:
+        start = timed(lambda: list(pool.map(_spin, [0, 0])))
+        pooled = timed(lambda: list(pool.map(_spin, work)))
+    return (serial / pooled if pooled > 0 else 0.0), start
+
+
+def _cpu_split(fn: Callable[[], object]) -> tuple[float, float]:
+    """CPU seconds (user + system) ``fn`` spends in this process and in the worker processes it joins."""
+    before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    fn()
+    after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, workers = (
+        a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, before, strict=True)
+    )
+    return own, workers
+
+
+def _bounds(row: Row, one: Callable[[], object], two: Callable[[], object], hosts: int) -> None:
+    """What limits 11b, into ``row.extras`` (see the module docstring)."""
+    load_before = os.getloadavg()[0]
+    serial_cpu = sum(_cpu_split(one))
+    own, workers = _cpu_split(two)
+    calibration = sorted(_machine_speedup(max(hosts, 8)) for _ in range(3))
+    row.extras.update(
+        {
+            "jobs1_cpu_s": round(serial_cpu, 3),
+            "jobs2_main_process_cpu_s": round(own, 3),
+            "jobs2_worker_cpu_s": round(workers, 3),
+            "bound_on_two_idle_cpus": round(serial_cpu / (own + workers / 2), 2) if own + workers else None,
+            "machine_speedup": round(calibration[1][0], 2),
+            "pool_start_s": round(calibration[1][1], 3),
+            "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        }
+    )
+
+
+def _whole_fleet(large: Path, work: Path, hosts: int, runs: int, fleet_row: Row, jobs_row: Row) -> None:
+    """Rows 11a and 11b: the fleet report of the dealt logs against one chain, and with ``jobs=2``."""
+    from otel_route_shadow.analysis import build_fleet_report, build_report
+
+    signers, _ = _deal(large, work / "whole", hosts)
+    keys = [signer.verifier() for signer in signers]
+    folder = [str(work / "whole")]
+    times = interleaved(
+        {
+            "single": lambda: timed(lambda: build_report(large)),
+            "fleet": lambda: timed(lambda: build_fleet_report(folder, verifiers=keys)),
+            "fleet2": lambda: timed(lambda: build_fleet_report(folder, verifiers=keys, jobs=2)),
+        },
+        runs,
+    )
+    fleet_row.ours, fleet_row.baseline = Stats.of(times["fleet"]), Stats.of(times["single"])
+    fleet_row.ratio, fleet_row.runs = ratios(times["fleet"], times["single"]), runs
+    jobs_row.ours, jobs_row.baseline = Stats.of(times["fleet2"]), Stats.of(times["fleet"])
+    jobs_row.ratio, jobs_row.runs = ratios(times["fleet"], times["fleet2"]), runs
+    _bounds(
+        jobs_row,
+        lambda: build_fleet_report(folder, verifiers=keys),
+        lambda: build_fleet_report(folder, verifiers=keys, jobs=2),
+        hosts,
+    )
+
+
+def _followed_fleet(large: Path, work: Path, hosts: int, runs: int, follow_row: Row) -> None:
+    """Row 11c: a rerun extending the state after 1% new records per log, against a full run."""
+    from otel_route_shadow.analysis import follow_fleet
+
+    signers, paths = _deal(large, work / "grown", hosts, keep=0.99)
+    keys = [signer.verifier() for signer in signers]
+    grown = [str(work / "grown")]
+    saved, state, full_state = work / "state-99.json", work / "state.json", work / "state-full.json"
+    follow_fleet(grown, str(saved), verifiers=keys)
+    follow_row.extras["new_records"] = _grow(large, paths, signers, hosts)
+
+    def incremental() -> None:
+        shutil.copyfile(saved, state)
+        report = follow_fleet(grown, str(state), verifiers=keys)
+        if report.fleet is None or report.fleet.followed is None or report.fleet.followed.rebuilt:
+            raise RuntimeError("the rerun did not extend every log from the state")
+
+    follow = interleaved(
+        {
+            "incremental": lambda: timed(incremental),
+            "full": lambda: timed(lambda: follow_fleet(grown, str(full_state), verifiers=keys, rebuild=True)),
+        },
+        runs,
+    )
+    follow_row.ours, follow_row.baseline = Stats.of(follow["incremental"]), Stats.of(follow["full"])
+    follow_row.ratio, follow_row.runs = ratios(follow["incremental"], follow["full"]), runs
 
 
 def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
@@ -111,53 +232,17 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         target=Target("<=", 0.05),
     )
     try:
-        from otel_route_shadow.analysis import build_fleet_report, build_report, follow_fleet
+        importlib.import_module("otel_route_shadow.analysis")
     except ImportError as exc:
         why = f"analysis not importable yet: {exc}"
         return [unavailable(fleet_row, why), unavailable(jobs_row, why), unavailable(follow_row, why)]
     try:
         large = context.chains.large()
         work = cfg.workdir / "fleet"
-        signers, paths = _deal(large, work / "whole", hosts)
-        keys = [signer.verifier() for signer in signers]
-        folder = [str(work / "whole")]
-        times = interleaved(
-            {
-                "single": lambda: timed(lambda: build_report(large)),
-                "fleet": lambda: timed(lambda: build_fleet_report(folder, verifiers=keys)),
-                "fleet2": lambda: timed(lambda: build_fleet_report(folder, verifiers=keys, jobs=2)),
-            },
-            cfg.slow_runs,
-        )
-        fleet_row.ours, fleet_row.baseline = Stats.of(times["fleet"]), Stats.of(times["single"])
-        fleet_row.ratio, fleet_row.runs = ratios(times["fleet"], times["single"]), cfg.slow_runs
-        jobs_row.ours, jobs_row.baseline = Stats.of(times["fleet2"]), Stats.of(times["fleet"])
-        jobs_row.ratio, jobs_row.runs = ratios(times["fleet"], times["fleet2"]), cfg.slow_runs
-
-        signers, paths = _deal(large, work / "grown", hosts, keep=0.99)
-        keys = [signer.verifier() for signer in signers]
-        grown = [str(work / "grown")]
-        saved, state, full_state = work / "state-99.json", work / "state.json", work / "state-full.json"
-        follow_fleet(grown, str(saved), verifiers=keys)
-        follow_row.extras["new_records"] = _grow(large, paths, signers, hosts)
-
-        def incremental() -> None:
-            shutil.copyfile(saved, state)
-            report = follow_fleet(grown, str(state), verifiers=keys)
-            if report.fleet is None or report.fleet.followed is None or report.fleet.followed.rebuilt:
-                raise RuntimeError("the rerun did not extend every log from the state")
-
-        follow = interleaved(
-            {
-                "incremental": lambda: timed(incremental),
-                "full": lambda: timed(
-                    lambda: follow_fleet(grown, str(full_state), verifiers=keys, rebuild=True)
-                ),
-            },
-            cfg.slow_runs,
-        )
-        follow_row.ours, follow_row.baseline = Stats.of(follow["incremental"]), Stats.of(follow["full"])
-        follow_row.ratio, follow_row.runs = ratios(follow["incremental"], follow["full"]), cfg.slow_runs
+        if context.wants("11a") or context.wants("11b"):
+            _whole_fleet(large, work, hosts, cfg.slow_runs, fleet_row, jobs_row)
+        if context.wants("11c"):
+            _followed_fleet(large, work, hosts, cfg.slow_runs, follow_row)
         for row in (fleet_row, jobs_row, follow_row):
             row.notes.append("in process; each log verified against its signed checkpoint (--key per host)")
     except Exception as exc:

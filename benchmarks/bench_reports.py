@@ -1,6 +1,6 @@
 """Row 5: ``report`` and ``whatif`` against ``verify`` on the same (large) chain, in process.
 
-* verify: ``RoutingAuditLog(chain).verify()`` (one process);
+* verify: ``DecisionChain(chain).verify()`` (one process);
 * report: ``otel_route_shadow.analysis.build_report(chain)`` with its default breakdowns (it verifies
   the chain too, in a worker process on a multi-core machine, while it aggregates), the noise baseline,
   the served route, the divergent decisions' examples and the log evidence included;
@@ -61,7 +61,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
     )
     try:
         from otel_route_shadow.analysis import build_report, cited_loader, replay
-        from otel_route_shadow.chain import RoutingAuditLog
+        from otel_route_shadow.chain import DecisionChain
     except ImportError as exc:
         why = f"analysis or chain not importable yet: {exc}"
         return [unavailable(report_row, why), unavailable(whatif_row, why)]
@@ -73,7 +73,7 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         outcome: dict[str, Any] = {}
 
         def verify() -> None:
-            result = RoutingAuditLog(path).verify()
+            result = DecisionChain(path).verify()
             if not result.intact:
                 raise RuntimeError(f"verify rejected the benchmark chain: {result.reason}")
 

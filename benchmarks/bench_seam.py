@@ -1,4 +1,4 @@
-"""Rows 1, 1c, 1d: what a seam call adds beyond what any design must pay, and its tail.
+"""Rows 1, 1c, 1d, 1e: what a seam call adds beyond what any design must pay, and its tail.
 
 Row 1: the shipped seam against the same seam with its append cut to the floor (the chain log's
 ``submit`` replaced, on that side only, by ``flock``, ``stat``, SHA-256 of the record, one ``write`` of
@@ -10,7 +10,9 @@ with no append at all, the record at its floor, the rest of the append).
 
 Rows 1c and 1d: the p99 and p99.9 of single seam calls with checkpointing on (the default cadence:
 every 1,000 records, signed) against the same with checkpointing off (deferred past the run), in
-interleaved rounds, each side on a chain of its own, every call timed alone.
+interleaved rounds, each side on a chain of its own, every call timed alone. Row 1e: the p99.9 of a
+third side, checkpointing on and the chain cut (``segment_bytes``) every 2 MiB by the checkpointing
+thread, against the same side off: the spawns that meet a cut stay within row 1d's target.
 
 Setup (both sides, same run, same SDK ``TracerProvider``):
 
@@ -92,14 +94,18 @@ def seam_rows(cfg: BenchConfig, *, tail: bool = True) -> list[Row]:
     tail_rows = [
         Row(
             id=row_id,
-            title=f"seam call {label}, checkpointing on vs off",
-            measured=f"{label} of single seam calls, checkpoints every 1,000 records (signed)",
+            title=f"seam call {label}, checkpointing on{also} vs off",
+            measured=f"{label} of single seam calls, checkpoints every 1,000 records (signed){also}",
             unit="us",
             baseline_label=f"{label}, checkpoints deferred past the run",
             ratio_label="of off",
             target=Target("<=", limit),
         )
-        for row_id, label, limit in (("1c", "p99", 1.5), ("1d", "p99.9", 2.0))
+        for row_id, label, limit, also in (
+            ("1c", "p99", 1.5, ""),
+            ("1d", "p99.9", 2.0, ""),
+            ("1e", "p99.9", 2.0, " and the chain cut every 2 MiB"),
+        )
     ]
     try:
         from opentelemetry.sdk.trace import TracerProvider
@@ -242,7 +248,7 @@ def seam_rows(cfg: BenchConfig, *, tail: bool = True) -> list[Row]:
             finally:
                 fresh_objects[0] = False
 
-        log = instrumentor.runtime.exporter._audit_log() if instrumentor.runtime is not None else None
+        log = instrumentor.runtime.exporter._chain() if instrumentor.runtime is not None else None
         if log is None:
             raise RuntimeError("the instrumentation has no chain log")
         side_floor = _append_floor(work / "seam-floor.jsonl")
@@ -381,20 +387,33 @@ def _tail(
     uninstrument: Callable[[], None],
     calls: list[Callable[[dict[str, Any]], Any]],
 ) -> None:
-    """Rows 1c and 1d: rounds of ``cfg.tail_calls`` single timed calls per side, the sides taking turns,
-    each on a chain of its own; the percentiles are taken over every call of a side."""
+    """Rows 1c, 1d and 1e: rounds of ``cfg.tail_calls`` single timed calls per side, the sides taking
+    turns, each on a chain of its own; the percentiles are taken over every call of a side."""
     from otel_route_shadow.logstore import generate_key_file
 
     key = work / "tail.key"
     generate_key_file("bench.example/route-shadow/tail", str(key))
+    never = {"segment_bytes": 0, "segment_seconds": 0.0}
+    cut_bytes = max(64 * 1024, min(CUT_BYTES, cfg.tail_calls * 1000))  # quick sizes cut too
     settings = {
-        "on": {"checkpoint_records": 1000, "signing_key": str(key)},
-        "off": {"checkpoint_records": 10**8, "checkpoint_seconds": 86_400.0, "signing_key": str(key)},
+        "on": {"checkpoint_records": 1000, "signing_key": str(key), **never},
+        "off": {
+            "checkpoint_records": 10**8,
+            "checkpoint_seconds": 86_400.0,
+            "signing_key": str(key),
+            **never,
+        },
+        "cut": {
+            "checkpoint_records": min(1000, cfg.tail_calls // 2),  # quick sizes checkpoint (and cut) too
+            "signing_key": str(key),
+            **never,
+            "segment_bytes": cut_bytes,
+        },
     }
-    latencies: dict[str, list[float]] = {"on": [], "off": []}
+    latencies: dict[str, list[float]] = {"on": [], "off": [], "cut": []}
     sample = [calls[i % len(calls)] for i in range(cfg.tail_calls)]
     for round_ in range(cfg.tail_rounds):
-        for side in ("on", "off") if round_ % 2 == 0 else ("off", "on"):
+        for side in ("on", "off", "cut") if round_ % 2 == 0 else ("cut", "off", "on"):
             wrapped = instrument(chain=work / f"tail-{side}.jsonl", **settings[side])
             try:
                 timings = latencies[side]
@@ -404,14 +423,21 @@ def _tail(
                     timings.append((time.perf_counter() - start) * 1e6)
             finally:
                 uninstrument()
-    for row, q in zip(rows, (0.99, 0.999), strict=True):
-        on, off = _quantile(latencies["on"], q), _quantile(latencies["off"], q)
+    for row, q, side in zip(rows, (0.99, 0.999, 0.999), ("on", "on", "cut"), strict=True):
+        on, off = _quantile(latencies[side], q), _quantile(latencies["off"], q)
         row.ours, row.baseline = Stats.of([on]), Stats.of([off])
         row.ratio, row.runs = Stats.of([on / off]), cfg.tail_rounds
-        row.extras["calls_per_side"] = len(latencies["on"])
-        row.extras["p50_on_off_us"] = [round(_quantile(latencies[s], 0.5), 1) for s in ("on", "off")]
-        row.extras["max_on_off_us"] = [round(max(latencies[s]), 1) for s in ("on", "off")]
-        row.extras["calls_over_1ms_on_off"] = [sum(t > 1000 for t in latencies[s]) for s in ("on", "off")]
+        row.extras["calls_per_side"] = len(latencies[side])
+        row.extras["p50_on_off_us"] = [round(_quantile(latencies[s], 0.5), 1) for s in (side, "off")]
+        row.extras["max_on_off_us"] = [round(max(latencies[s]), 1) for s in (side, "off")]
+        row.extras["calls_over_1ms_on_off"] = [sum(t > 1000 for t in latencies[s]) for s in (side, "off")]
+    segments = work / "tail-cut.jsonl.segments"
+    rows[2].extras["cuts"] = len(list(segments.iterdir())) if segments.is_dir() else 0
+
+
+CUT_BYTES = 2 * 1024 * 1024
+"""Row 1e's ``segment_bytes``: a cut about every 800 records of the demo's 2.5 KB lines (quick sizes:
+about every 60)."""
 
 
 def _by_seam(job: Any) -> Callable[[dict[str, Any]], Any]:

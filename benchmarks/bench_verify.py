@@ -3,8 +3,8 @@ memory of ``verify`` on the large chain.
 
 * 3a/3b run in this process on the same (page-cached) large chain, the three sides interleaved with
   their order rotated each run: the reference loop (``benchmarks.chainfile.reference_verify``: orjson
-  parse, re-canonicalize with orjson, sha256, compare; nothing else), ``RoutingAuditLog.verify(jobs=1)``
-  and ``RoutingAuditLog.verify(jobs=2)``. Figures are throughput in thousands of records per second.
+  parse, re-canonicalize with orjson, sha256, compare; nothing else), ``DecisionChain.verify(jobs=1)``
+  and ``DecisionChain.verify(jobs=2)``. Figures are throughput in thousands of records per second.
 * 3c runs ``otel-route-shadow verify CHAIN`` (the CLI's ``main``) in a child process, which reports
   its own peak resident set size (``VmHWM``). The baseline shown is
   the same command on a 1,000-record chain: the interpreter, the imports and the CLI's fixed cost.
@@ -30,10 +30,10 @@ from benchmarks.harness import Row, Stats, Target, errored, interleaved, ratios,
 
 
 def _verify_fn(path: Path, jobs: int) -> Any:
-    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.chain import DecisionChain
 
     def run() -> None:
-        result = RoutingAuditLog(path).verify(jobs=jobs)
+        result = DecisionChain(path).verify(jobs=jobs)
         if not result.intact:
             raise RuntimeError(f"verify rejected the benchmark chain: {result.reason}")
 
@@ -65,7 +65,7 @@ def throughput_rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         target=Target(">", 1.5),
     )
     try:
-        from otel_route_shadow.chain import RoutingAuditLog  # noqa: F401
+        from otel_route_shadow.chain import DecisionChain  # noqa: F401
     except ImportError as exc:
         return [
             unavailable(ref_row, f"chain not landed: {exc}"),
@@ -115,8 +115,8 @@ if how == "cli":
     from otel_route_shadow.cli import main
     code = main(["verify", path, "--jobs", jobs, "--no-progress"])
 else:
-    from otel_route_shadow.chain import RoutingAuditLog
-    code = 0 if RoutingAuditLog(path).verify(jobs=int(jobs)).intact else 1
+    from otel_route_shadow.chain import DecisionChain
+    code = 0 if DecisionChain(path).verify(jobs=int(jobs)).intact else 1
 hwm = None
 with open("/proc/self/status") as status:
     for line in status:
@@ -145,7 +145,7 @@ def peak_rss_mb(path: Path, jobs: int = 1, cli: bool = True) -> tuple[float, flo
     """Peak RSS of verifying ``path`` in a child process: ``(child MB, largest worker MB, exit code)``.
 
     The child runs the CLI (``otel-route-shadow verify PATH --jobs N``) or, when ``cli`` is false,
-    ``RoutingAuditLog.verify``, then reports its own ``VmHWM`` from ``/proc/self/status`` (the high-water
+    ``DecisionChain.verify``, then reports its own ``VmHWM`` from ``/proc/self/status`` (the high-water
     mark of its address space since ``exec``). ``ru_maxrss`` as seen by this parent would not do: Linux
     carries the pre-``exec`` high-water mark of the forked copy of *this* (large) process into it.
     Workers (``--jobs 2``) are the child's children: their peak is ``RUSAGE_CHILDREN`` in the child.
@@ -175,7 +175,7 @@ def memory_row(cfg: BenchConfig, context: BenchContext) -> Row:
         target=Target("<=", 100.0, on="ours", unit="MB"),
     )
     try:
-        from otel_route_shadow.chain import RoutingAuditLog  # noqa: F401
+        from otel_route_shadow.chain import DecisionChain  # noqa: F401
     except ImportError as exc:
         return unavailable(row, f"chain not landed: {exc}")
     try:
@@ -194,14 +194,12 @@ def memory_row(cfg: BenchConfig, context: BenchContext) -> Row:
         main_mb, worker_mb, _ = peak_rss_mb(path, jobs=2, cli=cli)
         row.extras["jobs2_peak_rss_mb"] = {"main": round(main_mb, 1), "largest_worker": round(worker_mb, 1)}
         row.extras["chain_bytes"] = path.stat().st_size
-        row.extras["measured_via"] = (
-            "otel-route-shadow verify (CLI main)" if cli else "RoutingAuditLog.verify"
-        )
+        row.extras["measured_via"] = "otel-route-shadow verify (CLI main)" if cli else "DecisionChain.verify"
         if cli:
             row.notes.append("child process running `otel-route-shadow verify`; its VmHWM")
         else:
             row.notes.append(
-                "CLI `verify` not available yet: child process running RoutingAuditLog(chain).verify(); "
+                "CLI `verify` not available yet: child process running DecisionChain(chain).verify(); "
                 "its VmHWM"
             )
     except Exception as exc:

@@ -1,4 +1,4 @@
-"""Rows 10a-10e: witnessing costs the host nothing measurable, and ``verify --policy`` little more than ``verify``.
+"""Rows 10a-10e: witnessing costs the host nothing measurable, and ``verify --witness-policy`` little more than ``verify``.
 
 10a/10b. The seam call (row 1's instrumented side: the demo factory's four seams, a precomputed context, a
        ``BatchSpanProcessor`` to an exporter that drops everything, durability ``flush``, checkpoints every
@@ -9,7 +9,7 @@
        ratio is the median of the per-round ratios, the p99 is taken over every call of a side.
 10c/10d. The same with one witness that never answers (a loopback server that takes every request and
        holds it open) against none.
-10e.    ``otel-route-shadow verify CHAIN --policy P`` against ``verify CHAIN --key K`` with the same
+10e.    ``otel-route-shadow verify CHAIN --witness-policy P`` against ``verify CHAIN --key K`` with the same
        checkpoint notes (one every 1,000 records of the large chain, each cosigned by two test witnesses,
        ``--checkpoint`` of the same file), stdout discarded: the extra is the policy's attestation of each
        note (the log's signature and two cosignatures).
@@ -87,8 +87,8 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
     ]
     verify = Row(
         id="10e",
-        title="verify --policy vs verify, same checkpoints",
-        measured=f"verify --policy, {cfg.chain_records:,}-record chain, a cosigned checkpoint every 1,000",
+        title="verify --witness-policy vs verify, same checkpoints",
+        measured=f"verify --witness-policy, {cfg.chain_records:,}-record chain, a cosigned checkpoint every 1,000",
         unit="s",
         baseline_label="verify --key, the same checkpoints",
         ratio_label="of verify",
@@ -321,7 +321,7 @@ def _verify_row(cfg: BenchConfig, context: BenchContext, row: Row) -> Row:
         return once
 
     times = interleaved(
-        {"policy": run("--policy", str(policy), "--max-unwitnessed", str(10**12)), "key": run("--key", key)},
+        {"policy": run("--witness-policy", str(policy), "--max-unwitnessed", str(10**12)), "key": run("--key", key)},
         cfg.slow_runs,
     )
     row.ours, row.baseline = Stats.of(times["policy"]), Stats.of(times["key"])

@@ -23,7 +23,7 @@ from typing import Any
 
 from benchmarks.resolver_data import make_contexts, make_policies, make_snapshot
 from otel_route_shadow.analysis.replaying import Replayer
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.core import PolicyIndex, explain
 from otel_route_shadow.logstore import Checkpointer, PublishedLog
 from otel_route_shadow.tlog import Signer, Verifier, published
@@ -99,7 +99,7 @@ def tile_figures(rounds: int) -> None:
     with tempfile.TemporaryDirectory() as work:
         chain = Path(work) / "chain.jsonl"
         signer = Signer.generate(_ORIGIN)
-        with RoutingAuditLog(chain) as log:
+        with DecisionChain(chain) as log:
             for n in range(2560):
                 log.append({"kind": "route-shadow", "n": n})
         Checkpointer(str(chain), _ORIGIN, signer).checkpoint()

@@ -3,12 +3,13 @@
 with and without (``docs/benchmarks.md``, "Caches, windows and threads"). A patch is a context
 manager: it changes the process it runs in while it is entered, and puts everything back on exit.
 
-* ``listener``: a line listener that keeps what it is told (``RoutingAuditLog(listener=...)``): the
+* ``listener``: a line listener that keeps what it is told (``DecisionChain(listener=...)``): the
   cost of the call, per line (the leaf hash is taken lazily, by whoever needs it).
 * ``no-head-cache``: every append reads the chain's tail to find its head, as if another writer had
   appended since (the head this instance wrote is never reused).
-* ``no-recheck-window``: ``MARKER_RECHECK_NS = 0``: every append looks for a quarantine marker and a
-  spill file (two ``stat`` calls); the head is still reused.
+* ``no-recheck-window``: ``MARKER_RECHECK_NS = 0``: every append looks at the disk for what other
+  processes change (a quarantine marker, a spill and a lost file, an unfinished cut: four ``stat``
+  calls); the head is still reused.
 * ``no-clean-memo``: the sanitizer scans every string for credentials, none remembered clean.
 * ``no-secret-key-memo``: ``is_secret_key`` is asked afresh for every member name.
 * ``no-template``: the plugin never prepares a payload template, so every record is sanitized and
@@ -43,13 +44,13 @@ def _listener() -> Iterator[Probe]:
     from otel_route_shadow.chain import log
 
     heard: list[Any] = []
-    original = log.RoutingAuditLog.__init__
+    original = log.DecisionChain.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         self.listener = heard.append
 
-    with swapped(log.RoutingAuditLog, "__init__", init):
+    with swapped(log.DecisionChain, "__init__", init):
         yield lambda: {"lines_heard": len(heard)}
 
 
@@ -57,11 +58,11 @@ def _listener() -> Iterator[Probe]:
 def _no_head_cache() -> Iterator[Probe]:
     from otel_route_shadow.chain import log
 
-    def checked_head(self: Any, fd: int, size: int) -> Any:
+    def checked_head(self: Any, fd: int, size: int, look: bool) -> Any:
         self._known_size = -1
-        return self._prepare(fd, size)
+        return self._prepare(fd, size, look)
 
-    with swapped(log.RoutingAuditLog, "_checked_head", checked_head):
+    with swapped(log.DecisionChain, "_checked_head", checked_head):
         yield dict
 
 

@@ -3,7 +3,7 @@ reference verify loop that ``verify`` is measured against.
 
 The generator writes the lines ``docs/chain-format.md`` specifies directly (``orjson`` with sorted keys
 and strict integers for the canonical payload, ``hashlib.sha256`` over the record body, the hash linked
-from record to record) instead of calling ``RoutingAuditLog.append`` a million times. Before a chain is
+from record to record) instead of calling ``DecisionChain.append`` a million times. Before a chain is
 used, its first records are compared byte for byte with what the real append API writes for the same
 payloads, and the real ``verify`` must accept the whole chain; the cache key carries the format
 version, the size and a fingerprint of the payloads, so a change in the code that produces them
@@ -118,13 +118,19 @@ class ChainSet:
         self.store_dir = store_dir
         return load.snapshot
 
+    def payload_templates(self) -> list[dict[str, Any]]:
+        """The large chain's distinct payloads (its policy store prepared), without writing the chain."""
+        if not self.templates:
+            self.snapshot = self._prepare_store()
+            self.templates = distinct_payloads(self.snapshot, self.distinct)
+        return self.templates
+
     def large(self) -> Path:
         """The large chain (generated, or reused from the cache when its key still matches)."""
         if self.path is not None:
             return self.path
-        self.snapshot = self._prepare_store()
-        self.templates = distinct_payloads(self.snapshot, self.distinct)
-        fingerprint = hashlib.sha256(orjson.dumps(self.templates, option=CANONICAL)).hexdigest()[:16]
+        templates = orjson.dumps(self.payload_templates(), option=CANONICAL)
+        fingerprint = hashlib.sha256(templates).hexdigest()[:16]
         name = (
             f"chain-v{FORMAT_VERSION}-g{GENERATOR_VERSION}-{self.records}-{self.distinct}-{fingerprint}.jsonl"
         )
@@ -157,7 +163,7 @@ class ChainSet:
 
     def check_against_append_api(self) -> None:
         """The generator's first records must equal, byte for byte, what ``append`` writes."""
-        from otel_route_shadow.chain import RoutingAuditLog
+        from otel_route_shadow.chain import DecisionChain
 
         probe = self.workdir / "chains" / "probe.jsonl"
         probe.unlink(missing_ok=True)
@@ -165,7 +171,7 @@ class ChainSet:
         count = min(CHECK_RECORDS, max(len(self.templates), 1))
         write_chain(generated, self.templates, count)
         rng = random.Random(8)
-        log = RoutingAuditLog(probe, durability="flush")
+        log = DecisionChain(probe, durability="flush")
         for seq in range(count):
             log.append(stamp(self.templates[seq % len(self.templates)], rng, seq))
         _close(log)
@@ -178,15 +184,13 @@ class ChainSet:
                 for i, (a, b) in enumerate(zip(ours.splitlines(), real.splitlines(), strict=False))
                 if a != b
             )
-            raise RuntimeError(
-                f"generated chain differs from RoutingAuditLog.append output at record {first}"
-            )
+            raise RuntimeError(f"generated chain differs from DecisionChain.append output at record {first}")
 
     @staticmethod
     def real_verify(path: Path, jobs: int = 1) -> dict[str, Any]:
-        from otel_route_shadow.chain import RoutingAuditLog
+        from otel_route_shadow.chain import DecisionChain
 
-        result = RoutingAuditLog(path).verify(jobs=jobs)
+        result = DecisionChain(path).verify(jobs=jobs)
         return {"intact": bool(result.intact), "records": int(result.records), "head_hash": result.head_hash}
 
     def empty_copy_dir(self, name: str) -> Path:

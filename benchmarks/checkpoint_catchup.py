@@ -4,7 +4,7 @@
 
 A diagnostic for ``docs/benchmarks.md`` ("Caches, windows and threads"), never part of ``make bench``.
 A chain of ``--records`` plugin-sized records (about 2.7 KB each) is checkpointed (signed, durable), then
-``--records`` more are appended through a ``RoutingAuditLog`` whose listener keeps every ``WrittenLine``,
+``--records`` more are appended through a ``DecisionChain`` whose listener keeps every ``WrittenLine``,
 and one more checkpoint is timed, wall and CPU, with the kept lines handed over (as the plugin's appends
 do) and without them (the lines read back from the chain and checked, as before). The wall time is what a
 spawn would wait for if the checkpoint ran inside it instead of in the checkpointer's thread; the CPU
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
+from otel_route_shadow.chain import DecisionChain, WrittenLine
 from otel_route_shadow.logstore import Checkpointer
 from otel_route_shadow.tlog import Signer
 
@@ -34,7 +34,7 @@ _PAYLOAD = {
 def _one(work: Path, records: int, handed: bool) -> tuple[float, float]:
     chain = work / "chain.jsonl"
     written: list[WrittenLine] = []
-    log = RoutingAuditLog(str(chain), durability="flush", listener=written.append)
+    log = DecisionChain(str(chain), durability="flush", listener=written.append)
     checkpointer = Checkpointer(str(chain), _ORIGIN, Signer.generate(_ORIGIN))
     for _ in range(records):
         log.append(_PAYLOAD)

@@ -78,19 +78,24 @@ def _export_path() -> Iterator[Probe]:
 
 @contextlib.contextmanager
 def _chain_reopened() -> Iterator[Probe]:
-    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.chain import DecisionChain
     from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
     from otel_route_shadow.shadow.record import record_tokens
 
-    def append_templated(self: Any, template: Any, trace_id: int, span_id: int, start: int) -> None:
-        log = RoutingAuditLog(
-            self._path, durability=self._durability, lock_timeout=self._lock_timeout, backlog=self._backlog
+    def append_templated(
+        self: Any, template: Any, trace_id: int, span_id: int, start: int, duration: int
+    ) -> None:
+        log = DecisionChain(
+            self._path,
+            durability=self._durability,
+            lock_timeout=self._lock_timeout,
+            backlog=self._backlog,
+            listener=self._listener,
         )
         try:
-            log.submit(template.encode(record_tokens(trace_id, span_id, start)))
+            log.submit(template.encode(record_tokens(trace_id, span_id, start, duration)))
         finally:
             log.close()
-        self._after_append()
 
     with swapped(RouteShadowChainExporter, "append_templated", append_templated):
         yield dict

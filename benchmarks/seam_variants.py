@@ -12,7 +12,7 @@ patches are prototypes, not candidate code:
 * ``shipped``: the code as it is.
 * ``checkpoints-deferred``: checkpointing configured past the row (every 100 million records or
   once a day), through the documented environment settings.
-* ``no-append``: ``RoutingAuditLog.submit`` does nothing. What the span and the enrichment cost alone.
+* ``no-append``: ``DecisionChain.submit`` does nothing. What the span and the enrichment cost alone.
 * ``minimal-append``: the append replaced by its irreducible steps, on a side file: ``flock``, a
   ``stat`` of the path, SHA-256 of the payload bytes, one ``write`` of them, unlock. The floor of any
   design that writes a linked record per spawn in the caller's thread.
@@ -66,9 +66,9 @@ DEFERRED_ENV = {
 
 
 def _no_append() -> Callable[[], dict[str, int]]:
-    from otel_route_shadow.chain.log import RoutingAuditLog
+    from otel_route_shadow.chain.log import DecisionChain
 
-    RoutingAuditLog.submit = lambda self, encoded: None  # type: ignore[assignment,method-assign,misc]
+    DecisionChain.submit = lambda self, encoded: None  # type: ignore[assignment,method-assign,misc]
     return dict
 
 
@@ -76,7 +76,7 @@ def _minimal_append(workdir: Path) -> Callable[[], dict[str, int]]:
     import fcntl
     import hashlib
 
-    from otel_route_shadow.chain.log import RoutingAuditLog
+    from otel_route_shadow.chain.log import DecisionChain
 
     side = str(workdir / "minimal-append.jsonl")
     fd = os.open(side, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -90,7 +90,7 @@ def _minimal_append(workdir: Path) -> Callable[[], dict[str, int]]:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
-    RoutingAuditLog.submit = submit  # type: ignore[method-assign]
+    DecisionChain.submit = submit  # type: ignore[method-assign]
     return lambda: {"side_file_lines": _count_lines(side)}
 
 
@@ -127,11 +127,11 @@ def _writer_thread() -> Callable[[], dict[str, int]]:
     import queue
 
     from benchmarks import bench_seam
-    from otel_route_shadow.chain.log import RoutingAuditLog
+    from otel_route_shadow.chain.log import DecisionChain
 
     handed: queue.SimpleQueue[Any] = queue.SimpleQueue()
     errors = [0]
-    original = RoutingAuditLog.submit
+    original = DecisionChain.submit
 
     def write_all() -> None:
         while True:
@@ -145,7 +145,7 @@ def _writer_thread() -> Callable[[], dict[str, int]]:
                 errors[0] += 1
 
     threading.Thread(target=write_all, name="seam-variants-writer", daemon=True).start()
-    RoutingAuditLog.submit = lambda self, encoded: handed.put((self, encoded))  # type: ignore[assignment,method-assign,misc,func-returns-value]
+    DecisionChain.submit = lambda self, encoded: handed.put((self, encoded))  # type: ignore[assignment,method-assign,misc,func-returns-value]
 
     def drained(calls: Any) -> Callable[[], float]:
         import time

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.logstore import Checkpointer, TileSweep
 from otel_route_shadow.tlog import Signer, TileReader
 
@@ -32,7 +32,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="tile-sweep-"))
     try:
         chain = folder / "chain.jsonl"
-        with RoutingAuditLog(chain) as log:
+        with DecisionChain(chain) as log:
             for n in range(args.records):
                 log.append({"kind": "route-shadow", "n": n})
         writer = Checkpointer(str(chain), _ORIGIN, Signer.generate(_ORIGIN))

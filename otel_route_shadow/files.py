@@ -30,6 +30,7 @@ __all__ = [
     "FileKind",
     "FileRefused",
     "check_regular",
+    "file_identity",
     "file_kind",
     "fsync_directory",
     "open_beneath",
@@ -258,6 +259,15 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         if written <= 0:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         view = view[written:]
+
+
+def file_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """The (device, inode) of the file at ``path`` (a link followed), None when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def fsync_directory(directory: str | os.PathLike[str]) -> None:

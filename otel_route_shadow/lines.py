@@ -125,7 +125,8 @@ def iter_lines_from(
                 offset = after
         except LineTooLong as exc:
             offset = line_after(handle, exc.offset, end)
-            if os.pread(handle.fileno(), 1, offset - 1) != b"\n":
+            handle.seek(offset - 1)
+            if handle.read(1) != b"\n":
                 return  # no LF after it: a torn tail, not a line
             yield exc.offset, None
         else:

@@ -22,7 +22,7 @@ from typing import TypeVar
 from otel_route_shadow.files import open_regular
 from otel_route_shadow.lines import line_segments
 
-__all__ = ["SEGMENTS_PER_JOB", "each_segment", "mp_context", "pool", "run_segments", "worker_signals"]
+__all__ = ["SEGMENTS_PER_JOB", "each_segment", "mp_context", "pool", "worker_signals"]
 
 SEGMENTS_PER_JOB = 16
 """Segments per worker process: small ones are handed out as workers free up, so a worker slowed by
@@ -49,21 +49,6 @@ def pool(jobs: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=jobs, mp_context=mp_context(), initializer=worker_signals)
 
 
-def run_segments(
-    work: Callable[[str, int, int], _T],
-    path: str,
-    start: int,
-    end: int,
-    jobs: int,
-    *,
-    min_parallel_bytes: int,
-) -> list[_T]:
-    """``work(path, a, b)`` over ``[start, end)`` in this process, or over line-aligned segments of it
-    in ``jobs`` worker processes (results in file order). Ranges shorter than ``min_parallel_bytes``
-    stay in this process whatever ``jobs`` says."""
-    return list(each_segment(work, path, start, end, jobs, min_parallel_bytes=min_parallel_bytes))
-
-
 def each_segment(
     work: Callable[[str, int, int], _T],
     path: str,
@@ -74,7 +59,9 @@ def each_segment(
     min_parallel_bytes: int,
     on_pool: Callable[[Executor], None] | None = None,
 ) -> Iterator[_T]:
-    """:func:`run_segments`, each result yielded in file order as soon as it and those before it are
+    """``work(path, a, b)`` over ``[start, end)`` in this process, or over line-aligned segments of it
+    in ``jobs`` worker processes (ranges shorter than ``min_parallel_bytes`` stay in this process
+    whatever ``jobs`` says), each result yielded in file order as soon as it and those before it are
     done; at most ``2 * jobs`` segments are queued at a time, so work the caller submits to the same
     pool (given to ``on_pool`` before the first segment is queued) runs between them. Segments not
     started when the caller stops iterating are cancelled; workers are never killed (a worker killed

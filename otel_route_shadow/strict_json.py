@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from otel_route_shadow.files import read_regular
+from otel_route_shadow.files import FileRefused, read_regular
 
-__all__ = ["MAX_JSON_DEPTH", "StrictJSONError", "loads_strict", "read_json", "schema_problem"]
+__all__ = ["MAX_JSON_DEPTH", "StrictJSONError", "loads_strict", "read_json", "read_model", "schema_problem"]
+
+Model = TypeVar("Model", bound=BaseModel)
 
 MAX_JSON_DEPTH: Final = 64
 """The deepest nesting (arrays and objects) accepted by default."""
@@ -121,6 +123,30 @@ def read_json(path: str | os.PathLike[str], max_bytes: int, *, max_depth: int = 
         raise StrictJSONError(f"{os.fspath(path)}: not UTF-8 (byte {exc.start})", "syntax") from None
     except StrictJSONError as exc:
         raise StrictJSONError(f"{os.fspath(path)}: {exc}", exc.kind) from None
+
+
+def read_model(
+    path: str | os.PathLike[str],
+    model: type[Model],
+    max_bytes: int,
+    error: type[Exception],
+    what: str,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+) -> Model | None:
+    """The document in the file ``path`` (:func:`read_json`) as ``model``; None when there is no such
+    file. A file that cannot be taken, is not strict JSON or is not ``what`` raises ``error`` with a
+    message naming the path."""
+    try:
+        raw = read_json(path, max_bytes, max_depth=max_depth)
+    except FileNotFoundError:
+        return None
+    except (FileRefused, StrictJSONError) as exc:
+        raise error(str(exc)) from None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise error(f"{os.fspath(path)}: not {what}: {schema_problem(exc)}") from None
 
 
 def schema_problem(exc: ValidationError) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_route_shadow.backend.base import AttributeValue, BackendSpan, QueryWindow
-from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, iter_records, sanitize_payload
+from otel_route_shadow.chain import GENESIS_HASH, DecisionChain, iter_records, sanitize_payload
 from otel_route_shadow.chain.record import encode_payload, encode_record
 from otel_route_shadow.instrumentation.checkpoint_spans import checkpoint_attributes
 from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint
@@ -105,7 +105,7 @@ class Host:
     directory: Path
     origin: str
     witness: FakeBackend
-    signer: Signer | None = None
+    signer: Signer | tuple[Signer, ...] | None = None
     salt: int = 1
     sampled: set[int] = field(default_factory=set)  # seqs whose span reached the backend
 
@@ -127,7 +127,7 @@ class Host:
         checkpointer = Checkpointer(str(self.chain), self.origin, self.signer)
         checkpointer.add_listener(self.witness.add_checkpoint)
         rng = random.Random(self.salt + first)
-        with RoutingAuditLog(self.chain) as log:
+        with DecisionChain(self.chain) as log:
             for i in range(first, first + records):
                 payload = seam_payload(self.origin, i, self.salt)
                 log.append(payload)

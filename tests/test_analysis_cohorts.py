@@ -1,6 +1,7 @@
 """Figures an operator can defend: a Wilson 95% interval on every agreement and divergence rate, and
-per cohort (legacy mechanism and route) the consistency rate, the p99 latency (said to be not recorded:
-a record holds no duration) and the shadow path's error rate, from the records."""
+per cohort (legacy mechanism and route) the consistency rate, the p99 latency (unknown for records
+without a duration: tests/test_analysis_latency.py has the timed ones) and the shadow path's error
+rate, from the records."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from test_analysis_support import SCENARIO, build_chain
 
 from otel_route_shadow.analysis import LATENCY_NOTE, build_report
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
 from otel_route_shadow.core import wilson_interval
@@ -55,7 +56,9 @@ def test_every_agreement_and_divergence_rate_has_its_wilson_interval(tmp_path: P
         assert key["divergence_interval"] == _interval(key["diverged"], key["spawns"])
 
 
-def test_cohorts_give_consistency_errors_and_say_latency_is_not_recorded(tmp_path: Path) -> None:
+def test_cohorts_give_consistency_errors_and_count_records_without_a_duration_as_unknown(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "chain.jsonl"
     written = build_chain(path)
     first = written[0][1]["attributes"]
@@ -65,7 +68,7 @@ def test_cohorts_give_consistency_errors_and_say_latency_is_not_recorded(tmp_pat
         first.get("route_shadow.legacy.model"),
         first["route_shadow.transport"],
     )
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append(_failed_shadow(900, *route))
     log.append(_failed_shadow(901, *route))
     report = build_report(path)
@@ -80,6 +83,10 @@ def test_cohorts_give_consistency_errors_and_say_latency_is_not_recorded(tmp_pat
     }
     row = by_key[route]
     assert row["p99_latency_ms"] is None
+    assert all(
+        other["latency_unknown"] == other["spawns"] and other["latency_timed"] == 0
+        for other in by_key.values()
+    )
     assert row["shadow_errors"] == 2
     observed = row["spawns"] + 2
     assert row["shadow_error_rate"] == round(2 / observed, 6)
@@ -88,7 +95,7 @@ def test_cohorts_give_consistency_errors_and_say_latency_is_not_recorded(tmp_pat
     assert all(other["shadow_errors"] == 0 for key, other in by_key.items() if key != route)
     assert data["records"]["without_decision"] == 2
     text = format_report(report)
-    assert "cohorts (" in text and "not recorded" in text and "agree 95% CI" in text
+    assert "cohorts (" in text and "untimed" in text and "agree 95% CI" in text
     html = render_html(report)
     assert 'id="cohorts"' in html and "agreement (95% CI)" in html
 

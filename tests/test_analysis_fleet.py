@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_analysis_support import SCENARIO, build_chain, rewrite_chain, snapshot_of
+from test_analysis_support import RECORDED_POLICIES, SCENARIO, build_chain, rewrite_chain, snapshot_of
 
 from otel_route_shadow.analysis import (
     EXCLUDED,
@@ -18,24 +18,34 @@ from otel_route_shadow.analysis import (
     FleetError,
     build_fleet_report,
     build_report,
+    cited_loader,
     fleet_replay,
     replay,
 )
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE
+from otel_route_shadow.core import RoutingPolicy
 from otel_route_shadow.logstore import Checkpointer, tlog_dir
+from otel_route_shadow.store import RoutingPolicyStore
 from otel_route_shadow.tlog import Signer
 
 HOUR = 3_600 * 10**9
 
 
 def make_log(
-    folder: Path, name: str, origin: str, entries: Any = SCENARIO, start_ns: int = 1_790_000_000 * 10**9
+    folder: Path,
+    name: str,
+    origin: str,
+    entries: Any = SCENARIO,
+    start_ns: int = 1_790_000_000 * 10**9,
+    duration: Any = None,
+    snapshot: Any = None,
 ) -> tuple[Path, Signer]:
-    """A chain of ``entries`` under ``folder/name.jsonl`` with a signed checkpoint over all of it."""
+    """A chain of ``entries`` under ``folder/name.jsonl`` with a signed checkpoint over all of it
+    (``duration``, ``snapshot``: see ``build_chain``)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.jsonl"
-    build_chain(path, entries, start_ns=start_ns)
+    build_chain(path, entries, snapshot, start_ns=start_ns, duration=duration)
     signer = Signer.generate(origin)
     assert Checkpointer(str(path), origin, signer).checkpoint() is not None
     return path, signer
@@ -287,7 +297,7 @@ def test_a_log_whose_checkpoint_misses_the_policys_quorum_is_excluded(
         f"log {a.verifier()}\nlog {b.verifier()}\nwitness w0 {witness.verifier}\nquorum w0\n",
         encoding="utf-8",
     )
-    code = main(["report", str(alpha), str(beta), "--policy", str(policy), "--json", "--no-progress"])
+    code = main(["report", str(alpha), str(beta), "--witness-policy", str(policy), "--json", "--no-progress"])
     assert code == EXIT_FINDING
     data = json.loads(capsys.readouterr().out)
     status = {Path(h["path"]).name: h for h in data["fleet"]["hosts"]}
@@ -295,3 +305,61 @@ def test_a_log_whose_checkpoint_misses_the_policys_quorum_is_excluded(
     assert status["beta.jsonl"]["status"] == EXCLUDED
     assert "quorum" in status["beta.jsonl"]["reason"]
     assert data["totals"]["spawns"] == 17
+
+
+def test_a_fleet_report_with_a_store_sums_its_logs_policy_usage(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    saved = RoutingPolicyStore(store).save([RoutingPolicy.model_validate(p) for p in RECORDED_POLICIES])
+    snapshot = cited_loader(store)(saved.revision)
+    folder = tmp_path / "fleet"
+    alpha, _ = make_log(folder, "alpha", "alpha.example/rs", SCENARIO, snapshot=snapshot)
+    beta, _ = make_log(folder, "beta", "beta.example/rs", SCENARIO[1:4], snapshot=snapshot)
+    fleet = build_fleet_report([str(folder)], cited_loader=cited_loader(store), jobs=2)
+    singles = [build_report(path, cited_loader=cited_loader(store)) for path in (alpha, beta)]
+    (table,) = fleet.usage
+    assert table.spawns == sum(single.usage[0].spawns for single in singles) == fleet.spawns
+    rows = {row["policy_id"]: row for row in table.as_dict()["policies"]}
+    for single in singles:
+        for row in single.usage[0].as_dict()["policies"]:
+            rows[row["policy_id"]]["decided"] -= row["decided"]
+    assert all(row["decided"] == 0 for row in rows.values())
+
+
+def _without_fleet(report: Any) -> dict[str, Any]:
+    data = report.as_dict()
+    data.pop("fleet")
+    return dict(data)
+
+
+def test_a_log_counted_in_the_same_read_as_its_leaves_gives_the_figures_of_one_checked_first(
+    hosts: tuple[Path, list[Path], list[str]],
+) -> None:
+    """With keys each healthy log is hashed as it is counted (one read); without, its chain is checked
+    as a whole, then counted: the same figures, and the tampered log excluded either way."""
+    from otel_route_shadow.tlog import Verifier
+
+    folder, _paths, keys = hosts
+    one_read = build_fleet_report([str(folder)], verifiers=[Verifier.parse(k) for k in keys])
+    checked_first = build_fleet_report([str(folder)])
+    assert _without_fleet(one_read) == _without_fleet(checked_first)
+    assert one_read.fleet is not None and len(one_read.fleet.excluded) == 1
+    two_jobs = build_fleet_report([str(folder)], verifiers=[Verifier.parse(k) for k in keys], jobs=2)
+    assert _without_fleet(two_jobs) == _without_fleet(one_read)
+
+
+def test_a_broken_line_after_the_checkpoint_excludes_the_log_counted_in_one_read(tmp_path: Path) -> None:
+    """The lines after an authenticated checkpoint are checked, not only counted (as ``verify --key``):
+    a log with any is checked as a whole, and a broken one there excludes it."""
+    folder = tmp_path / "fleet"
+    alpha, signer = make_log(folder, "alpha", "alpha.example/route-shadow")
+    build_chain(alpha, [SCENARIO[2]], start_ns=1_791_000_000 * 10**9)  # after the checkpoint
+    healthy = build_fleet_report([str(folder)], verifiers=[signer.verifier()])
+    assert healthy.fleet is not None and healthy.fleet.logs[0].status == INCLUDED
+    assert healthy.fleet.logs[0].records == 17 + SCENARIO[2].count and healthy.spawns == 17
+    lines = alpha.read_bytes().split(b"\n")
+    assert b"acme/other" in lines[-2]
+    lines[-2] = lines[-2].replace(b"acme/other", b"acme/OTHER", 1)
+    alpha.write_bytes(b"\n".join(lines))
+    broken = build_fleet_report([str(folder)], verifiers=[signer.verifier()])
+    assert broken.fleet is not None and broken.fleet.logs[0].status == EXCLUDED
+    assert "does not verify" in (broken.fleet.logs[0].reason or "")

@@ -6,6 +6,7 @@ mixed-up one is dropped with a warning and the log rebuilt from scratch."""
 from __future__ import annotations
 
 import base64
+import gc
 import hashlib
 import json
 import shutil
@@ -20,7 +21,8 @@ from test_analysis_support import SCENARIO, Entry, build_chain, rewrite_chain
 
 from otel_route_shadow.analysis import build_fleet_report, follow_fleet
 from otel_route_shadow.analysis.cells import CELL_KEYS
-from otel_route_shadow.analysis.fleet import ReportSettings, fleet_specs
+from otel_route_shadow.analysis.fleet import FleetError, ReportSettings, fleet_specs
+from otel_route_shadow.analysis.fleet_logs import Followed
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import parse_by
 from otel_route_shadow.analysis.monitor import AggregationState, entry_digest, restore_aggregation
@@ -82,6 +84,71 @@ def test_an_incremental_run_after_one_percent_new_records_equals_a_full_run(
     assert again.spawns == 17 * 9 + 2
 
 
+def _duration(i: int) -> int | None:
+    """Durations of 0.5 to 50 ms, and every fifth record without one (written before they were)."""
+    return None if i % 5 == 4 else (i * 37 % 100 + 1) * 500_000
+
+
+def test_an_incremental_run_with_durations_equals_a_full_run_and_its_p99s(tmp_path: Path) -> None:
+    folder = tmp_path / "fleet"
+    big = [Entry(e.name, e.context, e.count * 6) for e in SCENARIO]
+    alpha, signer = make_log(folder, "alpha", "alpha.example/rs", big, duration=_duration)
+    make_log(folder, "beta", "beta.example/rs", SCENARIO, duration=lambda i: 1_000_000 + i)
+    state = str(tmp_path / "state.json")
+    follow_fleet([str(folder)], state)
+    build_chain(alpha, [SCENARIO[0], SCENARIO[3]], start_ns=T1, duration=lambda i: 900_000_000 + i)
+    assert Checkpointer(str(alpha), "alpha.example/rs", signer).checkpoint() is not None
+    again = follow_fleet([str(folder)], state)
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert len(again.fleet.followed.extended) == 2 and again.fleet.followed.warnings == ()
+    full = build_fleet_report([str(folder)])
+    assert _figures(again.as_dict()) == _figures(full.as_dict())
+    rows = again.as_dict()["cohorts"]["rows"]
+    assert sum(row["latency_unknown"] for row in rows) == sum(_duration(i) is None for i in range(17 * 6))
+    assert any(row["p99_latency_ms"] is not None and row["p99_latency_ms"] >= 891 for row in rows)
+    assert [row["latency_timed"] for row in rows] == [
+        row["latency_timed"] for row in full.as_dict()["cohorts"]["rows"]
+    ]
+
+
+def _edit_document(state: Path, edit: Any) -> None:
+    document = json.loads(state.read_text(encoding="utf-8"))
+    edit(document)
+    state.write_text(json.dumps(document), encoding="utf-8")
+
+
+def _edit_state(state: Path, edit: Any) -> None:
+    _edit_document(state, lambda document: edit(document["logs"][0]))
+
+
+def _as_version_one(document: dict[str, Any]) -> None:
+    """The state as version 1 wrote it: no latency histograms."""
+    document["version"] = 1
+    for log in document["logs"]:
+        del log["aggregation"]["latencies"]
+
+
+def _rerun_after(folder: Path, state: Path, edit: Any) -> Followed:
+    """Follow the fleet, ``edit`` the state's document, follow again: what the rerun says of its
+    logs (its figures checked against a full run's)."""
+    follow_fleet([str(folder)], str(state))
+    _edit_document(state, edit)
+    again = follow_fleet([str(folder)], str(state))
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert _figures(again.as_dict()) == _figures(build_fleet_report([str(folder)]).as_dict())
+    return again.fleet.followed
+
+
+def test_a_state_of_the_older_schema_is_rebuilt_with_a_warning(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
+) -> None:
+    state = tmp_path / "state.json"
+    followed = _rerun_after(fleet[0], state, _as_version_one)
+    assert len(followed.rebuilt) == 2 and followed.extended == ()
+    assert any("schema version" in warning for warning in followed.warnings)
+    assert json.loads(state.read_text(encoding="utf-8"))["version"] == 3
+
+
 def test_a_run_with_nothing_new_reads_nothing_and_gives_the_same_report(
     fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
 ) -> None:
@@ -94,28 +161,15 @@ def test_a_run_with_nothing_new_reads_nothing_and_gives_the_same_report(
     assert _figures(again.as_dict()) == first
 
 
-def _edit_state(state: Path, edit: Any) -> None:
-    document = json.loads(state.read_text(encoding="utf-8"))
-    edit(document["logs"][0])
-    state.write_text(json.dumps(document), encoding="utf-8")
-
-
 def test_an_edited_count_in_the_state_is_dropped_with_a_warning(
     fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
 ) -> None:
-    folder, _hosts = fleet
-    state = tmp_path / "state.json"
-    follow_fleet([str(folder)], str(state))
+    def inflate(document: dict[str, Any]) -> None:
+        document["logs"][0]["aggregation"]["cells"][len(CELL_KEYS) + 1] += 1000  # the first cell's count
 
-    def inflate(entry: dict[str, Any]) -> None:
-        entry["aggregation"]["cells"][0][1] += 1000
-
-    _edit_state(state, inflate)
-    again = follow_fleet([str(folder)], str(state))
-    assert again.fleet is not None and again.fleet.followed is not None
-    assert len(again.fleet.followed.rebuilt) == 1
-    assert "digest does not match" in again.fleet.followed.warnings[0]
-    assert _figures(again.as_dict()) == _figures(build_fleet_report([str(folder)]).as_dict())
+    followed = _rerun_after(fleet[0], tmp_path / "state.json", inflate)
+    assert len(followed.rebuilt) == 1
+    assert "digest does not match" in followed.warnings[0]
 
 
 def test_a_state_whose_tree_is_not_the_logs_is_caught_by_the_signed_root(
@@ -231,31 +285,45 @@ _SCALARS = st.one_of(
 @st.composite
 def _aggregation_states(draw: st.DrawFn) -> dict[str, Any]:
     """Aggregation states of any shape the schema lets through (a forger's, or a damaged file's)."""
-    cell_width = draw(st.sampled_from([len(CELL_KEYS) + 1, len(CELL_KEYS), 3]))
-    cells = draw(
-        st.lists(
-            st.tuples(st.lists(_SCALARS, min_size=cell_width, max_size=cell_width), st.integers(0, 9)),
-            max_size=4,
-        )
-    )
-    route = st.lists(_SCALARS, min_size=2, max_size=4)
-    keys = draw(
+    values = draw(st.lists(_SCALARS, min_size=1, max_size=6))
+    index = st.integers(0, len(values))  # one beyond the table too
+    cell_width = draw(st.sampled_from([len(CELL_KEYS) + 2, len(CELL_KEYS) + 1, 3]))
+    cells = [
+        value
+        for _ in range(draw(st.integers(0, 4)))
+        for value in draw(st.lists(index, min_size=cell_width, max_size=cell_width))
+    ]
+    keys = draw(st.lists(index | st.integers(0, 9), min_size=0, max_size=20))  # any row, length first or not
+    for _ in range(draw(st.integers(0, 2))):  # well-formed rows: a key, flaps, the last route, routes, seqs
+        last = draw(st.sampled_from([[], [0, 0, 0]]))
+        routes = draw(st.lists(st.lists(index, min_size=3, max_size=3), max_size=2))
+        row = [
+            *draw(st.lists(index, min_size=6, max_size=6)),
+            draw(st.integers(0, 9)),
+            len(last),
+            *last,
+            len(routes),
+            *(value for route in routes for value in route),
+            *draw(st.lists(st.integers(0, 99), max_size=3)),
+        ]
+        keys.extend([len(row), *row])
+    width = draw(st.sampled_from([1_000_000, 1_000_000_000, 7]))
+    latencies = draw(
         st.lists(
             st.fixed_dictionaries(
                 {
-                    "key": st.lists(_SCALARS, min_size=5, max_size=7),
-                    "last": st.none() | route,
-                    "flaps": st.integers(0, 9),
-                    "routes": st.lists(route, max_size=3),
-                    "flap_seqs": st.lists(st.integers(0, 99), max_size=5),
+                    "cohort": st.lists(_SCALARS, min_size=3, max_size=5),
+                    "buckets": st.lists(st.tuples(st.integers(-3, 3000), st.integers(0, 9)), max_size=4),
+                    "unknown": st.integers(0, 9),
                 }
             ),
             max_size=3,
         )
     )
-    width = draw(st.sampled_from([1_000_000, 1_000_000_000, 7]))
     return {
+        "values": values,
         "cells": cells,
+        "latencies": latencies,
         "keys": keys,
         "timeline": {
             "width_ns": width,
@@ -303,3 +371,97 @@ def test_any_state_the_schema_admits_restores_or_is_refused_never_crashes_the_re
     report = aggregation.finish()
     report.as_dict()
     format_report(report)
+
+
+def _decoded(state: Path) -> dict[str, Any]:
+    """Each log's cells and decision keys, values in place of their indices (``AggregationState``)."""
+    out = {}
+    for entry in json.loads(state.read_text(encoding="utf-8"))["logs"]:
+        aggregation = entry["aggregation"]
+        values, cells, keys = aggregation["values"], aggregation["cells"], aggregation["keys"]
+        width = len(CELL_KEYS) + 2
+        decoded_cells = {
+            tuple(values[i] for i in cells[at : at + width - 1]): cells[at + width - 1]
+            for at in range(0, len(cells), width)
+        }
+        decoded_keys, at = {}, 0
+        while at < len(keys):
+            row = keys[at + 1 : at + 1 + keys[at]]
+            last = tuple(values[i] for i in row[8 : 8 + row[7]])
+            after = 8 + row[7]
+            routes = row[after + 1 : after + 1 + 3 * row[after]]
+            decoded_keys[tuple(values[i] for i in row[:6])] = (
+                row[6],
+                last,
+                sorted(tuple(values[i] for i in routes[r : r + 3]) for r in range(0, len(routes), 3)),
+                row[after + 1 + len(routes) :],
+            )
+            at += 1 + keys[at]
+        out[entry["path"]] = (entry["size"], entry["root"], decoded_cells, decoded_keys)
+    return out
+
+
+def test_a_rerun_writes_back_the_rows_it_read_and_its_state_holds_a_rebuilds_counts(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
+) -> None:
+    """A rerun writes the cells and keys the new records did not change as it read them, and the
+    others anew: the state it leaves holds what a rebuild over the same logs holds."""
+    folder, hosts = fleet
+    state, rebuilt = tmp_path / "state.json", tmp_path / "rebuilt.json"
+    follow_fleet([str(folder)], str(state))
+    path, signer = hosts["alpha.example/rs"]
+    _grow(path, "alpha.example/rs", signer, [SCENARIO[1], SCENARIO[4]], T1)
+    again = follow_fleet([str(folder)], str(state))
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert len(again.fleet.followed.extended) == 2
+    follow_fleet([str(folder)], str(rebuilt), rebuild=True)
+    assert _decoded(state) == _decoded(rebuilt)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_followed_run_leaves_the_garbage_collector_as_it_found_it(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path, enabled: bool
+) -> None:
+    folder, hosts = fleet
+    state = str(tmp_path / "state.json")
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        follow_fleet([str(folder)], state)
+        assert gc.isenabled() is enabled
+        follow_fleet([str(folder)], state)
+        assert gc.isenabled() is enabled
+        with pytest.raises(FleetError):  # two logs of one origin: refused, the collector restored
+            follow_fleet([str(folder), str(hosts["alpha.example/rs"][0])], state)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def test_a_followed_run_with_the_collector_paused_leaves_no_garbage_behind(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
+) -> None:
+    """The monitor pauses the cyclic collector for a whole run: everything it drops must be freed by
+    reference counting alone (no reference cycle), or a paused run would hold it until the next
+    collection."""
+    folder, hosts = fleet
+    state = str(tmp_path / "state.json")
+    follow_fleet([str(folder)], state)
+    path, signer = hosts["alpha.example/rs"]
+    _grow(path, "alpha.example/rs", signer, [SCENARIO[1]], T1)
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        report = follow_fleet([str(folder)], state)
+        assert report.fleet is not None and report.fleet.followed is not None
+        assert len(report.fleet.followed.extended) == 2
+        report = follow_fleet([str(folder)], str(tmp_path / "full.json"), rebuild=True)
+        Path(state).write_text("{", "utf-8")  # unreadable: every log rebuilt, with a warning
+        report = follow_fleet([str(folder)], state)
+        assert report.fleet is not None and report.fleet.followed is not None
+        assert report.fleet.followed.warnings
+        del report
+        assert gc.collect() == 0
+    finally:
+        gc.enable() if was else gc.disable()

@@ -24,6 +24,7 @@ from test_analysis_support import (
 )
 
 from otel_route_shadow.analysis import build_report, fraction_rate, replay
+from otel_route_shadow.analysis.noise import FLOAT_EXACT, NoiseRow, NoiseTable
 from otel_route_shadow.chain import iter_payloads
 from otel_route_shadow.core import (
     LegacyStage,
@@ -288,3 +289,39 @@ def test_a_key_seen_once_has_no_noise_to_subtract(tmp_path: Path, n: int) -> Non
     (row,) = build_report(path).noise.rows
     assert row.flap_rate == (None if n == 1 else 0)
     assert row.above_noise() == 1  # never hidden: the whole divergence is above the noise
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 40), st.integers(1, 41) | st.just(FLOAT_EXACT + 3), st.sampled_from("abc")),
+        max_size=12,
+    )
+)
+def test_the_noise_table_orders_flap_rates_as_their_exact_fractions(rows: list[tuple[int, int, str]]) -> None:
+    """The table sorts by float flap rates while every key has fewer transitions than
+    ``FLOAT_EXACT`` (and by fractions otherwise): the order is the fractions' either way."""
+    table = NoiseTable(
+        rows=[
+            NoiseRow(
+                key=(repo, "r", "p", "f", "q"),
+                spawns=spawns,
+                flaps=min(flaps, spawns - 1),
+                routes=1,
+                diverged=(0,),
+            )
+            for flaps, spawns, repo in rows
+        ]
+    )
+    exact = sorted(
+        table.rows,
+        key=lambda row: (
+            -(row.flap_rate or Fraction(0)),
+            -row.spawns,
+            tuple(map(str, row.key)),
+            str(row.host),
+        ),
+    )
+    assert [(row.key, row.spawns, row.flaps) for row in table.rows] == [
+        (row.key, row.spawns, row.flaps) for row in exact
+    ]

@@ -225,13 +225,13 @@ def test_records_appended_after_verification_are_not_counted(
     chain: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from otel_route_shadow.analysis import source
-    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.chain import DecisionChain
 
     real = source._verify
 
-    def verify_then_append(path: Path, jobs: int, progress: object) -> source.ChainStatus:
-        status = real(path, jobs, None)
-        RoutingAuditLog(path).append({"kind": "route-shadow", "attributes": {"route_shadow.outcome": "held"}})
+    def verify_then_append(path: Path, jobs: int, progress: object, start: int) -> source.ChainStatus:
+        status = real(path, jobs, None, start)
+        DecisionChain(path).append({"kind": "route-shadow", "attributes": {"route_shadow.outcome": "held"}})
         return status
 
     monkeypatch.setattr(source, "_verify", verify_then_append)

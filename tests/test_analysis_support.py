@@ -1,6 +1,6 @@
 """Helpers for the analysis tests (no tests here): synthetic contexts and real chains built in tmp_path.
 
-Every chain is written through the real chain API (``RoutingAuditLog.append``) from real observations
+Every chain is written through the real chain API (``DecisionChain.append``) from real observations
 (``observe``), so the figures the tests check are the figures an operator would get.
 
 The standard scenario, recorded against :data:`RECORDED_POLICIES` (hand-computed figures in
@@ -24,12 +24,12 @@ compatibility (agree), E is held (capability-unmapped), F is rejected (literal-f
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+from otel_route_shadow.chain import DecisionChain, iter_payloads
 from otel_route_shadow.core import (
     Account,
     LegacyStage,
@@ -168,15 +168,18 @@ def build_chain(
     start_ns: int = T0,
     step_ns: int = HOUR,
     extra_payloads: Sequence[dict[str, Any]] = (),
+    duration: Callable[[int], int | None] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Append one observation per spawn (interleaved), then ``extra_payloads``; returns
-    ``(entry name, payload)`` in chain order."""
+    ``(entry name, payload)`` in chain order. ``duration(i)`` gives the ``i``-th spawn's
+    ``duration_ns`` (None, or no ``duration``: a record without one, as written before they were)."""
     snap = snapshot if snapshot is not None else snapshot_of(RECORDED_POLICIES)
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     written: list[tuple[str, dict[str, Any]]] = []
     for i, entry in enumerate(interleave(entries)):
         record = observe("test-seam", entry.context, snap, snapshot_state)
-        payload = record_payload(0xABC000 + i, 0x100 + i, start_ns + i * step_ns, record.attributes)
+        spent = None if duration is None else duration(i)
+        payload = record_payload(0xABC000 + i, 0x100 + i, start_ns + i * step_ns, record.attributes, spent)
         log.append(payload)
         written.append((entry.name, payload))
     for payload in extra_payloads:
@@ -188,7 +191,7 @@ def build_chain(
 def rewrite_chain(source: Path, target: Path, edit: Any) -> None:
     """A *re-hashed* copy: every payload of ``source`` through ``edit(seq, payload)`` appended afresh,
     so the copy verifies while its content differs (what a careful forger would produce)."""
-    log = RoutingAuditLog(target)
+    log = DecisionChain(target)
     for seq, payload in iter_payloads(source):
         log.append(edit(seq, payload))
 
@@ -233,7 +236,7 @@ def append_observations(
     extra attributes merged in (a served route, say); a ``differs`` status also adds the
     ``served-differs`` finding unless told otherwise. Returns the payloads in chain order."""
     snap = snapshot if snapshot is not None else snapshot_of(RECORDED_POLICIES)
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     written = []
     for i, (ctx, extra) in enumerate(items):
         attributes = {**observe("test-seam", ctx, snap, "ok").attributes, **extra}

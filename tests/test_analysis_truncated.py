@@ -13,7 +13,7 @@ from test_analysis_support import EXPECTED, RECORDED_POLICIES, build_chain, snap
 
 from otel_route_shadow.analysis import build_report
 from otel_route_shadow.analysis.whatif import replay
-from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+from otel_route_shadow.chain import DecisionChain, iter_payloads
 from otel_route_shadow.chain.truncation import TRUNCATED_KIND
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.report_html import render_html
@@ -30,7 +30,7 @@ def _too_large(kind: str) -> dict[str, object]:
 def truncated_chain(tmp_path: Path) -> Path:
     path = tmp_path / "chain.jsonl"
     build_chain(path)
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append(_too_large("route-shadow"))
     log.append(_too_large("something-else"))
     log.close()

@@ -272,6 +272,38 @@ def test_importing_tlog_loads_no_other_part_of_the_package() -> None:
     assert [m for m in ours if m not in allowed and not m.startswith(pure)] == []
 
 
+def _imported_names(path: Path, package: str) -> set[str]:
+    """The names ``path`` imports from ``package`` (``from package import a, b``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == package
+        for alias in node.names
+    }
+
+
+def test_the_face_of_tlog_is_what_the_rest_of_the_package_uses() -> None:
+    """``tlog`` exports the spec other folders call, no more: a name only its own modules or tests need
+    stays in its submodule."""
+    import otel_route_shadow.tlog
+
+    used: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        if "tlog" not in path.relative_to(PACKAGE).parts:
+            used |= _imported_names(path, "otel_route_shadow.tlog")
+    face = otel_route_shadow.tlog.__all__
+    assert [name for name in face if not hasattr(otel_route_shadow.tlog, name)] == []
+    assert sorted(set(face) - used) == []
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py")))
+def test_every_name_a_folder_exports_exists(folder: str) -> None:
+    """``__all__`` names nothing the package does not define (``from folder import *`` works)."""
+    module = __import__(f"otel_route_shadow.{folder}", fromlist=["__all__"])
+    assert [name for name in module.__all__ if not hasattr(module, name)] == []
+
+
 def test_the_purity_check_allows_what_the_core_needs() -> None:
     ok = (
         "from __future__ import annotations\n"
@@ -520,3 +552,70 @@ def test_the_api_check_allows_the_folder_and_its_own_modules() -> None:
 def test_no_module_is_over_600_lines(path: Path) -> None:
     lines = path.read_text(encoding="utf-8").count("\n")
     assert lines <= MAX_MODULE_LINES, f"{path.relative_to(PACKAGE)}: {lines} lines; split it by what it holds"
+
+
+def _module_cycle(folder: Path) -> list[str] | None:
+    """A circle of imports between the modules of ``folder`` (``TYPE_CHECKING`` imports count), or None."""
+    prefix = f"otel_route_shadow.{folder.name}."
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        module = prefix + path.stem
+        names = _imported_modules(ast.parse(path.read_text(encoding="utf-8")), module)
+        graph[path.stem] = {name[len(prefix) :].split(".")[0] for _, name in names if name.startswith(prefix)}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt, [*path, nxt])) is not None:
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [start])) is not None:
+            return found
+    return None
+
+
+@pytest.mark.parametrize(
+    "folder",
+    sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()),
+)
+def test_no_two_modules_of_a_folder_import_each_other_in_a_circle(folder: str) -> None:
+    assert _module_cycle(PACKAGE / folder) is None
+
+
+def test_the_cycle_check_finds_a_type_only_circle(tmp_path: Path) -> None:
+    folder = tmp_path / "example"
+    folder.mkdir()
+    (folder / "a.py").write_text("from otel_route_shadow.example.b import B\n")
+    (folder / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from otel_route_shadow.example.a import A\n"
+    )
+    assert _module_cycle(folder) == ["a", "b", "a"]
+
+
+def _process_hooks() -> list[str]:
+    """Every call of ``os.register_at_fork`` or ``atexit.register`` in the package, as ``module:line``."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and (node.func.value.id, node.func.attr)
+                in {("os", "register_at_fork"), ("atexit", "register")}
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.func.value.id}.{node.func.attr}")
+    return found
+
+
+def test_one_fork_handler_and_one_exit_handler_for_the_whole_package() -> None:
+    """``worker.AFTER_FORK`` resets everything a forked child inherits (workers and the chain's
+    descriptors alike) and the runtime's one ``atexit`` entry runs every way out: the chain used to
+    register a fork handler of its own."""
+    assert _process_hooks() == ["instrumentation/runtime.py:atexit.register", "worker.py:os.register_at_fork"]

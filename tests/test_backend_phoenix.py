@@ -24,7 +24,7 @@ from otel_route_shadow.backend import (
     QueryWindow,
 )
 from otel_route_shadow.backend.base import format_unix_nano
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.cli import main
 
 T0 = 1_796_000_000_000_000_000
@@ -55,7 +55,7 @@ def _payload(i: int, *, agreed: bool | None = None, mechanism: str = "role-dial"
 
 
 def _write_chain(path: Path, payloads: list[dict[str, Any]]) -> Path:
-    with RoutingAuditLog(path) as log:
+    with DecisionChain(path) as log:
         for payload in payloads:
             log.append(payload)
     return path
@@ -338,7 +338,7 @@ def test_chain_scrubbing_is_not_a_rewrite(
     )
     state.add("proj", payload)
     chain = _write_chain(tmp_path / "chain.jsonl", [payload])
-    stored = next(iter(RoutingAuditLog(chain).iter_records()))
+    stored = next(iter(DecisionChain(chain).iter_records()))
     assert stored.redactions, "the chain did not scrub the credential-shaped value"
     code, out, _ = _audit(capsys, str(chain), "--backend", url, "--project", "proj")
     assert code == 0, out

@@ -16,6 +16,7 @@ ROW_IDS = [
     "1",
     "1c",
     "1d",
+    "1e",
     "2a",
     "2b",
     "2c",
@@ -51,6 +52,10 @@ ROW_IDS = [
     "11a",
     "11b",
     "11c",
+    "12a",
+    "12b",
+    "12d",
+    "12e",
 ]
 ROW_KEYS = {
     "id",
@@ -90,7 +95,10 @@ def test_quick_benchmarks_produce_every_row(tmp_path: Path) -> None:
     assert [row["id"] for row in rows] == ROW_IDS
     for row in rows:
         assert set(row) == ROW_KEYS, row["id"]
-        assert row["status"] in {"pass", "FAIL", "at the line", "reported", "not available"}, (row["id"], row["notes"])
+        assert row["status"] in {"pass", "FAIL", "at the line", "reported", "not available"}, (
+            row["id"],
+            row["notes"],
+        )
         if row["status"] == "not available":
             assert row["notes"], row["id"]
             continue
@@ -165,6 +173,14 @@ def test_tile_sweep_times_a_sweep_over_full_tiles() -> None:
     assert proc.stdout.startswith("600 leaves: one sweep, ms: median ")
 
 
+def test_prune_lock_hold_times_a_prune_and_the_chains_lock_it_holds() -> None:
+    """``benchmarks/prune_lock_hold.py`` (the figure of the chain's lock held by a prune in
+    docs/benchmarks.md, 12d) prunes the whole segment it wrote, and prints both times."""
+    proc = _run_module("benchmarks.prune_lock_hold", "--records", "300", "--rounds", "1")
+    assert proc.stdout.startswith("prune of one segment of 300 records (gzip), median of 1: ")
+    assert "the chain's lock held " in proc.stdout
+
+
 def test_the_chain_patches_switch_off_what_they_name_and_put_it_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,7 +190,7 @@ def test_the_chain_patches_switch_off_what_they_name_and_put_it_back(
 
     sys.path.insert(0, str(ROOT))
     from benchmarks.chain_patches import PATCHES
-    from otel_route_shadow.chain import RoutingAuditLog, sanitize
+    from otel_route_shadow.chain import DecisionChain, sanitize
     from otel_route_shadow.chain import log as chain_log
     from otel_route_shadow.core.redaction import is_secret_key
     from otel_route_shadow.instrumentation import runtime
@@ -195,7 +211,7 @@ def test_the_chain_patches_switch_off_what_they_name_and_put_it_back(
     monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 3600 * 10**9)  # "within the window", however slow
 
     def appends(name: str, count: int = 5, **kwargs: object) -> dict[str, int]:
-        log = RoutingAuditLog(tmp_path / f"{name}.jsonl", **kwargs)  # type: ignore[arg-type]
+        log = DecisionChain(tmp_path / f"{name}.jsonl", **kwargs)  # type: ignore[arg-type]
         log.append({"kind": "route-shadow", "n": -1, "note": "a string of some length " * 3})
         before = dict(calls)
         for n in range(count):
@@ -206,7 +222,7 @@ def test_the_chain_patches_switch_off_what_they_name_and_put_it_back(
     with PATCHES["listener"]() as probe:
         appends("listener")
         assert probe()["lines_heard"] == 6
-    assert RoutingAuditLog(tmp_path / "after.jsonl").listener is None
+    assert DecisionChain(tmp_path / "after.jsonl").listener is None
     assert appends("shipped")["pread"] == 0 and appends("shipped-2")["exists"] == 0
     with PATCHES["no-head-cache"]():
         assert appends("no-head-cache")["pread"] >= 5
@@ -225,7 +241,7 @@ def test_the_chain_patches_switch_off_what_they_name_and_put_it_back(
         assert runtime.record_template({"route_shadow.seam": "s"}) is None
     assert runtime.record_template({"route_shadow.seam": "s"}) is not None
     with PATCHES["no-durable-memo"]():
-        log = RoutingAuditLog(tmp_path / "durable.jsonl", durability="fsync")
+        log = DecisionChain(tmp_path / "durable.jsonl", durability="fsync")
         log.append({"n": 0})
         log._commit._durable = 1 << 40  # what a sync "covered": the patch must not trust it
         syncs = log.fsyncs

@@ -19,8 +19,8 @@ from otel_route_shadow.chain import (
     ChainCorruptError,
     ChainHead,
     ChainPayloadError,
+    DecisionChain,
     EncodedPayload,
-    RoutingAuditLog,
     iter_payloads,
     iter_records,
     verify_chain,
@@ -40,7 +40,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def test_records_link_from_genesis(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     first = log.append({"kind": "route-shadow", "n": 1})
     second = log.append({"kind": "route-shadow", "n": 2})
     assert (first.seq, first.prev_hash) == (0, GENESIS_HASH)
@@ -60,8 +60,8 @@ def test_records_link_from_genesis(tmp_path: Path) -> None:
 def test_a_restarted_process_continues_the_same_chain(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
     build_chain(path, 5)
-    head = RoutingAuditLog(path).head()
-    record = RoutingAuditLog(path).append(plugin_payload(5))
+    head = DecisionChain(path).head()
+    record = DecisionChain(path).append(plugin_payload(5))
     assert head is not None
     assert (record.seq, record.prev_hash) == (5, head.record_hash)
     assert verify_chain(path).records == 6
@@ -69,7 +69,7 @@ def test_a_restarted_process_continues_the_same_chain(tmp_path: Path) -> None:
 
 def test_instances_interleave_without_forking(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    logs = [RoutingAuditLog(path) for _ in range(3)]
+    logs = [DecisionChain(path) for _ in range(3)]
     for i in range(30):
         logs[i % 3 if i % 5 else 0].append({"i": i})
     result = verify_chain(path)
@@ -79,7 +79,7 @@ def test_instances_interleave_without_forking(tmp_path: Path) -> None:
 
 def test_head_is_read_from_disk_when_another_writer_appended(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    mine, other = RoutingAuditLog(path), RoutingAuditLog(path)
+    mine, other = DecisionChain(path), DecisionChain(path)
     mine.append({"who": "mine"})
     other.append({"who": "other"})
     record = mine.append({"who": "mine again"})
@@ -100,7 +100,7 @@ def test_head_recovery_reads_a_bounded_tail(tmp_path: Path, monkeypatch: pytest.
         return data
 
     monkeypatch.setattr(os, "pread", counting_pread)
-    record = RoutingAuditLog(path).append({"late": True})
+    record = DecisionChain(path).append({"late": True})
     assert record.seq == 3000
     assert sum(read) <= 3 * TAIL_WINDOW  # a probe for the last LF, one for the one before, the line
     assert path.stat().st_size > 100 * sum(read)
@@ -109,12 +109,12 @@ def test_head_recovery_reads_a_bounded_tail(tmp_path: Path, monkeypatch: pytest.
 def test_head_recovery_widens_the_window_for_a_huge_last_record_an_older_writer_made(tmp_path: Path) -> None:
     """Writers before the entry bound wrote lines up to 4 MiB: a chain ending in one still continues."""
     path = tmp_path / "chain.jsonl"
-    small = RoutingAuditLog(path).append({"small": 1})
+    small = DecisionChain(path).append({"small": 1})
     big, big_hash = encode_record(1, small.record_hash, canonical_bytes({"big": "x" * (3 << 20)}), b"[]")
     with path.open("ab") as handle:
         handle.write(big)
     assert len(big) > 100 * TAIL_WINDOW
-    fresh = RoutingAuditLog(path)
+    fresh = DecisionChain(path)
     assert fresh.head() == ChainHead(1, big_hash)
     assert fresh.append({"after": "big"}).prev_hash == big_hash
     assert verify_chain(path).intact
@@ -122,7 +122,7 @@ def test_head_recovery_widens_the_window_for_a_huge_last_record_an_older_writer_
 
 def test_a_planted_credential_never_reaches_the_file_and_the_chain_verifies(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append(plugin_payload(0))
     payload = plugin_payload(1)
     payload["attributes"]["route_shadow.context"] = f'{{"env": "ANTHROPIC_API_KEY={SECRET}"}}'
@@ -150,7 +150,7 @@ def test_a_planted_credential_never_reaches_the_file_and_the_chain_verifies(tmp_
 
 
 def test_lone_surrogates_are_replaced_and_marked(tmp_path: Path) -> None:
-    log = RoutingAuditLog(tmp_path / "chain.jsonl")
+    log = DecisionChain(tmp_path / "chain.jsonl")
     record = log.append({"s": "bad\ud800end", "ok": "fine\U0001f600"})
     assert record.payload == {"s": "bad\ufffdend", "ok": "fine\U0001f600"}
     assert [(m.path, m.rule) for m in record.redactions] == [("/s", "invalid-unicode")]
@@ -166,7 +166,7 @@ class _Rung(enum.IntEnum):
 
 
 def test_enum_members_and_tuples_become_plain_json(tmp_path: Path) -> None:
-    log = RoutingAuditLog(tmp_path / "chain.jsonl")
+    log = DecisionChain(tmp_path / "chain.jsonl")
     record = log.append(
         {"outcome": _Outcome.SELECTED, "rung": _Rung.NINE, "t": (1, "a"), _Outcome.SELECTED: 1}
     )
@@ -191,7 +191,7 @@ def test_enum_members_and_tuples_become_plain_json(tmp_path: Path) -> None:
 )
 def test_values_the_format_cannot_carry_are_refused(tmp_path: Path, payload: Any, message: str) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     with pytest.raises(ChainPayloadError, match=message):
         log.append(payload)
     assert not path.exists() or path.stat().st_size == 0
@@ -199,7 +199,7 @@ def test_values_the_format_cannot_carry_are_refused(tmp_path: Path, payload: Any
 
 
 def test_nesting_and_size_limits(tmp_path: Path) -> None:
-    log = RoutingAuditLog(tmp_path / "chain.jsonl")
+    log = DecisionChain(tmp_path / "chain.jsonl")
     deep: dict[str, Any] = {}
     node = deep
     for _ in range(40):
@@ -222,14 +222,14 @@ def test_a_corrupt_last_line_refuses_the_append(tmp_path: Path) -> None:
         handle.write(b"this is not a record\n")
     size = path.stat().st_size
     with pytest.raises(ChainCorruptError, match="not a record"):
-        RoutingAuditLog(path).append({"x": 1})
+        DecisionChain(path).append({"x": 1})
     assert path.stat().st_size == size
 
 
 def test_a_replaced_file_is_followed(tmp_path: Path) -> None:
     """A descriptor that outlived its path would write where no reader looks."""
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append({"n": 0})
     os.replace(path, tmp_path / "moved.jsonl")
     record = log.append({"n": 1})
@@ -240,7 +240,7 @@ def test_a_replaced_file_is_followed(tmp_path: Path) -> None:
 
 def test_fork_child_continues_the_parents_chain(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append({"who": "parent"})
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child
@@ -261,7 +261,7 @@ def test_readers_stream_and_skip_a_torn_tail(tmp_path: Path) -> None:
         handle.write(b'{"payload":{"half')
     assert [seq for seq, _ in iter_payloads(path)] == [0, 1, 2, 3]
     assert [r.seq for r in iter_records(path)] == [0, 1, 2, 3]
-    assert RoutingAuditLog(path).head() == ChainHead(3, _lines_complete(path)[-1]["record_hash"])
+    assert DecisionChain(path).head() == ChainHead(3, _lines_complete(path)[-1]["record_hash"])
     assert path.read_bytes().endswith(b"half")  # head() reads; it never repairs
 
 
@@ -271,7 +271,7 @@ def _lines_complete(path: Path) -> list[dict[str, Any]]:
 
 def test_empty_and_missing_chains(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     assert log.head() is None
     with pytest.raises(FileNotFoundError):
         log.verify()
@@ -282,12 +282,12 @@ def test_empty_and_missing_chains(tmp_path: Path) -> None:
 
 def test_durability_is_validated(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="durability"):
-        RoutingAuditLog(tmp_path / "c.jsonl", durability="sometimes")  # type: ignore[arg-type]
+        DecisionChain(tmp_path / "c.jsonl", durability="sometimes")  # type: ignore[arg-type]
 
 
 def test_fsync_mode_appends_and_records_a_watermark(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, durability="fsync")
+    log = DecisionChain(path, durability="fsync")
     for i in range(5):
         log.append({"i": i})
     assert log.fsyncs == 5  # one appender, nothing to share
@@ -301,7 +301,16 @@ def test_fsync_mode_appends_and_records_a_watermark(tmp_path: Path) -> None:
 
 
 def test_record_hash_is_independent_of_key_order(tmp_path: Path) -> None:
-    a = RoutingAuditLog(tmp_path / "a.jsonl").append({"x": 1, "y": {"b": 2, "a": 1}})
-    b = RoutingAuditLog(tmp_path / "b.jsonl").append({"y": {"a": 1, "b": 2}, "x": 1})
+    a = DecisionChain(tmp_path / "a.jsonl").append({"x": 1, "y": {"b": 2, "a": 1}})
+    b = DecisionChain(tmp_path / "b.jsonl").append({"y": {"a": 1, "b": 2}, "x": 1})
     assert a.record_hash == b.record_hash
     assert hashlib.sha256(canonical_json(a.body())).hexdigest() == a.record_hash
+
+
+def test_routing_audit_log_the_adrs_name_is_a_deprecated_alias_of_decision_chain() -> None:
+    import otel_route_shadow.chain as chain
+
+    with pytest.warns(DeprecationWarning, match="use DecisionChain"):
+        assert chain.RoutingAuditLog is DecisionChain
+    with pytest.raises(AttributeError):
+        _ = chain.NoSuchName

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from otel_route_shadow.chain import (
     GENESIS_HASH,
     MAX_SAFE_INTEGER,
-    RoutingAuditLog,
+    DecisionChain,
     canonical_bytes,
     sanitize_payload,
     verify_chain,
@@ -161,7 +161,7 @@ def test_any_domain_payloads_make_a_verifying_chain(
     tmp_path_factory: Any, payloads: list[dict[str, Any]]
 ) -> None:
     path = tmp_path_factory.mktemp("chain") / "chain.jsonl"
-    with RoutingAuditLog(path) as log:
+    with DecisionChain(path) as log:
         for payload in payloads:
             log.append(payload)
     result = verify_chain(path, strict=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from otel_route_shadow.chain import RoutingAuditLog, iter_payloads, verify_chain
+from otel_route_shadow.chain import DecisionChain, iter_payloads, verify_chain
 from otel_route_shadow.chain.group_commit import WATERMARK, read_watermark
 
 HANG_GUARD_S = 30.0
@@ -50,20 +50,20 @@ def _threads(log_for: Any, process: int, threads: int, per_thread: int) -> None:
 
 def test_threads_sharing_one_log(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     _threads(lambda _: log, 0, threads=8, per_thread=40)
     _assert_complete(path, {(0, t, i) for t in range(8) for i in range(40)})
 
 
 def test_threads_with_their_own_logs(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    logs = [RoutingAuditLog(path) for _ in range(6)]
+    logs = [DecisionChain(path) for _ in range(6)]
     _threads(lambda t: logs[t], 0, threads=6, per_thread=40)
     _assert_complete(path, {(0, t, i) for t in range(6) for i in range(40)})
 
 
 def _process_main(path: str, process: int, threads: int, per_thread: int, durability: str, go: Any) -> None:
-    log = RoutingAuditLog(path, durability=durability)  # type: ignore[arg-type]
+    log = DecisionChain(path, durability=durability)  # type: ignore[arg-type]
     go.wait()
     _threads(lambda _: log, process, threads, per_thread)
 
@@ -71,7 +71,7 @@ def _process_main(path: str, process: int, threads: int, per_thread: int, durabi
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_processes_times_threads(tmp_path: Path, start_method: str) -> None:
     path = tmp_path / "chain.jsonl"
-    RoutingAuditLog(path).append({"who": ["parent", 0, 0]})
+    DecisionChain(path).append({"who": ["parent", 0, 0]})
     context = multiprocessing.get_context(start_method)
     go = context.Event()
     processes = [
@@ -116,7 +116,7 @@ def test_fsync_group_commit_one_sync_covers_every_record_written_while_another_r
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
-    log = RoutingAuditLog(path, durability="fsync")
+    log = DecisionChain(path, durability="fsync")
     first = threading.Thread(target=log.append, args=({"who": [0, 0, 0]},))
     first.start()
     assert entered.wait(HANG_GUARD_S)
@@ -158,7 +158,7 @@ def test_fsync_group_commit_across_processes(tmp_path: Path) -> None:
 def test_a_truncation_pulls_the_watermark_back(tmp_path: Path) -> None:
     """After a torn tail is cut off, the watermark must not claim bytes that are written later."""
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, durability="fsync")
+    log = DecisionChain(path, durability="fsync")
     log.append({"who": ["a", 0, 0]})
     with path.open("ab") as handle:
         handle.write(b'{"torn":')
@@ -167,7 +167,7 @@ def test_a_truncation_pulls_the_watermark_back(tmp_path: Path) -> None:
         os.pwrite(fd, WATERMARK.pack(path.stat().st_dev, path.stat().st_ino, path.stat().st_size), 0)
     finally:
         os.close(fd)
-    fresh = RoutingAuditLog(path, durability="fsync")
+    fresh = DecisionChain(path, durability="fsync")
     fresh.append({"who": ["b", 0, 0]})
     assert fresh.fsyncs == 1  # the stale watermark did not excuse this record from its sync
     assert verify_chain(path).intact

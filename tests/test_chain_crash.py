@@ -19,8 +19,8 @@ from test_chain_support import build_chain
 
 from otel_route_shadow.chain import (
     QUARANTINE_KIND,
+    DecisionChain,
     Reason,
-    RoutingAuditLog,
     Verdict,
     iter_payloads,
     verify_chain,
@@ -96,7 +96,7 @@ def test_torn_tail_is_reported_then_quarantined_by_the_next_append(tmp_path: Pat
     }
     assert (result.records, result.head_hash) == (3, head)  # every complete record still verifies
 
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     record = log.append({"kind": "route-shadow", "after": "torn"})
     payloads = _payloads(path)
     assert payloads[3] == {
@@ -118,7 +118,7 @@ def test_a_chain_that_is_only_a_torn_tail(tmp_path: Path) -> None:
     path.write_bytes(b'{"payload":{"ki')
     result = verify_chain(path)
     assert (result.verdict, result.records, result.first_bad_seq, result.line) == (Verdict.TORN_TAIL, 0, 0, 1)
-    record = RoutingAuditLog(path).append({"n": 1})
+    record = DecisionChain(path).append({"n": 1})
     assert record.seq == 1
     assert _payloads(path)[0]["kind"] == QUARANTINE_KIND
     assert verify_chain(path).intact
@@ -130,7 +130,7 @@ def test_a_large_torn_tail_is_copied_in_blocks(tmp_path: Path) -> None:
     build_chain(path, 2)
     torn = os.urandom(3 * 1024 * 1024).replace(b"\n", b"_")
     offset, _ = _tear(path, torn)
-    RoutingAuditLog(path).append({"n": 1})
+    DecisionChain(path).append({"n": 1})
     assert _events(path)[0]["offset"] == offset and _events(path)[0]["length"] == len(torn)
     assert verify_chain(path).intact
     _check_quarantine_files(path)
@@ -141,7 +141,7 @@ def test_head_and_readers_do_not_touch_a_torn_tail(tmp_path: Path) -> None:
     build_chain(path, 2)
     _tear(path, b'{"half')
     before = path.read_bytes()
-    RoutingAuditLog(path).head()
+    DecisionChain(path).head()
     verify_chain(path)
     list(iter_payloads(path))
     assert path.read_bytes() == before
@@ -175,7 +175,7 @@ def _crash_in(monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     elif where == "truncate":
         monkeypatch.setattr(os, "ftruncate", boom)
     elif where == "event":
-        monkeypatch.setattr(RoutingAuditLog, "_write_event", boom)
+        monkeypatch.setattr(DecisionChain, "_write_event", boom)
     elif where == "unlink":
         monkeypatch.setattr(chain_quarantine, "remove_file", boom)
     else:  # pragma: no cover
@@ -193,11 +193,11 @@ def test_a_crash_at_any_quarantine_step_is_finished_by_the_next_appender(
     with monkeypatch.context() as patch:
         _crash_in(patch, where)
         with pytest.raises(Crash):
-            RoutingAuditLog(path).append({"n": "first try"})
+            DecisionChain(path).append({"n": "first try"})
     # Whatever the step, the chain on disk is intact or still shows only the torn tail.
     assert verify_chain(path).verdict in (Verdict.INTACT, Verdict.TORN_TAIL)
 
-    record = RoutingAuditLog(path).append({"n": "second try"})
+    record = DecisionChain(path).append({"n": "second try"})
     payloads = _payloads(path)
     assert [p.get("kind") for p in payloads[3:]] == [QUARANTINE_KIND, None]
     assert payloads[3]["offset"] == offset and payloads[3]["sha256"] == hashlib.sha256(torn).hexdigest()
@@ -216,10 +216,10 @@ def test_a_torn_quarantine_event_owes_both_events(tmp_path: Path, monkeypatch: p
     with monkeypatch.context() as patch:
         _crash_in(patch, "event")
         with pytest.raises(Crash):
-            RoutingAuditLog(path).append({"n": 0})
+            DecisionChain(path).append({"n": 0})
     second_torn = b'{"payload":{"file":"chain.jsonl.torn-'  # the start of an event line, cut short
     _tear(path, second_torn)
-    RoutingAuditLog(path).append({"n": 1})
+    DecisionChain(path).append({"n": 1})
     events = _events(path)
     assert sorted(e["sha256"] for e in events) == sorted(
         hashlib.sha256(t).hexdigest() for t in (first_torn, second_torn)
@@ -238,9 +238,9 @@ def test_a_chain_that_moved_on_without_the_event_gets_it_late(tmp_path: Path) ->
     _marker(path).write_bytes(orjson.dumps(marker))
     # Another record lands after the recorded offset without an event (the marker was ignored).
     os.rename(_marker(path), f"{_marker(path)}.hidden")
-    RoutingAuditLog(path).append({"n": "ignorer"})
+    DecisionChain(path).append({"n": "ignorer"})
     os.rename(f"{_marker(path)}.hidden", _marker(path))
-    RoutingAuditLog(path).append({"n": "next"})
+    DecisionChain(path).append({"n": "next"})
     kinds = [p.get("kind", p.get("n")) for p in _payloads(path)][2:]
     assert kinds == ["ignorer", QUARANTINE_KIND, "next"]
     assert not _marker(path).exists()
@@ -257,14 +257,14 @@ def test_a_long_lived_writer_records_an_interrupted_quarantine_it_did_not_cause(
     path = tmp_path / "chain.jsonl"
     build_chain(path, 2)
     monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 3600 * 10**9)  # "within the second", however slow
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append({"n": "mine"})
     torn = b'{"payload":{"kind":"torn'
     _tear(path, torn)
     with monkeypatch.context() as patch:
         _crash_in(patch, "event")
         with pytest.raises(Crash):
-            RoutingAuditLog(path).append({"n": "other"})
+            DecisionChain(path).append({"n": "other"})
     assert _marker(path).exists()
     log.append({"n": "within the second"})  # the file is as this writer left it: no look yet
     assert verify_chain(path).intact
@@ -281,7 +281,7 @@ def test_an_unreadable_marker_is_loud(tmp_path: Path) -> None:
     build_chain(path, 1)
     _marker(path).write_bytes(b"{not json")
     with pytest.raises(Exception, match="quarantine marker"):
-        RoutingAuditLog(path).append({"n": 1})
+        DecisionChain(path).append({"n": 1})
 
 
 # -- the kill loop ----------------------------------------------------------------------------------------
@@ -289,7 +289,7 @@ def test_an_unreadable_marker_is_loud(tmp_path: Path) -> None:
 
 def _appender(path: str, ready: Any, seed: int) -> None:  # pragma: no cover - runs in a child
     rng = random.Random(seed)
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     ready.set()
     i = 0
     while True:
@@ -345,7 +345,7 @@ def test_kill_loop(tmp_path: Path) -> None:
             continue  # leave it to the next child's first append (and its kill)
         marker_pending = _marker(path).exists()
         events_before = len(_events(path))
-        record = RoutingAuditLog(path).append({"kind": "route-shadow", "parent": kills})
+        record = DecisionChain(path).append({"kind": "route-shadow", "parent": kills})
         payloads = _payloads(path)
         assert payloads[-1] == {"kind": "route-shadow", "parent": kills}
         events_after = len(_events(path))
@@ -365,7 +365,7 @@ def test_kill_loop(tmp_path: Path) -> None:
             assert record.prev_hash == result.head_hash or (result.records == 0 and record.seq == 0)
         assert verify_chain(path).intact
     print(f"kill loop: {kills} kills, {torn_seen} torn tails, {path.stat().st_size} bytes")
-    RoutingAuditLog(path).append({"kind": "route-shadow", "parent": "final"})  # repairs a last torn tail
+    DecisionChain(path).append({"kind": "route-shadow", "parent": "final"})  # repairs a last torn tail
     final = verify_chain(path)
     assert final.intact
     assert [seq for seq, _ in iter_payloads(path)] == list(range(final.records))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_route_shadow.chain import DROPPED_KIND, RoutingAuditLog, iter_payloads, verify_chain
+from otel_route_shadow.chain import DROPPED_KIND, DecisionChain, iter_payloads, verify_chain
 
 ROOT = Path(__file__).resolve().parent.parent
 HANG_GUARD_S = 120.0
@@ -75,14 +75,14 @@ def test_records_lost_to_a_full_disk_at_exit_are_counted_marked_and_logged_with_
     assert f"{refused} chain records for {chain} are lost" in host.stderr, host.stderr
     assert "next writer marks them in the chain" in host.stderr
     subprocess.run(["mount", "-o", "remount,size=1m", str(small_disk)], check=True)  # room again
-    RoutingAuditLog(chain).append({"kind": "route-shadow", "n": "next process"})
+    DecisionChain(chain).append({"kind": "route-shadow", "n": "next process"})
     payloads = [payload for _, payload in iter_payloads(chain)]
     marks = [p for p in payloads if p["kind"] == DROPPED_KIND]
     assert sum(p["count"] for p in marks) == refused and {p["reason"] for p in marks} == {"no-space"}
     assert payloads[-1]["n"] == "next process"
     result = verify_chain(chain)
     assert result.intact and result.dropped_records == refused
-    RoutingAuditLog(chain).append({"kind": "route-shadow", "n": "and the one after"})
+    DecisionChain(chain).append({"kind": "route-shadow", "n": "and the one after"})
     assert verify_chain(chain).dropped_records == refused  # marked once
 
 
@@ -102,7 +102,7 @@ def test_a_hostile_lost_file_counts_nothing_and_never_blocks_an_append(tmp_path:
         lost.symlink_to(target)
     else:
         lost.write_bytes(b'{"no-space": [3, 1, 2]}' + b" " * (1 << 20))
-    with RoutingAuditLog(chain) as log:
+    with DecisionChain(chain) as log:
         log.append({"kind": "route-shadow", "n": 0})
         log.append({"kind": "route-shadow", "n": 1})
     payloads = [payload for _, payload in iter_payloads(chain)]

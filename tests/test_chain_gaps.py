@@ -20,7 +20,7 @@ import pytest
 
 from otel_route_shadow.chain import (
     DROPPED_KIND,
-    RoutingAuditLog,
+    DecisionChain,
     encode_payload,
     iter_payloads,
     sanitize_payload,
@@ -33,12 +33,12 @@ CALLS = 60
 
 _LIMITED_WRITER = """
 import json, resource, sys
-from otel_route_shadow.chain import RoutingAuditLog, encode_payload, sanitize_payload
+from otel_route_shadow.chain import DecisionChain, encode_payload, sanitize_payload
 
 path, calls, recover = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "recover"
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
-log = RoutingAuditLog(path, lock_timeout=1.0)
+log = DecisionChain(path, lock_timeout=1.0)
 refused = 0
 for n in range(calls):
     try:
@@ -100,7 +100,7 @@ def test_records_lost_to_a_file_size_limit_are_marked_by_the_next_process(tmp_pa
     refused = _run(path, recover=False)
     assert 0 < refused < CALLS
     assert not any(p["kind"] == DROPPED_KIND for p in _payloads(path))  # the limit held to the end
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": "next process"})
+    DecisionChain(path).append({"kind": "route-shadow", "n": "next process"})
     payloads = _payloads(path)
     assert payloads[-2]["kind"] == DROPPED_KIND and payloads[-2]["count"] == refused
     assert payloads[-1]["n"] == "next process"
@@ -127,7 +127,7 @@ def test_records_lost_to_a_full_disk_are_counted_with_their_own_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.submit(encode_payload(*sanitize_payload({"kind": "route-shadow", "n": 0})))
     with monkeypatch.context() as patch:
         _failing_writes(patch, {0, 1, 2}, errno.ENOSPC)
@@ -146,7 +146,7 @@ def test_a_record_written_before_its_sync_failed_is_not_counted_as_dropped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, durability="fsync")
+    log = DecisionChain(path, durability="fsync")
 
     def failing_sync(fd: int) -> None:
         raise OSError(errno.EIO, "I/O error")
@@ -165,7 +165,7 @@ def test_append_raises_and_leaves_the_count_to_its_caller(
 ) -> None:
     """``append`` tells its caller; only ``submit`` (which keeps records for later) counts them."""
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     with monkeypatch.context() as patch:
         _failing_writes(patch, {0}, errno.ENOSPC)
         with pytest.raises(OSError):
@@ -177,7 +177,7 @@ def test_a_short_write_that_makes_no_progress_is_a_failure_not_a_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append({"kind": "route-shadow", "n": 0})
     size = path.stat().st_size
     real = os.write

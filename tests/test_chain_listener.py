@@ -12,7 +12,7 @@ import pytest
 from test_chain_lock import lock_held_by_another_process
 
 from otel_route_shadow.chain import (
-    RoutingAuditLog,
+    DecisionChain,
     WrittenLine,
     encode_payload,
     sanitize_payload,
@@ -36,13 +36,13 @@ def test_every_line_written_is_reported_with_its_offset_bytes_and_record_hash(tm
     path = tmp_path / "chain.jsonl"
     seen: list[WrittenLine] = []
     # A spilled record, a torn tail (quarantine event), a backlog with a drop event, and own records.
-    spiller = RoutingAuditLog(path, lock_timeout=0.01)
+    spiller = DecisionChain(path, lock_timeout=0.01)
     with lock_held_by_another_process(path):
         spiller.submit(encode_payload(*sanitize_payload({"kind": "route-shadow", "n": "spilled"})))
         spiller.spill(5.0)
     with path.open("ab") as handle:
         handle.write(b'{"payload":{"torn')
-    log = RoutingAuditLog(path, lock_timeout=0.01, backlog=1, listener=seen.append)
+    log = DecisionChain(path, lock_timeout=0.01, backlog=1, listener=seen.append)
     log.append({"kind": "route-shadow", "n": 0})
     with lock_held_by_another_process(path):
         for n in (1, 2, 3):
@@ -67,8 +67,8 @@ def test_every_line_written_is_reported_with_its_offset_bytes_and_record_hash(tm
 def test_lines_of_other_writers_show_as_a_gap_between_reported_lines(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
     seen: list[WrittenLine] = []
-    mine = RoutingAuditLog(path, listener=seen.append)
-    other = RoutingAuditLog(path)
+    mine = DecisionChain(path, listener=seen.append)
+    other = DecisionChain(path)
     mine.append({"n": 0})
     other.append({"n": 1})
     mine.append({"n": 2})
@@ -80,7 +80,7 @@ def test_lines_of_other_writers_show_as_a_gap_between_reported_lines(tmp_path: P
 def test_reporting_reads_nothing_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "chain.jsonl"
     seen: list[WrittenLine] = []
-    log = RoutingAuditLog(path, listener=seen.append)
+    log = DecisionChain(path, listener=seen.append)
     log.append({"n": 0})  # the first append reads the tail once to find the head
     reads: list[int] = []
     real_pread, real_read = os.pread, os.read
@@ -110,7 +110,7 @@ def test_a_listener_that_raises_is_logged_once_and_the_appends_go_on(
         calls.append(line)
         raise RuntimeError("a bug in the listener")
 
-    log = RoutingAuditLog(path, listener=broken)
+    log = DecisionChain(path, listener=broken)
     for n in range(3):
         log.append({"n": n})
     assert len(calls) == 3
@@ -123,7 +123,7 @@ def test_a_listener_that_raises_is_logged_once_and_the_appends_go_on(
 def test_a_listener_can_be_set_and_removed_later(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
     seen: list[WrittenLine] = []
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append({"n": 0})
     log.listener = seen.append
     log.append({"n": 1})

@@ -27,8 +27,8 @@ from otel_route_shadow.chain import (
     DROPPED_KIND,
     ChainHead,
     ChainLockTimeout,
+    DecisionChain,
     EncodedPayload,
-    RoutingAuditLog,
     encode_payload,
     iter_payloads,
     read_head,
@@ -87,7 +87,7 @@ def _timed(call: object, *args: object) -> object:
 
 def test_a_record_that_finds_the_chain_locked_is_kept_and_written_first_next_time(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, lock_timeout=0.05)
+    log = DecisionChain(path, lock_timeout=0.05)
     log.submit(_encoded(0))
     with lock_held_by_another_process(path):
         assert _timed(log.submit, _encoded(1)) is None
@@ -102,7 +102,7 @@ def test_a_record_that_finds_the_chain_locked_is_kept_and_written_first_next_tim
 
 def test_a_shared_lock_held_by_a_reader_delays_no_append_past_the_timeout(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, lock_timeout=0.02)
+    log = DecisionChain(path, lock_timeout=0.02)
     log.append({"n": 0})
     with lock_held_by_another_process(path, mode="SH"):
         assert _timed(log.submit, _encoded(1)) is None
@@ -112,7 +112,7 @@ def test_a_shared_lock_held_by_a_reader_delays_no_append_past_the_timeout(tmp_pa
 
 def test_append_raises_a_lock_timeout_and_writes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, lock_timeout=0.02)
+    log = DecisionChain(path, lock_timeout=0.02)
     log.append({"n": 0})
     with lock_held_by_another_process(path), pytest.raises(ChainLockTimeout):
         _timed(log.append, {"n": 1})
@@ -121,7 +121,7 @@ def test_append_raises_a_lock_timeout_and_writes_nothing(tmp_path: Path) -> None
 
 def test_a_full_backlog_counts_what_it_drops_and_the_chain_records_the_gap(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, lock_timeout=0.01, backlog=2)
+    log = DecisionChain(path, lock_timeout=0.01, backlog=2)
     log.submit(_encoded(0))
     before = time.time_ns()
     with lock_held_by_another_process(path):
@@ -144,7 +144,7 @@ def test_a_full_backlog_counts_what_it_drops_and_the_chain_records_the_gap(tmp_p
 
 def test_flush_gives_up_at_its_bound_and_keeps_the_records(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, lock_timeout=0.01)
+    log = DecisionChain(path, lock_timeout=0.01)
     log.append({"n": 0})
     with lock_held_by_another_process(path):
         log.submit(_encoded(1))
@@ -155,7 +155,7 @@ def test_flush_gives_up_at_its_bound_and_keeps_the_records(tmp_path: Path) -> No
 
 def test_a_forked_child_leaves_its_parents_backlog_to_the_parent(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, lock_timeout=0.01)
+    log = DecisionChain(path, lock_timeout=0.01)
     log.append({"n": 0})
     with lock_held_by_another_process(path):
         log.submit(_encoded(1))
@@ -208,8 +208,8 @@ def test_the_exporter_keeps_what_waited_and_writes_it_at_shutdown(tmp_path: Path
     exporter.append(1, 1, 1, {"route_shadow.seam": "first"})
     with lock_held_by_another_process(path):
         _timed(exporter.append, 2, 2, 2, {"route_shadow.seam": "waited"})
-        assert _timed(exporter.force_flush, 20) is False  # still locked: kept, and said so
-    exporter.shutdown()
+        assert _timed(exporter.flush_backlog, 0.02) == 1  # still locked: kept, and said so
+    exporter.close()
     seams = [p["attributes"]["route_shadow.seam"] for p in _payloads(path)]  # type: ignore[index]
     assert seams == ["first", "waited"]
     assert verify_chain(path).intact
@@ -219,7 +219,7 @@ def test_an_fsync_append_does_not_wait_past_the_timeout_for_a_held_sync_lock(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, durability="fsync", lock_timeout=0.01)
+    log = DecisionChain(path, durability="fsync", lock_timeout=0.01)
     log.append({"kind": "route-shadow", "n": 0})
     syncs = log.fsyncs
     with lock_held_by_another_process(Path(str(path) + ".sync")):
@@ -276,7 +276,7 @@ def test_torn_tail_repair_does_not_wait_without_bound_for_a_held_sync_lock(tmp_p
     # spawn for as long as anyone held that lock. Now it gives up at the lock timeout, owes the
     # lowering, and the next sync of the same writer settles it: chain intact, watermark exact.
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, durability="fsync", lock_timeout=0.01)
+    log = DecisionChain(path, durability="fsync", lock_timeout=0.01)
     log.append({"kind": "route-shadow", "n": 0})
     log.append({"kind": "route-shadow", "n": 1})
     intact = path.stat().st_size
@@ -301,7 +301,7 @@ def test_torn_tail_repair_does_not_wait_without_bound_for_a_held_sync_lock(tmp_p
 
 def test_torn_tail_repair_lowers_the_watermark_when_the_sync_lock_is_free(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, durability="fsync", lock_timeout=0.01)
+    log = DecisionChain(path, durability="fsync", lock_timeout=0.01)
     log.append({"kind": "route-shadow", "n": 0})
     intact = path.stat().st_size
     with path.open("ab") as chain:
@@ -322,7 +322,7 @@ def test_readers_of_the_head_and_the_size_wait_for_a_hung_writer_a_bounded_time(
     # read_head and verify each took a blocking shared flock: a writer that hung holding the chain's
     # lock held them forever. They go through locking.settled_size, which waits SETTLE_WAIT_S at most.
     path = tmp_path / "chain.jsonl"
-    written = RoutingAuditLog(path).append({"n": 0})
+    written = DecisionChain(path).append({"n": 0})
     monkeypatch.setattr(locking, "SETTLE_WAIT_S", 0.05)
     with lock_held_by_another_process(path):
         assert _timed(read_head, path) == ChainHead(0, written.record_hash)
@@ -335,7 +335,7 @@ def test_read_head_on_a_filesystem_without_flock_reads_the_head_as_verify_does(
     # verify took the size without the lock where flock fails (ENOLCK: some network filesystems);
     # read_head raised. Both take it from locking.settled_size now.
     path = tmp_path / "chain.jsonl"
-    written = RoutingAuditLog(path).append({"n": 0})
+    written = DecisionChain(path).append({"n": 0})
     real_flock = fcntl.flock
 
     def no_shared_locks(fd: int, operation: int) -> None:

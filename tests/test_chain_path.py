@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_route_shadow.chain import ChainPathError, RoutingAuditLog, iter_records, read_head, verify_chain
+from otel_route_shadow.chain import ChainPathError, DecisionChain, iter_records, read_head, verify_chain
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 
 
@@ -24,9 +24,9 @@ def fifo(tmp_path: Path) -> Path:
 @pytest.mark.timeout(30)
 def test_a_fifo_is_refused_by_every_reader_and_the_writer_without_blocking(fifo: Path) -> None:
     with pytest.raises(ChainPathError, match="FIFO"):
-        RoutingAuditLog(fifo).append({"n": 1})
+        DecisionChain(fifo).append({"n": 1})
     with pytest.raises(ChainPathError):
-        RoutingAuditLog(fifo, lock_timeout=0.01).submit(_encoded())  # type: ignore[arg-type]
+        DecisionChain(fifo, lock_timeout=0.01).submit(_encoded())  # type: ignore[arg-type]
     with pytest.raises(ChainPathError):
         verify_chain(fifo)
     with pytest.raises(ChainPathError):

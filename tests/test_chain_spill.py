@@ -19,8 +19,8 @@ from test_chain_lock import HANG_GUARD_S, lock_held_by_another_process
 
 from otel_route_shadow.chain import (
     DROPPED_KIND,
+    DecisionChain,
     EncodedPayload,
-    RoutingAuditLog,
     encode_payload,
     iter_payloads,
     sanitize_payload,
@@ -52,7 +52,7 @@ def _spill_lines(path: Path) -> list[bytes]:
 
 def _spill(path: Path, *numbers: int) -> None:
     """What a writer that exited while another process held the lock leaves: ``numbers`` spilled."""
-    log = RoutingAuditLog(path, lock_timeout=0.01)
+    log = DecisionChain(path, lock_timeout=0.01)
     with lock_held_by_another_process(path):
         for n in numbers:
             assert log.submit(_encoded(n)) is None
@@ -64,13 +64,14 @@ def _spill(path: Path, *numbers: int) -> None:
 
 _EXITING_HOST = """
 import sys
-from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
+from otel_route_shadow.instrumentation import RouteShadowConfig, ShadowRuntime
 
-exporter = RouteShadowChainExporter(sys.argv[1], lock_timeout_ms=10)
+runtime = ShadowRuntime(RouteShadowConfig.resolve(chain_path=sys.argv[1], chain_lock_timeout_ms=10))
+runtime.attach()
 for n in range(int(sys.argv[2])):
-    exporter.append(n + 1, n + 1, n + 1, {"route_shadow.seam": f"waited-{n}"})
-print(exporter._log.backlog, flush=True)
-# the interpreter exits here: the exporter's exit hook waits for the lock, then spills
+    runtime.exporter.append(n + 1, n + 1, n + 1, {"route_shadow.seam": f"waited-{n}"})
+print(runtime.exporter._log.backlog, flush=True)
+# the interpreter exits here: the runtime's exit hook (its one way out) waits for the lock, then spills
 """
 
 
@@ -80,7 +81,7 @@ def test_records_waiting_for_the_lock_at_exit_are_kept_and_written_by_the_next_a
     # At exit with the chain's lock still held by another process, the waiting records were dropped
     # and the chain carried no marker (issue 25: 495 records, one log line).
     path = tmp_path / "chain.jsonl"
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": "before"})
+    DecisionChain(path).append({"kind": "route-shadow", "n": "before"})
     with lock_held_by_another_process(path):
         done = subprocess.run(
             [sys.executable, "-c", _EXITING_HOST, str(path), "40"],
@@ -94,7 +95,7 @@ def test_records_waiting_for_the_lock_at_exit_are_kept_and_written_by_the_next_a
         assert "kept in" in done.stderr and "spill" in done.stderr
         assert len(_spill_lines(path)) == 40
         assert _kinds(path) == ["before"]
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     for n in range(3):  # each append takes one batch of the spill first (16 entries)
         log.append({"kind": "route-shadow", "n": f"next-{n}"})
     seams = [p.get("attributes", {}).get("route_shadow.seam", p.get("n")) for _, p in iter_payloads(path)]
@@ -107,12 +108,12 @@ def test_records_waiting_for_the_lock_at_exit_are_kept_and_written_by_the_next_a
 
 def test_a_spill_is_written_before_the_next_writers_own_records_and_only_once(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 0})
     _spill(path, 1, 2, 3)
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append({"kind": "route-shadow", "n": 4})
     log.append({"kind": "route-shadow", "n": 5})
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 6})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 6})
     assert _kinds(path) == [0, 1, 2, 3, 4, 5, 6]
     assert verify_chain(path).intact
 
@@ -122,7 +123,7 @@ def test_a_running_writer_takes_a_spill_within_its_recheck_window(
 ) -> None:
     path = tmp_path / "chain.jsonl"
     monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 3600 * 10**9)
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     log.append({"kind": "route-shadow", "n": 0})
     _spill(path, 1)
     log.append({"kind": "route-shadow", "n": 2})  # the file is as this writer left it: no look yet
@@ -135,12 +136,12 @@ def test_a_running_writer_takes_a_spill_within_its_recheck_window(
 
 def test_the_spilled_drop_count_reaches_the_chain(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, lock_timeout=0.01, backlog=1)
+    log = DecisionChain(path, lock_timeout=0.01, backlog=1)
     with lock_held_by_another_process(path):
         for n in range(4):
             log.submit(_encoded(n))
         assert log.spill(HANG_GUARD_S) == 2  # the kept record and the drop event for the other three
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 9})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 9})
     assert _kinds(path) == [0, DROPPED_KIND, 9]
     result = verify_chain(path)
     assert result.intact and result.dropped_records == 3
@@ -151,12 +152,12 @@ def test_a_writer_that_died_while_writing_a_spill_is_finished_without_duplicates
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: int
 ) -> None:
     path = tmp_path / "chain.jsonl"
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 0})
     _spill(path, 1, 2, 3, 4, 5)
-    real = RoutingAuditLog._write_line
+    real = DecisionChain._write_line
     calls = []
 
-    def dying(self: RoutingAuditLog, fd: int, head: Any, size: int, encoded: EncodedPayload) -> Any:
+    def dying(self: DecisionChain, fd: int, head: Any, size: int, encoded: EncodedPayload) -> Any:
         if len(calls) == written:
             os.write(fd, b'{"payload":{"kind":"route-shadow","n":')  # killed mid-write
             raise Crash
@@ -164,10 +165,10 @@ def test_a_writer_that_died_while_writing_a_spill_is_finished_without_duplicates
         return real(self, fd, head, size, encoded)
 
     with monkeypatch.context() as patch:
-        patch.setattr(RoutingAuditLog, "_write_line", dying)
+        patch.setattr(DecisionChain, "_write_line", dying)
         with pytest.raises(Crash):
-            RoutingAuditLog(path).append({"kind": "route-shadow", "n": "dies"})
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 6})
+            DecisionChain(path).append({"kind": "route-shadow", "n": "dies"})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 6})
     kinds = [k for k in _kinds(path) if k != "chain-quarantine"]
     assert kinds == [0, 1, 2, 3, 4, 5, 6]
     assert _kinds(path).count("chain-quarantine") == 1  # the line the crash tore
@@ -183,7 +184,7 @@ def test_lines_of_a_spill_that_are_not_entries_are_counted_in_the_chain(tmp_path
         handle.write(b'{"payload":{"kind":"route-shadow","n":2},"redactions":[{"rule":"x"}]}\n')
         handle.write(b'{"payload":{"kind":"route-shadow","n":3},"redactions":[]}\n')
         handle.write(b'{"payload":{"kind":"route-sh')  # torn by a crash
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 4})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 4})
     payloads = [p for _, p in iter_payloads(path)]
     assert [p.get("n", p["kind"]) for p in payloads] == [1, 3, DROPPED_KIND, 4]
     assert payloads[2]["reason"] == "spill-unreadable" and payloads[2]["count"] == 3
@@ -197,9 +198,9 @@ def test_a_spilled_payload_goes_through_the_sanitizer_again(tmp_path: Path) -> N
     planted = {"kind": "route-shadow", "note": "ANTHROPIC_API_KEY=sk-ant-api03-" + "Zq9_x-Y8" * 11 + "AA"}
     with open(f"{path}.spill", "ab") as handle:
         handle.write(b'{"payload":' + canonical_bytes(planted) + b',"redactions":[]}\n')
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 4})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 4})
     assert b"sk-ant-api03" not in path.read_bytes()
-    records = list(RoutingAuditLog(path).iter_records())
+    records = list(DecisionChain(path).iter_records())
     assert [(m.path, m.rule) for m in records[1].redactions] == [("/note", "credential")]
     assert verify_chain(path).intact
 
@@ -213,7 +214,7 @@ def test_a_spill_path_that_is_not_a_file_blocks_nothing(tmp_path: Path, kind: st
     else:
         spill.mkdir()
         (spill / "x").write_bytes(b"x" * 100)
-    log = RoutingAuditLog(path, lock_timeout=0.01)
+    log = DecisionChain(path, lock_timeout=0.01)
     for n in range(3):
         log.append({"kind": "route-shadow", "n": n})
     assert _kinds(path) == [0, 1, 2]
@@ -231,7 +232,7 @@ def test_entries_beyond_the_spill_bound_are_counted_as_dropped(
 ) -> None:
     path = tmp_path / "chain.jsonl"
     monkeypatch.setattr(chain_spill, "SPILL_MAX_BYTES", 2048)
-    log = RoutingAuditLog(path, lock_timeout=0.01, backlog=40)
+    log = DecisionChain(path, lock_timeout=0.01, backlog=40)
     big = encode_payload(*sanitize_payload({"kind": "route-shadow", "pad": "p" * 300}))
     with lock_held_by_another_process(path):
         for _ in range(40):
@@ -243,7 +244,7 @@ def test_entries_beyond_the_spill_bound_are_counted_as_dropped(
     event = orjson.loads(lines[-1])["payload"]
     assert event["reason"] == "spill-full"
     assert event["count"] == 40 - (len(lines) - 1) + 1  # the records left out, and the one dropped before
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 1})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 1})
     result = verify_chain(path)
     kept = result.records - 2  # less the event and the record after it
     assert result.intact and kept + result.dropped_records == 41
@@ -251,13 +252,13 @@ def test_entries_beyond_the_spill_bound_are_counted_as_dropped(
 
 def test_a_spill_file_with_a_stale_claim_is_reset_by_the_next_spiller(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 0})
     # A writer died after writing every entry, before the reset.
     stale = chain_spill._header(123, 456_000_000, chain_spill.HEADER_BYTES)
     Path(f"{path}.spill").write_bytes(stale)
     _spill(path, 1)
     assert Path(f"{path}.spill").read_bytes().startswith(chain_spill._EMPTY)
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 2})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 2})
     assert _kinds(path) == [0, 1, 2]
 
 
@@ -274,7 +275,7 @@ def test_temporaries_a_killed_writer_left_are_removed_at_start(tmp_path: Path) -
     live = tmp_path / f".chain.jsonl.quarantine-pending.tmp-{os.getppid()}-0a1b2c3d"
     for name in (*left, live):
         name.write_bytes(b"x")
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 0})
     assert not any(name.exists() for name in left)
     assert live.exists()  # a live writer's temporary is its own
 
@@ -315,20 +316,20 @@ def test_the_spill_file_format_is_one_entry_per_line(tmp_path: Path) -> None:
 
 
 def _lines_per_append(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the lines each append writes (``RoutingAuditLog._write_line`` calls), one entry per append."""
+    """Count the lines each append writes (``DecisionChain._write_line`` calls), one entry per append."""
     counts: list[int] = []
-    real_append, real_write = RoutingAuditLog._append, RoutingAuditLog._write_line
+    real_append, real_write = DecisionChain._append, DecisionChain._write_line
 
-    def append(self: RoutingAuditLog, *args: Any, **kwargs: Any) -> Any:
+    def append(self: DecisionChain, *args: Any, **kwargs: Any) -> Any:
         counts.append(0)
         return real_append(self, *args, **kwargs)
 
-    def write_line(self: RoutingAuditLog, *args: Any) -> Any:
+    def write_line(self: DecisionChain, *args: Any) -> Any:
         counts[-1] += 1
         return real_write(self, *args)
 
-    monkeypatch.setattr(RoutingAuditLog, "_append", append)
-    monkeypatch.setattr(RoutingAuditLog, "_write_line", write_line)
+    monkeypatch.setattr(DecisionChain, "_append", append)
+    monkeypatch.setattr(DecisionChain, "_write_line", write_line)
     return counts
 
 
@@ -339,7 +340,7 @@ def test_a_full_spill_file_is_not_written_inside_one_append(
     path = tmp_path / "chain.jsonl"
     _spill(path, *range(1, 101))
     counts = _lines_per_append(monkeypatch)
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     for n in range(8):
         log.append({"kind": "route-shadow", "n": f"own-{n}"})
     batch = chain_spill.SPILL_BATCH_RECORDS
@@ -353,7 +354,7 @@ def test_a_full_spill_file_is_not_written_inside_one_append(
 
 def test_a_spill_batch_is_bounded_in_bytes_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path, lock_timeout=0.01)
+    log = DecisionChain(path, lock_timeout=0.01)
     big = [
         encode_payload(*sanitize_payload({"kind": "route-shadow", "n": n, "pad": "p" * 20_000}))
         for n in range(9)
@@ -364,7 +365,7 @@ def test_a_spill_batch_is_bounded_in_bytes_too(tmp_path: Path, monkeypatch: pyte
         assert log.spill(HANG_GUARD_S) == 9
     counts = _lines_per_append(monkeypatch)
     for n in range(4):
-        RoutingAuditLog(path).append({"kind": "route-shadow", "n": f"own-{n}"})
+        DecisionChain(path).append({"kind": "route-shadow", "n": f"own-{n}"})
     assert counts == [4, 4, 4, 1]  # 3 entries of 20 KB per 64 KiB batch, and the own record
     assert [k for k in _kinds(path) if isinstance(k, int)] == list(range(9))
 
@@ -375,23 +376,23 @@ def test_a_writer_that_died_in_a_later_batch_is_finished_without_duplicates(
 ) -> None:
     path = tmp_path / "chain.jsonl"
     monkeypatch.setattr(chain_spill, "SPILL_BATCH_RECORDS", 2)
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 0})
     _spill(path, 1, 2, 3, 4, 5)
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": "a"})  # the first batch: 1, 2
-    real = RoutingAuditLog._write_line
+    DecisionChain(path).append({"kind": "route-shadow", "n": "a"})  # the first batch: 1, 2
+    real = DecisionChain._write_line
     calls = []
 
-    def dying(self: RoutingAuditLog, fd: int, head: Any, size: int, encoded: EncodedPayload) -> Any:
+    def dying(self: DecisionChain, fd: int, head: Any, size: int, encoded: EncodedPayload) -> Any:
         if len(calls) == written:
             raise Crash
         calls.append(1)
         return real(self, fd, head, size, encoded)
 
     with monkeypatch.context() as patch:
-        patch.setattr(RoutingAuditLog, "_write_line", dying)
+        patch.setattr(DecisionChain, "_write_line", dying)
         with pytest.raises(Crash):
-            RoutingAuditLog(path).append({"kind": "route-shadow", "n": "dies"})
-    log = RoutingAuditLog(path)
+            DecisionChain(path).append({"kind": "route-shadow", "n": "dies"})
+    log = DecisionChain(path)
     for n in ("b", "c", "d"):
         log.append({"kind": "route-shadow", "n": n})
     kinds = _kinds(path)
@@ -412,9 +413,9 @@ def _v1_spill(path: Path, numbers: list[int], claimed: int = -1) -> None:
 def test_a_version_1_spill_file_is_taken_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "chain.jsonl"
     monkeypatch.setattr(chain_spill, "SPILL_BATCH_RECORDS", 2)
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 0})
     _v1_spill(path, [1, 2, 3, 4, 5])
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     for n in ("a", "b", "c", "d"):
         log.append({"kind": "route-shadow", "n": n})
     assert _kinds(path) == [0, 1, 2, "a", 3, 4, "b", 5, "c", "d"]
@@ -427,14 +428,14 @@ def test_a_version_1_claim_whose_entries_were_all_written_writes_none_again(
     # A writer before batches died after writing every entry of its claim, before emptying the file.
     path = tmp_path / "chain.jsonl"
     monkeypatch.setattr(chain_spill, "SPILL_BATCH_RECORDS", 2)
-    RoutingAuditLog(path).append({"kind": "route-shadow", "n": 0})
+    DecisionChain(path).append({"kind": "route-shadow", "n": 0})
     claimed = path.stat().st_size
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     monkeypatch.setattr(log, "_spill_due", False)
     for n in (1, 2, 3, 4):
         log.append({"kind": "route-shadow", "n": n})
     _v1_spill(path, [1, 2, 3, 4, 5], claimed)
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     for n in ("a", "b", "c", "d"):
         log.append({"kind": "route-shadow", "n": n})
     assert _kinds(path) == [0, 1, 2, 3, 4, "a", "b", 5, "c", "d"]
@@ -452,7 +453,7 @@ def test_a_spill_line_longer_than_any_entry_is_skipped_a_window_at_a_time_and_co
     reads: list[int] = []
     real = os.pread
     monkeypatch.setattr(chain_spill.os, "pread", lambda fd, n, at: reads.append(n) or real(fd, n, at))
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     for n in range(5):
         log.append({"kind": "route-shadow", "n": f"own-{n}"})
     payloads = [p for _, p in iter_payloads(path)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog
+from otel_route_shadow.chain import GENESIS_HASH, DecisionChain
 from otel_route_shadow.chain.record import encode_record
 
 CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
@@ -36,7 +36,7 @@ def plugin_payload(i: int) -> dict[str, Any]:
 
 def build_chain(path: Path, count: int, payload: Any = plugin_payload) -> list[bytes]:
     """Append ``count`` records through the real API; return the file's lines (newline included)."""
-    with RoutingAuditLog(path) as log:
+    with DecisionChain(path) as log:
         for i in range(count):
             log.append(payload(i))
     return path.read_bytes().splitlines(keepends=True)

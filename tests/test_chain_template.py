@@ -1,6 +1,6 @@
 """One way to turn an observation into record bytes: the sanitizing walk and the canonical encoder.
 A ``PayloadTemplate`` caches that encoding for a shape the plugin appends many times; these tests pin
-that a templated record is byte for byte the record ``RoutingAuditLog.append`` writes for the same
+that a templated record is byte for byte the record ``DecisionChain.append`` writes for the same
 payload, redactions included."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from otel_route_shadow.chain import (
     ChainPayloadError,
+    DecisionChain,
     PayloadTemplate,
-    RoutingAuditLog,
     canonical_bytes,
     encode_payload,
     sanitize_payload,
@@ -36,16 +36,21 @@ _attributes = st.dictionaries(
     _values,
     max_size=5,
 )
-_ids = st.tuples(st.integers(0, 2**128 - 1), st.integers(0, 2**64 - 1), st.integers(0, 2**63 - 1))
+_ids = st.tuples(
+    st.integers(0, 2**128 - 1),
+    st.integers(0, 2**64 - 1),
+    st.integers(0, 2**63 - 1),
+    st.integers(0, 2**63 - 1),
+)
 
 
 @given(_attributes, _ids)
 def test_a_templated_payload_is_the_sanitized_canonical_payload(
-    attributes: dict[str, object], ids: tuple[int, int, int]
+    attributes: dict[str, object], ids: tuple[int, int, int, int]
 ) -> None:
     template = record_template(attributes)
     assert template is not None
-    expected = encode_payload(*sanitize_payload(record_payload(*ids, attributes)))
+    expected = encode_payload(*sanitize_payload(record_payload(*ids[:3], attributes, ids[3])))
     assert template.encode(record_tokens(*ids)) == expected
 
 
@@ -57,10 +62,10 @@ def test_a_templated_record_is_the_line_append_writes(tmp_path: Path) -> None:
     }
     template = record_template(attributes)
     assert template is not None
-    plain, templated = RoutingAuditLog(tmp_path / "a.jsonl"), RoutingAuditLog(tmp_path / "b.jsonl")
+    plain, templated = DecisionChain(tmp_path / "a.jsonl"), DecisionChain(tmp_path / "b.jsonl")
     for n in range(3):
-        ids = (n + 1, n + 2, 1_790_000_000_000_000_000 + n)
-        record = plain.append(record_payload(*ids, attributes))
+        ids = (n + 1, n + 2, 1_790_000_000_000_000_000 + n, 1_500_000 * n)
+        record = plain.append(record_payload(*ids[:3], attributes, ids[3]))
         assert record.redactions  # the credential and the surrogate were marked
         templated.submit(template.encode(record_tokens(*ids)))
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()

@@ -17,8 +17,8 @@ from otel_route_shadow.chain import (
     MAX_SAFE_INTEGER,
     RULE_TRUNCATED,
     TRUNCATED_KIND,
+    DecisionChain,
     PayloadTemplate,
-    RoutingAuditLog,
     encode_payload,
     sanitize_payload,
     truncation,
@@ -50,7 +50,7 @@ def test_a_payload_that_fits_is_untouched_and_one_byte_more_is_cut(tmp_path: Pat
     cut = orjson.loads(encode_payload(over, []).payload)
     assert cut["s"].endswith(TRUNCATED_SUFFIX) and cut["kind"] == "k"
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     assert log.append(fits).redactions == ()
     record = log.append(over)
     assert [(m.path, m.rule) for m in record.redactions] == [("/s", RULE_TRUNCATED)]
@@ -64,7 +64,7 @@ def test_the_longest_strings_are_cut_to_one_common_length_and_short_ones_are_kep
         "attributes": {"a": "a" * 50_000, "b": "b" * 40_000, "c": "c" * 20_000, "short": "kept"},
         "list": ["l" * 30_000, "tiny"],
     }
-    record = RoutingAuditLog(tmp_path / "chain.jsonl").append(payload)
+    record = DecisionChain(tmp_path / "chain.jsonl").append(payload)
     cut = record.payload
     assert cut["kind"] == "route-shadow" and cut["attributes"]["short"] == "kept" and cut["list"][1] == "tiny"
     lengths = {len(cut["attributes"][k]) for k in "abc"} | {len(cut["list"][0])}
@@ -90,7 +90,7 @@ def test_a_payload_no_cut_can_fit_becomes_a_placeholder_naming_what_was_cut(tmp_
     payload = {"kind": "route-shadow", **{f"k{'x' * 200}{i}": i for i in range(400)}}  # long names, ints
     clean, _ = sanitize_payload(payload)
     original = canonical_bytes(clean)
-    record = RoutingAuditLog(tmp_path / "chain.jsonl").append(payload)
+    record = DecisionChain(tmp_path / "chain.jsonl").append(payload)
     assert record.payload == {
         "kind": TRUNCATED_KIND,
         "original_bytes": len(original),
@@ -160,7 +160,7 @@ def test_no_line_the_writer_emits_exceeds_an_entry_and_the_record_verifies(
     assert len(line) - 1 <= MAX_ENTRY_BYTES
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "chain.jsonl"
-        log = RoutingAuditLog(path)
+        log = DecisionChain(path)
         record = log.append(payload)
         log.append({"after": True})
         lines = _lines(path)

@@ -13,8 +13,8 @@ from test_chain_support import build_chain, forge, forge_chain, plugin_payload, 
 from otel_route_shadow import processes
 from otel_route_shadow.chain import (
     MAX_LINE_BYTES,
+    DecisionChain,
     Reason,
-    RoutingAuditLog,
     Verdict,
     verify_chain,
 )
@@ -188,7 +188,7 @@ def test_strict_mode_rejects_values_no_writer_emits(
 
 def test_records_with_redactions_take_the_exact_path_and_verify(tmp_path: Path) -> None:
     path = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     for i in range(5):
         log.append({"i": i, "s": "password=x" if i % 2 else "clean"})
     assert verify_chain(path).intact and verify_chain(path, strict=True).intact

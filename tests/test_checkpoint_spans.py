@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from plugin.conftest import make_harness
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import checkpoint_spans as cs
 from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer
@@ -26,6 +26,7 @@ from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.tlog import Signer
+from otel_route_shadow.worker import WorkerName
 
 ORIGIN = "example.test/route-shadow/spans"
 
@@ -92,10 +93,9 @@ def test_each_checkpoint_becomes_one_span_with_its_attributes_and_the_host_resou
     )
     emitter = cs.attach_checkpoint_spans(checkpointer, host, exporter)
     assert emitter is not None
-    with RoutingAuditLog(chain) as log:
+    with DecisionChain(chain, listener=checkpointer.line_written) as log:
         for i in range(12):
             log.append({"kind": "route-shadow", "i": i})
-            checkpointer.after_append()
     checkpointer.checkpoint_now()
     assert emitter.flush(30)
     spans = exporter.get_finished_spans()
@@ -153,7 +153,7 @@ def test_close_waits_at_most_its_timeout_for_a_backend_that_does_not_answer() ->
     assert exporter.entered.wait(30)
     exporter.release.set()
     for thread in threading.enumerate():
-        if thread.name == "route-shadow-checkpoint-spans-close":
+        if thread.name == WorkerName.CHECKPOINT_SPANS:
             thread.join(30)
             assert not thread.is_alive()
     assert [_sizes(b) for b in exporter.batches] == [[3]]  # the last export went out

@@ -11,14 +11,17 @@ from pathlib import Path
 import pytest
 from tlog_support import ORIGIN, lines, log_dir, notes, root_from_leaf_hashes
 
-from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog, WrittenLine, canonical_bytes
+from otel_route_shadow.chain import GENESIS_HASH, DecisionChain, WrittenLine, canonical_bytes
 from otel_route_shadow.chain.record import encode_record
 from otel_route_shadow.instrumentation import checkpointing
-from otel_route_shadow.instrumentation.checkpointing import WORKER_NAME, ScheduledCheckpointer
+from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, catchup
 from otel_route_shadow.tlog import leaf_hash
+from otel_route_shadow.worker import WorkerName
+
+WORKER_NAME = WorkerName.CHECKPOINTER
 
 
 def _scheduled(chain: Path, every: int, *, background: bool = False) -> ScheduledCheckpointer:
@@ -30,10 +33,9 @@ def test_a_checkpoint_every_n_records_and_at_shutdown(tmp_path: Path) -> None:
     scheduled = _scheduled(chain, 100)
     seen: list[int] = []
     scheduled.add_listener(lambda c: seen.append(c.size))
-    with RoutingAuditLog(chain) as log:
+    with DecisionChain(chain, listener=scheduled.line_written) as log:
         for n in range(250):
             log.append({"n": n})
-            scheduled.after_append()
     assert seen == [100, 200]
     last = scheduled.checkpoint_now()
     assert last is not None and last.size == 250 and seen == [100, 200, 250]
@@ -43,7 +45,7 @@ def test_a_checkpoint_every_n_records_and_at_shutdown(tmp_path: Path) -> None:
 
 def test_a_backlog_is_caught_up_on_the_appends_that_follow(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    with RoutingAuditLog(chain) as log:
+    with DecisionChain(chain) as log:
         for n in range(1000):
             log.append({"n": n})
     scheduled = ScheduledCheckpointer(
@@ -51,15 +53,16 @@ def test_a_backlog_is_caught_up_on_the_appends_that_follow(tmp_path: Path) -> No
     )
     sizes = []
     scheduled.add_listener(lambda c: sizes.append(c.size))
-    for _ in range(5):
-        scheduled.after_append()
-    assert sizes == [300, 600, 900, 1000]
+    with DecisionChain(chain, listener=scheduled.line_written) as log:
+        for n in range(4):
+            log.append({"n": 1000 + n})
+    assert sizes == [300, 600, 900, 1004]
 
 
 def test_a_background_checkpointer_never_checkpoints_in_the_appending_thread(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(chain)
     scheduled = _scheduled(chain, 3, background=True)
+    log = DecisionChain(chain, listener=scheduled.line_written)
     made: list[tuple[int, str]] = []
     done = threading.Event()
 
@@ -69,8 +72,7 @@ def test_a_background_checkpointer_never_checkpoints_in_the_appending_thread(tmp
 
     scheduled.add_listener(listener)
     for i in range(7):
-        log.append({"n": i})
-        scheduled.after_append()  # due at the third: it only wakes the thread
+        log.append({"n": i})  # due at the third: it only wakes the thread
     assert done.wait(30)  # a hang guard, not a speed assertion
     assert made[0][1] == WORKER_NAME and 3 <= made[0][0] <= 7
     final = scheduled.checkpoint_now()  # synchronous, in this thread
@@ -82,11 +84,11 @@ def test_a_background_checkpointer_never_checkpoints_in_the_appending_thread(tmp
 
 def test_closing_leaks_no_thread_across_cycles(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(chain)
+    log = DecisionChain(chain)
     for cycle in range(20):
         scheduled = _scheduled(chain, 1, background=True)
+        log.listener = scheduled.line_written
         log.append({"cycle": cycle})
-        scheduled.after_append()
         scheduled.checkpoint_now()
         scheduled.close()
     assert not [t for t in threading.enumerate() if t.name == WORKER_NAME]
@@ -95,7 +97,7 @@ def test_closing_leaks_no_thread_across_cycles(tmp_path: Path) -> None:
 
 def test_a_forked_child_checkpoints_although_the_parent_was_checkpointing(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
-    log = RoutingAuditLog(chain)
+    log = DecisionChain(chain)
     for n in range(5):
         log.append({"n": n})
     scheduled = _scheduled(chain, 1)
@@ -149,7 +151,7 @@ def test_the_checkpointer_never_rereads_lines_its_own_process_wrote(
     # written and hashed, holding the interpreter lock for 116-343 ms (issue 25).
     chain = tmp_path / "chain.jsonl"
     scheduled = _scheduled(chain, 100)
-    exporter = RouteShadowChainExporter(chain, checkpointer=scheduled)
+    exporter = RouteShadowChainExporter(chain, listener=scheduled.line_written)
     reads = _Reads(monkeypatch)
     seen: list[SignedCheckpoint] = []
     scheduled.add_listener(seen.append)
@@ -157,7 +159,7 @@ def test_the_checkpointer_never_rereads_lines_its_own_process_wrote(
         exporter.append(n + 1, n + 1, n + 1, {"route_shadow.seam": "own"})
     assert [c.size for c in seen] == [100, 200]
     assert (reads.bytes, reads.checked) == (0, 0)
-    with RoutingAuditLog(chain) as other:  # another process's lines: read and checked, and only they
+    with DecisionChain(chain) as other:  # another process's lines: read and checked, and only they
         for n in range(30):
             other.append({"kind": "route-shadow", "n": n})
     for n in range(20):
@@ -167,7 +169,7 @@ def test_the_checkpointer_never_rereads_lines_its_own_process_wrote(
     foreign = sum(len(line) + 1 for line in lines(chain)[250:280])
     assert (reads.checked, reads.bytes) == (30, foreign)
     assert scheduled.kept == 0  # every line kept was covered, and forgotten
-    exporter.shutdown()
+    exporter.close()
 
 
 def test_an_own_line_that_no_longer_links_to_the_line_before_it_is_refused(tmp_path: Path) -> None:
@@ -175,10 +177,10 @@ def test_an_own_line_that_no_longer_links_to_the_line_before_it_is_refused(tmp_p
     process's line before it was rewritten after it was linked to (same length, valid on its own)."""
     chain = tmp_path / "chain.jsonl"
     scheduled = _scheduled(chain, 1000)
-    with RoutingAuditLog(chain) as other:
+    with DecisionChain(chain) as other:
         other.append({"kind": "route-shadow", "n": 1})
     before = lines(chain)[0]
-    with RoutingAuditLog(chain, listener=scheduled.line_written) as log:
+    with DecisionChain(chain, listener=scheduled.line_written) as log:
         log.append({"kind": "route-shadow", "n": 2})
     rewritten, _ = encode_record(0, GENESIS_HASH, canonical_bytes({"kind": "route-shadow", "n": 9}), b"[]")
     assert len(rewritten) == len(before) + 1
@@ -196,11 +198,10 @@ def test_lines_kept_for_a_checkpointer_that_falls_behind_are_bounded_and_then_re
     scheduled = _scheduled(chain, 50)  # keeps at most 2 x 50 lines
     reads = _Reads(monkeypatch)
     high = 0
-    with RoutingAuditLog(chain, listener=scheduled.line_written) as log, scheduled.exclusive(1.0) as held:
+    with DecisionChain(chain, listener=scheduled.line_written) as log, scheduled.exclusive(1.0) as held:
         assert held  # no checkpoint can run: the checkpointer falls behind
         for n in range(250):
             log.append({"kind": "route-shadow", "n": n})
-            scheduled.after_append()
             high = max(high, scheduled.kept)
     assert high == 100 and scheduled.kept == 50  # dropped at 100, twice; the last 50 kept
     made = scheduled.checkpoint_now()
@@ -213,7 +214,7 @@ def test_lines_kept_are_bounded_in_bytes_too(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(checkpointing, "KEPT_BYTES_MAX", 10_000)
     scheduled = _scheduled(chain, 1000)
     high = 0
-    with RoutingAuditLog(chain, listener=scheduled.line_written) as log:
+    with DecisionChain(chain, listener=scheduled.line_written) as log:
         for n in range(100):
             log.append({"kind": "route-shadow", "n": n, "pad": "p" * 1000})
             high = max(high, sum(len(line.line) for line in scheduled._kept))
@@ -225,10 +226,9 @@ def test_lines_kept_are_bounded_in_bytes_too(tmp_path: Path, monkeypatch: pytest
 def test_a_refused_checkpointer_keeps_no_lines(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     scheduled = _scheduled(chain, 10)
-    with RoutingAuditLog(chain, listener=scheduled.line_written) as log:
+    with DecisionChain(chain, listener=scheduled.line_written) as log:
         for n in range(10):
             log.append({"kind": "route-shadow", "n": n})
-            scheduled.after_append()
         assert notes(chain) and scheduled.kept == 0
         with open(chain, "r+b") as handle:  # the chain cut below what was signed
             handle.truncate(len(b"\n".join(lines(chain)[:5])) + 1)
@@ -237,7 +237,6 @@ def test_a_refused_checkpointer_keeps_no_lines(tmp_path: Path) -> None:
         assert scheduled.refused == "truncated" and scheduled.kept == 0
         for n in range(20):
             log.append({"kind": "route-shadow", "n": n})
-            scheduled.after_append()
         assert scheduled.kept == 0
 
 
@@ -255,9 +254,9 @@ def test_catch_up_yields_between_slices(tmp_path: Path, monkeypatch: pytest.Monk
     # The background catch-up held the interpreter lock for its whole run: every host thread that
     # wanted it waited (issue 25: p99.9 of a seam call 1,397 us with checkpointing on, 386 us off).
     chain = tmp_path / "chain.jsonl"
-    scheduled = _scheduled(chain, 1, background=True)
+    scheduled = _scheduled(chain, 300, background=True)  # due at the 300th line of this process
     checkpointer = scheduled.checkpointer
-    with RoutingAuditLog(chain) as other:  # 1,000 lines of another process, then 300 of this one
+    with DecisionChain(chain) as other:  # 1,000 lines of another process, then 300 of this one
         for n in range(1000):
             other.append({"kind": "route-shadow", "n": n})
     sizes: list[tuple[int, str]] = []
@@ -266,10 +265,9 @@ def test_catch_up_yields_between_slices(tmp_path: Path, monkeypatch: pytest.Monk
     )
     done = threading.Event()
     scheduled.add_listener(lambda c: done.set() if c.size == 1300 else None)
-    with RoutingAuditLog(chain, listener=scheduled.line_written) as log, scheduled.exclusive(1.0):
+    with DecisionChain(chain, listener=scheduled.line_written) as log:
         for n in range(300):
             log.append({"kind": "route-shadow", "n": n})
-    scheduled.after_append()
     assert done.wait(30)  # a hang guard, not a speed assertion
     steps = [b - a for (a, _), (b, _) in zip([(0, ""), *sizes], sizes, strict=False)]
     assert len(sizes) >= 1300 // checkpointer.slice_leaves
@@ -280,7 +278,7 @@ def test_catch_up_yields_between_slices(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_a_catch_up_at_shutdown_does_not_pause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     chain = tmp_path / "chain.jsonl"
-    with RoutingAuditLog(chain) as other:
+    with DecisionChain(chain) as other:
         for n in range(300):
             other.append({"kind": "route-shadow", "n": n})
     paused: list[int] = []

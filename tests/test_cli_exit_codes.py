@@ -9,8 +9,12 @@ runs in a process of its own.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import fcntl
 import io
+import json
+import os
 import shutil
 import signal
 import subprocess
@@ -21,6 +25,10 @@ from pathlib import Path
 
 import pytest
 from backend_support import FakeBackend, Host, phoenix_on_loopback, truncate
+from prune_support import KEY as SEGMENTS_KEY
+from prune_support import segmented_chain
+from segment_support import segmented_chain as segments_chain
+from segment_support import segments_folder
 from test_chain_support import edited
 from tlog_support import ORIGIN, append, lines, log_dir
 from witness_support import Cosigner
@@ -35,7 +43,7 @@ from otel_route_shadow.cli.exit_codes import (
     epilog,
 )
 from otel_route_shadow.logstore import Checkpointer
-from otel_route_shadow.tlog import Signer
+from otel_route_shadow.tlog import Signer, sign_note
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = str(ROOT / "examples" / "policies.json")
@@ -44,6 +52,7 @@ CONTEXT = str(ROOT / "examples" / "contexts" / "selected-managed-policy.json")
 SIGNER = Signer.generate(ORIGIN)
 KEY = str(SIGNER.verifier())
 WITNESS = Cosigner("witness.example/w0")
+SEGMENTS_ORIGIN = "example.com/route-shadow/segments"
 
 
 # -- the table as docs/auditing.md shows it, and as --help shows it ------------------------------------------
@@ -112,6 +121,28 @@ def _refused(tmp_path: Path, how: str) -> Path:
         chain.write_bytes(chain.read_bytes().split(b"\n", 1)[0] + b"\n")
     assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is None
     return chain
+
+
+def _key_file(tmp_path: Path) -> str:
+    path = tmp_path / "log.key"
+    path.write_text(SIGNER.secret_string() + "\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+def _torn(chain: Path) -> str:
+    with chain.open("ab") as handle:
+        handle.write(b'{"payload":')
+    return str(chain)
+
+
+def _rotate_while_locked(c: Ctx) -> list[str]:
+    """Another holder of the chain's lock (a second open file description: flock is per description)."""
+    chain = _chain(c.tmp)
+    holder = os.open(chain, os.O_RDONLY)
+    c.stack.callback(os.close, holder)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    return ["rotate", str(chain), "--key", _key_file(c.tmp), "--timeout", "0.05"]
 
 
 def _broken(chain: Path) -> Path:
@@ -260,6 +291,28 @@ def _demo_broken(c: Ctx) -> list[str]:
     return ["demo", "--spawns", "2", "--quiet", "--out", str(out)]
 
 
+def _prune(c: Ctx, *extra: str, edit: bool = False) -> list[str]:
+    log = segmented_chain(c.tmp / "segmented", (12, 10))
+    if edit:
+        first = log.segment(0)
+        first.write_bytes(first.read_bytes().replace(b'"n":3', b'"n":4', 1))
+    return ["prune", str(log.chain), "--key", str(SEGMENTS_KEY), "--min-index", "12", *extra]
+
+
+def _prune_locked(c: Ctx) -> list[str]:
+    argv = _prune(c, "--wait", "0")
+    held = c.stack.enter_context(open(argv[1], "rb"))  # noqa: SIM115 (closed with the stack)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    return argv
+
+
+def _prune_unwitnessed(c: Ctx) -> list[str]:
+    argv = _prune(c)
+    policy = c.tmp / "witnesses.policy"
+    policy.write_text(f"log {SEGMENTS_KEY}\nwitness w0 {WITNESS.verifier}\nquorum w0\n")
+    return [*argv[:2], "--witness-policy", str(policy), *argv[4:]]
+
+
 SCENARIOS: dict[tuple[str, int], Scenario] = {
     ("explain", 0): lambda c: ["explain", "--policies", POLICIES, "--context", CONTEXT],
     ("explain", 2): lambda c: ["explain", "--policies", POLICIES, "--context", str(c.tmp / "absent.json")],
@@ -292,7 +345,7 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
     ("verify", 0): lambda c: ["verify", str(_chain(c.tmp)), "--key", KEY],
     ("verify", 1): lambda c: ["verify", str(_broken(_chain(c.tmp)))],
     ("verify", 2): lambda c: ["verify", str(c.tmp / "absent.jsonl")],
-    ("verify", 3): lambda c: ["verify", str(_chain(c.tmp)), "--policy", _policy(c.tmp)],
+    ("verify", 3): lambda c: ["verify", str(_chain(c.tmp)), "--witness-policy", _policy(c.tmp)],
     ("prove", 0): lambda c: ["prove", str(_chain(c.tmp)), "--seq", "1"],
     ("prove", 1): _receipt_line_changed,
     ("prove", 2): lambda c: ["prove", str(_chain(c.tmp)), "--seq", "30"],
@@ -302,7 +355,7 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
         "--seq",
         "1",
         "--receipt",
-        "--policy",
+        "--witness-policy",
         _policy(c.tmp),
     ],
     ("verify-proof", 0): lambda c: _verify_proof(c, "--key", KEY),
@@ -316,7 +369,7 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
         "--key",
         KEY,
     ],
-    ("verify-proof", 3): lambda c: _verify_proof(c, "--policy", _policy(c.tmp)),
+    ("verify-proof", 3): lambda c: _verify_proof(c, "--witness-policy", _policy(c.tmp)),
     ("audit", 0): lambda c: _audit(c, _host(c.tmp), "--key", KEY),
     ("audit", 1): lambda c: _audit(c, _truncated_host(c.tmp), "--key", KEY),
     ("audit", 2): lambda c: ["audit", str(c.tmp / "absent.jsonl"), "--backend", "http://127.0.0.1:9"],
@@ -349,9 +402,18 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
     ],
     ("key generate", 2): lambda c: ["key", "generate", "--name", "café", "--out", str(c.tmp / "k")],
     ("serve", 2): _serve_without_a_checkpoint,
+    ("prune", 0): _prune,
+    ("prune", 1): lambda c: _prune(c, edit=True),
+    ("prune", 2): lambda c: [*_prune(c)[:2], "--min-index", "12"],
+    ("prune", 3): _prune_unwitnessed,
+    ("prune", 7): _prune_locked,
     ("acknowledge", 0): lambda c: ["acknowledge", str(_refused(c.tmp, "unverified"))],
     ("acknowledge", 1): lambda c: ["acknowledge", str(_chain(c.tmp))],
     ("acknowledge", 2): lambda c: ["acknowledge", str(_refused(c.tmp, "truncated"))],
+    ("rotate", 0): lambda c: ["rotate", str(_chain(c.tmp)), "--key", _key_file(c.tmp)],
+    ("rotate", 1): lambda c: ["rotate", _torn(_chain(c.tmp)), "--key", _key_file(c.tmp)],
+    ("rotate", 2): lambda c: ["rotate", str(_chain(c.tmp))],  # a signed log and no key
+    ("rotate", 7): _rotate_while_locked,
     ("demo", 0): lambda c: ["demo", "--spawns", "2", "--quiet", "--out", str(c.tmp / "demo")],
     ("demo", 1): _demo_broken,
     ("demo", 2): lambda c: [
@@ -439,3 +501,120 @@ def test_audits_problems_are_named_as_the_table_names_their_codes() -> None:
     for problem in Problem:
         if problem is not Problem.NO_SPANS:
             assert problem.value == names[audit_cli._EXIT_OF[problem]]
+
+
+# -- a segmented chain's bad input: one clear line, exit 1, nothing changed ----------------------------------
+
+SEGMENT_SIGNER = Signer.generate(SEGMENTS_ORIGIN)
+
+
+def _segment(chain: Path, first: int) -> Path:
+    return segments_folder(chain) / f"{first:016d}.jsonl"
+
+
+def _rewritten(path: Path, data: bytes) -> None:
+    path.unlink()  # a closed segment may be a hard link of the live file a cut closed: edit this name only
+    path.write_bytes(data)
+
+
+def _swap(chain: Path) -> None:
+    first, second = _segment(chain, 0), _segment(chain, 5)
+    first.rename(chain.parent / "swap")
+    second.rename(first)
+    (chain.parent / "swap").rename(second)
+
+
+SEGMENT_DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
+    "missing": (lambda chain: _segment(chain, 5).unlink(), "segment-missing"),
+    "reordered": (_swap, "segment-misplaced"),
+    "duplicated": (
+        lambda chain: shutil.copyfile(_segment(chain, 0), _segment(chain, 2)),
+        "segment-misplaced",
+    ),
+    "record-edited": (
+        lambda chain: _rewritten(
+            _segment(chain, 5), _segment(chain, 5).read_bytes().replace(b"agent-", b"AGENT-", 1)
+        ),
+        "hash-mismatch",
+    ),
+    "ending-mid-line": (
+        lambda chain: _rewritten(_segment(chain, 5), _segment(chain, 5).read_bytes() + b'{"v":1,"seq":9'),
+        "segment-edited",
+    ),
+}
+WRONG_ANCHOR: dict[str, tuple[str, object, str]] = {
+    "wrong-hash": ("sha256", "00" * 32, "segment-edited"),
+    "wrong-file": ("segment", "0000000000000001.jsonl", "anchor-mismatch"),
+    "wrong-link": ("last_record_hash", "ab" * 32, "anchor-mismatch"),
+}
+
+
+def _folder_bytes(chain: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(chain.parent.rglob("*")) if p.is_file()}
+
+
+def _verify_segmented(chain: Path, capsys: pytest.CaptureFixture[str], reason: str) -> None:
+    before = _folder_bytes(chain)
+    capsys.readouterr()
+    assert main(["verify", str(chain), "--key", str(SEGMENT_SIGNER.verifier())]) == 1
+    out = capsys.readouterr().out
+    broken = [line for line in out.splitlines() if "BROKEN at seq" in line]
+    assert len(broken) == 1 and broken[0].endswith(f": {reason}"), out
+    assert _folder_bytes(chain) == before  # nothing lost: the auditor changes nothing
+
+
+@pytest.mark.parametrize("damage", sorted(SEGMENT_DAMAGE))
+def test_a_segment_missing_reordered_duplicated_or_edited_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    chain = tmp_path / "c.jsonl"
+    segments_chain(chain, [5, 4, 6], signer=SEGMENT_SIGNER, origin=SEGMENTS_ORIGIN)
+    harm, reason = SEGMENT_DAMAGE[damage]
+    harm(chain)
+    _verify_segmented(chain, capsys, reason)
+
+
+@pytest.mark.parametrize("wrong", sorted(WRONG_ANCHOR))
+def test_an_anchor_naming_a_wrong_hash_or_file_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], wrong: str
+) -> None:
+    field, value, reason = WRONG_ANCHOR[wrong]
+    chain = tmp_path / "c.jsonl"
+
+    def tamper(anchor: dict[str, object]) -> dict[str, object]:
+        return {**anchor, field: value} if anchor["first_seq"] == 5 else anchor
+
+    segments_chain(chain, [5, 4, 6], signer=SEGMENT_SIGNER, origin=SEGMENTS_ORIGIN, tamper=tamper)
+    _verify_segmented(chain, capsys, reason)
+
+
+def test_a_segmented_chain_broken_in_a_later_file_names_its_seq_in_the_checkpoint_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report said "broken-chain at seq 4" for seq 9, line 5 of the segment it is in."""
+    chain = tmp_path / "c.jsonl"
+    segments_chain(chain, [5, 4, 6], signer=SEGMENT_SIGNER, origin=SEGMENTS_ORIGIN)
+    SEGMENT_DAMAGE["ending-mid-line"][0](chain)
+    _segment(chain, 5).write_bytes(_segment(chain, 5).read_bytes().replace(b'{"v":1,"seq":9', b"\n"))
+    assert main(["verify", str(chain), "--key", str(SEGMENT_SIGNER.verifier())]) == 1
+    assert "CHECKPOINTS BROKEN: broken-chain at seq 9" in capsys.readouterr().out
+
+
+def test_an_anchor_whose_signed_root_is_not_the_trees_is_a_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An anchor carrying a note the log key signed, of the anchor's size, on another tree: the anchor
+    check alone (signature and size) passes; its root held against the tree does not."""
+    chain = tmp_path / "c.jsonl"
+
+    def other_tree(anchor: dict[str, object]) -> dict[str, object]:
+        if anchor["first_seq"] != 5:
+            return anchor
+        size = int(str(anchor["last_seq"])) + 1
+        text = f"{SEGMENTS_ORIGIN}\n{size}\n{base64.b64encode(bytes([7]) * 32).decode()}\n"
+        return {**anchor, "checkpoint": sign_note(text, [SEGMENT_SIGNER])}
+
+    segments_chain(chain, [5, 4, 6], signer=SEGMENT_SIGNER, origin=SEGMENTS_ORIGIN, tamper=other_tree)
+    assert main(["verify", str(chain), "--key", str(SEGMENT_SIGNER.verifier()), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)["checkpoints"]
+    assert [v["size"] for v in report["verdicts"] if v["reason"] in {"fork", "record-changed"}] == [9]

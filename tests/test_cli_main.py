@@ -134,10 +134,10 @@ def test_jobs_are_capped_to_the_machine_with_a_note(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # `verify --jobs 100000` started 3,600 processes.
-    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.chain import DecisionChain
 
     chain = tmp_path / "chain.jsonl"
-    RoutingAuditLog(chain).append({"kind": "note"})
+    DecisionChain(chain).append({"kind": "note"})
     assert main(["verify", str(chain), "--jobs", "100000"]) == 0
     err = capsys.readouterr().err
     assert f"--jobs 100000 capped to {os.cpu_count() or 1}" in err

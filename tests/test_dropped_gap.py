@@ -22,8 +22,8 @@ from otel_route_shadow.backend.audit import audit_chain
 from otel_route_shadow.backend.verdict import AuditVerdict
 from otel_route_shadow.chain import (
     DROPPED_KIND,
+    DecisionChain,
     DroppedGap,
-    RoutingAuditLog,
     encode_payload,
     iter_payloads,
     sanitize_payload,
@@ -41,7 +41,7 @@ def force_drop(path: Path, count: int = DROPPED) -> tuple[int, int]:
     event); returns the wall-clock bounds of the drop."""
     last = [payload for _, payload in iter_payloads(path)][-1]
     encoded = encode_payload(*sanitize_payload(last))
-    log = RoutingAuditLog(path, lock_timeout=0.01, backlog=0)
+    log = DecisionChain(path, lock_timeout=0.01, backlog=0)
     before = time.time_ns()
     with lock_held_by_another_process(path):
         for _ in range(count):
@@ -121,7 +121,7 @@ AUDIT_ORIGIN = "example.test/route-shadow/gaps"
 def _drop_then_append(chain: Path, backend: FakeBackend, count: int) -> None:
     """Another process holds the lock while ``count`` seam records are submitted and dropped; the next
     record writes the ``records-dropped`` event, then itself (its span reaches the backend)."""
-    log = RoutingAuditLog(chain, lock_timeout=0.01, backlog=0)
+    log = DecisionChain(chain, lock_timeout=0.01, backlog=0)
     with lock_held_by_another_process(chain):
         for i in range(count):
             dropped = encode_payload(*sanitize_payload(seam_payload(AUDIT_ORIGIN, 100 + i, 1)))

@@ -35,7 +35,7 @@ from otel_route_shadow.lines import (
     line_segments,
     read_line_blocks,
 )
-from otel_route_shadow.processes import run_segments
+from otel_route_shadow.processes import each_segment
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json
 
 
@@ -266,12 +266,12 @@ def _count_lines(path: str, start: int, end: int) -> int:
         return handle.read(end - start).count(b"\n")
 
 
-def test_run_segments_in_processes_gives_what_one_process_gives(tmp_path: Path) -> None:
+def test_each_segment_in_processes_gives_what_one_process_gives(tmp_path: Path) -> None:
     path = tmp_path / "f"
     path.write_bytes(b"".join(b"line %d\n" % i for i in range(20_000)))
     size = path.stat().st_size
-    one = run_segments(_count_lines, str(path), 0, size, 1, min_parallel_bytes=1)
-    two = run_segments(_count_lines, str(path), 0, size, 2, min_parallel_bytes=1)
+    one = list(each_segment(_count_lines, str(path), 0, size, 1, min_parallel_bytes=1))
+    two = list(each_segment(_count_lines, str(path), 0, size, 2, min_parallel_bytes=1))
     assert one == [20_000] and len(two) > 1 and sum(two) == 20_000
 
 

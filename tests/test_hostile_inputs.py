@@ -35,7 +35,7 @@ Tracebacks
 13. ``key generate --name café``: ``test_key_names_follow_the_signed_note_rules[non-ascii]``;
 14. a 100,000-character key name accepted: ``test_key_names_follow_the_signed_note_rules[too-long]``.
 
-Beyond the list: a FIFO, a device or a directory given as ``--key``, ``--policy`` or ``--proof``, a proof
+Beyond the list: a FIFO, a device or a directory given as ``--key``, ``--witness-policy`` or ``--proof``, a proof
 nested 50,000 deep, a backend answering JSON nested 50,000 deep, ``report --html`` and ``prove
 --record-out`` naming a FIFO (``test_*_beyond_the_list``).
 Older in-process tests of the same readers: tests/test_files.py, test_chain_path.py,
@@ -153,14 +153,14 @@ NAMED = {
         KEY,
     ],
     "verify --key": lambda c, p, f: ["verify", c, "--key", f],
-    "verify --policy": lambda c, p, f: ["verify", c, "--policy", f],
-    "verify-proof --policy": lambda c, p, f: [
+    "verify --witness-policy": lambda c, p, f: ["verify", c, "--witness-policy", f],
+    "verify-proof --witness-policy": lambda c, p, f: [
         "verify-proof",
         "--proof",
         p,
         "--checkpoint",
         c + ".tlog/checkpoint",
-        "--policy",
+        "--witness-policy",
         f,
     ],
     "report --key": lambda c, p, f: ["report", c, "--key", f],
@@ -175,7 +175,7 @@ def test_a_fifo_named_on_the_command_line_is_refused(chain: Path, proof: Path, c
 
 @pytest.mark.parametrize(
     ("command", "kind"),
-    [("verify --key", "device"), ("verify --policy", "directory"), ("verify-proof --proof", "device")],
+    [("verify --key", "device"), ("verify --witness-policy", "directory"), ("verify-proof --proof", "device")],
 )
 def test_a_device_or_a_directory_named_on_the_command_line_is_refused_beyond_the_list(
     chain: Path, proof: Path, command: str, kind: str

@@ -41,6 +41,7 @@ or its type is ``Path``."""
 
 LOG_SIGNER = Signer.generate(ORIGIN)
 LOG_KEY = str(LOG_SIGNER.verifier())
+ROTATE_SIGNER = Signer.generate("example.com/route-shadow/rotate")
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -83,6 +84,11 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cli("policy", "save", str(EXAMPLES / "policies.json"), "--store", str(root / "store"))
     assert (root / "store" / "current.json").exists()
     (root / "witness.policy").write_text(f"log {LOG_KEY}\nquorum none\n")
+    (root / "log.keys").write_text(f"{LOG_KEY} 0\n")
+    rotated = root / "rotate.jsonl"  # its own chain: the other commands read the workspace's unchanged
+    append(rotated, 3, Checkpointer(str(rotated), ROTATE_SIGNER.name, ROTATE_SIGNER), every=3)
+    (root / "rotate.key").write_text(ROTATE_SIGNER.secret_string() + "\n")
+    (root / "rotate.key").chmod(0o600)
     cli("demo", "--spawns", "3", "--quiet", "--out", str(root / "demo"))
     assert (root / "demo" / "chain.jsonl").exists()
     return root
@@ -131,7 +137,11 @@ FILE_OPTIONS = sorted(set(_options(build_parser(), ())))
 
 def test_the_file_options_are_found() -> None:
     found = set(FILE_OPTIONS)
-    assert {(("verify",), "--policy"), (("report",), "--policy"), (("explain",), "--context")} <= found
+    assert {
+        (("verify",), "--witness-policy"),
+        (("report",), "--witness-policy"),
+        (("explain",), "--context"),
+    } <= found
     assert {(("policy", "save"), "file"), (("audit",), "--state"), (("serve",), "chains")} <= found
     assert len(found) >= 45
 
@@ -143,6 +153,7 @@ def valid_lines(command: tuple[str, ...], w: Path) -> list[list[str]]:
     checkpoint, policy = chain + ".tlog/checkpoint", str(w / "witness.policy")
     context = str(EXAMPLES / "contexts" / "selected-managed-policy.json")
     receipt, record, proof = str(w / "receipt.txt"), str(w / "record.line"), str(w / "proof.json")
+    key_set = str(w / "log.keys")
     lines = {
         ("explain",): [
             ["--store", store, "--context", context],
@@ -157,7 +168,8 @@ def valid_lines(command: tuple[str, ...], w: Path) -> list[list[str]]:
         ("policy", "export"): [["--store", store]],
         ("verify",): [
             ["chain", chain, "--checkpoint", checkpoint, "--key", LOG_KEY],
-            ["chain", chain, "--policy", policy],
+            ["chain", chain, "--witness-policy", policy],
+            ["chain", chain, "--keys", key_set],
         ],
         ("demo",): [["--spawns", "2", "--quiet", "--policies", policies, "--out", str(w / "demo-out")]],
         ("audit",): [
@@ -170,6 +182,8 @@ def valid_lines(command: tuple[str, ...], w: Path) -> list[list[str]]:
                 "p",
                 "--key",
                 LOG_KEY,
+                "--keys",
+                key_set,
                 "--state",
                 str(w / "audit-state"),
                 "--timeout",
@@ -182,7 +196,7 @@ def valid_lines(command: tuple[str, ...], w: Path) -> list[list[str]]:
                 "http://127.0.0.1:9",
                 "--project",
                 "p",
-                "--policy",
+                "--witness-policy",
                 policy,
                 "--timeout",
                 "1",
@@ -190,14 +204,15 @@ def valid_lines(command: tuple[str, ...], w: Path) -> list[list[str]]:
         ],
         ("report",): [
             ["chain", chain, "--store", store, "--key", LOG_KEY, "--html", str(w / "report.html")],
-            ["chain", chain, "--policy", policy],
+            ["chain", chain, "--keys", key_set],
+            ["chain", chain, "--witness-policy", policy],
             ["chain", chain, "--state", str(w / "report-state")],
         ],
         ("whatif",): [
             ["chain", chain, "--store", store, "--revision", "1"],
             ["chain", chain, "--policies", policies],
-            ["chain", chain, "--policies", policies, "--key", LOG_KEY],
-            ["chain", chain, "--policies", policies, "--policy", policy],
+            ["chain", chain, "--policies", policies, "--key", LOG_KEY, "--keys", key_set],
+            ["chain", chain, "--policies", policies, "--witness-policy", policy],
         ],
         ("matrix",): [
             ["--store", store, "--chain", str(w / "demo" / "chain.jsonl")],
@@ -211,8 +226,10 @@ def valid_lines(command: tuple[str, ...], w: Path) -> list[list[str]]:
                 chain,
                 "--seq",
                 "1",
-                "--policy",
+                "--witness-policy",
                 policy,
+                "--keys",
+                key_set,
                 "--receipt",
                 "--record-out",
                 str(w / "out.line"),
@@ -220,10 +237,17 @@ def valid_lines(command: tuple[str, ...], w: Path) -> list[list[str]]:
         ],
         ("verify-proof",): [
             ["--receipt", receipt, "--key", LOG_KEY, "--record", record],
-            ["--proof", proof, "--checkpoint", checkpoint, "--policy", policy, "--record", record],
+            ["--receipt", receipt, "--keys", key_set, "--record", record],
+            ["--proof", proof, "--checkpoint", checkpoint, "--witness-policy", policy, "--record", record],
         ],
         ("serve",): [["chains", chain, "--listen", "127.0.0.1:0", "--key", LOG_KEY]],
         ("acknowledge",): [["chain", chain]],
+        ("rotate",): [["chain", str(w / "rotate.jsonl"), "--key", str(w / "rotate.key")]],
+        ("prune",): [
+            ["chain", chain, "--key", LOG_KEY, "--keep-records", "1000000"],
+            ["chain", chain, "--witness-policy", policy, "--keep-records", "1000000"],
+            ["chain", chain, "--keys", key_set, "--keep-records", "1000000"],
+        ],
     }
     return lines[command]
 
@@ -245,11 +269,17 @@ def argv_of(
     return out
 
 
+OLD_NAMES = {"--policy": "--witness-policy"}
+"""Options kept under an old name: swept with the lines of the new name."""
+
+
 def argv_with(command: tuple[str, ...], option: str, value: str, w: Path) -> list[str]:
-    """The first valid line of ``command`` that names ``option``, with ``value`` for it."""
+    """The first valid line of ``command`` that names ``option`` (or the option it is the old name
+    of), with ``value`` for it under ``option``."""
+    new = OLD_NAMES.get(option, option)
     for line in valid_lines(command, w):
-        if option in line:
-            return argv_of(command, line, option, value)
+        if new in line:
+            return argv_of(command, [option if item == new else item for item in line], option, value)
     raise AssertionError(f"no valid command line of {' '.join(command)} names {option}: add one")
 
 

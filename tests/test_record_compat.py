@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.cli import main
 from otel_route_shadow.core import PolicySnapshot
 from otel_route_shadow.demo import factory
@@ -29,7 +29,7 @@ NEW_KEYS = {  # what issue 15 added to a record: a record without them is what a
 
 
 def _old_style_chain(path: Path) -> None:
-    log = RoutingAuditLog(path)
+    log = DecisionChain(path)
     settings = factory.FactorySettings()
     for number, job in enumerate(factory.plan_jobs(24, settings)):
         record = observe("seam", factory.context_for(job, "agentic"), PolicySnapshot())

@@ -20,9 +20,11 @@ from pathlib import Path
 
 import pytest
 from go_interop import TORCHWOOD_V061, run_go_interop
+from segment_support import segmented_chain, segments_folder, sign, whole_copy
 from serve_support import get, serving
 from tlog_support import append, lines, notes
 
+from otel_route_shadow.cli import main
 from otel_route_shadow.logstore import Checkpointer, signed_checkpoint_from_note, tlog_dir
 from otel_route_shadow.tlog import Signer, tile_path
 
@@ -115,3 +117,83 @@ def test_torchwood_and_xmod_read_every_checkpoint_over_http_and_fail_on_damage(t
         in corrupt_server.log()
     )
     assert "Traceback" not in intact_server.log() + corrupt_server.log() + partial_server.log()
+
+
+def test_torchwood_and_xmod_read_a_segmented_chain_through_serve(tmp_path: Path) -> None:
+    """A chain cut twice, each boundary inside an entry bundle (seq 300 and 550): torchwood's Client
+    authenticates every entry of every published checkpoint through ``serve``, and x/mod proves every
+    entry included (in both segments and the live file) and every published tree consistent."""
+    chain = tmp_path / "segmented" / "chain.jsonl"
+    chain.parent.mkdir()
+    segmented_chain(chain, [300, 250, 151], signer=SIGNER, origin=ORIGIN)
+    sign(chain, SIGNER, ORIGIN)
+    whole = whole_copy(chain)
+    assert len(list(segments_folder(chain).iterdir())) == 2
+    published = notes(chain)
+    assert [signed_checkpoint_from_note(note).size for note in published] == [300, 550, 701]
+    key = str(SIGNER.verifier())
+    with serving([segments_folder(chain)], "--key", key, workdir=tmp_path) as server:
+        case = {
+            "name": "segmented",
+            "url": server.urls[ORIGIN],
+            "chain": str(whole),
+            "notes": published,
+            "expect": [True] * 3,
+        }
+        output = run_go_interop({"verifier": key, "serve": [case]}, tmp_path)
+    assert f"{1 + 2 * 3} checks, 0 failed" in output
+    assert "Traceback" not in server.log()
+
+
+def _pruned_case(tmp_path: Path, sizes: list[int], min_index: int) -> tuple[dict[str, object], Path]:
+    """A chain cut at ``sizes`` and pruned below ``min_index`` by ``prune`` (the segments deleted), its
+    whole copy, and the serve case of its published notes (sizes >= the minimum index, all of them)."""
+    chain = tmp_path / "pruned" / "chain.jsonl"
+    chain.parent.mkdir()
+    segmented_chain(chain, sizes, signer=SIGNER, origin=ORIGIN)
+    sign(chain, SIGNER, ORIGIN)
+    whole = whole_copy(chain)
+    key = str(SIGNER.verifier())
+    assert main(["prune", str(chain), "--key", key, "--min-index", str(min_index), "--delete"]) == 0
+    published = notes(chain)
+    assert signed_checkpoint_from_note(published[0]).size == min_index
+    case = {"name": "pruned", "chain": str(whole), "notes": published, "expect": [True] * len(published)}
+    return {**case, "min_index": min_index}, chain
+
+
+def test_torchwood_and_xmod_read_a_pruned_segmented_chain_through_serve(tmp_path: Path) -> None:
+    """A chain cut at seq 256 and 550, pruned below 256 by ``prune``: torchwood's Client authenticates
+    every entry from the minimum index on, of every published checkpoint; x/mod proves each retained entry
+    included and every retained size consistent with the next and the latest; the entry bundle wholly
+    below the minimum index is 410 Gone."""
+    case, chain = _pruned_case(tmp_path, [256, 294, 151], 256)
+    key = str(SIGNER.verifier())
+    with serving([chain], "--key", key, workdir=tmp_path) as server:
+        assert get(server.urls[ORIGIN] + "min-index")[2].strip() == b"256"
+        output = run_go_interop({"verifier": key, "serve": [{**case, "url": server.urls[ORIGIN]}]}, tmp_path)
+    assert f"{2 + 2 * 3} checks, 0 failed" in output
+    assert "the entry bundle wholly below the minimum index 256 is 410 Gone: <nil>" in output
+    assert "authenticates all 445 entries of checkpoint 2 from 256: ok=true" in output
+    assert "Traceback" not in server.log()
+
+
+def test_a_chain_pruned_inside_an_entry_bundle_serves_whole_bundles_from_the_next_bundle_boundary(
+    tmp_path: Path,
+) -> None:
+    """Pruned below seq 300 (inside entry bundle 1, [256, 512)): serve publishes the minimum index 512, the
+    bundle across the first kept record is 410 Gone whole (it used to be a 409: its first entries were
+    pruned), and torchwood's Client authenticates every entry from 512 of every published checkpoint of a
+    size >= 512, x/mod proves them included and those sizes consistent."""
+    case, chain = _pruned_case(tmp_path, [300, 250, 151], 300)
+    notes_kept = [note for note in case["notes"] if signed_checkpoint_from_note(note).size >= 512]  # type: ignore[attr-defined]
+    case = {**case, "min_index": 512, "notes": notes_kept, "expect": [True] * len(notes_kept)}
+    key = str(SIGNER.verifier())
+    with serving([chain], "--key", key, workdir=tmp_path) as server:
+        url = server.urls[ORIGIN]
+        assert get(url + "min-index")[2].strip() == b"512"
+        assert get(url + "tile/entries/001")[0] == 410
+        assert get(url + "tile/entries/002.p/189")[0] == 200
+        output = run_go_interop({"verifier": key, "serve": [{**case, "url": url}]}, tmp_path)
+    assert f"{2 + 2 * 2} checks, 0 failed" in output
+    assert "authenticates all 189 entries of checkpoint 1 from 512: ok=true" in output
+    assert "Traceback" not in server.log()

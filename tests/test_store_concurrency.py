@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,25 +25,29 @@ def _policy_set(writer: int, save: int) -> list[RoutingPolicy]:
     ]
 
 
-def _writer(root: str, writer: int, start: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    while time.time() < start:
-        time.sleep(0.001)
+def _writer(root: str, writer: int, go: Any, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    go.wait(30)
     store = RoutingPolicyStore(root)
     for save in range(SAVES_PER_WRITER):
         result = store.save(_policy_set(writer, save))
         out.put((result.revision, result.content_hash, policy_set_hash(_policy_set(writer, save))))
 
 
-def _reader(root: str, stop: Any, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _reader(root: str, stop: Any, ready: Any, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    """Load until stopped; the first load is always made, and announced, before any writer starts."""
     store = RoutingPolicyStore(root)
     store.racy_window_ns = 0
     bad: list[str] = []
     loads = 0
-    while not stop.is_set():
+    while True:
         load = store.load()
         loads += 1
         if load.state == "corrupt":
             bad.append(f"{load.problem_kind}: {load.problem}")
+        if loads == 1:
+            ready.release()
+        if stop.is_set():
+            break
     out.put((loads, bad))
 
 
@@ -54,12 +57,16 @@ def test_concurrent_saves_issue_each_revision_once_and_every_file_verifies(tmp_p
     context = multiprocessing.get_context("fork")
     results: multiprocessing.Queue = context.Queue()  # type: ignore[type-arg]
     reads: multiprocessing.Queue = context.Queue()  # type: ignore[type-arg]
-    start = time.time() + 0.3
+    go = context.Event()
     stop = context.Event()
-    writers = [context.Process(target=_writer, args=(root, w, start, results)) for w in range(WRITERS)]
-    readers = [context.Process(target=_reader, args=(root, stop, reads)) for _ in range(2)]
+    ready = context.Semaphore(0)
+    writers = [context.Process(target=_writer, args=(root, w, go, results)) for w in range(WRITERS)]
+    readers = [context.Process(target=_reader, args=(root, stop, ready, reads)) for _ in range(2)]
     for process in writers + readers:
         process.start()
+    # Writers start together, and only once every reader has loaded: no reader can miss the race.
+    assert all(ready.acquire(timeout=15) for _ in readers)
+    go.set()
     saved = [results.get(timeout=15) for _ in range(WRITERS * SAVES_PER_WRITER)]
     stop.set()
     read_reports = [reads.get(timeout=15) for _ in readers]

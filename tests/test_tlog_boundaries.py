@@ -12,10 +12,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
-from otel_route_shadow.instrumentation.checkpointing import WORKER_NAME
 from otel_route_shadow.instrumentation.config import RouteShadowConfig
 from otel_route_shadow.logstore import read_note_file
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
+from otel_route_shadow.worker import WorkerName
 
 TLOG = Path(__file__).resolve().parent.parent / "otel_route_shadow" / "tlog"
 FORBIDDEN = (
@@ -87,7 +87,7 @@ def test_the_plugin_checkpoints_as_it_goes_and_at_uninstrument(tmp_path: Path) -
                 pass
         assert first.wait(30)  # a hang guard only: due at record 4, made by the checkpointer's thread
         size, thread = made[0]
-        assert 4 <= size <= 10 and thread == WORKER_NAME
+        assert 4 <= size <= 10 and thread == WorkerName.CHECKPOINTER
     finally:
         instrumentor.uninstrument()
     notes = read_note_file(os.fspath(chain) + ".tlog/checkpoints").notes

@@ -12,7 +12,7 @@ import pytest
 from test_chain_support import build_old_chain
 from tlog_support import ORIGIN, append, lines, log_dir, notes, root_from_leaf_hashes
 
-from otel_route_shadow.chain import RoutingAuditLog, WrittenLine
+from otel_route_shadow.chain import DecisionChain, WrittenLine
 from otel_route_shadow.logstore import Checkpointer, LogStore, SignedCheckpoint, default_origin, links
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import (
@@ -184,7 +184,7 @@ def test_a_torn_tail_is_not_a_leaf(tmp_path: Path) -> None:
 
 def _worker(chain: str, key: str, rounds: int) -> None:
     checkpointer = Checkpointer(chain, ORIGIN, Signer.parse(key))
-    with RoutingAuditLog(chain) as log:
+    with DecisionChain(chain) as log:
         for n in range(rounds):
             log.append({"kind": "route-shadow", "pid": os.getpid(), "n": n})
             if n % 7 == 6:

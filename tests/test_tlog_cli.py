@@ -11,7 +11,7 @@ import pytest
 from tlog_support import append
 
 from otel_route_shadow.cli import main
-from otel_route_shadow.logstore import Checkpointer, KeyFileError, read_signer_file
+from otel_route_shadow.logstore import Checkpointer, KeyFileError, read_signing_keys
 
 VECTORS = Path(__file__).parent / "vectors" / "tlog"
 
@@ -28,7 +28,7 @@ def signed_chain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Pa
     code, out, _ = run(["key", "generate", "--name", "example.com/cli", "--out", str(key)], capsys)
     assert code == 0
     chain = tmp_path / "chain.jsonl"
-    checkpointer = Checkpointer(str(chain), "example.com/cli", read_signer_file(str(key)))
+    checkpointer = Checkpointer(str(chain), "example.com/cli", read_signing_keys(str(key))[0])
     append(chain, 300, checkpointer, every=50)
     return chain, out.strip(), key
 
@@ -55,10 +55,10 @@ def test_a_signing_key_readable_by_group_or_others_is_refused_as_ssh_does(
     _, _, key = signed_chain
     key.chmod(mode)
     with pytest.raises(KeyFileError, match=f"permissions {mode:04o} are too open") as caught:
-        read_signer_file(str(key))
+        read_signing_keys(str(key))[0]
     assert "PRIVATE" not in str(caught.value) and f"chmod 600 {key}" in str(caught.value)
     key.chmod(0o400)
-    assert read_signer_file(str(key)).name == "example.com/cli"
+    assert read_signing_keys(str(key))[0].name == "example.com/cli"
 
 
 def test_a_host_with_an_open_signing_key_runs_and_checkpoints_unsigned(

@@ -20,7 +20,6 @@ from witness_support import Cosigner
 
 from otel_route_shadow.tlog import (
     Checkpoint,
-    CosignatureAlgorithm,
     CosignatureError,
     CosignatureVerifier,
     Signer,
@@ -30,6 +29,7 @@ from otel_route_shadow.tlog import (
     verify_cosignatures,
 )
 from otel_route_shadow.tlog.cosignature import (
+    CosignatureAlgorithm,
     CosignatureFault,
     cosignature_key_id,
     split_timestamped_signature,

@@ -20,7 +20,7 @@ import pytest
 from tlog_support import ORIGIN, append, lines, log_dir, notes, root_from_leaf_hashes
 
 from otel_route_shadow import files
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.logstore import Checkpointer, LogStore
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import Signer, TileReader, authenticate, leaf_hash, tile_path, tree_hash
@@ -125,7 +125,7 @@ def test_a_writer_killed_at_any_durable_write_leaves_a_log_the_next_start_repair
 
 def _host(chain: str, key: str) -> None:
     checkpointer = Checkpointer(chain, ORIGIN, Signer.parse(key))
-    with RoutingAuditLog(chain) as log:
+    with DecisionChain(chain) as log:
         n = 0
         while True:
             log.append({"kind": "route-shadow", "n": n})

@@ -26,7 +26,6 @@ from otel_route_shadow.logstore import (
     long_entries,
     signed_checkpoint_from_note,
 )
-from otel_route_shadow.logstore import entries as tlog_entries
 from otel_route_shadow.logstore.entries import (
     ENTRIES_INDEX_FILE,
     BundleDamaged,
@@ -75,9 +74,9 @@ def test_everything_beside_the_chain_costs_under_ten_percent_of_it(tmp_path: Pat
     plugin-shaped records checkpointed every 100: the chain stays the one copy of the entries."""
     chain = tmp_path / "chain.jsonl"
     writer = Checkpointer(str(chain), ORIGIN, SIGNER)
-    from otel_route_shadow.chain import RoutingAuditLog
+    from otel_route_shadow.chain import DecisionChain
 
-    with RoutingAuditLog(chain) as log:
+    with DecisionChain(chain) as log:
         for n in range(2000):
             log.append(plugin_payload(n))
             if n % 100 == 99:
@@ -273,8 +272,8 @@ def test_the_writer_keeps_the_entries_index_and_a_reader_scans_nothing(
     chain = _log(tmp_path, count=1100, every=100)
     assert _index_file(chain) == _scanned_offsets(chain)  # lines 0, 256, 512, 768 and 1024
     opened: list[str] = []
-    real = tlog_entries._open
-    monkeypatch.setattr(tlog_entries, "_open", lambda path: opened.append(path) or real(path))
+    real = EntryIndex.chain
+    monkeypatch.setattr(EntryIndex, "chain", lambda self: opened.append(self.chain_path) or real(self))
     index = EntryIndex(str(chain), str(log_dir(chain)))
     assert index.locate(4) == _scanned_offsets(chain)[4] and opened == []
     append(chain, 200, Checkpointer(str(chain), ORIGIN, SIGNER), every=200, start=1100)  # a later process

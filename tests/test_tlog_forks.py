@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tlog_support import ORIGIN, append, lines, log_dir, notes, root_from_leaf_hashes
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.logstore import Checkpointer, LogStore
 from otel_route_shadow.logstore.consistency import verify_against_checkpoints
 from otel_route_shadow.tlog import (
@@ -130,7 +130,7 @@ def test_the_process_that_signed_2400_and_2600_never_signs_2500_after_a_cut_unde
     append(chain, 200, start=2400)
     assert writer.checkpoint() is not None
     intact = lines(chain)
-    with RoutingAuditLog(chain) as log:  # the cut, made while holding the chain's lock
+    with DecisionChain(chain) as log:  # the cut, made while holding the chain's lock
         with open(chain, "r+b") as handle:
             handle.truncate(sum(len(line) + 1 for line in intact[:2300]))
         log.append({"kind": "route-shadow", "n": 100_000})

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from go_interop import run_go_interop
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.logstore import (
     Checkpointer,
     LogStore,
@@ -37,7 +37,7 @@ def _flip_last_char(text: str) -> str:
 def _build(tmp_path: Path) -> dict[str, object]:
     chain = str(tmp_path / "chain.jsonl")
     signer = Signer.generate(ORIGIN)
-    log = RoutingAuditLog(chain)
+    log = DecisionChain(chain)
     checkpointer = Checkpointer(chain, ORIGIN, signer)
     for n in range(700):
         log.append({"kind": "route-shadow", "n": n, "text": "é" * (n % 5)})

@@ -1,6 +1,6 @@
-"""The auditor's side of witnessing on the command line: ``verify --policy`` (three statements, each witness's
-largest size, quorum not met is insufficient evidence, exit 3), ``verify-proof --policy``, receipts
-(``prove --receipt``, ``verify-proof --receipt``), ``audit --policy`` and ``report --policy``; and bad input
+"""The auditor's side of witnessing on the command line: ``verify --witness-policy`` (three statements, each witness's
+largest size, quorum not met is insufficient evidence, exit 3), ``verify-proof --witness-policy``, receipts
+(``prove --receipt``, ``verify-proof --receipt``), ``audit --witness-policy`` and ``report --witness-policy``; and bad input
 (a malformed policy, witness URL, witness key or cosignature): one line on stderr, exit 2, never a traceback.
 
 The cosignatures are made by test-only cosigners and stored through the log directory's own merge
@@ -70,14 +70,14 @@ def witnessed(tmp_path: Path) -> tuple[GrowingLog, Path]:
     return log, policy
 
 
-# --- verify --policy ------------------------------------------------------------------------------------------
+# --- verify --witness-policy ------------------------------------------------------------------------------------------
 
 
 def test_verify_says_the_three_statements_and_records_beyond_the_attested_size_are_insufficient(
     witnessed: tuple[GrowingLog, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     log, policy = witnessed
-    code, out, err = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    code, out, err = run(["verify", str(log.chain), "--witness-policy", str(policy)], capsys)
     assert (code, err) == (3, "")
     assert "1. the chain is intact: yes" in out
     assert "2. it is consistent with every checkpoint: yes (4 distinct checkpoint(s)" in out
@@ -87,10 +87,10 @@ def test_verify_says_the_three_statements_and_records_beyond_the_attested_size_a
     )
     assert "largest size cosigned, per witness: one 60, two 40" in out  # the stranger's line never counts
     assert "exit 3: insufficient evidence: 30 record(s) not witnessed, more than --max-unwitnessed 0" in out
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy), "--max-unwitnessed", "30"], capsys)
+    code, out, _ = run(["verify", str(log.chain), "--witness-policy", str(policy), "--max-unwitnessed", "30"], capsys)
     assert code == 0 and "exit 0: attested" in out
     code, out, _ = run(
-        ["verify", str(log.chain), "--policy", str(policy), "--max-unwitnessed", "29", "--json"], capsys
+        ["verify", str(log.chain), "--witness-policy", str(policy), "--max-unwitnessed", "29", "--json"], capsys
     )
     witnessed_json = json.loads(out)["witnessed"]
     assert code == 3 and witnessed_json["status"] == "insufficient-evidence"
@@ -99,6 +99,21 @@ def test_verify_says_the_three_statements_and_records_beyond_the_attested_size_a
         "two": 40,
     }
     assert witnessed_json["unwitnessed"] == 30 and witnessed_json["attested_by"] == ["one", "two"]
+
+
+@pytest.mark.parametrize("command", ["verify", "report"])
+def test_the_old_option_name_policy_still_works_and_says_it_is_the_old_name_of_witness_policy(
+    witnessed: tuple[GrowingLog, Path], capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    log, policy = witnessed
+    new_code, new_out, new_err = run([command, str(log.chain), "--witness-policy", str(policy), "--json"], capsys)
+    old_code, old_out, old_err = run([command, str(log.chain), "--policy", str(policy), "--json"], capsys)
+    assert (old_code, new_err) == (new_code, "")
+    new, old = json.loads(new_out), json.loads(old_out)
+    for answer in (new, old):
+        answer.get("evidence", {}).pop("age_seconds", None)  # how old the checkpoint file is, read twice
+    assert old == new
+    assert old_err == f"otel-route-shadow {command}: --policy is the old name of --witness-policy; it still works\n"
 
 
 def test_verify_policy_verifies_each_log_signature_once(
@@ -119,7 +134,7 @@ def test_verify_policy_verifies_each_log_signature_once(
         return verify(self, message, signature)
 
     monkeypatch.setattr(note_module.Verifier, "verify", counted)
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    code, out, _ = run(["verify", str(log.chain), "--witness-policy", str(policy)], capsys)
     assert code == 3 and "attested by the quorum up to size 40" in out
     assert len(calls) == len(notes) > 4
 
@@ -132,7 +147,7 @@ def test_quorum_not_met_is_insufficient_evidence_naming_the_missing_witness(
     policy = tmp_path / "policy"
     policy.write_text(_policy_text("both"))
     code, out, _ = run(
-        ["verify", str(log.chain), "--policy", str(policy), "--max-unwitnessed", "1000"], capsys
+        ["verify", str(log.chain), "--witness-policy", str(policy), "--max-unwitnessed", "1000"], capsys
     )
     assert code == 3
     assert (
@@ -140,7 +155,7 @@ def test_quorum_not_met_is_insufficient_evidence_naming_the_missing_witness(
         in out
     )
     policy.write_text(_policy_text("either"))
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    code, out, _ = run(["verify", str(log.chain), "--witness-policy", str(policy)], capsys)
     assert code == 0 and "attested by the quorum up to size 10 (cosigned by one); 0 record(s)" in out
 
 
@@ -155,7 +170,7 @@ def test_a_cosignature_in_the_future_is_not_counted(
     directory.append_note(late)
     policy = tmp_path / "policy"
     policy.write_text(_policy_text("both"))
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    code, out, _ = run(["verify", str(log.chain), "--witness-policy", str(policy)], capsys)
     assert code == 3
     assert "not counted: cosignatures timestamped in the future by two (checkpoint of size 10)" in out
 
@@ -170,12 +185,12 @@ def test_a_cosignature_that_does_not_verify_is_a_finding_and_a_malformed_one_unu
     policy.write_text(_policy_text("both"))
     forged = note + W1.line(text, NOW) + W2.line(text.replace("\n10\n", "\n11\n"), NOW)
     LogStore(log.chain).append_note(forged)
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    code, out, _ = run(["verify", str(log.chain), "--witness-policy", str(policy)], capsys)
     assert code == 1
     assert "checkpoint #2 not counted (cosignature): the cosignature by w2.example/w" in out
     short = base64.b64encode(W2.verifier.key_id.to_bytes(4, "big") + bytes(9)).decode()
     LogStore(log.chain).append_note(note + f"\u2014 w2.example/w {short}\n")
-    code, out, err = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    code, out, err = run(["verify", str(log.chain), "--witness-policy", str(policy)], capsys)
     assert code == 2 and err.count("\n") == 1 and "checkpoint #3" in err and "72 bytes" in err
 
 
@@ -185,7 +200,7 @@ def test_verify_names_the_cosigned_checkpoint_a_cut_chain_contradicts(
     log, policy = witnessed
     lines = log.chain.read_bytes().split(b"\n")[:25]
     log.chain.write_bytes(b"".join(line + b"\n" for line in lines))
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    code, out, _ = run(["verify", str(log.chain), "--witness-policy", str(policy)], capsys)
     assert code == 1
     assert (
         "CONTRADICTED: the chain contradicts the checkpoint of size 40 that the quorum attests (cosigned by one, two): truncated"
@@ -194,7 +209,7 @@ def test_verify_names_the_cosigned_checkpoint_a_cut_chain_contradicts(
     assert "3. attested by the quorum up to size 10" in out
 
 
-# --- verify-proof --policy, receipts -------------------------------------------------------------------------------
+# --- verify-proof --witness-policy, receipts -------------------------------------------------------------------------------
 
 
 def test_verify_proof_with_a_policy_counts_the_checkpoints_cosignatures(
@@ -221,7 +236,7 @@ def test_verify_proof_with_a_policy_counts_the_checkpoints_cosignatures(
                 str(checkpoint),
                 "--record",
                 str(record),
-                "--policy",
+                "--witness-policy",
                 str(policy),
             ],
             capsys,
@@ -251,7 +266,7 @@ def test_a_receipt_carries_every_cosignature_of_its_checkpoint(
             "--seq",
             "3",
             "--receipt",
-            "--policy",
+            "--witness-policy",
             str(policy),
             "--record-out",
             str(line),
@@ -261,7 +276,7 @@ def test_a_receipt_carries_every_cosignature_of_its_checkpoint(
     assert code == 0 and out.endswith(note.split("\n\n")[1] + W1.line(text, NOW) + W2.line(text, NOW))
     receipt.write_text(out)
     code, _, _ = run(
-        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys
+        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--witness-policy", str(policy)], capsys
     )
     assert code == 0
 
@@ -278,7 +293,7 @@ def test_a_receipt_proves_one_decision_with_nothing_else(
             "--seq",
             "33",
             "--receipt",
-            "--policy",
+            "--witness-policy",
             str(policy),
             "--record-out",
             str(line),
@@ -297,18 +312,18 @@ def test_a_receipt_proves_one_decision_with_nothing_else(
         moved / "chain.jsonl"
     )  # the auditor has the receipt, the line and the policy: nothing else
     code, out, _ = run(
-        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys
+        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--witness-policy", str(policy)], capsys
     )
     assert code == 0 and "witnessed: the quorum both is met (cosigned by one, two)" in out
     other = tmp_path / "other.line"
     other.write_bytes((moved / "chain.jsonl").read_bytes().split(b"\n")[34])
     code, out, _ = run(
-        ["verify-proof", "--receipt", str(receipt), "--record", str(other), "--policy", str(policy)], capsys
+        ["verify-proof", "--receipt", str(receipt), "--record", str(other), "--witness-policy", str(policy)], capsys
     )
     assert code == 1 and "does NOT hold" in out
     policy.write_text(_policy_text("both").replace("quorum both", "quorum one"))
     code, _, _ = run(
-        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys
+        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--witness-policy", str(policy)], capsys
     )
     assert code == 0
 
@@ -317,7 +332,7 @@ def test_a_receipt_against_an_unwitnessed_checkpoint_is_insufficient_evidence(
     witnessed: tuple[GrowingLog, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log, policy = witnessed
-    code, _, err = run(["prove", str(log.chain), "--seq", "65", "--receipt", "--policy", str(policy)], capsys)
+    code, _, err = run(["prove", str(log.chain), "--seq", "65", "--receipt", "--witness-policy", str(policy)], capsys)
     assert code == 3 and "covers seq 65 and meets the quorum" in err
     receipt, line = tmp_path / "receipt", tmp_path / "record.line"
     code, out, _ = run(
@@ -326,7 +341,7 @@ def test_a_receipt_against_an_unwitnessed_checkpoint_is_insufficient_evidence(
     assert code == 0 and f"\n\n{ORIGIN}\n70\n" in out  # the latest checkpoint, cosigned by nobody
     receipt.write_text(out)
     code, out, _ = run(
-        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)], capsys
+        ["verify-proof", "--receipt", str(receipt), "--record", str(line), "--witness-policy", str(policy)], capsys
     )
     assert (
         code == 3
@@ -340,7 +355,7 @@ def test_a_receipt_against_an_unwitnessed_checkpoint_is_insufficient_evidence(
     assert code == 0 and "requires no witness" in out
 
 
-# --- audit --policy and report --policy ---------------------------------------------------------------------------
+# --- audit --witness-policy and report --witness-policy ---------------------------------------------------------------------------
 
 
 def test_audit_with_a_policy_counts_only_quorum_attested_checkpoints(tmp_path: Path) -> None:
@@ -360,7 +375,7 @@ def test_audit_with_a_policy_counts_only_quorum_attested_checkpoints(tmp_path: P
     assert report.verdict is AuditVerdict.AGREE and report.witnessed_size == 50
     assert report.witnessed is not None and report.witnessed.largest == (("one", 50), ("two", 50))
     assert (
-        "witnesses (--policy P, quorum both): attested up to size 50 (cosigned by one, two)"
+        "witnesses (--witness-policy P, quorum both): attested up to size 50 (cosigned by one, two)"
         in render_text(report)
     )
     other = _policy_text().replace(f"witness two {W2.verifier}", f"witness three {STRANGER.verifier}")
@@ -384,12 +399,12 @@ def test_report_with_a_policy_verifies_the_cosigners(
     )
     _, out, _ = run(["report", str(log.chain), "--allow-unverified"], capsys)
     assert "cosigned by: w1.example/w+" in out and "not verified here" in out
-    _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--policy", str(policy)], capsys)
+    _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--witness-policy", str(policy)], capsys)
     assert "cosigned by: one, two (cosignatures verified with the policy; quorum both met)" in out
     assert "signature verified with the given key" in out
     page = log.chain.parent / "report.html"
     run(
-        ["report", str(log.chain), "--allow-unverified", "--policy", str(policy), "--html", str(page)], capsys
+        ["report", str(log.chain), "--allow-unverified", "--witness-policy", str(policy), "--html", str(page)], capsys
     )
     assert (
         "cosigned by: one, two (cosignatures verified with the policy; quorum both met)" in page.read_text()
@@ -421,11 +436,11 @@ def test_a_malformed_policy_is_one_line_and_exit_2(
     bad = tmp_path / "bad.policy"
     bad.write_text(policy_text.format(w1=W1.verifier, log_key=LOG.verifier()))
     for argv in (
-        ["verify", str(log.chain), "--policy", str(bad)],
-        ["verify-proof", "--receipt", str(bad), "--record", str(bad), "--policy", str(bad)],
-        ["report", str(log.chain), "--policy", str(bad)],
-        ["prove", str(log.chain), "--seq", "1", "--receipt", "--policy", str(bad)],
-        ["audit", str(log.chain), "--backend", "http://127.0.0.1:9", "--policy", str(bad)],
+        ["verify", str(log.chain), "--witness-policy", str(bad)],
+        ["verify-proof", "--receipt", str(bad), "--record", str(bad), "--witness-policy", str(bad)],
+        ["report", str(log.chain), "--witness-policy", str(bad)],
+        ["prove", str(log.chain), "--seq", "1", "--receipt", "--witness-policy", str(bad)],
+        ["audit", str(log.chain), "--backend", "http://127.0.0.1:9", "--witness-policy", str(bad)],
     ):
         code, _, err = run(argv, capsys)
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
@@ -439,11 +454,11 @@ def test_usage_errors_around_the_policy_are_one_line(
     no_log = tmp_path / "nolog"
     no_log.write_text(f"witness w {W1.verifier}\nquorum w\n")
     for argv, needle in (
-        (["verify", str(log.chain), "--max-unwitnessed", "3"], "--max-unwitnessed goes with --policy"),
-        (["verify", str(log.chain), "--policy", str(no_log)], "no `log` line and no --key"),
-        (["verify", str(log.chain), "--policy", str(tmp_path / "missing")], "no such file"),
-        (["verify-proof", "--receipt", str(policy), "--policy", str(policy)], "--receipt needs --record"),
-        (["verify-proof", "--receipt", str(policy), "--record", str(policy)], "--receipt needs --policy"),
+        (["verify", str(log.chain), "--max-unwitnessed", "3"], "--max-unwitnessed goes with --witness-policy"),
+        (["verify", str(log.chain), "--witness-policy", str(no_log)], "no `log` line and no --key"),
+        (["verify", str(log.chain), "--witness-policy", str(tmp_path / "missing")], "no such file"),
+        (["verify-proof", "--receipt", str(policy), "--witness-policy", str(policy)], "--receipt needs --record"),
+        (["verify-proof", "--receipt", str(policy), "--record", str(policy)], "--receipt needs --witness-policy"),
         (["prove", str(log.chain), "--from", "3", "--receipt"], "--receipt goes with --seq"),
         (["prove", str(log.chain), "--seq", "3", "--record-out", "x"], "go with --receipt"),
     ):
@@ -459,7 +474,7 @@ def test_any_policy_file_is_read_or_refused_in_one_line(
     log, _ = witnessed
     path = tmp_path / "fuzzed.policy"
     path.write_bytes(data)
-    code, _, err = run(["verify", str(log.chain), "--policy", str(path)], capsys)
+    code, _, err = run(["verify", str(log.chain), "--witness-policy", str(path)], capsys)
     assert code in (0, 1, 2, 3) and "Traceback" not in err
     if code == 2:
         assert err.count("\n") == 1
@@ -472,7 +487,7 @@ def test_any_policy_file_is_read_or_refused_in_one_line(
 def test_report_and_verify_agree_on_a_cosignature_stored_in_either_file(
     witnessed: tuple[GrowingLog, Path], capsys: pytest.CaptureFixture[str], stored_in: str
 ) -> None:
-    """``report --policy`` read only ``checkpoint`` and ``verify --policy`` only ``checkpoints``: one valid
+    """``report --witness-policy`` read only ``checkpoint`` and ``verify --witness-policy`` only ``checkpoints``: one valid
     extra cosignature in one of them made them disagree. Both read both now."""
     log, policy = witnessed
     note = log.notes()[-1]  # size 70, cosigned by nobody yet
@@ -485,10 +500,10 @@ def test_report_and_verify_agree_on_a_cosignature_stored_in_either_file(
             handle.write(json.dumps({"note": both}) + "\n")
     else:
         Path(directory.file("checkpoint")).write_text(both, encoding="utf-8")
-    code, out, err = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    code, out, err = run(["verify", str(log.chain), "--witness-policy", str(policy)], capsys)
     assert (code, err) == (0, ""), out
     assert "attested by the quorum up to size 70" in out
-    _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--policy", str(policy)], capsys)
+    _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--witness-policy", str(policy)], capsys)
     assert "cosigned by: one, two (cosignatures verified with the policy; quorum both met)" in out, out
 
 
@@ -507,7 +522,7 @@ def test_verify_and_report_name_the_refusals_recorded_beside_the_chain(
     assert "REFUSED: the writer refused to sign: fork (signed size 70)" in out
     assert "REFUSED: witness one refused the checkpoint of size 75: conflict" in out
     assert "2 line(s) that are not refusals (line 2 first)" in out and "\x1b" not in out
-    _, out, _ = run(["verify", str(log.chain), "--json", "--policy", str(policy)], capsys)
+    _, out, _ = run(["verify", str(log.chain), "--json", "--witness-policy", str(policy)], capsys)
     refusals = json.loads(out)["refusals"]
     assert [r["reason"] for r in refusals["writer"]] == ["fork"]
     assert [(r["witness"], r["cause"], r["size"]) for r in refusals["witnesses"]] == [("one", "conflict", 75)]
@@ -523,17 +538,17 @@ def test_verify_policy_checks_cosignatures_from_the_newest_down_until_the_answer
     """Checkpoints 70 (no cosigner), 60 (one) and 40 (both: the quorum) give the attested size and every
     witness's largest cosigned size; checkpoint 10's cosignatures are not checked unless asked."""
     log, policy = witnessed
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy), "--json"], capsys)
+    code, out, _ = run(["verify", str(log.chain), "--witness-policy", str(policy), "--json"], capsys)
     quick = json.loads(out)["witnessed"]
     code_all, out_all, _ = run(
-        ["verify", str(log.chain), "--policy", str(policy), "--json", "--all-cosignatures"], capsys
+        ["verify", str(log.chain), "--witness-policy", str(policy), "--json", "--all-cosignatures"], capsys
     )
     full = json.loads(out_all)["witnessed"]
     assert (code, code_all) == (3, 3)
     assert quick["not_checked"] == [10] and full["not_checked"] == []
     for key in ("attested_size", "largest_cosigned", "status", "unwitnessed"):
         assert quick[key] == full[key], key
-    code, out, _ = run(["verify", str(log.chain), "--policy", str(policy)], capsys)
+    code, out, _ = run(["verify", str(log.chain), "--witness-policy", str(policy)], capsys)
     assert "cosignatures not checked: 1 older checkpoint(s), sizes 10 to 10" in out
 
 
@@ -542,4 +557,4 @@ def test_all_cosignatures_goes_with_a_policy(
 ) -> None:
     log, _ = witnessed
     code, _, err = run(["verify", str(log.chain), "--all-cosignatures"], capsys)
-    assert code == 2 and err.count("\n") == 1 and "--all-cosignatures goes with --policy" in err
+    assert code == 2 and err.count("\n") == 1 and "--all-cosignatures goes with --witness-policy" in err

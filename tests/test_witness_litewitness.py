@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from witness_support import GrowingLog, Litewitness, WitnessPool, size_of, witness_pool
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.logstore import Checkpointer, empty_tree_note, signed_checkpoint_from_note, tlog_dir
 from otel_route_shadow.tlog import Signer, attest_checkpoint, parse_policy
 from otel_route_shadow.witness import (
@@ -260,12 +260,12 @@ def test_a_restarted_writer_with_its_newest_note_edited_and_its_chain_cut_never_
     (directory / "checkpoint").unlink()
     log.fork(tmp_path / "cut.jsonl", 2945)
     chain.write_bytes((tmp_path / "cut.jsonl").read_bytes())
-    with RoutingAuditLog(chain) as appender:
+    with DecisionChain(chain) as appender:
         for n in range(150):
             appender.append({"kind": "route-shadow", "n": n, "tag": "after the cut"})
     writer = Checkpointer(str(chain), ORIGIN, signer)
     witnessing = CheckpointWitnessing(writer.directory, ORIGIN, parse_policy(_policy(signer, pool, "both")))
-    witnessing.learn_sizes(empty_tree_note(ORIGIN, signer))
+    witnessing.learn_sizes(empty_tree_note(ORIGIN, [signer]))
     writer.witness_floor = witnessing.floor
     assert witnessing.wait_learned() and witnessing.floor() == 2950  # litewitness answered 409: 2950
     assert writer.checkpoint() is None and writer.refused == "unverified-checkpoint"

@@ -19,7 +19,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from witness_support import Cosigner, FakeWitness, GrowingLog, fake_witness, free_port
 
 from otel_route_shadow.tlog import Signer, parse_note
-from otel_route_shadow.witness import WORKER_NAME, WitnessEndpoint, WitnessPusher
+from otel_route_shadow.witness import WitnessEndpoint, WitnessPusher
+from otel_route_shadow.worker import WorkerName
 
 ORIGIN = "example.com/route-shadow/pusher"
 LOG = Signer(ORIGIN, Ed25519PrivateKey.from_private_bytes(bytes([6]) * 32))
@@ -90,6 +91,13 @@ def _pusher(
     return WitnessPusher(endpoints, prove, recorder.on_cosigned, on_refused=recorder.on_refused, **kw)  # type: ignore[arg-type]
 
 
+def _push_each(pusher: WitnessPusher, log: GrowingLog, counts: tuple[int, ...]) -> None:
+    """Grow the log by each count in turn, submit its checkpoint, and wait (bounded) for every witness's turn."""
+    for count in counts:
+        pusher.submit(log.grow(count))
+        assert pusher.flush(WAIT)
+
+
 @pytest.fixture
 def witnessing() -> Iterator[tuple[Witnessing, FakeWitness]]:
     behaviour = Witnessing(W1)
@@ -105,9 +113,7 @@ def test_a_sequence_of_checkpoints_is_cosigned_with_proofs_from_the_witnesss_siz
     recorder = Recorder()
     pusher = _pusher(log, [("one", W1, fake)], recorder)
     try:
-        for count in (10, 290, 1, 400):
-            pusher.submit(log.grow(count))
-            assert pusher.flush(WAIT)
+        _push_each(pusher, log, (10, 290, 1, 400))
     finally:
         pusher.close(WAIT)
     assert [size for size, _, _ in recorder.cosigned] == [10, 300, 301, 701]
@@ -316,8 +322,8 @@ def test_close_stops_the_thread_and_later_submits_are_ignored(
     _, fake = witnessing
     recorder = Recorder()
     pusher = _pusher(log, [("one", W1, fake)], recorder)
-    assert any(t.name == WORKER_NAME for t in threading.enumerate())
     pusher.submit(log.grow(2))
+    assert any(t.name == WorkerName.WITNESS for t in threading.enumerate())
     assert pusher.close(WAIT) is True
     pusher.submit(log.grow(2))
     assert pusher.flush(1.0) is False
@@ -341,7 +347,7 @@ def test_a_forked_child_gets_a_fresh_worker_and_pushes_on_its_own(
             ok = pusher.stats().submitted == 0
             pusher.submit(note)
             ok = ok and pusher.flush(WAIT) and [s for s, _, _ in recorder.cosigned] == [2, 4]
-            ok = ok and sum(t.name == WORKER_NAME for t in threading.enumerate()) == 1
+            ok = ok and sum(t.name == WorkerName.WITNESS for t in threading.enumerate()) == 1
         finally:
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
@@ -376,17 +382,35 @@ def test_pushes_to_a_witness_reuse_one_connection_and_reconnect_when_it_is_close
         recorder = Recorder()
         pusher = _pusher(log, [("one", W1, fake)], recorder)
         try:
-            for count in (10, 20, 30):
-                pusher.submit(log.grow(count))
-                assert pusher.flush(WAIT)
+            _push_each(pusher, log, (10, 20, 30))
             assert fake.connections == 1  # keep-alive: every push on the one connection
             fake.close_idle = True  # the witness now closes each connection after its answer, silently
-            for count in (40, 50, 60):
-                pusher.submit(log.grow(count))
-                assert pusher.flush(WAIT)
+            _push_each(pusher, log, (40, 50, 60))
         finally:
             pusher.close(WAIT)
     assert [size for size, _, _ in recorder.cosigned] == [10, 30, 60, 100, 150, 210]
     assert recorder.refused == []
     assert fake.connections == 3  # the 4th push closed the first; the 5th and 6th each found theirs closed
     assert len(fake.bodies) == 6
+
+
+def test_close_idle_set_while_an_answer_is_on_its_way_does_not_close_that_connection(log: GrowingLog) -> None:
+    """The fake reads ``close_idle`` as a request arrives, so the test above, which sets it as soon as it
+    has an answer, never closes a connection one push early (which counted 4 connections): here it is set
+    while the first answer is being made, and that connection stays open for the next push."""
+    behaviour = Witnessing(W1)
+
+    def respond(body: bytes, fake: FakeWitness) -> tuple[int, dict[str, str], bytes]:
+        answer = behaviour(body, fake)
+        fake.close_idle = True
+        return answer
+
+    with fake_witness(respond, keep_alive=True) as fake:
+        recorder = Recorder()
+        pusher = _pusher(log, [("one", W1, fake)], recorder)
+        try:
+            _push_each(pusher, log, (10, 20))
+        finally:
+            pusher.close(WAIT)
+    assert [size for size, _, _ in recorder.cosigned] == [10, 30]
+    assert fake.connections == 1  # the second push went on the first connection, which it then closed

@@ -9,10 +9,12 @@ Nothing here waits for time to pass: flushes wait for the witnesses' answers, bo
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from otel_route_shadow.logstore import Checkpointer, LogStore, empty_tree_note
 from otel_route_shadow.tlog import Signer, parse_note, parse_policy, verify_cosignatures
 from otel_route_shadow.witness import CheckpointWitnessing, WitnessConfigError
 from otel_route_shadow.witness import witnessing as witnessing_module
+from otel_route_shadow.worker import AFTER_FORK
 
 ORIGIN = "example.com/route-shadow/witnessing"
 LOG = Signer(ORIGIN, Ed25519PrivateKey.from_private_bytes(bytes([31]) * 32))
@@ -235,9 +238,55 @@ def test_a_child_forked_while_the_lock_was_held_pushes_and_flushes_on_its_own(
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_child_forked_while_the_sizes_were_asked_asks_them_again_on_its_own(
+    tmp_path: Path, two: tuple[tuple[ProvingWitness, FakeWitness], ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent's question is held by the witness when the host forks: the child has none of the
+    parent's threads, so its reset (``AFTER_FORK``) asks again, and it learns the size itself."""
+    monkeypatch.setattr(
+        witnessing_module, "LEARN_TIMEOUT_S", WAIT
+    )  # only a hang guard: nothing here times out
+    (first, a), _ = two
+    first.size = 5
+    first.gate.clear()
+    _, witnessing = _writer(tmp_path / "chain.jsonl", _policy(("one", W1, a.url)))
+    witnessing.learn_sizes(empty_tree_note(ORIGIN, [LOG]))
+    assert a.arrived.acquire(timeout=WAIT)  # the parent's question is in, and held
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            ok = witnessing.wait_learned() and witnessing.floor() == 5
+        finally:
+            os._exit(0 if ok else 1)
+    first.gate.set()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert witnessing.wait_learned() and witnessing.floor() == 5
+    assert len(a.bodies) == 2  # the parent's question and the child's
+    witnessing.close()
+
+
+def test_witnessings_made_and_dropped_register_no_fork_handler_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One ``os.register_at_fork`` handler an instance (one per instrument cycle) was kept for good; the
+    one ``AFTER_FORK`` handler resets them, held weakly."""
+    registered: list[object] = []
+    monkeypatch.setattr(os, "register_at_fork", lambda **hooks: registered.append(hooks))
+    policy = _policy(("one", W1, f"http://127.0.0.1:{free_port()}"))
+    made = [_writer(tmp_path / f"chain{n}.jsonl", policy)[1] for n in range(20)]
+    assert registered == [] and all(w in AFTER_FORK for w in made)
+    gone = weakref.ref(made[0])
+    del made
+    gc.collect()
+    assert gone() is None
+
+
 def _learning_writer(chain: Path, policy: str) -> tuple[Checkpointer, CheckpointWitnessing]:
     checkpointer, witnessing = _writer(chain, policy)
-    witnessing.learn_sizes(empty_tree_note(ORIGIN, LOG))
+    witnessing.learn_sizes(empty_tree_note(ORIGIN, [LOG]))
     checkpointer.witness_floor = witnessing.floor
     return checkpointer, witnessing
 

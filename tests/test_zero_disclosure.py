@@ -259,7 +259,7 @@ def test_the_checkpoint_signing_key_reaches_no_span_chain_log_checkpoint_or_cli_
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from otel_route_shadow.logstore import read_signer_file
+    from otel_route_shadow.logstore import read_signing_keys
     from otel_route_shadow.tlog import Signer
 
     caplog.set_level(logging.DEBUG)
@@ -269,7 +269,7 @@ def test_the_checkpoint_signing_key_reaches_no_span_chain_log_checkpoint_or_cli_
     secret_string = key_file.read_text().strip()
     seed_b64 = secret_string.split("+", 4)[4]
     assert len(seed_b64) == 44
-    signer = read_signer_file(str(key_file))
+    signer = read_signing_keys(str(key_file))[0]
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
     seed_hex = signer._key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption()).hex()
@@ -324,7 +324,7 @@ def test_the_checkpoint_signing_key_reaches_no_span_chain_log_checkpoint_or_cli_
         clean(" ".join(argv), captured.out + captured.err)
     for bad in (broken, wrong_id):
         try:
-            read_signer_file(str(bad))
+            read_signing_keys(str(bad))
         except ValueError as exc:
             clean("key file error", str(exc))
     instrumentor.instrument(tracer_provider=provider, chain_path=chain, seams=(), signing_key=broken)

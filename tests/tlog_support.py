@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, read_note_file, tlog_dir
 
 ORIGIN = "example.com/route-shadow/test"
@@ -23,7 +23,7 @@ def append(
     """Append ``count`` records (``n`` from ``start``); with a checkpointer, checkpoint after every
     ``every`` records. Returns the checkpoints made."""
     made: list[SignedCheckpoint] = []
-    with RoutingAuditLog(chain) as log:
+    with DecisionChain(chain) as log:
         for n in range(start, start + count):
             log.append({"kind": "route-shadow", "n": n})
             if checkpointer is not None and (n - start + 1) % every == 0:

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from test_chain_support import forge, plugin_payload, relink, write_lines
 
-from otel_route_shadow.chain import GENESIS_HASH, RoutingAuditLog
+from otel_route_shadow.chain import GENESIS_HASH, DecisionChain
 from otel_route_shadow.logstore import Checkpointer, LogStore, signed_checkpoint_from_note
 from otel_route_shadow.tlog import (
     CosignatureVerifier,
@@ -156,7 +156,7 @@ def build(directory: Path) -> dict[str, Any]:
     chain = directory / "chain.jsonl"
     signer = vector_signer()
     checkpointer = Checkpointer(str(chain), ORIGIN, signer)
-    with RoutingAuditLog(chain) as log:
+    with DecisionChain(chain) as log:
         for i in range(SIZE):
             log.append(plugin_payload(i))
             if i % 10 == 9:

@@ -19,19 +19,21 @@ PLANNER  # unused variable: core/vocabulary.py
 REVIEWER  # unused variable: core/vocabulary.py
 SUMMARIZER  # unused variable: core/vocabulary.py
 TRIAGER  # unused variable: core/vocabulary.py
+KEY_OUTSIDE_WINDOW  # unused variable: logstore/consistency.py (read by value)
 UNKNOWN_KEY  # unused variable: logstore/consistency.py (read by value)
 UNSIGNED  # unused variable: logstore/consistency.py (read by value)
+_._contiguous  # unused method: logstore/pruned.py (a pydantic model validator)
 _._instrument  # unused method: instrumentation/__init__.py
 _._normalize  # unused method: core/policy.py
 _._uninstrument  # unused method: instrumentation/__init__.py
 _.empty  # unused method: backend/trust.py (Trusted.empty: the first state benchmarks/bench_audit.py proves from)
 _.failed_exports  # unused property: instrumentation/checkpoint_spans.py
-_.force_flush  # unused method: instrumentation/exporter.py, instrumentation/processor.py
+_.force_flush  # unused method: instrumentation/processor.py
 _.fsyncs  # unused attribute: chain/log.py
 _.full_loads  # unused property: store/store.py
 _.instrumentation_dependencies  # unused method: instrumentation/__init__.py
 _.makefile  # unused method: witness/transport.py (http.client calls it on its socket)
-_.met  # unused attribute: tlog/policy.py (QuorumVerdict: read by tests; the CLI's --policy verdict, issue 24)
+_.met  # unused attribute: tlog/policy.py (QuorumVerdict: read by tests; the CLI's --witness-policy verdict, issue 24)
 _.never_awaited  # unused attribute: instrumentation/runtime.py
 _.on_end  # unused method: instrumentation/processor.py
 _.on_start  # unused method: instrumentation/processor.py
@@ -49,3 +51,4 @@ submitted  # unused variable: witness/pusher.py (PusherStats counter that tests 
 superseded  # unused variable: witness/pusher.py (PusherStats counter that tests read)
 _.prefixes  # unused property: server/site.py (read by tests)
 _.rebuilds  # unused attribute: logstore/entries.py (read by tests)
+__getattr__  # unused function: chain/__init__.py (the deprecated name RoutingAuditLog, module attribute hook)

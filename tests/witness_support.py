@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA44PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_ssh_public_key
 
-from otel_route_shadow.chain import RoutingAuditLog
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.logstore import (
     Checkpointer,
     LogStore,
@@ -48,7 +48,6 @@ from otel_route_shadow.logstore import (
 )
 from otel_route_shadow.tlog import (
     AuthenticationError,
-    CosignatureAlgorithm,
     CosignatureVerifier,
     ProofError,
     Signer,
@@ -59,7 +58,7 @@ from otel_route_shadow.tlog import (
     parse_checkpoint,
     verify_consistency,
 )
-from otel_route_shadow.tlog.cosignature import cosignature_message, subtree_message
+from otel_route_shadow.tlog.cosignature import CosignatureAlgorithm, cosignature_message, subtree_message
 
 REPO = Path(__file__).resolve().parent.parent
 LITEWITNESS_ENV = "ROUTE_SHADOW_LITEWITNESS"
@@ -330,7 +329,7 @@ class GrowingLog:
 
     def grow(self, count: int, tag: str = "main") -> str:
         """Append ``count`` records, checkpoint, and return the newest signed note."""
-        with RoutingAuditLog(self.chain) as log:
+        with DecisionChain(self.chain) as log:
             for n in range(self._appended, self._appended + count):
                 log.append({"kind": "route-shadow", "n": n, "tag": tag})
         self._appended += count
@@ -375,7 +374,8 @@ class FakeWitness:
         self.respond = respond
         self.connections = 0
         """TCP connections accepted; with ``keep_alive`` (HTTP/1.1) one serves many requests, and
-        ``close_idle`` makes the server close each connection after its answer without saying so."""
+        ``close_idle`` makes the server close each connection after its answer without saying so (as it
+        stands when the request arrives: a change made once the answer is on its way is the next one's)."""
         self.close_idle = False
         self.bodies: list[bytes] = []
         self.release = threading.Event()
@@ -392,6 +392,7 @@ class FakeWitness:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
+                close = fake.close_idle
                 fake.bodies.append(body)
                 fake.arrived.release()
                 status, headers, data = fake.respond(body, fake)
@@ -403,7 +404,7 @@ class FakeWitness:
                         self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
-                if fake.close_idle:
+                if close:
                     self.close_connection = True
 
             def log_message(self, *_: object) -> None:

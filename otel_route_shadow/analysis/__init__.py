@@ -18,7 +18,7 @@ Shell code: it reads the chain (``otel_route_shadow.chain``), the log's checkpoi
 """
 
 from otel_route_shadow.analysis.cells import AGREED_LABEL, UNSPECIFIED
-from otel_route_shadow.analysis.changes import DECISION_FIELDS, ChangeTally, Transition
+from otel_route_shadow.analysis.changes import ChangeTally, Transition
 from otel_route_shadow.analysis.cohorts import COHORT_DEFINITION, ERROR_NOTE, LATENCY_NOTE, Cohort
 from otel_route_shadow.analysis.evidence import (
     ABSENT,
@@ -32,16 +32,9 @@ from otel_route_shadow.analysis.evidence import (
     LogEvidence,
     read_evidence,
 )
-from otel_route_shadow.analysis.fleet import (
-    EXCLUDED,
-    INCLUDED,
-    Fleet,
-    FleetError,
-    FleetLog,
-    Followed,
-    chain_paths,
-    is_remote,
-)
+from otel_route_shadow.analysis.figures import BYPASS_DEFINITION, DEFIED_COUNTS_NOTE, NO_STORE_NOTE, Report
+from otel_route_shadow.analysis.fleet import FleetError, chain_paths, is_remote, verifier_keys
+from otel_route_shadow.analysis.fleet_logs import EXCLUDED, INCLUDED, Fleet, FleetLog, Followed
 from otel_route_shadow.analysis.fleet_report import build_fleet_report, fleet_replay
 from otel_route_shadow.analysis.gaps import (
     MIN_SPAWNS,
@@ -63,6 +56,7 @@ from otel_route_shadow.analysis.groups import (
     parse_by,
 )
 from otel_route_shadow.analysis.integrity import IntegrityReport
+from otel_route_shadow.analysis.kept import Kept, kept_records
 from otel_route_shadow.analysis.matrix import (
     COLUMNS,
     DEFAULT_ACCOUNTS,
@@ -89,14 +83,7 @@ from otel_route_shadow.analysis.noise import (
 from otel_route_shadow.analysis.records import RecordCounts
 from otel_route_shadow.analysis.refusals import Refusals, read_refusals
 from otel_route_shadow.analysis.remote import Fetch, RemoteError
-from otel_route_shadow.analysis.report import (
-    BYPASS_DEFINITION,
-    DEFIED_COUNTS_NOTE,
-    NO_STORE_NOTE,
-    Report,
-    aggregate,
-    build_report,
-)
+from otel_route_shadow.analysis.report import aggregate, build_report
 from otel_route_shadow.analysis.served import (
     DIFFERS,
     SAME,
@@ -132,7 +119,6 @@ __all__ = [
     "BYPASS_DEFINITION",
     "COHORT_DEFINITION",
     "COLUMNS",
-    "DECISION_FIELDS",
     "DEFAULT_ACCOUNTS",
     "DEFIED_COUNTS_NOTE",
     "DIFFERS",
@@ -180,6 +166,7 @@ __all__ = [
     "GroupingError",
     "IntegrityReport",
     "InvalidCandidateError",
+    "Kept",
     "LogEvidence",
     "Matrix",
     "MatrixAxes",
@@ -220,6 +207,7 @@ __all__ = [
     "fraction_rate",
     "interval",
     "is_remote",
+    "kept_records",
     "key_label",
     "label",
     "open_chain",
@@ -234,5 +222,6 @@ __all__ = [
     "sorted_counts",
     "store_snapshot",
     "top_counts",
+    "verifier_keys",
     "width_label",
 ]

@@ -1,7 +1,7 @@
 """The report's counting: one :class:`Cell` per distinct tuple of the fields the figures need, counted
 in a :class:`Cube` whose size depends on how many distinct values the chain holds, never on how many
 records it has; :func:`derive` then turns the counted cells into the figures of a
-:class:`~otel_route_shadow.analysis.report.Report`.
+:class:`~otel_route_shadow.analysis.figures.Report`.
 
 A cell's agreement is the record's ``route_shadow.agreed`` *and* a served route that does not
 disagree (:mod:`~otel_route_shadow.analysis.served`): a spawn served by another route after a fallback
@@ -11,7 +11,8 @@ none.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from otel_route_shadow.analysis.cohorts import Cohort
@@ -24,7 +25,8 @@ from otel_route_shadow.analysis.gaps import (
     SpawnFacts,
 )
 from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, key_label, label, spec_name
-from otel_route_shadow.analysis.noise import KeyState, NoiseTracker
+from otel_route_shadow.analysis.latency import LatencyHistogram
+from otel_route_shadow.analysis.noise import KEY_NAMES, KeyState, NoiseTable, NoiseTracker
 from otel_route_shadow.analysis.records import Repeats
 from otel_route_shadow.analysis.served import (
     DIFFERS,
@@ -38,7 +40,7 @@ from otel_route_shadow.analysis.tally import Tally
 from otel_route_shadow.shadow import attributes as attr
 
 if TYPE_CHECKING:
-    from otel_route_shadow.analysis.report import Report
+    from otel_route_shadow.analysis.figures import Report
 
 __all__ = [
     "AGREED_LABEL",
@@ -48,7 +50,9 @@ __all__ = [
     "Cell",
     "Cube",
     "CubeSlot",
+    "Rows",
     "derive",
+    "set_rows",
 ]
 
 BYPASS_TRANSPORT: Final = "direct-http"
@@ -135,6 +139,11 @@ class Cell(NamedTuple):
     def legacy_route(self) -> tuple[Any, ...]:
         return (self.legacy_provider, self.legacy_model, self.transport)
 
+    @property
+    def cohort(self) -> tuple[Any, ...]:
+        """The cohort (``cohorts.COHORT_ATTRIBUTES``): the mechanism and the legacy route."""
+        return (self.mechanism, self.legacy_provider, self.legacy_model, self.transport)
+
     def facts(self) -> dict[str, Any]:
         """The keyword arguments of :meth:`Tally.add` for this cell."""
         return {
@@ -187,9 +196,11 @@ CELL_KEYS: Final = (
 class CubeSlot:
     """One distinct cell: its count, and what each of its records needs while streaming."""
 
-    __slots__ = ("agreed", "cell", "count", "divergence", "route", "served_differs", "state")
+    __slots__ = ("agreed", "cell", "count", "divergence", "latency", "route", "served_differs", "state")
 
-    def __init__(self, cell: Cell, noise: NoiseTracker) -> None:
+    def __init__(
+        self, cell: Cell, noise: NoiseTracker, latencies: dict[tuple[Any, ...], LatencyHistogram]
+    ) -> None:
         self.cell = cell
         self.count = 0
         self.agreed = cell.agrees
@@ -198,17 +209,29 @@ class CubeSlot:
         self.served_differs = cell.served_disagrees
         self.state: KeyState = noise.key(cell.noise_key)
         self.route = noise.route(cell.legacy_route)
+        cohort = cell.cohort
+        latency = latencies.get(cohort)
+        if latency is None:
+            latency = latencies[cohort] = LatencyHistogram()
+        self.latency = latency
+        """The histogram of the durations of the cell's cohort (shared by its cells)."""
 
 
 class Cube:
-    """Counts of equal :class:`Cell` tuples (a repeated observation reuses its slot: :class:`Repeats`)."""
+    """Counts of equal :class:`Cell` tuples (a repeated observation reuses its slot: :class:`Repeats`),
+    and the spawns' durations per cohort."""
 
-    __slots__ = ("noise", "repeats", "slots")
+    __slots__ = ("latencies", "noise", "repeats", "saved", "slots")
 
     def __init__(self, noise: NoiseTracker) -> None:
         self.noise = noise
         self.slots: dict[tuple[Any, ...], CubeSlot] = {}
+        self.latencies: dict[tuple[Any, ...], LatencyHistogram] = {}
+        """Per cohort, the durations of its spawns (``latency.LatencyHistogram``)."""
         self.repeats: Repeats[CubeSlot] = Repeats()
+        self.saved: dict[tuple[Any, ...], int] = {}
+        """The counts of cells restored from a saved pass (a monitor's state) and not counted since:
+        a cell becomes a slot, with its saved count, only when a record of it is counted again."""
 
     def add(self, attributes: dict[str, Any]) -> CubeSlot | None:
         """Count one observation; its slot, or None when a value cannot be counted (a value no
@@ -221,49 +244,134 @@ class Cube:
             except TypeError:
                 return None
             if slot is None:
-                slot = self.slots[key] = CubeSlot(Cell._make(key), self.noise)
+                slot = self.slots[key] = self.slot(key)
+                if self.saved:
+                    slot.count = self.saved.pop(key, 0)
             self.repeats.remember(attributes, slot)
         slot.count += 1
         return slot
+
+    def slot(self, key: tuple[Any, ...]) -> CubeSlot:
+        """A new slot for the cell ``key``, tied to this cube's noise tracker and latencies."""
+        return CubeSlot(Cell._make(key), self.noise, self.latencies)
+
+    def counted(self) -> Iterator[tuple[tuple[Any, ...], int, KeyState]]:
+        """Every counted cell: its values (``Cell`` order), its count and its decision key's state."""
+        for slot in self.slots.values():
+            yield slot.cell, slot.count, slot.state
+        key = self.noise.key
+        for values, count in self.saved.items():
+            yield values, count, key(_noise_key(values))
+
+
+_noise_key = itemgetter(*(Cell._fields.index(name) for name in (*KEY_NAMES, "host")))
+"""The decision key and host of a cell's values (:attr:`Cell.noise_key`)."""
 
 
 # ---------------------------------------------------------------------------------------------
 # From the cube to the figures
 
 
-def derive(report: Report, slots: Sequence[CubeSlot]) -> None:
-    """Every counted figure of ``report`` from the cube's slots (``report.noise`` already set)."""
-    flapping = report.noise.flapping_keys
+def derive(report: Report, cubes: Sequence[Cube]) -> None:
+    """Every counted figure of ``report`` from the cells of ``cubes`` (one per log: a fleet's logs'
+    cubes, each log's cells its own), with the noise table over all their decision keys.
+
+    One pass over the cells adds each one's count to its decision key's spawns and folds it into a
+    *fleet cell*: the cell without its host, and whether its key flaps. Every figure but a breakdown
+    by host depends on nothing else, so the figures are derived once per fleet cell (as many as one
+    log's distinct cells, however many hosts), and the breakdowns by host are added in that pass."""
+    host_specs = [(spec_name(spec), _fields_of(spec)) for spec in report.by if HOST in spec]
+    host_groups: dict[str, dict[tuple[Any, ...], Tally]] = {name: {} for name, _ in host_specs}
+    known: dict[tuple[Any, ...], tuple[Cell, dict[str, Any]]] = {}
+    fleet_cells: dict[tuple[tuple[Any, ...], bool], list[Any]] = {}
+    for cube in cubes:
+        for values, n, state in cube.counted():
+            bare = values[:-1]
+            found = known.get(bare)
+            if found is None:
+                cell = Cell._make((*bare, None))
+                found = known[bare] = (cell, cell.facts())
+            facts = found[1]
+            state.spawns += n
+            if not facts["agreed"]:
+                state.diverged[0] += n
+            merged = fleet_cells.get((bare, state.flaps > 0))
+            if merged is None:
+                fleet_cells[bare, state.flaps > 0] = [found[0], facts, n]
+            else:
+                merged[2] += n
+            for name, fields in host_specs:
+                host_groups[name].setdefault(fields(values), Tally()).add(n, **facts)
+    report.noise = NoiseTable(
+        lanes=cubes[0].noise.lanes if cubes else ("",),
+        rows=[row for cube in cubes for row in cube.noise.rows()],
+    )
+    latencies = _merged_latencies(cubes)
     mechanisms: dict[Any, Tally] = {}
     served_by: dict[Any, dict[str, int]] = {}
+    specs = [spec for spec in report.by if HOST not in spec]
     groups: dict[str, dict[tuple[Any, ...], Tally]] = {spec_name(spec): {} for spec in report.by}
+    groups.update(host_groups)
     gaps: dict[str, dict[Any, GapTally]] = {name: {} for name in GAP_DIMENSIONS}
     cohorts: dict[tuple[Any, ...], Cohort] = {
         key: Cohort(errors=n) for key, n in report.records.shadow_errors.items()
     }
     report.gap_total.min_spawns = report.min_spawns
-    for slot in slots:
-        cell, n = slot.cell, slot.count
-        facts = cell.facts()
+    for (_, flapping), (cell, facts, n) in fleet_cells.items():
         report.total.add(n, **facts)
         mechanisms.setdefault(cell.mechanism, Tally()).add(n, **facts)
         _add_counts(report, cell, n)
         _add_served(report, served_by.setdefault(cell.mechanism, dict.fromkeys(SERVED_STATES, 0)), cell, n)
-        _add_groups(groups, report.by, cell, facts, n)
-        _add_gaps(report.gap_total, gaps, cell.spawn(cell.noise_key in flapping), cell, n, report.min_spawns)
-        cohort = cohorts.setdefault((cell.mechanism, *cell.legacy_route), Cohort())
+        _add_groups(groups, specs, cell, facts, n)
+        _add_gaps(report.gap_total, gaps, cell.spawn(flapping), cell, n, report.min_spawns)
+        cohort = cohorts.setdefault(cell.cohort, Cohort())
+        latency = latencies.get(cell.cohort)
+        if latency is not None:
+            cohort.latency = latency
         cohort.spawns += n
         cohort.agreed += n if cell.agrees else 0
-    report.mechanisms = sorted(mechanisms.items(), key=lambda item: (-item[1].spawns, label(item[0])))
-    report.cohorts = sorted(cohorts.items(), key=lambda item: (-item[1].spawns, key_label(item[0])))
-    report.served_by_mechanism = [(name, served_by[name]) for name, _ in report.mechanisms]
+    set_rows(report, Rows(mechanisms, served_by, groups, gaps, cohorts))
+
+
+def _merged_latencies(cubes: Sequence[Cube]) -> dict[tuple[Any, ...], LatencyHistogram]:
+    """Per cohort, its durations over every cube (the one cube's own histograms when there is one)."""
+    if len(cubes) == 1:
+        return cubes[0].latencies
+    merged: dict[tuple[Any, ...], LatencyHistogram] = {}
+    for cube in cubes:
+        for cohort, latency in cube.latencies.items():
+            merged.setdefault(cohort, LatencyHistogram()).merge(latency)
+    return merged
+
+
+def _fields_of(spec: GroupSpec) -> Any:
+    """The group key of ``spec`` from a cell's values."""
+    indices = [Cell._fields.index(_CELL_FIELD[name]) for name in spec]
+    return lambda values: tuple([values[i] for i in indices])
+
+
+class Rows(NamedTuple):
+    """The keyed figures of a report while they are summed, before :func:`set_rows` orders them."""
+
+    mechanisms: dict[Any, Tally]
+    served_by: dict[Any, dict[str, int]]
+    groups: dict[str, dict[tuple[Any, ...], Tally]]
+    gaps: dict[str, dict[Any, GapTally]]
+    cohorts: dict[tuple[Any, ...], Cohort]
+
+
+def set_rows(report: Report, rows: Rows) -> None:
+    """Set ``report``'s keyed figures from ``rows``, each list largest first."""
+    report.mechanisms = sorted(rows.mechanisms.items(), key=lambda item: (-item[1].spawns, label(item[0])))
+    report.cohorts = sorted(rows.cohorts.items(), key=lambda item: (-item[1].spawns, key_label(item[0])))
+    report.served_by_mechanism = [(name, rows.served_by[name]) for name, _ in report.mechanisms]
     report.groups = {
-        name: sorted(rows.items(), key=lambda item: (-item[1].spawns, key_label(item[0])))
-        for name, rows in groups.items()
+        name: sorted(found.items(), key=lambda item: (-item[1].spawns, key_label(item[0])))
+        for name, found in rows.groups.items()
     }
     report.gaps = {
-        name: sorted(rows.items(), key=lambda item: (-item[1].spawns, label(item[0])))
-        for name, rows in gaps.items()
+        name: sorted(found.items(), key=lambda item: (-item[1].spawns, label(item[0])))
+        for name, found in rows.gaps.items()
     }
 
 
@@ -319,6 +427,8 @@ def _add_groups(
         groups[spec_name(spec)].setdefault(key, Tally()).add(n, **facts)
 
 
+HOST: Final = "host"
+"""The ``--by`` name of the fleet's breakdown per host (the origin of each log)."""
 _CELL_FIELD: Final = {
     "repo": "repo",
     "role": "role",

@@ -12,10 +12,10 @@ from typing import Any, Final
 
 from otel_route_shadow.analysis.replaying import Replayed
 from otel_route_shadow.analysis.tally import interval, rate, top_counts
+from otel_route_shadow.core import DECISION_FIELDS
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
-    "DECISION_FIELDS",
     "FIELD_KEYS",
     "ChangeKey",
     "ChangeTally",
@@ -24,18 +24,6 @@ __all__ = [
     "change",
     "transition_dict",
 ]
-
-DECISION_FIELDS: Final = (
-    "outcome",
-    "reason",
-    "policy_source",
-    "rung",
-    "policy_id",
-    "provider",
-    "account",
-    "model",
-)
-"""The decision fields a record carries and a replay compares (the ``how`` of a change)."""
 
 FIELD_KEYS: Final = (
     attr.OUTCOME,

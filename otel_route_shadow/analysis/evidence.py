@@ -6,15 +6,15 @@ refused, never waited on or followed), and parsed by the log's own note and chec
 is an input, not a fact: without verifier keys the report only *lists* the key names on the note's
 signature lines and says it did not verify them; with keys, the note is authenticated as every reader
 of checkpoints does (``tlog.authenticate``): ``failed`` is its ``bad-signature``, ``not-verified`` its
-``unknown-key`` or ``unsigned``. Neither checks the checkpoint against the chain's bytes:
+``unknown-key``, ``key-outside-window`` or ``unsigned``. Neither checks the checkpoint against the chain's bytes:
 that is ``otel-route-shadow verify CHAIN --key VKEY``'s work, and the report says so.
 
-With a tlog-policy (``report --policy``), the cosignatures are verified: the note is checked against the
+With a tlog-policy (``report --witness-policy``), the cosignatures are verified: the note is checked against the
 policy (``tlog.attest_notes``: the log's signature by a policy key named for the origin, each
 policy witness's cosignature, timestamps no later than now plus the skew) and the report names the
 witnesses whose cosignature counts, the quorum, and whether it is met. The cosignatures counted are
 those of every note of the same checkpoint in ``checkpoint`` and ``checkpoints`` (where a witness's
-cosignature is stored when it comes back), the evidence ``verify --policy`` reads.
+cosignature is stored when it comes back), the evidence ``verify --witness-policy`` reads.
 
 The refusals recorded beside the chain (the writer's and the witnesses', :mod:`.refusals`) are part of
 the evidence and named with it.
@@ -41,10 +41,10 @@ from otel_route_shadow.tlog import (
     AuthenticationError,
     BadSignature,
     CheckpointError,
+    LogKey,
     NoteError,
     OpenedNote,
     Policy,
-    Verifier,
     attest_notes,
     authenticate,
     parse_checkpoint,
@@ -169,7 +169,7 @@ def read_evidence(
     chain_path: str | os.PathLike[str],
     chain_records: int,
     *,
-    verifiers: Sequence[Verifier] = (),
+    verifiers: Sequence[LogKey] = (),
     now_ns: int | None = None,
     policy: Policy | None = None,
 ) -> LogEvidence:
@@ -214,7 +214,7 @@ def note_evidence(
     written_ns: int,
     chain_records: int,
     *,
-    verifiers: Sequence[Verifier] = (),
+    verifiers: Sequence[LogKey] = (),
     now_ns: int | None = None,
     policy: Policy | None = None,
     refusals: Refusals | None = None,
@@ -228,7 +228,7 @@ def note_evidence(
         return LogEvidence(path, UNREADABLE, chain_records, problem=f"{path}: {exc}", refusals=refusals)
     signed_by, cosigned_by = _split_signers(opened, checkpoint.origin)
     if policy is not None:  # the policy's log keys check the log's signature too
-        verifiers = [*verifiers, *(log.verifier for log in policy.logs if log.verifier not in verifiers)]
+        verifiers = [*verifiers, *(log.verifier for log in policy.logs)]  # a key given first keeps its window
     verification, verified_by = _verify(note, verifiers)
     now = time.time_ns() if now_ns is None else now_ns
     return LogEvidence(
@@ -259,7 +259,7 @@ def _split_signers(opened: OpenedNote, origin: str) -> tuple[tuple[str, ...], tu
 
 
 def _witnesses(
-    note: str, path: str, policy: Policy, verifiers: Sequence[Verifier], now: int
+    note: str, path: str, policy: Policy, verifiers: Sequence[LogKey], now: int
 ) -> WitnessEvidence:
     """The policy's verdict on the checkpoint of ``note`` (the file at ``path``), its cosignatures
     gathered from every note of the same checkpoint in ``checkpoints`` too."""
@@ -281,7 +281,7 @@ def _stored_notes(path: str) -> list[str]:
         return []
 
 
-def _verify(note: str, verifiers: Sequence[Verifier]) -> tuple[str, tuple[str, ...]]:
+def _verify(note: str, verifiers: Sequence[LogKey]) -> tuple[str, tuple[str, ...]]:
     if not verifiers:
         return NOT_CHECKED, ()
     try:

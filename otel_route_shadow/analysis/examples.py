@@ -43,11 +43,6 @@ class Examples(Generic[K]):
         if len(bucket) == self.limit:
             self.bars[kind] = bucket[-1]["seq"]
 
-    def absorb(self, other: Examples[K]) -> None:
-        """Keep the lowest-seq examples of both (another log's: ties keep this one's first)."""
-        for kind, examples in other.by_kind.items():
-            self.restore(kind, [*self.by_kind.get(kind, []), *examples])
-
     def restore(self, kind: K, examples: list[dict[str, Any]]) -> None:
         """Set the examples of ``kind`` (the lowest-seq ``limit`` of them are kept)."""
         kept = sorted(examples, key=lambda example: example["seq"])[: max(self.limit, 0)]

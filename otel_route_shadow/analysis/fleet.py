@@ -9,17 +9,26 @@ single record of a log is counted, :func:`check_fleet` checks it against the che
 3. with verifier keys, a given key's signature on it verifies; with a tlog-policy, its log keys
    authenticate it and the witnesses' cosignatures meet the quorum.
 
+A pruned log (``<chain>.tlog/pruned``, docs/chain-format.md 14.5) is checked and counted from its
+minimum index m, the first record it keeps, as ``verify`` checks it: the chain from m on, the tree's
+nodes below m read from the tiles authenticated against the checkpoint's root
+(``logstore.check_chain``'s retained tree), and the record at m authenticated from the signed tree
+(``logstore.authenticate_first_kept``). Its figures are over ``[m, size)``: the records below m are in
+no figure, and the report says from which seq each log is counted.
+
 A log that fails any step is *excluded*: named with the reason, and in no figure. Two logs with one
 origin (one log given twice, or a copy) are refused outright (:class:`FleetError`): the fleet would
 count the same spawns twice. The figures of an included log are over its first ``size`` records (what
 its checkpoint vouches for); records beyond it wait for the next checkpoint.
 
-The included logs are then read one after the other into *one* aggregation (``report``'s
-:func:`~otel_route_shadow.analysis.report.aggregate`, ``whatif``'s
-:func:`~otel_route_shadow.analysis.whatif.replay_payloads`): each observation carries its log's origin
-in :data:`~otel_route_shadow.analysis.groups.HOST_KEY`, which gives the per-host breakdown (``--by
-host``, always first) and keeps the noise baseline per host (two spawns of two hosts are never
-consecutive). Every count of the fleet is therefore the sum of the counts of its logs' own reports.
+Each observation of an included log carries its log's origin in
+:data:`~otel_route_shadow.analysis.groups.HOST_KEY`, which gives the per-host breakdown (``--by host``,
+always first) and keeps the noise baseline per host (two spawns of two hosts are never consecutive).
+``report`` counts each log apart (:func:`aggregate_log`, in a worker process with ``--jobs``), then
+derives the figures once over every log's counts (:func:`combine`); ``whatif`` reads the logs one
+after the other into one replay (:func:`~otel_route_shadow.analysis.whatif.replay_payloads`). A log's
+cells, decision keys and cohorts' durations are its own, so every count of the fleet is the sum of
+the counts of its logs' own reports.
 """
 
 from __future__ import annotations
@@ -37,10 +46,12 @@ from otel_route_shadow.analysis.evidence import (
     note_evidence,
     read_checkpoint_note,
 )
+from otel_route_shadow.analysis.figures import Report
+from otel_route_shadow.analysis.fleet_logs import EXCLUDED, INCLUDED, Fleet, FleetLog
 from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec
 from otel_route_shadow.analysis.records import Repeats
 from otel_route_shadow.analysis.replaying import CitedLoader
-from otel_route_shadow.analysis.report import Aggregation, Report, new_aggregation
+from otel_route_shadow.analysis.report import Aggregation, new_aggregation
 from otel_route_shadow.analysis.source import (
     ChainAnalysisError,
     ChainStatus,
@@ -48,23 +59,19 @@ from otel_route_shadow.analysis.source import (
     read_payloads,
     require_chain_file,
 )
+from otel_route_shadow.analysis.usage import CitedUsage
 from otel_route_shadow.analysis.window import TimeWindow
-from otel_route_shadow.logstore import check_chain
+from otel_route_shadow.chain import live_path
+from otel_route_shadow.logstore import LogStore, Pruned, StateError, check_kept_chain
 from otel_route_shadow.processes import mp_context
-from otel_route_shadow.tlog import NoteError, Policy, Verifier, parse_checkpoint, parse_note, subtrees
+from otel_route_shadow.tlog import LogKey, NoteError, Policy, parse_checkpoint, parse_note, subtrees
 
 __all__ = [
     "CHAIN_SUFFIX",
-    "EXCLUDED",
-    "INCLUDED",
-    "Fleet",
     "FleetError",
-    "FleetLog",
-    "Followed",
     "PendingLog",
     "ReportSettings",
     "aggregate_log",
-    "aggregate_logs",
     "chain_paths",
     "check_fleet",
     "check_logs",
@@ -73,119 +80,21 @@ __all__ = [
     "fleet_payloads",
     "fleet_specs",
     "is_remote",
+    "prepare_fleet",
     "prepare_log",
     "refuse_shared_origins",
+    "summed_usage",
     "verifier_keys",
     "with_host",
 ]
 
 CHAIN_SUFFIX: Final = ".jsonl"
 """The chains of a folder are its regular files named ``*.jsonl`` (the folder is not recursed)."""
-INCLUDED: Final = "included"
-EXCLUDED: Final = "excluded"
 HOST_SPEC: Final[GroupSpec] = ("host",)
 
 
 class FleetError(ChainAnalysisError):
     """The fleet cannot be reported at all: no chain given or found, or two logs with one origin."""
-
-
-@dataclass(frozen=True, slots=True)
-class FleetLog:
-    """One log of the fleet: included (verified against its newest checkpoint) or excluded, and why."""
-
-    path: str
-    status: str
-    origin: str | None = None
-    size: int = 0
-    """The records counted: the size of the checkpoint the log was verified against."""
-    records: int = 0
-    """The chain's records (those beyond ``size`` are not counted)."""
-    reason: str | None = None
-    evidence: LogEvidence | None = None
-    end: int = 0
-    """The byte offset where the log's record ``size`` begins: reading stops there."""
-    root: bytes = b""
-    """The checkpoint's root hash (of the first ``size`` records)."""
-    frontier: tuple[bytes, ...] = ()
-    """The roots of the perfect subtrees of the first ``size`` records (``tlog.CompactRange``)."""
-
-    @property
-    def included(self) -> bool:
-        return self.status == INCLUDED
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "status": self.status,
-            "origin": self.origin,
-            "records_counted": self.size if self.included else 0,
-            "chain_records": self.records,
-            "reason": self.reason,
-            "evidence": None if self.evidence is None else self.evidence.as_dict(),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Followed:
-    """With a monitor's state file: which logs were extended from it and which read in full, and why."""
-
-    extended: tuple[str, ...]
-    rebuilt: tuple[str, ...]
-    warnings: tuple[str, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "extended": list(self.extended),
-            "rebuilt": list(self.rebuilt),
-            "warnings": list(self.warnings),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Fleet:
-    """The logs of one fleet report, in the order given."""
-
-    logs: tuple[FleetLog, ...] = ()
-    keys_given: bool = False
-    policy_given: bool = False
-    followed: Followed | None = None
-    """Set when the fleet was followed from a state file (``analysis.monitor``)."""
-
-    @property
-    def included(self) -> list[FleetLog]:
-        return [log for log in self.logs if log.included]
-
-    @property
-    def excluded(self) -> list[FleetLog]:
-        return [log for log in self.logs if not log.included]
-
-    def status(self) -> ChainStatus:
-        """The fleet as the report's chain: verified, its records the sum of the counted ones."""
-        counted = sum(log.size for log in self.included)
-        name = f"fleet of {len(self.logs)} logs ({len(self.excluded)} excluded)"
-        return ChainStatus(path=name, records=counted, verified=True, checked=True)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "logs": len(self.logs),
-            "included": len(self.included),
-            "excluded": len(self.excluded),
-            "records_counted": sum(log.size for log in self.included),
-            "checked_with": self.checked_with(),
-            "hosts": [log.as_dict() for log in self.logs],
-            "state": None if self.followed is None else self.followed.as_dict(),
-        }
-
-    def checked_with(self) -> str:
-        """What each included log's checkpoint was checked with."""
-        if self.policy_given:
-            return (
-                "checkpoint consistent with the chain, its log signature and its witnesses' quorum verified"
-            )
-        if self.keys_given:
-            return "checkpoint consistent with the chain, its signature verified by a given key"
-        return "checkpoint consistent with the chain; its signature not verified (no --key or --policy given)"
 
 
 def is_remote(location: str) -> bool:
@@ -194,11 +103,13 @@ def is_remote(location: str) -> bool:
 
 
 def chain_paths(inputs: Sequence[str]) -> list[str]:
-    """The logs named by ``inputs``: each a chain file, a remote log's URL, or a folder whose
-    ``*.jsonl`` regular files (sorted by name) are its chains. A path that does not exist is a
+    """The logs named by ``inputs``: each a chain (its live file, a closed segment or its segments
+    folder), a remote log's URL, or a folder whose ``*.jsonl`` regular files (sorted by name) are its
+    chains. A path that does not exist is a
     :class:`FleetError`."""
     found: list[str] = []
-    for item in inputs:
+    for named in inputs:
+        item = named if is_remote(named) else live_path(named)  # a segment or segments folder: its chain
         path = Path(item)
         if path.is_dir():
             chains = sorted(
@@ -228,12 +139,17 @@ class _Verdict:
     frontier: tuple[bytes, ...] = ()
 
 
-def _check_against(path: str, note: str, size: int, keys: tuple[str, ...]) -> _Verdict:
-    """Verify the chain at ``path`` and its consistency with the checkpoint ``note`` of ``size``."""
+def _check_against(
+    path: str, note: str, size: int, keys: tuple[str, ...], pruned: Pruned | None = None
+) -> _Verdict:
+    """Verify the chain at ``path`` and its consistency with the checkpoint ``note`` of ``size``; of a
+    ``pruned`` chain, from its minimum index, its first record kept authenticated from the signed tree."""
     try:
-        checked = check_chain(path, [note], list(keys), check_tile_store=False)
+        checked, problem = check_kept_chain(path, pruned, [note], keys, check_tile_store=False)
     except (OSError, NoteError) as exc:
         return _Verdict(f"cannot be checked: {exc}")
+    if problem is not None:
+        return _Verdict(f"its first record kept does not verify: {problem}")
     chain, report = checked.chain, checked.report
     if not chain.intact:
         reason = getattr(chain.reason, "value", chain.reason)
@@ -253,7 +169,7 @@ def _check_against(path: str, note: str, size: int, keys: tuple[str, ...]) -> _V
 
 
 def checkpoint_problem(
-    evidence: LogEvidence, verifiers: Sequence[Verifier], policy: Policy | None
+    evidence: LogEvidence, verifiers: Sequence[LogKey], policy: Policy | None
 ) -> str | None:
     if evidence.status != PRESENT:
         why = evidence.problem or "no checkpoint beside the chain: nothing vouches for it"
@@ -277,15 +193,31 @@ class PendingLog:
     note: str
     evidence: LogEvidence
     root: bytes
+    pruned: Pruned | None = None
+    """The log's ``pruned`` file (None: never pruned)."""
+
+    @property
+    def start(self) -> int:
+        """The first record the log keeps (its minimum index; 0 when never pruned)."""
+        return 0 if self.pruned is None else self.pruned.min_index
+
+    @property
+    def pruned_bytes(self) -> int:
+        """The bytes of the pruned segments, as the ``pruned`` file records them."""
+        return 0 if self.pruned is None else self.pruned.kept_position()
 
 
-def prepare_log(path: str, verifiers: Sequence[Verifier], policy: Policy | None) -> FleetLog | PendingLog:
+def prepare_log(path: str, verifiers: Sequence[LogKey], policy: Policy | None) -> FleetLog | PendingLog:
     """The checks of a log that read no record: the chain file, its newest checkpoint, its signature
-    and quorum. An excluded :class:`FleetLog`, or the :class:`PendingLog` whose chain is to check."""
+    and quorum (and its ``pruned`` file). An excluded :class:`FleetLog`, or the :class:`PendingLog`
+    whose chain is to check."""
     try:
         require_chain_file(Path(path))
+        pruned = LogStore(path).read_pruned()
     except ChainAnalysisError as exc:
         return FleetLog(path, EXCLUDED, reason=str(exc))
+    except StateError as exc:
+        return FleetLog(path, EXCLUDED, reason=f"its pruned-records file cannot be used: {exc}")
     where, note, written_ns, problem = read_checkpoint_note(path)
     evidence = (
         note_evidence(where, note, written_ns, 0, verifiers=verifiers, policy=policy)
@@ -295,12 +227,14 @@ def prepare_log(path: str, verifiers: Sequence[Verifier], policy: Policy | None)
     refused = checkpoint_problem(evidence, verifiers, policy)
     if refused is not None or note is None:
         return FleetLog(path, EXCLUDED, origin=evidence.origin, reason=refused, evidence=evidence)
-    return PendingLog(path, note, evidence, parse_checkpoint(parse_note(note).text).root)
+    return PendingLog(path, note, evidence, parse_checkpoint(parse_note(note).text).root, pruned)
 
 
 def check_logs(pending: Sequence[PendingLog], keys: tuple[str, ...], jobs: int = 1) -> list[FleetLog]:
     """Each pending log's chain verified against its checkpoint (``jobs`` worker processes)."""
-    verdicts = _run_checks([(log.path, log.note, log.evidence.size or 0, keys) for log in pending], jobs)
+    verdicts = _run_checks(
+        [(log.path, log.note, log.evidence.size or 0, keys, log.pruned) for log in pending], jobs
+    )
     return [
         FleetLog(
             log.path,
@@ -313,30 +247,41 @@ def check_logs(pending: Sequence[PendingLog], keys: tuple[str, ...], jobs: int =
             end=verdict.end,
             root=log.root,
             frontier=verdict.frontier,
+            start=log.start,
+            pruned_bytes=log.pruned_bytes,
         )
         for log, verdict in zip(pending, verdicts, strict=True)
     ]
 
 
-def verifier_keys(verifiers: Sequence[Verifier], policy: Policy | None) -> tuple[str, ...]:
+def verifier_keys(verifiers: Sequence[LogKey], policy: Policy | None) -> tuple[str, ...]:
     """The key strings that authenticate the logs' checkpoints: the given ones and the policy's."""
     policy_keys = [str(log.verifier) for log in policy.logs] if policy is not None else []
     return tuple(dict.fromkeys([*map(str, verifiers), *policy_keys]))
 
 
+def prepare_fleet(
+    paths: Sequence[str], verifiers: Sequence[LogKey], policy: Policy | None
+) -> list[FleetLog | PendingLog]:
+    """Each log's checks that read no record (:func:`prepare_log`). Raises :class:`FleetError` when
+    two logs name one origin."""
+    prepared = [prepare_log(path, verifiers, policy) for path in paths]
+    refuse_shared_origins(
+        [item.evidence.origin if isinstance(item, PendingLog) else item.origin for item in prepared], paths
+    )
+    return prepared
+
+
 def check_fleet(
     paths: Sequence[str],
     *,
-    verifiers: Sequence[Verifier] = (),
+    verifiers: Sequence[LogKey] = (),
     policy: Policy | None = None,
     jobs: int = 1,
 ) -> Fleet:
     """Check every log (``jobs`` worker processes check the chains) and return the fleet. Raises
     :class:`FleetError` when two logs name one origin."""
-    prepared = [prepare_log(path, verifiers, policy) for path in paths]
-    refuse_shared_origins(
-        [item.evidence.origin if isinstance(item, PendingLog) else item.origin for item in prepared], paths
-    )
+    prepared = prepare_fleet(paths, verifiers, policy)
     pending = [item for item in prepared if isinstance(item, PendingLog)]
     checked = iter(check_logs(pending, verifier_keys(verifiers, policy), jobs))
     logs = tuple(next(checked) if isinstance(item, PendingLog) else item for item in prepared)
@@ -347,7 +292,9 @@ def _with_records(evidence: LogEvidence, records: int) -> LogEvidence:
     return replace(evidence, chain_records=records)
 
 
-def _run_checks(items: list[tuple[str, str, int, tuple[str, ...]]], jobs: int) -> list[_Verdict]:
+def _run_checks(
+    items: list[tuple[str, str, int, tuple[str, ...], Pruned | None]], jobs: int
+) -> list[_Verdict]:
     if jobs <= 1 or len(items) <= 1:
         return [_check_against(*item) for item in items]
     with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=mp_context()) as pool:
@@ -377,10 +324,15 @@ def with_host(payloads: Payloads, host: str) -> Payloads:
         yield seq, payload
 
 
+def counted_payloads(log: FleetLog) -> Payloads:
+    """The records an included local log counts: from its first record kept to its checkpoint."""
+    return read_payloads(log.path, log.end, kept_from=log.start)
+
+
 def fleet_payloads(fleet: Fleet) -> Iterator[tuple[int, Any]]:
     """Every counted record of the included logs, one log after the other, tagged with its origin."""
     for log in fleet.included:
-        yield from with_host(read_payloads(log.path, log.end), log.origin or log.path)
+        yield from with_host(counted_payloads(log), log.origin or log.path)
 
 
 def fleet_specs(specs: Sequence[GroupSpec]) -> tuple[GroupSpec, ...]:
@@ -415,37 +367,32 @@ def aggregate_log(
 ) -> Aggregation:
     """The aggregation of one included log's counted records, each tagged with its origin."""
     aggregation = settings.aggregation(cited_loader)
-    aggregation.feed(with_host(read_payloads(log.path, log.end), log.origin or log.path))
+    aggregation.feed(with_host(counted_payloads(log), log.origin or log.path))
     aggregation.cube.repeats = Repeats()  # a cache of the pass, not a count: nothing to carry over
     return aggregation
 
 
-def aggregate_logs(
-    logs: Sequence[FleetLog],
+def summed_usage(aggregations: Sequence[Aggregation]) -> CitedUsage | None:
+    """The replayed policy usage of the logs' aggregations made with a store, summed (None without)."""
+    usages = [aggregation.usage for aggregation in aggregations if aggregation.usage is not None]
+    if not usages:
+        return None
+    for usage in usages[1:]:
+        usages[0].absorb(usage)
+    return usages[0]
+
+
+def combine(
+    fleet: Fleet,
+    aggregations: Sequence[Aggregation],
     settings: ReportSettings,
-    *,
-    jobs: int = 1,
-    cited_loader: CitedLoader | None = None,
-) -> list[Aggregation]:
-    """Each log's aggregation; ``jobs`` worker processes aggregate several logs at once (not with a
-    store: its snapshots are read in this process)."""
-    if jobs <= 1 or len(logs) <= 1 or cited_loader is not None:
-        return [aggregate_log(log, settings, cited_loader) for log in logs]
-    with ProcessPoolExecutor(max_workers=min(jobs, len(logs)), mp_context=mp_context()) as pool:
-        return list(pool.map(aggregate_log, logs, [settings] * len(logs)))
-
-
-def combine(fleet: Fleet, aggregations: Sequence[Aggregation], settings: ReportSettings) -> Report:
-    """One report from the logs' aggregations."""
-    total = settings.aggregation()
-    for aggregation in aggregations:
-        total.absorb(aggregation)
-    if aggregations and aggregations[0].usage is not None:  # a store: its replayed usage, summed
-        total.usage = aggregations[0].usage
-        for aggregation in aggregations[1:]:
-            if aggregation.usage is not None:
-                total.usage.absorb(aggregation.usage)
-    report = total.finish()
-    report.chain = fleet.status()
-    report.fleet = fleet
-    return report
+    usage: CitedUsage | None = None,
+) -> Report:
+    """One report from the included logs' aggregations, its figures derived once over all of them,
+    with the replayed policy usage of a store (its logs' ``CitedUsage`` summed) when one was given."""
+    total = settings.aggregation().finish(aggregations)
+    if usage is not None:
+        total.usage, total.usage_not_replayed = usage.tables(), usage.not_replayed
+    total.chain = fleet.status()
+    total.fleet = fleet
+    return total

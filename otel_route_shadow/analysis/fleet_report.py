@@ -6,32 +6,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from otel_route_shadow.analysis.figures import Report
 from otel_route_shadow.analysis.fleet import (
-    Fleet,
     FleetError,
-    FleetLog,
+    PendingLog,
     ReportSettings,
-    aggregate_logs,
     chain_paths,
     check_fleet,
     combine,
     fleet_payloads,
     fleet_specs,
     is_remote,
+    prepare_log,
     refuse_shared_origins,
+    summed_usage,
+    verifier_keys,
 )
+from otel_route_shadow.analysis.fleet_logs import Fleet, FleetLog
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import GroupSpec, as_specs
-from otel_route_shadow.analysis.remote import Fetch, read_remote
+from otel_route_shadow.analysis.log_pass import count_logs
+from otel_route_shadow.analysis.remote import Fetch, PendingRemote, count_remote, prepare_remote
 from otel_route_shadow.analysis.replaying import CitedLoader
-from otel_route_shadow.analysis.report import Aggregation, Report
+from otel_route_shadow.analysis.report import Aggregation
 from otel_route_shadow.analysis.source import ProgressFn
 from otel_route_shadow.analysis.whatif import WhatIfResult, replay_payloads
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import PolicySnapshot
-from otel_route_shadow.tlog import Policy, Verifier
+from otel_route_shadow.tlog import LogKey, Policy
 
-__all__ = ["build_fleet_report", "fleet_replay"]
+__all__ = ["build_fleet_report", "count_pending", "fleet_replay", "prepare_logs"]
 
 
 def build_fleet_report(
@@ -39,7 +43,7 @@ def build_fleet_report(
     *,
     by: Sequence[GroupSpec] | Sequence[str] | None = None,
     window: TimeWindow | None = None,
-    verifiers: Sequence[Verifier] = (),
+    verifiers: Sequence[LogKey] = (),
     policy: Policy | None = None,
     jobs: int = 1,
     cited_loader: CitedLoader | None = None,
@@ -51,33 +55,56 @@ def build_fleet_report(
     through ``fetch``) that verifies against its newest checkpoint; the others are named in
     ``report.fleet`` and in no figure. ``jobs`` worker processes check, then aggregate, several local
     logs at once."""
-    paths = chain_paths(inputs)
-    remote = [path for path in paths if is_remote(path)]
-    if remote and fetch is None:
-        raise FleetError(f"{remote[0]}: a remote log, and no way to fetch it was given")
     settings = ReportSettings(fleet_specs(as_specs(by)), window or TimeWindow(), examples, min_spawns)
-    local = check_fleet(
-        [path for path in paths if not is_remote(path)], verifiers=verifiers, policy=policy, jobs=jobs
-    )
-    read: dict[str, tuple[FleetLog, Aggregation | None]] = {}
-    if fetch is not None:
-        for url in remote:
-            read[url] = read_remote(url, fetch, settings, verifiers=tuple(verifiers), policy=policy)
-    checked = {log.path: log for log in local.logs}
-    logs = tuple(read[path][0] if path in read else checked[path] for path in paths)
-    refuse_shared_origins([log.origin for log in logs], paths)
-    counted = dict(
-        zip(
-            (log.path for log in local.included),
-            aggregate_logs(local.included, settings, jobs=jobs, cited_loader=cited_loader),
-            strict=True,
-        )
-    )
-    for url, (_log, aggregation) in read.items():
-        if aggregation is not None:
-            counted[url] = aggregation
-    fleet = Fleet(logs, bool(verifiers), policy is not None)
-    return combine(fleet, [counted[log.path] for log in fleet.included], settings)
+    prepared = prepare_logs(chain_paths(inputs), verifiers, policy, fetch)
+    pending = [item for item in prepared if not isinstance(item, FleetLog)]
+    keys = verifier_keys(verifiers, policy)
+    counted: dict[str, tuple[FleetLog, Aggregation | None]] = {
+        log.path: (log, aggregation)
+        for log, aggregation in count_pending(pending, settings, keys, jobs=jobs, cited_loader=cited_loader)
+    }
+    counted.update((item.path, (item, None)) for item in prepared if isinstance(item, FleetLog))
+    fleet = Fleet(tuple(counted[item.path][0] for item in prepared), bool(verifiers), policy is not None)
+    aggregations = [
+        aggregation for log in fleet.included if (aggregation := counted[log.path][1]) is not None
+    ]
+    return combine(fleet, aggregations, settings, summed_usage(aggregations))
+
+
+def count_pending(
+    pending: Sequence[PendingLog | PendingRemote],
+    settings: ReportSettings,
+    keys: tuple[str, ...],
+    *,
+    jobs: int = 1,
+    cited_loader: CitedLoader | None = None,
+) -> list[tuple[FleetLog, Aggregation | None]]:
+    """Each pending log checked and counted (its aggregation None when it is excluded): the local ones
+    as ``log_pass.count_logs`` does (``jobs``, ``cited_loader``), the remote ones through their entry
+    bundles (``remote.count_remote``)."""
+    local = [item for item in pending if isinstance(item, PendingLog)]
+    counted = count_logs(local, settings, keys, jobs=jobs, cited_loader=cited_loader)
+    return [*counted, *(count_remote(item, settings) for item in pending if isinstance(item, PendingRemote))]
+
+
+def prepare_logs(
+    paths: Sequence[str], verifiers: Sequence[LogKey], policy: Policy | None, fetch: Fetch | None
+) -> list[FleetLog | PendingLog | PendingRemote]:
+    """Each log's checks that read no record: a local chain's (``fleet.prepare_log``), a remote log's
+    checkpoint and minimum index through ``fetch`` (``remote.prepare_remote``). Raises
+    :class:`~otel_route_shadow.analysis.fleet.FleetError` for a remote log without ``fetch``, and when
+    two logs name one origin."""
+    prepared: list[FleetLog | PendingLog | PendingRemote] = []
+    for path in paths:
+        if not is_remote(path):
+            prepared.append(prepare_log(path, verifiers, policy))
+        elif fetch is None:
+            raise FleetError(f"{path}: a remote log, and no way to fetch it was given")
+        else:
+            prepared.append(prepare_remote(path, fetch, verifiers, policy))
+    origins = [item.origin if isinstance(item, FleetLog) else item.evidence.origin for item in prepared]
+    refuse_shared_origins(origins, paths)
+    return prepared
 
 
 def fleet_replay(
@@ -89,7 +116,7 @@ def fleet_replay(
     by: Sequence[GroupSpec] | Sequence[str] | None = None,
     window: TimeWindow | None = None,
     examples: int = 3,
-    verifiers: Sequence[Verifier] = (),
+    verifiers: Sequence[LogKey] = (),
     policy: Policy | None = None,
     jobs: int = 1,
     progress: ProgressFn | None = None,

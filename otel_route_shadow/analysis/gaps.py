@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from otel_route_shadow.analysis.served import SERVED_DIFFERS
-from otel_route_shadow.analysis.tally import rate, sorted_counts
+from otel_route_shadow.analysis.tally import add_counts, rate, sorted_counts
 from otel_route_shadow.core import REQUIREMENT_DEFIED, MechanismClass, mechanism_class
 from otel_route_shadow.shadow import attributes as attr
 
@@ -135,8 +135,7 @@ class GapCounts:
         for name in _SUMMED:
             setattr(total, name, getattr(self, name) + getattr(other, name))
         for counts in (self.mechanisms, other.mechanisms):
-            for key, n in counts.items():
-                total.mechanisms[key] = total.mechanisms.get(key, 0) + n
+            add_counts(total.mechanisms, counts)
         return total
 
     def judge(self) -> tuple[str, list[str]]:
@@ -199,6 +198,11 @@ class GapTally:
 
     def add(self, spawn: SpawnFacts, n: int) -> None:
         (self.flapping if spawn.flapping else self.stable).add(spawn, n)
+
+    def absorb(self, other: GapTally) -> None:
+        """Add ``other``'s spawns (another log's of the same group)."""
+        self.stable = self.stable.merged(other.stable)
+        self.flapping = self.flapping.merged(other.flapping)
 
     @property
     def all(self) -> GapCounts:

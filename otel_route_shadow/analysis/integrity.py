@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from otel_route_shadow.analysis.changes import DECISION_FIELDS, FIELD_KEYS
+from otel_route_shadow.analysis.changes import FIELD_KEYS
 from otel_route_shadow.analysis.groups import label
 from otel_route_shadow.analysis.replaying import Replayed
 from otel_route_shadow.analysis.tally import sorted_counts
+from otel_route_shadow.core import DECISION_FIELDS
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = ["MAX_FINDING_EXAMPLES", "IntegrityReport", "reproduces"]

@@ -11,17 +11,17 @@ not something the policy set can answer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 from typing import Any, Final
 
-from otel_route_shadow.analysis.changes import DECISION_FIELDS
 from otel_route_shadow.analysis.records import RecordCounts, observations
 from otel_route_shadow.analysis.source import open_chain, read_payloads
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import (
+    DECISION_FIELDS,
     Account,
     LegacyMechanism,
     LegacyRoute,
@@ -211,13 +211,18 @@ def _ordered(values: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(sorted(set(values), key=lambda v: (v is not None, str(v))))
 
 
-def axes_from_chain(path: str | Path) -> dict[str, tuple[Any, ...]]:
-    """The distinct repos, roles, principals, faces and requirements the chain's observations saw.
+def axes_from_chain(
+    path: str | Path, *, tell: Callable[[str], None] | None = None
+) -> dict[str, tuple[Any, ...]]:
+    """The distinct repos, roles, principals, faces and requirements the chain's observations saw; of a
+    pruned chain, those of the records it keeps (``tell`` is given the line that says so).
 
     The chain is only a source of axis values here, so it is not verified (``report`` and ``whatif``
     are the commands whose figures come from the chain).
     """
-    open_chain(path, verify=False)
+    status = open_chain(path, verify=False)
+    if status.kept is not None and tell is not None:
+        tell(f"axis values from seq {status.start} on: {status.kept.pruned.describe()}")
     seen: dict[str, set[Any]] = {
         name: set() for name in ("repos", "roles", "principals", "faces", "requirements")
     }
@@ -230,7 +235,10 @@ def axes_from_chain(path: str | Path) -> dict[str, tuple[Any, ...]]:
     )
     counts = RecordCounts()
     for _seq, _payload, attributes, _ns in observations(
-        read_payloads(path, lenient=True), counts, window=TimeWindow(), require_decision=False
+        read_payloads(path, lenient=True, kept_from=status.start),
+        counts,
+        window=TimeWindow(),
+        require_decision=False,
     ):
         for name, key in keys:
             value = attributes.get(key)

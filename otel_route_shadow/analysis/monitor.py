@@ -1,74 +1,64 @@
 """Following a fleet like a Certificate Transparency monitor: a state file keeps, per log, the last
 checkpoint it was verified against and the report's aggregation up to it; a rerun reads only the
-records after it.
+records after it (docs/reports.md, "Following a fleet", says it at length).
 
-**The rerun.** For each log whose entry in the state file is usable, the newest checkpoint is read and
-its signature (and quorum) checked as always (``analysis.fleet``); then the log is *extended*: the
-records from the entry's size to the new checkpoint's size are read from where the entry says they
-begin, each line's leaf hash is appended to the entry's compact range (the roots of the perfect
-subtrees of the first ``size`` records: ``tlog.CompactRange``), and the root this gives must be the
-new checkpoint's root. That one comparison proves the new records *and* the entry: the signed root
-commits to every leaf, so the old records are unchanged (the consistency of the old checkpoint with
-the new one, proven from the old size) and the entry's range is the true right edge of the old tree.
-The new records are counted into the entry's aggregation, restored; nothing before the old size is
-read. A log that shrank, an entry that does not extend to the new root, a line that is not a record:
-the entry is dropped with a warning and the log is checked and read in full.
+**The rerun.** Each log's newest checkpoint is checked as always (``analysis.fleet``); then the log is
+*extended*: its records from the entry's size to the new size (a local chain's read from the entry's
+byte offset ``end``, which counts the pruned segments' bytes so that a prune does not move it; a
+remote log's from the entry bundle holding that index), each leaf hash appended to the entry's compact
+range, must give the new checkpoint's root. That one comparison proves the new records *and* the
+entry (the old checkpoint's consistency with the new one). A log that shrank, was pruned past the
+entry's size, or does not extend is read in full with a warning; a remote that fails during a rerun is
+excluded and keeps its entry.
 
-**The state file is untrusted input.** It is read bounded (``strict_json.read_json``) and validated
-(pydantic), and each entry carries a SHA-256 digest of its content bound to the checkpoint (origin,
-size, root) and to the report's settings: an entry whose digest does not match, for other settings,
-or of another origin, is dropped with a warning and its log rebuilt from scratch; a file that cannot
-be read or parsed is ignored whole, with a warning. Without a secret there is no keyed MAC: the
-digest catches a damaged, truncated or mixed-up state file, not a forger who can write the monitor's
-own disk (such a forger could as well change the monitor). The records' side is not taken on trust:
-an entry's range is proven against the signed root of the next checkpoint, as above. ``--state``
-with ``--rebuild`` recomputes every log in full and rewrites the file.
+**The state file is untrusted input**: read bounded, parsed by ``orjson``, validated, each entry bound
+by a SHA-256 digest to its checkpoint and the report's settings (a damaged or mixed-up entry is dropped
+with a warning, its log rebuilt); the records' side is proven against the next signed root.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Annotated, Any, Final, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, ValidationError
 
-from otel_route_shadow.analysis.cells import CELL_KEYS, Cell, CubeSlot
+from otel_route_shadow.analysis.cells import CELL_KEYS
+from otel_route_shadow.analysis.cohorts import COHORT_ATTRIBUTES
+from otel_route_shadow.analysis.collector_pause import collector_paused
+from otel_route_shadow.analysis.figures import Report
 from otel_route_shadow.analysis.fleet import (
-    INCLUDED,
-    Fleet,
-    FleetError,
-    FleetLog,
-    Followed,
     PendingLog,
     ReportSettings,
-    aggregate_logs,
     chain_paths,
-    check_logs,
     combine,
     fleet_specs,
     is_remote,
-    prepare_log,
-    refuse_shared_origins,
     verifier_keys,
-    with_host,
 )
+from otel_route_shadow.analysis.fleet_logs import EXCLUDED, Fleet, FleetLog, Followed
+from otel_route_shadow.analysis.fleet_report import count_pending, prepare_logs
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import GroupSpec, as_specs
-from otel_route_shadow.analysis.noise import KEY_ATTRIBUTES, ROUTE_ATTRIBUTES
-from otel_route_shadow.analysis.remote import seq_and_payload
-from otel_route_shadow.analysis.report import Aggregation, Report
-from otel_route_shadow.analysis.source import ChainAnalysisError
+from otel_route_shadow.analysis.latency import LatencyHistogram
+from otel_route_shadow.analysis.log_pass import (
+    NotRecords,
+    hashed_records,
+    included_log,
+    lines_after,
+)
+from otel_route_shadow.analysis.noise import KEY_ATTRIBUTES, ROUTE_ATTRIBUTES, KeyState, NoiseTracker
+from otel_route_shadow.analysis.remote import Fetch, PendingRemote, RemoteError, remote_records
+from otel_route_shadow.analysis.report import Aggregation
+from otel_route_shadow.analysis.source import ChainAnalysisError, Payloads
 from otel_route_shadow.analysis.window import TimeWindow
-from otel_route_shadow.chain import MAX_LINE_BYTES
-from otel_route_shadow.files import FileRefused, open_regular, write_atomic
-from otel_route_shadow.lines import LineTooLong, complete_end, iter_blocks
-from otel_route_shadow.strict_json import StrictJSONError, read_json
-from otel_route_shadow.tlog import CompactRange, Policy, Verifier, leaf_hash
+from otel_route_shadow.files import FileRefused, read_regular, write_atomic
+from otel_route_shadow.lines import LineTooLong
+from otel_route_shadow.tlog import CompactRange, LogKey, Policy
 
 __all__ = [
     "MAX_STATE_BYTES",
@@ -79,12 +69,11 @@ __all__ = [
 ]
 
 STATE_KIND: Final = "route-shadow-monitor-state"
-STATE_VERSION: Final = 1
+STATE_VERSION: Final = 3
+"""Version 2 added the spawns' durations per cohort (``latencies``); version 3 holds cells and keys as
+rows of indices into a table of values. An older state is rebuilt."""
 MAX_STATE_BYTES: Final = 256 * 1024 * 1024
 """A state file holds counts per distinct cell and key, never per record: far below this."""
-READ_BYTES: Final = 256 * 1024
-"""Block size for reading a log's new records: a day's share of a log, not its history (the chain
-readers' 8 MiB blocks would cost more to allocate than the records to read)."""
 
 StrictInt = Annotated[int, Field(strict=True, ge=0)]
 """Every count, offset, size and seq of a state file: a whole number, never negative."""
@@ -93,14 +82,6 @@ Scalar = StrictBool | Annotated[int, Field(strict=True)] | StrictFloat | StrictS
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class KeyRow(_Model):
-    key: list[Scalar]
-    last: list[Scalar] | None
-    flaps: StrictInt
-    routes: list[list[Scalar]]
-    flap_seqs: list[StrictInt]
 
 
 class TimelineState(_Model):
@@ -135,9 +116,29 @@ class CountsState(_Model):
     shadow_errors: list[tuple[list[Scalar], StrictInt]]
 
 
+class LatencyRow(_Model):
+    cohort: list[Scalar]
+    buckets: list[tuple[Annotated[int, Field(strict=True)], StrictInt]]
+    unknown: StrictInt
+
+
 class AggregationState(_Model):
-    cells: list[tuple[list[Scalar], StrictInt]]
-    keys: list[KeyRow]
+    """A log's aggregation. Its cells and its decision keys are each one list of whole numbers (one
+    container however many rows: cheap to parse, validate and keep), each field an index into
+    ``values``:
+
+    * ``cells``: per cell, one index per :class:`~otel_route_shadow.analysis.cells.Cell` field, then
+      its count;
+    * ``keys``: per decision key, the length of its row, then the row: one index per field of the key
+      and its host, its flaps, the length of its last route (0 before a first spawn, else one index
+      per route field) and that route, the number of distinct routes it ran and each route, then the
+      ``seq`` of its first flaps.
+    """
+
+    values: list[Scalar]
+    cells: list[StrictInt]
+    latencies: list[LatencyRow]
+    keys: list[StrictInt]
     timeline: TimelineState
     divergent: dict[str, list[dict[str, Any]]]
     served: list[dict[str, Any]]
@@ -147,9 +148,11 @@ class AggregationState(_Model):
 class LogState(_Model):
     path: StrictStr
     origin: StrictStr
+    start: StrictInt = 0
     size: StrictInt
     root: StrictStr
-    end: StrictInt
+    end: StrictInt | None = None
+    """Where record ``size`` begins in a local chain (a remote log's entries are addressed by index)."""
     frontier: list[StrictStr]
     aggregation: AggregationState
     digest: StrictStr
@@ -157,7 +160,7 @@ class LogState(_Model):
 
 class StateFile(_Model):
     kind: Literal["route-shadow-monitor-state"]
-    version: Literal[1]
+    version: Literal[3]
     logs: list[LogState]
 
 
@@ -169,27 +172,88 @@ def _scalars(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(values)
 
 
-def aggregation_state(aggregation: Aggregation) -> dict[str, Any]:
-    """The JSON form of ``aggregation`` before :meth:`~Aggregation.finish`."""
+class _Table:
+    """The table of values of one state entry (each distinct value once, by type: ``True`` is not
+    ``1``), and the rows of the cells and decision keys read from it, so that what a rerun did not
+    change is written back as it was read, not looked up value by value."""
+
+    __slots__ = ("cells", "index", "keys", "read_cells", "read_keys", "values")
+
+    def __init__(self, values: Sequence[Any] = ()) -> None:
+        self.values: list[Any] = list(values)
+        self.index: dict[tuple[type, Any], int] = {(v.__class__, v): i for i, v in enumerate(self.values)}
+        self.read_cells: list[int] = []
+        self.read_keys: list[int] = []
+        self.cells: dict[tuple[Any, ...], int] = {}
+        """Where a restored cell's row begins in :attr:`read_cells`."""
+        self.keys: dict[tuple[Any, ...], tuple[int, int, int, tuple[Any, ...]]] = {}
+        """Where a restored decision key's row begins in :attr:`read_keys`, its length, and its flaps
+        and last route as restored."""
+
+    def row(self, values: Iterable[Any]) -> list[int]:
+        index, row = self.index, []
+        for value in values:
+            at = index.get((value.__class__, value))
+            if at is None:
+                at = index[value.__class__, value] = len(self.values)
+                self.values.append(value)
+            row.append(at)
+        return row
+
+    def cell(self, out: list[int], key: tuple[Any, ...], count: int) -> None:
+        at = self.cells.get(key)
+        out.extend(self.row(key) if at is None else self.read_cells[at : at + len(key)])
+        out.append(count)
+
+    def key(self, out: list[int], key: tuple[Any, ...], state: KeyState) -> None:
+        restored = self.keys.get(key)
+        if restored is not None and restored[2] == state.flaps and restored[3] is state.last:
+            at, length = restored[0], restored[1]  # routes and flap seqs change only with a flap
+            out.extend(self.read_keys[at - 1 : at + length])
+            return
+        last = () if not state.routes else state.last
+        routes = [value for route in state.routes for value in route]
+        row = [
+            *self.row(key),
+            state.flaps,
+            len(last),
+            *self.row(last),
+            len(state.routes),
+            *self.row(routes),
+            *state.flap_seqs,
+        ]
+        out.append(len(row))
+        out.extend(row)
+
+
+def aggregation_state(aggregation: Aggregation, table: _Table | None = None) -> dict[str, Any]:
+    """The JSON form of ``aggregation`` before :meth:`~Aggregation.finish` (``table``: the one it
+    was restored with, if it was)."""
     width, buckets, first, last = aggregation.report.times.state()
     counts = aggregation.report.records
+    table = table or _Table()
+    cube = aggregation.cube
+    cells: list[int] = []
+    for key, slot in cube.slots.items():
+        table.cell(cells, key, slot.count)
+    for key, count in cube.saved.items():
+        table.cell(cells, key, count)
+    keys: list[int] = []
+    for key, state in aggregation.tracker.keys.items():
+        table.key(keys, key, state)
     return {
-        "cells": [[list(key), slot.count] for key, slot in aggregation.cube.slots.items()],
-        "keys": [
-            {
-                "key": list(key),
-                "last": None if not state.routes else list(state.last),
-                "flaps": state.flaps,
-                "routes": [list(route) for route in state.routes],
-                "flap_seqs": list(state.flap_seqs),
-            }
-            for key, state in aggregation.tracker.keys.items()
+        "values": table.values,
+        "cells": cells,
+        "latencies": [
+            {"cohort": list(cohort), **latency.state()}
+            for cohort, latency in aggregation.cube.latencies.items()
         ],
+        "keys": keys,
         "timeline": {
             "width_ns": width,
             "first": first if last >= 0 else 0,
             "last": last,
-            "buckets": [[bucket, spawns, agreed] for bucket, (spawns, agreed) in buckets.items()],
+            "buckets": buckets,
         },
         "divergent": dict(aggregation.divergent.by_kind),
         "served": aggregation.served.by_kind.get("served-differs", []),
@@ -216,31 +280,66 @@ def aggregation_state(aggregation: Aggregation) -> dict[str, Any]:
     }
 
 
-def restore_aggregation(state: AggregationState, settings: ReportSettings) -> Aggregation:
-    """An aggregation holding ``state``'s counts, ready to be fed the records after them. Raises
-    ``ValueError`` for a state no aggregation could have written."""
-    aggregation = settings.aggregation()
-    tracker = aggregation.tracker
-    for row in state.keys:
-        if len(row.key) != len(KEY_ATTRIBUTES) + 1 or any(
-            len(r) != len(ROUTE_ATTRIBUTES) for r in row.routes
-        ):
-            raise ValueError("a decision key or route of the wrong shape")
-        if row.last is not None and len(row.last) != len(ROUTE_ATTRIBUTES):
-            raise ValueError("a route of the wrong shape")
-        routes = [tracker.route(_scalars(route)) for route in row.routes]
-        last = tracker.route(_scalars(row.last)) if row.last is not None else None
-        tracker.restore_key(_scalars(row.key), last, row.flaps, routes, row.flap_seqs)
+def _restore_cells(saved: dict[tuple[Any, ...], int], table: _Table, cells: list[int]) -> None:
+    """The cube's saved counts (each cell becomes a slot only if a new record of it is counted)."""
     width = 1 + len(CELL_KEYS)
-    for values, count in state.cells:
-        if len(values) != width or type(values[0]) is not bool or count < 1:
-            raise ValueError("a cell of the wrong shape")
-        key = _scalars(values)
-        slot = aggregation.cube.slots[key] = CubeSlot(Cell._make(key), tracker)
-        slot.count = count
+    value, where = table.values.__getitem__, table.cells
+    if len(cells) % (width + 1):
+        raise ValueError("a cell of the wrong shape")
+    for at in range(0, len(cells), width + 1):
+        key, count = tuple(map(value, cells[at : at + width])), cells[at + width]
+        if type(key[0]) is not bool or count < 1 or key in saved:
+            raise ValueError("a cell of the wrong shape, or given twice")
+        saved[key] = count
+        where[key] = at
+
+
+def _restore_keys(tracker: NoiseTracker, table: _Table, keys: list[int]) -> None:
+    """Each decision key's state (see :class:`AggregationState` for a row's fields)."""
+    value, width, route_width = table.values.__getitem__, len(KEY_ATTRIBUTES) + 1, len(ROUTE_ATTRIBUTES)
+    start = 0
+    while start < len(keys):
+        row = keys[start + 1 : start + 1 + keys[start]]
+        if len(row) != keys[start] or len(row) < width + 3 or row[width + 1] not in (0, route_width):
+            raise ValueError("a decision key of the wrong shape")
+        at = width + 2 + row[width + 1]
+        last = tuple(map(value, row[width + 2 : at]))
+        flat = row[at + 1 : at + 1 + route_width * row[at]]
+        if len(flat) != route_width * row[at]:
+            raise ValueError("a decision key's routes of the wrong shape")
+        routes = [
+            tracker.route(tuple(map(value, flat[i : i + route_width])))
+            for i in range(0, len(flat), route_width)
+        ]
+        key, route = tuple(map(value, row[:width])), tracker.route(last) if last else None
+        tracker.restore_key(key, route, row[width], routes, row[at + 1 + len(flat) :])
+        state = tracker.keys[key]
+        table.keys[key] = (start + 1, len(row), state.flaps, state.last)
+        start += 1 + len(row)
+
+
+def restore_aggregation(
+    state: AggregationState, settings: ReportSettings, table: _Table | None = None
+) -> Aggregation:
+    """An aggregation holding ``state``'s counts, ready to be fed the records after them (``table``
+    keeps the rows read, for :func:`aggregation_state`). Raises ``ValueError`` for a state no
+    aggregation could have written."""
+    aggregation = settings.aggregation()
+    table = table or _Table(state.values)
+    table.read_cells, table.read_keys = state.cells, state.keys
+    try:
+        _restore_keys(aggregation.tracker, table, state.keys)
+        _restore_cells(aggregation.cube.saved, table, state.cells)
+    except IndexError:
+        raise ValueError("an index beyond a row or the table of values") from None
+    cube = aggregation.cube
+    for latency in state.latencies:
+        cohort = _scalars(latency.cohort)
+        if len(cohort) != len(COHORT_ATTRIBUTES) or cohort in cube.latencies:
+            raise ValueError("a cohort of the wrong shape")
+        cube.latencies[cohort] = LatencyHistogram.restore(latency.buckets, latency.unknown)
     timeline = state.timeline
-    buckets = {bucket: [spawns, agreed] for bucket, spawns, agreed in timeline.buckets}
-    aggregation.report.times.restore(timeline.width_ns, buckets, timeline.first, timeline.last)
+    aggregation.report.times.restore(timeline.width_ns, timeline.buckets, timeline.first, timeline.last)
     for examples in (*state.divergent.values(), state.served):
         if any(type(example.get("seq")) is not int for example in examples):
             raise ValueError("an example without its seq")
@@ -291,17 +390,22 @@ def entry_digest(entry: dict[str, Any], settings: ReportSettings) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def log_entry(log: FleetLog, aggregation: Aggregation, settings: ReportSettings) -> dict[str, Any]:
-    """The state file's entry for an included log counted up to its checkpoint."""
+def log_entry(
+    log: FleetLog, aggregation: Aggregation, settings: ReportSettings, table: _Table | None = None
+) -> dict[str, Any]:
+    """The state file's entry for an included log counted up to its checkpoint (``table``: see
+    :func:`aggregation_state`)."""
     entry = {
         "path": log.path,
         "origin": log.origin or "",
+        "start": log.start,
         "size": log.size,
         "root": _b64(log.root),
-        "end": log.end,
         "frontier": [_b64(node) for node in log.frontier],
-        "aggregation": aggregation_state(aggregation),
+        "aggregation": aggregation_state(aggregation, table),
     }
+    if not is_remote(log.path):
+        entry["end"] = log.end + log.pruned_bytes
     entry["digest"] = entry_digest(entry, settings)
     return entry
 
@@ -310,17 +414,24 @@ def read_state(path: str, settings: ReportSettings, warnings: list[str]) -> dict
     """The usable entries of the state file at ``path``, by chain path (none when it does not exist
     yet); every entry or file left out is said in ``warnings``."""
     try:
-        data = read_json(path, MAX_STATE_BYTES)
+        data = orjson.loads(read_regular(path, MAX_STATE_BYTES))
+        version = data.get("version") if isinstance(data, dict) and data.get("kind") == STATE_KIND else None
+        if type(version) is int and version != STATE_VERSION:
+            warnings.append(
+                f"state file {path} is of another schema version than {STATE_VERSION} (an older one lacks the "
+                "spawns' durations or holds its counts in another form): every log rebuilt from scratch"
+            )
+            return {}
         state = StateFile.model_validate(data)
     except FileNotFoundError:
         return {}
-    except (FileRefused, OSError, StrictJSONError, ValidationError) as exc:
+    except (FileRefused, OSError, orjson.JSONDecodeError, ValidationError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         warnings.append(f"state file {path} cannot be used ({first}): every log rebuilt from scratch")
         return {}
     usable: dict[str, LogState] = {}
-    for entry in state.logs:
-        if entry.digest != entry_digest(entry.model_dump(), settings):
+    for entry, written in zip(state.logs, data["logs"], strict=True):
+        if entry.digest != entry_digest(written, settings):
             warnings.append(
                 f"state of {entry.path}: its digest does not match its content and this report's settings "
                 "(damaged, edited, or written with other --by/--since/--until/--examples/--min-spawns): "
@@ -349,72 +460,40 @@ class _NotAnExtension(Exception):
     """The entry does not extend to the new checkpoint: the log is read in full."""
 
 
-def _new_lines(path: str, start: int, count: int) -> Iterator[tuple[bytes, int]]:
-    """``count`` complete lines from byte ``start``: each line and the offset after it."""
-    if count <= 0:
-        return
-    fd = open_regular(path)
-    with os.fdopen(fd, "rb", buffering=0) as handle:
-        end = complete_end(handle)
-        if start > end:
-            raise _NotAnExtension(f"the chain is shorter ({end} bytes) than the state says ({start})")
-        taken = 0
-        for after, block in iter_blocks(handle, start, end, READ_BYTES, max_line=MAX_LINE_BYTES):
-            offset = after - len(block) - 1
-            for line in block.split(b"\n"):
-                offset += len(line) + 1
-                yield line, offset
-                taken += 1
-                if taken == count:
-                    return
-    raise _NotAnExtension(f"the chain holds fewer records than its checkpoint's {count} new ones")
-
-
-def _lines_after(path: str, start: int) -> int:
-    """The complete lines from byte ``start`` on (the records not yet under a checkpoint)."""
-    with os.fdopen(open_regular(path), "rb", buffering=0) as handle:
-        end = complete_end(handle)
-        return sum(
-            block.count(b"\n") + 1
-            for _, block in iter_blocks(handle, start, end, READ_BYTES, max_line=MAX_LINE_BYTES)
-        )
-
-
-def _payloads(
-    lines: Iterator[tuple[bytes, int]], tree: CompactRange, ends: list[int]
-) -> Iterator[tuple[int, Any]]:
-    for line, after in lines:
-        tree.append(leaf_hash(line))
-        ends[0] = after
-        found = seq_and_payload(line)
-        if found is None:
-            raise _NotAnExtension(f"a new line ending at byte {after} is not a chain record")
-        yield found
-
-
-def extend_log(
-    pending: PendingLog, entry: LogState, settings: ReportSettings
-) -> tuple[FleetLog, Aggregation]:
-    """The log counted up to its new checkpoint from ``entry`` (see the module docstring). Raises
-    :class:`_NotAnExtension` when the entry does not extend to the new root."""
+def _extended(
+    pending: PendingLog | PendingRemote,
+    entry: LogState,
+    settings: ReportSettings,
+    records: Callable[[Callable[[bytes], None]], Payloads],
+) -> tuple[CompactRange, Aggregation, _Table]:
+    """The entry's tree and aggregation extended with ``records(add_leaf)``, the records from the
+    entry's size to the new checkpoint's (see the module docstring). Raises :class:`_NotAnExtension`
+    when the entry does not extend to the new root; a remote's ``RemoteError`` passes."""
     evidence = pending.evidence
     size = evidence.size or 0
     if evidence.origin != entry.origin:
         raise _NotAnExtension(f"the state is for origin {entry.origin!r}, the log is {evidence.origin!r}")
     if size < entry.size:
         raise _NotAnExtension(f"the checkpoint's size {size} is below the state's {entry.size}")
+    kept = pending.start
+    if entry.size < kept:
+        raise _NotAnExtension(
+            f"its size {entry.size} is below the log's minimum index {kept} (pruned since): records "
+            f"{entry.size}..{kept - 1} were never counted"
+        )
     try:
         tree = CompactRange(entry.size, [_unb64(node) for node in entry.frontier])
         old_root = _unb64(entry.root)
-        aggregation = restore_aggregation(entry.aggregation, settings)
+        table = _Table(entry.aggregation.values)
+        aggregation = restore_aggregation(entry.aggregation, settings, table)
     except ValueError as exc:
         raise _NotAnExtension(f"an unusable entry ({exc})") from None
     if tree.root() != old_root:
         raise _NotAnExtension("the entry's subtree roots do not give its root")
-    ends = [entry.end]
-    lines = _new_lines(pending.path, entry.end, size - entry.size)
     try:
-        aggregation.feed(with_host(_payloads(lines, tree, ends), evidence.origin or pending.path))
+        aggregation.feed(records(tree.append))
+    except NotRecords as exc:
+        raise _NotAnExtension(f"the new records: {exc}") from None
     except (OSError, LineTooLong, FileRefused) as exc:
         raise _NotAnExtension(f"the new records cannot be read ({exc})") from None
     if tree.size != size or tree.root() != pending.root:
@@ -422,82 +501,100 @@ def extend_log(
             f"the records from {entry.size} to {size} with the state's tree do not give the checkpoint's root: "
             "the log's history differs from the state's (a fork, a rewrite, or a damaged state)"
         )
+    return tree, aggregation, table
+
+
+def extend_log(
+    pending: PendingLog | PendingRemote, entry: LogState, settings: ReportSettings
+) -> tuple[FleetLog, Aggregation, _Table]:
+    """The log counted up to its new checkpoint from ``entry``: a local chain's new records read from
+    the entry's byte offset, a remote's from the entry bundle holding its size (:func:`_extended`)."""
+    if isinstance(pending, PendingRemote):
+        tree, aggregation, table = _extended(
+            pending, entry, settings, lambda add_leaf: remote_records(pending, entry.size, add_leaf)
+        )
+        return pending.included(entry.start, tree.nodes), aggregation, table
+    ends, count = [(entry.end or 0) - pending.pruned_bytes], (pending.evidence.size or 0) - entry.size
+    host, kept = pending.evidence.origin or pending.path, pending.start
+
+    def records(add_leaf: Callable[[bytes], None]) -> Payloads:  # once the entry's checkpoint is judged
+        if entry.end is None or ends[0] < 0:
+            raise _NotAnExtension(f"its position {entry.end} lies in the log's pruned segments, or is none")
+        return hashed_records(pending.path, ends[0], count, host, add_leaf, ends, kept_from=kept)
+
+    tree, aggregation, table = _extended(pending, entry, settings, records)
     try:
-        records = size + _lines_after(pending.path, ends[0])
+        chain_records = tree.size + lines_after(pending.path, ends[0], kept_from=kept)
     except (OSError, LineTooLong) as exc:
         raise _NotAnExtension(f"the chain cannot be read after its checkpoint ({exc})") from None
-    log = FleetLog(
-        pending.path,
-        INCLUDED,
-        origin=evidence.origin,
-        size=size,
-        records=records,
-        evidence=replace(evidence, chain_records=records),
-        end=ends[0],
-        root=pending.root,
-        frontier=tuple(tree.nodes),
+    log = included_log(
+        pending, chain_records, ends[0], tree.nodes, start=entry.start, pruned_bytes=pending.pruned_bytes
     )
-    return log, aggregation
+    return log, aggregation, table
 
 
 # ---------------------------------------------------------------------------------------------
 # The fleet, followed
 
 
+@collector_paused()
 def follow_fleet(
     inputs: Sequence[str],
     state_path: str,
     *,
     by: Sequence[GroupSpec] | Sequence[str] | None = None,
     window: TimeWindow | None = None,
-    verifiers: Sequence[Verifier] = (),
+    verifiers: Sequence[LogKey] = (),
     policy: Policy | None = None,
     jobs: int = 1,
     examples: int = 3,
     min_spawns: int = MIN_SPAWNS,
     rebuild: bool = False,
+    fetch: Fetch | None = None,
 ) -> Report:
-    """The fleet report of ``inputs``, extending each log from the state file at ``state_path`` where
-    it can and reading it in full where it cannot (``report.fleet.followed`` says which, and why);
-    the state file is then rewritten. Raises
-    :class:`~otel_route_shadow.analysis.fleet.FleetError` as :func:`build_fleet_report` does."""
+    """The fleet report of ``inputs`` (chains, ``serve`` URLs read through ``fetch``), each log extended
+    from the state file at ``state_path`` where it can and read in full where it cannot
+    (``report.fleet.followed`` says which, and why); the state file is then rewritten, an excluded
+    remote log's entry kept; the garbage collector is paused meanwhile. Raises ``FleetError`` as
+    :func:`build_fleet_report` does."""
     paths = chain_paths(inputs)
-    remote = [path for path in paths if is_remote(path)]
-    if remote:
-        raise FleetError(
-            f"{remote[0]}: --state follows local chains (a remote log is read in full without it)"
-        )
     settings = ReportSettings(fleet_specs(as_specs(by)), window or TimeWindow(), examples, min_spawns)
     warnings: list[str] = []
     entries = {} if rebuild else read_state(state_path, settings, warnings)
-    prepared = [prepare_log(path, verifiers, policy) for path in paths]
-    origins = [item.evidence.origin if isinstance(item, PendingLog) else item.origin for item in prepared]
-    refuse_shared_origins(origins, paths)
-    done: dict[str, tuple[FleetLog, Aggregation]] = {}
+    prepared = prepare_logs(paths, verifiers, policy, fetch)
+    done: dict[str, tuple[FleetLog, Aggregation, _Table | None]] = {}
+    checked: dict[str, FleetLog] = {}
     extended: list[str] = []
-    for item in prepared:
-        entry = entries.get(item.path) if isinstance(item, PendingLog) else None
-        if isinstance(item, PendingLog) and entry is not None:
-            try:
-                done[item.path] = extend_log(item, entry, settings)
-                extended.append(item.path)
-            except _NotAnExtension as exc:
-                warnings.append(f"state of {item.path}: {exc}: rebuilt from scratch")
-    rest = [item for item in prepared if isinstance(item, PendingLog) and item.path not in done]
-    checked = {log.path: log for log in check_logs(rest, verifier_keys(verifiers, policy), jobs)}
+    for item in [item for item in prepared if not isinstance(item, FleetLog) and item.path in entries]:
+        try:
+            done[item.path] = extend_log(item, entries[item.path], settings)
+            extended.append(item.path)
+        except _NotAnExtension as exc:
+            del entries[item.path]
+            rebuilt = f"rebuilt from seq {item.start}" if item.start else "rebuilt from scratch"
+            warnings.append(f"state of {item.path}: {exc}: {rebuilt}")
+        except RemoteError as exc:  # hangs or answers garbage: excluded this time, its entry kept
+            origin, evidence = item.evidence.origin, item.evidence
+            checked[item.path] = FleetLog(
+                item.path, EXCLUDED, origin=origin, reason=str(exc), evidence=evidence
+            )
+    rest = [i for i in prepared if not isinstance(i, FleetLog) and i.path not in {*done, *checked}]
+    for log, counted_log in count_pending(rest, settings, verifier_keys(verifiers, policy), jobs=jobs):
+        checked[log.path] = log
+        if counted_log is not None:
+            done[log.path] = (log, counted_log, None)
     fresh = [log for log in checked.values() if log.included]
-    for log, aggregation in zip(fresh, aggregate_logs(fresh, settings, jobs=jobs), strict=True):
-        done[log.path] = (log, aggregation)
-    logs: list[FleetLog] = []
-    for item in prepared:
-        if item.path in done:
-            logs.append(done[item.path][0])
-        elif isinstance(item, PendingLog):
-            logs.append(checked[item.path])
-        else:
-            logs.append(item)
-    fleet = Fleet(tuple(logs), bool(verifiers), policy is not None)
+    checked.update((item.path, item) for item in prepared if isinstance(item, FleetLog))
+    logs = tuple(done[item.path][0] if item.path in done else checked[item.path] for item in prepared)
+    fleet = Fleet(logs, bool(verifiers), policy is not None)
     counted = [done[log.path] for log in fleet.included]
-    write_state(state_path, [log_entry(log, aggregation, settings) for log, aggregation in counted])
+    kept = [entries[log.path] for log in fleet.excluded if is_remote(log.path) and log.path in entries]
+    warnings.extend(f"state of {entry.path}: kept (the log is excluded from this run)" for entry in kept)
+    written = [log_entry(log, aggregation, settings, table) for log, aggregation, table in counted]
+    write_state(
+        state_path, [*written, *(entry.model_dump(mode="json", exclude_unset=True) for entry in kept)]
+    )
     followed = Followed(tuple(extended), tuple(log.path for log in fresh), tuple(warnings))
-    return combine(replace(fleet, followed=followed), [aggregation for _, aggregation in counted], settings)
+    return combine(
+        replace(fleet, followed=followed), [aggregation for _, aggregation, _ in counted], settings
+    )

@@ -34,6 +34,7 @@ from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
     "FLAP_EXAMPLES",
+    "FLOAT_EXACT",
     "KEY_ATTRIBUTES",
     "KEY_NAMES",
     "NOISE_DEFINITION",
@@ -63,6 +64,11 @@ NOISE_DEFINITION: Final = (
     "with one spawn; a key flaps when flap_rate > 0; totals weight each key by its spawns"
 )
 
+FLOAT_EXACT: Final = 1 << 26
+"""While every key has fewer transitions than this, its flap rate as a float orders the table as the
+exact fraction does: two different rates ``a/b`` and ``c/d`` differ by at least ``1/(b*d)``, more than
+``2**-52``, and each float is within ``2**-54`` of its fraction (equal fractions give equal floats)."""
+
 _NOTHING: Final[tuple[Any, ...]] = ("(no route yet)",)
 
 
@@ -76,8 +82,10 @@ class KeyState:
         self.flaps = 0
         self.spawns = 0
         self.diverged = [0] * lanes
-        self.routes: set[tuple[Any, ...]] = set()
-        self.flap_seqs: list[int] = []
+        self.routes: tuple[tuple[Any, ...], ...] = ()
+        """The distinct routes run, in the order first run (tuples, not a set and a list: a monitor
+        holds a state per key of every host, and immutable ones cost the garbage collector nothing)."""
+        self.flap_seqs: tuple[int, ...] = ()
 
     def step(self, route: tuple[Any, ...], seq: int) -> None:
         """The key's next spawn in ``seq`` order ran ``route`` (an interned tuple: see
@@ -88,9 +96,10 @@ class KeyState:
             if last is not _NOTHING:
                 self.flaps += 1
                 if len(self.flap_seqs) < FLAP_EXAMPLES:
-                    self.flap_seqs.append(seq)
+                    self.flap_seqs = (*self.flap_seqs, seq)
             self.last = route
-            self.routes.add(route)
+            if route not in self.routes:
+                self.routes = (*self.routes, route)
 
 
 class NoiseTracker:
@@ -125,8 +134,8 @@ class NoiseTracker:
         state = self.key(key)
         state.last = _NOTHING if last is None else last
         state.flaps = flaps
-        state.routes = set(routes)
-        state.flap_seqs = list(flap_seqs[:FLAP_EXAMPLES])
+        state.routes = tuple(dict.fromkeys(routes))
+        state.flap_seqs = tuple(flap_seqs[:FLAP_EXAMPLES])
 
     def route(self, route: tuple[Any, ...]) -> tuple[Any, ...]:
         return self.routes.setdefault(route, route)
@@ -139,7 +148,11 @@ class NoiseTracker:
         return self.key(key), self.route(route)
 
     def table(self) -> NoiseTable:
-        rows = [
+        return NoiseTable(lanes=self.lanes, rows=self.rows())
+
+    def rows(self) -> list[NoiseRow]:
+        """A row per key with spawns (the spawns and divergences already added from the cube)."""
+        return [
             NoiseRow(
                 key=key[:-1],
                 host=key[-1],
@@ -152,7 +165,6 @@ class NoiseTracker:
             for key, state in self.keys.items()
             if state.spawns
         ]
-        return NoiseTable(lanes=self.lanes, rows=rows)
 
 
 def fraction_rate(value: Fraction | None) -> float | None:
@@ -279,17 +291,13 @@ class NoiseTable:
     rows: list[NoiseRow] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.rows.sort(key=_row_order)
+        floats = all(row.transitions < FLOAT_EXACT for row in self.rows)
+        self.rows.sort(key=_row_order if floats else _exact_row_order)
 
     @property
     def flapping(self) -> list[NoiseRow]:
         """The keys whose legacy route changed at least once, most flapping first."""
         return [row for row in self.rows if row.flapping]
-
-    @property
-    def flapping_keys(self) -> frozenset[tuple[Any, ...]]:
-        """Each flapping key followed by its host (as :meth:`NoiseTracker.key` holds it)."""
-        return frozenset((*row.key, row.host) for row in self.rows if row.flapping)
 
     def part(self, which: str = "total") -> NoisePart:
         """``total``, ``stable`` or ``flapping``."""
@@ -314,11 +322,20 @@ class NoiseTable:
 
 
 def _row_order(row: NoiseRow) -> tuple[Any, ...]:
+    """Most flapping first, then most spawns, then by key: the flap rate as a float (see
+    :data:`FLOAT_EXACT`), a tenth of the cost of comparing fractions."""
+    transitions = row.transitions
     return (
-        -(row.flap_rate or 0),
+        -(row.flaps / transitions) if transitions else 0.0,
         -row.spawns,
-        tuple("" if v is None else str(v) for v in (*row.key, row.host)),
+        tuple(["" if v is None else str(v) for v in (*row.key, row.host)]),
     )
+
+
+def _exact_row_order(row: NoiseRow) -> tuple[Any, ...]:
+    """:func:`_row_order` with the flap rate as a fraction (a key of more transitions than
+    :data:`FLOAT_EXACT`)."""
+    return (-(row.flap_rate or 0), *_row_order(row)[1:])
 
 
 def _lanes(lanes: Sequence[str], figures: Any) -> dict[str, Any]:

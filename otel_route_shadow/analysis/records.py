@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 from otel_route_shadow.analysis.cohorts import cohort_key
 from otel_route_shadow.analysis.groups import GroupSpec, spec_name
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn
-from otel_route_shadow.analysis.tally import sorted_counts
+from otel_route_shadow.analysis.tally import add_counts, sorted_counts
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.chain import DROPPED_KIND, TRUNCATED_KIND, DroppedGap
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
 
 if TYPE_CHECKING:
-    from otel_route_shadow.analysis.fleet import Fleet
+    from otel_route_shadow.analysis.fleet_logs import Fleet
 
 __all__ = [
     "PROGRESS_EVERY",
@@ -116,10 +116,8 @@ class RecordCounts:
         """Add another log's counts."""
         for name in ("read", "observations", "outside_window", "without_decision", "malformed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for kind, n in other.skipped_kinds.items():
-            self.skipped_kinds[kind] = self.skipped_kinds.get(kind, 0) + n
-        for key, n in other.shadow_errors.items():
-            self.shadow_errors[key] = self.shadow_errors.get(key, 0) + n
+        add_counts(self.skipped_kinds, other.skipped_kinds)
+        add_counts(self.shadow_errors, other.shadow_errors)
         mine, theirs = self.dropped, other.dropped
         mine.events += theirs.events
         mine.records += theirs.records

@@ -3,55 +3,77 @@ its entry bundles, each entry a line of the chain.
 
 A remote log is a base URL (``http://host:port/<origin>/``, as ``serve`` prints it). Its newest
 checkpoint (``checkpoint``) is checked as a local log's is (signature by a given key, the policy's
-quorum); then the entry bundles ``tile/entries/<N>[.p/<W>]`` covering its ``size`` records are read in
-order, each entry's leaf hash appended to a compact range, and the root this gives must be the
-checkpoint's root: only then are the records (counted as they arrived) used. The server's own
-checks are not relied on. Every request goes through ``fetch`` (the caller's bounded HTTP GET: a
-deadline for the whole exchange and a cap on the bytes), so a remote that hangs or drips costs at most
-its timeout, and one that answers garbage (not a note, not a bundle, not records, another root) is
-named and excluded. This module reads nothing from the network itself: the command line passes the
-transport (``witness.http_get``).
+quorum); then its minimum index m' (``min-index``, docs/chain-format.md 14.5; a log that does not
+publish one is read from 0) and the entry bundles ``tile/entries/<N>[.p/<W>]`` from m' to its ``size``
+are read in order, each entry's leaf hash appended to a compact range that begins at m' with the hashes
+of the complete subtrees of ``[0, m')``, read from the served tiles (each from the tile that holds it,
+``tlog.node_tile``: tiles that end above m', which a pruned log still serves). The root this gives must
+be the checkpoint's root: only then are the records (counted as they arrived) used, so a tile hash or
+an entry the server altered is caught without trusting it. The records below m' are in no figure.
+
+The checks that read no entry (checkpoint, minimum index) make a :class:`PendingRemote`
+(:func:`prepare_remote`); :func:`count_remote` reads it from m'. A monitor's rerun
+(``analysis.monitor``) reads only from its state's size on (:func:`remote_records`): the bundle that
+holds that index, its entries below it passed over, and the bundles after it.
+
+Every request goes through ``fetch`` (the caller's bounded HTTP GET: a deadline for the whole exchange
+and a cap on the bytes), so a remote that hangs or drips costs at most its timeout, and one that
+answers garbage (not a note, not a bundle, not a tile, not records, another root) is named and
+excluded. This module reads nothing from the network itself: the command line passes the transport
+(``witness.http_get``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
 
 from otel_route_shadow.analysis.evidence import PRESENT, LogEvidence, note_evidence
-from otel_route_shadow.analysis.fleet import (
-    EXCLUDED,
-    INCLUDED,
-    FleetLog,
-    ReportSettings,
-    checkpoint_problem,
-    with_host,
-)
+from otel_route_shadow.analysis.fleet import ReportSettings, checkpoint_problem, with_host
+from otel_route_shadow.analysis.fleet_logs import EXCLUDED, INCLUDED, FleetLog
 from otel_route_shadow.analysis.report import Aggregation
+from otel_route_shadow.analysis.source import Payloads
 from otel_route_shadow.logstore import bundle_path
 from otel_route_shadow.tlog import (
+    HASH_SIZE,
+    TILE_WIDTH,
     CheckpointError,
     CompactRange,
+    LogKey,
     NoteError,
     Policy,
-    Verifier,
     decode_bundle,
     leaf_hash,
+    node_tile,
     parse_checkpoint,
     parse_note,
+    subtrees,
+    tile_node,
 )
 
-__all__ = ["MAX_BUNDLE_BYTES", "MAX_NOTE_BYTES", "Fetch", "RemoteError", "read_remote"]
+__all__ = [
+    "MAX_BUNDLE_BYTES",
+    "MAX_NOTE_BYTES",
+    "Fetch",
+    "PendingRemote",
+    "RemoteError",
+    "count_remote",
+    "prepare_remote",
+    "remote_records",
+]
 
-TILE_WIDTH: Final = 256
-"""Entries in a full bundle (C2SP tlog-tiles)."""
 MAX_NOTE_BYTES: Final = 64 * 1024
 MAX_BUNDLE_BYTES: Final = TILE_WIDTH * (2 + 65535)
 """A full bundle: 256 entries of at most 65,535 bytes, each after its 2-byte length."""
+HEADER_BYTES: Final = 16 * 1024
+"""What an answer's status line and headers may take (the transport's byte bound counts them)."""
+MAX_MIN_INDEX_BYTES: Final = HEADER_BYTES + 32
+"""``min-index``: one decimal number and a newline."""
+NOT_FOUND: Final = 404
 
 Fetch = Callable[[str, int], bytes]
 """``fetch(url, max_bytes)``: the body of a 200 answer to a GET of ``url``, bounded in time and bytes;
@@ -59,12 +81,59 @@ any other outcome raises :class:`RemoteError` saying why."""
 
 
 class RemoteError(Exception):
-    """A remote request did not give a usable answer (timeout, unreachable, not 200, too large)."""
+    """A remote request did not give a usable answer (timeout, unreachable, not 200, too large);
+    ``status``: the HTTP status of an answer that was not 200 (None: no answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
-def _entries(base: str, size: int, fetch: Fetch, tree: CompactRange) -> Iterator[bytes]:
-    """The ``size`` entries of the log at ``base``, bundle by bundle, each leaf appended to ``tree``."""
-    for index in range((size + TILE_WIDTH - 1) // TILE_WIDTH):
+def _min_index(base: str, size: int, fetch: Fetch) -> int:
+    """The log's minimum index m' (``min-index``; 0 when the server publishes none): a whole number at
+    most ``size``, at an entry bundle's start unless it is ``size``."""
+    try:
+        text = fetch(base + "min-index", MAX_MIN_INDEX_BYTES)
+    except RemoteError as exc:
+        if exc.status == NOT_FOUND:
+            return 0
+        raise RemoteError(f"min-index: {exc}") from None
+    word = text.strip()
+    if not word.isdigit() or not word.isascii():
+        raise RemoteError(f"min-index: not a whole number ({text[:32]!r})")
+    found = int(word)
+    if found > size or (found % TILE_WIDTH and found != size):
+        raise RemoteError(
+            f"min-index {found}: not an entry bundle's start within the checkpoint's {size} records"
+        )
+    return found
+
+
+def _pruned_range(base: str, size: int, start: int, fetch: Fetch) -> CompactRange:
+    """The compact range of the first ``start`` leaves of the tree of ``size``: each complete subtree of
+    ``[0, start)`` read from the served tile that holds it (unauthenticated: the caller's root check
+    judges them)."""
+    tiles: dict[str, bytes] = {}
+    nodes: list[bytes] = []
+    for height, index in subtrees(0, start):
+        tile = node_tile(size, height, index)
+        if tile.path not in tiles:
+            data = fetch(base + tile.path, HEADER_BYTES + tile.width * HASH_SIZE)
+            if len(data) != tile.width * HASH_SIZE:
+                raise RemoteError(f"{tile.path}: {len(data)} bytes, not {tile.width} hashes")
+            tiles[tile.path] = data
+        nodes.append(tile_node(tiles[tile.path], height, index))  # the tile holds it: node_tile
+    return CompactRange(start, nodes)
+
+
+def _entries(
+    base: str, start: int, size: int, fetch: Fetch, add_leaf: Callable[[bytes], None]
+) -> Iterator[bytes]:
+    """The entries ``[start, size)`` of the log at ``base``, bundle by bundle from the one holding
+    ``start`` (its entries below ``start`` passed over), each leaf hash passed to ``add_leaf``."""
+    if start >= size:
+        return
+    for index in range(start // TILE_WIDTH, -(-size // TILE_WIDTH)):
         width = min(TILE_WIDTH, size - index * TILE_WIDTH)
         data = fetch(base + bundle_path(index, width), MAX_BUNDLE_BYTES)
         try:
@@ -73,8 +142,8 @@ def _entries(base: str, size: int, fetch: Fetch, tree: CompactRange) -> Iterator
             raise RemoteError(f"entry bundle {index}: not a bundle ({exc})") from None
         if len(entries) != width:
             raise RemoteError(f"entry bundle {index}: {len(entries)} entries, not {width}")
-        for entry in entries:
-            tree.append(leaf_hash(entry))
+        for entry in entries[max(0, start - index * TILE_WIDTH) :]:
+            add_leaf(leaf_hash(entry))
             yield entry
 
 
@@ -90,60 +159,101 @@ def seq_and_payload(line: bytes) -> tuple[int, dict[str, Any]] | None:
     return seq, payload
 
 
-def _payloads(entries: Iterator[bytes]) -> Iterator[tuple[int, Any]]:
-    for number, entry in enumerate(entries):
+def _payloads(entries: Iterator[bytes], start: int) -> Iterator[tuple[int, Any]]:
+    for number, entry in enumerate(entries, start=start):
         found = seq_and_payload(entry)
         if found is None:
             raise RemoteError(f"entry {number} is not a chain record")
         yield found
 
 
-def read_remote(
-    url: str,
-    fetch: Fetch,
-    settings: ReportSettings,
-    *,
-    verifiers: tuple[Verifier, ...] = (),
-    policy: Policy | None = None,
-) -> tuple[FleetLog, Aggregation | None]:
-    """The remote log at ``url`` checked and counted (the aggregation is None when it is excluded)."""
+@dataclass(frozen=True, slots=True)
+class PendingRemote:
+    """A remote log whose checkpoint is usable (signature and quorum as asked) and whose minimum index
+    was read: its entries are next, through ``fetch``."""
+
+    path: str
+    """The log's URL as given."""
+    evidence: LogEvidence
+    root: bytes
+    start: int
+    """The served minimum index m' (0 when the log was never pruned)."""
+    fetch: Fetch
+
+    @property
+    def base(self) -> str:
+        return self.path if self.path.endswith("/") else self.path + "/"
+
+    @property
+    def size(self) -> int:
+        return self.evidence.size or 0
+
+    def excluded(self, reason: str) -> FleetLog:
+        return FleetLog(
+            self.path, EXCLUDED, origin=self.evidence.origin, reason=reason, evidence=self.evidence
+        )
+
+    def included(self, start: int, frontier: Sequence[bytes]) -> FleetLog:
+        """The log counted from seq ``start`` to its checkpoint (``frontier``: the roots of the perfect
+        subtrees of its first ``size`` records)."""
+        return FleetLog(
+            self.path,
+            INCLUDED,
+            origin=self.evidence.origin,
+            size=self.size,
+            records=self.size,
+            evidence=replace(self.evidence, chain_records=self.size),
+            root=self.root,
+            frontier=tuple(frontier),
+            start=start,
+        )
+
+
+def prepare_remote(
+    url: str, fetch: Fetch, verifiers: Sequence[LogKey] = (), policy: Policy | None = None
+) -> FleetLog | PendingRemote:
+    """The checks of a remote log that read no entry: its checkpoint (signature, quorum) and its
+    minimum index. An excluded :class:`FleetLog`, or the :class:`PendingRemote` whose entries are next."""
     base = url if url.endswith("/") else url + "/"
     where = base + "checkpoint"
-
-    def excluded(reason: str, evidence: LogEvidence | None = None) -> tuple[FleetLog, None]:
-        origin = None if evidence is None else evidence.origin
-        return FleetLog(url, EXCLUDED, origin=origin, reason=reason, evidence=evidence), None
-
     try:
         note = fetch(where, MAX_NOTE_BYTES).decode("utf-8")
         checkpoint = parse_checkpoint(parse_note(note).text)
     except RemoteError as exc:
-        return excluded(f"checkpoint: {exc}")
+        return FleetLog(url, EXCLUDED, reason=f"checkpoint: {exc}")
     except (UnicodeDecodeError, NoteError, CheckpointError) as exc:
-        return excluded(f"checkpoint: not a checkpoint note ({exc})")
+        return FleetLog(url, EXCLUDED, reason=f"checkpoint: not a checkpoint note ({exc})")
     now = time.time_ns()
     evidence = note_evidence(where, note, now, 0, verifiers=verifiers, policy=policy, now_ns=now)
     evidence = replace(evidence, written_ns=None, age_ns=None)  # a remote file's time is not known here
+    pending = PendingRemote(url, evidence, checkpoint.root, 0, fetch)
     refused = checkpoint_problem(evidence, verifiers, policy)
     if refused is not None or evidence.status != PRESENT:
-        return excluded(refused or "no usable checkpoint", evidence)
-    tree = CompactRange()
+        return pending.excluded(refused or "no usable checkpoint")
+    try:
+        return replace(pending, start=_min_index(base, checkpoint.size, fetch))
+    except RemoteError as exc:
+        return pending.excluded(str(exc))
+
+
+def remote_records(log: PendingRemote, start: int, add_leaf: Callable[[bytes], None]) -> Payloads:
+    """``(seq, payload)`` of the log's records ``[start, size)`` (see :func:`_entries`), each
+    observation's attributes carrying its origin (``fleet.with_host``). Raises :class:`RemoteError`."""
+    entries = _entries(log.base, start, log.size, log.fetch, add_leaf)
+    return with_host(_payloads(entries, start), log.evidence.origin or log.path)
+
+
+def count_remote(log: PendingRemote, settings: ReportSettings) -> tuple[FleetLog, Aggregation | None]:
+    """The remote log counted from its minimum index (the aggregation is None when it is excluded)."""
     aggregation = settings.aggregation()
     try:
-        aggregation.feed(
-            with_host(_payloads(_entries(base, checkpoint.size, fetch, tree)), checkpoint.origin)
-        )
+        tree = _pruned_range(log.base, log.size, log.start, log.fetch)
+        aggregation.feed(remote_records(log, log.start, tree.append))
     except RemoteError as exc:
-        return excluded(str(exc), evidence)
-    if tree.root() != checkpoint.root:
-        return excluded("its entries do not give its checkpoint's root: not the log it signed", evidence)
-    log = FleetLog(
-        url,
-        INCLUDED,
-        origin=checkpoint.origin,
-        size=checkpoint.size,
-        records=checkpoint.size,
-        evidence=replace(evidence, chain_records=checkpoint.size),
-        root=checkpoint.root,
-    )
-    return log, aggregation
+        return log.excluded(str(exc)), None
+    if tree.root() != log.root:
+        pruned = f" with the served tiles' hashes of its records below {log.start}" if log.start else ""
+        return log.excluded(
+            f"its entries{pruned} do not give its checkpoint's root: not the log it signed"
+        ), None
+    return log.included(log.start, tree.nodes), aggregation

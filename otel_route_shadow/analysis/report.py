@@ -15,276 +15,35 @@ Rendering (text, HTML) is the command line's (``otel_route_shadow.cli``): this m
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from otel_route_shadow.analysis.cells import BYPASS_TRANSPORT, Cube, CubeSlot, derive
-from otel_route_shadow.analysis.cohorts import Cohort, cohorts_dict
+from otel_route_shadow.analysis.cells import Cube, derive
 from otel_route_shadow.analysis.evidence import LogEvidence, read_evidence
 from otel_route_shadow.analysis.examples import Examples
-from otel_route_shadow.analysis.gaps import MIN_SPAWNS, GapTally
-from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs, parse_by, spec_name
-from otel_route_shadow.analysis.noise import NoiseTable, NoiseTracker
-from otel_route_shadow.analysis.records import AnalysisResult, flag_rows, observations
+from otel_route_shadow.analysis.figures import Report
+from otel_route_shadow.analysis.gaps import MIN_SPAWNS
+from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs, parse_by
+from otel_route_shadow.analysis.latency import duration_ns
+from otel_route_shadow.analysis.noise import NoiseTracker
+from otel_route_shadow.analysis.records import observations
 from otel_route_shadow.analysis.replaying import CitedLoader
 from otel_route_shadow.analysis.served import (
     SERVED_DIFFERS,
-    SERVED_STATES,
-    UNKNOWN,
     finding_codes,
 )
 from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, analyse_chain
-from otel_route_shadow.analysis.tally import Tally, rate, sorted_counts
-from otel_route_shadow.analysis.timeline import Timeline, TimelinePoint, width_label
-from otel_route_shadow.analysis.usage import CitedUsage, UsageTable
+from otel_route_shadow.analysis.usage import CitedUsage
 from otel_route_shadow.analysis.window import TimeWindow, format_ns
-from otel_route_shadow.core import REQUIREMENT_DEFIED
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
-    "BYPASS_DEFINITION",
-    "BYPASS_TRANSPORT",
-    "DEFIED_COUNTS_NOTE",
-    "NO_STORE_NOTE",
     "Aggregation",
-    "Report",
     "aggregate",
     "build_report",
     "new_aggregation",
 ]
-
-BYPASS_DEFINITION: Final = (
-    "spawns whose recorded transport is direct-http: direct OpenAI-compatible calls that never reach "
-    "the gateway, so no gateway policy could bind them; shown as a share of all spawns in the window, "
-    "and per legacy mechanism"
-)
-NO_STORE_NOTE: Final = (
-    "pass --store DIR to replay each context against the snapshot it cites and list every policy, "
-    "with those that decided nothing, outranked and never matched"
-)
-DEFIED_COUNTS_NOTE: Final = (
-    "a spawn is counted once among the divergences, under its first difference; requirement-defied is "
-    "its divergence only when nothing else differed. As a finding, every spawn whose route defied its "
-    "requirement is counted, whatever its divergence"
-)
-"""Why requirement-defied has two counts (``findings.by_divergence`` gives the split)."""
-
-
-@dataclass
-class Report(AnalysisResult):
-    """Every figure of one report. ``flagged`` is true when the chain did not verify."""
-
-    total: Tally = field(default_factory=Tally)
-    outcomes: dict[str, int] = field(default_factory=dict)
-    held_reasons: dict[str, int] = field(default_factory=dict)
-    rejected_reasons: dict[str, int] = field(default_factory=dict)
-    policy_sources: dict[str, int] = field(default_factory=dict)
-    divergences: dict[str, int] = field(default_factory=dict)
-    mechanisms: list[tuple[str | None, Tally]] = field(default_factory=list)
-    groups: dict[str, list[tuple[tuple[Any, ...], Tally]]] = field(default_factory=dict)
-    gap_total: GapTally = field(default_factory=GapTally)
-    gaps: dict[str, list[tuple[Any, GapTally]]] = field(default_factory=dict)
-    """Per repo, role and principal: spawns by mechanism class and a readiness verdict."""
-    findings: dict[str, int] = field(default_factory=dict)
-    """Each finding code (``requirement-defied``, ``served-differs``): never suppressed."""
-    findings_by_divergence: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Per finding code, the spawns carrying it by the divergence they are counted under."""
-    claim_mismatches: dict[str, int] = field(default_factory=dict)
-    """Each name in ``route_shadow.claim_mismatch`` (``mechanism``, ``transport``), counted."""
-    served: dict[str, int] = field(default_factory=dict)
-    """Spawns by served state: ``same``, ``differs``, ``unknown``."""
-    served_by_mechanism: list[tuple[Any, dict[str, int]]] = field(default_factory=list)
-    served_routes: dict[tuple[Any, ...], int] = field(default_factory=dict)
-    """Served-differs spawns by (chosen provider, chosen model, served provider, served model)."""
-    served_sources: dict[str, int] = field(default_factory=dict)
-    served_why: dict[str, int] = field(default_factory=dict)
-    """Differs spawns by why (``fallback``, ``alias``, ``load-balance``, ``unknown``, or
-    ``(not recorded)``); only a fallback is a disagreement (``findings``' ``served-differs``)."""
-    noise: NoiseTable = field(default_factory=NoiseTable)
-    divergent: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """The lowest-seq divergent decisions of each divergence code (each names its ``seq``)."""
-    served_examples: list[dict[str, Any]] = field(default_factory=list)
-    decided: dict[tuple[Any, Any], dict[str, int]] = field(default_factory=dict)
-    """Per cited snapshot (revision, hash): spawns each policy decided, as recorded."""
-    usage: list[UsageTable] = field(default_factory=list)
-    usage_not_replayed: dict[str, int] = field(default_factory=dict)
-    times: Timeline = field(default_factory=Timeline)
-    evidence: LogEvidence | None = None
-    """The log's last checkpoint and who signed it (set by :func:`build_report`)."""
-    min_spawns: int = MIN_SPAWNS
-    """The minimum sample of a positive readiness verdict (see :data:`~.gaps.MIN_SPAWNS`)."""
-    cohorts: list[tuple[tuple[Any, ...], Cohort]] = field(default_factory=list)
-    """Per (mechanism, provider, model, transport): consistency and shadow-path errors."""
-
-    @property
-    def spawns(self) -> int:
-        return self.total.spawns
-
-    @property
-    def first_ns(self) -> int | None:
-        return self.times.first_ns
-
-    @property
-    def last_ns(self) -> int | None:
-        return self.times.last_ns
-
-    @property
-    def findings_known(self) -> bool:
-        """False when no record carries the whole decision (an older chain): findings are unknown."""
-        return self.gap_total.recorded > 0
-
-    @property
-    def defied_elsewhere(self) -> dict[str, int]:
-        """Spawns with the requirement-defied finding counted under another divergence."""
-        split = self.findings_by_divergence.get(REQUIREMENT_DEFIED, {})
-        return {code: n for code, n in split.items() if code != REQUIREMENT_DEFIED}
-
-    def timeline(self, max_points: int = 48) -> tuple[int, list[TimelinePoint]]:
-        """The bucket width (ns) and the non-empty buckets (see :mod:`.timeline`)."""
-        return self.times.points(max_points)
-
-    def mechanism(self, name: str | None) -> Tally:
-        for key, tally in self.mechanisms:
-            if key == name:
-                return tally
-        return Tally()
-
-    def group(self, spec: str | GroupSpec) -> dict[tuple[Any, ...], Tally]:
-        name = spec if isinstance(spec, str) else spec_name(spec)
-        return dict(self.groups.get(name, []))
-
-    def as_dict(self, top: int = 3) -> dict[str, Any]:
-        """The JSON form (documented in docs/reports.md). When flagged, every figure row carries
-        ``"unverified": true``."""
-        data = self.header("route-shadow-report")
-        data.update(
-            {
-                "evidence": None if self.evidence is None else self.evidence.as_dict(),
-                "totals": self.total.as_dict(top),
-                "outcomes": dict(sorted_counts(self.outcomes)),
-                "held_reasons": dict(sorted_counts(self.held_reasons)),
-                "rejected_reasons": dict(sorted_counts(self.rejected_reasons)),
-                "policy_sources": dict(sorted_counts(self.policy_sources)),
-                "divergences": dict(sorted_counts(self.divergences)),
-                "divergent_decisions": self._divergent_dict(),
-                "findings": self._findings_dict(),
-                "served": self._served_dict(),
-                "noise": self.noise.as_dict(),
-                "bypass": self._bypass_dict(),
-                "mechanisms": [{"mechanism": name, **t.as_dict(top)} for name, t in self.mechanisms],
-                "policy_gaps": self._gaps_dict(),
-                "policy_usage": self._usage_dict(),
-                "groups": {
-                    name: [{"key": _key_dict(name, key), **t.as_dict(top)} for key, t in rows]
-                    for name, rows in self.groups.items()
-                },
-                "cohorts": cohorts_dict(self.cohorts),
-                "timeline": self._timeline_dict(),
-            }
-        )
-        if self.flagged:
-            flag_rows(data)
-        return data
-
-    def _divergent_dict(self) -> list[dict[str, Any]]:
-        return [
-            {"divergence": code, "count": n, "examples": self.divergent.get(code, [])}
-            for code, n in sorted_counts(self.divergences)
-        ]
-
-    def _findings_dict(self) -> dict[str, Any]:
-        known = self.findings_known
-        return {
-            "known": known,
-            "requirement_defied": self.findings.get(REQUIREMENT_DEFIED, 0) if known else None,
-            "by_code": dict(sorted_counts(self.findings)),
-            "by_divergence": {
-                code: dict(sorted_counts(split))
-                for code, split in sorted(self.findings_by_divergence.items())
-            },
-            "counting": DEFIED_COUNTS_NOTE,
-            "claim_mismatches": dict(sorted_counts(self.claim_mismatches)) if known else None,
-        }
-
-    def _served_dict(self) -> dict[str, Any]:
-        spawns = self.total.spawns
-        return {
-            **{state: self.served.get(state, 0) for state in SERVED_STATES},
-            "differs_share": rate(self.served.get("differs", 0), spawns),
-            "known_share": rate(spawns - self.served.get(UNKNOWN, 0), spawns),
-            "sources": dict(sorted_counts(self.served_sources)),
-            "why": dict(sorted_counts(self.served_why)),
-            "by_mechanism": [
-                {"mechanism": name, **{state: counts.get(state, 0) for state in SERVED_STATES}}
-                for name, counts in self.served_by_mechanism
-            ],
-            "routes": [
-                {
-                    "chosen": {"provider": move[0], "model": move[1]},
-                    "served": {"provider": move[2], "model": move[3]},
-                    "count": n,
-                }
-                for move, n in sorted_counts(self.served_routes)
-            ],
-            "examples": self.served_examples,
-        }
-
-    def _bypass_dict(self) -> dict[str, Any]:
-        return {
-            "definition": BYPASS_DEFINITION,
-            "spawns": self.total.bypass,
-            "share": rate(self.total.bypass, self.total.spawns),
-            "by_mechanism": [
-                {
-                    "mechanism": mechanism,
-                    "bypass": tally.bypass,
-                    "spawns": tally.spawns,
-                    "share_of_mechanism": rate(tally.bypass, tally.spawns),
-                    "share_of_bypass": rate(tally.bypass, self.total.bypass),
-                }
-                for mechanism, tally in self.mechanisms
-                if tally.bypass
-            ],
-        }
-
-    def _gaps_dict(self) -> dict[str, Any]:
-        return {
-            "total": self.gap_total.as_dict(),
-            **{
-                name: [{"key": {name: key}, **tally.as_dict()} for key, tally in rows]
-                for name, rows in self.gaps.items()
-            },
-        }
-
-    def _usage_dict(self) -> dict[str, Any]:
-        return {
-            "recorded": [
-                {"revision": rev, "content_hash": digest, "decided": dict(sorted_counts(counts))}
-                for (rev, digest), counts in self.decided.items()
-            ],
-            "replayed": [table.as_dict() for table in self.usage],
-            "not_replayed": dict(sorted_counts(self.usage_not_replayed)),
-        }
-
-    def _timeline_dict(self) -> dict[str, Any]:
-        width, points = self.timeline()
-        return {
-            "bucket": width_label(width),
-            "bucket_ms": width // 1_000_000,
-            "first": _iso(self.first_ns),
-            "last": _iso(self.last_ns),
-            "points": [point.as_dict() for point in points],
-        }
-
-
-def _key_dict(name: str, key: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip(name.split("+"), key, strict=True))
-
-
-def _iso(ns: int | None) -> str | None:
-    return format_ns(ns) if ns is not None else None
 
 
 def decision_example(seq: int, payload: dict[str, Any], attributes: dict[str, Any]) -> dict[str, Any]:
@@ -292,12 +51,13 @@ def decision_example(seq: int, payload: dict[str, Any], attributes: dict[str, An
     route that ran, the decision, the served route and the findings."""
     get = attributes.get
     host = get(HOST_KEY)
+    start = _start(payload)
     return {
         **({} if host is None else {"host": host}),
         "seq": seq,
         "trace_id": payload.get("trace_id"),
         "span_id": payload.get("span_id"),
-        "start": _iso(_start(payload)),
+        "start": None if start is None else format_ns(start),
         "repo": get(attr.REPO),
         "role": get(attr.ROLE),
         "principal": get(attr.PRINCIPAL),
@@ -333,8 +93,8 @@ def _start(payload: dict[str, Any]) -> int | None:
 class Aggregation:
     """One report's pass in progress: the cube, the noise tracker, the timeline, the examples and the
     reader's counts, fed with :meth:`feed` (any number of times, records in ``seq`` order) and turned
-    into the report by :meth:`finish`. Two aggregations over disjoint logs combine with :meth:`absorb`
-    (a fleet); :mod:`~otel_route_shadow.analysis.monitor` saves and restores one (a monitor's state)."""
+    into the report by :meth:`finish`, alone or with the aggregations of other logs (a fleet);
+    :mod:`~otel_route_shadow.analysis.monitor` saves and restores one (a monitor's state)."""
 
     def __init__(self, report: Report, *, cited_loader: CitedLoader | None = None, examples: int = 3) -> None:
         self.report = report
@@ -351,6 +111,7 @@ class Aggregation:
         report, cube, usage, served = self.report, self.cube, self.usage, self.served
         timeline, counts, divergent = report.times, report.records, self.divergent
         example: Callable[..., dict[str, Any]] = decision_example
+        duration = duration_ns
         bars, open_bar = divergent.bars, divergent.open_bar
         for seq, payload, attributes, ns in observations(
             payloads, counts, window=report.window, progress=progress, total=total
@@ -359,6 +120,7 @@ class Aggregation:
             if slot is None:
                 counts.demote()
                 continue
+            slot.latency.add(duration(payload))
             agreed = slot.agreed
             timeline.add(ns, agreed)
             if slot.state.last is not slot.route:
@@ -371,35 +133,24 @@ class Aggregation:
             if usage is not None:
                 usage.add(attributes)
 
-    def absorb(self, other: Aggregation) -> None:
-        """Add the counts of ``other``, an aggregation of another log (its decision keys are another
-        host's: the noise baseline never pairs the two)."""
-        self.tracker.keys.update(other.tracker.keys)
-        for key, slot in other.cube.slots.items():
-            mine = self.cube.slots.get(key)
-            if mine is None:
-                mine = self.cube.slots[key] = CubeSlot(slot.cell, self.tracker)
-            mine.count += slot.count
-        self.report.times.absorb(other.report.times)
-        self.report.records.absorb(other.report.records)
-        self.divergent.absorb(other.divergent)
-        self.served.absorb(other.served)
-        if self.usage is not None and other.usage is not None:
-            self.usage.absorb(other.usage)
-
-    def finish(self) -> Report:
-        """The report (call once: the noise figures are completed from the cube's counts)."""
+    def finish(self, together: Sequence[Aggregation] = ()) -> Report:
+        """The report (call once: the noise figures are completed from the cube's counts), with the
+        counts of ``together`` (the aggregations of other logs, disjoint: a fleet's) added in: the
+        records read, the timeline and the examples summed, the figures derived once over every
+        log's cells (:func:`~otel_route_shadow.analysis.cells.derive`)."""
         report, usage = self.report, self.usage
+        for other in together:
+            report.records.absorb(other.report.records)
+            report.times.absorb(other.report.times)
+            for kind, found in other.divergent.by_kind.items():
+                self.divergent.restore(kind, [*self.divergent.by_kind.get(kind, []), *found])
+            served = other.served.by_kind.get(SERVED_DIFFERS, [])
+            self.served.restore(SERVED_DIFFERS, [*self.served.by_kind.get(SERVED_DIFFERS, []), *served])
         if usage is not None:
             report.usage, report.usage_not_replayed = usage.tables(), usage.not_replayed
-        slots = list(self.cube.slots.values())
-        for slot in slots:
-            slot.state.spawns += slot.count
-            slot.state.diverged[0] += 0 if slot.agreed else slot.count
-        report.noise = self.tracker.table()
         report.divergent = self.divergent.by_kind
         report.served_examples = self.served.by_kind.get(SERVED_DIFFERS, [])
-        derive(report, slots)
+        derive(report, [self.cube, *(other.cube for other in together)])
         return report
 
 
@@ -459,6 +210,7 @@ def build_report(
     progress: ProgressFn | None = None,
     verify_progress: ProgressFn | None = None,
     concurrent: bool | None = None,
+    keys: Sequence[str] = (),
     cited_loader: CitedLoader | None = None,
     examples: int = 3,
     evidence: Callable[[int], LogEvidence] | None = None,
@@ -501,6 +253,7 @@ def build_report(
         jobs=jobs,
         verify_progress=verify_progress,
         concurrent=concurrent,
+        keys=keys,
     )
     report.chain = status
     report.evidence = (evidence or partial(read_evidence, path))(status.records)

@@ -9,24 +9,31 @@ after verification started are not in the figures, and no figure ever comes from
 of a chain that verified. The reader is a bounded variant of the chain's ``iter_payloads`` (block
 reads, one ``orjson`` parse per line, constant memory); with ``--allow-unverified`` it is lenient,
 turning a line that is not a record into a ``malformed`` count instead of stopping.
+
+A pruned chain (its log's ``pruned`` file, docs/chain-format.md 14.5) is verified and read from its
+minimum index m, as ``verify`` verifies it; its status (:class:`ChainStatus` ``kept``) says what was
+pruned, when and by which command, and that the figures start at seq m.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import orjson
 
-from otel_route_shadow.chain import ChainFormatError, RoutingAuditLog, iter_lines
+from otel_route_shadow.analysis.kept import Kept, kept_records
+from otel_route_shadow.chain import ChainFormatError, chain_segments, iter_lines, live_path, verify_pass
 from otel_route_shadow.files import FileRefused, open_regular
 from otel_route_shadow.locking import settled_size
+from otel_route_shadow.logstore import LogStore, Pruned, StateError
 from otel_route_shadow.processes import mp_context
 
 __all__ = [
@@ -53,6 +60,9 @@ CONCURRENT_MIN_BYTES: Final = 8 << 20
 
 TORN_TAIL: Final = "torn-tail"
 UNPARSEABLE: Final = "unparseable"
+MAX_KEPT_NOTES: Final = 64
+"""The newest checkpoints of the log's ``checkpoints`` file against which a pruned chain's first record
+kept is authenticated (the newest one a given key authenticates and that covers it is used)."""
 T = TypeVar("T")
 
 
@@ -87,7 +97,8 @@ class ChainStatus:
 
     path: str
     records: int
-    """Records verified (from seq 0 without a break)."""
+    """Records verified (from seq 0 without a break; of a pruned chain, its head seq + 1: the records
+    below its minimum index are counted though gone, and ``kept`` says so)."""
     verified: bool
     """True when verification ran and every complete record verified (a torn tail, an append that has
     not finished, is not a record: it is noted, and left out)."""
@@ -98,6 +109,14 @@ class ChainStatus:
     reason: str | None = None
     bytes_verified: int = 0
     note: str | None = None
+    kept: Kept | None = None
+    """Of a pruned chain: its minimum index, what was pruned, and its first record kept authenticated
+    (or not); verification and every figure start there."""
+
+    @property
+    def start(self) -> int:
+        """The first record the figures count: the minimum index of a pruned chain, else 0."""
+        return 0 if self.kept is None else self.kept.start
 
     @property
     def flagged(self) -> bool:
@@ -105,13 +124,19 @@ class ChainStatus:
         return not self.verified
 
     def describe(self) -> str:
+        pruned = "" if self.kept is None else f"; {self.kept.sentence()}"
         if self.verified:
-            text = f"verified: {self.records} records, head {self.head_hash}"
-            return f"{text}; {self.note}" if self.note else text
+            counted = (
+                f"{self.records - self.start} records from seq {self.start}"
+                if self.kept
+                else f"{self.records} records"
+            )
+            text = f"verified: {counted}, head {self.head_hash}"
+            return (f"{text}; {self.note}" if self.note else text) + pruned
         if not self.checked:
-            return "NOT VERIFIED: verification was skipped"
+            return "NOT VERIFIED: verification was skipped" + pruned
         where = f" at seq {self.first_bad_seq}" if self.first_bad_seq is not None else ""
-        return f"VERIFICATION FAILED{where}: {self.reason or 'chain does not verify'}"
+        return f"VERIFICATION FAILED{where}: {self.reason or 'chain does not verify'}" + pruned
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +148,8 @@ class ChainStatus:
             "first_bad_seq": self.first_bad_seq,
             "reason": self.reason,
             "note": self.note,
+            "from_seq": self.start,
+            "pruned": None if self.kept is None else self.kept.as_dict(),
         }
 
 
@@ -203,10 +230,35 @@ def _judge(chain: Path, status: ChainStatus, allow_unverified: bool) -> None:
         )
 
 
-def _verify(chain: Path, jobs: int, progress: ProgressFn | None) -> ChainStatus:
+def read_pruned(chain: Path) -> Pruned | None:
+    """The chain's ``pruned`` file (None: never pruned); one that cannot be used is unusable input."""
+    try:
+        return LogStore(chain).read_pruned()
+    except StateError as exc:
+        raise ChainAnalysisError(f"{chain}: {exc}") from None
+
+
+def _with_kept(chain: Path, status: ChainStatus, pruned: Pruned | None, keys: Sequence[str]) -> ChainStatus:
+    """The status of a chain verified from its minimum index, with what it keeps; with ``keys``, its first
+    record kept authenticated from the signed tree, one that is not the signed leaf a failed verification."""
+    if pruned is None:
+        return status
+    notes: list[str] = []
+    if keys:
+        with contextlib.suppress(OSError, ValueError):  # no readable checkpoints: nothing authenticates
+            notes = list(itertools.islice(LogStore(chain).newest_notes(), MAX_KEPT_NOTES))
+    kept = kept_records(chain, pruned, notes, keys)
+    if kept.problem is None or not status.verified:
+        return replace(status, kept=kept)
+    return replace(
+        status, kept=kept, verified=False, first_bad_seq=kept.start, reason=kept.problem, note=None
+    )
+
+
+def _verify(chain: Path, jobs: int, progress: ProgressFn | None, start: int) -> ChainStatus:
     step = None if progress is None else (lambda done: progress(done, 0))
     try:
-        result = RoutingAuditLog(chain).verify(jobs=jobs, progress=step)
+        result = verify_pass(chain, jobs=jobs, progress=step, start=start).result
     except OSError as exc:
         raise MissingChainError(f"{chain}: cannot read: {exc.strerror or exc}") from None
     return _status(chain, _answer(result))
@@ -219,24 +271,37 @@ def open_chain(
     allow_unverified: bool = False,
     jobs: int = 1,
     progress: ProgressFn | None = None,
+    keys: Sequence[str] = (),
 ) -> ChainStatus:
-    """Check the chain exists and is not empty, then verify it.
+    """Check the chain exists and is not empty, then verify it; a pruned chain from its minimum index,
+    as ``verify`` does (its first record kept authenticated from the signed tree with ``keys``, the
+    log's verifier keys).
 
     Raises :class:`MissingChainError`, :class:`EmptyChainError`, or :class:`UnverifiedChainError`
     (only when ``allow_unverified`` is false). With ``verify=False`` nothing is checked beyond the
     file, and the status says so (figures are then flagged as unverified).
     """
-    chain = Path(path)
+    chain = Path(live_path(path))
     require_chain_file(chain)
+    pruned = read_pruned(chain)
     if not verify:
-        return ChainStatus(path=str(chain), records=0, verified=False, checked=False)
-    status = _verify(chain, jobs, progress)
+        unchecked = ChainStatus(path=str(chain), records=0, verified=False, checked=False)
+        return _with_kept(chain, unchecked, pruned, ())
+    status = _with_kept(chain, _verify(chain, jobs, progress, _start(pruned)), pruned, keys)
     _judge(chain, status, allow_unverified)
     return status
 
 
-def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = False) -> Payloads:
-    """``(seq, payload)`` of every newline-terminated line in ``[0, end)`` (the whole file when None).
+def _start(pruned: Pruned | None) -> int:
+    return 0 if pruned is None else pruned.min_index
+
+
+def read_payloads(
+    path: str | Path, end: int | None = None, *, lenient: bool = False, kept_from: int = 0
+) -> Payloads:
+    """``(seq, payload)`` of every newline-terminated line in ``[0, end)`` (the whole file when None);
+    of a pruned chain, from its minimum index ``kept_from`` (positions count from the file that begins
+    there).
 
     One ``orjson`` parse per line, block reads, constant memory. A line that is not a record raises
     :class:`ChainAnalysisError` naming it; with ``lenient`` it is yielded as ``(-1, None)`` (counted as
@@ -245,7 +310,7 @@ def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = F
     """
     name = os.fspath(path)
     loads = orjson.loads
-    lines = iter_lines(name, end, skip_oversize=lenient)
+    lines = iter_lines(name, end, skip_oversize=lenient, kept_from=kept_from)
     while True:
         try:
             number, line = next(lines)
@@ -271,28 +336,32 @@ def read_payloads(path: str | Path, end: int | None = None, *, lenient: bool = F
 # Verification and analysis in one go.
 
 
-def _verify_worker(path: str, jobs: int, conn: Connection) -> None:
-    """Runs in a child process: verify and send back plain values."""
+def _verify_worker(path: str, jobs: int, start: int, conn: Connection) -> None:
+    """Runs in a child process: verify (from ``start``, a pruned chain's minimum index) and send back
+    plain values."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the host
     try:
-        conn.send(_answer(RoutingAuditLog(Path(path)).verify(jobs=jobs)))
+        conn.send(_answer(verify_pass(path, jobs=jobs, start=start).result))
     except BaseException as exc:  # report, never leave the parent waiting
         conn.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         conn.close()
 
 
-def _complete_size(path: Path) -> int:
-    """The file's size with no append in flight (appenders write under an exclusive lock)."""
+def _complete_size(path: Path, start: int) -> int:
+    """The chain's size with no append in flight (appenders write under an exclusive lock): its closed
+    segments' from the one that begins at ``start`` (a pruned chain's minimum index) and its live file's."""
     with os.fdopen(open_regular(path), "rb", buffering=0) as handle:  # a FIFO swapped in never blocks
-        return settled_size(handle.fileno())
+        live = settled_size(handle.fileno())
+    closed = [segment for segment in chain_segments(path)[:-1] if (segment.first or 0) >= start]
+    return live + sum(os.lstat(segment.path).st_size for segment in closed)  # a link is never followed
 
 
 def use_concurrent(path: str | Path, concurrent: bool | None) -> bool:
     if concurrent is not None:
         return concurrent
     try:
-        size = Path(path).stat().st_size
+        size = sum(os.stat(segment.path).st_size for segment in chain_segments(path))
     except OSError:
         return False
     return size >= CONCURRENT_MIN_BYTES and (os.cpu_count() or 1) >= 2
@@ -307,6 +376,7 @@ def analyse_chain(
     jobs: int = 1,
     verify_progress: ProgressFn | None = None,
     concurrent: bool | None = None,
+    keys: Sequence[str] = (),
 ) -> tuple[ChainStatus, T]:
     """Verify the chain and run ``consume(payloads, records_hint)`` over what verified; return both.
 
@@ -316,13 +386,18 @@ def analyse_chain(
     the file had when the command started (taken before the worker starts, so the worker verifies at
     least that much): the wall time is about the longer of the two rather than their sum. Either way
     nothing is returned before verification has finished, and an unverifiable chain raises
-    :class:`UnverifiedChainError` (unless allowed) whatever the reading produced.
+    :class:`UnverifiedChainError` (unless allowed) whatever the reading produced. A pruned chain is
+    verified and read from its minimum index (see :func:`open_chain`; ``keys`` as there).
     """
-    chain = Path(path)
+    chain = Path(live_path(path))
     require_chain_file(chain)
-    outcome = _concurrent(chain, consume, jobs) if verify and use_concurrent(chain, concurrent) else None
+    pruned = read_pruned(chain)
+    start = _start(pruned)
+    concurrently = verify and use_concurrent(chain, concurrent)
+    outcome = _concurrent(chain, consume, jobs, start) if concurrently else None
     if outcome is not None:
         status, value, end = outcome
+        status = _with_kept(chain, status, pruned, keys)
         _judge(chain, status, allow_unverified)
         if status.verified and value is not None and status.bytes_verified >= end:
             return status, value
@@ -330,25 +405,30 @@ def analyse_chain(
         # (allowed): read again, knowing the verdict.
     else:
         status = open_chain(
-            chain, verify=verify, allow_unverified=allow_unverified, jobs=jobs, progress=verify_progress
+            chain,
+            verify=verify,
+            allow_unverified=allow_unverified,
+            jobs=jobs,
+            progress=verify_progress,
+            keys=keys,
         )
     if status.verified:
-        return status, consume(read_payloads(chain, status.bytes_verified), status.records)
+        return status, consume(read_payloads(chain, status.bytes_verified, kept_from=start), status.records)
     # Unverified, and allowed (or not checked): read everything that is there, leniently.
-    return status, consume(read_payloads(chain, None, lenient=True), status.records)
+    return status, consume(read_payloads(chain, None, lenient=True, kept_from=start), status.records)
 
 
 def _concurrent(
-    chain: Path, consume: Callable[[Payloads, int], T], jobs: int
+    chain: Path, consume: Callable[[Payloads, int], T], jobs: int, start: int
 ) -> tuple[ChainStatus, T | None, int] | None:
     """Verify in a worker while reading up to the size the file has now; the value is None when the
     reading failed (a line that is not a record: the verdict will say why). None when no worker can
     be started here (a daemonic process, a sandbox): the caller then goes the serial way."""
-    end = _complete_size(chain)
+    end = _complete_size(chain, start)
     context = mp_context()
     receiver, sender = context.Pipe(duplex=False)
     worker = context.Process(
-        target=_verify_worker, args=(str(chain), jobs, sender), name="route-shadow-verify"
+        target=_verify_worker, args=(str(chain), jobs, start, sender), name="route-shadow-verify"
     )
     try:
         worker.start()
@@ -360,7 +440,7 @@ def _concurrent(
     value: T | None = None
     try:
         with contextlib.suppress(ChainAnalysisError):
-            value = consume(read_payloads(chain, end), 0)
+            value = consume(read_payloads(chain, end, kept_from=start), 0)
         try:
             answer: dict[str, Any] = receiver.recv()
         except EOFError:

@@ -8,7 +8,7 @@ from typing import Any
 
 from otel_route_shadow.core import wilson_interval
 
-__all__ = ["Tally", "interval", "rate", "sorted_counts", "top_counts"]
+__all__ = ["Tally", "add_counts", "interval", "rate", "sorted_counts", "top_counts"]
 
 
 def rate(part: int, whole: int) -> float | None:
@@ -23,6 +23,12 @@ def interval(part: int, whole: int) -> list[float] | None:
     there is nothing to divide."""
     found = wilson_interval(part, whole)
     return None if found is None else [round(found[0], 6), round(found[1], 6)]
+
+
+def add_counts(counts: dict[Any, int], other: Mapping[Any, int]) -> None:
+    """Add ``other``'s counts into ``counts``, key by key."""
+    for key, n in other.items():
+        counts[key] = counts.get(key, 0) + n
 
 
 def sorted_counts(counts: Mapping[Any, int]) -> list[tuple[Any, int]]:
@@ -76,6 +82,15 @@ class Tally:
             self.bypass += count
         name = outcome if outcome is not None else "(none)"
         self.outcomes[name] = self.outcomes.get(name, 0) + count
+
+    def absorb(self, other: Tally) -> None:
+        """Add ``other``'s counts."""
+        self.spawns += other.spawns
+        self.agreed += other.agreed
+        self.managed += other.managed
+        self.bypass += other.bypass
+        add_counts(self.divergences, other.divergences)
+        add_counts(self.outcomes, other.outcomes)
 
     def as_dict(self, top: int = 3) -> dict[str, Any]:
         return {

@@ -12,7 +12,7 @@ aligned to a multiple of its width since the epoch, so two reports over one chai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -38,6 +38,10 @@ _STORED_WIDTHS: Final = (MS, SECOND, MINUTE, HOUR, DAY)
 STORED_BUCKETS_LIMIT: Final = 4096
 """Stored buckets before they are merged into the next stored width."""
 _NO_FIRST: Final = 1 << 126
+_SPAWN: Final = 1 << 64
+"""A stored bucket is one whole number, ``spawns * _SPAWN + agreed`` (``agreed <= spawns``, so far below
+``_SPAWN``): two buckets add up as numbers, and a dict of numbers is nothing for the garbage collector
+to walk (a monitor holds a timeline per log of a fleet)."""
 
 LADDER_NS: Final = (
     *(n * MS for n in (1, 2, 5, 10, 20, 50, 100, 200, 500)),
@@ -70,7 +74,8 @@ class Timeline:
     __slots__ = ("_first", "_last", "buckets", "width_ns")
 
     def __init__(self) -> None:
-        self.buckets: dict[int, list[int]] = {}
+        self.buckets: dict[int, int] = {}
+        """Per stored bucket, its spawns and agreements packed (:data:`_SPAWN`)."""
         self.width_ns = _STORED_WIDTHS[0]
         self._first = _NO_FIRST
         self._last = -1
@@ -87,16 +92,14 @@ class Timeline:
         if ns < 0:
             return
         bucket = ns // self.width_ns
-        slot = self.buckets.get(bucket)
-        if slot is None:
-            if len(self.buckets) >= STORED_BUCKETS_LIMIT and self.width_ns != _STORED_WIDTHS[-1]:
+        buckets = self.buckets
+        counts = buckets.get(bucket)
+        if counts is None:
+            if len(buckets) >= STORED_BUCKETS_LIMIT and self.width_ns != _STORED_WIDTHS[-1]:
                 self._widen()
-                bucket = ns // self.width_ns
-                slot = self.buckets.get(bucket)
-            if slot is None:
-                slot = self.buckets[bucket] = [0, 0]
-        slot[0] += 1
-        slot[1] += agreed
+                bucket, buckets = ns // self.width_ns, self.buckets
+            counts = buckets.get(bucket, 0)
+        buckets[bucket] = counts + _SPAWN + agreed
         if ns > self._last:  # noqa: PLR1730 - a comparison, not a call to max(), once per record
             self._last = ns
         if ns < self._first:  # noqa: PLR1730
@@ -109,41 +112,53 @@ class Timeline:
 
     def absorb(self, other: Timeline) -> None:
         """Add ``other``'s buckets (both at the wider of the two widths)."""
-        self.restore(other.width_ns, other.buckets, other._first, other._last)
+        self._add(other.width_ns, other.buckets, other._first, other._last)
 
-    def state(self) -> tuple[int, dict[int, list[int]], int, int]:
-        """``(width_ns, buckets, first, last)``, what :meth:`restore` takes."""
-        return self.width_ns, self.buckets, self._first, self._last
+    def state(self) -> tuple[int, list[tuple[int, int, int]], int, int]:
+        """``(width_ns, [(bucket, spawns, agreed), ...], first, last)``, what :meth:`restore` takes."""
+        buckets = [(bucket, *divmod(counts, _SPAWN)) for bucket, counts in self.buckets.items()]
+        return self.width_ns, buckets, self._first, self._last
 
-    def restore(self, width_ns: int, buckets: Mapping[int, list[int]], first: int, last: int) -> None:
-        """Add buckets of ``width_ns`` (one of the stored widths) and a first and last start."""
+    def restore(self, width_ns: int, buckets: Iterable[Sequence[int]], first: int, last: int) -> None:
+        """Add ``(bucket, spawns, agreed)`` buckets of ``width_ns`` (one of the stored widths) and a
+        first and last start; raises ``ValueError`` for a bucket no pass could have counted."""
+        packed: dict[int, int] = {}
+        for bucket, spawns, agreed in buckets:
+            if agreed > spawns or spawns >= _SPAWN:
+                raise ValueError("a timeline bucket with more agreements than spawns, or too many")
+            packed[bucket] = packed.get(bucket, 0) + spawns * _SPAWN + agreed
+        self._add(width_ns, packed, first, last)
+
+    def _add(self, width_ns: int, buckets: Mapping[int, int], first: int, last: int) -> None:
         if width_ns not in _STORED_WIDTHS:
             raise ValueError(f"not a stored bucket width: {width_ns}")
         while self.width_ns < width_ns:
             self._widen()
         theirs = _merge(buckets, width_ns, self.width_ns) if width_ns < self.width_ns else buckets
-        for bucket, (spawns, agreed) in theirs.items():
-            slot = self.buckets.setdefault(bucket, [0, 0])
-            slot[0] += spawns
-            slot[1] += agreed
+        mine = self.buckets
+        if not mine:
+            self.buckets = dict(theirs)
+        else:
+            for bucket, counts in theirs.items():
+                mine[bucket] = mine.get(bucket, 0) + counts
         if last >= 0:
             self._first, self._last = min(self._first, first), max(self._last, last)
 
     def points(self, max_points: int = 48) -> tuple[int, list[TimelinePoint]]:
-        return coarsen(self.buckets, self.width_ns, max_points)
+        return _coarsen(self.buckets, self.width_ns, max_points)
 
 
-def _merge(buckets: Mapping[int, list[int]], width_ns: int, wider_ns: int) -> dict[int, list[int]]:
-    merged: dict[int, list[int]] = {}
-    for bucket, (spawns, agreed) in buckets.items():
-        slot = merged.setdefault(bucket * width_ns // wider_ns, [0, 0])
-        slot[0] += spawns
-        slot[1] += agreed
+def _merge(buckets: Mapping[int, int], width_ns: int, wider_ns: int) -> dict[int, int]:
+    """Packed buckets merged into buckets ``wider_ns`` wide."""
+    merged: dict[int, int] = {}
+    for bucket, counts in buckets.items():
+        wider = bucket * width_ns // wider_ns
+        merged[wider] = merged.get(wider, 0) + counts
     return merged
 
 
 def coarsen(
-    buckets: Mapping[int, list[int]], width_ns: int, max_points: int = 48
+    buckets: Mapping[int, Sequence[int]], width_ns: int, max_points: int = 48
 ) -> tuple[int, list[TimelinePoint]]:
     """Merge ``{bucket: [spawns, agreed]}`` (buckets ``width_ns`` wide) into at most ``max_points``
     buckets of one width of :data:`LADDER_NS`: the narrowest of those widths where at least two thirds
@@ -152,6 +167,15 @@ def coarsen(
 
     Returns that width in nanoseconds and the non-empty buckets in time order.
     """
+    return _coarsen(
+        {bucket: spawns * _SPAWN + agreed for bucket, (spawns, agreed) in buckets.items()},
+        width_ns,
+        max_points,
+    )
+
+
+def _coarsen(buckets: Mapping[int, int], width_ns: int, max_points: int) -> tuple[int, list[TimelinePoint]]:
+    """:func:`coarsen` of packed buckets."""
     if not buckets:
         return width_ns, []
     limit = max(max_points, 1)
@@ -167,8 +191,8 @@ def coarsen(
             break
     merged = _merge(buckets, width_ns, chosen)
     points = [
-        TimelinePoint(start_ns=bucket * chosen, spawns=spawns, agreed=agreed)
-        for bucket, (spawns, agreed) in sorted(merged.items())
+        TimelinePoint(start_ns=bucket * chosen, spawns=counts // _SPAWN, agreed=counts % _SPAWN)
+        for bucket, counts in sorted(merged.items())
     ]
     return chosen, points
 

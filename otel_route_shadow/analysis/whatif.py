@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from otel_route_shadow.analysis.changes import (
-    DECISION_FIELDS,
     FIELD_KEYS,
     ChangeKey,
     ChangeTally,
@@ -69,7 +68,7 @@ from otel_route_shadow.analysis.source import ChainStatus, ProgressFn, analyse_c
 from otel_route_shadow.analysis.tally import sorted_counts
 from otel_route_shadow.analysis.usage import UsageTable, usage_table
 from otel_route_shadow.analysis.window import TimeWindow
-from otel_route_shadow.core import PolicySnapshot
+from otel_route_shadow.core import DECISION_FIELDS, PolicySnapshot
 from otel_route_shadow.shadow import attributes as attr
 
 __all__ = ["NOISE_LANES", "WhatIfResult", "replay", "replay_payloads", "snapshot_info"]
@@ -367,6 +366,7 @@ def replay(
     progress: ProgressFn | None = None,
     verify_progress: ProgressFn | None = None,
     concurrent: bool | None = None,
+    keys: Sequence[str] = (),
 ) -> WhatIfResult:
     """Verify the chain at ``path`` (refusing an unverifiable one unless ``allow_unverified``), then
     replay every observation against ``snapshot`` in one streaming pass.
@@ -400,6 +400,7 @@ def replay(
         jobs=jobs,
         verify_progress=verify_progress,
         concurrent=concurrent,
+        keys=keys,
     )
     result.chain = status
     return result

@@ -21,6 +21,7 @@ being written never looks shorter than what the backend already holds.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -63,10 +64,16 @@ from otel_route_shadow.backend.trust import (
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds
 from otel_route_shadow.backend.witnesses import attested_checkpoints, judge_witnesses, local_notes
 from otel_route_shadow.chain import VerifyResult
-from otel_route_shadow.logstore import LogStore, check_chain, signed_checkpoint_from_note
+from otel_route_shadow.logstore import (
+    LogStore,
+    Pruned,
+    StateError,
+    check_kept_chain,
+    signed_checkpoint_from_note,
+)
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import checkpoint_attributes as cp
-from otel_route_shadow.tlog import DEFAULT_SKEW_S, NoteError, Policy, QuorumReport, Verifier, attest_notes
+from otel_route_shadow.tlog import DEFAULT_SKEW_S, KeyWindow, NoteError, Policy, QuorumReport, attest_notes
 
 __all__ = [
     "AuditError",
@@ -112,6 +119,8 @@ class Held:
     signer's check is relied on: docs/chain-format.md section 13.7)."""
     trusted: Trusted | None = None
     """What the auditor may remember (``audit --state``), when every checkpoint holds."""
+    state_fallback: str | None = None
+    """Why the auditor's memory could not be extended, so the chain was checked in full (``audit --state``)."""
 
 
 ConsistencyCheck = Callable[[str, Sequence[BackendCheckpoint], Sequence[str]], Held]
@@ -153,24 +162,44 @@ def _origin(chain: str, options: AuditOptions) -> tuple[str | None, str]:
     """--origin, else the first seam record's (read from the chain's head only), else the checkpoint file's."""
     if options.origin:
         return options.origin, "--origin"
-    head = summarize_chain(itertools.islice(iter_chain_payloads(chain), _HEAD_RECORDS))
+    head = summarize_chain(itertools.islice(iter_chain_payloads(chain, _first_kept(chain)), _HEAD_RECORDS))
     if head.origin:
         return head.origin, "records"
     found = chain_origin_from_checkpoint_file(chain)
     return (found, "checkpoint file") if found else (None, "none")
 
 
+def read_pruned(chain: str) -> Pruned | None:
+    """The chain's ``pruned`` file (None: never pruned); one that cannot be used is unusable input."""
+    try:
+        return LogStore(chain).read_pruned()
+    except StateError as exc:
+        raise AuditError(str(exc), Problem.USAGE) from None
+
+
+def _first_kept(chain: str) -> int:
+    """The first record the chain keeps: its minimum index (0 when never pruned)."""
+    pruned = read_pruned(chain)
+    return 0 if pruned is None else pruned.min_index
+
+
 @dataclass(frozen=True, slots=True)
 class _Tail:
-    """The records the audit reads: all of them, or those after the checkpoint the state trusts."""
+    """The records the audit reads: all of them (of a pruned chain, those it keeps, from ``kept``), or
+    those after the checkpoint the state trusts, from its chain-wide position ``offset``."""
 
+    pruned: Pruned | None = None
     offset: int = 0
     first_seq: int = 0
 
+    @property
+    def kept(self) -> int:
+        return 0 if self.pruned is None else self.pruned.min_index
+
     def payloads(self, chain: str) -> Iterator[tuple[int, object]]:
         if self.first_seq == 0:
-            return iter_chain_payloads(chain)
-        return iter_payloads_from(chain, self.offset, self.first_seq)
+            return iter_chain_payloads(chain, self.kept)
+        return iter_payloads_from(chain, self.offset, self.first_seq, self.pruned)
 
 
 def _held(
@@ -182,18 +211,27 @@ def _held(
 ) -> tuple[Held | None, _Tail, Trusted | None]:
     """The chain against the checkpoints held against the chain: from the trusted point when the state has one for
     this origin (and the incremental path holds), else in full; and what to trust from now on."""
+    pruned = read_pruned(chain)
+    kept = _Tail(pruned)
     if not checkpoints or origin is None:
-        return None, _Tail(), None
+        return None, kept, None
     keys, state = options.verifier_keys, options.state
     trusted = state.get(origin) if state is not None and not options.full else None
+    fallback = None
     if trusted is not None:
-        result = verify_incremental(chain, checkpoints, keys, trusted)
-        if result is not None:
-            return Held(result[0]), _Tail(trusted.offset, trusted.size), result[1]
-    held = consistency(chain, checkpoints, keys)
+        result = verify_incremental(chain, checkpoints, keys, trusted, pruned)
+        if isinstance(result, str):
+            fallback = result
+        else:
+            return (
+                Held(result[0]),
+                dataclasses.replace(kept, offset=trusted.offset, first_seq=trusted.size),
+                result[1],
+            )
+    held = dataclasses.replace(consistency(chain, checkpoints, keys), state_fallback=fallback)
     if state is None or not held.consistency.ok:
-        return held, _Tail(), None
-    return held, _Tail(), held.trusted
+        return held, kept, None
+    return held, kept, held.trusted
 
 
 def _fetch_checkpoints(
@@ -208,17 +246,25 @@ def _fetch_checkpoints(
 def tlog_consistency(chain: str, checkpoints: Sequence[BackendCheckpoint], keys: Sequence[str]) -> Held:
     """The chain proven consistent with every checkpoint (tlog's verifier), its own verdict and what
     to trust, from one pass over the chain. Without keys, signatures are not checked: the
-    checkpoints are taken as the backend holds them."""
+    checkpoints are taken as the backend holds them. A pruned chain is checked from its minimum index m
+    as ``verify`` checks it: the tree's nodes below m from the tiles the checkpoints authenticate, and
+    the record at m authenticated from the signed tree, a finding when it is not the signed leaf
+    (``logstore.check_kept_chain``; without keys, against the checkpoints as the backend holds them)."""
+    pruned = read_pruned(chain)
     try:
-        checked = check_chain(chain, [c.note for c in checkpoints], list(keys), check_tile_store=False)
+        checked, problem = check_kept_chain(
+            chain, pruned, [c.note for c in checkpoints], keys, check_tile_store=False
+        )
     except NoteError as exc:
         raise AuditError(f"--key: {exc}", Problem.USAGE) from None
     result = checked.report
     failures = tuple(
         Failure(v.reason.value, v.size, v.first_bad_seq, v.detail) for v in result.verdicts if not v.ok
     )
+    if pruned is not None and problem is not None:
+        failures += (Failure("record-changed", None, pruned.min_index, problem),)
     consistency = Consistency(result.checkpointed_size, result.chain_size, failures)
-    return Held(consistency, checked.chain, trusted_after(checked))
+    return Held(consistency, checked.chain, trusted_after(checked, pruned))
 
 
 def _window(options: AuditOptions, summary: ChainSummary, now: int) -> QueryWindow | None:
@@ -282,7 +328,11 @@ def audit_chain(
             raise _no_window(chain)
         linkage = None
         if options.check_linkage and tail.first_seq == 0:
-            linkage = held.linkage if held is not None and held.linkage is not None else verify(chain)
+            linkage = (
+                held.linkage
+                if held is not None and held.linkage is not None
+                else verify(chain, start=tail.kept)
+            )
         spans = _cross_check(chain, backend, window, origin, summary, tail, now)
     except (ChainReadError, TrustStateError) as exc:
         raise AuditError(str(exc), Problem.USAGE) from None
@@ -306,7 +356,9 @@ def audit_chain(
         signatures_checked=bool(options.verifier_keys),
         thresholds=options.thresholds,
         trusted_from=tail.first_seq or None,
+        state_fallback=held.state_fallback if held is not None else None,
         dropped=summary.dropped,
+        pruned=read_pruned(chain),
         witnessed=None
         if quorum is None
         else judge_witnesses(options.policy_source, quorum, held.consistency if held is not None else None),
@@ -326,7 +378,7 @@ def _cosigned(
     first = len(notes)
     notes += local_notes(chain, origin)
     try:
-        logs = [Verifier.parse(key) for key in options.verifier_keys]
+        logs = [KeyWindow.parse(key) for key in options.verifier_keys]
     except NoteError as exc:
         raise AuditError(f"--key: {exc}", Problem.USAGE) from None
     quorum = attest_notes(notes, options.policy, now=now // 10**9, skew=DEFAULT_SKEW_S, logs=logs)

@@ -22,12 +22,12 @@ Verdicts (each with its exit code in ``cli.audit``), decided by the first rule t
     malformed records, or the chain's own linkage is broken.
 ``bad-checkpoint``
     A checkpoint of this origin held against the chain does not verify: a bad signature, a key not given with
-    ``--key``, a malformed note, a checkpoint span whose attributes contradict its note, or (``--policy``)
+    ``--key``, a malformed note, a checkpoint span whose attributes contradict its note, or (``--witness-policy``)
     a witness's cosignature that does not verify. Someone wrote
     into the backend, or the auditor holds the wrong key; the chain itself is not judged.
 ``insufficient-evidence``
     Nothing to hold the chain against (no checkpoint of the origin and no span matched), a threshold is not met
-    (``--max-unwitnessed``, ``--min-span-coverage``), or, with ``--policy``, no checkpoint the chain
+    (``--max-unwitnessed``, ``--min-span-coverage``), or, with ``--witness-policy``, no checkpoint the chain
     matches meets the policy's quorum of witnesses (only checkpoints that do count as witnessed).
 ``agree``
     Consistent with every checkpoint held against the chain, no span finding, and the coverage thresholds met.
@@ -43,6 +43,7 @@ from otel_route_shadow.backend.base import format_unix_nano
 from otel_route_shadow.backend.checkpoints import BackendCheckpoint, BadCheckpointSpan
 from otel_route_shadow.backend.crosscheck import CrossCheckReport
 from otel_route_shadow.chain import DroppedGap
+from otel_route_shadow.logstore import Pruned
 
 __all__ = [
     "CHECKPOINT_REASONS",
@@ -63,7 +64,9 @@ class AuditVerdict(StrEnum):
 
 
 #: Consistency reasons that judge the checkpoint held against the chain, not the chain (tlog's ``ConsistencyReason``).
-CHECKPOINT_REASONS = frozenset({"bad-signature", "unknown-key", "unsigned", "malformed"})
+CHECKPOINT_REASONS = frozenset(
+    {"bad-signature", "unknown-key", "key-outside-window", "unsigned", "malformed"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +163,10 @@ class AuditReport:
     signatures_checked: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
     trusted_from: int | None = None  # incremental: records below this seq were proven by an earlier audit
+    state_fallback: str | None = None  # --state: why the memory was not extended (the chain checked in full)
     dropped: DroppedGap = field(default_factory=DroppedGap)  # records-dropped events among those read
-    witnessed: Witnessed | None = None  # --policy: what the quorum of witnesses attests
+    witnessed: Witnessed | None = None  # --witness-policy: what the quorum of witnesses attests
+    pruned: Pruned | None = None  # a pruned chain: audited from its minimum index (the records kept)
 
     # ---- coverage ------------------------------------------------------------------------------------
 
@@ -285,6 +290,9 @@ class AuditReport:
             "origin": self.origin,
             "origin_source": self.origin_source,
             "trusted_from": self.trusted_from,
+            "state_fallback": self.state_fallback,
+            "from_seq": 0 if self.pruned is None else self.pruned.min_index,
+            "pruned": None if self.pruned is None else self.pruned.describe(),
             "first_bad_seq": self.first_bad_seq,
             "checkpoints": {
                 "held": len(self.checkpoints),

@@ -1,4 +1,4 @@
-"""What the witnesses of a C2SP tlog-policy attest about an audited chain (``audit --policy``).
+"""What the witnesses of a C2SP tlog-policy attest about an audited chain (``audit --witness-policy``).
 
 With a policy, a checkpoint counts as witnessed only when its witnesses' cosignatures meet the policy's
 quorum (``tlog.attest_notes``): the backend's checkpoint spans carry the notes as the writer signed

@@ -7,17 +7,29 @@ Modules: ``canonical`` (the canonical JSON encoding), ``sanitize`` (the payload 
 (cutting what would not fit one tlog-tiles entry), ``record`` (the record layout, payload encoding
 and templates), ``log`` (appending), ``head`` (finding the last record), ``quarantine`` (the torn-tail
 policy), ``group_commit`` (shared fsyncs), ``backlog`` (records waiting for the lock, drop counts),
-``spill`` (records left at exit), ``reader`` (reading), ``errors``. Verifying: ``verify`` (the entry
+``spill`` (records left at exit), ``cut`` (closing the live file as a segment, the anchor),
+``segments`` (a chain's files: closed segments, then the live file), ``reader`` (reading, across
+segments), ``errors``. Verifying: ``verify`` (the entry
 points), ``check`` (one line), ``scan`` (the streaming pass), ``parallel`` (the pass in worker
-processes), ``diagnosis`` (why a record does not link), ``leaves`` (a line's Merkle leaf hash),
-``result``.
+processes), ``diagnosis`` (why a record does not link), ``anchor`` (a segment's anchor against the
+segment before it), ``leaves`` (a line's Merkle leaf hash), ``result``.
 """
 
 from __future__ import annotations
 
+import warnings
+
+from otel_route_shadow.chain.anchor import ANCHOR_KIND
 from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, DroppedGap
 from otel_route_shadow.chain.canonical import MAX_SAFE_INTEGER, canonical_bytes
-from otel_route_shadow.chain.check import RECORD_HASH_TAIL, record_hash_of
+from otel_route_shadow.chain.check import RECORD_HASH_TAIL, Good, check_line, fast_run, record_hash_of
+from otel_route_shadow.chain.cut import (
+    CUT_SUFFIX,
+    ChainCut,
+    CutRefused,
+    cut_chain,
+    first_record,
+)
 from otel_route_shadow.chain.errors import (
     ChainCorruptError,
     ChainError,
@@ -26,10 +38,21 @@ from otel_route_shadow.chain.errors import (
     ChainPathError,
     ChainPayloadError,
 )
-from otel_route_shadow.chain.head import read_head
+from otel_route_shadow.chain.head import read_head, tail_head
 from otel_route_shadow.chain.leaves import LeafSink, leaf_hashes
-from otel_route_shadow.chain.log import Durability, LineListener, RoutingAuditLog, WrittenLine
-from otel_route_shadow.chain.reader import iter_lines, iter_payloads, iter_records, open_chain
+from otel_route_shadow.chain.log import DecisionChain, Durability, LineListener, WrittenLine
+from otel_route_shadow.chain.reader import (
+    ChainBytes,
+    anchor_checkpoints,
+    chain_line,
+    each_chain_file,
+    iter_chain_lines,
+    iter_lines,
+    iter_payloads,
+    iter_records,
+    line_seq,
+    open_chain,
+)
 from otel_route_shadow.chain.record import (
     DROPPED_KIND,
     FORMAT_VERSION,
@@ -52,11 +75,14 @@ from otel_route_shadow.chain.sanitize import (
     RedactionMark,
     sanitize_payload,
 )
+from otel_route_shadow.chain.segments import SEGMENTS_SUFFIX, Segment, chain_segments, live_path, segment_name
 from otel_route_shadow.chain.truncation import TRUNCATED_KIND
 from otel_route_shadow.chain.verify import verify_chain, verify_pass
 
 __all__ = [
+    "ANCHOR_KIND",
     "BACKLOG_RECORDS",
+    "CUT_SUFFIX",
     "DROPPED_KIND",
     "FORMAT_VERSION",
     "GENESIS_HASH",
@@ -69,8 +95,11 @@ __all__ = [
     "RULE_CREDENTIAL",
     "RULE_INVALID_UNICODE",
     "RULE_TRUNCATED",
+    "SEGMENTS_SUFFIX",
     "TRUNCATED_KIND",
+    "ChainBytes",
     "ChainCorruptError",
+    "ChainCut",
     "ChainError",
     "ChainFormatError",
     "ChainHead",
@@ -79,29 +108,57 @@ __all__ = [
     "ChainPathError",
     "ChainPayloadError",
     "ChainRecord",
+    "CutRefused",
+    "DecisionChain",
     "DroppedGap",
     "Durability",
     "EncodedPayload",
+    "Good",
     "LeafSink",
     "LineListener",
     "PayloadTemplate",
     "Reason",
     "RedactionMark",
-    "RoutingAuditLog",
+    "Segment",
     "TornTail",
     "Verdict",
     "VerifyResult",
     "WrittenLine",
+    "anchor_checkpoints",
     "canonical_bytes",
+    "chain_line",
+    "chain_segments",
+    "check_line",
+    "cut_chain",
+    "each_chain_file",
     "encode_payload",
+    "fast_run",
+    "first_record",
+    "iter_chain_lines",
     "iter_lines",
     "iter_payloads",
     "iter_records",
     "leaf_hashes",
+    "line_seq",
+    "live_path",
     "open_chain",
     "read_head",
     "record_hash_of",
     "sanitize_payload",
+    "segment_name",
+    "tail_head",
     "verify_chain",
     "verify_pass",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``RoutingAuditLog``, the name ADR-0139 gives the chain, is a deprecated alias of :class:`DecisionChain`."""
+    if name == "RoutingAuditLog":
+        warnings.warn(
+            "otel_route_shadow.chain.RoutingAuditLog is deprecated: use DecisionChain (the same class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return DecisionChain
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

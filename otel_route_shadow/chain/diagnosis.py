@@ -37,8 +37,9 @@ def _appears_later(handle: FileHandle, offset: int, end: int, seq: int, prev: st
     return False
 
 
-def diagnose(handle: FileHandle, stop: Stop, end: int) -> tuple[Reason, str, int]:
-    """Reason, detail and first bad seq for a line that is a good record but does not link."""
+def diagnose(handle: FileHandle, stop: Stop, end: int, first: int = 0) -> tuple[Reason, str, int]:
+    """Reason, detail and first bad seq for a line that is a good record but does not link; ``first``
+    is the seq of the file's first line (a segment's), and line numbers are the file's."""
     state = stop.state
     good = stop.good
     if good is None:  # pragma: no cover - callers pass a Stop with a good record
@@ -52,7 +53,7 @@ def diagnose(handle: FileHandle, stop: Stop, end: int) -> tuple[Reason, str, int
             expected,
         )
     if good.seq < expected:
-        earlier = _record_hash_at_line(handle, good.seq + 1, end)
+        earlier = _record_hash_at_line(handle, good.seq - first + 1, end) if good.seq >= first else None
         if earlier == good.record_hash:
             return (
                 Reason.REORDERED_OR_DUPLICATED,
@@ -62,7 +63,7 @@ def diagnose(handle: FileHandle, stop: Stop, end: int) -> tuple[Reason, str, int
         return (
             Reason.FORKED,
             f"line {state.lines + 1} claims seq {good.seq}, already held by a different record at line "
-            f"{good.seq + 1}: the chain forks at seq {good.seq}",
+            f"{good.seq - first + 1}: the chain forks at seq {good.seq}",
             good.seq,
         )
     if good.prev_hash == state.prev:

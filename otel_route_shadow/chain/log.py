@@ -1,6 +1,6 @@
-"""``RoutingAuditLog``: the append side of the decision chain (ADR-0139 D6).
+"""``DecisionChain``: the append side of the decision chain (ADR-0139 D6).
 
-An append is: lock, check, write, release (``RoutingAuditLog._append``). The head a new record links
+An append is: lock, check, write, release (``DecisionChain._append``). The head a new record links
 to is read from disk, under an exclusive ``flock`` on the chain file: a restarted process, a second
 process and a second thread all continue one chain instead of forking private ones. A descriptor that
 saw the file last (same inode, same size) reuses the head it wrote; otherwise a bounded tail read finds
@@ -20,7 +20,6 @@ import logging
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal, NamedTuple, NoReturn
 
@@ -31,6 +30,7 @@ from otel_route_shadow.chain.backlog import (
     Backlog,
     write_failure_reason,
 )
+from otel_route_shadow.chain.cut import cut_pending, resume_cut
 from otel_route_shadow.chain.errors import ChainLockTimeout, ChainPayloadError
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S, GroupCommit
 from otel_route_shadow.chain.head import read_head, tail_head
@@ -54,27 +54,17 @@ from otel_route_shadow.chain.verify import VerifyResult, verify_chain
 from otel_route_shadow.files import remove_temporaries, write_all
 from otel_route_shadow.locking import flock_bounded
 from otel_route_shadow.tlog import leaf_hash
+from otel_route_shadow.worker import AFTER_FORK
 
-__all__ = ["Durability", "LineListener", "RoutingAuditLog", "WrittenLine"]
+__all__ = ["DecisionChain", "Durability", "LineListener", "WrittenLine"]
 
 Durability = Literal["flush", "fsync"]
 
 MARKER_RECHECK_NS: Final = 1_000_000_000
-"""How long an append that finds the chain as it left it may go without looking for a pending
-quarantine marker (see ``RoutingAuditLog._checked_head``), and how often a writer looks for a spill
-file."""
+"""How long a writer goes without looking at the disk for what other processes change (a pending
+quarantine marker, a spill or lost file, a cut left unfinished): see ``DecisionChain._look_due``."""
 
 _LOG: Final = logging.getLogger("otel_route_shadow")
-
-_INSTANCES: weakref.WeakSet[RoutingAuditLog] = weakref.WeakSet()
-
-
-def _reset_after_fork() -> None:
-    for log in list(_INSTANCES):
-        log._forget_descriptors()
-
-
-os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class WrittenLine(NamedTuple):
@@ -100,7 +90,7 @@ class WrittenLine(NamedTuple):
 LineListener = Callable[[WrittenLine], None]
 
 
-class RoutingAuditLog:
+class DecisionChain:
     """An append-only, hash-linked JSON-lines chain of sanitized decision records.
 
     ``durability``:
@@ -165,8 +155,9 @@ class RoutingAuditLog:
         self._identity: tuple[int, int] = (0, 0)
         self._known_size = -1
         self._head: ChainHead | None = None
-        self._marker_checked = 0
-        self._spill_checked = 0
+        self._looked: int | None = None
+        """When this instance last looked at the disk for what other processes change (monotonic ns;
+        None: never)."""
         self._spill_due = True
         """Look for a spill file at the next append (the first one, after :meth:`spill`, and while a
         spill file still holds entries: each append takes one batch)."""
@@ -180,7 +171,7 @@ class RoutingAuditLog:
         self.listener = listener
         self._written: list[WrittenLine] = []
         self._listener_failed = False
-        _INSTANCES.add(self)
+        AFTER_FORK.add(self)
 
     # -- public -------------------------------------------------------------------------------------
     @property
@@ -330,14 +321,14 @@ class RoutingAuditLog:
             self._known_size = -1
         self._commit.close()
 
-    def __enter__(self) -> RoutingAuditLog:
+    def __enter__(self) -> DecisionChain:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"RoutingAuditLog({self._path!r}, durability={self._durability!r})"
+        return f"DecisionChain({self._path!r}, durability={self._durability!r})"
 
     # -- one append: lock, check, write, release ----------------------------------------------------
     def _append(
@@ -353,9 +344,9 @@ class RoutingAuditLog:
             locked = self._lock_file(timeout)
             if locked is None:
                 return None
-            fd, size = locked
+            fd, size, look = locked
             try:
-                head, size = self._checked_head(fd, size)
+                head, size = self._checked_head(fd, size, look)
                 if len(self._backlog):
                     head, size = self._write_backlog(fd, head, size)
                 prev = GENESIS_HASH if head is None else head.record_hash
@@ -380,9 +371,20 @@ class RoutingAuditLog:
             self._commit.commit(fd, identity, size)
         return (head, prev) if head is not None else None
 
-    def _checked_head(self, fd: int, size: int) -> tuple[ChainHead | None, int]:
-        """The head to link to: the one this instance wrote, when the file is as it left it and the
-        quarantine marker was looked for lately; otherwise whatever :meth:`_prepare` finds.
+    def _look_due(self) -> bool:
+        """Whether this append looks at the disk for what other processes change: a pending quarantine
+        marker, a spill or lost file, a cut left unfinished (on the first append, then at most once per
+        ``MARKER_RECHECK_NS``; one moment for all of them, so a look costs one clock read and its
+        ``stat`` calls). Stamps the look when it is due; called under the chain's lock."""
+        now = time.monotonic_ns()
+        if self._looked is not None and now - self._looked < MARKER_RECHECK_NS:
+            return False
+        self._looked = now
+        return True
+
+    def _checked_head(self, fd: int, size: int, look: bool) -> tuple[ChainHead | None, int]:
+        """The head to link to: the one this instance wrote, when the file is as it left it and no look
+        is due (``look``: :meth:`_look_due`); otherwise whatever :meth:`_prepare` finds.
 
         The only marker a skipped look can miss belongs to a second appender that died between
         truncating a third one's torn tail and recording that: the bytes this instance links to are
@@ -390,19 +392,13 @@ class RoutingAuditLog:
         finds it missing after any number of records). Looking on every append would put a ``stat``
         on every seam call.
         """
-        if (
-            self._head is not None
-            and size == self._known_size
-            and not self._spill_due
-            and time.monotonic_ns() - self._marker_checked < MARKER_RECHECK_NS
-        ):
+        if self._head is not None and size == self._known_size and not self._spill_due and not look:
             return self._head, size
-        return self._prepare(fd, size)
+        return self._prepare(fd, size, look)
 
-    def _prepare(self, fd: int, size: int) -> tuple[ChainHead | None, int]:
-        """Finish an interrupted quarantine, quarantine a torn tail, write what a spill file holds,
-        and return the head to link to."""
-        now = self._marker_checked = time.monotonic_ns()
+    def _prepare(self, fd: int, size: int, look: bool) -> tuple[ChainHead | None, int]:
+        """Finish an interrupted quarantine, quarantine a torn tail, write what a spill file holds (when
+        ``look`` or this instance spilled), and return the head to link to."""
         owed: list[dict[str, Any]] = []
         if self._torn.pending():
             owed, size = self._torn.resume(fd, size)
@@ -419,8 +415,8 @@ class RoutingAuditLog:
         if not self._started:
             remove_temporaries(self._dir)
             self._started = True
-        if self._spill_due or now - self._spill_checked >= MARKER_RECHECK_NS:
-            self._spill_checked, self._spill_due = now, False
+        if self._spill_due or look:
+            self._spill_due = False
             if self._spill.pending():
                 head, size, self._spill_due = self._spill.write_into(fd, head, size, self._write_line)
             if self._lost.pending():
@@ -488,9 +484,10 @@ class RoutingAuditLog:
                     _LOG.warning("route shadow: the chain's line listener raised %s", type(exc).__name__)
 
     # -- descriptors and the lock -------------------------------------------------------------------
-    def _forget_descriptors(self) -> None:
-        """In a forked child: the inherited descriptors share the parent's open file description, and
-        with it the parent's flock, so they must not be used (or closed: the parent may hold them)."""
+    def after_fork(self) -> None:
+        """In a forked child (called by ``worker.AFTER_FORK``): the inherited descriptors share the
+        parent's open file description, and with it the parent's flock, so they must not be used (or
+        closed: the parent may hold them)."""
         for fd in (self._fd, *self._retired):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -513,17 +510,23 @@ class RoutingAuditLog:
         self._commit.track(self._identity)
         return self._fd
 
-    def _lock_file(self, timeout: float | None) -> tuple[int, int] | None:
-        """Exclusive lock on the file currently at the path; returns the descriptor and its size, or
-        None when the lock did not come within ``timeout`` seconds.
+    def _lock_file(self, timeout: float | None) -> tuple[int, int, bool] | None:
+        """Exclusive lock on the file currently at the path; returns the descriptor, its size and
+        whether this append looks at the disk (:meth:`_look_due`, decided once the lock is first
+        held), or None when the lock did not come within ``timeout`` seconds.
 
-        A descriptor can outlive its path (the file replaced or removed); writing to it would put
-        records where no reader looks, so the inode is re-checked under the lock.
+        A descriptor can outlive its path (the file replaced or removed, or closed as a segment by a
+        cut: ``chain.cut``); writing to it would put records where no reader looks, so the inode is
+        re-checked under the lock, and the descriptor reopened when the path names another file.
         """
         fd = self._fd if self._fd >= 0 else self._open()
+        look: bool | None = None
+        cut_due = False
         for _ in range(8):
             if not flock_bounded(fd, fcntl.LOCK_EX, timeout, LOCK_POLL_S):
                 return None
+            if look is None:
+                look = cut_due = self._look_due()
             try:
                 current = os.stat(self._path)
             except FileNotFoundError:
@@ -531,11 +534,18 @@ class RoutingAuditLog:
             # The path's stat is the descriptor's too when it names the same inode: one syscall
             # answers both "is this still the chain?" and "how long is it?".
             if current is not None and (current.st_dev, current.st_ino) == self._identity:
-                return fd, current.st_size
+                if not (cut_due and self._finished_cut(fd, current.st_size)):
+                    return fd, current.st_size, look
+                cut_due = False
             fcntl.flock(fd, fcntl.LOCK_UN)
             self._retired.append(fd)
             fd = self._open()
         raise OSError(f"{self._path}: the chain file keeps being replaced; not appending")
+
+    def _finished_cut(self, fd: int, size: int) -> bool:
+        """Under the lock, when a look is due: finish or undo a cut a killed process left
+        (``chain.cut``); True when it was finished, so the path names the new live file."""
+        return cut_pending(self._path) and resume_cut(self._path, fd, size)
 
 
 def _refuse_size(encoded: EncodedPayload) -> NoReturn:

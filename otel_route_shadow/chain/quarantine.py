@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import orjson
 
+from otel_route_shadow.chain.cut import first_record
 from otel_route_shadow.chain.errors import ChainCorruptError, ChainFormatError
 from otel_route_shadow.chain.head import BLOCK_BYTES, tail_head
 from otel_route_shadow.chain.reader import iter_lines_from
@@ -68,7 +69,7 @@ class TailQuarantine:
         marker carries them so that a crash here cannot lose them.
         """
         sha = _digest_range(fd, start, size)
-        name = f"{self._name}.torn-{start}-{sha[:16]}"
+        name = f"{self._name}.torn-{_segment_part(fd, start)}{start}-{sha[:16]}"
         write_atomic(os.path.join(self._dir, name), _blocks(fd, start, size), mode=CHAIN_FILE_MODE)
         marker = {"offset": start, "length": size - start, "sha256": sha, "file": name, "owed": owed}
         write_atomic(self.marker, orjson.dumps(marker), mode=CHAIN_FILE_MODE)
@@ -131,6 +132,17 @@ class TailQuarantine:
         remove_file(self.marker, self._dir)
         assert head is not None
         return head, size
+
+
+def _segment_part(fd: int, size: int) -> str:
+    """``s<first seq>-`` for a live file that begins a later segment (its first record's seq > 0), so that
+    offsets, which start again in each segment, name one torn tail of the chain; "" for the chain's first
+    file (the name a chain never cut always had)."""
+    try:
+        first = first_record(fd, size)
+    except ChainFormatError:
+        return ""
+    return f"s{first.seq}-" if first is not None and first.seq > 0 else ""
 
 
 def quarantine_event(marker: Mapping[str, Any]) -> dict[str, Any]:

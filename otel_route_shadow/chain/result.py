@@ -37,6 +37,17 @@ class Reason(StrEnum):
     """Valid JSON, version 1, but not a well-formed record, or not in canonical form."""
     UNKNOWN_VERSION = "unknown-version"
     """The record's ``v`` is not a version this verifier knows."""
+    SEGMENT_MISSING = "segment-missing"
+    """A segmented chain: the records between two segments (or before the first) are in no file."""
+    SEGMENT_MISPLACED = "segment-misplaced"
+    """A segmented chain: a segment begins at another seq than its name or its place says (a segment
+    reordered, renamed or duplicated)."""
+    SEGMENT_EDITED = "segment-edited"
+    """A segmented chain: a closed segment's bytes are not the ones the next segment's anchor recorded,
+    or it ends mid-line."""
+    ANCHOR_MISMATCH = "anchor-mismatch"
+    """A segmented chain: a segment's first record is not an anchor naming the segment before it (its
+    file, last seq, last record hash), or the anchor's checkpoint does not hold."""
 
 
 class Verdict(StrEnum):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from otel_route_shadow.chain.check import (
     DROPPED_PREFIX,
@@ -32,6 +32,14 @@ __all__ = ["Options", "Progress", "ScanState", "Stop", "accept", "check_lines", 
 _BLOCK_BYTES: Final = 1 << 20
 
 Progress = Callable[[int, int], None]
+
+
+class Digest(Protocol):
+    """What a scan feeds the bytes it reads to (``hashlib.sha256()``)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
 """Internal progress hook: ``(records verified, bytes verified)``."""
 
 
@@ -94,15 +102,20 @@ def scan(
     options: Options,
     sink: LeafSink | None = None,
     progress: Progress | None = None,
+    digest: Digest | None = None,
 ) -> Stop | None:
     """Verify the complete lines from ``state.offset`` up to ``end`` (a line boundary), updating
-    ``state``; give every line's leaf hash to ``sink``. None when every line verified, else where and
-    why the scan stopped (the leaves of the lines after it are still given)."""
+    ``state``; give every line's leaf hash to ``sink`` and every byte read to ``digest``. None when
+    every line verified, else where and why the scan stopped (the leaves of the lines after it are
+    still given)."""
     stop: Stop | None = None
     dropped: list[int] | None
     try:
         for after, block in iter_blocks(handle, state.offset, end, _BLOCK_BYTES, MAX_LINE_BYTES):
             count, dropped = 0, None
+            if digest is not None:
+                digest.update(block)
+                digest.update(b"\n")
             if sink is not None:
                 dropped = []
                 leaves = leaf_hashes(block, noting=DROPPED_PREFIX, noted=dropped)

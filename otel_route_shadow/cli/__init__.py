@@ -11,14 +11,27 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from otel_route_shadow.cli import acknowledge, audit, demo, explain, key, policy, prove, report, serve, verify
-from otel_route_shadow.cli.common import CliError, harden_streams
+from otel_route_shadow.cli import (
+    acknowledge,
+    audit,
+    demo,
+    explain,
+    key,
+    policy,
+    prove,
+    prune,
+    report,
+    rotate,
+    serve,
+    verify,
+)
+from otel_route_shadow.cli.common import CliError, harden_streams, name_chains
 from otel_route_shadow.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK
 from otel_route_shadow.version import __version__
 
 __all__ = ["build_parser", "main"]
 
-_MODULES = (explain, policy, verify, demo, audit, report, key, prove, serve, acknowledge)
+_MODULES = (explain, policy, verify, demo, audit, report, key, prove, serve, acknowledge, rotate, prune)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     harden_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
+    name_chains(args)
     try:
         code: int = args.handler(args)
     except CliError as exc:

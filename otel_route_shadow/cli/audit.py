@@ -1,7 +1,7 @@
 """``audit`` subcommand: hold decision chains against the trace backend that holds their spans and checkpoints.
 
     otel-route-shadow audit CHAIN... [--backend URL] [--project NAME] [--origin O] [--key VKEY]...
-                            [--policy FILE] [--max-unwitnessed RECORDS] [--min-span-coverage FRACTION]
+                            [--witness-policy FILE] [--max-unwitnessed RECORDS] [--min-span-coverage FRACTION]
                             [--jobs N] [--json]
 
 For each chain: the checkpoints of its origin the backend holds (checkpoint spans), the chain proven
@@ -9,7 +9,7 @@ consistent with every one, the span cross-check, and the coverage (the tail beyo
 the newest checkpoint, the share of records whose span the backend holds); see
 :mod:`otel_route_shadow.backend.audit` and :mod:`otel_route_shadow.backend.verdict`. One chain prints a
 full report; several chains, or a directory (every ``*.jsonl`` under it), are audited in parallel and
-print one line each plus a total. With ``--policy`` (a C2SP tlog-policy), only checkpoints whose
+print one line each plus a total. With ``--witness-policy`` (a C2SP tlog-policy), only checkpoints whose
 witnesses' cosignatures meet its quorum count as witnessed (the chain's own cosigned checkpoints are
 held against it too); a quorum not met is insufficient evidence (:mod:`otel_route_shadow.backend.witnesses`).
 
@@ -47,8 +47,9 @@ from otel_route_shadow.backend import (
     format_unix_nano,
     parse_time,
 )
-from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import CliError, count_argument, input_file
+from otel_route_shadow.chain import SEGMENTS_SUFFIX
+from otel_route_shadow.cli.checkpoints import add_keys_option, read_log_keys
+from otel_route_shadow.cli.common import CliError, count_argument, input_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import (
     EXIT_BAD_CHECKPOINT,
     EXIT_FINDING,
@@ -131,10 +132,10 @@ def register(sub: Any) -> None:
         metavar="VKEY",
         help="verifier key (name+id+key) or a file holding one; repeatable. Without: signatures are not checked",
     )
-    parser.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="a C2SP tlog-policy file: its log keys authenticate the checkpoints, and only checkpoints whose "
+    add_keys_option(parser)
+    witness_policy_arg(
+        parser,
+        "a C2SP tlog-policy file: its log keys authenticate the checkpoints, and only checkpoints whose "
         "witnesses' cosignatures meet its quorum count as witnessed (exit 3 when none does)",
     )
     parser.add_argument(
@@ -142,7 +143,7 @@ def register(sub: Any) -> None:
         type=count_argument(0),
         metavar="RECORDS",
         help="insufficient evidence (exit 3) when more records lie after the last checkpoint held against the "
-        "chain (the backend's; with --policy, the quorum's)",
+        "chain (the backend's; with --witness-policy, the quorum's)",
     )
     parser.add_argument(
         "--min-span-coverage",
@@ -206,15 +207,15 @@ def _time_arg(name: str, value: str | None) -> int | None:
 def _options(args: argparse.Namespace) -> AuditOptions:
     if args.min_span_coverage is not None and not 0.0 <= args.min_span_coverage <= 1.0:
         raise CliError("--min-span-coverage must be a fraction from 0 to 1")
-    keys = read_verifiers(args.key)
-    policy = read_policy(args.policy) if args.policy else None
+    keys = read_log_keys(args.key, args.keys)
+    policy = read_policy(args.witness_policy) if args.witness_policy else None
     if policy is not None:
-        keys = log_keys(policy, keys, args.policy)
+        keys = log_keys(policy, keys, args.witness_policy)
     return AuditOptions(
         origin=args.origin or None,
         verifier_keys=tuple(keys),
         policy=policy,
-        policy_source=args.policy or "",
+        policy_source=args.witness_policy or "",
         since_unix_nano=_time_arg("--since", args.since),
         until_unix_nano=_time_arg("--until", args.until),
         check_linkage=not args.no_verify,
@@ -236,7 +237,8 @@ def _state(path: str) -> TrustState:
 
 def chain_paths(arguments: Sequence[str]) -> list[str]:
     """The chains named: files as given, directories expanded to every ``*.jsonl`` under them
-    (not inside a chain's ``.tlog`` directory), in a stable order."""
+    (not inside a chain's ``.tlog`` or ``.segments`` directory: a closed segment is part of its
+    chain), in a stable order."""
     found: list[str] = []
     for argument in arguments:
         path = Path(argument)
@@ -253,7 +255,7 @@ def chain_paths(arguments: Sequence[str]) -> list[str]:
 
 
 def _in_tlog(path: Path, root: Path) -> bool:
-    return any(part.endswith(".tlog") for part in path.relative_to(root).parts[:-1])
+    return any(part.endswith((".tlog", SEGMENTS_SUFFIX)) for part in path.relative_to(root).parts[:-1])
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -335,6 +337,19 @@ def render_text(report: AuditReport, *, show: int = 20) -> str:
             if report.trusted_from
             else []
         ),
+        *(
+            [f"incremental: not possible, checked in full: {report.state_fallback}"]
+            if report.state_fallback
+            else []
+        ),
+        *(
+            [
+                f"pruned: audited from seq {report.pruned.min_index}, the first record kept; "
+                f"{report.pruned.describe()}"
+            ]
+            if report.pruned is not None
+            else []
+        ),
         *render_checkpoints(report),
         *render_spans(report.spans, show=show),
         *render_coverage(report),
@@ -399,14 +414,14 @@ def render_coverage(report: AuditReport) -> list[str]:
 
 
 def render_witnessed(report: AuditReport) -> list[str]:
-    """With --policy: up to which size the quorum attests the chain, and each witness's largest size."""
+    """With --witness-policy: up to which size the quorum attests the chain, and each witness's largest size."""
     w = report.witnessed
     if w is None:
         return []
     if w.attested_size is not None:
-        head = f"  witnesses (--policy {w.policy}, quorum {w.quorum}): attested up to size {w.attested_size} (cosigned by {', '.join(w.attested_by) or 'none required'})"
+        head = f"  witnesses (--witness-policy {w.policy}, quorum {w.quorum}): attested up to size {w.attested_size} (cosigned by {', '.join(w.attested_by) or 'none required'})"
     else:
-        head = f"  witnesses (--policy {w.policy}, quorum {w.quorum}): no checkpoint the chain matches meets the quorum"
+        head = f"  witnesses (--witness-policy {w.policy}, quorum {w.quorum}): no checkpoint the chain matches meets the quorum"
     sizes = ", ".join(f"{name} {size if size is not None else 'none'}" for name, size in w.largest)
     lines = [head, f"    largest size cosigned, per witness: {sizes or '-'}"]
     lines.extend(f"    cosignature does not verify: {detail}" for detail in w.bad_cosignatures)
@@ -431,7 +446,7 @@ def render_verdict(report: AuditReport) -> str:
             "verdict: INSUFFICIENT EVIDENCE - the backend covers too little to vouch for the chain (exit 3)"
         )
     if verdict is AuditVerdict.BAD_CHECKPOINT:
-        return "verdict: BAD CHECKPOINT - a checkpoint held against the chain does not verify; wrong --key, or forged (exit 6)"
+        return "verdict: BAD CHECKPOINT - a checkpoint held against the chain does not verify; wrong --key or --keys, or forged (exit 6)"
     first = report.first_bad_seq
     where = f"; first bad seq {first}" if first is not None else ""
     only_linkage = report.spans.errors == 1 and report.spans.chain_broken and report.consistency_holds

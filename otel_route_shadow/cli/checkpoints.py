@@ -1,4 +1,5 @@
-"""Shared command-line inputs for checkpoints: note files, verifier keys, authenticated checkpoints.
+"""Shared command-line inputs for checkpoints: note files, verifier keys (``--key``), key-set files
+(``--keys``: a rotated log's keys with the tree sizes each is valid for), authenticated checkpoints.
 
 Every unusable input becomes a one-line ``CliError`` (exit 2) naming the file and the problem; a note
 that does not authenticate (bad signature, unknown key, unsigned) is a finding (exit 1).
@@ -7,21 +8,31 @@ that does not authenticate (bad signature, unknown key, unsigned) is a finding (
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.common import CliError, read_text_file
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING
 from otel_route_shadow.files import FileRefused, read_regular
 from otel_route_shadow.logstore import read_note_file
 from otel_route_shadow.tlog import (
+    MAX_KEY_SET_BYTES,
     AuthenticationError,
     Checkpoint,
+    KeySetError,
+    KeyWindow,
     Malformed,
     NoteError,
     Verifier,
     authenticate,
+    parse_key_set,
 )
 
-__all__ = ["authenticated_checkpoint", "read_notes", "read_verifiers"]
+__all__ = ["add_keys_option", "authenticated_checkpoint", "read_log_keys", "read_notes", "read_verifiers"]
+
+KEYS_HELP = (
+    "the log's key set (a rotated key): one verifier key a line with the tree sizes it is valid for, "
+    '`<vkey> <from_size> [<until_size>]` (docs/auditing.md, "Rotating keys"); beside or instead of --key'
+)
 
 _MAX_KEY_FILE = 4096
 
@@ -70,6 +81,29 @@ def _verifier_key(value: str) -> str:
     return text
 
 
+def add_keys_option(parser: Any) -> None:
+    """The ``--keys FILE`` option (repeatable), read with :func:`read_log_keys`."""
+    parser.add_argument("--keys", action="append", default=[], metavar="FILE", help=KEYS_HELP)
+
+
+def read_log_keys(keys: list[str], key_sets: list[str]) -> list[str]:
+    """The log keys of ``--key`` (:func:`read_verifiers`) and ``--keys`` files: key strings
+    ``tlog.KeyWindow.parse`` reads, each key once; a key in a key-set file keeps its window (its bare
+    ``--key`` is dropped)."""
+    windows = [window for path in key_sets for window in _key_set(path)]
+    windowed = {str(window.verifier) for window in windows}
+    bare = [key for key in read_verifiers(keys) if key not in windowed]
+    return [*dict.fromkeys(bare), *(str(window) for window in windows)]
+
+
+def _key_set(path: str) -> tuple[KeyWindow, ...]:
+    text = read_text_file(path, max_bytes=MAX_KEY_SET_BYTES)
+    try:
+        return parse_key_set(text.encode("utf-8"))
+    except KeySetError as exc:
+        raise CliError(f"--keys {path}: {exc}") from None
+
+
 def _key_file_text(path: str) -> str:
     try:
         return read_regular(path, _MAX_KEY_FILE).decode("ascii").strip()
@@ -82,8 +116,9 @@ def _key_file_text(path: str) -> str:
 
 
 def authenticated_checkpoint(note: str, keys: list[str], source: str) -> Checkpoint:
-    """Open ``note`` with ``keys``; it must carry a valid signature by one of them (``tlog.authenticate``)."""
-    verifiers = [Verifier.parse(key) for key in keys]
+    """Open ``note`` with ``keys`` (key strings, see :func:`read_log_keys`); it must carry a valid
+    signature by one of them valid for its size (``tlog.authenticate``)."""
+    verifiers = [KeyWindow.parse(key) for key in keys]
     try:
         return authenticate(note, verifiers).checkpoint
     except Malformed as exc:

@@ -27,6 +27,7 @@ _HEADERS = (
     "consistent%",
     "95% CI",
     "p99 latency",
+    "untimed",
     "shadow errors",
     "error%",
     "error 95% CI",
@@ -39,6 +40,11 @@ def ci_text(part: int, whole: int) -> str:
     return "-" if found is None else f"{found[0] * 100:.1f}-{found[1] * 100:.1f}%"
 
 
+def _latency_text(p99_ms: float | None) -> str:
+    """The p99 in milliseconds, ``unknown`` when no spawn of the cohort has a duration."""
+    return "unknown" if p99_ms is None else f"{p99_ms:.3f} ms"
+
+
 def _rows(report: Report) -> list[list[str]]:
     rows = []
     for key, cohort in report.cohorts:
@@ -49,7 +55,8 @@ def _rows(report: Report) -> list[list[str]]:
                 str(cohort.spawns),
                 pct(rate(cohort.agreed, cohort.spawns)),
                 ci_text(cohort.agreed, cohort.spawns),
-                "not recorded",
+                _latency_text(cohort.p99_ms),
+                str(cohort.latency.unknown),
                 str(cohort.errors),
                 pct(rate(cohort.errors, observed)),
                 ci_text(cohort.errors, observed),

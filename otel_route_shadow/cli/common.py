@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, Final
 
+from otel_route_shadow.chain import live_path
 from otel_route_shadow.cli.exit_codes import EXIT_USAGE
 from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.files import FileRefused, file_kind, open_regular, read_text, write_atomic
@@ -40,6 +41,7 @@ __all__ = [
     "parse_json_text",
     "problem_line",
     "read_text_file",
+    "witness_policy_arg",
     "write_output",
 ]
 
@@ -63,6 +65,22 @@ def parse_json_text(text: str, source: str) -> Any:
         return loads_strict(text)
     except StrictJSONError as exc:
         raise CliError(f"{source}: {exc}") from None
+
+
+def name_chains(args: argparse.Namespace) -> None:
+    """A chain named by one of its closed segments or its segments folder means the chain, named by its
+    live file (docs/chain-format.md section 14.4): ``args.chain``/``args.chains`` are rewritten so.
+    A log given by URL is left as it is."""
+    for attribute in ("chain", "chains"):
+        value = getattr(args, attribute, None)
+        if isinstance(value, str):
+            setattr(args, attribute, _chain_name(value))
+        elif isinstance(value, list):
+            setattr(args, attribute, [_chain_name(item) if isinstance(item, str) else item for item in value])
+
+
+def _chain_name(value: str) -> str:
+    return value if value.startswith(("http://", "https://")) else live_path(value)
 
 
 def input_file(path: str | os.PathLike[str]) -> str:
@@ -122,6 +140,39 @@ def count_argument(minimum: int = 0, maximum: int | None = None) -> Callable[[st
         return value
 
     return count
+
+
+class _OldName(argparse.Action):
+    """An option kept under its old name: sets the new option's value and says on stderr that the
+    name is old."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option: str | None = None,
+    ) -> None:
+        print(f"{parser.prog}: {option} is the old name of {self.new}; it still works", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def witness_policy_arg(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--witness-policy FILE``: a C2SP tlog-policy file (the witnesses and quorum a checkpoint must
+    meet; routing policies are ``--policies``). ``--policy``, its old name, still works and says so."""
+    parser.add_argument("--witness-policy", metavar="FILE", help=help)
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        dest="witness_policy",
+        action=_OldName,
+        new="--witness-policy",
+        help="the old name of --witness-policy",
+    )
 
 
 def cap_jobs(jobs: int, option: str = "--jobs") -> int:

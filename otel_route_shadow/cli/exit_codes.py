@@ -18,6 +18,7 @@ from typing import Final
 __all__ = [
     "COMMANDS",
     "EXIT_BAD_CHECKPOINT",
+    "EXIT_BUSY",
     "EXIT_CODES",
     "EXIT_FINDING",
     "EXIT_INSUFFICIENT",
@@ -37,6 +38,7 @@ EXIT_INSUFFICIENT: Final = 3
 EXIT_UNREACHABLE: Final = 4
 EXIT_NOT_A_BACKEND: Final = 5
 EXIT_BAD_CHECKPOINT: Final = 6
+EXIT_BUSY: Final = 7
 EXIT_INTERRUPTED: Final = 130
 
 
@@ -68,6 +70,9 @@ EXIT_CODES: Final = (
     ExitCode(EXIT_UNREACHABLE, "backend-unreachable", "the backend is unreachable"),
     ExitCode(EXIT_NOT_A_BACKEND, "not-a-backend", "the URL answers, but not as the backend"),
     ExitCode(EXIT_BAD_CHECKPOINT, "bad-checkpoint", "a checkpoint the backend holds does not verify"),
+    ExitCode(
+        EXIT_BUSY, "busy", "another process held the chain's lock past the wait allowed; nothing changed"
+    ),
     ExitCode(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C), any command"),
 )
 
@@ -119,36 +124,44 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         },
         "verify": {
             EXIT_OK: (
-                "intact, consistent with every checkpoint given; with --policy, attested by the quorum up to "
-                "--max-unwitnessed records from the end"
+                "intact, consistent with every checkpoint given; with --witness-policy, attested by the quorum up to "
+                "--max-unwitnessed records from the end; an archive: its records are the range its proof names "
+                "of the signed tree"
             ),
             EXIT_FINDING: (
-                "broken (or a torn tail), a checkpoint that does not hold (truncated, record-changed, fork, "
-                "bad-signature, unknown-key), a damaged tile store, a cosignature that does not verify"
+                "broken (or a torn tail), a segment missing, misplaced or edited, an anchor that does not name "
+                "the segment before it, a pruned chain whose first record kept is not the signed tree's, a "
+                "checkpoint that does not hold (truncated, record-changed, fork, bad-signature, unknown-key, "
+                "key-outside-window; of a pruned chain, unprovable: the tiles standing for the pruned records do "
+                "not authenticate), a damaged tile store, a cosignature that does not verify; an archive: an "
+                "edited or unlinked record, a proof that does not match, a wrong or unsigned note"
             ),
             EXIT_USAGE: (
-                "a chain that cannot be read, a malformed policy, witness URL, witness or log key, note or "
-                "cosignature"
+                "a chain that cannot be read, a malformed policy, witness URL, witness or log key, key set, note or "
+                "cosignature, a pruned file that cannot be read; an archive without a readable proof file"
             ),
             EXIT_INSUFFICIENT: (
-                "--policy: no checkpoint the chain matches meets the quorum, or more than --max-unwitnessed "
+                "--witness-policy: no checkpoint the chain matches meets the quorum, or more than --max-unwitnessed "
                 "records lie beyond the largest one that does"
             ),
         },
         "prove": {
             EXIT_OK: "the proof (or the receipt) printed",
             EXIT_FINDING: "--receipt: the chain's line is not the leaf the checkpoint signed",
-            EXIT_USAGE: "a missing or damaged tile, a checkpoint that cannot be read, a seq or size out of range",
-            EXIT_INSUFFICIENT: "--receipt --policy: no checkpoint covering the record meets the quorum",
+            EXIT_USAGE: (
+                "a missing or damaged tile, a checkpoint that cannot be read, a seq or size out of range, a seq "
+                "a prune removed (its record is gone)"
+            ),
+            EXIT_INSUFFICIENT: "--receipt --witness-policy: no checkpoint covering the record meets the quorum",
         },
         "verify-proof": {
-            EXIT_OK: "the proof holds (with --policy, its checkpoint meets the quorum)",
+            EXIT_OK: "the proof holds (with --witness-policy, its checkpoint meets the quorum)",
             EXIT_FINDING: (
                 "the proof does not hold, a checkpoint that does not authenticate, a cosignature that does "
                 "not verify"
             ),
             EXIT_USAGE: "a proof, checkpoint, record, key or policy that cannot be read or parsed",
-            EXIT_INSUFFICIENT: "--policy: the checkpoint does not meet the quorum",
+            EXIT_INSUFFICIENT: "--witness-policy: the checkpoint does not meet the quorum",
         },
         "audit": {
             EXIT_OK: "agree, consistent with every checkpoint the backend holds, no span finding, thresholds met",
@@ -156,12 +169,12 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
             EXIT_USAGE: "a chain or state file that cannot be read (found before the backend is asked), an empty window",
             EXIT_INSUFFICIENT: (
                 "nothing to hold the chain against (no checkpoint, no span, a project with no spans), a "
-                "threshold not met, or (--policy) no checkpoint the chain matches meets the quorum"
+                "threshold not met, or (--witness-policy) no checkpoint the chain matches meets the quorum"
             ),
             EXIT_UNREACHABLE: "the backend is down, a wrong host or port, a timeout, access refused, HTTP 5xx",
             EXIT_NOT_A_BACKEND: "the URL answers but is not Phoenix (a collector's OTLP port, for one)",
             EXIT_BAD_CHECKPOINT: (
-                "a checkpoint the backend holds does not verify (bad signature, unknown key, malformed, or a "
+                "a checkpoint the backend holds does not verify (bad signature, unknown key, a key outside its window, malformed, or a "
                 "witness's cosignature)"
             ),
         },
@@ -206,6 +219,34 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
             EXIT_FINDING: "no refusal to acknowledge",
             EXIT_USAGE: "a refusal of the chain itself (it cannot be acknowledged), a directory that cannot be "
             "read or written",
+        },
+        "rotate": {
+            EXIT_OK: "the chain was cut (or its live file holds nothing after its anchor)",
+            EXIT_FINDING: "not cut: the chain ends in a torn line, or the log refuses to sign",
+            EXIT_USAGE: (
+                "no chain, a chain or key file that cannot be read, a key that is not the log's, a signed "
+                "log and no key"
+            ),
+            EXIT_BUSY: "another process held the chain's lock past --timeout; nothing changed",
+        },
+        "prune": {
+            EXIT_OK: "pruned as the retention allows, or nothing to prune (an interrupted prune settled first)",
+            EXIT_FINDING: (
+                "refused, nothing changed: a segment missing, a record that does not parse or link, records "
+                "that are not those the covering checkpoint signed, a damaged tile"
+            ),
+            EXIT_USAGE: (
+                "no retention given, no --key or --witness-policy, a chain or pruned file that cannot be read, a "
+                "malformed policy or key, an archive folder that cannot be written"
+            ),
+            EXIT_INSUFFICIENT: (
+                "refused, nothing changed: records beyond the largest checkpoint the policy's quorum attests "
+                "(without a policy: the newest signed one); --force prunes them"
+            ),
+            EXIT_BUSY: (
+                "another process held the chain's lock, or another prune ran, past --wait; or a segment "
+                "changed while prune worked: nothing changed"
+            ),
         },
         "demo": {
             EXIT_OK: "the demo ran and its chain verifies",

@@ -15,7 +15,8 @@ import sys
 import urllib.parse
 
 from otel_route_shadow.analysis import MIN_SPAWNS, Fetch, RemoteError, Report, WhatIfResult, is_remote
-from otel_route_shadow.cli.common import CliError, check_output
+from otel_route_shadow.cli.checkpoints import add_keys_option
+from otel_route_shadow.cli.common import CliError, check_output, witness_policy_arg
 from otel_route_shadow.witness import TransportError, http_get
 
 __all__ = [
@@ -76,12 +77,12 @@ def whatif_fleet_args(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="VKEY",
         help="with several chains: verifier key (string or file) that must have signed each log's newest "
-        "checkpoint",
+        "checkpoint; of a pruned chain, it authenticates the first record kept from the signed tree",
     )
-    parser.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="with several chains: a C2SP tlog-policy; each log's newest checkpoint must meet its quorum",
+    add_keys_option(parser)
+    witness_policy_arg(
+        parser,
+        "with several chains: a C2SP tlog-policy; each log's newest checkpoint must meet its quorum",
     )
 
 
@@ -160,7 +161,7 @@ def remote_fetch(timeout: float) -> Fetch:
         except TransportError as exc:
             raise RemoteError(f"{url}: {exc}") from None
         if answer.status != 200:
-            raise RemoteError(f"{url}: HTTP {answer.status}")
+            raise RemoteError(f"{url}: HTTP {answer.status}", answer.status)
         return answer.body
 
     return fetch

@@ -15,16 +15,21 @@ def _log_line(log: FleetLog) -> str:
     if log.included:
         beyond = log.records - log.size
         tail = f", {beyond} record(s) after its checkpoint not yet counted" if beyond > 0 else ""
-        return f"{name}: {log.path}: {log.size} records counted (verified against its checkpoint{tail})"
+        counted = f"{log.counted} records counted" + (
+            f" from seq {log.start} (pruned: the records below it are in no figure)" if log.start else ""
+        )
+        return f"{name}: {log.path}: {counted} (verified against its checkpoint{tail})"
     return f"{name}: {log.path}: EXCLUDED from every figure: {log.reason}"
+
+
+def _tally(fleet: Fleet) -> str:
+    pruned = f", {len(fleet.pruned)} pruned (counted from their minimum index)" if fleet.pruned else ""
+    return f"fleet: {len(fleet.logs)} logs, {len(fleet.included)} counted, {len(fleet.excluded)} excluded{pruned}"
 
 
 def fleet_lines(fleet: Fleet) -> list[str]:
     """One line for the fleet, one per log; excluded logs marked ``!``."""
-    out = [
-        f"fleet: {len(fleet.logs)} logs, {len(fleet.included)} counted, {len(fleet.excluded)} excluded; "
-        f"each log: {fleet.checked_with()}"
-    ]
+    out = [f"{_tally(fleet)}; each log: {fleet.checked_with()}"]
     out.extend(f"{' ' if log.included else '!'} host {_log_line(log)}" for log in fleet.logs)
     followed = fleet.followed
     if followed is not None:
@@ -41,14 +46,13 @@ def fleet_html(fleet: Fleet) -> str:
     rows = "".join(
         f'<tr{"" if log.included else " class=flag"}><td class="key">{escape(log.origin or "(no origin)")}</td>'
         f'<td class="key"><code>{escape(log.path)}</code></td>'
-        f"<td>{log.size if log.included else 0}</td><td>{log.records}</td>"
+        f"<td>{log.counted}</td><td>{log.start if log.included else ''}</td><td>{log.records}</td>"
         f'<td class="key">{"counted" if log.included else escape("EXCLUDED: " + (log.reason or ""))}</td></tr>'
         for log in fleet.logs
     )
     return (
         '<section class="evidence" aria-label="fleet">'
-        f"<p>fleet: {len(fleet.logs)} logs, {len(fleet.included)} counted, {len(fleet.excluded)} excluded; "
-        f"each log: {escape(fleet.checked_with())}</p>"
-        "<table><thead><tr><th>host (origin)</th><th>chain</th><th>records counted</th>"
+        f"<p>{escape(_tally(fleet))}; each log: {escape(fleet.checked_with())}</p>"
+        "<table><thead><tr><th>host (origin)</th><th>chain</th><th>records counted</th><th>from seq</th>"
         f"<th>chain records</th><th>status</th></tr></thead><tbody>{rows}</tbody></table></section>"
     )

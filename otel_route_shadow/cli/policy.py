@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -53,84 +53,69 @@ def register(sub: Any) -> None:
     )
     commands = parser.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
 
-    check = commands.add_parser(
+    _action(
+        commands,
         "check",
-        help="validate a policy file; exit 1 when it has an error (or, with --strict, a warning)",
-        epilog=epilog("policy check"),
+        "validate a policy file; exit 1 when it has an error (or, with --strict, a warning)",
+        _check,
+        file=True,
+        store=False,
+        json=False,
+        strict=True,
     )
-    check.add_argument("file", metavar="FILE", help='policy file: {"policies": [...]}')
-    _strict_argument(check)
-    check.set_defaults(handler=_check)
-
-    save = commands.add_parser(
-        "save", help="validate FILE and save it as the store's next revision", epilog=epilog("policy save")
+    _action(
+        commands,
+        "save",
+        "validate FILE and save it as the store's next revision",
+        _save,
+        file=True,
+        strict=True,
     )
-    save.add_argument("file", metavar="FILE", help='policy file: {"policies": [...]}')
-    _store_argument(save)
-    _json_argument(save)
-    _strict_argument(save)
-    save.set_defaults(handler=_save)
-
-    show = commands.add_parser(
-        "show",
-        help="state, revision, hash and policy count; exit 1 when corrupt",
-        epilog=epilog("policy show"),
-    )
-    _store_argument(show)
-    _json_argument(show)
-    show.set_defaults(handler=_show)
-
-    history = commands.add_parser(
-        "history", help="every revision, verified; exit 1 when any is not ok", epilog=epilog("policy history")
-    )
-    _store_argument(history)
-    _json_argument(history)
-    history.set_defaults(handler=_history)
-
-    diff = commands.add_parser(
-        "diff",
-        help="policies added, removed and changed (by field) from A to B",
-        epilog=epilog("policy diff"),
-    )
+    _action(commands, "show", "state, revision, hash and policy count; exit 1 when corrupt", _show)
+    _action(commands, "history", "every revision, verified; exit 1 when any is not ok", _history)
+    diff = _action(commands, "diff", "policies added, removed and changed (by field) from A to B", _diff)
     diff.add_argument("a", metavar="A", type=_revision_number, help="revision number (0: the empty set)")
     diff.add_argument("b", metavar="B", type=_revision_number, help="revision number")
-    _store_argument(diff)
-    _json_argument(diff)
-    diff.set_defaults(handler=_diff)
-
-    repair = commands.add_parser(
-        "repair",
-        help="move a corrupt snapshot aside with its evidence so saving can continue",
-        epilog=epilog("policy repair"),
+    _action(
+        commands, "repair", "move a corrupt snapshot aside with its evidence so saving can continue", _repair
     )
-    _store_argument(repair)
-    _json_argument(repair)
-    repair.set_defaults(handler=_repair)
-
-    export = commands.add_parser(
+    export = _action(
+        commands,
         "export",
-        help="print a revision (default: the current one) as a policy file for 'policy save'",
-        epilog=epilog("policy export"),
+        "print a revision (default: the current one) as a policy file for 'policy save'",
+        _export,
+        json=False,
     )
-    _store_argument(export)
     export.add_argument("--revision", type=_revision_number, default=None, metavar="N")
-    export.set_defaults(handler=_export)
 
 
-def _store_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, type=Path, metavar="DIR", help="policy store directory")
-
-
-def _strict_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="treat warnings (unreachable-policy) as errors: exit 1, and save nothing",
-    )
-
-
-def _json_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+def _action(
+    commands: Any,
+    name: str,
+    help: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    file: bool = False,
+    store: bool = True,
+    json: bool = True,
+    strict: bool = False,
+) -> argparse.ArgumentParser:
+    """The ``policy NAME`` parser, with the arguments its handler reads."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help, epilog=epilog(f"policy {name}"))
+    if file:
+        parser.add_argument("file", metavar="FILE", help='policy file: {"policies": [...]}')
+    if store:
+        parser.add_argument("--store", required=True, type=Path, metavar="DIR", help="policy store directory")
+    if json:
+        parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    if strict:
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="treat warnings (unreachable-policy) as errors: exit 1, and save nothing",
+        )
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def _revision_number(text: str) -> int:

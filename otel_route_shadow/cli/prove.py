@@ -2,10 +2,10 @@
 
 ``prove CHAIN --seq N [--checkpoint C]`` prints an inclusion proof (JSON) for record N;
 ``prove CHAIN --from M [--to N] [--checkpoint C]`` a consistency proof. Both read the tiles beside the
-chain, never a record line. ``prove CHAIN --seq N --receipt [--policy P] [--record-out LINEFILE]``
+chain, never a record line. ``prove CHAIN --seq N --receipt [--witness-policy P] [--record-out LINEFILE]``
 prints a C2SP tlog-proof receipt (``receipts``). ``verify-proof --proof P --checkpoint C --key VKEY
-[--record LINEFILE]`` checks a proof offline, without the chain; with ``--policy`` the checkpoint must
-also meet the policy's quorum; ``verify-proof --receipt R --record LINEFILE --policy P`` checks a receipt.
+[--record LINEFILE]`` checks a proof offline, without the chain; with ``--witness-policy`` the checkpoint must
+also meet the policy's quorum; ``verify-proof --receipt R --record LINEFILE --witness-policy P`` checks a receipt.
 Exit codes: ``exit_codes.COMMANDS["prove"]`` and ``["verify-proof"]``.
 """
 
@@ -18,13 +18,18 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from otel_route_shadow.cli.checkpoints import authenticated_checkpoint, read_notes, read_verifiers
-from otel_route_shadow.cli.common import CliError, read_text_file
+from otel_route_shadow.cli.checkpoints import (
+    add_keys_option,
+    authenticated_checkpoint,
+    read_log_keys,
+    read_notes,
+)
+from otel_route_shadow.cli.common import CliError, read_text_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, epilog
 from otel_route_shadow.cli.receipts import prove_receipt, receipt_policy, verify_receipt_file
 from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_policy
 from otel_route_shadow.files import FileRefused, read_regular
-from otel_route_shadow.logstore import CHECKPOINT_FILE, LogStore
+from otel_route_shadow.logstore import CHECKPOINT_FILE, LogStore, StateError
 from otel_route_shadow.strict_json import schema_problem
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
@@ -34,12 +39,12 @@ from otel_route_shadow.tlog import (
     Checkpoint,
     ConsistencyProofDoc,
     InclusionProofDoc,
+    KeyWindow,
     Policy,
     ProofDoc,
     ProofError,
     TileError,
     TileReader,
-    Verifier,
     attest_checkpoint,
     check_consistency_doc,
     check_inclusion_doc,
@@ -80,15 +85,15 @@ def register(sub: Any) -> None:
         help="with --seq: print a C2SP tlog-proof@v1 receipt (index, inclusion proof, the cosigned checkpoint) "
         "that `verify-proof --receipt` checks with nothing else",
     )
-    prove.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="with --receipt: prove against the largest checkpoint that covers the record and meets this "
+    witness_policy_arg(
+        prove,
+        "with --receipt: prove against the largest checkpoint that covers the record and meets this "
         "tlog-policy's quorum (exit 3 when none does)",
     )
     prove.add_argument(
         "--record-out", metavar="LINEFILE", help="with --receipt: write the record's line here"
     )
+    add_keys_option(prove)
     prove.set_defaults(handler=_prove)
 
     check = sub.add_parser(
@@ -98,8 +103,8 @@ def register(sub: Any) -> None:
             "Check a proof made by `prove` against a signed checkpoint and a verifier key. For an "
             "inclusion proof, --record LINEFILE (the record's line) ties the proof to that record. For a "
             "consistency proof, give the newer checkpoint and optionally the older one (--checkpoint twice). "
-            "With --policy, the checkpoint must also meet the tlog-policy's quorum of witnesses. "
-            "--receipt FILE --record LINEFILE --policy FILE checks a receipt from `prove --receipt` alone."
+            "With --witness-policy, the checkpoint must also meet the tlog-policy's quorum of witnesses. "
+            "--receipt FILE --record LINEFILE --witness-policy FILE checks a receipt from `prove --receipt` alone."
         ),
         epilog=epilog("verify-proof"),
     )
@@ -112,10 +117,10 @@ def register(sub: Any) -> None:
     check.add_argument(
         "--key", action="append", default=[], metavar="VKEY", help="the log's verifier key (string or file)"
     )
-    check.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="a C2SP tlog-policy file: its log keys authenticate the checkpoint, and its witnesses' "
+    add_keys_option(check)
+    witness_policy_arg(
+        check,
+        "a C2SP tlog-policy file: its log keys authenticate the checkpoint, and its witnesses' "
         "cosignatures must meet its quorum",
     )
     check.add_argument("--record", metavar="LINEFILE", help="the record's line (inclusion proof, receipt)")
@@ -125,12 +130,18 @@ def register(sub: Any) -> None:
 def _prove(args: argparse.Namespace) -> int:
     chain: str = args.chain
     directory = LogStore(chain)
-    if (args.policy or args.record_out) and not args.receipt:
-        raise CliError("--policy and --record-out go with --receipt")
+    if args.seq is not None:
+        _refuse_pruned(directory, args.seq)
+    if (args.witness_policy or args.record_out) and not args.receipt:
+        raise CliError("--witness-policy and --record-out go with --receipt")
+    if args.keys and not args.witness_policy:
+        raise CliError(
+            "--keys goes with --receipt --witness-policy (it authenticates the checkpoints the quorum is counted on)"
+        )
     if args.receipt:
         if args.seq is None:
             raise CliError("--receipt goes with --seq (a receipt proves one record)")
-        chosen = args.checkpoint or (None if args.policy else directory.file(CHECKPOINT_FILE))
+        chosen = args.checkpoint or (None if args.witness_policy else directory.file(CHECKPOINT_FILE))
         note = _single_note(chosen) if chosen else None
         return prove_receipt(args, note, lambda n: _unchecked_checkpoint(n, chosen or directory.path))
     note_path = args.checkpoint or directory.file(CHECKPOINT_FILE)
@@ -152,6 +163,28 @@ def _prove(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _refuse_pruned(directory: LogStore, seq: int) -> None:
+    """A record below a pruned chain's minimum index is gone: its inclusion proof still holds in the
+    signed tree, but there is no record here to prove it for (its archive has its own proof)."""
+    try:
+        pruned = directory.read_pruned()
+    except StateError as exc:
+        raise CliError(str(exc)) from None
+    if pruned is None or seq >= pruned.min_index or seq < 0:
+        return
+    held = next((s for s in pruned.segments if s.first <= seq < s.end), None)
+    where = (
+        f"archived in {held.archive} (`otel-route-shadow verify ARCHIVE --key VKEY` checks it against its proof)"
+        if held is not None and held.archive
+        else "deleted"
+    )
+    raise CliError(
+        f"{directory.chain_path}: seq {seq} was pruned, its record is gone from the chain ({where}); its "
+        f"inclusion proof still holds in the signed tree, but this chain has no record to prove it for: the "
+        f"records kept begin at seq {pruned.min_index}; {pruned.describe()}"
+    )
+
+
 def _single_note(path: str) -> str:
     notes = read_notes(path)
     if not notes:
@@ -169,7 +202,7 @@ def _unchecked_checkpoint(note: str, source: str) -> Checkpoint:
 
 
 def _verify_proof(args: argparse.Namespace) -> int:
-    keys = read_verifiers(args.key)
+    keys = read_log_keys(args.key, args.keys)
     if args.receipt:
         if args.checkpoint:
             raise CliError("--receipt carries its checkpoint: no --checkpoint")
@@ -181,13 +214,15 @@ def _verify_proof(args: argparse.Namespace) -> int:
         raise CliError("--proof needs --checkpoint FILE (the signed checkpoint)")
     doc = _read_proof(args.proof)
     quorum_met = True
-    if args.policy:
-        policy = read_policy(args.policy)
-        keys = log_keys(policy, keys, args.policy)
+    if args.witness_policy:
+        policy = read_policy(args.witness_policy)
+        keys = log_keys(policy, keys, args.witness_policy)
         notes = [_single_note(path) for path in args.checkpoint]
         quorum_met = _quorum(notes, args.checkpoint, policy, keys, doc)
     elif not keys:
-        raise CliError("give --key VKEY (the log's verifier key) or --policy FILE")
+        raise CliError(
+            "give --key VKEY (the log's verifier key), --keys FILE (its key set) or --witness-policy FILE"
+        )
     checkpoints = [authenticated_checkpoint(_single_note(path), keys, path) for path in args.checkpoint]
     try:
         if isinstance(doc, InclusionProofDoc):
@@ -218,7 +253,7 @@ def _quorum(
     """Whether the checkpoint the proof ends at (its tree size) meets the policy's quorum; says which
     witnesses cosigned it. A checkpoint that does not authenticate is a finding (or, malformed, exit 2)."""
     size = doc.tree_size if isinstance(doc, InclusionProofDoc) else doc.new_size
-    logs = [Verifier.parse(k) for k in keys]
+    logs = [KeyWindow.parse(k) for k in keys]
     for note, path in zip(notes, paths, strict=True):
         try:
             attestation = attest_checkpoint(

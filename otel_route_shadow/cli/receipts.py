@@ -3,11 +3,11 @@
 A receipt is a C2SP ``tlog-proof@v1`` text (``tlog.receipt``): the record's index, its inclusion proof,
 and the checkpoint note with its witnesses' cosignatures. With the record's line beside it (``prove
 --record-out FILE``) and the auditor's policy, it shows one decision is in the log the witnesses saw,
-with nothing else: ``verify-proof --receipt R --record L --policy P`` (exit 0 included and the quorum
+with nothing else: ``verify-proof --receipt R --record L --witness-policy P`` (exit 0 included and the quorum
 met, 1 not included or a signature that does not hold, 2 unusable input, 3 the quorum not met).
 
 The checkpoint a receipt is made against: ``--checkpoint FILE`` (its newest note); else, with
-``--policy``, the largest checkpoint in ``CHAIN.tlog/checkpoints`` that covers the record and meets the
+``--witness-policy``, the largest checkpoint in ``CHAIN.tlog/checkpoints`` that covers the record and meets the
 quorum; else the log's latest (``CHAIN.tlog/checkpoint``). The proof comes from the tiles, each
 authenticated against that checkpoint's root; the record's line is read from the chain and must be the
 leaf the checkpoint signed.
@@ -16,22 +16,22 @@ leaf the checkpoint signed.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
 
+from otel_route_shadow.chain import ChainPathError, chain_line
+from otel_route_shadow.cli.checkpoints import read_log_keys
 from otel_route_shadow.cli.common import CliError, check_output, read_text_file, write_output
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK
 from otel_route_shadow.cli.witnessed import attestation_problem, read_policy
-from otel_route_shadow.files import FileRefused, open_regular
-from otel_route_shadow.lines import complete_end, read_line_blocks
 from otel_route_shadow.logstore import LogStore
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     REBUILD_HINT,
     AttestationError,
     Checkpoint,
+    KeyWindow,
     Policy,
     PolicyLog,
     ProofError,
@@ -40,7 +40,6 @@ from otel_route_shadow.tlog import (
     ReceiptFault,
     TileError,
     TileReader,
-    Verifier,
     attest_notes,
     format_receipt,
     inclusion_proof,
@@ -61,8 +60,9 @@ def prove_receipt(
     if args.record_out:
         check_output(args.record_out, "--record-out")  # before anything is printed
     directory = LogStore(chain)
-    if note is None and args.policy:
-        note = _attested_note(directory, read_policy(args.policy), seq, args.policy)
+    if note is None and args.witness_policy:
+        logs = [KeyWindow.parse(key) for key in read_log_keys([], args.keys)]
+        note = _attested_note(directory, read_policy(args.witness_policy), seq, args.witness_policy, logs)
     if note is None:
         raise CliError("no checkpoint to prove against")
     checkpoint = checkpoint_of(note)
@@ -90,12 +90,12 @@ def prove_receipt(
     return EXIT_OK
 
 
-def _attested_note(directory: LogStore, policy: Policy, seq: int, source: str) -> str:
+def _attested_note(directory: LogStore, policy: Policy, seq: int, source: str, logs: list[KeyWindow]) -> str:
     """The note of the largest checkpoint in ``checkpoints`` that covers ``seq`` and meets the quorum: its
     text and every distinct signature line of its notes that authenticate (the writer stores a checkpoint
     again per cosigning witness; the receipt carries them all, so it meets the quorum alone)."""
     notes = directory.notes().notes
-    report = attest_notes(notes, policy, now=int(time.time()), skew=DEFAULT_SKEW_S)
+    report = attest_notes(notes, policy, now=int(time.time()), skew=DEFAULT_SKEW_S, logs=logs)
     covering = report.attested(lambda c: c.checkpoint.size > seq)
     if covering is None:
         raise CliError(
@@ -110,37 +110,34 @@ def _attested_note(directory: LogStore, policy: Policy, seq: int, source: str) -
 
 
 def _chain_line(chain: str, seq: int) -> bytes:
-    """Line ``seq`` of the chain (without its LF), read in blocks."""
+    """Line ``seq`` of the chain (without its LF), read in blocks from the segment that holds it."""
     try:
-        handle = os.fdopen(open_regular(chain), "rb", buffering=0)
+        line = chain_line(chain, seq)
     except FileNotFoundError:
         raise CliError(f"{chain}: no such file") from None
-    except FileRefused as exc:
+    except ChainPathError as exc:
         raise CliError(str(exc)) from None
-    index = 0
-    with handle:
-        for _, buffer, stop in read_line_blocks(handle, 0, complete_end(handle)):
-            count = buffer.count(b"\n", 0, stop) + 1
-            if index + count > seq:
-                return bytes(buffer[:stop]).split(b"\n")[seq - index]
-            index += count
-    raise CliError(f"{chain}: has {index} lines, no seq {seq}", exit_code=EXIT_FINDING)
+    except OSError as exc:
+        raise CliError(f"{chain}: cannot read: {exc.strerror or exc}") from None
+    if line is None:
+        raise CliError(f"{chain}: has no complete line for seq {seq}", exit_code=EXIT_FINDING)
+    return line
 
 
 def receipt_policy(args: argparse.Namespace, keys: list[str]) -> Policy:
-    """The policy a receipt is checked against: ``--policy`` (with any ``--key`` as further log keys), or,
-    with ``--key`` alone, the logs of those keys and no witness required."""
-    if args.policy:
-        return read_policy(args.policy)
+    """The policy a receipt is checked against: ``--witness-policy`` (with any ``--key``/``--keys`` as further log
+    keys), or, with ``--key``/``--keys`` alone, the logs of those keys and no witness required."""
+    if args.witness_policy:
+        return read_policy(args.witness_policy)
     if not keys:
-        raise CliError("--receipt needs --policy (or --key for the log's signature alone)")
-    return Policy(tuple(PolicyLog(Verifier.parse(k)) for k in keys), (), (), None)
+        raise CliError("--receipt needs --witness-policy (or --key/--keys for the log's signature alone)")
+    return Policy(tuple(PolicyLog(KeyWindow.parse(k).verifier) for k in keys), (), (), None)
 
 
 def verify_receipt_file(path: str, record: bytes, policy: Policy, keys: list[str]) -> int:
     """Check the receipt at ``path`` for ``record``; print the verdict; the exit status."""
     text = read_text_file(path)
-    logs = [Verifier.parse(k) for k in keys]
+    logs = [KeyWindow.parse(k) for k in keys]
     try:
         verdict = verify_receipt(text, record, policy, now=int(time.time()), skew=DEFAULT_SKEW_S, logs=logs)
     except ReceiptError as exc:

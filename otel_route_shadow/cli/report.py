@@ -45,9 +45,10 @@ from otel_route_shadow.analysis import (
     read_evidence,
     replay,
     store_snapshot,
+    verifier_keys,
 )
-from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import CliError, cap_jobs, check_output, write_output
+from otel_route_shadow.cli.checkpoints import add_keys_option, read_log_keys
+from otel_route_shadow.cli.common import CliError, cap_jobs, check_output, witness_policy_arg, write_output
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.cli.fleet import (
     excluded_logs,
@@ -63,7 +64,7 @@ from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
 from otel_route_shadow.cli.whatif_text import format_whatif
 from otel_route_shadow.cli.witnessed import read_policy
-from otel_route_shadow.tlog import Verifier
+from otel_route_shadow.tlog import KeyWindow
 
 __all__ = ["register"]
 
@@ -148,12 +149,13 @@ def _register_report(sub: Any) -> None:
         default=[],
         metavar="VKEY",
         help="verifier key (string or file): check the signature of the log's last checkpoint "
-        "(without it the report only lists who signed it)",
+        "(without it the report only lists who signed it); of a pruned chain, authenticate its first record "
+        "kept from the signed tree",
     )
-    parser.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="a C2SP tlog-policy file: verify the last checkpoint's cosignatures by its witnesses and say "
+    add_keys_option(parser)
+    witness_policy_arg(
+        parser,
+        "a C2SP tlog-policy file: verify the last checkpoint's cosignatures by its witnesses and say "
         "whether they meet its quorum (without it the report only lists the cosigners' names)",
     )
     min_spawns_arg(parser)
@@ -292,8 +294,8 @@ def _handle_report(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if args.examples < 0:
         raise CliError("--examples must not be negative")
-    verifiers = [Verifier.parse(key) for key in read_verifiers(args.key)]
-    policy = read_policy(args.policy) if args.policy else None
+    verifiers = [KeyWindow.parse(key) for key in read_log_keys(args.key, args.keys)]
+    policy = read_policy(args.witness_policy) if args.witness_policy else None
     progress = _progress(args)
 
     fleet = fleet_mode(args)
@@ -304,11 +306,12 @@ def _handle_report(args: argparse.Namespace) -> int:
     shared = {"by": specs, "window": window, "examples": args.examples, "min_spawns": args.min_spawns}
     fleet_shared = {**shared, "verifiers": verifiers, "policy": policy, "jobs": args.jobs}
     try:
-        if args.state:
-            report = follow_fleet(args.chain, args.state, rebuild=args.rebuild, **fleet_shared)
-        elif fleet:
-            fetch = remote_fetch(args.remote_timeout)
-            report = build_fleet_report(args.chain, cited_loader=loader, fetch=fetch, **fleet_shared)
+        if fleet:  # --state, several chains, a folder or a URL
+            fleet_shared["fetch"] = remote_fetch(args.remote_timeout)
+            if args.state:
+                report = follow_fleet(args.chain, args.state, rebuild=args.rebuild, **fleet_shared)
+            else:
+                report = build_fleet_report(args.chain, cited_loader=loader, **fleet_shared)
         else:
             report = build_report(
                 args.chain[0],
@@ -318,6 +321,7 @@ def _handle_report(args: argparse.Namespace) -> int:
                 progress=_ReadingPhase(progress),
                 cited_loader=loader,
                 evidence=evidence,
+                keys=verifier_keys(verifiers, policy),
                 **shared,
             )
     except ChainAnalysisError as exc:
@@ -387,8 +391,8 @@ def _handle_whatif(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     progress = _progress(args)
     fleet = fleet_mode(args)
-    verifiers = [Verifier.parse(key) for key in read_verifiers(args.key)] if fleet else []
-    policy = read_policy(args.policy) if fleet and args.policy else None
+    verifiers = [KeyWindow.parse(key) for key in read_log_keys(args.key, args.keys)]
+    policy = read_policy(args.witness_policy) if args.witness_policy else None
     try:
         result = (
             fleet_replay(
@@ -417,6 +421,7 @@ def _handle_whatif(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
                 verify_progress=progress,
                 progress=_ReadingPhase(progress),
+                keys=verifier_keys(verifiers, policy),
             )
         )
     except ChainAnalysisError as exc:
@@ -469,7 +474,7 @@ def _handle_matrix(args: argparse.Namespace) -> int:
         accounts = tuple(parse_account(a) for a in args.account) if args.account else DEFAULT_ACCOUNTS
         if args.chain:
             try:
-                seen = axes_from_chain(args.chain)
+                seen = axes_from_chain(args.chain, tell=lambda line: print(line, file=sys.stderr))
             except ChainAnalysisError as exc:
                 raise _chain_error(exc) from None
             values = {name: given[name] or seen[name] for name in given}

@@ -108,7 +108,7 @@ def _refusal_lines(evidence: LogEvidence) -> list[str]:
 
 
 def _cosigners(evidence: LogEvidence) -> str:
-    """The cosignature lines by name, or (``--policy``) the witnesses whose cosignature verified."""
+    """The cosignature lines by name, or (``--witness-policy``) the witnesses whose cosignature verified."""
     witnesses = evidence.witnesses
     if witnesses is None:
         names = ", ".join(evidence.cosigned_by) or "none"

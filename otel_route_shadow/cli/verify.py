@@ -1,5 +1,5 @@
 """``otel-route-shadow verify CHAIN``: check a decision chain's hash links, its checkpoints, and what a
-quorum of witnesses attests (``--policy``).
+quorum of witnesses attests (``--witness-policy``).
 
 Intact: the record count and head hash; broken: the first bad seq, its reason class and line number.
 Exit codes: ``exit_codes.COMMANDS["verify"]``. ``--json`` prints one object for machines; on a terminal
@@ -15,10 +15,12 @@ import sys
 import time
 from typing import Any, TextIO
 
-from otel_route_shadow.analysis import Refusals, read_refusals
-from otel_route_shadow.chain import VerifyResult, verify_chain
-from otel_route_shadow.cli.common import CliError, cap_jobs, count_argument, input_file
+from otel_route_shadow.analysis import Kept, Refusals, kept_records, read_refusals
+from otel_route_shadow.chain import VerifyResult, verify_pass
+from otel_route_shadow.cli.checkpoints import add_keys_option, read_log_keys
+from otel_route_shadow.cli.common import CliError, cap_jobs, count_argument, input_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
+from otel_route_shadow.cli.verify_archive import is_archive, verify_archive
 from otel_route_shadow.cli.verify_checkpoints import (
     check_checkpoints,
     checkpoint_inputs,
@@ -32,7 +34,8 @@ from otel_route_shadow.cli.witnessed import (
     read_policy,
     verdict_lines,
 )
-from otel_route_shadow.logstore import ConsistencyReport
+from otel_route_shadow.logstore import ConsistencyReport, LogStore, Pruned, StateError
+from otel_route_shadow.tlog import KeyWindow
 
 __all__ = ["register"]
 
@@ -46,12 +49,18 @@ def register(sub: Any) -> None:
         help="verify a decision chain's hash links",
         description=(
             "Walk a decision chain and name the first seq whose links do not hold; with --key or "
-            "--checkpoint, prove it consistent with every checkpoint; with --policy, say up to which size "
+            "--checkpoint, prove it consistent with every checkpoint; with --witness-policy, say up to which size "
             "a quorum of witnesses attests it."
         ),
         epilog=epilog("verify"),
     )
-    parser.add_argument("chain", metavar="CHAIN", help="chain file (JSON lines)")
+    parser.add_argument(
+        "chain",
+        metavar="CHAIN",
+        help="chain file (JSON lines): its live file, one of its closed segments or its segments folder; or "
+        "an archived segment (.gz, or with a .proof beside it), checked against its proof with --key (and "
+        "--checkpoint: a note of the same tree)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.add_argument(
         "--jobs",
@@ -67,6 +76,12 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on the terminal")
     parser.add_argument(
+        "--live-segment",
+        action="store_true",
+        help="of a segmented chain, verify the live file alone, from its anchor (its checkpoint verified "
+        "with --key; no closed segment read); not with --checkpoint or --witness-policy",
+    )
+    parser.add_argument(
         "--checkpoint",
         action="append",
         metavar="FILE",
@@ -80,23 +95,23 @@ def register(sub: Any) -> None:
         metavar="VKEY",
         help="verifier key for --checkpoint (string or file)",
     )
-    parser.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="a C2SP tlog-policy file: its log keys authenticate the checkpoints, and a checkpoint counts as "
+    add_keys_option(parser)
+    witness_policy_arg(
+        parser,
+        "a C2SP tlog-policy file: its log keys authenticate the checkpoints, and a checkpoint counts as "
         "witnessed only when its witnesses' cosignatures meet the policy's quorum",
     )
     parser.add_argument(
         "--max-unwitnessed",
         type=count_argument(0),
         metavar="N",
-        help="with --policy: up to N records may lie beyond the largest quorum-attested checkpoint "
+        help="with --witness-policy: up to N records may lie beyond the largest quorum-attested checkpoint "
         "(default 0: any is insufficient evidence, exit 3)",
     )
     parser.add_argument(
         "--all-cosignatures",
         action="store_true",
-        help="with --policy: check the cosignatures of every checkpoint (default: from the newest down, until "
+        help="with --witness-policy: check the cosignatures of every checkpoint (default: from the newest down, until "
         "the attested size and every witness's largest cosigned size are known; older ones are listed as "
         "not checked)",
     )
@@ -105,19 +120,28 @@ def register(sub: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     path: str = input_file(args.chain)
+    if is_archive(path):
+        return verify_archive(args, path)
     jobs = cap_jobs(args.jobs or os.cpu_count() or 1)
-    if args.max_unwitnessed is not None and not args.policy:
-        raise CliError("--max-unwitnessed goes with --policy")
-    if args.all_cosignatures and not args.policy:
-        raise CliError("--all-cosignatures goes with --policy")
-    policy = read_policy(args.policy) if args.policy else None
-    keys = log_keys(policy, [], args.policy) if policy is not None else None
-    against = checkpoint_inputs(args, path, keys)
-    result, report = _verify_chain(args, path, jobs, against)
+    if args.max_unwitnessed is not None and not args.witness_policy:
+        raise CliError("--max-unwitnessed goes with --witness-policy")
+    if args.all_cosignatures and not args.witness_policy:
+        raise CliError("--all-cosignatures goes with --witness-policy")
+    if args.live_segment and (args.checkpoint or args.witness_policy):
+        raise CliError(
+            "--live-segment checks the live file from its anchor, without --checkpoint or --witness-policy"
+        )
+    policy = read_policy(args.witness_policy) if args.witness_policy else None
+    keys = log_keys(policy, [], args.witness_policy) if policy is not None else None
+    pruned = _pruned(path)
+    start = pruned.min_index if pruned is not None and not args.live_segment else 0
+    against = None if args.live_segment else checkpoint_inputs(args, path, keys, start)
+    result, report = _verify_chain(args, path, jobs, against, start)
+    kept = kept_records(path, pruned, *(against or ((), ()))) if pruned is not None and start else None
     witnessed = None
     if policy is not None and report is not None and against is not None:
         witnessed = policy_verdict(
-            args.policy,
+            args.witness_policy,
             policy,
             against[0],
             report.verdicts,
@@ -127,24 +151,42 @@ def _run(args: argparse.Namespace) -> int:
             max_unwitnessed=args.max_unwitnessed,
             all_cosignatures=args.all_cosignatures,
         )
-    _print(args, path, result, report, witnessed, read_refusals(path))
+    _print(args, path, result, report, witnessed, read_refusals(path), pruned, kept)
     holds = report is None or (report.ok and report.tiles.ok)  # a damaged tile store is a finding too
-    if not (result.intact and holds):
+    if not (result.intact and holds) or (kept is not None and kept.problem is not None):
         return EXIT_FINDING
     return witnessed.exit_code if witnessed is not None else EXIT_OK
 
 
+def _pruned(path: str) -> Pruned | None:
+    try:
+        return LogStore(path).read_pruned()
+    except StateError as exc:
+        raise CliError(str(exc)) from None
+
+
 def _verify_chain(
-    args: argparse.Namespace, path: str, jobs: int, against: tuple[list[str], list[str]] | None
+    args: argparse.Namespace,
+    path: str,
+    jobs: int,
+    against: tuple[list[str], list[str]] | None,
+    start: int,
 ) -> tuple[VerifyResult, ConsistencyReport | None]:
-    """The chain's verdict, and with checkpoints their report, from one read (docs/chain-format.md 13.7)."""
+    """The chain's verdict, and with checkpoints their report, from one read (docs/chain-format.md 13.7),
+    from ``start`` (a pruned chain's minimum index) on."""
     bar = _ProgressBar(sys.stderr) if _wants_progress(args, path) else None
     report = None
     try:
         if against is None:
-            result = verify_chain(
-                path, jobs=jobs, strict=args.strict, byte_progress=None if bar is None else bar.update
-            )
+            result = verify_pass(
+                path,
+                jobs=jobs,
+                strict=args.strict,
+                byte_progress=None if bar is None else bar.update,
+                verifiers=[KeyWindow.parse(key) for key in read_log_keys(args.key, args.keys)],
+                live_only=args.live_segment,
+                start=start,
+            ).result
         else:
             result, report = check_checkpoints(
                 path,
@@ -152,6 +194,7 @@ def _verify_chain(
                 jobs=jobs,
                 strict=args.strict,
                 byte_progress=None if bar is None else bar.update,
+                start=start,
             )
     except FileNotFoundError:
         raise CliError(f"{path}: no such file") from None
@@ -174,10 +217,17 @@ def _print(
     report: ConsistencyReport | None,
     witnessed: PolicyVerdict | None,
     refusals: Refusals,
+    pruned: Pruned | None,
+    kept: Kept | None,
 ) -> None:
+    """The verdict; of a pruned chain, what was pruned (``kept``: checked from its minimum index, its first
+    record kept authenticated or not; None for the live file alone)."""
+    view = kept if kept is not None else None if pruned is None else Kept(pruned)
     if args.json:
         out = result.to_dict()
         out["refusals"] = refusals.as_dict()
+        if view is not None:
+            out["pruned"] = view.as_dict()
         if report is not None:
             out["checkpoints"] = report.to_dict()
             out["unservable_entries"] = [
@@ -188,6 +238,10 @@ def _print(
         print(json.dumps(out, sort_keys=True))
         return
     print(_human(result))
+    lines = kept.lines() if kept is not None else [] if pruned is None else [pruned.describe()]
+    print("".join(f"  {line}\n" for line in lines), end="")
+    if kept is not None and kept.problem is not None:
+        print(f"BROKEN: {kept.problem}")
     if report is not None:
         print(human_report(path, report))
     if witnessed is not None:

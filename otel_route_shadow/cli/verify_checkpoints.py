@@ -1,4 +1,4 @@
-"""The ``--checkpoint/--key`` part of ``otel-route-shadow verify``: the chain against signed checkpoints."""
+"""The ``--checkpoint/--key/--keys`` part of ``otel-route-shadow verify``: the chain against signed checkpoints."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 import os
 from collections.abc import Callable
 
-from otel_route_shadow.chain import VerifyResult
-from otel_route_shadow.cli.checkpoints import read_notes, read_verifiers
+from otel_route_shadow.chain import VerifyResult, anchor_checkpoints
+from otel_route_shadow.cli.checkpoints import read_log_keys, read_notes
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.logstore import (
     CHECKPOINT_FILE,
@@ -29,27 +29,47 @@ _SHOWN = 5
 
 
 def checkpoint_inputs(
-    args: argparse.Namespace, chain: str, policy_keys: list[str] | None = None
+    args: argparse.Namespace, chain: str, policy_keys: list[str] | None = None, start: int = 0
 ) -> tuple[list[str], list[str]] | None:
-    """(notes, verifier keys) when ``--checkpoint``, ``--key`` or a policy (its log keys:
-    ``policy_keys``) was given, else None."""
+    """(notes, log keys) when ``--checkpoint``, ``--key``, ``--keys`` or a policy (its log keys:
+    ``policy_keys``) was given, else None. The notes are those of the files given (default: the log's
+    own), and those the chain's anchors carry from seq ``start`` on, so each anchor's root is held
+    against the tree too (a malformed one is the chain's verdict, ``anchor-mismatch``, not read here)."""
     files: list[str] | None = args.checkpoint
-    if not files and not args.key and policy_keys is None:
+    if not files and not args.key and not args.keys and policy_keys is None:
         return None
     files = files or _published(chain)
     notes = [
         _well_formed(note, path, number) for path in files for number, note in enumerate(read_notes(path), 1)
     ]
+    notes += [note for note in _anchor_notes(chain, start) if note not in notes]
     notes = list(dict.fromkeys(notes))  # a note read twice (``checkpoint`` is most often a copy) is one
     if not notes:
         raise CliError(f"{files[0]}: holds no checkpoint")
-    keys = read_verifiers(args.key)
+    keys = read_log_keys(args.key, args.keys)
     return notes, keys + [k for k in policy_keys or [] if k not in keys]
+
+
+def _anchor_notes(chain: str, start: int) -> list[str]:
+    """The well-formed checkpoints the chain's anchors carry (an unreadable chain: none; the pass says why)."""
+    try:
+        found = anchor_checkpoints(chain, start)
+    except (OSError, ValueError):
+        return []
+    return [note for note in found if _parses(note)]
+
+
+def _parses(note: str) -> bool:
+    try:
+        checkpoint_of(note)
+    except Malformed:
+        return False
+    return True
 
 
 def _published(chain: str) -> list[str]:
     """The log's own checkpoint files: ``checkpoints`` (required), and ``checkpoint`` when it exists, the
-    evidence ``report --policy`` reads too (a cosignature stored in either counts)."""
+    evidence ``report --witness-policy`` reads too (a cosignature stored in either counts)."""
     directory = LogStore(chain)
     latest = directory.file(CHECKPOINT_FILE)
     return [directory.file(CHECKPOINTS_FILE), *([latest] if os.path.lexists(latest) else [])]
@@ -71,11 +91,15 @@ def check_checkpoints(
     *,
     strict: bool = False,
     byte_progress: Callable[[int, int], None] | None = None,
+    start: int = 0,
 ) -> tuple[VerifyResult, ConsistencyReport]:
-    """The chain's verdict and the report, from one pass over the chain; a malformed checkpoint is
-    unusable input (exit 2), not a finding. A chain that cannot be read raises ``OSError``."""
+    """The chain's verdict and the report, from one pass over the chain (from ``start``, a pruned
+    chain's minimum index, on); a malformed checkpoint is unusable input (exit 2), not a finding. A
+    chain that cannot be read raises ``OSError``."""
     try:
-        checked = check_chain(chain, notes, keys, jobs=jobs, strict=strict, byte_progress=byte_progress)
+        checked = check_chain(
+            chain, notes, keys, jobs=jobs, strict=strict, byte_progress=byte_progress, start=start
+        )
     except NoteError as exc:
         raise CliError(f"verifier key: {exc}") from None
     for verdict in checked.report.verdicts:

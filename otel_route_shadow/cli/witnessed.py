@@ -1,4 +1,4 @@
-"""The ``--policy`` part of ``verify``, ``verify-proof``, ``prove --receipt`` and ``audit``: which checkpoints
+"""The ``--witness-policy`` part of ``verify``, ``verify-proof``, ``prove --receipt`` and ``audit``: which checkpoints
 the witnesses of a C2SP tlog-policy attest, and the verdict it gives.
 
 A checkpoint counts as witnessed only when its cosignatures meet the policy's quorum (cosignatures by
@@ -10,7 +10,7 @@ keys not in the policy never count, and neither do those timestamped in the futu
 3. up to which size that is attested by the quorum: the records beyond the largest quorum-attested
    checkpoint the chain matches are not yet witnessed.
 
-"Quorum not met" is insufficient evidence (exit 3), never agreement: with ``--policy`` any record beyond
+"Quorum not met" is insufficient evidence (exit 3), never agreement: with ``--witness-policy`` any record beyond
 the largest attested checkpoint makes the exit status 3 unless ``--max-unwitnessed N`` allows N of them.
 A malformed policy file, witness URL, witness key or cosignature line is unusable input (exit 2, one line).
 """
@@ -28,10 +28,10 @@ from otel_route_shadow.logstore import CheckpointVerdict, read_policy_file
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     AttestationError,
+    KeyWindow,
     Policy,
     PolicyError,
     QuorumReport,
-    Verifier,
     WitnessedCheckpoint,
     attest_notes,
 )
@@ -53,16 +53,18 @@ def read_policy(path: str) -> Policy:
         policy = read_policy_file(path)
         endpoints_from_policy(policy)  # every witness URL must be one a log can push to
     except (PolicyError, WitnessConfigError) as exc:
-        raise CliError(f"--policy {path}: {exc}") from None
+        raise CliError(f"--witness-policy {path}: {exc}") from None
     return policy
 
 
 def log_keys(policy: Policy, keys: Sequence[str], path: str) -> list[str]:
-    """The log verifier keys: the policy's ``log`` lines and the ``--key`` strings; one at least."""
-    found = [*keys, *(str(log.verifier) for log in policy.logs if str(log.verifier) not in keys)]
+    """The log keys: the ``--key``/``--keys`` strings and the policy's ``log`` lines whose key they do not
+    give already; one at least."""
+    given = {key.split(" ", 1)[0] for key in keys}
+    found = [*keys, *(str(log.verifier) for log in policy.logs if str(log.verifier) not in given)]
     if not found:
         raise CliError(
-            f"--policy {path}: no `log` line and no --key: nothing authenticates the log's checkpoints"
+            f"--witness-policy {path}: no `log` line and no --key: nothing authenticates the log's checkpoints"
         )
     return found
 
@@ -167,7 +169,7 @@ def policy_verdict(
     note, ``logstore.verify_against_checkpoints``). Cosignatures are checked from the newest checkpoint down
     until the attested size and every witness's largest cosigned size are known (``all_cosignatures``:
     every one). A malformed note or cosignature is a ``CliError`` (exit 2)."""
-    logs = [Verifier.parse(key) for key in extra_logs]
+    logs = [KeyWindow.parse(key) for key in extra_logs]
     by_index = {v.index: v for v in verdicts}
 
     def holds(c: WitnessedCheckpoint) -> bool:
@@ -208,7 +210,7 @@ def verdict_lines(verdict: PolicyVerdict) -> list[str]:
     quorum = verdict.quorum.quorum or "none"
     distinct = len(verdict.quorum.checkpoints) + len(verdict.quorum.unchecked)
     lines = [
-        f"witnessed (--policy {verdict.policy}, quorum {quorum}):",
+        f"witnessed (--witness-policy {verdict.policy}, quorum {quorum}):",
         f"  1. the chain is intact: {'yes' if verdict.intact else 'NO'}",
         f"  2. it is consistent with every checkpoint: {'yes' if verdict.consistent else 'NO'} "
         f"({distinct} distinct checkpoint(s) authenticated under the policy)",

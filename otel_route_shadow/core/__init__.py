@@ -9,6 +9,7 @@ from otel_route_shadow.core.canonical import canonical_json, digest, digest_byte
 from otel_route_shadow.core.confidence import Z_95, wilson_interval
 from otel_route_shadow.core.context import MAX_ACCOUNTS, Account, LegacyRoute, LegacyStage, RouteContext
 from otel_route_shadow.core.decision import (
+    DECISION_FIELDS,
     EMPTY_SET_HASH,
     AccountVerdict,
     PolicyConsideration,
@@ -105,6 +106,7 @@ from otel_route_shadow.core.vocabulary import (
 __all__ = [
     "ATTEMPTS_MAX",
     "CLAIMS",
+    "DECISION_FIELDS",
     "DEFAULT_LIMIT_PER_CODE",
     "DIVERGENCE_CODES",
     "EMPTY_SET_HASH",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
 
@@ -12,12 +12,26 @@ from otel_route_shadow.core.policy import RoutingPolicy
 from otel_route_shadow.core.policy_set import EncodedPolicies
 
 __all__ = [
+    "DECISION_FIELDS",
     "EMPTY_SET_HASH",
     "AccountVerdict",
     "PolicyConsideration",
     "PolicySnapshot",
     "RouteDecision",
 ]
+
+DECISION_FIELDS: Final = (
+    "outcome",
+    "reason",
+    "policy_source",
+    "rung",
+    "policy_id",
+    "provider",
+    "account",
+    "model",
+)
+"""The fields of a :class:`RouteDecision` that say what was decided: a record carries them, a replay
+compares them, and the decision id covers them (with the transport and the tied policies)."""
 
 EMPTY_SET_HASH = digest([])
 """``policy_set_hash`` of the empty set: the hash an absent store reports."""

@@ -14,7 +14,13 @@ from typing import Any
 
 from otel_route_shadow.core.canonical import digest
 from otel_route_shadow.core.context import Account, RouteContext
-from otel_route_shadow.core.decision import AccountVerdict, PolicyConsideration, PolicySnapshot, RouteDecision
+from otel_route_shadow.core.decision import (
+    DECISION_FIELDS,
+    AccountVerdict,
+    PolicyConsideration,
+    PolicySnapshot,
+    RouteDecision,
+)
 from otel_route_shadow.core.identity import RepoIdentity, canonical_worker_role, repo_identity
 from otel_route_shadow.core.policy import LEGACY_RUNG, RoutingPolicy, precedence_level
 from otel_route_shadow.core.policy_index import PolicyIndex
@@ -244,18 +250,7 @@ def _apply(
     return verdict, verdicts
 
 
-_ID_FIELDS = (
-    "outcome",
-    "reason",
-    "policy_source",
-    "rung",
-    "policy_id",
-    "provider",
-    "account",
-    "model",
-    "transport",
-    "tied_policies",
-)
+_ID_FIELDS = (*DECISION_FIELDS, "transport", "tied_policies")
 
 
 def _decision_id(context: RouteContext, snapshot: PolicySnapshot, fields: dict[str, Any]) -> str:

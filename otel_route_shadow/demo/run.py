@@ -20,12 +20,12 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-from otel_route_shadow.chain import RoutingAuditLog, iter_payloads
+from otel_route_shadow.chain import DecisionChain, iter_payloads
 from otel_route_shadow.core import mechanism_class
 from otel_route_shadow.demo import factory
 from otel_route_shadow.files import write_atomic
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, environment_variables
-from otel_route_shadow.logstore import generate_key_file, read_signer_file
+from otel_route_shadow.logstore import generate_key_file, read_signing_keys
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyFile, RoutingPolicyStore, parse_policy_document, read_policy_file
@@ -169,7 +169,7 @@ def run_demo(
     summary.snapshot_revision, summary.snapshot_hash = _prepare_store(store_dir, policies)
     key_path, vkey_path, summary.verifier_key = _demo_log_key(out_dir)
     summary.verify_command = f"otel-route-shadow verify {chain_path} --key {vkey_path}"
-    audit = RoutingAuditLog(chain_path)
+    audit = DecisionChain(chain_path)
     head = audit.head()
     after_seq = head.seq if head is not None else -1
 
@@ -218,9 +218,9 @@ def _demo_log_key(out_dir: Path) -> tuple[Path, Path, str]:
     configured = os.environ.get(environment_variables.OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY, "")
     if configured:  # the host's own key, as the plugin takes it
         key_path = Path(configured)
-        signer = read_signer_file(configured)
+        signer = read_signing_keys(configured)[0]
     elif key_path.exists():
-        signer = read_signer_file(str(key_path))
+        signer = read_signing_keys(str(key_path))[0]
     elif (out_dir / "chain.jsonl").exists():
         raise ValueError(
             f"{out_dir}: holds a demo chain checkpointed without the demo's signing key (an earlier "

@@ -3,6 +3,13 @@
 The backend then witnesses the log itself, not only the seam spans the trace sampler kept: ``audit``
 proves the chain consistent with every checkpoint of its origin the backend holds.
 
+Why a pipeline of its own, and not the host's tracer provider: ``audit`` needs every checkpoint in
+the backend, and the host's sampler may drop any span (a ratio sampler keeps one trace in N; a
+parent-based one drops a root span it was not told to keep), while a dropped span reaches no
+processor and no exporter. A checkpoint span must also outlive the host's provider: it is made at
+uninstrument, after the host may have shut its provider down. So checkpoint spans go through a
+provider of their own, always-on, with its own batch processor and OTLP exporter.
+
 * **Whatever the sampler keeps**: the spans come from a ``TracerProvider`` of their own with an
   always-on sampler; the host's provider, sampler and processors are not involved.
 * **The SDK's own pieces**: that provider has one ``BatchSpanProcessor`` (one worker thread, a
@@ -17,8 +24,9 @@ proves the chain consistent with every checkpoint of its origin the backend hold
   processor's queue; the worker exports every ``OTEL_BSP_SCHEDULE_DELAY`` (5 s by default). A failed
   export is logged once (and counted); its checkpoint is not sent again, since every later checkpoint
   covers every record it did.
-* **Bounded at exit**: ``close`` (registered with ``atexit``) makes a last checkpoint, then waits at
-  most :data:`SHUTDOWN_TIMEOUT_S` for the provider's shutdown, which exports what is queued.
+* **Bounded at exit**: ``close`` (called by the runtime's one way out, after its last checkpoint)
+  waits at most :data:`SHUTDOWN_TIMEOUT_S` for the provider's shutdown, which exports what is queued
+  (on a ``Worker``, so a backend that does not answer never holds the caller longer).
 
 The span is named ``route_shadow checkpoint`` and carries ``route_shadow.checkpoint.origin``, ``.size``,
 ``.root`` (base64), ``.note`` (the whole signed note), ``.signed`` and ``.key_name`` (the key's name,
@@ -27,11 +35,9 @@ never the key) - see :mod:`otel_route_shadow.shadow.checkpoint_attributes`.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
@@ -46,6 +52,7 @@ from opentelemetry.trace import SpanKind
 from otel_route_shadow.core import redact_text
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.version import __version__
+from otel_route_shadow.worker import Worker, WorkerName
 
 __all__ = [
     "MAX_PENDING",
@@ -85,7 +92,6 @@ class _Checkpoint(Protocol):
 
 class _Checkpointer(Protocol):
     def add_listener(self, listener: Callable[[Any], None]) -> None: ...
-    def checkpoint_now(self) -> Any: ...
 
 
 def checkpoint_attributes(checkpoint: _Checkpoint) -> dict[str, str | int | bool]:
@@ -173,7 +179,7 @@ class CheckpointSpans:
             BatchSpanProcessor(self._exporter, max_queue_size=queue, max_export_batch_size=queue)
         )
         self._tracer = self._provider.get_tracer(SCOPE_NAME, __version__)
-        self._at_exit: Callable[[], None] | None = None
+        self._closer = Worker(WorkerName.CHECKPOINT_SPANS, self._provider.shutdown)
 
     @property
     def failed_exports(self) -> int:
@@ -195,29 +201,14 @@ class CheckpointSpans:
         """Export what is queued now, in the calling thread; False once closed."""
         return self._provider.force_flush(int(timeout_s * 1000))
 
-    def close_at_exit(self, checkpointer: _Checkpointer) -> None:
-        """At interpreter exit: a last checkpoint of ``checkpointer``, then :meth:`close`."""
-
-        def at_exit() -> None:
-            checkpointer.checkpoint_now()
-            self.close()
-
-        self._at_exit = at_exit
-        atexit.register(at_exit)
-
     def close(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> bool:
         """Shut the provider down (its batch processor exports what is queued, then its worker ends),
-        waiting at most ``timeout_s``; True if it finished. The shutdown runs in a daemon thread, so
+        waiting at most ``timeout_s``; True if it finished. The shutdown runs on a worker thread, so
         a backend that does not answer never holds the caller (or interpreter exit) longer."""
-        at_exit, self._at_exit = self._at_exit, None
-        if at_exit is not None:
-            atexit.unregister(at_exit)
-        closer = threading.Thread(
-            target=self._provider.shutdown, name="route-shadow-checkpoint-spans-close", daemon=True
-        )
-        closer.start()
-        closer.join(timeout_s)
-        return not closer.is_alive()
+        self._closer.wake()
+        done = self._closer.idle(timeout_s)
+        self._closer.stop(0.0)
+        return done
 
 
 def _host_resource(tracer_provider: Any) -> Resource:
@@ -234,8 +225,8 @@ def attach_checkpoint_spans(
 ) -> CheckpointSpans | None:
     """Register checkpoint spans on ``checkpointer`` when OTLP export is configured; the emitter, or None.
 
-    At exit a last checkpoint is made and exported (bounded). Never raises: a failure is logged once
-    and the host runs on without checkpoint spans.
+    The caller closes it (``CheckpointSpans.close``) after its last checkpoint. Never raises: a failure
+    is logged once and the host runs on without checkpoint spans.
     """
     if checkpointer is None:
         return None
@@ -249,5 +240,4 @@ def attach_checkpoint_spans(
         text, _ = redact_text(f"{type(exc).__name__}: {exc}")
         _LOG.warning("route shadow: checkpoint spans are off: %s", text)
         return None
-    emitter.close_at_exit(checkpointer)
     return emitter

@@ -2,11 +2,11 @@
 at shutdown), with which key and origin, and to which witnesses it pushes the checkpoints.
 
 ``logstore.Checkpointer`` does the work (catch up, prove, sign, publish) synchronously, bounded, with no
-thread and no clock. :class:`ScheduledCheckpointer` gives it the plugin's cadence: ``after_append``
-counts records and, when a checkpoint is due (``every_records`` records, or the first record
-``every_seconds`` after the last checkpoint, or a catch-up left lines for later), wakes one daemon
-thread that runs it, so no checkpoint ever runs inside a spawn. The chain's writer tells it of every
-line this process writes (``line_written``, a ``RoutingAuditLog`` listener): the lines (the very bytes
+thread and no clock. :class:`ScheduledCheckpointer` gives it the plugin's cadence. The chain's writer
+tells it of every line this process writes, once per line (``line_written``, a ``DecisionChain``
+listener): the line is counted and, when a checkpoint is due (``every_records`` lines, or the first line
+``every_seconds`` after the last checkpoint, or a catch-up left lines for later), one daemon thread
+(a ``Worker``) is woken to run it, so no checkpoint ever runs inside a spawn. The lines (the very bytes
 written, and their record hashes) are kept until a checkpoint covers them, so the catch-up reads and
 checks only the lines of other processes, and hashes this process's own in its thread, not in the
 spawn. What is kept is bounded (twice ``every_records`` lines, ``KEPT_BYTES_MAX`` bytes): past it, or
@@ -17,6 +17,14 @@ provider shutdown) runs one synchronously with the larger shutdown bounds, waiti
 ``SHUTDOWN_WAIT_S`` for a checkpoint the thread is running; ``close`` stops the thread. A forked child
 starts its own thread on its first due checkpoint (the parent's does not exist there) and does not wait
 for a lock the fork copied in a held state.
+
+The same thread cuts the chain (``logstore.cut_signed``: its live file closed as a segment, the next
+one started with an anchor carrying the checkpoint of the cut's size) after a checkpoint, once the
+live file holds ``segment_bytes`` bytes or is ``segment_seconds`` old (:class:`SegmentSchedule`; with
+a retention of K records and no ``segment_bytes`` set, once it holds K/16 records: :func:`segment_schedule`);
+it waits at most ``CUT_LOCK_WAIT_S`` for the chain's lock, and a cut that fails is logged once and
+tried again after the next checkpoint. A spawn never cuts. After a cut, with a retention
+(``retention_records``), it prunes the chain to the newest records (``retention.HostRetention``).
 
 :func:`scheduled_checkpointer` builds it from the settings. The log's origin is the signing key's name
 (C2SP tlog-checkpoint: the key is named after the log), unless another origin is configured: then
@@ -34,37 +42,45 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import math
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Final
 
-from otel_route_shadow.chain import WrittenLine
+from otel_route_shadow.chain import SEGMENTS_SUFFIX, ChainError, WrittenLine
+from otel_route_shadow.instrumentation.retention import HostRetention
 from otel_route_shadow.logstore import (
     Checkpointer,
     KeyFileError,
     SignedCheckpoint,
+    cut_signed,
     default_origin,
     empty_tree_note,
     read_policy_file,
-    read_signer_file,
+    read_signing_keys,
 )
-from otel_route_shadow.tlog import PolicyError, Signer
+from otel_route_shadow.tlog import Policy, PolicyError, Signer
 from otel_route_shadow.witness import DEFAULT_PUSHES_PER_DAY, CheckpointWitnessing, WitnessConfigError
+from otel_route_shadow.worker import AFTER_FORK, Worker, WorkerName
 
 __all__ = [
     "DEFAULT_EVERY_RECORDS",
     "DEFAULT_EVERY_SECONDS",
     "DEFAULT_PUSHES_PER_DAY",
+    "DEFAULT_SEGMENT_BYTES",
+    "DEFAULT_SEGMENT_SECONDS",
+    "DISK_FACTOR_TARGET",
     "KEPT_BYTES_MAX",
     "PAUSE_S",
+    "RETENTION_SEGMENTS",
     "SHUTDOWN_PUSH_S",
     "SHUTDOWN_WAIT_S",
-    "WORKER_NAME",
     "ScheduledCheckpointer",
+    "SegmentSchedule",
     "scheduled_checkpointer",
+    "segment_schedule",
 ]
 
 _LOG = logging.getLogger("otel_route_shadow")
@@ -73,12 +89,25 @@ DEFAULT_EVERY_RECORDS: Final = 1000
 """A checkpoint at least every 1000 records ..."""
 DEFAULT_EVERY_SECONDS: Final = 10.0
 """... or on the first record 10 seconds after the last one."""
+DEFAULT_SEGMENT_BYTES: Final = 256 * 1024 * 1024
+"""The chain is cut once its live file holds 256 MiB (about 100,000 records) ..."""
+DEFAULT_SEGMENT_SECONDS: Final = 7 * 86_400.0
+"""... or is 7 days old."""
+RETENTION_SEGMENTS: Final = 16
+"""With a retention of K records and no segment size set, the chain is cut once its live file holds K/16
+records: the retention keeps at most K records plus two segments (the one its boundary falls in, and the
+live file), 1.125x of K plus the records a checkpoint's cadence adds to each."""
+DISK_FACTOR_TARGET: Final = 1.2
+"""A retention whose segments may keep more than this multiple of its records is one warning line at start."""
+NOMINAL_RECORD_BYTES: Final = 2_500
+"""A decision record's bytes (the demo's records), to count the records of a segment set in bytes."""
+CUT_LOCK_WAIT_S: Final = 1.0
+"""Longest the background thread waits for the chain's lock to cut (spawns waiting meanwhile keep their
+records in their backlog past their own lock timeout)."""
 SHUTDOWN_WAIT_S: Final = 5.0
 """Longest ``checkpoint_now`` waits for a checkpoint already running in the background thread."""
 SHUTDOWN_MAX_LEAVES: Final = 1 << 20
 SHUTDOWN_MAX_BYTES: Final = 4 * 1024 * 1024 * 1024
-WORKER_NAME: Final = "route-shadow-checkpointer"
-"""The name of the background thread."""
 SHUTDOWN_PUSH_S: Final = 3.0
 """Longest ``checkpoint_now`` spends pushing the last checkpoint to the witnesses (all of them)."""
 KEPT_BYTES_MAX: Final = 8 * 1024 * 1024
@@ -86,6 +115,56 @@ KEPT_BYTES_MAX: Final = 8 * 1024 * 1024
 PAUSE_S: Final = 0.0001
 """How long the background thread sleeps between two slices of a catch-up, the interpreter lock
 given back: long enough that a host thread waiting for the lock takes it."""
+
+
+class SegmentSchedule:
+    """When the chain at ``chain_path`` is due a cut: its live file holds ``max_bytes`` bytes or
+    ``max_records`` records, or is ``max_seconds`` old (0: never by that measure). The age runs from
+    the last cut (the change time of the newest closed segment, a file nothing writes after its cut),
+    or, for a chain never cut, from when this object first saw the live file."""
+
+    def __init__(self, chain_path: str, max_bytes: int, max_seconds: float, max_records: int = 0) -> None:
+        self.chain_path = chain_path
+        self.max_bytes = max_bytes
+        self.max_seconds = max_seconds
+        self.max_records = max_records
+        self._live: tuple[int, int] | None = None
+        self._since = 0.0
+
+    def due(self, tree_records: int = 0, tree_bytes: int = 0) -> bool:
+        """Whether a cut is due now: one ``stat``, a folder listing when the live file changed. The live
+        file's records are its size over the mean record size of the ``tree_records`` records in
+        ``tree_bytes`` bytes that the tree holds of the file it ends in (``Checkpointer.live_records`` and
+        ``offset``): a tree behind the chain delays no cut. Without them, never due by records."""
+        try:
+            st = os.stat(self.chain_path)
+        except OSError:
+            return False
+        if self.max_bytes and st.st_size >= self.max_bytes:
+            return True
+        if self.max_records and tree_records and st.st_size * tree_records >= self.max_records * tree_bytes:
+            return True
+        if not self.max_seconds:
+            return False
+        if self._live != (st.st_dev, st.st_ino):
+            self._live, self._since = (st.st_dev, st.st_ino), self._started()
+        return time.time() - self._since >= self.max_seconds
+
+    def disk_factor(self, keep: int, every_records: int) -> float:
+        """The most records a retention of ``keep`` leaves on disk, as a multiple of ``keep``: ``keep``
+        plus two segments (the one its boundary falls in, and the live file), each cut at the first
+        checkpoint (every ``every_records``) after it is due; a segment of ``max_bytes`` holds records
+        of ``NOMINAL_RECORD_BYTES``. Infinite when only the age cuts."""
+        per = self.max_records or -(-self.max_bytes // NOMINAL_RECORD_BYTES)
+        return 1 + 2 * (per + every_records) / keep if per and keep > 0 else math.inf
+
+    def _started(self) -> float:
+        folder = self.chain_path + SEGMENTS_SUFFIX
+        try:
+            newest = max(os.listdir(folder), default=None)
+            return time.time() if newest is None else os.lstat(os.path.join(folder, newest)).st_ctime
+        except OSError:
+            return time.time()
 
 
 class ScheduledCheckpointer:
@@ -98,17 +177,23 @@ class ScheduledCheckpointer:
         every_seconds: float = DEFAULT_EVERY_SECONDS,
         *,
         background: bool = True,
+        segments: SegmentSchedule | None = None,
+        retention: HostRetention | None = None,
     ) -> None:
         self.checkpointer = checkpointer
+        self.background = background
+        """False: a due checkpoint, cut and prune run in the thread that wrote the line, not in the worker."""
+        self.segments = segments
+        """When the background thread cuts the chain (None: never)."""
+        self.retention = retention
+        """What the background thread prunes after a cut (None: nothing)."""
+        self._cut_failed: set[str] = set()
         self.every_records = max(1, every_records)
         self.every_seconds = every_seconds
-        self.background = background
         self._pending = 0
         self._due_at = time.monotonic() + every_seconds
         self._mutex = threading.Lock()
-        self._wake = threading.Event()
-        self._worker: threading.Thread | None = None
-        self._closed = False
+        self._worker = Worker(WorkerName.CHECKPOINTER, self._background)
         self._kept: list[WrittenLine] = []
         self._kept_bytes = 0
         self._kept_end = 0
@@ -118,8 +203,7 @@ class ScheduledCheckpointer:
         """False once the checkpointer refused (it never uses a line again)."""
         self._kept_lock = threading.Lock()
         self.witnesses: CheckpointWitnessing | None = None
-        weak = weakref.WeakMethod(self._after_fork)
-        os.register_at_fork(after_in_child=lambda: (method := weak()) is not None and method())
+        AFTER_FORK.add(self)
 
     @property
     def origin(self) -> str:
@@ -161,9 +245,10 @@ class ScheduledCheckpointer:
         return len(self._kept)
 
     def line_written(self, line: WrittenLine) -> None:
-        """A line this process appended (the chain writer's listener): kept until a checkpoint covers
-        it. A line that does not follow the last one kept (the chain file replaced or cut), or one more
-        than the bounds allow, drops what is kept: those lines are read from the chain instead."""
+        """A line this process appended (the chain writer's listener, called once per line): kept until a
+        checkpoint covers it, and counted (a due checkpoint runs; see the module docstring). A line that
+        does not follow the last one kept (the chain file replaced or cut), or one more than the bounds
+        allow, drops what is kept: those lines are read from the chain instead. Never raises."""
         size = len(line.line)
         with self._kept_lock:
             kept = self._kept
@@ -178,9 +263,6 @@ class ScheduledCheckpointer:
                 kept.append(line)
                 self._kept_bytes += size
                 self._kept_end = line.offset + size
-
-    def after_append(self) -> None:
-        """Count one appended record; checkpoint when due. Cheap unless due; never raises."""
         self._pending += 1
         due = (
             self._pending >= self.every_records
@@ -190,9 +272,9 @@ class ScheduledCheckpointer:
         if not due or self.checkpointer.refused is not None:
             return
         if self.background:
-            self._wake_worker()
+            self._worker.wake()
         else:
-            self._run(wait=0.0)
+            self._step(None)
 
     def checkpoint_now(self) -> SignedCheckpoint | None:
         """Catch up (with the shutdown bounds) and checkpoint now; the latest checkpoint this process made
@@ -205,33 +287,48 @@ class ScheduledCheckpointer:
         return made or self.checkpointer.last
 
     def close(self) -> None:
-        """Stop the background thread (waiting at most ``SHUTDOWN_WAIT_S``); a later due checkpoint
-        starts it again."""
-        worker, self._closed = self._worker, True
-        self._wake.set()
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(SHUTDOWN_WAIT_S)
-        self._worker, self._closed = None, False
-        self._wake = threading.Event()
+        """Stop the background thread (waiting at most ``SHUTDOWN_WAIT_S``) and the witness pusher's; a
+        later due checkpoint starts the thread again."""
+        self._worker.stop(SHUTDOWN_WAIT_S)
         if self.witnesses is not None:
             self.witnesses.close()
 
-    def _wake_worker(self) -> None:
-        worker = self._worker
-        if worker is None or not worker.is_alive():
-            self._wake = threading.Event()
-            worker = threading.Thread(target=self._work, args=(self._wake,), name=WORKER_NAME, daemon=True)
-            self._worker = worker
-            worker.start()
-        self._wake.set()
+    def _background(self) -> None:
+        """The worker's step, giving the interpreter back between slices of the catch-up."""
+        self._step(_give_way)
 
-    def _work(self, wake: threading.Event) -> None:
-        while True:
-            wake.wait()
-            wake.clear()
-            if self._closed or wake is not self._wake:
-                return
-            self._run(wait=0.0, pause=_give_way)
+    def _step(self, pause: Callable[[], None] | None) -> None:
+        """A due checkpoint, then a cut when the live file is due, then the retention's prune when due."""
+        self._run(wait=0.0, pause=pause)
+        self._cut_when_due()
+        if self.retention is not None and self.retention.due and self._mutex.acquire(blocking=False):
+            try:
+                self.retention.apply()
+            finally:
+                self._mutex.release()
+
+    def _cut_when_due(self) -> None:
+        """After a background checkpoint: cut the chain when its live file is due (under the schedule's
+        lock, so no checkpoint runs meanwhile). A failure is logged once per kind; never raises."""
+        if (
+            self.segments is None
+            or self.checkpointer.refused is not None
+            or not self.segments.due(self.checkpointer.live_records, self.checkpointer.offset)
+        ):
+            return
+        if not self._mutex.acquire(blocking=False):
+            return
+        try:
+            cut = cut_signed(self.checkpointer, CUT_LOCK_WAIT_S)
+            if cut is not None and self.retention is not None:
+                self.retention.due = True
+        except (ChainError, OSError) as exc:
+            kind = type(exc).__name__
+            if kind not in self._cut_failed:
+                self._cut_failed.add(kind)
+                _LOG.warning("route-shadow: the chain was not cut (%s: %s); tried again later", kind, exc)
+        finally:
+            self._mutex.release()
 
     def _run(
         self,
@@ -267,14 +364,11 @@ class ScheduledCheckpointer:
                 del kept[: bisect.bisect_left(kept, covered, key=lambda line: line.offset)]
             self._kept_bytes = sum(len(line.line) for line in kept)
 
-    def _after_fork(self) -> None:
-        """In a forked child: the parent's thread does not exist here, and a lock it held was copied held."""
+    def after_fork(self) -> None:
+        """In a forked child (called by ``AFTER_FORK``): a lock the parent's thread held was copied held."""
         self._kept_lock = threading.Lock()
         self._kept, self._kept_bytes, self._kept_end = [], 0, 0
         self._mutex = threading.Lock()
-        self._wake = threading.Event()
-        self._worker = None
-        self._closed = False
 
 
 def _give_way() -> None:
@@ -289,20 +383,33 @@ def scheduled_checkpointer(
     signing_key: str | None = None,
     every_records: int = DEFAULT_EVERY_RECORDS,
     every_seconds: float = DEFAULT_EVERY_SECONDS,
+    segment_bytes: int | None = None,
+    segment_seconds: float = DEFAULT_SEGMENT_SECONDS,
     witness_policy: str | None = None,
     pushes_per_day: float = DEFAULT_PUSHES_PER_DAY,
+    retention_records: int = 0,
+    retention_delete: bool = False,
 ) -> ScheduledCheckpointer:
     """The plugin's checkpointer (see the module docstring). Never raises for a key or a policy: what
-    cannot be used is logged (one line, never a key's content) and left out."""
-    signer, unsigned = _signer(signing_key, origin)
-    log_origin = origin or (signer.name if signer is not None else default_origin(chain_path))
+    cannot be used is logged (one line, never a key's content) and left out; a retention that cannot be
+    applied as configured (no signing key, a policy that cannot be read) is off, one line saying why."""
+    signers, unsigned = _signers(signing_key, origin)
+    log_origin = origin or (signers[0].name if signers else default_origin(chain_path))
+    retention = (
+        _retention(chain_path, signers, witness_policy, retention_records, retention_delete)
+        if retention_records > 0
+        else None
+    )
+    keep = 0 if retention is None else retention_records
     scheduled = ScheduledCheckpointer(
-        Checkpointer(chain_path, log_origin, signer),
+        Checkpointer(chain_path, log_origin, signers),
         every_records,
         every_seconds,
-        background=True,  # a due checkpoint never runs inside a spawn
+        background=True,  # a due checkpoint (or cut) never runs inside a spawn
+        segments=segment_schedule(chain_path, segment_bytes, segment_seconds, keep, every_records),
+        retention=retention,
     )
-    if witness_policy is not None and signer is None:
+    if witness_policy is not None and not signers:
         unsigned = (unsigned or "no signing key") + f"; not pushed to the witnesses of {witness_policy}"
     elif witness_policy is not None:
         _witness(scheduled, witness_policy, pushes_per_day)
@@ -311,21 +418,82 @@ def scheduled_checkpointer(
     return scheduled
 
 
-def _signer(signing_key: str | None, origin: str | None) -> tuple[Signer | None, str | None]:
-    """The signing key, or None and why it is not used."""
+def segment_schedule(
+    chain_path: str,
+    segment_bytes: int | None,
+    segment_seconds: float,
+    keep: int = 0,
+    every_records: int = DEFAULT_EVERY_RECORDS,
+) -> SegmentSchedule:
+    """When the writer cuts: once the live file holds ``segment_bytes`` bytes when it is set; unset, with a
+    retention of ``keep`` records, once it holds ``keep // RETENTION_SEGMENTS`` records; else
+    ``DEFAULT_SEGMENT_BYTES``. With a retention whose segments and checkpoint cadence (``every_records``)
+    may keep over ``DISK_FACTOR_TARGET`` times its records (``SegmentSchedule.disk_factor``): one warning
+    line naming the factor."""
+    if segment_bytes is None and keep > 0:
+        schedule = SegmentSchedule(chain_path, 0, segment_seconds, max(1, keep // RETENTION_SEGMENTS))
+    else:
+        size = DEFAULT_SEGMENT_BYTES if segment_bytes is None else segment_bytes
+        schedule = SegmentSchedule(chain_path, size, segment_seconds)
+    factor = schedule.disk_factor(keep, every_records) if keep > 0 else 1.0
+    if factor > DISK_FACTOR_TARGET:
+        cut = (
+            f"segments of {schedule.max_records} records"
+            if schedule.max_records
+            else f"segments of {schedule.max_bytes} bytes (records of {NOMINAL_RECORD_BYTES} bytes)"
+            if schedule.max_bytes
+            else "segments cut by age only"
+        )
+        _LOG.warning(
+            "route-shadow: a retention of %d records, with %s and a checkpoint every %d records, may keep "
+            "%s its records on disk (target %.1fx): leave the segment size unset (a cut every %d records) "
+            "and checkpoint at least that often",
+            keep,
+            cut,
+            every_records,
+            "an unbounded multiple of" if math.isinf(factor) else f"{factor:.2f}x",
+            DISK_FACTOR_TARGET,
+            max(1, keep // RETENTION_SEGMENTS),
+        )
+    return schedule
+
+
+def _retention(
+    chain_path: str, signers: tuple[Signer, ...], policy_path: str | None, keep: int, delete: bool
+) -> HostRetention | None:
+    """The retention of the newest ``keep`` records, with the writer's keys and witness policy; None
+    (logged, one line) when it cannot be applied as configured."""
+    why = None
+    policy: Policy | None = None
+    if not signers:
+        why = "no signing key: no checkpoint says which records are covered"
+    elif policy_path is not None:
+        try:
+            policy = read_policy_file(policy_path)
+        except PolicyError as exc:
+            why = f"the witness policy {policy_path} cannot be used: {exc}"
+    if why is not None:
+        _LOG.warning("route-shadow: retention off, nothing is pruned: %s", why)
+        return None
+    verifiers = [signer.verifier() for signer in signers]
+    return HostRetention(chain_path, keep, verifiers, policy, delete=delete)
+
+
+def _signers(signing_key: str | None, origin: str | None) -> tuple[tuple[Signer, ...], str | None]:
+    """The signing keys (the key file's, all of one name), or none and why they are not used."""
     if signing_key is None:
-        return None, None
+        return (), None
     try:
-        signer = read_signer_file(signing_key)
+        signers = read_signing_keys(signing_key)
     except KeyFileError as exc:
-        return None, str(exc)
-    if origin is not None and origin != signer.name:
-        return None, (
-            f"the signing key is named {signer.name!r} but the origin is set to {origin!r}, and a log's key "
+        return (), str(exc)
+    if origin is not None and origin != signers[0].name:
+        return (), (
+            f"the signing key is named {signers[0].name!r} but the origin is set to {origin!r}, and a log's key "
             "is named after its origin (C2SP tlog-checkpoint): unset the origin to use the key's name, or "
             f"generate a key with --name {origin}"
         )
-    return signer, None
+    return signers, None
 
 
 def _witness(scheduled: ScheduledCheckpointer, path: str, pushes_per_day: float) -> None:
@@ -347,15 +515,14 @@ def _witness(scheduled: ScheduledCheckpointer, path: str, pushes_per_day: float)
     if not witnesses.endpoints:
         _LOG.warning("route-shadow: checkpoints not pushed to witnesses: %s names no witness URL", path)
         return
-    assert checkpointer.signer is not None
-    mine = str(checkpointer.signer.verifier())
-    if policy.logs and mine not in {str(log.verifier) for log in policy.logs}:
+    mine = [str(signer.verifier()) for signer in checkpointer.signers]
+    if policy.logs and not set(mine) & {str(log.verifier) for log in policy.logs}:
         _LOG.warning(
             "route-shadow: the witness policy %s has no `log` line with this log's key %s: "
             "verifiers using it will not accept these checkpoints",
             path,
-            mine,
+            " or ".join(mine),
         )
     scheduled.witness_with(witnesses)
-    witnesses.learn_sizes(empty_tree_note(checkpointer.origin, checkpointer.signer))
+    witnesses.learn_sizes(empty_tree_note(checkpointer.origin, checkpointer.signers))
     checkpointer.witness_floor = witnesses.floor

@@ -23,6 +23,7 @@ from otel_route_shadow.instrumentation.checkpointing import (
     DEFAULT_EVERY_RECORDS,
     DEFAULT_EVERY_SECONDS,
     DEFAULT_PUSHES_PER_DAY,
+    DEFAULT_SEGMENT_SECONDS,
     ScheduledCheckpointer,
     scheduled_checkpointer,
 )
@@ -36,7 +37,11 @@ from otel_route_shadow.instrumentation.environment_variables import (
     OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT,
     OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS,
     OTEL_PYTHON_ROUTE_SHADOW_ORIGIN,
+    OTEL_PYTHON_ROUTE_SHADOW_RETENTION_DELETE,
+    OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS,
     OTEL_PYTHON_ROUTE_SHADOW_SEAMS,
+    OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES,
+    OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_SECONDS,
     OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY,
     OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS,
     OTEL_PYTHON_ROUTE_SHADOW_STORE,
@@ -68,7 +73,7 @@ stats are then paid once per interval instead of once per spawn; a quiet host (o
 100 ms or more, most factories) still looks on every call."""
 DEFAULT_CHAIN_LOCK_TIMEOUT_MS = 100
 """A spawn costs seconds; waiting a tenth of that for a reader or another writer is invisible, and
-a record that still finds the chain locked is kept, not lost (``RoutingAuditLog.submit``)."""
+a record that still finds the chain locked is kept, not lost (``DecisionChain.submit``)."""
 
 
 class SeamConfigError(ValueError):
@@ -220,6 +225,11 @@ class RouteShadowConfig(BaseModel):
     signing_key: Path | None = Field(default=None, repr=False)
     checkpoint_records: int = Field(default=DEFAULT_EVERY_RECORDS, ge=1, le=100_000_000, strict=True)
     checkpoint_seconds: float = Field(default=DEFAULT_EVERY_SECONDS, gt=0, le=86_400)
+    segment_bytes: int | None = Field(default=None, ge=0, le=1 << 50, strict=True)
+    """None: ``DEFAULT_SEGMENT_BYTES``, or with a retention a cut every 1/16 of it (``segment_schedule``)."""
+    segment_seconds: float = Field(default=DEFAULT_SEGMENT_SECONDS, ge=0, le=100 * 365 * 86_400)
+    retention_records: int = Field(default=0, ge=0, le=1 << 62, strict=True)
+    retention_delete: bool = False
     witness_policy: Path | None = None
     witness_pushes_per_day: float = Field(default=DEFAULT_PUSHES_PER_DAY, gt=0, le=8_640_000)
     flag_event: FlagEventSink = "log"
@@ -244,16 +254,14 @@ class RouteShadowConfig(BaseModel):
         if durability is not None:
             values["durability"] = durability.strip().lower()
         values.update(_telemetry_settings(env))
-        for name, key in (
-            (OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS, "snapshot_recheck_ms"),
-            (OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS, "chain_lock_timeout_ms"),
-        ):
-            milliseconds = _env(env, name)
-            if milliseconds is not None:
-                try:
-                    values[key] = int(milliseconds.strip())
-                except ValueError:
-                    raise ValueError(f"{name}: expected a whole number of milliseconds") from None
+        milliseconds = "a whole number of milliseconds"
+        values.update(
+            _numbers(
+                env,
+                (OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS, "snapshot_recheck_ms", int, milliseconds),
+                (OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS, "chain_lock_timeout_ms", int, milliseconds),
+            )
+        )
         values.update(_checkpoint_settings(env))
         values["strict"] = env_flag(_env(env, OTEL_PYTHON_ROUTE_SHADOW_STRICT))
         # OTEL_PYTHON_ROUTE_SHADOW_DISABLED is not copied into ``disabled``: the runtime reads it on every call
@@ -317,6 +325,22 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
             raise ValueError(
                 f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS}: expected a number of seconds"
             ) from None
+    values.update(
+        _numbers(
+            env,
+            (OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES, "segment_bytes", int, "a whole number of bytes"),
+            (OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_SECONDS, "segment_seconds", float, "a number of seconds"),
+            (
+                OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS,
+                "retention_records",
+                int,
+                "a whole number of records",
+            ),
+        )
+    )
+    delete = _env(env, OTEL_PYTHON_ROUTE_SHADOW_RETENTION_DELETE)
+    if delete is not None:
+        values["retention_delete"] = env_flag(delete)
     policy = _env(env, OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY)
     if policy is not None:
         values["witness_policy"] = Path(policy)
@@ -331,6 +355,20 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
+def _numbers(env: Mapping[str, str], *settings: tuple[str, str, Callable[[str], Any], str]) -> dict[str, Any]:
+    """Numeric settings from the environment: ``(variable, keyword, parse, what it expects)`` each; a
+    value ``parse`` refuses is an error naming the variable."""
+    values: dict[str, Any] = {}
+    for name, key, parse, what in settings:
+        text = _env(env, name)
+        if text is not None:
+            try:
+                values[key] = parse(text.strip())
+            except ValueError:
+                raise ValueError(f"{name}: expected {what}") from None
+    return values
+
+
 def make_checkpointer(config: RouteShadowConfig) -> ScheduledCheckpointer:
     """The chain's checkpointer (``checkpointing.scheduled_checkpointer``): a key or a witness policy that
     cannot be used is logged and left out, so the host is never stopped by it."""
@@ -340,6 +378,10 @@ def make_checkpointer(config: RouteShadowConfig) -> ScheduledCheckpointer:
         signing_key=None if config.signing_key is None else str(config.signing_key),
         every_records=config.checkpoint_records,
         every_seconds=config.checkpoint_seconds,
+        segment_bytes=config.segment_bytes,
+        segment_seconds=config.segment_seconds,
+        retention_records=config.retention_records,
+        retention_delete=config.retention_delete,
         witness_policy=None if config.witness_policy is None else str(config.witness_policy),
         pushes_per_day=config.witness_pushes_per_day,
     )

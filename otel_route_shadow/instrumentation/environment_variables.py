@@ -69,8 +69,9 @@ OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY = "OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY"
 """
 .. envvar:: OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY
 
-Path of the checkpoint signing key file (``otel-route-shadow key generate``). Unset, or unreadable
-(logged, never the key): checkpoints are written unsigned.
+Path of the checkpoint signing key file (``otel-route-shadow key generate``): one key a line, all
+named for the log's origin, each signing every checkpoint (two during a key rotation, docs/operating.md).
+Unset, or unreadable (logged, never the key): checkpoints are written unsigned.
 """
 
 OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS = "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS"
@@ -86,6 +87,41 @@ OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS = "OTEL_PYTHON_ROUTE_SHADOW_CHECKPOI
 
 ... or on the first record this many seconds after the last checkpoint (default 10); always at
 uninstrument and at the host provider's shutdown.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES = "OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES
+
+Cut the chain (close its live file as a segment, start the next with an anchor record) once the live
+file holds this many bytes (default 268435456, 256 MiB; ``0``: never by size; unset with a retention of K
+records: once it holds K/16 records). The background checkpointing thread cuts, never a spawn.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_SECONDS = "OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_SECONDS"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_SECONDS
+
+... or once the live file is this many seconds old (default 604800, 7 days; ``0``: never by age):
+counted from the last cut, or for a chain never cut from when the process first wrote it.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS = "OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS
+
+After each cut, prune the chain to the newest this many records at least (default ``0``: retention off,
+nothing is ever removed): the closed segments below go gzipped to ``CHAIN.archive/`` with their proofs.
+Only segments a witnessed checkpoint covers are pruned (the witness policy's quorum; without a policy,
+the newest checkpoint the signing key signs), never forced; it needs a signing key. The background
+checkpointing thread prunes, never a spawn.
+"""
+
+OTEL_PYTHON_ROUTE_SHADOW_RETENTION_DELETE = "OTEL_PYTHON_ROUTE_SHADOW_RETENTION_DELETE"
+"""
+.. envvar:: OTEL_PYTHON_ROUTE_SHADOW_RETENTION_DELETE
+
+``true``: the segments retention prunes are deleted instead of archived (default ``false``).
 """
 
 OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY = "OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY"

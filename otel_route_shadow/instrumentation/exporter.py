@@ -9,19 +9,18 @@ itself, just before it ends the span (``SeamObservation.export``), sampled or no
 Never disturbing the host: a chain path that is not a regular file is refused at start (one log
 line; nothing is recorded); an append waits at most ``lock_timeout_ms`` for another process holding
 the chain's lock, and a record that did not get it in time waits in the writer's bounded backlog
-(``chain.backlog``), written before the next record, at ``force_flush``/``shutdown``, and at exit,
-each within a bounded wait; what is still waiting at shutdown or exit goes to the chain's spill file,
-which the next writer writes into the chain first.
+(``chain.backlog``), written before the next record and at ``close`` (the
+runtime's way out: uninstrument, provider shutdown, interpreter exit), each within a bounded wait; what
+is still waiting at ``close`` goes to the chain's spill file, which the next writer writes into the
+chain first.
 """
 
 from __future__ import annotations
 
-import atexit
 import errno
 import logging
 import os
 import threading
-import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -29,13 +28,13 @@ from typing import Any, Final
 from otel_route_shadow.chain import (
     BACKLOG_RECORDS,
     ChainPathError,
+    DecisionChain,
+    LineListener,
     PayloadTemplate,
-    RoutingAuditLog,
     encode_payload,
     open_chain,
     sanitize_payload,
 )
-from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer
 from otel_route_shadow.shadow import record_payload, record_tokens
 
 __all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
@@ -72,16 +71,15 @@ class RouteShadowChainExporter:
         durability: str = "flush",
         lock_timeout_ms: int | None = None,
         backlog: int = BACKLOG_RECORDS,
-        checkpointer: ScheduledCheckpointer | None = None,
+        listener: LineListener | None = None,
     ) -> None:
         self._path = Path(chain_path)
-        self.checkpointer = checkpointer
-        """Told of every line written (``line_written``: its hashes, so the checkpoint never reads it)
-        and every appended record (``after_append``: cheap unless a checkpoint is due); never raises."""
+        self._listener = listener
+        """Told of every line written, once per line (the checkpointer's ``line_written``)."""
         self._durability = durability
         self._lock_timeout = None if lock_timeout_ms is None else lock_timeout_ms / 1000
         self._backlog = backlog
-        self._log: RoutingAuditLog | None = None
+        self._log: DecisionChain | None = None
         self._lock = threading.Lock()
         self.refused = chain_path_refusal(self._path)
         """Why the chain path was refused at start (then nothing is ever recorded), or None."""
@@ -92,47 +90,51 @@ class RouteShadowChainExporter:
     def chain_path(self) -> Path:
         return self._path
 
-    def _audit_log(self) -> RoutingAuditLog | None:
+    def _chain(self) -> DecisionChain | None:
+        """The chain, opened on first use (None when its path was refused at start)."""
         log = self._log
         if log is None and self.refused is None:
             with self._lock:
                 if self._log is None:
                     self._path.parent.mkdir(parents=True, exist_ok=True)
-                    self._log = RoutingAuditLog(
+                    self._log = DecisionChain(
                         self._path,
                         durability=self._durability,  # type: ignore[arg-type]
                         lock_timeout=self._lock_timeout,
                         backlog=self._backlog,
-                        listener=None if self.checkpointer is None else self.checkpointer.line_written,
+                        listener=self._listener,
                     )
-                    atexit.register(_flush_at_exit, weakref.ref(self))
                 log = self._log
         return log
 
     def append(
-        self, trace_id: int, span_id: int, start_time_unix_nano: int, attributes: Mapping[str, Any]
+        self,
+        trace_id: int,
+        span_id: int,
+        start_time_unix_nano: int,
+        attributes: Mapping[str, Any],
+        duration_ns: int | None = None,
     ) -> None:
-        """Append one seam event; raises what the disk raises (the caller contains it)."""
-        log = self._audit_log()
+        """Append one seam event (``duration_ns``: the spawn's, from the span's start to the seam's
+        finish); raises what the disk raises (the caller contains it)."""
+        log = self._chain()
         if log is not None:
-            payload = record_payload(trace_id, span_id, start_time_unix_nano, attributes)
+            payload = record_payload(trace_id, span_id, start_time_unix_nano, attributes, duration_ns)
             log.submit(encode_payload(*sanitize_payload(payload)))
-            self._after_append()
 
     def append_templated(
-        self, template: PayloadTemplate, trace_id: int, span_id: int, start_time_unix_nano: int
+        self,
+        template: PayloadTemplate,
+        trace_id: int,
+        span_id: int,
+        start_time_unix_nano: int,
+        duration_ns: int,
     ) -> None:
         """:meth:`append` for attributes whose payload shape was prepared once (``record_template``):
         the same bytes, without walking the attributes again."""
-        log = self._log if self._log is not None else self._audit_log()
+        log = self._log if self._log is not None else self._chain()
         if log is not None:
-            log.submit(template.encode(record_tokens(trace_id, span_id, start_time_unix_nano)))
-            if self.checkpointer is not None:
-                self.checkpointer.after_append()
-
-    def _after_append(self) -> None:
-        if self.checkpointer is not None:
-            self.checkpointer.after_append()
+            log.submit(template.encode(record_tokens(trace_id, span_id, start_time_unix_nano, duration_ns)))
 
     def flush_backlog(self, timeout: float, *, spill: bool = False) -> int:
         """Write records still waiting for the chain's lock, waiting at most ``timeout`` seconds;
@@ -169,7 +171,7 @@ class RouteShadowChainExporter:
         )
         return 0
 
-    def _mark_lost(self, log: RoutingAuditLog, left: int, exc: Exception) -> int:
+    def _mark_lost(self, log: DecisionChain, left: int, exc: Exception) -> int:
         """Count the records neither the chain nor the spill file took in ``<chain>.lost``; logged."""
         why = _cause(exc)
         try:
@@ -197,19 +199,13 @@ class RouteShadowChainExporter:
         )
         return 0
 
-    def shutdown(self) -> None:
-        """Stop exporting: write the backlog (bounded), checkpoint, and give the chain's file descriptors
-        back (an ``append`` reopens them)."""
+    def close(self) -> None:
+        """Write the backlog (bounded; what is left goes to the spill file) and give the chain's file
+        descriptors back (an ``append`` reopens them)."""
         self.flush_backlog(EXIT_FLUSH_S, spill=True)
-        if self.checkpointer is not None:
-            self.checkpointer.checkpoint_now()
-            self.checkpointer.close()
         log = self._log
         if log is not None:
             log.close()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.flush_backlog(min(timeout_millis / 1000, EXIT_FLUSH_S)) == 0
 
 
 def _cause(exc: BaseException) -> str:
@@ -218,9 +214,3 @@ def _cause(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno is not None:
         return f"{errno.errorcode.get(exc.errno, exc.errno)} ({os.strerror(exc.errno)})"
     return type(exc).__name__
-
-
-def _flush_at_exit(ref: weakref.ref[RouteShadowChainExporter]) -> None:
-    exporter = ref()
-    if exporter is not None:
-        exporter.flush_backlog(EXIT_FLUSH_S, spill=True)

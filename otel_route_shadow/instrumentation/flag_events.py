@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Final, Literal
+from typing import Literal
 
 from opentelemetry import trace
 from opentelemetry._logs import Logger, LoggerProvider, LogRecord, get_logger
@@ -22,10 +22,9 @@ from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.version import __version__
 
-__all__ = ["FLAG_EVENT_SINKS", "FlagEventSink", "FlagEvents"]
+__all__ = ["FlagEventSink", "FlagEvents"]
 
 FlagEventSink = Literal["log", "span", "both"]
-FLAG_EVENT_SINKS: Final[tuple[FlagEventSink, ...]] = ("log", "span", "both")
 
 
 class FlagEvents:

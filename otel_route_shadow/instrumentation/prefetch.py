@@ -2,7 +2,7 @@
 
 A fresh read of a big snapshot (parse, schema check, hash) and the build of its policy index are
 linear in the set: too much to pay inside the host's next spawn after a ``policy save``.
-``SnapshotPrefetch`` runs both on a daemon thread while the seams keep resolving against the snapshot
+``SnapshotPrefetch`` runs both on a daemon thread (a ``Worker``) while the seams keep resolving against the snapshot
 they already had (their records cite its revision and hash, so they stay exact about what they used).
 A result is handed over only once both are done: ``take()`` returns the verdict together with what
 ``prepare`` built from it (the policy index), so no seam ever sees the new snapshot without its index.
@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
 from otel_route_shadow.store import SnapshotLoad
+from otel_route_shadow.worker import Worker, WorkerName
 
-__all__ = ["PREFETCH_JOIN_SECONDS", "PREFETCH_THREAD_NAME", "SnapshotPrefetch"]
+__all__ = ["PREFETCH_JOIN_SECONDS", "SnapshotPrefetch"]
 
-PREFETCH_THREAD_NAME: Final = "route-shadow-snapshot-prefetch"
 PREFETCH_JOIN_SECONDS: Final = 5.0
 """How long ``close`` (at uninstrument, never inside a spawn) waits for a read in flight; the
 thread is a daemon, so a read that outlives the wait cannot keep the process alive."""
@@ -46,22 +46,19 @@ class SnapshotPrefetch(Generic[Prepared]):
         self._prepare = prepare
         self._on_error = on_error
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._worker = Worker(WorkerName.PREFETCH, self._run)
         self._ready: tuple[SnapshotLoad, Prepared] | None = None
 
     @property
     def running(self) -> bool:
-        thread = self._thread
-        return thread is not None and thread.is_alive()
+        return self._worker.busy
 
     def start(self) -> bool:
         """Start a read unless one is under way; True if one started."""
         with self._lock:
-            if self.running:
+            if self._worker.busy:
                 return False
-            thread = threading.Thread(target=self._run, name=PREFETCH_THREAD_NAME, daemon=True)
-            self._thread = thread
-            thread.start()
+            self._worker.wake()
             return True
 
     def take(self) -> tuple[SnapshotLoad, Prepared] | None:
@@ -75,15 +72,12 @@ class SnapshotPrefetch(Generic[Prepared]):
 
     def wait(self, timeout: float) -> bool:
         """Wait at most ``timeout`` seconds for the read in flight; True if none is left running."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-        return not self.running
+        return self._worker.idle(timeout)
 
     def close(self) -> None:
-        """Wait (bounded) for the read in flight, so no thread outlives an uninstrument. Not a
-        latch: a runtime used again after it (its chain reopens too) may start a new read."""
-        self.wait(PREFETCH_JOIN_SECONDS)
+        """Wait (bounded) for the read in flight, then end the thread, so none outlives an uninstrument.
+        Not a latch: a runtime used again after it (its chain reopens too) may start a new read."""
+        self._worker.stop(PREFETCH_JOIN_SECONDS)
 
     def _run(self) -> None:
         try:

@@ -33,6 +33,7 @@ the host's first spawn after a save of 8,000 policies this way.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import threading
@@ -62,7 +63,7 @@ from otel_route_shadow.instrumentation.flag_events import FlagEvents
 from otel_route_shadow.instrumentation.memo import RuntimeMemo
 from otel_route_shadow.instrumentation.package import SCOPE_NAME
 from otel_route_shadow.instrumentation.prefetch import SnapshotPrefetch
-from otel_route_shadow.instrumentation.processor import PENDING, RouteShadowSpanProcessor
+from otel_route_shadow.instrumentation.processor import RouteShadowSpanProcessor
 from otel_route_shadow.instrumentation.served import Lineage, ServedReports, settle
 from otel_route_shadow.shadow import (
     ShadowRecord,
@@ -77,6 +78,7 @@ from otel_route_shadow.shadow import (
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore, SnapshotLoad, StoreIOError
 from otel_route_shadow.version import __version__
+from otel_route_shadow.worker import ProcessHook
 
 __all__ = [
     "PREFETCH_MIN_BYTES",
@@ -104,11 +106,10 @@ _PLAUSIBLE_SINK_ERRORS: Final = (OSError, ChainError, PolicyStoreError)
 
 
 class SeamObservation:
-    """One seam call in flight: the sanitized context, its record once resolved, and whether the
-    chain has it yet. Handed to the span processor through ``PENDING`` while its span starts."""
+    """One seam call in flight, owned by its seam: the sanitized context, its record once resolved,
+    and whether the chain has it yet."""
 
     __slots__ = (
-        "attempted",
         "call",
         "context",
         "encoded",
@@ -131,7 +132,6 @@ class SeamObservation:
         self.context = context
         self.encoded = encoded
         self.record: ShadowRecord | None = None
-        self.attempted = False
         self.error_type: str | None = None
         self.exported = False
         self.start_ns = time.time_ns()
@@ -144,22 +144,25 @@ class SeamObservation:
         """What the record adds to the decision's attributes: the served route, when reported."""
         self.served_template: PayloadTemplate | None = None
 
-    def enrich(self, span: Span) -> None:
-        """Resolve and put the decision on the span. Called by the span processor at span start, or
-        by the seam wrapper when no route-shadow processor saw the span (a dropped span, a
-        non-SDK provider)."""
-        if self.attempted:
-            return
-        self.attempted = True
-        snapshot, state = self.runtime.snapshot(span, self)
+    def resolve(self, start_attributes: dict[str, Any]) -> Mapping[str, Any]:
+        """Resolve the decision, before the span starts; the span's start attributes: the decision's
+        (so every processor and the sampler see it, and it is on the span for its whole life) and
+        ``start_attributes``, with the error type of a contained failure."""
+        snapshot, state = self.runtime.snapshot(None, self)
         try:
             self.record = self.runtime.observe(self.seam, self.context, self.encoded, snapshot, state)
         except Exception as exc:
-            self.runtime.contain(exc, "resolve", span, loud=True, observation=self)
-            return
-        if span.is_recording():
-            span.set_attributes(self.record.attributes)
-        if self.record.event is not None:
+            self.runtime.contain(exc, "resolve", None, loud=True, observation=self)
+        attributes: Mapping[str, Any] = start_attributes
+        if self.record is not None:
+            attributes = {**self.record.attributes, **start_attributes}
+        if self.error_type is not None:
+            attributes = {**attributes, attr.ERROR_TYPE: self.error_type}
+        return attributes
+
+    def announce(self, span: Span) -> None:
+        """Emit the decision's flag event, if any, in the started span's context."""
+        if self.record is not None and self.record.event is not None:
             try:
                 self.runtime.flag_events.emit(span, self.record.event)
             except Exception as exc:  # the host's log pipeline raised
@@ -175,15 +178,21 @@ class SeamObservation:
         try:
             context = span.get_span_context()
             start = getattr(span, "start_time", None) or self.start_ns
+            # The spawn's duration as the span measures it (its start, the SDK's wall clock), up to
+            # now: the host has run. Never negative, even when the wall clock stepped back.
+            duration = time.time_ns() - start
+            duration = duration if duration > 0 else 0
             record = self.record
             template = (
                 record.template if record is not None and self.overrides is None else self.served_template
             )
             if template is not None and self.error_type is None:
-                self.runtime.exporter.append_templated(template, context.trace_id, context.span_id, start)
+                self.runtime.exporter.append_templated(
+                    template, context.trace_id, context.span_id, start, duration
+                )
                 return
             attributes: Mapping[str, Any]
-            # The very values the span carries: the record's mapping is what enrich() set on it,
+            # The very values the span carries: the record's mapping is what it started with,
             # plus the error type contain() marked (reading them back from a live span would cost
             # a lock per attribute).
             attributes = record.attributes if record is not None else self.runtime.bare_attributes(self.seam)
@@ -191,7 +200,7 @@ class SeamObservation:
                 attributes = {**attributes, **self.overrides}
             if self.error_type is not None:
                 attributes = {**attributes, attr.ERROR_TYPE: self.error_type}
-            self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes)
+            self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes, duration)
         except Exception as exc:
             self.runtime.contain(exc, "chain", span, loud=False, observation=self)  # the host ran
 
@@ -213,7 +222,10 @@ class ShadowRuntime:
         self.flag_events = FlagEvents(config.flag_event, logger_provider, schema_url)
         self.checkpointer = make_checkpointer(config)
         self.exporter = RouteShadowChainExporter(
-            config.chain_path, config.durability, config.chain_lock_timeout_ms, checkpointer=self.checkpointer
+            config.chain_path,
+            config.durability,
+            config.chain_lock_timeout_ms,
+            listener=self.checkpointer.line_written,
         )
         self.errors: Counter[tuple[str, str]] = Counter()
         self._logged: set[tuple[str, str, str]] = set()
@@ -463,8 +475,8 @@ class ShadowRuntime:
         call: SeamCall | None = None,
         hook: ResponseHook | None = None,
     ) -> tuple[Span, SeamObservation] | None:
-        """Start the seam span (the processor enriches it on start). None: call the bare host.
-        ``hook`` (with ``call``) says at finish what served the spawn (``served.settle``)."""
+        """Resolve the decision and start the seam span with it. None: call the bare host. ``hook``
+        (with ``call``) says at finish what served the spawn (``served.settle``)."""
         if context is None:
             return None
         try:
@@ -482,17 +494,13 @@ class ShadowRuntime:
             observation = SeamObservation(self, seam, clean, encoded)
             observation.call, observation.hook = call, hook
             name = span_name(seam, clean)
-            token = PENDING.set(observation)
-            try:
-                kind = self.conventions.span_kind(seam, request_face)
-                span = self.tracer.start_span(name, kind=kind, attributes=start_attributes)
-            finally:
-                PENDING.reset(token)
+            attributes = observation.resolve(start_attributes)
+            kind = self.conventions.span_kind(seam, request_face)
+            span = self.tracer.start_span(name, kind=kind, attributes=attributes)
         except Exception as exc:
             self.contain(exc, "start", None, loud=True)
             return None
-        if not observation.attempted:  # no route-shadow processor saw the span (dropped, or no SDK)
-            observation.enrich(span)
+        observation.announce(span)
         if self.processor is not None:
             self.lineage.follow(span, observation)
         return span, observation
@@ -541,22 +549,33 @@ class ShadowRuntime:
             self.processor = RouteShadowSpanProcessor(self)
             add(self.processor)
         self.checkpoint_spans = attach_checkpoint_spans(self.checkpointer, provider)
+        _AT_EXIT.add(self)
         self.start_prefetch()
 
     def close(self) -> None:
-        """At uninstrument: the span processor becomes a no-op that holds nothing; a background
-        snapshot read in flight is waited for (bounded); the backlog is written, a last checkpoint
-        made and its span sent (waiting at most ``SHUTDOWN_TIMEOUT_S``: an export still running
-        then finishes in a daemon thread); the chain's file descriptors are given back (a later
-        append reopens them)."""
+        """The one way out (uninstrument, the provider's shutdown, interpreter exit), in order: the
+        span processor becomes a no-op that holds nothing; the workers are drained, each wait
+        bounded (a snapshot read in flight; the backlog written and a last checkpoint made and
+        pushed to the witnesses; the checkpointer's and the pusher's threads ended); the chain is
+        closed (what still waits goes to its spill file, and its file descriptors are given back: a
+        later append reopens them); then the checkpoint span exporter sends the last checkpoint
+        (waiting at most ``SHUTDOWN_TIMEOUT_S``). Never raises."""
+        _AT_EXIT.discard(self)
         if self.processor is not None:
             self.processor.detach()
             self.processor = None
         self.prefetch.close()
-        self.exporter.shutdown()
-        if self.checkpoint_spans is not None:
-            self.checkpoint_spans.close()
-            self.checkpoint_spans = None
+        self.checkpoint_now()
+        self.checkpointer.close()
+        self.exporter.close()
+        spans, self.checkpoint_spans = self.checkpoint_spans, None
+        if spans is not None:
+            spans.close()
+
+
+_AT_EXIT: Final[ProcessHook[ShadowRuntime]] = ProcessHook("closing at exit", ShadowRuntime.close)
+"""The runtimes attached and not closed yet: closed at interpreter exit (one ``atexit`` entry for all)."""
+atexit.register(_AT_EXIT.run)
 
 
 def _log_contained(exc: BaseException, where: str, *, plausible: bool, raising: bool, strict: bool) -> None:

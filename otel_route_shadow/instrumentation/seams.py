@@ -1,8 +1,8 @@
 """The seam lifecycle, and the decorator and context manager that use it.
 
 The instrumentor's ``wrapt`` wrappers (each holding its instrumentor's runtime), ``shadow_seam`` and
-``shadow_spawn`` share one lifecycle: extract the context, start the span (the processor enriches
-it), call the host inside the span, settle what served the spawn (the seam's response hook, else the
+``shadow_spawn`` share one lifecycle: extract the context, resolve the decision and start the span
+with it, call the host inside the span, settle what served the spawn (the seam's response hook, else the
 spans of its run: ``served``), append the chain record, end the span. The host's call is made
 exactly once, with its own arguments, and its result or exception object goes back untouched.
 

@@ -23,12 +23,13 @@ starts no span costs two dictionary operations (follow and release).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.trace import Span, StatusCode
 
+from otel_route_shadow.chain import PayloadTemplate
 from otel_route_shadow.core import (
     ATTEMPTS_MAX,
     Attempt,
@@ -38,17 +39,17 @@ from otel_route_shadow.core import (
     ServedStatus,
     served_status,
 )
+from otel_route_shadow.instrumentation.config import ResponseHook, SeamCall
+from otel_route_shadow.instrumentation.memo import RuntimeMemo
 from otel_route_shadow.instrumentation.package import SCOPE_NAME
 from otel_route_shadow.shadow import (
+    ShadowRecord,
     attempts_from_attributes,
     record_template,
     served_attributes,
     served_from_attributes,
     served_route,
 )
-
-if TYPE_CHECKING:
-    from otel_route_shadow.instrumentation.runtime import SeamObservation
 
 __all__ = ["DESCENDANTS_MAX", "SERVED_KEY", "Lineage", "ServedReports", "settle"]
 
@@ -93,6 +94,38 @@ class ServedReports:
         return (served or ServedRoute()).model_copy(update={"attempts": attempts})
 
 
+class _Runtime(Protocol):
+    """What this module uses of the runtime (``ShadowRuntime``)."""
+
+    @property
+    def memo(self) -> RuntimeMemo: ...
+
+    def contain(
+        self, exc: BaseException, where: str, span: Span | None, *, loud: bool, observation: Any
+    ) -> None: ...
+
+
+class _Observation(Protocol):
+    """What this module reads and writes of a seam's observation (``runtime.SeamObservation``)."""
+
+    lineage: list[int] | None
+    reports: ServedReports | None
+    overrides: dict[str, Any] | None
+    served_template: PayloadTemplate | None
+
+    @property
+    def record(self) -> ShadowRecord | None: ...
+
+    @property
+    def hook(self) -> ResponseHook | None: ...
+
+    @property
+    def call(self) -> SeamCall | None: ...
+
+    @property
+    def runtime(self) -> _Runtime: ...
+
+
 class Lineage:
     """Open seam spans and the spans started under them in this process, by span id.
 
@@ -104,9 +137,9 @@ class Lineage:
     __slots__ = ("spans",)
 
     def __init__(self) -> None:
-        self.spans: dict[int, SeamObservation] = {}
+        self.spans: dict[int, _Observation] = {}
 
-    def follow(self, span: Span, observation: SeamObservation) -> None:
+    def follow(self, span: Span, observation: _Observation) -> None:
         span_id = span.get_span_context().span_id
         self.spans[span_id] = observation
         observation.lineage = [span_id]
@@ -146,13 +179,13 @@ class Lineage:
             record = observation.record
             observation.reports.add(served, record.shadow.legacy if record is not None else None)
 
-    def release(self, observation: SeamObservation) -> None:
+    def release(self, observation: _Observation) -> None:
         lineage, observation.lineage = observation.lineage, None
         for span_id in lineage or ():
             self.spans.pop(span_id, None)
 
 
-def settle(observation: SeamObservation, span: Span, result: Any, error: BaseException | None) -> None:
+def settle(observation: _Observation, span: Span, result: Any, error: BaseException | None) -> None:
     """Decide what served the spawn (the hook, else the run's spans) and put it on the span and the
     observation (``overrides``, what the record adds to the decision's attributes, and the record's
     payload template with them, memoised per decision record and route). Nothing reported, or a hook

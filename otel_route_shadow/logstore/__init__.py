@@ -16,12 +16,15 @@ from otel_route_shadow.logstore.anchoring import (
     acknowledge_last_refusal,
     empty_tree_note,
 )
-from otel_route_shadow.logstore.checkpointer import (
-    Checkpointer,
-    SignedCheckpoint,
-    default_origin,
-    signed_checkpoint_from_note,
+from otel_route_shadow.logstore.archives import (
+    ArchiveProblem,
+    archive_dir,
+    check_archive,
+    closed_segments,
+    proof_path,
+    segments_dir,
 )
+from otel_route_shadow.logstore.checkpointer import Checkpointer
 from otel_route_shadow.logstore.consistency import (
     ChainCheck,
     CheckpointVerdict,
@@ -30,6 +33,7 @@ from otel_route_shadow.logstore.consistency import (
     check_chain,
     locate_first_changed,
 )
+from otel_route_shadow.logstore.cutting import cut_signed
 from otel_route_shadow.logstore.entries import (
     MAX_ENTRY_BYTES,
     BundleUnservable,
@@ -37,14 +41,32 @@ from otel_route_shadow.logstore.entries import (
     bundle_path,
     long_entries,
 )
+from otel_route_shadow.logstore.first_kept import PrunedError, authenticate_first_kept, check_kept_chain
 from otel_route_shadow.logstore.integrity import chain_tree
 from otel_route_shadow.logstore.keys import (
     KeyFileError,
     generate_key_file,
     read_policy_file,
-    read_signer_file,
+    read_signing_keys,
+)
+from otel_route_shadow.logstore.pruned import (
+    PRUNED_FILE,
+    Pruned,
+    PrunedSegment,
+    pruned_resource,
+    served_min_index,
+)
+from otel_route_shadow.logstore.pruning import (
+    PRUNE_LOCK_WAIT_S,
+    PruneOptions,
+    PruneRefused,
+    PruneResult,
+    Retention,
+    prune,
+    settle_pruning,
 )
 from otel_route_shadow.logstore.published import NotFound, PublishedLog, Unservable, parse_resource
+from otel_route_shadow.logstore.signed import SignedCheckpoint, default_origin, signed_checkpoint_from_note
 from otel_route_shadow.logstore.store import (
     CHECKPOINT_FILE,
     CHECKPOINTS_FILE,
@@ -52,6 +74,7 @@ from otel_route_shadow.logstore.store import (
     WITNESS_REFUSALS_FILE,
     Cosigned,
     LogStore,
+    StateError,
     read_note_file,
     tlog_dir,
 )
@@ -63,10 +86,13 @@ __all__ = [
     "CHECKPOINTS_FILE",
     "CHECKPOINT_FILE",
     "MAX_ENTRY_BYTES",
+    "PRUNED_FILE",
+    "PRUNE_LOCK_WAIT_S",
     "REFUSALS_FILE",
     "SWEEP_TILES",
     "WITNESS_REFUSALS_FILE",
     "Acknowledgement",
+    "ArchiveProblem",
     "BundleUnservable",
     "ChainCheck",
     "CheckpointVerdict",
@@ -78,23 +104,43 @@ __all__ = [
     "LogStore",
     "LongEntry",
     "NotFound",
+    "PruneOptions",
+    "PruneRefused",
+    "PruneResult",
+    "Pruned",
+    "PrunedError",
+    "PrunedSegment",
     "PublishedLog",
+    "Retention",
     "SignedCheckpoint",
+    "StateError",
     "TileSweep",
     "Unservable",
     "acknowledge_last_refusal",
+    "archive_dir",
+    "authenticate_first_kept",
     "bundle_path",
     "chain_tree",
+    "check_archive",
     "check_chain",
+    "check_kept_chain",
+    "closed_segments",
+    "cut_signed",
     "default_origin",
     "empty_tree_note",
     "generate_key_file",
     "locate_first_changed",
     "long_entries",
     "parse_resource",
+    "proof_path",
+    "prune",
+    "pruned_resource",
     "read_note_file",
     "read_policy_file",
-    "read_signer_file",
+    "read_signing_keys",
+    "segments_dir",
+    "served_min_index",
+    "settle_pruning",
     "signed_checkpoint_from_note",
     "tlog_dir",
 ]

@@ -1,18 +1,19 @@
-"""What the writer knows it signed before it signs again: its own notes, authenticated with its own key,
+"""What the writer knows it signed before it signs again: its own notes, authenticated with its own keys,
 and the signed sizes other evidence shows (docs/chain-format.md section 13.6, "Anchors").
 
 The writer of a log signs a new tree only when it extends every checkpoint it signed. On its own disk
 it finds them in ``checkpoints`` (the newest entry of its origin) and in ``checkpoint`` (the published
 note). Neither is taken on trust:
 
-* the newest entry of the log's origin in ``checkpoints`` must authenticate with the writer's own key
-  (without a key: parse as a checkpoint): a note edited on disk is an ``unverified-checkpoint``
-  refusal, never a reason to fall back to an older note;
+* the newest entry of the log's origin in ``checkpoints`` must authenticate with one of the writer's
+  own keys (during a key rotation the key file holds the old and the new key, and every checkpoint
+  carries both signatures; without a key: parse as a checkpoint): a note edited on disk is an
+  ``unverified-checkpoint`` refusal, never a reason to fall back to an older note;
 * a signed size shown elsewhere (``state``'s ``previous`` tree, which a writer records only after a
   checkpoint was published; the size a witness answered for this log) that is larger than every
   authenticated checkpoint is a ``rolled-back`` refusal: ``checkpoints`` lost what was signed.
 
-An operator who knows why (a rotated key, a restored backup, a log deliberately started over) runs
+An operator who knows why (a key replaced without a transition window, a restored backup, a log deliberately started over) runs
 ``otel-route-shadow acknowledge CHAIN``: it copies the last refusal into ``acknowledged``, and the
 writer then signs on from what it can authenticate for that very refusal (same reason and size) only.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any, Final
 
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
@@ -59,7 +61,7 @@ ACKNOWLEDGEABLE: Final = frozenset({UNVERIFIED_CHECKPOINT, ROLLED_BACK})
 """The refusals an operator may acknowledge (the others say the chain itself lost what was signed)."""
 _IF_YOU_KNOW_WHY: Final = " (if you know why: otel-route-shadow acknowledge CHAIN, docs/chain-format.md 13.6)"
 ANCHOR_REFUSALS: Final = {
-    UNVERIFIED_CHECKPOINT: "the newest checkpoint in `checkpoints` does not verify with the log's own key"
+    UNVERIFIED_CHECKPOINT: "the newest checkpoint in `checkpoints` does not verify with the log's own keys"
     + _IF_YOU_KNOW_WHY,
     ROLLED_BACK: "`checkpoints` holds no checkpoint as large as one signed (`state` or a witness shows it)"
     + _IF_YOU_KNOW_WHY,
@@ -112,10 +114,11 @@ def signed_elsewhere(directory: LogStore) -> int:
     return state.previous.size if state is not None and state.previous is not None else 0
 
 
-def empty_tree_note(origin: str, signer: Signer) -> str:
+def empty_tree_note(origin: str, signers: Sequence[Signer]) -> str:
     """A signed checkpoint of the empty tree: consistent with every tree of the log, so it may be sent to
-    a witness (``old 0``) to learn the size it holds without ever signing a fork."""
-    return sign_note(Checkpoint(origin, 0, EMPTY_ROOT).text(), [signer])
+    a witness (``old 0``) to learn the size it holds without ever signing a fork; signed by each of
+    ``signers``, as every checkpoint is."""
+    return sign_note(Checkpoint(origin, 0, EMPTY_ROOT).text(), signers)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -12,7 +12,9 @@ called after every slice of ``slice_leaves`` lines, so a host thread waiting for
 waits for one slice at most. Lines the caller appended itself (``chain.WrittenLine``: offset, bytes
 and record hash, known where the line was built) are taken as given, never read again: their record
 hashes are not checked (the caller computed them), their links are (each must link to the line before,
-whoever wrote it), and their leaf hashes are computed here, from memory.
+whoever wrote it), and their leaf hashes are computed here, from memory. A given line that does not link
+(one the caller kept from a file a cut closed, at an offset the live file has too) is not used: the
+lines from there on are read from the chain and checked.
 """
 
 from __future__ import annotations
@@ -39,7 +41,13 @@ _SLICE_BYTES: Final = 256 * 1024
 @dataclasses.dataclass(slots=True)
 class Cursor:
     """The tree the writer trusts and where it ends in the chain (see the module docstring), and the
-    offsets of the lines ``256 k`` it passed (``(k, offset)``, for the entries index)."""
+    offsets of the lines ``256 k`` it passed (``(k, offset)``, for the entries index).
+
+    Offsets are within the file of the segment whose first seq is ``segment`` (0: the chain's first
+    file, the whole chain when it was never cut), which begins at chain-wide position ``base``; the
+    offsets of ``bundle_starts`` are chain-wide (``base`` + offset). At the start of a segment
+    (``offset`` 0, the last line in the segment before) ``boundary`` is the hint of where the tree ended
+    in that one."""
 
     builder: TreeBuilder
     offset: int = 0
@@ -47,6 +55,9 @@ class Cursor:
     last_leaf: bytes = b""
     prev: bytes = GENESIS
     bundle_starts: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    segment: int = 0
+    boundary: TreeHint | None = None
+    base: int = 0
 
     @property
     def size(self) -> int:
@@ -56,9 +67,23 @@ class Cursor:
         """The ``state`` hint for this tree (None for the empty tree)."""
         if self.size == 0:
             return None
+        if self.offset == 0:
+            return self.boundary
         return TreeHint(
-            size=self.size, offset=self.offset, last_start=self.last_start, last_leaf=self.last_leaf.hex()
+            size=self.size,
+            offset=self.offset,
+            last_start=self.last_start,
+            last_leaf=self.last_leaf.hex(),
+            segment=self.segment or None,
         )
+
+    def next_segment(self) -> None:
+        """The cursor reached the end of a closed segment: the next line is the first of the segment
+        that starts at seq ``size``, at its offset 0 (its link to this cursor's last line is checked as
+        every line's is)."""
+        self.boundary = self.hint()
+        self.base += self.offset
+        self.segment, self.offset, self.last_start = self.size, 0, 0
 
     def add(self, leaves: Sequence[bytes], starts: Sequence[int], end: int, prev: bytes) -> None:
         """Append leaves: ``starts`` are their lines' offsets, ``end`` the offset after the last line,
@@ -66,7 +91,7 @@ class Cursor:
         first = self.builder.size
         k = -(-first // TILE_WIDTH)
         while k * TILE_WIDTH < first + len(leaves):
-            self.bundle_starts.append((k, starts[k * TILE_WIDTH - first]))
+            self.bundle_starts.append((k, self.base + starts[k * TILE_WIDTH - first]))
             k += 1
         self.builder.extend(leaves)
         self.offset, self.last_start, self.last_leaf, self.prev = end, starts[-1], leaves[-1], prev
@@ -84,8 +109,8 @@ class Extension:
 def still_holds(chain: FileHandle, cursor: Cursor, end: int) -> str | None:
     """None when the chain (``end`` bytes) still holds the cursor's last line where it was; else
     ``truncated`` (shorter than the cursor's offset) or ``rewritten`` (another line there)."""
-    if cursor.size == 0:
-        return None
+    if cursor.size == 0 or cursor.offset == 0:
+        return None  # nothing of the tree in this file: the first line's link is checked instead
     if end < cursor.offset:
         return "truncated"
     chain.seek(cursor.last_start)
@@ -117,7 +142,10 @@ def extend(
             if taken == 0:
                 if mine.offset + mine.length > end:
                     break  # beyond what this call may take
-                return Extension(broken=cursor.size)  # it does not link to the line before
+                # Not the line there (one kept from a file a cut closed, at the same offset): the
+                # chain's lines are read and checked instead.
+                own, offsets = {}, []
+                continue
             budget -= taken
             pause()
             continue

@@ -15,7 +15,8 @@ checkpointing: this one skips) and then:
    and the chain's line at the hint is the leaf the tiles hold. When the hint is missing or wrong, or
    the tiles are lost or damaged, it **rebuilds** the tree from the chain: re-hashing the lines and
    comparing the root at the size of every checkpoint it published (rewriting their tiles as each
-   root matches). A rebuild is bounded per call like any catch-up; nothing is signed before it reaches
+   root matches); a pruned chain's from its minimum index, the tree below it taken from the tiles the
+   base authenticates (``SegmentFiles.first_kept``). A rebuild is bounded per call like any catch-up; nothing is signed before it reaches
    the base.
 3. **Catches up** (at most ``max_leaves`` lines and ``max_bytes`` bytes), checking each line's record
    hash and link before it becomes a leaf (``catchup``).
@@ -23,8 +24,8 @@ checkpointing: this one skips) and then:
    ``TileReader`` for the new root, and a consistency proof from every checkpoint it knows it signed is
    computed and verified (``merkle.verify_consistency``). Then it signs, writes ``state``, appends the
    note to ``checkpoints`` and replaces ``checkpoint`` (the publication order of section 13.6), and
-   only then removes partial tiles whose full tile exists and appends the offsets of the lines
-   ``256 k`` it passed to ``entries-index`` (a hint for cutting entry bundles, section 13.9).
+   only then removes partial tiles whose full tile exists and appends the chain-wide positions of the
+   lines ``256 k`` it passed to ``entries-index`` (a hint for cutting entry bundles, section 13.9).
 
 Anything that contradicts what was signed (the chain cut below a signed size or rewritten under it, a
 line whose record hash or link fails, a proof that does not verify) is a **refusal**: logged once,
@@ -37,16 +38,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import logging
 import os
-import re
-import socket
 from collections.abc import Callable, Sequence
 from typing import Final
 
 from otel_route_shadow.chain import WrittenLine
-from otel_route_shadow.files import FileRefused, open_regular
+from otel_route_shadow.files import FileRefused
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.logstore.anchoring import (
     ANCHOR_REFUSALS,
@@ -62,6 +60,8 @@ from otel_route_shadow.logstore.anchoring import (
 from otel_route_shadow.logstore.catchup import DEFAULT_SLICE_LEAVES, Cursor, extend, still_holds
 from otel_route_shadow.logstore.entries import append_index_offsets
 from otel_route_shadow.logstore.links import record_hash_of
+from otel_route_shadow.logstore.segment_files import SegmentFiles
+from otel_route_shadow.logstore.signed import SignedCheckpoint, default_origin
 from otel_route_shadow.logstore.store import REFUSALS_FILE, LogStore, State, StateError, TreeHint
 from otel_route_shadow.logstore.tile_sweep import TileSweep
 from otel_route_shadow.tlog import (
@@ -79,7 +79,6 @@ from otel_route_shadow.tlog import (
     checkpoint_of,
     consistency_proof,
     leaf_hash,
-    parse_note,
     partial_tiles,
     sign_note,
     verify_consistency,
@@ -89,9 +88,6 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_LEAVES",
     "Checkpointer",
-    "SignedCheckpoint",
-    "default_origin",
-    "signed_checkpoint_from_note",
 ]
 
 _LOG = logging.getLogger("otel_route_shadow")
@@ -110,39 +106,6 @@ _REFUSAL_TEXT: Final = {
     **ANCHOR_REFUSALS,
 }
 """What each refusal reason means, for the one warning logged."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SignedCheckpoint:
-    """A checkpoint as appended to the checkpoint file: ``note`` is the whole signed-note text
-    (for an unsigned checkpoint, the checkpoint text alone)."""
-
-    origin: str
-    size: int
-    root: bytes
-    note: str
-    signed: bool
-    key_name: str | None
-
-    def checkpoint(self) -> Checkpoint:
-        return Checkpoint(self.origin, self.size, self.root)
-
-
-def default_origin(chain_path: str) -> str:
-    """``<host>/route-shadow/<16 hex of SHA-256(absolute chain path)>``: stable across restarts."""
-    host = re.sub(r"[^a-z0-9.-]", "-", socket.gethostname().lower()) or "localhost"
-    digest = hashlib.sha256(os.path.abspath(chain_path).encode("utf-8", "surrogateescape")).hexdigest()
-    return f"{host}/route-shadow/{digest[:16]}"
-
-
-def signed_checkpoint_from_note(note: str) -> SignedCheckpoint:
-    """Rebuild a ``SignedCheckpoint`` from a note (signatures are not checked here)."""
-    opened = parse_note(note)
-    checkpoint = checkpoint_of(note)
-    key = opened.signatures[0].name if opened.signatures else None
-    return SignedCheckpoint(
-        checkpoint.origin, checkpoint.size, checkpoint.root, note, bool(opened.signatures), key
-    )
 
 
 class _Refused(Exception):
@@ -187,7 +150,7 @@ class Checkpointer:
         self,
         chain_path: str,
         origin: str | None = None,
-        signer: Signer | None = None,
+        signer: Signer | Sequence[Signer] | None = None,
         *,
         max_leaves: int = DEFAULT_MAX_LEAVES,
         max_bytes: int = DEFAULT_MAX_BYTES,
@@ -196,7 +159,11 @@ class Checkpointer:
     ) -> None:
         self.chain_path = os.fspath(chain_path)
         self.origin = origin or default_origin(self.chain_path)
-        self.signer = signer
+        self.signers: tuple[Signer, ...] = (
+            () if signer is None else (signer,) if isinstance(signer, Signer) else tuple(signer)
+        )
+        """The log's signing keys (one name): every checkpoint carries a signature by each (a key
+        rotation's transition window has two)."""
         self.max_leaves = max(1, max_leaves)
         self.max_bytes = max(_MIN_BYTES, max_bytes)
         self.slice_leaves = max(1, slice_leaves)
@@ -233,6 +200,12 @@ class Checkpointer:
         return self._cursor.offset if self._cursor is not None else 0
 
     @property
+    def live_records(self) -> int:
+        """Records of the tree this writer holds in the file its tree ends in (the live file, once the
+        tree is caught up): the tree's size less that file's first seq (0 before it holds a tree)."""
+        return self._cursor.size - self._cursor.segment if self._cursor is not None else 0
+
+    @property
     def dir(self) -> str:
         """``<chain>.tlog``."""
         return self.directory.path
@@ -253,7 +226,7 @@ class Checkpointer:
         None when none was (nothing new, a rebuild still under way, the lock held elsewhere, refused,
         or a failure, logged once). Never raises.
 
-        ``appended``: lines this process wrote (a ``RoutingAuditLog`` listener's), taken as given
+        ``appended``: lines this process wrote (a ``DecisionChain`` listener's), taken as given
         instead of read; any other line is read and checked. ``pause``: called between slices of the
         catch-up instead of the one given at construction."""
         if self.refused is not None or self._running:
@@ -298,20 +271,27 @@ class Checkpointer:
                 self._started = True
                 self.directory.remove_temporaries(max((a.size for a in anchors), default=0))
             try:
-                chain = os.fdopen(open_regular(self.chain_path), "rb", buffering=0)
+                files = SegmentFiles(self.chain_path, self.directory)
             except FileNotFoundError:
                 if anchors:
                     raise _Refused("truncated", _detail(max(a.size for a in anchors), 0)) from None
                 return None
-            with chain:
-                return self._catch_up(chain, anchors, work)
+            with files:
+                return self._catch_up(files, anchors, work)
 
-    def _catch_up(self, chain: FileHandle, anchors: list[Checkpoint], work: _Work) -> SignedCheckpoint | None:
+    def _catch_up(
+        self, files: SegmentFiles, anchors: list[Checkpoint], work: _Work
+    ) -> SignedCheckpoint | None:
+        """Extend the tree in the file of the cursor's segment (a closed segment it has not finished,
+        or the live file), then publish."""
         base = max(anchors, key=lambda a: a.size, default=None)
-        end = os.fstat(chain.fileno()).st_size
         cursor = self._cursor
-        if cursor is None or (base is not None and cursor.size < base.size):
-            cursor = self._resume(chain, base, end)
+        if cursor is None or (base is not None and cursor.size < base.size and self._rebuilding is None):
+            cursor = self._resume(files, base)  # a rebuild under way goes on where it stopped
+        if cursor.offset and files.was_pruned(cursor.segment, cursor.size) is not None:
+            cursor.next_segment()  # a prune removed the segment the tree ends: go on in the next
+        chain, end = self._segment(files, cursor.segment, cursor.size)
+        live = cursor.segment == files.live_first
         problem = still_holds(chain, cursor, end)
         if problem is not None:
             raise _Refused(problem, _detail(cursor.size, end, cursor.offset))
@@ -329,7 +309,7 @@ class Checkpointer:
                 step,
                 slice_leaves=self.slice_leaves,
                 pause=work.pause,
-                appended=work.appended,
+                appended=work.appended if live else (),
             )
             budget -= cursor.size - size
             if target is None or cursor.size != target.size:
@@ -339,11 +319,14 @@ class Checkpointer:
                 break
         self._cursor = cursor
         self.behind = self._rebuilding is not None or extension.more or window < end
+        if not live and cursor.offset == end and extension.broken is None:
+            cursor.next_segment()  # the closed segment is all in the tree: the next call goes on
+            self.behind = True
         if self._rebuilding is not None:
             detail = _detail(self._rebuilding.targets[0].size, end, cursor.offset)
             if extension.broken is not None:
                 raise _Refused("broken-link", {**detail, "seq": extension.broken})
-            if window == end and not extension.more:
+            if live and window == end and not extension.more:
                 raise _Refused("truncated", detail)
             return None
         made = self._publish(cursor, anchors, base, before)
@@ -382,7 +365,7 @@ class Checkpointer:
         )
 
     def _own(self, note: str) -> Checkpoint | None:
-        return own_checkpoint(note, self.origin, [self.signer.verifier()] if self.signer else [])
+        return own_checkpoint(note, self.origin, [signer.verifier() for signer in self.signers])
 
     def _all_notes(self) -> list[str]:
         """Every note of ``checkpoints``; none when it cannot be read whole (larger than any reader reads)."""
@@ -409,35 +392,54 @@ class Checkpointer:
                 sizes.add(checkpoint.size)
         return sizes
 
+    def signed_note(self, size: int) -> str | None:
+        """The newest note of this log for a tree of exactly ``size`` leaves that its key authenticates,
+        as stored in ``checkpoints`` (with the cosignatures stored with it), else as this object signed
+        it; None when there is none."""
+        for note in reversed(self._all_notes()):
+            checkpoint = self._own(note)
+            if checkpoint is not None and checkpoint.size == size:
+                return note
+        return self.last.note if self.last is not None and self.last.size == size else None
+
     # -- resuming -------------------------------------------------------------------------------------
 
-    def _resume(self, chain: FileHandle, base: Checkpoint | None, end: int) -> Cursor:
+    def _segment(self, files: SegmentFiles, segment: int, size: int) -> tuple[FileHandle, int]:
+        """The file of ``segment`` and its size; a closed segment missing is the chain cut below
+        what was signed."""
+        try:
+            return files.open(segment)
+        except FileNotFoundError:
+            raise _Refused("truncated", {**_detail(size, -1), "segment": segment}) from None
+
+    def _resume(self, files: SegmentFiles, base: Checkpoint | None) -> Cursor:
         """The cursor at ``base``: from the ``state`` hint when everything it rests on authenticates,
-        else a rebuild from the chain's first line."""
+        else a rebuild from the chain's first line (of a pruned chain, its first line kept)."""
         self._rebuilding = None
         if base is None:
             return Cursor(TreeBuilder())
         try:
             if self._rebuild_next is not None:
                 raise _Rebuild(self._rebuild_next)
-            return self._from_hint(chain, base, end)
+            return self._from_hint(files, base)
         except _Rebuild as why:
             self._log_once(
                 f"rebuild:{why}", "rebuilding the tree of %s from the chain: %s", self.chain_path, why
             )
         self._rebuild_next = None
-        targets = [c for c in self._published() if 0 < c.size <= base.size]
+        start = files.first_kept(TileReader(self.directory, base.size, base.root))
+        targets = [c for c in self._published() if start.size < c.size <= base.size]
         if not targets or targets[-1] != base:
             targets.append(base)
         self._rebuilding = _Rebuilding(targets)
-        return Cursor(TreeBuilder())
+        return start
 
-    def _from_hint(self, chain: FileHandle, base: Checkpoint, end: int) -> Cursor:
+    def _from_hint(self, files: SegmentFiles, base: Checkpoint) -> Cursor:
         try:
             state = self.directory.read_state()
         except StateError as exc:
             raise _Rebuild(str(exc)) from None
-        hint = _hint_for(state, base.size)
+        hint = None if state is None else state.hint_for(base.size)
         if hint is None:
             raise _Rebuild("no state for the last signed tree")
         reader = TileReader(self.directory, base.size, base.root)
@@ -446,6 +448,10 @@ class Checkpointer:
             leaf = reader.node(0, base.size - 1)
         except TileError as exc:
             raise _Rebuild(f"tiles unusable: {exc}") from None
+        if leaf == bytes.fromhex(hint.last_leaf) and (prev := files.link_past_pruned(hint)) is not None:
+            start = files.start(base.size)
+            return Cursor(TreeBuilder(base.size, edge), 0, 0, leaf, prev, [], base.size, hint, start)
+        chain, end = self._segment(files, hint.segment or 0, base.size)
         if hint.offset > end:
             raise _Refused("truncated", _detail(base.size, end, hint.offset))
         chain.seek(max(0, hint.last_start - 1))
@@ -459,7 +465,13 @@ class Checkpointer:
         ):
             raise _Rebuild("the state does not point at the last signed line")
         return Cursor(
-            TreeBuilder(base.size, edge), hint.offset, hint.last_start, leaf, record_hash_of(line[:-1])
+            TreeBuilder(base.size, edge),
+            hint.offset,
+            hint.last_start,
+            leaf,
+            record_hash_of(line[:-1]),
+            segment=hint.segment or 0,
+            base=files.start(hint.segment or 0),
         )
 
     def _reached(self, cursor: Cursor, target: Checkpoint, end: int) -> None:
@@ -540,10 +552,10 @@ class Checkpointer:
                 )
 
     def _sign(self, checkpoint: Checkpoint) -> SignedCheckpoint:
-        note = sign_note(checkpoint.text(), [self.signer] if self.signer else [])
-        name = self.signer.name if self.signer else None
+        note = sign_note(checkpoint.text(), self.signers)
+        name = self.signers[0].name if self.signers else None
         return SignedCheckpoint(
-            checkpoint.origin, checkpoint.size, checkpoint.root, note, self.signer is not None, name
+            checkpoint.origin, checkpoint.size, checkpoint.root, note, bool(self.signers), name
         )
 
     # -- refusing, telling ----------------------------------------------------------------------------
@@ -577,16 +589,3 @@ class Checkpointer:
 
 def _detail(tree_size: int, chain_bytes: int, expected_offset: int = -1) -> dict[str, int]:  # -1: not known
     return {"tree_size": tree_size, "expected_offset": expected_offset, "chain_bytes": chain_bytes}
-
-
-def _hint_for(state: State | None, size: int) -> TreeHint | None:
-    """The hint of ``state`` for a tree of ``size`` leaves (its own, or the previous one's)."""
-    if state is None:
-        return None
-    if state.size == size:
-        return TreeHint(
-            size=state.size, offset=state.offset, last_start=state.last_start, last_leaf=state.last_leaf
-        )
-    if state.previous is not None and state.previous.size == size:
-        return state.previous
-    return None

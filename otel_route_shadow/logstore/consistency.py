@@ -1,7 +1,7 @@
 """Verify a chain against signed checkpoints: is every checkpoint a prefix of this chain?
 
-For each note: authenticate it (``bad-signature``, ``unknown-key``, ``unsigned``, ``malformed``). Then
-one pass over the chain (``chain.verify_pass``) checks its lines and hashes every line as a leaf as it
+For each note: authenticate it (``bad-signature``, ``unknown-key``, ``key-outside-window``, ``unsigned``,
+``malformed``). Then one pass over the chain (``chain.verify_pass``) checks its lines and hashes every line as a leaf as it
 goes; the tree over the leaves gives the root at each checkpoint's size (``truncated`` when the chain
 is shorter, ``record-changed`` when the root differs). Below the largest authenticated checkpoint the
 pass hashes leaves only: its signed root commits to every byte there, and its signer checked those
@@ -24,18 +24,19 @@ import enum
 import os
 from collections.abc import Callable, Sequence
 
-from otel_route_shadow.chain import ChainPass, Verdict, VerifyResult, verify_pass
+from otel_route_shadow.chain import ChainPass, Verdict, VerifyResult, chain_segments, verify_pass
 from otel_route_shadow.logstore.health import TileHealth, check_tiles
 from otel_route_shadow.logstore.integrity import TreeSink
+from otel_route_shadow.logstore.retained import RetainedTree
 from otel_route_shadow.logstore.store import LogStore
 from otel_route_shadow.tlog import (
     AuthenticationError,
     Checkpoint,
+    KeyWindow,
     NodeReader,
     TileError,
     TileReader,
     TreeLevels,
-    Verifier,
     authenticate,
     range_hash,
     split_point,
@@ -65,6 +66,8 @@ class ConsistencyReason(enum.StrEnum):
     """Only keys not among the given verifier keys signed it: never taken as valid."""
     BAD_SIGNATURE = "bad-signature"
     """A signature by a given key does not verify: the note was altered or forged."""
+    KEY_OUTSIDE_WINDOW = "key-outside-window"
+    """Signed only by keys of the key set whose windows do not contain its size (a rotated key)."""
     MALFORMED = "malformed"
     """Not a signed note holding a C2SP checkpoint."""
     TRUNCATED = "truncated"
@@ -73,6 +76,9 @@ class ConsistencyReason(enum.StrEnum):
     """A line before the checkpoint's size differs from what was signed (edit, insert, removal, re-link)."""
     FORK = "fork"
     """Two authenticated checkpoints are inconsistent with each other: the log signed two histories."""
+    UNPROVABLE = "unprovable"
+    """The chain is pruned (docs/chain-format.md 14.5) and the tiles that stand for its pruned records
+    do not authenticate against a signed checkpoint covering them: this one cannot be checked."""
     BROKEN_CHAIN = "broken-chain"
     """Every checkpoint holds but a line does not verify (docs/chain-format.md section 8; the chain's
     verdict names the class).
@@ -138,8 +144,9 @@ class ChainCheck:
     chain: VerifyResult
     """The chain's own verdict; the lines below ``vouched`` were taken on the checkpoint's trust."""
     report: ConsistencyReport
-    tree: TreeLevels
-    """The tree over the leaves of every complete line."""
+    tree: TreeLevels | RetainedTree
+    """The tree over the leaves of every complete line (of a pruned chain: over the retained lines,
+    the pruned ones standing as the authenticated tiles)."""
     vouched: int
     """The size of the largest authenticated checkpoint that holds (0 without keys or with ``strict``)."""
     marked_offset: int | None
@@ -171,8 +178,10 @@ def check_chain(
     strict: bool = False,
     check_tile_store: bool = True,
     byte_progress: Callable[[int, int], None] | None = None,
+    start: int = 0,
 ) -> ChainCheck:
-    """Check ``chain_path`` against every note. A bad verifier key string raises ``NoteError``; a
+    """Check ``chain_path`` against every note, authenticated with ``verifier_keys`` (verifier keys or
+    key-set lines, ``tlog.KeyWindow``). A bad key string raises ``NoteError``; a
     chain that cannot be read at all raises ``OSError``.
 
     ``tiles_dir`` (default ``<chain>.tlog``) holds the tiles used to locate a changed record and whose
@@ -180,10 +189,15 @@ def check_chain(
     adds the payload value walk to every line's check, so no line is taken on trust).
     ``check_tile_store=False`` skips the tile store's health check (for benchmarks). The pass also
     finds where the line at the largest accepted checkpoint's size begins (``marked_offset``).
+
+    ``start`` (a pruned chain's minimum index m): the pass reads the chain from m on, and the tree's
+    nodes below m are read from the tiles, authenticated against the largest accepted checkpoint of a
+    size >= m (:class:`RetainedTree`); every checkpoint is judged against that tree (one of a size
+    below m: through those tiles alone), ``unprovable`` when the tiles do not authenticate.
     """
     path = os.fspath(chain_path)
     tiles = LogStore(path, tiles_dir)
-    verifiers = [Verifier.parse(key) for key in verifier_keys]
+    verifiers = [KeyWindow.parse(key) for key in verifier_keys]
     verdicts: dict[int, CheckpointVerdict] = {}
     accepted: list[_Accepted] = []
     for index, note in enumerate(notes):
@@ -204,8 +218,10 @@ def check_chain(
         mark=largest,
         leaves=sink,
         byte_progress=byte_progress,
+        verifiers=verifiers,
+        start=start,
     )
-    tree = sink.tree()
+    tree = sink.tree() if start == 0 else sink.retained(start, _below(tiles, accepted, start))
     problems: list[str] = []
     for item in accepted:
         verdicts[item.index] = _judge(tree, tiles, item, problems)
@@ -214,15 +230,32 @@ def check_chain(
     ordered = [verdicts[i] for i in range(len(notes))]
     vouched = _vouched_size(ordered, trusting)
     if vouched < chain.unchecked:  # the largest did not hold: check what it would have vouched for
-        chain = verify_pass(path, jobs=jobs, strict=strict, unchecked=vouched, mark=largest)
+        chain = verify_pass(
+            path, jobs=jobs, strict=strict, unchecked=vouched, mark=largest, verifiers=verifiers, start=start
+        )
     health = _tile_health(tiles, tree, ordered, problems, check_tile_store)
-    report = _report(ordered, tree.size, _broken_line(chain), bool(verifiers), health)
+    segmented = start > 0 or len(chain_segments(path)) > 1
+    report = _report(ordered, tree.size, _broken_line(chain, segmented), bool(verifiers), health)
     return ChainCheck(chain.result, report, tree, vouched, chain.marked_offset)
 
 
-def _broken_line(chain: ChainPass) -> int | None:
+def _below(tiles: LogStore, accepted: list[_Accepted], start: int) -> TileReader | None:
+    """The tiles of the largest accepted checkpoint covering ``[0, start)``: what stands for a pruned
+    chain's records (None when no accepted checkpoint covers them)."""
+    covering = [a.checkpoint for a in accepted if a.checkpoint.size >= start]
+    if not covering:
+        return None
+    largest = max(covering, key=lambda checkpoint: checkpoint.size)
+    return TileReader(tiles, largest.size, largest.root)
+
+
+def _broken_line(chain: ChainPass, segmented: bool) -> int | None:
+    """The chain's position of its first line that does not verify: of a segmented chain, the seq the
+    pass expected there (``line`` counts within the file it is in), else its line number."""
     result = chain.result
-    return None if result.verdict is not Verdict.BROKEN or result.line is None else result.line - 1
+    if result.verdict is not Verdict.BROKEN or result.line is None:
+        return None
+    return result.first_bad_seq if segmented and result.first_bad_seq is not None else result.line - 1
 
 
 def _unauthenticated(index: int, exc: AuthenticationError) -> CheckpointVerdict:
@@ -237,10 +270,21 @@ def _unauthenticated(index: int, exc: AuthenticationError) -> CheckpointVerdict:
 
 
 def _tile_health(
-    tiles: LogStore, tree: TreeLevels, verdicts: list[CheckpointVerdict], problems: list[str], check: bool
+    tiles: LogStore,
+    tree: TreeLevels | RetainedTree,
+    verdicts: list[CheckpointVerdict],
+    problems: list[str],
+    check: bool,
 ) -> TileHealth:
     if not check:
         return TileHealth(note="not checked (switched off)")
+    if isinstance(tree, RetainedTree):
+        note = (
+            f"the chain is pruned below seq {tree.start}: the tiles standing for the pruned records were "
+            "authenticated against the signed roots, the others not compared with the records"
+        )
+        return TileHealth(note=note, damaged=tuple(dict.fromkeys(problems)))
+
     health = check_tiles(tiles, tree, [v.size for v in verdicts if v.ok and v.size])
     if problems:
         known = set(health.damaged)
@@ -258,13 +302,21 @@ def _vouched_size(verdicts: list[CheckpointVerdict], trusting: bool) -> int:
     return max((v.size or 0 for v in verdicts if v.ok), default=0)
 
 
-def _judge(tree: TreeLevels, tiles: LogStore, item: _Accepted, problems: list[str]) -> CheckpointVerdict:
+def _judge(
+    tree: TreeLevels | RetainedTree, tiles: LogStore, item: _Accepted, problems: list[str]
+) -> CheckpointVerdict:
     cp = item.checkpoint
     base = {"index": item.index, "size": cp.size, "origin": cp.origin, "signed_by": item.signed_by}
     if cp.size > tree.size:
         detail = f"the chain has {tree.size} records, the checkpoint {cp.size}"
         return CheckpointVerdict(reason=ConsistencyReason.TRUNCATED, detail=detail, **base)  # type: ignore[arg-type]
-    if tree_hash(tree, cp.size) == cp.root:
+    try:
+        root = tree_hash(tree, cp.size)
+    except (TileError, ValueError) as exc:  # a pruned chain's: the tiles below its minimum index
+        if isinstance(exc, TileError):
+            problems.append(str(exc))
+        return CheckpointVerdict(reason=ConsistencyReason.UNPROVABLE, detail=str(exc), **base)  # type: ignore[arg-type]
+    if root == cp.root:
         return CheckpointVerdict(reason=ConsistencyReason.OK, **base)  # type: ignore[arg-type]
     located = locate_first_changed(tree, cp, tiles)
     if located.tile_problem is not None:

@@ -28,9 +28,20 @@ from array import array
 from collections.abc import Sequence
 from typing import Final
 
-from otel_route_shadow.chain import MAX_ENTRY_BYTES, MAX_LINE_BYTES, leaf_hashes
-from otel_route_shadow.files import FileRefused, open_beneath, open_regular, read_beneath, write_atomic
+import orjson
+
+from otel_route_shadow.chain import MAX_ENTRY_BYTES, MAX_LINE_BYTES, ChainBytes, each_chain_file, leaf_hashes
+from otel_route_shadow.files import (
+    FileRefused,
+    file_identity,
+    open_beneath,
+    open_regular,
+    read_beneath,
+    write_atomic,
+)
 from otel_route_shadow.lines import complete_end, iter_lines_from, line_after
+from otel_route_shadow.logstore.pruned import PRUNED_FILE
+from otel_route_shadow.logstore.store import LogStore, StateError
 from otel_route_shadow.tlog import HASH_SIZE, TILE_WIDTH, TileError, leaf_hash, tile_path
 
 __all__ = [
@@ -107,6 +118,12 @@ class EntryIndex:
     Offsets the writer appended to the file since (:func:`append_index_offsets`) are taken before the
     chain is scanned, until the index is rebuilt: a rebuilt index is the chain's own. ``rebuilds``
     counts the times it was thrown away and scanned again from the chain's start.
+
+    Offsets are chain-wide positions (``chain.ChainBytes``): after a prune they count the bytes of the
+    segments removed, as the log's ``pruned`` file records them (:meth:`kept`), so the offsets of lines
+    the prune kept do not change. A scan of a pruned chain starts at its first kept line; the offsets
+    of the pruned lines it cannot know are held as placeholders (increasing, below the first kept
+    byte): their bundles are pruned, and one that is asked for anyway does not match its leaves.
     """
 
     def __init__(self, chain_path: str, directory: str) -> None:
@@ -119,6 +136,7 @@ class EntryIndex:
         self._scanned: tuple[int, int] | None = None  # (st_dev, st_ino) of the chain this process scanned
         self._written_taken = True
         """Whether offsets appended to the file are taken (until a rebuild)."""
+        self._kept: tuple[tuple[int, ...] | None, tuple[int, int]] = (None, (0, 0))
         self._load()
 
     def _load(self) -> None:
@@ -146,13 +164,13 @@ class EntryIndex:
         """Whether a rebuild could change anything: the offsets were not all found by this process in
         the chain file now at the path (a rebuilt index that still does not match is not rebuilt
         again for the same file)."""
-        return self._scanned is None or self._scanned != _identity(self.chain_path)
+        return self._scanned is None or self._scanned != file_identity(self.chain_path)
 
     def rebuild(self) -> None:
         """Forget every offset but line 0's; the next :meth:`locate` scans from the chain's start."""
         self.offsets = array("Q", [0])
         self.rebuilds += 1
-        self._scanned = _identity(self.chain_path)
+        self._scanned = file_identity(self.chain_path)
         self._written_taken = False
 
     def _take_written(self) -> None:
@@ -178,17 +196,59 @@ class EntryIndex:
         if all(b > a for a, b in itertools.pairwise(grown)):
             self.offsets.extend(grown[1:])
 
+    def kept(self) -> tuple[int, int]:
+        """The minimum index and the chain-wide position of the first byte kept, as the log's ``pruned``
+        file says (read again when its stat changed); (0, 0) when it is missing or cannot be read."""
+        store = LogStore(self.chain_path, self.directory)
+        try:
+            st = os.stat(store.file(PRUNED_FILE))
+            key: tuple[int, ...] | None = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError:
+            key = None
+        if key != self._kept[0]:
+            try:
+                pruned = store.read_pruned()
+            except (StateError, OSError):
+                pruned = None
+            found = (0, 0) if pruned is None else (pruned.min_index, pruned.kept_position())
+            self._kept = (key, found)
+        return self._kept[1]
+
+    def chain(self) -> ChainBytes:
+        """The chain's bytes, positions chain-wide (see the class docstring)."""
+        min_index, position = self.kept()
+        return ChainBytes(self.chain_path, position, min_index)
+
+    def _skip_pruned(self, min_index: int, start: int) -> int:
+        """Hold placeholders for the offsets of pruned lines ``256 k`` (those below ``min_index``) and,
+        when ``min_index`` is one, ``start``; return the lines between the last offset held and the
+        first kept line (-1: the placeholders do not fit below ``start``, nothing changed)."""
+        first = -(-min_index // TILE_WIDTH)
+        missing = first - len(self.offsets)
+        if missing > 0 and self.offsets[-1] + missing >= start:
+            return -1
+        self.offsets.extend(range(self.offsets[-1] + 1, self.offsets[-1] + 1 + max(0, missing)))
+        if min_index % TILE_WIDTH == 0:
+            self.offsets.append(start)
+            return 0
+        return min_index - (first - 1) * TILE_WIDTH
+
     def _extend(self, bundle: int) -> None:
         if self._written_taken:
             self._take_written()
             if bundle < len(self.offsets):
                 return
         before = len(self.offsets)
-        with _open(self.chain_path) as chain:
+        with self.chain() as chain:
             position = self.offsets[-1]
             since = 0  # complete lines since the last offset
+            if position < chain.start:
+                since = self._skip_pruned(self.kept()[0], chain.start)
+                position = chain.start
+                if since < 0:
+                    return
             while len(self.offsets) <= bundle:
-                block = os.pread(chain.fileno(), _BLOCK, position)
+                block = chain.pread(_BLOCK, position)
                 if not block:
                     break
                 found = block.count(b"\n")
@@ -205,7 +265,7 @@ class EntryIndex:
                 since += block.count(b"\n", at)
                 position += len(block)
         if self._scanned is None and before == 1:
-            self._scanned = _identity(self.chain_path)
+            self._scanned = file_identity(self.chain_path)
         if len(self.offsets) > before:
             self._save()
 
@@ -251,19 +311,6 @@ def append_index_offsets(directory: str, starts: Sequence[tuple[int, int]]) -> b
         os.close(fd)
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _open(path: str) -> io.FileIO:
-    """The chain, opened without blocking and refused unless a regular file."""
-    return io.FileIO(open_regular(path), "rb")
-
-
 # --- bundles -----------------------------------------------------------------------------------------
 
 
@@ -282,9 +329,16 @@ def read_bundle(chain_path: str, index: EntryIndex, bundle: int, width: int, lea
     Raises :class:`BundleUnservable` for a bundle that holds a line longer than :data:`MAX_ENTRY_BYTES`
     (only once every line matched its leaf; a line over the chain's own limit, ``MAX_LINE_BYTES``, is
     never held, so its bundle is unservable unchecked), :class:`BundleDamaged` when the lines do not
-    match.
+    match, or when the bundle begins below the chain's minimum index (its first lines were pruned: the
+    index is not rebuilt for it).
     """
     path = bundle_path(bundle, width)
+    min_index = index.kept()[0]
+    if bundle * TILE_WIDTH < min_index:
+        raise BundleDamaged(
+            path,
+            f"it begins at seq {bundle * TILE_WIDTH}, below the minimum index {min_index}: pruned records",
+        )
     wanted = leaves[: width * HASH_SIZE]
     lines = None
     for _attempt in range(2):
@@ -319,19 +373,18 @@ def _lines(chain_path: str, index: EntryIndex, bundle: int, width: int) -> _Line
     start = index.locate(bundle)
     if start is None:
         return None
-    with _open(chain_path) as chain:
-        fd = chain.fileno()
-        if start and os.pread(fd, 1, start - 1) != b"\n":
+    with index.chain() as chain:
+        if start > chain.start and chain.pread(1, start - 1) != b"\n":
             return None
         end = index.locate(bundle + 1) if width == TILE_WIDTH else None
         if end is not None and end - start <= width * (MAX_ENTRY_BYTES + 1):
-            return _whole_lines(fd, start, end, width)
+            return _whole_lines(chain, start, end, width)
         return _read_lines(chain, start, width)
 
 
-def _whole_lines(fd: int, start: int, end: int, count: int) -> _Lines | None:
+def _whole_lines(chain: ChainBytes, start: int, end: int, count: int) -> _Lines | None:
     """The ``count`` lines that fill ``[start, end)`` exactly (None when they do not)."""
-    data = os.pread(fd, end - start, start)
+    data = chain.pread(end - start, start)
     if len(data) != end - start or not data.endswith(b"\n"):
         return None
     entries = data[:-1].split(b"\n")
@@ -341,7 +394,7 @@ def _whole_lines(fd: int, start: int, end: int, count: int) -> _Lines | None:
     return _Lines(entries, leaf_hashes(data, len(data) - 1), long)
 
 
-def _read_lines(chain: io.FileIO, start: int, count: int) -> _Lines | None:
+def _read_lines(chain: ChainBytes, start: int, count: int) -> _Lines | None:
     """``count`` complete lines from byte ``start`` (``lines.iter_lines_from``): their bytes (those
     over :data:`MAX_ENTRY_BYTES` replaced by b"") and leaf hashes. None when the file ends first. A
     line over the chain's own limit (:data:`MAX_LINE_BYTES`, which no writer writes) is not read: the
@@ -349,7 +402,7 @@ def _read_lines(chain: io.FileIO, start: int, count: int) -> _Lines | None:
     entries: list[bytes] = []
     leaves: list[bytes] = []
     long: list[tuple[int, int]] = []
-    size = os.fstat(chain.fileno()).st_size
+    size = chain.size
     for offset, line in iter_lines_from(chain, start, size, MAX_LINE_BYTES, _BLOCK):
         if line is None:
             length = line_after(chain, offset, size) - offset - 1
@@ -382,28 +435,56 @@ class LongEntry:
 
 
 def long_entries(chain_path: str) -> list[LongEntry]:
-    """Every complete line of the chain longer than :data:`MAX_ENTRY_BYTES`, in order.
+    """Every complete line of the chain longer than :data:`MAX_ENTRY_BYTES`, in order (over a
+    segmented chain's files: each file's lines counted from the seq its name, or for the live file its
+    first record, says it begins with; positions over the files as over one).
 
     Such a line covers a whole aligned window of ``(MAX_ENTRY_BYTES + 1) / 2`` bytes, so only windows
     whose first few KB hold no LF are looked at closer: a chain of short lines costs one small read per
     window (about 1/8 of the file), not a read of the whole file; seqs are counted only when a long line
     was found."""
+    out: list[LongEntry] = []
+    base = 0
+    for segment, chain in each_chain_file(chain_path):
+        size = os.fstat(chain.fileno()).st_size
+        found = _long_in_file(chain, size)
+        if found:
+            first = _first_seq(chain, segment.first, base)
+            out.extend(LongEntry(e.seq + first, base + e.offset, e.length) for e in found)
+        base += size
+    return out
+
+
+def _first_seq(chain: io.FileIO, first: int | None, base: int) -> int:
+    """The seq a chain file begins with: its name's, 0 for the only file, else its first record's."""
+    if first is not None or base == 0:
+        return first or 0
+    line = next(
+        iter_lines_from(chain, 0, os.fstat(chain.fileno()).st_size, MAX_LINE_BYTES, _PROBE), (0, None)
+    )[1]
+    try:
+        seq = orjson.loads(line or b"")["seq"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return 0
+    return seq if isinstance(seq, int) else 0
+
+
+def _long_in_file(chain: io.FileIO, size: int) -> list[LongEntry]:
+    """:func:`long_entries` in one file, seqs and offsets from its start."""
     found: list[tuple[int, int]] = []
-    with _open(chain_path) as chain:
-        fd = chain.fileno()
-        size = os.fstat(fd).st_size
-        window = 0
-        while window < size:
-            if found and window < found[-1][0] + found[-1][1]:
-                window += _WINDOW
-                continue
-            probe = os.pread(fd, _PROBE, window)
-            if b"\n" not in probe and b"\n" not in os.pread(fd, _WINDOW, window):
-                line = _line_around(chain, window, size)
-                if line is not None and line[1] > MAX_ENTRY_BYTES:
-                    found.append(line)
+    fd = chain.fileno()
+    window = 0
+    while window < size:
+        if found and window < found[-1][0] + found[-1][1]:
             window += _WINDOW
-        return _with_seqs(fd, found)
+            continue
+        probe = os.pread(fd, _PROBE, window)
+        if b"\n" not in probe and b"\n" not in os.pread(fd, _WINDOW, window):
+            line = _line_around(chain, window, size)
+            if line is not None and line[1] > MAX_ENTRY_BYTES:
+                found.append(line)
+        window += _WINDOW
+    return _with_seqs(fd, found)
 
 
 def _line_around(chain: io.FileIO, position: int, size: int) -> tuple[int, int] | None:

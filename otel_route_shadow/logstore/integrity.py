@@ -12,7 +12,8 @@ from __future__ import annotations
 from concurrent.futures import Executor, Future
 
 from otel_route_shadow.chain import verify_pass
-from otel_route_shadow.tlog import HASH_SIZE, TreeLevels, parent_row
+from otel_route_shadow.logstore.retained import RetainedTree
+from otel_route_shadow.tlog import HASH_SIZE, NodeReader, TreeLevels, parent_row
 
 __all__ = ["TreeSink", "chain_tree"]
 
@@ -46,6 +47,11 @@ class TreeSink:
     def size(self) -> int:
         """The leaves taken so far."""
         return len(self._leaves) // HASH_SIZE
+
+    def retained(self, start: int, below: NodeReader | None) -> RetainedTree:
+        """The tree of a chain pruned below ``start`` whose leaves from ``start`` on this sink took
+        (:class:`RetainedTree`; ``below`` gives the nodes wholly below ``start``)."""
+        return RetainedTree(start, bytes(self._leaves), below)
 
     def tree(self) -> TreeLevels:
         """The tree over every leaf taken (after the pass: its pool, if any, has finished)."""

@@ -1,11 +1,14 @@
 """Key files: a signer key written once with mode 0600, read back by the plugin; and witness trust
 policy files (C2SP tlog-policy text, parsed by ``tlog.parse_policy``).
 
-The file holds the Go-style signer string (``PRIVATE+KEY+...``) and a final LF. It is written durably
-with mode 0600 and never replaces an existing file (``files.write_atomic(exclusive=True)``); it is read
-bounded, a FIFO or any other non-regular file is refused without blocking, and, as ssh does with a
-private key, a file its group or others may read is refused (``files.read_regular(private=True)``).
-Errors name the path and the problem, never the file's content.
+A key file holds Go-style signer strings (``PRIVATE+KEY+...``), one a line, each ending in LF:
+``key generate`` writes one. During a key rotation the operator appends the new key (the same name,
+the log's origin) and the writer signs every checkpoint with each key of the file, then removes the
+old line (docs/operating.md, "Rotating the log's key"). A file is written durably with mode 0600 and
+never replaces an existing file (``files.write_atomic(exclusive=True)``); it is read bounded, a FIFO
+or any other non-regular file is refused without blocking, and, as ssh does with a private key, a file
+its group or others may read is refused (``files.read_regular(private=True)``). Errors name the path,
+the line number and the problem, never the file's content.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import os
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
 from otel_route_shadow.tlog import MAX_POLICY_BYTES, NoteError, Policy, PolicyError, Signer, parse_policy
 
-__all__ = ["KeyFileError", "generate_key_file", "read_policy_file", "read_signer_file"]
+__all__ = ["KeyFileError", "generate_key_file", "read_policy_file", "read_signing_keys"]
 
 _MAX_KEY_FILE = 4096
+MAX_SIGNING_KEYS = 4
+"""The most keys one key file holds (a rotation needs two)."""
 
 
 class KeyFileError(ValueError):
@@ -54,8 +59,9 @@ def _check_origin(name: str) -> None:
         )
 
 
-def read_signer_file(path: str) -> Signer:
-    """Read a signer key file; ``KeyFileError`` names the path and the problem only."""
+def read_signing_keys(path: str) -> tuple[Signer, ...]:
+    """The signer keys of a key file (one at least, all of one name, none twice); ``KeyFileError``
+    names the path, the line and the problem only."""
     try:
         data = read_regular(path, _MAX_KEY_FILE, private=True)
     except FileRefused as exc:
@@ -65,10 +71,28 @@ def read_signer_file(path: str) -> Signer:
             f"{path}: cannot read the signing key: {exc.strerror or type(exc).__name__}"
         ) from None
     try:
-        return Signer.parse(data.decode("ascii"))
-    except (NoteError, UnicodeDecodeError, ValueError) as exc:
-        reason = str(exc) if isinstance(exc, NoteError) else "not an ASCII key string"
-        raise KeyFileError(f"{path}: not a signing key: {reason}") from None
+        lines = data.decode("ascii").strip("\n").split("\n")
+    except UnicodeDecodeError:
+        raise KeyFileError(f"{path}: not a signing key: not an ASCII key string") from None
+    if len(lines) > MAX_SIGNING_KEYS:
+        raise KeyFileError(f"{path}: more than {MAX_SIGNING_KEYS} signing keys")
+    signers = tuple(_signer(path, number, line) for number, line in enumerate(lines, 1))
+    if len({s.name for s in signers}) > 1:
+        raise KeyFileError(
+            f"{path}: the keys have different names (a log's keys are all named for its origin)"
+        )
+    if len({s.key_id for s in signers}) < len(signers):
+        raise KeyFileError(f"{path}: a key appears twice")
+    return signers
+
+
+def _signer(path: str, number: int, line: str) -> Signer:
+    where = path if number == 1 else f"{path} line {number}"
+    try:
+        return Signer.parse(line)
+    except (NoteError, ValueError) as exc:
+        reason = str(exc) if isinstance(exc, NoteError) else "not a key string"
+        raise KeyFileError(f"{where}: not a signing key: {reason}") from None
 
 
 def read_policy_file(path: str | os.PathLike[str]) -> Policy:

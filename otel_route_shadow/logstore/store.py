@@ -35,7 +35,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from otel_route_shadow.files import (
     FileRefused,
@@ -49,7 +49,8 @@ from otel_route_shadow.files import (
 )
 from otel_route_shadow.lines import iter_lines_back
 from otel_route_shadow.locking import flock_within
-from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_json, schema_problem
+from otel_route_shadow.logstore.pruned import MAX_PRUNED_BYTES, PRUNED_FILE, Pruned
+from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_model
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     HASH_SIZE,
@@ -112,7 +113,9 @@ _HEX64 = r"^[0-9a-f]{64}$"
 
 class TreeHint(BaseModel):
     """Where the tree of ``size`` leaves ends in the chain: line ``size`` starts at byte ``offset``,
-    and line ``size - 1`` (leaf hash ``last_leaf``, hex) at ``last_start``."""
+    and line ``size - 1`` (leaf hash ``last_leaf``, hex) at ``last_start``, both in the file of the
+    segment whose first seq is ``segment`` (absent: the chain's first file, the whole chain when it
+    was never cut; docs/chain-format.md section 14)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -120,6 +123,7 @@ class TreeHint(BaseModel):
     offset: int = Field(ge=1, le=1 << 62)
     last_start: int = Field(ge=0, le=1 << 62)
     last_leaf: str = Field(pattern=_HEX64)
+    segment: int | None = Field(default=None, ge=1, le=1 << 62)
 
     @model_validator(mode="after")
     def _ordered(self) -> TreeHint:
@@ -136,6 +140,12 @@ class State(TreeHint):
 
     checkpointed: int = Field(default=0, ge=0, le=1 << 62)
     previous: TreeHint | None = None
+
+    def hint_for(self, size: int) -> TreeHint | None:
+        """The hint for a tree of ``size`` leaves (its own, or the previous one's), None when neither."""
+        if self.size == size:
+            return TreeHint(**self.model_dump(exclude={"checkpointed", "previous"}))
+        return self.previous if self.previous is not None and self.previous.size == size else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -224,17 +234,7 @@ class LogStore:
 
     def read_state(self) -> State | None:
         """The ``state`` hint, None when there is none; :class:`StateError` when it cannot be used."""
-        path = self.file(STATE_FILE)
-        try:
-            raw = read_json(path, _MAX_STATE, max_depth=2)
-        except FileNotFoundError:
-            return None
-        except (FileRefused, StrictJSONError) as exc:
-            raise StateError(str(exc)) from None
-        try:
-            return State.model_validate(raw)
-        except ValidationError as exc:
-            raise StateError(f"{path}: not a tree state: {schema_problem(exc)}") from None
+        return read_model(self.file(STATE_FILE), State, _MAX_STATE, StateError, "a tree state", max_depth=2)
 
     def write_state(self, state: State) -> None:
         write_atomic(self.file(STATE_FILE), state.model_dump_json(exclude_none=True).encode("ascii"))
@@ -388,6 +388,20 @@ class LogStore:
             return _text_of(self.checkpoint_file().decode("utf-8"))
         except (OSError, ValueError):
             return None
+
+    # -- pruning -------------------------------------------------------------------------------------
+
+    def read_pruned(self) -> Pruned | None:
+        """The ``pruned`` file, None when the log was never pruned; :class:`StateError` naming the file
+        when it cannot be used."""
+        return read_model(
+            self.file(PRUNED_FILE), Pruned, MAX_PRUNED_BYTES, StateError, "a pruned-records file", max_depth=4
+        )
+
+    def save_pruned(self, pruned: Pruned) -> None:
+        """Replace ``pruned`` with ``pruned``, whole and durably (``files.write_atomic``)."""
+        os.makedirs(self.path, exist_ok=True)
+        write_atomic(self.file(PRUNED_FILE), pruned.model_dump_json().encode("utf-8"))
 
     # -- refusals ------------------------------------------------------------------------------------
 

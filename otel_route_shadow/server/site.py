@@ -11,8 +11,16 @@ the parsed numbers (``logstore.published``), below the log's directory, followin
 | 200 | the resource, authenticated against the log's checkpoint |
 | 404 | no log at that prefix, not a tlog-tiles path, a resource beyond the checkpoint's tree, a tile file that is not there |
 | 405 | a method other than GET and HEAD |
+| 410 | a resource the log's retention pruned: an entry bundle, or a full tile, whose end index is at most the minimum index (C2SP tlog-tiles "Pruning" lets a log refuse them) |
 | 409 | the resource exists but cannot be given as good: a damaged or forged tile, a tile that cannot be authenticated, a chain that does not hold the signed entries, a checkpoint that does not authenticate, an entry bundle holding a line longer than 65,535 bytes (an older chain's); the message names what is wrong and the log line says what to do |
 | 500 | a file that cannot be read (an I/O error, which may pass) |
+
+``/<origin>/min-index`` is the log's minimum index (decimal, one line; 0 when it was never pruned): C2SP
+tlog-tiles names no endpoint for it yet. It is the chain's first kept record rounded up to a multiple of 256
+(``logstore.served_min_index``): the entry bundle across the first kept record also holds pruned records,
+so it is refused whole, and every bundle served is whole. A pruned resource is a 410 Gone, not a 404: it was part of the
+log and was removed on purpose, which a monitor should tell apart from a file missing; like a 404 it is
+final for tlog-tiles clients (they retry only a 5xx or a 429).
 
 Every answer but a 200 is logged, each distinct line once (``ProblemLog``). Damaged data is a 409, not a
 5xx: tlog-tiles clients (torchwood's ``TileFetcher``) retry a 5xx or a 429 for minutes and give up at
@@ -25,12 +33,23 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Final
 
-from otel_route_shadow.logstore import BundleUnservable, NotFound, PublishedLog, Unservable, parse_resource
+from otel_route_shadow.logstore import (
+    PRUNED_FILE,
+    BundleUnservable,
+    NotFound,
+    PublishedLog,
+    StateError,
+    Unservable,
+    parse_resource,
+    pruned_resource,
+    served_min_index,
+)
 from otel_route_shadow.server.problems import ProblemLog
 from otel_route_shadow.server.protocol import Request
 
@@ -45,6 +64,7 @@ CHECKPOINT: Final = "public, max-age=5"
 NO_STORE: Final = "no-store"
 _SAFE_SEGMENT: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
 _GZIP_LEVEL: Final = 1
+MIN_INDEX: Final = "min-index"
 
 
 class SiteError(ValueError):
@@ -63,6 +83,8 @@ class _Served:
     prefix: str
     log: PublishedLog
     lock: threading.Lock
+    pruned: list[tuple[tuple[int, ...] | None, int]] = dataclasses.field(default_factory=lambda: [(None, 0)])
+    """The minimum index as last read, keyed by the ``pruned`` file's stat (one entry, replaced whole)."""
 
 
 class LogSite:
@@ -109,10 +131,17 @@ class LogSite:
         return self._refusal(request, HTTPStatus.NOT_FOUND, "no log at this path")
 
     def _resource(self, served: _Served, request: Request, relative: str) -> Response:
+        min_index = self._min_index(served)
+        if relative == MIN_INDEX:
+            return _text(HTTPStatus.OK, f"{min_index}\n", cache=CHECKPOINT)
         resource = parse_resource(relative)
         if resource is None:
             return self._refusal(
                 request, HTTPStatus.NOT_FOUND, f"not a tlog-tiles resource: {relative[:200]}"
+            )
+        if pruned_resource(resource.kind, resource.level, resource.index, resource.width, min_index):
+            return self._refusal(
+                request, HTTPStatus.GONE, f"{resource.path}: pruned (the log's minimum index is {min_index})"
             )
         try:
             with served.lock:
@@ -139,6 +168,39 @@ class LogSite:
                 headers["Content-Encoding"] = "gzip"
                 data = gzip.compress(data, _GZIP_LEVEL, mtime=0)
         return Response(HTTPStatus.OK, headers, data)
+
+    def _min_index(self, served: _Served) -> int:
+        """The log's minimum index (``served_min_index``), within the served tree when its checkpoint can be
+        read (when it cannot, the resource itself is answered why)."""
+        first_kept = self._first_kept(served)
+        if first_kept == 0:
+            return 0  # never pruned: no checkpoint read for it
+        try:
+            with served.lock:
+                size = served.log.size
+        except (Unservable, OSError, ValueError):
+            size = 1 << 62
+        return served_min_index(first_kept, size)
+
+    def _first_kept(self, served: _Served) -> int:
+        """The chain's first kept record (``pruned``'s ``min_index``): read again when the file's stat
+        changed; 0 when there is none or it cannot be read."""
+        try:
+            st = os.stat(served.log.store.file(PRUNED_FILE))
+            key: tuple[int, ...] | None = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError:
+            key = None
+        cached_key, cached = served.pruned[0]
+        if key == cached_key:
+            return cached
+        try:
+            pruned = served.log.store.read_pruned()
+        except (StateError, OSError) as exc:
+            self.problems.report(f"{served.prefix}: {exc}: serving as if nothing were pruned")
+            pruned = None
+        value = 0 if pruned is None else pruned.min_index
+        served.pruned[0] = (key, value)
+        return value
 
     def _refusal(self, request: Request, status: HTTPStatus, message: str) -> Response:
         """A client error answered with ``message`` and logged (each distinct line once)."""

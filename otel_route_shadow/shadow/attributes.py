@@ -55,7 +55,6 @@ __all__ = [
     "LEGACY_MODEL",
     "LEGACY_PROVIDER",
     "MODEL",
-    "NS",
     "ORIGIN",
     "OUTCOME",
     "POLICY_ID",
@@ -85,8 +84,6 @@ __all__ = [
     "TRANSPORT",
     "AttributeSpec",
 ]
-
-NS: Final = "route_shadow"
 
 SEAM: Final = "route_shadow.seam"
 OUTCOME: Final = "route_shadow.outcome"

@@ -327,14 +327,14 @@ def record_route_shadow(
         return None
 
 
-RECORD_SLOTS: Final = ("trace_id", "span_id", "start_time_unix_nano")
+RECORD_SLOTS: Final = ("trace_id", "span_id", "start_time_unix_nano", "duration_ns")
 
 
 def record_template(attributes: Mapping[str, Any]) -> PayloadTemplate | None:
-    """The payload of :func:`record_payload` for these attributes as a chain template, its ids and
-    start time left as slots (:func:`record_tokens`): the same record bytes, with the attributes
-    walked and encoded once instead of on every record. None when the attributes cannot be
-    recorded as they are (a value the chain cannot carry; :func:`record_payload` then says why)."""
+    """The payload of :func:`record_payload` for these attributes as a chain template, its ids,
+    start time and duration left as slots (:func:`record_tokens`): the same record bytes, with the
+    attributes walked and encoded once instead of on every record. None when the attributes cannot
+    be recorded as they are (a value the chain cannot carry; :func:`record_payload` then says why)."""
     try:
         return PayloadTemplate(
             {"kind": RECORD_KIND, "attributes": recorded_attributes(attributes)}, RECORD_SLOTS
@@ -343,9 +343,16 @@ def record_template(attributes: Mapping[str, Any]) -> PayloadTemplate | None:
         return None
 
 
-def record_tokens(trace_id: int, span_id: int, start_time_unix_nano: int) -> tuple[str, str, str]:
+def record_tokens(
+    trace_id: int, span_id: int, start_time_unix_nano: int, duration_ns: int
+) -> tuple[str, str, str, str]:
     """The slot values of :func:`record_template`, formatted as :func:`record_payload` does."""
-    return trace_id.to_bytes(16, "big").hex(), span_id.to_bytes(8, "big").hex(), str(start_time_unix_nano)
+    return (
+        trace_id.to_bytes(16, "big").hex(),
+        span_id.to_bytes(8, "big").hex(),
+        str(start_time_unix_nano),
+        str(duration_ns),
+    )
 
 
 def recorded_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -358,17 +365,26 @@ def recorded_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def record_payload(
-    trace_id: int, span_id: int, start_time_unix_nano: int, attributes: Mapping[str, Any]
+    trace_id: int,
+    span_id: int,
+    start_time_unix_nano: int,
+    attributes: Mapping[str, Any],
+    duration_ns: int | None = None,
 ) -> dict[str, Any]:
     """The chain payload of a seam span, built from the span's own attribute values.
 
-    The start time is a decimal string: nanoseconds since the epoch exceed the 2**53 integer range
-    that the chain's canonical form allows.
+    The start time and the spawn's duration (from the span's start to the seam's finish, never
+    negative; left out when not given, as in a record written before durations were recorded) are
+    decimal strings: nanoseconds since the epoch exceed the 2**53 integer range that the chain's
+    canonical form allows.
     """
-    return {
+    payload = {
         "kind": RECORD_KIND,
         "trace_id": f"{trace_id:032x}",
         "span_id": f"{span_id:016x}",
         "start_time_unix_nano": str(start_time_unix_nano),
         "attributes": recorded_attributes(attributes),
     }
+    if duration_ns is not None:
+        payload["duration_ns"] = str(duration_ns)
+    return payload

@@ -1,5 +1,5 @@
 """A verifiable log over the decision chain, as a specification: Merkle tree, tiles, signed checkpoints,
-cosignatures, witness policies, proofs and receipts.
+cosignatures, witness policies, key sets (a rotated key's windows), proofs and receipts.
 
 Pure computation, as Go's ``sumdb/tlog`` is: no file, no lock, no thread, no clock (``tests/
 test_architecture.py`` holds it to that). Leaf i of the tree is line i of the chain without its LF;
@@ -12,6 +12,11 @@ The formats are specified in ``docs/chain-format.md`` (section 13).
 
 from __future__ import annotations
 
+from otel_route_shadow.tlog.archive import (
+    ArchiveProofDoc,
+    check_archive_doc,
+    range_proof,
+)
 from otel_route_shadow.tlog.attestation import AttestationError, attest_checkpoint
 from otel_route_shadow.tlog.authentication import (
     AuthenticationError,
@@ -23,12 +28,12 @@ from otel_route_shadow.tlog.authentication import (
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
 from otel_route_shadow.tlog.cosignature import (
     DEFAULT_SKEW_S,
-    CosignatureAlgorithm,
     CosignatureError,
     CosignatureVerifier,
     add_cosignatures,
     verify_cosignatures,
 )
+from otel_route_shadow.tlog.keyset import MAX_KEY_SET_BYTES, KeySetError, KeyWindow, LogKey, parse_key_set
 from otel_route_shadow.tlog.merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
@@ -71,7 +76,9 @@ from otel_route_shadow.tlog.tiles import (
     TileReader,
     TreeBuilder,
     decode_bundle,
+    node_tile,
     partial_tiles,
+    tile_node,
     tile_path,
     tile_width,
 )
@@ -80,11 +87,13 @@ __all__ = [
     "DEFAULT_SKEW_S",
     "EMPTY_ROOT",
     "HASH_SIZE",
+    "MAX_KEY_SET_BYTES",
     "MAX_POLICY_BYTES",
     "REBUILD_HINT",
     "TILE_BYTES",
     "TILE_HEIGHT",
     "TILE_WIDTH",
+    "ArchiveProofDoc",
     "AttestationError",
     "AuthenticationError",
     "BadSignature",
@@ -92,10 +101,12 @@ __all__ = [
     "CheckpointError",
     "CompactRange",
     "ConsistencyProofDoc",
-    "CosignatureAlgorithm",
     "CosignatureError",
     "CosignatureVerifier",
     "InclusionProofDoc",
+    "KeySetError",
+    "KeyWindow",
+    "LogKey",
     "Malformed",
     "NodeReader",
     "NoteError",
@@ -115,16 +126,15 @@ __all__ = [
     "TileError",
     "TileMissing",
     "TileReader",
-    "TileSweep",
     "TreeBuilder",
     "TreeLevels",
     "Verifier",
     "WitnessedCheckpoint",
-    "acknowledge_last_refusal",
     "add_cosignatures",
     "attest_checkpoint",
     "attest_notes",
     "authenticate",
+    "check_archive_doc",
     "check_consistency_doc",
     "check_inclusion_doc",
     "checkpoint_of",
@@ -133,17 +143,21 @@ __all__ = [
     "format_receipt",
     "inclusion_proof",
     "leaf_hash",
+    "node_tile",
     "parent_row",
     "parse_checkpoint",
+    "parse_key_set",
     "parse_note",
     "parse_policy",
     "partial_tiles",
     "prove_consistency",
     "prove_inclusion",
     "range_hash",
+    "range_proof",
     "sign_note",
     "split_point",
     "subtrees",
+    "tile_node",
     "tile_path",
     "tile_width",
     "tree_hash",

@@ -5,7 +5,8 @@ The steps, as the ``tlog-policy`` and ``tlog-proof`` drafts state them, one func
 
 1. the note is a signed note whose text is a ``tlog-checkpoint`` (:func:`_opened`);
 2. its origin is the key name of a log the verifier knows (the policy's ``log`` lines, plus any log
-   keys the caller adds), and a signature by that key verifies; a signature by a known log key that does
+   keys the caller adds, each perhaps with the sizes it is valid for: such a window replaces the policy
+   line of the same key), and a signature by that key, valid for the checkpoint's size, verifies; a signature by a known log key that does
    not verify rejects the note (:func:`_log_signature`, through ``authentication.authenticate``);
 3. the cosignatures of the policy's witnesses are verified (``tlog-cosignature``: lines by other keys
    are ignored, a timestamp later than ``now + skew`` does not count) (:func:`_cosignatures`);
@@ -21,7 +22,7 @@ import dataclasses
 import enum
 from collections.abc import Collection, Sequence
 
-from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate
+from otel_route_shadow.tlog.authentication import AuthenticationError, authenticate, key_window
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
 from otel_route_shadow.tlog.cosignature import (
     DEFAULT_SKEW_S,
@@ -30,6 +31,7 @@ from otel_route_shadow.tlog.cosignature import (
     Cosignatures,
     verify_cosignatures,
 )
+from otel_route_shadow.tlog.keyset import LogKey
 from otel_route_shadow.tlog.note import NoteError, OpenedNote, Verifier, parse_note
 from otel_route_shadow.tlog.policy import Policy, QuorumVerdict
 
@@ -93,14 +95,15 @@ def attest_checkpoint(
     *,
     now: int,
     skew: int = DEFAULT_SKEW_S,
-    logs: Sequence[Verifier] = (),
+    logs: Sequence[LogKey] = (),
     verified_by: Collection[str] = (),
 ) -> Attestation:
     """Check ``note`` against ``policy`` (see the module); ``now`` is the verifier's POSIX time.
     ``verified_by``: log keys (as ``str(Verifier)``) whose signature on this very note the caller has
     already verified; step 2 takes such a key as it is instead of verifying its signature again."""
     checkpoint = _opened(note)
-    known = [*(entry.verifier for entry in policy.logs), *logs]
+    given = {key_window(key).verifier for key in logs}
+    known = [*logs, *(entry.verifier for entry in policy.logs if entry.verifier not in given)]
     log = _log_signature(note, checkpoint.origin, known, verified_by)
     found = _cosignatures(note, policy, now, skew)
     names = {w.verifier: w.name for w in policy.witnesses}
@@ -126,22 +129,22 @@ def _opened(note: str) -> Checkpoint:
 
 
 def _log_signature(
-    note: str, origin: str, known: Sequence[Verifier], verified_by: Collection[str] = ()
+    note: str, origin: str, known: Sequence[LogKey], verified_by: Collection[str] = ()
 ) -> Verifier:
     """The log key (named for the origin) whose signature on the note verifies (or was verified)."""
-    keys = [v for v in known if v.name == origin]
+    keys = [window for window in map(key_window, known) if window.verifier.name == origin]
     if not keys:
         raise AttestationError(
             AttestationFault.UNKNOWN_ORIGIN, f"no log key of the policy is named for the origin {origin!r}"
         )
     for key in keys:
-        if str(key) in verified_by:
-            return key
+        if str(key.verifier) in verified_by:
+            return key.verifier
     try:
         signed_by = authenticate(note, keys).signed_by
     except AuthenticationError as exc:
         raise AttestationError(AttestationFault.LOG_SIGNATURE, f"the log {origin!r}: {exc}") from None
-    return next(v for v in keys if str(v) == signed_by[0])
+    return next(key.verifier for key in keys if str(key.verifier) == signed_by[0])
 
 
 def _cosignatures(note: str, policy: Policy, now: int, skew: int) -> Cosignatures:

@@ -6,6 +6,9 @@ tlog-checkpoint. :func:`authenticate` returns the checkpoint and who signed it, 
 :class:`AuthenticationError` classes below; each carries the ``reason`` verifiers report
 (``logstore.ConsistencyReason`` uses the same words). With no verifier keys nothing can be authenticated:
 the checkpoint is returned parsed, with ``signed_by`` empty, for callers that accept unsigned logs.
+A key may be given with the tree sizes it is valid for (a ``KeyWindow`` of the log's key set, as a log
+that rotated its key has): a checkpoint of size n is authentic iff it carries a valid signature by a
+key whose window contains n; one signed only by keys outside their windows is :class:`OutsideWindow`.
 :func:`checkpoint_of` is the parse alone (the same parsers, signatures not looked at), for a caller that
 authenticates what it does with the checkpoint otherwise (tiles against its root, a proof by its reader).
 """
@@ -17,17 +20,20 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
-from otel_route_shadow.tlog.note import NoteError, SignatureError, Verifier, open_note, parse_note
+from otel_route_shadow.tlog.keyset import KeyWindow, LogKey
+from otel_route_shadow.tlog.note import NoteError, SignatureError, open_note, parse_note
 
 __all__ = [
     "Authenticated",
     "AuthenticationError",
     "BadSignature",
     "Malformed",
+    "OutsideWindow",
     "UnknownKey",
     "Unsigned",
     "authenticate",
     "checkpoint_of",
+    "key_window",
 ]
 
 
@@ -65,19 +71,36 @@ class Unsigned(AuthenticationError):
     reason = "unsigned"
 
 
+class OutsideWindow(AuthenticationError):
+    """Signed only by keys of the log's key set whose windows do not contain the checkpoint's size."""
+
+    reason = "key-outside-window"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Authenticated:
-    """A checkpoint and the verifier keys (strings) whose signatures on it verified."""
+    """A checkpoint and the verifier keys (strings) whose signatures on it verified, each valid for its
+    size."""
 
     checkpoint: Checkpoint
     signed_by: tuple[str, ...]
 
 
-def authenticate(note: str, verifiers: Sequence[Verifier]) -> Authenticated:
-    """The checkpoint ``note`` holds, signed by one of ``verifiers`` (any note, parsed only, when none
-    are given). Raises :class:`BadSignature`, :class:`UnknownKey`, :class:`Unsigned` or :class:`Malformed`."""
+def key_window(key: LogKey) -> KeyWindow:
+    """``key`` with its window (a bare verifier key is valid for every size)."""
+    return key if isinstance(key, KeyWindow) else KeyWindow(key)
+
+
+def authenticate(note: str, keys: Sequence[LogKey]) -> Authenticated:
+    """The checkpoint ``note`` holds, signed by one of ``keys`` valid for its size (any note, parsed
+    only, when none are given; a key given twice counts with its first window, so a caller puts a key
+    set before a policy's bare keys). Raises :class:`BadSignature`, :class:`UnknownKey`, :class:`Unsigned`,
+    :class:`OutsideWindow` or :class:`Malformed`."""
+    windows: dict[str, KeyWindow] = {}
+    for window in map(key_window, keys):  # a key given twice counts with its first window
+        windows.setdefault(str(window.verifier), window)
     try:
-        opened = open_note(note, verifiers)
+        opened = open_note(note, [w.verifier for w in windows.values()])
     except SignatureError as exc:
         raise BadSignature(str(exc)) from None
     except NoteError as exc:
@@ -86,11 +109,24 @@ def authenticate(note: str, verifiers: Sequence[Verifier]) -> Authenticated:
         checkpoint = parse_checkpoint(opened.text)
     except CheckpointError as exc:
         raise Malformed(str(exc)) from None
-    if verifiers and not opened.verified_by:
+    if keys and not opened.verified_by:
         if opened.unknown:
             raise UnknownKey("signed only by keys not given: " + ", ".join(opened.unknown), checkpoint)
         raise Unsigned("no signature", checkpoint)
-    return Authenticated(checkpoint, opened.verified_by)
+    signed_by = tuple(key for key in opened.verified_by if windows[key].contains(checkpoint.size))
+    if keys and not signed_by:
+        outside = "; ".join(_outside(windows[key]) for key in opened.verified_by)
+        raise OutsideWindow(
+            f"size {checkpoint.size}: signed only by keys not valid for it: {outside}", checkpoint
+        )
+    return Authenticated(checkpoint, signed_by)
+
+
+def _outside(window: KeyWindow) -> str:
+    name = "+".join(str(window.verifier).split("+", 2)[:2])
+    if window.until_size is None:
+        return f"{name} (valid for sizes from {window.from_size})"
+    return f"{name} (valid for sizes {window.from_size} to {window.until_size - 1})"
 
 
 def checkpoint_of(note: str) -> Checkpoint:

@@ -28,7 +28,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from otel_route_shadow.tlog.attestation import Attestation, AttestationError, attest_checkpoint
 from otel_route_shadow.tlog.checkpoint import Checkpoint
 from otel_route_shadow.tlog.cosignature import DEFAULT_SKEW_S
-from otel_route_shadow.tlog.note import NoteError, Verifier, parse_note
+from otel_route_shadow.tlog.keyset import LogKey
+from otel_route_shadow.tlog.note import NoteError, parse_note
 from otel_route_shadow.tlog.policy import Policy, QuorumVerdict
 
 __all__ = ["NoteProblem", "QuorumReport", "WitnessedCheckpoint", "attest_notes"]
@@ -93,7 +94,7 @@ def attest_notes(
     *,
     now: int,
     skew: int = DEFAULT_SKEW_S,
-    logs: Sequence[Verifier] = (),
+    logs: Sequence[LogKey] = (),
     log_verified: Mapping[int, Collection[str]] | None = None,
     until_known: Callable[[WitnessedCheckpoint], bool] | None = None,
 ) -> QuorumReport:
@@ -157,7 +158,7 @@ def _attest_checkpoint(
     policy: Policy,
     now: int,
     skew: int,
-    logs: Sequence[Verifier],
+    logs: Sequence[LogKey],
     problems: list[NoteProblem],
     verified: Mapping[int, Collection[str]],
 ) -> WitnessedCheckpoint | None:

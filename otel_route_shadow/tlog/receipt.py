@@ -32,8 +32,8 @@ from collections.abc import Sequence
 
 from otel_route_shadow.tlog.attestation import Attestation, attest_checkpoint
 from otel_route_shadow.tlog.cosignature import DEFAULT_SKEW_S
+from otel_route_shadow.tlog.keyset import LogKey
 from otel_route_shadow.tlog.merkle import HASH_SIZE, ProofError, leaf_hash, verify_inclusion
-from otel_route_shadow.tlog.note import Verifier
 from otel_route_shadow.tlog.policy import Policy
 
 __all__ = [
@@ -166,7 +166,7 @@ def verify_receipt(
     *,
     now: int,
     skew: int = DEFAULT_SKEW_S,
-    logs: Sequence[Verifier] = (),
+    logs: Sequence[LogKey] = (),
 ) -> ReceiptVerdict:
     """Verify that ``record`` (a chain line, with or without its LF) is in the checkpoint of the receipt.
 

@@ -11,41 +11,24 @@ Never imports instrumentation, cli or OpenTelemetry.
 from __future__ import annotations
 
 from otel_route_shadow.witness.client import (
-    DEFAULT_CONNECT_TIMEOUT_S,
-    DEFAULT_REQUEST_TIMEOUT_S,
     MAX_RESPONSE_BYTES,
     Outcome,
-    WitnessAnswer,
     add_checkpoint,
     add_checkpoint_body,
     interpret_answer,
 )
 from otel_route_shadow.witness.endpoint import WitnessConfigError, WitnessEndpoint, endpoints_from_policy
-from otel_route_shadow.witness.pusher import (
-    DEFAULT_PUSHES_PER_DAY,
-    RETRY_AFTER_S,
-    WORKER_NAME,
-    PusherStats,
-    WitnessPusher,
-)
-from otel_route_shadow.witness.transport import HttpAnswer, TransportError, http_get
-from otel_route_shadow.witness.witnessing import LEARN_TIMEOUT_S, TRANSIENT_CAUSES, CheckpointWitnessing
+from otel_route_shadow.witness.pusher import DEFAULT_PUSHES_PER_DAY, WitnessPusher
+from otel_route_shadow.witness.transport import TransportError, http_get
+from otel_route_shadow.witness.witnessing import LEARN_TIMEOUT_S, CheckpointWitnessing
 
 __all__ = [
-    "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_PUSHES_PER_DAY",
-    "DEFAULT_REQUEST_TIMEOUT_S",
     "LEARN_TIMEOUT_S",
     "MAX_RESPONSE_BYTES",
-    "RETRY_AFTER_S",
-    "TRANSIENT_CAUSES",
-    "WORKER_NAME",
     "CheckpointWitnessing",
-    "HttpAnswer",
     "Outcome",
-    "PusherStats",
     "TransportError",
-    "WitnessAnswer",
     "WitnessConfigError",
     "WitnessEndpoint",
     "WitnessPusher",

@@ -1,6 +1,6 @@
 """Pushing the log's checkpoints to its witnesses, off the host's path.
 
-A :class:`WitnessPusher` owns one daemon thread. ``submit(note)`` only stores the note in a one-slot
+A :class:`WitnessPusher` owns one daemon thread (a ``Worker``, started by the first ``submit``). ``submit(note)`` only stores the note in a one-slot
 queue (a newer checkpoint supersedes one not yet pushed: only the newest matters to a witness) and wakes
 the thread; it never raises and never waits for a witness. The thread pushes the newest checkpoint to
 each witness in turn (the ones whose last push failed go last):
@@ -22,8 +22,8 @@ used by the thread only, opened again when the witness closed it, closed when th
 The cadence bounds the pushes to each witness: at most ``pushes_per_day`` per day, evenly spaced (a
 push is one checkpoint; its 409 retry is part of it). ``flush(timeout)`` (at shutdown) pushes the newest
 checkpoint to every witness now, whatever the cadence, with every request ending by the flush's
-deadline. After ``os.fork`` the child gets a fresh thread and an empty queue (as the SDK's
-``BatchSpanProcessor`` does). Callbacks run on the thread; their exceptions are contained.
+deadline. After ``os.fork`` the child gets an empty queue and, on its first ``submit``, a thread of its
+own (as the SDK's ``BatchSpanProcessor`` does). Callbacks run on the thread; their exceptions are contained.
 """
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
 import ssl
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 
 from otel_route_shadow.tlog import (
@@ -55,11 +53,11 @@ from otel_route_shadow.witness.client import (
 )
 from otel_route_shadow.witness.endpoint import WitnessEndpoint
 from otel_route_shadow.witness.transport import Connection
+from otel_route_shadow.worker import AFTER_FORK, Worker, WorkerName
 
 __all__ = [
     "DEFAULT_PUSHES_PER_DAY",
     "RETRY_AFTER_S",
-    "WORKER_NAME",
     "PusherStats",
     "WitnessPusher",
 ]
@@ -70,7 +68,6 @@ DEFAULT_PUSHES_PER_DAY = 1440.0
 """One push a minute per witness at most: what a witness operator is told to expect."""
 RETRY_AFTER_S = 60.0
 """The least wait before pushing again to a witness that timed out, was unreachable or failed (5xx)."""
-WORKER_NAME = "route-shadow-witness"
 
 CANNOT_PROVE = "cannot-prove"
 WITNESS_AHEAD = "witness-ahead"
@@ -133,7 +130,6 @@ class WitnessPusher:
     _flushing: int
     _flush_deadline: float | None
     _closed: bool
-    _thread: threading.Thread | None
 
     def __init__(
         self,
@@ -167,9 +163,8 @@ class WitnessPusher:
         self._clock = clock
         self._logged: set[tuple[str, str]] = set()
         self._reset()
-        weak = weakref.WeakMethod(self._after_fork)
-        os.register_at_fork(after_in_child=lambda: _call_weak(weak))
-        self._start()
+        self._worker = Worker(WorkerName.WITNESS, self._step, last=self._disconnect)
+        AFTER_FORK.add(self)
 
     # --- the caller's side ---------------------------------------------------------------------------
 
@@ -183,7 +178,7 @@ class WitnessPusher:
                     self._superseded += 1  # a witness never had its turn with the note this one replaces
                 self._submitted += 1
                 self._job = _Job(self._submitted, note)
-                self._cond.notify_all()
+            self._worker.wake()
         except Exception:
             self._log_once(("*", "submit"), "witness push: submit failed; checkpoints are not pushed")
 
@@ -198,11 +193,11 @@ class WitnessPusher:
             epoch = self._flush_epoch
             self._flushing += 1
             self._flush_deadline = max(self._flush_deadline or 0.0, deadline)
-            self._cond.notify_all()
+            self._worker.wake()
             try:
                 while not all(w.done >= target or w.flushed >= epoch for w in self._witnesses):
                     left = deadline - time.monotonic()
-                    if left <= 0 or self._thread is None:
+                    if left <= 0 or self._closed:
                         return False
                     self._cond.wait(left)
                 return True
@@ -218,10 +213,8 @@ class WitnessPusher:
         flushed = self.flush(timeout) if timeout > 0 else False
         with self._cond:
             self._closed = True
-            thread, self._thread = self._thread, None
             self._cond.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
+        self._worker.stop(max(0.0, deadline - time.monotonic()))
         return flushed
 
     def stats(self) -> PusherStats:
@@ -246,31 +239,30 @@ class WitnessPusher:
         self._flushing = 0
         self._flush_deadline = None
         self._closed = False
-        self._thread = None
         for w in self._witnesses:
             w.done, w.picked, w.flushed, w.next_at = 0, 0, 0, -math.inf
             w.connection = None  # after a fork: the parent's connection is never used
 
-    def _start(self) -> None:
-        thread = threading.Thread(target=self._work, name=WORKER_NAME, daemon=True)
-        self._thread = thread
-        thread.start()
-
-    def _after_fork(self) -> None:
+    def after_fork(self) -> None:
+        """In a forked child (called by ``AFTER_FORK``): an empty queue, no connection of the parent's."""
         closed = self._closed
         self._reset()
         self._closed = closed
-        if not closed:
-            self._start()
 
-    def _work(self) -> None:
+    def _disconnect(self) -> None:
+        """As the thread ends: close its own connections."""
+        for w in self._witnesses:
+            if w.connection is not None:
+                w.connection.close()
+                w.connection = None
+
+    def _step(self) -> float | None:
+        """The worker's step: push the newest checkpoint to each witness that is due; how long until the
+        next one is (None: nothing is due until a submit or a flush)."""
         while True:
             picked = self._next()
-            if picked is None:
-                for w in self._witnesses:  # the thread's own connections, closed as it ends
-                    if w.connection is not None:
-                        w.connection.close()
-                return
+            if not isinstance(picked, tuple):
+                return picked
             witness, job, epoch = picked
             try:
                 settled = self._push(witness, job)
@@ -285,28 +277,26 @@ class WitnessPusher:
                 witness.flushed = max(witness.flushed, epoch)
                 self._cond.notify_all()
 
-    def _next(self) -> tuple[_Witness, _Job, int] | None:
-        """The next witness to push to, the newest checkpoint, and the flush it serves (0: none); waits
-        until one is due or the end."""
+    def _next(self) -> tuple[_Witness, _Job, int] | float | None:
+        """The next witness to push to, the newest checkpoint, and the flush it serves (0: none); else how
+        long until one is due (None: not before a submit or a flush)."""
         with self._cond:
-            while not self._closed:
-                now = time.monotonic()
-                flushing = self._flush_deadline is not None and now < self._flush_deadline
-                job = self._job
-                pending = [w for w in self._witnesses if job is not None and w.done < job.generation]
-                due = [
-                    w for w in pending if (w.flushed < self._flush_epoch if flushing else now >= w.next_at)
-                ]
-                if job is not None and due:
-                    witness = min(due, key=lambda w: (w.failed, w.index))
-                    witness.next_at = now + self._interval
-                    witness.picked = job.generation
-                    return witness, job, (self._flush_epoch if flushing else 0)
-                waits = [w.next_at - now for w in pending if not flushing]
-                if flushing and self._flush_deadline is not None:
-                    waits.append(self._flush_deadline - now)
-                self._cond.wait(max(0.0, min(waits)) if waits else None)
-            return None
+            if self._closed:
+                return None
+            now = time.monotonic()
+            flushing = self._flush_deadline is not None and now < self._flush_deadline
+            job = self._job
+            pending = [w for w in self._witnesses if job is not None and w.done < job.generation]
+            due = [w for w in pending if (w.flushed < self._flush_epoch if flushing else now >= w.next_at)]
+            if job is not None and due:
+                witness = min(due, key=lambda w: (w.failed, w.index))
+                witness.next_at = now + self._interval
+                witness.picked = job.generation
+                return witness, job, (self._flush_epoch if flushing else 0)
+            waits = [w.next_at - now for w in pending if not flushing]
+            if flushing and self._flush_deadline is not None:
+                waits.append(self._flush_deadline - now)
+            return max(0.0, min(waits)) if waits else None
 
     def _push(self, witness: _Witness, job: _Job) -> bool:
         """One push of ``job`` to ``witness``; whether it is settled (False: retry after a while)."""
@@ -422,9 +412,3 @@ class WitnessPusher:
                 return
             self._logged.add(key)
         _LOG.warning(message, *args)
-
-
-def _call_weak(weak: weakref.WeakMethod[Callable[[], None]]) -> None:
-    method = weak()
-    if method is not None:
-        method()

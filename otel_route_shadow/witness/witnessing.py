@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Final
@@ -48,7 +46,8 @@ from otel_route_shadow.witness.client import (
     add_checkpoint,
 )
 from otel_route_shadow.witness.endpoint import WitnessEndpoint, endpoints_from_policy
-from otel_route_shadow.witness.pusher import DEFAULT_PUSHES_PER_DAY, WORKER_NAME, PusherStats, WitnessPusher
+from otel_route_shadow.witness.pusher import DEFAULT_PUSHES_PER_DAY, PusherStats, WitnessPusher
+from otel_route_shadow.worker import AFTER_FORK, WorkerName
 
 __all__ = ["LEARN_TIMEOUT_S", "MERGE_ATTEMPTS", "TRANSIENT_CAUSES", "CheckpointWitnessing"]
 
@@ -118,14 +117,15 @@ class CheckpointWitnessing:
         self._learn_until = 0.0
         self.merges: dict[str, int] = {}
         """How each merge ended, by ``logstore.Cosigned`` value (and ``kept``: left for the next chance)."""
-        weak = weakref.WeakMethod(self._after_fork)
-        os.register_at_fork(after_in_child=lambda: (method := weak()) is not None and method())
+        AFTER_FORK.add(self)
 
-    def _after_fork(self) -> None:
+    def after_fork(self) -> None:
+        """In a forked child (called by ``AFTER_FORK``): a new lock, and the sizes asked again if the
+        parent's threads had not all answered (they do not exist here)."""
         self._lock = threading.Lock()
         self._pending = None
         if not self._learned.is_set() and self._probe is not None:
-            self.learn_sizes(self._probe)  # the parent's thread does not exist here
+            self.learn_sizes(self._probe)
 
     # --- what the witnesses hold ---------------------------------------------------------------------
 
@@ -142,7 +142,10 @@ class CheckpointWitnessing:
             self._learned.set()
         for endpoint in self.endpoints:
             thread = threading.Thread(
-                target=self._learn, args=(endpoint, probe, self._learned, left), name=WORKER_NAME, daemon=True
+                target=self._learn,
+                args=(endpoint, probe, self._learned, left),
+                name=WorkerName.WITNESS.value,
+                daemon=True,
             )
             thread.start()
 

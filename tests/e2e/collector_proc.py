@@ -59,12 +59,13 @@ def _healthy(url: str) -> bool:
         return False
 
 
-@contextmanager
-def running_collector(
-    config: str, backend_url: str, log_dir: Path, extra_env: Mapping[str, str] | None = None
-) -> Iterator[Collector]:
-    stack = load_stack_module()
-    ports = {name: stack.free_port() for name in ("http", "grpc", "prometheus", "health", "telemetry")}
+START_ATTEMPTS = 3
+"""Starts tried with fresh ports when a port chosen free was taken by another process meanwhile."""
+
+
+def _environment(
+    ports: Mapping[str, int], backend_url: str, extra_env: Mapping[str, str] | None
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELCOL_"))}
     env.update(
         {
@@ -80,24 +81,61 @@ def running_collector(
             **(extra_env or {}),
         }
     )
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log = log_dir / f"otelcol-{config.removesuffix('.yaml')}.log"
-    with log.open("ab") as handle:
-        proc = subprocess.Popen(
-            [str(built_collector()), "--config", str(CONFIG_DIR / config)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=stack._die_with_parent,
-        )
+    return env
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+def _started(
+    config: str, backend_url: str, log: Path, extra_env: Mapping[str, str] | None
+) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
+    """The collector running and healthy, on ports chosen free; tried again on fresh ports when one
+    was taken between the choice and the bind (another process on the machine), failed otherwise."""
+    stack = load_stack_module()
+    for _ in range(START_ATTEMPTS):
+        ports = {name: stack.free_port() for name in ("http", "grpc", "prometheus", "health", "telemetry")}
+        start = log.stat().st_size if log.exists() else 0
+        with log.open("ab") as handle:
+            proc = subprocess.Popen(
+                [str(built_collector()), "--config", str(CONFIG_DIR / config)],
+                env=_environment(ports, backend_url, extra_env),
+                stdin=subprocess.DEVNULL,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=stack._die_with_parent,
+            )
         deadline = time.monotonic() + 60
         while not _healthy(f"http://127.0.0.1:{ports['health']}/"):
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the collector ({config}) did not start; its log:\n{log.read_text()[-3000:]}")
+                _stop(proc)
+                said = log.read_bytes()[start:].decode("utf-8", "replace")
+                if "address already in use" in said:
+                    break
+                pytest.fail(f"the collector ({config}) did not start; its log:\n{said[-3000:]}")
             time.sleep(0.2)
+        else:
+            return proc, ports
+    pytest.fail(f"the collector ({config}) found a port taken in each of {START_ATTEMPTS} starts; see {log}")
+
+
+@contextmanager
+def running_collector(
+    config: str, backend_url: str, log_dir: Path, extra_env: Mapping[str, str] | None = None
+) -> Iterator[Collector]:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"otelcol-{config.removesuffix('.yaml')}.log"
+    proc, ports = _started(config, backend_url, log, extra_env)
+    try:
         yield Collector(
             f"http://127.0.0.1:{ports['http']}",
             f"http://127.0.0.1:{ports['grpc']}",
@@ -105,14 +143,7 @@ def running_collector(
             log,
         )
     finally:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+        _stop(proc)
 
 
 def scrape(url: str) -> list[tuple[str, dict[str, str], float]]:

@@ -3,7 +3,8 @@
 // bundles and authenticates every entry; golang.org/x/mod/sumdb/tlog's TileHashReader over an HTTP tile
 // reader proves every entry included and each published tree consistent with the latest and with the one
 // before it. Each case says, per checkpoint, whether this must succeed (a corrupted tile or a deleted
-// partial tile must make it fail). torchwood-v0.6.1/ runs the entries check with torchwood v0.6.1's Client on
+// partial tile must make it fail). A pruned log (min_index m > 0) is read from m on: every entry at or
+// above m, a full entry bundle ending at or below m answered 410 Gone. torchwood-v0.6.1/ runs the entries check with torchwood v0.6.1's Client on
 // the same cases.
 package main
 
@@ -28,6 +29,9 @@ type serveCase struct {
 	Chain  string   `json:"chain"`
 	Notes  []string `json:"notes"`  // every published checkpoint, oldest first
 	Expect []bool   `json:"expect"` // per note: must the checks succeed
+	// The log's minimum index (tlog-tiles "Pruning"): entries are read and proven from it on; every
+	// note's size is at least it.
+	MinIndex int64 `json:"min_index"`
 }
 
 // httpTiles is a tlog.TileReader over HTTP in the C2SP tlog-tiles layout. It keeps what it fetched in
@@ -83,25 +87,47 @@ func checkServe(cases []serveCase, verifiers note.Verifiers, check func(string, 
 		err = checkCheckpointEndpoint(c, verifiers)
 		check(fmt.Sprintf("%s: GET checkpoint is the latest note, signed: %v", c.Name, err), err == nil)
 		checks++
+		if c.MinIndex >= tileWidth {
+			err = checkPrunedBundle(c)
+			check(fmt.Sprintf("%s: the entry bundle wholly below the minimum index %d is 410 Gone: %v", c.Name, c.MinIndex, err), err == nil)
+			checks++
+		}
 		for i, text := range c.Notes {
 			cp, err := open(text, verifiers)
 			must(err)
-			err = torchwoodEntries(c.URL, cp, lines)
-			check(fmt.Sprintf("%s: torchwood Client authenticates all %d entries of checkpoint %d: ok=%v (expected %v): %v",
-				c.Name, cp.size, i, err == nil, c.Expect[i], err), (err == nil) == c.Expect[i])
+			err = torchwoodEntries(c.URL, cp, lines, c.MinIndex)
+			check(fmt.Sprintf("%s: torchwood Client authenticates all %d entries of checkpoint %d from %d: ok=%v (expected %v): %v",
+				c.Name, cp.size-c.MinIndex, i, c.MinIndex, err == nil, c.Expect[i], err), (err == nil) == c.Expect[i])
 			var previous *checkpoint
 			if i > 0 {
 				p, err := open(c.Notes[i-1], verifiers)
 				must(err)
 				previous = &p
 			}
-			err = xmodProofs(c.URL, cp, latest, previous, lines)
+			err = xmodProofs(c.URL, cp, latest, previous, lines, c.MinIndex)
 			check(fmt.Sprintf("%s: x/mod tlog proves every entry and consistency for checkpoint %d: ok=%v (expected %v): %v",
 				c.Name, i, err == nil, c.Expect[i], err), (err == nil) == c.Expect[i])
 			checks += 2
 		}
 	}
 	return checks
+}
+
+const tileWidth = 1 << torchwood.TileHeight
+
+// checkPrunedBundle: the first full entry bundle (entries [0, 256)) of a log pruned at or above 256 is
+// answered 410 Gone, as tlog-tiles lets a pruned log answer.
+func checkPrunedBundle(c serveCase) error {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get(c.URL + "tile/entries/000")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGone {
+		return fmt.Errorf("status %d, not 410", resp.StatusCode)
+	}
+	return nil
 }
 
 func checkCheckpointEndpoint(c serveCase, verifiers note.Verifiers) error {
@@ -124,9 +150,14 @@ func checkCheckpointEndpoint(c serveCase, verifiers note.Verifiers) error {
 	return nil
 }
 
-// torchwoodEntries reads every entry of the checkpoint's tree with torchwood's Client (each entry checked
-// against the level-0 tiles it authenticated) and compares them with the chain's lines.
-func torchwoodEntries(base string, cp checkpoint, lines [][]byte) error {
+// torchwoodEntries reads every entry of the checkpoint's tree from “start“ on with torchwood's Client (each
+// entry checked against the level-0 tiles it authenticated) and compares them with the chain's lines.
+func torchwoodEntries(base string, cp checkpoint, lines [][]byte, start int64) error {
+	if start >= cp.size {
+		// Nothing to read; torchwood's Client would still fetch the bundle ending at start, which a log
+		// pruned at start answers 410.
+		return nil
+	}
 	fetcher, err := torchwood.NewTileFetcher(base, torchwood.WithConcurrencyLimit(4))
 	if err != nil {
 		return err
@@ -137,8 +168,8 @@ func torchwoodEntries(base string, cp checkpoint, lines [][]byte) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	count := int64(0)
-	for i, entry := range client.AllEntries(ctx, tlog.Tree{N: cp.size, Hash: cp.root}, 0) {
+	count := start
+	for i, entry := range client.AllEntries(ctx, tlog.Tree{N: cp.size, Hash: cp.root}, start) {
 		if i != count {
 			return fmt.Errorf("entry %d came after %d entries", i, count)
 		}
@@ -151,17 +182,18 @@ func torchwoodEntries(base string, cp checkpoint, lines [][]byte) error {
 		return err
 	}
 	if count != cp.size {
-		return fmt.Errorf("%d entries, not %d", count, cp.size)
+		return fmt.Errorf("%d entries, not %d", count-start, cp.size-start)
 	}
 	return nil
 }
 
 // xmodProofs proves, from tiles fetched over HTTP, every entry included in the checkpoint's tree, and the
-// tree consistent with the latest one and with the checkpoint before it.
-func xmodProofs(base string, cp, latest checkpoint, previous *checkpoint, lines [][]byte) error {
+// tree consistent with the latest one and with the checkpoint before it; from “start“ (a pruned log's
+// minimum index) on.
+func xmodProofs(base string, cp, latest checkpoint, previous *checkpoint, lines [][]byte, start int64) error {
 	tiles := &httpTiles{base: base, hc: &http.Client{Timeout: 10 * time.Second}, cache: map[string][]byte{}}
 	reader := tlog.TileHashReader(tlog.Tree{N: cp.size, Hash: cp.root}, tiles)
-	for i := int64(0); i < cp.size; i++ {
+	for i := start; i < cp.size; i++ {
 		proof, err := tlog.ProveRecord(cp.size, i, reader)
 		if err != nil {
 			return err

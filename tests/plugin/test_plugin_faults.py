@@ -263,14 +263,14 @@ def test_records_a_file_size_limit_refused_are_a_gap_in_the_chain_once_writing_w
     # Under RLIMIT_FSIZE 480 of 500 records were lost and the chain carried no gap marker (issue 25):
     # the host's process counts them and keeps the count in the spill file at shutdown (it stays
     # small enough for the limit); the next writer, without the limit, writes it into the chain.
-    from otel_route_shadow.chain import DROPPED_KIND, RoutingAuditLog, iter_payloads, verify_chain
+    from otel_route_shadow.chain import DROPPED_KIND, DecisionChain, iter_payloads, verify_chain
 
     out, log = _run_driver(FAULTS["file-size limit"], root)
     refused = out["errors"]["chain:OSError"]
     assert refused > 0 and out["records"] + refused == CALLS
     assert "kept in" in log and ".spill" in log
     chain = root / "chain" / "chain.jsonl"
-    RoutingAuditLog(chain).append({"kind": "route-shadow-test", "n": "next writer"})
+    DecisionChain(chain).append({"kind": "route-shadow-test", "n": "next writer"})
     payloads = [payload for _, payload in iter_payloads(chain)]
     gaps = [p for p in payloads if p.get("kind") == DROPPED_KIND]
     assert {g["reason"] for g in gaps} == {"file-too-large"}  # a small event may fit where a record does not

@@ -100,13 +100,13 @@ def test_a_memoised_decision_carries_the_template_its_records_are_written_with(t
     policies = default_policy_file().policies
     snapshot = PolicySnapshot(policies=policies, revision=3, content_hash=policy_set_hash(policies))
     runtime = ShadowRuntime(RouteShadowConfig.resolve(environ={}, chain_path=tmp_path / "c.jsonl"))
-    ids = (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1796007685579756355)
+    ids = (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1796007685579756355, 2_500_000)
     for job in factory.plan_jobs(40, factory.FactorySettings()):
         clean, encoded = runtime.sanitize(factory.context_for(job, "agentic"))
         record = runtime.observe("seam", clean, encoded, snapshot, "ok")
         assert record.template is not None
         assert record.template.encode(record_tokens(*ids)).payload == canonical_bytes(
-            record_payload(*ids, record.attributes)
+            record_payload(*ids[:3], record.attributes, ids[3])
         )
 
 

@@ -5,6 +5,7 @@ an unreadable store, descriptors over instrument cycles, and a bad setting under
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gc
 import json
 import logging
@@ -342,6 +343,47 @@ def test_no_descriptor_leaks_over_fifty_instrument_cycles(tmp_path: Path) -> Non
         cycle()
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_fifty_instrument_cycles_leave_no_atexit_entry_behind(tmp_path: Path) -> None:
+    """Each attach registered an ``atexit`` entry that close never took back (a dead weakref a cycle):
+    one entry, registered once, closes the runtimes still attached at exit."""
+    h = make_harness(tmp_path)  # its providers register their own atexit entries, once
+    h.instrumentor.uninstrument()
+    before = atexit._ncallbacks()
+    for _ in range(50):
+        h.instrumentor.instrument(tracer_provider=h.provider, seams=DEMO_SEAMS, chain_path=h.chain, store=h.store)
+        _dispatch(1)
+        h.instrumentor.uninstrument()
+    assert atexit._ncallbacks() == before
+    h.provider.shutdown()
+
+
+_EXIT_HOST = """
+import sys
+from opentelemetry import trace
+from otel_route_shadow.demo import factory
+from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
+
+RouteShadowInstrumentor().instrument(
+    tracer_provider=trace.NoOpTracerProvider(), seams=(), chain_path=sys.argv[1], checkpoint_records=1000
+)
+for job in factory.plan_jobs(3, factory.FactorySettings()):
+    with shadow_spawn(factory.context_for(job, "agentic"), seam="manual"):
+        pass
+"""
+
+
+def test_a_runtime_still_attached_at_exit_is_closed_with_a_last_checkpoint(tmp_path: Path) -> None:
+    """No uninstrument and no SDK provider to shut down: the one atexit entry takes the way out."""
+    chain = tmp_path / "chain.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_HOST, str(chain)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(chain.read_bytes().splitlines()) == 3
+    checkpoint = (tmp_path / "chain.jsonl.tlog" / "checkpoint").read_text()
+    assert checkpoint.splitlines()[1] == "3", checkpoint
 
 
 # -- what the host's provider keeps, and the runtime the instrumentor owns ----------------------

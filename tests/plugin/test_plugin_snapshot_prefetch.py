@@ -20,10 +20,11 @@ from otel_route_shadow.core import PolicyIndex
 from otel_route_shadow.demo import factory
 from otel_route_shadow.demo.run import default_policy_file
 from otel_route_shadow.instrumentation import runtime as runtime_module
-from otel_route_shadow.instrumentation.prefetch import PREFETCH_THREAD_NAME, SnapshotPrefetch
+from otel_route_shadow.instrumentation.prefetch import SnapshotPrefetch
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import RoutingPolicyStore
+from otel_route_shadow.worker import WorkerName
 
 from .conftest import Harness, make_harness
 
@@ -39,11 +40,14 @@ class _Gate:
             self.event.set()
         self.fail = False
         self.background_reads = 0
+        self.entered = threading.Event()
+        """Set when a background read reaches the gate."""
         real = RoutingPolicyStore.load
 
         def gated(store: RoutingPolicyStore) -> Any:
-            if threading.current_thread().name == PREFETCH_THREAD_NAME:
+            if threading.current_thread().name == WorkerName.PREFETCH:
                 self.background_reads += 1
+                self.entered.set()
                 assert self.event.wait(_WAIT_S)
                 if self.fail:
                     raise RuntimeError("the background read broke")
@@ -115,9 +119,11 @@ def test_a_large_store_change_keeps_seams_on_the_old_revision_until_the_backgrou
     assert runtime.prefetch.wait(_WAIT_S)
     assert _spawn(harness)[:2] == (1, "ok")
     gate.close()
+    gate.entered.clear()
     assert _save(harness.store, drop=1) == 2
     assert _spawn(harness)[:2] == (1, "ok")  # the revision it resolved against, truthfully
     assert runtime.prefetch.running
+    assert gate.entered.wait(_WAIT_S)  # the read is held at the gate
     assert _spawn(harness)[:2] == (1, "ok")  # one read at a time: no second thread
     assert gate.background_reads == 2
     gate.open()
@@ -189,13 +195,13 @@ def test_a_failing_background_read_is_logged_once_and_the_old_snapshot_kept(
 @pytest.mark.usefixtures("large")
 def test_no_prefetch_thread_outlives_uninstrument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gate = _Gate(monkeypatch, open_=False)
-    real_wait = SnapshotPrefetch.wait
+    real_close = SnapshotPrefetch.close
 
-    def open_then_wait(self: SnapshotPrefetch, timeout: float) -> bool:
+    def open_then_close(self: SnapshotPrefetch) -> None:
         gate.open()  # the read is still in flight when close() starts waiting for it
-        return real_wait(self, timeout)
+        real_close(self)
 
-    monkeypatch.setattr(SnapshotPrefetch, "wait", open_then_wait)
+    monkeypatch.setattr(SnapshotPrefetch, "close", open_then_close)
     _save(tmp_path / "store")
     for _ in range(3):
         gate.close()
@@ -203,7 +209,7 @@ def test_no_prefetch_thread_outlives_uninstrument(tmp_path: Path, monkeypatch: p
         assert _runtime(harness).prefetch.running
         harness.instrumentor.uninstrument()
         harness.provider.shutdown()
-        alive = [t for t in threading.enumerate() if t.name == PREFETCH_THREAD_NAME]
+        alive = [t for t in threading.enumerate() if t.name == WorkerName.PREFETCH]
         assert alive == []
     assert gate.background_reads == 3
 
@@ -256,7 +262,7 @@ class _IndexGate:
                 name = threading.current_thread().name
                 if len(policies):
                     gate.builds.append(name)
-                if name == PREFETCH_THREAD_NAME:
+                if name == WorkerName.PREFETCH:
                     gate.entered.set()
                     assert gate.event.wait(_WAIT_S)
                 super().__init__(policies)
@@ -271,7 +277,7 @@ class _IndexGate:
         self.entered.clear()
 
     def in_seams(self) -> int:
-        return sum(1 for name in self.builds if name != PREFETCH_THREAD_NAME)
+        return sum(1 for name in self.builds if name != WorkerName.PREFETCH)
 
 
 @pytest.mark.usefixtures("large")
@@ -300,7 +306,7 @@ def test_index_race_a_seam_during_the_background_index_build_keeps_the_old_revis
     assert _spawn(harness)[:2] == (2, "ok")
     assert _spawn(harness)[:2] == (2, "ok")
     assert index_gate.in_seams() == 0
-    assert index_gate.builds == [PREFETCH_THREAD_NAME, PREFETCH_THREAD_NAME]
+    assert index_gate.builds == [WorkerName.PREFETCH, WorkerName.PREFETCH]
 
 
 @pytest.mark.usefixtures("large")
@@ -321,7 +327,7 @@ def test_index_race_a_seam_before_the_first_index_is_built_holds_with_loading_an
     index_gate.open()
     assert runtime.prefetch.wait(_WAIT_S)
     assert _spawn(harness)[:2] == (1, "ok")
-    assert index_gate.builds == [PREFETCH_THREAD_NAME]
+    assert index_gate.builds == [WorkerName.PREFETCH]
 
 
 @pytest.mark.usefixtures("large")

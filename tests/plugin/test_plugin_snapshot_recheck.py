@@ -132,7 +132,7 @@ def test_the_chain_lock_timeout_comes_from_the_environment_or_the_keyword(tmp_pa
         _spawn_revision(harness)
         runtime = harness.instrumentor.runtime
         assert runtime is not None
-        log = runtime.exporter._audit_log()
+        log = runtime.exporter._chain()
         assert log is not None and log._lock_timeout == 0.025
     finally:
         harness.instrumentor.uninstrument()

@@ -26,7 +26,8 @@ from otel_route_shadow.instrumentation import checkpointing
 from otel_route_shadow.instrumentation.config import RouteShadowConfig
 from otel_route_shadow.logstore import LogStore, generate_key_file
 from otel_route_shadow.tlog import Signer, parse_note, verify_cosignatures
-from otel_route_shadow.witness import WORKER_NAME, client
+from otel_route_shadow.witness import client
+from otel_route_shadow.worker import WorkerName
 
 from .conftest import Harness, make_harness
 
@@ -196,7 +197,7 @@ def test_the_hosts_checkpoints_are_pushed_and_stored_cosigned(
     assert {c.verifier.name for c in found.verified} == {W1.verifier.name, W2.verifier.name}
     assert parse_note(checkpoint).text.split("\n")[1] == "120"
     capsys.readouterr()
-    assert cli_main(["verify", str(h.chain), "--policy", str(policy)]) == 0
+    assert cli_main(["verify", str(h.chain), "--witness-policy", str(policy)]) == 0
     out = capsys.readouterr().out
     assert "attested by the quorum up to size 120 (cosigned by one, two); 0 record(s)" in out
 
@@ -235,7 +236,7 @@ def test_a_witness_that_never_answers_never_disturbs_the_host(
     finally:
         _close(h)
     assert results == baseline and len(h.records()) == 60
-    assert threads and set(threads) == {WORKER_NAME}  # no request ever made on a host's thread
+    assert threads and set(threads) == {WorkerName.WITNESS}  # no request ever made on a host's thread
     notes = LogStore(h.chain).notes().notes
     assert notes and all(len(parse_note(n).signatures) == 1 for n in notes)  # signed, never cosigned
 

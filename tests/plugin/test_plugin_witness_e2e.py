@@ -1,7 +1,7 @@
 """A host with real C2SP witnesses: torchwood's litewitness (v0.6.1, `make witness`) on loopback, the plugin
 with its real seams (the demo factory's), and the auditor's commands.
 
-* two witnesses, quorum 2: every checkpoint after the first push is cosigned by both, ``verify --policy``
+* two witnesses, quorum 2: every checkpoint after the first push is cosigned by both, ``verify --witness-policy``
   is satisfied, and Go (torchwood's cosignature verifiers, x/mod ``note``, torchwood's ``VerifyProof``)
   verifies the same cosigned notes and a receipt made from them independently;
 * one witness stopped: the spawns are unaffected (identical results; every request is made on the
@@ -9,7 +9,7 @@ with its real seams (the demo factory's), and the auditor's commands.
   missing witness, quorum 1 is satisfied;
 * the attack: the chain cut, the log's directory erased and a different history appended by a second
   writer with the log's own key: it asks the witnesses their size first (400), signs nothing and records
-  a ``rolled-back`` refusal, and ``verify --policy`` says the chain contradicts the cosigned checkpoint;
+  a ``rolled-back`` refusal, and ``verify --witness-policy`` says the chain contradicts the cosigned checkpoint;
 * bad answers beside a real witness (garbage, another key's cosignature, a 500, a slow witness): contained,
   logged once, never stored; the real witness's quorum is met.
 """
@@ -35,7 +35,8 @@ from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import checkpointing
 from otel_route_shadow.logstore import LogStore, generate_key_file
 from otel_route_shadow.tlog import Signer, parse_note, verify_cosignatures
-from otel_route_shadow.witness import WORKER_NAME, client
+from otel_route_shadow.witness import client
+from otel_route_shadow.worker import WorkerName
 
 from .conftest import Harness, make_harness
 
@@ -125,7 +126,7 @@ def test_two_witnesses_cosign_every_checkpoint_and_go_agrees(
     for size, note in newest.items():
         found = verify_cosignatures(note, witnesses, now=int(time.time()))
         assert len(found.verified) == 2, (size, note)
-    code, out = _verify(capsys, str(h.chain), "--policy", str(policy))
+    code, out = _verify(capsys, str(h.chain), "--witness-policy", str(policy))
     assert code == 0, out
     assert "3. attested by the quorum up to size 400 (cosigned by w0, w1); 0 record(s)" in out
     assert "largest size cosigned, per witness: w0 400, w1 400" in out
@@ -140,7 +141,7 @@ def test_two_witnesses_cosign_every_checkpoint_and_go_agrees(
                 "--seq",
                 "123",
                 "--receipt",
-                "--policy",
+                "--witness-policy",
                 str(policy),
                 "--record-out",
                 str(line),
@@ -150,7 +151,7 @@ def test_two_witnesses_cosign_every_checkpoint_and_go_agrees(
     )
     receipt.write_text(capsys.readouterr().out)
     assert (
-        cli_main(["verify-proof", "--receipt", str(receipt), "--record", str(line), "--policy", str(policy)])
+        cli_main(["verify-proof", "--receipt", str(receipt), "--record", str(line), "--witness-policy", str(policy)])
         == 0
     )
     # Go verifies the same cosigned notes and the receipt, with torchwood's verifiers and x/mod's note.
@@ -209,11 +210,11 @@ def test_a_stopped_witness_leaves_the_host_alone_and_the_quorum_names_it(
     finally:
         _close(h)
     assert results == baseline and len(h.records()) == 400
-    assert threads and set(threads) == {WORKER_NAME}
+    assert threads and set(threads) == {WorkerName.WITNESS}
     for note in _newest_by_checkpoint(h.chain).values():
         signers = [s.name for s in parse_note(note).signatures]
         assert signers == [ORIGIN, pool.witnesses[0].name]  # the log's signature and w0's cosignature
-    code, out = _verify(capsys, str(h.chain), "--policy", str(both))
+    code, out = _verify(capsys, str(h.chain), "--witness-policy", str(both))
     assert code == 3, out
     assert (
         "no checkpoint the chain matches meets the quorum (the newest, size 400, is cosigned by w0; missing: w1)"
@@ -221,7 +222,7 @@ def test_a_stopped_witness_leaves_the_host_alone_and_the_quorum_names_it(
     )
     assert "largest size cosigned, per witness: w0 400, w1 none" in out
     either = _policy(tmp_path / "either", key[1], pool, "either")
-    code, out = _verify(capsys, str(h.chain), "--policy", str(either))
+    code, out = _verify(capsys, str(h.chain), "--witness-policy", str(either))
     assert code == 0, out
 
 
@@ -260,7 +261,7 @@ def test_a_restarted_writer_whose_log_was_erased_never_signs_over_the_witnesses_
     code, out = _verify(
         capsys,
         str(h.chain),
-        "--policy",
+        "--witness-policy",
         str(policy),
         "--checkpoint",
         str(auditor),
@@ -327,5 +328,5 @@ def test_bad_answers_beside_a_real_witness_are_contained_and_never_stored(
         assert sum(f"witness {name} did not cosign checkpoint 40: {cause}" in m for m in messages) == 1, (
             messages
         )
-    code, out = _verify(capsys, str(h.chain), "--policy", str(policy))
+    code, out = _verify(capsys, str(h.chain), "--witness-policy", str(policy))
     assert code == 0, out

@@ -1,0 +1,183 @@
+"""One pass over a log's lines: each line's leaf hash taken (the Merkle tree its checkpoint signs) as
+its record is counted, so that a log whose checkpoint is authenticated is checked and counted in one
+read (:func:`count_logs`), and a monitor extends a log from its state the same way
+(:mod:`~otel_route_shadow.analysis.monitor`).
+
+With an authenticated checkpoint, ``check_chain`` hashes the lines the checkpoint vouches for and
+checks only the lines after them; so does :func:`count_log`: the leaves of the first ``size`` lines
+must give the checkpoint's root, and a log with lines after its checkpoint (or whose root differs, or
+that holds a line that is not a record) is checked as a whole by ``check_chain`` instead, then counted
+(:func:`~otel_route_shadow.analysis.fleet.check_logs`, which also says why a log is excluded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from typing import Any, Final
+
+from otel_route_shadow.analysis.fleet import (
+    PendingLog,
+    ReportSettings,
+    aggregate_log,
+    check_logs,
+)
+from otel_route_shadow.analysis.fleet_logs import INCLUDED, FleetLog
+from otel_route_shadow.analysis.groups import HOST_KEY
+from otel_route_shadow.analysis.records import Repeats
+from otel_route_shadow.analysis.remote import seq_and_payload
+from otel_route_shadow.analysis.replaying import CitedLoader
+from otel_route_shadow.analysis.report import Aggregation
+from otel_route_shadow.chain import iter_chain_lines
+from otel_route_shadow.files import FileRefused
+from otel_route_shadow.lines import LineTooLong
+from otel_route_shadow.processes import mp_context
+from otel_route_shadow.tlog import CompactRange, TreeLevels, leaf_hash, subtrees
+
+__all__ = [
+    "READ_BYTES",
+    "NotRecords",
+    "count_log",
+    "count_logs",
+    "hashed_records",
+    "included_log",
+    "lines_after",
+]
+
+READ_BYTES: Final = 256 * 1024
+"""Block size for reading a log's records: a day's share of a log is read by a monitor, not its
+history (the chain readers' 8 MiB blocks would cost more to allocate than the records to read)."""
+
+
+class NotRecords(Exception):
+    """The lines from a position are not the records expected (the message says where and why)."""
+
+
+def hashed_records(
+    path: str,
+    start: int,
+    count: int,
+    host: str,
+    add_leaf: Callable[[bytes], None],
+    ends: list[int],
+    kept_from: int = 0,
+) -> Iterator[tuple[int, Any]]:
+    """``(seq, payload)`` of the ``count`` records from chain position ``start`` (over a segmented
+    chain's files, from the one that begins at ``kept_from``, the minimum index), each observation's attributes carrying ``host`` (as ``fleet.with_host``), each
+    line's leaf hash passed to ``add_leaf`` and the position after it set in ``ends[0]``. Raises :class:`NotRecords` for a line that is not a record or too few lines, and
+    ``OSError``, ``LineTooLong`` or ``FileRefused`` for a chain that cannot be read."""
+    if count <= 0:
+        return
+    lines = iter_chain_lines(path, start, block_bytes=READ_BYTES, kept_from=kept_from)
+    for taken, (position, line) in enumerate(lines, start=1):
+        if line is None:
+            raise NotRecords(f"the line at byte {position} is longer than any record")
+        add_leaf(leaf_hash(line))
+        ends[0] = position + len(line) + 1
+        found = seq_and_payload(line)
+        if found is None:
+            raise NotRecords(f"the line ending at byte {ends[0]} is not a chain record")
+        attributes = found[1].get("attributes")
+        if attributes.__class__ is dict:
+            attributes[HOST_KEY] = host
+        yield found
+        if taken == count:
+            return
+    raise NotRecords(f"the chain holds fewer records than the {count} expected")
+
+
+def lines_after(path: str, start: int, kept_from: int = 0) -> int:
+    """The complete lines from chain position ``start`` on (the records not yet under a checkpoint;
+    ``kept_from``: as for :func:`hashed_records`)."""
+    return sum(1 for _ in iter_chain_lines(path, start, block_bytes=READ_BYTES, kept_from=kept_from))
+
+
+def count_log(
+    pending: PendingLog, settings: ReportSettings, cited_loader: CitedLoader | None = None
+) -> tuple[FleetLog, Aggregation] | None:
+    """The log counted up to its checkpoint in one pass, its leaves giving the checkpoint's root; None
+    when they do not, when a line is not a record, or when lines follow the checkpoint (see the module
+    docstring)."""
+    evidence = pending.evidence
+    size = evidence.size or 0
+    leaves: list[bytes] = []
+    ends = [0]
+    aggregation = settings.aggregation(cited_loader)
+    try:
+        aggregation.feed(
+            hashed_records(pending.path, 0, size, evidence.origin or pending.path, leaves.append, ends)
+        )
+        if lines_after(pending.path, ends[0]):
+            return None
+    except (NotRecords, OSError, LineTooLong, FileRefused):
+        return None
+    if len(leaves) != size:
+        return None
+    tree = TreeLevels(b"".join(leaves))
+    frontier = tuple(tree.node(height, index) for height, index in subtrees(0, size))
+    if CompactRange(size, frontier).root() != pending.root:
+        return None
+    aggregation.cube.repeats = Repeats()  # a cache of the pass, not a count: nothing to carry over
+    return included_log(pending, size, ends[0], frontier), aggregation
+
+
+def included_log(
+    pending: PendingLog,
+    records: int,
+    end: int,
+    frontier: Sequence[bytes],
+    *,
+    start: int = 0,
+    pruned_bytes: int = 0,
+) -> FleetLog:
+    """``pending`` included, counted up to its checkpoint (its record ``size`` begins at byte ``end``;
+    ``frontier``: the roots of the perfect subtrees of its first ``size`` records), its chain holding
+    ``records``; counted from seq ``start``, its pruned segments ``pruned_bytes`` long."""
+    evidence = pending.evidence
+    return FleetLog(
+        pending.path,
+        INCLUDED,
+        origin=evidence.origin,
+        size=evidence.size or 0,
+        records=records,
+        evidence=replace(evidence, chain_records=records),
+        end=end,
+        root=pending.root,
+        frontier=tuple(frontier),
+        start=start,
+        pruned_bytes=pruned_bytes,
+    )
+
+
+def _counted(
+    pending: PendingLog,
+    settings: ReportSettings,
+    keys: tuple[str, ...],
+    cited_loader: CitedLoader | None = None,
+) -> tuple[FleetLog, Aggregation | None]:
+    """The log counted in one pass when its checkpoint is authenticated (``keys``), else (or when that
+    pass does not give its root) checked as a whole, then counted if included."""
+    found = count_log(pending, settings, cited_loader) if keys else None
+    if found is not None:
+        return found
+    log = check_logs([pending], keys)[0]
+    return log, (aggregate_log(log, settings, cited_loader) if log.included else None)
+
+
+def count_logs(
+    pending: Sequence[PendingLog],
+    settings: ReportSettings,
+    keys: tuple[str, ...],
+    *,
+    jobs: int = 1,
+    cited_loader: CitedLoader | None = None,
+) -> list[tuple[FleetLog, Aggregation | None]]:
+    """Each log checked against its checkpoint and, if included, counted (:func:`_counted`); ``jobs``
+    worker processes take several logs at once (not with a store: its snapshots are read in this
+    process)."""
+    if cited_loader is not None or jobs <= 1 or len(pending) <= 1:
+        return [_counted(log, settings, keys, cited_loader) for log in pending]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=mp_context()) as pool:
+        n = len(pending)
+        return list(pool.map(_counted, pending, [settings] * n, [keys] * n))

@@ -1,0 +1,57 @@
+"""The checkpoint a cut's anchor carries: the tree caught up to the cut's size and signed, then the
+chain cut (``chain.cut_chain``, docs/chain-format.md section 14)."""
+
+from __future__ import annotations
+
+import time
+from typing import Final
+
+from otel_route_shadow.chain import ChainCut, CutRefused, cut_chain
+from otel_route_shadow.logstore.checkpointer import Checkpointer
+
+__all__ = ["CUT_SIGN_POLL_S", "CUT_SIGN_WAIT_S", "cut_signed", "note_for_cut"]
+
+CUT_SIGN_POLL_S: Final = 0.01
+"""How often a cut asks the checkpointer again while another process holds the log's lock."""
+CUT_SIGN_WAIT_S: Final = 0.25
+"""Longest the plugin's cut waits, the chain's lock held, for another process checkpointing: past it the
+cut is given up (nothing changed) and tried again after the next checkpoint, so spawns never wait on a
+busy log for longer."""
+
+
+def note_for_cut(checkpointer: Checkpointer, size: int, timeout: float) -> str:
+    """The signed note of the tree of exactly ``size`` leaves, catching the tree up to it first (the
+    chain's lock held by the caller: the chain ends at ``size``); waits at most ``timeout`` seconds
+    for another process checkpointing. Raises :class:`CutRefused` when it cannot be had."""
+    deadline = time.monotonic() + timeout
+    while True:
+        checkpointer.checkpoint(max_leaves=1 << 62, max_bytes=1 << 62)
+        if checkpointer.refused is not None:
+            raise CutRefused(f"the log refuses to sign checkpoints ({checkpointer.refused}); not cutting")
+        if checkpointer.size == size and not checkpointer.behind:
+            note = checkpointer.signed_note(size)
+            if note is not None:
+                return note
+        if time.monotonic() >= deadline:
+            raise CutRefused(f"no checkpoint of size {size} could be signed within {timeout} s; not cutting")
+        time.sleep(CUT_SIGN_POLL_S)
+
+
+def cut_signed(
+    checkpointer: Checkpointer, timeout: float | None, sign_wait: float = CUT_SIGN_WAIT_S
+) -> ChainCut | None:
+    """Cut the checkpointer's chain (``chain.cut_chain``), its anchor carrying the checkpoint of the
+    cut's size when the log signs (null when it has no key). The tree is caught up before the chain's
+    lock is taken (``timeout``: the longest wait for it), so only the last lines are added under it;
+    ``sign_wait``: the longest wait then for another process checkpointing."""
+    if not checkpointer.signers:
+        return cut_chain(checkpointer.chain_path, sign=None, timeout=timeout)
+    for _ in range(64):  # a bounded catch-up; what is left is added under the lock
+        checkpointer.checkpoint()
+        if not checkpointer.behind or checkpointer.refused is not None:
+            break
+    return cut_chain(
+        checkpointer.chain_path,
+        sign=lambda size: note_for_cut(checkpointer, size, sign_wait),
+        timeout=timeout,
+    )

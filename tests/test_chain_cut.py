@@ -1,0 +1,485 @@
+"""Cutting a chain into segments (docs/chain-format.md section 14.3): the closed segment is the live file
+as it was, the new live file starts with an anchor record naming it, seq, links and the Merkle tree go on
+across the boundary, a process killed at any step of a cut leaves a state the next writer finishes or
+undoes, and writer processes appending during cuts lose nothing.
+
+Segments are read here straight from the files (each segment's lines, the anchor's fields, the SHA-256
+of the previous file), not through the chain's readers."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import multiprocessing
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from otel_route_shadow.chain import (
+    ANCHOR_KIND,
+    CUT_SUFFIX,
+    SEGMENTS_SUFFIX,
+    ChainLockTimeout,
+    CutRefused,
+    DecisionChain,
+    cut_chain,
+    encode_payload,
+    segment_name,
+)
+from otel_route_shadow.chain import cut as cut_module
+from otel_route_shadow.cli import main
+from otel_route_shadow.instrumentation.checkpointing import ScheduledCheckpointer, SegmentSchedule
+from otel_route_shadow.instrumentation.config import RouteShadowConfig
+from otel_route_shadow.logstore import Checkpointer, cut_signed
+from otel_route_shadow.tlog import Signer, TreeBuilder, authenticate, checkpoint_of, leaf_hash
+
+ORIGIN = "example.com/route-shadow/cut"
+SIGNER = Signer.generate(ORIGIN)
+HANG_GUARD_S = 60.0
+STEPS = range(5)
+"""``chain.cut.step_reached``: 0 once the lock is held, then after signing, preparing, linking, renaming."""
+
+
+# -- reading the files directly --------------------------------------------------------------------
+
+
+def segment_files(chain: Path) -> list[Path]:
+    """The closed segments in chain order, then the live file."""
+    folder = Path(str(chain) + SEGMENTS_SUFFIX)
+    closed = sorted(folder.iterdir()) if folder.is_dir() else []
+    return [*closed, chain]
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().split(b"\n")[:-1]]
+
+
+def check_segmented(chain: Path, key: Signer | None = None) -> list[dict[str, Any]]:
+    """Every record of the chain, in order, after checking: seq continuous from 0, each record linked to
+    the one before (across segments too), each closed segment named by its first seq and no longer the
+    live file, each anchor naming the segment before it exactly (name, seqs, last hash, SHA-256, size)
+    and carrying the checkpoint of its seq (the tree of the leaves before it) when a key is given."""
+    found: list[dict[str, Any]] = []
+    leaves: list[bytes] = []
+    previous: Path | None = None
+    assert not Path(str(chain) + CUT_SUFFIX).exists()
+    live = os.stat(chain)
+    for path in segment_files(chain):
+        lines = path.read_bytes().split(b"\n")[:-1]
+        assert lines, path
+        first = orjson.loads(lines[0])
+        if path != chain:
+            assert path.name == segment_name(first["seq"])
+            assert (os.stat(path).st_dev, os.stat(path).st_ino) != (live.st_dev, live.st_ino)
+        if previous is not None:
+            anchor = first["payload"]
+            assert anchor["kind"] == ANCHOR_KIND
+            data = previous.read_bytes()
+            last = found[-1]
+            assert anchor["segment"] == previous.name
+            assert (anchor["first_seq"], anchor["last_seq"]) == (int(previous.stem), last["seq"])
+            assert anchor["last_record_hash"] == last["record_hash"]
+            assert (anchor["sha256"], anchor["bytes"]) == (hashlib.sha256(data).hexdigest(), len(data))
+            if key is None:
+                assert anchor["checkpoint"] is None
+            else:
+                signed = authenticate(anchor["checkpoint"], [key.verifier()]).checkpoint
+                assert (signed.size, signed.root) == (first["seq"], root_of(leaves))
+        for line in lines:
+            record = orjson.loads(line)
+            assert record["seq"] == len(found)
+            assert record["prev_hash"] == (found[-1]["record_hash"] if found else "0" * 64)
+            found.append(record)
+            leaves.append(leaf_hash(line))
+        previous = path
+    return found
+
+
+def root_of(leaves: list[bytes]) -> bytes:
+    builder = TreeBuilder()
+    builder.extend(leaves)
+    return builder.root()
+
+
+def every_checkpoint_matches_the_chain(chain: Path) -> int:
+    """Each note the log published is the root of the chain's first ``size`` leaves (so each is
+    consistent with every other); returns how many there were."""
+    leaves = [
+        leaf_hash(line) for path in segment_files(chain) for line in path.read_bytes().split(b"\n")[:-1]
+    ]
+    notes = [
+        orjson.loads(line)["note"] for line in Path(str(chain) + ".tlog/checkpoints").read_text().splitlines()
+    ]
+    for note in notes:
+        checkpoint = checkpoint_of(note)
+        assert checkpoint.root == root_of(leaves[: checkpoint.size]), checkpoint.size
+    return len(notes)
+
+
+def append(chain: Path, count: int, start: int = 0) -> None:
+    with DecisionChain(chain) as log:
+        for n in range(start, start + count):
+            log.append({"kind": "route-shadow", "n": n})
+
+
+def numbers(found: list[dict[str, Any]]) -> list[int]:
+    return [r["payload"]["n"] for r in found if r["payload"].get("kind") == "route-shadow"]
+
+
+# -- a cut ------------------------------------------------------------------------------------------
+
+
+def test_a_cut_closes_the_live_file_as_it_was_and_starts_the_next_with_its_anchor(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 5)
+    before = chain.read_bytes()
+    made = cut_chain(str(chain), sign=None, timeout=1.0)
+    assert made is not None and (made.first_seq, made.end, made.bytes) == (0, 5, len(before))
+    closed = Path(made.segment)
+    assert closed == tmp_path / "chain.jsonl.segments" / "0000000000000000.jsonl"
+    assert closed.read_bytes() == before
+    assert [r["seq"] for r in records(chain)] == [5]
+    append(chain, 4, start=5)
+    again = cut_chain(str(chain), sign=None, timeout=1.0)
+    assert again is not None and Path(again.segment).name == "0000000000000005.jsonl"
+    append(chain, 2, start=9)
+    found = check_segmented(chain)
+    assert numbers(found) == list(range(11))
+    assert len(found) == 13  # 11 records and 2 anchors
+
+
+def test_nothing_is_cut_from_a_chain_without_records_after_its_anchor(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    assert cut_chain(str(chain), sign=None, timeout=1.0) is None
+    append(chain, 2)
+    assert cut_chain(str(chain), sign=None, timeout=1.0) is not None
+    assert cut_chain(str(chain), sign=None, timeout=1.0) is None
+    assert len(segment_files(chain)) == 2
+
+
+def test_a_chain_ending_in_a_torn_line_is_not_cut(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 3)
+    with chain.open("ab") as handle:
+        handle.write(b'{"payload":')
+    with pytest.raises(CutRefused, match="torn"):
+        cut_chain(str(chain), sign=None, timeout=1.0)
+    assert not Path(str(chain) + SEGMENTS_SUFFIX).exists()
+    append(chain, 1, start=3)  # the next append repairs the tail; then the cut goes through
+    assert cut_chain(str(chain), sign=None, timeout=1.0) is not None
+    check_segmented(chain)
+
+
+def test_a_cut_waits_only_so_long_for_a_lock_another_process_holds(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 3)
+    before = chain.read_bytes()
+    holder = os.open(chain, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        with pytest.raises(ChainLockTimeout):
+            cut_chain(str(chain), sign=None, timeout=0.05)
+    finally:
+        os.close(holder)
+    assert chain.read_bytes() == before
+    assert not Path(str(chain) + SEGMENTS_SUFFIX).exists()
+    assert not Path(str(chain) + CUT_SUFFIX).exists()
+
+
+def test_with_a_log_the_anchor_carries_the_checkpoint_of_its_size_and_the_tree_goes_on(
+    tmp_path: Path,
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    append(chain, 7)
+    assert cut_signed(writer, 1.0) is not None  # the tree caught up to 7 and signed under the lock
+    append(chain, 300, start=7)
+    assert writer.checkpoint() is None and writer.behind  # the rest of the closed segment, then on
+    made = writer.checkpoint()
+    assert made is not None and made.size == 308
+    assert cut_signed(writer, 1.0) is not None
+    append(chain, 10, start=307)
+    found = check_segmented(chain, SIGNER)
+    assert numbers(found) == list(range(317))
+    other = Checkpointer(str(chain), ORIGIN, SIGNER)  # another process: resumes from the state hint
+    while other.checkpoint() is None and other.behind:
+        pass
+    assert other.size == len(found) and other.refused is None
+    assert every_checkpoint_matches_the_chain(chain) >= 3
+
+
+def test_a_tree_rebuilt_from_a_segmented_chain_is_the_signed_one(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    for round_ in range(3):
+        append(chain, 40, start=40 * round_)
+        assert cut_signed(writer, 1.0) is not None
+    append(chain, 5, start=120)
+    writer.checkpoint()
+    Path(str(chain) + ".tlog/state").unlink()
+    rebuilt = Checkpointer(str(chain), ORIGIN, SIGNER, max_leaves=30)
+    for _ in range(50):
+        rebuilt.checkpoint()
+        if not rebuilt.behind:
+            break
+    assert rebuilt.refused is None and rebuilt.size == len(check_segmented(chain, SIGNER))
+
+
+def test_a_rebuild_longer_than_one_call_goes_on_where_it_stopped(tmp_path: Path) -> None:
+    """A rebuild started over at every call once it needed more than ``max_leaves`` lines: it never
+    finished."""
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 300)
+    assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is not None
+    Path(str(chain) + ".tlog/state").unlink()
+    rebuilt = Checkpointer(str(chain), ORIGIN, SIGNER, max_leaves=100)
+    sizes = []
+    for _ in range(4):
+        rebuilt.checkpoint()
+        sizes.append(rebuilt.size)
+    assert sizes == [100, 200, 300, 300] and not rebuilt.behind
+
+
+# -- a process killed at each step --------------------------------------------------------------------
+
+
+def _cut_and_die(chain: str, step: int, signed: bool) -> None:  # pragma: no cover - runs in a child
+    def die(reached: int) -> None:
+        if reached == step:
+            os._exit(9)
+
+    cut_module.step_reached = die
+    if signed:
+        cut_signed(Checkpointer(chain, ORIGIN, SIGNER), 5.0)
+    else:
+        cut_chain(chain, sign=None, timeout=5.0)
+    os._exit(0)
+
+
+def killed_cut(chain: Path, step: int, *, signed: bool = True) -> bool:
+    """Run a cut in a child killed at ``step``; False when the child found nothing to cut."""
+    process = multiprocessing.get_context("fork").Process(
+        target=_cut_and_die, args=(str(chain), step, signed)
+    )
+    process.start()
+    process.join(HANG_GUARD_S)
+    assert process.exitcode in (0, 9)
+    return process.exitcode == 9
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_cut_killed_at_each_step_is_finished_or_undone_by_the_next_writer(
+    tmp_path: Path, step: int
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    append(chain, 20)
+    writer.checkpoint()
+    assert killed_cut(chain, step)
+    append(chain, 3, start=20)  # the first append finishes the cut (step 3) or removes what it left
+    found = check_segmented(chain, SIGNER)
+    assert numbers(found) == list(range(23))
+    assert len(segment_files(chain)) == (2 if step >= 3 else 1)
+    assert cut_signed(writer, 1.0) is not None
+    while writer.checkpoint() is None and writer.behind:
+        pass
+    assert writer.refused is None
+    assert numbers(check_segmented(chain, SIGNER)) == list(range(23))
+    every_checkpoint_matches_the_chain(chain)
+
+
+@pytest.mark.parametrize("step", [2, 3])
+def test_an_interrupted_cut_the_writer_went_past_is_undone_by_the_next_cut(tmp_path: Path, step: int) -> None:
+    """A writer that looked for an unfinished cut less than a second ago appends without looking again:
+    into the live file while it is still linked as a segment. The anchor prepared then no longer
+    follows the file, so the next cut (or the writer's next look) undoes the link, and nothing is lost."""
+    chain = tmp_path / "chain.jsonl"
+    with DecisionChain(chain) as log:
+        for n in range(10):
+            log.append({"kind": "route-shadow", "n": n})
+        assert killed_cut(chain, step, signed=False)
+        for n in range(10, 14):
+            log.append({"kind": "route-shadow", "n": n})
+    assert cut_chain(str(chain), sign=None, timeout=1.0) is not None
+    append(chain, 1, start=14)
+    assert numbers(check_segmented(chain)) == list(range(15))
+
+
+# -- several writer processes ------------------------------------------------------------------------
+
+
+def _writer(chain: str, process: int, counts: Any, go: Any, stop: Any) -> None:  # pragma: no cover - a child
+    log = DecisionChain(chain)
+    go.wait()
+    n = 0
+    while not stop.is_set() or n < 50:
+        log.append({"kind": "route-shadow", "n": process * 1_000_000 + n})
+        n += 1
+    log.close()
+    counts[process] = n
+
+
+@pytest.mark.timeout(300)
+def test_four_writers_appending_while_cuts_are_made_and_killed_lose_nothing(tmp_path: Path) -> None:
+    """Four processes append without pause while cuts are made, and killed at each step twice over."""
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 1, start=999_999)
+    context = multiprocessing.get_context("fork")
+    go, stop, counts = context.Event(), context.Event(), context.Array("q", 4)
+    writers = [context.Process(target=_writer, args=(str(chain), p, counts, go, stop)) for p in range(4)]
+    for process in writers:
+        process.start()
+    go.set()
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    try:
+        for step in [*STEPS, *STEPS]:
+            cut_signed(writer, 5.0)
+            for _ in range(100):  # a child that found nothing after the anchor yet cuts again
+                if killed_cut(chain, step):
+                    break
+            else:
+                pytest.fail(f"no cut reached step {step}")
+            assert all(p.is_alive() for p in writers)  # the kills all came while the four appended
+    finally:
+        stop.set()
+    for process in writers:
+        process.join(HANG_GUARD_S)
+        assert process.exitcode == 0
+    append(chain, 1, start=999_998)  # finishes or undoes the last killed cut
+    cut_signed(writer, 5.0)
+    while writer.checkpoint() is None and writer.behind:
+        pass
+    found = check_segmented(chain, SIGNER)
+    expected = [999_999, 999_998] + [p * 1_000_000 + n for p in range(4) for n in range(counts[p])]
+    assert Counter(numbers(found)) == Counter(expected)
+    assert len(segment_files(chain)) > len(STEPS)
+    assert writer.refused is None
+    assert every_checkpoint_matches_the_chain(chain) >= len(STEPS)
+
+
+# -- when the plugin cuts ----------------------------------------------------------------------------
+
+
+def test_the_segment_settings_come_from_the_environment_and_keywords_win() -> None:
+    env = {
+        "OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES": "4096",
+        "OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_SECONDS": "60.5",
+    }
+    config = RouteShadowConfig.resolve(env)
+    assert (config.segment_bytes, config.segment_seconds) == (4096, 60.5)
+    assert RouteShadowConfig.resolve(env, segment_bytes=0).segment_bytes == 0
+    defaults = RouteShadowConfig.resolve({})
+    assert (defaults.segment_bytes, defaults.segment_seconds) == (None, 7 * 86_400.0)  # None: 256 MiB
+    with pytest.raises(ValueError, match="SEGMENT_BYTES"):
+        RouteShadowConfig.resolve({"OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES": "big"})
+
+
+def test_a_cut_is_due_by_size_or_by_age_and_never_when_both_are_off(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    assert not SegmentSchedule(str(chain), 1, 1e-9).due()  # no chain yet
+    append(chain, 3)
+    size = chain.stat().st_size
+    assert SegmentSchedule(str(chain), size, 0).due()
+    assert not SegmentSchedule(str(chain), size + 1, 0).due()
+    assert not SegmentSchedule(str(chain), 0, 0).due()
+    assert SegmentSchedule(str(chain), 0, 1e-9).due()
+    cut_chain(str(chain), sign=None, timeout=1.0)
+    assert not SegmentSchedule(str(chain), 0, 3600).due()  # the live file is as old as the last cut
+
+
+def test_the_background_checkpointing_thread_cuts_the_chain_once_it_is_due(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    scheduled = ScheduledCheckpointer(
+        Checkpointer(str(chain), ORIGIN, SIGNER),
+        every_records=5,
+        segments=SegmentSchedule(str(chain), 2_000, 0),
+    )
+    log = DecisionChain(chain, lock_timeout=0.1, listener=scheduled.line_written)
+    folder = Path(str(chain) + SEGMENTS_SUFFIX)
+    n = 0
+    while not folder.is_dir() and n < 100_000:  # the thread is woken every 5 records
+        log.submit(encode_payload({"kind": "route-shadow", "n": n}, []))  # kept while the cut holds the lock
+        n += 1
+    scheduled.close()
+    assert log.flush(None) == 0
+    log.close()
+    append(chain, 1, start=n)
+    found = check_segmented(chain, SIGNER)
+    assert numbers(found) == list(range(n + 1))
+
+
+def test_a_writer_whose_first_line_is_not_a_record_still_clears_a_prepared_file(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 2)
+    data = chain.read_bytes()
+    first = data.index(b"\n")
+    chain.write_bytes(
+        b"x" * first + data[first:]
+    )  # an edited first line: verify's business, not the writer's
+    Path(str(chain) + CUT_SUFFIX).write_bytes(b"left by a killed cut\n")
+    append(chain, 1, start=2)
+    assert not Path(str(chain) + CUT_SUFFIX).exists()
+    lines = chain.read_bytes().split(b"\n")[1:-1]
+    assert [orjson.loads(line)["payload"]["n"] for line in lines] == [1, 2]
+
+
+# -- otel-route-shadow rotate ------------------------------------------------------------------------
+
+
+def test_rotate_cuts_with_the_logs_key_and_refuses_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 6)
+    assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is not None
+    key, other = tmp_path / "log.key", tmp_path / "other.key"
+    key.write_text(SIGNER.secret_string() + "\n")
+    other.write_text(Signer.generate("example.com/other").secret_string() + "\n")
+    key.chmod(0o600)
+    other.chmod(0o600)
+    assert main(["rotate", str(chain), "--key", str(other)]) == 2
+    assert "the key is named 'example.com/other'" in capsys.readouterr().err
+    assert main(["rotate", str(chain)]) == 2
+    assert "give its signing key" in capsys.readouterr().err
+    assert not Path(str(chain) + SEGMENTS_SUFFIX).exists()
+    capsys.readouterr()
+    assert main(["rotate", str(chain), "--key", str(key)]) == 0
+    assert "closed " in capsys.readouterr().out
+    append(chain, 2, start=6)
+    assert numbers(check_segmented(chain, SIGNER)) == list(range(8))
+    assert main(["rotate", str(chain), "--key", str(key)]) == 0
+    assert main(["rotate", str(chain), "--key", str(key)]) == 0  # nothing after the anchor: nothing cut
+    assert len(segment_files(chain)) == 3
+
+
+def test_rotate_of_a_chain_without_a_log_anchors_with_no_checkpoint(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 3)
+    assert main(["rotate", str(chain)]) == 0
+    append(chain, 1, start=3)
+    assert numbers(check_segmented(chain)) == list(range(4))
+
+
+def test_a_cut_the_disk_refuses_midway_leaves_the_chain_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 4)
+    before = chain.read_bytes()
+
+    def refused(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cut_module, "fsync_directory", refused)
+    with pytest.raises(OSError):
+        cut_chain(str(chain), sign=None, timeout=1.0)
+    monkeypatch.undo()
+    assert chain.read_bytes() == before
+    assert not Path(str(chain) + CUT_SUFFIX).exists()
+    assert list(Path(str(chain) + SEGMENTS_SUFFIX).iterdir()) == []
+    append(chain, 1, start=4)
+    assert numbers(check_segmented(chain)) == list(range(5))

@@ -1,0 +1,195 @@
+"""Following remote logs with ``report --state``, like a Certificate Transparency monitor: a rerun fetches
+the checkpoint, the minimum index and only the entry bundles from the state's size on (against a real
+``serve``); its figures equal a full run's; a remote pruned past the state's size is rebuilt from its
+minimum index; a remote that hangs during a rerun is excluded and keeps its state entry."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_support import serving
+from test_analysis_fleet import make_log
+from test_analysis_monitor import _figures
+from test_analysis_remote import _http
+from test_analysis_support import SCENARIO, Entry, build_chain
+from test_fleet_pruned import Host, _answers, _lines, _state_figures
+
+from otel_route_shadow.analysis import EXCLUDED, Fetch, build_fleet_report, follow_fleet
+from otel_route_shadow.cli import main
+from otel_route_shadow.cli.exit_codes import EXIT_OK
+from otel_route_shadow.cli.fleet import remote_fetch
+from otel_route_shadow.logstore import Checkpointer, bundle_path
+from otel_route_shadow.tlog import Signer
+
+ORIGIN = "remote.example/route-shadow"
+T1 = 1_791_000_000 * 10**9
+
+
+def _sign(chain: Path, signer: Signer) -> None:
+    """A checkpoint of every record of ``chain`` (the writer signs a grown tree in steps)."""
+    checkpointer = Checkpointer(str(chain), ORIGIN, signer)
+    for _ in range(64):
+        checkpointer.checkpoint()
+        if not checkpointer.behind:
+            return
+    raise AssertionError("the checkpointer never caught up")
+
+
+class Counted:
+    """A fetch that records each URL it was asked for (each a request the server answered or not)."""
+
+    def __init__(self, timeout: float = 30.0) -> None:
+        self.fetch: Fetch = remote_fetch(timeout)
+        self.urls: list[str] = []
+
+    def __call__(self, url: str, max_bytes: int) -> bytes:
+        self.urls.append(url)
+        return self.fetch(url, max_bytes)
+
+    def taken(self) -> list[str]:
+        """The URLs asked for since the last call, relative to the log's base URL (``.../route-shadow/``)."""
+        urls, self.urls = self.urls, []
+        return [url.split("/route-shadow/", 1)[1] for url in urls]
+
+
+def test_a_remote_log_is_followed_with_state_reading_only_its_new_bundles(tmp_path: Path) -> None:
+    entries = [Entry(e.name, e.context, e.count * 150) for e in SCENARIO]  # 2,550 records: ten bundles
+    chain, signer = make_log(tmp_path / "hosts", "remote", ORIGIN, entries)
+    state = str(tmp_path / "state.json")
+    fetch = Counted()
+    with serving([chain], workdir=tmp_path) as served:
+        url = served.urls[ORIGIN]
+        first = follow_fleet([url], state, fetch=fetch)
+        assert first.fleet is not None and first.fleet.followed is not None
+        assert first.fleet.followed.rebuilt == (url,) and first.spawns == 2550
+        full_read = fetch.taken()
+        assert len([path for path in full_read if path.startswith("tile/entries/")]) == 10
+        build_chain(chain, [Entry(e.name, e.context, e.count * 2) for e in SCENARIO[:4]], start_ns=T1)  # 1%
+        _sign(chain, signer)
+        again = follow_fleet([url], state, fetch=fetch)
+        # the checkpoint, the minimum index, and the bundle holding index 2,550 (now full) and the next
+        assert fetch.taken() == ["checkpoint", "min-index", "tile/entries/009", "tile/entries/010.p/18"]
+        assert again.fleet is not None and again.fleet.followed is not None
+        assert again.fleet.followed.extended == (url,) and again.fleet.followed.warnings == ()
+        full = build_fleet_report([url], fetch=fetch)
+        assert _figures(again.as_dict()) == _figures(full.as_dict()) and again.spawns == 2550 + 28
+        fetch.taken()
+        nothing_new = follow_fleet([url], state, fetch=fetch)
+        assert fetch.taken() == ["checkpoint", "min-index"]  # nothing new: no bundle at all
+        assert _figures(nothing_new.as_dict()) == _figures(full.as_dict())
+    local = build_fleet_report([str(chain)])
+    assert _state_figures(again.as_dict()) == _state_figures(local.as_dict())
+
+
+def test_a_remote_pruned_between_two_runs_extends_at_or_above_its_minimum_index(tmp_path: Path) -> None:
+    host = Host(tmp_path / "fleet").grow(306).cut().grow(205).sign()  # 512 records: two whole bundles
+    state = str(tmp_path / "state.json")
+    fetch = Counted()
+    with serving([host.chain], workdir=tmp_path) as served:
+        url = served.urls[host.origin]
+        first = follow_fleet([url], state, fetch=fetch)
+        assert first.fleet is not None and first.fleet.logs[0].size == 512
+        host.cut().grow(136).sign()
+        twin = tmp_path / "twin"
+        shutil.copytree(host.chain.parent, twin)  # the same log, never pruned
+        host.prune(306)  # serve publishes 512: the state's size
+        fetch.taken()
+        again = follow_fleet([url], state, fetch=fetch)
+        assert fetch.taken() == ["checkpoint", "min-index", "tile/entries/002.p/137"]
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert again.fleet.followed.extended == (url,) and again.fleet.followed.warnings == ()
+    (log,) = again.fleet.logs
+    assert (log.start, log.size) == (0, 649)  # the counts made before the prune are kept
+    full = build_fleet_report([str(twin / host.chain.name)])
+    assert again.spawns == 647 and _state_figures(again.as_dict()) == _state_figures(full.as_dict())
+
+
+def test_a_remote_pruned_past_the_states_size_is_rebuilt_from_its_minimum_index(tmp_path: Path) -> None:
+    host = Host(tmp_path / "fleet").grow(200).sign()
+    state = str(tmp_path / "state.json")
+    with serving([host.chain], workdir=tmp_path) as served:
+        url = served.urls[host.origin]
+        follow_fleet([url], state, fetch=remote_fetch(30.0))
+        host.grow(106).cut().grow(205).cut().grow(136).sign().prune(306)  # serve publishes 512
+        again = follow_fleet([url], state, fetch=remote_fetch(30.0))
+        full = build_fleet_report([url], fetch=remote_fetch(30.0))
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert again.fleet.followed.rebuilt == (url,)
+    (warning,) = again.fleet.followed.warnings
+    assert "below the log's minimum index 512" in warning and "records 200..511 were never counted" in warning
+    assert warning.endswith("rebuilt from seq 512")
+    (log,) = again.fleet.logs
+    assert (log.start, log.counted) == (512, 137)
+    assert _state_figures(again.as_dict()) == _state_figures(full.as_dict())
+
+
+def _entry(state: Path, url: str) -> dict[str, Any]:
+    (entry,) = [log for log in json.loads(state.read_text(encoding="utf-8"))["logs"] if log["path"] == url]
+    assert "end" not in entry  # a remote log's entries are addressed by index, not by byte
+    return dict(entry)
+
+
+def test_a_remote_that_hangs_during_a_rerun_is_excluded_and_keeps_its_state_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain, signer = make_log(tmp_path / "hosts", "remote", ORIGIN, SCENARIO)
+    state = tmp_path / "state.json"
+    with serving([chain], workdir=tmp_path) as served:
+        url = served.urls[ORIGIN]
+        follow_fleet([url], str(state), fetch=remote_fetch(30.0))
+    kept = _entry(state, url)
+    port = int(url.split(":")[2].split("/")[0])
+    with socket.socket() as silent:  # the same address now accepts connections and never answers
+        silent.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        silent.bind(("127.0.0.1", port))
+        silent.listen(4)
+        hung = follow_fleet([url], str(state), fetch=remote_fetch(0.5))
+    assert hung.fleet is not None and hung.fleet.followed is not None
+    (log,) = hung.fleet.logs
+    assert log.status == EXCLUDED and "timeout" in (log.reason or "") and hung.spawns == 0
+    assert hung.fleet.followed.warnings == (f"state of {url}: kept (the log is excluded from this run)",)
+    assert _entry(state, url) == kept
+    build_chain(chain, SCENARIO[:2], start_ns=T1)
+    _sign(chain, signer)
+    with serving([chain], "--listen", f"127.0.0.1:{port}", workdir=tmp_path) as served:
+        assert served.urls[ORIGIN] == url
+        code = main(["report", url, "--state", str(state), "--json", "--no-progress"])
+        full = build_fleet_report([url], fetch=remote_fetch(30.0))
+    assert code == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert data["fleet"]["state"] == {"extended": [url], "rebuilt": [], "warnings": []}
+    assert data["totals"] == full.as_dict()["totals"] and full.spawns == 17 + 6
+    assert _entry(state, url)["size"] == 17 + 6
+
+
+def test_a_remote_answering_garbage_during_a_rerun_is_excluded_and_keeps_its_state_entry(
+    tmp_path: Path,
+) -> None:
+    host = Host(tmp_path / "fleet").grow(300).sign()
+    state = tmp_path / "state.json"
+    answers = _answers(host, _lines(host), 0)
+    with _http(answers) as url:  # the server answers what ``answers`` holds when asked
+        follow_fleet([url], str(state), fetch=remote_fetch(30.0))
+        kept = _entry(state, url)
+        host.grow(20).sign()
+        answers.update(_answers(host, _lines(host), 0))
+        honest = answers["/log/" + bundle_path(1, 64)]
+        answers["/log/" + bundle_path(1, 64)] = b"\x00\x05short"  # one short entry, not the 64
+        garbled = follow_fleet([url], str(state), fetch=remote_fetch(30.0))
+        assert garbled.fleet is not None and garbled.fleet.followed is not None
+        (log,) = garbled.fleet.logs
+        assert log.status == EXCLUDED and "entry bundle 1: 1 entries, not 64" in (log.reason or "")
+        assert log.origin == host.origin
+        assert garbled.fleet.followed.extended == () and garbled.spawns == 0
+        assert _entry(state, url) == kept
+        answers["/log/" + bundle_path(1, 64)] = honest
+        again = follow_fleet([url], str(state), fetch=remote_fetch(30.0))
+        full = build_fleet_report([url], fetch=remote_fetch(30.0))
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert again.fleet.followed.extended == (url,) and again.spawns == 320
+    assert _figures(again.as_dict()) == _figures(full.as_dict())

@@ -1,0 +1,294 @@
+"""The writer side of a segmented, pruned chain (docs/chain-format.md sections 14.1 and 14.5): the
+checkpointer appends chain-wide positions to ``entries-index`` across cuts and prunes, ``serve`` cuts
+every retained bundle through them without rescanning the chain, and a checkpointer whose tree ends in
+a segment a prune removed goes on from the signed base."""
+
+from __future__ import annotations
+
+import logging
+import struct
+from pathlib import Path
+
+import pytest
+
+from otel_route_shadow.chain import (
+    SEGMENTS_SUFFIX,
+    DecisionChain,
+    WrittenLine,
+    cut_chain,
+    encode_payload,
+    segment_name,
+)
+from otel_route_shadow.chain import cut as cut_module
+from otel_route_shadow.cli import main
+from otel_route_shadow.instrumentation.checkpointing import (
+    ScheduledCheckpointer,
+    SegmentSchedule,
+    scheduled_checkpointer,
+)
+from otel_route_shadow.instrumentation.config import RouteShadowConfig
+from otel_route_shadow.instrumentation.retention import HostRetention
+from otel_route_shadow.logstore import (
+    Checkpointer,
+    PruneOptions,
+    PublishedLog,
+    Retention,
+    Unservable,
+    cut_signed,
+    prune,
+)
+from otel_route_shadow.logstore.entries import ENTRIES_INDEX_FILE, encode_bundle
+from otel_route_shadow.tlog import TILE_WIDTH, Signer
+
+ORIGIN = "example.com/route-shadow/writer"
+SIGNER = Signer.generate(ORIGIN)
+
+
+def append(chain: Path, count: int, start: int) -> None:
+    with DecisionChain(chain) as log:
+        for n in range(start, start + count):
+            log.append({"kind": "route-shadow", "n": n, "pad": "x" * (n % 7)})
+
+
+def caught_up(writer: Checkpointer) -> None:
+    for _ in range(100):
+        writer.checkpoint()
+        if not writer.behind:
+            break
+    assert writer.refused is None and not writer.behind
+
+
+def chain_bytes(chain: Path, pruned: bytes = b"") -> bytes:
+    """The chain's files one after the other (``pruned``: the bytes of the segments a prune removed)."""
+    folder = Path(str(chain) + ".segments")
+    closed = sorted(folder.iterdir()) if folder.is_dir() else []
+    return pruned + b"".join(path.read_bytes() for path in [*closed, chain])
+
+
+def line_starts(data: bytes) -> list[int]:
+    starts = [0]
+    at = data.find(b"\n")
+    while at >= 0 and at + 1 < len(data):
+        starts.append(at + 1)
+        at = data.find(b"\n", at + 1)
+    return starts
+
+
+def index_offsets(chain: Path) -> list[int]:
+    data = (Path(str(chain) + ".tlog") / ENTRIES_INDEX_FILE).read_bytes()
+    return [offset for (offset,) in struct.iter_unpack(">Q", data)]
+
+
+def served_without_a_rebuild(chain: Path, lines: list[bytes], bundles: range) -> None:
+    """``serve`` gives each full bundle of ``bundles`` as ``lines`` hold it, its index never rebuilt."""
+    served = PublishedLog(str(chain), [SIGNER.verifier()])
+    for bundle in bundles:
+        expected = encode_bundle(lines[bundle * TILE_WIDTH : (bundle + 1) * TILE_WIDTH])
+        assert served.bundle(bundle, TILE_WIDTH) == expected
+    assert served.index.rebuilds == 0
+
+
+def written_cut_twice(chain: Path) -> tuple[Checkpointer, bytes]:
+    """A chain of 1,200 records cut after 300 and 700, caught up; returns its writer and every byte."""
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    append(chain, 300, 0)
+    assert cut_signed(writer, 1.0) is not None
+    append(chain, 399, 300)
+    caught_up(writer)
+    assert cut_signed(writer, 1.0) is not None
+    append(chain, 499, 699)
+    caught_up(writer)
+    return writer, chain_bytes(chain)
+
+
+def test_the_entries_index_holds_chain_wide_positions_after_two_cuts(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.jsonl"
+    writer, data = written_cut_twice(chain)
+    starts = line_starts(data)
+    assert writer.size == len(starts) == 1_200
+    assert index_offsets(chain) == starts[::TILE_WIDTH]  # every line 256 k, past both cuts
+    lines = data.split(b"\n")[:-1]
+    served_without_a_rebuild(chain, lines, range(len(lines) // TILE_WIDTH))
+
+
+@pytest.mark.parametrize("index_kept", [True, False], ids=["index-kept", "index-lost"])
+def test_retained_bundles_are_served_through_chain_wide_positions_after_a_prune(
+    tmp_path: Path, index_kept: bool
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    writer, data = written_cut_twice(chain)
+    result = prune(str(chain), Retention(min_index=700), PruneOptions([SIGNER.verifier()], command="test"))
+    assert result.after == 700
+    if not index_kept:
+        (Path(str(chain) + ".tlog") / ENTRIES_INDEX_FILE).unlink()
+    append(chain, 300, 1_198)
+    caught_up(writer)
+    lines = data.split(b"\n")[:-1] + chain.read_bytes().split(b"\n")[500:-1]
+    assert writer.size == len(lines) == 1_500
+    served_without_a_rebuild(chain, lines, range(3, len(lines) // TILE_WIDTH))
+    served = PublishedLog(str(chain), [SIGNER.verifier()])
+    with pytest.raises(Unservable, match="below the minimum index 700"):
+        served.bundle(2, TILE_WIDTH)  # lines 512-767: those below 700 were pruned
+    assert served.index.rebuilds == 0  # and the index is kept
+    if index_kept:
+        assert index_offsets(chain) == line_starts(b"".join(line + b"\n" for line in lines))[::TILE_WIDTH]
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["its-cursor", "from-the-state-hint"])
+def test_a_checkpointer_whose_tree_ends_in_a_pruned_segment_goes_on_from_the_signed_base(
+    tmp_path: Path, fresh: bool
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    writer, _ = written_cut_twice(chain)
+    append(chain, 1, 1_198)
+    assert cut_signed(writer, 1.0) is not None  # the tree ends at the end of the segment just closed
+    assert prune(str(chain), Retention(keep_records=1), PruneOptions([SIGNER.verifier()])).after == 1_201
+    if fresh:  # another process: the state's hint names the pruned segment
+        writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    append(chain, 40, 1_199)
+    caught_up(writer)
+    assert writer.size == 1_242 and writer.refused is None
+
+
+def test_a_cut_that_waited_while_another_cut_closed_the_file_leaves_that_segment_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cut that got the lock of a file another cut had just closed took it for the live file of an
+    # interrupted cut and removed its link: the closed segment was lost (seen with four writers cutting).
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 20, 0)
+    real = cut_module.flock_bounded
+    calls: list[int] = []
+
+    def another_cut_first(fd: int, operation: int, timeout: float | None, poll: float) -> bool:
+        calls.append(fd)
+        if len(calls) == 1:  # while this cut waits for the lock, another process cuts
+            assert cut_chain(str(chain), sign=None, timeout=1.0) is not None
+        return real(fd, operation, timeout, poll)
+
+    monkeypatch.setattr(cut_module, "flock_bounded", another_cut_first)
+    assert cut_chain(str(chain), sign=None, timeout=1.0) is None  # nothing after the new anchor
+    closed = Path(str(chain) + SEGMENTS_SUFFIX) / segment_name(0)
+    assert closed.exists() and closed.read_bytes().count(b"\n") == 20
+    assert chain.read_bytes().count(b"\n") == 1  # the anchor, naming that segment
+
+
+def test_a_line_kept_from_before_a_cut_at_an_offset_the_new_live_file_has_is_not_a_broken_link(
+    tmp_path: Path,
+) -> None:
+    # The plugin keeps the lines it wrote until a checkpoint covers them; after a cut, a kept line of the
+    # closed file sat at an offset of the new live file (just after the anchor) and, not linking there,
+    # was taken for a broken link: the writer refused to sign ever again (seen with four writers).
+    chain = tmp_path / "chain.jsonl"
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    kept: list[WrittenLine] = []
+    with DecisionChain(chain, listener=kept.append) as log:
+        for n in range(30):
+            log.append({"kind": "route-shadow", "n": n})
+    assert cut_signed(writer, 1.0) is not None
+    append(chain, 5, 30)
+    anchor = len(chain.read_bytes().split(b"\n")[0]) + 1
+    stale = [line._replace(offset=anchor + line.offset - kept[1].offset) for line in kept[1:]]
+    writer.checkpoint(appended=stale)  # the closed segment is all in the tree: on to the live file
+    made = writer.checkpoint(appended=stale)
+    assert writer.refused is None and made is not None and made.size == 36
+
+
+def test_the_retention_settings_come_from_the_environment_and_default_to_off() -> None:
+    env = {
+        "OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS": "500000",
+        "OTEL_PYTHON_ROUTE_SHADOW_RETENTION_DELETE": "true",
+    }
+    config = RouteShadowConfig.resolve(env)
+    assert (config.retention_records, config.retention_delete) == (500_000, True)
+    assert RouteShadowConfig.resolve(env, retention_records=0).retention_records == 0
+    defaults = RouteShadowConfig.resolve({})
+    assert (defaults.retention_records, defaults.retention_delete) == (0, False)
+    with pytest.raises(ValueError, match="RETENTION_RECORDS"):
+        RouteShadowConfig.resolve({"OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS": "half"})
+
+
+def test_a_retention_without_a_signing_key_or_with_an_unreadable_policy_is_off_with_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    chain = str(tmp_path / "chain.jsonl")
+    with caplog.at_level(logging.WARNING, logger="otel_route_shadow"):
+        assert scheduled_checkpointer(chain, retention_records=10).retention is None
+        key = tmp_path / "log.key"
+        key.write_text(SIGNER.secret_string() + "\n")
+        key.chmod(0o600)
+        missing = str(tmp_path / "no.policy")
+        unpoliced = scheduled_checkpointer(
+            chain, signing_key=str(key), witness_policy=missing, retention_records=10
+        )
+        assert unpoliced.retention is None
+        kept = scheduled_checkpointer(chain, signing_key=str(key), retention_records=10)
+    assert kept.retention is not None and kept.retention.retention.keep_records == 10
+    lines = [r.getMessage() for r in caplog.records if "retention off" in r.getMessage()]
+    assert len(lines) == 2 and "no signing key" in lines[0] and "no.policy" in lines[1]
+    assert SIGNER.secret_string() not in caplog.text
+
+
+def test_the_checkpointing_thread_prunes_after_its_cut_and_never_what_no_checkpoint_covers(
+    tmp_path: Path,
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    scheduled = ScheduledCheckpointer(
+        Checkpointer(str(chain), ORIGIN, SIGNER),
+        every_records=5,
+        segments=SegmentSchedule(str(chain), 2_000, 0),
+        retention=HostRetention(str(chain), 40, [SIGNER.verifier()], delete=True),
+    )
+    log = DecisionChain(chain, lock_timeout=0.1, listener=scheduled.line_written)
+    pruned = Path(str(chain) + ".tlog/pruned")
+    n = 0
+    while not pruned.exists() and n < 100_000:  # the thread is woken every 5 records
+        log.submit(encode_payload({"kind": "route-shadow", "n": n}, []))
+        n += 1
+    scheduled.close()
+    assert log.flush(None) == 0
+    log.close()
+    result = scheduled.retention.last if scheduled.retention is not None else None
+    assert result is not None and result.after > 0 and result.proven_by is not None
+    assert result.after <= result.proven_by  # covered by a signed checkpoint
+    assert not Path(str(chain) + ".archive").exists()  # deleted, as configured
+    assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
+
+
+def test_a_torn_tail_in_a_later_segment_is_named_by_its_segment_and_its_offset(tmp_path: Path) -> None:
+    # Offsets start again in each segment: the same torn bytes at the same offset of two segments were
+    # given one name, and the second quarantine replaced the file the first chain event names.
+    chain = tmp_path / "chain.jsonl"
+    torn = b'{"payload":{"kind":"route-shadow","n":'
+
+    def torn_then_append(start: int) -> None:
+        with chain.open("ab") as out:
+            out.write(torn)
+        append(chain, 1, start)  # the writer quarantines the torn bytes first
+
+    append(chain, 2, 0)
+    torn_then_append(2)
+    cut = cut_chain(str(chain), sign=None, timeout=1.0)
+    assert cut is not None
+    append(chain, 2, 3)
+    torn_then_append(5)
+    names = sorted(p.name for p in tmp_path.iterdir() if ".torn-" in p.name)
+    assert len(names) == 2
+    assert names[0].startswith("chain.jsonl.torn-") and not names[0].startswith("chain.jsonl.torn-s")
+    assert names[1].startswith(f"chain.jsonl.torn-s{cut.end}-")
+    assert all((tmp_path / name).read_bytes() == torn for name in names)
+    assert main(["verify", str(chain)]) == 0
+
+
+def test_a_tree_rebuilt_from_a_pruned_chain_starts_at_its_minimum_index_and_is_the_signed_one(
+    tmp_path: Path,
+) -> None:
+    chain = tmp_path / "chain.jsonl"
+    written_cut_twice(chain)
+    assert prune(str(chain), Retention(min_index=700), PruneOptions([SIGNER.verifier()])).after == 700
+    Path(str(chain) + ".tlog/state").unlink()  # no hint: the tree is rebuilt from the chain
+    append(chain, 20, 1_198)
+    rebuilt = Checkpointer(str(chain), ORIGIN, SIGNER, max_leaves=100)
+    caught_up(rebuilt)  # from line 700 on, the tree below it read from the signed tiles
+    assert rebuilt.size == 1_220 and rebuilt.last is not None
+    assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
