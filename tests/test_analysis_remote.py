@@ -70,8 +70,8 @@ class _Garbage(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def _http(answers: dict[str, bytes]) -> Iterator[str]:
-    handler = type("Handler", (_Garbage,), {"answers": answers})
+def _http(answers: dict[str, bytes], kind: type[_Garbage] | None = None) -> Iterator[str]:
+    handler = type("Handler", (kind or _Garbage,), {"answers": answers})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

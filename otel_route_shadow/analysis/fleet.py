@@ -1,7 +1,8 @@
 """The fleet: one report over many hosts' logs, each verified against its newest checkpoint first.
 
 A *log* is a chain file with its verifiable log beside it (``<chain>.tlog/checkpoint``). Before a
-single record of a log is counted, :func:`check_fleet` checks it against the checkpoint it holds:
+single record of a log is counted, it is checked against the checkpoint it holds (:func:`prepare_log`,
+then :func:`check_logs`):
 
 1. the chain is a regular, non-empty file and its hash links verify (``tlog.check_chain``, one pass);
 2. the newest checkpoint (``<chain>.tlog/checkpoint``) is present and readable, and its Merkle root
@@ -33,11 +34,11 @@ the counts of its logs' own reports.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from otel_route_shadow.analysis.evidence import (
     PRESENT,
@@ -73,14 +74,11 @@ __all__ = [
     "ReportSettings",
     "aggregate_log",
     "chain_paths",
-    "check_fleet",
     "check_logs",
     "checkpoint_problem",
     "combine",
-    "fleet_payloads",
     "fleet_specs",
     "is_remote",
-    "prepare_fleet",
     "prepare_log",
     "refuse_shared_origins",
     "summed_usage",
@@ -260,34 +258,6 @@ def verifier_keys(verifiers: Sequence[LogKey], policy: Policy | None) -> tuple[s
     return tuple(dict.fromkeys([*map(str, verifiers), *policy_keys]))
 
 
-def prepare_fleet(
-    paths: Sequence[str], verifiers: Sequence[LogKey], policy: Policy | None
-) -> list[FleetLog | PendingLog]:
-    """Each log's checks that read no record (:func:`prepare_log`). Raises :class:`FleetError` when
-    two logs name one origin."""
-    prepared = [prepare_log(path, verifiers, policy) for path in paths]
-    refuse_shared_origins(
-        [item.evidence.origin if isinstance(item, PendingLog) else item.origin for item in prepared], paths
-    )
-    return prepared
-
-
-def check_fleet(
-    paths: Sequence[str],
-    *,
-    verifiers: Sequence[LogKey] = (),
-    policy: Policy | None = None,
-    jobs: int = 1,
-) -> Fleet:
-    """Check every log (``jobs`` worker processes check the chains) and return the fleet. Raises
-    :class:`FleetError` when two logs name one origin."""
-    prepared = prepare_fleet(paths, verifiers, policy)
-    pending = [item for item in prepared if isinstance(item, PendingLog)]
-    checked = iter(check_logs(pending, verifier_keys(verifiers, policy), jobs))
-    logs = tuple(next(checked) if isinstance(item, PendingLog) else item for item in prepared)
-    return Fleet(logs, bool(verifiers), policy is not None)
-
-
 def _with_records(evidence: LogEvidence, records: int) -> LogEvidence:
     return replace(evidence, chain_records=records)
 
@@ -327,12 +297,6 @@ def with_host(payloads: Payloads, host: str) -> Payloads:
 def counted_payloads(log: FleetLog) -> Payloads:
     """The records an included local log counts: from its first record kept to its checkpoint."""
     return read_payloads(log.path, log.end, kept_from=log.start)
-
-
-def fleet_payloads(fleet: Fleet) -> Iterator[tuple[int, Any]]:
-    """Every counted record of the included logs, one log after the other, tagged with its origin."""
-    for log in fleet.included:
-        yield from with_host(counted_payloads(log), log.origin or log.path)
 
 
 def fleet_specs(specs: Sequence[GroupSpec]) -> tuple[GroupSpec, ...]:

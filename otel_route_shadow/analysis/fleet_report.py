@@ -12,24 +12,33 @@ from otel_route_shadow.analysis.fleet import (
     PendingLog,
     ReportSettings,
     chain_paths,
-    check_fleet,
+    check_logs,
     combine,
-    fleet_payloads,
+    counted_payloads,
     fleet_specs,
     is_remote,
     prepare_log,
     refuse_shared_origins,
     summed_usage,
     verifier_keys,
+    with_host,
 )
 from otel_route_shadow.analysis.fleet_logs import Fleet, FleetLog
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import GroupSpec, as_specs
 from otel_route_shadow.analysis.log_pass import count_logs
-from otel_route_shadow.analysis.remote import Fetch, PendingRemote, count_remote, prepare_remote
+from otel_route_shadow.analysis.remote import (
+    CheckedRemote,
+    Fetch,
+    PendingRemote,
+    RemoteError,
+    check_remote,
+    count_remote,
+    prepare_remote,
+)
 from otel_route_shadow.analysis.replaying import CitedLoader
 from otel_route_shadow.analysis.report import Aggregation
-from otel_route_shadow.analysis.source import ProgressFn
+from otel_route_shadow.analysis.source import Payloads, ProgressFn
 from otel_route_shadow.analysis.whatif import WhatIfResult, replay_payloads
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import PolicySnapshot
@@ -119,17 +128,38 @@ def fleet_replay(
     verifiers: Sequence[LogKey] = (),
     policy: Policy | None = None,
     jobs: int = 1,
+    fetch: Fetch | None = None,
     progress: ProgressFn | None = None,
 ) -> WhatIfResult:
-    """``whatif`` over every local chain of ``inputs`` that verifies against its newest checkpoint (as
-    :func:`build_fleet_report` chooses them; remote logs are for ``report``)."""
-    paths = chain_paths(inputs)
-    remote = [path for path in paths if is_remote(path)]
-    if remote:
-        raise FleetError(f"{remote[0]}: whatif reads local chains only")
-    fleet = check_fleet(paths, verifiers=verifiers, policy=policy, jobs=jobs)
+    """``whatif`` over every log of ``inputs`` that verifies against its newest checkpoint (as
+    :func:`build_fleet_report` chooses them), one after the other into one replay. Every log is checked
+    whole before the replay starts: a local chain by ``fleet.check_logs``, a remote one read once through
+    ``fetch`` (``remote.check_remote``) and again for the replay, each bundle the very bytes checked.
+    Raises :class:`~otel_route_shadow.analysis.fleet.FleetError` when a remote log cannot be read again
+    as it was checked: its records are then partly replayed, and no figure is given."""
+    prepared = prepare_logs(chain_paths(inputs), verifiers, policy, fetch)
+    local = iter(
+        check_logs(
+            [item for item in prepared if isinstance(item, PendingLog)],
+            verifier_keys(verifiers, policy),
+            jobs,
+        )
+    )
+    logs: list[FleetLog] = []
+    again: dict[str, CheckedRemote] = {}
+    for item in prepared:
+        if isinstance(item, PendingLog):
+            logs.append(next(local))
+        elif isinstance(item, PendingRemote):
+            log, checked = check_remote(item)
+            logs.append(log)
+            if checked is not None:
+                again[log.path] = checked
+        else:
+            logs.append(item)
+    fleet = Fleet(tuple(logs), bool(verifiers), policy is not None)
     result = replay_payloads(
-        fleet_payloads(fleet),
+        _replayed(fleet, again),
         snapshot,
         chain=fleet.status(),
         candidate_source=candidate_source,
@@ -141,3 +171,19 @@ def fleet_replay(
     )
     result.fleet = fleet
     return result
+
+
+def _replayed(fleet: Fleet, remote: dict[str, CheckedRemote]) -> Payloads:
+    """Every counted record of the fleet's included logs, one log after the other, tagged with its
+    origin: a local log's from its file, a remote one's read again (:class:`CheckedRemote`)."""
+    for log in fleet.included:
+        checked = remote.get(log.path)
+        if checked is None:
+            yield from with_host(counted_payloads(log), log.origin or log.path)
+            continue
+        try:
+            yield from checked.payloads()
+        except RemoteError as exc:
+            raise FleetError(
+                f"{log.path}: read again for the replay after its check passed: {exc}; no figure is given"
+            ) from None

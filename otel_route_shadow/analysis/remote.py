@@ -12,7 +12,10 @@ be the checkpoint's root: only then are the records (counted as they arrived) us
 an entry the server altered is caught without trusting it. The records below m' are in no figure.
 
 The checks that read no entry (checkpoint, minimum index) make a :class:`PendingRemote`
-(:func:`prepare_remote`); :func:`count_remote` reads it from m'. A monitor's rerun
+(:func:`prepare_remote`); :func:`count_remote` reads it from m', counting as it reads and dropping the
+counts when the root is not the checkpoint's. A replay cannot drop what it has replayed, so ``whatif``
+checks the log whole first (:func:`check_remote`, keeping each bundle's SHA-256), then reads it again
+(:class:`CheckedRemote`), using a bundle only when it is the very bytes checked. A monitor's rerun
 (``analysis.monitor``) reads only from its state's size on (:func:`remote_records`): the bundle that
 holds that index, its entries below it passed over, and the bundles after it.
 
@@ -25,6 +28,7 @@ excluded. This module reads nothing from the network itself: the command line pa
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -58,9 +62,11 @@ from otel_route_shadow.tlog import (
 __all__ = [
     "MAX_BUNDLE_BYTES",
     "MAX_NOTE_BYTES",
+    "CheckedRemote",
     "Fetch",
     "PendingRemote",
     "RemoteError",
+    "check_remote",
     "count_remote",
     "prepare_remote",
     "remote_records",
@@ -126,25 +132,51 @@ def _pruned_range(base: str, size: int, start: int, fetch: Fetch) -> CompactRang
     return CompactRange(start, nodes)
 
 
-def _entries(
-    base: str, start: int, size: int, fetch: Fetch, add_leaf: Callable[[bytes], None]
-) -> Iterator[bytes]:
-    """The entries ``[start, size)`` of the log at ``base``, bundle by bundle from the one holding
-    ``start`` (its entries below ``start`` passed over), each leaf hash passed to ``add_leaf``."""
+def _bundles(base: str, start: int, size: int, fetch: Fetch) -> Iterator[tuple[int, bytes, list[bytes]]]:
+    """``(index, bytes, entries)`` of each entry bundle covering ``[start, size)``, from the one
+    holding ``start``, each of the width the tree of ``size`` gives it."""
     if start >= size:
         return
     for index in range(start // TILE_WIDTH, -(-size // TILE_WIDTH)):
         width = min(TILE_WIDTH, size - index * TILE_WIDTH)
-        data = fetch(base + bundle_path(index, width), MAX_BUNDLE_BYTES)
+        data = fetch(base + bundle_path(index, width), HEADER_BYTES + MAX_BUNDLE_BYTES)
         try:
             entries = decode_bundle(data)
         except ValueError as exc:
             raise RemoteError(f"entry bundle {index}: not a bundle ({exc})") from None
         if len(entries) != width:
             raise RemoteError(f"entry bundle {index}: {len(entries)} entries, not {width}")
+        yield index, data, entries
+
+
+def _entries(
+    base: str,
+    start: int,
+    size: int,
+    fetch: Fetch,
+    add_leaf: Callable[[bytes], None],
+    add_bundle: Callable[[bytes], None] | None = None,
+) -> Iterator[bytes]:
+    """The entries ``[start, size)`` of the log at ``base``, bundle by bundle from the one holding
+    ``start`` (its entries below ``start`` passed over), each leaf hash passed to ``add_leaf`` and each
+    bundle's SHA-256 to ``add_bundle``."""
+    for index, data, entries in _bundles(base, start, size, fetch):
+        if add_bundle is not None:
+            add_bundle(hashlib.sha256(data).digest())
         for entry in entries[max(0, start - index * TILE_WIDTH) :]:
             add_leaf(leaf_hash(entry))
             yield entry
+
+
+def _entries_again(
+    base: str, start: int, size: int, fetch: Fetch, digests: Sequence[bytes]
+) -> Iterator[bytes]:
+    """The entries ``[start, size)`` read a second time: each bundle must be the very bytes whose
+    SHA-256 the first read kept (``digests``, in order)."""
+    for (index, data, entries), digest in zip(_bundles(base, start, size, fetch), digests, strict=True):
+        if hashlib.sha256(data).digest() != digest:
+            raise RemoteError(f"entry bundle {index}: not the bytes it served when the log was checked")
+        yield from entries[max(0, start - index * TILE_WIDTH) :]
 
 
 def seq_and_payload(line: bytes) -> tuple[int, dict[str, Any]] | None:
@@ -236,24 +268,69 @@ def prepare_remote(
         return pending.excluded(str(exc))
 
 
-def remote_records(log: PendingRemote, start: int, add_leaf: Callable[[bytes], None]) -> Payloads:
+def remote_records(
+    log: PendingRemote,
+    start: int,
+    add_leaf: Callable[[bytes], None],
+    add_bundle: Callable[[bytes], None] | None = None,
+) -> Payloads:
     """``(seq, payload)`` of the log's records ``[start, size)`` (see :func:`_entries`), each
     observation's attributes carrying its origin (``fleet.with_host``). Raises :class:`RemoteError`."""
-    entries = _entries(log.base, start, log.size, log.fetch, add_leaf)
+    entries = _entries(log.base, start, log.size, log.fetch, add_leaf, add_bundle)
     return with_host(_payloads(entries, start), log.evidence.origin or log.path)
+
+
+def _checked(
+    log: PendingRemote,
+    consume: Callable[[Payloads], object],
+    add_bundle: Callable[[bytes], None] | None = None,
+) -> FleetLog:
+    """The log read once from its minimum index, its records passed to ``consume``: included when the
+    leaves (with the served tiles' hashes below the minimum index) give its checkpoint's root."""
+    try:
+        tree = _pruned_range(log.base, log.size, log.start, log.fetch)
+        consume(remote_records(log, log.start, tree.append, add_bundle))
+    except RemoteError as exc:
+        return log.excluded(str(exc))
+    if tree.root() != log.root:
+        pruned = f" with the served tiles' hashes of its records below {log.start}" if log.start else ""
+        return log.excluded(f"its entries{pruned} do not give its checkpoint's root: not the log it signed")
+    return log.included(log.start, tree.nodes)
 
 
 def count_remote(log: PendingRemote, settings: ReportSettings) -> tuple[FleetLog, Aggregation | None]:
     """The remote log counted from its minimum index (the aggregation is None when it is excluded)."""
     aggregation = settings.aggregation()
-    try:
-        tree = _pruned_range(log.base, log.size, log.start, log.fetch)
-        aggregation.feed(remote_records(log, log.start, tree.append))
-    except RemoteError as exc:
-        return log.excluded(str(exc)), None
-    if tree.root() != log.root:
-        pruned = f" with the served tiles' hashes of its records below {log.start}" if log.start else ""
-        return log.excluded(
-            f"its entries{pruned} do not give its checkpoint's root: not the log it signed"
-        ), None
-    return log.included(log.start, tree.nodes), aggregation
+    checked = _checked(log, aggregation.feed)
+    return checked, aggregation if checked.included else None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedRemote:
+    """A remote log read once and found to be the log its checkpoint signs, with the SHA-256 of each
+    entry bundle it served: :meth:`payloads` reads it again, bundle by bundle, and uses a bundle only
+    when it is those very bytes."""
+
+    log: PendingRemote
+    digests: tuple[bytes, ...]
+
+    def payloads(self) -> Payloads:
+        """``(seq, payload)`` of the records ``[start, size)`` again, each tagged with the log's origin.
+        Raises :class:`RemoteError` when a bundle is not what the check read, or cannot be read."""
+        log = self.log
+        entries = _entries_again(log.base, log.start, log.size, log.fetch, self.digests)
+        return with_host(_payloads(entries, log.start), log.evidence.origin or log.path)
+
+
+def check_remote(log: PendingRemote) -> tuple[FleetLog, CheckedRemote | None]:
+    """The remote log checked as :func:`count_remote` checks it, every record read and none counted,
+    for a caller that uses its records only once the whole log is known good (``whatif``): the
+    :class:`CheckedRemote` that reads them again is None when the log is excluded."""
+    digests: list[bytes] = []
+    checked = _checked(log, _drain, digests.append)
+    return checked, CheckedRemote(log, tuple(digests)) if checked.included else None
+
+
+def _drain(payloads: Payloads) -> None:
+    for _ in payloads:
+        pass

@@ -196,7 +196,10 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
                 "finding (a decision its cited snapshot does not reproduce), or with --fail-on-change a "
                 "decision that would change"
             ),
-            EXIT_USAGE: f"a missing or empty chain, {_POLICY_FILE}, a bad option",
+            EXIT_USAGE: (
+                f"a missing or empty chain, {_POLICY_FILE}, a bad option, a remote log that answers "
+                "otherwise when read again for the replay than when it was checked (nothing printed)"
+            ),
         },
         "matrix": {
             EXIT_OK: "the matrix printed",

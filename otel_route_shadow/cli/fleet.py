@@ -1,6 +1,7 @@
-"""``report`` and ``whatif`` over a fleet: several chains, or a folder of them, in one report.
+"""``report`` and ``whatif`` over a fleet: several chains, a folder of them, or ``serve`` URLs, in one
+report.
 
-The command takes the fleet form when it is given more than one chain or a folder
+The command takes the fleet form when it is given more than one chain, a folder or a URL
 (:func:`fleet_mode`); each log is then verified against its newest checkpoint before it is counted
 (``analysis.fleet``), and a log that does not verify is named and excluded, which makes the exit
 status 1 (:func:`excluded_logs`). See docs/reports.md, "Fleet".
@@ -70,7 +71,9 @@ def excluded_logs(result: Report | WhatIfResult) -> bool:
 
 
 def whatif_fleet_args(parser: argparse.ArgumentParser) -> None:
-    """``whatif``'s options for checking each fleet log's checkpoint (``report`` has them already)."""
+    """``whatif``'s options for checking each fleet log's checkpoint and bounding each request to a
+    remote log (``report`` has them already)."""
+    remote_timeout_arg(parser)
     parser.add_argument(
         "--key",
         action="append",
@@ -110,7 +113,7 @@ def min_spawns_arg(parser: argparse.ArgumentParser) -> None:
 
 def monitor_args(parser: argparse.ArgumentParser) -> None:
     """``report --state FILE [--rebuild]``: follow the fleet like a monitor; ``--remote-timeout``."""
-    monitor_remote_timeout(parser)
+    remote_timeout_arg(parser)
     parser.add_argument(
         "--state",
         metavar="FILE",
@@ -122,7 +125,7 @@ def monitor_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def monitor_remote_timeout(parser: argparse.ArgumentParser) -> None:
+def remote_timeout_arg(parser: argparse.ArgumentParser) -> None:
     """``report --remote-timeout S``: the bound on each request to a remote log."""
     parser.add_argument(
         "--remote-timeout",

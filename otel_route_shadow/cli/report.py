@@ -82,8 +82,9 @@ def _common_chain_args(parser: argparse.ArgumentParser) -> None:
         "chain",
         metavar="CHAIN",
         nargs="+",
-        help="the decision chain (JSON lines); several chains, or a folder of *.jsonl chains, make one fleet "
-        "report: each log verified against its newest checkpoint first, one that does not is excluded (exit 1)",
+        help="the decision chain (JSON lines); several chains, a folder of *.jsonl chains or a serve URL "
+        "(http://host:port/<origin>/) make one fleet report: each log verified against its newest checkpoint "
+        "first, one that does not is excluded (exit 1)",
     )
     parser.add_argument(
         "--by",
@@ -406,6 +407,7 @@ def _handle_whatif(args: argparse.Namespace) -> int:
                 verifiers=verifiers,
                 policy=policy,
                 jobs=args.jobs,
+                fetch=remote_fetch(args.remote_timeout),
                 progress=_ReadingPhase(progress),
             )
             if fleet
