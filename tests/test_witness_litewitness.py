@@ -277,3 +277,26 @@ def test_a_restarted_writer_with_its_newest_note_edited_and_its_chain_cut_never_
     again.witness_floor = witnessing.floor
     assert again.checkpoint() is None and again.refused == "rolled-back"
     assert not (directory / "checkpoints").exists()
+
+
+def test_a_port_taken_after_it_was_chosen_free_starts_litewitness_again_on_a_fresh_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    import witness_support
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))  # bound, not listening: a connect is refused, a bind fails
+    port = taken.getsockname()[1]
+    real = witness_support.free_port
+    chosen = iter([port])
+    monkeypatch.setattr(witness_support, "free_port", lambda: next(chosen, None) or real())
+    log_key = Signer.generate("example.com/ports").verifier()
+    try:
+        with witness_pool(tmp_path, 1, "example.com/ports", log_key) as pool:
+            (witness,) = pool.witnesses
+            assert witness.port != port and witness.proc is not None and witness.proc.poll() is None
+            assert "address already in use" in witness.log.read_text()  # the first start met the port
+    finally:
+        taken.close()

@@ -65,6 +65,7 @@ LITEWITNESS_ENV = "ROUTE_SHADOW_LITEWITNESS"
 WITNESSCTL_ENV = "ROUTE_SHADOW_WITNESSCTL"
 _READY_POLLS = 400
 _READY_POLL_S = 0.025
+_PORT_TRIES = 3
 _PR_SET_PDEATHSIG = 1
 
 
@@ -120,16 +121,26 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
             proc.wait(timeout=5)
 
 
-def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
+def _came_up(ready: Callable[[], bool], proc: subprocess.Popen[bytes]) -> bool:
+    """True once ``ready()`` holds with ``proc`` still running; False when ``proc`` exits or the polls
+    run out."""
     event = threading.Event()
     for _ in range(_READY_POLLS):
-        if ready():
-            return
         if proc.poll() is not None:
-            break
+            return False
+        if ready():
+            return proc.poll() is None
         event.wait(_READY_POLL_S)
-    tail = log.read_text(encoding="utf-8", errors="replace")[-2000:] if log.exists() else ""
-    pytest.fail(f"{what} did not come up (exit {proc.poll()}):\n{tail}")
+    return False
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(encoding="utf-8", errors="replace")[-2000:] if log.exists() else ""
+
+
+def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    if not _came_up(ready, proc):
+        pytest.fail(f"{what} did not come up (exit {proc.poll()}):\n{_tail(log)}")
 
 
 def free_port() -> int:
@@ -198,21 +209,32 @@ class WitnessPool:
             assert done.returncode == 0, done.stdout + done.stderr
 
     def start(self, witness: Litewitness) -> None:
-        argv = [
-            str(self.litewitness),
-            "-db",
-            str(witness.db),
-            "-name",
-            witness.name,
-            "-key",
-            witness.fingerprint,
-            "-ssh-agent",
-            self.agent_socket,
-            "-listen",
-            f"127.0.0.1:{witness.port}",
-        ]
-        witness.proc = _spawn(argv, witness.log)
-        _wait_until(lambda: _answers(witness.port), witness.proc, f"litewitness {witness.name}", witness.log)
+        """Start ``witness`` on its port; on a fresh one when another process took the port between
+        :func:`free_port` choosing it and litewitness binding it (up to :data:`_PORT_TRIES` times)."""
+        for _ in range(_PORT_TRIES):
+            while _answers(witness.port):  # another server listens there: never wait on its answers
+                witness.port = free_port()
+            argv = [
+                str(self.litewitness),
+                "-db",
+                str(witness.db),
+                "-name",
+                witness.name,
+                "-key",
+                witness.fingerprint,
+                "-ssh-agent",
+                self.agent_socket,
+                "-listen",
+                f"127.0.0.1:{witness.port}",
+            ]
+            witness.proc = _spawn(argv, witness.log)
+            if _came_up(lambda: _answers(witness.port), witness.proc):
+                return
+            if "address already in use" not in _tail(witness.log):
+                break
+            _stop(witness.proc, signal.SIGINT)
+            witness.port = free_port()
+        pytest.fail(f"litewitness {witness.name} did not come up (exit {witness.proc.poll()}):\n{_tail(witness.log)}")
 
 
 @contextlib.contextmanager
