@@ -25,7 +25,7 @@ from otel_route_shadow.analysis.fleet import FleetError, ReportSettings, fleet_s
 from otel_route_shadow.analysis.fleet_logs import Followed
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import parse_by
-from otel_route_shadow.analysis.monitor import AggregationState, entry_digest, restore_aggregation
+from otel_route_shadow.analysis.monitor_state import AggregationState, entry_digest, restore_aggregation
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.exit_codes import EXIT_OK, EXIT_USAGE

@@ -94,7 +94,7 @@ class Aggregation:
     """One report's pass in progress: the cube, the noise tracker, the timeline, the examples and the
     reader's counts, fed with :meth:`feed` (any number of times, records in ``seq`` order) and turned
     into the report by :meth:`finish`, alone or with the aggregations of other logs (a fleet);
-    :mod:`~otel_route_shadow.analysis.monitor` saves and restores one (a monitor's state)."""
+    :mod:`~otel_route_shadow.analysis.monitor_state` saves and restores one (a monitor's state)."""
 
     def __init__(self, report: Report, *, cited_loader: CitedLoader | None = None, examples: int = 3) -> None:
         self.report = report

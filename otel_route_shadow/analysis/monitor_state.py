@@ -1,0 +1,433 @@
+"""The monitor's state file (``report --state FILE``, docs/reports.md "Following a fleet"): per log, the
+last checkpoint it was verified against and the report's aggregation up to it, in the form it is kept
+on disk (version 3: cells and decision keys as rows of indices into a table of the log's distinct
+values), and how it is read back.
+
+**The state file is untrusted input**: read bounded (:data:`MAX_STATE_BYTES`), parsed by ``orjson``,
+validated by the pydantic models below, each entry bound by a SHA-256 digest to its checkpoint and the
+report's settings (:func:`entry_digest`): a damaged or mixed-up entry is dropped with a warning, and
+its log rebuilt (:func:`read_state`). What an entry's counts say is proven against the next signed
+root by the rerun (``analysis.monitor``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any, Final, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, ValidationError
+
+from otel_route_shadow.analysis.cells import CELL_KEYS
+from otel_route_shadow.analysis.cohorts import COHORT_ATTRIBUTES
+from otel_route_shadow.analysis.fleet import (
+    ReportSettings,
+    is_remote,
+)
+from otel_route_shadow.analysis.fleet_logs import FleetLog
+from otel_route_shadow.analysis.latency import LatencyHistogram
+from otel_route_shadow.analysis.noise import KEY_ATTRIBUTES, ROUTE_ATTRIBUTES, KeyState, NoiseTracker
+from otel_route_shadow.analysis.report import Aggregation
+from otel_route_shadow.analysis.source import ChainAnalysisError
+from otel_route_shadow.files import FileRefused, read_regular, write_atomic
+
+__all__ = [
+    "MAX_STATE_BYTES",
+    "STATE_KIND",
+    "STATE_VERSION",
+    "AggregationState",
+    "LogState",
+    "ValueTable",
+    "aggregation_state",
+    "decode_hash",
+    "entry_digest",
+    "log_entry",
+    "read_state",
+    "restore_aggregation",
+    "write_state",
+]
+
+STATE_KIND: Final = "route-shadow-monitor-state"
+STATE_VERSION: Final = 3
+"""Version 2 added the spawns' durations per cohort (``latencies``); version 3 holds cells and keys as
+rows of indices into a table of values. An older state is rebuilt."""
+MAX_STATE_BYTES: Final = 256 * 1024 * 1024
+"""A state file holds counts per distinct cell and key, never per record: far below this."""
+
+StrictInt = Annotated[int, Field(strict=True, ge=0)]
+"""Every count, offset, size and seq of a state file: a whole number, never negative."""
+Scalar = StrictBool | Annotated[int, Field(strict=True)] | StrictFloat | StrictStr | None
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TimelineState(_Model):
+    width_ns: StrictInt
+    first: StrictInt
+    last: StrictInt
+    buckets: list[tuple[StrictInt, StrictInt, StrictInt]]
+
+
+class DroppedState(_Model):
+    events: StrictInt
+    records: StrictInt
+    first_ns: StrictInt | None
+    last_ns: StrictInt | None
+
+
+class TruncatedState(_Model):
+    records: StrictInt
+    observations: StrictInt
+    first_seqs: list[StrictInt]
+
+
+class CountsState(_Model):
+    read: StrictInt
+    observations: StrictInt
+    skipped_kinds: dict[str, StrictInt]
+    outside_window: StrictInt
+    without_decision: StrictInt
+    malformed: StrictInt
+    dropped: DroppedState
+    truncated: TruncatedState
+    shadow_errors: list[tuple[list[Scalar], StrictInt]]
+
+
+class LatencyRow(_Model):
+    cohort: list[Scalar]
+    buckets: list[tuple[Annotated[int, Field(strict=True)], StrictInt]]
+    unknown: StrictInt
+
+
+class AggregationState(_Model):
+    """A log's aggregation. Its cells and its decision keys are each one list of whole numbers (one
+    container however many rows: cheap to parse, validate and keep), each field an index into
+    ``values``:
+
+    * ``cells``: per cell, one index per :class:`~otel_route_shadow.analysis.cells.Cell` field, then
+      its count;
+    * ``keys``: per decision key, the length of its row, then the row: one index per field of the key
+      and its host, its flaps, the length of its last route (0 before a first spawn, else one index
+      per route field) and that route, the number of distinct routes it ran and each route, then the
+      ``seq`` of its first flaps.
+    """
+
+    values: list[Scalar]
+    cells: list[StrictInt]
+    latencies: list[LatencyRow]
+    keys: list[StrictInt]
+    timeline: TimelineState
+    divergent: dict[str, list[dict[str, Any]]]
+    served: list[dict[str, Any]]
+    counts: CountsState
+
+
+class LogState(_Model):
+    path: StrictStr
+    origin: StrictStr
+    start: StrictInt = 0
+    size: StrictInt
+    root: StrictStr
+    end: StrictInt | None = None
+    """Where record ``size`` begins in a local chain (a remote log's entries are addressed by index)."""
+    frontier: list[StrictStr]
+    aggregation: AggregationState
+    digest: StrictStr
+
+
+class StateFile(_Model):
+    kind: Literal["route-shadow-monitor-state"]
+    version: Literal[3]
+    logs: list[LogState]
+
+
+# ---------------------------------------------------------------------------------------------
+# An aggregation to and from its state
+
+
+def _scalars(values: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(values)
+
+
+class ValueTable:
+    """The table of values of one state entry (each distinct value once, by type: ``True`` is not
+    ``1``), and the rows of the cells and decision keys read from it, so that what a rerun did not
+    change is written back as it was read, not looked up value by value."""
+
+    __slots__ = ("cells", "index", "keys", "read_cells", "read_keys", "values")
+
+    def __init__(self, values: Sequence[Any] = ()) -> None:
+        self.values: list[Any] = list(values)
+        self.index: dict[tuple[type, Any], int] = {(v.__class__, v): i for i, v in enumerate(self.values)}
+        self.read_cells: list[int] = []
+        self.read_keys: list[int] = []
+        self.cells: dict[tuple[Any, ...], int] = {}
+        """Where a restored cell's row begins in :attr:`read_cells`."""
+        self.keys: dict[tuple[Any, ...], tuple[int, int, int, tuple[Any, ...]]] = {}
+        """Where a restored decision key's row begins in :attr:`read_keys`, its length, and its flaps
+        and last route as restored."""
+
+    def row(self, values: Iterable[Any]) -> list[int]:
+        index, row = self.index, []
+        for value in values:
+            at = index.get((value.__class__, value))
+            if at is None:
+                at = index[value.__class__, value] = len(self.values)
+                self.values.append(value)
+            row.append(at)
+        return row
+
+    def cell(self, out: list[int], key: tuple[Any, ...], count: int) -> None:
+        at = self.cells.get(key)
+        out.extend(self.row(key) if at is None else self.read_cells[at : at + len(key)])
+        out.append(count)
+
+    def key(self, out: list[int], key: tuple[Any, ...], state: KeyState) -> None:
+        restored = self.keys.get(key)
+        if restored is not None and restored[2] == state.flaps and restored[3] is state.last:
+            at, length = restored[0], restored[1]  # routes and flap seqs change only with a flap
+            out.extend(self.read_keys[at - 1 : at + length])
+            return
+        last = () if not state.routes else state.last
+        routes = [value for route in state.routes for value in route]
+        row = [
+            *self.row(key),
+            state.flaps,
+            len(last),
+            *self.row(last),
+            len(state.routes),
+            *self.row(routes),
+            *state.flap_seqs,
+        ]
+        out.append(len(row))
+        out.extend(row)
+
+
+def aggregation_state(aggregation: Aggregation, table: ValueTable | None = None) -> dict[str, Any]:
+    """The JSON form of ``aggregation`` before :meth:`~Aggregation.finish` (``table``: the one it
+    was restored with, if it was)."""
+    width, buckets, first, last = aggregation.report.times.state()
+    counts = aggregation.report.records
+    table = table or ValueTable()
+    cube = aggregation.cube
+    cells: list[int] = []
+    for key, slot in cube.slots.items():
+        table.cell(cells, key, slot.count)
+    for key, count in cube.saved.items():
+        table.cell(cells, key, count)
+    keys: list[int] = []
+    for key, state in aggregation.tracker.keys.items():
+        table.key(keys, key, state)
+    return {
+        "values": table.values,
+        "cells": cells,
+        "latencies": [
+            {"cohort": list(cohort), **latency.state()}
+            for cohort, latency in aggregation.cube.latencies.items()
+        ],
+        "keys": keys,
+        "timeline": {
+            "width_ns": width,
+            "first": first if last >= 0 else 0,
+            "last": last,
+            "buckets": buckets,
+        },
+        "divergent": dict(aggregation.divergent.by_kind),
+        "served": aggregation.served.by_kind.get("served-differs", []),
+        "counts": {
+            "read": counts.read,
+            "observations": counts.observations,
+            "skipped_kinds": dict(counts.skipped_kinds),
+            "outside_window": counts.outside_window,
+            "without_decision": counts.without_decision,
+            "malformed": counts.malformed,
+            "dropped": {
+                "events": counts.dropped.events,
+                "records": counts.dropped.records,
+                "first_ns": counts.dropped.first_ns,
+                "last_ns": counts.dropped.last_ns,
+            },
+            "truncated": {
+                "records": counts.truncated.records,
+                "observations": counts.truncated.observations,
+                "first_seqs": list(counts.truncated.first_seqs),
+            },
+            "shadow_errors": [[list(key), n] for key, n in counts.shadow_errors.items()],
+        },
+    }
+
+
+def _restore_cells(saved: dict[tuple[Any, ...], int], table: ValueTable, cells: list[int]) -> None:
+    """The cube's saved counts (each cell becomes a slot only if a new record of it is counted)."""
+    width = 1 + len(CELL_KEYS)
+    value, where = table.values.__getitem__, table.cells
+    if len(cells) % (width + 1):
+        raise ValueError("a cell of the wrong shape")
+    for at in range(0, len(cells), width + 1):
+        key, count = tuple(map(value, cells[at : at + width])), cells[at + width]
+        if type(key[0]) is not bool or count < 1 or key in saved:
+            raise ValueError("a cell of the wrong shape, or given twice")
+        saved[key] = count
+        where[key] = at
+
+
+def _restore_keys(tracker: NoiseTracker, table: ValueTable, keys: list[int]) -> None:
+    """Each decision key's state (see :class:`AggregationState` for a row's fields)."""
+    value, width, route_width = table.values.__getitem__, len(KEY_ATTRIBUTES) + 1, len(ROUTE_ATTRIBUTES)
+    start = 0
+    while start < len(keys):
+        row = keys[start + 1 : start + 1 + keys[start]]
+        if len(row) != keys[start] or len(row) < width + 3 or row[width + 1] not in (0, route_width):
+            raise ValueError("a decision key of the wrong shape")
+        at = width + 2 + row[width + 1]
+        last = tuple(map(value, row[width + 2 : at]))
+        flat = row[at + 1 : at + 1 + route_width * row[at]]
+        if len(flat) != route_width * row[at]:
+            raise ValueError("a decision key's routes of the wrong shape")
+        routes = [
+            tracker.route(tuple(map(value, flat[i : i + route_width])))
+            for i in range(0, len(flat), route_width)
+        ]
+        key, route = tuple(map(value, row[:width])), tracker.route(last) if last else None
+        tracker.restore_key(key, route, row[width], routes, row[at + 1 + len(flat) :])
+        state = tracker.keys[key]
+        table.keys[key] = (start + 1, len(row), state.flaps, state.last)
+        start += 1 + len(row)
+
+
+def restore_aggregation(
+    state: AggregationState, settings: ReportSettings, table: ValueTable | None = None
+) -> Aggregation:
+    """An aggregation holding ``state``'s counts, ready to be fed the records after them (``table``
+    keeps the rows read, for :func:`aggregation_state`). Raises ``ValueError`` for a state no
+    aggregation could have written."""
+    aggregation = settings.aggregation()
+    table = table or ValueTable(state.values)
+    table.read_cells, table.read_keys = state.cells, state.keys
+    try:
+        _restore_keys(aggregation.tracker, table, state.keys)
+        _restore_cells(aggregation.cube.saved, table, state.cells)
+    except IndexError:
+        raise ValueError("an index beyond a row or the table of values") from None
+    cube = aggregation.cube
+    for latency in state.latencies:
+        cohort = _scalars(latency.cohort)
+        if len(cohort) != len(COHORT_ATTRIBUTES) or cohort in cube.latencies:
+            raise ValueError("a cohort of the wrong shape")
+        cube.latencies[cohort] = LatencyHistogram.restore(latency.buckets, latency.unknown)
+    timeline = state.timeline
+    aggregation.report.times.restore(timeline.width_ns, timeline.buckets, timeline.first, timeline.last)
+    for examples in (*state.divergent.values(), state.served):
+        if any(type(example.get("seq")) is not int for example in examples):
+            raise ValueError("an example without its seq")
+    for kind, examples in state.divergent.items():
+        aggregation.divergent.restore(kind, examples)
+    aggregation.served.restore("served-differs", state.served)
+    counts, saved = aggregation.report.records, state.counts
+    for name in ("read", "observations", "outside_window", "without_decision", "malformed"):
+        setattr(counts, name, getattr(saved, name))
+    counts.skipped_kinds = dict(saved.skipped_kinds)
+    counts.dropped.events, counts.dropped.records = saved.dropped.events, saved.dropped.records
+    counts.dropped.first_ns, counts.dropped.last_ns = saved.dropped.first_ns, saved.dropped.last_ns
+    counts.truncated.records = saved.truncated.records
+    counts.truncated.observations = saved.truncated.observations
+    counts.truncated.first_seqs = list(saved.truncated.first_seqs)
+    counts.shadow_errors = {_scalars(key): n for key, n in saved.shadow_errors}
+    return aggregation
+
+
+# ---------------------------------------------------------------------------------------------
+# Entries: digest, read, write
+
+
+def encode_hash(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
+
+
+def decode_hash(text: str) -> bytes:
+    value = base64.b64decode(text, validate=True)
+    if len(value) != 32:
+        raise ValueError("not a SHA-256 hash")
+    return value
+
+
+def _settings_dict(settings: ReportSettings) -> dict[str, Any]:
+    return {
+        "by": ["+".join(spec) for spec in settings.by],
+        "window": settings.window.describe(),
+        "examples": settings.examples,
+        "min_spawns": settings.min_spawns,
+    }
+
+
+def entry_digest(entry: dict[str, Any], settings: ReportSettings) -> str:
+    """SHA-256 over the entry (without its digest) and the report's settings, canonical JSON."""
+    body = {key: value for key, value in entry.items() if key != "digest"}
+    data = orjson.dumps({"entry": body, "settings": _settings_dict(settings)}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(data).hexdigest()
+
+
+def log_entry(
+    log: FleetLog, aggregation: Aggregation, settings: ReportSettings, table: ValueTable | None = None
+) -> dict[str, Any]:
+    """The state file's entry for an included log counted up to its checkpoint (``table``: see
+    :func:`aggregation_state`)."""
+    entry = {
+        "path": log.path,
+        "origin": log.origin or "",
+        "start": log.start,
+        "size": log.size,
+        "root": encode_hash(log.root),
+        "frontier": [encode_hash(node) for node in log.frontier],
+        "aggregation": aggregation_state(aggregation, table),
+    }
+    if not is_remote(log.path):
+        entry["end"] = log.end + log.pruned_bytes
+    entry["digest"] = entry_digest(entry, settings)
+    return entry
+
+
+def read_state(path: str, settings: ReportSettings, warnings: list[str]) -> dict[str, LogState]:
+    """The usable entries of the state file at ``path``, by chain path (none when it does not exist
+    yet); every entry or file left out is said in ``warnings``."""
+    try:
+        data = orjson.loads(read_regular(path, MAX_STATE_BYTES))
+        version = data.get("version") if isinstance(data, dict) and data.get("kind") == STATE_KIND else None
+        if type(version) is int and version != STATE_VERSION:
+            warnings.append(
+                f"state file {path} is of another schema version than {STATE_VERSION} (an older one lacks the "
+                "spawns' durations or holds its counts in another form): every log rebuilt from scratch"
+            )
+            return {}
+        state = StateFile.model_validate(data)
+    except FileNotFoundError:
+        return {}
+    except (FileRefused, OSError, orjson.JSONDecodeError, ValidationError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        warnings.append(f"state file {path} cannot be used ({first}): every log rebuilt from scratch")
+        return {}
+    usable: dict[str, LogState] = {}
+    for entry, written in zip(state.logs, data["logs"], strict=True):
+        if entry.digest != entry_digest(written, settings):
+            warnings.append(
+                f"state of {entry.path}: its digest does not match its content and this report's settings "
+                "(damaged, edited, or written with other --by/--since/--until/--examples/--min-spawns): "
+                "rebuilt from scratch"
+            )
+            continue
+        usable[entry.path] = entry
+    return usable
+
+
+def write_state(path: str, entries: list[dict[str, Any]]) -> None:
+    """Replace the state file at ``path`` (atomically); one that cannot be written is a
+    :class:`~otel_route_shadow.analysis.source.ChainAnalysisError` naming it."""
+    document = {"kind": STATE_KIND, "version": STATE_VERSION, "logs": entries}
+    try:
+        write_atomic(path, orjson.dumps(document) + b"\n", mode=0o600)
+    except OSError as exc:
+        raise ChainAnalysisError(f"state file {path}: cannot write: {exc.strerror or exc}") from None
