@@ -55,7 +55,7 @@ def _groups() -> list[Group]:
         ("policy", ("8a", "8b", "8c", "8d", "8e", "8f", "8g"), bench_policy.rows),
         ("serve", ("9a", "9b", "9c", "9d"), bench_serve.rows),
         ("witness", ("10a", "10b", "10c", "10d", "10e"), bench_witness.rows),
-        ("fleet", ("11a", "11b", "11c"), bench_fleet.rows),
+        ("fleet", ("11a", "11b", "11c", "11d"), bench_fleet.rows),
         ("segments", ("12a", "12b"), bench_segments.rows),
         ("retention", ("12d", "12e"), bench_retention.rows),
     ]

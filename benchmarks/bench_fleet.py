@@ -12,10 +12,15 @@ with its own origin, signing key and checkpoint over all of it:
   machine gave a pure-CPU task split the same way at the same moment (``machine_speedup``; below 2 when
   other jobs hold the CPUs) with the load average;
 * 11c: ``follow_fleet`` extending a state file after 1% new records per log, against a full run
-  (``rebuild=True``) over the same logs; target <= 5% of the full run.
+  (``rebuild=True``) over the same logs; target <= 5% of the full run;
+* 11d: one log of a tenth of the large chain's records (a busy host's), checkpointed and signed, read
+  through ``otel-route-shadow serve`` on loopback (``build_fleet_report([url], fetch=...)``: its
+  checkpoint, then every entry bundle, the root judged) against the same log read locally
+  (``build_fleet_report([path])``), both with its key; target <= 1.5x. The server runs in its own
+  process, started and asked for one bundle (its entry index built) before the timed runs.
 
 Sides are interleaved with their order rotated each run; ``--only 11c`` deals and times 11c alone (11a
-and 11b share their fleet).
+and 11b share their fleet), ``--only 11d`` 11d.
 """
 
 from __future__ import annotations
@@ -201,6 +206,54 @@ def _followed_fleet(large: Path, work: Path, hosts: int, runs: int, follow_row: 
     follow_row.ratio, follow_row.runs = ratios(follow["incremental"], follow["full"]), runs
 
 
+def _served_log(large: Path, work: Path, records: int, runs: int, row: Row) -> None:
+    """Row 11d: one log of ``records`` records read through ``serve`` on loopback against read locally."""
+    from itertools import islice
+
+    from benchmarks.bench_serve import _serve_argv, _Server
+    from otel_route_shadow.analysis import build_fleet_report
+    from otel_route_shadow.chain import DecisionChain, iter_payloads
+    from otel_route_shadow.cli.fleet import remote_fetch
+    from otel_route_shadow.tlog import Signer
+
+    folder = work / "served"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    path, origin = folder / "busy.jsonl", "busy.example/route-shadow"
+    with DecisionChain(path) as log:
+        for _, payload in islice(iter_payloads(large), records):
+            log.append(payload)
+    signer = Signer.generate(origin)
+    _checkpoint(path, origin, signer)
+    key = signer.verifier()
+    server = _Server(_serve_argv(path, str(key)))
+    try:
+        url = f"http://{server.address[0]}:{server.address[1]}{server.prefix}"
+        fetch = remote_fetch(60.0)
+        served = build_fleet_report([url], verifiers=[key], fetch=fetch)  # the server's entry index built
+        local = build_fleet_report([str(path)], verifiers=[key])
+        if (
+            served.fleet is None
+            or served.fleet.excluded
+            or served.as_dict()["totals"] != local.as_dict()["totals"]
+        ):
+            raise RuntimeError("the served log does not give the local log's figures")
+        times = interleaved(
+            {
+                "served": lambda: timed(lambda: build_fleet_report([url], verifiers=[key], fetch=fetch)),
+                "local": lambda: timed(lambda: build_fleet_report([str(path)], verifiers=[key])),
+            },
+            runs,
+        )
+    finally:
+        server.stop()
+    row.ours, row.baseline = Stats.of(times["served"]), Stats.of(times["local"])
+    row.ratio, row.runs = ratios(times["served"], times["local"]), runs
+    row.extras["records"] = records
+    row.extras["bundles"] = -(-records // 256)
+
+
 def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
     hosts = QUICK_HOSTS if cfg.quick else FULL_HOSTS
     n = cfg.chain_records
@@ -231,11 +284,21 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
         ratio_label="of a full run",
         target=Target("<=", 0.05),
     )
+    served_row = Row(
+        id="11d",
+        title="a log through serve vs read locally",
+        measured=f"report of one {n // 10:,}-record log through serve on loopback",
+        unit="s",
+        baseline_label="the same log read locally",
+        ratio_label="served / local",
+        target=Target("<=", 1.5),
+    )
+    every = (fleet_row, jobs_row, follow_row, served_row)
     try:
         importlib.import_module("otel_route_shadow.analysis")
     except ImportError as exc:
         why = f"analysis not importable yet: {exc}"
-        return [unavailable(fleet_row, why), unavailable(jobs_row, why), unavailable(follow_row, why)]
+        return [unavailable(row, why) for row in every]
     try:
         large = context.chains.large()
         work = cfg.workdir / "fleet"
@@ -243,8 +306,10 @@ def rows(cfg: BenchConfig, context: BenchContext) -> list[Row]:
             _whole_fleet(large, work, hosts, cfg.slow_runs, fleet_row, jobs_row)
         if context.wants("11c"):
             _followed_fleet(large, work, hosts, cfg.slow_runs, follow_row)
-        for row in (fleet_row, jobs_row, follow_row):
+        if context.wants("11d"):
+            _served_log(large, work, n // 10, cfg.slow_runs, served_row)
+        for row in every:
             row.notes.append("in process; each log verified against its signed checkpoint (--key per host)")
     except Exception as exc:
-        return [errored(fleet_row, exc), errored(jobs_row, exc), errored(follow_row, exc)]
-    return [fleet_row.judge(), jobs_row.judge(), follow_row.judge()]
+        return [errored(row, exc) for row in every]
+    return [row.judge() for row in every]
