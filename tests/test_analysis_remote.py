@@ -122,3 +122,33 @@ def test_a_remote_that_hangs_is_bounded_by_the_timeout_and_excluded(
     remote = next(h for h in data["fleet"]["hosts"] if h["path"] == url)
     assert remote["status"] == EXCLUDED and "timeout" in remote["reason"]
     assert data["totals"]["spawns"] == 340
+
+
+class _KeptAlive(_Garbage):
+    """:class:`_Garbage` over HTTP/1.1 (connections kept alive), noting each request's client port."""
+
+    protocol_version = "HTTP/1.1"
+    ports: list[int] = []
+
+    def do_GET(self) -> None:
+        self.ports.append(self.client_address[1])
+        super().do_GET()
+
+
+def test_a_remote_logs_requests_share_kept_alive_connections(log: Path) -> None:
+    """Each request opened a connection of its own (``Connection: close``): as costly as serving the
+    bundle, so a log read remotely took twice as long as read locally (row 11d)."""
+    lines = log.read_bytes().split(b"\n")[:-1]
+    answers = {
+        "/log/checkpoint": (Path(tlog_dir(str(log))) / "checkpoint").read_bytes(),
+        "/log/" + bundle_path(0, 256): encode_bundle(lines[:256]),
+        "/log/" + bundle_path(1, 84): encode_bundle(lines[256:340]),
+    }
+    _KeptAlive.ports = []
+    with _http(answers, _KeptAlive) as url:
+        report = build_fleet_report([url], fetch=remote_fetch(30.0))
+        again = build_fleet_report([url], fetch=remote_fetch(30.0))
+    assert report.fleet is not None and report.fleet.logs[0].status == INCLUDED and report.spawns == 340
+    assert again.spawns == 340
+    assert len(_KeptAlive.ports) == 8  # per report: checkpoint, min-index (404), two bundles
+    assert len(set(_KeptAlive.ports)) <= 4  # at most two connections per report (the bundle reader's)

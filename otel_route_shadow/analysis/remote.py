@@ -23,15 +23,18 @@ Every request goes through ``fetch`` (the caller's bounded HTTP GET: a deadline 
 and a cap on the bytes), so a remote that hangs or drips costs at most its timeout, and one that
 answers garbage (not a note, not a bundle, not a tile, not records, another root) is named and
 excluded. This module reads nothing from the network itself: the command line passes the transport
-(``witness.http_get``).
+(``cli.fleet.remote_fetch``: a kept-alive ``witness.Connection`` per remote).
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any, Final
 
 import orjson
@@ -80,6 +83,8 @@ HEADER_BYTES: Final = 16 * 1024
 MAX_MIN_INDEX_BYTES: Final = HEADER_BYTES + 32
 """``min-index``: one decimal number and a newline."""
 NOT_FOUND: Final = 404
+AHEAD: Final = 2
+"""Entry bundles requested ahead of the one being counted (row 11d, docs/benchmarks.md)."""
 
 Fetch = Callable[[str, int], bytes]
 """``fetch(url, max_bytes)``: the body of a 200 answer to a GET of ``url``, bounded in time and bytes;
@@ -134,19 +139,33 @@ def _pruned_range(base: str, size: int, start: int, fetch: Fetch) -> CompactRang
 
 def _bundles(base: str, start: int, size: int, fetch: Fetch) -> Iterator[tuple[int, bytes, list[bytes]]]:
     """``(index, bytes, entries)`` of each entry bundle covering ``[start, size)``, from the one
-    holding ``start``, each of the width the tree of ``size`` gives it."""
-    if start >= size:
-        return
-    for index in range(start // TILE_WIDTH, -(-size // TILE_WIDTH)):
+    holding ``start``, each of the width the tree of ``size`` gives it. One thread fetches up to
+    :data:`AHEAD` bundles ahead of the one the caller uses (each request bounded by ``fetch``); a
+    caller that stops early leaves at most the request under way to finish on its own."""
+    indexes = iter(range(start // TILE_WIDTH, -(-size // TILE_WIDTH)) if start < size else ())
+
+    def get(index: int) -> bytes:
         width = min(TILE_WIDTH, size - index * TILE_WIDTH)
-        data = fetch(base + bundle_path(index, width), HEADER_BYTES + MAX_BUNDLE_BYTES)
-        try:
-            entries = decode_bundle(data)
-        except ValueError as exc:
-            raise RemoteError(f"entry bundle {index}: not a bundle ({exc})") from None
-        if len(entries) != width:
-            raise RemoteError(f"entry bundle {index}: {len(entries)} entries, not {width}")
-        yield index, data, entries
+        return fetch(base + bundle_path(index, width), HEADER_BYTES + MAX_BUNDLE_BYTES)
+
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="route-shadow-bundles")
+    try:
+        ahead = deque((index, reader.submit(get, index)) for index in islice(indexes, AHEAD))
+        while ahead:
+            index, pending = ahead.popleft()
+            data = pending.result()
+            for following in islice(indexes, 1):
+                ahead.append((following, reader.submit(get, following)))
+            try:
+                entries = decode_bundle(data)
+            except ValueError as exc:
+                raise RemoteError(f"entry bundle {index}: not a bundle ({exc})") from None
+            width = min(TILE_WIDTH, size - index * TILE_WIDTH)
+            if len(entries) != width:
+                raise RemoteError(f"entry bundle {index}: {len(entries)} entries, not {width}")
+            yield index, data, entries
+    finally:
+        reader.shutdown(wait=False, cancel_futures=True)
 
 
 def _entries(

@@ -13,12 +13,13 @@ import argparse
 import os
 import ssl
 import sys
+import threading
 import urllib.parse
 
 from otel_route_shadow.analysis import MIN_SPAWNS, Fetch, RemoteError, Report, WhatIfResult, is_remote
 from otel_route_shadow.cli.checkpoints import add_keys_option
 from otel_route_shadow.cli.common import CliError, check_output, witness_policy_arg
-from otel_route_shadow.witness import TransportError, http_get
+from otel_route_shadow.witness import Connection, TransportError
 
 __all__ = [
     "DEFAULT_REMOTE_TIMEOUT",
@@ -138,9 +139,29 @@ def remote_timeout_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def remote_fetch(timeout: float) -> Fetch:
-    """A bounded HTTP GET for remote logs: ``timeout`` seconds for each whole exchange."""
+    """A bounded HTTP GET for remote logs: ``timeout`` seconds for each whole exchange, on kept-alive
+    connections (``witness.Connection``, one request at a time each), kept per remote and reused: a
+    log's bundles are read one after the other, and a new connection for each cost about as much as
+    serving it (row 11d in docs/benchmarks.md). At most as many per remote as requests ran at once."""
     if not timeout > 0:
         raise CliError("--remote-timeout must be a positive number of seconds")
+    idle: dict[tuple[str, int, bool], list[Connection]] = {}
+    lock = threading.Lock()
+
+    def get(host: str, port: int, https: bool, path: str, max_bytes: int) -> bytes:
+        with lock:
+            free = idle.get((host, port, https))
+            connection = free.pop() if free else None
+        if connection is None:
+            connection = Connection(host, port, ssl.create_default_context() if https else None, timeout)
+        answer = connection.request(
+            "GET", path, None, timeout=timeout, max_bytes=max_bytes
+        )  # closes on error
+        with lock:
+            idle.setdefault((host, port, https), []).append(connection)
+        if answer.status != 200:
+            raise RemoteError(f"HTTP {answer.status}", answer.status)
+        return answer.body
 
     def fetch(url: str, max_bytes: int) -> bytes:
         parts = urllib.parse.urlsplit(url)
@@ -152,19 +173,10 @@ def remote_fetch(timeout: float) -> Fetch:
         if not parts.hostname:
             raise RemoteError(f"{url}: no host in the URL")
         try:
-            answer = http_get(
-                host=parts.hostname,
-                port=port,
-                path=parts.path or "/",
-                tls=ssl.create_default_context() if https else None,
-                connect_timeout=timeout,
-                timeout=timeout,
-                max_bytes=max_bytes,
-            )
+            return get(parts.hostname, port, https, parts.path or "/", max_bytes)
         except TransportError as exc:
             raise RemoteError(f"{url}: {exc}") from None
-        if answer.status != 200:
-            raise RemoteError(f"{url}: HTTP {answer.status}", answer.status)
-        return answer.body
+        except RemoteError as exc:
+            raise RemoteError(f"{url}: {exc}", exc.status) from None
 
     return fetch

@@ -19,7 +19,7 @@ from otel_route_shadow.witness.client import (
 )
 from otel_route_shadow.witness.endpoint import WitnessConfigError, WitnessEndpoint, endpoints_from_policy
 from otel_route_shadow.witness.pusher import DEFAULT_PUSHES_PER_DAY, WitnessPusher
-from otel_route_shadow.witness.transport import TransportError, http_get
+from otel_route_shadow.witness.transport import Connection, TransportError
 from otel_route_shadow.witness.witnessing import LEARN_TIMEOUT_S, CheckpointWitnessing
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "LEARN_TIMEOUT_S",
     "MAX_RESPONSE_BYTES",
     "CheckpointWitnessing",
+    "Connection",
     "Outcome",
     "TransportError",
     "WitnessConfigError",
@@ -35,6 +36,5 @@ __all__ = [
     "add_checkpoint",
     "add_checkpoint_body",
     "endpoints_from_policy",
-    "http_get",
     "interpret_answer",
 ]

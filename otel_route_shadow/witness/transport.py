@@ -26,7 +26,7 @@ from otel_route_shadow.version import __version__
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
 
-__all__ = ["Connection", "HttpAnswer", "TransportError", "TransportFault", "http_get", "post"]
+__all__ = ["Connection", "HttpAnswer", "TransportError", "TransportFault", "post"]
 
 USER_AGENT = f"otel-route-shadow/{__version__}"
 
@@ -202,25 +202,6 @@ def post(
     connection = Connection(host, port, tls, connect_timeout)
     try:
         return connection.post(path, body, timeout=timeout, max_bytes=max_bytes, keep_alive=False)
-    finally:
-        connection.close()
-
-
-def http_get(
-    *,
-    host: str,
-    port: int,
-    path: str,
-    tls: ssl.SSLContext | None,
-    connect_timeout: float,
-    timeout: float,
-    max_bytes: int,
-) -> HttpAnswer:
-    """GET ``path`` on a connection of its own; the answer's status, media type and body, or
-    ``TransportError``."""
-    connection = Connection(host, port, tls, connect_timeout)
-    try:
-        return connection.request("GET", path, None, timeout=timeout, max_bytes=max_bytes, keep_alive=False)
     finally:
         connection.close()
 
