@@ -290,14 +290,15 @@ class NoiseTable:
     lanes: tuple[str, ...] = ("",)
     rows: list[NoiseRow] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        floats = all(row.transitions < FLOAT_EXACT for row in self.rows)
-        self.rows.sort(key=_row_order if floats else _exact_row_order)
+    flapping: list[NoiseRow] = field(init=False)
+    """The keys whose legacy route changed at least once, most flapping first (only they are listed:
+    the other rows are summed, in no order)."""
 
-    @property
-    def flapping(self) -> list[NoiseRow]:
-        """The keys whose legacy route changed at least once, most flapping first."""
-        return [row for row in self.rows if row.flapping]
+    def __post_init__(self) -> None:
+        flapping = [row for row in self.rows if row.flapping]
+        floats = all(row.transitions < FLOAT_EXACT for row in flapping)
+        flapping.sort(key=_row_order if floats else _exact_row_order)
+        self.flapping = flapping
 
     def part(self, which: str = "total") -> NoisePart:
         """``total``, ``stable`` or ``flapping``."""
