@@ -342,3 +342,29 @@ def test_audit_of_a_pruned_chain_whose_first_record_kept_is_not_the_signed_leaf_
         assert report.consistency is not None and report.consistency.first_bad_seq == 300
         details = [failure.detail for failure in report.consistency.failures if failure.first_bad_seq == 300]
         assert any("seq 300, the first record kept, is not the leaf the checkpoint" in d for d in details), details
+
+
+def test_audit_of_a_pruned_chain_with_a_window_from_before_its_first_record_kept_finds_no_orphan(
+    tmp_path: Path,
+) -> None:
+    """``--since`` before the first record kept fetched the spans of the pruned records too, and each was
+    an orphan (a span with no record), so a chain pruned by its own retention read as disagreeing."""
+    host, signer = _audited_host(tmp_path / "host")
+    options = AuditOptions(verifier_keys=(str(signer.verifier()),), since_unix_nano=1)
+    report = audit_chain(str(host.chain), host.witness, options)
+    assert report.verdict == AuditVerdict.AGREE, render_text(report)
+    assert report.spans.matched == 100 and not report.spans.orphan_spans
+    text = render_text(report)
+    assert "starts at the first record kept (seq 300): the records before it were pruned" in text
+    assert report.to_json()["window_from_first_kept"] is True
+
+
+def test_audit_of_a_pruned_chain_with_a_window_wholly_before_its_first_record_kept_is_unusable(
+    tmp_path: Path,
+) -> None:
+    from otel_route_shadow.backend.audit import AuditError, Problem
+
+    host, _signer = _audited_host(tmp_path / "host")
+    with pytest.raises(AuditError, match="ends before the first record kept") as caught:
+        audit_chain(str(host.chain), host.witness, AuditOptions(since_unix_nano=1, until_unix_nano=2))
+    assert caught.value.problem == Problem.USAGE

@@ -279,6 +279,31 @@ def _window(options: AuditOptions, summary: ChainSummary, now: int) -> QueryWind
     return QueryWindow(start, end)
 
 
+def _after_first_kept(
+    chain: str, window: QueryWindow | None, tail: _Tail, summary: ChainSummary
+) -> tuple[QueryWindow | None, bool]:
+    """Of a pruned chain, the window from its first record kept on (and True when it was moved there):
+    the spans of the records pruned before it have no record to be held against, and every one would
+    read as an orphan. Raises :class:`AuditError` for a window that ends before it."""
+    if window is None or tail.pruned is None:
+        return window, False
+    kept = (
+        summary
+        if tail.first_seq == 0
+        else summarize_chain(itertools.islice(iter_chain_payloads(chain, tail.kept), _HEAD_RECORDS))
+    )
+    first = kept.first_start_unix_nano
+    if first is None or window.start_unix_nano >= first:
+        return window, False
+    if window.end_unix_nano <= first:
+        raise AuditError(
+            f"the window {window.describe()} ends before the first record kept (seq {tail.kept}, "
+            f"{format_unix_nano(first)}): the records before it were pruned, nothing in it to audit",
+            Problem.USAGE,
+        )
+    return QueryWindow(first, window.end_unix_nano), True
+
+
 def _no_window(chain: str) -> AuditError:
     return AuditError(
         f"{chain}: the chain holds no seam records, so it has no time window to audit, and the backend "
@@ -323,7 +348,7 @@ def audit_chain(
         quorum, cosigned = _cosigned(chain, origin, checkpoints, options, now)
         held, tail, trust = _held(chain, [*checkpoints, *cosigned], origin, options, consistency)
         summary = summarize_chain(tail.payloads(chain))
-        window = _window(options, summary, now)
+        window, from_first_kept = _after_first_kept(chain, _window(options, summary, now), tail, summary)
         if window is None and not checkpoints and not cosigned:
             raise _no_window(chain)
         linkage = None
@@ -359,6 +384,7 @@ def audit_chain(
         state_fallback=held.state_fallback if held is not None else None,
         dropped=summary.dropped,
         pruned=read_pruned(chain),
+        window_from_first_kept=from_first_kept,
         witnessed=None
         if quorum is None
         else judge_witnesses(options.policy_source, quorum, held.consistency if held is not None else None),

@@ -345,7 +345,15 @@ def render_text(report: AuditReport, *, show: int = 20) -> str:
         *(
             [
                 f"pruned: audited from seq {report.pruned.min_index}, the first record kept; "
-                f"{report.pruned.describe()}"
+                f"{report.pruned.describe()}",
+                *(
+                    [
+                        f"window: starts at the first record kept (seq {report.pruned.min_index}): the records "
+                        "before it were pruned, so their spans have no record to be held against"
+                    ]
+                    if report.window_from_first_kept
+                    else []
+                ),
             ]
             if report.pruned is not None
             else []
