@@ -240,3 +240,20 @@ def test_an_extended_audit_across_cuts_and_prunes_agrees_with_the_full_one(
     else:
         assert extended.trusted_from is None and extended.state_fallback is not None
     assert json.loads(state.read_bytes()) == json.loads((directory / "full.json").read_bytes())
+
+
+def test_audit_state_with_a_window_from_before_the_memory_holds_only_the_new_records_spans(tmp_path: Path) -> None:
+    """``--state`` with ``--since`` before the records an earlier audit proved fetched their spans too, and
+    each was an orphan (a span with no record read), so the rerun read as disagreeing."""
+    state = tmp_path / "state.json"
+    host = _host(tmp_path).run(60)
+    assert _audit(host, state).verdict is AuditVerdict.AGREE
+    host.run(20, first=60)
+    options = AuditOptions(state=TrustState(state), since_unix_nano=1)
+    report = audit_chain(str(host.chain), host.witness, options)
+    assert report.verdict is AuditVerdict.AGREE, render_text(report)
+    assert report.trusted_from == 60 and report.spans.matched == 20 and not report.spans.orphan_spans
+    assert report.window_from_seq == 60
+    assert "window: starts at seq 60, the first record after those an earlier audit proved" in render_text(report)
+    quiet = audit_chain(str(host.chain), host.witness, options)  # nothing new: no span window at all
+    assert quiet.verdict is AuditVerdict.AGREE and quiet.spans.seam_spans == 0, render_text(quiet)

@@ -279,29 +279,30 @@ def _window(options: AuditOptions, summary: ChainSummary, now: int) -> QueryWind
     return QueryWindow(start, end)
 
 
-def _after_first_kept(
-    chain: str, window: QueryWindow | None, tail: _Tail, summary: ChainSummary
-) -> tuple[QueryWindow | None, bool]:
-    """Of a pruned chain, the window from its first record kept on (and True when it was moved there):
-    the spans of the records pruned before it have no record to be held against, and every one would
-    read as an orphan. Raises :class:`AuditError` for a window that ends before it."""
-    if window is None or tail.pruned is None:
-        return window, False
-    kept = (
-        summary
-        if tail.first_seq == 0
-        else summarize_chain(itertools.islice(iter_chain_payloads(chain, tail.kept), _HEAD_RECORDS))
-    )
-    first = kept.first_start_unix_nano
-    if first is None or window.start_unix_nano >= first:
-        return window, False
+def _from_first_read(
+    window: QueryWindow | None, tail: _Tail, summary: ChainSummary
+) -> tuple[QueryWindow | None, int | None]:
+    """The span window from the first record this audit reads on, and that record's seq when the
+    window asked for began before it: of a pruned chain, its first record kept (the pruned records'
+    spans have no record to be held against); with ``--state``, the first after the records an earlier
+    audit proved (their spans were held then). Every span before it would read as an orphan. No window
+    when no seam record is read; :class:`AuditError` for a window that ends before the first."""
+    first_seq = tail.first_seq or tail.kept
+    if window is None or not first_seq:
+        return window, None
+    first = summary.first_start_unix_nano
+    if first is None:  # no seam record read: no span to hold against one
+        return None, None
+    if window.start_unix_nano >= first:
+        return window, None
     if window.end_unix_nano <= first:
+        what = "the first record kept" if tail.first_seq == 0 else "the records an earlier audit proved"
         raise AuditError(
-            f"the window {window.describe()} ends before the first record kept (seq {tail.kept}, "
-            f"{format_unix_nano(first)}): the records before it were pruned, nothing in it to audit",
+            f"the window {window.describe()} holds no record this audit reads (from seq {first_seq}, after "
+            f"{what}): nothing in it to hold the spans against; --full reads the whole chain",
             Problem.USAGE,
         )
-    return QueryWindow(first, window.end_unix_nano), True
+    return QueryWindow(first, window.end_unix_nano), first_seq
 
 
 def _no_window(chain: str) -> AuditError:
@@ -348,7 +349,7 @@ def audit_chain(
         quorum, cosigned = _cosigned(chain, origin, checkpoints, options, now)
         held, tail, trust = _held(chain, [*checkpoints, *cosigned], origin, options, consistency)
         summary = summarize_chain(tail.payloads(chain))
-        window, from_first_kept = _after_first_kept(chain, _window(options, summary, now), tail, summary)
+        window, window_from_seq = _from_first_read(_window(options, summary, now), tail, summary)
         if window is None and not checkpoints and not cosigned:
             raise _no_window(chain)
         linkage = None
@@ -384,7 +385,7 @@ def audit_chain(
         state_fallback=held.state_fallback if held is not None else None,
         dropped=summary.dropped,
         pruned=read_pruned(chain),
-        window_from_first_kept=from_first_kept,
+        window_from_seq=window_from_seq,
         witnessed=None
         if quorum is None
         else judge_witnesses(options.policy_source, quorum, held.consistency if held is not None else None),

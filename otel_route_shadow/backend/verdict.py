@@ -167,7 +167,9 @@ class AuditReport:
     dropped: DroppedGap = field(default_factory=DroppedGap)  # records-dropped events among those read
     witnessed: Witnessed | None = None  # --witness-policy: what the quorum of witnesses attests
     pruned: Pruned | None = None  # a pruned chain: audited from its minimum index (the records kept)
-    window_from_first_kept: bool = False  # the span window asked for began before the first record kept
+    window_from_seq: int | None = (
+        None  # the span window asked for began before the first record read (this seq)
+    )
 
     # ---- coverage ------------------------------------------------------------------------------------
 
@@ -294,7 +296,7 @@ class AuditReport:
             "state_fallback": self.state_fallback,
             "from_seq": 0 if self.pruned is None else self.pruned.min_index,
             "pruned": None if self.pruned is None else self.pruned.describe(),
-            "window_from_first_kept": self.window_from_first_kept,
+            "window_from_seq": self.window_from_seq,
             "first_bad_seq": self.first_bad_seq,
             "checkpoints": {
                 "held": len(self.checkpoints),

@@ -325,6 +325,22 @@ def _fleet(chains: list[str], backend: Backend, options: AuditOptions, args: arg
 # --------------------------------------------------------------------------------------------------
 
 
+def _window_moved(report: AuditReport) -> list[str]:
+    """Why the span window starts later than asked, when it does."""
+    seq = report.window_from_seq
+    if seq is None:
+        return []
+    if report.trusted_from:
+        return [
+            f"window: starts at seq {seq}, the first record after those an earlier audit proved (their spans "
+            "were held then; --full holds the whole window)"
+        ]
+    return [
+        f"window: starts at the first record kept (seq {seq}): the records before it were pruned, so their "
+        "spans have no record to be held against"
+    ]
+
+
 def render_text(report: AuditReport, *, show: int = 20) -> str:
     lines = [
         f"audit of {report.chain} against {report.spans.backend}",
@@ -342,18 +358,11 @@ def render_text(report: AuditReport, *, show: int = 20) -> str:
             if report.state_fallback
             else []
         ),
+        *_window_moved(report),
         *(
             [
                 f"pruned: audited from seq {report.pruned.min_index}, the first record kept; "
-                f"{report.pruned.describe()}",
-                *(
-                    [
-                        f"window: starts at the first record kept (seq {report.pruned.min_index}): the records "
-                        "before it were pruned, so their spans have no record to be held against"
-                    ]
-                    if report.window_from_first_kept
-                    else []
-                ),
+                f"{report.pruned.describe()}"
             ]
             if report.pruned is not None
             else []
