@@ -24,7 +24,7 @@ from otel_route_shadow.cli.exit_codes import EXIT_OK
 from otel_route_shadow.cli.fleet import remote_fetch
 from otel_route_shadow.logstore import Checkpointer, LogStore, bundle_path, cut_signed, tlog_dir
 from otel_route_shadow.logstore.entries import encode_bundle
-from otel_route_shadow.tlog import Signer, Tile, node_tile, subtrees
+from otel_route_shadow.tlog import Signer, Tile, Verifier, node_tile, subtrees
 
 T0 = 1_790_000_000 * 10**9
 HOUR = 3_600 * 10**9
@@ -160,6 +160,10 @@ def test_a_segment_an_interrupted_prune_left_below_the_minimum_index_is_not_coun
     report = build_fleet_report([str(host.chain)])
     assert report.fleet is not None and report.fleet.logs[0].status == INCLUDED, report.fleet.logs[0].reason
     assert _figures(report.as_dict()) == _figures(clean) and report.spawns == 341
+    # With a key, the one-pass count read the chain from record 0 and, the stray segment making the
+    # leaves whole, counted the pruned records too (647 spawns from seq 0).
+    keyed = build_fleet_report([str(host.chain)], verifiers=[Verifier.parse(host.key)])
+    assert keyed.fleet is not None and keyed.fleet.logs[0].start == 306 and keyed.spawns == 341
 
 
 def test_a_local_pruned_log_whose_first_record_kept_was_edited_is_excluded(tmp_path: Path) -> None:

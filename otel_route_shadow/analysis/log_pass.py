@@ -33,7 +33,7 @@ from otel_route_shadow.chain import iter_chain_lines
 from otel_route_shadow.files import FileRefused
 from otel_route_shadow.lines import LineTooLong
 from otel_route_shadow.processes import mp_context
-from otel_route_shadow.tlog import CompactRange, TreeLevels, leaf_hash, subtrees
+from otel_route_shadow.tlog import CompactRange, leaf_hash
 
 __all__ = [
     "READ_BYTES",
@@ -101,25 +101,21 @@ def count_log(
     docstring)."""
     evidence = pending.evidence
     size = evidence.size or 0
-    leaves: list[bytes] = []
+    tree = CompactRange()
     ends = [0]
     aggregation = settings.aggregation(cited_loader)
     try:
         aggregation.feed(
-            hashed_records(pending.path, 0, size, evidence.origin or pending.path, leaves.append, ends)
+            hashed_records(pending.path, 0, size, evidence.origin or pending.path, tree.append, ends)
         )
         if lines_after(pending.path, ends[0]):
             return None
     except (NotRecords, OSError, LineTooLong, FileRefused):
         return None
-    if len(leaves) != size:
-        return None
-    tree = TreeLevels(b"".join(leaves))
-    frontier = tuple(tree.node(height, index) for height, index in subtrees(0, size))
-    if CompactRange(size, frontier).root() != pending.root:
+    if tree.root() != pending.root:
         return None
     aggregation.cube.repeats = Repeats()  # a cache of the pass, not a count: nothing to carry over
-    return included_log(pending, size, ends[0], frontier), aggregation
+    return included_log(pending, size, ends[0], tree.nodes), aggregation
 
 
 def included_log(
@@ -156,9 +152,10 @@ def _counted(
     keys: tuple[str, ...],
     cited_loader: CitedLoader | None = None,
 ) -> tuple[FleetLog, Aggregation | None]:
-    """The log counted in one pass when its checkpoint is authenticated (``keys``), else (or when that
-    pass does not give its root) checked as a whole, then counted if included."""
-    found = count_log(pending, settings, cited_loader) if keys else None
+    """The log counted in one pass when its checkpoint is authenticated (``keys``) and it was never
+    pruned (the pass reads from record 0), else (or when that pass does not give its root) checked as a
+    whole, then counted if included."""
+    found = count_log(pending, settings, cited_loader) if keys and pending.pruned is None else None
     if found is not None:
         return found
     log = check_logs([pending], keys)[0]

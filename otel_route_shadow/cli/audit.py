@@ -49,7 +49,13 @@ from otel_route_shadow.backend import (
 )
 from otel_route_shadow.chain import SEGMENTS_SUFFIX
 from otel_route_shadow.cli.checkpoints import add_keys_option, read_log_keys
-from otel_route_shadow.cli.common import CliError, count_argument, input_file, witness_policy_arg
+from otel_route_shadow.cli.common import (
+    CliError,
+    count_argument,
+    input_file,
+    number_argument,
+    witness_policy_arg,
+)
 from otel_route_shadow.cli.exit_codes import (
     EXIT_BAD_CHECKPOINT,
     EXIT_FINDING,
@@ -166,7 +172,12 @@ def register(sub: Any) -> None:
         ),
     )
     parser.add_argument("--full", action="store_true", help="with --state: check every record again")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per backend request")
+    parser.add_argument(
+        "--timeout",
+        type=number_argument(3600.0, positive=True),
+        default=30.0,
+        help="seconds per backend request",
+    )
     parser.add_argument(
         "--jobs", type=count_argument(1), default=4, help="chains audited at once (default 4)"
     )
@@ -261,8 +272,6 @@ def _in_tlog(path: Path, root: Path) -> bool:
 def _handle(args: argparse.Namespace) -> int:
     if not args.backend:
         raise CliError(f"--backend URL is required (or set ${ENV_BACKEND})")
-    if args.timeout <= 0:
-        raise CliError("--timeout must be positive")
     options = _options(args)  # every file named is read and checked before the backend is built
     chains = chain_paths(args.chains)
     backend = build_backend(args.backend_kind, args.backend, args.project, args.timeout)

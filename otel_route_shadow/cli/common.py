@@ -37,6 +37,7 @@ __all__ = [
     "harden_streams",
     "input_file",
     "json_lines",
+    "number_argument",
     "open_input",
     "parse_json_text",
     "problem_line",
@@ -140,6 +141,24 @@ def count_argument(minimum: int = 0, maximum: int | None = None) -> Callable[[st
         return value
 
     return count
+
+
+def number_argument(maximum: float, *, positive: bool = False) -> Callable[[str], float]:
+    """An argparse ``type`` for a finite number (seconds, days) from 0 (above 0 when ``positive``) to
+    ``maximum``, refusing anything else with argparse's own one-line error: a wait given as ``nan`` or
+    ``inf`` would never end."""
+    bounds = f"must be {'above' if positive else 'at least'} 0 and at most {maximum:g}"
+
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text[:32]!r}") from None
+        if not (value > 0 if positive else value >= 0) or not value <= maximum:  # nan fails both
+            raise argparse.ArgumentTypeError(bounds)
+        return value
+
+    return number
 
 
 class _OldName(argparse.Action):

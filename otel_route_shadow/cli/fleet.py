@@ -18,7 +18,7 @@ import urllib.parse
 
 from otel_route_shadow.analysis import MIN_SPAWNS, Fetch, RemoteError, Report, WhatIfResult, is_remote
 from otel_route_shadow.cli.checkpoints import add_keys_option
-from otel_route_shadow.cli.common import CliError, check_output, witness_policy_arg
+from otel_route_shadow.cli.common import CliError, check_output, number_argument, witness_policy_arg
 from otel_route_shadow.witness import Connection, TransportError
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 DEFAULT_REMOTE_TIMEOUT = 10.0
+MAX_REMOTE_TIMEOUT = 3600.0
 """Seconds a remote log's request may take, from connecting to the last byte (``--remote-timeout``)."""
 
 
@@ -130,7 +131,7 @@ def remote_timeout_arg(parser: argparse.ArgumentParser) -> None:
     """``report --remote-timeout S``: the bound on each request to a remote log."""
     parser.add_argument(
         "--remote-timeout",
-        type=float,
+        type=number_argument(MAX_REMOTE_TIMEOUT, positive=True),
         default=DEFAULT_REMOTE_TIMEOUT,
         metavar="SECONDS",
         help=f"each request to a remote log (a serve URL given as CHAIN) must complete within this "

@@ -15,7 +15,13 @@ import time
 from typing import Any
 
 from otel_route_shadow.cli.checkpoints import add_keys_option, read_log_keys
-from otel_route_shadow.cli.common import CliError, count_argument, input_file, witness_policy_arg
+from otel_route_shadow.cli.common import (
+    CliError,
+    count_argument,
+    input_file,
+    number_argument,
+    witness_policy_arg,
+)
 from otel_route_shadow.cli.exit_codes import (
     EXIT_BUSY,
     EXIT_FINDING,
@@ -37,6 +43,9 @@ from otel_route_shadow.logstore import (
 from otel_route_shadow.tlog import KeyWindow
 
 __all__ = ["register"]
+
+MAX_WAIT_S = 3600.0
+MAX_KEEP_DAYS = 1_000_000.0
 
 _EXIT_OF = {
     "busy": EXIT_BUSY,
@@ -62,7 +71,10 @@ def register(sub: Any) -> None:
         "--keep-records", type=count_argument(0), metavar="K", help="keep at least the newest K records"
     )
     parser.add_argument(
-        "--keep-days", type=_days, metavar="D", help="keep every segment closed less than D days ago"
+        "--keep-days",
+        type=number_argument(MAX_KEEP_DAYS),
+        metavar="D",
+        help="keep every segment closed less than D days ago",
     )
     parser.add_argument(
         "--min-index",
@@ -91,7 +103,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--wait",
-        type=float,
+        type=number_argument(MAX_WAIT_S),
         default=PRUNE_LOCK_WAIT_S,
         metavar="SECONDS",
         help=f"wait at most this long for each lock: another prune's, the chain's (default {PRUNE_LOCK_WAIT_S:g})",
@@ -99,22 +111,10 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=_run)
 
 
-def _days(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}") from None
-    if not 0 <= value < 1e6:
-        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}")
-    return value
-
-
 def _run(args: argparse.Namespace) -> int:
     path: str = input_file(args.chain)
     if args.delete and args.no_compress:
         raise CliError("--no-compress goes with archives, not with --delete")
-    if not 0 <= args.wait <= 3600:
-        raise CliError(f"--wait {args.wait:g}: give 0 to 3600 seconds")
     policy = read_policy(args.witness_policy) if args.witness_policy else None
     keys = (
         log_keys(policy, read_log_keys(args.key, args.keys), args.witness_policy)

@@ -14,7 +14,7 @@ import argparse
 from typing import Any
 
 from otel_route_shadow.chain import ChainError, ChainLockTimeout, CutRefused, cut_chain
-from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.common import CliError, number_argument
 from otel_route_shadow.cli.exit_codes import EXIT_BUSY, EXIT_FINDING, EXIT_OK, epilog
 from otel_route_shadow.logstore import (
     CHECKPOINT_FILE,
@@ -31,6 +31,7 @@ from otel_route_shadow.tlog import AuthenticationError, Signer
 __all__ = ["register"]
 
 DEFAULT_TIMEOUT_S = 10.0
+MAX_TIMEOUT_S = 3600.0
 
 
 def register(sub: Any) -> None:
@@ -53,7 +54,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=number_argument(MAX_TIMEOUT_S),
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=(
@@ -65,8 +66,6 @@ def register(sub: Any) -> None:
 
 
 def _rotate(args: argparse.Namespace) -> int:
-    if args.timeout < 0:
-        raise CliError("--timeout must be >= 0 seconds")
     signers = _signers(args.key, args.chain)
     try:
         if not signers:
