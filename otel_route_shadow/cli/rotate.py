@@ -71,7 +71,8 @@ def _rotate(args: argparse.Namespace) -> int:
         if not signers:
             cut = cut_chain(args.chain, sign=None, timeout=args.timeout)
         else:
-            cut = cut_signed(Checkpointer(args.chain, signers[0].name, signers), args.timeout, args.timeout)
+            checkpointer = Checkpointer(args.chain, signers[0].name, signers)
+            cut = cut_signed(checkpointer, args.timeout, args.timeout, catch_up=None)
     except FileNotFoundError:
         raise CliError(f"{args.chain}: no such chain") from None
     except ChainLockTimeout:
