@@ -11,7 +11,8 @@ the checkpoint spans' last export) runs on a :class:`Worker` each, in the manner
 * ``idle(timeout)`` waits at most ``timeout`` seconds for the steps asked for so far to be done.
 * ``stop(timeout)`` ends the thread once the steps asked for so far are done (drained), waiting at
   most ``timeout`` seconds (a step that outlives the wait finishes in the daemon thread, which cannot
-  keep the process alive); it is not a latch: a later ``wake`` starts a new thread.
+  keep the process alive); it is not a latch: a ``wake`` before the thread ends calls the stop off (the
+  same thread goes on: never two running steps), one after it ended starts a new thread.
 * After ``os.fork`` the child has no thread of the parent's (none survives a fork) and none is
   believed to run there: its state is reset (new locks, nothing in flight; the owner resets what its
   step works on through :data:`AFTER_FORK` too), and its first ``wake`` starts its own thread. A child
@@ -116,6 +117,8 @@ class Worker:
         self._cond = threading.Condition()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ended = False
+        """The thread has left its loop (it runs no more steps, though it may still be closing)."""
         self._stopping = False
         self._asked = 0
         self._done = 0
@@ -132,8 +135,9 @@ class Worker:
         with self._cond:
             self._asked += 1
             thread = self._thread
-            if thread is None or not thread.is_alive():
-                self._stopping = False
+            self._stopping = False  # a stop not yet done is called off: the thread goes on
+            if thread is None or self._ended or not thread.is_alive():
+                self._ended = False
                 self._wake = threading.Event()
                 thread = threading.Thread(
                     target=self._run, args=(self._wake,), name=self.name.value, daemon=True
@@ -149,7 +153,8 @@ class Worker:
             target = self._asked
             while self._done < target:
                 left = deadline - time.monotonic()
-                if left <= 0 or self._thread in (None, threading.current_thread()):
+                thread = self._thread
+                if left <= 0 or thread in (None, threading.current_thread()) or self._ended:
                     return False
                 self._cond.wait(left)
             return True
@@ -158,7 +163,7 @@ class Worker:
         """End the thread once the steps asked for so far are done, waiting at most ``timeout`` seconds;
         True when it ended (or there was none)."""
         with self._cond:
-            thread, self._thread = self._thread, None
+            thread = self._thread  # kept: a wake before it ends calls the stop off, never starts a second
             self._stopping = True
             self._wake.set()
             self._cond.notify_all()
@@ -174,6 +179,8 @@ class Worker:
             wake.clear()
             with self._cond:
                 if wake is not self._wake or (self._stopping and self._done >= self._asked):
+                    if wake is self._wake:
+                        self._ended = True
                     break
                 asked = self._asked
             try:

@@ -139,3 +139,28 @@ def test_workers_made_and_dropped_register_no_fork_handler_each(monkeypatch: pyt
     del workers
     gc.collect()
     assert gone() is None
+
+
+def test_a_wake_after_a_stop_that_timed_out_goes_on_in_the_same_thread_never_a_second() -> None:
+    """``stop`` forgot its thread before waiting for it: when the wait timed out (a step still running),
+    the next ``wake`` started a second thread, and two steps ran at once."""
+    entered, release = threading.Event(), threading.Event()
+    steps: list[int] = []
+
+    def step() -> None:
+        steps.append(1)
+        entered.set()
+        release.wait(30)
+
+    worker = Worker(WorkerName.CHECKPOINTER, step)
+    try:
+        worker.wake()
+        assert entered.wait(30)
+        assert worker.stop(0.01) is False  # the step is still running
+        worker.wake()
+        assert len(_threads(WorkerName.CHECKPOINTER)) == 1  # a second thread would start inside wake()
+    finally:
+        release.set()
+        assert worker.idle(30)
+        worker.stop(30)
+    assert len(steps) == 2 and not _threads(WorkerName.CHECKPOINTER)
