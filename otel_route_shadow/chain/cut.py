@@ -30,6 +30,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -63,6 +64,9 @@ __all__ = [
 
 CUT_SUFFIX: Final = ".cut"
 """``X.jsonl.cut``: the new live file while a cut prepares it."""
+CUT_TRIES: Final = 8
+"""Times a cut starts again when the live file was replaced (cut by another process, or a cut it
+left finished) while it waited for the lock: the same bound as an append's."""
 _MODE: Final = 0o640
 _PROBE: Final = 64 * 1024
 
@@ -123,27 +127,31 @@ def cut_chain(path: str, *, sign: Sign | None, timeout: float | None) -> ChainCu
     """Cut the chain at ``path`` (see the module docstring); None when there is nothing to cut (no
     chain, or a live file holding nothing after its anchor). ``sign`` is None for a chain with no log
     (the anchor's ``checkpoint`` is then null). Waits at most ``timeout`` seconds for the chain's lock
-    (None: as long as it takes): :class:`ChainLockTimeout`, nothing changed. Raises
+    in all (None: as long as it takes), starting again at most :data:`CUT_TRIES` times when the live
+    file was replaced meanwhile: :class:`ChainLockTimeout`, nothing changed. Raises
     :class:`CutRefused` (nothing changed) and ``OSError``."""
-    try:
-        digest, hashed, identity = _prehash(path)
-    except FileNotFoundError:
-        return None
-    fd = open_chain(path, os.O_RDWR)
-    try:
-        if not flock_bounded(fd, fcntl.LOCK_EX, timeout, LOCK_POLL_S):
-            raise ChainLockTimeout(f"{path}: another process held the chain's lock for {timeout} s")
-        step_reached(0)
-        st = os.fstat(fd)
-        # A file that is no longer the live file (another cut closed it while this one waited for its
-        # lock) is a closed segment: never resumed, never cut.
-        if _identity(os.stat(path)) != _identity(st) or resume_cut(path, fd, st.st_size):
-            return cut_chain(path, sign=sign, timeout=timeout)  # the path names another file now
-        if _identity(st) != identity or st.st_size < hashed:
-            digest, hashed = hashlib.sha256(), 0
-        return _cut_locked(path, fd, st.st_size, digest, hashed, sign)
-    finally:
-        os.close(fd)  # releases the lock
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for _ in range(CUT_TRIES):
+        try:
+            digest, hashed, identity = _prehash(path)
+        except FileNotFoundError:
+            return None
+        fd = open_chain(path, os.O_RDWR)
+        try:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not flock_bounded(fd, fcntl.LOCK_EX, left, LOCK_POLL_S):
+                raise ChainLockTimeout(f"{path}: another process held the chain's lock for {timeout} s")
+            step_reached(0)
+            st = os.fstat(fd)
+            # A file that is no longer the live file (another cut closed it while this one waited for
+            # its lock) is a closed segment: never resumed, never cut; the path names another file now.
+            if _identity(os.stat(path)) == _identity(st) and not resume_cut(path, fd, st.st_size):
+                if _identity(st) != identity or st.st_size < hashed:
+                    digest, hashed = hashlib.sha256(), 0
+                return _cut_locked(path, fd, st.st_size, digest, hashed, sign)
+        finally:
+            os.close(fd)  # releases the lock
+    raise ChainLockTimeout(f"{path}: the live file was replaced {CUT_TRIES} times while a cut waited for it")
 
 
 def resume_cut(path: str, fd: int, size: int) -> bool:

@@ -319,7 +319,7 @@ class ScheduledCheckpointer:
         if not self._mutex.acquire(blocking=False):
             return
         try:
-            cut = cut_signed(self.checkpointer, CUT_LOCK_WAIT_S)
+            cut = cut_signed(self.checkpointer, CUT_LOCK_WAIT_S, pause=_give_way)
             if cut is not None and self.retention is not None:
                 self.retention.due = True
         except (ChainError, OSError) as exc:

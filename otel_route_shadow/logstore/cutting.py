@@ -4,15 +4,18 @@ chain cut (``chain.cut_chain``, docs/chain-format.md section 14)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Final
 
 from otel_route_shadow.chain import ChainCut, CutRefused, cut_chain
 from otel_route_shadow.logstore.checkpointer import Checkpointer
 
-__all__ = ["CUT_SIGN_POLL_S", "CUT_SIGN_WAIT_S", "cut_signed", "note_for_cut"]
+__all__ = ["CUT_CATCH_UP_STEPS", "CUT_SIGN_POLL_S", "CUT_SIGN_WAIT_S", "cut_signed", "note_for_cut"]
 
 CUT_SIGN_POLL_S: Final = 0.01
 """How often a cut asks the checkpointer again while another process holds the log's lock."""
+CUT_CATCH_UP_STEPS: Final = 64
+"""Checkpointer steps (each bounded) a cut may take to catch the tree up before it takes the chain's lock."""
 CUT_SIGN_WAIT_S: Final = 0.25
 """Longest the plugin's cut waits, the chain's lock held, for another process checkpointing: past it the
 cut is given up (nothing changed) and tried again after the next checkpoint, so spawns never wait on a
@@ -38,18 +41,27 @@ def note_for_cut(checkpointer: Checkpointer, size: int, timeout: float) -> str:
 
 
 def cut_signed(
-    checkpointer: Checkpointer, timeout: float | None, sign_wait: float = CUT_SIGN_WAIT_S
+    checkpointer: Checkpointer,
+    timeout: float | None,
+    sign_wait: float = CUT_SIGN_WAIT_S,
+    catch_up: int | None = CUT_CATCH_UP_STEPS,
+    pause: Callable[[], None] | None = None,
 ) -> ChainCut | None:
     """Cut the checkpointer's chain (``chain.cut_chain``), its anchor carrying the checkpoint of the
     cut's size when the log signs (null when it has no key). The tree is caught up before the chain's
-    lock is taken (``timeout``: the longest wait for it), so only the last lines are added under it;
-    ``sign_wait``: the longest wait then for another process checkpointing."""
+    lock is taken (``timeout``: the longest wait for it), so only the lines appended meanwhile are added
+    under it; ``sign_wait``: the longest wait then for another process checkpointing. ``catch_up``: the
+    most checkpointer steps before the lock (None: as many as it takes); a tree still behind after them
+    is not cut (None: tried again after the next checkpoint), so appenders never wait on a catch-up;
+    ``pause``: called between slices of it (the host's background thread gives the interpreter back)."""
     if not checkpointer.signers:
         return cut_chain(checkpointer.chain_path, sign=None, timeout=timeout)
-    for _ in range(64):  # a bounded catch-up; what is left is added under the lock
-        checkpointer.checkpoint()
-        if not checkpointer.behind or checkpointer.refused is not None:
-            break
+    steps = 0
+    while checkpointer.refused is None and (steps == 0 or checkpointer.behind):
+        if catch_up is not None and steps >= catch_up:
+            return None
+        checkpointer.checkpoint(pause=pause)
+        steps += 1
     return cut_chain(
         checkpointer.chain_path,
         sign=lambda size: note_for_cut(checkpointer, size, sign_wait),
