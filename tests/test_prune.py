@@ -487,3 +487,22 @@ def test_an_archive_folder_that_cannot_be_written_is_one_line_and_nothing_pruned
     assert err.count("\n") == 1 and "Traceback" not in err
     assert LogStore(log.chain).read_pruned() is None
     assert sorted(os.listdir(log.segments))[:2] == [segment_name(0), segment_name(20)]
+
+
+def test_a_pruned_file_naming_any_file_as_the_archive_removes_no_segment(
+    log: SegmentedChain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Settling an interrupted prune removed a segment once the ``pruned`` file named an archive that was
+    a file at all: naming the segment itself let it delete the only copy of its records."""
+    first = log.segment(0)
+    kept = first.read_bytes()
+    assert prune(log, "--min-index", "20") == 0
+    first.write_bytes(kept)  # as a prune killed after saving ``pruned`` and before removing it leaves it
+    record = pruned(log)
+    itself = os.path.relpath(first, log.chain.parent)
+    forged = record.model_copy(update={"segments": [record.segments[0].model_copy(update={"archive": itself})]})
+    LogStore(log.chain).save_pruned(forged)
+    before = snapshot(log.chain.parent)
+    assert prune(log, "--min-index", "65") == 1
+    assert "names an archive that is not this segment's" in capsys.readouterr().err
+    assert snapshot(log.chain.parent) == before and first.read_bytes() == kept

@@ -365,16 +365,30 @@ def _check_recorded(chain_path: str, segment: Segment, pruned: Pruned) -> None:
         problem = "names no such segment"
     elif (entry.sha256, entry.bytes) != (read.sha256, read.size):
         problem = "names another file (SHA-256 or size)"
-    elif entry.archive is not None and not os.path.isfile(
-        os.path.join(os.path.dirname(os.path.abspath(chain_path)), entry.archive)
-    ):
-        problem = f"names an archive that is not there ({entry.archive})"
+    elif entry.archive is not None and not _archive_holds(chain_path, segment, entry.archive, read):
+        problem = "names an archive that is not this segment's, or does not hold its records"
     if problem is not None:
         raise PruneRefused(
             "finding",
             f"{segment.path} lies below the minimum index {pruned.min_index}, but the pruned file {problem}: "
             "nothing removed",
         )
+
+
+def _archive_holds(chain_path: str, segment: Segment, archive: str, read: SegmentRead) -> bool:
+    """The ``archive`` a ``pruned`` entry names is where :func:`_archived` writes ``segment``'s (plain
+    or gzip) and reads back as its very records: a name alone, from an unauthenticated file, is no
+    archive."""
+    base = os.path.dirname(os.path.abspath(chain_path))
+    target = os.path.join(archive_dir(chain_path), segment.name)
+    if archive not in (os.path.relpath(target, base), os.path.relpath(target + ".gz", base)):
+        return False
+    try:
+        with _opened(os.path.join(base, archive)) as stream:
+            again = read_segment(stream, segment.first)
+    except (PruneRefused, OSError, EOFError, ValueError):  # unreadable, not gzip, cut short
+        return False
+    return (again.leaves, again.sha256) == (read.leaves, read.sha256)
 
 
 def _covering(store: LogStore, options: PruneOptions) -> tuple[Checkpoint, str] | None:
