@@ -190,13 +190,22 @@ def test_the_live_segment_alone_verifies_from_its_anchor(chain: Path) -> None:
     result = verify_pass(chain, live_only=True, verifiers=[SIGNER.verifier()]).result
     assert result.intact and result.records == 15 and result.head_seq == 14
     _segment(chain, 0).unlink()  # history is not read
-    assert verify_pass(chain, live_only=True).result.intact
+    assert verify_pass(chain, live_only=True, verifiers=[SIGNER.verifier()]).result.intact
+
+
+def test_the_live_segment_alone_with_no_key_is_not_intact(chain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With no key the anchor's checkpoint was only parsed, so a live file with a forged anchor (a note
+    of any key) verified as intact."""
+    result = verify_pass(chain, live_only=True).result
+    assert not result.intact and "no log key was given" in (result.detail or "")
+    assert main(["verify", str(chain), "--live-segment"]) == 2
+    assert "--live-segment needs --key or --keys" in capsys.readouterr().err
 
 
 def test_the_live_segment_whose_anchor_is_forged_does_not_verify(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     segmented_chain(path, SIZES, signer=SIGNER, origin=ORIGIN, tamper=lambda a: {**a, "last_seq": 1})
-    result = verify_pass(path, live_only=True).result
+    result = verify_pass(path, live_only=True, verifiers=[SIGNER.verifier()]).result
     assert result.reason == "anchor-mismatch"
 
 

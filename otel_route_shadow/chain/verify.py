@@ -89,8 +89,8 @@ def verify_pass(
     ``marked_offset``) run over them as over one file, and a verdict on a line names the file it is in
     (``path``, ``line`` and ``offset`` within it). Each anchor is checked against the segment before
     it, its checkpoint's signature with ``verifiers`` when given. ``live_only`` verifies the live file
-    alone, from its anchor (seq, link and checkpoint taken from the anchor: no closed segment is read);
-    ``start`` (a pruned chain's minimum index) verifies from the file that begins at that seq, likewise
+    alone, from its anchor (seq, link and checkpoint taken from the anchor, which needs ``verifiers``:
+    an unverified checkpoint vouches for nothing; no closed segment is read); ``start`` (a pruned chain's minimum index) verifies from the file that begins at that seq, likewise
     from its anchor: its link to the record before is not checked (the caller authenticates the record
     at ``start`` from the signed tree), and positions count from that file.
     """
@@ -320,12 +320,23 @@ def _placement(
         return claimed
     if previous is not None:
         return check_anchor(claimed, previous, walk.verifiers) or claimed
+    return _start_fault(claimed, walk) or claimed
+
+
+def _start_fault(claimed: Anchor, walk: _Walk) -> Fault | None:
+    """Why the anchor of the file a pass begins at does not hold on its own (None when it does)."""
     if walk.start and claimed.seq != walk.start:
         return Fault(
             Reason.SEGMENT_MISSING if claimed.seq > walk.start else Reason.SEGMENT_MISPLACED,
             f"the chain is kept from seq {walk.start} on, but its first file begins at seq {claimed.seq}",
         )
-    return check_start(claimed, walk.verifiers) or claimed
+    if walk.live_only and not walk.verifiers:
+        return Fault(
+            Reason.ANCHOR_MISMATCH,
+            f"the live file begins with an anchor (seq {claimed.seq}) and no log key was given: its checkpoint "
+            "cannot vouch for the records before it",
+        )
+    return check_start(claimed, walk.verifiers)
 
 
 def _misnamed(segment: Segment, seq: int) -> Fault | None:

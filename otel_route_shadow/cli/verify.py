@@ -79,7 +79,7 @@ def register(sub: Any) -> None:
         "--live-segment",
         action="store_true",
         help="of a segmented chain, verify the live file alone, from its anchor (its checkpoint verified "
-        "with --key; no closed segment read); not with --checkpoint or --witness-policy",
+        "with --key or --keys, required; no closed segment read); not with --checkpoint or --witness-policy",
     )
     parser.add_argument(
         "--checkpoint",
@@ -131,6 +131,8 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(
             "--live-segment checks the live file from its anchor, without --checkpoint or --witness-policy"
         )
+    if args.live_segment and not (args.key or args.keys):
+        raise CliError("--live-segment needs --key or --keys: the anchor's checkpoint must be verified")
     policy = read_policy(args.witness_policy) if args.witness_policy else None
     keys = log_keys(policy, [], args.witness_policy) if policy is not None else None
     pruned = _pruned(path)
