@@ -22,7 +22,7 @@ from prune_support import KEY, SegmentedChain, copied, segment_name, segmented_c
 from witness_support import Cosigner
 
 from otel_route_shadow.cli import main
-from otel_route_shadow.logstore import LogStore, Pruned
+from otel_route_shadow.logstore import MAX_COMMAND_CHARS, LogStore, Pruned
 from otel_route_shadow.tlog import parse_note
 
 REPO = Path(__file__).resolve().parent.parent
@@ -506,3 +506,13 @@ def test_a_pruned_file_naming_any_file_as_the_archive_removes_no_segment(
     assert prune(log, "--min-index", "65") == 1
     assert "names an archive that is not this segment's" in capsys.readouterr().err
     assert snapshot(log.chain.parent) == before and first.read_bytes() == kept
+
+
+def test_a_prune_command_longer_than_a_pruned_file_records_is_recorded_cut_short(log: SegmentedChain) -> None:
+    """The command was recorded word for word; past 4,096 characters the pruned file refused it after the
+    archives were written, and prune ended in a traceback."""
+    keys = [arg for _ in range(60) for arg in ("--key", str(KEY))]
+    assert prune(log, "--min-index", "20", *keys) == 0
+    command = pruned(log).command
+    assert len(command) == MAX_COMMAND_CHARS and command.endswith(" ...")
+    assert command.startswith("otel-route-shadow prune ")

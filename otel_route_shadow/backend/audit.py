@@ -384,7 +384,7 @@ def audit_chain(
         trusted_from=tail.first_seq or None,
         state_fallback=held.state_fallback if held is not None else None,
         dropped=summary.dropped,
-        pruned=read_pruned(chain),
+        pruned=tail.pruned,  # as the audit read it, not read again
         window_from_seq=window_from_seq,
         witnessed=None
         if quorum is None

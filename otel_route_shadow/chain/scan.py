@@ -32,15 +32,13 @@ __all__ = ["Options", "Progress", "ScanState", "Stop", "accept", "check_lines", 
 _BLOCK_BYTES: Final = 1 << 20
 
 Progress = Callable[[int, int], None]
+"""Internal progress hook: ``(records verified, bytes verified)``."""
 
 
 class Digest(Protocol):
     """What a scan feeds the bytes it reads to (``hashlib.sha256()``)."""
 
     def update(self, data: bytes, /) -> None: ...
-
-
-"""Internal progress hook: ``(records verified, bytes verified)``."""
 
 
 @dataclass(frozen=True, slots=True)

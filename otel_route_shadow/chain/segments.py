@@ -6,7 +6,7 @@ file begins with the anchor record. A chain never cut has no folder: it is its l
 
 Byte positions run over the chain's files as if they were one: a position names the file it falls in
 (the one whose range ``[start, start + size)`` holds it) and the offset in that file
-(:meth:`ChainFiles.locate`). Closed segments are never written again, so a position below the live
+(``reader.ChainBytes``). Closed segments are never written again, so a position below the live
 file's start keeps naming the same byte.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Final
 
@@ -24,8 +23,6 @@ from otel_route_shadow.chain.errors import ChainPathError
 __all__ = [
     "MAX_SEGMENTS",
     "SEGMENTS_SUFFIX",
-    "ChainFile",
-    "ChainFiles",
     "Segment",
     "chain_segments",
     "live_path",
@@ -104,40 +101,3 @@ def chain_segments(path: str | os.PathLike[str]) -> list[Segment]:
     names.sort()
     closed = [Segment(os.path.join(folder, name), int(name[:16])) for name in names]
     return [*closed, Segment(live, None)]
-
-
-@dataclass(frozen=True, slots=True)
-class ChainFile:
-    """A chain file and where its bytes fall among the chain's: ``[start, start + size)``."""
-
-    segment: Segment
-    start: int
-    size: int
-
-    @property
-    def end(self) -> int:
-        return self.start + self.size
-
-
-@dataclass(frozen=True, slots=True)
-class ChainFiles:
-    """The chain's files with their sizes, as they were when listed."""
-
-    files: tuple[ChainFile, ...]
-
-    @classmethod
-    def of(cls, segments: list[Segment], sizes: list[int]) -> ChainFiles:
-        files, start = [], 0
-        for segment, size in zip(segments, sizes, strict=True):
-            files.append(ChainFile(segment, start, size))
-            start += size
-        return cls(tuple(files))
-
-    def locate(self, position: int) -> tuple[ChainFile, int]:
-        """The file a chain position falls in, and the offset in it (the live file for the end)."""
-        starts = [f.start for f in self.files]
-        index = max(0, bisect_right(starts, position) - 1)
-        while index + 1 < len(self.files) and self.files[index].size == 0:
-            index += 1
-        found = self.files[index]
-        return found, position - found.start

@@ -32,6 +32,7 @@ from otel_route_shadow.cli.exit_codes import (
 )
 from otel_route_shadow.cli.witnessed import log_keys, read_policy
 from otel_route_shadow.logstore import (
+    MAX_COMMAND_CHARS,
     PRUNE_LOCK_WAIT_S,
     PruneOptions,
     PruneRefused,
@@ -154,7 +155,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _command_line(args: argparse.Namespace) -> str:
-    """The prune command as given (only paths, numbers and flags: a verifier key is public)."""
+    """The prune command as given (only paths, numbers and flags: a verifier key is public), cut short
+    past what a ``pruned`` file records."""
     words = ["otel-route-shadow", "prune", args.chain]
     for option in ("keep_records", "keep_days", "min_index", "witness_policy", "wait"):
         value = getattr(args, option)
@@ -176,7 +178,8 @@ def _command_line(args: argparse.Namespace) -> str:
         words += ["--key", key]
     for key_set in args.keys:
         words += ["--keys", key_set]
-    return shlex.join(words)
+    command = shlex.join(words)
+    return command if len(command) <= MAX_COMMAND_CHARS else command[: MAX_COMMAND_CHARS - 4] + " ..."
 
 
 def _served(first_kept: int) -> str:

@@ -50,6 +50,7 @@ from otel_route_shadow.logstore.keys import (
     read_signing_keys,
 )
 from otel_route_shadow.logstore.pruned import (
+    MAX_COMMAND_CHARS,
     PRUNED_FILE,
     Pruned,
     PrunedSegment,
@@ -85,6 +86,7 @@ __all__ = [
     "ACKNOWLEDGED_FILE",
     "CHECKPOINTS_FILE",
     "CHECKPOINT_FILE",
+    "MAX_COMMAND_CHARS",
     "MAX_ENTRY_BYTES",
     "PRUNED_FILE",
     "PRUNE_LOCK_WAIT_S",

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from otel_route_shadow.tlog import TILE_HEIGHT, TILE_WIDTH
 
 __all__ = [
+    "MAX_COMMAND_CHARS",
     "MAX_PRUNED_BYTES",
     "PRUNED_FILE",
     "Pruned",
@@ -25,6 +26,8 @@ MAX_PRUNED_BYTES: Final = 16 * 1024 * 1024
 """The largest ``pruned`` file read (about 60,000 pruned segments)."""
 _HEX64 = r"^[0-9a-f]{64}$"
 _NAME = r"^[0-9]{16}\.jsonl$"
+MAX_COMMAND_CHARS: Final = 4096
+"""The longest command a ``pruned`` file records (a longer one is recorded cut short)."""
 
 
 class PrunedSegment(BaseModel):
@@ -55,7 +58,7 @@ class Pruned(BaseModel):
 
     min_index: int = Field(ge=0, le=1 << 62)
     time: int = Field(ge=0)
-    command: str = Field(max_length=4096)
+    command: str = Field(max_length=MAX_COMMAND_CHARS)
     segments: list[PrunedSegment]
 
     def kept_position(self) -> int:
