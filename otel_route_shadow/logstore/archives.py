@@ -20,14 +20,22 @@ import hashlib
 import io
 import itertools
 import os
-import re
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Final
 
 from pydantic import ValidationError
 
-from otel_route_shadow.chain import MAX_LINE_BYTES, ChainCorruptError, Good, check_line, fast_run, read_head
+from otel_route_shadow.chain import (
+    MAX_LINE_BYTES,
+    SEGMENTS_SUFFIX,
+    ChainCorruptError,
+    Good,
+    chain_segments,
+    check_line,
+    fast_run,
+    read_head,
+)
 from otel_route_shadow.files import FileRefused, file_identity, open_regular, read_regular
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict, schema_problem
 from otel_route_shadow.tlog import (
@@ -57,7 +65,6 @@ __all__ = [
     "segments_dir",
 ]
 
-SEGMENT_NAME: Final = re.compile(r"[0-9]{16}\.jsonl")
 _BLOCK: Final = 1 << 20
 _MAX_PROOF_FILE: Final = 1 << 20
 _GZIP_LEVEL: Final = 6
@@ -68,7 +75,7 @@ _BATCH_BYTES: Final = 8 << 20
 
 def segments_dir(chain_path: str) -> str:
     """``X.jsonl.segments``: the folder of a chain's closed segments."""
-    return chain_path + ".segments"
+    return chain_path + SEGMENTS_SUFFIX
 
 
 def archive_dir(chain_path: str) -> str:
@@ -94,14 +101,11 @@ class Segment:
 def closed_segments(chain_path: str) -> list[Segment]:
     """The chain's closed segments in chain order (none for a chain never cut). A segment that is still
     the live file (the same inode: a cut in progress) is not closed and not listed."""
-    folder = segments_dir(chain_path)
-    try:
-        names = sorted(n for n in os.listdir(folder) if SEGMENT_NAME.fullmatch(n))
-    except FileNotFoundError:
+    listed = chain_segments(chain_path)[:-1]  # the folder checked: a directory, not too many entries
+    if not listed:
         return []
     live = file_identity(chain_path)
-    paths = [os.path.join(folder, n) for n in names]
-    closed = [(n, p) for n, p in zip(names, paths, strict=True) if file_identity(p) != live]
+    closed = [(os.path.basename(s.path), s.path) for s in listed if file_identity(s.path) != live]
     ends = [int(n[:16]) for n, _ in closed[1:]]
     if closed:
         ends.append(_live_first(chain_path, closed[-1][1]))
