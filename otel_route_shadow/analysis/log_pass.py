@@ -36,9 +36,7 @@ from otel_route_shadow.processes import mp_context
 from otel_route_shadow.tlog import CompactRange, leaf_hash
 
 __all__ = [
-    "READ_BYTES",
     "NotRecords",
-    "count_log",
     "count_logs",
     "hashed_records",
     "included_log",

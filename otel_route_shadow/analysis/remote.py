@@ -64,7 +64,6 @@ from otel_route_shadow.tlog import (
 
 __all__ = [
     "MAX_BUNDLE_BYTES",
-    "MAX_NOTE_BYTES",
     "CheckedRemote",
     "Fetch",
     "PendingRemote",

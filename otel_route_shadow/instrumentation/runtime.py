@@ -148,7 +148,7 @@ class SeamObservation:
         """Resolve the decision, before the span starts; the span's start attributes: the decision's
         (so every processor and the sampler see it, and it is on the span for its whole life) and
         ``start_attributes``, with the error type of a contained failure."""
-        snapshot, state = self.runtime.snapshot(None, self)
+        snapshot, state = self.runtime.snapshot(self)
         try:
             self.record = self.runtime.observe(self.seam, self.context, self.encoded, snapshot, state)
         except Exception as exc:
@@ -282,9 +282,7 @@ class ShadowRuntime:
                     self._store = RoutingPolicyStore(self.config.store)
         return self._store
 
-    def snapshot(
-        self, span: Span | None, observation: SeamObservation | None = None
-    ) -> tuple[PolicySnapshot, str]:
+    def snapshot(self, observation: SeamObservation | None = None) -> tuple[PolicySnapshot, str]:
         """The policy snapshot and its load state; an unreadable store holds, never raises.
 
         The store is looked at again once ``snapshot_recheck_ms`` has passed since the last look
@@ -301,13 +299,13 @@ class ShadowRuntime:
                 load = self._look()
             except Exception as exc:
                 self._last_load = None
-                self.contain(exc, "store", span, loud=True, observation=observation)
+                self.contain(exc, "store", None, loud=True, observation=observation)
                 return PolicySnapshot(available=False), "corrupt"
             self._last_load = (now, load)
         if load.snapshot.loading:
             return load.snapshot, "loading"
         if load.unreadable:
-            self._report_unreadable(load, span, observation)
+            self._report_unreadable(load, observation)
         return load.snapshot, load.state
 
     def _look(self) -> SnapshotLoad:
@@ -357,15 +355,13 @@ class ShadowRuntime:
         had, and the next look that finds the store changed starts a new read."""
         self.contain(exc, "prefetch", None, loud=False)
 
-    def _report_unreadable(
-        self, load: SnapshotLoad, span: Span | None, observation: SeamObservation | None
-    ) -> None:
+    def _report_unreadable(self, load: SnapshotLoad, observation: SeamObservation | None) -> None:
         """A store the environment keeps us from reading (permissions, a file in place of the
         folder, an I/O error) holds every decision like a corrupt one, and is also a sink fault:
-        logged once per cause (``problem_kind``), counted, and marked on the span and record."""
+        logged once per cause (``problem_kind``), counted, and marked on the record (and so its span)."""
         problem = StoreIOError(f"{self.config.store}: {load.problem} [{load.problem_kind}]")
         self.contain(
-            problem, "store", span, loud=False, observation=observation, detail=load.problem_kind or ""
+            problem, "store", None, loud=False, observation=observation, detail=load.problem_kind or ""
         )
 
     def sanitize(self, context: RouteContext) -> tuple[RouteContext, str]:
