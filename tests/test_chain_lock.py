@@ -346,3 +346,31 @@ def test_read_head_on_a_filesystem_without_flock_reads_the_head_as_verify_does(
     monkeypatch.setattr(fcntl, "flock", no_shared_locks)
     assert read_head(path) == ChainHead(0, written.record_hash)
     assert verify_chain(path).intact
+
+
+def test_uninstrument_with_the_lock_held_waits_for_the_backlog_once_then_spills_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The way out flushed the backlog twice, each wait bounded alone (the last checkpoint's, then the
+    exporter's close), and warned twice: once that the records still waited, once that they were spilled."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_route_shadow.demo import factory
+    from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
+
+    path = tmp_path / "chain.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=TracerProvider(), chain_path=path, seams=(), chain_lock_timeout_ms=10
+    )
+    jobs = factory.plan_jobs(3, factory.FactorySettings())
+    with lock_held_by_another_process(path):
+        for job in jobs:
+            with shadow_spawn(factory.context_for(job, "agentic"), seam="t"):
+                pass
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            instrumentor.uninstrument()
+    said = [record.getMessage() for record in caplog.records]
+    assert not any("chain records still wait" in line for line in said), said
+    assert Path(str(path) + ".spill").exists()

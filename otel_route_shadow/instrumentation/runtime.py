@@ -561,7 +561,8 @@ class ShadowRuntime:
             self.processor.detach()
             self.processor = None
         self.prefetch.close()
-        self.checkpoint_now()
+        self.exporter.flush_backlog(EXIT_FLUSH_S, spill=True)  # one bounded wait; what is left is spilled
+        self.checkpointer.checkpoint_now()
         self.checkpointer.close()
         self.exporter.close()
         spans, self.checkpoint_spans = self.checkpoint_spans, None
