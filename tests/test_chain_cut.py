@@ -483,3 +483,30 @@ def test_a_cut_the_disk_refuses_midway_leaves_the_chain_as_it_was(
     assert list(Path(str(chain) + SEGMENTS_SUFFIX).iterdir()) == []
     append(chain, 1, start=4)
     assert numbers(check_segmented(chain)) == list(range(5))
+
+
+def test_the_plugins_cut_never_takes_the_lock_while_its_tree_is_still_behind(tmp_path: Path) -> None:
+    """What the bounded catch-up before the lock left was caught up under the chain's lock, however
+    much it was, with every appender waiting on that lock."""
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 40)
+    slow = Checkpointer(str(chain), ORIGIN, SIGNER, max_leaves=4)  # 4 leaves a step: 10 steps to catch up
+    before = chain.read_bytes()
+    assert cut_signed(slow, 1.0, catch_up=3) is None  # behind after 3 steps: not cut, tried again later
+    assert chain.read_bytes() == before and not Path(str(chain) + SEGMENTS_SUFFIX).exists()
+    assert cut_signed(slow, 1.0, catch_up=None) is not None  # as long as it takes (rotate)
+
+
+def test_a_rotate_timeout_that_is_not_a_finite_number_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--timeout nan`` (or ``inf``) passed the only check (``< 0``), and the wait for the lock never ended."""
+    from otel_route_shadow.cli import main
+
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 3)
+    for value in ("nan", "inf", "-1"):
+        with pytest.raises(SystemExit) as exited:
+            main(["rotate", str(chain), "--timeout", value])
+        assert exited.value.code == 2
+        assert "must be at least 0 and at most 3600" in capsys.readouterr().err

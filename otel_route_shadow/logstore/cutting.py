@@ -57,11 +57,13 @@ def cut_signed(
     if not checkpointer.signers:
         return cut_chain(checkpointer.chain_path, sign=None, timeout=timeout)
     steps = 0
-    while checkpointer.refused is None and (steps == 0 or checkpointer.behind):
-        if catch_up is not None and steps >= catch_up:
-            return None
+    while True:
         checkpointer.checkpoint(pause=pause)
         steps += 1
+        if checkpointer.refused is not None or not checkpointer.behind:
+            break
+        if catch_up is not None and steps >= catch_up:
+            return None
     return cut_chain(
         checkpointer.chain_path,
         sign=lambda size: note_for_cut(checkpointer, size, sign_wait),
