@@ -284,6 +284,19 @@ def test_an_archive_signed_by_another_key_or_without_its_proof(
     assert "no proof file beside the archive" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "option",
+    [("--live-segment",), ("--max-unwitnessed", "3"), ("--all-cosignatures",)],
+    ids=["live-segment", "max-unwitnessed", "all-cosignatures"],
+)
+def test_an_archive_with_an_option_its_check_cannot_honour_is_refused_not_ignored(
+    archived: SegmentedChain, option: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = str(archived.archive / "0000000000000020.jsonl.gz")
+    assert run("verify", archive, "--key", str(KEY), *option) == 2
+    assert option[0] in capsys.readouterr().err
+
+
 # -- SIGKILL at each step ---------------------------------------------------------------------------------
 
 CHILD = textwrap.dedent(
@@ -500,7 +513,9 @@ def test_a_pruned_file_naming_any_file_as_the_archive_removes_no_segment(
     first.write_bytes(kept)  # as a prune killed after saving ``pruned`` and before removing it leaves it
     record = pruned(log)
     itself = os.path.relpath(first, log.chain.parent)
-    forged = record.model_copy(update={"segments": [record.segments[0].model_copy(update={"archive": itself})]})
+    forged = record.model_copy(
+        update={"segments": [record.segments[0].model_copy(update={"archive": itself})]}
+    )
     LogStore(log.chain).save_pruned(forged)
     before = snapshot(log.chain.parent)
     assert prune(log, "--min-index", "65") == 1

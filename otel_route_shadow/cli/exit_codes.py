@@ -138,7 +138,9 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
             ),
             EXIT_USAGE: (
                 "a chain that cannot be read, a malformed policy, witness URL, witness or log key, key set, note or "
-                "cosignature, a pruned file that cannot be read; an archive without a readable proof file"
+                "cosignature, a pruned file that cannot be read; an archive without a readable proof file, or "
+                "given an option its check cannot honour (--witness-policy, --live-segment, --max-unwitnessed, "
+                "--all-cosignatures)"
             ),
             EXIT_INSUFFICIENT: (
                 "--witness-policy: no checkpoint the chain matches meets the quorum, or more than --max-unwitnessed "

@@ -120,13 +120,13 @@ def register(sub: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     path: str = input_file(args.chain)
-    if is_archive(path):
-        return verify_archive(args, path)
-    jobs = cap_jobs(args.jobs or os.cpu_count() or 1)
     if args.max_unwitnessed is not None and not args.witness_policy:
         raise CliError("--max-unwitnessed goes with --witness-policy")
     if args.all_cosignatures and not args.witness_policy:
         raise CliError("--all-cosignatures goes with --witness-policy")
+    if is_archive(path):
+        return verify_archive(args, path)
+    jobs = cap_jobs(args.jobs or os.cpu_count() or 1)
     if args.live_segment and (args.checkpoint or args.witness_policy):
         raise CliError(
             "--live-segment checks the live file from its anchor, without --checkpoint or --witness-policy"

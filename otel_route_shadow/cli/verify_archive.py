@@ -33,8 +33,9 @@ def verify_archive(args: argparse.Namespace, path: str) -> int:
         raise CliError(
             f"{path}: an archive is checked against its proof's note: give the log's --key or --keys"
         )
-    if args.witness_policy:
-        raise CliError(f"{path}: an archive is checked with --key and --checkpoint, not --witness-policy")
+    if args.witness_policy or args.live_segment:
+        given = "--witness-policy" if args.witness_policy else "--live-segment"
+        raise CliError(f"{path}: an archive is checked with --key and --checkpoint, not {given}")
     try:
         doc, read = check_archive(path, [KeyWindow.parse(k) for k in keys], _given_note(args))
     except ArchiveProblem as exc:
