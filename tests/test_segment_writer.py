@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ from otel_route_shadow.chain import (
 )
 from otel_route_shadow.chain import cut as cut_module
 from otel_route_shadow.cli import main
+from otel_route_shadow.instrumentation import checkpointing
+from otel_route_shadow.instrumentation import retention as retention_module
 from otel_route_shadow.instrumentation.checkpointing import (
     ScheduledCheckpointer,
     SegmentSchedule,
@@ -32,6 +35,7 @@ from otel_route_shadow.logstore import (
     Checkpointer,
     LogStore,
     PruneOptions,
+    PruneResult,
     PublishedLog,
     Retention,
     Unservable,
@@ -39,7 +43,9 @@ from otel_route_shadow.logstore import (
     prune,
     signed_checkpoint_from_note,
 )
+from otel_route_shadow.logstore import checkpointer as checkpointer_module
 from otel_route_shadow.logstore.entries import ENTRIES_INDEX_FILE, encode_bundle
+from otel_route_shadow.logstore.segment_files import SegmentFiles
 from otel_route_shadow.tlog import TILE_WIDTH, Signer
 
 ORIGIN = "example.com/route-shadow/writer"
@@ -152,6 +158,33 @@ def test_a_checkpointer_whose_tree_ends_in_a_pruned_segment_goes_on_from_the_sig
     assert writer.size == 1_242 and writer.refused is None
 
 
+def test_a_prune_that_commits_while_a_checkpoint_reads_the_chain_is_not_taken_for_a_truncation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A prune (another process's, or the checkpointing thread's own) that removed the segment the tree
+    # ends in after the checkpoint had read the pruned file, before it opened that segment: the
+    # checkpointer took the missing segment for the chain cut below what was signed, and never signed again.
+    chain = tmp_path / "chain.jsonl"
+    writer, _ = written_cut_twice(chain)
+    append(chain, 1, 1_198)
+    assert cut_signed(writer, 1.0) is not None  # the tree ends at the end of the segment just closed
+    append(chain, 3, 1_199)
+    pruned: list[int] = []
+
+    class PrunedMeanwhile(SegmentFiles):
+        def __init__(self, chain_path: str, store: LogStore | None = None) -> None:
+            super().__init__(chain_path, store)
+            if not pruned:  # the pruned file is read: now the prune commits
+                options = PruneOptions([SIGNER.verifier()])
+                pruned.append(prune(chain_path, Retention(keep_records=1), options).after)
+
+    monkeypatch.setattr(checkpointer_module, "SegmentFiles", PrunedMeanwhile)
+    made = writer.checkpoint()
+    assert pruned == [1_201]
+    assert writer.refused is None and made is not None and made.size == 1_205
+    assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
+
+
 def test_a_cut_that_waited_while_another_cut_closed_the_file_leaves_that_segment_in_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -258,6 +291,62 @@ def test_the_checkpointing_thread_prunes_after_its_cut_and_never_what_no_checkpo
     covered = max(signed_checkpoint_from_note(note).size for note in store.notes().notes)
     assert record.min_index <= covered  # covered by a signed checkpoint
     assert not Path(str(chain) + ".archive").exists()  # deleted, as configured
+    assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
+
+
+def test_the_last_checkpoint_at_shutdown_after_a_cut_covers_the_records_written_since(tmp_path: Path) -> None:
+    # One checkpointer call crosses one segment boundary at most: the first after a cut only stepped
+    # from the closed segment into the live file, so the checkpoint at shutdown signed nothing new.
+    chain = tmp_path / "chain.jsonl"
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    append(chain, 30, 0)
+    assert cut_signed(writer, 1.0) is not None  # what the checkpointing thread does after a checkpoint
+    append(chain, 3, 30)  # fewer than a checkpoint's records: the thread is not woken
+    final = ScheduledCheckpointer(writer, background=False).checkpoint_now()
+    assert final is not None and final.size == 34 and not writer.behind  # 30, the anchor, 3
+
+
+def test_a_long_retention_prune_does_not_skip_the_last_checkpoint_at_shutdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The checkpointing thread pruned holding the schedule's lock: a prune gzips whole segments (6 s
+    # measured), the last checkpoint at shutdown gave up after SHUTDOWN_WAIT_S, and the process exited
+    # with its last records unsigned; a witness's cosignature could not be stored meanwhile either.
+    chain = tmp_path / "chain.jsonl"
+    entered, release = threading.Event(), threading.Event()
+
+    def long_prune(chain_path: str, retention: Retention, options: PruneOptions) -> PruneResult:
+        entered.set()
+        assert release.wait(30)  # a hang guard: the test releases it
+        return prune(chain_path, retention, options)
+
+    monkeypatch.setattr(retention_module, "prune", long_prune)
+    scheduled = ScheduledCheckpointer(
+        Checkpointer(str(chain), ORIGIN, SIGNER),
+        every_records=5,
+        segments=SegmentSchedule(str(chain), 2_000, 0),
+        retention=HostRetention(str(chain), 40, [SIGNER.verifier()], delete=True),
+    )
+    log = DecisionChain(chain, listener=scheduled.line_written)
+    try:
+        n = 0
+        while not entered.is_set() and n < 100_000:  # the thread cuts, then prunes
+            log.append({"kind": "route-shadow", "n": n})
+            n += 1
+        assert entered.wait(30)  # the thread is inside the prune, and stays there
+        for more in range(7):
+            last = log.append({"kind": "route-shadow", "n": n + more})
+        with scheduled.exclusive(0.2) as cosigned:  # where a witness's cosignature is stored
+            pass
+        with pytest.MonkeyPatch.context() as short:
+            short.setattr(checkpointing, "SHUTDOWN_WAIT_S", 0.2)
+            final = scheduled.checkpoint_now()
+    finally:
+        release.set()
+        scheduled.close()
+        log.close()
+    assert final is not None and final.size == last.seq + 1  # every record, signed
+    assert cosigned
     assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
 
 

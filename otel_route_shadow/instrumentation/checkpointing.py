@@ -13,8 +13,9 @@ spawn. What is kept is bounded (twice ``every_records`` lines, ``KEPT_BYTES_MAX`
 once the checkpointer refused, the lines are dropped and read from the chain instead. The thread's
 catch-up gives the interpreter back after every slice of lines (``PAUSE_S``), so a host thread waiting
 for it waits for one slice at most. ``checkpoint_now`` (at uninstrument and
-provider shutdown) runs one synchronously with the larger shutdown bounds, waiting at most
-``SHUTDOWN_WAIT_S`` for a checkpoint the thread is running; ``close`` stops the thread. A forked child
+provider shutdown) runs one synchronously with the larger shutdown bounds (up to ``SHUTDOWN_STEPS``
+checkpointer calls while the tree is behind: after a cut, the first only reaches the live file), waiting
+at most ``SHUTDOWN_WAIT_S`` for a checkpoint the thread is running; ``close`` stops the thread. A forked child
 starts its own thread on its first due checkpoint (the parent's does not exist there) and does not wait
 for a lock the fork copied in a held state.
 
@@ -24,7 +25,9 @@ live file holds ``segment_bytes`` bytes or is ``segment_seconds`` old (:class:`S
 a retention of K records and no ``segment_bytes`` set, once it holds K/16 records: :func:`segment_schedule`);
 it waits at most ``CUT_LOCK_WAIT_S`` for the chain's lock, and a cut that fails is logged once and
 tried again after the next checkpoint. A spawn never cuts. After a cut, with a retention
-(``retention_records``), it prunes the chain to the newest records (``retention.HostRetention``).
+(``retention_records``), it prunes the chain to the newest records (``retention.HostRetention``),
+outside the schedule's lock (a cut and a checkpoint hold it): a prune gzips whole segments for seconds,
+and ``checkpoint_now`` and a witness's cosignature (``exclusive``) never wait for one.
 
 :func:`scheduled_checkpointer` builds it from the settings. The log's origin is the signing key's name
 (C2SP tlog-checkpoint: the key is named after the log), unless another origin is configured: then
@@ -76,6 +79,7 @@ __all__ = [
     "PAUSE_S",
     "RETENTION_SEGMENTS",
     "SHUTDOWN_PUSH_S",
+    "SHUTDOWN_STEPS",
     "SHUTDOWN_WAIT_S",
     "ScheduledCheckpointer",
     "SegmentSchedule",
@@ -107,6 +111,11 @@ records in their backlog past their own lock timeout)."""
 SHUTDOWN_WAIT_S: Final = 5.0
 """Longest ``checkpoint_now`` waits for a checkpoint already running in the background thread."""
 SHUTDOWN_MAX_LEAVES: Final = 1 << 20
+"""Most lines ``checkpoint_now`` adds to the tree, all its calls together."""
+SHUTDOWN_STEPS: Final = 3
+"""Most checkpointer calls ``checkpoint_now`` makes while the tree is behind the chain: one call crosses at
+most one segment boundary, so the first after a cut only steps from the closed segment into the live file
+(and signs nothing new)."""
 SHUTDOWN_MAX_BYTES: Final = 4 * 1024 * 1024 * 1024
 SHUTDOWN_PUSH_S: Final = 3.0
 """Longest ``checkpoint_now`` spends pushing the last checkpoint to the witnesses (all of them)."""
@@ -193,6 +202,7 @@ class ScheduledCheckpointer:
         self._pending = 0
         self._due_at = time.monotonic() + every_seconds
         self._mutex = threading.Lock()
+        self._pruning = threading.Lock()
         self._worker = Worker(WorkerName.CHECKPOINTER, self._background)
         self._kept: list[WrittenLine] = []
         self._kept_bytes = 0
@@ -281,7 +291,12 @@ class ScheduledCheckpointer:
         when nothing was appended since (None if none). Never raises."""
         if self.witnesses is not None:
             self.witnesses.wait_learned()  # bounded: nothing is signed before their sizes are known
-        made = self._run(wait=SHUTDOWN_WAIT_S, max_leaves=SHUTDOWN_MAX_LEAVES, max_bytes=SHUTDOWN_MAX_BYTES)
+        made = self._run(
+            wait=SHUTDOWN_WAIT_S,
+            max_leaves=SHUTDOWN_MAX_LEAVES,
+            max_bytes=SHUTDOWN_MAX_BYTES,
+            steps=SHUTDOWN_STEPS,
+        )
         if self.witnesses is not None:
             self.witnesses.flush(SHUTDOWN_PUSH_S)
         return made or self.checkpointer.last
@@ -298,14 +313,18 @@ class ScheduledCheckpointer:
         self._step(_give_way)
 
     def _step(self, pause: Callable[[], None] | None) -> None:
-        """A due checkpoint, then a cut when the live file is due, then the retention's prune when due."""
+        """A due checkpoint, then a cut when the live file is due, then the retention's prune when due.
+        The prune runs outside the schedule's lock (it may take seconds: it gzips whole segments), so
+        ``checkpoint_now`` and ``exclusive`` never wait for it: its own locks keep cuts, appends and other
+        prunes out, and a checkpoint meanwhile goes on past a segment it removes (``logstore.Checkpointer``).
+        ``_pruning``: one prune at a time in this process (without the worker, another thread's step skips it)."""
         self._run(wait=0.0, pause=pause)
         self._cut_when_due()
-        if self.retention is not None and self.retention.due and self._mutex.acquire(blocking=False):
+        if self.retention is not None and self.retention.due and self._pruning.acquire(blocking=False):
             try:
                 self.retention.apply()
             finally:
-                self._mutex.release()
+                self._pruning.release()
 
     def _cut_when_due(self) -> None:
         """After a background checkpoint: cut the chain when its live file is due (under the schedule's
@@ -336,7 +355,10 @@ class ScheduledCheckpointer:
         max_leaves: int | None = None,
         max_bytes: int | None = None,
         pause: Callable[[], None] | None = None,
+        steps: int = 1,
     ) -> SignedCheckpoint | None:
+        """Checkpoint under the schedule's lock (waiting at most ``wait``): up to ``steps`` checkpointer
+        calls while the tree is behind the chain, sharing ``max_leaves``; the last checkpoint made."""
         if not self._mutex.acquire(timeout=wait if wait > 0 else 0):
             return None
         try:
@@ -344,9 +366,19 @@ class ScheduledCheckpointer:
             self._due_at = time.monotonic() + self.every_seconds
             with self._kept_lock:
                 appended = list(self._kept)
-            made = self.checkpointer.checkpoint(
-                max_leaves=max_leaves, max_bytes=max_bytes, appended=appended, pause=pause
-            )
+            made, start = None, self.checkpointer.size
+            for _ in range(steps):
+                left = None if max_leaves is None else max_leaves - (self.checkpointer.size - start)
+                if left is not None and left <= 0:
+                    break
+                made = (
+                    self.checkpointer.checkpoint(
+                        max_leaves=left, max_bytes=max_bytes, appended=appended, pause=pause
+                    )
+                    or made
+                )
+                if not self.checkpointer.behind:
+                    break
             self._forget_covered()
             return made
         finally:
@@ -369,6 +401,7 @@ class ScheduledCheckpointer:
         self._kept_lock = threading.Lock()
         self._kept, self._kept_bytes, self._kept_end = [], 0, 0
         self._mutex = threading.Lock()
+        self._pruning = threading.Lock()
 
 
 def _give_way() -> None:

@@ -7,7 +7,9 @@ policy, the newest checkpoint the writer's key signs) are pruned, never forced. 
 ``CHAIN.archive/`` with its proof, or is deleted (``delete``). Each of the prune's locks (another
 prune's, the chain's) is waited for at most :data:`RETENTION_LOCK_WAIT_S`; a prune refused (a lock busy,
 a segment changed meanwhile, the records not witnessed yet) is tried again after the next checkpoint, until one succeeds; anything else is logged once per kind and tried again
-after the next cut. It never runs in a spawn and never raises.
+after the next cut. It never runs in a spawn and never raises. It runs outside the checkpointing schedule's
+lock (its own locks keep cuts, appends and other prunes out): neither a checkpoint (the last one at shutdown
+among them) nor the storing of a witness's cosignature waits for a prune, which gzips whole segments.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ class SegmentFiles:
 
     def __init__(self, chain_path: str, store: LogStore | None = None) -> None:
         self.chain_path = chain_path
+        self._store = store
         self.pruned: Pruned | None = None
         if store is not None:
             # One that cannot be read is read as nothing pruned: a pruned segment is then missing.
@@ -76,6 +77,12 @@ class SegmentFiles:
                     closed.path
                 ).st_size  # a link's own size: segments are opened never following one
         return total
+
+    def pruned_since(self) -> bool:
+        """Whether the ``pruned`` file changed since these files were opened (a prune committed)."""
+        with contextlib.suppress(StateError, OSError):
+            return self._store is not None and self._store.read_pruned() != self.pruned
+        return False
 
     def was_pruned(self, segment: int, end: int) -> int | None:
         """The recorded size of the pruned segment that starts at seq ``segment`` and ends at seq
