@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prune_support import KEY, SegmentedChain, copied, segment_name, segmented_chain
@@ -140,6 +141,28 @@ def test_records_beyond_the_quorum_attested_checkpoint_are_refused_and_nothing_c
     assert run("prune", str(log.chain), "--witness-policy", _policy(tmp_path), "--min-index", "20") == 0
     proof = json.loads((log.archive / "0000000000000000.jsonl.proof").read_text())
     assert WITNESS.verifier.name in proof["checkpoint"]  # proven against the witnessed note
+
+
+def test_a_prune_with_a_policy_checks_cosignatures_from_the_newest_down_not_every_checkpoint(
+    log: SegmentedChain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from otel_route_shadow.logstore import pruning
+
+    for size in (20, 35):
+        _cosign(log, size)
+    reports: list[Any] = []
+    attest = pruning.attest_notes
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reports.append(attest(*args, **kwargs))
+        return reports[-1]
+
+    monkeypatch.setattr(pruning, "attest_notes", counted)
+    assert run("prune", str(log.chain), "--witness-policy", _policy(tmp_path), "--min-index", "35") == 0
+    assert pruned(log).min_index == 35
+    (report,) = reports
+    assert report.attested().checkpoint.size >= 35
+    assert 20 in report.unchecked  # found at the newest cosigned checkpoint: the older ones never verified
 
 
 def test_force_prunes_beyond_the_witnessed_size_without_a_proof(

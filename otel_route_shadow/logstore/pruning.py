@@ -393,10 +393,15 @@ def _archive_holds(chain_path: str, segment: Segment, archive: str, read: Segmen
 
 def _covering(store: LogStore, options: PruneOptions) -> tuple[Checkpoint, str] | None:
     """The checkpoint that covers what may be pruned, and its note: the largest the policy's quorum
-    attests, or without a policy the newest a log key signs (None: there is none)."""
+    attests (its cosignatures checked from the newest checkpoint down until it and every witness's largest
+    cosigned size are known: a retention retried after each checkpoint while a witness is down checks the
+    checkpoints since, not the log's whole history), or without a policy the newest a log key signs (None:
+    there is none)."""
     if options.policy is not None:
         notes = store.notes().notes
-        report = attest_notes(notes, options.policy, now=options.now, logs=options.verifiers)
+        report = attest_notes(  # from the newest down, as verify: the checkpoints before are not checked
+            notes, options.policy, now=options.now, logs=options.verifiers, until_known=lambda _: True
+        )
         attested = report.attested()
         return None if attested is None else (attested.checkpoint, notes[max(attested.notes)])
     if not options.verifiers:
