@@ -179,6 +179,18 @@ def test_an_anchor_naming_a_wrong_field_is_its_own_verdict(
     assert result.records == 9 and field.split("_")[0] in (result.detail or "").lower()
 
 
+def test_an_anchor_naming_seq_0_as_false_does_not_match(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+
+    def retyped(anchor: dict[str, Any]) -> dict[str, Any]:
+        return {**anchor, "first_seq": False} if anchor["first_seq"] == 0 else anchor
+
+    segmented_chain(path, SIZES, signer=SIGNER, origin=ORIGIN, tamper=retyped)
+    result = verify_chain(path)
+    assert result.reason == "anchor-mismatch" and result.first_bad_seq == 5
+    assert "first_seq False" in (result.detail or "")
+
+
 def test_an_anchors_checkpoint_is_verified_with_the_logs_key(chain: Path) -> None:
     assert verify_pass(chain, verifiers=[SIGNER.verifier()]).result.intact
     other = Signer.generate(ORIGIN)
@@ -193,7 +205,9 @@ def test_the_live_segment_alone_verifies_from_its_anchor(chain: Path) -> None:
     assert verify_pass(chain, live_only=True, verifiers=[SIGNER.verifier()]).result.intact
 
 
-def test_the_live_segment_alone_with_no_key_is_not_intact(chain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_live_segment_alone_with_no_key_is_not_intact(
+    chain: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """With no key the anchor's checkpoint was only parsed, so a live file with a forged anchor (a note
     of any key) verified as intact."""
     result = verify_pass(chain, live_only=True).result

@@ -116,13 +116,13 @@ def check_anchor(anchor: Anchor, previous: Closed, verifiers: Sequence[LogKey]) 
         "last_record_hash": previous.last_hash,
     }
     for field, value in expected.items():
-        if payload.get(field) != value:
+        if not _same(payload.get(field), value):
             return Fault(
                 Reason.ANCHOR_MISMATCH,
                 f"its anchor names {field} {_shown(payload.get(field))}, but the segment before it has "
                 f"{_shown(value)}",
             )
-    if payload.get("sha256") != previous.sha256 or payload.get("bytes") != previous.size:
+    if not (_same(payload.get("sha256"), previous.sha256) and _same(payload.get("bytes"), previous.size)):
         return Fault(
             Reason.SEGMENT_EDITED,
             f"{previous.name} is {previous.size} bytes with sha256 {previous.sha256[:16]}..., but its "
@@ -130,6 +130,12 @@ def check_anchor(anchor: Anchor, previous: Closed, verifiers: Sequence[LogKey]) 
             f"{_shown(payload.get('sha256'))}: the segment was changed after the cut",
         )
     return _checkpoint_fault(payload.get("checkpoint"), anchor.seq, verifiers)
+
+
+def _same(named: object, value: object) -> bool:
+    """Whether an anchor's field names ``value`` itself: equal and of its type (``false`` is not seq 0,
+    ``4.0`` not seq 4)."""
+    return type(named) is type(value) and named == value
 
 
 def check_start(anchor: Anchor, verifiers: Sequence[LogKey]) -> Fault | None:
