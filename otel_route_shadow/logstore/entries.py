@@ -137,6 +137,8 @@ class EntryIndex:
         self._written_taken = True
         """Whether offsets appended to the file are taken (until a rebuild)."""
         self._kept: tuple[tuple[int, ...] | None, tuple[int, int]] = (None, (0, 0))
+        self.pruned_error: str | None = None
+        """Why the ``pruned`` file could not be read when :meth:`kept` last read it (None: it was, or is none)."""
         self._load()
 
     def _load(self) -> None:
@@ -207,9 +209,9 @@ class EntryIndex:
             key = None
         if key != self._kept[0]:
             try:
-                pruned = store.read_pruned()
-            except (StateError, OSError):
-                pruned = None
+                pruned, self.pruned_error = store.read_pruned(), None
+            except (StateError, OSError) as exc:
+                pruned, self.pruned_error = None, str(exc)
             found = (0, 0) if pruned is None else (pruned.min_index, pruned.kept_position())
             self._kept = (key, found)
         return self._kept[1]
