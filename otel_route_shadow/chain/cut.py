@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import fcntl
 import hashlib
 import os
@@ -34,10 +33,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from otel_route_shadow.chain.anchor import ANCHOR_KIND
+from otel_route_shadow.chain.anchor import ANCHOR_KIND, hash_range
 from otel_route_shadow.chain.errors import ChainError, ChainFormatError, ChainLockTimeout
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S
-from otel_route_shadow.chain.head import BLOCK_BYTES, tail_head
+from otel_route_shadow.chain.head import tail_head
 from otel_route_shadow.chain.reader import open_chain
 from otel_route_shadow.chain.record import (
     MAX_LINE_BYTES,
@@ -195,7 +194,7 @@ def _cut_locked(
     os.fsync(fd)
     note = sign(end) if sign is not None else None
     step_reached(1)
-    _hash_range(fd, digest, hashed, size)
+    hash_range(fd, digest, hashed, size)
     payload = {
         "kind": ANCHOR_KIND,
         "segment": segment_name(first),
@@ -301,18 +300,8 @@ def _prehash(path: str) -> tuple[Any, int, tuple[int, int]]:
         with open(fd, "rb", buffering=0, closefd=False) as handle:
             end = complete_end(handle, st.st_size)
         digest = hashlib.sha256()
-        _hash_range(fd, digest, 0, end)
+        hash_range(fd, digest, 0, end)
         os.fsync(fd)
         return digest, end, _identity(st)
     finally:
         os.close(fd)
-
-
-def _hash_range(fd: int, digest: Any, start: int, end: int) -> None:
-    position = start
-    while position < end:
-        block = os.pread(fd, min(BLOCK_BYTES, end - position), position)
-        if not block:
-            raise OSError(errno.EIO, f"the chain ended at byte {position} while it was hashed")
-        digest.update(block)
-        position += len(block)

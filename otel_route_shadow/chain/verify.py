@@ -26,7 +26,7 @@ from otel_route_shadow.chain.anchor import (
     anchor_of,
     check_anchor,
     check_start,
-    file_sha256,
+    hash_range,
 )
 from otel_route_shadow.chain.diagnosis import diagnose
 from otel_route_shadow.chain.leaves import LeafSink
@@ -252,9 +252,11 @@ def _segmented_pass(
             return _faulted(segment.path, fault, state, base + complete, options)
         assert segment.first is not None
         # One process scanned the file from byte 0 to its end (state.offset = 0 above, complete == size):
-        # what it read is the whole file.
-        sha256 = digest.hexdigest() if digest is not None and one_process else file_sha256(handle)
-        previous = Closed(segment.name, segment.first, state.seq - 1, state.prev, sha256, size)
+        # what it read is the whole file. Else its ``size`` bytes are hashed again.
+        if digest is None or not one_process:
+            digest = hashlib.sha256()
+            hash_range(fd, digest, 0, size)
+        previous = Closed(segment.name, segment.first, state.seq - 1, state.prev, digest.hexdigest(), size)
         base += size
     raise AssertionError("a chain's files end with its live file")  # pragma: no cover
 
