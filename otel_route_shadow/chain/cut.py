@@ -48,7 +48,7 @@ from otel_route_shadow.chain.record import (
 )
 from otel_route_shadow.chain.segments import SEGMENTS_SUFFIX, segment_name
 from otel_route_shadow.files import fsync_directory, write_all
-from otel_route_shadow.lines import complete_end
+from otel_route_shadow.lines import complete_end, first_line
 from otel_route_shadow.locking import flock_bounded
 
 __all__ = [
@@ -67,7 +67,6 @@ CUT_TRIES: Final = 8
 """Times a cut starts again when the live file was replaced (cut by another process, or a cut it
 left finished) while it waited for the lock: the same bound as an append's."""
 _MODE: Final = 0o640
-_PROBE: Final = 64 * 1024
 
 Sign = Callable[[int], str | None]
 """Given ``b``, the signed note of the tree of exactly ``b`` leaves (catching the tree up first); raises
@@ -109,17 +108,9 @@ def cut_pending(path: str) -> bool:
 
 def first_record(fd: int, size: int) -> ChainRecord | None:
     """The first record of the file open at ``fd`` (``size`` bytes), None when it holds no complete
-    line. Raises :class:`ChainFormatError` when that line is not a record."""
-    data = b""
-    while len(data) <= MAX_LINE_BYTES and len(data) < size:
-        block = os.pread(fd, min(_PROBE << min(len(data) // _PROBE, 6), size - len(data)), len(data))
-        if not block:
-            break
-        end = block.find(b"\n")
-        if end >= 0:
-            return parse_record_line(data + block[:end])
-        data += block
-    return None
+    line within a record's size. Raises :class:`ChainFormatError` when that line is not a record."""
+    line = first_line(fd, 0, size, MAX_LINE_BYTES)
+    return None if line is None else parse_record_line(line)
 
 
 def cut_chain(path: str, *, sign: Sign | None, timeout: float | None) -> ChainCut | None:

@@ -30,12 +30,12 @@ from otel_route_shadow.chain.anchor import (
 )
 from otel_route_shadow.chain.diagnosis import diagnose
 from otel_route_shadow.chain.leaves import LeafSink
-from otel_route_shadow.chain.reader import each_chain_file, iter_lines_from, open_chain
-from otel_route_shadow.chain.record import GENESIS_HASH
+from otel_route_shadow.chain.reader import each_chain_file, open_chain
+from otel_route_shadow.chain.record import GENESIS_HASH, MAX_LINE_BYTES
 from otel_route_shadow.chain.result import ChainPass, Reason, TornTail, Verdict, VerifyResult
 from otel_route_shadow.chain.scan import Digest, Options, Progress, ScanState, Stop, scan
 from otel_route_shadow.chain.segments import Segment, chain_segments
-from otel_route_shadow.lines import FileHandle, complete_end
+from otel_route_shadow.lines import FileHandle, complete_end, first_line
 from otel_route_shadow.locking import settled_size
 from otel_route_shadow.tlog import LogKey
 
@@ -306,8 +306,7 @@ def _placement(
     misnamed = _misnamed(segment, state.seq)
     if misnamed is not None:
         return misnamed
-    first = next(iter_lines_from(handle, 0, complete), (0, None))[1]
-    claimed = anchor_of(first)
+    claimed = anchor_of(first_line(handle.fileno(), 0, complete, MAX_LINE_BYTES))
     if segment.first is not None and claimed.seq >= 0 and claimed.seq != segment.first:
         return Fault(
             Reason.SEGMENT_MISPLACED,

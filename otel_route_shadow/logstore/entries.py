@@ -28,9 +28,14 @@ from array import array
 from collections.abc import Sequence
 from typing import Final
 
-import orjson
-
-from otel_route_shadow.chain import MAX_ENTRY_BYTES, MAX_LINE_BYTES, ChainBytes, each_chain_file, leaf_hashes
+from otel_route_shadow.chain import (
+    MAX_ENTRY_BYTES,
+    MAX_LINE_BYTES,
+    ChainBytes,
+    each_chain_file,
+    leaf_hashes,
+    line_seq,
+)
 from otel_route_shadow.files import (
     FileRefused,
     file_identity,
@@ -39,7 +44,7 @@ from otel_route_shadow.files import (
     read_beneath,
     write_atomic,
 )
-from otel_route_shadow.lines import complete_end, iter_lines_from, line_after
+from otel_route_shadow.lines import complete_end, first_line, iter_lines_from, line_after
 from otel_route_shadow.logstore.pruned import PRUNED_FILE
 from otel_route_shadow.logstore.store import LogStore, StateError
 from otel_route_shadow.tlog import HASH_SIZE, TILE_WIDTH, TileError, leaf_hash, tile_path
@@ -461,14 +466,9 @@ def _first_seq(chain: io.FileIO, first: int | None, base: int) -> int:
     """The seq a chain file begins with: its name's, 0 for the only file, else its first record's."""
     if first is not None or base == 0:
         return first or 0
-    line = next(
-        iter_lines_from(chain, 0, os.fstat(chain.fileno()).st_size, MAX_LINE_BYTES, _PROBE), (0, None)
-    )[1]
-    try:
-        seq = orjson.loads(line or b"")["seq"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        return 0
-    return seq if isinstance(seq, int) else 0
+    fd = chain.fileno()
+    line = first_line(fd, 0, os.fstat(fd).st_size, MAX_LINE_BYTES)
+    return 0 if line is None else max(0, line_seq(line))
 
 
 def _long_in_file(chain: io.FileIO, size: int) -> list[LongEntry]:
