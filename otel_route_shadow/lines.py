@@ -6,6 +6,7 @@ Shell code shared by every reader of the chain (verification, the tree, audits, 
   complete lines of each block in place (the tail of an unfinished line moves to the buffer's front);
 * :func:`iter_lines_from` is the one line reader: each complete line with its offset, a line
   longer than the caller's bound reported and passed over, never held;
+* :func:`first_line` is the line at an offset alone (a file's first line), read in small probes;
 * :func:`complete_end` is where the complete lines of a file end (a torn tail is not a line), or
   where the line ending at a given LF begins: every backward scan for a line boundary;
 * :func:`iter_lines_back` reads the last lines first, within a bound (a log's newest entries);
@@ -28,6 +29,7 @@ __all__ = [
     "FileHandle",
     "LineTooLong",
     "complete_end",
+    "first_line",
     "iter_blocks",
     "iter_lines_back",
     "iter_lines_from",
@@ -131,6 +133,23 @@ def iter_lines_from(
             yield exc.offset, None
         else:
             return
+
+
+def first_line(fd: int, start: int, end: int, max_line: int) -> bytes | None:
+    """The complete line at ``start`` of the file open at ``fd`` (without its LF), read with ``pread`` (the
+    file's position untouched) in probes that grow from a few KB; None when ``[start, end)`` holds no LF,
+    or none within ``max_line`` bytes (a longer line is never read whole)."""
+    data = b""
+    while len(data) <= max_line and start + len(data) < end:
+        want = min(max(_PROBE_BYTES, len(data)), _MAX_PROBE_BYTES, end - start - len(data))
+        block = os.pread(fd, want, start + len(data))
+        if not block:
+            return None
+        if (at := block.find(b"\n")) >= 0:
+            line = data + block[:at]
+            return line if len(line) <= max_line else None
+        data += block
+    return None
 
 
 def complete_end(handle: FileHandle, size: int | None = None, max_line: int | None = None) -> int:

@@ -29,6 +29,7 @@ from otel_route_shadow.files import (
 from otel_route_shadow.lines import (
     LineTooLong,
     complete_end,
+    first_line,
     iter_blocks,
     iter_lines_back,
     iter_lines_from,
@@ -248,6 +249,10 @@ def test_every_line_reader_gives_the_complete_lines_and_never_the_torn_tail(
         assert forward == [
             (o, line if len(line) <= max_line else None) for o, line in zip(offsets, lines, strict=True)
         ]
+        assert [first_line(handle.fileno(), o, len(data), max_line) for o in offsets] == [
+            got for _, got in forward
+        ]
+        assert first_line(handle.fileno(), len(data) - len(tail), len(data), max_line) is None
         for step in (1, 7, 64):
             assert list(iter_lines_back(handle, len(data), len(data) + 1, step)) == lines[::-1]
         end = len(data) - len(tail)

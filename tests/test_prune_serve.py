@@ -81,10 +81,13 @@ def test_the_pruned_resources_are_exactly_those_ending_at_or_below_the_minimum_i
     assert not pruned_resource("checkpoint", 0, 0, TILE_WIDTH, 1 << 40)
 
 
-def test_a_damaged_pruned_file_serves_as_if_nothing_were_pruned(log: SegmentedChain) -> None:
+def test_a_damaged_pruned_file_serves_as_if_nothing_were_pruned(
+    log: SegmentedChain, caplog: pytest.LogCaptureFixture
+) -> None:
     (Path(str(log.chain) + ".tlog") / "pruned").write_text("{not json")
     site = LogSite([PublishedLog(str(log.chain), [KEY])])
     assert get(site, "min-index") == (HTTPStatus.OK, b"0\n")
+    assert "serving as if nothing were pruned" in caplog.text
 
 
 def test_retained_entries_keep_their_inclusion_proofs_and_retained_sizes_their_consistency(

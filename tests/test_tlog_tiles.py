@@ -294,3 +294,23 @@ def test_the_tile_node_tile_names_gives_every_subtree_of_a_prefix(size: int, dat
     for height, index in subtrees(0, start):
         tile = node_tile(size, height, index)
         assert tile_node(stored[(tile.level, tile.index, tile.width)], height, index) == tree.node(height, index)
+
+
+def test_the_edge_of_a_prefix_of_the_tree_resumes_to_the_same_root() -> None:
+    leaves = [leaf_hash(b"%d" % i) for i in range(300)]
+    builder = TreeBuilder()
+    builder.extend(leaves)
+    storage = _Memory()
+    full, partials = builder.take_full(), builder.partials()
+    storage.save_tiles(
+        [Tile(level, index) for level, index, _ in full] + [Tile(*p[:3]) for p in partials],
+        [data for *_, data in full] + [data for *_, data in partials],
+    )
+    reader = TileReader(storage, 300, builder.root())
+    assert reader.edge() == reader.edge(300)
+    for m in (0, 1, 255, 256, 257, 299, 300):
+        resumed = TreeBuilder(m, reader.edge(m))
+        resumed.extend(leaves[m:])
+        assert resumed.root() == builder.root(), m
+    with pytest.raises(ValueError):
+        reader.edge(301)

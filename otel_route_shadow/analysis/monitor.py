@@ -43,7 +43,6 @@ from otel_route_shadow.analysis.log_pass import (
 from otel_route_shadow.analysis.monitor_state import (
     LogState,
     ValueTable,
-    decode_hash,
     log_entry,
     read_state,
     restore_aggregation,
@@ -55,7 +54,7 @@ from otel_route_shadow.analysis.source import Payloads
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.files import FileRefused
 from otel_route_shadow.lines import LineTooLong
-from otel_route_shadow.tlog import CompactRange, LogKey, Policy
+from otel_route_shadow.tlog import CompactRange, LogKey, Policy, decode_hash
 
 __all__ = ["follow_fleet"]
 

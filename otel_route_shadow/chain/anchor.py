@@ -9,8 +9,7 @@ is parsed, its size compared, and its signature checked with the log's keys when
 
 from __future__ import annotations
 
-import hashlib
-import io
+import errno
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ __all__ = [
     "anchor_of",
     "check_anchor",
     "check_start",
-    "file_sha256",
+    "hash_range",
 ]
 
 ANCHOR_KIND: Final = "segment-anchor"
@@ -67,14 +66,16 @@ class Fault:
     """The seq of the record found instead of an anchor (-1: none, or not known)."""
 
 
-def file_sha256(handle: io.FileIO) -> str:
-    """The SHA-256 of the whole file, read in bounded chunks with ``pread``."""
-    digest = hashlib.sha256()
-    fd, offset = handle.fileno(), 0
-    while chunk := os.pread(fd, _HASH_CHUNK, offset):
-        digest.update(chunk)
-        offset += len(chunk)
-    return digest.hexdigest()
+def hash_range(fd: int, digest: Any, start: int, end: int) -> None:
+    """Feed ``digest`` bytes ``[start, end)`` of ``fd``, read in bounded chunks with ``pread``; ``OSError``
+    (EIO) when the file ends before ``end``."""
+    position = start
+    while position < end:
+        block = os.pread(fd, min(_HASH_CHUNK, end - position), position)
+        if not block:
+            raise OSError(errno.EIO, f"the file ended at byte {position} while it was hashed")
+        digest.update(block)
+        position += len(block)
 
 
 def anchor_of(line: bytes | None) -> Anchor | Fault:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import fcntl
 import hashlib
 import os
@@ -34,10 +33,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from otel_route_shadow.chain.anchor import ANCHOR_KIND
+from otel_route_shadow.chain.anchor import ANCHOR_KIND, hash_range
 from otel_route_shadow.chain.errors import ChainError, ChainFormatError, ChainLockTimeout
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S
-from otel_route_shadow.chain.head import BLOCK_BYTES, tail_head
+from otel_route_shadow.chain.head import tail_head
 from otel_route_shadow.chain.reader import open_chain
 from otel_route_shadow.chain.record import (
     MAX_LINE_BYTES,
@@ -49,7 +48,7 @@ from otel_route_shadow.chain.record import (
 )
 from otel_route_shadow.chain.segments import SEGMENTS_SUFFIX, segment_name
 from otel_route_shadow.files import fsync_directory, write_all
-from otel_route_shadow.lines import complete_end
+from otel_route_shadow.lines import complete_end, first_line
 from otel_route_shadow.locking import flock_bounded
 
 __all__ = [
@@ -68,7 +67,6 @@ CUT_TRIES: Final = 8
 """Times a cut starts again when the live file was replaced (cut by another process, or a cut it
 left finished) while it waited for the lock: the same bound as an append's."""
 _MODE: Final = 0o640
-_PROBE: Final = 64 * 1024
 
 Sign = Callable[[int], str | None]
 """Given ``b``, the signed note of the tree of exactly ``b`` leaves (catching the tree up first); raises
@@ -110,17 +108,9 @@ def cut_pending(path: str) -> bool:
 
 def first_record(fd: int, size: int) -> ChainRecord | None:
     """The first record of the file open at ``fd`` (``size`` bytes), None when it holds no complete
-    line. Raises :class:`ChainFormatError` when that line is not a record."""
-    data = b""
-    while len(data) <= MAX_LINE_BYTES and len(data) < size:
-        block = os.pread(fd, min(_PROBE << min(len(data) // _PROBE, 6), size - len(data)), len(data))
-        if not block:
-            break
-        end = block.find(b"\n")
-        if end >= 0:
-            return parse_record_line(data + block[:end])
-        data += block
-    return None
+    line within a record's size. Raises :class:`ChainFormatError` when that line is not a record."""
+    line = first_line(fd, 0, size, MAX_LINE_BYTES)
+    return None if line is None else parse_record_line(line)
 
 
 def cut_chain(path: str, *, sign: Sign | None, timeout: float | None) -> ChainCut | None:
@@ -195,7 +185,7 @@ def _cut_locked(
     os.fsync(fd)
     note = sign(end) if sign is not None else None
     step_reached(1)
-    _hash_range(fd, digest, hashed, size)
+    hash_range(fd, digest, hashed, size)
     payload = {
         "kind": ANCHOR_KIND,
         "segment": segment_name(first),
@@ -301,18 +291,8 @@ def _prehash(path: str) -> tuple[Any, int, tuple[int, int]]:
         with open(fd, "rb", buffering=0, closefd=False) as handle:
             end = complete_end(handle, st.st_size)
         digest = hashlib.sha256()
-        _hash_range(fd, digest, 0, end)
+        hash_range(fd, digest, 0, end)
         os.fsync(fd)
         return digest, end, _identity(st)
     finally:
         os.close(fd)
-
-
-def _hash_range(fd: int, digest: Any, start: int, end: int) -> None:
-    position = start
-    while position < end:
-        block = os.pread(fd, min(BLOCK_BYTES, end - position), position)
-        if not block:
-            raise OSError(errno.EIO, f"the chain ended at byte {position} while it was hashed")
-        digest.update(block)
-        position += len(block)

@@ -24,8 +24,9 @@ from otel_route_shadow.chain.cut import first_record
 from otel_route_shadow.chain.errors import ChainCorruptError, ChainFormatError
 from otel_route_shadow.chain.head import BLOCK_BYTES, tail_head
 from otel_route_shadow.chain.reader import iter_lines_from
-from otel_route_shadow.chain.record import QUARANTINE_KIND, ChainHead, parse_record_line
+from otel_route_shadow.chain.record import MAX_LINE_BYTES, QUARANTINE_KIND, ChainHead, parse_record_line
 from otel_route_shadow.files import FileRefused, fsync_directory, read_regular, write_atomic
+from otel_route_shadow.lines import first_line
 
 __all__ = ["CHAIN_FILE_MODE", "EventWriter", "TailQuarantine", "complete_lines", "remove_file"]
 
@@ -97,7 +98,7 @@ class TailQuarantine:
             head, _ = tail_head(fd, start)
             _, size = self._finish(fd, head, marker)
             return [], size
-        if size > start and _first_line(fd, start, size) is None:
+        if size > start and first_line(fd, start, size, MAX_LINE_BYTES) is None:
             if _digest_range(fd, start, size) == marker["sha256"]:
                 # Crashed before the truncation: the torn bytes are still in place.
                 head, _ = tail_head(fd, start)
@@ -190,12 +191,6 @@ def _digest_range(fd: int, start: int, end: int) -> str:
     for block in _blocks(fd, start, end):
         digest.update(block)
     return digest.hexdigest()
-
-
-def _first_line(fd: int, start: int, size: int) -> bytes | None:
-    """The complete line starting at ``start``, or None when no newline follows within a record's size."""
-    first = next(complete_lines(fd, start, size), None)
-    return first[1] if first is not None and first[0] == start else None
 
 
 def _events_since(fd: int, start: int, size: int) -> set[str]:

@@ -22,7 +22,7 @@ from otel_route_shadow.chain.errors import ChainFormatError, ChainPathError
 from otel_route_shadow.chain.record import MAX_LINE_BYTES, ChainRecord, parse_record_line
 from otel_route_shadow.chain.segments import Segment, chain_segments, live_path
 from otel_route_shadow.files import FileRefused, check_regular
-from otel_route_shadow.lines import FileHandle
+from otel_route_shadow.lines import FileHandle, first_line
 from otel_route_shadow.lines import iter_lines_from as lines_from
 
 __all__ = [
@@ -202,8 +202,8 @@ def anchor_checkpoints(path: str | os.PathLike[str], start: int = 0) -> list[str
     for segment, handle in each_chain_file(path):
         if segment.first is not None and segment.first < start:
             continue
-        head = next(iter_lines_from(handle, 0, os.fstat(handle.fileno()).st_size), (0, None))[1]
-        found = anchor_of(head)
+        fd = handle.fileno()
+        found = anchor_of(first_line(fd, 0, os.fstat(fd).st_size, MAX_LINE_BYTES))
         if isinstance(found, Anchor) and isinstance(found.payload.get("checkpoint"), str):
             notes.append(found.payload["checkpoint"])
     return notes

@@ -26,16 +26,16 @@ from otel_route_shadow.chain.anchor import (
     anchor_of,
     check_anchor,
     check_start,
-    file_sha256,
+    hash_range,
 )
 from otel_route_shadow.chain.diagnosis import diagnose
 from otel_route_shadow.chain.leaves import LeafSink
-from otel_route_shadow.chain.reader import each_chain_file, iter_lines_from, open_chain
-from otel_route_shadow.chain.record import GENESIS_HASH
+from otel_route_shadow.chain.reader import each_chain_file, open_chain
+from otel_route_shadow.chain.record import GENESIS_HASH, MAX_LINE_BYTES
 from otel_route_shadow.chain.result import ChainPass, Reason, TornTail, Verdict, VerifyResult
 from otel_route_shadow.chain.scan import Digest, Options, Progress, ScanState, Stop, scan
 from otel_route_shadow.chain.segments import Segment, chain_segments
-from otel_route_shadow.lines import FileHandle, complete_end
+from otel_route_shadow.lines import FileHandle, complete_end, first_line
 from otel_route_shadow.locking import settled_size
 from otel_route_shadow.tlog import LogKey
 
@@ -252,9 +252,11 @@ def _segmented_pass(
             return _faulted(segment.path, fault, state, base + complete, options)
         assert segment.first is not None
         # One process scanned the file from byte 0 to its end (state.offset = 0 above, complete == size):
-        # what it read is the whole file.
-        sha256 = digest.hexdigest() if digest is not None and one_process else file_sha256(handle)
-        previous = Closed(segment.name, segment.first, state.seq - 1, state.prev, sha256, size)
+        # what it read is the whole file. Else its ``size`` bytes are hashed again.
+        if digest is None or not one_process:
+            digest = hashlib.sha256()
+            hash_range(fd, digest, 0, size)
+        previous = Closed(segment.name, segment.first, state.seq - 1, state.prev, digest.hexdigest(), size)
         base += size
     raise AssertionError("a chain's files end with its live file")  # pragma: no cover
 
@@ -304,8 +306,7 @@ def _placement(
     misnamed = _misnamed(segment, state.seq)
     if misnamed is not None:
         return misnamed
-    first = next(iter_lines_from(handle, 0, complete), (0, None))[1]
-    claimed = anchor_of(first)
+    claimed = anchor_of(first_line(handle.fileno(), 0, complete, MAX_LINE_BYTES))
     if segment.first is not None and claimed.seq >= 0 and claimed.seq != segment.first:
         return Fault(
             Reason.SEGMENT_MISPLACED,

@@ -51,7 +51,6 @@ from otel_route_shadow.logstore.keys import (
 )
 from otel_route_shadow.logstore.pruned import (
     MAX_COMMAND_CHARS,
-    PRUNED_FILE,
     Pruned,
     PrunedSegment,
     pruned_resource,
@@ -88,7 +87,6 @@ __all__ = [
     "CHECKPOINT_FILE",
     "MAX_COMMAND_CHARS",
     "MAX_ENTRY_BYTES",
-    "PRUNED_FILE",
     "PRUNE_LOCK_WAIT_S",
     "REFUSALS_FILE",
     "SWEEP_TILES",

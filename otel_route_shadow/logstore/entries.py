@@ -28,9 +28,14 @@ from array import array
 from collections.abc import Sequence
 from typing import Final
 
-import orjson
-
-from otel_route_shadow.chain import MAX_ENTRY_BYTES, MAX_LINE_BYTES, ChainBytes, each_chain_file, leaf_hashes
+from otel_route_shadow.chain import (
+    MAX_ENTRY_BYTES,
+    MAX_LINE_BYTES,
+    ChainBytes,
+    each_chain_file,
+    leaf_hashes,
+    line_seq,
+)
 from otel_route_shadow.files import (
     FileRefused,
     file_identity,
@@ -39,7 +44,7 @@ from otel_route_shadow.files import (
     read_beneath,
     write_atomic,
 )
-from otel_route_shadow.lines import complete_end, iter_lines_from, line_after
+from otel_route_shadow.lines import complete_end, first_line, iter_lines_from, line_after
 from otel_route_shadow.logstore.pruned import PRUNED_FILE
 from otel_route_shadow.logstore.store import LogStore, StateError
 from otel_route_shadow.tlog import HASH_SIZE, TILE_WIDTH, TileError, leaf_hash, tile_path
@@ -137,6 +142,8 @@ class EntryIndex:
         self._written_taken = True
         """Whether offsets appended to the file are taken (until a rebuild)."""
         self._kept: tuple[tuple[int, ...] | None, tuple[int, int]] = (None, (0, 0))
+        self.pruned_error: str | None = None
+        """Why the ``pruned`` file could not be read when :meth:`kept` last read it (None: it was, or is none)."""
         self._load()
 
     def _load(self) -> None:
@@ -207,9 +214,9 @@ class EntryIndex:
             key = None
         if key != self._kept[0]:
             try:
-                pruned = store.read_pruned()
-            except (StateError, OSError):
-                pruned = None
+                pruned, self.pruned_error = store.read_pruned(), None
+            except (StateError, OSError) as exc:
+                pruned, self.pruned_error = None, str(exc)
             found = (0, 0) if pruned is None else (pruned.min_index, pruned.kept_position())
             self._kept = (key, found)
         return self._kept[1]
@@ -459,14 +466,9 @@ def _first_seq(chain: io.FileIO, first: int | None, base: int) -> int:
     """The seq a chain file begins with: its name's, 0 for the only file, else its first record's."""
     if first is not None or base == 0:
         return first or 0
-    line = next(
-        iter_lines_from(chain, 0, os.fstat(chain.fileno()).st_size, MAX_LINE_BYTES, _PROBE), (0, None)
-    )[1]
-    try:
-        seq = orjson.loads(line or b"")["seq"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        return 0
-    return seq if isinstance(seq, int) else 0
+    fd = chain.fileno()
+    line = first_line(fd, 0, os.fstat(fd).st_size, MAX_LINE_BYTES)
+    return 0 if line is None else max(0, line_seq(line))
 
 
 def _long_in_file(chain: io.FileIO, size: int) -> list[LongEntry]:

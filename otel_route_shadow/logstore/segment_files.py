@@ -26,7 +26,7 @@ from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.logstore.catchup import Cursor
 from otel_route_shadow.logstore.pruned import Pruned
 from otel_route_shadow.logstore.store import LogStore, StateError, TreeHint
-from otel_route_shadow.tlog import HASH_SIZE, TILE_HEIGHT, TILE_WIDTH, TileError, TileReader, TreeBuilder
+from otel_route_shadow.tlog import TileError, TileReader, TreeBuilder
 
 __all__ = ["SegmentFiles"]
 
@@ -132,13 +132,7 @@ class SegmentFiles:
         if last is None or not 0 < m <= reader.size:
             return Cursor(TreeBuilder())
         try:
-            edge = [
-                reader.tile(level, (m >> (TILE_HEIGHT * level)) // TILE_WIDTH)[: width * HASH_SIZE]
-                if (width := (m >> (TILE_HEIGHT * level)) % TILE_WIDTH)
-                else b""
-                for level in range(8)
-                if m >> (TILE_HEIGHT * level)
-            ]
+            edge = reader.edge(m)
             leaf = reader.node(0, m - 1)
         except (TileError, ValueError):
             return Cursor(TreeBuilder())

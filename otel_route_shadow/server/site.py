@@ -33,18 +33,15 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import logging
-import os
 import threading
 from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Final
 
 from otel_route_shadow.logstore import (
-    PRUNED_FILE,
     BundleUnservable,
     NotFound,
     PublishedLog,
-    StateError,
     Unservable,
     parse_resource,
     pruned_resource,
@@ -83,8 +80,6 @@ class _Served:
     prefix: str
     log: PublishedLog
     lock: threading.Lock
-    pruned: list[tuple[tuple[int, ...] | None, int]] = dataclasses.field(default_factory=lambda: [(None, 0)])
-    """The minimum index as last read, keyed by the ``pruned`` file's stat (one entry, replaced whole)."""
 
 
 class LogSite:
@@ -170,9 +165,12 @@ class LogSite:
         return Response(HTTPStatus.OK, headers, data)
 
     def _min_index(self, served: _Served) -> int:
-        """The log's minimum index (``served_min_index``), within the served tree when its checkpoint can be
-        read (when it cannot, the resource itself is answered why)."""
-        first_kept = self._first_kept(served)
+        """The log's minimum index (``served_min_index`` of the entry index's :meth:`kept`), within the served
+        tree when its checkpoint can be read (when it cannot, the resource itself is answered why)."""
+        with served.lock:
+            first_kept, error = served.log.index.kept()[0], served.log.index.pruned_error
+        if error is not None:
+            self.problems.report(f"{served.prefix}: {error}: serving as if nothing were pruned")
         if first_kept == 0:
             return 0  # never pruned: no checkpoint read for it
         try:
@@ -181,26 +179,6 @@ class LogSite:
         except (Unservable, OSError, ValueError):
             size = 1 << 62
         return served_min_index(first_kept, size)
-
-    def _first_kept(self, served: _Served) -> int:
-        """The chain's first kept record (``pruned``'s ``min_index``): read again when the file's stat
-        changed; 0 when there is none or it cannot be read."""
-        try:
-            st = os.stat(served.log.store.file(PRUNED_FILE))
-            key: tuple[int, ...] | None = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        except OSError:
-            key = None
-        cached_key, cached = served.pruned[0]
-        if key == cached_key:
-            return cached
-        try:
-            pruned = served.log.store.read_pruned()
-        except (StateError, OSError) as exc:
-            self.problems.report(f"{served.prefix}: {exc}: serving as if nothing were pruned")
-            pruned = None
-        value = 0 if pruned is None else pruned.min_index
-        served.pruned[0] = (key, value)
-        return value
 
     def _refusal(self, request: Request, status: HTTPStatus, message: str) -> Response:
         """A client error answered with ``message`` and logged (each distinct line once)."""

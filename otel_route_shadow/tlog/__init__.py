@@ -59,6 +59,7 @@ from otel_route_shadow.tlog.proofs import (
     ProofDoc,
     check_consistency_doc,
     check_inclusion_doc,
+    decode_hash,
     prove_consistency,
     prove_inclusion,
 )
@@ -140,6 +141,7 @@ __all__ = [
     "checkpoint_of",
     "consistency_proof",
     "decode_bundle",
+    "decode_hash",
     "format_receipt",
     "inclusion_proof",
     "leaf_hash",

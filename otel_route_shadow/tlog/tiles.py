@@ -188,14 +188,18 @@ class TileReader:
         """The authenticated hashes of tile (level, index) as of this tree's size, concatenated."""
         return self._authentic(level, index)[0]
 
-    def edge(self) -> list[bytes]:
-        """Per level, the hashes of the tree's incomplete tile (empty when the level has none): what
+    def edge(self, size: int | None = None) -> list[bytes]:
+        """Per level, the hashes of the incomplete tile of the tree of ``size`` leaves (default: this
+        tree's; a smaller one is this tree's prefix) or empty when the level has none: what
         :class:`TreeBuilder` resumes from."""
+        size = self.size if size is None else size
+        if not 0 <= size <= self.size:
+            raise ValueError(f"a tree of {size} leaves is not a prefix of this tree of {self.size}")
         rows: list[bytes] = []
         level = 0
-        while self.size >> (TILE_HEIGHT * level):
-            count = self.size >> (TILE_HEIGHT * level)
-            rows.append(self.tile(level, count // TILE_WIDTH) if count % TILE_WIDTH else b"")
+        while count := size >> (TILE_HEIGHT * level):
+            width = count % TILE_WIDTH
+            rows.append(self.tile(level, count // TILE_WIDTH)[: width * HASH_SIZE] if width else b"")
             level += 1
         return rows
 
