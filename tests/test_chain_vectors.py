@@ -534,7 +534,8 @@ def test_vector_verdicts(case: dict[str, Any], strict: bool) -> None:
 
 SEGMENT_REASONS = {"anchor-mismatch", "segment-edited", "segment-misplaced", "segment-missing"}
 """Reasons about a chain of several files (docs/chain-format.md 14.4): a vector here is one file, so these
-are tested on segmented chains in tests/test_chain_segments.py and tests/test_cli_exit_codes.py."""
+are tested on segmented chains in tests/test_chain_segments.py and tests/test_cli_exit_codes.py, and by
+the vectors of tests/vectors/segments (tests/test_segment_vectors.py)."""
 
 
 def test_vectors_cover_every_reason_class() -> None:
