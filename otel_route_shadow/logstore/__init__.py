@@ -11,18 +11,14 @@ from __future__ import annotations
 
 from otel_route_shadow.logstore.anchoring import (
     ACKNOWLEDGEABLE,
-    ACKNOWLEDGED_FILE,
     Acknowledgement,
     acknowledge_last_refusal,
     empty_tree_note,
 )
 from otel_route_shadow.logstore.archives import (
     ArchiveProblem,
-    archive_dir,
     check_archive,
-    closed_segments,
     proof_path,
-    segments_dir,
 )
 from otel_route_shadow.logstore.checkpointer import Checkpointer
 from otel_route_shadow.logstore.consistency import (
@@ -52,7 +48,6 @@ from otel_route_shadow.logstore.keys import (
 from otel_route_shadow.logstore.pruned import (
     MAX_COMMAND_CHARS,
     Pruned,
-    PrunedSegment,
     pruned_resource,
     served_min_index,
 )
@@ -63,7 +58,6 @@ from otel_route_shadow.logstore.pruning import (
     PruneResult,
     Retention,
     prune,
-    settle_pruning,
 )
 from otel_route_shadow.logstore.published import NotFound, PublishedLog, Unservable, parse_resource
 from otel_route_shadow.logstore.signed import SignedCheckpoint, default_origin, signed_checkpoint_from_note
@@ -78,18 +72,16 @@ from otel_route_shadow.logstore.store import (
     read_note_file,
     tlog_dir,
 )
-from otel_route_shadow.logstore.tile_sweep import SWEEP_TILES, TileSweep
+from otel_route_shadow.logstore.tile_sweep import TileSweep
 
 __all__ = [
     "ACKNOWLEDGEABLE",
-    "ACKNOWLEDGED_FILE",
     "CHECKPOINTS_FILE",
     "CHECKPOINT_FILE",
     "MAX_COMMAND_CHARS",
     "MAX_ENTRY_BYTES",
     "PRUNE_LOCK_WAIT_S",
     "REFUSALS_FILE",
-    "SWEEP_TILES",
     "WITNESS_REFUSALS_FILE",
     "Acknowledgement",
     "ArchiveProblem",
@@ -109,7 +101,6 @@ __all__ = [
     "PruneResult",
     "Pruned",
     "PrunedError",
-    "PrunedSegment",
     "PublishedLog",
     "Retention",
     "SignedCheckpoint",
@@ -117,14 +108,12 @@ __all__ = [
     "TileSweep",
     "Unservable",
     "acknowledge_last_refusal",
-    "archive_dir",
     "authenticate_first_kept",
     "bundle_path",
     "chain_tree",
     "check_archive",
     "check_chain",
     "check_kept_chain",
-    "closed_segments",
     "cut_signed",
     "default_origin",
     "empty_tree_note",
@@ -138,9 +127,7 @@ __all__ = [
     "read_note_file",
     "read_policy_file",
     "read_signing_keys",
-    "segments_dir",
     "served_min_index",
-    "settle_pruning",
     "signed_checkpoint_from_note",
     "tlog_dir",
 ]
