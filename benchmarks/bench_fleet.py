@@ -12,7 +12,10 @@ with its own origin, signing key and checkpoint over all of it:
   machine gave a pure-CPU task split the same way at the same moment (``machine_speedup``; below 2 when
   other jobs hold the CPUs) with the load average;
 * 11c: ``follow_fleet`` extending a state file after 1% new records per log, against a full run
-  (``rebuild=True``) over the same logs; target <= 5% of the full run;
+  (``rebuild=True``) over the same logs; target <= 5% of the full run. A third side, interleaved, reruns
+  from a state already at the new checkpoints (no new record: what reading, checking, restoring, deriving
+  and writing the state costs alone), in ``extras`` as ``nothing_new_s`` and ``nothing_new_of_full``
+  (median, min, max of the per-run ratios to the full run);
 * 11d: one log of a tenth of the large chain's records (a busy host's), checkpointed and signed, read
   through ``otel-route-shadow serve`` on loopback (``build_fleet_report([url], fetch=...)``: its
   checkpoint, then every entry bundle, the root judged) against the same log read locally
@@ -186,24 +189,31 @@ def _followed_fleet(large: Path, work: Path, hosts: int, runs: int, follow_row: 
     keys = [signer.verifier() for signer in signers]
     grown = [str(work / "grown")]
     saved, state, full_state = work / "state-99.json", work / "state.json", work / "state-full.json"
+    settled = work / "state-100.json"
     follow_fleet(grown, str(saved), verifiers=keys)
     follow_row.extras["new_records"] = _grow(large, paths, signers, hosts)
+    shutil.copyfile(saved, settled)
+    follow_fleet(grown, str(settled), verifiers=keys)
 
-    def incremental() -> None:
-        shutil.copyfile(saved, state)
+    def incremental(start: Path) -> None:
+        shutil.copyfile(start, state)
         report = follow_fleet(grown, str(state), verifiers=keys)
         if report.fleet is None or report.fleet.followed is None or report.fleet.followed.rebuilt:
             raise RuntimeError("the rerun did not extend every log from the state")
 
     follow = interleaved(
         {
-            "incremental": lambda: timed(incremental),
+            "incremental": lambda: timed(lambda: incremental(saved)),
             "full": lambda: timed(lambda: follow_fleet(grown, str(full_state), verifiers=keys, rebuild=True)),
+            "nothing_new": lambda: timed(lambda: incremental(settled)),
         },
         runs,
     )
     follow_row.ours, follow_row.baseline = Stats.of(follow["incremental"]), Stats.of(follow["full"])
     follow_row.ratio, follow_row.runs = ratios(follow["incremental"], follow["full"]), runs
+    floor = ratios(follow["nothing_new"], follow["full"])
+    follow_row.extras["nothing_new_s"] = round(Stats.of(follow["nothing_new"]).median, 3)
+    follow_row.extras["nothing_new_of_full"] = [round(v, 4) for v in (floor.median, floor.min, floor.max)]
 
 
 def _served_log(large: Path, work: Path, records: int, runs: int, row: Row) -> None:
