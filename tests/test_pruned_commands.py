@@ -368,3 +368,25 @@ def test_audit_of_a_pruned_chain_with_a_window_wholly_before_its_first_record_ke
     with pytest.raises(AuditError, match="holds no record this audit reads") as caught:
         audit_chain(str(host.chain), host.witness, AuditOptions(since_unix_nano=1, until_unix_nano=2))
     assert caught.value.problem == Problem.USAGE
+
+
+def test_the_first_record_kept_is_authenticated_by_checking_the_largest_checkpoint_only(
+    pruned: tuple[Host, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from otel_route_shadow.logstore import LogStore, first_kept
+
+    host, _ = pruned
+    store = LogStore(host.chain)
+    notes = store.notes().notes
+    checked: list[str] = []
+    authenticate = first_kept.authenticate
+
+    def counted(note: str, verifiers: Any) -> Any:
+        checked.append(note)
+        return authenticate(note, verifiers)
+
+    monkeypatch.setattr(first_kept, "authenticate", counted)
+    stored = store.read_pruned()
+    assert stored is not None and len(notes) > 1
+    said = first_kept.authenticate_first_kept(store, stored, [*notes, "not a note"], [host.key])
+    assert len(checked) == 1 and str(max(first_kept._size(n) for n in notes)) in said

@@ -4,6 +4,7 @@ section 14.4): its leaf hash against the level-0 tile a checkpoint's root authen
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from otel_route_shadow.chain import chain_line
@@ -13,9 +14,11 @@ from otel_route_shadow.logstore.store import LogStore
 from otel_route_shadow.tlog import (
     AuthenticationError,
     KeyWindow,
+    Malformed,
     TileError,
     TileReader,
     authenticate,
+    checkpoint_of,
     leaf_hash,
 )
 
@@ -29,20 +32,20 @@ class PrunedError(ValueError):
 def authenticate_first_kept(
     store: LogStore, pruned: Pruned, notes: Sequence[str], keys: Sequence[str]
 ) -> str:
-    """Authenticate record ``min_index`` from the signed tree: the newest of ``notes`` that ``keys``
-    authenticate and that covers it gives a root, the level-0 tile holding its leaf is authenticated
+    """Authenticate record ``min_index`` from the signed tree: the largest of ``notes`` that ``keys``
+    authenticate and that covers it gives a root (the notes are tried largest first, so one signature is
+    checked when the largest verifies), the level-0 tile holding its leaf is authenticated
     against that root, and the chain's line must hash to that leaf. Returns the size of the tree it
     was proven in (as a sentence); raises :class:`PrunedError` naming what does not hold."""
     m = pruned.min_index
     verifiers = [KeyWindow.parse(key) for key in keys]
     newest = None
-    for note in notes:
-        try:
-            checkpoint = authenticate(note, verifiers).checkpoint
-        except AuthenticationError:
-            continue
-        if checkpoint.size > m and (newest is None or checkpoint.size > newest.size):
-            newest = checkpoint
+    for size, note in sorted(((_size(note), note) for note in notes), key=lambda sized: -sized[0]):
+        if size <= m:
+            break
+        with contextlib.suppress(AuthenticationError):
+            newest = authenticate(note, verifiers).checkpoint
+            break  # the largest that verifies: no smaller one is checked
     if newest is None:
         raise PrunedError(f"no checkpoint the given keys authenticate covers seq {m}, the first record kept")
     line = chain_line(store.chain_path, m)
@@ -57,6 +60,14 @@ def authenticate_first_kept(
             f"seq {m}, the first record kept, is not the leaf the checkpoint of size {newest.size} signed"
         )
     return f"seq {m} authenticated from the signed tree of size {newest.size}"
+
+
+def _size(note: str) -> int:
+    """The tree size ``note`` claims, its signatures not checked (-1 for one that is not a checkpoint)."""
+    try:
+        return checkpoint_of(note).size
+    except Malformed:
+        return -1
 
 
 def check_kept_chain(
