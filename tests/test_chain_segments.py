@@ -191,6 +191,19 @@ def test_an_anchor_naming_seq_0_as_false_does_not_match(tmp_path: Path) -> None:
     assert "first_seq False" in (result.detail or "")
 
 
+
+def test_the_live_segment_alone_whose_anchor_names_seq_0_as_false_does_not_verify(tmp_path: Path) -> None:
+    # check_start compared the anchor's last_seq with ==: the live file checked alone passed an anchor
+    # the whole chain's verify refuses.
+    path = tmp_path / "c.jsonl"
+
+    def retyped(anchor: dict[str, Any]) -> dict[str, Any]:
+        return {**anchor, "last_seq": False} if anchor["last_seq"] == 0 else anchor
+
+    segmented_chain(path, [1, 4], signer=SIGNER, origin=ORIGIN, tamper=retyped)
+    result = verify_pass(path, live_only=True, verifiers=[SIGNER.verifier()]).result
+    assert result.reason == "anchor-mismatch" and "last_seq False" in (result.detail or "")
+
 def test_an_anchors_checkpoint_is_verified_with_the_logs_key(chain: Path) -> None:
     assert verify_pass(chain, verifiers=[SIGNER.verifier()]).result.intact
     other = Signer.generate(ORIGIN)

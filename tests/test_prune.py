@@ -309,8 +309,8 @@ def test_an_archive_signed_by_another_key_or_without_its_proof(
 
 @pytest.mark.parametrize(
     "option",
-    [("--live-segment",), ("--max-unwitnessed", "3"), ("--all-cosignatures",)],
-    ids=["live-segment", "max-unwitnessed", "all-cosignatures"],
+    [("--live-segment",), ("--strict",), ("--max-unwitnessed", "3"), ("--all-cosignatures",)],
+    ids=["live-segment", "strict", "max-unwitnessed", "all-cosignatures"],
 )
 def test_an_archive_with_an_option_its_check_cannot_honour_is_refused_not_ignored(
     archived: SegmentedChain, option: tuple[str, ...], capsys: pytest.CaptureFixture[str]

@@ -387,3 +387,74 @@ def test_a_tree_rebuilt_from_a_pruned_chain_starts_at_its_minimum_index_and_is_t
     caught_up(rebuilt)  # from line 700 on, the tree below it read from the signed tiles
     assert rebuilt.size == 1_220 and rebuilt.last is not None
     assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
+
+
+@pytest.mark.parametrize("max_leaves", [1 << 20, 25], ids=["default", "below-the-signed-size"])
+def test_the_last_checkpoint_of_a_fresh_writer_after_another_process_cut_covers_every_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_leaves: int
+) -> None:
+    # checkpoint_now's steps shared one budget counted from the tree's size: a writer with no tree yet
+    # resumes at the signed size in its first call, which used the budget up once the chain held more
+    # records than it (25 stands for 2**20 here), and the records after the cut went unsigned.
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 30, 0)
+    assert cut_signed(Checkpointer(str(chain), ORIGIN, SIGNER), 1.0) is not None  # another process
+    append(chain, 3, 30)
+    monkeypatch.setattr(checkpointing, "SHUTDOWN_MAX_LEAVES", max_leaves)
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    final = ScheduledCheckpointer(writer, background=False).checkpoint_now()
+    assert final is not None and final.size == 34 and not writer.behind
+
+
+def test_a_prune_that_commits_while_a_rebuild_reads_a_segment_it_removes_is_no_truncation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The retry after a prune that committed during a call kept the call's cursor, inside a segment the
+    # prune removed, and refused "truncated" for good.
+    chain = tmp_path / "chain.jsonl"
+    written_cut_twice(chain)
+    Path(str(chain) + ".tlog/state").unlink()  # no hint: the next writer rebuilds, a slice per call
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER, max_leaves=100)
+    writer.checkpoint()
+    assert writer.refused is None and writer.behind and writer.size == 100  # its cursor in segment 0
+    pruned: list[int] = []
+
+    class PrunedMeanwhile(SegmentFiles):
+        def __init__(self, chain_path: str, store: LogStore | None = None) -> None:
+            super().__init__(chain_path, store)
+            if not pruned:
+                options = PruneOptions([SIGNER.verifier()])
+                pruned.append(prune(chain_path, Retention(min_index=700), options).after)
+
+    monkeypatch.setattr(checkpointer_module, "SegmentFiles", PrunedMeanwhile)
+    for _ in range(30):
+        writer.checkpoint()
+        if not writer.behind or writer.refused is not None:
+            break
+    assert pruned == [700] and writer.refused is None and not writer.behind
+    assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
+
+
+def test_a_cut_made_while_the_retention_prunes_is_pruned_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The prune cleared the retention's flag when it ended: a cut another host thread made meanwhile (the
+    # prune no longer holds the schedule's lock) had set it, and its segment waited for yet another cut.
+    entered, release = threading.Event(), threading.Event()
+
+    def long_prune(chain_path: str, retention: Retention, options: PruneOptions) -> None:
+        entered.set()
+        assert release.wait(30)  # a hang guard: the test releases it
+
+    monkeypatch.setattr(retention_module, "prune", long_prune)
+    retention = HostRetention(str(tmp_path / "chain.jsonl"), 10, [SIGNER.verifier()])
+    retention.due = True
+    pruning = threading.Thread(target=retention.apply)
+    pruning.start()
+    try:
+        assert entered.wait(30)
+        retention.due = True  # what the checkpointing step sets after its cut
+    finally:
+        release.set()
+        pruning.join(30)
+    assert retention.due

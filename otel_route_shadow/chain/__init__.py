@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import warnings
 
-from otel_route_shadow.chain.anchor import ANCHOR_KIND
+from otel_route_shadow.chain.anchor import ANCHOR_KIND, same_value
 from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, DroppedGap
 from otel_route_shadow.chain.canonical import MAX_SAFE_INTEGER, canonical_bytes
 from otel_route_shadow.chain.check import RECORD_HASH_TAIL, Good, check_line, fast_run, record_hash_of
@@ -144,6 +144,7 @@ __all__ = [
     "open_chain",
     "read_head",
     "record_hash_of",
+    "same_value",
     "sanitize_payload",
     "segment_name",
     "tail_head",

@@ -29,6 +29,7 @@ __all__ = [
     "check_anchor",
     "check_start",
     "hash_range",
+    "same_value",
 ]
 
 ANCHOR_KIND: Final = "segment-anchor"
@@ -117,13 +118,15 @@ def check_anchor(anchor: Anchor, previous: Closed, verifiers: Sequence[LogKey]) 
         "last_record_hash": previous.last_hash,
     }
     for field, value in expected.items():
-        if not _same(payload.get(field), value):
+        if not same_value(payload.get(field), value):
             return Fault(
                 Reason.ANCHOR_MISMATCH,
                 f"its anchor names {field} {_shown(payload.get(field))}, but the segment before it has "
                 f"{_shown(value)}",
             )
-    if not (_same(payload.get("sha256"), previous.sha256) and _same(payload.get("bytes"), previous.size)):
+    if not (
+        same_value(payload.get("sha256"), previous.sha256) and same_value(payload.get("bytes"), previous.size)
+    ):
         return Fault(
             Reason.SEGMENT_EDITED,
             f"{previous.name} is {previous.size} bytes with sha256 {previous.sha256[:16]}..., but its "
@@ -133,9 +136,9 @@ def check_anchor(anchor: Anchor, previous: Closed, verifiers: Sequence[LogKey]) 
     return _checkpoint_fault(payload.get("checkpoint"), anchor.seq, verifiers)
 
 
-def _same(named: object, value: object) -> bool:
+def same_value(named: object, value: object) -> bool:
     """Whether an anchor's field names ``value`` itself: equal and of its type (``false`` is not seq 0,
-    ``4.0`` not seq 4)."""
+    ``4.0`` not seq 4). Every reader of an anchor's fields compares with it."""
     return type(named) is type(value) and named == value
 
 
@@ -143,7 +146,10 @@ def check_start(anchor: Anchor, verifiers: Sequence[LogKey]) -> Fault | None:
     """For the live file read without the segments before it: None when ``anchor`` links to the record
     it names and its checkpoint (required) is of the anchor's seq and verifies with ``verifiers``."""
     payload = anchor.payload
-    if payload.get("last_seq") != anchor.seq - 1 or payload.get("last_record_hash") != anchor.prev_hash:
+    if not (
+        same_value(payload.get("last_seq"), anchor.seq - 1)
+        and same_value(payload.get("last_record_hash"), anchor.prev_hash)
+    ):
         return Fault(
             Reason.ANCHOR_MISMATCH,
             f"its anchor (seq {anchor.seq}) names last_seq {_shown(payload.get('last_seq'))} and "

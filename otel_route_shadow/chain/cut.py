@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from otel_route_shadow.chain.anchor import ANCHOR_KIND, hash_range
+from otel_route_shadow.chain.anchor import ANCHOR_KIND, hash_range, same_value
 from otel_route_shadow.chain.errors import ChainError, ChainFormatError, ChainLockTimeout
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S
 from otel_route_shadow.chain.head import tail_head
@@ -262,7 +262,7 @@ def _anchor_follows(prepared: str, fd: int, size: int) -> bool:
         and _is_anchor(anchor)
         and anchor.seq == head.seq + 1
         and anchor.prev_hash == head.record_hash
-        and anchor.payload.get("bytes") == size
+        and same_value(anchor.payload.get("bytes"), size)
     )
 
 

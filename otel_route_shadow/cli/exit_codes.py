@@ -139,7 +139,7 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
             EXIT_USAGE: (
                 "a chain that cannot be read, a malformed policy, witness URL, witness or log key, key set, note or "
                 "cosignature, a pruned file that cannot be read; an archive without a readable proof file, or "
-                "given an option its check cannot honour (--witness-policy, --live-segment, --max-unwitnessed, "
+                "given an option its check cannot honour (--witness-policy, --live-segment, --strict, --max-unwitnessed, "
                 "--all-cosignatures)"
             ),
             EXIT_INSUFFICIENT: (

@@ -21,6 +21,13 @@ from otel_route_shadow.tlog import KeyWindow, Malformed, checkpoint_of
 
 __all__ = ["is_archive", "verify_archive"]
 
+_ARCHIVE_REFUSES = (
+    ("--witness-policy", "witness_policy"),
+    ("--live-segment", "live_segment"),
+    ("--strict", "strict"),
+)
+"""Options of ``verify`` whose checks an archive's is not (the others that go with them are refused before)."""
+
 
 def is_archive(path: str) -> bool:
     """Whether ``verify`` checks ``path`` as an archived segment."""
@@ -33,8 +40,8 @@ def verify_archive(args: argparse.Namespace, path: str) -> int:
         raise CliError(
             f"{path}: an archive is checked against its proof's note: give the log's --key or --keys"
         )
-    if args.witness_policy or args.live_segment:
-        given = "--witness-policy" if args.witness_policy else "--live-segment"
+    given = next((name for name, on in _ARCHIVE_REFUSES if getattr(args, on)), None)
+    if given is not None:
         raise CliError(f"{path}: an archive is checked with --key and --checkpoint, not {given}")
     try:
         doc, read = check_archive(path, [KeyWindow.parse(k) for k in keys], _given_note(args))

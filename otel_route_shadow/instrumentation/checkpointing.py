@@ -111,7 +111,7 @@ records in their backlog past their own lock timeout)."""
 SHUTDOWN_WAIT_S: Final = 5.0
 """Longest ``checkpoint_now`` waits for a checkpoint already running in the background thread."""
 SHUTDOWN_MAX_LEAVES: Final = 1 << 20
-"""Most lines ``checkpoint_now`` adds to the tree, all its calls together."""
+"""Most lines each of ``checkpoint_now``'s calls adds to the tree (``SHUTDOWN_STEPS`` calls at most)."""
 SHUTDOWN_STEPS: Final = 3
 """Most checkpointer calls ``checkpoint_now`` makes while the tree is behind the chain: one call crosses at
 most one segment boundary, so the first after a cut only steps from the closed segment into the live file
@@ -358,7 +358,8 @@ class ScheduledCheckpointer:
         steps: int = 1,
     ) -> SignedCheckpoint | None:
         """Checkpoint under the schedule's lock (waiting at most ``wait``): up to ``steps`` checkpointer
-        calls while the tree is behind the chain, sharing ``max_leaves``; the last checkpoint made."""
+        calls while the tree is behind the chain, each within ``max_leaves`` and ``max_bytes``; the last
+        checkpoint made."""
         if not self._mutex.acquire(timeout=wait if wait > 0 else 0):
             return None
         try:
@@ -366,14 +367,11 @@ class ScheduledCheckpointer:
             self._due_at = time.monotonic() + self.every_seconds
             with self._kept_lock:
                 appended = list(self._kept)
-            made, start = None, self.checkpointer.size
+            made = None
             for _ in range(steps):
-                left = None if max_leaves is None else max_leaves - (self.checkpointer.size - start)
-                if left is not None and left <= 0:
-                    break
                 made = (
                     self.checkpointer.checkpoint(
-                        max_leaves=left, max_bytes=max_bytes, appended=appended, pause=pause
+                        max_leaves=max_leaves, max_bytes=max_bytes, appended=appended, pause=pause
                     )
                     or made
                 )

@@ -8,8 +8,10 @@ policy, the newest checkpoint the writer's key signs) are pruned, never forced. 
 prune's, the chain's) is waited for at most :data:`RETENTION_LOCK_WAIT_S`; a prune refused (a lock busy,
 a segment changed meanwhile, the records not witnessed yet) is tried again after the next checkpoint, until one succeeds; anything else is logged once per kind and tried again
 after the next cut. It never runs in a spawn and never raises. It runs outside the checkpointing schedule's
-lock (its own locks keep cuts, appends and other prunes out): neither a checkpoint (the last one at shutdown
-among them) nor the storing of a witness's cosignature waits for a prune, which gzips whole segments.
+lock: its own lock keeps other prunes out, and the chain's, held for its two short steps with the check at
+its commit that nothing it read changed, keeps it safe beside cuts and appends; so neither a checkpoint (the
+last one at shutdown among them) nor the storing of a witness's cosignature waits for a prune, which gzips
+whole segments.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ _RETRIED: Final = frozenset({"busy", "unwitnessed"})
 
 class HostRetention:
     """Keep the newest ``keep_records`` records of the chain at ``chain_path`` (see the module
-    docstring). ``due`` is set after a cut and cleared once a prune ran (or failed for good)."""
+    docstring). ``due`` is set after a cut and cleared as a prune starts (set again when
+    it is refused for a reason the next checkpoint may lift)."""
 
     def __init__(
         self,
@@ -60,6 +63,7 @@ class HostRetention:
         """Prune when due; the result, or None when nothing ran or it was refused. Never raises."""
         if not self.due:
             return None
+        self.due = False  # a cut while this prune runs asks for the next one
         command = f"route-shadow retention: keep {self.retention.keep_records} records (pid {os.getpid()})"
         options = PruneOptions(
             self.verifiers,
@@ -72,14 +76,12 @@ class HostRetention:
         try:
             result = prune(self.chain_path, self.retention, options)
         except PruneRefused as refused:
-            self.due = refused.kind in _RETRIED
+            self.due = self.due or refused.kind in _RETRIED
             self._log_once(refused.kind, "not pruned (%s); %s", refused.kind, refused)
             return None
         except Exception as exc:  # contained: the host is never disturbed
-            self.due = False
             self._log_once(type(exc).__name__, "not pruned (%s: %s)", type(exc).__name__, exc)
             return None
-        self.due = False
         self.last = result
         return result
 

@@ -30,7 +30,7 @@ checkpointing: this one skips) and then:
 Anything that contradicts what was signed (the chain cut below a signed size or rewritten under it, a
 line whose record hash or link fails, a proof that does not verify) is a **refusal**: logged once,
 appended to ``refusals``, and never signed again by this object (a segment missing because a prune
-committed during the call is none: the call starts once more). Every other failure is contained
+committed during the call is none: the call starts once more, its tree resumed from what was signed). Every other failure is contained
 (logged once; the cursor is dropped and rebuilt from what can be authenticated). ``checkpoint`` never
 raises; listeners are told of each checkpoint after it is durably published.
 """
@@ -284,6 +284,7 @@ class Checkpointer:
                     if refusal.reason != "truncated" or not files.pruned_since():
                         raise
             # A prune committed meanwhile removed a segment this call was to read: once more, as anew.
+            self._cursor, self._rebuilding = None, None
             with SegmentFiles(self.chain_path, self.directory) as files:
                 return self._catch_up(files, self._anchors(), work)
 

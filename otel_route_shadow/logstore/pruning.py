@@ -395,8 +395,8 @@ def _covering(store: LogStore, options: PruneOptions) -> tuple[Checkpoint, str] 
     """The checkpoint that covers what may be pruned, and its note: the largest the policy's quorum
     attests (its cosignatures checked from the newest checkpoint down until it and every witness's largest
     cosigned size are known: a retention retried after each checkpoint while a witness is down checks the
-    checkpoints since, not the log's whole history), or without a policy the newest a log key signs (None:
-    there is none)."""
+    checkpoints since, not the log's whole history; all of them while a witness of the policy has cosigned
+    none), or without a policy the newest a log key signs (None: there is none)."""
     if options.policy is not None:
         notes = store.notes().notes
         report = attest_notes(  # from the newest down, as verify: the checkpoints before are not checked

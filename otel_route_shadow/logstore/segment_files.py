@@ -19,6 +19,7 @@ from otel_route_shadow.chain import (
     ChainFormatError,
     chain_segments,
     first_record,
+    same_value,
     segment_name,
 )
 from otel_route_shadow.files import open_regular
@@ -113,10 +114,10 @@ class SegmentFiles:
             and anchor.seq == hint.size
             and payload.get("kind") == ANCHOR_KIND
             and payload.get("segment") == segment_name(segment)
-            and payload.get("last_seq") == hint.size - 1
-            and payload.get("bytes") == size
-            and payload.get("sha256") == recorded.sha256
-            and payload.get("last_record_hash") == anchor.prev_hash
+            and same_value(payload.get("last_seq"), hint.size - 1)
+            and same_value(payload.get("bytes"), size)
+            and same_value(payload.get("sha256"), recorded.sha256)
+            and same_value(payload.get("last_record_hash"), anchor.prev_hash)
         )
         return anchor.prev_hash.encode("ascii") if holds and anchor is not None else None
 
