@@ -243,8 +243,9 @@ class _Memory:
         self.tiles.update(zip(tiles, data, strict=True))
 
 
-def test_the_tile_reader_authenticates_tiles_from_any_storage_and_never_returns_a_forged_hash() -> None:
-    leaves = [leaf_hash(b"%d" % i) for i in range(300)]
+def _stored_tree(size: int) -> tuple[list[bytes], TreeBuilder, _Memory, TileReader]:
+    """A tree of ``size`` leaves, its tiles saved in memory, and a reader of them."""
+    leaves = [leaf_hash(b"%d" % i) for i in range(size)]
     builder = TreeBuilder()
     builder.extend(leaves)
     storage = _Memory()
@@ -253,7 +254,11 @@ def test_the_tile_reader_authenticates_tiles_from_any_storage_and_never_returns_
         [Tile(level, index) for level, index, _ in full] + [Tile(*p[:3]) for p in partials],
         [data for *_, data in full] + [data for *_, data in partials],
     )
-    reader = TileReader(storage, 300, builder.root())
+    return leaves, builder, storage, TileReader(storage, size, builder.root())
+
+
+def test_the_tile_reader_authenticates_tiles_from_any_storage_and_never_returns_a_forged_hash() -> None:
+    leaves, builder, storage, reader = _stored_tree(300)
     assert [reader.node(0, i) for i in range(300)] == leaves
     storage.tiles[Tile(0, 0)] = bytes(32) + storage.tiles[Tile(0, 0)][32:]
     with pytest.raises(TileDamaged):
@@ -297,16 +302,7 @@ def test_the_tile_node_tile_names_gives_every_subtree_of_a_prefix(size: int, dat
 
 
 def test_the_edge_of_a_prefix_of_the_tree_resumes_to_the_same_root() -> None:
-    leaves = [leaf_hash(b"%d" % i) for i in range(300)]
-    builder = TreeBuilder()
-    builder.extend(leaves)
-    storage = _Memory()
-    full, partials = builder.take_full(), builder.partials()
-    storage.save_tiles(
-        [Tile(level, index) for level, index, _ in full] + [Tile(*p[:3]) for p in partials],
-        [data for *_, data in full] + [data for *_, data in partials],
-    )
-    reader = TileReader(storage, 300, builder.root())
+    leaves, builder, _, reader = _stored_tree(300)
     assert reader.edge() == reader.edge(300)
     for m in (0, 1, 255, 256, 257, 299, 300):
         resumed = TreeBuilder(m, reader.edge(m))
