@@ -48,7 +48,7 @@ from otel_route_shadow.backend import (
     parse_time,
 )
 from otel_route_shadow.chain import SEGMENTS_SUFFIX
-from otel_route_shadow.cli.checkpoints import add_keys_option, read_log_keys
+from otel_route_shadow.cli.checkpoints import add_key_options, read_log_keys
 from otel_route_shadow.cli.common import (
     CliError,
     count_argument,
@@ -131,14 +131,10 @@ def register(sub: Any) -> None:
         "--origin",
         help="the chain's origin (default: the route_shadow.origin its records carry, else its checkpoint file's)",
     )
-    parser.add_argument(
-        "--key",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="verifier key (name+id+key) or a file holding one; repeatable. Without: signatures are not checked",
+    add_key_options(
+        parser,
+        "verifier key (name+id+key) or a file holding one; repeatable. Without: signatures are not checked",
     )
-    add_keys_option(parser)
     witness_policy_arg(
         parser,
         "a C2SP tlog-policy file: its log keys authenticate the checkpoints, and only checkpoints whose "

@@ -27,7 +27,7 @@ from otel_route_shadow.tlog import (
     parse_key_set,
 )
 
-__all__ = ["add_keys_option", "authenticated_checkpoint", "read_log_keys", "read_notes", "read_verifiers"]
+__all__ = ["add_key_options", "authenticated_checkpoint", "read_log_keys", "read_notes", "read_verifiers"]
 
 KEYS_HELP = (
     "the log's key set (a rotated key): one verifier key a line with the tree sizes it is valid for, "
@@ -81,8 +81,11 @@ def _verifier_key(value: str) -> str:
     return text
 
 
-def add_keys_option(parser: Any) -> None:
-    """The ``--keys FILE`` option (repeatable), read with :func:`read_log_keys`."""
+def add_key_options(parser: Any, key_help: str | None) -> None:
+    """The ``--key VKEY`` option with ``key_help`` (none without it) and ``--keys FILE``, each repeatable,
+    read together with :func:`read_log_keys`."""
+    if key_help is not None:
+        parser.add_argument("--key", action="append", default=[], metavar="VKEY", help=key_help)
     parser.add_argument("--keys", action="append", default=[], metavar="FILE", help=KEYS_HELP)
 
 

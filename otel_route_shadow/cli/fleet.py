@@ -17,7 +17,7 @@ import threading
 import urllib.parse
 
 from otel_route_shadow.analysis import MIN_SPAWNS, Fetch, RemoteError, Report, WhatIfResult, is_remote
-from otel_route_shadow.cli.checkpoints import add_keys_option
+from otel_route_shadow.cli.checkpoints import add_key_options
 from otel_route_shadow.cli.common import CliError, check_output, number_argument, witness_policy_arg
 from otel_route_shadow.witness import Connection, TransportError
 
@@ -76,15 +76,11 @@ def whatif_fleet_args(parser: argparse.ArgumentParser) -> None:
     """``whatif``'s options for checking each fleet log's checkpoint and bounding each request to a
     remote log (``report`` has them already)."""
     remote_timeout_arg(parser)
-    parser.add_argument(
-        "--key",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="with several chains: verifier key (string or file) that must have signed each log's newest "
+    add_key_options(
+        parser,
+        "with several chains: verifier key (string or file) that must have signed each log's newest "
         "checkpoint; of a pruned chain, it authenticates the first record kept from the signed tree",
     )
-    add_keys_option(parser)
     witness_policy_arg(
         parser,
         "with several chains: a C2SP tlog-policy; each log's newest checkpoint must meet its quorum",

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from otel_route_shadow.cli.checkpoints import (
-    add_keys_option,
+    add_key_options,
     authenticated_checkpoint,
     read_log_keys,
     read_notes,
@@ -93,7 +93,7 @@ def register(sub: Any) -> None:
     prove.add_argument(
         "--record-out", metavar="LINEFILE", help="with --receipt: write the record's line here"
     )
-    add_keys_option(prove)
+    add_key_options(prove, None)
     prove.set_defaults(handler=_prove)
 
     check = sub.add_parser(
@@ -114,10 +114,7 @@ def register(sub: Any) -> None:
     check.add_argument(
         "--checkpoint", action="append", metavar="FILE", help="signed checkpoint note (--proof)"
     )
-    check.add_argument(
-        "--key", action="append", default=[], metavar="VKEY", help="the log's verifier key (string or file)"
-    )
-    add_keys_option(check)
+    add_key_options(check, "the log's verifier key (string or file)")
     witness_policy_arg(
         check,
         "a C2SP tlog-policy file: its log keys authenticate the checkpoint, and its witnesses' "

@@ -14,7 +14,7 @@ import shlex
 import time
 from typing import Any
 
-from otel_route_shadow.cli.checkpoints import add_keys_option, read_log_keys
+from otel_route_shadow.cli.checkpoints import add_key_options, read_log_keys
 from otel_route_shadow.cli.common import (
     CliError,
     count_argument,
@@ -94,10 +94,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help="prune records no witnessed checkpoint covers (archived without a proof)",
     )
-    parser.add_argument(
-        "--key", action="append", default=[], metavar="VKEY", help="the log's verifier key (string or file)"
-    )
-    add_keys_option(parser)
+    add_key_options(parser, "the log's verifier key (string or file)")
     witness_policy_arg(
         parser,
         "a C2SP tlog-policy file: only records a checkpoint its quorum attests covers are pruned",

@@ -47,7 +47,7 @@ from otel_route_shadow.analysis import (
     store_snapshot,
     verifier_keys,
 )
-from otel_route_shadow.cli.checkpoints import add_keys_option, read_log_keys
+from otel_route_shadow.cli.checkpoints import add_key_options, read_log_keys
 from otel_route_shadow.cli.common import CliError, cap_jobs, check_output, witness_policy_arg, write_output
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.cli.fleet import (
@@ -144,16 +144,12 @@ def _register_report(sub: Any) -> None:
         metavar="N",
         help="divergent decisions listed per divergence (default 3)",
     )
-    parser.add_argument(
-        "--key",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="verifier key (string or file): check the signature of the log's last checkpoint "
+    add_key_options(
+        parser,
+        "verifier key (string or file): check the signature of the log's last checkpoint "
         "(without it the report only lists who signed it); of a pruned chain, authenticate its first record "
         "kept from the signed tree",
     )
-    add_keys_option(parser)
     witness_policy_arg(
         parser,
         "a C2SP tlog-policy file: verify the last checkpoint's cosignatures by its witnesses and say "

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from otel_route_shadow.analysis import Kept, Refusals, kept_records, read_refusals
 from otel_route_shadow.chain import VerifyResult, verify_pass
-from otel_route_shadow.cli.checkpoints import add_keys_option, read_log_keys
+from otel_route_shadow.cli.checkpoints import add_key_options, read_log_keys
 from otel_route_shadow.cli.common import CliError, cap_jobs, count_argument, input_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
 from otel_route_shadow.cli.verify_archive import is_archive, verify_archive
@@ -88,14 +88,7 @@ def register(sub: Any) -> None:
         help="also prove the chain consistent with the signed checkpoints in FILE (repeatable; with --key "
         "alone: the chain's own CHAIN.tlog/checkpoints)",
     )
-    parser.add_argument(
-        "--key",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="verifier key for --checkpoint (string or file)",
-    )
-    add_keys_option(parser)
+    add_key_options(parser, "verifier key for --checkpoint (string or file)")
     witness_policy_arg(
         parser,
         "a C2SP tlog-policy file: its log keys authenticate the checkpoints, and a checkpoint counts as "
