@@ -609,3 +609,16 @@ def test_vectors_are_what_the_writer_produces_today(tmp_path: Path) -> None:
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point
     build_vectors(VECTORS)
     print(f"wrote vectors to {VECTORS}", file=sys.stderr)
+
+
+@pytest.mark.parametrize(("case", "expected"), [("valid", 0), ("forged-anchor", 1), ("history-rewritten", 1)])
+def test_verify_key_of_a_segmented_chain_without_its_log_folder_checks_its_anchors_checkpoints(
+    tmp_path: Path, case: str, expected: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --key alone read only CHAIN.tlog/checkpoints: a segmented chain copied without it was exit 2, though
+    # its anchors carry signed checkpoints.
+    shutil.copytree(VECTORS / case, tmp_path / case)
+    chain = tmp_path / case / "chain.jsonl"
+    assert main(["verify", str(chain), "--key", str(VECTORS / "verifier.txt")]) == expected
+    if expected == 0:
+        assert "consistent with 2 checkpoint(s), largest size 7" in capsys.readouterr().out

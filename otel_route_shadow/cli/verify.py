@@ -86,7 +86,7 @@ def register(sub: Any) -> None:
         action="append",
         metavar="FILE",
         help="also prove the chain consistent with the signed checkpoints in FILE (repeatable; with --key "
-        "alone: the chain's own CHAIN.tlog/checkpoints)",
+        "alone: the chain's own CHAIN.tlog/checkpoints, and the checkpoints its segments' anchors carry)",
     )
     add_key_options(parser, "verifier key for --checkpoint (string or file)")
     witness_policy_arg(

@@ -33,19 +33,21 @@ def checkpoint_inputs(
 ) -> tuple[list[str], list[str]] | None:
     """(notes, log keys) when ``--checkpoint``, ``--key``, ``--keys`` or a policy (its log keys:
     ``policy_keys``) was given, else None. The notes are those of the files given (default: the log's
-    own), and those the chain's anchors carry from seq ``start`` on, so each anchor's root is held
-    against the tree too (a malformed one is the chain's verdict, ``anchor-mismatch``, not read here)."""
-    files: list[str] | None = args.checkpoint
-    if not files and not args.key and not args.keys and policy_keys is None:
+    own, when it has them), and those the chain's anchors carry from seq ``start`` on, so each anchor's
+    root is held against the tree too (a malformed one is the chain's verdict, ``anchor-mismatch``, not
+    read here). A segmented chain without its log folder is thus checked against its anchors' notes."""
+    given: list[str] | None = args.checkpoint
+    if not given and not args.key and not args.keys and policy_keys is None:
         return None
-    files = files or _published(chain)
+    files = given or [path for path in _published(chain) if os.path.lexists(path)]
     notes = [
         _well_formed(note, path, number) for path in files for number, note in enumerate(read_notes(path), 1)
     ]
     notes += [note for note in _anchor_notes(chain, start) if note not in notes]
     notes = list(dict.fromkeys(notes))  # a note read twice (``checkpoint`` is most often a copy) is one
     if not notes:
-        raise CliError(f"{files[0]}: holds no checkpoint")
+        first = files[0] if files else _published(chain)[0]
+        raise CliError(f"{first}: holds no checkpoint" if files else f"{first}: no such checkpoint file")
     keys = read_log_keys(args.key, args.keys)
     return notes, keys + [k for k in policy_keys or [] if k not in keys]
 
