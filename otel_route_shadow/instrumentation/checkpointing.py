@@ -315,9 +315,11 @@ class ScheduledCheckpointer:
     def _step(self, pause: Callable[[], None] | None) -> None:
         """A due checkpoint, then a cut when the live file is due, then the retention's prune when due.
         The prune runs outside the schedule's lock (it may take seconds: it gzips whole segments), so
-        ``checkpoint_now`` and ``exclusive`` never wait for it: its own locks keep cuts, appends and other
-        prunes out, and a checkpoint meanwhile goes on past a segment it removes (``logstore.Checkpointer``).
-        ``_pruning``: one prune at a time in this process (without the worker, another thread's step skips it)."""
+        ``checkpoint_now`` and ``exclusive`` never wait for it: its own lock keeps other prunes out, the
+        chain's (its two short steps, and its check at commit that nothing it read changed) keeps it safe
+        beside cuts and appends, and a checkpoint meanwhile goes on past a segment it removes
+        (``logstore.Checkpointer``). ``_pruning``: one prune at a time in this process (without the worker,
+        another thread's step skips it)."""
         self._run(wait=0.0, pause=pause)
         self._cut_when_due()
         if self.retention is not None and self.retention.due and self._pruning.acquire(blocking=False):

@@ -29,10 +29,10 @@ checkpointing: this one skips) and then:
 
 Anything that contradicts what was signed (the chain cut below a signed size or rewritten under it, a
 line whose record hash or link fails, a proof that does not verify) is a **refusal**: logged once,
-appended to ``refusals``, and never signed again by this object (a segment missing because a prune
-committed during the call is none: the call starts once more, its tree resumed from what was signed). Every other failure is contained
-(logged once; the cursor is dropped and rebuilt from what can be authenticated). ``checkpoint`` never
-raises; listeners are told of each checkpoint after it is durably published.
+appended to ``refusals``, and never signed again by this object (a segment a prune removed during the
+call is none: the call starts once more, its tree resumed from what was signed). Every other failure is
+contained (logged once; the cursor is dropped and rebuilt from what can be authenticated). ``checkpoint``
+never raises; listeners are told of each checkpoint after it is durably published.
 """
 
 from __future__ import annotations
