@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
 from otel_route_shadow.backend import BackendNotFound, PhoenixBackend, QueryWindow
 from otel_route_shadow.cli import main
@@ -95,6 +96,30 @@ def wait_for_checkpoint(backend: PhoenixBackend, origin: str, size: int, timeout
     pytest.fail(f"checkpoint of size {size} for {origin} never reached Phoenix (seen {seen})")
 
 
+def wait_for_sampled_spans(backend: PhoenixBackend, host: Host, timeout: float = 90.0) -> None:
+    """Poll until Phoenix holds the span of every record the host's sampler kept (its decision is the
+    trace id's: ``TraceIdRatioBased``). The checkpoints' spans go through a pipeline of their own, so
+    one reaching Phoenix says nothing of the seams' spans; an audit before them finds too few."""
+    sampler = TraceIdRatioBased(float(SAMPLE))
+    payloads = chainfile.payloads(host.chain)
+    kept = {
+        p["span_id"]
+        for p in payloads
+        if "trace_id" in p and int(p["trace_id"], 16) & sampler.TRACE_ID_LIMIT < sampler.bound
+    }
+    assert 0.1 * len(payloads) < len(kept) < 0.6 * len(payloads), len(kept)  # the 30% sampler
+    starts = [int(p["start_time_unix_nano"]) for p in payloads]
+    window = QueryWindow(min(starts), max(starts) + 1)
+    deadline = time.monotonic() + timeout
+    missing = kept
+    while time.monotonic() < deadline:
+        missing = kept - {s.span_id for s in backend.fetch_spans(window)}
+        if not missing:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"{len(missing)} of the {len(kept)} sampled spans of {host.origin} never reached Phoenix")
+
+
 @dataclass
 class Fleet:
     project: str
@@ -123,6 +148,7 @@ def fleet(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
         size = len(host.chain.read_bytes().splitlines())
         assert size == SPAWNS
         wait_for_checkpoint(backend, host.origin, size)
+        wait_for_sampled_spans(backend, host)
     return Fleet(project, stack.endpoints.phoenix_url, stack.endpoints.otlp_http_endpoint, hosts, lone)
 
 
