@@ -510,3 +510,20 @@ def test_a_rotate_timeout_that_is_not_a_finite_number_is_refused(
             main(["rotate", str(chain), "--timeout", value])
         assert exited.value.code == 2
         assert "must be at least 0 and at most 3600" in capsys.readouterr().err
+
+
+def test_a_number_option_given_something_else_is_refused_without_echoing_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal quoted the value given: an option's value may be a key pasted in the wrong place."""
+    from otel_route_shadow.cli import main
+
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 3)
+    secret = "PRIVATE+KEY+example.com+1234abcd+AAAAsecretmaterial"
+    for argv in (["rotate", str(chain), "--timeout", secret], ["verify", str(chain), "--jobs", secret]):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert "not a number" in err and "secret" not in err and "PRIVATE" not in err

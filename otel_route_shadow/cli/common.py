@@ -135,7 +135,7 @@ def count_argument(minimum: int = 0, maximum: int | None = None) -> Callable[[st
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text[:32]!r}") from None
+            raise argparse.ArgumentTypeError(f"not a number; {bounds}") from None
         if value < minimum or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(bounds)
         return value
@@ -153,7 +153,7 @@ def number_argument(maximum: float, *, positive: bool = False) -> Callable[[str]
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text[:32]!r}") from None
+            raise argparse.ArgumentTypeError(f"not a number; {bounds}") from None
         if not (value > 0 if positive else value >= 0) or not value <= maximum:  # nan fails both
             raise argparse.ArgumentTypeError(bounds)
         return value
