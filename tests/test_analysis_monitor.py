@@ -25,13 +25,20 @@ from otel_route_shadow.analysis.fleet import FleetError, ReportSettings, fleet_s
 from otel_route_shadow.analysis.fleet_logs import Followed
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import parse_by
-from otel_route_shadow.analysis.monitor_state import AggregationState, entry_digest, restore_aggregation
+from otel_route_shadow.analysis.monitor_state import (
+    STATE_VERSION,
+    AggregationState,
+    CellTable,
+    ValueTable,
+    entry_digest,
+    restore_aggregation,
+)
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from otel_route_shadow.cli.report_text import format_report
 from otel_route_shadow.logstore import Checkpointer, tlog_dir
-from otel_route_shadow.tlog import CompactRange, Signer
+from otel_route_shadow.tlog import Checkpoint, CompactRange, Signer, leaf_hash, sign_note
 
 T1 = 1_791_000_000 * 10**9
 
@@ -146,7 +153,7 @@ def test_a_state_of_the_older_schema_is_rebuilt_with_a_warning(
     followed = _rerun_after(fleet[0], state, _as_version_one)
     assert len(followed.rebuilt) == 2 and followed.extended == ()
     assert any("schema version" in warning for warning in followed.warnings)
-    assert json.loads(state.read_text(encoding="utf-8"))["version"] == 3
+    assert json.loads(state.read_text(encoding="utf-8"))["version"] == STATE_VERSION
 
 
 def test_a_run_with_nothing_new_reads_nothing_and_gives_the_same_report(
@@ -165,7 +172,7 @@ def test_an_edited_count_in_the_state_is_dropped_with_a_warning(
     fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
 ) -> None:
     def inflate(document: dict[str, Any]) -> None:
-        document["logs"][0]["aggregation"]["cells"][len(CELL_KEYS) + 1] += 1000  # the first cell's count
+        document["logs"][0]["aggregation"]["cells"][2] += 1000  # the first cell's count
 
     followed = _rerun_after(fleet[0], tmp_path / "state.json", inflate)
     assert len(followed.rebuilt) == 1
@@ -181,13 +188,14 @@ def test_a_state_whose_tree_is_not_the_logs_is_caught_by_the_signed_root(
     state = tmp_path / "state.json"
     follow_fleet([str(folder)], str(state))
     settings = ReportSettings(fleet_specs(parse_by(None)), TimeWindow(), 3, MIN_SPAWNS)
+    cells = CellTable(json.loads(state.read_text(encoding="utf-8"))["cells"]).digest()
 
     def forge_tree(entry: dict[str, Any]) -> None:
         nodes = [base64.b64decode(node) for node in entry["frontier"]]
         nodes[0] = hashlib.sha256(b"another history").digest()
         entry["frontier"] = [base64.b64encode(node).decode() for node in nodes]
         entry["root"] = base64.b64encode(CompactRange(entry["size"], nodes).root()).decode()
-        entry["digest"] = entry_digest(entry, settings)
+        entry["digest"] = entry_digest(entry, settings, cells)
 
     _edit_state(state, forge_tree)
     path, signer = hosts["alpha.example/rs"]
@@ -287,11 +295,13 @@ def _aggregation_states(draw: st.DrawFn) -> dict[str, Any]:
     """Aggregation states of any shape the schema lets through (a forger's, or a damaged file's)."""
     values = draw(st.lists(_SCALARS, min_size=1, max_size=6))
     index = st.integers(0, len(values))  # one beyond the table too
-    cell_width = draw(st.sampled_from([len(CELL_KEYS) + 2, len(CELL_KEYS) + 1, 3]))
+    shared = draw(st.lists(st.lists(_SCALARS, min_size=len(CELL_KEYS), max_size=len(CELL_KEYS)), max_size=3))
+    cell_width = draw(st.sampled_from([3, 3, 2, len(CELL_KEYS) + 2]))
     cells = [
         value
         for _ in range(draw(st.integers(0, 4)))
-        for value in draw(st.lists(index, min_size=cell_width, max_size=cell_width))
+        for value in draw(st.lists(st.integers(0, len(shared)), min_size=1, max_size=1))
+        + draw(st.lists(index, min_size=cell_width - 1, max_size=cell_width - 1))
     ]
     keys = draw(st.lists(index | st.integers(0, 9), min_size=0, max_size=20))  # any row, length first or not
     for _ in range(draw(st.integers(0, 2))):  # well-formed rows: a key, flaps, the last route, routes, seqs
@@ -321,6 +331,7 @@ def _aggregation_states(draw: st.DrawFn) -> dict[str, Any]:
         )
     )
     return {
+        "shared": shared,
         "values": values,
         "cells": cells,
         "latencies": latencies,
@@ -362,10 +373,12 @@ def _aggregation_states(draw: st.DrawFn) -> dict[str, Any]:
 def test_any_state_the_schema_admits_restores_or_is_refused_never_crashes_the_report(
     data: dict[str, Any],
 ) -> None:
+    shared = data.pop("shared")
     state = AggregationState.model_validate(data)
     report_settings = ReportSettings(fleet_specs(parse_by(None)), TimeWindow(), 3, MIN_SPAWNS)
     try:
-        aggregation = restore_aggregation(state, report_settings)
+        table = ValueTable(state.values, CellTable(shared))
+        aggregation = restore_aggregation(state, report_settings, table)
     except ValueError:
         return  # refused: the log is read in full instead
     report = aggregation.finish()
@@ -376,13 +389,13 @@ def test_any_state_the_schema_admits_restores_or_is_refused_never_crashes_the_re
 def _decoded(state: Path) -> dict[str, Any]:
     """Each log's cells and decision keys, values in place of their indices (``AggregationState``)."""
     out = {}
-    for entry in json.loads(state.read_text(encoding="utf-8"))["logs"]:
+    document = json.loads(state.read_text(encoding="utf-8"))
+    for entry in document["logs"]:
         aggregation = entry["aggregation"]
         values, cells, keys = aggregation["values"], aggregation["cells"], aggregation["keys"]
-        width = len(CELL_KEYS) + 2
         decoded_cells = {
-            tuple(values[i] for i in cells[at : at + width - 1]): cells[at + width - 1]
-            for at in range(0, len(cells), width)
+            (*document["cells"][cells[at]], values[cells[at + 1]]): cells[at + 2]
+            for at in range(0, len(cells), 3)
         }
         decoded_keys, at = {}, 0
         while at < len(keys):
@@ -465,3 +478,100 @@ def test_a_followed_run_with_the_collector_paused_leaves_no_garbage_behind(
         assert gc.collect() == 0
     finally:
         gc.enable() if was else gc.disable()
+
+
+def test_an_edited_cell_of_the_shared_table_rebuilds_every_log_that_uses_it(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
+) -> None:
+    """The table of cells is shared by every entry and bound into each entry's digest."""
+
+    def forge_cell(document: dict[str, Any]) -> None:
+        document["cells"][0][2] = "held" if document["cells"][0][2] != "held" else "decided"
+
+    followed = _rerun_after(fleet[0], tmp_path / "state.json", forge_cell)
+    assert len(followed.rebuilt) == 2 and followed.extended == ()
+    assert all("digest does not match" in warning for warning in followed.warnings)
+
+
+def test_the_state_keeps_only_the_cells_of_the_logs_it_follows(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
+) -> None:
+    """A log no longer followed leaves no cell of its own behind in the shared table, and the rows
+    of the logs kept are renumbered into the smaller table."""
+    _folder, hosts = fleet
+    gamma, _signer = make_log(tmp_path / "more", "gamma", "gamma.example/rs", [SCENARIO[0]])
+    alpha = hosts["alpha.example/rs"][0]
+    state = tmp_path / "state.json"
+    follow_fleet([str(alpha), str(gamma)], str(state))
+    both = json.loads(state.read_text(encoding="utf-8"))["cells"]
+    again = follow_fleet([str(gamma)], str(state))
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert len(again.fleet.followed.extended) == 1
+    document = json.loads(state.read_text(encoding="utf-8"))
+    used = set(document["logs"][0]["aggregation"]["cells"][::3])
+    assert len(document["cells"]) < len(both) and used == set(range(len(document["cells"])))
+    third = follow_fleet([str(gamma)], str(state))
+    assert _figures(third.as_dict()) == _figures(build_fleet_report([str(gamma)]).as_dict())
+
+
+def _fleet_of_one(tmp_path: Path) -> tuple[Path, Signer, str]:
+    alpha, signer = make_log(tmp_path / "fleet", "alpha", "alpha.example/rs")
+    return alpha, signer, str(tmp_path / "state.json")
+
+
+def _edit_line(path: Path, number: int) -> list[bytes]:
+    """Edit the chain's line ``number`` (its hash no longer matches); its lines."""
+    lines = path.read_bytes().split(b"\n")[:-1]
+    lines[number] = lines[number].replace(b"acme/", b"ACME/", 1)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return lines
+
+
+def _statuses(report: Any) -> list[tuple[str, str | None]]:
+    return [(log.status, log.reason) for log in report.fleet.logs]
+
+
+def test_a_rerun_checks_the_lines_after_the_checkpoint_as_a_full_run_does(tmp_path: Path) -> None:
+    """Lines appended after the checkpoint, one of them edited: a full run excludes the log, and so
+    must a rerun (it counted the log before: lines after a checkpoint were never checked)."""
+    alpha, signer, state = _fleet_of_one(tmp_path)
+    keys = [signer.verifier()]
+    follow_fleet([str(alpha)], state, verifiers=keys)
+    build_chain(alpha, SCENARIO[:2], start_ns=T1)
+    _edit_line(alpha, -1)
+    full = build_fleet_report([str(alpha)], verifiers=keys)
+    again = follow_fleet([str(alpha)], state, verifiers=keys)
+    assert _statuses(again) == _statuses(full) and full.fleet is not None and not full.fleet.included
+    assert again.fleet is not None and again.fleet.followed is not None and not again.fleet.followed.extended
+
+
+def test_a_rerun_without_a_key_checks_the_links_of_the_records_it_adds(tmp_path: Path) -> None:
+    """New records, one edited, under a checkpoint signed again over them: without a key nothing
+    vouches for them, so a full run checks every line and excludes the log; so must a rerun."""
+    alpha, signer, state = _fleet_of_one(tmp_path)
+    follow_fleet([str(alpha)], state)
+    size = len(alpha.read_bytes().split(b"\n")) - 1
+    build_chain(alpha, SCENARIO[:2], start_ns=T1)
+    lines = _edit_line(alpha, size + 2)
+    tree = CompactRange()
+    for line in lines:
+        tree.append(leaf_hash(line))
+    note = sign_note(Checkpoint("alpha.example/rs", tree.size, tree.root()).text(), [signer])
+    (Path(tlog_dir(str(alpha))) / "checkpoint").write_text(note, encoding="utf-8")
+    full = build_fleet_report([str(alpha)])
+    again = follow_fleet([str(alpha)], state)
+    assert _statuses(again) == _statuses(full) and full.fleet is not None and not full.fleet.included
+
+
+def test_a_chain_cut_short_below_its_unchanged_checkpoint_is_not_counted_by_a_rerun(tmp_path: Path) -> None:
+    """The rerun read nothing (the checkpoint did not move) and counted 17 records a chain of 5 no
+    longer holds; it must see that its position is gone and read the log in full, as a full run."""
+    alpha, signer, state = _fleet_of_one(tmp_path)
+    keys = [signer.verifier()]
+    follow_fleet([str(alpha)], state, verifiers=keys)
+    alpha.write_bytes(b"\n".join(alpha.read_bytes().split(b"\n")[:5]) + b"\n")
+    full = build_fleet_report([str(alpha)], verifiers=keys)
+    again = follow_fleet([str(alpha)], state, verifiers=keys)
+    assert _statuses(again) == _statuses(full) and full.fleet is not None and not full.fleet.included
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert "cut short" in again.fleet.followed.warnings[0]

@@ -12,10 +12,13 @@ that holds a line that is not a record) is checked as a whole by ``check_chain``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any, Final
+
+import orjson
 
 from otel_route_shadow.analysis.fleet import (
     PendingLog,
@@ -29,9 +32,17 @@ from otel_route_shadow.analysis.records import Repeats
 from otel_route_shadow.analysis.remote import seq_and_payload
 from otel_route_shadow.analysis.replaying import CitedLoader
 from otel_route_shadow.analysis.report import Aggregation
-from otel_route_shadow.chain import iter_chain_lines
+from otel_route_shadow.chain import (
+    GENESIS_HASH,
+    MAX_LINE_BYTES,
+    ScanState,
+    check_lines,
+    each_chain_file,
+    iter_chain_lines,
+    record_hash_of,
+)
 from otel_route_shadow.files import FileRefused
-from otel_route_shadow.lines import LineTooLong
+from otel_route_shadow.lines import LineTooLong, iter_lines_back
 from otel_route_shadow.processes import mp_context
 from otel_route_shadow.tlog import CompactRange, leaf_hash
 
@@ -41,15 +52,58 @@ __all__ = [
     "hashed_records",
     "included_log",
     "lines_after",
+    "links_from",
 ]
 
 READ_BYTES: Final = 256 * 1024
 """Block size for reading a log's records: a day's share of a log is read by a monitor, not its
 history (the chain readers' 8 MiB blocks would cost more to allocate than the records to read)."""
+CHECK_LINES: Final = 256
+"""Lines whose links are checked at once (:func:`_check`)."""
 
 
 class NotRecords(Exception):
     """The lines from a position are not the records expected (the message says where and why)."""
+
+
+def links_from(path: str, end: int, seq: int, kept_from: int = 0) -> ScanState:
+    """Where the links of the chain's lines from position ``end`` (record ``seq``) are checked from:
+    the record hash carried by the line that ends there (the genesis value at seq 0; at a pruned
+    chain's minimum index, the first line's own link, which points into a pruned segment). Raises
+    :class:`NotRecords` when no complete line ends at ``end``: the chain was cut short (or rewritten)
+    since ``end`` was found."""
+    if seq in (0, kept_from):
+        return ScanState(seq, GENESIS_HASH if seq == 0 else "", 0, end)
+    base = 0
+    for _, handle in each_chain_file(path, kept_from):
+        size = os.fstat(handle.fileno()).st_size
+        if base < end <= base + size and os.pread(handle.fileno(), 1, end - base - 1) == b"\n":
+            line = next(iter_lines_back(handle, end - base, MAX_LINE_BYTES + 1), None)
+            if line is not None and len(line) <= MAX_LINE_BYTES:
+                return ScanState(seq, record_hash_of(line).decode("ascii", "replace"), 0, end)
+        base += size
+    raise NotRecords(f"no line of the chain ends at byte {end}: cut short or rewritten since")
+
+
+def _prev_hash(line: bytes) -> str:
+    """The ``prev_hash`` a line carries ("" when it carries none)."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return ""
+    prev = record.get("prev_hash") if record.__class__ is dict else None
+    return prev if prev.__class__ is str else ""
+
+
+def _check(lines: list[bytes], links: ScanState) -> None:
+    """Check ``lines``' hashes and links after ``links`` (an empty ``prev``: take the first line's);
+    :class:`NotRecords` at the first that does not verify. ``lines`` is emptied."""
+    if lines and not links.prev:
+        links.prev = _prev_hash(lines[0])
+    stop = check_lines(lines, links, strict=False)
+    lines.clear()
+    if stop is not None:
+        raise NotRecords(f"seq {stop.state.seq}: the record's hash or its link does not verify")
 
 
 def hashed_records(
@@ -60,17 +114,26 @@ def hashed_records(
     add_leaf: Callable[[bytes], None],
     ends: list[int],
     kept_from: int = 0,
+    links: ScanState | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """``(seq, payload)`` of the ``count`` records from chain position ``start`` (over a segmented
     chain's files, from the one that begins at ``kept_from``, the minimum index), each observation's attributes carrying ``host`` (as ``fleet.with_host``), each
-    line's leaf hash passed to ``add_leaf`` and the position after it set in ``ends[0]``. Raises :class:`NotRecords` for a line that is not a record or too few lines, and
-    ``OSError``, ``LineTooLong`` or ``FileRefused`` for a chain that cannot be read."""
+    line's leaf hash passed to ``add_leaf`` and the position after it set in ``ends[0]``; with
+    ``links`` (:func:`links_from` at ``start``), each line's hash and link checked too, as a full check
+    of the chain does. Raises :class:`NotRecords` for a line that is not a record or does not verify,
+    or too few lines, and ``OSError``, ``LineTooLong`` or ``FileRefused`` for a chain that cannot be
+    read."""
     if count <= 0:
         return
     lines = iter_chain_lines(path, start, block_bytes=READ_BYTES, kept_from=kept_from)
+    unchecked: list[bytes] = []
     for taken, (position, line) in enumerate(lines, start=1):
         if line is None:
             raise NotRecords(f"the line at byte {position} is longer than any record")
+        if links is not None:
+            unchecked.append(line)
+            if taken == count or len(unchecked) == CHECK_LINES:
+                _check(unchecked, links)
         add_leaf(leaf_hash(line))
         ends[0] = position + len(line) + 1
         found = seq_and_payload(line)
@@ -85,10 +148,22 @@ def hashed_records(
     raise NotRecords(f"the chain holds fewer records than the {count} expected")
 
 
-def lines_after(path: str, start: int, kept_from: int = 0) -> int:
+def lines_after(path: str, start: int, kept_from: int = 0, links: ScanState | None = None) -> int:
     """The complete lines from chain position ``start`` on (the records not yet under a checkpoint;
-    ``kept_from``: as for :func:`hashed_records`)."""
-    return sum(1 for _ in iter_chain_lines(path, start, block_bytes=READ_BYTES, kept_from=kept_from))
+    ``kept_from``: as for :func:`hashed_records`), each one's hash and link checked after ``links``
+    when given (:class:`NotRecords` at the first that does not verify)."""
+    if links is None:
+        return sum(1 for _ in iter_chain_lines(path, start, block_bytes=READ_BYTES, kept_from=kept_from))
+    count, unchecked = 0, []
+    for position, line in iter_chain_lines(path, start, block_bytes=READ_BYTES, kept_from=kept_from):
+        if line is None:
+            raise NotRecords(f"the line at byte {position} is longer than any record")
+        count += 1
+        unchecked.append(line)
+        if len(unchecked) == CHECK_LINES:
+            _check(unchecked, links)
+    _check(unchecked, links)
+    return count
 
 
 def count_log(

@@ -39,8 +39,10 @@ from otel_route_shadow.analysis.log_pass import (
     hashed_records,
     included_log,
     lines_after,
+    links_from,
 )
 from otel_route_shadow.analysis.monitor_state import (
+    CellTable,
     LogState,
     ValueTable,
     log_entry,
@@ -52,6 +54,7 @@ from otel_route_shadow.analysis.remote import Fetch, PendingRemote, RemoteError,
 from otel_route_shadow.analysis.report import Aggregation
 from otel_route_shadow.analysis.source import Payloads
 from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.chain import ScanState
 from otel_route_shadow.files import FileRefused
 from otel_route_shadow.lines import LineTooLong
 from otel_route_shadow.tlog import CompactRange, LogKey, Policy, decode_hash
@@ -72,6 +75,7 @@ def _extended(
     entry: LogState,
     settings: ReportSettings,
     records: Callable[[Callable[[bytes], None]], Payloads],
+    cells: CellTable,
 ) -> tuple[CompactRange, Aggregation, ValueTable]:
     """The entry's tree and aggregation extended with ``records(add_leaf)``, the records from the
     entry's size to the new checkpoint's (see the module docstring). Raises :class:`_NotAnExtension`
@@ -91,7 +95,7 @@ def _extended(
     try:
         tree = CompactRange(entry.size, [decode_hash(node) for node in entry.frontier])
         old_root = decode_hash(entry.root)
-        table = ValueTable(entry.aggregation.values)
+        table = ValueTable(entry.aggregation.values, cells)
         aggregation = restore_aggregation(entry.aggregation, settings, table)
     except ValueError as exc:
         raise _NotAnExtension(f"an unusable entry ({exc})") from None
@@ -112,26 +116,40 @@ def _extended(
 
 
 def extend_log(
-    pending: PendingLog | PendingRemote, entry: LogState, settings: ReportSettings
+    pending: PendingLog | PendingRemote,
+    entry: LogState,
+    settings: ReportSettings,
+    cells: CellTable,
+    check_links: bool = True,
 ) -> tuple[FleetLog, Aggregation, ValueTable]:
-    """The log counted up to its new checkpoint from ``entry``: a local chain's new records read from
-    the entry's byte offset, a remote's from the entry bundle holding its size (:func:`_extended`)."""
+    """The log counted up to its new checkpoint from ``entry`` (its cells rows of ``cells``): a local
+    chain's new records read from the entry's byte offset, a remote's from the entry bundle holding
+    its size (:func:`_extended`). A local chain's lines are checked as a full run checks them: the
+    line before that offset must still end there, every line after the new checkpoint's size must
+    verify (its hash, its link), and so must the new records unless ``check_links`` is False (an
+    authenticated checkpoint vouches for them)."""
     if isinstance(pending, PendingRemote):
         tree, aggregation, table = _extended(
-            pending, entry, settings, lambda add_leaf: remote_records(pending, entry.size, add_leaf)
+            pending, entry, settings, lambda add_leaf: remote_records(pending, entry.size, add_leaf), cells
         )
         return pending.included(entry.start, tree.nodes), aggregation, table
     ends, count = [(entry.end or 0) - pending.pruned_bytes], (pending.evidence.size or 0) - entry.size
-    host, kept = pending.evidence.origin or pending.path, pending.start
+    host, kept, path = pending.evidence.origin or pending.path, pending.start, pending.path
+    links: list[ScanState] = []
 
     def records(add_leaf: Callable[[bytes], None]) -> Payloads:  # once the entry's checkpoint is judged
         if entry.end is None or ends[0] < 0:
             raise _NotAnExtension(f"its position {entry.end} lies in the log's pruned segments, or is none")
-        return hashed_records(pending.path, ends[0], count, host, add_leaf, ends, kept_from=kept)
+        links.append(links_from(path, ends[0], entry.size, kept))
+        checked = links[0] if check_links else None
+        return hashed_records(path, ends[0], count, host, add_leaf, ends, kept_from=kept, links=checked)
 
-    tree, aggregation, table = _extended(pending, entry, settings, records)
+    tree, aggregation, table = _extended(pending, entry, settings, records, cells)
     try:
-        chain_records = tree.size + lines_after(pending.path, ends[0], kept_from=kept)
+        after = links[0] if check_links or not count else links_from(path, ends[0], tree.size, kept)
+        chain_records = tree.size + lines_after(path, ends[0], kept_from=kept, links=after)
+    except NotRecords as exc:
+        raise _NotAnExtension(f"the lines after its checkpoint: {exc}") from None
     except (OSError, LineTooLong) as exc:
         raise _NotAnExtension(f"the chain cannot be read after its checkpoint ({exc})") from None
     log = included_log(
@@ -167,14 +185,15 @@ def follow_fleet(
     paths = chain_paths(inputs)
     settings = ReportSettings(fleet_specs(as_specs(by)), window or TimeWindow(), examples, min_spawns)
     warnings: list[str] = []
-    entries = {} if rebuild else read_state(state_path, settings, warnings)
+    entries, cells = ({}, CellTable()) if rebuild else read_state(state_path, settings, warnings)
     prepared = prepare_logs(paths, verifiers, policy, fetch)
+    unvouched = not verifier_keys(verifiers, policy)  # no key: every line's link is checked, as in full
     done: dict[str, tuple[FleetLog, Aggregation, ValueTable | None]] = {}
     checked: dict[str, FleetLog] = {}
     extended: list[str] = []
     for item in [item for item in prepared if not isinstance(item, FleetLog) and item.path in entries]:
         try:
-            done[item.path] = extend_log(item, entries[item.path], settings)
+            done[item.path] = extend_log(item, entries[item.path], settings, cells, unvouched)
             extended.append(item.path)
         except _NotAnExtension as exc:
             del entries[item.path]
@@ -197,10 +216,11 @@ def follow_fleet(
     counted = [done[log.path] for log in fleet.included]
     kept = [entries[log.path] for log in fleet.excluded if is_remote(log.path) and log.path in entries]
     warnings.extend(f"state of {entry.path}: kept (the log is excluded from this run)" for entry in kept)
-    written = [log_entry(log, aggregation, settings, table) for log, aggregation, table in counted]
-    write_state(
-        state_path, [*written, *(entry.model_dump(mode="json", exclude_unset=True) for entry in kept)]
-    )
+    written = [
+        log_entry(log, aggregation, table or ValueTable(shared=cells)) for log, aggregation, table in counted
+    ]
+    kept_entries = [entry.model_dump(mode="json", exclude_unset=True) for entry in kept]
+    write_state(state_path, [*written, *kept_entries], cells, settings)
     followed = Followed(tuple(extended), tuple(log.path for log in fresh), tuple(warnings))
     return combine(
         replace(fleet, followed=followed), [aggregation for _, aggregation, _ in counted], settings

@@ -1,13 +1,14 @@
 """The monitor's state file (``report --state FILE``, docs/reports.md "Following a fleet"): per log, the
 last checkpoint it was verified against and the report's aggregation up to it, in the form it is kept
-on disk (version 3: cells and decision keys as rows of indices into a table of the log's distinct
-values), and how it is read back.
+on disk (version 4: decision keys as rows of indices into a table of the log's distinct values, cells
+as rows of an index into one table of distinct cells shared by every log, their host and count), and
+how it is read back.
 
 **The state file is untrusted input**: read bounded (:data:`MAX_STATE_BYTES`), parsed by ``orjson``,
-validated by the pydantic models below, each entry bound by a SHA-256 digest to its checkpoint and the
-report's settings (:func:`entry_digest`): a damaged or mixed-up entry is dropped with a warning, and
-its log rebuilt (:func:`read_state`). What an entry's counts say is proven against the next signed
-root by the rerun (``analysis.monitor``).
+validated by the pydantic models below, each entry bound by a SHA-256 digest to its checkpoint, the
+table of cells and the report's settings (:func:`entry_digest`): a damaged or mixed-up entry is
+dropped with a warning, and its log rebuilt (:func:`read_state`). What an entry's counts say is
+proven against the next signed root by the rerun (``analysis.monitor``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictStr,
+    ValidationError,
+)
 
 from otel_route_shadow.analysis.cells import CELL_KEYS
 from otel_route_shadow.analysis.cohorts import COHORT_ATTRIBUTES
@@ -38,6 +48,7 @@ __all__ = [
     "STATE_KIND",
     "STATE_VERSION",
     "AggregationState",
+    "CellTable",
     "LogState",
     "ValueTable",
     "aggregation_state",
@@ -49,15 +60,26 @@ __all__ = [
 ]
 
 STATE_KIND: Final = "route-shadow-monitor-state"
-STATE_VERSION: Final = 3
+STATE_VERSION: Final = 4
 """Version 2 added the spawns' durations per cohort (``latencies``); version 3 holds cells and keys as
-rows of indices into a table of values. An older state is rebuilt."""
+rows of indices into a table of values; version 4 holds each distinct cell once for every log (a
+fleet's logs share nearly all their cells but their host). An older state is rebuilt."""
 MAX_STATE_BYTES: Final = 256 * 1024 * 1024
 """A state file holds counts per distinct cell and key, never per record: far below this."""
 
 StrictInt = Annotated[int, Field(strict=True, ge=0)]
 """Every count, offset, size and seq of a state file: a whole number, never negative."""
 Scalar = StrictBool | Annotated[int, Field(strict=True)] | StrictFloat | StrictStr | None
+
+
+def _not_negative(rows: list[int]) -> list[int]:
+    if rows and min(rows) < 0:
+        raise ValueError("a negative index or count")
+    return rows
+
+
+Rows = Annotated[list[Annotated[int, Field(strict=True)]], AfterValidator(_not_negative)]
+"""A list of :data:`StrictInt`, checked as one (its least member once, not each member)."""
 
 
 class _Model(BaseModel):
@@ -104,21 +126,20 @@ class LatencyRow(_Model):
 
 class AggregationState(_Model):
     """A log's aggregation. Its cells and its decision keys are each one list of whole numbers (one
-    container however many rows: cheap to parse, validate and keep), each field an index into
-    ``values``:
+    container however many rows: cheap to parse, validate and keep):
 
-    * ``cells``: per cell, one index per :class:`~otel_route_shadow.analysis.cells.Cell` field, then
-      its count;
+    * ``cells``: per cell, the index of its values but its host in the state file's ``cells`` (see
+      :class:`CellTable`), the index of its host in ``values``, then its count;
     * ``keys``: per decision key, the length of its row, then the row: one index per field of the key
       and its host, its flaps, the length of its last route (0 before a first spawn, else one index
       per route field) and that route, the number of distinct routes it ran and each route, then the
-      ``seq`` of its first flaps.
+      ``seq`` of its first flaps (every field but the counts an index into ``values``).
     """
 
     values: list[Scalar]
-    cells: list[StrictInt]
+    cells: Rows
     latencies: list[LatencyRow]
-    keys: list[StrictInt]
+    keys: Rows
     timeline: TimelineState
     divergent: dict[str, list[dict[str, Any]]]
     served: list[dict[str, Any]]
@@ -140,7 +161,8 @@ class LogState(_Model):
 
 class StateFile(_Model):
     kind: Literal["route-shadow-monitor-state"]
-    version: Literal[3]
+    version: Literal[4]
+    cells: list[list[Scalar]]
     logs: list[LogState]
 
 
@@ -152,15 +174,49 @@ def _scalars(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(values)
 
 
+def _typed(values: Sequence[Any]) -> tuple[Any, ...]:
+    """``values`` with their types, so that ``True`` and ``1`` are told apart as keys."""
+    return (*values, *map(type, values))
+
+
+class CellTable:
+    """The state file's table of distinct cells, each without its host, shared by every log's entry
+    (a fleet's logs have nearly all their cells in common but their host: 296 distinct cells for the
+    29,600 of row 11c's 100 logs)."""
+
+    __slots__ = ("cells", "index")
+
+    def __init__(self, cells: Sequence[Sequence[Any]] = ()) -> None:
+        """Raises ``ValueError`` for a cell of the wrong shape."""
+        self.cells: list[tuple[Any, ...]] = [tuple(cell) for cell in cells]
+        if any(len(cell) != len(CELL_KEYS) or type(cell[0]) is not bool for cell in self.cells):
+            raise ValueError("a cell of the wrong shape")
+        self.index = {_typed(cell): at for at, cell in enumerate(self.cells)}
+
+    def at(self, cell: tuple[Any, ...]) -> int:
+        """The index of ``cell`` (its values but its host), added if it is new."""
+        typed = _typed(cell)
+        at = self.index.get(typed)
+        if at is None:
+            at = self.index[typed] = len(self.cells)
+            self.cells.append(cell)
+        return at
+
+    def digest(self) -> str:
+        return hashlib.sha256(orjson.dumps(self.cells)).hexdigest()
+
+
 class ValueTable:
     """The table of values of one state entry (each distinct value once, by type: ``True`` is not
-    ``1``), and the rows of the cells and decision keys read from it, so that what a rerun did not
-    change is written back as it was read, not looked up value by value."""
+    ``1``), the state's :class:`CellTable`, and the rows of the cells and decision keys read from
+    them, so that what a rerun did not change is written back as it was read, not looked up value by
+    value."""
 
-    __slots__ = ("cells", "index", "keys", "read_cells", "read_keys", "values")
+    __slots__ = ("cells", "index", "keys", "read_cells", "read_keys", "shared", "values")
 
-    def __init__(self, values: Sequence[Any] = ()) -> None:
+    def __init__(self, values: Sequence[Any] = (), shared: CellTable | None = None) -> None:
         self.values: list[Any] = list(values)
+        self.shared = shared if shared is not None else CellTable()
         self.index: dict[tuple[type, Any], int] = {(v.__class__, v): i for i, v in enumerate(self.values)}
         self.read_cells: list[int] = []
         self.read_keys: list[int] = []
@@ -182,7 +238,11 @@ class ValueTable:
 
     def cell(self, out: list[int], key: tuple[Any, ...], count: int) -> None:
         at = self.cells.get(key)
-        out.extend(self.row(key) if at is None else self.read_cells[at : at + len(key)])
+        if at is None:
+            out.append(self.shared.at(key[:-1]))
+            out.extend(self.row(key[-1:]))
+        else:
+            out.extend(self.read_cells[at : at + 2])
         out.append(count)
 
     def key(self, out: list[int], key: tuple[Any, ...], state: KeyState) -> None:
@@ -262,13 +322,12 @@ def aggregation_state(aggregation: Aggregation, table: ValueTable | None = None)
 
 def _restore_cells(saved: dict[tuple[Any, ...], int], table: ValueTable, cells: list[int]) -> None:
     """The cube's saved counts (each cell becomes a slot only if a new record of it is counted)."""
-    width = 1 + len(CELL_KEYS)
-    value, where = table.values.__getitem__, table.cells
-    if len(cells) % (width + 1):
+    shared, values, where = table.shared.cells, table.values, table.cells
+    if len(cells) % 3:
         raise ValueError("a cell of the wrong shape")
-    for at in range(0, len(cells), width + 1):
-        key, count = tuple(map(value, cells[at : at + width])), cells[at + width]
-        if type(key[0]) is not bool or count < 1 or key in saved:
+    for at in range(0, len(cells), 3):
+        key, count = (*shared[cells[at]], values[cells[at + 1]]), cells[at + 2]
+        if count < 1 or key in saved:
             raise ValueError("a cell of the wrong shape, or given twice")
         saved[key] = count
         where[key] = at
@@ -352,18 +411,17 @@ def _settings_dict(settings: ReportSettings) -> dict[str, Any]:
     }
 
 
-def entry_digest(entry: dict[str, Any], settings: ReportSettings) -> str:
-    """SHA-256 over the entry (without its digest) and the report's settings, canonical JSON."""
+def entry_digest(entry: dict[str, Any], settings: ReportSettings, cells: str) -> str:
+    """SHA-256 over the entry (without its digest), the digest ``cells`` of the state's
+    :class:`CellTable` and the report's settings, canonical JSON."""
     body = {key: value for key, value in entry.items() if key != "digest"}
-    data = orjson.dumps({"entry": body, "settings": _settings_dict(settings)}, option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(data).hexdigest()
+    document = {"entry": body, "cells": cells, "settings": _settings_dict(settings)}
+    return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def log_entry(
-    log: FleetLog, aggregation: Aggregation, settings: ReportSettings, table: ValueTable | None = None
-) -> dict[str, Any]:
-    """The state file's entry for an included log counted up to its checkpoint (``table``: see
-    :func:`aggregation_state`)."""
+def log_entry(log: FleetLog, aggregation: Aggregation, table: ValueTable) -> dict[str, Any]:
+    """The state file's entry for an included log counted up to its checkpoint, without its digest
+    (``table``: see :func:`aggregation_state`; :func:`write_state` adds the digest)."""
     entry = {
         "path": log.path,
         "origin": log.origin or "",
@@ -375,13 +433,14 @@ def log_entry(
     }
     if not is_remote(log.path):
         entry["end"] = log.end + log.pruned_bytes
-    entry["digest"] = entry_digest(entry, settings)
     return entry
 
 
-def read_state(path: str, settings: ReportSettings, warnings: list[str]) -> dict[str, LogState]:
-    """The usable entries of the state file at ``path``, by chain path (none when it does not exist
-    yet); every entry or file left out is said in ``warnings``."""
+def read_state(
+    path: str, settings: ReportSettings, warnings: list[str]
+) -> tuple[dict[str, LogState], CellTable]:
+    """The usable entries of the state file at ``path``, by chain path, and its table of cells (none
+    when it does not exist yet); every entry or file left out is said in ``warnings``."""
     try:
         data = orjson.loads(read_regular(path, MAX_STATE_BYTES))
         version = data.get("version") if isinstance(data, dict) and data.get("kind") == STATE_KIND else None
@@ -390,17 +449,19 @@ def read_state(path: str, settings: ReportSettings, warnings: list[str]) -> dict
                 f"state file {path} is of another schema version than {STATE_VERSION} (an older one lacks the "
                 "spawns' durations or holds its counts in another form): every log rebuilt from scratch"
             )
-            return {}
+            return {}, CellTable()
         state = StateFile.model_validate(data)
+        cells = CellTable(state.cells)
     except FileNotFoundError:
-        return {}
-    except (FileRefused, OSError, orjson.JSONDecodeError, ValidationError) as exc:
+        return {}, CellTable()
+    except (FileRefused, OSError, orjson.JSONDecodeError, ValidationError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         warnings.append(f"state file {path} cannot be used ({first}): every log rebuilt from scratch")
-        return {}
+        return {}, CellTable()
     usable: dict[str, LogState] = {}
+    cells_digest = cells.digest()
     for entry, written in zip(state.logs, data["logs"], strict=True):
-        if entry.digest != entry_digest(written, settings):
+        if entry.digest != entry_digest(written, settings, cells_digest):
             warnings.append(
                 f"state of {entry.path}: its digest does not match its content and this report's settings "
                 "(damaged, edited, or written with other --by/--since/--until/--examples/--min-spawns): "
@@ -408,13 +469,30 @@ def read_state(path: str, settings: ReportSettings, warnings: list[str]) -> dict
             )
             continue
         usable[entry.path] = entry
-    return usable
+    return usable, cells if usable else CellTable()
 
 
-def write_state(path: str, entries: list[dict[str, Any]]) -> None:
-    """Replace the state file at ``path`` (atomically); one that cannot be written is a
-    :class:`~otel_route_shadow.analysis.source.ChainAnalysisError` naming it."""
-    document = {"kind": STATE_KIND, "version": STATE_VERSION, "logs": entries}
+def _compacted(cells: CellTable, entries: list[dict[str, Any]]) -> CellTable:
+    """The cells the ``entries`` hold, each entry's rows renumbered into it where any other is left."""
+    used = sorted({at for entry in entries for at in entry["aggregation"]["cells"][::3]})
+    if len(used) == len(cells.cells):
+        return cells
+    renumbered = dict(zip(used, range(len(used)), strict=True))
+    for entry in entries:
+        rows = entry["aggregation"]["cells"] = list(entry["aggregation"]["cells"])
+        rows[::3] = [renumbered[at] for at in rows[::3]]
+    return CellTable([cells.cells[at] for at in used])
+
+
+def write_state(path: str, entries: list[dict[str, Any]], cells: CellTable, settings: ReportSettings) -> None:
+    """Replace the state file at ``path`` (atomically) with ``entries``, whose cells are rows of
+    ``cells``, each entry's digest made anew (see :func:`entry_digest`); one that cannot be written is
+    a :class:`~otel_route_shadow.analysis.source.ChainAnalysisError` naming it."""
+    cells = _compacted(cells, entries)
+    cells_digest = cells.digest()
+    for entry in entries:
+        entry["digest"] = entry_digest(entry, settings, cells_digest)
+    document = {"kind": STATE_KIND, "version": STATE_VERSION, "cells": cells.cells, "logs": entries}
     try:
         write_atomic(path, orjson.dumps(document) + b"\n", mode=0o600)
     except OSError as exc:

@@ -75,6 +75,7 @@ from otel_route_shadow.chain.sanitize import (
     RedactionMark,
     sanitize_payload,
 )
+from otel_route_shadow.chain.scan import ScanState, check_lines
 from otel_route_shadow.chain.segments import SEGMENTS_SUFFIX, Segment, chain_segments, live_path, segment_name
 from otel_route_shadow.chain.truncation import TRUNCATED_KIND
 from otel_route_shadow.chain.verify import verify_chain, verify_pass
@@ -119,6 +120,7 @@ __all__ = [
     "PayloadTemplate",
     "Reason",
     "RedactionMark",
+    "ScanState",
     "Segment",
     "TornTail",
     "Verdict",
@@ -129,6 +131,7 @@ __all__ = [
     "chain_line",
     "chain_segments",
     "check_line",
+    "check_lines",
     "cut_chain",
     "each_chain_file",
     "encode_payload",
