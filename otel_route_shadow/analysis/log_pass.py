@@ -42,7 +42,7 @@ from otel_route_shadow.chain import (
     record_hash_of,
 )
 from otel_route_shadow.files import FileRefused
-from otel_route_shadow.lines import LineTooLong, iter_lines_back
+from otel_route_shadow.lines import LineTooLong, complete_end
 from otel_route_shadow.processes import mp_context
 from otel_route_shadow.tlog import CompactRange, leaf_hash
 
@@ -76,11 +76,11 @@ def links_from(path: str, end: int, seq: int, kept_from: int = 0) -> ScanState:
         return ScanState(seq, GENESIS_HASH if seq == 0 else "", 0, end)
     base = 0
     for _, handle in each_chain_file(path, kept_from):
-        size = os.fstat(handle.fileno()).st_size
-        if base < end <= base + size and os.pread(handle.fileno(), 1, end - base - 1) == b"\n":
-            line = next(iter_lines_back(handle, end - base, MAX_LINE_BYTES + 1), None)
-            if line is not None and len(line) <= MAX_LINE_BYTES:
-                return ScanState(seq, record_hash_of(line).decode("ascii", "replace"), 0, end)
+        fd, size = handle.fileno(), os.fstat(handle.fileno()).st_size
+        if base < end <= base + size and os.pread(fd, 1, end - base - 1) == b"\n":
+            start = complete_end(handle, end - base - 1, MAX_LINE_BYTES)  # where that line begins
+            line = os.pread(fd, end - base - 1 - start, start)
+            return ScanState(seq, record_hash_of(line).decode("ascii", "replace"), 0, end)
         base += size
     raise NotRecords(f"no line of the chain ends at byte {end}: cut short or rewritten since")
 
