@@ -18,9 +18,9 @@ from serve_support import serving
 from test_analysis_fleet import make_log
 from test_analysis_support import SCENARIO, Entry
 
-from otel_route_shadow.analysis import EXCLUDED, INCLUDED, build_fleet_report
+from otel_route_shadow.analysis import EXCLUDED, INCLUDED, FleetError, build_fleet_report
 from otel_route_shadow.cli import main
-from otel_route_shadow.cli.exit_codes import EXIT_FINDING
+from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_USAGE
 from otel_route_shadow.cli.fleet import remote_fetch
 from otel_route_shadow.logstore import bundle_path, tlog_dir
 from otel_route_shadow.logstore.entries import encode_bundle
@@ -152,3 +152,71 @@ def test_a_remote_logs_requests_share_kept_alive_connections(log: Path) -> None:
     assert again.spawns == 340
     assert len(_KeptAlive.ports) == 8  # per report: checkpoint, min-index (404), two bundles
     assert len(set(_KeptAlive.ports)) <= 4  # at most two connections per report (the bundle reader's)
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://[::1/o/", "cannot be parsed"),  # urllib's ValueError, raised outside any try
+        ("http://a..b/o/", "not a valid host name"),  # the name lookup's UnicodeError (IDNA)
+        ("http://127.0.0.1:{port}/\u00e9/", "non-ASCII"),  # http.client's UnicodeEncodeError, once connected
+    ],
+)
+@pytest.mark.parametrize("command", ["report", "whatif"])
+def test_a_malformed_remote_url_is_refused_in_one_line_not_a_traceback(
+    command: str, url: str, problem: str, log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policies = ["--policies", str(Path(__file__).resolve().parent.parent / "examples" / "policies.json")]
+    extra = policies if command == "whatif" else []
+    with socket.socket() as listening:  # the connection would be made (the backlog), never answered
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(4)
+        url = url.format(port=listening.getsockname()[1])
+        assert main([command, str(log), url, *extra, "--no-progress", "--remote-timeout", "5"]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert (
+        captured.err.startswith("otel-route-shadow: the remote log given as chain 2: ")
+        and problem in captured.err
+    )
+
+
+def test_a_remote_url_with_a_password_is_refused_without_printing_it(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No Authorization is ever sent: the credential was only echoed, in every reason line, the JSON and
+    HTML host rows and the state file's ``path``."""
+    state = tmp_path / "state.json"
+    for url in ("http://admin:hunter2@127.0.0.1:1/o/", "http://admin:hunter2@[::1/o/"):
+        code = main(["report", url, str(log), "--state", str(state), "--json", "--no-progress"])
+        assert code == EXIT_USAGE
+        captured = capsys.readouterr()
+        assert "hunter2" not in captured.out + captured.err and "admin" not in captured.err
+        assert captured.err.count("\n") == 1 and not state.exists()
+    code = main(["report", "http://admin:hunter2@127.0.0.1:1/o/", "--json", "--no-progress"])
+    assert code == EXIT_USAGE
+    assert "holds user information" in capsys.readouterr().err
+    with pytest.raises(FleetError, match="user information") as caught:  # the library refuses it too
+        build_fleet_report(["http://admin:hunter2@127.0.0.1:1/o/"], fetch=remote_fetch(30.0))
+    assert "hunter2" not in str(caught.value)
+
+
+def test_a_min_index_of_thousands_of_digits_excludes_the_remote_not_the_report(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``int()`` of more than 4,300 digits raises ValueError: it escaped the report as a traceback."""
+    answers = {
+        "/log/checkpoint": (Path(tlog_dir(str(log))) / "checkpoint").read_bytes(),
+        "/log/min-index": b"9" * 5000 + b"\n",
+    }
+    with _http(answers) as url:
+        report = build_fleet_report([url], fetch=remote_fetch(30.0))
+        code = main(["report", url, "--json", "--no-progress"])
+    assert report.fleet is not None
+    (remote,) = report.fleet.logs
+    assert remote.status == EXCLUDED and "min-index: not a whole number" in (remote.reason or "")
+    assert len(remote.reason or "") < 200 and report.spawns == 0
+    assert code == EXIT_FINDING
+    (host,) = json.loads(capsys.readouterr().out)["fleet"]["hosts"]
+    assert host["status"] == EXCLUDED and host["reason"].startswith("min-index: not a whole number")

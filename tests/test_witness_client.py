@@ -26,7 +26,9 @@ from witness_support import Cosigner, FakeWitness, fake_witness, free_port
 from otel_route_shadow.tlog import Checkpoint, Signer, sign_note, verify_cosignatures
 from otel_route_shadow.witness import (
     MAX_RESPONSE_BYTES,
+    Connection,
     Outcome,
+    TransportError,
     WitnessConfigError,
     WitnessEndpoint,
     add_checkpoint,
@@ -264,6 +266,9 @@ def test_https_with_a_trusted_certificate_cosigns_and_an_untrusted_one_is_unreac
         ("https:///path", "no host"),
         ("https://w.example/ x", "spaces"),
         ("https://w.example/\n", "control"),
+        ("https://w.example/\u00e9/", "non-ASCII"),
+        ("https://a..b/", "not a valid host name"),
+        ("https://[::1/", "cannot be parsed"),
     ],
 )
 def test_a_witness_url_that_cannot_be_pushed_to_is_refused(url: str, problem: str) -> None:
@@ -298,3 +303,21 @@ def test_any_answer_is_an_outcome_and_only_verified_lines_are_accepted(
     else:
         assert answer.cosignatures == ()
     assert answer.detail.isprintable()
+
+
+@pytest.mark.parametrize(
+    ("host", "path", "problem"),
+    [("a..b", "/o/", "not a valid host name"), ("127.0.0.1", "/\u00e9/", "not plain ASCII")],
+)
+def test_a_host_or_path_http_cannot_carry_is_a_transport_error_not_a_crash(
+    host: str, path: str, problem: str
+) -> None:
+    """The IDNA encoding of the name lookup raised UnicodeError, http.client UnicodeEncodeError: neither
+    was the transport's error, so a caller that contains those crashed."""
+    with socket.socket() as listening:  # the connection is made (the backlog); the request is not sent
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(1)
+        connection = Connection(host, listening.getsockname()[1], None, 5.0)
+        with pytest.raises(TransportError, match=problem):
+            connection.request("GET", path, None, timeout=5.0, max_bytes=1024)
+        connection.close()

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
+from otel_route_shadow.addresses import UrlError, parse_http_url
 from otel_route_shadow.analysis.evidence import (
     PRESENT,
     VERIFIED,
@@ -103,10 +104,16 @@ def is_remote(location: str) -> bool:
 def chain_paths(inputs: Sequence[str]) -> list[str]:
     """The logs named by ``inputs``: each a chain (its live file, a closed segment or its segments
     folder), a remote log's URL, or a folder whose ``*.jsonl`` regular files (sorted by name) are its
-    chains. A path that does not exist is a
+    chains. A path that does not exist, and a URL that cannot be requested (``addresses.parse_http_url``:
+    named by its place among ``inputs``, never quoted, for it may hold a credential), is a
     :class:`FleetError`."""
     found: list[str] = []
-    for named in inputs:
+    for position, named in enumerate(inputs, 1):
+        if is_remote(named):
+            try:
+                parse_http_url(named)
+            except UrlError as exc:
+                raise FleetError(f"the remote log given as chain {position}: {exc}") from None
         item = named if is_remote(named) else live_path(named)  # a segment or segments folder: its chain
         path = Path(item)
         if path.is_dir():

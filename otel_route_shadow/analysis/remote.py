@@ -58,6 +58,7 @@ from otel_route_shadow.tlog import (
     node_tile,
     parse_checkpoint,
     parse_note,
+    parse_size,
     subtrees,
     tile_node,
 )
@@ -108,10 +109,9 @@ def _min_index(base: str, size: int, fetch: Fetch) -> int:
         if exc.status == NOT_FOUND:
             return 0
         raise RemoteError(f"min-index: {exc}") from None
-    word = text.strip()
-    if not word.isdigit() or not word.isascii():
-        raise RemoteError(f"min-index: not a whole number ({text[:32]!r})")
-    found = int(word)
+    found = parse_size(text.strip().decode("ascii", "replace"))  # as a checkpoint's size is read
+    if found is None:
+        raise RemoteError(f"min-index: not a whole number of at most 19 digits ({text[:32]!r})")
     if found > size or (found % TILE_WIDTH and found != size):
         raise RemoteError(
             f"min-index {found}: not an entry bundle's start within the checkpoint's {size} records"

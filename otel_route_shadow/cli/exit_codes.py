@@ -188,7 +188,9 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
             ),
             EXIT_USAGE: (
                 "a missing or empty chain, a bad option, an unreadable store, key or witness policy; of "
-                "several chains, two logs of one origin; a --state file that cannot be written"
+                "several chains, two logs of one origin; a --state file that cannot be written; a remote "
+                "log's URL that cannot be requested (malformed, not printable ASCII, or holding user "
+                "information)"
             ),
         },
         "whatif": {
@@ -199,8 +201,10 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
                 "decision that would change"
             ),
             EXIT_USAGE: (
-                f"a missing or empty chain, {_POLICY_FILE}, a bad option, a remote log that answers "
-                "otherwise when read again for the replay than when it was checked (nothing printed)"
+                f"a missing or empty chain, {_POLICY_FILE}, a bad option, a remote log's URL that cannot "
+                "be requested (malformed, not printable ASCII, or holding user information), a remote log "
+                "that answers otherwise when read again for the replay than when it was checked (nothing "
+                "printed)"
             ),
         },
         "matrix": {

@@ -14,8 +14,8 @@ import os
 import ssl
 import sys
 import threading
-import urllib.parse
 
+from otel_route_shadow.addresses import UrlError, parse_http_url
 from otel_route_shadow.analysis import MIN_SPAWNS, Fetch, RemoteError, Report, WhatIfResult, is_remote
 from otel_route_shadow.cli.checkpoints import add_key_options
 from otel_route_shadow.cli.common import CliError, check_output, number_argument, witness_policy_arg
@@ -161,16 +161,12 @@ def remote_fetch(timeout: float) -> Fetch:
         return answer.body
 
     def fetch(url: str, max_bytes: int) -> bytes:
-        parts = urllib.parse.urlsplit(url)
-        https = parts.scheme == "https"
         try:
-            port = parts.port or (443 if https else 80)
-        except ValueError:
-            raise RemoteError(f"{url}: not a URL with a valid port") from None
-        if not parts.hostname:
-            raise RemoteError(f"{url}: no host in the URL")
+            target = parse_http_url(url)  # each remote log's URL was checked so up front (chain_paths)
+        except UrlError as exc:
+            raise RemoteError(str(exc)) from None  # never quoted: it may hold a credential
         try:
-            return get(parts.hostname, port, https, parts.path or "/", max_bytes)
+            return get(target.host, target.port, target.tls, target.path or "/", max_bytes)
         except TransportError as exc:
             raise RemoteError(f"{url}: {exc}") from None
         except RemoteError as exc:

@@ -25,7 +25,7 @@ from otel_route_shadow.tlog.authentication import (
     authenticate,
     checkpoint_of,
 )
-from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
+from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint, parse_size
 from otel_route_shadow.tlog.cosignature import (
     DEFAULT_SKEW_S,
     CosignatureError,
@@ -151,6 +151,7 @@ __all__ = [
     "parse_key_set",
     "parse_note",
     "parse_policy",
+    "parse_size",
     "partial_tiles",
     "prove_consistency",
     "prove_inclusion",

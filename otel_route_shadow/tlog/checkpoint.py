@@ -14,7 +14,7 @@ import re
 
 from otel_route_shadow.tlog.merkle import HASH_SIZE
 
-__all__ = ["Checkpoint", "CheckpointError", "parse_checkpoint"]
+__all__ = ["Checkpoint", "CheckpointError", "parse_checkpoint", "parse_size"]
 
 _SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
 _MAX_LINE = 4096
@@ -59,10 +59,18 @@ def _check_origin(origin: str) -> None:
         raise CheckpointError("the checkpoint origin holds a control character")
 
 
+def parse_size(text: str) -> int | None:
+    """``text`` as a tree size (or an index in the tree) is written: a decimal number of at most 19
+    digits, without sign, spaces or leading zeros; None for anything else (never a number too long to
+    read)."""
+    return int(text) if _SIZE.fullmatch(text) else None
+
+
 def _parse_size(text: str) -> int:
-    if not _SIZE.fullmatch(text):
+    size = parse_size(text)
+    if size is None:
         raise CheckpointError("the checkpoint size is not a decimal number without leading zeros")
-    return int(text)
+    return size
 
 
 def _parse_root(text: str) -> bytes:

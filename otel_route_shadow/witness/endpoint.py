@@ -1,21 +1,18 @@
 """A witness to push to: its name in the policy, its cosignature key, and its submission prefix URL.
 
 The URL is ``http://`` or ``https://``, a host, an optional port and path; no user information (it would
-be a credential sent in the clear and logged), no query, no fragment. ``add-checkpoint`` is appended to
-the path.
+be a credential sent in the clear and logged), no query, no fragment (``addresses.parse_http_url``, the
+check of every URL the package requests). ``add-checkpoint`` is appended to the path.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import urllib.parse
 
+from otel_route_shadow.addresses import UrlError, parse_http_url
 from otel_route_shadow.tlog import CosignatureVerifier, Policy
 
 __all__ = ["WitnessConfigError", "WitnessEndpoint", "endpoints_from_policy"]
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-_MAX_URL = 2048
 
 
 class WitnessConfigError(ValueError):
@@ -37,27 +34,11 @@ class WitnessEndpoint:
     @classmethod
     def parse(cls, name: str, verifier: CosignatureVerifier, url: str) -> WitnessEndpoint:
         """Check ``url`` (the submission prefix) and split it; ``WitnessConfigError`` names the problem."""
-        if len(url) > _MAX_URL or not url.isprintable() or any(ch.isspace() for ch in url):
-            raise WitnessConfigError(
-                f"witness {name}: the URL is too long or holds spaces or control characters"
-            )
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in _DEFAULT_PORTS:
-            raise WitnessConfigError(f"witness {name}: the URL is not http:// or https://")
-        if parts.username is not None or parts.password is not None:
-            raise WitnessConfigError(f"witness {name}: the URL holds user information")
-        if parts.query or parts.fragment or url.endswith(("?", "#")):
-            raise WitnessConfigError(f"witness {name}: the URL holds a query or a fragment")
         try:
-            port = _DEFAULT_PORTS[parts.scheme] if parts.port is None else parts.port
-        except ValueError:
-            port = 0
-        if not 1 <= port <= 65535:
-            raise WitnessConfigError(f"witness {name}: the URL's port is not a number in 1-65535")
-        if not parts.hostname:
-            raise WitnessConfigError(f"witness {name}: the URL has no host")
-        path = parts.path.rstrip("/")
-        return cls(name, verifier, url, parts.hostname, port, path, parts.scheme == "https")
+            target = parse_http_url(url)
+        except UrlError as exc:
+            raise WitnessConfigError(f"witness {name}: {exc}") from None
+        return cls(name, verifier, url, target.host, target.port, target.path.rstrip("/"), target.tls)
 
 
 def endpoints_from_policy(policy: Policy) -> tuple[WitnessEndpoint, ...]:

@@ -219,6 +219,10 @@ def _exchange(
             raise TransportError(TransportFault.TIMEOUT, "no connection within the timeout") from None
         except OSError as exc:
             raise TransportError(TransportFault.UNREACHABLE, f"cannot connect: {_os_reason(exc)}") from None
+        except ValueError:  # UnicodeError too: a host name the name lookup's IDNA encoding refuses
+            raise TransportError(
+                TransportFault.UNREACHABLE, "cannot connect: not a valid host name"
+            ) from None
     sent = False
     try:
         connection.request(method, path, body=body, headers=headers)
@@ -238,6 +242,10 @@ def _exchange(
         ) from None
     except OSError as exc:
         raise TransportError(TransportFault.UNREACHABLE, f"the connection broke: {_os_reason(exc)}") from None
+    except ValueError:  # UnicodeEncodeError too: a path or host http.client cannot put in a request
+        raise TransportError(
+            TransportFault.UNREACHABLE, "the request cannot be sent: its path or host is not plain ASCII"
+        ) from None
     media = (response.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()
     return HttpAnswer(response.status, media, data)
 
