@@ -188,7 +188,11 @@ def test_a_remote_url_with_a_password_is_refused_without_printing_it(
     """No Authorization is ever sent: the credential was only echoed, in every reason line, the JSON and
     HTML host rows and the state file's ``path``."""
     state = tmp_path / "state.json"
-    for url in ("http://admin:hunter2@127.0.0.1:1/o/", "http://admin:hunter2@[::1/o/"):
+    for url in (
+        "http://admin:hunter2@127.0.0.1:1/o/",
+        "http://admin:hunter2@[::1/o/",
+        "HTTP://admin:hunter2@127.0.0.1:1/o/",
+    ):
         code = main(["report", url, str(log), "--state", str(state), "--json", "--no-progress"])
         assert code == EXIT_USAGE
         captured = capsys.readouterr()

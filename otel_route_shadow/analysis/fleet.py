@@ -97,8 +97,8 @@ class FleetError(ChainAnalysisError):
 
 
 def is_remote(location: str) -> bool:
-    """True for a log given by URL (``serve``'s ``http://host:port/<origin>/``)."""
-    return location.startswith(("http://", "https://"))
+    """True for a log given by URL (``serve``'s ``http://host:port/<origin>/``; the scheme in any case)."""
+    return location[:8].lower().startswith(("http://", "https://"))
 
 
 def chain_paths(inputs: Sequence[str]) -> list[str]:
