@@ -27,10 +27,10 @@ import base64
 import binascii
 import dataclasses
 import enum
-import re
 from collections.abc import Sequence
 
 from otel_route_shadow.tlog.attestation import Attestation, attest_checkpoint
+from otel_route_shadow.tlog.checkpoint import parse_size
 from otel_route_shadow.tlog.cosignature import DEFAULT_SKEW_S
 from otel_route_shadow.tlog.keyset import LogKey
 from otel_route_shadow.tlog.merkle import HASH_SIZE, ProofError, leaf_hash, verify_inclusion
@@ -53,7 +53,6 @@ MAX_RECEIPT_BYTES = 64 * 1024
 """The largest receipt read: 63 proof lines and a note of 100 signatures fit well below it."""
 MAX_PROOF_LINES = 63
 _MAX_INDEX = 2**63 - 1
-_INDEX = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
 class ReceiptFault(enum.Enum):
@@ -133,11 +132,12 @@ def _extra(line: str) -> bytes:
 
 def _index(line: str) -> int:
     value = line.removeprefix("index ")
-    if value == line or not _INDEX.fullmatch(value) or int(value) > _MAX_INDEX:
+    index = parse_size(value)
+    if value == line or index is None or index > _MAX_INDEX:
         raise ReceiptError(
             ReceiptFault.MALFORMED, "the index line is not `index <decimal without leading zero>`"
         )
-    return int(value)
+    return index
 
 
 def _proof_lines(lines: Sequence[str]) -> tuple[bytes, ...]:
