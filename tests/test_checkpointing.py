@@ -114,6 +114,43 @@ def test_a_forked_child_checkpoints_although_the_parent_was_checkpointing(tmp_pa
     log.close()
 
 
+def test_a_child_forked_while_the_checkpointer_runs_checkpoints_again(tmp_path: Path) -> None:
+    """At fork time the parent's checkpointing thread is inside ``Checkpointer.checkpoint`` (its call
+    running, the tree directory's lock held: between two slices of a catch-up). Once that call gave the
+    lock back, the child checkpoints as the parent does: its due checkpoint and its ``checkpoint_now``
+    at shutdown. It used to inherit the call as running, so every checkpoint it asked for returned
+    None for good."""
+    chain = tmp_path / "chain.jsonl"
+    with DecisionChain(chain) as log:
+        for n in range(5):
+            log.append({"n": n})
+    scheduled = _scheduled(chain, 1)
+    checkpointer = scheduled.checkpointer
+    seen: list[int] = []
+    scheduled.add_listener(lambda c: seen.append(c.size))
+    given_back, tell = os.pipe()
+
+    def child() -> bool:
+        os.close(tell)
+        os.read(given_back, 1)  # the parent's call has given the lock back
+        with DecisionChain(chain, listener=scheduled.line_written) as log:
+            log.append({"n": 5})  # due at once (every record), in this thread
+        made = scheduled.checkpoint_now()
+        return seen == [6] and made is not None and made.size == 6
+
+    os.makedirs(checkpointer.dir, exist_ok=True)
+    with checkpointer.directory.lock() as held:  # as the parent's call holds them at fork time
+        assert held
+        checkpointer._running = True
+        pid = fork_checking(child)
+        checkpointer._running = False
+    os.close(given_back)
+    os.write(tell, b".")
+    os.close(tell)
+    assert exit_code(pid) == 0
+    assert [n.split("\n")[1] for n in notes(chain)] == ["6"]
+
+
 def test_a_child_forked_while_a_checkpoint_holds_the_tree_lock_leaves_the_parent_checkpointing(
     tmp_path: Path,
 ) -> None:
