@@ -21,6 +21,7 @@ from fork_support import exit_code, fork_checking
 from otel_route_shadow.demo import factory
 from otel_route_shadow.demo.run import default_policy_file
 from otel_route_shadow.instrumentation import runtime as runtime_module
+from otel_route_shadow.instrumentation import seams
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import RoutingPolicyStore
@@ -113,3 +114,60 @@ def test_a_child_forked_while_the_first_background_read_runs_reads_the_store_its
     finally:
         harness.instrumentor.uninstrument()
         harness.provider.shutdown()
+
+
+@pytest.mark.parametrize("held", ["memo", "exporter", "prefetch"])
+def test_a_child_forked_while_a_runtime_lock_is_held_does_not_hang_its_first_spawn(
+    held: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another host thread holds one of the runtime's locks when the host forks: the memo's (its
+    first spawn puts its decision), the chain exporter's (its first spawn opens the chain) or the
+    background read's (its first spawn takes the read's result): the child's first spawn used to
+    wait for it without bound."""
+    if held == "prefetch":  # the first read is in the background; its result waits to be taken
+        monkeypatch.setattr(runtime_module, "PREFETCH_MIN_BYTES", 0)
+    RoutingPolicyStore(tmp_path / "store").save(list(default_policy_file().policies))
+    harness = make_harness(tmp_path, snapshot_recheck_ms=0)
+    try:
+        runtime = _runtime(harness)
+        assert runtime.prefetch.wait(_WAIT_S)
+        lock = {"memo": runtime.memo, "exporter": runtime.exporter, "prefetch": runtime.prefetch}[held]._lock
+        assert _forked_while_held(lock, lambda: _spawn(harness) == (1, "ok")) == 0
+        assert _spawn(harness) == (1, "ok")
+    finally:
+        harness.instrumentor.uninstrument()
+        harness.provider.shutdown()
+
+
+def test_a_child_forked_while_a_failure_is_counted_counts_its_own(harness: Harness) -> None:
+    """Another host thread is counting a contained failure (``ShadowRuntime.contain``, under the
+    runtime's lock) when the host forks: a failure in the child's spawn is counted and marked on its
+    span; the spawn waited for the copied-held lock without bound."""
+    runtime = _runtime(harness)
+
+    def full_disk(*_: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    def child() -> bool:
+        runtime.exporter.append_templated = full_disk  # type: ignore[method-assign]
+        runtime.exporter.append = full_disk  # type: ignore[method-assign]
+        _spawn(harness)
+        return (
+            harness.spans()[-1].attributes.get(attr.ERROR_TYPE) == "OSError"
+            and runtime.errors[("chain", "OSError")] == 1
+        )
+
+    assert _forked_while_held(runtime._lock, child) == 0
+    assert runtime.errors[("chain", "OSError")] == 0
+
+
+def test_a_child_forked_while_the_default_runtime_is_made_makes_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another host thread is making the decorators' default runtime (under its lock) when the host
+    forks: the child makes its own; it waited for the copied-held lock without bound."""
+    made: list[int] = []
+    monkeypatch.setattr(seams, "_make_default_runtime", lambda: made.append(os.getpid()))
+    default = seams._DefaultRuntime()
+    assert _forked_while_held(default._lock, lambda: default.get() is None and made == [os.getpid()]) == 0
+    assert made == []
