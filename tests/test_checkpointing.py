@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fork_support import exit_code, fork_checking
 from tlog_support import ORIGIN, lines, log_dir, notes, root_from_leaf_hashes
 
 from otel_route_shadow.chain import GENESIS_HASH, DecisionChain, WrittenLine, canonical_bytes
@@ -110,6 +111,74 @@ def test_a_forked_child_checkpoints_although_the_parent_was_checkpointing(tmp_pa
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert [n.split("\n")[1] for n in notes(chain)] == ["5"]
+    log.close()
+
+
+def test_a_child_forked_while_the_checkpointer_runs_checkpoints_again(tmp_path: Path) -> None:
+    """At fork time the parent's checkpointing thread is inside ``Checkpointer.checkpoint`` (its call
+    running, the tree directory's lock held: between two slices of a catch-up). Once that call gave the
+    lock back, the child checkpoints as the parent does: its due checkpoint and its ``checkpoint_now``
+    at shutdown. It used to inherit the call as running, so every checkpoint it asked for returned
+    None for good."""
+    chain = tmp_path / "chain.jsonl"
+    with DecisionChain(chain) as log:
+        for n in range(5):
+            log.append({"n": n})
+    scheduled = _scheduled(chain, 1)
+    checkpointer = scheduled.checkpointer
+    seen: list[int] = []
+    scheduled.add_listener(lambda c: seen.append(c.size))
+    given_back, tell = os.pipe()
+
+    def child() -> bool:
+        os.close(tell)
+        os.read(given_back, 1)  # the parent's call has given the lock back
+        with DecisionChain(chain, listener=scheduled.line_written) as log:
+            log.append({"n": 5})  # due at once (every record), in this thread
+        made = scheduled.checkpoint_now()
+        return seen == [6] and made is not None and made.size == 6
+
+    os.makedirs(checkpointer.dir, exist_ok=True)
+    with checkpointer.directory.lock() as held:  # as the parent's call holds them at fork time
+        assert held
+        checkpointer._running = True
+        pid = fork_checking(child)
+        checkpointer._running = False
+    os.close(given_back)
+    os.write(tell, b".")
+    os.close(tell)
+    assert exit_code(pid) == 0
+    assert [n.split("\n")[1] for n in notes(chain)] == ["6"]
+
+
+def test_a_child_forked_while_a_checkpoint_holds_the_tree_lock_leaves_the_parent_checkpointing(
+    tmp_path: Path,
+) -> None:
+    """The tree directory's lock is an ``flock``, shared by every copy of its descriptor: a child forked
+    while a checkpoint held it kept a copy nothing in the child closes, and held the lock for its
+    whole life, so neither the parent nor the child checkpointed again while it lived."""
+    chain = tmp_path / "chain.jsonl"
+    scheduled = _scheduled(chain, 1)
+    log = DecisionChain(chain, listener=scheduled.line_written)
+    log.append({"n": 0})
+    assert scheduled.last is not None and scheduled.last.size == 1
+    done, tell = os.pipe()
+
+    def child() -> bool:
+        os.close(tell)
+        return os.read(done, 1) == b"."  # lives until the parent checkpointed
+
+    with scheduled.checkpointer.directory.lock() as held:  # as a checkpoint holds it at fork time
+        assert held
+        pid = fork_checking(child)
+    try:
+        log.append({"n": 1})  # due at once: checkpoints in this thread
+        assert scheduled.last is not None and scheduled.last.size == 2
+    finally:
+        os.close(done)
+        os.write(tell, b".")
+        os.close(tell)
+    assert exit_code(pid) == 0
     log.close()
 
 

@@ -36,6 +36,7 @@ from otel_route_shadow.chain import (
     sanitize_payload,
 )
 from otel_route_shadow.shadow import record_payload, record_tokens
+from otel_route_shadow.worker import AFTER_FORK
 
 __all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
 
@@ -85,6 +86,12 @@ class RouteShadowChainExporter:
         """Why the chain path was refused at start (then nothing is ever recorded), or None."""
         if self.refused is not None:
             _LOG.warning("route shadow records nothing: %s", self.refused)
+        AFTER_FORK.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child (called by ``worker.AFTER_FORK``): the lock the chain is opened under may have
+        been copied held by another thread of the parent's (the chain itself resets in ``DecisionChain``)."""
+        self._lock = threading.Lock()
 
     @property
     def chain_path(self) -> Path:

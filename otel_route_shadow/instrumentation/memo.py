@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Final
 
+from otel_route_shadow.worker import AFTER_FORK
+
 __all__ = ["MEMO_SIZE", "RuntimeMemo"]
 
 MEMO_SIZE: Final = 4096
@@ -23,13 +25,19 @@ class RuntimeMemo:
     At ``limit`` entries the oldest goes first; reads take no lock (a dict read is atomic).
     """
 
-    __slots__ = ("_entries", "_lock", "get", "limit")
+    __slots__ = ("__weakref__", "_entries", "_lock", "get", "limit")
 
     def __init__(self, limit: int = MEMO_SIZE) -> None:
         self.limit = limit
         self._entries: dict[Any, Any] = {}
         self._lock = threading.Lock()
         self.get = self._entries.get
+        AFTER_FORK.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child (called by ``worker.AFTER_FORK``): a lock another thread of the parent's
+        held at fork was copied held. The entries are kept (each ``put`` leaves the map whole)."""
+        self._lock = threading.Lock()
 
     def put(self, key: Any, value: Any) -> None:
         if self.limit <= 0:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
 from otel_route_shadow.store import SnapshotLoad
-from otel_route_shadow.worker import Worker, WorkerName
+from otel_route_shadow.worker import AFTER_FORK, Worker, WorkerName
 
 __all__ = ["PREFETCH_JOIN_SECONDS", "SnapshotPrefetch"]
 
@@ -48,6 +48,14 @@ class SnapshotPrefetch(Generic[Prepared]):
         self._lock = threading.Lock()
         self._worker = Worker(WorkerName.PREFETCH, self._run)
         self._ready: tuple[SnapshotLoad, Prepared] | None = None
+        AFTER_FORK.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child (called by ``worker.AFTER_FORK``): a new lock (the parent's threads may have
+        held it). The worker forgets the parent's read in flight (``Worker.after_fork``), so the child's
+        next look starts a read of its own; a result already handed over (``_ready``, set whole) is
+        kept: it is as exact in the child as in the parent."""
+        self._lock = threading.Lock()
 
     @property
     def running(self) -> bool:

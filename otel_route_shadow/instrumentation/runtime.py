@@ -78,7 +78,7 @@ from otel_route_shadow.shadow import (
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore, SnapshotLoad, StoreIOError
 from otel_route_shadow.version import __version__
-from otel_route_shadow.worker import ProcessHook
+from otel_route_shadow.worker import AFTER_FORK, ProcessHook
 
 __all__ = [
     "PREFETCH_MIN_BYTES",
@@ -248,6 +248,12 @@ class ShadowRuntime:
         self.lineage = Lineage()
         """Open seam spans and the spans of their runs (``served``), followed by the processor."""
         self.checkpoint_spans: CheckpointSpans | None = None
+        AFTER_FORK.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child (called by ``worker.AFTER_FORK``): the lock of ``contain`` and
+        ``_policy_store`` may have been copied held by another thread of the parent's."""
+        self._lock = threading.Lock()
 
     def checkpoint_now(self) -> None:
         """Write the records still waiting for the chain's lock (bounded: ``EXIT_FLUSH_S``), then

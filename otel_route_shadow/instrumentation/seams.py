@@ -36,6 +36,7 @@ from otel_route_shadow.instrumentation.config import (
 )
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
 from otel_route_shadow.shadow import ShadowRecord, Spawn
+from otel_route_shadow.worker import AFTER_FORK
 
 __all__ = [
     "SeamKind",
@@ -56,12 +57,19 @@ class _DefaultRuntime:
     from the environment and attached to the global tracer provider on first use, then kept for the
     life of the process. A setting it cannot understand is logged once, and those seams run bare."""
 
-    __slots__ = ("_lock", "_made", "_runtime")
+    __slots__ = ("__weakref__", "_lock", "_made", "_runtime")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._made = False
         self._runtime: ShadowRuntime | None = None
+        AFTER_FORK.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child (called by ``worker.AFTER_FORK``): a new lock (another thread of the parent's
+        may have been making the runtime); one the parent made is kept, even if it was not marked made yet."""
+        self._lock = threading.Lock()
+        self._made = self._made or self._runtime is not None
 
     def get(self) -> ShadowRuntime | None:
         if self._made:

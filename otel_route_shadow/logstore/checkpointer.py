@@ -84,12 +84,9 @@ from otel_route_shadow.tlog import (
     sign_note,
     verify_consistency,
 )
+from otel_route_shadow.worker import AFTER_FORK
 
-__all__ = [
-    "DEFAULT_MAX_BYTES",
-    "DEFAULT_MAX_LEAVES",
-    "Checkpointer",
-]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_LEAVES", "Checkpointer"]
 
 _LOG = logging.getLogger("otel_route_shadow")
 
@@ -188,6 +185,12 @@ class Checkpointer:
         self._listeners: list[Callable[[SignedCheckpoint], None]] = []
         self._failed_listeners: set[int] = set()
         self._logged: set[str] = set()
+        AFTER_FORK.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child (``worker.AFTER_FORK``): the parent's thread's call (``_running`` copied True)
+        is none of this process's; the next call resumes from what was signed."""
+        self._running, self._cursor, self._rebuilding, self.behind = False, None, None, False
 
     @property
     def size(self) -> int:
@@ -242,10 +245,8 @@ class Checkpointer:
             self._refuse(refusal)
             made = refusal.made
         except Exception as exc:  # contained: the host is never disturbed
-            self._cursor, self._rebuilding = None, None
-            self._log_once(
-                type(exc).__name__, "checkpoint failed (%s: %s); will retry", type(exc).__name__, exc
-            )
+            self._cursor, self._rebuilding, name = None, None, type(exc).__name__
+            self._log_once(name, "checkpoint failed (%s: %s); will retry", name, exc)
             return None
         finally:
             self._running = False
@@ -556,9 +557,8 @@ class Checkpointer:
             for tile in partial_tiles(size):
                 if (reader.size >> (TILE_HEIGHT * tile.level)) // TILE_WIDTH != tile.index:
                     continue  # its full tile exists by now
-                self.directory.save_tiles(
-                    [tile], [reader.tile(tile.level, tile.index)[: tile.width * HASH_SIZE]]
-                )
+                data = reader.tile(tile.level, tile.index)[: tile.width * HASH_SIZE]
+                self.directory.save_tiles([tile], [data])
 
     def _sign(self, checkpoint: Checkpoint) -> SignedCheckpoint:
         note = sign_note(checkpoint.text(), self.signers)

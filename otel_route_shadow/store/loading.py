@@ -34,6 +34,7 @@ from otel_route_shadow.store.snapshot_format import (
     SnapshotFormatError,
     decode_snapshot,
 )
+from otel_route_shadow.worker import AFTER_FORK
 
 __all__ = [
     "UNAVAILABLE",
@@ -151,6 +152,14 @@ class SnapshotLoader:
         self._cache: _CacheEntry | None = None
         self._reload_lock = threading.Lock()
         self._last_decoded: tuple[bytes, SnapshotDocument] | None = None
+        AFTER_FORK.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child (called by ``worker.AFTER_FORK``): a read in flight at fork time (a spawn's,
+        or the background prefetch's) left ``_reload_lock`` copied held, which nothing here would ever
+        release: the child's first read waited for it without bound. The cache is kept: it and
+        ``_last_decoded`` are each replaced whole, never written in part."""
+        self._reload_lock = threading.Lock()
 
     def load(self) -> SnapshotLoad:
         """The current snapshot's verdict. Never raises.
