@@ -6,12 +6,13 @@ Shell code (it sleeps and reads the clock); the pure core never locks anything.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
 from typing import Final
 
-__all__ = ["SETTLE_POLL_S", "SETTLE_WAIT_S", "flock_bounded", "flock_within", "settled_size"]
+__all__ = ["SETTLE_POLL_S", "SETTLE_WAIT_S", "flock_bounded", "flock_within", "release", "settled_size"]
 
 SETTLE_WAIT_S: Final = 5.0
 """How long :func:`settled_size` waits for an append in flight (read when it is called)."""
@@ -71,3 +72,12 @@ def settled_size(fd: int, timeout: float | None = None) -> int:
     finally:
         if locked:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def release(fd: int) -> None:
+    """Give back ``fd``'s ``flock`` and close it. Unlocked first: a process forked while the lock was
+    held has a copy of the descriptor, which shares the lock, and closing ours alone would leave the
+    child holding it for its whole life."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)

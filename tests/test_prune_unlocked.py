@@ -10,8 +10,10 @@ chain's lock) is another process. Timeouts are hang guards only: nothing here pa
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -229,3 +231,42 @@ def test_an_undone_prune_keeps_the_archives_of_earlier_prunes(
     hooked(monkeypatch, "gzip_blocks", lambda: _another_prune_committed(log))
     assert prune(log) == 7
     assert sorted(os.listdir(log.archive)) == ["0000000000000000.jsonl.gz", "0000000000000000.jsonl.proof"]
+
+
+def _lock_is_free(path: str) -> bool:
+    """Whether another open file description can take ``path``'s ``flock`` now."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+@pytest.mark.parametrize("lock", ["chain", "prune"])
+def test_a_child_forked_while_a_prune_holds_a_lock_does_not_keep_holding_it(
+    log: SegmentedChain, lock: str
+) -> None:
+    """The locks were given back by closing the descriptor alone; a child forked meanwhile (the host's
+    retention prunes in its checkpointing thread) shares the lock through its copy, so the chain's lock
+    stayed held for the child's life and every writer's append timed out into its backlog."""
+    path = str(log.chain)
+    held = pruning._chain_lock(path, 1.0) if lock == "chain" else pruning._prune_lock(path, 1.0)
+    locked = path if lock == "chain" else str(pruning.segments_dir(path))
+    read, write = os.pipe()
+    with held:
+        pid = os.fork()
+        if pid == 0:  # the child outlives the parent's hold, as a forked worker does
+            os.close(write)
+            signal.alarm(int(HANG_GUARD_S))
+            os.read(read, 1)
+            os._exit(0)
+    os.close(read)
+    try:
+        assert _lock_is_free(locked)
+    finally:
+        os.write(write, b"x")
+        os.close(write)
+        os.waitpid(pid, 0)

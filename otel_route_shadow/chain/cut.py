@@ -49,7 +49,7 @@ from otel_route_shadow.chain.record import (
 from otel_route_shadow.chain.segments import SEGMENTS_SUFFIX, segment_name
 from otel_route_shadow.files import fsync_directory, write_all
 from otel_route_shadow.lines import complete_end, first_line
-from otel_route_shadow.locking import flock_bounded
+from otel_route_shadow.locking import flock_bounded, release
 
 __all__ = [
     "CUT_SUFFIX",
@@ -140,7 +140,7 @@ def cut_chain(path: str, *, sign: Sign | None, timeout: float | None) -> ChainCu
                     digest, hashed = hashlib.sha256(), 0
                 return _cut_locked(path, fd, st.st_size, digest, hashed, sign)
         finally:
-            os.close(fd)  # releases the lock
+            release(fd)
     raise ChainLockTimeout(f"{path}: the live file was replaced {CUT_TRIES} times while a cut waited for it")
 
 

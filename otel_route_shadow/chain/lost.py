@@ -28,7 +28,7 @@ from otel_route_shadow.chain.quarantine import CHAIN_FILE_MODE
 from otel_route_shadow.chain.record import EMPTY_MARKS, ChainHead, EncodedPayload
 from otel_route_shadow.chain.spill import LineWriter
 from otel_route_shadow.files import open_regular, write_all
-from otel_route_shadow.locking import flock_bounded
+from otel_route_shadow.locking import flock_bounded, release
 
 __all__ = ["LOST_BYTES", "LostRecords"]
 
@@ -115,7 +115,7 @@ class LostRecords:
             os.fsync(fd)
             return total
         finally:
-            os.close(fd)
+            release(fd)
 
     def pending(self) -> bool:
         """Whether the file may hold counts: it is not the empty file's size (a ``stat``)."""
@@ -145,7 +145,7 @@ class LostRecords:
                 os.fsync(lfd)
             return head, size
         finally:
-            os.close(lfd)
+            release(lfd)
 
     def _open(self) -> int:
         """The file, open and locked (``OSError`` when it is not there, not a regular file, or locked)."""

@@ -44,7 +44,7 @@ from otel_route_shadow.files import (
     remove_temporaries,
     write_atomic,
 )
-from otel_route_shadow.locking import flock_within
+from otel_route_shadow.locking import flock_within, release
 from otel_route_shadow.logstore.archives import (
     Segment,
     SegmentRead,
@@ -228,7 +228,7 @@ def _prune_lock(chain_path: str, wait: float) -> Iterator[bool]:
             )
         yield True
     finally:
-        os.close(fd)
+        release(fd)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -287,7 +287,7 @@ def _chain_lock(chain_path: str, wait: float) -> Iterator[int]:
                 yield fd
                 return
         finally:
-            os.close(fd)
+            release(fd)
     raise PruneRefused("busy", f"{chain_path}: the live file keeps being replaced; nothing changed")
 
 
