@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import multiprocessing
 import os
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -527,3 +528,85 @@ def test_a_number_option_given_something_else_is_refused_without_echoing_it(
         assert exited.value.code == 2
         err = capsys.readouterr().err
         assert "not a number" in err and "secret" not in err and "PRIVATE" not in err
+
+
+# -- a long-lived writer's descriptors across cuts --------------------------------------------------
+
+
+def open_files() -> dict[int, tuple[int, int]]:
+    """This process's open descriptors and the file each one holds (device, inode), deleted ones too."""
+    found: dict[int, tuple[int, int]] = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            st = os.stat(f"/proc/self/fd/{name}")
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        found[int(name)] = (st.st_dev, st.st_ino)
+    return found
+
+
+def identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def test_a_writer_closes_the_descriptor_of_each_segment_a_cut_closes(tmp_path: Path) -> None:
+    """A writer kept the descriptor of every file a cut closed as a segment until it was closed itself:
+    a host's writer lives as long as the instrumentation, so each cut leaked one descriptor, and a
+    retention prune that deleted the segment freed no disk space."""
+    chain = tmp_path / "chain.jsonl"
+    with DecisionChain(chain) as log:
+        log.append({"kind": "route-shadow", "n": 0})
+        before = len(open_files())
+        segments = []
+        for n in range(1, 21):
+            segments.append(identity(chain))
+            log.append({"kind": "route-shadow", "n": n})
+            assert cut_chain(str(chain), sign=None, timeout=1.0) is not None
+        log.append({"kind": "route-shadow", "n": 21})
+        for path in Path(str(chain) + SEGMENTS_SUFFIX).iterdir():
+            path.unlink()  # as a prune with --delete does
+        held = open_files()
+        assert not set(segments) & set(held.values())
+        assert list(held.values()).count(identity(chain)) == 1
+        assert len(held) == before
+    assert numbers(records(chain)) == [21]
+
+
+def test_an_fsync_writer_closes_a_cut_segment_once_the_commit_still_syncing_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With fsync durability an append's group commit runs after the writer's lock is released, so
+    another thread may see the path name a new file while that commit still syncs the old descriptor:
+    the descriptor stays open exactly until that commit ends."""
+    chain = tmp_path / "chain.jsonl"
+    log = DecisionChain(chain, durability="fsync")
+    log.append({"kind": "route-shadow", "n": 0})
+    real = log._commit.commit
+    entered, release = threading.Event(), threading.Event()
+    synced: list[int] = []
+
+    def held_commit(fd: int, ident: tuple[int, int], end: int) -> None:
+        if threading.current_thread() is holder:
+            entered.set()
+            assert release.wait(HANG_GUARD_S)
+        real(fd, ident, end)
+        synced.append(fd)
+
+    monkeypatch.setattr(log._commit, "commit", held_commit)
+    holder = threading.Thread(target=log.append, args=({"kind": "route-shadow", "n": 1},))
+    try:
+        old = identity(chain)
+        holder.start()
+        assert entered.wait(HANG_GUARD_S)
+        assert cut_chain(str(chain), sign=None, timeout=1.0) is not None
+        log.append({"kind": "route-shadow", "n": 2})  # sees the new live file: retires the old descriptor
+        held = [fd for fd, ident in open_files().items() if ident == old]
+        assert len(held) == 1  # the commit in flight still syncs it
+    finally:
+        release.set()
+        holder.join(HANG_GUARD_S)
+    assert not holder.is_alive() and len(synced) == 2 and synced[1] == held[0]
+    assert old not in open_files().values()
+    log.close()
+    assert numbers(check_segmented(chain)) == [0, 1, 2]

@@ -151,7 +151,12 @@ class DecisionChain:
         self._dir = os.path.dirname(os.path.abspath(self._path))
         self._lock = threading.Lock()
         self._fd = -1
-        self._retired: list[int] = []
+        self._fds_lock = threading.Lock()
+        """Guards ``_syncing`` and ``_retired``: held for their bookkeeping and ``os.close`` only."""
+        self._syncing: dict[int, int] = {}
+        """Group commits in flight per descriptor (``fsync``: they run after ``_lock`` is released)."""
+        self._retired: set[int] = set()
+        """Descriptors no longer the chain's that a commit in flight still syncs; the last one closes."""
         self._identity: tuple[int, int] = (0, 0)
         self._known_size = -1
         self._head: ChainHead | None = None
@@ -313,11 +318,9 @@ class DecisionChain:
 
     def close(self) -> None:
         with self._lock:
-            for fd in (self._fd, *self._retired):
-                if fd >= 0:
-                    os.close(fd)
+            if self._fd >= 0:
+                self._retire(self._fd)
             self._fd = -1
-            self._retired = []
             self._known_size = -1
         self._commit.close()
 
@@ -361,6 +364,9 @@ class DecisionChain:
                 if self._written:
                     self._tell_listener()
             identity = self._identity
+            if self._durability == "fsync":  # counted before the lock goes: no one closes fd meanwhile
+                with self._fds_lock:
+                    self._syncing[fd] = self._syncing.get(fd, 0) + 1
         except OSError as exc:
             if count_failure and not written:
                 self._backlog.count_dropped(write_failure_reason(exc), time.time_ns())
@@ -368,8 +374,22 @@ class DecisionChain:
         finally:
             self._lock.release()
         if self._durability == "fsync":
-            self._commit.commit(fd, identity, size)
+            self._commit_on(fd, identity, size)
         return (head, prev) if head is not None else None
+
+    def _commit_on(self, fd: int, identity: tuple[int, int], size: int) -> None:
+        """The group commit of an append, outside the chain's lock; the last commit in flight on a
+        retired descriptor closes it."""
+        try:
+            self._commit.commit(fd, identity, size)
+        finally:
+            with self._fds_lock:
+                self._syncing[fd] -= 1
+                if not self._syncing[fd]:
+                    del self._syncing[fd]
+                    if fd in self._retired:
+                        self._retired.remove(fd)
+                        _close(fd)
 
     def _look_due(self) -> bool:
         """Whether this append looks at the disk for what other processes change: a pending quarantine
@@ -488,13 +508,14 @@ class DecisionChain:
         """In a forked child (called by ``worker.AFTER_FORK``): the inherited descriptors share the
         parent's open file description, and with it the parent's flock, so they must not be used (or
         closed: the parent may hold them)."""
-        for fd in (self._fd, *self._retired):
+        for fd in (self._fd, *self._retired):  # the parent's commits in flight are not the child's
             if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)  # closes the child's reference only; the parent's lock is unaffected
+                _close(fd)  # closes the child's reference only; the parent's lock is unaffected
         self._lock = threading.Lock()
         self._fd = -1
-        self._retired = []
+        self._fds_lock = threading.Lock()
+        self._syncing = {}
+        self._retired = set()
         self._known_size = -1
         self._head = None
         self._written = []
@@ -538,14 +559,30 @@ class DecisionChain:
                     return fd, current.st_size, look
                 cut_due = False
             fcntl.flock(fd, fcntl.LOCK_UN)
-            self._retired.append(fd)
+            self._retire(fd)
             fd = self._open()
         raise OSError(f"{self._path}: the chain file keeps being replaced; not appending")
+
+    def _retire(self, fd: int) -> None:
+        """``fd`` is no longer the chain's descriptor (the path names another file, or :meth:`close`):
+        close it now, or leave that to the last group commit in flight on it (:meth:`_commit_on`)."""
+        with self._fds_lock:
+            if self._syncing.get(fd):
+                self._retired.add(fd)
+            else:
+                _close(fd)
 
     def _finished_cut(self, fd: int, size: int) -> bool:
         """Under the lock, when a look is due: finish or undo a cut a killed process left
         (``chain.cut``); True when it was finished, so the path names the new live file."""
         return cut_pending(self._path) and resume_cut(self._path, fd, size)
+
+
+def _close(fd: int) -> None:
+    """Close a descriptor this writer is done with; it is gone whatever ``close`` reports (Linux), and
+    every line written through it was reported written already."""
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def _refuse_size(encoded: EncodedPayload) -> NoReturn:
