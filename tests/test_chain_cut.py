@@ -610,3 +610,25 @@ def test_an_fsync_writer_closes_a_cut_segment_once_the_commit_still_syncing_it_e
     assert old not in open_files().values()
     log.close()
     assert numbers(check_segmented(chain)) == [0, 1, 2]
+
+
+def test_a_writer_that_cannot_reopen_its_path_writes_nothing_into_a_descriptor_the_host_opened_since(
+    tmp_path: Path,
+) -> None:
+    """The writer closed the descriptor of a replaced file but kept its number while reopening the
+    path failed (a folder there now); the host's next file got that number, and the writer's next
+    append wrote a chain record into the host's file."""
+    chain = tmp_path / "chain.jsonl"
+    with DecisionChain(chain) as log:
+        log.append({"kind": "route-shadow", "n": 1})
+        chain.rename(tmp_path / "aside")
+        chain.mkdir()
+        with pytest.raises(OSError):
+            log.append({"kind": "route-shadow", "n": 2})
+        with (tmp_path / "host.txt").open("w+") as host:
+            chain.rmdir()
+            (tmp_path / "aside").rename(chain)
+            log.append({"kind": "route-shadow", "n": 3})
+            host.write("host data\n")
+        assert (tmp_path / "host.txt").read_text(encoding="utf-8") == "host data\n"
+    assert numbers(records(chain)) == [1, 3]

@@ -19,7 +19,12 @@ from test_analysis_remote import _http
 from test_analysis_support import SCENARIO, Entry, build_chain
 from test_fleet_pruned import Host, _answers, _lines, _state_figures
 
-from otel_route_shadow.analysis import EXCLUDED, Fetch, build_fleet_report, follow_fleet
+from otel_route_shadow.analysis import EXCLUDED, Fetch, RemoteError, build_fleet_report, follow_fleet
+from otel_route_shadow.analysis.fleet import ReportSettings, fleet_specs
+from otel_route_shadow.analysis.gaps import MIN_SPAWNS
+from otel_route_shadow.analysis.groups import as_specs
+from otel_route_shadow.analysis.monitor_state import CellTable, entry_digest
+from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.exit_codes import EXIT_OK
 from otel_route_shadow.cli.fleet import remote_fetch
@@ -193,3 +198,35 @@ def test_a_remote_answering_garbage_during_a_rerun_is_excluded_and_keeps_its_sta
     assert again.fleet is not None and again.fleet.followed is not None
     assert again.fleet.followed.extended == (url,) and again.spawns == 320
     assert _figures(again.as_dict()) == _figures(full.as_dict())
+
+
+def test_a_kept_entry_whose_cells_lie_beyond_the_states_table_is_dropped_not_a_crash(tmp_path: Path) -> None:
+    """An excluded remote's entry is kept as read, never restored; its cell rows went unchecked into
+    the table's compaction, and one beyond the table (the digest recomputed: it is not a MAC) raised
+    ``IndexError`` out of ``report --state``."""
+    alpha, _signer = make_log(tmp_path / "fleet", "alpha", ORIGIN, SCENARIO)
+    state = tmp_path / "state.json"
+    follow_fleet([str(alpha)], str(state))
+    document = json.loads(state.read_text(encoding="utf-8"))
+    url = "http://127.0.0.1:9/route-shadow/"
+    remote = {key: value for key, value in document["logs"][0].items() if key != "end"}
+    remote["path"], remote["aggregation"] = url, {**remote["aggregation"]}
+    remote["aggregation"]["cells"] = [999, *remote["aggregation"]["cells"][1:]]
+    document["logs"].append(remote)
+    settings = ReportSettings(fleet_specs(as_specs(None)), TimeWindow(), 3, MIN_SPAWNS)
+    cells = CellTable(document["cells"]).digest()
+    for entry in document["logs"]:
+        entry["digest"] = entry_digest(entry, settings, cells)
+    state.write_text(json.dumps(document), encoding="utf-8")
+
+    def unreachable(location: str, max_bytes: int) -> bytes:
+        raise RemoteError(f"{location}: unreachable")
+
+    again = follow_fleet([str(alpha), url], str(state), fetch=unreachable)
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert again.fleet.followed.extended == (str(alpha),)
+    assert (
+        f"state of {url}: a cell beyond the state's tables: rebuilt from scratch"
+        in again.fleet.followed.warnings
+    )
+    assert [log["path"] for log in json.loads(state.read_text(encoding="utf-8"))["logs"]] == [str(alpha)]

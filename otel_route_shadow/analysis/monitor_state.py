@@ -468,8 +468,21 @@ def read_state(
                 "rebuilt from scratch"
             )
             continue
+        if not _rows_in(entry.aggregation, len(cells.cells)):
+            warnings.append(f"state of {entry.path}: a cell beyond the state's tables: rebuilt from scratch")
+            continue
         usable[entry.path] = entry
     return usable, cells if usable else CellTable()
+
+
+def _rows_in(aggregation: AggregationState, cells: int) -> bool:
+    """Whether every row of ``aggregation``'s cells is whole and indexes the state's ``cells`` cells
+    and the entry's values (an entry kept as read is written back without being restored)."""
+    rows = aggregation.cells
+    return len(rows) % 3 == 0 and all(
+        max(column, default=-1) < bound
+        for column, bound in ((rows[::3], cells), (rows[1::3], len(aggregation.values)))
+    )
 
 
 def _compacted(cells: CellTable, entries: list[dict[str, Any]]) -> CellTable:

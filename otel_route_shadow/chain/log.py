@@ -559,6 +559,7 @@ class DecisionChain:
                     return fd, current.st_size, look
                 cut_due = False
             fcntl.flock(fd, fcntl.LOCK_UN)
+            self._fd = -1  # before it may close: its number must not name a descriptor of the host's
             self._retire(fd)
             fd = self._open()
         raise OSError(f"{self._path}: the chain file keeps being replaced; not appending")
