@@ -301,7 +301,11 @@ def derive(report: Report, cubes: Sequence[Cube]) -> None:
             else:
                 merged[2] += n
             for name, fields in host_specs:
-                host_groups[name].setdefault(fields(values), Tally()).add(n, **facts)
+                group, key = host_groups[name], fields(values)
+                tally = group.get(key)
+                if tally is None:
+                    tally = group[key] = Tally()
+                tally.add(n, **facts)
     report.noise = NoiseTable(
         lanes=cubes[0].noise.lanes if cubes else ("",),
         rows=[row for cube in cubes for row in cube.noise.rows()],
