@@ -51,7 +51,7 @@ from otel_route_shadow.chain.record import (
 )
 from otel_route_shadow.chain.sanitize import RedactionMark, sanitize_payload
 from otel_route_shadow.files import fsync_directory, open_regular, write_all
-from otel_route_shadow.locking import flock_bounded
+from otel_route_shadow.locking import flock_bounded, release
 
 __all__ = ["SPILL_BATCH_BYTES", "SPILL_BATCH_RECORDS", "SPILL_MAX_BYTES", "Spill"]
 
@@ -110,12 +110,9 @@ class Spill:
         try:
             if not flock_bounded(fd, fcntl.LOCK_EX, timeout, LOCK_POLL_S):
                 raise ChainLockTimeout(f"{self.path}: the spill file stayed locked for {timeout} s")
-            try:
-                self._append(fd, entries)
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            self._append(fd, entries)
         finally:
-            os.close(fd)
+            release(fd)
         if created:
             fsync_directory(self._dir)
 
@@ -162,12 +159,9 @@ class Spill:
         try:
             if not flock_bounded(sfd, fcntl.LOCK_EX, self._timeout, LOCK_POLL_S):
                 return head, size, False
-            try:
-                return self._write_batch(sfd, fd, head, size, write)
-            finally:
-                fcntl.flock(sfd, fcntl.LOCK_UN)
+            return self._write_batch(sfd, fd, head, size, write)
         finally:
-            os.close(sfd)
+            release(sfd)
 
     def _write_batch(
         self, sfd: int, fd: int, head: ChainHead | None, size: int, write: LineWriter

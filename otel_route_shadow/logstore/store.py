@@ -48,7 +48,7 @@ from otel_route_shadow.files import (
     write_atomic,
 )
 from otel_route_shadow.lines import iter_lines_back
-from otel_route_shadow.locking import flock_within
+from otel_route_shadow.locking import flock_within, release
 from otel_route_shadow.logstore.pruned import MAX_PRUNED_BYTES, PRUNED_FILE, Pruned
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_model
 from otel_route_shadow.tlog import (
@@ -67,7 +67,6 @@ from otel_route_shadow.tlog import (
     parse_note,
     tile_path,
 )
-from otel_route_shadow.worker import AFTER_FORK
 
 __all__ = [
     "CHECKPOINTS_FILE",
@@ -226,8 +225,6 @@ class LogStore:
     def __init__(self, chain_path: str | os.PathLike[str], path: str | None = None) -> None:
         self.chain_path = os.fspath(chain_path)
         self.path = tlog_dir(self.chain_path) if path is None else path
-        self._held: set[int] = set()
-        """The descriptors of :meth:`lock` open now (a forked child closes its copies: :meth:`after_fork`)."""
 
     def file(self, name: str) -> str:
         """The path of one of the directory's files (``STATE_FILE`` ...) or of a relative tile path."""
@@ -445,31 +442,14 @@ class LogStore:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[bool]:
-        """Hold ``lock`` (``flock``, never waiting): yields False when another process holds it.
-
-        A child forked while it is held shares the flock through its copy of the descriptor, which
-        nothing would close there: it would hold the lock (the parent's checkpoints, and its own) for
-        its whole life. So the descriptor is known (``_held``) until the lock is given back, and the
-        child closes its copy (:meth:`after_fork`)."""
-        AFTER_FORK.add(self)
+        """Hold ``lock`` (``flock``, never waiting): yields False when another process holds it. Given
+        back unlocked (``locking.release``): a child forked while it is held shares the flock through
+        its copy of the descriptor."""
         fd = open_regular(self.file(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644, follow_symlinks=False)
-        self._held.add(fd)
         try:
             yield flock_within(fd, fcntl.LOCK_EX, 0.0, 0.0)
         finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)  # given back before the descriptor is forgotten
-            self._held.discard(fd)
-            os.close(fd)
-
-    def after_fork(self) -> None:
-        """In a forked child (called by ``worker.AFTER_FORK``): close the copies of the descriptors of
-        :meth:`lock` held at fork (the child's reference only; never unlocked, which would release
-        the parent's lock)."""
-        for fd in self._held:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._held = set()
+            release(fd)
 
     def _partial_tiles_folder(self, level: int, index: int) -> str:
         return self.file(tile_path(level, index, 1).rsplit("/", 1)[0])

@@ -24,7 +24,7 @@ from otel_route_shadow.files import (
     read_regular,
     remove_temporaries,
 )
-from otel_route_shadow.locking import flock_within
+from otel_route_shadow.locking import flock_within, release
 from otel_route_shadow.store.errors import PolicyStoreError, StoreIOError
 from otel_route_shadow.store.snapshot_format import MAX_REVISION
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
@@ -184,16 +184,13 @@ class StoreLayout:
 @contextlib.contextmanager
 def _holding(fd: int, mode: int, timeout: float, poll: float) -> Iterator[None]:
     """Take ``mode`` on ``fd`` within ``timeout`` (a hung writer becomes an error, not a hang),
-    hold it for the block, then unlock and close ``fd``."""
+    hold it for the block, then unlock and close ``fd`` (``locking.release``)."""
     try:
         if not flock_within(fd, mode, timeout, poll):
             raise TimeoutError(f"could not lock the store within {timeout:g} s")
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield
     finally:
-        os.close(fd)
+        release(fd)
 
 
 @contextlib.contextmanager
