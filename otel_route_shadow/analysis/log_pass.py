@@ -18,8 +18,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any, Final
 
-import orjson
-
 from otel_route_shadow.analysis.fleet import (
     PendingLog,
     ReportSettings,
@@ -35,7 +33,9 @@ from otel_route_shadow.analysis.report import Aggregation
 from otel_route_shadow.chain import (
     GENESIS_HASH,
     MAX_LINE_BYTES,
+    Good,
     ScanState,
+    check_line,
     check_lines,
     each_chain_file,
     iter_chain_lines,
@@ -85,21 +85,12 @@ def links_from(path: str, end: int, seq: int, kept_from: int = 0) -> ScanState:
     raise NotRecords(f"no line of the chain ends at byte {end}: cut short or rewritten since")
 
 
-def _prev_hash(line: bytes) -> str:
-    """The ``prev_hash`` a line carries ("" when it carries none)."""
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return ""
-    prev = record.get("prev_hash") if record.__class__ is dict else None
-    return prev if prev.__class__ is str else ""
-
-
 def _check(lines: list[bytes], links: ScanState) -> None:
     """Check ``lines``' hashes and links after ``links`` (an empty ``prev``: take the first line's);
     :class:`NotRecords` at the first that does not verify. ``lines`` is emptied."""
     if lines and not links.prev:
-        links.prev = _prev_hash(lines[0])
+        first = check_line(lines[0])
+        links.prev = first.prev_hash if isinstance(first, Good) else ""
     stop = check_lines(lines, links, strict=False)
     lines.clear()
     if stop is not None:

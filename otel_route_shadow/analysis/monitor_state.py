@@ -181,8 +181,7 @@ def _typed(values: Sequence[Any]) -> tuple[Any, ...]:
 
 class CellTable:
     """The state file's table of distinct cells, each without its host, shared by every log's entry
-    (a fleet's logs have nearly all their cells in common but their host: 296 distinct cells for the
-    29,600 of row 11c's 100 logs)."""
+    (a fleet's logs have nearly all their cells in common but their host)."""
 
     __slots__ = ("cells", "index")
 

@@ -22,7 +22,8 @@ holds that index, its entries below it passed over, and the bundles after it.
 Every request goes through ``fetch`` (the caller's bounded HTTP GET: a deadline for the whole exchange
 and a cap on the bytes), so a request to a remote that hangs or drips costs at most its timeout (per
 request: a log's read makes one per bundle of its checkpoint's size), and a remote that answers
-garbage (not a note, not a bundle, not a tile, not records, another root) is named and excluded. This module reads nothing from the network itself: the command line passes the transport
+garbage (not a note, not a bundle, not a tile, not records, another root) is named and excluded. This
+module reads nothing from the network itself: the command line passes the transport
 (``cli.fleet.remote_fetch``: a kept-alive ``witness.Connection`` per remote).
 """
 
