@@ -394,3 +394,27 @@ def test_a_signing_key_pasted_into_any_setting_is_never_echoed(secret: Secret) -
             RouteShadowConfig.resolve({name: secret.line})
         except Exception as exc:  # any refusal: its message is what is checked
             assert leaks(str(exc), secret) == [], name
+
+def test_no_number_option_echoes_a_value_that_is_not_a_number() -> None:
+    """argparse's own ``type=int`` refusal quotes the value (``invalid int value: '...'``): a key pasted
+    into ``report --top`` was printed. Every option that takes a number goes through ``count_argument``
+    or ``number_argument``, whose refusal names the option and its bounds only."""
+    import argparse
+
+    from otel_route_shadow.cli import build_parser
+
+    secret = "PRIVATE+KEY+example.com+1234abcd+AAAAsecretmaterial"
+    parsers, numbers = [build_parser()], 0
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+                continue
+            assert action.type not in (int, float), f"{parser.prog} {action.option_strings}: type={action.type}"
+            if getattr(action.type, "__name__", "") in ("count", "number"):
+                numbers += 1
+                with pytest.raises(argparse.ArgumentTypeError) as refused:
+                    action.type(secret)
+                assert "secret" not in str(refused.value) and "PRIVATE" not in str(refused.value)
+    assert numbers >= 20

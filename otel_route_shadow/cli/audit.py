@@ -149,7 +149,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--min-span-coverage",
-        type=float,
+        type=number_argument(1.0),
         metavar="FRACTION",
         help="insufficient evidence (exit 3) when a smaller share of records has its span in the backend",
     )
@@ -185,7 +185,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--show",
-        type=int,
+        type=count_argument(0),
         default=20,
         metavar="N",
         help="findings listed per kind in text output (default 20)",
@@ -212,8 +212,6 @@ def _time_arg(name: str, value: str | None) -> int | None:
 
 
 def _options(args: argparse.Namespace) -> AuditOptions:
-    if args.min_span_coverage is not None and not 0.0 <= args.min_span_coverage <= 1.0:
-        raise CliError("--min-span-coverage must be a fraction from 0 to 1")
     keys = read_log_keys(args.key, args.keys)
     policy = read_policy(args.witness_policy) if args.witness_policy else None
     if policy is not None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.cli.common import CliError
+from otel_route_shadow.cli.common import CliError, count_argument
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
 
 __all__ = ["register"]
@@ -25,7 +25,12 @@ def register(sub: Any) -> None:
         ),
         epilog=epilog("demo"),
     )
-    parser.add_argument("--spawns", type=int, default=120, help="number of spawns (default 120)")
+    parser.add_argument(
+        "--spawns",
+        type=count_argument(1, 10_000_000),
+        default=120,
+        help="number of spawns (default 120)",
+    )
     parser.add_argument("--policies", type=Path, help="policy file (default: the embedded demo policies)")
     parser.add_argument("--out", type=Path, default=Path(".demo"), help="folder for the store and chain")
     parser.add_argument("--project", default=None, help="openinference.project.name of the spans")
@@ -50,11 +55,8 @@ def _run_bare(spawns: int) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from otel_route_shadow.demo import DEFAULT_PROJECT, format_summary, run_demo
-    from otel_route_shadow.store import CorruptSnapshotError, PolicyFileError, PolicyStoreError
-
-    if args.spawns < 1 or args.spawns > 10_000_000:
-        raise CliError("--spawns must be between 1 and 10000000")
     from otel_route_shadow.instrumentation import env_disabled
+    from otel_route_shadow.store import CorruptSnapshotError, PolicyFileError, PolicyStoreError
 
     if env_disabled():
         return _run_bare(args.spawns)

@@ -24,7 +24,7 @@ from otel_route_shadow.cli.checkpoints import (
     read_log_keys,
     read_notes,
 )
-from otel_route_shadow.cli.common import CliError, read_text_file, witness_policy_arg
+from otel_route_shadow.cli.common import CliError, count_argument, read_text_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, epilog
 from otel_route_shadow.cli.receipts import prove_receipt, receipt_policy, verify_receipt_file
 from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_policy
@@ -73,10 +73,14 @@ def register(sub: Any) -> None:
     )
     prove.add_argument("chain", metavar="CHAIN", help="chain file (its tiles are in CHAIN.tlog/)")
     what = prove.add_mutually_exclusive_group(required=True)
-    what.add_argument("--seq", type=int, metavar="N", help="the record to prove included")
-    what.add_argument("--from", dest="old", type=int, metavar="M", help="the older tree size")
+    what.add_argument("--seq", type=count_argument(0), metavar="N", help="the record to prove included")
+    what.add_argument("--from", dest="old", type=count_argument(0), metavar="M", help="the older tree size")
     prove.add_argument(
-        "--to", dest="new", type=int, metavar="N", help="the newer tree size (default: the checkpoint's)"
+        "--to",
+        dest="new",
+        type=count_argument(0),
+        metavar="N",
+        help="the newer tree size (default: the checkpoint's)",
     )
     prove.add_argument("--checkpoint", metavar="FILE", help="the checkpoint note to prove against")
     prove.add_argument(

@@ -48,7 +48,14 @@ from otel_route_shadow.analysis import (
     verifier_keys,
 )
 from otel_route_shadow.cli.checkpoints import add_key_options, read_log_keys
-from otel_route_shadow.cli.common import CliError, cap_jobs, check_output, witness_policy_arg, write_output
+from otel_route_shadow.cli.common import (
+    CliError,
+    cap_jobs,
+    check_output,
+    count_argument,
+    witness_policy_arg,
+    write_output,
+)
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.cli.fleet import (
     excluded_logs,
@@ -110,10 +117,18 @@ def _common_chain_args(parser: argparse.ArgumentParser) -> None:
         help="analyse a chain that does not verify; every figure is then flagged (exit status 1)",
     )
     parser.add_argument(
-        "--jobs", type=int, default=1, metavar="N", help="worker processes for verification (default 1)"
+        "--jobs",
+        type=count_argument(1),
+        metavar="N",
+        help="worker processes: of one chain, for its verification (default 1); of a fleet, logs "
+        "checked and counted at once (default: one per CPU for logs of 8 MiB or more, else 1)",
     )
     parser.add_argument(
-        "--top", type=int, default=3, metavar="N", help="top divergences/changes per row (default 3)"
+        "--top",
+        type=count_argument(0),
+        default=3,
+        metavar="N",
+        help="top divergences/changes per row (default 3)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress line on the terminal")
 
@@ -139,7 +154,7 @@ def _register_report(sub: Any) -> None:
     )
     parser.add_argument(
         "--examples",
-        type=int,
+        type=count_argument(0),
         default=3,
         metavar="N",
         help="divergent decisions listed per divergence (default 3)",
@@ -179,9 +194,11 @@ def _register_whatif(sub: Any) -> None:
         help="policy store: with --revision the candidate; otherwise where cited revisions are loaded "
         "to integrity-check records that cite something other than the candidate",
     )
-    parser.add_argument("--revision", type=int, metavar="N", help="store revision to use as the candidate")
     parser.add_argument(
-        "--examples", type=int, default=3, metavar="N", help="examples per change (default 3)"
+        "--revision", type=count_argument(0), metavar="N", help="store revision to use as the candidate"
+    )
+    parser.add_argument(
+        "--examples", type=count_argument(0), default=3, metavar="N", help="examples per change (default 3)"
     )
     parser.add_argument(
         "--fail-on-change", action="store_true", help="exit 1 when any decision would change (for CI)"
@@ -203,7 +220,9 @@ def _register_matrix(sub: Any) -> None:
     )
     parser.add_argument("--policies", metavar="FILE", help="policy file to resolve against")
     parser.add_argument("--store", metavar="DIR", help="policy store to resolve against")
-    parser.add_argument("--revision", type=int, metavar="N", help="store revision (default: the current one)")
+    parser.add_argument(
+        "--revision", type=count_argument(0), metavar="N", help="store revision (default: the current one)"
+    )
     parser.add_argument("--chain", metavar="CHAIN", help="take axis values not given below from this chain")
     parser.add_argument("--repo", action="append", metavar="OWNER/REPO", help="repositories")
     parser.add_argument("--role", action="append", metavar="ROLE", help="roles (default: every worker role)")
@@ -222,7 +241,11 @@ def _register_matrix(sub: Any) -> None:
     )
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
     parser.add_argument(
-        "--max-rows", type=int, default=MAX_ROWS, metavar="N", help=f"row limit (default {MAX_ROWS})"
+        "--max-rows",
+        type=count_argument(1),
+        default=MAX_ROWS,
+        metavar="N",
+        help=f"row limit (default {MAX_ROWS})",
     )
     parser.set_defaults(handler=_handle_matrix)
 
@@ -267,11 +290,8 @@ def _dump(data: Any) -> str:
 
 
 def _check_jobs(args: argparse.Namespace) -> None:
-    if args.jobs < 1:
-        raise CliError("--jobs must be at least 1")
-    args.jobs = cap_jobs(args.jobs)
-    if args.top < 0:
-        raise CliError("--top must not be negative")
+    if args.jobs is not None:
+        args.jobs = cap_jobs(args.jobs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,8 +309,6 @@ def _handle_report(args: argparse.Namespace) -> int:
         loader = cited_loader(args.store) if args.store else None
     except SnapshotSourceError as exc:
         raise CliError(str(exc)) from None
-    if args.examples < 0:
-        raise CliError("--examples must not be negative")
     verifiers = [KeyWindow.parse(key) for key in read_log_keys(args.key, args.keys)]
     policy = read_policy(args.witness_policy) if args.witness_policy else None
     progress = _progress(args)
@@ -313,7 +331,7 @@ def _handle_report(args: argparse.Namespace) -> int:
             report = build_report(
                 args.chain[0],
                 allow_unverified=args.allow_unverified,
-                jobs=args.jobs,
+                jobs=args.jobs or 1,
                 verify_progress=progress,
                 progress=_ReadingPhase(progress),
                 cited_loader=loader,
@@ -374,8 +392,6 @@ def _whatif_snapshot(args: argparse.Namespace) -> SourcedSnapshot:
 
 def _handle_whatif(args: argparse.Namespace) -> int:
     _check_jobs(args)
-    if args.examples < 0:
-        raise CliError("--examples must not be negative")
     specs = _specs(args)
     window = _window(args)
     try:
@@ -416,7 +432,7 @@ def _handle_whatif(args: argparse.Namespace) -> int:
                 window=window,
                 examples=args.examples,
                 allow_unverified=args.allow_unverified,
-                jobs=args.jobs,
+                jobs=args.jobs or 1,
                 verify_progress=progress,
                 progress=_ReadingPhase(progress),
                 keys=verifier_keys(verifiers, policy),
@@ -494,8 +510,6 @@ def _handle_matrix(args: argparse.Namespace) -> int:
             faces=tuple(str(face) for face in values["faces"] or () if face is not None),
             requirements=tuple(values["requirements"] or ()),
         )
-        if args.max_rows < 1:
-            raise CliError("--max-rows must be at least 1")
         matrix = build_matrix(
             sourced.snapshot, axes, accounts=accounts, snapshot_source=sourced.source, max_rows=args.max_rows
         )
