@@ -14,15 +14,15 @@ import multiprocessing
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from multiprocessing.context import ForkContext, SpawnContext
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from otel_route_shadow.files import open_regular
 from otel_route_shadow.lines import line_segments
 
-__all__ = ["SEGMENTS_PER_JOB", "each_segment", "mp_context", "pool", "worker_signals"]
+__all__ = ["SEGMENTS_PER_JOB", "each_segment", "map_in_workers", "mp_context", "pool", "worker_signals"]
 
 SEGMENTS_PER_JOB = 16
 """Segments per worker process: small ones are handed out as workers free up, so a worker slowed by
@@ -47,6 +47,22 @@ def worker_signals() -> None:
 def pool(jobs: int) -> ProcessPoolExecutor:
     """A pool of ``jobs`` worker processes with this module's context and initializer."""
     return ProcessPoolExecutor(max_workers=jobs, mp_context=mp_context(), initializer=worker_signals)
+
+
+def map_in_workers(work: Callable[..., _T], items: Sequence[tuple[Any, ...]], jobs: int) -> list[_T]:
+    """``work(*item)`` of each item, in order: in ``jobs`` worker processes (at most one per item), or
+    in this process when ``jobs`` is 1, there is one item, or no worker can be started here (a
+    daemonic process, a sandbox: the first task, which starts the pool, fails to)."""
+    if jobs > 1 and len(items) > 1:
+        executor = pool(min(jobs, len(items)))
+        try:
+            executor.submit(int).result()
+        except (AssertionError, OSError, RuntimeError):
+            executor.shutdown(wait=False, cancel_futures=True)
+        else:
+            with executor:
+                return list(executor.map(work, *zip(*items, strict=True)))
+    return [work(*item) for item in items]
 
 
 def each_segment(

@@ -363,3 +363,56 @@ def test_a_broken_line_after_the_checkpoint_excludes_the_log_counted_in_one_read
     broken = build_fleet_report([str(folder)], verifiers=[signer.verifier()])
     assert broken.fleet is not None and broken.fleet.logs[0].status == EXCLUDED
     assert "does not verify" in (broken.fleet.logs[0].reason or "")
+
+
+def test_a_fleet_of_8_mib_or_more_is_counted_in_one_worker_per_cpu_unless_jobs_says_otherwise(
+    hosts: tuple[Path, list[Path], list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its default is what a single chain's report does beside its reading: worker processes for a
+    large read on a machine with two or more CPUs, this process otherwise (one-CPU fleets counted in
+    one process were measured against a one chain verified in a second: row 11a)."""
+    from otel_route_shadow.analysis import fleet as fleet_module
+    from otel_route_shadow.analysis.fleet import fleet_jobs, prepare_log
+
+    folder, paths, _keys = hosts
+    pending = [prepare_log(str(path), [], None) for path in paths]
+    monkeypatch.setattr(fleet_module.os, "cpu_count", lambda: 8)
+    assert fleet_jobs(pending, None) == 1  # a few KiB: pool start-up would cost more than it saves
+    assert fleet_jobs(pending, 2) == 2
+    monkeypatch.setattr(fleet_module, "CONCURRENT_MIN_BYTES", sum(path.stat().st_size for path in paths))
+    assert fleet_jobs(pending, None) == 3  # one per CPU, at most one per log
+    assert fleet_jobs(pending, 1) == 1
+    assert fleet_jobs(pending[:1], None) == 1
+    monkeypatch.setattr(fleet_module.os, "cpu_count", lambda: 1)
+    assert fleet_jobs(pending, None) == 1
+
+
+def _fleet_in_a_daemon(folder: str, keys: list[str], answers: Any) -> None:
+    from otel_route_shadow.tlog import Verifier
+
+    try:
+        report = build_fleet_report([folder], verifiers=[Verifier.parse(k) for k in keys], jobs=2)
+        answers.put(report.spawns)
+    except BaseException as exc:  # noqa: BLE001 - the parent asserts on what happened
+        answers.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_a_fleet_read_in_a_daemonic_process_counts_its_logs_in_that_process(
+    hosts: tuple[Path, list[Path], list[str]],
+) -> None:
+    """A daemonic process may start no worker (multiprocessing refuses with AssertionError): the logs
+    are counted in the process itself, as a single chain's report then verifies before it reads."""
+    from otel_route_shadow.processes import mp_context
+    from otel_route_shadow.tlog import Verifier
+
+    folder, _paths, keys = hosts
+    expected = build_fleet_report([str(folder)], verifiers=[Verifier.parse(k) for k in keys]).spawns
+    context = mp_context()
+    answers = context.Queue()
+    daemon = context.Process(target=_fleet_in_a_daemon, args=(str(folder), keys, answers), daemon=True)
+    daemon.start()
+    try:
+        assert answers.get(timeout=120) == expected
+    finally:
+        daemon.join(timeout=30)
+    assert daemon.exitcode == 0

@@ -25,7 +25,7 @@ its checkpoint vouches for); records beyond it wait for the next checkpoint.
 Each observation of an included log carries its log's origin in
 :data:`~otel_route_shadow.analysis.groups.HOST_KEY`, which gives the per-host breakdown (``--by host``,
 always first) and keeps the noise baseline per host (two spawns of two hosts are never consecutive).
-``report`` counts each log apart (:func:`aggregate_log`, in a worker process with ``--jobs``), then
+``report`` counts each log apart (:func:`aggregate_log`, in worker processes: :func:`fleet_jobs`), then
 derives the figures once over every log's counts (:func:`combine`); ``whatif`` reads the logs one
 after the other into one replay (:func:`~otel_route_shadow.analysis.whatif.replay_payloads`). A log's
 cells, decision keys and cohorts' durations are its own, so every count of the fleet is the sum of
@@ -34,8 +34,9 @@ the counts of its logs' own reports.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
@@ -55,6 +56,7 @@ from otel_route_shadow.analysis.records import Repeats
 from otel_route_shadow.analysis.replaying import CitedLoader
 from otel_route_shadow.analysis.report import Aggregation, new_aggregation
 from otel_route_shadow.analysis.source import (
+    CONCURRENT_MIN_BYTES,
     ChainAnalysisError,
     ChainStatus,
     Payloads,
@@ -65,7 +67,7 @@ from otel_route_shadow.analysis.usage import CitedUsage
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.chain import live_path
 from otel_route_shadow.logstore import LogStore, Pruned, StateError, check_kept_chain
-from otel_route_shadow.processes import mp_context
+from otel_route_shadow.processes import map_in_workers
 from otel_route_shadow.tlog import LogKey, NoteError, Policy, parse_checkpoint, parse_note, subtrees
 
 __all__ = [
@@ -78,6 +80,7 @@ __all__ = [
     "check_logs",
     "checkpoint_problem",
     "combine",
+    "fleet_jobs",
     "fleet_specs",
     "is_remote",
     "prepare_log",
@@ -235,10 +238,31 @@ def prepare_log(path: str, verifiers: Sequence[LogKey], policy: Policy | None) -
     return PendingLog(path, note, evidence, parse_checkpoint(parse_note(note).text).root, pruned)
 
 
-def check_logs(pending: Sequence[PendingLog], keys: tuple[str, ...], jobs: int = 1) -> list[FleetLog]:
-    """Each pending log's chain verified against its checkpoint (``jobs`` worker processes)."""
-    verdicts = _run_checks(
-        [(log.path, log.note, log.evidence.size or 0, keys, log.pruned) for log in pending], jobs
+def fleet_jobs(pending: Sequence[PendingLog], jobs: int | None) -> int:
+    """The worker processes that check and count ``pending``: ``jobs`` when given; else, as a single
+    chain's report chooses to verify in a worker beside its reading (``source.use_concurrent``), one
+    per CPU (at most one per log) when the logs total ``CONCURRENT_MIN_BYTES`` or more on a machine
+    with two or more CPUs, and none (this process) otherwise."""
+    if jobs is not None:
+        return jobs
+    cpus = os.cpu_count() or 1
+    if cpus < 2 or len(pending) < 2:
+        return 1
+    total = 0
+    for log in pending:
+        with contextlib.suppress(OSError):
+            total += os.stat(log.path).st_size
+    return min(cpus, len(pending)) if total >= CONCURRENT_MIN_BYTES else 1
+
+
+def check_logs(
+    pending: Sequence[PendingLog], keys: tuple[str, ...], jobs: int | None = None
+) -> list[FleetLog]:
+    """Each pending log's chain verified against its checkpoint (in :func:`fleet_jobs` processes)."""
+    verdicts = map_in_workers(
+        _check_against,
+        [(log.path, log.note, log.evidence.size or 0, keys, log.pruned) for log in pending],
+        fleet_jobs(pending, jobs),
     )
     return [
         FleetLog(
@@ -267,15 +291,6 @@ def verifier_keys(verifiers: Sequence[LogKey], policy: Policy | None) -> tuple[s
 
 def _with_records(evidence: LogEvidence, records: int) -> LogEvidence:
     return replace(evidence, chain_records=records)
-
-
-def _run_checks(
-    items: list[tuple[str, str, int, tuple[str, ...], Pruned | None]], jobs: int
-) -> list[_Verdict]:
-    if jobs <= 1 or len(items) <= 1:
-        return [_check_against(*item) for item in items]
-    with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=mp_context()) as pool:
-        return list(pool.map(_check_against, *zip(*items, strict=True)))
 
 
 def refuse_shared_origins(origins: Sequence[str | None], paths: Sequence[str]) -> None:

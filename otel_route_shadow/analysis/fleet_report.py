@@ -54,7 +54,7 @@ def build_fleet_report(
     window: TimeWindow | None = None,
     verifiers: Sequence[LogKey] = (),
     policy: Policy | None = None,
-    jobs: int = 1,
+    jobs: int | None = None,
     cited_loader: CitedLoader | None = None,
     examples: int = 3,
     min_spawns: int = MIN_SPAWNS,
@@ -63,7 +63,7 @@ def build_fleet_report(
     """The report over every log of ``inputs`` (chain files, folders of them, ``serve`` URLs read
     through ``fetch``) that verifies against its newest checkpoint; the others are named in
     ``report.fleet`` and in no figure. ``jobs`` worker processes check, then aggregate, several local
-    logs at once."""
+    logs at once (None: as ``fleet.fleet_jobs`` chooses)."""
     settings = ReportSettings(fleet_specs(as_specs(by)), window or TimeWindow(), examples, min_spawns)
     prepared = prepare_logs(chain_paths(inputs), verifiers, policy, fetch)
     pending = [item for item in prepared if not isinstance(item, FleetLog)]
@@ -85,7 +85,7 @@ def count_pending(
     settings: ReportSettings,
     keys: tuple[str, ...],
     *,
-    jobs: int = 1,
+    jobs: int | None = None,
     cited_loader: CitedLoader | None = None,
 ) -> list[tuple[FleetLog, Aggregation | None]]:
     """Each pending log checked and counted (its aggregation None when it is excluded): the local ones
@@ -127,7 +127,7 @@ def fleet_replay(
     examples: int = 3,
     verifiers: Sequence[LogKey] = (),
     policy: Policy | None = None,
-    jobs: int = 1,
+    jobs: int | None = None,
     fetch: Fetch | None = None,
     progress: ProgressFn | None = None,
 ) -> WhatIfResult:

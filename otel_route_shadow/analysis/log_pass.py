@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any, Final
 
@@ -23,6 +22,7 @@ from otel_route_shadow.analysis.fleet import (
     ReportSettings,
     aggregate_log,
     check_logs,
+    fleet_jobs,
 )
 from otel_route_shadow.analysis.fleet_logs import INCLUDED, FleetLog
 from otel_route_shadow.analysis.groups import HOST_KEY
@@ -43,7 +43,7 @@ from otel_route_shadow.chain import (
 )
 from otel_route_shadow.files import FileRefused
 from otel_route_shadow.lines import LineTooLong, complete_end
-from otel_route_shadow.processes import mp_context
+from otel_route_shadow.processes import map_in_workers
 from otel_route_shadow.tlog import CompactRange, leaf_hash
 
 __all__ = [
@@ -231,14 +231,12 @@ def count_logs(
     settings: ReportSettings,
     keys: tuple[str, ...],
     *,
-    jobs: int = 1,
+    jobs: int | None = None,
     cited_loader: CitedLoader | None = None,
 ) -> list[tuple[FleetLog, Aggregation | None]]:
-    """Each log checked against its checkpoint and, if included, counted (:func:`_counted`); ``jobs``
-    worker processes take several logs at once (not with a store: its snapshots are read in this
+    """Each log checked against its checkpoint and, if included, counted (:func:`_counted`), several at
+    once in worker processes (``fleet.fleet_jobs``; not with a store: its snapshots are read in this
     process)."""
-    if cited_loader is not None or jobs <= 1 or len(pending) <= 1:
+    if cited_loader is not None:
         return [_counted(log, settings, keys, cited_loader) for log in pending]
-    with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=mp_context()) as pool:
-        n = len(pending)
-        return list(pool.map(_counted, pending, [settings] * n, [keys] * n))
+    return map_in_workers(_counted, [(log, settings, keys) for log in pending], fleet_jobs(pending, jobs))

@@ -171,7 +171,7 @@ def follow_fleet(
     window: TimeWindow | None = None,
     verifiers: Sequence[LogKey] = (),
     policy: Policy | None = None,
-    jobs: int = 1,
+    jobs: int | None = None,
     examples: int = 3,
     min_spawns: int = MIN_SPAWNS,
     rebuild: bool = False,
@@ -179,8 +179,9 @@ def follow_fleet(
 ) -> Report:
     """The fleet report of ``inputs`` (chains, ``serve`` URLs read through ``fetch``), each log extended
     from the state file at ``state_path`` where it can and read in full where it cannot
-    (``report.fleet.followed`` says which, and why); the state file is then rewritten, an excluded
-    remote log's entry kept; the garbage collector is paused meanwhile. Raises ``FleetError`` as
+    (``report.fleet.followed`` says which, and why; those in worker processes as ``fleet.fleet_jobs``
+    chooses from ``jobs``); the state file is then rewritten, an excluded remote log's entry kept; the
+    garbage collector is paused meanwhile. Raises ``FleetError`` as
     :func:`build_fleet_report` does."""
     paths = chain_paths(inputs)
     settings = ReportSettings(fleet_specs(as_specs(by)), window or TimeWindow(), examples, min_spawns)
