@@ -3,8 +3,10 @@
 The large chain's records are dealt into ``H`` host logs (100 in the full run, 4 in ``--quick``), each
 with its own origin, signing key and checkpoint over all of it:
 
-* 11a: ``build_fleet_report(H logs, --key each)`` against ``build_report(the large chain)``: the same
-  records, one report; target <= 1.2x;
+* 11a: ``build_fleet_report(H logs, --key each)`` against ``build_report(the large chain)``, each as
+  shipped (the fleet in ``fleet.fleet_jobs`` worker processes, one chain verified in a worker beside
+  its reading): the same records, one report; target <= 1.2x. In ``extras``, the same two in one
+  process each (``jobs=1`` against ``concurrent=False``), and the fleet's default ``jobs`` here;
 * 11b: the fleet report with ``jobs=2`` against ``jobs=1`` (the speed-up; target >= 1.7x on two CPUs),
   with what bounds it, in ``extras``: the CPU seconds of the ``jobs=2`` run in this process (the serial
   part: reading checkpoints, deriving the figures once over the logs' counts) and in its worker
@@ -12,7 +14,9 @@ with its own origin, signing key and checkpoint over all of it:
   machine gave a pure-CPU task split the same way at the same moment (``machine_speedup``; below 2 when
   other jobs hold the CPUs) with the load average;
 * 11c: ``follow_fleet`` extending a state file after 1% new records per log, against a full run
-  (``rebuild=True``) over the same logs; target <= 5% of the full run. A third side, interleaved, reruns
+  (``rebuild=True``) over the same logs, both in one process (``jobs=1``: a rerun's work is this
+  process's; the row weighs the work, not the CPUs); target <= 5% of the full run. A fourth side, the
+  full run with its default ``jobs``, is in ``extras`` (``of_full_default_jobs``). A third side, interleaved, reruns
   from a state already at the new checkpoints (no new record: what reading, checking, restoring, deriving
   and writing the state costs alone), in ``extras`` as ``nothing_new_s`` and ``nothing_new_of_full``
   (median, min, max of the per-run ratios to the full run);
@@ -157,28 +161,44 @@ def _bounds(row: Row, one: Callable[[], object], two: Callable[[], object], host
 def _whole_fleet(large: Path, work: Path, hosts: int, runs: int, fleet_row: Row, jobs_row: Row) -> None:
     """Rows 11a and 11b: the fleet report of the dealt logs against one chain, and with ``jobs=2``."""
     from otel_route_shadow.analysis import build_fleet_report, build_report
+    from otel_route_shadow.analysis.fleet import fleet_jobs
 
-    signers, _ = _deal(large, work / "whole", hosts)
+    signers, paths = _deal(large, work / "whole", hosts)
     keys = [signer.verifier() for signer in signers]
     folder = [str(work / "whole")]
     times = interleaved(
         {
             "single": lambda: timed(lambda: build_report(large)),
             "fleet": lambda: timed(lambda: build_fleet_report(folder, verifiers=keys)),
+            "single_one_process": lambda: timed(lambda: build_report(large, concurrent=False)),
+            "fleet1": lambda: timed(lambda: build_fleet_report(folder, verifiers=keys, jobs=1)),
             "fleet2": lambda: timed(lambda: build_fleet_report(folder, verifiers=keys, jobs=2)),
         },
         runs,
     )
     fleet_row.ours, fleet_row.baseline = Stats.of(times["fleet"]), Stats.of(times["single"])
     fleet_row.ratio, fleet_row.runs = ratios(times["fleet"], times["single"]), runs
-    jobs_row.ours, jobs_row.baseline = Stats.of(times["fleet2"]), Stats.of(times["fleet"])
-    jobs_row.ratio, jobs_row.runs = ratios(times["fleet"], times["fleet2"]), runs
+    one = ratios(times["fleet1"], times["single_one_process"])
+    fleet_row.extras["default_jobs"] = fleet_jobs([_pending(path) for path in paths], None)
+    fleet_row.extras["one_process_each_s"] = [
+        round(Stats.of(times["fleet1"]).median, 3),
+        round(Stats.of(times["single_one_process"]).median, 3),
+    ]
+    fleet_row.extras["one_process_each_ratio"] = [round(v, 3) for v in (one.median, one.min, one.max)]
+    jobs_row.ours, jobs_row.baseline = Stats.of(times["fleet2"]), Stats.of(times["fleet1"])
+    jobs_row.ratio, jobs_row.runs = ratios(times["fleet1"], times["fleet2"]), runs
     _bounds(
         jobs_row,
-        lambda: build_fleet_report(folder, verifiers=keys),
+        lambda: build_fleet_report(folder, verifiers=keys, jobs=1),
         lambda: build_fleet_report(folder, verifiers=keys, jobs=2),
         hosts,
     )
+
+
+def _pending(path: Path) -> Any:
+    from otel_route_shadow.analysis.fleet import prepare_log
+
+    return prepare_log(str(path), [], None)
 
 
 def _followed_fleet(large: Path, work: Path, hosts: int, runs: int, follow_row: Row) -> None:
@@ -197,15 +217,19 @@ def _followed_fleet(large: Path, work: Path, hosts: int, runs: int, follow_row: 
 
     def incremental(start: Path) -> None:
         shutil.copyfile(start, state)
-        report = follow_fleet(grown, str(state), verifiers=keys)
+        report = follow_fleet(grown, str(state), verifiers=keys, jobs=1)
         if report.fleet is None or report.fleet.followed is None or report.fleet.followed.rebuilt:
             raise RuntimeError("the rerun did not extend every log from the state")
+
+    def full(jobs: int | None) -> None:
+        follow_fleet(grown, str(full_state), verifiers=keys, rebuild=True, jobs=jobs)
 
     follow = interleaved(
         {
             "incremental": lambda: timed(lambda: incremental(saved)),
-            "full": lambda: timed(lambda: follow_fleet(grown, str(full_state), verifiers=keys, rebuild=True)),
+            "full": lambda: timed(lambda: full(1)),
             "nothing_new": lambda: timed(lambda: incremental(settled)),
+            "full_default": lambda: timed(lambda: full(None)),
         },
         runs,
     )
@@ -214,6 +238,11 @@ def _followed_fleet(large: Path, work: Path, hosts: int, runs: int, follow_row: 
     floor = ratios(follow["nothing_new"], follow["full"])
     follow_row.extras["nothing_new_s"] = round(Stats.of(follow["nothing_new"]).median, 3)
     follow_row.extras["nothing_new_of_full"] = [round(v, 4) for v in (floor.median, floor.min, floor.max)]
+    defaults = ratios(follow["incremental"], follow["full_default"])
+    follow_row.extras["full_default_jobs_s"] = round(Stats.of(follow["full_default"]).median, 3)
+    follow_row.extras["of_full_default_jobs"] = [
+        round(v, 4) for v in (defaults.median, defaults.min, defaults.max)
+    ]
 
 
 def _served_log(large: Path, work: Path, records: int, runs: int, row: Row) -> None:

@@ -368,13 +368,13 @@ def test_a_broken_line_after_the_checkpoint_excludes_the_log_counted_in_one_read
 def test_a_fleet_of_8_mib_or_more_is_counted_in_one_worker_per_cpu_unless_jobs_says_otherwise(
     hosts: tuple[Path, list[Path], list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its default is what a single chain's report does beside its reading: worker processes for a
-    large read on a machine with two or more CPUs, this process otherwise (one-CPU fleets counted in
-    one process were measured against a one chain verified in a second: row 11a)."""
+    """A fleet's default is what one chain's report does: a worker process beside its reading for a
+    read of 8 MiB or more on a machine with two or more CPUs, this process otherwise. With ``--jobs 1``
+    as its default, a fleet was counted on one CPU while one chain was verified on a second."""
     from otel_route_shadow.analysis import fleet as fleet_module
     from otel_route_shadow.analysis.fleet import fleet_jobs, prepare_log
 
-    folder, paths, _keys = hosts
+    _folder, paths, _keys = hosts
     pending = [prepare_log(str(path), [], None) for path in paths]
     monkeypatch.setattr(fleet_module.os, "cpu_count", lambda: 8)
     assert fleet_jobs(pending, None) == 1  # a few KiB: pool start-up would cost more than it saves
@@ -393,7 +393,7 @@ def _fleet_in_a_daemon(folder: str, keys: list[str], answers: Any) -> None:
     try:
         report = build_fleet_report([folder], verifiers=[Verifier.parse(k) for k in keys], jobs=2)
         answers.put(report.spawns)
-    except BaseException as exc:  # noqa: BLE001 - the parent asserts on what happened
+    except BaseException as exc:  # the parent asserts on what happened
         answers.put(f"{type(exc).__name__}: {exc}")
 
 
