@@ -51,18 +51,30 @@ def pool(jobs: int) -> ProcessPoolExecutor:
 
 def map_in_workers(work: Callable[..., _T], items: Sequence[tuple[Any, ...]], jobs: int) -> list[_T]:
     """``work(*item)`` of each item, in order: in ``jobs`` worker processes (at most one per item), or
-    in this process when ``jobs`` is 1, there is one item, or no worker can be started here (a
-    daemonic process, a sandbox: the first task, which starts the pool, fails to)."""
-    if jobs > 1 and len(items) > 1:
+    in this process when ``jobs`` is 1, there is one item, this process is daemonic (it may have no
+    child), or a worker cannot be started (a sandbox, a process limit): the workers already started
+    are then killed, and every item is worked here."""
+    if jobs > 1 and len(items) > 1 and not multiprocessing.current_process().daemon:
         executor = pool(min(jobs, len(items)))
         try:
-            executor.submit(int).result()
-        except (AssertionError, OSError, RuntimeError):
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.submit(int).result()  # starts the workers (all of them with fork)
+        except (OSError, RuntimeError):
+            _kill(executor)
         else:
-            with executor:
-                return list(executor.map(work, *zip(*items, strict=True)))
+            try:
+                with executor:
+                    return list(executor.map(work, *zip(*items, strict=True)))
+            except OSError:  # with spawn, a worker started as the tasks are queued, or a task's own
+                _kill(executor)
     return [work(*item) for item in items]
+
+
+def _kill(executor: ProcessPoolExecutor) -> None:
+    """Stop a pool whose workers may wait for tasks no manager thread will ever send them."""
+    for process in list((executor._processes or {}).values()):
+        process.kill()
+        process.join()
+    executor.shutdown(wait=False, cancel_futures=True)
 
 
 def each_segment(
