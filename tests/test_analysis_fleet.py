@@ -416,3 +416,30 @@ def test_a_fleet_read_in_a_daemonic_process_counts_its_logs_in_that_process(
     finally:
         daemon.join(timeout=30)
     assert daemon.exitcode == 0
+
+
+def test_a_fleet_of_cut_chains_is_sized_by_their_segments_not_their_live_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cut chain keeps most of its bytes in its segments: sized by its live file alone, a fleet of
+    large cut logs was read in this process while one of them alone was verified beside its reading."""
+    from otel_route_shadow.analysis import fleet as fleet_module
+    from otel_route_shadow.analysis.fleet import fleet_jobs, prepare_log
+    from otel_route_shadow.analysis.source import stored_bytes
+    from otel_route_shadow.logstore.cutting import cut_signed
+
+    pending = []
+    for number, name in enumerate(("alpha", "beta")):
+        path = tmp_path / f"{name}.jsonl"
+        build_chain(path, SCENARIO, start_ns=(1_790_000_000 + number * 500_000) * 10**9)
+        origin = f"{name}.example/route-shadow"
+        checkpointer = Checkpointer(str(path), origin, Signer.generate(origin))
+        checkpointer.checkpoint()
+        assert cut_signed(checkpointer, None) is not None
+        pending.append(prepare_log(str(path), [], None))
+    live = sum(Path(log.path).stat().st_size for log in pending)
+    stored = sum(stored_bytes(log.path) for log in pending)
+    assert stored > 10 * live
+    monkeypatch.setattr(fleet_module.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(fleet_module, "CONCURRENT_MIN_BYTES", stored)
+    assert fleet_jobs(pending, None) == 2

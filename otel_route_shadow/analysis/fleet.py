@@ -34,7 +34,6 @@ the counts of its logs' own reports.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -62,6 +61,7 @@ from otel_route_shadow.analysis.source import (
     Payloads,
     read_payloads,
     require_chain_file,
+    stored_bytes,
 )
 from otel_route_shadow.analysis.usage import CitedUsage
 from otel_route_shadow.analysis.window import TimeWindow
@@ -241,17 +241,15 @@ def prepare_log(path: str, verifiers: Sequence[LogKey], policy: Policy | None) -
 def fleet_jobs(pending: Sequence[PendingLog], jobs: int | None) -> int:
     """The worker processes that check and count ``pending``: ``jobs`` when given; else, as a single
     chain's report chooses to verify in a worker beside its reading (``source.use_concurrent``), one
-    per CPU (at most one per log) when the logs total ``CONCURRENT_MIN_BYTES`` or more on a machine
+    per CPU (at most one per log) when the logs' files (``source.stored_bytes``: a cut chain's
+    segments too) total ``CONCURRENT_MIN_BYTES`` or more on a machine
     with two or more CPUs, and none (this process) otherwise."""
     if jobs is not None:
         return jobs
     cpus = os.cpu_count() or 1
     if cpus < 2 or len(pending) < 2:
         return 1
-    total = 0
-    for log in pending:
-        with contextlib.suppress(OSError):
-            total += os.stat(log.path).st_size
+    total = sum(stored_bytes(log.path) for log in pending)
     return min(cpus, len(pending)) if total >= CONCURRENT_MIN_BYTES else 1
 
 

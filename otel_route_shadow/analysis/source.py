@@ -48,6 +48,7 @@ __all__ = [
     "open_chain",
     "read_payloads",
     "require_chain_file",
+    "stored_bytes",
 ]
 
 ProgressFn = Callable[[int, int], None]
@@ -357,14 +358,19 @@ def _complete_size(path: Path, start: int) -> int:
     return live + sum(os.lstat(segment.path).st_size for segment in closed)  # a link is never followed
 
 
+def stored_bytes(path: str | Path) -> int:
+    """The bytes of a chain's files, its closed segments and its live file (0 when they cannot be
+    listed or sized)."""
+    try:
+        return sum(os.stat(segment.path).st_size for segment in chain_segments(path))
+    except OSError:
+        return 0
+
+
 def use_concurrent(path: str | Path, concurrent: bool | None) -> bool:
     if concurrent is not None:
         return concurrent
-    try:
-        size = sum(os.stat(segment.path).st_size for segment in chain_segments(path))
-    except OSError:
-        return False
-    return size >= CONCURRENT_MIN_BYTES and (os.cpu_count() or 1) >= 2
+    return stored_bytes(path) >= CONCURRENT_MIN_BYTES and (os.cpu_count() or 1) >= 2
 
 
 def analyse_chain(
