@@ -347,4 +347,6 @@ def test_report_examples_option(capsys: pytest.CaptureFixture[str], chain: Path)
     assert main(["report", str(chain), "--json", "--no-progress", "--examples", "1"]) == 0
     rows = json.loads(capsys.readouterr().out)["divergent_decisions"]
     assert all(len(row["examples"]) == 1 for row in rows)
-    assert main(["report", str(chain), "--examples", "-1"]) == 2
+    with pytest.raises(SystemExit) as refused:
+        main(["report", str(chain), "--examples", "-1"])
+    assert refused.value.code == 2 and "--examples" in capsys.readouterr().err

@@ -243,7 +243,6 @@ def test_audit_bad_inputs_each_one_line_and_their_own_exit_code(
         ([str(chain), "--backend", "not-a-url"], "not an http(s) URL", 2),
         ([str(chain), "--backend", url, "--since", "tomorrow"], "--since", 2),
         ([str(chain), "--backend", url, "--until", "2000-01-01T00:00:00Z"], "empty window", 2),
-        ([str(chain), "--backend", url, "--min-span-coverage", "2"], "--min-span-coverage", 2),
         ([str(chain), "--backend", url, "--key", str(tmp_path / "nokey")], "--key", 2),
     ]
     for argv, text, expected in cases:
@@ -253,6 +252,11 @@ def test_audit_bad_inputs_each_one_line_and_their_own_exit_code(
         assert len(err.strip().splitlines()) == 1, err
         assert "Traceback" not in err
         assert out == ""
+    for bad in ("2", "-0.1", "nan", "x"):  # refused by argparse, as every number option: usage, then why
+        with pytest.raises(SystemExit) as refused:
+            _audit(capsys, str(chain), "--backend", url, "--min-span-coverage", bad)
+        err = capsys.readouterr().err
+        assert refused.value.code == 2 and "--min-span-coverage" in err.strip().splitlines()[-1], err
 
 
 def test_a_server_that_is_not_phoenix_is_never_project_not_found(

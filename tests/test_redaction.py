@@ -21,6 +21,7 @@ AWS = "AKIAIOSFODNN7EXAMPLE"
 GITHUB_CLASSIC = "ghp_" + "A1b2C3d4E5" * 4
 GITHUB_FINE = "github_pat_11ABCDEFG0" + "x_Y1z2" * 10
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\nq2VaLue+/x==\n-----END RSA PRIVATE KEY-----"
+NOTE_SIGNER = "PRIVATE+KEY+log.example/route-shadow+1234abcd+AZ1y+fK3mQ0pLr9vT2sWcXeB7nH5jD8gA4uI6oE0tRq="
 
 SECRETS = {
     "anthropic": ANTHROPIC,
@@ -32,6 +33,7 @@ SECRETS = {
     "github-classic": GITHUB_CLASSIC,
     "github-fine-grained": GITHUB_FINE,
     "pem": PEM,
+    "note-signer": NOTE_SIGNER,
 }
 
 
@@ -65,6 +67,7 @@ def test_bare_credential_shapes_are_scrubbed(name: str, template: str) -> None:
         ("credentials=a:b", "credentials=[REDACTED]"),
         ("-----BEGIN PRIVATE KEY-----\nMIIEv truncated", "[REDACTED]"),
         ("before " + PEM + " after", "before [REDACTED] after"),
+        ("invalid int value: 'PRIVATE+KEY+a+d066b050+Afx3X2RdG'", "invalid int value: '[REDACTED]'"),
     ],
 )
 def test_pairs_and_schemes_keep_their_key(text: str, expected: str) -> None:
@@ -121,7 +124,17 @@ def test_boundaries() -> None:
     assert redact_text("f" + ZAI)[0] == "f[REDACTED]"  # a longer hex run still loses its last 32
 
 
-_FRAGMENTS = ["password=", "token:", "Bearer ", "sk-", "eyJ", "AKIA", "ghp_", "-----BEGIN PRIVATE KEY-----"]
+_FRAGMENTS = [
+    "password=",
+    "token:",
+    "Bearer ",
+    "sk-",
+    "eyJ",
+    "AKIA",
+    "ghp_",
+    "-----BEGIN PRIVATE KEY-----",
+    "PRIVATE+KEY+",
+]
 _ALPHABET = st.sampled_from([*"abcxyzABCXYZ0189-_.=:/ \n\"'", *_FRAGMENTS])
 
 

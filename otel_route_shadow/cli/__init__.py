@@ -2,7 +2,9 @@
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function. The exit codes are
 stated once, in :mod:`otel_route_shadow.cli.exit_codes` (each command's ``--help`` ends with its own);
-unusable input is one line on stderr naming the file and the problem, never a traceback.
+unusable input is one line on stderr naming the file and the problem, never a traceback. What the
+command line prints when it refuses is scrubbed of credential-shaped strings (``core.redact_text``):
+argparse quotes a value it refuses, and a value may be a key pasted in the wrong place.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from otel_route_shadow.cli import (
     acknowledge,
@@ -27,6 +30,7 @@ from otel_route_shadow.cli import (
 )
 from otel_route_shadow.cli.common import CliError, harden_streams, name_chains
 from otel_route_shadow.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK
+from otel_route_shadow.core import redact_text
 from otel_route_shadow.version import __version__
 
 __all__ = ["build_parser", "main"]
@@ -34,8 +38,15 @@ __all__ = ["build_parser", "main"]
 _MODULES = (explain, policy, verify, demo, audit, report, key, prove, serve, acknowledge, rotate, prune)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (each command's too), its refusal scrubbed of credentials."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(redact_text(message)[0])
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="otel-route-shadow",
         description="Shadow LLM-agent routing: explain decisions, keep policy snapshots, verify the chain.",
     )
@@ -54,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except CliError as exc:
-        print(f"otel-route-shadow: {exc}", file=sys.stderr)
+        print(f"otel-route-shadow: {redact_text(str(exc))[0]}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("otel-route-shadow: interrupted", file=sys.stderr)

@@ -18,7 +18,13 @@ import threading
 from otel_route_shadow.addresses import UrlError, parse_http_url
 from otel_route_shadow.analysis import MIN_SPAWNS, Fetch, RemoteError, Report, WhatIfResult, is_remote
 from otel_route_shadow.cli.checkpoints import add_key_options
-from otel_route_shadow.cli.common import CliError, check_output, number_argument, witness_policy_arg
+from otel_route_shadow.cli.common import (
+    CliError,
+    check_output,
+    count_argument,
+    number_argument,
+    witness_policy_arg,
+)
 from otel_route_shadow.witness import Connection, TransportError
 
 __all__ = [
@@ -87,21 +93,11 @@ def whatif_fleet_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def min_spawns_arg(parser: argparse.ArgumentParser) -> None:
     """``report --min-spawns N``: the minimum sample of a positive readiness verdict."""
     parser.add_argument(
         "--min-spawns",
-        type=_positive,
+        type=count_argument(1),
         default=MIN_SPAWNS,
         metavar="N",
         help="a group with fewer stable spawns and no blocker reads 'not-enough-spawns', not ready "

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from otel_route_shadow.cli.common import CliError, problem_line
+from otel_route_shadow.cli.common import CliError, count_argument, problem_line
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.store import (
@@ -74,8 +74,8 @@ def register(sub: Any) -> None:
     _action(commands, "show", "state, revision, hash and policy count; exit 1 when corrupt", _show)
     _action(commands, "history", "every revision, verified; exit 1 when any is not ok", _history)
     diff = _action(commands, "diff", "policies added, removed and changed (by field) from A to B", _diff)
-    diff.add_argument("a", metavar="A", type=_revision_number, help="revision number (0: the empty set)")
-    diff.add_argument("b", metavar="B", type=_revision_number, help="revision number")
+    diff.add_argument("a", metavar="A", type=count_argument(0), help="revision number (0: the empty set)")
+    diff.add_argument("b", metavar="B", type=count_argument(0), help="revision number")
     _action(
         commands, "repair", "move a corrupt snapshot aside with its evidence so saving can continue", _repair
     )
@@ -86,7 +86,7 @@ def register(sub: Any) -> None:
         _export,
         json=False,
     )
-    export.add_argument("--revision", type=_revision_number, default=None, metavar="N")
+    export.add_argument("--revision", type=count_argument(0), default=None, metavar="N")
 
 
 def _action(
@@ -116,16 +116,6 @@ def _action(
         )
     parser.set_defaults(handler=handler)
     return parser
-
-
-def _revision_number(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a revision number: {text[:32]!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("revision numbers are 0 or more")
-    return value
 
 
 def _print_json(value: Any) -> None:

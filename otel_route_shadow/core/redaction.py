@@ -55,7 +55,7 @@ _PAIR_KEYWORD: Final = (
 _NEXT_CREDENTIAL: Final = (
     r"(?=sk-[A-Za-z0-9_-]{20}|eyJ[A-Za-z0-9_-]{8}|gh[pousr]_[A-Za-z0-9]{30}|github_pat_[A-Za-z0-9_]{30}"
     r"|A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}|[0-9a-f]{32}\.[0-9A-Za-z]{16}"
-    r"|-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY)"
+    r"|-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY|PRIVATE\+KEY\+)"
 )
 
 
@@ -76,6 +76,9 @@ _PATTERN: Final = re.compile(
     # PEM private key block, also when truncated (no END line): everything to the end is scrubbed.
     r"-(?P<pem>----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*))"
+    # Go note signer keys (PRIVATE+KEY+<name>+<key id>+<base64 key>, the log's own signing key), also
+    # cut short: everything to the next space or quote is scrubbed.
+    r"|P(?P<note>RIVATE\+KEY\+[^\s\"']*)"
     # Anthropic (sk-ant-api03-...) and OpenAI (sk-proj-..., sk-svcacct-..., legacy sk-...T3BlbkFJ...) API
     # keys. Only the bare "sk-" form needs a boundary ("task-...", "desk-..." are words); the named
     # prefixes and the legacy OpenAI marker are specific enough to match anywhere.
