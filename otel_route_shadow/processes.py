@@ -53,7 +53,8 @@ def map_in_workers(work: Callable[..., _T], items: Sequence[tuple[Any, ...]], jo
     """``work(*item)`` of each item, in order: in ``jobs`` worker processes (at most one per item), or
     in this process when ``jobs`` is 1, there is one item, this process is daemonic (it may have no
     child), or a worker cannot be started (a sandbox, a process limit): the workers already started
-    are then killed, and every item is worked here."""
+    are then killed, and every item is worked here. A task's own exception is raised, the tasks not
+    yet started cancelled."""
     if jobs > 1 and len(items) > 1 and not multiprocessing.current_process().daemon:
         executor = pool(min(jobs, len(items)))
         try:
@@ -61,11 +62,17 @@ def map_in_workers(work: Callable[..., _T], items: Sequence[tuple[Any, ...]], jo
         except (OSError, RuntimeError):
             _kill(executor)
         else:
+            futures: list[Future[_T]] = []
             try:
-                with executor:
-                    return list(executor.map(work, *zip(*items, strict=True)))
-            except OSError:  # with spawn, a worker started as the tasks are queued, or a task's own
+                for item in items:
+                    futures.append(executor.submit(work, *item))
+            except OSError:  # with spawn, a worker is started as a task is queued
                 _kill(executor)
+            else:
+                try:
+                    return [future.result() for future in futures]  # a task's own error passes
+                finally:
+                    executor.shutdown(wait=True, cancel_futures=True)
     return [work(*item) for item in items]
 
 

@@ -69,3 +69,30 @@ def test_a_worker_that_cannot_be_spawned_while_tasks_are_queued_gives_the_work_t
     done = _run(SPAWN_FAILS_SECOND)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[8, 9, 16]"
+
+
+TASK_RAISES = """
+    import os, tempfile
+    from otel_route_shadow.processes import map_in_workers
+    calls = tempfile.mkdtemp()
+    main = os.getpid()
+    def work(number):
+        with open(os.path.join(calls, f"{number}-{os.getpid()}"), "w"):
+            pass
+        if number == 3:
+            raise PermissionError(13, "Permission denied", f"log{number}.jsonl")
+        return number
+    try:
+        map_in_workers(work, [(n,) for n in range(6)], 2)
+    except PermissionError as exc:
+        print("raised", exc.filename)
+    print("here", sum(name.endswith(f"-{main}") for name in os.listdir(calls)))
+"""
+
+
+def test_a_tasks_own_os_error_is_raised_not_the_whole_work_done_again_here() -> None:
+    """An OSError out of ``map`` was taken for a worker that could not start: every item was worked
+    again in this process (a fleet read twice), and only then did the error come out."""
+    done = _run(TASK_RAISES)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["raised log3.jsonl", "here 0"], done.stdout
