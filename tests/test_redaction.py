@@ -68,6 +68,12 @@ def test_bare_credential_shapes_are_scrubbed(name: str, template: str) -> None:
         ("-----BEGIN PRIVATE KEY-----\nMIIEv truncated", "[REDACTED]"),
         ("before " + PEM + " after", "before [REDACTED] after"),
         ("invalid int value: 'PRIVATE+KEY+a+d066b050+Afx3X2RdG'", "invalid int value: '[REDACTED]'"),
+        ("PRIVATE+KEY+a+b+c;password: hunter2", "[REDACTED];password: [REDACTED]"),
+        ("PRIVATE+KEY+a+b+c&token= s3cr3tvalue", "[REDACTED]&token= [REDACTED]"),
+        (
+            "k=PRIVATE+KEY+a+b+c,Authorization:Bearer abcdefghijkl",
+            "k=[REDACTED],Authorization:Bearer [REDACTED]",
+        ),
     ],
 )
 def test_pairs_and_schemes_keep_their_key(text: str, expected: str) -> None:
@@ -238,3 +244,28 @@ def test_the_sanitizer_remembers_only_strings_it_found_clean() -> None:
         assert [m.path for m in marks] == ["/note"]
     assert clean in sanitize._CLEAN
     assert not any("sk-ant" in text for text in sanitize._CLEAN)
+
+
+@pytest.mark.parametrize("name", ["o'hara.example/log", 'say"what/log', "a,b.example/log", "host:8443/log"])
+@pytest.mark.parametrize(
+    "template", ["{}", "token={}", "Bearer {}", "secret: '{}'", "{};password: p", "x {} y"]
+)
+def test_a_note_signer_key_goes_whole_whatever_its_name_holds(name: str, template: str) -> None:
+    """A key's name may hold quotes, commas and colons: the branch stopped at a quote, and a ``token=``
+    pair or a ``Bearer`` word before the key took it up to a comma or colon, leaving the seed."""
+    from otel_route_shadow.tlog import Signer
+
+    key = Signer.generate(name).secret_string()
+    seed = key.split("+", 4)[4]
+    out, _ = redact_text(template.format(key))
+    assert not [seed[i : i + 8] for i in range(len(seed) - 7) if seed[i : i + 8] in out], out
+    assert redact_text(out) == (out, 0)
+
+
+def test_the_signer_key_format_named_in_an_error_survives_redaction() -> None:
+    """The parser's own hint spelled the format with a literal prefix, which was then scrubbed."""
+    from otel_route_shadow.tlog import NoteError, Signer
+
+    with pytest.raises(NoteError) as refused:
+        Signer.parse("PUBLIC+KEY+a+12345678+x")
+    assert redact_text(str(refused.value)) == (str(refused.value), 0)

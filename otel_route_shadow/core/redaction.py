@@ -64,6 +64,11 @@ def _run(chars: str, minimum: int) -> str:
     return rf"{chars}{{{minimum}}}{chars}*?(?:(?!{chars})|{_NEXT_CREDENTIAL})"
 
 
+def _until_next(chars: str) -> str:
+    """Any number of ``chars``, up to the end of the run or the next credential."""
+    return rf"(?:(?!{_NEXT_CREDENTIAL}){chars})*"
+
+
 _B64URL: Final = "[A-Za-z0-9_-]"
 _ALNUM: Final = "[A-Za-z0-9]"
 
@@ -77,8 +82,13 @@ _PATTERN: Final = re.compile(
     r"-(?P<pem>----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*))"
     # Go note signer keys (PRIVATE+KEY+<name>+<key id>+<base64 key>, the log's own signing key), also
-    # cut short: everything to the next space or quote is scrubbed.
-    r"|P(?P<note>RIVATE\+KEY\+[^\s\"']*)"
+    # cut short. A name is any run without a space or "+" (quotes included); each part stops where
+    # another credential begins.
+    r"|P(?P<note>RIVATE\+KEY\+"
+    + _until_next(r"[^\s+]")
+    + r"(?:\+[0-9A-Fa-f]{0,8}(?:\+"
+    + _until_next("[A-Za-z0-9+/=]")
+    + ")?)?)"
     # Anthropic (sk-ant-api03-...) and OpenAI (sk-proj-..., sk-svcacct-..., legacy sk-...T3BlbkFJ...) API
     # keys. Only the bare "sk-" form needs a boundary ("task-...", "desk-..." are words); the named
     # prefixes and the legacy OpenAI marker are specific enough to match anywhere.
@@ -95,9 +105,10 @@ _PATTERN: Final = re.compile(
     # characters before it and the replacement covers them.
     r"|\.(?P<zai>(?<=[0-9a-f]{32}\.)" + _run(_ALNUM, 16) + ")"
     # Bearer tokens (HTTP Authorization scheme). The scheme word is kept.
-    r"|[bB](?<![A-Za-z0-9][bB])[eE][aA][rR][eE][rR]\s+(?!\[REDACTED\])(?P<bearer>[A-Za-z0-9._~+/=-]{8,})"
-    # key=value pairs. The key and separator are kept; a quoted value is scrubbed with its quotes.
-    r"|" + _PAIR_KEYWORD + r"[\"']?\s*[=:]\s*(?![\"']?\[REDACTED\])"
+    r"|[bB](?<![A-Za-z0-9][bB])[eE][aA][rR][eE][rR]\s+(?!\[REDACTED\]|PRIVATE\+KEY\+)(?P<bearer>[A-Za-z0-9._~+/=-]{8,})"
+    # key=value pairs. The key and separator are kept; a quoted value is scrubbed with its quotes (a
+    # note signer key there is left to its own branch, which knows where it ends).
+    r"|" + _PAIR_KEYWORD + r"[\"']?\s*[=:]\s*(?![\"']?(?:\[REDACTED\]|PRIVATE\+KEY\+))"
     r"(?P<pair>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'&,;<>]+)",
     re.DOTALL,
 )

@@ -150,7 +150,9 @@ class Signer:
         """Parse a ``PRIVATE+KEY+...`` string; errors never quote it."""
         parts = _split_key(text.strip(), 5, "signer key")
         if parts[:2] != ["PRIVATE", "KEY"]:
-            raise NoteError("not a signer key string (PRIVATE+KEY+<name>+<key id>+<key>)")
+            raise NoteError(
+                "not a signer key string (PRIVATE, KEY, a name, a key id and a key, joined by '+')"
+            )
         name, hex_id, material = parts[2:]
         check_key_name(name, ascii_only=True)
         if not _HEX8.fullmatch(hex_id):
