@@ -269,3 +269,52 @@ def test_the_signer_key_format_named_in_an_error_survives_redaction() -> None:
     with pytest.raises(NoteError) as refused:
         Signer.parse("PUBLIC+KEY+a+12345678+x")
     assert redact_text(str(refused.value)) == (str(refused.value), 0)
+
+
+EYJ_IN_MATERIAL = "PRIVATE+KEY+log.example/a+ee1ecc1a+AQPoMxPeyJ5LHAOIWVR/Las3VIT3CKVBP/Th/SHotlcG"
+PEM_BODY = "MIIEowIBAAKCAQEA7"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        (EYJ_IN_MATERIAL, ""),  # a JWT-looking run inside a key's material stopped the branch
+        ("PRIVATE+KEY+a+1234abcd9+AZ1yfK3mQ0pLr9vT2sWcXeB7nH5jD8gA4uI6oE0tRq", ""),  # a 9-character id
+        ("private_key: " + PEM, "private_key: "),  # a PEM block as a pair's value: its body was left
+        ("password=" + PEM, "password="),
+        ("Authorization: Bearer " + PEM, "Authorization: Bearer "),
+    ],
+)
+def test_a_credential_inside_another_shape_goes_whole(text: str, kept: str) -> None:
+    out, _ = redact_text(text)
+    assert out == kept + REDACTED, out
+
+
+def test_every_glued_or_wrapped_note_key_and_secret_goes() -> None:
+    """Keys with odd names glued before and after every other shape, in pairs and Bearer values: a
+    name like ``task-scheduler`` stopped the branch at its ``sk-``, and a value starting a character
+    before the key took it up to a comma, colon or quote; the seed was left."""
+    from otel_route_shadow.tlog import Signer
+
+    names = [
+        "example.com/task-scheduler-production",
+        "o'hara/log",
+        'say"what',
+        "a,b",
+        "host:8443/x",
+        "x;y&z<w>",
+    ]
+    keys = [Signer.generate(name).secret_string() for name in names] + [EYJ_IN_MATERIAL]
+    wrappers = ["{}", "password={}", "token: {}", 'secret="{}"', "api_key='{}'", "Bearer {}", "x{}y"]
+    for key in keys:
+        seed = key.split("+", 4)[4]
+        for other in SECRETS.values():
+            for glue in ["", "x", "9", "-", "_", "=", "'", '"', ":", " ", ",", "+", "/", "."]:
+                for body in (key + glue + other, other + glue + key):
+                    for wrapper in wrappers:
+                        out, _ = redact_text(wrapper.format(body))
+                        assert not [
+                            seed[i : i + 8] for i in range(len(seed) - 7) if seed[i : i + 8] in out
+                        ], out
+                        assert other[-8:] not in out and PEM_BODY not in out, out
+                        assert redact_text(out) == (out, 0), out

@@ -69,6 +69,12 @@ def _until_next(chars: str) -> str:
     return rf"(?:(?!{_NEXT_CREDENTIAL}){chars})*"
 
 
+_BLOCK_START: Final = r"PRIVATE\+KEY\+|-----BEGIN"
+"""Where a credential that may hold spaces or "+" begins: a run a pair, a Bearer token or a note key's
+name would swallow stops there, so that the credential's own branch takes all of it."""
+_NAME_RUN: Final = rf"(?:(?!{_BLOCK_START})[^\s+])*"
+
+
 _B64URL: Final = "[A-Za-z0-9_-]"
 _ALNUM: Final = "[A-Za-z0-9]"
 
@@ -82,11 +88,13 @@ _PATTERN: Final = re.compile(
     r"-(?P<pem>----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*))"
     # Go note signer keys (PRIVATE+KEY+<name>+<key id>+<base64 key>, the log's own signing key), also
-    # cut short. A name is any run without a space or "+" (quotes included); each part stops where
-    # another credential begins.
+    # cut short or malformed. A name is any run without a space or "+" (quotes, commas, colons and any
+    # other credential shape in it go with it) up to another key or a PEM block; the key id any run
+    # of the same; a key's 44 characters of material (base64 of 0x01 || seed: "A", then one of Q-Z,
+    # a-f) whatever they hold, then any more up to another credential.
     r"|P(?P<note>RIVATE\+KEY\+"
-    + _until_next(r"[^\s+]")
-    + r"(?:\+[0-9A-Fa-f]{0,8}(?:\+"
+    + _NAME_RUN
+    + r"(?:\+[^\s+]*(?:\+(?:A[Q-Za-f][A-Za-z0-9+/]{42})?"
     + _until_next("[A-Za-z0-9+/=]")
     + ")?)?)"
     # Anthropic (sk-ant-api03-...) and OpenAI (sk-proj-..., sk-svcacct-..., legacy sk-...T3BlbkFJ...) API
@@ -105,11 +113,13 @@ _PATTERN: Final = re.compile(
     # characters before it and the replacement covers them.
     r"|\.(?P<zai>(?<=[0-9a-f]{32}\.)" + _run(_ALNUM, 16) + ")"
     # Bearer tokens (HTTP Authorization scheme). The scheme word is kept.
-    r"|[bB](?<![A-Za-z0-9][bB])[eE][aA][rR][eE][rR]\s+(?!\[REDACTED\]|PRIVATE\+KEY\+)(?P<bearer>[A-Za-z0-9._~+/=-]{8,})"
-    # key=value pairs. The key and separator are kept; a quoted value is scrubbed with its quotes (a
-    # note signer key there is left to its own branch, which knows where it ends).
-    r"|" + _PAIR_KEYWORD + r"[\"']?\s*[=:]\s*(?![\"']?(?:\[REDACTED\]|PRIVATE\+KEY\+))"
-    r"(?P<pair>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'&,;<>]+)",
+    r"|[bB](?<![A-Za-z0-9][bB])[eE][aA][rR][eE][rR]\s+(?!\[REDACTED\]|PRIVATE\+KEY\+)(?P<bearer>"
+    rf"(?:(?!{_BLOCK_START})[A-Za-z0-9._~+/=-]){{8,}})"
+    # key=value pairs. The key and separator are kept; a quoted value is scrubbed with its quotes. A value
+    # stops where a note key or a PEM block begins, which its own branch takes whole.
+    r"|" + _PAIR_KEYWORD + rf"[\"']?\s*[=:]\s*(?![\"']?(?:\[REDACTED\]|{_BLOCK_START}))"
+    rf"(?P<pair>\"(?:(?!{_BLOCK_START})[^\"\n])*(?:\"|(?={_BLOCK_START}))"
+    rf"|'(?:(?!{_BLOCK_START})[^'\n])*(?:'|(?={_BLOCK_START}))|(?:(?!{_BLOCK_START})[^\s\"'&,;<>])+)",
     re.DOTALL,
 )
 
