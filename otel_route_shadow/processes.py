@@ -64,15 +64,15 @@ def map_in_workers(work: Callable[..., _T], items: Sequence[tuple[Any, ...]], jo
         else:
             futures: list[Future[_T]] = []
             try:
-                for item in items:
-                    futures.append(executor.submit(work, *item))
-            except OSError:  # with spawn, a worker is started as a task is queued
-                _kill(executor)
-            else:
                 try:
+                    for item in items:
+                        futures.append(executor.submit(work, *item))
+                except OSError:  # with spawn, a worker is started as a task is queued
+                    _kill(executor)
+                else:
                     return [future.result() for future in futures]  # a task's own error passes
-                finally:
-                    executor.shutdown(wait=True, cancel_futures=True)
+            finally:  # also on an interrupt while queueing: what was queued is not run
+                executor.shutdown(wait=True, cancel_futures=True)
     return [work(*item) for item in items]
 
 
