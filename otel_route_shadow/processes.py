@@ -54,34 +54,28 @@ def map_in_workers(work: Callable[..., _T], items: Sequence[tuple[Any, ...]], jo
     in this process when ``jobs`` is 1, there is one item, this process is daemonic (it may have no
     child), or a worker cannot be started (a sandbox, a process limit): the workers already started
     are then killed, and every item is worked here. A task's own exception is raised, the tasks not
-    yet started cancelled."""
-    if jobs > 1 and len(items) > 1 and not multiprocessing.current_process().daemon:
-        executor = pool(min(jobs, len(items)))
+    yet started cancelled (so are they on an interrupt)."""
+    if jobs <= 1 or len(items) <= 1 or multiprocessing.current_process().daemon:
+        return [work(*item) for item in items]
+    executor = pool(min(jobs, len(items)))
+    try:
         try:
             executor.submit(int).result()  # starts the workers (all of them with fork)
+            futures = [executor.submit(work, *item) for item in items]  # spawn: a worker as one is queued
         except (OSError, RuntimeError):
             _kill(executor)
-        else:
-            futures: list[Future[_T]] = []
-            try:
-                try:
-                    for item in items:
-                        futures.append(executor.submit(work, *item))
-                except OSError:  # with spawn, a worker is started as a task is queued
-                    _kill(executor)
-                else:
-                    return [future.result() for future in futures]  # a task's own error passes
-            finally:  # also on an interrupt while queueing: what was queued is not run
-                executor.shutdown(wait=True, cancel_futures=True)
-    return [work(*item) for item in items]
+            return [work(*item) for item in items]
+        return [future.result() for future in futures]
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _kill(executor: ProcessPoolExecutor) -> None:
-    """Stop a pool whose workers may wait for tasks no manager thread will ever send them."""
+    """Kill the workers of a pool that could not start them all: they may wait for tasks no manager
+    thread will ever send them."""
     for process in list((executor._processes or {}).values()):
         process.kill()
         process.join()
-    executor.shutdown(wait=False, cancel_futures=True)
 
 
 def each_segment(

@@ -242,15 +242,14 @@ def fleet_jobs(pending: Sequence[PendingLog], jobs: int | None) -> int:
     """The worker processes that check and count ``pending``: ``jobs`` when given; else, as a single
     chain's report chooses to verify in a worker beside its reading (``source.use_concurrent``), one
     per CPU (at most one per log) when the logs' files (``source.stored_bytes``: a cut chain's
-    segments too) total ``CONCURRENT_MIN_BYTES`` or more on a machine
-    with two or more CPUs, and none (this process) otherwise."""
+    segments too) total ``CONCURRENT_MIN_BYTES`` or more on a machine with two or more CPUs, and none
+    (this process) otherwise."""
     if jobs is not None:
         return jobs
     cpus = os.cpu_count() or 1
-    if cpus < 2 or len(pending) < 2:
+    if cpus < 2 or sum(stored_bytes(log.path) for log in pending) < CONCURRENT_MIN_BYTES:
         return 1
-    total = sum(stored_bytes(log.path) for log in pending)
-    return min(cpus, len(pending)) if total >= CONCURRENT_MIN_BYTES else 1
+    return min(cpus, len(pending))
 
 
 def check_logs(

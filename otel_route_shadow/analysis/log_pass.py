@@ -237,6 +237,5 @@ def count_logs(
     """Each log checked against its checkpoint and, if included, counted (:func:`_counted`), several at
     once in worker processes (``fleet.fleet_jobs``; not with a store: its snapshots are read in this
     process)."""
-    if cited_loader is not None:
-        return [_counted(log, settings, keys, cited_loader) for log in pending]
-    return map_in_workers(_counted, [(log, settings, keys) for log in pending], fleet_jobs(pending, jobs))
+    jobs = 1 if cited_loader is not None else fleet_jobs(pending, jobs)
+    return map_in_workers(_counted, [(log, settings, keys, cited_loader) for log in pending], jobs)
