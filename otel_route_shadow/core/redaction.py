@@ -64,15 +64,14 @@ def _run(chars: str, minimum: int) -> str:
     return rf"{chars}{{{minimum}}}{chars}*?(?:(?!{chars})|{_NEXT_CREDENTIAL})"
 
 
-def _until_next(chars: str) -> str:
-    """Any number of ``chars``, up to the end of the run or the next credential."""
-    return rf"(?:(?!{_NEXT_CREDENTIAL}){chars})*"
-
-
 _BLOCK_START: Final = r"PRIVATE\+KEY\+|-----BEGIN"
 """Where a credential that may hold spaces or "+" begins: a run a pair, a Bearer token or a note key's
 name would swallow stops there, so that the credential's own branch takes all of it."""
-_NAME_RUN: Final = rf"(?:(?!{_BLOCK_START})[^\s+])*"
+
+
+def _before_block(chars: str) -> str:
+    """One of ``chars`` where no :data:`_BLOCK_START` begins."""
+    return rf"(?:(?!{_BLOCK_START}){chars})"
 
 
 _B64URL: Final = "[A-Za-z0-9_-]"
@@ -93,9 +92,9 @@ _PATTERN: Final = re.compile(
     # of the same; a key's 44 characters of material (base64 of 0x01 || seed: "A", then one of Q-Z,
     # a-f) whatever they hold, then any more up to another credential.
     r"|P(?P<note>RIVATE\+KEY\+"
-    + _NAME_RUN
-    + r"(?:\+[^\s+]*(?:\+(?:A[Q-Za-f][A-Za-z0-9+/]{42})?"
-    + _until_next("[A-Za-z0-9+/=]")
+    + _before_block(r"[^\s+]")
+    + r"*(?:\+[^\s+]*(?:\+(?:A[Q-Za-f][A-Za-z0-9+/]{42})?"
+    + _run("[A-Za-z0-9+/=]", 0)
     + ")?)?)"
     # Anthropic (sk-ant-api03-...) and OpenAI (sk-proj-..., sk-svcacct-..., legacy sk-...T3BlbkFJ...) API
     # keys. Only the bare "sk-" form needs a boundary ("task-...", "desk-..." are words); the named
@@ -113,13 +112,21 @@ _PATTERN: Final = re.compile(
     # characters before it and the replacement covers them.
     r"|\.(?P<zai>(?<=[0-9a-f]{32}\.)" + _run(_ALNUM, 16) + ")"
     # Bearer tokens (HTTP Authorization scheme). The scheme word is kept.
-    r"|[bB](?<![A-Za-z0-9][bB])[eE][aA][rR][eE][rR]\s+(?!\[REDACTED\]|PRIVATE\+KEY\+)(?P<bearer>"
-    rf"(?:(?!{_BLOCK_START})[A-Za-z0-9._~+/=-]){{8,}})"
+    r"|[bB](?<![A-Za-z0-9][bB])[eE][aA][rR][eE][rR]\s+(?!\[REDACTED\])(?P<bearer>"
+    + _before_block("[A-Za-z0-9._~+/=-]")
+    + "{8,})"
     # key=value pairs. The key and separator are kept; a quoted value is scrubbed with its quotes. A value
     # stops where a note key or a PEM block begins, which its own branch takes whole.
-    r"|" + _PAIR_KEYWORD + rf"[\"']?\s*[=:]\s*(?![\"']?(?:\[REDACTED\]|{_BLOCK_START}))"
-    rf"(?P<pair>\"(?:(?!{_BLOCK_START})[^\"\n])*(?:\"|(?={_BLOCK_START}))"
-    rf"|'(?:(?!{_BLOCK_START})[^'\n])*(?:'|(?={_BLOCK_START}))|(?:(?!{_BLOCK_START})[^\s\"'&,;<>])+)",
+    r"|"
+    + _PAIR_KEYWORD
+    + rf"[\"']?\s*[=:]\s*(?![\"']?(?:\[REDACTED\]|{_BLOCK_START}))"
+    + r"(?P<pair>\""
+    + _before_block(r"[^\"\n]")
+    + rf"*(?:\"|(?={_BLOCK_START}))|'"
+    + _before_block(r"[^'\n]")
+    + rf"*(?:'|(?={_BLOCK_START}))|"
+    + _before_block(r"[^\s\"'&,;<>]")
+    + "+)",
     re.DOTALL,
 )
 
