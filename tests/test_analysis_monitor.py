@@ -575,3 +575,112 @@ def test_a_chain_cut_short_below_its_unchanged_checkpoint_is_not_counted_by_a_re
     assert _statuses(again) == _statuses(full) and full.fleet is not None and not full.fleet.included
     assert again.fleet is not None and again.fleet.followed is not None
     assert "cut short" in again.fleet.followed.warnings[0]
+
+
+def _sign_another_history(path: Path, origin: str, signer: Signer, keep: int | None = None) -> None:
+    """The log's history rewritten (seq 3's repo changed; only its first ``keep`` lines kept) and its
+    new tree signed by its own key from a fresh log folder: a fork of what it signed before."""
+    copy = path.with_suffix(".rewritten")
+
+    def edit(seq: int, payload: dict[str, Any]) -> dict[str, Any]:
+        if seq == 3:
+            payload["attributes"]["route_shadow.repo"] = "acme/rewritten"
+        return payload
+
+    rewrite_chain(path, copy, edit)
+    if keep is not None:
+        copy.write_bytes(b"".join(copy.read_bytes().splitlines(keepends=True)[:keep]))
+    path.unlink()
+    shutil.rmtree(tlog_dir(str(path)))
+    shutil.move(copy, path)
+    assert Checkpointer(str(path), origin, signer).checkpoint() is not None
+
+
+def _repos(report: Any) -> set[str]:
+    return {row["key"]["repo"] for row in report.as_dict()["groups"]["repo"]}
+
+
+def _log(report: Any, path: Path) -> Any:
+    return next(log for log in report.fleet.logs if log.path == str(path))
+
+
+@pytest.mark.parametrize(
+    ("keep", "says"), [(None, "give the root"), (10, "before (the state's checkpoint) and now 10")]
+)
+def test_a_log_that_signs_another_history_is_excluded_as_a_proven_fork(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path, keep: int | None, says: str
+) -> None:
+    """With its key, a log whose new checkpoint does not extend the one the state holds (rewritten,
+    or shrunk) is a fork proven by two signed notes: excluded, named, its entry kept so that every
+    rerun says it again, until ``rebuild`` accepts the new history."""
+    folder, hosts = fleet
+    keys = [signer.verifier() for _, signer in hosts.values()]
+    state = str(tmp_path / "state.json")
+    follow_fleet([str(folder)], state, verifiers=keys)
+    path, signer = hosts["beta.example/rs"]
+    _sign_another_history(path, "beta.example/rs", signer, keep)
+    for _ in range(2):
+        again = follow_fleet([str(folder)], state, verifiers=keys)
+        beta = _log(again, path)
+        assert not beta.included and "a fork, proven by two signed checkpoints" in beta.reason
+        assert says in beta.reason and "acme/rewritten" not in _repos(again)
+        assert again.fleet is not None and again.fleet.followed is not None
+        assert [w for w in again.fleet.followed.warnings if "beta.jsonl" in w] == [
+            f"state of {path}: kept (the log is excluded from this run)"
+        ]
+        assert _log(again, hosts["alpha.example/rs"][0]).included
+    rebuilt = follow_fleet([str(folder)], state, verifiers=keys, rebuild=True)
+    assert _log(rebuilt, path).included and "acme/rewritten" in _repos(rebuilt)
+
+
+def test_a_damaged_state_is_not_taken_for_a_fork(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
+) -> None:
+    """An entry whose tree was forged still holds the log's own signed checkpoint: the log's records
+    give that checkpoint's root, so there is no fork, and the log is rebuilt with a warning."""
+    folder, hosts = fleet
+    keys = [signer.verifier() for _, signer in hosts.values()]
+    state = tmp_path / "state.json"
+    follow_fleet([str(folder)], str(state), verifiers=keys)
+    settings = ReportSettings(fleet_specs(parse_by(None)), TimeWindow(), 3, MIN_SPAWNS)
+    cells = CellTable(json.loads(state.read_text(encoding="utf-8"))["cells"]).digest()
+
+    def forge_tree(entry: dict[str, Any]) -> None:
+        nodes = [hashlib.sha256(b"another history").digest()] * len(entry["frontier"])
+        entry["frontier"] = [base64.b64encode(node).decode() for node in nodes]
+        entry["root"] = base64.b64encode(CompactRange(entry["size"], nodes).root()).decode()
+        entry["digest"] = entry_digest(entry, settings, cells)
+
+    _edit_state(state, forge_tree)
+    again = follow_fleet([str(folder)], str(state), verifiers=keys)
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert all(log.included for log in again.fleet.logs)
+    assert any("rebuilt from scratch" in warning for warning in again.fleet.followed.warnings)
+
+
+def test_a_state_note_signed_by_another_key_proves_no_fork(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
+) -> None:
+    """A note in the state that the log's key did not sign (forged to claim another history) cannot
+    get a healthy log excluded: the log is rebuilt with a warning."""
+    folder, hosts = fleet
+    keys = [signer.verifier() for _, signer in hosts.values()]
+    state = tmp_path / "state.json"
+    follow_fleet([str(folder)], str(state), verifiers=keys)
+    settings = ReportSettings(fleet_specs(parse_by(None)), TimeWindow(), 3, MIN_SPAWNS)
+    cells = CellTable(json.loads(state.read_text(encoding="utf-8"))["cells"]).digest()
+
+    def forge_note(entry: dict[str, Any]) -> None:
+        root = hashlib.sha256(b"another history").digest()
+        origin = entry["origin"]
+        entry["note"] = sign_note(
+            Checkpoint(origin, entry["size"] + 1, root).text(), [Signer.generate(origin)]
+        )
+        entry["size"] += 1  # no longer extends: the rerun looks for a fork
+        entry["digest"] = entry_digest(entry, settings, cells)
+
+    _edit_state(state, forge_note)
+    again = follow_fleet([str(folder)], str(state), verifiers=keys)
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert all(log.included for log in again.fleet.logs)
+    assert any("rebuilt from scratch" in warning for warning in again.fleet.followed.warnings)

@@ -53,6 +53,7 @@ __all__ = [
     "included_log",
     "lines_after",
     "links_from",
+    "roots_at",
 ]
 
 READ_BYTES: Final = 256 * 1024
@@ -137,6 +138,25 @@ def hashed_records(
         if taken == count:
             return
     raise NotRecords(f"the chain holds fewer records than the {count} expected")
+
+
+def roots_at(path: str, old: int, new: int) -> tuple[bytes, bytes] | None:
+    """The Merkle roots of the chain's first ``old`` and first ``new`` lines (``old <= new``), each
+    line hashed as a leaf; None when the chain holds fewer lines, or cannot be read."""
+    tree = CompactRange()
+    at_old = tree.root()
+    try:
+        lines = iter_chain_lines(path)
+        while tree.size < new:
+            line = next(lines, (0, None))[1]
+            if line is None:
+                return None
+            tree.append(leaf_hash(line))
+            if tree.size == old:
+                at_old = tree.root()
+    except (OSError, LineTooLong, FileRefused):
+        return None
+    return at_old, tree.root()
 
 
 def lines_after(path: str, start: int, kept_from: int = 0, links: ScanState | None = None) -> int:

@@ -16,10 +16,12 @@ The state file, and why it is untrusted input, is ``analysis.monitor_state``'s.
 
 from __future__ import annotations
 
+from base64 import b64encode
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from otel_route_shadow.analysis.collector_pause import collector_paused
+from otel_route_shadow.analysis.evidence import VERIFIED, note_evidence
 from otel_route_shadow.analysis.figures import Report
 from otel_route_shadow.analysis.fleet import (
     PendingLog,
@@ -40,6 +42,7 @@ from otel_route_shadow.analysis.log_pass import (
     included_log,
     lines_after,
     links_from,
+    roots_at,
 )
 from otel_route_shadow.analysis.monitor_state import (
     CellTable,
@@ -57,7 +60,14 @@ from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.chain import ScanState
 from otel_route_shadow.files import FileRefused
 from otel_route_shadow.lines import LineTooLong
-from otel_route_shadow.tlog import CompactRange, LogKey, Policy, decode_hash
+from otel_route_shadow.tlog import (
+    CompactRange,
+    LogKey,
+    Policy,
+    decode_hash,
+    parse_checkpoint,
+    parse_note,
+)
 
 __all__ = ["follow_fleet"]
 
@@ -158,6 +168,38 @@ def extend_log(
     return log, aggregation, table
 
 
+def forked(
+    pending: PendingLog | PendingRemote, entry: LogState, verifiers: Sequence[LogKey], policy: Policy | None
+) -> str | None:
+    """Why the log is proven to have signed a history that does not extend the one ``entry`` was
+    counted up to, or None when that is not proven (a damaged state, or nothing to prove it with).
+    The proof is two checkpoints that verify with the given keys: a smaller tree than the entry's note
+    signs, or (a never-pruned local chain, read again for it) first records whose leaves give the new
+    signed root but, at the old size, another root than the old one signs."""
+    new = pending.evidence
+    if entry.note is None or new.verification != VERIFIED or new.size is None:
+        return None
+    old = note_evidence(entry.path, entry.note, 0, 0, verifiers=verifiers, policy=policy)
+    if old.verification != VERIFIED or old.origin != new.origin:
+        return None
+    signed = parse_checkpoint(parse_note(entry.note).text)  # parsed once already: cannot raise
+    accept = "a fork, proven by two signed checkpoints; --rebuild accepts its new history"
+    if new.size < signed.size:
+        return (
+            f"it signed {signed.size} records before (the state's checkpoint) and now {new.size} ({accept})"
+        )
+    if not isinstance(pending, PendingLog) or pending.pruned is not None:
+        return None
+    roots = roots_at(pending.path, signed.size, new.size)
+    if roots is None or roots[1] != pending.root or roots[0] == signed.root:
+        return None
+    return (
+        f"its first {signed.size} records, under its checkpoint of {new.size}, give the root "
+        f"{b64encode(roots[0]).decode()}, not the {b64encode(signed.root).decode()} it signed for them "
+        f"before (the state's checkpoint) ({accept})"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # The fleet, followed
 
@@ -192,11 +234,20 @@ def follow_fleet(
     done: dict[str, tuple[FleetLog, Aggregation, ValueTable | None]] = {}
     checked: dict[str, FleetLog] = {}
     extended: list[str] = []
+    forks: set[str] = set()
     for item in [item for item in prepared if not isinstance(item, FleetLog) and item.path in entries]:
         try:
             done[item.path] = extend_log(item, entries[item.path], settings, cells, unvouched)
             extended.append(item.path)
         except _NotAnExtension as exc:
+            fork = forked(item, entries[item.path], verifiers, policy)
+            if fork is not None:  # excluded, its entry kept: the next run proves it again
+                origin, evidence = item.evidence.origin, item.evidence
+                checked[item.path] = FleetLog(
+                    item.path, EXCLUDED, origin=origin, reason=fork, evidence=evidence
+                )
+                forks.add(item.path)
+                continue
             del entries[item.path]
             rebuilt = f"rebuilt from seq {item.start}" if item.start else "rebuilt from scratch"
             warnings.append(f"state of {item.path}: {exc}: {rebuilt}")
@@ -215,10 +266,16 @@ def follow_fleet(
     logs = tuple(done[item.path][0] if item.path in done else checked[item.path] for item in prepared)
     fleet = Fleet(logs, bool(verifiers), policy is not None)
     counted = [done[log.path] for log in fleet.included]
-    kept = [entries[log.path] for log in fleet.excluded if is_remote(log.path) and log.path in entries]
+    kept = [
+        entries[log.path]
+        for log in fleet.excluded
+        if log.path in entries and (is_remote(log.path) or log.path in forks)
+    ]
     warnings.extend(f"state of {entry.path}: kept (the log is excluded from this run)" for entry in kept)
+    notes = {item.path: item.note for item in prepared if not isinstance(item, FleetLog)}
     written = [
-        log_entry(log, aggregation, table or ValueTable(shared=cells)) for log, aggregation, table in counted
+        log_entry(log, aggregation, table or ValueTable(shared=cells), notes[log.path])
+        for log, aggregation, table in counted
     ]
     kept_entries = [entry.model_dump(mode="json", exclude_unset=True) for entry in kept]
     write_state(state_path, [*written, *kept_entries], cells, settings)

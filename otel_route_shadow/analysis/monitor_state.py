@@ -156,6 +156,9 @@ class LogState(_Model):
     """Where record ``size`` begins in a local chain (a remote log's entries are addressed by index)."""
     frontier: list[StrictStr]
     aggregation: AggregationState
+    note: StrictStr | None = None
+    """The signed checkpoint the entry is counted up to, as read: with its log's key, the proof that
+    the log committed to ``size`` records (``analysis.monitor`` tells a fork from a damaged state by it)."""
     digest: StrictStr
 
 
@@ -418,9 +421,9 @@ def entry_digest(entry: dict[str, Any], settings: ReportSettings, cells: str) ->
     return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def log_entry(log: FleetLog, aggregation: Aggregation, table: ValueTable) -> dict[str, Any]:
-    """The state file's entry for an included log counted up to its checkpoint, without its digest
-    (``table``: see :func:`aggregation_state`; :func:`write_state` adds the digest)."""
+def log_entry(log: FleetLog, aggregation: Aggregation, table: ValueTable, note: str) -> dict[str, Any]:
+    """The state file's entry for an included log counted up to its checkpoint ``note``, without its
+    digest (``table``: see :func:`aggregation_state`; :func:`write_state` adds the digest)."""
     entry = {
         "path": log.path,
         "origin": log.origin or "",
@@ -429,6 +432,7 @@ def log_entry(log: FleetLog, aggregation: Aggregation, table: ValueTable) -> dic
         "root": base64.b64encode(log.root).decode("ascii"),
         "frontier": [base64.b64encode(node).decode("ascii") for node in log.frontier],
         "aggregation": aggregation_state(aggregation, table),
+        "note": note,
     }
     if not is_remote(log.path):
         entry["end"] = log.end + log.pruned_bytes

@@ -230,6 +230,8 @@ class PendingRemote:
     start: int
     """The served minimum index m' (0 when the log was never pruned)."""
     fetch: Fetch
+    note: str = ""
+    """The checkpoint note, as served."""
 
     @property
     def base(self) -> str:
@@ -277,7 +279,7 @@ def prepare_remote(
     now = time.time_ns()
     evidence = note_evidence(where, note, now, 0, verifiers=verifiers, policy=policy, now_ns=now)
     evidence = replace(evidence, written_ns=None, age_ns=None)  # a remote file's time is not known here
-    pending = PendingRemote(url, evidence, checkpoint.root, 0, fetch)
+    pending = PendingRemote(url, evidence, checkpoint.root, 0, fetch, note)
     refused = checkpoint_problem(evidence, verifiers, policy)
     if refused is not None or evidence.status != PRESENT:
         return pending.excluded(refused or "no usable checkpoint")
