@@ -103,7 +103,7 @@ def _broken_from(lines: list[bytes], start: int) -> int | None:
     """The link pass: the first line at or after ``start`` whose record hash or link fails."""
     prev = GENESIS_HASH.encode() if start == 0 else record_hash_of(lines[start - 1])
     for seq in range(start, len(lines)):
-        if not line_holds(lines[seq], prev):
+        if not line_holds(lines[seq], prev, seq):
             return seq
         prev = record_hash_of(lines[seq])
     return None

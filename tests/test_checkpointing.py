@@ -200,9 +200,9 @@ class _Reads:
                 self.bytes += len(block) + 1  # the block's lines, their last LF included
                 yield after, block
 
-        def counting_holds(line: bytes, prev: bytes) -> bool:
+        def counting_holds(line: bytes, prev: bytes, seq: int) -> bool:
             self.checked += 1
-            return holds(line, prev)
+            return holds(line, prev, seq)
 
         monkeypatch.setattr(catchup, "iter_blocks", counting_blocks)
         monkeypatch.setattr(catchup, "line_holds", counting_holds)

@@ -82,7 +82,7 @@ def test_resume_reads_the_state_and_the_edge_tiles_not_the_chain(
     original = links.line_holds
     monkeypatch.setattr(
         "otel_route_shadow.logstore.catchup.line_holds",
-        lambda line, prev: checked.append(line) or original(line, prev),
+        lambda line, prev, seq: checked.append(line) or original(line, prev, seq),
     )
     reads: list[int] = []
     read = LogStore.read_tiles
@@ -151,7 +151,7 @@ def test_lines_this_process_appended_are_taken_as_given_not_read_again(
     original = links.line_holds
     monkeypatch.setattr(
         "otel_route_shadow.logstore.catchup.line_holds",
-        lambda line, prev: checked.append(line) or original(line, prev),
+        lambda line, prev, seq: checked.append(line) or original(line, prev, seq),
     )
     made = Checkpointer(str(chain), ORIGIN, None).checkpoint(appended=own[3:])
     assert made is not None and made.size == 10 and len(checked) == 3  # lines 0-2 only

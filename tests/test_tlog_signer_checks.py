@@ -48,10 +48,18 @@ def _unquoted(lines: list[bytes], seq: int) -> list[bytes]:
     return out
 
 
+def _renumbered(lines: list[bytes], seq: int) -> list[bytes]:
+    """Line ``seq`` replaced by a record whose own hash and link hold but whose seq is 1000: ``verify``
+    without a key finds the gap, and with one relies on this check below the signed size."""
+    out = list(lines)
+    out[seq], _ = forge(1000, hash_of(lines[seq - 1]), _payload(seq))
+    return out
+
+
 @pytest.mark.parametrize(
     "damage",
-    [edited, _relinked_wrongly, _unquoted],
-    ids=["edited-record", "broken-link", "closing-quote-changed"],
+    [edited, _relinked_wrongly, _unquoted, _renumbered],
+    ids=["edited-record", "broken-link", "closing-quote-changed", "another-seq"],
 )
 def test_a_broken_line_is_never_signed_but_the_lines_before_it_are(
     tmp_path: Path, damage: object, caplog: pytest.LogCaptureFixture

@@ -132,7 +132,7 @@ def _broken_by_definition(lines: list[bytes], start: int) -> int | None:
     prev = GENESIS_HASH.encode() if start == 0 else record_hash_of(lines[start - 1].rstrip(b"\n"))
     for seq in range(start, len(lines)):
         line = lines[seq].rstrip(b"\n")
-        if not line_holds(line, prev):
+        if not line_holds(line, prev, seq):
             return seq
         prev = record_hash_of(line)
     return None

@@ -197,7 +197,7 @@ def _read(
         at = 0
         while at < len(lines):
             piece = lines[at : at + min(slice_leaves, budget - taken)]
-            holding = _holding(piece, cursor.prev)
+            holding = _holding(piece, cursor.prev, cursor.size)
             if holding:
                 good = piece[:holding]
                 starts = []
@@ -216,10 +216,11 @@ def _read(
     return taken, False
 
 
-def _holding(lines: list[bytes], prev: bytes) -> int:
-    """How many of ``lines``, in order, hold their own record hash and link (the first to ``prev``)."""
+def _holding(lines: list[bytes], prev: bytes, seq: int) -> int:
+    """How many of ``lines``, in order, are records ``seq``, ``seq + 1``, ... that hold their own record
+    hash and link (the first to ``prev``)."""
     for count, line in enumerate(lines):
-        if not line_holds(line, prev):
+        if not line_holds(line, prev, seq + count):
             return count
         prev = record_hash_of(line)
     return len(lines)

@@ -3,7 +3,8 @@
 Without parsing JSON: ``record_hash`` is always the line's last member, so the record hash is
 recomputed as ``SHA-256(line[:-82] + "}")`` and compared with the 64 hex digits the line ends with; the
 link is the ``prev_hash`` member found from the right (a payload's own strings cannot hold an unescaped
-quote, so the last ``,"prev_hash":"`` before the record hash is the record's). The signer's check
+quote, so the last ``,"prev_hash":"`` before the record hash is the record's); its ``seq`` and ``v``
+are the two members right before the record hash. The signer's check
 (``Checkpointer`` and ``catchup``, before a line is signed); verifiers check lines in full with the
 chain's own verifier (``chain.verify_pass``), which relies on this check below a signed checkpoint.
 """
@@ -38,7 +39,9 @@ def prev_of(line: bytes) -> bytes:
     return line[at + 14 : at + 78] if at >= 0 else b""
 
 
-def line_holds(line: bytes, prev: bytes) -> bool:
-    """The line's record hash holds and it links to ``prev`` (the previous line's record hash, or
-    ``GENESIS`` for seq 0)."""
-    return prev_of(line) == prev and record_hash_holds(line)
+def line_holds(line: bytes, prev: bytes, seq: int) -> bool:
+    """The line is record ``seq`` of format version 1 (the members before its record hash), its record
+    hash holds and it links to ``prev`` (the previous line's record hash, or ``GENESIS`` for seq 0)."""
+    return (
+        line[:-TAIL].endswith(b',"seq":%d,"v":1' % seq) and prev_of(line) == prev and record_hash_holds(line)
+    )
