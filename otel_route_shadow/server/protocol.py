@@ -90,6 +90,8 @@ class HeadReader:
         self.limits = limits
         self._buffer = bytearray()
         self._line_checked = False
+        self._scanned = 0
+        """Bytes of the buffer already searched for the head's end (each byte is searched once)."""
 
     def feed(self, data: bytes) -> None:
         """Add bytes received from the client."""
@@ -107,6 +109,7 @@ class HeadReader:
         (431)."""
         while self._buffer[:2] == b"\r\n" or self._buffer[:1] == b"\n":  # empty lines before a request
             del self._buffer[: 2 if self._buffer[:1] == b"\r" else 1]
+            self._scanned = 0
         line_end = self._buffer.find(b"\n")
         if (line_end < 0 and len(self._buffer) > self.limits.max_request_line) or (
             line_end > self.limits.max_request_line
@@ -115,14 +118,15 @@ class HeadReader:
         if line_end >= 0 and not self._line_checked:
             _request_line(bytes(self._buffer[:line_end]))
             self._line_checked = True
-        end = _HEAD_END.search(self._buffer)
+        end = _HEAD_END.search(self._buffer, max(0, self._scanned - 3))  # an end may straddle two reads
         if end is not None:
             head = bytes(self._buffer[: end.start()])
             if end.start() > self.limits.max_head:
                 raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large")
             del self._buffer[: end.end()]
-            self._line_checked = False
+            self._line_checked, self._scanned = False, 0
             return head
+        self._scanned = len(self._buffer)
         if len(self._buffer) > self.limits.max_head:
             raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large")
         return None
