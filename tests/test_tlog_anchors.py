@@ -105,6 +105,35 @@ def test_deleting_checkpoints_alone_leaves_the_published_checkpoint_as_the_ancho
     assert not (log_dir(chain) / "checkpoints").exists()
 
 
+def test_an_older_note_appended_again_does_not_hide_the_larger_one_signed_before_it(tmp_path: Path) -> None:
+    """The 300 note appended to ``checkpoints`` again (nothing deleted), ``checkpoint`` removed, the chain
+    rewritten above 300: the newest entry is an authentic 300, but 400 was signed before it."""
+    chain = _signed_400(tmp_path)
+    path = log_dir(chain) / "checkpoints"
+    entries = path.read_text().splitlines(keepends=True)
+    path.write_text("".join([*entries, entries[2]]))
+    (log_dir(chain) / "checkpoint").unlink()
+    _cut_and_grow(chain, 300, 150)
+    writer = _writer(chain)
+    assert append(chain, 100, writer, every=100, start=200_000) == []
+    assert writer.refused in {"rewritten", "truncated"}
+    assert _verified_sizes(chain) == [100, 200, 300, 400, 300]
+
+
+def test_an_older_entry_claiming_more_than_the_newest_must_verify(tmp_path: Path) -> None:
+    """An entry of ``checkpoints`` before the newest that claims a larger size than it and does not
+    verify is an ``unverified-checkpoint`` refusal, as the newest entry's would be."""
+    chain = _signed_400(tmp_path)
+    path = log_dir(chain) / "checkpoints"
+    entries = path.read_text().splitlines(keepends=True)
+    forged = json.loads(entries[-1])["note"].replace("\n400\n", "\n1000\n", 1)
+    path.write_text("".join([*entries[:-1], json.dumps({"note": forged}) + "\n", entries[-1]]))
+    writer = _writer(chain)
+    assert append(chain, 100, writer, every=100) == []
+    assert writer.refused == "unverified-checkpoint"
+    assert [(r["reason"], r["tree_size"]) for r in _refusals(chain)] == [("unverified-checkpoint", 1000)]
+
+
 def test_a_witness_holding_a_larger_size_than_every_authenticated_checkpoint_is_a_refusal(
     tmp_path: Path,
 ) -> None:

@@ -35,7 +35,15 @@ from otel_route_shadow.logstore.store import (
     read_note_file,
 )
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
-from otel_route_shadow.tlog import AuthenticationError, Checkpoint, Signer, Verifier, authenticate, sign_note
+from otel_route_shadow.tlog import (
+    AuthenticationError,
+    Checkpoint,
+    Signer,
+    Verifier,
+    authenticate,
+    checkpoint_of,
+    sign_note,
+)
 
 __all__ = [
     "ACKNOWLEDGEABLE",
@@ -44,6 +52,7 @@ __all__ = [
     "ROLLED_BACK",
     "UNVERIFIED_CHECKPOINT",
     "Acknowledgement",
+    "OwnNotes",
     "acknowledge_last_refusal",
     "claimed_size",
     "empty_tree_note",
@@ -87,6 +96,62 @@ def newest_of_origin(directory: LogStore, origin: str) -> str | None:
         if note.split("\n", 1)[0] == origin:
             return note
     return None
+
+
+class OwnNotes:
+    """The notes of ``checkpoints`` as the log's own writer reads them: authenticated with its own keys
+    (``verifiers``; none: parsed as checkpoints of its origin), the whole file read at each ask but for
+    :meth:`largest`."""
+
+    def __init__(self, directory: LogStore, origin: str, verifiers: list[Verifier]) -> None:
+        self.directory, self.origin, self.verifiers = directory, origin, verifiers
+        self._largest: tuple[str, ...] | None = None
+
+    def own(self, note: str) -> Checkpoint | None:
+        """The checkpoint of ``note`` when it is this log's own (:func:`own_checkpoint`)."""
+        return own_checkpoint(note, self.origin, self.verifiers)
+
+    def all(self) -> list[str]:
+        """Every note of ``checkpoints``; none when it cannot be read whole (larger than any reader reads)."""
+        try:
+            return self.directory.notes().notes
+        except (FileRefused, ValueError):
+            return []
+
+    def largest(self) -> str | None:
+        """The note of this origin that claims the largest size, found once per object: ``checkpoints``
+        only grows, so an older note appended again cannot hide a larger one signed before it."""
+        if self._largest is None:
+            notes = [note for note in self.all() if note.split("\n", 1)[0] == self.origin]
+            self._largest = (max(notes, key=claimed_size),) if notes else ()
+        return self._largest[0] if self._largest else None
+
+    def published(self) -> list[Checkpoint]:
+        """Every checkpoint of ``checkpoints`` this writer published (see :meth:`own`), by size."""
+        found = {c.size: c for note in self.all() if (c := self.own(note)) is not None}
+        return [found[size] for size in sorted(found)]
+
+    def published_sizes(self) -> set[int]:
+        """The sizes of every note of this origin, parsed, not authenticated: what a client may ask
+        partial tiles for."""
+        sizes = set()
+        for note in self.all():
+            try:
+                checkpoint = checkpoint_of(note)
+            except AuthenticationError:
+                continue
+            if checkpoint.origin == self.origin:
+                sizes.add(checkpoint.size)
+        return sizes
+
+    def signed(self, size: int) -> str | None:
+        """The newest note of this log for a tree of exactly ``size`` leaves (with the cosignatures
+        stored with it), None when there is none."""
+        for note in reversed(self.all()):
+            checkpoint = self.own(note)
+            if checkpoint is not None and checkpoint.size == size:
+                return note
+        return None
 
 
 def claimed_size(note: str) -> int:

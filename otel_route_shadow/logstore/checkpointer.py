@@ -44,17 +44,16 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from otel_route_shadow.chain import WrittenLine
-from otel_route_shadow.files import FileRefused
+from otel_route_shadow.chain import MAX_LINE_BYTES, WrittenLine
 from otel_route_shadow.lines import FileHandle
 from otel_route_shadow.logstore.anchoring import (
     ANCHOR_REFUSALS,
     ROLLED_BACK,
     UNVERIFIED_CHECKPOINT,
+    OwnNotes,
     claimed_size,
     is_acknowledged,
     newest_of_origin,
-    own_checkpoint,
     published_note,
     signed_elsewhere,
 )
@@ -69,7 +68,6 @@ from otel_route_shadow.tlog import (
     HASH_SIZE,
     TILE_HEIGHT,
     TILE_WIDTH,
-    AuthenticationError,
     Checkpoint,
     ProofError,
     Signer,
@@ -77,7 +75,6 @@ from otel_route_shadow.tlog import (
     TileError,
     TileReader,
     TreeBuilder,
-    checkpoint_of,
     consistency_proof,
     leaf_hash,
     partial_tiles,
@@ -99,7 +96,7 @@ _MIN_BYTES: Final = 4 * 1024 * 1024 + 1
 _REFUSAL_TEXT: Final = {
     "truncated": "the chain was cut below what was signed",
     "rewritten": "the chain no longer holds what was signed (replaced, forked or edited)",
-    "broken-link": "a line's record hash or link does not hold (its seq is in the refusal)",
+    "broken-link": "a line's record hash, link or seq does not hold (its seq is in the refusal)",
     "fork": "the new tree is not consistent with a checkpoint already signed",
     **ANCHOR_REFUSALS,
 }
@@ -167,6 +164,7 @@ class Checkpointer:
         self.slice_leaves = max(1, slice_leaves)
         self.pause: Callable[[], None] = pause or (lambda: None)
         self.directory = LogStore(self.chain_path)
+        self.notes = OwnNotes(self.directory, self.origin, [signer.verifier() for signer in self.signers])
         self.refused: str | None = None
         self.last: SignedCheckpoint | None = None
         self.behind = False
@@ -298,9 +296,7 @@ class Checkpointer:
         cursor = self._cursor
         if cursor is None or (base is not None and cursor.size < base.size and self._rebuilding is None):
             cursor = self._resume(files, base)  # a rebuild under way goes on where it stopped
-        if cursor.offset and files.was_pruned(cursor.segment, cursor.size) is not None:
-            cursor.next_segment()  # a prune removed the segment the tree ends: go on in the next
-        chain, end = self._segment(files, cursor.segment, cursor.size)
+        chain, end = self._segment(files, cursor)
         live = cursor.segment == files.live_first
         problem = still_holds(chain, cursor, end)
         if problem is not None:
@@ -349,17 +345,22 @@ class Checkpointer:
 
     def _anchors(self) -> list[Checkpoint]:
         """The checkpoints every new tree must extend: the last one this object signed, the newest entry
-        of its origin in ``checkpoints`` and the published ``checkpoint``, each authenticated by its key
-        (``anchoring``); a refusal when that entry does not authenticate, or when a larger signed size is
-        shown elsewhere, unless the operator acknowledged that very refusal."""
+        of its origin in ``checkpoints``, the one claiming the largest size there and the published
+        ``checkpoint``, each authenticated by its key (``anchoring``); a refusal when either entry does
+        not authenticate, or when a larger signed size is shown elsewhere, unless the operator
+        acknowledged that very refusal."""
         found = [self.last.checkpoint()] if self.last is not None else []
         newest = newest_of_origin(self.directory, self.origin)
-        own = None if newest is None else self._own(newest)
+        own = None if newest is None else self.notes.own(newest)
         if newest is not None and own is None:
             self._unless_acknowledged(UNVERIFIED_CHECKPOINT, claimed_size(newest))
-            own = next((c for n in self.directory.newest_notes() if (c := self._own(n))), None)
+            own = next((c for n in self.directory.newest_notes() if (c := self.notes.own(n))), None)
+        largest = self.notes.largest()
+        largest_own = None if largest is None or largest == newest else self.notes.own(largest)
+        if largest is not None and largest != newest and largest_own is None:
+            self._unless_acknowledged(UNVERIFIED_CHECKPOINT, claimed_size(largest))
         published = published_note(self.directory)
-        for checkpoint in (own, None if published is None else self._own(published)):
+        for checkpoint in (own, largest_own, None if published is None else self.notes.own(published)):
             if checkpoint is not None and checkpoint not in found:
                 found.append(checkpoint)
         signed = max(signed_elsewhere(self.directory), self.witness_floor() or 0)
@@ -374,53 +375,32 @@ class Checkpointer:
             reason, "signing on for %s: the operator acknowledged %s at %d", self.dir, reason, size
         )
 
-    def _own(self, note: str) -> Checkpoint | None:
-        return own_checkpoint(note, self.origin, [signer.verifier() for signer in self.signers])
-
-    def _all_notes(self) -> list[str]:
-        """Every note of ``checkpoints``; none when it cannot be read whole (larger than any reader reads)."""
-        try:
-            return self.directory.notes().notes
-        except (FileRefused, ValueError):
-            return []
-
-    def _published(self) -> list[Checkpoint]:
-        """Every checkpoint of ``checkpoints`` this writer published (see :meth:`_own`), by size."""
-        found = {c.size: c for note in self._all_notes() if (c := self._own(note)) is not None}
-        return [found[size] for size in sorted(found)]
-
-    def _published_sizes(self) -> set[int]:
-        """The sizes of every note of this origin in ``checkpoints``, parsed, not authenticated: what a
-        client may ask partial tiles for."""
-        sizes = set()
-        for note in self._all_notes():
-            try:
-                checkpoint = checkpoint_of(note)
-            except AuthenticationError:
-                continue
-            if checkpoint.origin == self.origin:
-                sizes.add(checkpoint.size)
-        return sizes
-
     def signed_note(self, size: int) -> str | None:
         """The newest note of this log for a tree of exactly ``size`` leaves that its key authenticates,
         as stored in ``checkpoints`` (with the cosignatures stored with it), else as this object signed
         it; None when there is none."""
-        for note in reversed(self._all_notes()):
-            checkpoint = self._own(note)
-            if checkpoint is not None and checkpoint.size == size:
-                return note
-        return self.last.note if self.last is not None and self.last.size == size else None
+        note = self.notes.signed(size)
+        return note or (self.last.note if self.last is not None and self.last.size == size else None)
 
     # -- resuming -------------------------------------------------------------------------------------
 
-    def _segment(self, files: SegmentFiles, segment: int, size: int) -> tuple[FileHandle, int]:
-        """The file of ``segment`` and its size; a closed segment missing is the chain cut below
-        what was signed."""
+    def _segment(self, files: SegmentFiles, cursor: Cursor) -> tuple[FileHandle, int]:
+        """The file the cursor's tree goes on in, and its size. When a prune removed the segment the tree
+        ends (``pruned`` says so, and its file is gone), the next one: its anchor must link to the tree's
+        last line. A claim for a file still there (the live one) is not believed (logged once); any other
+        closed segment missing is the chain cut below what was signed."""
+        claimed = cursor.offset > 0 and files.was_pruned(cursor.segment, cursor.size) is not None
         try:
-            return files.open(segment)
+            found = files.open(cursor.segment)
         except FileNotFoundError:
-            raise _Refused("truncated", {**_detail(size, -1), "segment": segment}) from None
+            if not claimed:
+                raise _Refused("truncated", {**_detail(cursor.size, -1), "segment": cursor.segment}) from None
+            cursor.next_segment()
+            return self._segment(files, cursor)
+        if claimed:
+            message = "not believing %s/pruned: the segment %d it says was pruned is still in the chain"
+            self._log_once("pruned-claim", message, self.dir, cursor.segment)
+        return found
 
     def _resume(self, files: SegmentFiles, base: Checkpoint | None) -> Cursor:
         """The cursor at ``base``: from the ``state`` hint when everything it rests on authenticates,
@@ -438,7 +418,7 @@ class Checkpointer:
             )
         self._rebuild_next = None
         start = files.first_kept(TileReader(self.directory, base.size, base.root))
-        targets = [c for c in self._published() if start.size < c.size <= base.size]
+        targets = [c for c in self.notes.published() if start.size < c.size <= base.size]
         if not targets or targets[-1] != base:
             targets.append(base)
         self._rebuilding = _Rebuilding(targets)
@@ -461,9 +441,14 @@ class Checkpointer:
         if leaf == bytes.fromhex(hint.last_leaf) and (prev := files.link_past_pruned(hint)) is not None:
             start = files.start(base.size)
             return Cursor(TreeBuilder(base.size, edge), 0, 0, leaf, prev, [], base.size, hint, start)
-        chain, end = self._segment(files, hint.segment or 0, base.size)
+        if not 0 < hint.offset - hint.last_start <= MAX_LINE_BYTES + 1:  # never read whole: a rebuild
+            raise _Rebuild("the state's last line is longer than a line can be")
+        try:
+            chain, end = files.open(hint.segment or 0)
+        except FileNotFoundError:
+            raise _Rebuild("the state names a segment the chain does not have") from None
         if hint.offset > end:
-            raise _Refused("truncated", _detail(base.size, end, hint.offset))
+            raise _Rebuild("the state points past the end of its file")
         chain.seek(max(0, hint.last_start - 1))
         data = chain.read(hint.offset - hint.last_start + (1 if hint.last_start else 0)) or b""
         line = data[1:] if hint.last_start else data
@@ -553,7 +538,7 @@ class Checkpointer:
         if self._repaired:
             return
         self._repaired = True
-        for size in sorted(self._published_sizes()):
+        for size in sorted(self.notes.published_sizes()):
             for tile in partial_tiles(size):
                 if (reader.size >> (TILE_HEIGHT * tile.level)) // TILE_WIDTH != tile.index:
                     continue  # its full tile exists by now
