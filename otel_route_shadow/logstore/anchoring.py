@@ -101,11 +101,11 @@ def newest_of_origin(directory: LogStore, origin: str) -> str | None:
 class OwnNotes:
     """The notes of ``checkpoints`` as the log's own writer reads them: authenticated with its own keys
     (``verifiers``; none: parsed as checkpoints of its origin), the whole file read at each ask but for
-    :meth:`largest`."""
+    :meth:`largest` and :meth:`published_sizes`, read once per object (a writer's life)."""
 
     def __init__(self, directory: LogStore, origin: str, verifiers: list[Verifier]) -> None:
         self.directory, self.origin, self.verifiers = directory, origin, verifiers
-        self._largest: tuple[str, ...] | None = None
+        self._scanned: tuple[str | None, frozenset[int]] | None = None
 
     def own(self, note: str) -> Checkpoint | None:
         """The checkpoint of ``note`` when it is this log's own (:func:`own_checkpoint`)."""
@@ -119,30 +119,36 @@ class OwnNotes:
             return []
 
     def largest(self) -> str | None:
-        """The note of this origin that claims the largest size, found once per object: ``checkpoints``
-        only grows, so an older note appended again cannot hide a larger one signed before it."""
-        if self._largest is None:
-            notes = [note for note in self.all() if note.split("\n", 1)[0] == self.origin]
-            self._largest = (max(notes, key=claimed_size),) if notes else ()
-        return self._largest[0] if self._largest else None
+        """The note of this origin that claims the largest size: ``checkpoints`` only grows, so an older
+        note appended again cannot hide a larger one signed before it (read once per object, with
+        :meth:`published_sizes`)."""
+        return self._scan()[0]
 
     def published(self) -> list[Checkpoint]:
         """Every checkpoint of ``checkpoints`` this writer published (see :meth:`own`), by size."""
         found = {c.size: c for note in self.all() if (c := self.own(note)) is not None}
         return [found[size] for size in sorted(found)]
 
-    def published_sizes(self) -> set[int]:
+    def published_sizes(self) -> frozenset[int]:
         """The sizes of every note of this origin, parsed, not authenticated: what a client may ask
-        partial tiles for."""
-        sizes = set()
-        for note in self.all():
-            try:
-                checkpoint = checkpoint_of(note)
-            except AuthenticationError:
-                continue
-            if checkpoint.origin == self.origin:
-                sizes.add(checkpoint.size)
-        return sizes
+        partial tiles for (read once per object, with :meth:`largest`)."""
+        return self._scan()[1]
+
+    def _scan(self) -> tuple[str | None, frozenset[int]]:
+        if self._scanned is None:
+            largest: tuple[str | None, int] = (None, -1)
+            sizes: set[int] = set()
+            for note in self.all():
+                try:
+                    checkpoint = checkpoint_of(note)
+                except AuthenticationError:
+                    continue
+                if checkpoint.origin == self.origin:
+                    sizes.add(checkpoint.size)
+                    if checkpoint.size > largest[1]:
+                        largest = (note, checkpoint.size)
+            self._scanned = (largest[0], frozenset(sizes))
+        return self._scanned
 
     def signed(self, size: int) -> str | None:
         """The newest note of this log for a tree of exactly ``size`` leaves (with the cosignatures
