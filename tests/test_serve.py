@@ -664,3 +664,75 @@ def test_an_open_file_limit_below_max_connections_lowers_it_and_says_so(chain: P
     assert (process.returncode, status) == (0, 200)
     assert body == (log_dir(chain) / "checkpoint").read_bytes()
     assert "at most 216 connections at once, not 4,096: this process may open 600 files (RLIMIT_NOFILE" in err
+
+
+_SIGNAL_AT_EVERY_LINE = r'''
+import faulthandler, signal, sys, threading
+from otel_route_shadow.cli import serve
+
+serve._POLL_MS = 20  # two rounds of the wait loop in a few dozen lines
+
+
+class Server:
+    def __init__(self):
+        self.stopped = threading.Event()
+
+    def serve_forever(self):
+        self.stopped.wait()
+
+    def stop(self, timeout):
+        self.stopped.set()
+        return True
+
+
+def run(k):
+    """SIGTERM raised at the k-th line the main thread runs once serving (any function): False once k is
+    past the lines of the first 0.2 s (a timer stops serve then)."""
+    count, hit = 0, []
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        if event == "line" and not hit and callable(signal.getsignal(signal.SIGTERM)):  # serve's handler
+            count += 1
+            if count == k:
+                hit.append(k)
+                sys.settrace(None)
+                signal.raise_signal(signal.SIGTERM)
+        return tracer
+
+    def announce():
+        sys._getframe(1).f_trace = tracer
+        sys.settrace(tracer)
+
+    def late():
+        if not hit:
+            hit.append(0)
+            signal.raise_signal(signal.SIGTERM)
+
+    timer = threading.Timer(0.2, late)
+    timer.start()
+    serve._serve(Server(), announce)
+    sys.settrace(None)
+    timer.cancel()
+    return hit != [0]
+
+
+faulthandler.dump_traceback_later(60, exit=True)  # a hang: its stacks, exit 1
+k = 1
+while run(k):
+    k += 1
+print("stopped at every line:", k - 1)
+'''
+
+
+def test_a_stop_signal_at_any_line_of_the_wait_stops_serve(tmp_path: Path) -> None:
+    """The handler runs between any two bytecodes of the main thread; it called ``Event.set`` while
+    ``Event.wait`` could hold the event's lock in that thread: a hang (seen once in a full run). SIGTERM
+    is raised at every line the main thread runs while serving, one run each: every run stops."""
+    script = tmp_path / "signal_at_every_line.py"
+    script.write_text(_SIGNAL_AT_EVERY_LINE, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.split(":")[-1]) > 10

@@ -9,7 +9,10 @@ one line each. SIGTERM or SIGINT stops it cleanly. Exit codes: ``exit_codes.COMM
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
+import select
 import signal
 import sys
 import threading
@@ -30,6 +33,8 @@ __all__ = ["register"]
 
 _DEFAULT_LISTEN = "127.0.0.1:8080"
 _STOP_TIMEOUT = 5.0
+_POLL_MS = 1000
+"""How often the main thread looks whether the serving thread ended on its own (a signal wakes it at once)."""
 _DEFAULTS = Limits()
 
 
@@ -127,24 +132,32 @@ def _report_long_entries(log: PublishedLog) -> None:
 def _serve(server: LogServer, announce: Callable[[], None]) -> int:
     """Serve until SIGTERM or SIGINT; ``announce`` says so once the signals are handled (a supervisor
     that stops the server as soon as it reads the announcement gets a clean stop, exit 0)."""
-    stop = threading.Event()
+    # The handler runs in the main thread between any two bytecodes, maybe while that thread holds a
+    # lock, so it takes none (``threading.Event.set`` takes the lock ``Event.wait`` holds: a hang); it
+    # writes a byte the loop below waits for.
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    woken = select.poll()
+    woken.register(wake_read, select.POLLIN)
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+        with contextlib.suppress(OSError):  # the pipe is full: a byte is already waiting
+            os.write(wake_write, b"\0")
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     thread = threading.Thread(target=server.serve_forever, name="route-shadow-serve", daemon=True)
     thread.start()
     try:
         announce()
-        while not stop.wait(1.0):
-            if not thread.is_alive():
-                break
+        while thread.is_alive() and not woken.poll(_POLL_MS):  # a signal wakes it at once (PEP 475)
+            pass
     finally:
         closed = server.stop(_STOP_TIMEOUT)
         thread.join(_STOP_TIMEOUT)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        os.close(wake_read)
+        os.close(wake_write)
     if not closed:
         print("otel-route-shadow: note: stopped with connections still open", file=sys.stderr)
     return EXIT_OK
