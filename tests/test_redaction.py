@@ -4,7 +4,7 @@ scrubbing is idempotent and never carries the secret."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from otel_route_shadow.core.redaction import REDACTED, json_pointer_token, redact_text, redact_value
@@ -318,3 +318,157 @@ def test_every_glued_or_wrapped_note_key_and_secret_goes() -> None:
                         ], out
                         assert other[-8:] not in out and PEM_BODY not in out, out
                         assert redact_text(out) == (out, 0), out
+
+
+# -- cost on hostile input (row 2e of docs/benchmarks.md times it; these pin the behaviour) ---------------
+
+_B64URL_PLAIN = "abcdfhijklmnopqrtuvwxz0123456789_"
+"""Base64url characters that spell no credential start (no "sk-", "gh", "eyJ", "AKIA")."""
+
+
+def test_jwt_branch_scans_a_long_base64url_run_once() -> None:
+    """Every "eyJ" of a long run without a dot scanned the run to its end and failed: quadratic
+    ("-" + "eyJ" * 33333 took 3.5 s). The header scan now stops at the next "eyJ"; such a run is no
+    token and is left as it is, whatever its length or what follows it."""
+    for text in [
+        "-" + "eyJ" * 5000,
+        "-" + "eyJ" * 5000 + ".",
+        "-" + "eyJa" * 4000 + " x",
+        "x=" + "eyJ" * 5000,
+    ]:
+        out, count = redact_text(text)
+        assert count == 0
+        assert out is text
+
+
+def test_a_jwt_whose_header_holds_eyj_again_goes_whole() -> None:
+    """The JWT branch matches at the header's last "eyJ" that leaves room for the rest; the replacement
+    still starts at the first one, so no part of the header is left."""
+    payload, signature = "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+    headers = [
+        "eyJhbGciOiJIUzI1NiJ9eyJraWQiOiJrMSJ9",  # a second "eyJ" far from the dot
+        "eyJhbGciOiJIUzI1NiJ9eyJhYg",  # ...within 10 characters of it (no start matches there)
+        "eyJhbGciOiJIeyJ",  # ...right before it
+        "eyJ" + "eyJ" * 50 + "abcdefgh",  # the run of the quadratic case, as a header
+        "eyJeyJabcde",  # 8 characters after the first "eyJ" only when the second is counted
+    ]
+    for header in headers:
+        token = f"{header}.{payload}.{signature}"
+        for before, after in [("", ""), ("Authorization: ", " end"), ("x", ";"), ('{"t":"', '"}')]:
+            out, count = redact_text(before + token + after)
+            assert (out, count) == (before + REDACTED + after, 1), (header, before, out)
+
+
+def test_a_header_too_short_from_its_first_eyj_is_no_jwt() -> None:
+    """A dot 8 characters after the first "eyJ" or fewer is no token, however many "eyJ" the run holds."""
+    for text in ["-eyJeyJab.abcdefghij.sig", "-eyJabcde.abcdefghij.sig", "-eyJ.abcdefghij.sig"]:
+        assert redact_text(text) == (text, 0)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["sk-ant-AbCd", "ghp_" + "A1b2C3d4E5" * 2 + "abcd", "AKIAIOSFODNN7EXAMPLE", "sk-proj-T3BlbkFJ"],
+)
+def test_a_key_inside_a_jwt_header_goes_with_the_token(key: str) -> None:
+    """A key matched in a header before the "eyJ" the JWT branch matches at came first; one whose length
+    runs past that "eyJ" hid the token, and its payload and signature were left."""
+    header = "eyJhbGciOiJIUzI1NiJ9" + key + "eyJhYmNkZWZnaGlqa2xt"
+    token = f"{header}.eyJzdWIiOiJ4In0xyz.c2lnbmF0dXJlYWJj"
+    for before in ["", " ", "x.", "\n"]:
+        out, count = redact_text(before + token + " after")
+        assert (out, count) == (before + REDACTED + " after", 1), (key, before, out)
+
+
+@given(
+    st.sampled_from(["", " ", "(", "Authorization: Bearer ", "id="]),
+    st.lists(
+        st.sampled_from(["eyJ", "sk-", "sk-ant-", "ghp_", "AKIA", "A", "a", "0", "_", "-", "x" * 8]),
+        max_size=12,
+    ),
+    st.text(_B64URL_PLAIN, min_size=8, max_size=20),
+    st.text(_B64URL_PLAIN, max_size=20),
+)
+def test_a_jwt_goes_whole_whatever_its_header_holds(
+    before: str, chunks: list[str], payload: str, signature: str
+) -> None:
+    header = "eyJ" + "".join(chunks)
+    assume(len(header) >= 11)
+    text = f"{before}{header}.eyJ{payload}.{signature} end"
+    out, count = redact_text(text)
+    assert count == 1
+    assert out.endswith(f"{REDACTED} end")
+    assert REDACTED not in out[: -len(f"{REDACTED} end")]  # the header's first "eyJ" went with the rest
+    assert header not in out and "eyJ" not in out.removeprefix(before)
+
+
+def test_a_chain_of_glued_bare_sk_keys_goes_in_one_pass() -> None:
+    """A bare "sk-" key glued to the secret before it fails its boundary check until that secret is
+    replaced; a chain of them went one key per pass, and past the 16th pass the rest were left."""
+    key = "sk-" + "a1B2c3D4e5" * 2
+    for glued in [key * 40, AWS + key * 40, key * 20 + GITHUB_CLASSIC + key * 20]:
+        out, count = redact_text(" " + glued + " end")
+        assert "a1B2c3D4e5" not in out and "A1b2C3d4E5" not in out, out
+        assert out == " " + REDACTED * count + " end"
+        assert redact_text(out) == (out, 0)
+
+
+def _hostile(unit: str, head: str = "", tail: str = "", size: int = 20_000) -> str:
+    return head + unit * ((size - len(head) - len(tail)) // len(unit)) + tail
+
+
+HOSTILE = [
+    _hostile("eyJ", "-"),
+    _hostile("eyJ", "-", ".bbbbbbbbbb."),
+    _hostile("eyJaaaaaaaaa."),
+    _hostile("eyJ", "-eyJaaaaaaaaa."),
+    _hostile("sk-eyJ", "-"),
+    _hostile("AKIAIOSFODNN7EXAMPLEeyJ", "-eyJ"),
+    _hostile("AKIAIOSFODNN7EXAMPLEeyJ", "-eyJ", "abcdefgh.ijklmnop.sig"),
+    _hostile("sk-ant-" + "a" * 20 + "eyJ", "-eyJ"),
+    _hostile("eyJsk-AKIAghp_"),
+    _hostile("sk-" + "a1B2c3D4e5" * 2, " "),
+    _hostile("token="),
+    _hostile('token="'),
+    _hostile("Bearer "),
+    _hostile("-----BEGIN RSA PRIVATE KEY"),
+    _hostile("PRIVATE+KEY+a+b+"),
+    _hostile("0123456789abcdef0123456789abcdef."),
+    _hostile("a", "ghp_"),
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=[f"{text[:24]!r}x{len(text)}" for text in HOSTILE])
+def test_hostile_input_is_scrubbed_idempotently(text: str) -> None:
+    """Strings built from one credential prefix repeated (the shapes the cost audit timed): what comes out
+    holds nothing the patterns match again."""
+    out, _ = redact_text(text)
+    assert redact_text(out)[1] == 0
+
+
+_PREFIXES = [
+    "eyJ",
+    "eyJaaaaaaaaa.",
+    "sk-",
+    "sk-ant-",
+    "ghp_",
+    "github_pat_",
+    "AKIA",
+    "0123456789abcdef0123456789abcdef.",
+    "token=",
+    'token="',
+    "Bearer ",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "PRIVATE+KEY+",
+    "a1B2c3D4e5",
+    "AAAAAAAA",
+    ".",
+    "-",
+    " ",
+]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_PREFIXES), st.integers(1, 40)), max_size=8))
+def test_repeated_credential_prefixes_are_scrubbed_idempotently(runs: list[tuple[str, int]]) -> None:
+    text = "".join(prefix * times for prefix, times in runs)
+    once, _ = redact_text(text)
+    assert redact_text(once) == (once, 0)

@@ -12,6 +12,10 @@ Design constraints:
   regex engine's first-character filter rejects most positions of an ordinary string without entering a
   branch; strings without any candidate come back as the *same object*, untouched.
 * Over-redaction is preferred to a leak: the patterns are shapes, not validators.
+* Linear in the length of the text, whatever it holds: it runs in the host's call path on host data.
+  No branch scans again a stretch it scanned from an earlier start and failed on (a JWT header stops
+  where the next "eyJ" begins, repeats are possessive where a backtrack cannot help), and a chain of
+  glued keys is taken in one pass (row 2e of ``docs/benchmarks.md`` times the worst input found).
 * Idempotent: a redacted string contains nothing the patterns match again, so re-scrubbing is a no-op and
   the replacement count of an already-scrubbed string is zero.
 * The replacement never carries what was replaced (no length, no prefix, no hash of the secret); the
@@ -22,6 +26,7 @@ Design constraints:
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -51,12 +56,15 @@ _PAIR_KEYWORD: Final = (
 
 # Where another credential begins. A token run stops there even when the characters would let it go on,
 # so two secrets glued together are two matches instead of one match that swallows the second one's
-# prefix and leaves its secret part behind.
-_NEXT_CREDENTIAL: Final = (
-    r"(?=sk-[A-Za-z0-9_-]{20}|eyJ[A-Za-z0-9_-]{8}|gh[pousr]_[A-Za-z0-9]{30}|github_pat_[A-Za-z0-9_]{30}"
-    r"|A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}|[0-9a-f]{32}\.[0-9A-Za-z]{16}"
-    r"|-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY|PRIVATE\+KEY\+)"
+# prefix and leaves its secret part behind. A z.ai key is not listed: no run holds its dot, so a run
+# stops there anyway, and its replacement then starts at the dot instead of its id, the text is the
+# same ("[REDACTED][REDACTED]"). Listed, it cost every character of a run a look at the 32 that follow.
+_CREDENTIAL_START: Final = (
+    r"sk-[A-Za-z0-9_-]{20}|eyJ[A-Za-z0-9_-]{8}|gh[pousr]_[A-Za-z0-9]{30}|github_pat_[A-Za-z0-9_]{30}"
+    r"|A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}"
+    r"|-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY|PRIVATE\+KEY\+"
 )
+_NEXT_CREDENTIAL: Final = rf"(?={_CREDENTIAL_START})"
 
 
 def _run(chars: str, minimum: int) -> str:
@@ -75,7 +83,20 @@ def _before_block(chars: str) -> str:
 
 
 _B64URL: Final = "[A-Za-z0-9_-]"
+_B64URL_CHARS: Final = string.ascii_letters + string.digits + "_-"
+_ALNUM_CHARS: Final = frozenset(string.ascii_letters + string.digits)
 _ALNUM: Final = "[A-Za-z0-9]"
+
+# A JWT header, scanned in linear time. A header that ran to the end of its base64url run from every
+# "eyJ" in it, failed on the missing dot and ran again from the next one was quadratic ("-" + "eyJ" *
+# 33333, 100 KB, took 3.5 s). Here a scan stops, possessively, where the next "eyJ" begins, so the scans
+# from the starts of one run are disjoint; only the last 10 characters before the dot may hold another
+# "eyJ" (the tail). The one start that matches is then the last "eyJ" at least 11 characters before the
+# dot, and it exists exactly when the header read from the run's first "eyJ" has the 8 characters the
+# shape asks for. The replacement still starts at that first "eyJ" (:func:`_header_start`), and a key
+# matched inside the header before the matching start is part of the token (:func:`_enclosing_jwt`):
+# the text that comes out is the one a scan from the run's first "eyJ" gave.
+_JWT_HEADER: Final = rf"yJ(?={_B64URL}{{8}})(?:(?!eyJ){_B64URL})*+{_B64URL}{{0,10}}+\."
 
 # Every alternative starts with a literal or a character class and carries no group before its first
 # character, so the engine can reject most positions without entering a branch (see module docstring).
@@ -93,7 +114,7 @@ _PATTERN: Final = re.compile(
     # a-f) whatever they hold, then any more up to another credential.
     r"|P(?P<note>RIVATE\+KEY\+"
     + _before_block(r"[^\s+]")
-    + r"*(?:\+[^\s+]*(?:\+(?:A[Q-Za-f][A-Za-z0-9+/]{42})?"
+    + r"*+(?:\+[^\s+]*(?:\+(?:A[Q-Za-f][A-Za-z0-9+/]{42})?"
     + _run("[A-Za-z0-9+/=]", 0)
     + ")?)?)"
     # Anthropic (sk-ant-api03-...) and OpenAI (sk-proj-..., sk-svcacct-..., legacy sk-...T3BlbkFJ...) API
@@ -102,8 +123,11 @@ _PATTERN: Final = re.compile(
     r"|s(?P<sk>k-(?:(?:ant|proj|svcacct|admin|None)-|(?=[A-Za-z0-9]{20}T3BlbkFJ)|(?<![A-Za-z0-9]sk-))"
     + _run(_B64URL, 20)
     + ")"
-    # JSON Web Tokens: base64url header starting with {" (eyJ), payload, optional signature.
-    r"|e(?P<jwt>yJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.(?:" + _run(_B64URL, 1) + ")?)"
+    # JSON Web Tokens: base64url header starting with {" (eyJ) and at least 8 more characters, payload,
+    # optional signature. The match starts at the header's last "eyJ" before its final 10 characters
+    # (_JWT_HEADER); the replacement at its first. Each scan ends at a character its class excludes
+    # (the dot), so the possessive repeats give back nothing a backtrack could use.
+    r"|e(?P<jwt>" + _JWT_HEADER + rf"{_B64URL}{{8,}}+\.(?:" + _run(_B64URL, 1) + ")?)"
     # GitHub tokens: classic prefixes and fine-grained personal access tokens.
     r"|g(?P<gh>h[pousr]_" + _run(_ALNUM, 30) + "|ithub_pat_" + _run("[A-Za-z0-9_]", 30) + ")"
     # AWS access key ids.
@@ -114,7 +138,7 @@ _PATTERN: Final = re.compile(
     # Bearer tokens (HTTP Authorization scheme). The scheme word is kept.
     r"|[bB](?<![A-Za-z0-9][bB])[eE][aA][rR][eE][rR]\s+(?!\[REDACTED\])(?P<bearer>"
     + _before_block("[A-Za-z0-9._~+/=-]")
-    + "{8,})"
+    + "{8,}+)"
     # key=value pairs. The key and separator are kept; a quoted value is scrubbed with its quotes. A value
     # stops where a note key or a PEM block begins, which its own branch takes whole.
     r"|"
@@ -122,15 +146,29 @@ _PATTERN: Final = re.compile(
     + rf"[\"']?\s*[=:]\s*(?![\"']?(?:\[REDACTED\]|{_BLOCK_START}))"
     + r"(?P<pair>\""
     + _before_block(r"[^\"\n]")
-    + rf"*(?:\"|(?={_BLOCK_START}))|'"
+    + rf"*+(?:\"|(?={_BLOCK_START}))|'"
     + _before_block(r"[^'\n]")
-    + rf"*(?:'|(?={_BLOCK_START}))|"
+    + rf"*+(?:'|(?={_BLOCK_START}))|"
     + _before_block(r"[^\s\"'&,;<>]")
-    + "+)",
+    + "++)",
     re.DOTALL,
 )
 
 _ZAI_ID_LEN: Final = 32
+
+# A base64url run, and what follows a JWT header's run: for a key matched inside a header, which may
+# lie in a token (see :func:`_enclosing_jwt`).
+_B64URL_RUN: Final = re.compile(rf"{_B64URL}*+")
+_JWT_REST: Final = re.compile(rf"\.{_B64URL}{{8,}}+\.(?:" + _run(_B64URL, 1) + ")?")
+# The shapes that can begin inside a JWT header's base64url run (every other one needs a character the
+# run cannot hold: a space, "+", "=", ":" or the dot).
+_IN_HEADER: Final = frozenset({"sk", "gh", "aws"})
+_JWT_OR_IN_HEADER: Final = _IN_HEADER | {"jwt"}
+
+# The "sk-" branch without its boundary check, for a key glued to the end of a replacement (see
+# :func:`_glued_key`); the credential starts a run stops at, as a match (how far the lookahead read).
+_GLUED_SK: Final = re.compile(r"s(?P<sk>k-(?:(?:ant|proj|svcacct|admin|None)-)?" + _run(_B64URL, 20) + ")")
+_CREDENTIAL_AT: Final = re.compile(_CREDENTIAL_START)
 
 # An object key naming a credential: its string value is scrubbed whole, whatever it looks like
 # ({"password": "hunter2"} is the structured form of password=hunter2).
@@ -161,7 +199,8 @@ def redact_text(text: str) -> tuple[str, int]:
     total = 0
     # A secret glued to the end of another one fails its boundary check against the first secret's
     # last character; once that secret is replaced it no longer does. Repeat until nothing changes,
-    # so no such neighbour survives (and redacting the output again is a no-op).
+    # so no such neighbour survives (and redacting the output again is a no-op). Glued bare "sk-" keys,
+    # the one shape that can chain, are taken in the pass that replaces their neighbour (_glued_key).
     for _ in range(16):
         text, count = _substitute(text, match)
         total += count
@@ -175,25 +214,96 @@ def _substitute(text: str, match: re.Match[str] | None) -> tuple[str, int]:
     pieces: list[str] = []
     cursor = 0
     count = 0
+    checked = 0  # keys before this position lie in a base64url run found to hold no JWT
+    following = match  # the pattern's next match (a glued key is taken before it)
     while match is not None:
         group = match.lastgroup
         start, end = match.span()
         keep = ""
         if group == "zai":
             start -= _ZAI_ID_LEN
+        elif group == "jwt":
+            start = _header_start(text, cursor, start)
         elif group in {"bearer", "pair"}:
             keep = text[start : match.start(group)]
+        elif start >= checked and start >= cursor + 3 and group in _IN_HEADER:
+            first, jwt_end, checked = _enclosing_jwt(text, cursor, start)
+            if first >= 0:
+                start, end = first, jwt_end
         # A z.ai id can overlap the tail of the previous replacement only in adversarial input; clamp so
         # the output never duplicates text.
         start = max(start, cursor)
-        pieces.append(text[cursor:start])
-        pieces.append(keep)
-        pieces.append(REDACTED)
+        pieces += (text[cursor:start], keep, REDACTED)
         cursor = end
         count += 1
-        match = _PATTERN.search(text, end)
+        if match is following:  # else a glued key was taken before ``following``, which still holds
+            following = _PATTERN.search(text, end)
+        match = following
+        if text.startswith("sk-", end):
+            match = _glued_key(text, end, following) or following
     pieces.append(text[cursor:])
     return "".join(pieces), count
+
+
+def _glued_key(text: str, end: int, following: re.Match[str] | None) -> re.Match[str] | None:
+    """The "sk-" key at ``end``, glued to the replacement that ends there, when the next pass would
+    take the same span; otherwise None (and the next pass takes what it takes).
+
+    The key's boundary check saw the replaced secret's last letter or digit, so the search passed it by;
+    the next pass, seeing "]" there, took it. A chain of such keys went one key per pass: each pass read
+    the whole text again, and the 17th key and those after it were left. The next pass sees the
+    ``following`` match replaced, so the key is taken now only when nothing it reads lies there: its
+    run, and the credential start that stopped it, end where that replacement begins or before, and no
+    JWT whose header it reads into could begin inside it."""
+    if text[end - 1] not in _ALNUM_CHARS:
+        return None
+    key = _GLUED_SK.match(text, end)
+    if key is None:
+        return None
+    reach, limit = key.end(), len(text)
+    if following is not None:
+        # A z.ai key's replacement starts at its id, 32 characters before the match.
+        limit = following.start() - (_ZAI_ID_LEN if following.lastgroup == "zai" else 0)
+    if reach < limit and text[reach] in _B64URL_CHARS:
+        credential = _CREDENTIAL_AT.match(text, reach)  # what stopped the run, read by the lookahead
+        reach = limit + 1 if credential is None else credential.end()
+    if reach > limit:
+        return None
+    if (
+        following is not None
+        and following.lastgroup in _JWT_OR_IN_HEADER
+        and text.find("eyJ", end, reach + 2) >= 0
+    ):
+        return None
+    return key
+
+
+def _header_start(text: str, cursor: int, start: int) -> int:
+    """Where the JWT matched at ``start`` begins: the first "eyJ" of the base64url run that ends there,
+    from ``cursor`` (the end of the previous replacement) on, where a scan from the left finds it."""
+    run = cursor + len(text[cursor:start].rstrip(_B64URL_CHARS))
+    return text.find("eyJ", run, start + 3)
+
+
+def _enclosing_jwt(text: str, cursor: int, start: int) -> tuple[int, int, int]:
+    """The JWT whose header holds the key matched at ``start``, if any: ``(first, end, checked)``.
+
+    The JWT branch matches at the header's last "eyJ" that leaves room for the rest, so a key matched
+    in the header before it came first, and one long enough to run past it hid the token. A scan from
+    the left met the header's first "eyJ" first and took the token whole, the key with it: so does
+    this. ``first`` is that "eyJ" (-1 when no token holds the key), ``end`` the token's end and
+    ``checked`` the end of the key's base64url run: no later key in that run needs the check again,
+    so each run is read once."""
+    run = cursor + len(text[cursor:start].rstrip(_B64URL_CHARS))
+    first = text.find("eyJ", run, start)
+    if first < 0:
+        return -1, start, start
+    header = _B64URL_RUN.match(text, start)
+    dot = start if header is None else header.end()
+    rest = _JWT_REST.match(text, dot) if dot - first >= 11 else None
+    if rest is None:
+        return -1, start, dot
+    return first, rest.end(), dot
 
 
 def is_secret_key(key: str) -> bool:
