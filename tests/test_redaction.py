@@ -472,3 +472,20 @@ def test_repeated_credential_prefixes_are_scrubbed_idempotently(runs: list[tuple
     text = "".join(prefix * times for prefix, times in runs)
     once, _ = redact_text(text)
     assert redact_text(once) == (once, 0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        " sk-abcdefghijkl-----BEGIN RSA PRIVATE KEY-----\nMIIEsecretbody",
+        " AKIA0123456789AB-----BEGIN PRIVATE KEY-----\nMIIEsecretbody",
+        " ghp_" + "a" * 29 + "PRIVATE+KEY+name+0123abcd+AQ" + "x" * 42,
+        " sk-" + "b" * 19 + "PRIVATE+KEY+name+0123abcd+AQ" + "x" * 42,
+    ],
+    ids=["sk-before-pem", "aws-before-pem", "ghp-before-note-key", "sk-before-note-key"],
+)
+def test_a_key_shape_never_takes_the_start_of_a_block_glued_after_it(text: str) -> None:
+    """A shape's minimum run took the first characters of a PEM block or note key glued after it
+    ("-----BEG", "P"), so that block's own branch no longer matched and its body was left."""
+    redacted, count = redact_text(text)
+    assert count >= 1 and "secretbody" not in redacted and "x" * 42 not in redacted

@@ -67,11 +67,6 @@ _CREDENTIAL_START: Final = (
 _NEXT_CREDENTIAL: Final = rf"(?={_CREDENTIAL_START})"
 
 
-def _run(chars: str, minimum: int) -> str:
-    """At least ``minimum`` of ``chars``, then more up to the end of the run or the next credential."""
-    return rf"{chars}{{{minimum}}}{chars}*?(?:(?!{chars})|{_NEXT_CREDENTIAL})"
-
-
 _BLOCK_START: Final = r"PRIVATE\+KEY\+|-----BEGIN"
 """Where a credential that may hold spaces or "+" begins: a run a pair, a Bearer token or a note key's
 name would swallow stops there, so that the credential's own branch takes all of it."""
@@ -80,6 +75,13 @@ name would swallow stops there, so that the credential's own branch takes all of
 def _before_block(chars: str) -> str:
     """One of ``chars`` where no :data:`_BLOCK_START` begins."""
     return rf"(?:(?!{_BLOCK_START}){chars})"
+
+
+def _run(chars: str, minimum: int) -> str:
+    """At least ``minimum`` of ``chars`` where no :data:`_BLOCK_START` begins (a shape's first characters
+    never take the start of a PEM block or note key glued after them, which would leave its body), then
+    more up to the end of the run or the next credential."""
+    return rf"{_before_block(chars)}{{{minimum}}}{chars}*?(?:(?!{chars})|{_NEXT_CREDENTIAL})"
 
 
 _B64URL: Final = "[A-Za-z0-9_-]"
