@@ -23,7 +23,7 @@ import os
 import secrets
 import stat
 from collections.abc import Iterable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 __all__ = [
     "TEMPORARY_MARK",
@@ -34,6 +34,7 @@ __all__ = [
     "file_kind",
     "fsync_directory",
     "open_beneath",
+    "open_folder_beneath",
     "open_regular",
     "read_beneath",
     "read_regular",
@@ -285,6 +286,7 @@ def write_atomic(
     *,
     mode: int = 0o644,
     exclusive: bool = False,
+    dir_fd: int | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` durably: after a crash it holds all of ``data`` or what it held.
 
@@ -293,11 +295,21 @@ def write_atomic(
     then renamed over the target; with ``exclusive`` it is hard-linked instead, so an existing name is
     never replaced (``FileExistsError``). The directory is synced last. On any failure the temporary
     file is removed and the error raised.
+
+    ``dir_fd``: the folder ``path`` is in, already open (:func:`open_folder_beneath`): the temporary
+    file, the rename and the sync are made relative to it under the last component of ``path``, so no
+    folder of ``path`` is looked up again (nothing can be redirected through a link swapped in).
     """
     target = os.fspath(path)
     directory, name = os.path.split(target)
-    tmp = os.path.join(directory, f".{name}{TEMPORARY_MARK}{os.getpid()}-{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    tmp = f".{name}{TEMPORARY_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+    at: dict[str, Any] = {}  # without dir_fd, the very calls of a plain path (tests replace os.replace)
+    both: dict[str, Any] = {}
+    if dir_fd is None:
+        tmp = os.path.join(directory, tmp)
+    else:
+        target, at, both = name, {"dir_fd": dir_fd}, {"src_dir_fd": dir_fd, "dst_dir_fd": dir_fd}
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, **at)
     try:
         try:
             for block in (data,) if isinstance(data, bytes) else data:
@@ -307,14 +319,17 @@ def write_atomic(
         finally:
             os.close(fd)
         if exclusive:
-            os.link(tmp, target)
-            os.unlink(tmp)
+            os.link(tmp, target, **both)
+            os.unlink(tmp, **at)
         else:
-            os.replace(tmp, target)
-        fsync_directory(directory)
+            os.replace(tmp, target, **both)
+        if dir_fd is None:
+            fsync_directory(directory)
+        else:
+            os.fsync(dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, **at)
         raise
 
 
@@ -342,7 +357,7 @@ def _temporary_owner(name: str) -> int | None:
     if not name.startswith(".") or TEMPORARY_MARK not in name:
         return None
     owner = name.rsplit(TEMPORARY_MARK, 1)[1].split("-", 1)[0]
-    return int(owner) if owner.isdigit() else None
+    return int(owner) if owner.isascii() and owner.isdigit() else None
 
 
 def _alive(pid: int) -> bool:
@@ -353,3 +368,54 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True  # it exists but belongs to someone else
     return True
+
+
+def open_folder_beneath(directory: str | os.PathLike[str], relative: str, *, create: bool = False) -> int:
+    """A descriptor (``O_DIRECTORY``) of the folder ``relative`` (``/``-separated, ``""``: ``directory``
+    itself) below ``directory``, following no symbolic link below ``directory``: each component is
+    opened relative to its parent with ``O_NOFOLLOW``, as in :func:`open_beneath`. With ``create``, a
+    missing component is made relative to its parent (``mkdir`` never follows a link at its name) and
+    ``directory`` itself with :func:`os.makedirs`.
+
+    ``FileNotFoundError`` passes through; an empty, ``.`` or ``..`` component, a link anywhere below
+    ``directory`` or anything but a folder on the way is a :class:`FileRefused`, and nothing is made
+    beyond it.
+    """
+    source = os.path.join(os.fspath(directory), relative)
+    parts = relative.split("/") if relative else []
+    if any(part in ("", ".", "..") or "\0" in part for part in parts):
+        raise FileRefused(source, "unreadable", "not a path below its directory")
+    if create:
+        os.makedirs(directory, exist_ok=True)
+    try:
+        fd = os.open(os.fspath(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _refusal(source, exc) from None
+    try:
+        for part in parts:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                raise
+            except OSError as exc:
+                raise _refusal(source, _link_as_loop(exc, part, fd)) from None
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _link_as_loop(exc: OSError, name: str, parent: int) -> OSError:
+    """``exc`` from opening ``name`` with ``O_NOFOLLOW | O_DIRECTORY`` (``ENOTDIR`` for a link, too),
+    as ``ELOOP`` when ``name`` is a link, so the refusal says so."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+            return OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+    return exc

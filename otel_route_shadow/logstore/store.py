@@ -32,6 +32,7 @@ import fcntl
 import io
 import json
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
@@ -40,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from otel_route_shadow.files import (
     FileRefused,
     fsync_directory,
+    open_folder_beneath,
     open_regular,
     read_beneath,
     read_regular,
@@ -257,11 +259,7 @@ class LogStore:
         return [self._read_tile(tile) for tile in tiles]
 
     def _read_tile(self, tile: Tile) -> bytes:
-        candidates = [tile]
-        if tile.width < TILE_WIDTH:
-            candidates.append(Tile(tile.level, tile.index))
-            candidates.extend(self._wider_partials(tile))
-        for candidate in candidates:
+        for candidate in self._candidates(tile):
             try:
                 data = self.tile_file(candidate)
             except FileNotFoundError:
@@ -271,39 +269,67 @@ class LogStore:
             return data[: tile.width * HASH_SIZE]
         raise TileMissing(tile.path, "missing")
 
+    def _candidates(self, tile: Tile) -> Iterator[Tile]:
+        """The files that may hold a tile's hashes, in order: its own, then (for a partial tile) the full
+        tile, then the wider partial ones, its folder listed only when neither of the others exists."""
+        yield tile
+        if tile.width < TILE_WIDTH:
+            yield Tile(tile.level, tile.index)
+            yield from self._wider_partials(tile)
+
     def _wider_partials(self, tile: Tile) -> list[Tile]:
-        folder = Tile(tile.level, tile.index, 1).path.rsplit("/", 1)[0]
+        """The partial tiles of (level, index) wider than ``tile``, narrowest first: the names of its
+        ``.p`` folder (opened following no link below the directory) that are tile widths."""
         try:
-            names = os.listdir(self.file(folder))
+            fd = open_folder_beneath(self.path, tile_path(tile.level, tile.index) + ".p")
         except OSError:
             return []
-        widths = sorted(int(n) for n in names if n.isdigit() and tile.width < int(n) < TILE_WIDTH)
+        try:
+            names = os.listdir(fd)
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        widths = sorted(w for w in map(_partial_width, names) if w is not None and w > tile.width)
         return [Tile(tile.level, tile.index, width) for width in widths]
 
     def save_tiles(self, tiles: Sequence[Tile], data: Sequence[bytes]) -> None:
-        """Write each tile durably (``files.write_atomic``) unless its file, read as every tile is
-        (:meth:`tile_file`), already holds exactly its bytes: a link is replaced by a regular file."""
+        """Write each tile durably unless its file, read as every tile is (:meth:`tile_file`), already
+        holds exactly its bytes: a link at its name is replaced by a regular file. Its folders are made
+        and opened following no link below the directory (``files.open_folder_beneath``), and the file is
+        written in the folder so opened: a link or a non-folder on the way is a ``files.FileRefused``
+        (an ``OSError``, which the writer contains as any failed write: logged, retried) and nothing is
+        written."""
         for tile, hashes in zip(tiles, data, strict=True):
-            path = self.file(tile.path)
             try:
                 if self.tile_file(tile) == hashes:
                     continue
             except (FileNotFoundError, TileDamaged):
                 pass
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            write_atomic(path, hashes)
+            folder = open_folder_beneath(self.path, tile.path.rpartition("/")[0], create=True)
+            try:
+                write_atomic(self.file(tile.path), hashes, dir_fd=folder)
+            finally:
+                os.close(folder)
 
     def remove_partials(self, level: int, index: int) -> None:
-        """Remove the partial tiles of tile (level, index) once its full tile exists (C2SP tlog-tiles
-        keeps them until then)."""
-        if not os.path.isfile(self.file(tile_path(level, index))):
+        """Remove the partial tiles of tile (level, index) once its full tile exists as a regular file
+        (C2SP tlog-tiles keeps them until then). No link below the directory is followed: the
+        ``.p`` folder is opened with ``O_NOFOLLOW`` and only its files named as tile widths are
+        removed (then the folder, when that left it empty); a link at the ``.p`` name is removed as a
+        link (the name is the writer's; what it points to is never touched). Never raises."""
+        folder, _, name = tile_path(level, index).rpartition("/")
+        try:
+            parent = open_folder_beneath(self.path, folder)
+        except OSError:
             return
-        folder = self.file(tile_path(level, index, 1).rsplit("/", 1)[0])
-        with contextlib.suppress(OSError):
-            for name in os.listdir(folder):
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(folder, name))
-            os.rmdir(folder)
+        try:
+            if stat.S_ISREG(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+                _remove_partial_folder(parent, name + ".p")
+        except OSError:
+            pass
+        finally:
+            os.close(parent)
 
     # -- checkpoints ---------------------------------------------------------------------------------
 
@@ -476,6 +502,37 @@ class LogStore:
                     break
             level += 1
         return removed
+
+
+def _partial_width(name: str) -> int | None:
+    """The width a name in a ``.p`` folder of partial tiles stands for, as C2SP tlog-tiles names it
+    (``tlog.tile_path``): ASCII digits without a leading zero, 1 to 255. None for any other name."""
+    if not (name.isascii() and name.isdigit()) or name[0] == "0" or len(name) > 3:
+        return None
+    width = int(name)
+    return width if width < TILE_WIDTH else None
+
+
+def _remove_partial_folder(parent: int, name: str) -> None:
+    """Remove the partial tiles in the folder ``name`` of the folder open as ``parent``, then the folder
+    (an ``rmdir``: it never removes a link, nor a folder something else is left in); a link there is
+    removed as a link, anything else that is not a folder is left. ``OSError`` passes through."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except FileNotFoundError:
+        return
+    except OSError:
+        if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+            os.unlink(name, dir_fd=parent)
+        return
+    try:
+        for width in os.listdir(fd):
+            if _partial_width(width) is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(width, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
 
 
 def _entry_line(note: str) -> str:
