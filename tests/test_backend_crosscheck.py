@@ -315,3 +315,9 @@ def test_values_under_credential_named_keys_compare_as_the_chain_stores_them() -
     spans = [_span(chain[0][1], **{"gen_ai.request.api_key": "not-shaped-like-a-key"})]
     chain[0][1]["attributes"]["gen_ai.request.api_key"] = "[REDACTED]"
     assert _check(chain, spans).verdict == "agree"
+
+
+def test_a_time_of_non_ascii_digits_is_refused_not_read_as_nanoseconds() -> None:
+    for text in ("\u0663", "\u00b2"):  # Arabic-Indic three was read as 3 ns; "²" raised from int()
+        with pytest.raises(ValueError, match="neither ISO 8601 nor Unix nanoseconds"):
+            parse_time(text)

@@ -293,3 +293,28 @@ def test_write_atomic_takes_blocks_and_a_failing_source_leaves_the_old_content(t
         files.write_atomic(target, failing())
     assert target.read_bytes() == b"first second"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]  # no temporary left
+
+
+def test_a_temporary_name_with_non_ascii_digits_is_left_not_a_crash(tmp_path: Path) -> None:
+    """``str.isdigit`` holds for "²": ``int`` raised out of ``remove_temporaries`` (a writer's first
+    checkpoint then failed on every call)."""
+    from otel_route_shadow.files import remove_temporaries
+
+    stray = tmp_path / ".000.tmp-\u00b2-ab"
+    stray.write_bytes(b"")
+    assert remove_temporaries(tmp_path) == 0 and stray.exists()
+
+
+def test_an_archive_name_of_non_ascii_digits_is_left_not_a_crash(tmp_path: Path) -> None:
+    """``_remove_archives_from`` (a prune settling) read a name's first 16 characters with ``int`` when
+    ``str.isdigit`` held: "²" raised."""
+    from otel_route_shadow.logstore.archives import archive_dir
+    from otel_route_shadow.logstore.pruning import _remove_archives_from
+
+    chain = tmp_path / "chain.jsonl"
+    folder = Path(archive_dir(str(chain)))
+    folder.mkdir(parents=True)
+    (folder / ("\u00b2" * 16 + ".jsonl.gz")).write_bytes(b"")
+    (folder / "0000000000000100.jsonl.gz").write_bytes(b"")
+    assert _remove_archives_from(str(chain), 0) == 1
+    assert [p.name for p in folder.iterdir()] == ["\u00b2" * 16 + ".jsonl.gz"]

@@ -302,3 +302,12 @@ def test_a_policy_file_is_read_bounded_and_never_blocks(tmp_path: Path) -> None:
     huge.write_bytes(b"#" * (300 * 1024))
     with pytest.raises(PolicyError):
         read_policy_file(huge)
+
+
+@pytest.mark.parametrize("size", ["\u00b2", "\u0663"], ids=["superscript-two", "arabic-indic-three"])
+def test_a_note_whose_size_is_not_ascii_digits_is_a_problem_not_a_crash_or_a_size(size: str) -> None:
+    """``str.isdigit`` holds for "²" (``int`` then raised: the pure core raised out of ``attest_notes``)
+    and for "٣" (read as size 3)."""
+    note = NOTE.replace("\n10\n", f"\n{size}\n", 1)
+    report = attest_notes([note], POLICY, now=NOW)
+    assert report.checkpoints == () and [p.size for p in report.problems] == [None]

@@ -144,7 +144,7 @@ def format_unix_nano(value: int) -> str:
 def parse_time(text: str) -> int:
     """Parse ISO 8601 (naive means UTC; ``Z`` accepted) or an integer of Unix nanoseconds."""
     stripped = text.strip()
-    if stripped.isdigit():
+    if stripped.isascii() and stripped.isdigit():
         return int(stripped)
     try:
         dt = datetime.fromisoformat(stripped.replace("Z", "+00:00").replace("z", "+00:00"))

@@ -337,7 +337,7 @@ def _remove_archives_from(chain_path: str, min_index: int) -> int:
         return 0
     undone = 0
     for name in names:
-        if name[:16].isdigit() and int(name[:16]) >= min_index:
+        if name[:16].isascii() and name[:16].isdigit() and int(name[:16]) >= min_index:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(folder, name))
                 undone += 1

@@ -214,7 +214,8 @@ def _witnessed(attestation: Attestation, indexes: tuple[int, ...], policy: Polic
 
 def _size_of(note: str) -> int | None:
     lines = note.split("\n", 2)
-    return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() and len(lines[1]) < 20 else None
+    size = lines[1] if len(lines) > 2 else ""
+    return int(size) if size.isascii() and size.isdigit() and len(size) < 20 else None
 
 
 def _largest(
