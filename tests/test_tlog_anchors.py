@@ -186,3 +186,18 @@ def test_a_refusal_of_the_chain_itself_cannot_be_acknowledged(
     assert main(["acknowledge", str(chain)]) == 2
     assert "cannot be acknowledged" in capsys.readouterr().err
     assert not (log_dir(chain) / "acknowledged").exists()
+
+
+def test_the_published_checkpoint_is_not_read_through_a_link(tmp_path: Path) -> None:
+    """``checkpoint`` is read one way, following no link below the log folder (13.4); the writer's
+    anchor read it following one."""
+    from otel_route_shadow.logstore import LogStore
+    from otel_route_shadow.logstore.anchoring import published_note
+
+    chain = _signed_400(tmp_path)
+    store = LogStore(chain)
+    assert published_note(store) == notes(chain)[-1]
+    elsewhere = tmp_path / "elsewhere"
+    (log_dir(chain) / "checkpoint").rename(elsewhere)
+    (log_dir(chain) / "checkpoint").symlink_to(elsewhere)
+    assert published_note(store) is None

@@ -28,11 +28,9 @@ from typing import Any, Final
 
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
 from otel_route_shadow.logstore.store import (
-    CHECKPOINT_FILE,
     REFUSALS_FILE,
     LogStore,
     StateError,
-    read_note_file,
 )
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 from otel_route_shadow.tlog import (
@@ -169,10 +167,9 @@ def claimed_size(note: str) -> int:
 def published_note(directory: LogStore) -> str | None:
     """The note of ``checkpoint`` (the published one), None when there is none to read."""
     try:
-        found = read_note_file(directory.file(CHECKPOINT_FILE), _MAX_SMALL_FILE)
+        return directory.checkpoint_file(_MAX_SMALL_FILE).decode("utf-8") or None  # no link followed
     except (OSError, ValueError):
         return None
-    return found.notes[-1] if found.notes else None
 
 
 def signed_elsewhere(directory: LogStore) -> int:
