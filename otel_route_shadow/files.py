@@ -37,6 +37,7 @@ __all__ = [
     "open_folder_beneath",
     "open_regular",
     "read_beneath",
+    "read_newest",
     "read_regular",
     "read_text",
     "remove_temporaries",
@@ -192,6 +193,36 @@ def read_regular(
     source = os.fspath(path)
     fd = open_regular(source, follow_symlinks=follow_symlinks)
     return _read_bounded(fd, source, max_bytes, private=private)
+
+
+def read_newest(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes, int]:
+    """The newest lines of an append-only regular file (see :func:`open_regular`): all of it when it
+    holds at most ``max_bytes`` bytes, else its last ``max_bytes`` bytes from the first line that
+    begins in them; and how many bytes before those were not read."""
+    source = os.fspath(path)
+    fd = open_regular(source)
+    try:
+        size = os.fstat(fd).st_size
+    except OSError as exc:
+        os.close(fd)
+        raise _refusal(source, exc) from None
+    if size <= max_bytes:
+        return _read_bounded(fd, source, max_bytes), 0
+    start, chunks, got = size - max_bytes, [], 0
+    try:
+        while got < max_bytes:
+            chunk = os.pread(fd, min(max_bytes - got, 1 << 20), start + got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError as exc:
+        raise _refusal(source, exc) from None
+    finally:
+        os.close(fd)
+    window = b"".join(chunks)
+    cut = window.find(b"\n") + 1  # 0: one line longer than the bound, none of it read
+    return (window[cut:], start + cut) if cut else (b"", size)
 
 
 def read_beneath(directory: str | os.PathLike[str], relative: str, max_bytes: int) -> bytes:

@@ -298,3 +298,43 @@ def test_verify_never_calls_partial_tiles_removed_for_a_full_tile_missing_after_
     assert json.loads(out)["checkpoints"]["tiles"]["damaged"] == [
         "tile/0/000: does not hold the hashes of the signed tree"
     ]
+
+
+def test_verify_reads_the_newest_checkpoints_of_a_file_past_the_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``checkpoints`` only grows (a note a checkpoint, again per cosignature): past the readers' bound
+    (64 MiB, about nine days of a checkpoint every 10 s with two witnesses) ``verify --key`` exited 2.
+    It reads the newest notes and says the oldest were not read (the bound made small here)."""
+    from functools import partial
+
+    from otel_route_shadow.cli import checkpoints
+    from otel_route_shadow.logstore import LogStore, read_note_file
+    from otel_route_shadow.tlog import Signer
+
+    signer = Signer.generate("example.com/route-shadow/long")
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 300, Checkpointer(str(chain), signer.name, signer), every=30)
+    size = Path(LogStore(chain).file("checkpoints")).stat().st_size
+    monkeypatch.setattr(checkpoints, "read_note_file", partial(read_note_file, max_bytes=size // 2))
+    code, _, err = run(["verify", str(chain), "--key", str(signer.verifier())], capsys)
+    assert code == 0, err
+    assert "were not read: they are not checked" in err and "the oldest checkpoints" in err
+
+
+def test_the_newest_notes_of_a_checkpoints_file_start_at_a_line(tmp_path: Path) -> None:
+    from otel_route_shadow.files import FileRefused, read_newest
+    from otel_route_shadow.logstore import read_note_file
+
+    path = tmp_path / "checkpoints"
+    lines = [json.dumps({"note": f"o\n{n}\nroot\n"}).encode() + b"\n" for n in range(10)]
+    path.write_bytes(b"".join(lines))
+    whole = len(b"".join(lines))
+    assert read_newest(path, whole) == (b"".join(lines), 0)
+    data, older = read_newest(path, len(lines[0]) * 3 + 5)  # three lines and a piece of one before
+    assert data == b"".join(lines[-3:]) and older == whole - len(data)
+    found = read_note_file(path, len(lines[0]) * 3 + 5, newest=True)
+    assert [note.split("\n")[1] for note in found.notes] == ["7", "8", "9"] and found.older_bytes == older
+    with pytest.raises(FileRefused, match="larger than"):
+        read_note_file(path, len(lines[0]) * 3 + 5)
+    assert read_newest(path, 5) == (b"", whole)  # one line longer than the bound: nothing

@@ -276,7 +276,7 @@ def _witnesses(
 def _stored_notes(path: str) -> list[str]:
     """The notes of the ``checkpoints`` file; none when it cannot be read (``verify`` names why)."""
     try:
-        return list(read_note_file(path).notes)
+        return list(read_note_file(path, newest=True).notes)
     except (OSError, ValueError, FileRefused):
         return []
 

@@ -13,7 +13,7 @@ from typing import Any
 from otel_route_shadow.cli.common import CliError, read_text_file
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING
 from otel_route_shadow.files import FileRefused, read_regular
-from otel_route_shadow.logstore import read_note_file
+from otel_route_shadow.logstore import MAX_NOTE_FILE, read_note_file
 from otel_route_shadow.tlog import (
     MAX_KEY_SET_BYTES,
     AuthenticationError,
@@ -40,7 +40,7 @@ _MAX_KEY_FILE = 4096
 def read_notes(path: str) -> list[str]:
     """The notes of a checkpoint file (a chain's ``checkpoints`` file or one note)."""
     try:
-        found = read_note_file(path)
+        found = read_note_file(path, newest=True)
     except FileNotFoundError:
         raise CliError(f"{path}: no such checkpoint file") from None
     except FileRefused as exc:
@@ -55,6 +55,12 @@ def read_notes(path: str) -> list[str]:
             raise CliError(f"{path}: holds no checkpoint: line(s) {lines} not checkpoint entries")
         print(
             f"otel-route-shadow: note: {path}: line(s) {lines} not checkpoint entries (torn or foreign): skipped",
+            file=sys.stderr,
+        )
+    if found.older_bytes:
+        print(
+            f"otel-route-shadow: note: {path}: its first {found.older_bytes} bytes (the oldest checkpoints, "
+            f"more than {MAX_NOTE_FILE} bytes before its end) were not read: they are not checked",
             file=sys.stderr,
         )
     return found.notes

@@ -44,6 +44,7 @@ from otel_route_shadow.files import (
     open_folder_beneath,
     open_regular,
     read_beneath,
+    read_newest,
     read_regular,
     remove_temporaries,
     write_all,
@@ -157,17 +158,24 @@ class NoteFile:
 
     notes: list[str]
     skipped: tuple[int, ...] = ()
+    older_bytes: int = 0
+    """Bytes at the start of a ``checkpoints`` file longer than the bound, not read (the oldest notes):
+    line numbers count from the first line read."""
 
 
-def read_note_file(path: str | os.PathLike[str], max_bytes: int = MAX_NOTE_FILE) -> NoteFile:
+def read_note_file(
+    path: str | os.PathLike[str], max_bytes: int = MAX_NOTE_FILE, *, newest: bool = False
+) -> NoteFile:
     """A chain's ``checkpoints`` file (one JSON object ``{"note": ...}`` per line) or a file holding
-    one note (the ``checkpoint`` file). ``FileNotFoundError`` passes through; a file that cannot be
-    taken is a ``files.FileRefused``; one that is not UTF-8 a ``ValueError`` naming it."""
+    one note (the ``checkpoint`` file). With ``newest``, a file longer than ``max_bytes`` is read from
+    the first line of its last ``max_bytes`` bytes (``checkpoints`` only grows: its newest notes),
+    else it is refused. ``FileNotFoundError`` passes through; a file that cannot be taken is a
+    ``files.FileRefused``; one that is not UTF-8 a ``ValueError`` naming it."""
     source = os.fspath(path)
-    data = read_regular(source, max_bytes)
+    data, older = read_newest(source, max_bytes) if newest else (read_regular(source, max_bytes), 0)
     if not data.startswith(b"{"):
         try:
-            return NoteFile([data.decode("utf-8")] if data else [])
+            return NoteFile([data.decode("utf-8")] if data else [], older_bytes=older)
         except UnicodeDecodeError:
             raise ValueError(f"{source}: not UTF-8") from None
     notes: list[str] = []
@@ -181,7 +189,7 @@ def read_note_file(path: str | os.PathLike[str], max_bytes: int = MAX_NOTE_FILE)
             notes.append(note)
     if lines[-1]:
         skipped.append(len(lines))  # a last line without LF: torn
-    return NoteFile(notes, tuple(skipped))
+    return NoteFile(notes, tuple(skipped), older)
 
 
 _SAME_REFUSAL: Final = ("reason", "origin", "tree_size", "seq")
@@ -334,9 +342,10 @@ class LogStore:
     # -- checkpoints ---------------------------------------------------------------------------------
 
     def notes(self) -> NoteFile:
-        """Every note of ``checkpoints`` (an empty file when there is none)."""
+        """Every note of ``checkpoints`` (an empty file when there is none), the newest ones only when it is
+        longer than :data:`MAX_NOTE_FILE` (``older_bytes`` says how much was not read)."""
         try:
-            return read_note_file(self.file(CHECKPOINTS_FILE))
+            return read_note_file(self.file(CHECKPOINTS_FILE), newest=True)
         except FileNotFoundError:
             return NoteFile([])
 
