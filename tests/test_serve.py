@@ -736,3 +736,24 @@ def test_a_stop_signal_at_any_line_of_the_wait_stops_serve(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.split(":")[-1]) > 10
+
+
+def test_serve_closes_its_wake_pipe_when_it_cannot_start() -> None:
+    """The pipe was made before the handlers were installed and closed only once serving: a failure
+    between (handlers installed from another thread than the main one) left both ends open."""
+    from otel_route_shadow.cli import serve
+
+    def attempt(errors: list[BaseException]) -> None:
+        try:
+            serve._serve(None, lambda: None)  # type: ignore[arg-type]
+        except ValueError as exc:
+            errors.append(exc)
+
+    before = len(os.listdir("/proc/self/fd"))
+    errors: list[BaseException] = []
+    for _ in range(3):
+        worker = threading.Thread(target=attempt, args=(errors,))
+        worker.start()
+        worker.join()
+    assert len(errors) == 3 and "main thread" in str(errors[0])
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -136,6 +136,16 @@ def _serve(server: LogServer, announce: Callable[[], None]) -> int:
     # lock, so it takes none (``threading.Event.set`` takes the lock ``Event.wait`` holds: a hang); it
     # writes a byte the loop below waits for.
     wake_read, wake_write = os.pipe()
+    try:
+        return _serve_until_woken(server, announce, wake_read, wake_write)
+    finally:
+        os.close(wake_read)
+        os.close(wake_write)
+
+
+def _serve_until_woken(
+    server: LogServer, announce: Callable[[], None], wake_read: int, wake_write: int
+) -> int:
     os.set_blocking(wake_write, False)
     woken = select.poll()
     woken.register(wake_read, select.POLLIN)
@@ -156,8 +166,6 @@ def _serve(server: LogServer, announce: Callable[[], None]) -> int:
         thread.join(_STOP_TIMEOUT)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        os.close(wake_read)
-        os.close(wake_write)
     if not closed:
         print("otel-route-shadow: note: stopped with connections still open", file=sys.stderr)
     return EXIT_OK
