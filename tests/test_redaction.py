@@ -489,3 +489,18 @@ def test_a_key_shape_never_takes_the_start_of_a_block_glued_after_it(text: str) 
     ("-----BEG", "P"), so that block's own branch no longer matched and its body was left."""
     redacted, count = redact_text(text)
     assert count >= 1 and "secretbody" not in redacted and "x" * 42 not in redacted
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sk-ant-api03------BEGINq8Zr2LmN0pXwYv7TtKd3",
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.-----BEGINsig_abcdefghijklmnop end",
+    ],
+    ids=["key", "jwt-signature"],
+)
+def test_a_bare_begin_inside_a_key_is_part_of_it(text: str) -> None:
+    """Keeping a shape's minimum off a PEM block's start must not stop at a bare "-----BEGIN" that
+    starts no private key block: the key (or the JWT's signature) was left in clear."""
+    redacted, _ = redact_text(text)
+    assert "q8Zr2LmN0pXwYv7TtKd3" not in redacted and "sig_abcdefghijklmnop" not in redacted

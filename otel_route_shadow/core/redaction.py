@@ -77,11 +77,16 @@ def _before_block(chars: str) -> str:
     return rf"(?:(?!{_BLOCK_START}){chars})"
 
 
+_BLOCK_AHEAD: Final = r"PRIVATE\+KEY\+|-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY"
+"""A PEM private key block or a note key, whole: where a shape's first characters stop (a bare
+"-----BEGIN" in a key is part of it)."""
+
+
 def _run(chars: str, minimum: int) -> str:
-    """At least ``minimum`` of ``chars`` where no :data:`_BLOCK_START` begins (a shape's first characters
+    """At least ``minimum`` of ``chars`` where no :data:`_BLOCK_AHEAD` begins (a shape's first characters
     never take the start of a PEM block or note key glued after them, which would leave its body), then
     more up to the end of the run or the next credential."""
-    return rf"{_before_block(chars)}{{{minimum}}}{chars}*?(?:(?!{chars})|{_NEXT_CREDENTIAL})"
+    return rf"(?:(?!{_BLOCK_AHEAD}){chars}){{{minimum}}}{chars}*?(?:(?!{chars})|{_NEXT_CREDENTIAL})"
 
 
 _B64URL: Final = "[A-Za-z0-9_-]"
