@@ -605,25 +605,37 @@ def _log(report: Any, path: Path) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("keep", "says"), [(None, "give the root"), (10, "before (the state's checkpoint) and now 10")]
+    ("keep", "grow", "says"),
+    [
+        (None, False, "give the root"),  # the same size, another root: no record read for the proof
+        (None, True, "give the root"),  # grown: its first records read again
+        (10, False, "a stale copy or a rollback"),  # smaller: no fork proven, not counted either
+    ],
+    ids=["same-size", "grown", "older"],
 )
-def test_a_log_that_signs_another_history_is_excluded_as_a_proven_fork(
-    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path, keep: int | None, says: str
+def test_a_log_that_signs_another_history_is_excluded_until_rebuilt(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]],
+    tmp_path: Path,
+    keep: int | None,
+    grow: bool,
+    says: str,
 ) -> None:
-    """With its key, a log whose new checkpoint does not extend the one the state holds (rewritten,
-    or shrunk) is a fork proven by two signed notes: excluded, named, its entry kept so that every
-    rerun says it again, until ``rebuild`` accepts the new history."""
+    """With its key, a log whose new checkpoint does not extend the one the state holds is excluded,
+    named, its entry kept so that every rerun says it again, until ``rebuild`` counts it as it is: a
+    fork proven by two signed notes (rewritten), or an older checkpoint than the state's (shrunk)."""
     folder, hosts = fleet
     keys = [signer.verifier() for _, signer in hosts.values()]
     state = str(tmp_path / "state.json")
     follow_fleet([str(folder)], state, verifiers=keys)
     path, signer = hosts["beta.example/rs"]
     _sign_another_history(path, "beta.example/rs", signer, keep)
+    if grow:
+        _grow(path, "beta.example/rs", signer, [SCENARIO[0]], T1)
     for _ in range(2):
         again = follow_fleet([str(folder)], state, verifiers=keys)
         beta = _log(again, path)
-        assert not beta.included and "a fork, proven by two signed checkpoints" in beta.reason
-        assert says in beta.reason and "acme/rewritten" not in _repos(again)
+        assert not beta.included and says in beta.reason and "acme/rewritten" not in _repos(again)
+        assert ("a fork, proven by two signed checkpoints" in beta.reason) == (keep is None)
         assert again.fleet is not None and again.fleet.followed is not None
         assert [w for w in again.fleet.followed.warnings if "beta.jsonl" in w] == [
             f"state of {path}: kept (the log is excluded from this run)"

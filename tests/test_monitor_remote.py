@@ -230,3 +230,29 @@ def test_a_kept_entry_whose_cells_lie_beyond_the_states_table_is_dropped_not_a_c
         in again.fleet.followed.warnings
     )
     assert [log["path"] for log in json.loads(state.read_text(encoding="utf-8"))["logs"]] == [str(alpha)]
+
+
+def test_a_remote_that_signs_another_root_for_the_same_size_is_excluded_as_a_fork(tmp_path: Path) -> None:
+    """Two notes of one key for one size and two roots prove a fork without a record read: a remote
+    (whose old tree cannot be read) was rebuilt from scratch and counted, with only a warning."""
+    from test_analysis_monitor import _sign_another_history
+
+    chain, signer = make_log(tmp_path / "hosts", "remote", ORIGIN, SCENARIO)
+    state = str(tmp_path / "state.json")
+    keys = [signer.verifier()]
+    with serving([chain], workdir=tmp_path) as served:
+        url = served.urls[ORIGIN]
+        follow_fleet([url], state, verifiers=keys, fetch=remote_fetch(30.0))
+    _sign_another_history(chain, ORIGIN, signer)
+    with serving([chain], workdir=tmp_path) as served:  # a new server (the one before refuses it: 409)
+        document = json.loads(Path(state).read_text(encoding="utf-8"))  # its entry under the new URL
+        document["logs"][0]["path"] = served.urls[ORIGIN]
+        settings = ReportSettings(fleet_specs(as_specs(None)), TimeWindow(), 3, MIN_SPAWNS)
+        document["logs"][0]["digest"] = entry_digest(
+            document["logs"][0], settings, CellTable(document["cells"]).digest()
+        )
+        Path(state).write_text(json.dumps(document), encoding="utf-8")
+        again = follow_fleet([served.urls[ORIGIN]], state, verifiers=keys, fetch=remote_fetch(30.0))
+    [log] = again.fleet.logs if again.fleet is not None else ()
+    assert log.status == EXCLUDED and log.reason is not None
+    assert "a fork, proven by two signed checkpoints" in log.reason and "give the root" in log.reason

@@ -171,11 +171,13 @@ def extend_log(
 def forked(
     pending: PendingLog | PendingRemote, entry: LogState, verifiers: Sequence[LogKey], policy: Policy | None
 ) -> str | None:
-    """Why the log is proven to have signed a history that does not extend the one ``entry`` was
-    counted up to, or None when that is not proven (a damaged state, or nothing to prove it with).
-    The proof is two checkpoints that verify with the given keys: a smaller tree than the entry's note
-    signs, or (a never-pruned local chain, read again for it) first records whose leaves give the new
-    signed root but, at the old size, another root than the old one signs."""
+    """Why the log is excluded although it does not extend from ``entry`` (a rebuild would count what
+    its key contradicts or go back), or None (a damaged state, or nothing to tell it by: rebuilt). Both
+    checkpoints must verify with the given keys, for one origin. A fork is proven by another root for
+    the same size, or (a never-pruned local chain, read again for it) first records whose leaves give
+    the new signed root but, at the old size, another root than the old one signs. A smaller new tree
+    proves no fork (it may be an older copy, a stale cache): the log is excluded as older than the
+    state, its entry kept."""
     new = pending.evidence
     if entry.note is None or new.verification != VERIFIED or new.size is None:
         return None
@@ -186,16 +188,18 @@ def forked(
     accept = "a fork, proven by two signed checkpoints; --rebuild accepts its new history"
     if new.size < signed.size:
         return (
-            f"it signed {signed.size} records before (the state's checkpoint) and now {new.size} ({accept})"
+            f"its checkpoint of {new.size} records is older than the {signed.size} it signed before (the "
+            "state's): a stale copy or a rollback, not counted; the state is kept (--rebuild counts it as it is)"
         )
-    if not isinstance(pending, PendingLog) or pending.pruned is not None:
-        return None
-    roots = roots_at(pending.path, signed.size, new.size)
-    if roots is None or roots[1] != pending.root or roots[0] == signed.root:
+    at_old = pending.root if new.size == signed.size else None
+    if at_old is None and isinstance(pending, PendingLog) and pending.pruned is None:
+        roots = roots_at(pending.path, signed.size, new.size)
+        at_old = roots[0] if roots is not None and roots[1] == pending.root else None
+    if at_old is None or at_old == signed.root:
         return None
     return (
         f"its first {signed.size} records, under its checkpoint of {new.size}, give the root "
-        f"{b64encode(roots[0]).decode()}, not the {b64encode(signed.root).decode()} it signed for them "
+        f"{b64encode(at_old).decode()}, not the {b64encode(signed.root).decode()} it signed for them "
         f"before (the state's checkpoint) ({accept})"
     )
 
