@@ -195,10 +195,11 @@ def read_regular(
     return _read_bounded(fd, source, max_bytes, private=private)
 
 
-def read_newest(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes, int]:
-    """The newest lines of an append-only regular file (see :func:`open_regular`): all of it when it
-    holds at most ``max_bytes`` bytes, else its last ``max_bytes`` bytes from the first line that
-    begins in them; and how many bytes before those were not read."""
+def read_newest(path: str | os.PathLike[str], max_bytes: int, start: int = 0) -> tuple[bytes, int]:
+    """The newest lines of an append-only regular file (see :func:`open_regular`) from byte ``start`` (a
+    line start; from 0 when the file is shorter: it was replaced): all of them when they are at most
+    ``max_bytes`` bytes, else the last ``max_bytes`` bytes from the first line that begins in them; and
+    the position of the first byte returned (the bytes before it were not read)."""
     source = os.fspath(path)
     fd = open_regular(source)
     try:
@@ -206,12 +207,15 @@ def read_newest(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes, in
     except OSError as exc:
         os.close(fd)
         raise _refusal(source, exc) from None
-    if size <= max_bytes:
+    if start > size:
+        start = 0
+    if start == 0 and size <= max_bytes:
         return _read_bounded(fd, source, max_bytes), 0
-    start, chunks, got = size - max_bytes, [], 0
+    begin = max(start, size - max_bytes)
+    chunks, got = [], 0
     try:
-        while got < max_bytes:
-            chunk = os.pread(fd, min(max_bytes - got, 1 << 20), start + got)
+        while got < size - begin:
+            chunk = os.pread(fd, min(size - begin - got, 1 << 20), begin + got)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -221,8 +225,10 @@ def read_newest(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes, in
     finally:
         os.close(fd)
     window = b"".join(chunks)
+    if begin == start:
+        return window, begin
     cut = window.find(b"\n") + 1  # 0: one line longer than the bound, none of it read
-    return (window[cut:], start + cut) if cut else (b"", size)
+    return (window[cut:], begin + cut) if cut else (b"", size)
 
 
 def read_beneath(directory: str | os.PathLike[str], relative: str, max_bytes: int) -> bytes:

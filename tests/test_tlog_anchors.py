@@ -201,3 +201,38 @@ def test_the_published_checkpoint_is_not_read_through_a_link(tmp_path: Path) -> 
     (log_dir(chain) / "checkpoint").rename(elsewhere)
     (log_dir(chain) / "checkpoint").symlink_to(elsewhere)
     assert published_note(store) is None
+
+
+def test_a_running_writer_anchors_on_a_larger_tree_another_process_signed_since(tmp_path: Path) -> None:
+    """The largest note was found once per writer: a writer running before another process signed 400
+    never took it in, and the replay of the 300 note above let it sign a fork of 400."""
+    chain = tmp_path / "chain.jsonl"
+    running = _writer(chain)
+    append(chain, 300, running, every=100)
+    append(chain, 100, _writer(chain), every=100, start=1000)  # another process signs 400
+    path = log_dir(chain) / "checkpoints"
+    entries = path.read_text().splitlines(keepends=True)
+    path.write_text("".join([*entries, entries[2]]))
+    (log_dir(chain) / "checkpoint").unlink()
+    _cut_and_grow(chain, 300, 150)
+    assert running.checkpoint() is None and running.refused in {"rewritten", "truncated", "fork"}
+    assert _verified_sizes(chain) == [100, 200, 300, 400, 300]
+
+
+def test_two_unverified_entries_need_one_acknowledgement_not_one_each_in_turn(tmp_path: Path) -> None:
+    """A newest entry and an earlier one claiming more, neither by the log's key: refused at each in
+    turn, each acknowledgement replacing the other, the writer never signed again."""
+    from otel_route_shadow.logstore import LogStore
+    from otel_route_shadow.tlog import Checkpoint, sign_note
+
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 20, _writer(chain), every=10)
+    other = Signer.generate(ORIGIN)
+    store = LogStore(str(chain))
+    store.append_note(sign_note(Checkpoint(ORIGIN, 5000, b"\x01" * 32).text(), [other]))
+    store.append_note(sign_note(Checkpoint(ORIGIN, 25, b"\x02" * 32).text(), [other]))
+    append(chain, 5, start=100)
+    first = _writer(chain)
+    assert first.checkpoint() is None and first.refused == "unverified-checkpoint"
+    assert main(["acknowledge", str(chain)]) == 0
+    assert _writer(chain).checkpoint() is not None

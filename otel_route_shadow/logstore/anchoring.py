@@ -99,11 +99,13 @@ def newest_of_origin(directory: LogStore, origin: str) -> str | None:
 class OwnNotes:
     """The notes of ``checkpoints`` as the log's own writer reads them: authenticated with its own keys
     (``verifiers``; none: parsed as checkpoints of its origin), the whole file read at each ask but for
-    :meth:`largest` and :meth:`published_sizes`, read once per object (a writer's life)."""
+    :meth:`largest`, which reads what was appended since it last did."""
 
     def __init__(self, directory: LogStore, origin: str, verifiers: list[Verifier]) -> None:
         self.directory, self.origin, self.verifiers = directory, origin, verifiers
-        self._scanned: tuple[str | None, frozenset[int]] | None = None
+        self._offset = 0
+        """Where ``checkpoints`` was read up to: :meth:`largest` reads only what was appended since."""
+        self._largest: tuple[str, int] | None = None
 
     def own(self, note: str) -> Checkpoint | None:
         """The checkpoint of ``note`` when it is this log's own (:func:`own_checkpoint`)."""
@@ -118,35 +120,43 @@ class OwnNotes:
 
     def largest(self) -> str | None:
         """The note of this origin that claims the largest size: ``checkpoints`` only grows, so an older
-        note appended again cannot hide a larger one signed before it (read once per object, with
-        :meth:`published_sizes`)."""
-        return self._scan()[0]
+        note appended again cannot hide a larger one signed before it, by this writer or another."""
+        self._read_new()
+        return None if self._largest is None else self._largest[0]
 
     def published(self) -> list[Checkpoint]:
         """Every checkpoint of ``checkpoints`` this writer published (see :meth:`own`), by size."""
         found = {c.size: c for note in self.all() if (c := self.own(note)) is not None}
         return [found[size] for size in sorted(found)]
 
-    def published_sizes(self) -> frozenset[int]:
+    def published_sizes(self) -> set[int]:
         """The sizes of every note of this origin, parsed, not authenticated: what a client may ask
-        partial tiles for (read once per object, with :meth:`largest`)."""
-        return self._scan()[1]
+        partial tiles for."""
+        sizes = set()
+        for note in self.all():
+            try:
+                checkpoint = checkpoint_of(note)
+            except AuthenticationError:
+                continue
+            if checkpoint.origin == self.origin:
+                sizes.add(checkpoint.size)
+        return sizes
 
-    def _scan(self) -> tuple[str | None, frozenset[int]]:
-        if self._scanned is None:
-            largest: tuple[str | None, int] = (None, -1)
-            sizes: set[int] = set()
-            for note in self.all():
-                try:
-                    checkpoint = checkpoint_of(note)
-                except AuthenticationError:
-                    continue
-                if checkpoint.origin == self.origin:
-                    sizes.add(checkpoint.size)
-                    if checkpoint.size > largest[1]:
-                        largest = (note, checkpoint.size)
-            self._scanned = (largest[0], frozenset(sizes))
-        return self._scanned
+    def _read_new(self) -> None:
+        """Take in the notes appended to ``checkpoints`` since the last call (all of it the first time)."""
+        try:
+            notes, self._offset = self.directory.notes_from(self._offset)
+        except (OSError, ValueError):
+            return
+        for note in notes:
+            try:
+                checkpoint = checkpoint_of(note)
+            except AuthenticationError:
+                continue
+            if checkpoint.origin == self.origin and (
+                self._largest is None or checkpoint.size > self._largest[1]
+            ):
+                self._largest = (note, checkpoint.size)
 
     def signed(self, size: int) -> str | None:
         """The newest note of this log for a tree of exactly ``size`` leaves (with the cosignatures

@@ -352,12 +352,15 @@ class Checkpointer:
         found = [self.last.checkpoint()] if self.last is not None else []
         newest = newest_of_origin(self.directory, self.origin)
         own = None if newest is None else self.notes.own(newest)
-        if newest is not None and own is None:
-            self._unless_acknowledged(UNVERIFIED_CHECKPOINT, claimed_size(newest))
+        unverified = newest is not None and own is None
+        if unverified:
+            self._unless_acknowledged(UNVERIFIED_CHECKPOINT, claimed_size(newest or ""))
             own = next((c for n in self.directory.newest_notes() if (c := self.notes.own(n))), None)
         largest = self.notes.largest()
         largest_own = None if largest is None or largest == newest else self.notes.own(largest)
-        if largest is not None and largest != newest and largest_own is None:
+        if largest is not None and largest != newest and largest_own is None and not unverified:
+            # One refusal at a time: with the newest entry's acknowledged, ``acknowledged`` (one
+            # refusal) could never hold both, and each would bring the other back.
             self._unless_acknowledged(UNVERIFIED_CHECKPOINT, claimed_size(largest))
         published = published_note(self.directory)
         for checkpoint in (own, largest_own, None if published is None else self.notes.own(published)):
@@ -538,7 +541,9 @@ class Checkpointer:
         if self._repaired:
             return
         self._repaired = True
-        for size in sorted(self.notes.published_sizes()):
+        for size in sorted(
+            s for s in self.notes.published_sizes() if s <= reader.size
+        ):  # none it signed is larger
             for tile in partial_tiles(size):
                 if (reader.size >> (TILE_HEIGHT * tile.level)) // TILE_WIDTH != tile.index:
                     continue  # its full tile exists by now

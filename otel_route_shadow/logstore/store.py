@@ -349,6 +349,18 @@ class LogStore:
         except FileNotFoundError:
             return NoteFile([])
 
+    def notes_from(self, offset: int) -> tuple[list[str], int]:
+        """The notes of the complete lines of ``checkpoints`` from byte ``offset`` (a line start) on, at
+        most its newest :data:`MAX_NOTE_FILE` bytes (from its start when it is shorter: replaced), and
+        the position after the last complete line read, where the next call goes on."""
+        try:
+            data, begin = read_newest(self.file(CHECKPOINTS_FILE), MAX_NOTE_FILE, offset)
+        except FileNotFoundError:
+            return [], 0
+        end = data.rfind(b"\n") + 1
+        notes = [note for line in data[:end].split(b"\n")[:-1] if (note := _entry(line)) is not None]
+        return notes, begin + end
+
     def newest_notes(self, max_bytes: int = MAX_NOTE_FILE) -> Iterator[str]:
         """The notes of ``checkpoints``, newest first, reading back from its end (at most ``max_bytes``,
         as much as any reader of the file reads)."""
