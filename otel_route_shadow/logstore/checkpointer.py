@@ -390,8 +390,9 @@ class Checkpointer:
     def _segment(self, files: SegmentFiles, cursor: Cursor) -> tuple[FileHandle, int]:
         """The file the cursor's tree goes on in, and its size. When a prune removed the segment the tree
         ends (``pruned`` says so, and its file is gone), the next one: its anchor must link to the tree's
-        last line. A claim for a file still there (the live one) is not believed (logged once); any other
-        closed segment missing is the chain cut below what was signed."""
+        last line. A claim for a file still there is not believed (for the live one, logged once: a closed
+        one may lie between a prune's commit and its unlink); any other closed segment missing is the
+        chain cut below what was signed."""
         claimed = cursor.offset > 0 and files.was_pruned(cursor.segment, cursor.size) is not None
         try:
             found = files.open(cursor.segment)
@@ -400,7 +401,9 @@ class Checkpointer:
                 raise _Refused("truncated", {**_detail(cursor.size, -1), "segment": cursor.segment}) from None
             cursor.next_segment()
             return self._segment(files, cursor)
-        if claimed:
+        if (
+            claimed and cursor.segment == files.live_first
+        ):  # a closed one may be between a prune's commit and unlink
             message = "not believing %s/pruned: the segment %d it says was pruned is still in the chain"
             self._log_once("pruned-claim", message, self.dir, cursor.segment)
         return found
