@@ -131,39 +131,23 @@ def check_regular(fd: int, source: str) -> int:
 
 def open_beneath(directory: str | os.PathLike[str], relative: str) -> int:
     """Open the regular file ``relative`` (``/``-separated) below ``directory`` for reading, following
-    no symbolic link below ``directory``: each component is opened relative to its parent with
-    ``O_NOFOLLOW``, so neither a planted link nor ``..`` can lead out of it.
+    no symbolic link below ``directory``: its folder is opened as :func:`open_folder_beneath` opens it,
+    the file relative to it with ``O_NOFOLLOW``, so neither a planted link nor ``..`` can lead out of it.
 
     ``FileNotFoundError`` passes through; an empty, ``.`` or ``..`` component, a link anywhere below
     ``directory`` or anything but a regular file at the end is a :class:`FileRefused`.
     """
     source = os.path.join(os.fspath(directory), relative)
-    parts = relative.split("/")
-    if any(part in ("", ".", "..") or "\0" in part for part in parts):
+    folder, _, name = relative.rpartition("/")
+    if name in ("", ".", "..") or "\0" in name:
         raise FileRefused(source, "unreadable", "not a path below its directory")
-    nofollow = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    parent = open_folder_beneath(directory, folder, source=source)
     try:
-        parent = os.open(os.fspath(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=parent)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise _refusal(source, exc) from None
-    try:
-        for part in parts[:-1]:
-            try:
-                child = os.open(part, nofollow | os.O_DIRECTORY, dir_fd=parent)
-            except FileNotFoundError:
-                raise
-            except OSError as exc:
-                raise _refusal(source, exc) from None
-            os.close(parent)
-            parent = child
-        try:
-            fd = os.open(parts[-1], nofollow | os.O_NONBLOCK, dir_fd=parent)
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            raise _refusal(source, exc) from None
     finally:
         os.close(parent)
     return check_regular(fd, source)
@@ -407,7 +391,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def open_folder_beneath(directory: str | os.PathLike[str], relative: str, *, create: bool = False) -> int:
+def open_folder_beneath(
+    directory: str | os.PathLike[str], relative: str, *, create: bool = False, source: str | None = None
+) -> int:
     """A descriptor (``O_DIRECTORY``) of the folder ``relative`` (``/``-separated, ``""``: ``directory``
     itself) below ``directory``, following no symbolic link below ``directory``: each component is
     opened relative to its parent with ``O_NOFOLLOW``, as in :func:`open_beneath`. With ``create``, a
@@ -416,9 +402,9 @@ def open_folder_beneath(directory: str | os.PathLike[str], relative: str, *, cre
 
     ``FileNotFoundError`` passes through; an empty, ``.`` or ``..`` component, a link anywhere below
     ``directory`` or anything but a folder on the way is a :class:`FileRefused`, and nothing is made
-    beyond it.
+    beyond it (named ``source``, the folder's path unless given).
     """
-    source = os.path.join(os.fspath(directory), relative)
+    source = source or os.path.join(os.fspath(directory), relative)
     parts = relative.split("/") if relative else []
     if any(part in ("", ".", "..") or "\0" in part for part in parts):
         raise FileRefused(source, "unreadable", "not a path below its directory")

@@ -645,17 +645,30 @@ def test_a_log_that_signs_another_history_is_excluded_until_rebuilt(
     assert _log(rebuilt, path).included and "acme/rewritten" in _repos(rebuilt)
 
 
-def test_a_damaged_state_is_not_taken_for_a_fork(
+def _followed_with_keys(
     fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
-) -> None:
-    """An entry whose tree was forged still holds the log's own signed checkpoint: the log's records
-    give that checkpoint's root, so there is no fork, and the log is rebuilt with a warning."""
+) -> tuple[Path, list[Any], Path, ReportSettings, str]:
+    """The fleet followed once with its keys: its folder, keys, state file, settings and cells' digest."""
     folder, hosts = fleet
     keys = [signer.verifier() for _, signer in hosts.values()]
     state = tmp_path / "state.json"
     follow_fleet([str(folder)], str(state), verifiers=keys)
     settings = ReportSettings(fleet_specs(parse_by(None)), TimeWindow(), 3, MIN_SPAWNS)
-    cells = CellTable(json.loads(state.read_text(encoding="utf-8"))["cells"]).digest()
+    return (
+        folder,
+        keys,
+        state,
+        settings,
+        CellTable(json.loads(state.read_text(encoding="utf-8"))["cells"]).digest(),
+    )
+
+
+def test_a_damaged_state_is_not_taken_for_a_fork(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
+) -> None:
+    """An entry whose tree was forged still holds the log's own signed checkpoint: the log's records
+    give that checkpoint's root, so there is no fork, and the log is rebuilt with a warning."""
+    folder, keys, state, settings, cells = _followed_with_keys(fleet, tmp_path)
 
     def forge_tree(entry: dict[str, Any]) -> None:
         nodes = [hashlib.sha256(b"another history").digest()] * len(entry["frontier"])
@@ -675,12 +688,7 @@ def test_a_state_note_signed_by_another_key_proves_no_fork(
 ) -> None:
     """A note in the state that the log's key did not sign (forged to claim another history) cannot
     get a healthy log excluded: the log is rebuilt with a warning."""
-    folder, hosts = fleet
-    keys = [signer.verifier() for _, signer in hosts.values()]
-    state = tmp_path / "state.json"
-    follow_fleet([str(folder)], str(state), verifiers=keys)
-    settings = ReportSettings(fleet_specs(parse_by(None)), TimeWindow(), 3, MIN_SPAWNS)
-    cells = CellTable(json.loads(state.read_text(encoding="utf-8"))["cells"]).digest()
+    folder, keys, state, settings, cells = _followed_with_keys(fleet, tmp_path)
 
     def forge_note(entry: dict[str, Any]) -> None:
         root = hashlib.sha256(b"another history").digest()
