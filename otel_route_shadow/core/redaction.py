@@ -59,10 +59,12 @@ _PAIR_KEYWORD: Final = (
 # prefix and leaves its secret part behind. A z.ai key is not listed: no run holds its dot, so a run
 # stops there anyway, and its replacement then starts at the dot instead of its id, the text is the
 # same ("[REDACTED][REDACTED]"). Listed, it cost every character of a run a look at the 32 that follow.
+_BLOCK_AHEAD: Final = r"PRIVATE\+KEY\+|-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY"
+"""A PEM private key block or a note key, whole: where a shape's first characters stop (a bare
+"-----BEGIN" in a key is part of it)."""
 _CREDENTIAL_START: Final = (
     r"sk-[A-Za-z0-9_-]{20}|eyJ[A-Za-z0-9_-]{8}|gh[pousr]_[A-Za-z0-9]{30}|github_pat_[A-Za-z0-9_]{30}"
-    r"|A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}"
-    r"|-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY|PRIVATE\+KEY\+"
+    r"|A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}|" + _BLOCK_AHEAD
 )
 _NEXT_CREDENTIAL: Final = rf"(?={_CREDENTIAL_START})"
 
@@ -72,21 +74,16 @@ _BLOCK_START: Final = r"PRIVATE\+KEY\+|-----BEGIN"
 name would swallow stops there, so that the credential's own branch takes all of it."""
 
 
-def _before_block(chars: str) -> str:
-    """One of ``chars`` where no :data:`_BLOCK_START` begins."""
-    return rf"(?:(?!{_BLOCK_START}){chars})"
-
-
-_BLOCK_AHEAD: Final = r"PRIVATE\+KEY\+|-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY"
-"""A PEM private key block or a note key, whole: where a shape's first characters stop (a bare
-"-----BEGIN" in a key is part of it)."""
+def _before_block(chars: str, block: str = _BLOCK_START) -> str:
+    """One of ``chars`` where no ``block`` begins."""
+    return rf"(?:(?!{block}){chars})"
 
 
 def _run(chars: str, minimum: int) -> str:
     """At least ``minimum`` of ``chars`` where no :data:`_BLOCK_AHEAD` begins (a shape's first characters
     never take the start of a PEM block or note key glued after them, which would leave its body), then
     more up to the end of the run or the next credential."""
-    return rf"(?:(?!{_BLOCK_AHEAD}){chars}){{{minimum}}}{chars}*?(?:(?!{chars})|{_NEXT_CREDENTIAL})"
+    return rf"{_before_block(chars, _BLOCK_AHEAD)}{{{minimum}}}{chars}*?(?:(?!{chars})|{_NEXT_CREDENTIAL})"
 
 
 _B64URL: Final = "[A-Za-z0-9_-]"
@@ -95,8 +92,8 @@ _ALNUM_CHARS: Final = frozenset(string.ascii_letters + string.digits)
 _ALNUM: Final = "[A-Za-z0-9]"
 
 # A JWT header, scanned in linear time. A header that ran to the end of its base64url run from every
-# "eyJ" in it, failed on the missing dot and ran again from the next one was quadratic ("-" + "eyJ" *
-# 33333, 100 KB, took 3.5 s). Here a scan stops, possessively, where the next "eyJ" begins, so the scans
+# "eyJ" in it, failed on the missing dot and ran again from the next one was quadratic (row 2e of
+# docs/benchmarks.md). Here a scan stops, possessively, where the next "eyJ" begins, so the scans
 # from the starts of one run are disjoint; only the last 10 characters before the dot may hold another
 # "eyJ" (the tail). The one start that matches is then the last "eyJ" at least 11 characters before the
 # dot, and it exists exactly when the header read from the run's first "eyJ" has the 8 characters the
@@ -285,11 +282,15 @@ def _glued_key(text: str, end: int, following: re.Match[str] | None) -> re.Match
     return key
 
 
+def _run_start(text: str, cursor: int, start: int) -> int:
+    """Where the base64url run that reaches ``start`` begins, from ``cursor`` on."""
+    return cursor + len(text[cursor:start].rstrip(_B64URL_CHARS))
+
+
 def _header_start(text: str, cursor: int, start: int) -> int:
     """Where the JWT matched at ``start`` begins: the first "eyJ" of the base64url run that ends there,
     from ``cursor`` (the end of the previous replacement) on, where a scan from the left finds it."""
-    run = cursor + len(text[cursor:start].rstrip(_B64URL_CHARS))
-    return text.find("eyJ", run, start + 3)
+    return text.find("eyJ", _run_start(text, cursor, start), start + 3)
 
 
 def _enclosing_jwt(text: str, cursor: int, start: int) -> tuple[int, int, int]:
@@ -301,8 +302,7 @@ def _enclosing_jwt(text: str, cursor: int, start: int) -> tuple[int, int, int]:
     this. ``first`` is that "eyJ" (-1 when no token holds the key), ``end`` the token's end and
     ``checked`` the end of the key's base64url run: no later key in that run needs the check again,
     so each run is read once."""
-    run = cursor + len(text[cursor:start].rstrip(_B64URL_CHARS))
-    first = text.find("eyJ", run, start)
+    first = text.find("eyJ", _run_start(text, cursor, start), start)
     if first < 0:
         return -1, start, start
     header = _B64URL_RUN.match(text, start)
