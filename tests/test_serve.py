@@ -735,7 +735,7 @@ def test_a_stop_signal_at_any_line_of_the_wait_stops_serve(tmp_path: Path) -> No
         [sys.executable, str(script)], capture_output=True, text=True, timeout=600, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert int(done.stdout.split(":")[-1]) > 10
+    assert int(done.stdout.split(":")[-1]) >= 5  # the lines before the first wait at least (about 100 here)
 
 
 def test_serve_closes_its_wake_pipe_when_it_cannot_start() -> None:

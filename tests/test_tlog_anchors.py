@@ -236,3 +236,21 @@ def test_two_unverified_entries_need_one_acknowledgement_not_one_each_in_turn(tm
     assert first.checkpoint() is None and first.refused == "unverified-checkpoint"
     assert main(["acknowledge", str(chain)]) == 0
     assert _writer(chain).checkpoint() is not None
+
+
+def test_the_largest_note_is_the_newest_entry_of_its_size() -> None:
+    """A cosigned checkpoint is appended again: the largest note is that newest entry, the one the
+    writer verifies anyway, not the first of its size (verified again at every call)."""
+    import tempfile
+
+    from otel_route_shadow.logstore import LogStore
+    from otel_route_shadow.logstore.anchoring import OwnNotes, newest_of_origin
+    from otel_route_shadow.tlog import sign_note
+
+    chain = Path(tempfile.mkdtemp()) / "chain.jsonl"
+    append(chain, 20, _writer(chain), every=10)
+    store = LogStore(str(chain))
+    text = notes(chain)[-1].split("\n\n", 1)[0] + "\n"
+    store.append_note(sign_note(text, [SIGNER, Signer.generate("witness.example/w")]))  # one more line
+    own = OwnNotes(store, ORIGIN, [SIGNER.verifier()])
+    assert own.largest() == newest_of_origin(store, ORIGIN) == notes(chain)[-1]

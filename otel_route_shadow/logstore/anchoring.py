@@ -2,13 +2,14 @@
 and the signed sizes other evidence shows (docs/chain-format.md section 13.6, "Anchors").
 
 The writer of a log signs a new tree only when it extends every checkpoint it signed. On its own disk
-it finds them in ``checkpoints`` (the newest entry of its origin) and in ``checkpoint`` (the published
-note). Neither is taken on trust:
+it finds them in ``checkpoints`` (the newest entry of its origin, and the one claiming the largest
+size: an older note appended again cannot hide it) and in ``checkpoint`` (the published note). None is
+taken on trust:
 
-* the newest entry of the log's origin in ``checkpoints`` must authenticate with one of the writer's
+* those two entries of the log's origin in ``checkpoints`` must authenticate with one of the writer's
   own keys (during a key rotation the key file holds the old and the new key, and every checkpoint
   carries both signatures; without a key: parse as a checkpoint): a note edited on disk is an
-  ``unverified-checkpoint`` refusal, never a reason to fall back to an older note;
+  ``unverified-checkpoint`` refusal (one at a time), never a reason to fall back to an older note;
 * a signed size shown elsewhere (``state``'s ``previous`` tree, which a writer records only after a
   checkpoint was published; the size a witness answered for this log) that is larger than every
   authenticated checkpoint is a ``rolled-back`` refusal: ``checkpoints`` lost what was signed.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
@@ -112,7 +113,8 @@ class OwnNotes:
         return own_checkpoint(note, self.origin, self.verifiers)
 
     def all(self) -> list[str]:
-        """Every note of ``checkpoints``; none when it cannot be read whole (larger than any reader reads)."""
+        """Every note of ``checkpoints`` (its newest :data:`~otel_route_shadow.logstore.store.MAX_NOTE_FILE`
+        bytes); none when it cannot be read."""
         try:
             return self.directory.notes().notes
         except (FileRefused, ValueError):
@@ -132,15 +134,7 @@ class OwnNotes:
     def published_sizes(self) -> set[int]:
         """The sizes of every note of this origin, parsed, not authenticated: what a client may ask
         partial tiles for."""
-        sizes = set()
-        for note in self.all():
-            try:
-                checkpoint = checkpoint_of(note)
-            except AuthenticationError:
-                continue
-            if checkpoint.origin == self.origin:
-                sizes.add(checkpoint.size)
-        return sizes
+        return {checkpoint.size for _, checkpoint in self._of_origin(self.all())}
 
     def _read_new(self) -> None:
         """Take in the notes appended to ``checkpoints`` since the last call (all of it the first time)."""
@@ -148,15 +142,19 @@ class OwnNotes:
             notes, self._offset = self.directory.notes_from(self._offset)
         except (OSError, ValueError):
             return
+        for note, checkpoint in self._of_origin(notes):
+            if self._largest is None or checkpoint.size >= self._largest[1]:  # the newest of equals
+                self._largest = (note, checkpoint.size)
+
+    def _of_origin(self, notes: list[str]) -> Iterator[tuple[str, Checkpoint]]:
+        """Each note of this origin with its checkpoint, parsed, not authenticated."""
         for note in notes:
             try:
                 checkpoint = checkpoint_of(note)
             except AuthenticationError:
                 continue
-            if checkpoint.origin == self.origin and (
-                self._largest is None or checkpoint.size > self._largest[1]
-            ):
-                self._largest = (note, checkpoint.size)
+            if checkpoint.origin == self.origin:
+                yield note, checkpoint
 
     def signed(self, size: int) -> str | None:
         """The newest note of this log for a tree of exactly ``size`` leaves (with the cosignatures

@@ -353,8 +353,8 @@ class Checkpointer:
         newest = newest_of_origin(self.directory, self.origin)
         own = None if newest is None else self.notes.own(newest)
         unverified = newest is not None and own is None
-        if unverified:
-            self._unless_acknowledged(UNVERIFIED_CHECKPOINT, claimed_size(newest or ""))
+        if newest is not None and own is None:
+            self._unless_acknowledged(UNVERIFIED_CHECKPOINT, claimed_size(newest))
             own = next((c for n in self.directory.newest_notes() if (c := self.notes.own(n))), None)
         largest = self.notes.largest()
         largest_own = None if largest is None or largest == newest else self.notes.own(largest)
@@ -401,9 +401,8 @@ class Checkpointer:
                 raise _Refused("truncated", {**_detail(cursor.size, -1), "segment": cursor.segment}) from None
             cursor.next_segment()
             return self._segment(files, cursor)
-        if (
-            claimed and cursor.segment == files.live_first
-        ):  # a closed one may be between a prune's commit and unlink
+        # A closed segment still there may lie between a prune's commit and its unlink: not logged.
+        if claimed and cursor.segment == files.live_first:
             message = "not believing %s/pruned: the segment %d it says was pruned is still in the chain"
             self._log_once("pruned-claim", message, self.dir, cursor.segment)
         return found
@@ -544,9 +543,8 @@ class Checkpointer:
         if self._repaired:
             return
         self._repaired = True
-        for size in sorted(
-            s for s in self.notes.published_sizes() if s <= reader.size
-        ):  # none it signed is larger
+        sizes = self.notes.published_sizes()
+        for size in sorted(size for size in sizes if size <= reader.size):  # it signed none larger
             for tile in partial_tiles(size):
                 if (reader.size >> (TILE_HEIGHT * tile.level)) // TILE_WIDTH != tile.index:
                     continue  # its full tile exists by now
