@@ -423,3 +423,16 @@ def test_no_value_argparse_refuses_is_echoed(secret: Secret, capsys: pytest.Capt
             build_parser().parse_args(argv)
         err = capsys.readouterr().err
         assert not leaks(err, secret), (line, err)
+
+
+def test_a_setting_refused_by_its_schema_is_named_not_quoted() -> None:
+    """The durability setting, lowercased, reached the settings' schema, whose refusal quoted the
+    input: a pasted key whose material ends in lowercase letters and digits (by chance, about one
+    generated key in some) then leaked past the redactor, which knows the key by its capital
+    ``PRIVATE+KEY+``. The schema's refusal is now named, never quoted."""
+    material = "abcdefghijklmnopqrstuvwxyz0123456789abcdefgh"
+    with pytest.raises(ValueError, match="durability: Input should be 'flush' or 'fsync'") as caught:
+        RouteShadowConfig.resolve(
+            {"OTEL_PYTHON_ROUTE_SHADOW_DURABILITY": f"PRIVATE+KEY+x+aadb4377+{material}"}
+        )
+    assert material[-12:] not in str(caught.value) and "private+key" not in str(caught.value)

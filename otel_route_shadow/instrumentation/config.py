@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from otel_route_shadow.core import RequestFace, RouteContext, ServedRoute
 from otel_route_shadow.instrumentation.checkpointing import (
@@ -273,7 +273,12 @@ class RouteShadowConfig(BaseModel):
             if value is None and key != "settings":
                 continue
             values[key] = _PARSED[key](value) if isinstance(value, str) and key in _PARSED else value
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ValidationError as exc:  # named, never quoted: a setting's value may be a pasted key
+            errors = exc.errors(include_url=False, include_input=False, include_context=False)
+            problems = "; ".join(f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in errors)
+            raise ValueError(f"route-shadow settings: {problems}") from None
 
 
 def _names(value: str) -> tuple[str, ...]:
