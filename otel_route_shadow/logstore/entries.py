@@ -101,11 +101,11 @@ def bundle_path(index: int, width: int = TILE_WIDTH) -> str:
     return "tile/entries/" + tile_path(0, index, width).removeprefix("tile/0/")
 
 
-def encode_bundle(entries: Sequence[bytes]) -> bytes:
+def encode_bundle(entries: Sequence[bytes | memoryview]) -> bytes:
     """Each entry as a big-endian uint16 length and its bytes, concatenated."""
     if any(len(entry) > MAX_ENTRY_BYTES for entry in entries):
         raise ValueError(f"an entry of more than {MAX_ENTRY_BYTES} bytes does not fit a tlog-tiles bundle")
-    parts: list[bytes] = [b""] * (2 * len(entries))
+    parts: list[bytes | memoryview] = [b""] * (2 * len(entries))
     parts[0::2] = [len(entry).to_bytes(2, "big") for entry in entries]
     parts[1::2] = entries
     return b"".join(parts)
@@ -323,7 +323,7 @@ def append_index_offsets(directory: str, starts: Sequence[tuple[int, int]]) -> b
 
 @dataclasses.dataclass(slots=True)
 class _Lines:
-    entries: list[bytes]
+    entries: list[bytes | memoryview]  # views of one read when the bundle was read whole
     leaves: bytes  # their leaf hashes, concatenated
     long: list[tuple[int, int]]  # (position in the bundle, length) of lines over MAX_ENTRY_BYTES
     unhashed: tuple[int, int] | None = None  # (position, length) of a line over MAX_LINE_BYTES
@@ -394,11 +394,14 @@ def _whole_lines(chain: ChainBytes, start: int, end: int, count: int) -> _Lines 
     data = chain.pread(end - start, start)
     if len(data) != end - start or not data.endswith(b"\n"):
         return None
-    entries = data[:-1].split(b"\n")
-    if len(entries) != count:
+    starts: list[int] = []
+    leaves = leaf_hashes(data, len(data) - 1, noted=starts)  # every line begins with b""
+    if len(starts) != count:
         return None
+    view = memoryview(data)
+    entries: list[bytes | memoryview] = [view[a : b - 1] for a, b in itertools.pairwise([*starts, len(data)])]
     long = [(i, len(e)) for i, e in enumerate(entries) if len(e) > MAX_ENTRY_BYTES]
-    return _Lines(entries, leaf_hashes(data, len(data) - 1), long)
+    return _Lines(entries, leaves, long)
 
 
 def _read_lines(chain: ChainBytes, start: int, count: int) -> _Lines | None:
@@ -406,7 +409,7 @@ def _read_lines(chain: ChainBytes, start: int, count: int) -> _Lines | None:
     over :data:`MAX_ENTRY_BYTES` replaced by b"") and leaf hashes. None when the file ends first. A
     line over the chain's own limit (:data:`MAX_LINE_BYTES`, which no writer writes) is not read: the
     bundle cannot be served whatever it hashes to, and ``unhashed`` says where."""
-    entries: list[bytes] = []
+    entries: list[bytes | memoryview] = []
     leaves: list[bytes] = []
     long: list[tuple[int, int]] = []
     size = chain.size

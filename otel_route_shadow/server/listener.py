@@ -30,6 +30,7 @@ from otel_route_shadow.server.protocol import (
     Request,
     parse_head,
     response_bytes,
+    response_head,
 )
 from otel_route_shadow.server.site import TEXT, LogSite, Response
 
@@ -42,6 +43,8 @@ _BUSY: Final = response_bytes(
     b"too many connections, each being answered; try again\n",
 )
 _READ: Final = 64 * 1024
+_JOINED: Final = 16 * 1024
+"""A body up to this size (a full tile is 8 KB) is sent in one write with its head."""
 _WORKERS: Final = 4
 """Threads computing answers (the site reads one log's files one request at a time)."""
 _LINGER: Final = 2.0
@@ -140,6 +143,7 @@ class LogServer:
                 await asyncio.wait(pending, timeout=1.0)
 
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _no_delay(writer)
         connection = _Connection(reader, writer)
         if not self._admit():
             await self._last(connection, _BUSY)
@@ -223,9 +227,9 @@ class LogServer:
             headers = {**response.headers, "X-Content-Type-Options": "nosniff"}
             if not keep:
                 headers["Connection"] = "close"
-            send_body = request.method != "HEAD"
-            data = response_bytes(response.status, headers, response.body, send_body=send_body)
-            return await self._send(writer, data) and keep
+            head = response_head(response.status, headers, len(response.body))
+            body = response.body if request.method != "HEAD" else b""
+            return await self._send(writer, head, body) and keep
 
     def _respond(self, request: Request) -> Response:
         try:
@@ -260,16 +264,32 @@ class LogServer:
             self._lingering -= 1
             connection.writer.close()
 
-    async def _send(self, writer: asyncio.StreamWriter, data: bytes) -> bool:
-        """Send ``data``; False when the client went away or did not read it all in time."""
+    async def _send(self, writer: asyncio.StreamWriter, head: bytes, body: bytes) -> bool:
+        """Send ``head`` and ``body`` (a large body in a write of its own, not copied to join them); False
+        when the client went away or did not read it all in time."""
         try:
-            writer.write(data)
+            if len(body) > _JOINED:
+                writer.write(head)
+                writer.write(body)
+            else:
+                writer.write(head + body)
             async with asyncio.timeout(self.limits.send_timeout):
                 await writer.drain()
         except (OSError, TimeoutError):
             writer.transport.abort()
             return False
         return True
+
+
+def _no_delay(writer: asyncio.StreamWriter) -> None:
+    """Send each write at once (``TCP_NODELAY``): a response is a head and a body, two writes, and
+    Nagle's algorithm would hold the body until the client acknowledged the head, which a client may
+    delay by 40 ms. asyncio sets it only on sockets whose protocol number is TCP's, and the sockets
+    accepted from ``socket.create_server`` carry 0."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _within_descriptors(limits: Limits, site: LogSite) -> Limits:

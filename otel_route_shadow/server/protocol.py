@@ -4,7 +4,7 @@
 and refuses a malformed request line as soon as it ends; :func:`parse_head` turns a head into a
 :class:`Request` or raises :class:`HTTPError` with the status the request deserves; no
 body is ever read (a GET or HEAD has none, and a request that announces one is answered and the
-connection closed). :func:`response_bytes` writes a response head and body.
+connection closed). :func:`response_head` writes a response head, :func:`response_bytes` a whole response.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Final
 
-__all__ = ["HTTPError", "HeadReader", "Limits", "Request", "parse_head", "response_bytes"]
+__all__ = ["HTTPError", "HeadReader", "Limits", "Request", "parse_head", "response_bytes", "response_head"]
 
 _TOKEN: Final = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _VERSION: Final = re.compile(rb"HTTP/([0-9])\.([0-9])")
@@ -184,12 +184,14 @@ def _request_line(line: bytes) -> tuple[str, str, int]:
     return method.decode("ascii"), path, int(version[2])
 
 
-def response_bytes(
-    status: HTTPStatus, headers: Mapping[str, str], body: bytes, *, send_body: bool = True
-) -> bytes:
-    """A response: status line, ``headers`` with ``Content-Length``, and ``body`` (not for HEAD)."""
+def response_head(status: HTTPStatus, headers: Mapping[str, str], length: int) -> bytes:
+    """A response's status line and ``headers``, with ``Content-Length: length``."""
     lines = [f"HTTP/1.1 {status.value} {status.phrase}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
-    lines.append(f"Content-Length: {len(body)}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return head + body if send_body else head
+    lines.append(f"Content-Length: {length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def response_bytes(status: HTTPStatus, headers: Mapping[str, str], body: bytes) -> bytes:
+    """A whole response: :func:`response_head` and ``body``."""
+    return response_head(status, headers, len(body)) + body
