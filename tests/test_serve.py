@@ -228,8 +228,8 @@ def test_requests_on_a_kept_alive_connection_are_answered_in_turn(chain: Path) -
 def test_answers_are_sent_without_waiting_for_the_clients_acknowledgement(chain: Path) -> None:
     """Regression: the accepted sockets lacked ``TCP_NODELAY`` (asyncio sets it only on sockets whose
     protocol number is TCP's, and ``socket.create_server`` gives 0), so Nagle's algorithm held a
-    response's last short segment until the client acknowledged the ones before it; with a head in a
-    write of its own, every tile took 44 ms."""
+    response's last short segment until the client acknowledged the ones before it: a body over 16 KB,
+    written after its head, waited up to 40 ms for the client's delayed ACK."""
     with running([chain]) as server:
         host, port = server.server_address[:2]
         with socket.create_connection((str(host), int(port)), timeout=20) as sock:
@@ -242,8 +242,8 @@ def test_answers_are_sent_without_waiting_for_the_clients_acknowledgement(chain:
 
 
 def test_a_large_body_and_the_next_answer_arrive_whole_on_one_connection(chain: Path) -> None:
-    """A body over 16 KB is sent in a write of its own after its head: the client reads both, then
-    the next answer, and a HEAD gives the body's length without it."""
+    """A large body (written after its head), the next answer and a HEAD (the body's length without
+    the body) on one connection."""
     bundle = f"/{ORIGIN}/tile/entries/000"
     with running([chain]) as server:
         host, port = server.server_address[:2]

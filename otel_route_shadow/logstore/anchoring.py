@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
@@ -99,14 +99,17 @@ def newest_of_origin(directory: LogStore, origin: str) -> str | None:
 
 class OwnNotes:
     """The notes of ``checkpoints`` as the log's own writer reads them: authenticated with its own keys
-    (``verifiers``; none: parsed as checkpoints of its origin), the whole file read at each ask but for
-    :meth:`largest`, which reads what was appended since it last did."""
+    (``verifiers``; none: parsed as checkpoints of its origin). :meth:`largest` and
+    :meth:`published_sizes` read only what was appended since either last did; :meth:`signed` reads back
+    from the file's end."""
 
     def __init__(self, directory: LogStore, origin: str, verifiers: list[Verifier]) -> None:
         self.directory, self.origin, self.verifiers = directory, origin, verifiers
         self._offset = 0
-        """Where ``checkpoints`` was read up to: :meth:`largest` reads only what was appended since."""
+        """Where ``checkpoints`` was read up to: the next read starts there."""
         self._largest: tuple[str, int] | None = None
+        self._sizes: set[int] = set()
+        """The size each note of this origin read so far claims."""
 
     def own(self, note: str) -> Checkpoint | None:
         """The checkpoint of ``note`` when it is this log's own (:func:`own_checkpoint`)."""
@@ -121,8 +124,9 @@ class OwnNotes:
             return []
 
     def largest(self) -> str | None:
-        """The note of this origin that claims the largest size: ``checkpoints`` only grows, so an older
-        note appended again cannot hide a larger one signed before it, by this writer or another."""
+        """The note of this origin that claims the largest size and parses as a checkpoint (the newest of
+        equals): ``checkpoints`` only grows, so an older note appended again cannot hide a larger one
+        signed before it, by this writer or another."""
         self._read_new()
         return None if self._largest is None else self._largest[0]
 
@@ -132,38 +136,54 @@ class OwnNotes:
         return [found[size] for size in sorted(found)]
 
     def published_sizes(self) -> set[int]:
-        """The sizes of every note of this origin, parsed, not authenticated: what a client may ask
-        partial tiles for."""
-        return {checkpoint.size for _, checkpoint in self._of_origin(self.all())}
+        """The sizes the notes of this origin claim, neither parsed nor authenticated: what a client may
+        ask partial tiles for (a size only selects a prefix of an authenticated tile)."""
+        self._read_new()
+        return set(self._sizes)
+
+    def signed(self, size: int) -> str | None:
+        """The newest note of this log for a tree of exactly ``size`` leaves (with the cosignatures
+        stored with it), None when there is none: read back from the end of ``checkpoints``, since a cut
+        asks for the note just signed with the chain's lock held."""
+        try:
+            for note in self.directory.newest_notes():
+                checkpoint = self.own(note) if self._claim(note) == size else None
+                if checkpoint is not None and checkpoint.size == size:
+                    return note
+        except (FileRefused, OSError, ValueError):
+            pass
+        return None
 
     def _read_new(self) -> None:
-        """Take in the notes appended to ``checkpoints`` since the last call (all of it the first time)."""
+        """Take in the notes appended to ``checkpoints`` since the last call (all of it the first time):
+        each one's claimed size, and the largest, newest first, only a claim at least as large as the
+        largest so far parsed."""
         try:
             notes, self._offset = self.directory.notes_from(self._offset)
         except (OSError, ValueError):
             return
-        for note, checkpoint in self._of_origin(notes):
-            if self._largest is None or checkpoint.size >= self._largest[1]:  # the newest of equals
-                self._largest = (note, checkpoint.size)
-
-    def _of_origin(self, notes: list[str]) -> Iterator[tuple[str, Checkpoint]]:
-        """Each note of this origin with its checkpoint, parsed, not authenticated."""
-        for note in notes:
-            try:
-                checkpoint = checkpoint_of(note)
-            except AuthenticationError:
+        found: tuple[str, int] | None = None
+        floor = -1 if self._largest is None else self._largest[1]
+        for note in reversed(notes):
+            size = self._claim(note)
+            if size < 0:
                 continue
-            if checkpoint.origin == self.origin:
-                yield note, checkpoint
+            self._sizes.add(size)
+            if size >= floor and (found is None or size > found[1]) and self._parses(note, size):
+                found = (note, size)
+        if found is not None:
+            self._largest = found
 
-    def signed(self, size: int) -> str | None:
-        """The newest note of this log for a tree of exactly ``size`` leaves (with the cosignatures
-        stored with it), None when there is none."""
-        for note in reversed(self.all()):
-            checkpoint = self.own(note)
-            if checkpoint is not None and checkpoint.size == size:
-                return note
-        return None
+    def _claim(self, note: str) -> int:
+        """The size ``note`` claims when its first line is this origin, else -1 (nothing else read)."""
+        return claimed_size(note) if note.split("\n", 1)[0] == self.origin else -1
+
+    @staticmethod
+    def _parses(note: str, size: int) -> bool:
+        try:
+            return checkpoint_of(note).size == size
+        except AuthenticationError:
+            return False
 
 
 def claimed_size(note: str) -> int:

@@ -282,10 +282,10 @@ class LogServer:
 
 
 def _no_delay(writer: asyncio.StreamWriter) -> None:
-    """Send each write at once (``TCP_NODELAY``): a response is a head and a body, two writes, and
-    Nagle's algorithm would hold the body until the client acknowledged the head, which a client may
-    delay by 40 ms. asyncio sets it only on sockets whose protocol number is TCP's, and the sockets
-    accepted from ``socket.create_server`` carry 0."""
+    """Send each write at once (``TCP_NODELAY``): a body over :data:`_JOINED` is written after its
+    head, and Nagle's algorithm would hold that body's last short segment until the client acknowledged
+    the head, which a client may delay by 40 ms. asyncio sets it only on sockets whose protocol number
+    is TCP's, and the sockets accepted from ``socket.create_server`` carry 0."""
     sock = writer.get_extra_info("socket")
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         with contextlib.suppress(OSError):
