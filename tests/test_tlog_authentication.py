@@ -69,3 +69,25 @@ def test_our_own_keys_are_ascii_and_others_may_be_unicode() -> None:
     check_key_name("exämple.com/log")  # a witness's key name in a note we read
     with pytest.raises(NoteError, match="ASCII"):
         Signer.generate("exämple.com/log")
+
+
+def test_authenticating_against_many_keys_reads_only_the_keys_the_note_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: every key given was written out as text and wrapped in a window for each note
+    (2.2 ms a note against 1,000 keys, 0.17 ms against one): a fleet of 1,000 hosts, each log checked
+    against every host's key, spent seconds a run. Only the keys a signature line names are looked at;
+    the first window of a key given twice still counts, and a key given as a window keeps it."""
+    from otel_route_shadow.tlog import KeyWindow, Verifier
+
+    others = [Signer.generate(f"host{i}.example/log").verifier() for i in range(200)]
+    windowed = [KeyWindow(SIGNER.verifier(), 0, 5), KeyWindow(SIGNER.verifier(), 0, 100)]
+    written: list[str] = []
+    text = Verifier.__str__
+    monkeypatch.setattr(Verifier, "__str__", lambda self: written.append(self.name) or text(self))
+    note = sign_note(TEXT, [SIGNER])
+    assert authenticate(note, [*others, SIGNER.verifier()]).signed_by == (text(SIGNER.verifier()),)
+    assert set(written) == {ORIGIN}
+    with pytest.raises(AuthenticationError) as caught:  # size 7 is outside the first window given
+        authenticate(note, [*others, *windowed])
+    assert caught.value.reason == "key-outside-window"

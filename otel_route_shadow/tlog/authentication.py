@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from otel_route_shadow.tlog.checkpoint import Checkpoint, CheckpointError, parse_checkpoint
 from otel_route_shadow.tlog.keyset import KeyWindow, LogKey
-from otel_route_shadow.tlog.note import NoteError, SignatureError, open_note, parse_note
+from otel_route_shadow.tlog.note import NoteError, SignatureError, check_signatures, parse_note
 
 __all__ = [
     "Authenticated",
@@ -96,15 +96,20 @@ def authenticate(note: str, keys: Sequence[LogKey]) -> Authenticated:
     only, when none are given; a key given twice counts with its first window, so a caller puts a key
     set before a policy's bare keys). Raises :class:`BadSignature`, :class:`UnknownKey`, :class:`Unsigned`,
     :class:`OutsideWindow` or :class:`Malformed`."""
-    windows: dict[str, KeyWindow] = {}
-    for window in map(key_window, keys):  # a key given twice counts with its first window
-        windows.setdefault(str(window.verifier), window)
     try:
-        opened = open_note(note, [w.verifier for w in windows.values()])
-    except SignatureError as exc:
-        raise BadSignature(str(exc)) from None
+        parsed = parse_note(note)
     except NoteError as exc:
         raise Malformed(str(exc)) from None
+    named = {(signature.name, signature.key_id) for signature in parsed.signatures}
+    windows: dict[str, KeyWindow] = {}
+    for key in keys:  # only the keys the note names; the first window of a key given twice
+        verifier = key.verifier if isinstance(key, KeyWindow) else key
+        if (verifier.name, verifier.key_id) in named:
+            windows.setdefault(str(verifier), key_window(key))
+    try:
+        opened = check_signatures(parsed, [w.verifier for w in windows.values()])
+    except SignatureError as exc:
+        raise BadSignature(str(exc)) from None
     try:
         checkpoint = parse_checkpoint(opened.text)
     except CheckpointError as exc:

@@ -37,6 +37,7 @@ __all__ = [
     "Signer",
     "Verifier",
     "check_key_name",
+    "check_signatures",
     "key_id",
     "open_note",
     "parse_note",
@@ -259,7 +260,11 @@ def open_note(note: str, verifiers: Sequence[Verifier]) -> OpenedNote:
     (any other problem: ``NoteError``); signatures by unknown keys are listed in ``unknown`` and never
     count as valid.
     """
-    opened = parse_note(note)
+    return check_signatures(parse_note(note), verifiers)
+
+
+def check_signatures(opened: OpenedNote, verifiers: Sequence[Verifier]) -> OpenedNote:
+    """:func:`open_note` of a note already parsed (:func:`parse_note`)."""
     known = {(v.name, v.key_id): v for v in verifiers}
     message = opened.text.encode("utf-8")
     verified: list[str] = []
