@@ -321,3 +321,42 @@ def test_a_host_or_path_http_cannot_carry_is_a_transport_error_not_a_crash(
         with pytest.raises(TransportError, match=problem):
             connection.request("GET", path, None, timeout=5.0, max_bytes=1024)
         connection.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "fault"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000000000\r\n\r\nabc", "too-large"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\nabc", "too-large"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"f" * 40 + b"\r\nabc", "timeout"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n16345785d8a0000\r\nabc", "timeout"),
+    ],
+)
+def test_an_answer_announcing_more_than_memory_holds_is_a_transport_error_not_a_crash(
+    answer: bytes, fault: str
+) -> None:
+    """Regression: the body was read whole, and ``http.client`` allocates a declared length or chunk size
+    at once whatever the byte cap: 10^17 bytes raised ``MemoryError``, 2^63 or a 40-digit chunk size
+    ``OverflowError``, out of every fleet report reading that remote. It is read a block at a time; a
+    declared length past the cap is refused unread, and the connection is closed."""
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        done = threading.Event()
+
+        def serve() -> None:
+            conn, _ = listening.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+                done.wait(10)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        connection = Connection("127.0.0.1", listening.getsockname()[1], None, 5.0)
+        try:
+            with pytest.raises(TransportError) as caught:
+                connection.request("GET", "/", None, timeout=0.5, max_bytes=MAX_RESPONSE_BYTES)
+        finally:
+            done.set()
+            thread.join(5)
+        assert caught.value.fault.value == fault
+        connection.close()

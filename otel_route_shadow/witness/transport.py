@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["Connection", "HttpAnswer", "TransportError", "TransportFault", "post"]
 
 USER_AGENT = f"otel-route-shadow/{__version__}"
+_BLOCK = 64 * 1024
 
 
 class TransportFault(enum.Enum):
@@ -114,24 +115,24 @@ class _Connection(http.client.HTTPConnection):
         self, host: str, port: int, budget: _Budget, connect_timeout: float, tls: ssl.SSLContext | None
     ) -> None:
         super().__init__(host, port)
-        self._budget = budget
+        self.budget = budget
         self._connect_timeout = connect_timeout
         self._tls = tls
         self.raw: socket.socket | None = None
 
     def connect(self) -> None:
-        timeout = min(self._connect_timeout, self._budget.seconds_left())
+        timeout = min(self._connect_timeout, self.budget.seconds_left())
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._tls is not None:
-                sock.settimeout(min(self._connect_timeout, self._budget.seconds_left()))
+                sock.settimeout(min(self._connect_timeout, self.budget.seconds_left()))
                 sock = self._tls.wrap_socket(sock, server_hostname=self.host)
         except BaseException:
             sock.close()
             raise
         self.raw = sock
-        self.sock = _BoundedSocket(sock, self._budget)
+        self.sock = _BoundedSocket(sock, self.budget)
 
 
 class Connection:
@@ -172,6 +173,9 @@ class Connection:
                 self.close()
                 if reused and attempt == 0 and exc.stale:
                     continue  # the server closed the idle connection: once more on a new one
+                raise
+            except BaseException:
+                self.close()
                 raise
             if not keep_alive or self._connection.sock is None:  # the server said it closes
                 self.close()
@@ -228,7 +232,7 @@ def _exchange(
         connection.request(method, path, body=body, headers=headers)
         sent = True
         response = connection.getresponse()
-        data = response.read()
+        data = _body(response, connection.budget)
     except TimeoutError:
         raise TransportError(TransportFault.TIMEOUT, "no complete answer within the timeout") from None
     except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
@@ -242,12 +246,28 @@ def _exchange(
         ) from None
     except OSError as exc:
         raise TransportError(TransportFault.UNREACHABLE, f"the connection broke: {_os_reason(exc)}") from None
+    except OverflowError:  # a chunk size beyond any length
+        raise TransportError(
+            TransportFault.MALFORMED, "not an HTTP answer (a chunk size too large)"
+        ) from None
     except ValueError:  # UnicodeEncodeError too: a path or host http.client cannot put in a request
         raise TransportError(
             TransportFault.UNREACHABLE, "the request cannot be sent: its path or host is not plain ASCII"
         ) from None
     media = (response.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()
     return HttpAnswer(response.status, media, data)
+
+
+def _body(response: http.client.HTTPResponse, budget: _Budget) -> bytes:
+    """The answer's body, a block at a time: read whole, ``http.client`` allocates a declared length or
+    chunk size at once, whatever the cap (a server announcing 10^17 bytes raised ``MemoryError``). A
+    declared length beyond the cap (and the reader's buffer, already counted) is refused unread."""
+    if response.length is not None and response.length > budget.bytes_left + io.DEFAULT_BUFFER_SIZE:
+        raise TransportError(TransportFault.TOO_LARGE, "the answer is larger than allowed")
+    blocks: list[bytes] = []
+    while block := response.read(_BLOCK):
+        blocks.append(block)
+    return b"".join(blocks)
 
 
 def _os_reason(exc: OSError) -> str:
