@@ -224,3 +224,29 @@ def test_a_min_index_of_thousands_of_digits_excludes_the_remote_not_the_report(
     assert code == EXIT_FINDING
     (host,) = json.loads(capsys.readouterr().out)["fleet"]["hosts"]
     assert host["status"] == EXCLUDED and host["reason"].startswith("min-index: not a whole number")
+
+
+def test_a_remote_naming_a_local_logs_origin_is_excluded_not_the_whole_fleet(tmp_path: Path) -> None:
+    """Regression: every log's origin counted in the refusal of two logs with one origin, those of
+    remotes already excluded too, so a remote serving a note of a local log's origin, signed by a key
+    nobody trusts, refused the whole fleet (exit 2, no figure). Only a log whose checkpoint was taken
+    names an origin; a remote naming one already named (a copy served) is the one excluded."""
+    from otel_route_shadow.tlog import Signer, sign_note
+
+    entries = [Entry(e.name, e.context, e.count * 20) for e in SCENARIO]
+    log, signer = make_log(tmp_path / "hosts", "alpha", ORIGIN, entries)
+    key = signer.verifier()
+    impostor = sign_note(
+        f"{ORIGIN}\n0\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n", [Signer.generate(ORIGIN)]
+    )
+    with _http({"/log/checkpoint": impostor.encode()}) as url:
+        report = build_fleet_report([str(log), url], fetch=remote_fetch(30.0), verifiers=[key])
+    assert report.fleet is not None and report.spawns == 340
+    assert [h.status for h in report.fleet.logs] == [INCLUDED, EXCLUDED]
+    with serving([log], workdir=tmp_path) as served:  # the same log, served: a copy
+        copy = served.urls[ORIGIN]
+        report = build_fleet_report([str(log), copy], fetch=remote_fetch(30.0))
+    assert report.fleet is not None and report.spawns == 340
+    local, remote = report.fleet.logs
+    assert local.status == INCLUDED and remote.status == EXCLUDED
+    assert "one log given twice, or a copy" in (remote.reason or "")

@@ -17,9 +17,9 @@ nodes below m read from the tiles authenticated against the checkpoint's root
 (``logstore.authenticate_first_kept``). Its figures are over ``[m, size)``: the records below m are in
 no figure, and the report says from which seq each log is counted.
 
-A log that fails any step is *excluded*: named with the reason, and in no figure. Two logs with one
-origin (one log given twice, or a copy) are refused outright (:class:`FleetError`): the fleet would
-count the same spawns twice. The figures of an included log are over its first ``size`` records (what
+A log that fails any step is *excluded*: named with the reason, and in no figure. Two local logs with
+one origin (one log given twice, or a copy) are refused outright (:class:`FleetError`): the fleet would
+count the same spawns twice; a remote naming an origin already named is excluded instead. The figures of an included log are over its first ``size`` records (what
 its checkpoint vouches for); records beyond it wait for the next checkpoint.
 
 Each observation of an included log carries its log's origin in

@@ -23,7 +23,7 @@ from otel_route_shadow.analysis.fleet import (
     verifier_keys,
     with_host,
 )
-from otel_route_shadow.analysis.fleet_logs import Fleet, FleetLog
+from otel_route_shadow.analysis.fleet_logs import EXCLUDED, Fleet, FleetLog
 from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import GroupSpec, as_specs
 from otel_route_shadow.analysis.log_pass import count_logs
@@ -102,7 +102,9 @@ def prepare_logs(
     """Each log's checks that read no record: a local chain's (``fleet.prepare_log``), a remote log's
     checkpoint and minimum index through ``fetch`` (``remote.prepare_remote``). Raises
     :class:`~otel_route_shadow.analysis.fleet.FleetError` for a remote log without ``fetch``, and when
-    two logs name one origin."""
+    two local logs name one origin. A remote log naming the origin of a log before it is excluded, not
+    the whole fleet (a server, or whoever sits between, chooses what a remote names); an excluded log's
+    origin names nothing."""
     prepared: list[FleetLog | PendingLog | PendingRemote] = []
     for path in paths:
         if not is_remote(path):
@@ -111,9 +113,26 @@ def prepare_logs(
             raise FleetError(f"{path}: a remote log, and no way to fetch it was given")
         else:
             prepared.append(prepare_remote(path, fetch, verifiers, policy))
-    origins = [item.origin if isinstance(item, FleetLog) else item.evidence.origin for item in prepared]
-    refuse_shared_origins(origins, paths)
+    local = [item for item in prepared if not is_remote(item.path)]
+    refuse_shared_origins([_origin(item) for item in local], [item.path for item in local])
+    seen = {origin: item.path for item in local if (origin := _origin(item)) is not None}
+    for at, item in enumerate(prepared):
+        origin = _origin(item)
+        if origin is None or not is_remote(item.path):
+            continue
+        if origin in seen:
+            reason = f"its origin {origin!r} is also {seen[origin]}'s: one log given twice, or a copy"
+            prepared[at] = FleetLog(item.path, EXCLUDED, origin=origin, reason=reason, evidence=item.evidence)
+        else:
+            seen[origin] = item.path
     return prepared
+
+
+def _origin(item: FleetLog | PendingLog | PendingRemote) -> str | None:
+    """The origin a log names, None when it was excluded already (its checkpoint not taken)."""
+    if isinstance(item, FleetLog):
+        return None if item.status == EXCLUDED else item.origin
+    return item.evidence.origin
 
 
 def fleet_replay(
