@@ -256,3 +256,35 @@ def test_a_remote_that_signs_another_root_for_the_same_size_is_excluded_as_a_for
     [log] = again.fleet.logs if again.fleet is not None else ()
     assert log.status == EXCLUDED and log.reason is not None
     assert "a fork, proven by two signed checkpoints" in log.reason and "give the root" in log.reason
+
+
+def test_a_remote_whose_new_entries_are_altered_keeps_its_entry_while_excluded(tmp_path: Path) -> None:
+    """Regression: new entries that decode as records but do not give the signed root made the rerun
+    drop the remote's entry before reading it in full; that read failed too, the log was excluded, and
+    the entry, with its counts and the fork check it carries, was gone from the state. Whoever sits
+    between the monitor and the server could do it without the key. The entry stays until a full read
+    includes the log."""
+    from otel_route_shadow.logstore.entries import encode_bundle
+    from otel_route_shadow.tlog import decode_bundle
+
+    host = Host(tmp_path / "fleet").grow(300).sign()
+    state = tmp_path / "state.json"
+    answers = _answers(host, _lines(host), 0)
+    keys = [host.signer.verifier()]
+    with _http(answers) as url:
+        follow_fleet([url], str(state), verifiers=keys, fetch=remote_fetch(30.0))
+        before = json.loads(state.read_text())["logs"]
+        host.grow(20).sign()
+        answers.update(_answers(host, _lines(host), 0))
+        entries = decode_bundle(answers["/log/" + bundle_path(1, 64)])
+        entries[60] = entries[60].replace(b'"seq":', b'"seq": ', 1)  # still a record, another leaf
+        answers["/log/" + bundle_path(1, 64)] = encode_bundle(entries)
+        altered = follow_fleet([url], str(state), verifiers=keys, fetch=remote_fetch(30.0))
+        assert altered.fleet is not None and [h.status for h in altered.fleet.logs] == [EXCLUDED]
+        assert json.loads(state.read_text())["logs"] == before
+        answers.update(_answers(host, _lines(host), 0))  # honest again: extended from the entry
+        again = follow_fleet([url], str(state), verifiers=keys, fetch=remote_fetch(30.0))
+        full = build_fleet_report([url], verifiers=keys, fetch=remote_fetch(30.0))
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert again.fleet.followed.extended == (url,)
+    assert _state_figures(again.as_dict()) == _state_figures(full.as_dict())

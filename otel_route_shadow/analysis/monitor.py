@@ -252,7 +252,8 @@ def follow_fleet(
                 )
                 forks.add(item.path)
                 continue
-            del entries[item.path]
+            if not is_remote(item.path):  # a remote's entry stays until its full read includes it
+                del entries[item.path]
             rebuilt = f"rebuilt from seq {item.start}" if item.start else "rebuilt from scratch"
             warnings.append(f"state of {item.path}: {exc}: {rebuilt}")
         except RemoteError as exc:  # hangs or answers garbage: excluded this time, its entry kept
