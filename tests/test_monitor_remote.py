@@ -114,23 +114,31 @@ def test_a_remote_pruned_between_two_runs_extends_at_or_above_its_minimum_index(
     assert again.spawns == 647 and _state_figures(again.as_dict()) == _state_figures(full.as_dict())
 
 
-def test_a_remote_pruned_past_the_states_size_is_rebuilt_from_its_minimum_index(tmp_path: Path) -> None:
+def test_a_remote_minimum_index_past_the_states_size_excludes_it_until_rebuild_never_drops_its_counts(
+    tmp_path: Path,
+) -> None:
+    """Regression: a remote whose ``min-index`` was above the entry's size was rebuilt from it, its
+    counted history dropped from the state for good; ``min-index`` is not signed, so whoever sits
+    between the monitor and the server could erase it with one answer. The log is excluded, its entry
+    kept, until ``--rebuild`` counts it from its minimum index."""
     host = Host(tmp_path / "fleet").grow(200).sign()
     state = str(tmp_path / "state.json")
     with serving([host.chain], workdir=tmp_path) as served:
         url = served.urls[host.origin]
         follow_fleet([url], state, fetch=remote_fetch(30.0))
+        before = json.loads(Path(state).read_text())["logs"]
         host.grow(106).cut().grow(205).cut().grow(136).sign().prune(306)  # serve publishes 512
         again = follow_fleet([url], state, fetch=remote_fetch(30.0))
+        assert again.fleet is not None and again.fleet.followed is not None
+        (log,) = again.fleet.logs
+        assert log.status == EXCLUDED and "records 200..511 were never counted" in (log.reason or "")
+        assert "--rebuild" in (log.reason or "")
+        assert json.loads(Path(state).read_text())["logs"] == before
+        rebuilt = follow_fleet([url], state, fetch=remote_fetch(30.0), rebuild=True)
         full = build_fleet_report([url], fetch=remote_fetch(30.0))
-    assert again.fleet is not None and again.fleet.followed is not None
-    assert again.fleet.followed.rebuilt == (url,)
-    (warning,) = again.fleet.followed.warnings
-    assert "below the log's minimum index 512" in warning and "records 200..511 were never counted" in warning
-    assert warning.endswith("rebuilt from seq 512")
-    (log,) = again.fleet.logs
+    (log,) = rebuilt.fleet.logs if rebuilt.fleet is not None else ()
     assert (log.start, log.counted) == (512, 137)
-    assert _state_figures(again.as_dict()) == _state_figures(full.as_dict())
+    assert _state_figures(rebuilt.as_dict()) == _state_figures(full.as_dict())
 
 
 def _entry(state: Path, url: str) -> dict[str, Any]:

@@ -80,6 +80,10 @@ class _NotAnExtension(Exception):
     """The entry does not extend to the new checkpoint: the log is read in full."""
 
 
+class _PrunedPast(_NotAnExtension):
+    """The log's minimum index is above the entry's size: records between were never counted."""
+
+
 def _extended(
     pending: PendingLog | PendingRemote,
     entry: LogState,
@@ -98,7 +102,7 @@ def _extended(
         raise _NotAnExtension(f"the checkpoint's size {size} is below the state's {entry.size}")
     kept = pending.start
     if entry.size < kept:
-        raise _NotAnExtension(
+        raise _PrunedPast(
             f"its size {entry.size} is below the log's minimum index {kept} (pruned since): records "
             f"{entry.size}..{kept - 1} were never counted"
         )
@@ -238,19 +242,21 @@ def follow_fleet(
     done: dict[str, tuple[FleetLog, Aggregation, ValueTable | None]] = {}
     checked: dict[str, FleetLog] = {}
     extended: list[str] = []
-    forks: set[str] = set()
+    held: set[str] = set()  # excluded with their entry kept: the next run says it again
     for item in [item for item in prepared if not isinstance(item, FleetLog) and item.path in entries]:
         try:
             done[item.path] = extend_log(item, entries[item.path], settings, cells, unvouched)
             extended.append(item.path)
         except _NotAnExtension as exc:
             fork = forked(item, entries[item.path], verifiers, policy)
+            if fork is None and isinstance(exc, _PrunedPast) and is_remote(item.path):
+                fork = f"{exc}; a remote's minimum index is not signed: --rebuild counts the log from it"
             if fork is not None:  # excluded, its entry kept: the next run proves it again
                 origin, evidence = item.evidence.origin, item.evidence
                 checked[item.path] = FleetLog(
                     item.path, EXCLUDED, origin=origin, reason=fork, evidence=evidence
                 )
-                forks.add(item.path)
+                held.add(item.path)
                 continue
             if not is_remote(item.path):  # a remote's entry stays until its full read includes it
                 del entries[item.path]
@@ -274,7 +280,7 @@ def follow_fleet(
     kept = [
         entries[log.path]
         for log in fleet.excluded
-        if log.path in entries and (is_remote(log.path) or log.path in forks)
+        if log.path in entries and (is_remote(log.path) or log.path in held)
     ]
     warnings.extend(f"state of {entry.path}: kept (the log is excluded from this run)" for entry in kept)
     notes = {item.path: item.note for item in prepared if not isinstance(item, FleetLog)}
