@@ -27,6 +27,7 @@ from otel_route_shadow.chain.record import DROPPED_KIND, EMPTY_MARKS, EncodedPay
 __all__ = [
     "BACKLOG_RECORDS",
     "DROPPED_REASON",
+    "REASON_CHAIN_CORRUPT",
     "REASON_FILE_TOO_LARGE",
     "REASON_NO_SPACE",
     "REASON_SPILL_FULL",
@@ -50,6 +51,8 @@ REASON_FILE_TOO_LARGE: Final = "file-too-large"
 """The chain reached the process's file-size limit (``EFBIG``, ``RLIMIT_FSIZE``)."""
 REASON_WRITE_FAILED: Final = "write-failed"
 """Any other failure of the disk to take the record (an I/O error, a read-only file system)."""
+REASON_CHAIN_CORRUPT: Final = "chain-corrupt"
+"""The chain's last complete line was not a record: no head to link to (``ChainCorruptError``)."""
 REASON_SPILL_UNREADABLE: Final = "spill-unreadable"
 """Lines of a spill file (``chain.spill``) that were not records a writer spilled (torn, foreign)."""
 REASON_SPILL_FULL: Final = "spill-full"

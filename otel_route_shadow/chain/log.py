@@ -26,12 +26,13 @@ from typing import Any, Final, Literal, NamedTuple, NoReturn
 from otel_route_shadow.chain.backlog import (
     BACKLOG_RECORDS,
     DROPPED_REASON,
+    REASON_CHAIN_CORRUPT,
     REASON_WRITE_FAILED,
     Backlog,
     write_failure_reason,
 )
 from otel_route_shadow.chain.cut import cut_pending, resume_cut
-from otel_route_shadow.chain.errors import ChainLockTimeout, ChainPayloadError
+from otel_route_shadow.chain.errors import ChainCorruptError, ChainLockTimeout, ChainPayloadError
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S, GroupCommit
 from otel_route_shadow.chain.head import read_head, tail_head
 from otel_route_shadow.chain.lost import LostRecords
@@ -101,7 +102,7 @@ class DecisionChain:
       appenders, threads and processes alike, share fsyncs (``chain.group_commit``).
 
     ``lock_timeout`` (seconds; None, the default: wait as long as it takes): the longest an append
-    waits for the chain's file lock (and for another thread of this instance). :meth:`append` then
+    waits for another thread of this instance and the chain's file lock, in all. :meth:`append` then
     raises :class:`ChainLockTimeout`; :meth:`submit` keeps the record in a bounded backlog of
     ``backlog`` records instead, written in order before the next record (or by :meth:`flush`; at exit
     :meth:`spill` keeps what is left in the spill file for the next writer). With ``"fsync"`` it bounds
@@ -235,10 +236,10 @@ class DecisionChain:
         """Append an encoded payload (``encode_payload``, ``PayloadTemplate.encode``) as :meth:`append`
         does, but never wait longer than ``lock_timeout``: a record that does not get the lock in time
         is kept in the backlog (None is returned) and written before the next one. A record the disk
-        refuses (no space, a file-size limit, any ``OSError`` before it is written) is counted, and the
-        chain gets a ``records-dropped`` event for it once writing works again (or the next writer
-        does, through the spill file); the ``OSError`` is raised. Raises as :meth:`append` does,
-        except for the timeout."""
+        refuses (no space, a file-size limit, any ``OSError`` before it is written), or that finds the
+        chain's last line not a record (:class:`ChainCorruptError`), is counted, and the chain gets a
+        ``records-dropped`` event for it once writing works again (or the next writer does, through the
+        spill file); the error is raised. Raises as :meth:`append` does, except for the timeout."""
         if len(encoded.payload) + len(encoded.marks) > PAYLOAD_BUDGET:
             _refuse_size(encoded)
         written = self._append(encoded, self._lock_timeout, count_failure=True)
@@ -338,13 +339,16 @@ class DecisionChain:
         self, encoded: EncodedPayload | None, timeout: float | None, *, count_failure: bool = False
     ) -> tuple[ChainHead, str] | None:
         """Write the backlog and then ``encoded`` under one file lock; return the new head and the
-        previous hash, or None (nothing written) when a lock did not come within ``timeout``. With
-        ``count_failure``, an ``OSError`` that keeps ``encoded`` off the chain counts it as dropped."""
+        previous hash, or None (nothing written) when the locks did not come within ``timeout`` (one
+        deadline for this instance's lock and the file's, reopened or not). With ``count_failure``, an
+        ``OSError`` or a :class:`ChainCorruptError` that keeps ``encoded`` off the chain counts it as
+        dropped."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
             return None
         written = False
         try:
-            locked = self._lock_file(timeout)
+            locked = self._lock_file(deadline)
             if locked is None:
                 return None
             fd, size, look = locked
@@ -367,9 +371,10 @@ class DecisionChain:
             if self._durability == "fsync":  # counted before the lock goes: no one closes fd meanwhile
                 with self._fds_lock:
                     self._syncing[fd] = self._syncing.get(fd, 0) + 1
-        except OSError as exc:
+        except (OSError, ChainCorruptError) as exc:  # corrupt: no head to link to, the record refused
             if count_failure and not written:
-                self._backlog.count_dropped(write_failure_reason(exc), time.time_ns())
+                reason = write_failure_reason(exc) if isinstance(exc, OSError) else REASON_CHAIN_CORRUPT
+                self._backlog.count_dropped(reason, time.time_ns())
             raise
         finally:
             self._lock.release()
@@ -531,10 +536,10 @@ class DecisionChain:
         self._commit.track(self._identity)
         return self._fd
 
-    def _lock_file(self, timeout: float | None) -> tuple[int, int, bool] | None:
+    def _lock_file(self, deadline: float | None) -> tuple[int, int, bool] | None:
         """Exclusive lock on the file currently at the path; returns the descriptor, its size and
         whether this append looks at the disk (:meth:`_look_due`, decided once the lock is first
-        held), or None when the lock did not come within ``timeout`` seconds.
+        held), or None when the lock did not come by ``deadline`` (``time.monotonic``; None: none).
 
         A descriptor can outlive its path (the file replaced or removed, or closed as a segment by a
         cut: ``chain.cut``); writing to it would put records where no reader looks, so the inode is
@@ -544,7 +549,8 @@ class DecisionChain:
         look: bool | None = None
         cut_due = False
         for _ in range(8):
-            if not flock_bounded(fd, fcntl.LOCK_EX, timeout, LOCK_POLL_S):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not flock_bounded(fd, fcntl.LOCK_EX, left, LOCK_POLL_S):
                 return None
             if look is None:
                 look = cut_due = self._look_due()
