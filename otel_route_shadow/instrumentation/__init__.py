@@ -100,9 +100,11 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Wraps the configured spawn seams in spans enriched with the shadow routing decision.
 
     A setting that cannot be understood (a seam naming a missing module or attribute, a malformed
-    number, an unknown keyword) is logged as one line and nothing is wrapped: ``_instrument`` never
-    raises, so ``opentelemetry-instrument`` goes on loading the instrumentors and hooks after this
-    one, and ``instrument`` uninstruments again, so a corrected ``instrument()`` call may follow.
+    number, an unknown keyword), or a tracer or logger provider that raises while the runtime is made
+    and attached, is logged as one line, nothing is wrapped and what was started is closed:
+    ``_instrument`` never raises, so ``opentelemetry-instrument`` goes on loading the instrumentors and
+    hooks after this one, and ``instrument`` uninstruments again, so a corrected ``instrument()`` call
+    may follow.
     """
 
     # BaseInstrumentor is a singleton whose __init__ runs on every construction: state lives in
@@ -132,10 +134,11 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         except Exception as exc:  # a bad setting must not stop the host or the other instrumentors
             self._refuse(exc)
             return
-        runtime = ShadowRuntime(config, tracer_provider, logger_provider)
-        runtime.attach()
+        runtime: ShadowRuntime | None = None
         wrapped: list[tuple[Any, str]] = []
-        try:
+        try:  # the host's tracer and logger providers may raise too: refused as a bad setting
+            runtime = ShadowRuntime(config, tracer_provider, logger_provider)
+            runtime.attach()
             for spec, parent, attribute in targets:
                 kind = seam_kind(getattr(parent, attribute))
                 wrapt.wrap_function_wrapper(parent, attribute, _seam_wrapper(runtime, spec.seam, kind))
@@ -143,7 +146,8 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         except Exception as exc:
             for parent, attribute in reversed(wrapped):
                 unwrap(parent, attribute)
-            runtime.close()
+            if runtime is not None:
+                runtime.close()
             self._refuse(exc)
             return
         self.runtime = runtime

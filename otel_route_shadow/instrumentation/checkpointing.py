@@ -15,9 +15,10 @@ catch-up gives the interpreter back after every slice of lines (``PAUSE_S``), so
 for it waits for one slice at most. ``checkpoint_now`` (at uninstrument and
 provider shutdown) runs one synchronously with the larger shutdown bounds (up to ``SHUTDOWN_STEPS``
 checkpointer calls while the tree is behind: after a cut, the first only reaches the live file), waiting
-at most ``SHUTDOWN_WAIT_S`` for a checkpoint the thread is running; ``close`` stops the thread. A forked child
-starts its own thread on its first due checkpoint (the parent's does not exist there) and does not wait
-for a lock the fork copied in a held state.
+at most ``SHUTDOWN_WAIT_S`` for a checkpoint the thread is running; ``close`` stops the thread for good
+(a line written later is not kept and wakes nothing: a later checkpoint reads it from the chain). A
+forked child starts its own thread on its first due checkpoint (the parent's does not exist there) and
+does not wait for a lock the fork copied in a held state.
 
 The same thread cuts the chain (``logstore.cut_signed``: its live file closed as a segment, the next
 one started with an anchor carrying the checkpoint of the cut's size) after a checkpoint, once the
@@ -212,6 +213,10 @@ class ScheduledCheckpointer:
         self._keeping = True
         """False once the checkpointer refused (it never uses a line again)."""
         self._kept_lock = threading.Lock()
+        self._closed = False
+        """Set by ``close``, for good: lines written after it are not kept, and no thread starts again."""
+        self._closing = threading.Lock()
+        """Orders a wake against ``close``: none starts the thread once ``close`` has begun."""
         self.witnesses: CheckpointWitnessing | None = None
         AFTER_FORK.add(self)
 
@@ -258,7 +263,10 @@ class ScheduledCheckpointer:
         """A line this process appended (the chain writer's listener, called once per line): kept until a
         checkpoint covers it, and counted (a due checkpoint runs; see the module docstring). A line that
         does not follow the last one kept (the chain file replaced or cut), or one more than the bounds
-        allow, drops what is kept: those lines are read from the chain instead. Never raises."""
+        allow, drops what is kept: those lines are read from the chain instead. After ``close`` a line is
+        ignored (a later checkpoint reads it from the chain). Never raises."""
+        if self._closed:
+            return
         size = len(line.line)
         with self._kept_lock:
             kept = self._kept
@@ -282,7 +290,9 @@ class ScheduledCheckpointer:
         if not due or self.checkpointer.refused is not None:
             return
         if self.background:
-            self._worker.wake()
+            with self._closing:
+                if not self._closed:
+                    self._worker.wake()
         else:
             self._step(None)
 
@@ -302,8 +312,10 @@ class ScheduledCheckpointer:
         return made or self.checkpointer.last
 
     def close(self) -> None:
-        """Stop the background thread (waiting at most ``SHUTDOWN_WAIT_S``) and the witness pusher's; a
-        later due checkpoint starts the thread again."""
+        """Stop the background thread (waiting at most ``SHUTDOWN_WAIT_S``) and the witness pusher's, for
+        good: a line written later starts neither again (``checkpoint_now`` still runs in the caller)."""
+        with self._closing:
+            self._closed = True
         self._worker.stop(SHUTDOWN_WAIT_S)
         if self.witnesses is not None:
             self.witnesses.close()
@@ -399,6 +411,7 @@ class ScheduledCheckpointer:
     def after_fork(self) -> None:
         """In a forked child (called by ``AFTER_FORK``): a lock the parent's thread held was copied held."""
         self._kept_lock = threading.Lock()
+        self._closing = threading.Lock()
         self._kept, self._kept_bytes, self._kept_end = [], 0, 0
         self._mutex = threading.Lock()
         self._pruning = threading.Lock()

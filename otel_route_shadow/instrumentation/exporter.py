@@ -12,7 +12,10 @@ the chain's lock, and a record that did not get it in time waits in the writer's
 (``chain.backlog``), written before the next record and at ``close`` (the
 runtime's way out: uninstrument, provider shutdown, interpreter exit), each within a bounded wait; what
 is still waiting at ``close`` goes to the chain's spill file, which the next writer writes into the
-chain first.
+chain first. A record appended after ``close`` (a seam still running when the runtime closed) is
+written at once in the caller's thread, waiting for the lock as any append does; what did not get it
+goes to the spill file (or is counted in ``<chain>.lost``) before the append returns, and the chain's
+file descriptors are given back again.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from otel_route_shadow.chain import (
     BACKLOG_RECORDS,
     ChainPathError,
     DecisionChain,
+    EncodedPayload,
     LineListener,
     PayloadTemplate,
     encode_payload,
@@ -82,6 +86,8 @@ class RouteShadowChainExporter:
         self._backlog = backlog
         self._log: DecisionChain | None = None
         self._lock = threading.Lock()
+        self.closed = False
+        """Set by ``close``, for good: every later append settles at once (see the module docstring)."""
         self.refused = chain_path_refusal(self._path)
         """Why the chain path was refused at start (then nothing is ever recorded), or None."""
         if self.refused is not None:
@@ -127,7 +133,7 @@ class RouteShadowChainExporter:
         log = self._chain()
         if log is not None:
             payload = record_payload(trace_id, span_id, start_time_unix_nano, attributes, duration_ns)
-            log.submit(encode_payload(*sanitize_payload(payload)))
+            self._submit(log, encode_payload(*sanitize_payload(payload)))
 
     def append_templated(
         self,
@@ -141,7 +147,21 @@ class RouteShadowChainExporter:
         the same bytes, without walking the attributes again."""
         log = self._log if self._log is not None else self._chain()
         if log is not None:
-            log.submit(template.encode(record_tokens(trace_id, span_id, start_time_unix_nano, duration_ns)))
+            self._submit(
+                log, template.encode(record_tokens(trace_id, span_id, start_time_unix_nano, duration_ns))
+            )
+
+    def _submit(self, log: DecisionChain, encoded: EncodedPayload) -> None:
+        """Submit one record; once closed, also settle what waits (written, else spilled or counted as
+        lost, within the lock timeout) and close the descriptors the append reopened."""
+        try:
+            log.submit(encoded)
+        finally:
+            if self.closed:
+                self.flush_backlog(
+                    EXIT_FLUSH_S if self._lock_timeout is None else self._lock_timeout, spill=True
+                )
+                log.close()
 
     def flush_backlog(self, timeout: float, *, spill: bool = False) -> int:
         """Write records still waiting for the chain's lock, waiting at most ``timeout`` seconds;
@@ -208,7 +228,8 @@ class RouteShadowChainExporter:
 
     def close(self) -> None:
         """Write the backlog (bounded; what is left goes to the spill file) and give the chain's file
-        descriptors back (an ``append`` reopens them)."""
+        descriptors back; a later ``append`` reopens them for itself only (see the module docstring)."""
+        self.closed = True
         self.flush_backlog(EXIT_FLUSH_S, spill=True)
         log = self._log
         if log is not None:

@@ -80,18 +80,11 @@ from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore, Snapsh
 from otel_route_shadow.version import __version__
 from otel_route_shadow.worker import AFTER_FORK, ProcessHook
 
-__all__ = [
-    "PREFETCH_MIN_BYTES",
-    "SETTINGS_FIELD",
-    "RuntimeMemo",
-    "SeamObservation",
-    "ShadowRuntime",
-]
+__all__ = ["PREFETCH_MIN_BYTES", "SETTINGS_FIELD", "RuntimeMemo", "SeamObservation", "ShadowRuntime"]
 
 _LOG = logging.getLogger("otel_route_shadow")
 
 SETTINGS_FIELD: Final = "route_shadow_enabled"
-
 
 PREFETCH_MIN_BYTES: Final = 64 * 1024
 """A changed ``current.json`` larger than this is read in the background (see the module docstring);
@@ -248,6 +241,8 @@ class ShadowRuntime:
         self.lineage = Lineage()
         """Open seam spans and the spans of their runs (``served``), followed by the processor."""
         self.checkpoint_spans: CheckpointSpans | None = None
+        self.closed = False
+        """Set by ``close``, for good: a later record is written at once, and no thread starts again."""
         AFTER_FORK.add(self)
 
     def after_fork(self) -> None:
@@ -274,11 +269,16 @@ class ShadowRuntime:
     def enabled(self) -> bool:
         """The kill switch, checked live on every call: the environment variable (live in both
         directions: the configuration never copies it), the ``disabled`` keyword, and a host
-        settings object whose field counts as on only when it is exactly ``True``."""
+        settings object whose field counts as on only when it is exactly ``True``. A field that raises
+        counts as off (logged once per exception type, counted): the host's plain call runs."""
         if self.config.disabled or env_disabled():
             return False
         settings = self.config.settings
-        return settings is None or getattr(settings, SETTINGS_FIELD, None) is True
+        try:
+            return settings is None or getattr(settings, SETTINGS_FIELD, None) is True
+        except Exception as exc:  # the host's settings object raised: off for this call
+            self.contain(exc, "settings", None, loud=False)
+            return False
 
     # -- sinks ----------------------------------------------------------------------------------
     def _policy_store(self) -> Any:
@@ -331,7 +331,8 @@ class ShadowRuntime:
         if self._prefetch_worthwhile():
             # Changed, or not cached yet (a verdict is cached only once its files are older than the
             # store's racy window, 1 s): read again in the background, at most one read at a time.
-            self.prefetch.start()
+            if not self.closed:  # a closed runtime starts no thread: it holds what it had
+                self.prefetch.start()
             return self._held if self._held is not None else _LOADING
         self._held = unchanged if unchanged is not None else cast(SnapshotLoad, store.load())
         return self._held
@@ -559,9 +560,10 @@ class ShadowRuntime:
         span processor becomes a no-op that holds nothing; the workers are drained, each wait
         bounded (a snapshot read in flight; the backlog written and a last checkpoint made and
         pushed to the witnesses; the checkpointer's and the pusher's threads ended); the chain is
-        closed (what still waits goes to its spill file, and its file descriptors are given back: a
-        later append reopens them); then the checkpoint span exporter sends the last checkpoint
-        (waiting at most ``SHUTDOWN_TIMEOUT_S``). Never raises."""
+        closed (what still waits goes to its spill file, and its file descriptors are given back); then
+        the checkpoint span exporter sends the last checkpoint (waiting at most ``SHUTDOWN_TIMEOUT_S``).
+        Closed for good: a seam still running records at once (``RouteShadowChainExporter``). Never raises."""
+        self.closed = True
         _AT_EXIT.discard(self)
         if self.processor is not None:
             self.processor.detach()
