@@ -293,14 +293,15 @@ def test_the_note_a_cut_asks_for_is_read_from_the_end_of_checkpoints(
     assert own.signed(sizes[0]) is not None and own.signed(5) is None  # an older one, and none
 
 
-def test_the_largest_note_parses_only_claims_that_could_be_it_and_serves_the_published_sizes(
+def test_the_largest_note_parses_only_claims_that_could_be_it_and_gives_the_published_sizes_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Regression: the first ``largest`` parsed every note of ``checkpoints`` as a checkpoint, and
     ``published_sizes`` read and parsed the whole file again (1.5 s and 1.4 s at 86,400 notes, in the
     host's process). Now the notes are read once, newest first, and only a claim at least as large as
-    the largest found is parsed; a forged larger claim that does not parse is not the largest, though
-    its size is published (it only selects a prefix of an authenticated tile)."""
+    the largest found is parsed; a forged larger claim that does not parse is not the largest. The
+    sizes are taken once and not kept after (a host writing a checkpoint every 10 s for a year would
+    hold three million)."""
     from otel_route_shadow.logstore import anchoring
     from otel_route_shadow.logstore.anchoring import OwnNotes
 
@@ -314,9 +315,26 @@ def test_the_largest_note_parses_only_claims_that_could_be_it_and_serves_the_pub
     reads: list[int] = []
     notes_from = store.notes_from
     monkeypatch.setattr(store, "notes_from", lambda offset: reads.append(offset) or notes_from(offset))
-    assert own.published_sizes() == set(sizes) and reads == [reads[0]]  # only what was appended since
+    assert own.take_published_sizes() == set(sizes) and reads == [reads[0]]  # only what was appended since
     assert notes_from(reads[0])[0] == []
     store.append_note(f"{ORIGIN}\n999999\nnot a checkpoint\n")
     older = next(n for n in notes(tmp_path / "chain.jsonl") if n.split("\n")[1] == "20")
     store.append_note(older)
-    assert own.largest() == largest and 999999 in own.published_sizes()
+    assert own.largest() == largest and own.take_published_sizes() == set()  # taken once, none kept
+
+
+def test_a_note_claiming_a_size_too_long_to_read_never_hides_the_largest(tmp_path: Path) -> None:
+    """Regression: a note's claimed size was read with ``int()`` on any run of digits, and Python refuses
+    more than 4,300: the first read of ``checkpoints`` raised past the point it had moved its offset to,
+    so the largest note signed was never taken in (an older note appended after it became the anchor),
+    and the writer's check of the newest note raised at every call, a refusal no one could acknowledge."""
+    from otel_route_shadow.logstore.anchoring import OwnNotes, claimed_size
+
+    store, sizes = _many_notes(tmp_path, 5)
+    forged = f"{ORIGIN}\n{'9' * 5000}\nnot a checkpoint\n"
+    store.append_note(forged)
+    store.append_note(next(n for n in notes(tmp_path / "chain.jsonl") if n.split("\n")[1] == "20"))
+    own = OwnNotes(store, ORIGIN, [SIGNER.verifier()])
+    largest = own.largest()
+    assert largest is not None and largest.split("\n")[1] == str(sizes[-1])
+    assert claimed_size(forged) == -1 and claimed_size(f"{ORIGIN}\n007\nx\n") == -1

@@ -359,4 +359,4 @@ def test_an_answer_announcing_more_than_memory_holds_is_a_transport_error_not_a_
             done.set()
             thread.join(5)
         assert caught.value.fault.value == fault
-        connection.close()
+        assert connection._connection.raw is None  # closed

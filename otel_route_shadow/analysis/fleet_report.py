@@ -102,7 +102,7 @@ def prepare_logs(
     """Each log's checks that read no record: a local chain's (``fleet.prepare_log``), a remote log's
     checkpoint and minimum index through ``fetch`` (``remote.prepare_remote``). Raises
     :class:`~otel_route_shadow.analysis.fleet.FleetError` for a remote log without ``fetch``, and when
-    two local logs name one origin. A remote log naming the origin of a log before it is excluded, not
+    two local logs name one origin. A remote naming the origin of a local log, or of a remote before it, is excluded, not
     the whole fleet (a server, or whoever sits between, chooses what a remote names); an excluded log's
     origin names nothing."""
     prepared: list[FleetLog | PendingLog | PendingRemote] = []

@@ -250,7 +250,7 @@ def follow_fleet(
         except _NotAnExtension as exc:
             fork = forked(item, entries[item.path], verifiers, policy)
             if fork is None and isinstance(exc, _PrunedPast) and is_remote(item.path):
-                fork = f"{exc}; a remote's minimum index is not signed: --rebuild counts the log from it"
+                fork = f"{exc}; a remote's minimum index is not signed: --rebuild (every log read in full) counts it from there"
             if fork is not None:  # excluded, its entry kept: the next run proves it again
                 origin, evidence = item.evidence.origin, item.evidence
                 checked[item.path] = FleetLog(
@@ -258,8 +258,12 @@ def follow_fleet(
                 )
                 held.add(item.path)
                 continue
-            if not is_remote(item.path):  # a remote's entry stays until its full read includes it
-                del entries[item.path]
+            if is_remote(item.path):  # its entry stays until its full read includes it
+                warnings.append(
+                    f"state of {item.path}: {exc}: read in full, its entry kept until it is counted"
+                )
+                continue
+            del entries[item.path]
             rebuilt = f"rebuilt from seq {item.start}" if item.start else "rebuilt from scratch"
             warnings.append(f"state of {item.path}: {exc}: {rebuilt}")
         except RemoteError as exc:  # hangs or answers garbage: excluded this time, its entry kept

@@ -152,15 +152,14 @@ class RouteShadowChainExporter:
             )
 
     def _submit(self, log: DecisionChain, encoded: EncodedPayload) -> None:
-        """Submit one record; once closed, also settle what waits (written, else spilled or counted as
-        lost, within the lock timeout) and close the descriptors the append reopened."""
+        """Submit one record; once closed, also settle what waits without waiting again (the append had
+        the lock timeout: what missed it is spilled or counted as lost at once) and close the
+        descriptors the append reopened."""
         try:
             log.submit(encoded)
         finally:
             if self.closed:
-                self.flush_backlog(
-                    EXIT_FLUSH_S if self._lock_timeout is None else self._lock_timeout, spill=True
-                )
+                self.flush_backlog(0.0, spill=True)
                 log.close()
 
     def flush_backlog(self, timeout: float, *, spill: bool = False) -> int:

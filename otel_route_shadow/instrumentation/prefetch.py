@@ -47,6 +47,7 @@ class SnapshotPrefetch(Generic[Prepared]):
         self._on_error = on_error
         self._lock = threading.Lock()
         self._worker = Worker(WorkerName.PREFETCH, self._run)
+        self._closed = False
         self._ready: tuple[SnapshotLoad, Prepared] | None = None
         AFTER_FORK.add(self)
 
@@ -62,9 +63,9 @@ class SnapshotPrefetch(Generic[Prepared]):
         return self._worker.busy
 
     def start(self) -> bool:
-        """Start a read unless one is under way; True if one started."""
+        """Start a read unless one is under way or :meth:`close` ran; True if one started."""
         with self._lock:
-            if self._worker.busy:
+            if self._closed or self._worker.busy:
                 return False
             self._worker.wake()
             return True
@@ -83,8 +84,10 @@ class SnapshotPrefetch(Generic[Prepared]):
         return self._worker.idle(timeout)
 
     def close(self) -> None:
-        """Wait (bounded) for the read in flight, then end the thread, so none outlives an uninstrument.
-        Not a latch: a runtime used again after it (its chain reopens too) may start a new read."""
+        """Wait (bounded) for the read in flight, then end the thread, so none outlives an uninstrument;
+        for good: no read starts after it (a closed runtime keeps the snapshot it has)."""
+        with self._lock:
+            self._closed = True
         self._worker.stop(PREFETCH_JOIN_SECONDS)
 
     def _run(self) -> None:

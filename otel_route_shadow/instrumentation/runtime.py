@@ -331,8 +331,7 @@ class ShadowRuntime:
         if self._prefetch_worthwhile():
             # Changed, or not cached yet (a verdict is cached only once its files are older than the
             # store's racy window, 1 s): read again in the background, at most one read at a time.
-            if not self.closed:  # a closed runtime starts no thread: it holds what it had
-                self.prefetch.start()
+            self.prefetch.start()  # none once closed: the runtime holds what it had
             return self._held if self._held is not None else _LOADING
         self._held = unchanged if unchanged is not None else cast(SnapshotLoad, store.load())
         return self._held

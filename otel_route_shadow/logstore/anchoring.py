@@ -41,6 +41,7 @@ from otel_route_shadow.tlog import (
     Verifier,
     authenticate,
     checkpoint_of,
+    parse_size,
     sign_note,
 )
 
@@ -100,7 +101,7 @@ def newest_of_origin(directory: LogStore, origin: str) -> str | None:
 class OwnNotes:
     """The notes of ``checkpoints`` as the log's own writer reads them: authenticated with its own keys
     (``verifiers``; none: parsed as checkpoints of its origin). :meth:`largest` and
-    :meth:`published_sizes` read only what was appended since either last did; :meth:`signed` reads back
+    :meth:`take_published_sizes` read only what was appended since either last did; :meth:`signed` reads back
     from the file's end."""
 
     def __init__(self, directory: LogStore, origin: str, verifiers: list[Verifier]) -> None:
@@ -108,8 +109,8 @@ class OwnNotes:
         self._offset = 0
         """Where ``checkpoints`` was read up to: the next read starts there."""
         self._largest: tuple[str, int] | None = None
-        self._sizes: set[int] = set()
-        """The size each note of this origin read so far claims."""
+        self._sizes: set[int] | None = set()
+        """The size each note of this origin read so far claims, until :meth:`take_published_sizes`."""
 
     def own(self, note: str) -> Checkpoint | None:
         """The checkpoint of ``note`` when it is this log's own (:func:`own_checkpoint`)."""
@@ -135,11 +136,13 @@ class OwnNotes:
         found = {c.size: c for note in self.all() if (c := self.own(note)) is not None}
         return [found[size] for size in sorted(found)]
 
-    def published_sizes(self) -> set[int]:
+    def take_published_sizes(self) -> set[int]:
         """The sizes the notes of this origin claim, neither parsed nor authenticated: what a client may
-        ask partial tiles for (a size only selects a prefix of an authenticated tile)."""
+        ask partial tiles for (a size only selects a prefix of an authenticated tile). Once: no size is
+        kept after it (the writer asks once per process, and a host runs for months)."""
         self._read_new()
-        return set(self._sizes)
+        sizes, self._sizes = self._sizes or set(), None
+        return sizes
 
     def signed(self, size: int) -> str | None:
         """The newest note of this log for a tree of exactly ``size`` leaves (with the cosignatures
@@ -159,7 +162,7 @@ class OwnNotes:
         each one's claimed size, and the largest, newest first, only a claim at least as large as the
         largest so far parsed."""
         try:
-            notes, self._offset = self.directory.notes_from(self._offset)
+            notes, offset = self.directory.notes_from(self._offset)
         except (OSError, ValueError):
             return
         found: tuple[str, int] | None = None
@@ -168,11 +171,13 @@ class OwnNotes:
             size = self._claim(note)
             if size < 0:
                 continue
-            self._sizes.add(size)
+            if self._sizes is not None:
+                self._sizes.add(size)
             if size >= floor and (found is None or size > found[1]) and self._parses(note, size):
                 found = (note, size)
         if found is not None:
             self._largest = found
+        self._offset = offset  # only once every note read is taken in
 
     def _claim(self, note: str) -> int:
         """The size ``note`` claims when its first line is this origin, else -1 (nothing else read)."""
@@ -187,9 +192,10 @@ class OwnNotes:
 
 
 def claimed_size(note: str) -> int:
-    """The size a note's second line claims, -1 when it claims none."""
+    """The size a note's second line claims (written as a checkpoint's size is), -1 when it claims none."""
     parts = note.split("\n", 2)
-    return int(parts[1]) if len(parts) > 2 and parts[1].isascii() and parts[1].isdigit() else -1
+    size = parse_size(parts[1]) if len(parts) > 2 else None
+    return -1 if size is None else size
 
 
 def published_note(directory: LogStore) -> str | None:

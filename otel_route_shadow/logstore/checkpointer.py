@@ -543,7 +543,7 @@ class Checkpointer:
         if self._repaired:
             return
         self._repaired = True
-        sizes = self.notes.published_sizes()
+        sizes = self.notes.take_published_sizes()
         for size in sorted(size for size in sizes if size <= reader.size):  # it signed none larger
             for tile in partial_tiles(size):
                 if (reader.size >> (TILE_HEIGHT * tile.level)) // TILE_WIDTH != tile.index:
