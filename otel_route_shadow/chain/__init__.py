@@ -20,7 +20,7 @@ from __future__ import annotations
 import warnings
 
 from otel_route_shadow.chain.anchor import ANCHOR_KIND, same_value
-from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, DroppedGap
+from otel_route_shadow.chain.backlog import BACKLOG_RECORDS, REASON_NOT_OBSERVED, DroppedGap
 from otel_route_shadow.chain.canonical import MAX_SAFE_INTEGER, canonical_bytes
 from otel_route_shadow.chain.check import RECORD_HASH_TAIL, Good, check_line, fast_run, record_hash_of
 from otel_route_shadow.chain.cut import (
@@ -92,6 +92,7 @@ __all__ = [
     "MAX_PAYLOAD_DEPTH",
     "MAX_SAFE_INTEGER",
     "QUARANTINE_KIND",
+    "REASON_NOT_OBSERVED",
     "RECORD_HASH_TAIL",
     "RULE_CREDENTIAL",
     "RULE_INVALID_UNICODE",

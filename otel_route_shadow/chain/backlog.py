@@ -29,6 +29,7 @@ __all__ = [
     "DROPPED_REASON",
     "REASON_CHAIN_CORRUPT",
     "REASON_FILE_TOO_LARGE",
+    "REASON_NOT_OBSERVED",
     "REASON_NO_SPACE",
     "REASON_SPILL_FULL",
     "REASON_SPILL_UNREADABLE",
@@ -53,6 +54,9 @@ REASON_WRITE_FAILED: Final = "write-failed"
 """Any other failure of the disk to take the record (an I/O error, a read-only file system)."""
 REASON_CHAIN_CORRUPT: Final = "chain-corrupt"
 """The chain's last complete line was not a record: no head to link to (``ChainCorruptError``)."""
+REASON_NOT_OBSERVED: Final = "not-observed"
+"""Seam calls the plugin could not observe (the host's extractor raised or gave a context that does not
+validate, the span did not start, or the record could not be built): the host's call ran, unrecorded."""
 REASON_SPILL_UNREADABLE: Final = "spill-unreadable"
 """Lines of a spill file (``chain.spill``) that were not records a writer spilled (torn, foreign)."""
 REASON_SPILL_FULL: Final = "spill-full"

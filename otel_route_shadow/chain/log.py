@@ -287,6 +287,11 @@ class DecisionChain:
             self._backlog.restore(entries)
             raise
 
+    def count_unrecorded(self, reason: str) -> None:
+        """Count one record that never came to :meth:`submit`, for ``reason``: the chain gets a
+        ``records-dropped`` event for it with the next write, as for the disk's refusals."""
+        self._backlog.count_dropped(reason, time.time_ns())
+
     @property
     def backlog_records(self) -> int:
         """How many records the backlog stands for: those it keeps and those it counted as dropped."""
@@ -321,8 +326,7 @@ class DecisionChain:
         with self._lock:
             if self._fd >= 0:
                 self._retire(self._fd)
-            self._fd = -1
-            self._known_size = -1
+            self._fd, self._known_size = -1, -1
         self._commit.close()
 
     def __enter__(self) -> DecisionChain:
@@ -519,11 +523,8 @@ class DecisionChain:
         self._lock = threading.Lock()
         self._fd = -1
         self._fds_lock = threading.Lock()
-        self._syncing = {}
-        self._retired = set()
-        self._known_size = -1
-        self._head = None
-        self._written = []
+        self._syncing, self._retired = {}, set()
+        self._known_size, self._head, self._written = -1, None, []
         self._commit.forget()
         self._backlog = Backlog(self._backlog.capacity)  # the parent's records, for the parent to write
 
@@ -531,8 +532,7 @@ class DecisionChain:
         self._fd = open_chain(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         st = os.fstat(self._fd)
         self._identity = (st.st_dev, st.st_ino)
-        self._known_size = -1
-        self._head = None
+        self._known_size, self._head = -1, None
         self._commit.track(self._identity)
         return self._fd
 

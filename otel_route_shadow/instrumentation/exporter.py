@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from otel_route_shadow.chain import (
     BACKLOG_RECORDS,
+    REASON_NOT_OBSERVED,
     ChainPathError,
     DecisionChain,
     EncodedPayload,
@@ -150,6 +151,20 @@ class RouteShadowChainExporter:
             self._submit(
                 log, template.encode(record_tokens(trace_id, span_id, start_time_unix_nano, duration_ns))
             )
+
+    def count_not_observed(self) -> None:
+        """Count one seam call that has no record because observing it failed (``not-observed``): the
+        chain gets a ``records-dropped`` event with its next write, at ``close`` at the latest (at once
+        when closed already). Never raises: a chain that cannot be opened has nothing to count in."""
+        try:
+            log = self._log if self._log is not None else self._chain()
+            if log is not None:
+                log.count_unrecorded(REASON_NOT_OBSERVED)
+                if self.closed:
+                    self.flush_backlog(0.0, spill=True)
+                    log.close()
+        except Exception as exc:  # the chain's folder cannot be made: nothing to count in
+            _LOG.debug("route shadow could not count a seam call it did not observe: %s", _cause(exc))
 
     def _submit(self, log: DecisionChain, encoded: EncodedPayload) -> None:
         """Submit one record; once closed, also settle what waits without waiting again (the append had

@@ -47,7 +47,7 @@ from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.trace import Span, Status, StatusCode
 
-from otel_route_shadow.chain import ChainError, PayloadTemplate, canonical_bytes
+from otel_route_shadow.chain import ChainCorruptError, ChainError, PayloadTemplate, canonical_bytes
 from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext, redact_text
 from otel_route_shadow.instrumentation.checkpoint_spans import CheckpointSpans, attach_checkpoint_spans
 from otel_route_shadow.instrumentation.config import (
@@ -120,10 +120,7 @@ class SeamObservation:
     )
 
     def __init__(self, runtime: ShadowRuntime, seam: str, context: RouteContext, encoded: str) -> None:
-        self.runtime = runtime
-        self.seam = seam
-        self.context = context
-        self.encoded = encoded
+        self.runtime, self.seam, self.context, self.encoded = runtime, seam, context, encoded
         self.record: ShadowRecord | None = None
         self.error_type: str | None = None
         self.exported = False
@@ -196,6 +193,8 @@ class SeamObservation:
             self.runtime.exporter.append(context.trace_id, context.span_id, start, attributes, duration)
         except Exception as exc:
             self.runtime.contain(exc, "chain", span, loud=False, observation=self)  # the host ran
+            if not isinstance(exc, (OSError, ChainCorruptError)):  # those the chain counted itself
+                self.runtime.exporter.count_not_observed()
 
 
 class ShadowRuntime:
@@ -501,6 +500,7 @@ class ShadowRuntime:
             span = self.tracer.start_span(name, kind=kind, attributes=attributes)
         except Exception as exc:
             self.contain(exc, "start", None, loud=True)
+            self.exporter.count_not_observed()  # the host's call runs bare: the chain counts it
             return None
         observation.announce(span)
         if self.processor is not None:
@@ -512,6 +512,7 @@ class ShadowRuntime:
             result: RouteContext | Mapping[str, Any] | Spawn | None = extractor(call)
         except Exception as exc:
             self.contain(exc, "extract", None, loud=True)
+            self.exporter.count_not_observed()  # maybe a spawn: the chain counts it
             return None
         return result
 
@@ -527,9 +528,9 @@ class ShadowRuntime:
             if observation.lineage is not None:
                 self.lineage.release(observation)
             settle(observation, span, result, host_error)
-            observation.export(span)
         except Exception as exc:
-            self.contain(exc, "finish", None, loud=False, observation=observation)
+            self.contain(exc, "finish", span, loud=False, observation=observation)
+        observation.export(span)  # the record, whatever failed before it (it says so)
         try:
             span.end()
         except Exception as exc:
