@@ -8,9 +8,12 @@ import json
 import os
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from otel_route_shadow.chain import MAX_LINE_BYTES, iter_lines
 from otel_route_shadow.chain.quarantine import complete_lines
-from otel_route_shadow.logstore.store import CHECKPOINTS_FILE, LogStore
+from otel_route_shadow.logstore.store import CHECKPOINTS_FILE, LogStore, _entry, _entry_of
 
 
 def test_iter_lines_passes_over_a_torn_tail_longer_than_a_record(tmp_path: Path) -> None:
@@ -44,3 +47,39 @@ def test_newest_notes_skip_a_torn_last_line_as_notes_does(tmp_path: Path) -> Non
     Path(directory.file(CHECKPOINTS_FILE)).write_text(f"{first}\n{torn}", encoding="utf-8")
     assert directory.notes().notes == ["first\n"]
     assert list(directory.newest_notes()) == ["first\n"]
+
+
+_LINE_PIECES = [
+    b'{"note": ',
+    b'"',
+    b"\\",
+    b"u",
+    b"d800",
+    b"dc00",
+    b"n",
+    b", ",
+    b'"note"',
+    b": ",
+    b"}",
+    b" ",
+    b"\xff",
+    b"\x01",
+    b"a",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(), st.lists(st.sampled_from(_LINE_PIECES), max_size=12))
+def test_a_checkpoints_line_reads_as_the_strict_parser_reads_it(note: str, pieces: list[bytes]) -> None:
+    # Lines as the writer writes them are decoded as one JSON string (fast), every other line by the
+    # strict parser: both must give the same note, or none, for any line.
+    for line in (json.dumps({"note": note}).encode(), b"".join(pieces)):
+        strict = _entry_of(line).get("note")
+        assert _entry(line) == (strict if isinstance(strict, str) else None)
+
+
+def test_a_checkpoints_line_with_two_notes_or_a_lone_surrogate_gives_no_note() -> None:
+    assert _entry(b'{"note": "a", "note": "b"}') is None
+    assert _entry(b'{"note": "\\ud800"}') is None
+    assert _entry(b'{"note": "a"} ') == "a"  # not as the writer writes it: the strict parser reads it
+    assert _entry(b'{"note": "\\u2014 w\\n"}') == "\u2014 w\n"

@@ -36,6 +36,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from otel_route_shadow.files import (
@@ -213,6 +214,10 @@ class Cosigned(enum.Enum):
     """Another writer holds the directory's lock: nothing written, try again."""
 
 
+_ENTRY_HEAD: Final = b'{"note": '
+"""How every line the writer appends to ``checkpoints`` begins (``json.dumps`` of ``{"note": ...}``)."""
+
+
 def _entry_of(line: bytes) -> dict[str, Any]:
     """One JSON-object line, ``{}`` when it is not one."""
     try:
@@ -223,7 +228,14 @@ def _entry_of(line: bytes) -> dict[str, Any]:
 
 
 def _entry(line: bytes) -> str | None:
-    """The note of one ``checkpoints`` line, None when it is not an entry."""
+    """The note of one ``checkpoints`` line, None when it is not an entry. A line as the writer writes it
+    (``{"note": <one JSON string>}``, :func:`_entry_line`) is decoded as that one string; any other line
+    goes through the strict parser (both give the same note)."""
+    if line.startswith(_ENTRY_HEAD) and line.endswith(b"}"):
+        with contextlib.suppress(orjson.JSONDecodeError):
+            note = orjson.loads(line[len(_ENTRY_HEAD) : -1])
+            if isinstance(note, str):
+                return note
     note = _entry_of(line).get("note")
     return note if isinstance(note, str) else None
 
