@@ -364,6 +364,62 @@ def test_a_connection_beyond_the_limit_is_answered_503_only_when_every_one_is_be
                 sock.close()
 
 
+def _waiting_on_the_client(server: LogServer) -> int:
+    """Connections whose answer the kernel could not take whole (the rest waits in the transport): for
+    a client that never reads, for good."""
+    try:
+        return sum(c.writer.transport.get_write_buffer_size() > 0 for c in list(server._open))
+    except RuntimeError:  # the loop changed the dict meanwhile
+        return 0
+
+
+def test_clients_that_never_read_their_bundles_keep_no_tile_or_checkpoint_from_being_answered(
+    chain: Path,
+) -> None:
+    # Each answer held its slot while the client read it: clients that pipelined bundle requests and
+    # never read held every slot for the whole send timeout, and no other request was answered.
+    with running([chain], Limits(max_answering=2, send_timeout=600)) as server:
+        address = (str(server.server_address[0]), int(server.server_address[1]))
+        stalled = []
+        for _ in range(2):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(address)
+            stalled.append(sock)
+        try:
+            request = f"GET /{ORIGIN}/tile/entries/000 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+            for sock in stalled:
+                sock.sendall(request * 300)  # about 20 MB of answers each, never read
+            for _ in range(2000):  # until both wait on their clients, for good (a failure detector)
+                if _waiting_on_the_client(server) == 2:
+                    break
+                threading.Event().wait(0.01)
+            assert _waiting_on_the_client(server) == 2
+            assert (
+                _status(
+                    _raw(
+                        server,
+                        f"GET /{ORIGIN}/checkpoint HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
+                        read_all=False,
+                    )
+                )
+                == 200
+            )
+            assert (
+                _status(
+                    _raw(
+                        server,
+                        f"GET /{ORIGIN}/tile/0/001 HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
+                        read_all=False,
+                    )
+                )
+                == 200
+            )
+        finally:
+            for sock in stalled:
+                sock.close()
+
+
 def test_an_http09_request_line_is_answered_400_at_once_not_left_waiting(chain: Path) -> None:
     with running([chain], Limits(timeout=60)) as server:
         response = _raw(server, b"GET /\r\n")  # HTTP/0.9: no version, no headers, no blank line

@@ -7,7 +7,8 @@ a new connection closes the one that has waited longest for a request (an HTTP c
 on a kept-alive connection the server closed), and is answered 503 only when every open connection is
 being answered. A request head must arrive within ``timeout`` seconds; answers are computed by the site
 in a small thread pool (file reads and hashing never block the loop), at most ``max_answering`` at once,
-each sent within ``send_timeout`` seconds. Requests on a kept-alive connection are answered in turn.
+each sent within ``send_timeout`` seconds; at most ``max_answering`` entry bundles (the one resource of
+megabytes) are computed or being sent at once, so clients that do not read hold only those. Requests on a kept-alive connection are answered in turn.
 A stop answers what is being answered and closes the rest.
 """
 
@@ -87,6 +88,9 @@ class LogServer:
         self._open: dict[_Connection, None] = {}
         self._waiting: dict[_Connection, None] = {}  # by when each began to wait: the first waited longest
         self._answering: asyncio.Semaphore | None = None
+        """Answers being computed (in the pool), never held while a client reads."""
+        self._bundles: asyncio.Semaphore | None = None
+        """Entry bundles computed or being sent (each up to 16.8 MB, in memory until sent)."""
         self._lingering = 0
         self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="route-shadow-answer")
 
@@ -122,6 +126,7 @@ class LogServer:
     async def _serve(self) -> None:
         wake = asyncio.Event()
         self._answering = asyncio.Semaphore(self.limits.max_answering)
+        self._bundles = asyncio.Semaphore(self.limits.max_answering)
         with self._lock:
             if self.stopping:
                 return
@@ -219,10 +224,13 @@ class LogServer:
 
     async def _answer(self, writer: asyncio.StreamWriter, request: Request) -> bool:
         """Answer ``request``; whether the connection stays open for the next one."""
-        assert self._answering is not None
-        async with self._answering:
-            loop = asyncio.get_running_loop()
-            response = await loop.run_in_executor(self._pool, self._respond, request)
+        assert self._answering is not None and self._bundles is not None
+        # A client that does not read holds its own answer only: an entry bundle's slot (the memory
+        # bound), never the slot another request needs to be computed or a small answer to be sent.
+        async with self._bundles if self.site.asks_bundle(request) else contextlib.nullcontext():
+            async with self._answering:
+                loop = asyncio.get_running_loop()
+                response = await loop.run_in_executor(self._pool, self._respond, request)
             keep = request.keep_alive and not self.stopping
             headers = {**response.headers, "X-Content-Type-Options": "nosniff"}
             if not keep:

@@ -32,7 +32,8 @@ class Limits:
     """Connections open at once. At the limit a new connection closes the one that has waited longest
     for a request; when none waits (every one is being answered) it is answered 503 and closed."""
     max_answering: int = 64
-    """Requests answered at once (their responses are held in memory until sent); more wait their turn."""
+    """Answers computed at once, and entry bundles computed or being sent at once (each held in memory
+    until sent); more wait their turn."""
     max_request_line: int = 4096
     """Bytes of the request line (method, target, version); longer: 414."""
     max_head: int = 16 * 1024

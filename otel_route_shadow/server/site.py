@@ -110,6 +110,12 @@ class LogSite:
     def prefixes(self) -> list[str]:
         return sorted(s.prefix for s in self._served)
 
+    @staticmethod
+    def asks_bundle(request: Request) -> bool:
+        """Whether ``request`` may ask for an entry bundle (up to 16.8 MB; every other answer is a few
+        kilobytes, a checkpoint at most 1 MiB)."""
+        return "/tile/entries/" in request.path
+
     def respond(self, request: Request) -> Response:
         """The answer to ``request`` (any failure is a status, never an exception)."""
         if request.method not in ("GET", "HEAD"):
