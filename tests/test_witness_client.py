@@ -360,3 +360,34 @@ def test_an_answer_announcing_more_than_memory_holds_is_a_transport_error_not_a_
             thread.join(5)
         assert caught.value.fault.value == fault
         assert connection._connection.raw is None  # closed
+
+
+@pytest.mark.parametrize(
+    ("answer", "detail"),
+    [
+        (b"HTTP/1.1 409 Conflict\r\nContent-Length: 100\r\n\r\n5\n", "ended before its declared length"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nabc", "a bad chunk size"),
+    ],
+)
+def test_an_answer_cut_short_or_with_a_negative_chunk_size_is_malformed(answer: bytes, detail: str) -> None:
+    """Regression: a body shorter than its declared length was taken whole (a 409 cut to ``5\\n`` read as
+    the witness's size), and a negative chunk size was an unreachable witness "whose path or host is not
+    plain ASCII" (a transient fault, retried for ever, never recorded)."""
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+
+        def serve() -> None:
+            conn, _ = listening.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        connection = Connection("127.0.0.1", listening.getsockname()[1], None, 5.0)
+        try:
+            with pytest.raises(TransportError, match=detail) as caught:
+                connection.request("GET", "/", None, timeout=5.0, max_bytes=MAX_RESPONSE_BYTES)
+        finally:
+            thread.join(5)
+            connection.close()
+        assert caught.value.fault.value == "malformed"

@@ -217,16 +217,7 @@ def _exchange(
     if body is not None:
         headers["Content-Type"] = "text/plain; charset=utf-8"
     if connection.raw is None:
-        try:
-            connection.connect()
-        except TimeoutError:
-            raise TransportError(TransportFault.TIMEOUT, "no connection within the timeout") from None
-        except OSError as exc:
-            raise TransportError(TransportFault.UNREACHABLE, f"cannot connect: {_os_reason(exc)}") from None
-        except ValueError:  # UnicodeError too: a host name the name lookup's IDNA encoding refuses
-            raise TransportError(
-                TransportFault.UNREACHABLE, "cannot connect: not a valid host name"
-            ) from None
+        _connect(connection)
     sent = False
     try:
         connection.request(method, path, body=body, headers=headers)
@@ -251,6 +242,8 @@ def _exchange(
             TransportFault.MALFORMED, "not an HTTP answer (a chunk size too large)"
         ) from None
     except ValueError:  # UnicodeEncodeError too: a path or host http.client cannot put in a request
+        if sent:  # a negative chunk size, read as a negative length
+            raise TransportError(TransportFault.MALFORMED, "not an HTTP answer (a bad chunk size)") from None
         raise TransportError(
             TransportFault.UNREACHABLE, "the request cannot be sent: its path or host is not plain ASCII"
         ) from None
@@ -258,16 +251,32 @@ def _exchange(
     return HttpAnswer(response.status, media, data)
 
 
+def _connect(connection: _Connection) -> None:
+    try:
+        connection.connect()
+    except TimeoutError:
+        raise TransportError(TransportFault.TIMEOUT, "no connection within the timeout") from None
+    except OSError as exc:
+        raise TransportError(TransportFault.UNREACHABLE, f"cannot connect: {_os_reason(exc)}") from None
+    except ValueError:  # UnicodeError too: a host name the name lookup's IDNA encoding refuses
+        raise TransportError(TransportFault.UNREACHABLE, "cannot connect: not a valid host name") from None
+
+
 def _body(response: http.client.HTTPResponse, budget: _Budget) -> bytes:
     """The answer's body, a block at a time: read whole, ``http.client`` allocates a declared length or
     chunk size at once, whatever the cap (a server announcing 10^17 bytes raised ``MemoryError``). A
-    declared length beyond the cap (and the reader's buffer, already counted) is refused unread."""
-    if response.length is not None and response.length > budget.bytes_left + io.DEFAULT_BUFFER_SIZE:
+    declared length beyond the cap (and the reader's buffer, already counted) is refused unread, and a
+    body shorter than its declared length is refused too."""
+    declared = response.length
+    if declared is not None and declared > budget.bytes_left + io.DEFAULT_BUFFER_SIZE:
         raise TransportError(TransportFault.TOO_LARGE, "the answer is larger than allowed")
     blocks: list[bytes] = []
     while block := response.read(_BLOCK):
         blocks.append(block)
-    return b"".join(blocks)
+    data = b"".join(blocks)
+    if declared is not None and len(data) != declared:  # http.client returns what came before the close
+        raise TransportError(TransportFault.MALFORMED, "the answer ended before its declared length")
+    return data
 
 
 def _os_reason(exc: OSError) -> str:
