@@ -234,7 +234,13 @@ def test_a_rewritten_history_is_not_extended(
 
 
 @pytest.mark.parametrize(
-    "content", [b"", b"not json", b'{"kind": "route-shadow-monitor-state"}', b"[" * 100000]
+    "content",
+    [
+        b"",
+        b'{"kind":"route-shadow-monitor-state","version":',
+        b'{"kind": "route-shadow-monitor-state"}',
+        b'{"kind":"route-shadow-monitor-state"' + b"[" * 100000,
+    ],
 )
 def test_a_state_file_that_cannot_be_used_is_ignored_with_a_warning(
     fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path, content: bytes
@@ -247,6 +253,47 @@ def test_a_state_file_that_cannot_be_used_is_ignored_with_a_warning(
     assert "cannot be used" in report.fleet.followed.warnings[0]
     assert _figures(report.as_dict()) == _figures(build_fleet_report([str(folder)]).as_dict())
     assert json.loads(state.read_text(encoding="utf-8"))["kind"] == "route-shadow-monitor-state"
+
+
+@pytest.mark.parametrize(
+    "content", [b"not json", b"[" * 100000, b'{"kind": "other"}', b"PRIVATE+KEY+x+1+abc"]
+)
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_a_state_path_naming_a_file_that_is_not_a_state_file_is_refused_and_left_as_it_was(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    rebuild: bool,
+) -> None:
+    # Any file there was replaced by the state file, with a warning: a mistyped --state naming the
+    # signing key or a chain destroyed it.
+    folder, _hosts = fleet
+    state = tmp_path / "state.json"
+    state.write_bytes(content)
+    args = [
+        "report",
+        str(folder),
+        "--state",
+        str(state),
+        "--no-progress",
+        *(["--rebuild"] if rebuild else []),
+    ]
+    assert main(args) == EXIT_USAGE
+    assert "not a fleet state file" in capsys.readouterr().err
+    assert state.read_bytes() == content
+
+
+def test_a_state_path_naming_a_chain_or_its_log_folder_is_refused(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, _hosts = fleet
+    chain = sorted(folder.glob("*.jsonl"))[0]
+    before = chain.read_bytes()
+    for target in (chain, Path(f"{chain}.tlog") / "state.json"):
+        assert main(["report", str(folder), "--state", str(target), "--no-progress"]) == EXIT_USAGE
+        assert "one of its files" in capsys.readouterr().err
+    assert chain.read_bytes() == before
 
 
 def test_other_settings_rebuild_the_state(
@@ -470,7 +517,7 @@ def test_a_followed_run_with_the_collector_paused_leaves_no_garbage_behind(
         assert report.fleet is not None and report.fleet.followed is not None
         assert len(report.fleet.followed.extended) == 2
         report = follow_fleet([str(folder)], str(tmp_path / "full.json"), rebuild=True)
-        Path(state).write_text("{", "utf-8")  # unreadable: every log rebuilt, with a warning
+        Path(state).write_text('{"kind":"route-shadow-monitor-state"', "utf-8")  # damaged: all rebuilt
         report = follow_fleet([str(folder)], state)
         assert report.fleet is not None and report.fleet.followed is not None
         assert report.fleet.followed.warnings

@@ -48,6 +48,7 @@ from otel_route_shadow.analysis.monitor_state import (
     CellTable,
     LogState,
     ValueTable,
+    check_state_path,
     log_entry,
     read_state,
     restore_aggregation,
@@ -234,6 +235,7 @@ def follow_fleet(
     garbage collector is paused meanwhile. Raises ``FleetError`` as
     :func:`build_fleet_report` does."""
     paths = chain_paths(inputs)
+    check_state_path(state_path, paths)
     settings = ReportSettings(fleet_specs(as_specs(by)), window or TimeWindow(), examples, min_spawns)
     warnings: list[str] = []
     entries, cells = ({}, CellTable()) if rebuild else read_state(state_path, settings, warnings)

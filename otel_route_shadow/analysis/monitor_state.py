@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
+import re
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final, Literal
 
@@ -41,7 +43,7 @@ from otel_route_shadow.analysis.latency import LatencyHistogram
 from otel_route_shadow.analysis.noise import KEY_ATTRIBUTES, ROUTE_ATTRIBUTES, KeyState, NoiseTracker
 from otel_route_shadow.analysis.report import Aggregation
 from otel_route_shadow.analysis.source import ChainAnalysisError
-from otel_route_shadow.files import FileRefused, read_regular, write_atomic
+from otel_route_shadow.files import FileRefused, open_regular, read_regular, write_atomic
 
 __all__ = [
     "MAX_STATE_BYTES",
@@ -52,6 +54,7 @@ __all__ = [
     "LogState",
     "ValueTable",
     "aggregation_state",
+    "check_state_path",
     "entry_digest",
     "log_entry",
     "read_state",
@@ -60,6 +63,9 @@ __all__ = [
 ]
 
 STATE_KIND: Final = "route-shadow-monitor-state"
+_STATE_HEAD: Final = re.compile(rb'\s*\{\s*"kind"\s*:\s*"' + STATE_KIND.encode() + b'"')
+"""How a state file begins (:func:`write_state` writes it without the spaces)."""
+_HEAD_BYTES: Final = 256
 STATE_VERSION: Final = 4
 """Version 2 added the spawns' durations per cohort (``latencies``); version 3 holds cells and keys as
 rows of indices into a table of values; version 4 holds each distinct cell once for every log (a
@@ -498,6 +504,37 @@ def _compacted(cells: CellTable, entries: list[dict[str, Any]]) -> CellTable:
         rows = entry["aggregation"]["cells"] = list(entry["aggregation"]["cells"])
         rows[::3] = [renumbered[at] for at in rows[::3]]
     return CellTable([cells.cells[at] for at in used])
+
+
+def check_state_path(path: str, chains: Sequence[str]) -> None:
+    """Raise :class:`~otel_route_shadow.analysis.source.ChainAnalysisError` when the file at ``path``
+    may not be replaced by a state file: one of the logs' files (``chains``, their segments and log
+    folders), or a file that is there and neither empty nor begun as :func:`write_state` begins one
+    (a key, a chain, a mistyped path). A damaged state file is still rebuilt (:func:`read_state`)."""
+    target = os.path.realpath(path)
+    for chain in (c for c in chains if not is_remote(c)):
+        own = os.path.realpath(chain)
+        if target == own or target.startswith((own + ".", own + os.sep)):
+            raise ChainAnalysisError(
+                f"state file {path}: is {chain} or one of its files; name another --state"
+            )
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return
+    except FileRefused as exc:
+        raise ChainAnalysisError(f"state file {path}: {exc.problem}") from None
+    try:
+        head = os.read(fd, _HEAD_BYTES)
+    except OSError as exc:
+        raise ChainAnalysisError(f"state file {path}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if head and _STATE_HEAD.match(head) is None:
+        raise ChainAnalysisError(
+            f"state file {path}: not a fleet state file, and not replaced by one (name another --state, or "
+            "remove it)"
+        )
 
 
 def write_state(path: str, entries: list[dict[str, Any]], cells: CellTable, settings: ReportSettings) -> None:
