@@ -188,6 +188,17 @@ def test_a_refusal_of_the_chain_itself_cannot_be_acknowledged(
     assert not (log_dir(chain) / "acknowledged").exists()
 
 
+def test_acknowledging_a_chain_that_has_no_log_folder_is_a_usage_error_not_nothing_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A mistyped path said "no refusal to acknowledge" (exit 1), as for a log with nothing refused.
+    assert main(["acknowledge", str(tmp_path / "no-such-dir" / "chain.jsonl")]) == 2
+    assert "no log folder" in capsys.readouterr().err
+    chain = _signed_400(tmp_path)
+    assert main(["acknowledge", str(chain)]) == 1
+    assert "no refusal to acknowledge" in capsys.readouterr().out
+
+
 def test_the_published_checkpoint_is_not_read_through_a_link(tmp_path: Path) -> None:
     """``checkpoint`` is read one way, following no link below the log folder (13.4); the writer's
     anchor read it following one."""

@@ -13,6 +13,7 @@ acknowledged: restore the chain.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from otel_route_shadow.cli.common import CliError
@@ -41,6 +42,8 @@ def register(sub: Any) -> None:
 
 def _acknowledge(args: argparse.Namespace) -> int:
     directory = LogStore(args.chain)
+    if not os.path.isdir(directory.path):  # a mistyped path is no "nothing to acknowledge"
+        raise CliError(f"{directory.path}: no log folder (is {args.chain} a chain with checkpoints?)")
     try:
         found = acknowledge_last_refusal(directory)
     except FileRefused as exc:
