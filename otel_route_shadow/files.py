@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterable
@@ -47,6 +48,10 @@ __all__ = [
 
 TEMPORARY_MARK: Final = ".tmp-"
 """In the name of every temporary file :func:`write_atomic` creates: ``.<name>.tmp-<pid>-<random>``."""
+
+_MAX_PID: Final = 2**31 - 1
+"""The largest pid a process can have (``pid_t`` is 32 bits; Linux allows at most 2**22)."""
+_PID_DIGITS: Final = re.compile(r"[0-9]{1,10}")
 
 _TRANSIENT_ERRNOS: Final = frozenset(
     {errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR, errno.EAGAIN}
@@ -356,8 +361,9 @@ def write_atomic(
 
 def remove_temporaries(directory: str | os.PathLike[str]) -> int:
     """Remove the temporary files :func:`write_atomic` left in ``directory`` (not below it) when its
-    writer was killed: those whose pid is not a live process, and this process's own. Returns how many
-    were removed; never raises."""
+    writer was killed: those whose pid is not a live process, and this process's own. A name whose pid
+    no process can have (not ASCII digits, or over :data:`_MAX_PID`) was not written by
+    :func:`write_atomic` and is left alone. Returns how many were removed; never raises."""
     removed = 0
     try:
         names = os.listdir(directory)
@@ -374,20 +380,24 @@ def remove_temporaries(directory: str | os.PathLike[str]) -> int:
 
 
 def _temporary_owner(name: str) -> int | None:
-    """The pid in a temporary file's name, None for any other name."""
+    """The pid in a temporary file's name, None for any other name (a pid is at most ten ASCII
+    digits, and at most :data:`_MAX_PID`)."""
     if not name.startswith(".") or TEMPORARY_MARK not in name:
         return None
     owner = name.rsplit(TEMPORARY_MARK, 1)[1].split("-", 1)[0]
-    return int(owner) if owner.isascii() and owner.isdigit() else None
+    if _PID_DIGITS.fullmatch(owner) is None or int(owner) > _MAX_PID:
+        return None
+    return int(owner)
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` may be a live process: True unless the system says there is none."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:
-        return True  # it exists but belongs to someone else
+    except (OSError, OverflowError):
+        return True  # it exists but belongs to someone else, or cannot be asked about: keep its file
     return True
 
 

@@ -48,8 +48,9 @@ REPAIR_MARKER = "repaired.json"
 LOCK_FILE = ".lock"
 REPAIR_MARKER_FORMAT = "otel-route-shadow/repair-marker/v1"
 
-_REVISION_NAME = re.compile(r"^(\d{10,})\.json$")
-_QUARANTINE_NAME = re.compile(r"^\d{8}T\d{6}Z-r(\d+)(?:-\d+)?$")
+_REVISION_NAME = re.compile(r"([0-9]{10,16})\.json")
+_QUARANTINE_NAME = re.compile(r"[0-9]{8}T[0-9]{6}Z-r([0-9]{1,16})(?:-[0-9]+)?")
+"""Both matched whole (``fullmatch``), of ASCII digits: no revision has more than 16 (``MAX_REVISION``)."""
 _MARKER_MAX_BYTES = 64 * 1024
 _MARKER_DEPTH = 2
 
@@ -93,7 +94,7 @@ class StoreLayout:
             return []
         revisions = []
         for name in names:
-            found = _REVISION_NAME.match(name)
+            found = _REVISION_NAME.fullmatch(name)
             if found is not None and 1 <= int(found.group(1)) <= MAX_REVISION:
                 revisions.append(int(found.group(1)))
         return sorted(revisions)
@@ -138,7 +139,7 @@ class StoreLayout:
             candidates.append(int(marker["high_water"]))
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             for name in os.listdir(self.quarantine):
-                found = _QUARANTINE_NAME.match(name)
+                found = _QUARANTINE_NAME.fullmatch(name)
                 if found is not None and int(found.group(1)) <= MAX_REVISION:
                     candidates.append(int(found.group(1)))
         return max(candidates)

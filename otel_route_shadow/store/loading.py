@@ -53,6 +53,10 @@ StatKey = tuple[int, int, int, int, int, int] | tuple[str, int] | None
 
 UNAVAILABLE = PolicySnapshot(policies=(), revision=0, content_hash=EMPTY_SET_HASH, available=False)
 _NOTHING_SAVED = "no snapshot has been saved"
+_WRITER_BUSY = (
+    "current.json is missing and a writer holds the store's lock (the first save between its two "
+    "writes, or a process holding .lock): decisions hold until it is released"
+)
 _REFUSAL_KINDS = {
     "not-regular": "not-a-regular-file",
     "symlink": "not-a-regular-file",
@@ -133,7 +137,8 @@ class LoadSettings(Protocol):
 
     racy_window_ns: int
     """How recent a change must be for a verdict not to be cached."""
-    lock_timeout: float
+    read_lock_wait: float
+    """The longest :meth:`SnapshotLoader.load` waits for the writers' lock (see :meth:`inspect`)."""
 
 
 class SnapshotLoader:
@@ -151,6 +156,8 @@ class SnapshotLoader:
         """How many ``load()`` calls actually read and verified files (the rest were served cached)."""
         self._cache: _CacheEntry | None = None
         self._reload_lock = threading.Lock()
+        self._reloaded: tuple[int, SnapshotLoad | None] = (0, None)
+        """How many reloads have finished, and the verdict of the last one."""
         self._last_decoded: tuple[bytes, SnapshotDocument] | None = None
         AFTER_FORK.add(self)
 
@@ -169,14 +176,22 @@ class SnapshotLoader:
         verdict was computed. ``rename`` gives a new inode; an in-place edit moves ctime, which no
         user can set back. A verdict is cached only once its files are older than
         ``racy_window_ns``, so a same-size edit inside one coarse timestamp tick is still re-read.
+
+        Concurrent calls make one re-read: a call that waited while another re-read returns that
+        re-read's verdict, cached or not, so no call waits for the writers' lock after another
+        call's wait (each wait is at most ``read_lock_wait``, see :meth:`inspect`).
         """
         entry = self._cache
         if entry is not None and self._signature(entry.history_path) == entry.signature:
             return entry.load
+        finished = self._reloaded[0]
         with self._reload_lock:
             entry = self._cache
             if entry is not None and self._signature(entry.history_path) == entry.signature:
                 return entry.load
+            count, last = self._reloaded
+            if count != finished and last is not None:
+                return last
             return self._reload()
 
     def peek(self) -> SnapshotLoad | None:
@@ -214,6 +229,7 @@ class SnapshotLoader:
             self._cache = _CacheEntry(signature, inspection.history_path, inspection.load)
         else:
             self._cache = None
+        self._reloaded = (self._reloaded[0] + 1, inspection.load)
         return inspection.load
 
     def _signature(self, history_path: str | None) -> tuple[StatKey, ...]:
@@ -241,15 +257,21 @@ class SnapshotLoader:
 
         ``locked``: the caller holds the writers' lock. A reader that finds history but no current
         file may be looking at the first save between its two renames, so that verdict is only
-        given after waiting for the writers' lock and looking again.
+        given under the writers' lock, looking again. ``load()`` runs inside spawns, so it waits for
+        that lock at most ``read_lock_wait`` (a few milliseconds); a lock still held then is a
+        verdict that holds decisions and is not cached: ``absent`` with an unavailable snapshot
+        marked ``loading``, as while the first snapshot is read, never ``current-missing``.
         """
         inspection = self._inspect_unlocked()
         if locked or inspection.load.problem_kind != "current-missing":
             return inspection
         try:
-            with shared_lock(self.layout.lock_path, self.settings.lock_timeout):
+            with shared_lock(self.layout.lock_path, self.settings.read_lock_wait):
                 return self._inspect_unlocked()
-        except (OSError, TimeoutError) as exc:
+        except TimeoutError:
+            busy = PolicySnapshot(available=False, loading=True)
+            return Inspection(SnapshotLoad("absent", busy, note=_WRITER_BUSY), None, False)
+        except OSError as exc:
             return corrupt("store-unreadable", f"cannot lock the store to read it: {exc}", cacheable=False)
 
     def _inspect_unlocked(self) -> Inspection:

@@ -23,6 +23,7 @@ from otel_route_shadow.store.loading import SnapshotLoader
 from otel_route_shadow.store.results import RepairResult
 from otel_route_shadow.store.revisions import newest_verifying_revision
 from otel_route_shadow.store.saving import utc_now
+from otel_route_shadow.store.snapshot_format import MAX_SNAPSHOT_BYTES
 
 __all__ = ["repair"]
 
@@ -105,7 +106,10 @@ def _new_quarantine_dir(layout: StoreLayout, high_water: int) -> str:
 
 
 def _evidence(path: str, name: str) -> dict[str, Any]:
-    """Type, size and SHA-256 of a file being quarantined; never its content."""
+    """Type, size and SHA-256 of a file being quarantined; never its content. The hash covers at
+    most the first ``MAX_SNAPSHOT_BYTES`` bytes (repair holds the writers' lock, and a sparse file
+    can claim terabytes); a file cut short has ``"truncated": true`` and ``"sha256_bytes"``, how
+    many bytes the hash covers."""
     st = os.lstat(path)
     record: dict[str, Any] = {"name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
     if stat.S_ISLNK(st.st_mode):
@@ -114,13 +118,19 @@ def _evidence(path: str, name: str) -> dict[str, Any]:
     elif stat.S_ISREG(st.st_mode):
         record["type"] = "file"
         hasher = hashlib.sha256()
+        remaining = MAX_SNAPSHOT_BYTES
         fd = open_regular(path, follow_symlinks=False)
         try:
-            while chunk := os.read(fd, 1 << 20):
+            while remaining and (chunk := os.read(fd, min(1 << 20, remaining))):
                 hasher.update(chunk)
+                remaining -= len(chunk)
+            truncated = not remaining and os.read(fd, 1) != b""
         finally:
             os.close(fd)
         record["sha256"] = hasher.hexdigest()
+        if truncated:
+            record["truncated"] = True
+            record["sha256_bytes"] = MAX_SNAPSHOT_BYTES
     else:
         record["type"] = "directory" if stat.S_ISDIR(st.st_mode) else "other"
     return record

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
@@ -52,8 +53,9 @@ MAX_SNAPSHOT_DEPTH = 8
 policy, its ``match`` or ``action``, their sets and maps)."""
 
 _FIELDS = frozenset({"format", "revision", "content_hash", "saved_at", "policies"})
-_HASH = re.compile(r"^[0-9a-f]{64}$")
-_SAVED_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
+_HASH = re.compile(r"[0-9a-f]{64}")
+_SAVED_AT = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]{1,9})?Z")
+"""Matched whole (``fullmatch``): ASCII digits only, nothing after the ``Z``."""
 _POLICIES: TypeAdapter[tuple[RoutingPolicy, ...]] = TypeAdapter(tuple[RoutingPolicy, ...])
 """Validates (and dumps) a whole array in one call: several times faster than one call per policy."""
 
@@ -245,13 +247,25 @@ def _check_envelope(document: Any) -> None:
     if claimed is None:
         raise SnapshotFormatError("wrong-schema", f"revision must be an integer in 1..{MAX_REVISION}")
     content_hash = document["content_hash"]
-    if not isinstance(content_hash, str) or not _HASH.match(content_hash):
+    if not isinstance(content_hash, str) or not _HASH.fullmatch(content_hash):
         raise SnapshotFormatError("wrong-schema", "content_hash must be 64 lower-case hex digits", claimed)
-    saved_at = document["saved_at"]
-    if not isinstance(saved_at, str) or not _SAVED_AT.match(saved_at):
+    if not _is_saved_at(document["saved_at"]):
         raise SnapshotFormatError("wrong-schema", "saved_at must be an RFC 3339 UTC timestamp", claimed)
     if not isinstance(document["policies"], list):
         raise SnapshotFormatError("wrong-schema", "policies must be an array", claimed)
+
+
+def _is_saved_at(value: Any) -> bool:
+    """``value`` is an RFC 3339 UTC timestamp as ``save`` writes it, of a real date and time."""
+    found = _SAVED_AT.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        return False
+    try:
+        year, month, day, hour, minute, second = (int(part) for part in found.groups())
+        datetime(year, month, day, hour, minute, second)
+    except ValueError:  # month 13, February 30, hour 24 ...
+        return False
+    return True
 
 
 def _models(raw_policies: list[Any], revision: int) -> tuple[RoutingPolicy, ...]:

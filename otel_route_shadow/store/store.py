@@ -33,13 +33,19 @@ class RoutingPolicyStore:
 
     Thread-safe. Writers (``save``, ``repair``) serialise on ``flock`` of ``.lock``. Readers take no
     file lock, because every file they read is replaced by ``rename`` and history files never change;
-    the one exception is confirming that ``current.json`` is really missing.
+    the one exception is confirming that ``current.json`` is really missing, for which ``load()``
+    waits at most ``read_lock_wait``.
     """
 
     racy_window_ns: int = 1_000_000_000
     """How recent a change must be for a verdict not to be cached; at least the coarsest timestamp
     granularity the store may sit on (1 s covers ext3, HFS+ and most network file systems)."""
     lock_timeout: float = 30.0
+    """How long ``save`` and ``repair`` wait for another writer."""
+    read_lock_wait: float = 0.005
+    """How long ``load()`` waits for a writer before holding decisions, when ``current.json`` is
+    missing and the history is not (the first save between its two writes); short, because
+    ``load()`` runs inside spawns (``docs/policy-store.md``, "Writes")."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
