@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from otel_route_shadow.core import redact_text
 from otel_route_shadow.files import FileRefused, read_regular
 
 __all__ = ["MAX_JSON_DEPTH", "StrictJSONError", "loads_strict", "read_json", "read_model", "schema_problem"]
@@ -33,7 +34,8 @@ StrictJSONKind = Literal["syntax", "duplicate-key", "constant", "too-deep", "oth
 
 
 class StrictJSONError(ValueError):
-    """The text is not strict JSON; the message says where and why, never echoing values.
+    """The text is not strict JSON; the message says where and why, never echoing values (a
+    duplicate key it names is scrubbed of credential shapes).
 
     ``kind`` lets a caller that must not echo even a key name (the snapshot store, whose problems
     reach logs and spans) describe the failure without the message.
@@ -48,7 +50,8 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise StrictJSONError(f"duplicate key {key[:64]!r}", "duplicate-key")
+            # The key as the file holds it, scrubbed of credential shapes before it is cut.
+            raise StrictJSONError(f"duplicate key {redact_text(key)[0][:64]!r}", "duplicate-key")
         result[key] = value
     return result
 
@@ -151,7 +154,7 @@ def read_model(
 
 def schema_problem(exc: ValidationError) -> str:
     """The first thing a document gets wrong against its pydantic schema, as ``where: what`` (one line,
-    never the value)."""
+    never the value; a key the document names in ``where`` is scrubbed of credential shapes)."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ())) or "document"
-    return f"{where}: {first.get('msg', 'invalid')}"
+    return redact_text(f"{where}: {first.get('msg', 'invalid')}")[0]

@@ -22,17 +22,34 @@ Z_95: Final = 1.959963984540054
 def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float] | None:
     """The Wilson score interval of ``successes / trials``; None when ``trials`` is not positive
     (nothing measured). ``successes`` is clamped to ``[0, trials]``; a ``z`` that is not a positive
-    finite number is taken as :data:`Z_95`."""
+    finite number (or an int too large for a float) is taken as :data:`Z_95`. Counts too large for a
+    float are taken as infinitely many trials: the interval is then the rate itself."""
     if trials <= 0:
         return None
-    if not (math.isfinite(z) and z > 0):
-        z = Z_95
+    z = _finite_positive(z)
     k = min(max(successes, 0), trials)
-    p = k / trials
+    p = k / trials  # int / int is rounded once: a float in [0, 1] however large the ints are
+    # Float arithmetic from here on: an int too large for a float (10**400 trials) is infinitely
+    # many, for which the interval narrows to the rate itself.
+    try:
+        n = float(trials)
+    except OverflowError:
+        return (0.0 if k == 0 else p), (1.0 if k == trials else p)
     z2 = z * z
-    denominator = 1 + z2 / trials
-    centre = (p + z2 / (2 * trials)) / denominator
-    half = z / denominator * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials))
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    # sqrt(p (1 - p) / n + z^2 / 4n^2) taken as sqrt(p (1 - p) n + z^2 / 4) / n: for a large n
+    # (10**200 trials) the terms under the first root underflow to 0, and the interval with them.
+    half = z / (denominator * n) * math.sqrt(p * (1 - p) * n + z2 / 4)
     low = 0.0 if k == 0 else max(0.0, centre - half)
     high = 1.0 if k == trials else min(1.0, centre + half)
     return low, high
+
+
+def _finite_positive(z: float) -> float:
+    """``z`` as a float when it is a positive finite number, else :data:`Z_95`."""
+    try:
+        value = float(z)
+    except (OverflowError, TypeError, ValueError):
+        return Z_95
+    return value if math.isfinite(value) and value > 0 else Z_95

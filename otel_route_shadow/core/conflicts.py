@@ -14,9 +14,13 @@ many problems when they all conflict), so the search works in three steps:
    leaves optional, is open; the dimension with the fewest such candidates is the one searched.
 
 Only the first ``limit`` conflicts are built as problems; the rest are counted. The count is exact
-unless the candidate search exceeds ``budget`` examined box pairs (sets whose boxes overlap densely,
-such as thousands of distinct repository lists that all share one repository); it then stops, and
-the summary says "at least".
+unless the search's work exceeds what examining ``budget`` box pairs costs (sets whose boxes overlap
+densely, such as thousands of distinct repository lists that all share one repository); it then
+stops, and the summary says "at least". The work counted is the work done, not only the pairs found:
+examining a candidate pair costs :data:`PAIR_STEPS` steps, and so many index entries read while
+gathering a box's candidates (an entry read again through another of the box's values counts again)
+or set members a candidate's overlap check may compare cost one step each. A box naming thousands of
+values that thousands of other boxes also name is millions of steps, not one per pair.
 """
 
 from __future__ import annotations
@@ -40,7 +44,11 @@ DIMENSIONS = ("repo_ids", "roles", "principal_ids", "request_faces")
 """The match dimensions, in ladder order."""
 
 DEFAULT_BUDGET = 2_000_000
-"""Box pairs examined before the count gives up on exactness (about a second of work)."""
+"""The work of examining this many box pairs, before the count gives up on exactness (about a second)."""
+
+PAIR_STEPS = 32
+"""Steps one examined pair costs, in units of one index entry read or one set member compared (what a
+pair costs in time, a Python-level check, against what those cost, about 15 ns each)."""
 
 _Member = tuple[int, RoutingPolicy, Hashable]
 
@@ -74,8 +82,18 @@ def _pairs_between(a: _Box, b: _Box) -> int:
     return len(a.members) * len(b.members) - same
 
 
-def _overlap(a: _Box, b: _Box) -> bool:
-    return all(not x or not y or not x.isdisjoint(y) for x, y in zip(a.sets, b.sets, strict=True))
+def _overlap(a: _Box, b: _Box, searched: int) -> tuple[bool, int]:
+    """Whether two boxes overlap, given that they do on dimension ``searched`` (the one ``b`` was found
+    through; -1 for none), and the set members the check may compare: the smaller set of each other
+    dimension both name."""
+    cost = 0
+    for dim, (x, y) in enumerate(zip(a.sets, b.sets, strict=True)):
+        if dim == searched or not x or not y:
+            continue
+        cost += min(len(x), len(y))
+        if x.isdisjoint(y):
+            return False, cost
+    return True, cost
 
 
 def _problem(rung: int, priority: int, a: _Member, b: _Member) -> PolicyProblem:
@@ -128,29 +146,35 @@ class _Group:
                 for value in values:
                     self.by_value[dim].setdefault(value, []).append(position)
 
-    def candidates(self, position: int) -> list[int]:
-        """Boxes after ``position`` that may overlap it, from the most selective named dimension."""
+    def search(self, position: int) -> tuple[int, list[list[int]] | None, int]:
+        """Where to look for the boxes that may overlap the one at ``position``: the most selective
+        dimension it names, that dimension's index lists (None for a catch-all box, which every later
+        box may overlap) and the number of entries they hold, what reading them costs."""
         box = self.boxes[position]
         best: list[list[int]] | None = None
-        best_cost = -1
+        best_dim, best_cost = -1, len(self.boxes) - position - 1
         for dim, values in enumerate(box.sets):
             if not values:
                 continue
             lists = [self.open[dim], *(self.by_value[dim].get(value, []) for value in values)]
             cost = sum(len(found) for found in lists)
             if best is None or cost < best_cost:
-                best, best_cost = lists, cost
-        if best is None:  # a catch-all box (rung 8 has only one): every later box is a candidate
+                best, best_dim, best_cost = lists, dim, cost
+        return best_dim, best, best_cost
+
+    def candidates(self, position: int, lists: list[list[int]] | None) -> list[int]:
+        """The boxes after ``position`` in ``lists`` (every later box for None), each once, in order."""
+        if lists is None:  # a catch-all box (rung 8 has only one): every later box is a candidate
             return list(range(position + 1, len(self.boxes)))
-        return sorted({other for found in best for other in found if other > position})
+        return sorted({other for found in lists for other in found if other > position})
 
 
 class _Scan:
     def __init__(self, limit: int, budget: int) -> None:
-        self.limit, self.budget = limit, budget
+        self.limit, self.budget = limit, budget * PAIR_STEPS
         self.listed: list[PolicyProblem] = []
         self.total = 0
-        self.examined = 0
+        self.examined = 0  # steps (see PAIR_STEPS)
         self.exact = True
 
     def add(self, group: _Group, a: _Box, b: _Box | None, count: int) -> None:
@@ -164,16 +188,25 @@ class _Scan:
             if len(self.listed) >= self.limit:
                 return
 
+    def charge(self, steps: int) -> bool:
+        """Count ``steps`` of work; False (and the count no longer exact) once past the budget."""
+        self.examined += steps
+        if self.examined > self.budget:
+            self.exact = False
+        return self.exact
+
     def scan(self, group: _Group) -> None:
         for position, box in enumerate(group.boxes):
             self.add(group, box, None, _pairs_within(box))
-            for other in group.candidates(position):
-                self.examined += 1
-                if self.examined > self.budget:
-                    self.exact = False
-                    return
+            searched, lists, cost = group.search(position)
+            if not self.charge(cost):  # before reading the lists: their length is known
+                return
+            for other in group.candidates(position, lists):
                 candidate = group.boxes[other]
-                if _overlap(box, candidate):
+                overlap, compared = _overlap(box, candidate, searched)
+                if not self.charge(PAIR_STEPS + compared):
+                    return
+                if overlap:
                     self.add(group, box, candidate, _pairs_between(box, candidate))
 
 
@@ -181,7 +214,8 @@ def find_conflicts(
     indexed: Sequence[tuple[int, RoutingPolicy]], *, limit: int, budget: int = DEFAULT_BUDGET
 ) -> ConflictScan:
     """Every equal-precedence conflict among the enabled policies: the first ``limit`` as problems
-    (one per pair, ``related`` naming both), and the total count (exact unless ``budget`` ran out)."""
+    (one per pair, ``related`` naming both), and the total count (exact unless the work ran past
+    that of examining ``budget`` pairs; see the module docstring)."""
     groups: dict[tuple[int, int], list[_Member]] = {}
     for index, policy in indexed:
         if policy.enabled:

@@ -39,7 +39,10 @@ class _Dimension:
     """Bit masks over the ordered policies for one match dimension.
 
     A value's mask is built on first use, from the positions that name it, and memoised: building
-    one mask per distinct value up front cost a wide int per value for values no spawn asks for.
+    one mask per distinct value up front cost a wide int per value for values no spawn asks for. A
+    value no policy names admits the open policies only: its mask is :attr:`any` itself, never a copy,
+    and nothing is memoised for it (a host whose every spawn has a new principal id keeps no mask per
+    spawn).
     """
 
     __slots__ = ("_masks", "_size", "any", "by_value", "scoped")
@@ -77,7 +80,10 @@ class _Dimension:
             return self.any
         mask = self._masks.get(value)
         if mask is None:
-            mask = self.any | _mask(self.by_value.get(value, ()), self._size)
+            positions = self.by_value.get(value)
+            if positions is None:
+                return self.any
+            mask = self.any | _mask(positions, self._size)
             if len(self._masks) >= _MASK_MEMO_LIMIT:
                 self._masks.clear()
             self._masks[value] = mask

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 __all__ = [
@@ -43,14 +43,15 @@ __all__ = [
 REDACTED: Final = "[REDACTED]"
 
 # Credential keywords whose value is scrubbed in ``key=value`` / ``key: value`` / ``"key": "value"`` pairs:
-# password, passwd, passphrase, pwd, private key, secret, token, api key, access key, auth key, credential(s).
+# password, passwd, passphrase, pwd, private key, secret, secret key, token, api key, access key, auth key,
+# credential(s).
 # A keyword also matches as the suffix of a longer identifier (``access_token``, ``x-api-key``,
 # ``client_secret``): the boundary check only forbids a letter or digit right before it. The branch is
 # written as "first letter, then the tails that may follow it" so that it, too, starts with a plain
 # character class.
 _PAIR_KEYWORD: Final = (
     r"[pPsStTaAcC](?<![A-Za-z0-9].)"
-    r"(?i:(?<=p)(?:ass(?:word|wd|phrase)|wd|rivate[_-]?key)|(?<=s)ecret|(?<=t)oken"
+    r"(?i:(?<=p)(?:ass(?:word|wd|phrase)|wd|rivate[_-]?key)|(?<=s)ecret(?:[_-]?key)?|(?<=t)oken"
     r"|(?<=a)(?:pi[_-]?key|ccess[_-]?key|uth[_-]?key)|(?<=c)redentials?)"
 )
 
@@ -333,49 +334,102 @@ def redact_value(value: Any, path: str = "") -> tuple[Any, list[str]]:
     non-empty string under a key that names a credential (:func:`is_secret_key`) is replaced whole. A
     field whose *key* was scrubbed is reported under its scrubbed key. When two keys of one mapping scrub to
     the same text, later ones get a ``#2``, ``#3`` suffix so no field is lost. Other leaf values are
-    returned as they are.
+    returned as they are. The walk keeps its own stack, so a value nested thousands deep is scrubbed like
+    any other (no ``RecursionError``).
     """
     paths: list[str] = []
-    return _redact(value, path, paths), paths
+    if not isinstance(value, Mapping | list | tuple):
+        return _redact_leaf(value, path, paths), paths
+    root = _Frame(value, path, None, None)
+    stack = [root]
+    while stack:
+        frame = stack[-1]
+        child = frame.step(paths)
+        if child is not None:
+            stack.append(child)
+            continue
+        stack.pop()
+        if frame.parent is not None:
+            frame.parent.put(frame.slot, frame.result())
+    return root.result(), paths
 
 
-def _redact(value: Any, path: str, paths: list[str]) -> Any:
+def _redact_leaf(value: Any, path: str, paths: list[str]) -> Any:
     if isinstance(value, str):
         new, count = redact_text(value)
         if count:
             paths.append(path)
         return new
-    if isinstance(value, Mapping):
-        out: dict[Any, Any] = {}
-        for key, item in value.items():
-            new_key = key
-            key_changed = False
-            if isinstance(key, str):
-                new_key, count = redact_text(key)
-                key_changed = count > 0
-                if key_changed:
-                    new_key = unique_key(new_key, out)
-            child = f"{path}/{json_pointer_token(str(new_key))}"
-            if key_changed:
-                paths.append(child)
-            if isinstance(item, str) and item and item != REDACTED and is_secret_key(str(new_key)):
-                if not key_changed:
-                    paths.append(child)
-                out[new_key] = REDACTED
-                continue
-            out[new_key] = _redact(item, child, paths)
-        return out
-    if isinstance(value, list | tuple):
-        items = [_redact(item, f"{path}/{index}", paths) for index, item in enumerate(value)]
-        return tuple(items) if isinstance(value, tuple) else items
     return value
 
 
-def unique_key(key: str, taken: Mapping[Any, Any]) -> str:
-    """``key``, or ``key#2``, ``key#3``...: the first spelling not yet in ``taken``."""
+class _Frame:
+    """One mapping, list or tuple being copied by :func:`redact_value`: the entries still to scrub, the
+    copy so far, and where the finished copy goes in its parent's copy."""
+
+    __slots__ = ("entries", "out", "parent", "path", "slot", "suffixes", "tuple")
+
+    def __init__(self, value: Any, path: str, parent: _Frame | None, slot: Any) -> None:
+        self.path, self.parent, self.slot = path, parent, slot
+        self.tuple = isinstance(value, tuple)
+        self.out: dict[Any, Any] | list[Any]
+        self.entries: Iterator[tuple[Any, Any]]
+        if isinstance(value, Mapping):
+            self.out, self.entries = {}, iter(value.items())
+        else:
+            self.out, self.entries = [], enumerate(value)
+        self.suffixes: dict[str, int] = {}
+
+    def put(self, slot: Any, item: Any) -> None:
+        if isinstance(self.out, dict):
+            self.out[slot] = item
+        else:
+            self.out.append(item)
+
+    def result(self) -> Any:
+        return tuple(self.out) if self.tuple else self.out
+
+    def step(self, paths: list[str]) -> _Frame | None:
+        """Scrub entries up to the next one that is itself a container, and return its frame; None
+        when every entry is done."""
+        out = self.out
+        for key, item in self.entries:
+            if not isinstance(out, dict):
+                child = f"{self.path}/{key}"
+                slot: Any = key
+            else:
+                slot = key
+                key_changed = False
+                if isinstance(key, str):
+                    slot, count = redact_text(key)
+                    key_changed = count > 0
+                    if key_changed:
+                        slot = unique_key(slot, out, self.suffixes)
+                child = f"{self.path}/{json_pointer_token(str(slot))}"
+                if key_changed:
+                    paths.append(child)
+                if isinstance(item, str) and item and item != REDACTED and is_secret_key(str(slot)):
+                    if not key_changed:
+                        paths.append(child)
+                    out[slot] = REDACTED
+                    continue
+            if isinstance(item, Mapping | list | tuple):
+                return _Frame(item, child, self, slot)
+            self.put(slot, _redact_leaf(item, child, paths))
+        return None
+
+
+def unique_key(key: str, taken: Mapping[Any, Any], suffixes: dict[str, int] | None = None) -> str:
+    """``key``, or ``key#2``, ``key#3``...: the first spelling not yet in ``taken``.
+
+    ``suffixes``, when given, is the caller's memo for one ``taken`` mapping that only grows: the next
+    suffix to try for each key, updated here, so that many keys that scrub to the same text cost one try
+    each instead of one per key already renamed."""
     if key not in taken:
         return key
-    suffix = 2
+    suffix = 2 if suffixes is None else suffixes.get(key, 2)
     while f"{key}#{suffix}" in taken:
         suffix += 1
+    if suffixes is not None:
+        suffixes[key] = suffix + 1
     return f"{key}#{suffix}"

@@ -100,8 +100,10 @@ class ServedRoute(BaseModel):
 
 
 _NOT_NAME: Final = re.compile(r"[^0-9a-z]")
-_DATED: Final = re.compile(r"[-@](?:\d{8}|\d{4}-\d{2}-\d{2})(?:-v\d+(?::\d+)?)?")
-"""What may follow a chosen model's name in the served one: a dated snapshot, and a version."""
+_DATED: Final = re.compile(r"[-@](?:[0-9]{8}|[0-9]{4}-[0-9]{2}-[0-9]{2})(?:-v[0-9]+(?::[0-9]+)?)?")
+"""What may follow a chosen model's name in the served one: a dated snapshot, and a version. Its
+digits are ASCII only (a ``\\d`` would take other scripts' digits too); it is matched whole, with
+``fullmatch``."""
 
 
 def same_provider(chosen: str, served: str) -> bool:

@@ -58,6 +58,9 @@ def _sort_key(problem: PolicyProblem) -> tuple[int, str, tuple[str, ...], str]:
 
 
 def _summary(code: ReasonCode, count: int, exact: bool = True) -> PolicyProblem:
+    if not exact and not count:  # nothing past the listed ones found, but the search did not finish
+        message = f"{code.value}: the search stopped at its work bound, so the set is not shown free of them"
+        return PolicyProblem(code=code, message=message, count=0)
     more = f"{count:,} more" if exact else f"at least {count:,} more"
     note = "" if exact else " (the count stopped at its work bound)"
     return PolicyProblem(code=code, message=f"... and {more} {code.value}{note}", count=count)
@@ -76,7 +79,9 @@ def _capped(
         else:
             omitted[problem.code] += 1
     kept.extend(
-        _summary(code, count, code not in inexact) for code, count in sorted(omitted.items()) if count > 0
+        _summary(code, count, code not in inexact)
+        for code, count in sorted(omitted.items())
+        if count > 0 or code in inexact  # an unfinished search is said even when it found none past the list
     )
     return kept
 

@@ -1,0 +1,92 @@
+"""``redact_value`` is total and linear: a value nested thousands deep is scrubbed (it raised
+``RecursionError``), and many keys that scrub to the same text are renamed apart with a bounded
+number of lookups each (each one used to try every suffix already given out: quadratic)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from otel_route_shadow.core import REDACTED, redact_value, redaction
+
+KEY = "sk-ant-api03-" + "A" * 24
+
+
+def test_a_deeply_nested_list_is_redacted_without_recursion_error() -> None:
+    depth = 5_000
+    value: Any = f"password={KEY}"
+    for _ in range(depth):
+        value = [value]
+    out, paths = redact_value(value)
+    assert paths == ["/0" * depth]
+    for _ in range(depth):
+        assert isinstance(out, list) and len(out) == 1
+        out = out[0]
+    assert out == f"password={REDACTED}"
+
+
+def test_a_deeply_nested_mapping_is_redacted_without_recursion_error() -> None:
+    depth = 5_000
+    value: Any = {"token": "hunter2", "keep": (1, "x")}
+    for _ in range(depth):
+        value = {KEY: value, "n": 1}
+    out, paths = redact_value(value, "/root")
+    assert len(paths) == depth + 1
+    assert paths[0] == "/root/" + REDACTED
+    assert paths[-1] == "/root" + f"/{REDACTED}" * depth + "/token"
+    for _ in range(depth):
+        assert list(out) == [REDACTED, "n"]
+        out = out[REDACTED]
+    assert out == {"token": REDACTED, "keep": (1, "x")}
+
+
+class _Counting(Mapping[Any, Any]):
+    """A read-only view of a mapping that counts membership tests."""
+
+    def __init__(self, inner: Mapping[Any, Any], counter: list[int]) -> None:
+        self._inner, self._counter = inner, counter
+
+    def __contains__(self, key: object) -> bool:
+        self._counter[0] += 1
+        return key in self._inner
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._inner[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._inner)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+def test_many_keys_that_redact_alike_are_renamed_with_few_lookups(monkeypatch: pytest.MonkeyPatch) -> None:
+    lookups = [0]
+    original = redaction.unique_key
+
+    def counting(key: str, taken: Mapping[Any, Any], *rest: Any) -> str:
+        return original(key, _Counting(taken, lookups), *rest)
+
+    monkeypatch.setattr(redaction, "unique_key", counting)
+    n = 600
+    value = {f"sk-ant-api03-{i:020d}AAAAAAAA": i for i in range(n)}
+    out, paths = redact_value(value)
+    assert list(out) == [REDACTED, *(f"{REDACTED}#{i}" for i in range(2, n + 1))]
+    assert list(out.values()) == list(range(n))
+    assert len(paths) == n
+    assert lookups[0] <= 3 * n  # was n * n / 2: every earlier suffix tried again
+
+
+def test_unique_key_skips_spellings_already_taken() -> None:
+    taken: dict[str, int] = {"k": 1, "k#2": 2, "k#4": 4}
+    suffixes: dict[str, int] = {}
+    names = []
+    for _ in range(3):
+        name = redaction.unique_key("k", taken, suffixes)
+        taken[name] = 0
+        names.append(name)
+    assert names == ["k#3", "k#5", "k#6"]
+    assert redaction.unique_key("k", taken) == "k#7"
+    assert redaction.unique_key("other", taken, suffixes) == "other"
