@@ -504,3 +504,37 @@ def test_a_bare_begin_inside_a_key_is_part_of_it(text: str) -> None:
     starts no private key block: the key (or the JWT's signature) was left in clear."""
     redacted, _ = redact_text(text)
     assert "q8Zr2LmN0pXwYv7TtKd3" not in redacted and "sig_abcdefghijklmnop" not in redacted
+
+
+def test_a_payload_key_refused_by_the_chain_is_never_quoted() -> None:
+    # A non-ASCII or non-string key was quoted whole in the error, which reaches logs.
+    from otel_route_shadow.chain import ChainPayloadError
+    from otel_route_shadow.chain.sanitize import sanitize_payload
+
+    for key in ("sk-ant-api03-" + "é" * 30, b"sk-ant-api03-abcdefghijklmnop"):
+        with pytest.raises(ChainPayloadError) as caught:
+            sanitize_payload({"kind": "x", "nested": {key: 1}})
+        assert "sk-ant" not in str(caught.value) and "/nested" in str(caught.value)
+
+
+def test_many_payload_keys_that_scrub_alike_are_renamed_one_try_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each renamed key tried every suffix already taken: quadratic in the keys that scrub alike.
+    from otel_route_shadow.chain import sanitize
+
+    tries = 0
+    real = sanitize.unique_key
+
+    class Counting(dict[str, object]):
+        def __contains__(self, key: object) -> bool:
+            nonlocal tries
+            tries += 1
+            return super().__contains__(key)
+
+    def counted(key: str, taken: object, suffixes: dict[str, int] | None = None) -> str:
+        return real(key, Counting(taken), suffixes)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sanitize, "unique_key", counted)
+    keys = {f"token=sk-ant-api03-{i:020d}abcdefgh": i for i in range(300)}
+    payload, _ = sanitize.sanitize_payload({"kind": "x", "fields": keys})
+    assert len(payload["fields"]) == 300
+    assert tries < 3 * 300

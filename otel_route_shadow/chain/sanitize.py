@@ -92,8 +92,9 @@ def _walk_mapping(
     if depth > MAX_PAYLOAD_DEPTH:
         raise ChainPayloadError(f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels at {path or '/'}")
     out: dict[str, Any] = {}
+    suffixes: dict[str, int] = {}  # unique_key's memo for this mapping: one try per renamed key
     for raw_key, raw_item in value.items():
-        key, redacted = _clean_key(raw_key, path, out)
+        key, redacted = _clean_key(raw_key, path, out, suffixes)
         item = raw_item
         if _is_secret_key(key) and isinstance(item, str) and item and item != REDACTED:
             item = REDACTED
@@ -104,19 +105,22 @@ def _walk_mapping(
     return out
 
 
-def _clean_key(raw_key: Any, path: str, taken: Mapping[str, Any]) -> tuple[str, bool]:
-    """The key as written, and whether it was changed (scrubbed, or renamed apart from a twin)."""
+def _clean_key(
+    raw_key: Any, path: str, taken: Mapping[str, Any], suffixes: dict[str, int]
+) -> tuple[str, bool]:
+    """The key as written, and whether it was changed (scrubbed, or renamed apart from a twin). A key
+    refused is never quoted: it may hold anything."""
     if not isinstance(raw_key, str):
         raise ChainPayloadError(
-            f"object keys must be strings; {type(raw_key).__name__} key {raw_key!r} at {path or '/'}"
+            f"object keys must be strings; a {type(raw_key).__name__} key at {path or '/'}"
         )
     key = str.__str__(raw_key)
     if not key.isascii():
-        raise ChainPayloadError(f"object keys must be ASCII; key {key!r} at {path or '/'}")
+        raise ChainPayloadError(f"object keys must be ASCII; a key at {path or '/'} is not")
     new_key, count = redact_string(key)
     if new_key in taken:
         # Only a scrubbed key can collide; keep both fields rather than let one overwrite the other.
-        return unique_key(new_key, taken), True
+        return unique_key(new_key, taken, suffixes), True
     return new_key, count > 0
 
 
