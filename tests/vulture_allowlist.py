@@ -23,6 +23,9 @@ KEY_OUTSIDE_WINDOW  # unused variable: logstore/consistency.py (read by value)
 UNKNOWN_KEY  # unused variable: logstore/consistency.py (read by value)
 UNSIGNED  # unused variable: logstore/consistency.py (read by value)
 _._contiguous  # unused method: logstore/pruned.py (a pydantic model validator)
+_.http_open  # unused method: backend/transport.py (urllib handler callback)
+_.https_open  # unused method: backend/transport.py (urllib handler callback)
+_.redirect_request  # unused method: backend/transport.py (urllib redirect handler callback)
 _._instrument  # unused method: instrumentation/__init__.py
 _._normalize  # unused method: core/policy.py
 _._uninstrument  # unused method: instrumentation/__init__.py

@@ -5,7 +5,8 @@ Rules (documented in ``docs/reports.md``):
 * a timestamp without an offset is UTC;
 * ``--since`` is inclusive; ``--until`` is exclusive for a timestamp, and a bare date given to
   ``--until`` means the whole of that day (the bound becomes the next midnight, UTC);
-* a bare date given to ``--since`` means that day's midnight, UTC.
+* a bare date given to ``--since`` means that day's midnight, UTC;
+* a bound before the epoch or after 9999-12-30T00:00:00Z is refused (a date cannot be written for it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 __all__ = ["TimeWindow", "WindowError", "format_ns", "parse_bound"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST = datetime(9999, 12, 30, tzinfo=UTC)
 _NS_PER_US = 1_000
 
 
@@ -30,6 +32,13 @@ def _to_ns(moment: datetime) -> int:
 
 def parse_bound(text: str, *, upper: bool = False) -> int:
     """Nanoseconds since the epoch for an ISO-8601 date or timestamp (see the module rules)."""
+    moment = _moment(text, upper=upper)
+    if not _EPOCH <= moment <= _LAST:
+        raise WindowError(f"{text.strip()[:40]!r} is outside 1970-01-01 .. 9999-12-30 (UTC)")
+    return _to_ns(moment)
+
+
+def _moment(text: str, *, upper: bool) -> datetime:
     raw = text.strip()
     if not raw:
         raise WindowError("empty time bound")
@@ -39,9 +48,7 @@ def parse_bound(text: str, *, upper: bool = False) -> int:
         except ValueError:
             raise WindowError(f"{text!r} is not an ISO-8601 date (YYYY-MM-DD)") from None
         midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
-        if upper:
-            midnight += timedelta(days=1)
-        return _to_ns(midnight)
+        return midnight + timedelta(days=1) if upper and day < date.max else midnight
     candidate = raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw
     try:
         moment = datetime.fromisoformat(candidate)
@@ -51,7 +58,7 @@ def parse_bound(text: str, *, upper: bool = False) -> int:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return _to_ns(moment)
+    return moment
 
 
 def format_ns(ns: int) -> str:

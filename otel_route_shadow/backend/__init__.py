@@ -26,7 +26,7 @@ from otel_route_shadow.backend.base import (
 )
 from otel_route_shadow.backend.checkpoints import BackendCheckpoint, backend_checkpoints
 from otel_route_shadow.backend.crosscheck import MISSING, CrossCheckReport, cross_check, summarize_chain
-from otel_route_shadow.backend.phoenix import PhoenixBackend
+from otel_route_shadow.backend.phoenix import PhoenixBackend, api_key_problem
 from otel_route_shadow.backend.trust import Trusted, TrustState, TrustStateError
 from otel_route_shadow.backend.verdict import AuditReport, AuditVerdict, Consistency, Failure, Thresholds
 
@@ -55,6 +55,7 @@ __all__ = [
     "TrustState",
     "TrustStateError",
     "Trusted",
+    "api_key_problem",
     "audit_chain",
     "backend_checkpoints",
     "cross_check",

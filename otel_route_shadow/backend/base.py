@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "MAX_UNIX_NANO",
     "SEAM_PREFIXES",
     "AttributeValue",
     "Backend",
@@ -25,6 +26,7 @@ __all__ = [
     "BackendUnavailable",
     "QueryWindow",
     "format_unix_nano",
+    "in_range",
     "is_checkpoint_span",
     "is_seam_span",
     "parse_time",
@@ -40,6 +42,10 @@ AttributeValue = str | int | float | bool
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST_DAY = datetime(9999, 12, 30, tzinfo=UTC)
+#: The latest time taken (9999-12-30T00:00:00Z, in Unix nanoseconds): from the epoch up to it, every time
+#: and a window's margins around it can be written as a date; a later one (or one before the epoch) is refused.
+MAX_UNIX_NANO = (_LAST_DAY - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 class BackendError(Exception):
@@ -136,23 +142,35 @@ class Backend(Protocol):
 
 
 def format_unix_nano(value: int) -> str:
-    """RFC 3339 UTC with microseconds, e.g. 2026-11-30T01:36:23.623422Z."""
-    dt = _EPOCH + timedelta(microseconds=value // 1000)
+    """RFC 3339 UTC with microseconds, e.g. 2026-11-30T01:36:23.623422Z; a value no date can hold (before
+    year 1 or after 9999) is written as its integer, ``<n> (Unix ns)``: never raises."""
+    try:
+        dt = _EPOCH + timedelta(microseconds=value // 1000)
+    except OverflowError:
+        return f"{value} (Unix ns)"
     return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(text: str) -> int:
-    """Parse ISO 8601 (naive means UTC; ``Z`` accepted) or an integer of Unix nanoseconds."""
+    """Parse ISO 8601 (naive means UTC; ``Z`` accepted) or an integer of Unix nanoseconds; a time before
+    the epoch or after :data:`MAX_UNIX_NANO` is refused (``ValueError``)."""
     stripped = text.strip()
     if stripped.isascii() and stripped.isdigit():
-        return int(stripped)
-    try:
-        dt = datetime.fromisoformat(stripped.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{text!r} is neither ISO 8601 nor Unix nanoseconds") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return ((dt - _EPOCH) // timedelta(microseconds=1)) * 1000
+        value = int(stripped) if len(stripped) <= 24 else MAX_UNIX_NANO + 1  # int() of 4,301 digits raises
+    else:
+        try:
+            dt = datetime.fromisoformat(stripped.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{text!r} is neither ISO 8601 nor Unix nanoseconds") from None
+        value = datetime_to_unix_nano(dt)
+    if not in_range(value):
+        raise ValueError(f"{text[:40]!r} is outside 1970-01-01 .. 9999-12-30 (UTC)")
+    return value
+
+
+def in_range(unix_nano: int) -> bool:
+    """Whether a time lies from the epoch up to :data:`MAX_UNIX_NANO`."""
+    return 0 <= unix_nano <= MAX_UNIX_NANO
 
 
 def datetime_to_unix_nano(dt: datetime) -> int:

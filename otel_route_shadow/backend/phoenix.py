@@ -17,19 +17,27 @@ Endpoint used (Phoenix 20.26, ``phoenix/server/api/routers/v1/spans.py``)::
 a start time may differ by up to 1 us from the nanoseconds the host recorded. Only span attributes are
 queryable, never resource attributes. When Phoenix runs with authentication, the API key is sent as a
 bearer token (``PHOENIX_API_KEY``).
+
+Each request is bounded as a whole (``timeout``: connection, headers and body, however slowly they
+come; :mod:`.transport`), a redirect is never followed (it would carry the bearer token to the host it
+names), and a query reads at most :data:`_MAX_PAGES` pages and gives up on :data:`_MAX_EMPTY_PAGES`
+empty pages in a row that still name a next cursor. The base URL is checked as every URL the package
+requests is (``addresses.parse_http_url``: no user information, query or fragment), so no message or
+report that names it carries a credential.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import unicodedata
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from otel_route_shadow.addresses import is_loopback
+from otel_route_shadow.addresses import UrlError, is_loopback, parse_http_url
 from otel_route_shadow.backend.base import (
     AttributeValue,
     BackendError,
@@ -41,12 +49,18 @@ from otel_route_shadow.backend.base import (
     QueryWindow,
     datetime_to_unix_nano,
     format_unix_nano,
+    in_range,
 )
+from otel_route_shadow.backend.transport import get
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
-__all__ = ["PhoenixBackend"]
+__all__ = ["PhoenixBackend", "api_key_problem"]
 
 _MAX_PAGE: Final = 1000
+_MAX_PAGES: Final = 10_000
+"""Pages one query reads at most (10 million spans at the largest page size): past it, the query fails."""
+_MAX_EMPTY_PAGES: Final = 3
+"""Empty pages in a row that still name a next cursor (Phoenix sends none): past it, the query fails."""
 _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 _TOLERANCE_NS: Final = 1000
 
@@ -56,6 +70,16 @@ def _attribute_param(key: str, value: AttributeValue) -> str:
         raise ValueError(f"attribute key {key!r} cannot be used as a Phoenix filter")
     # bool and int are JSON literals; a string is JSON-quoted so that "12" or "true" stay strings.
     return f"{key}:{json.dumps(value)}"
+
+
+def api_key_problem(api_key: str) -> str | None:
+    """Why ``api_key`` cannot be sent in an HTTP header (a control character, such as the CR a CRLF
+    ``.env`` file leaves, or text that is not latin-1), or None; the reason never quotes the key."""
+    if any(unicodedata.category(ch) == "Cc" for ch in api_key):
+        return "holds a control character (a CRLF line end?)"
+    if not api_key.isascii() and any(ord(ch) > 0xFF for ch in api_key):
+        return "holds characters an HTTP header cannot carry (not latin-1)"
+    return None
 
 
 class PhoenixBackend:
@@ -73,9 +97,15 @@ class PhoenixBackend:
         timeout: float = 30.0,
         page_size: int = _MAX_PAGE,
     ) -> None:
-        parsed = urllib.parse.urlsplit(base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError(f"backend URL {base_url!r} is not an http(s) URL")
+        # The URL is never quoted in a message: it may hold a credential.
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError("the backend URL is not an http(s) URL")
+        try:
+            address = parse_http_url(base_url)
+        except UrlError as exc:
+            raise ValueError(f"the backend URL cannot be used: {exc}") from None
+        if api_key and (problem := api_key_problem(api_key)):
+            raise ValueError(f"the API key {problem}")
         if not project:
             raise ValueError("project name is empty")
         if not 0 < page_size <= _MAX_PAGE:
@@ -85,12 +115,10 @@ class PhoenixBackend:
         self.timeout = timeout
         self.page_size = page_size
         self._headers = {"Accept": "application/json", "User-Agent": "otel-route-shadow-audit"}
+        self._api_key = api_key or ""
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        handlers: list[urllib.request.BaseHandler] = []
-        if is_loopback(parsed.hostname):
-            handlers.append(urllib.request.ProxyHandler({}))  # never send loopback traffic to a proxy
-        self._opener = urllib.request.build_opener(*handlers)
+        self._proxies = not is_loopback(address.host)  # never send loopback traffic to a proxy
 
     def describe(self) -> str:
         return f"phoenix {self.base_url} project {self.project!r}"
@@ -113,7 +141,8 @@ class PhoenixBackend:
         path = f"/v1/projects/{urllib.parse.quote(self.project, safe='')}/spans"
         cursor: str | None = None
         seen_cursors: set[str] = set()
-        while True:
+        empty = 0
+        for _ in range(_MAX_PAGES):
             query = params + ([("cursor", cursor)] if cursor else [])
             body = self._get_json(path, query)
             data, next_cursor = self._page(body)
@@ -123,8 +152,17 @@ class PhoenixBackend:
                 return
             if next_cursor in seen_cursors:
                 raise BackendProtocolError(f"{self.describe()}: pagination cursor repeats")
+            empty = 0 if data else empty + 1
+            if empty >= _MAX_EMPTY_PAGES:
+                raise BackendProtocolError(
+                    f"{self.describe()}: {empty} empty pages in a row, each naming a next cursor"
+                )
             seen_cursors.add(next_cursor)
             cursor = next_cursor
+        raise BackendProtocolError(
+            f"{self.describe()}: more than {_MAX_PAGES} pages of spans in one query; audit a narrower "
+            "window (--since/--until)"
+        )
 
     # ---- HTTP ----------------------------------------------------------------------------------------
 
@@ -140,11 +178,12 @@ class PhoenixBackend:
             raise self._not_phoenix("answers, but not JSON") from None
 
     def _fetch(self, url: str) -> bytes:
-        """The body of a GET; HTTPError passes through, every other failure is BackendUnavailable."""
-        request = urllib.request.Request(url, headers=self._headers, method="GET")  # noqa: S310
+        """The body of a GET within ``timeout`` for the whole exchange; HTTPError (a redirect too) passes
+        through, an answer that is not HTTP is BackendProtocolError, every other failure BackendUnavailable."""
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                raw: bytes = response.read(_MAX_RESPONSE_BYTES + 1)
+            raw = get(
+                url, self._headers, timeout=self.timeout, max_bytes=_MAX_RESPONSE_BYTES, proxies=self._proxies
+            )
         except urllib.error.HTTPError:
             raise
         except urllib.error.URLError as exc:
@@ -154,12 +193,24 @@ class PhoenixBackend:
             raise BackendUnavailable(f"{self.base_url}: no answer within {self.timeout:g}s") from None
         except (ConnectionError, OSError) as exc:
             raise BackendUnavailable(f"{self.base_url}: connection failed ({exc})") from None
+        except (http.client.HTTPException, ValueError, OverflowError) as exc:
+            # Never the exception's text: http.client quotes the header or line it refuses.
+            raise BackendProtocolError(
+                f"{self.base_url}: not an HTTP answer ({type(exc).__name__})"
+            ) from None
         if len(raw) > _MAX_RESPONSE_BYTES:
             raise BackendProtocolError(f"{self.describe()}: response larger than {_MAX_RESPONSE_BYTES} bytes")
         return raw
 
     def _http_error(self, exc: urllib.error.HTTPError) -> BackendError:
+        if 300 <= exc.code < 400:
+            return BackendProtocolError(
+                f"{self.describe()}: answers with a redirect (HTTP {exc.code}), which is not followed; give "
+                "the address Phoenix answers at itself (https:// if it redirects there)"
+            )
         detail = _error_detail(exc)
+        if self._api_key:  # a server that echoes the request back
+            detail = detail.replace(self._api_key, "[REDACTED]")
         if exc.code in (401, 403):
             return BackendUnavailable(
                 f"{self.describe()}: access refused (HTTP {exc.code}); set PHOENIX_API_KEY{detail}"
@@ -209,19 +260,25 @@ class PhoenixBackend:
     def _span(self, raw: Any) -> BackendSpan:
         try:
             context = raw["context"]
-            start = datetime.fromisoformat(str(raw["start_time"]).replace("Z", "+00:00"))
+            start = datetime_to_unix_nano(
+                datetime.fromisoformat(str(raw["start_time"]).replace("Z", "+00:00"))
+            )
+            if not in_range(start):
+                raise ValueError("start_time is outside 1970-01-01 .. 9999-12-30")
             attributes = raw.get("attributes") or {}
             if not isinstance(attributes, dict):
                 raise TypeError("attributes is not an object")
             return BackendSpan(
                 trace_id=str(context["trace_id"]),
                 span_id=str(context["span_id"]),
-                start_time_unix_nano=datetime_to_unix_nano(start),
+                start_time_unix_nano=start,
                 attributes=attributes,
                 name=str(raw.get("name") or ""),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BackendProtocolError(f"{self.describe()}: unexpected span shape ({exc})") from None
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise BackendProtocolError(
+                f"{self.describe()}: unexpected span shape ({_printable(str(exc)[:200])})"
+            ) from None
 
 
 def _error_detail(exc: urllib.error.HTTPError) -> str:
@@ -229,5 +286,11 @@ def _error_detail(exc: urllib.error.HTTPError) -> str:
         text = exc.read(300).decode("utf-8", "replace").strip()
     except OSError:
         return ""
-    text = " ".join(text.split())
-    return f": {text[:200]}" if text else ""
+    text = _printable(" ".join(text.split())[:200])
+    return f": {text}" if text else ""
+
+
+def _printable(text: str) -> str:
+    """``text`` with every non-printable character written as its escape (``\\x1b``, ``\\u200e``): an
+    escape sequence in what a hostile server sends must not reach the terminal."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)

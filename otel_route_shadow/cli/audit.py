@@ -43,6 +43,7 @@ from otel_route_shadow.backend import (
     Thresholds,
     TrustState,
     TrustStateError,
+    api_key_problem,
     audit_chain,
     format_unix_nano,
     parse_time,
@@ -172,7 +173,7 @@ def register(sub: Any) -> None:
         "--timeout",
         type=number_argument(3600.0, positive=True),
         default=30.0,
-        help="seconds per backend request",
+        help="seconds per backend request, for the whole of it (connection, headers, body)",
     )
     parser.add_argument(
         "--jobs", type=count_argument(1), default=4, help="chains audited at once (default 4)"
@@ -194,11 +195,16 @@ def register(sub: Any) -> None:
 
 
 def build_backend(kind: str, url: str, project: str, timeout: float) -> Backend:
+    """The backend named; a URL or an API key that cannot be used is refused without quoting it (exit 2):
+    either may hold a credential."""
     if kind == "phoenix":
+        api_key = os.environ.get(ENV_API_KEY) or None
+        if api_key is not None and (problem := api_key_problem(api_key)):
+            raise CliError(f"${ENV_API_KEY} {problem}: it cannot be sent (the key is not shown)")
         try:
-            return PhoenixBackend(url, project, api_key=os.environ.get(ENV_API_KEY) or None, timeout=timeout)
+            return PhoenixBackend(url, project, api_key=api_key, timeout=timeout)
         except ValueError as exc:
-            raise CliError(f"--backend: {exc}") from None
+            raise CliError(f"--backend (or ${ENV_BACKEND}): {exc}") from None
     raise CliError(f"--backend-kind: unknown backend {kind!r}")  # pragma: no cover - argparse guards
 
 

@@ -168,13 +168,19 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         "audit": {
             EXIT_OK: "agree, consistent with every checkpoint the backend holds, no span finding, thresholds met",
             EXIT_FINDING: "disagree, a checkpoint or a span contradicts the chain (or its own hashes break)",
-            EXIT_USAGE: "a chain or state file that cannot be read (found before the backend is asked), an empty window",
+            EXIT_USAGE: (
+                "a chain or state file that cannot be read (found before the backend is asked), an empty window, a "
+                "backend URL or $PHOENIX_API_KEY that cannot be used, a --since/--until out of range"
+            ),
             EXIT_INSUFFICIENT: (
                 "nothing to hold the chain against (no checkpoint, no span, a project with no spans), a "
                 "threshold not met, or (--witness-policy) no checkpoint the chain matches meets the quorum"
             ),
             EXIT_UNREACHABLE: "the backend is down, a wrong host or port, a timeout, access refused, HTTP 5xx",
-            EXIT_NOT_A_BACKEND: "the URL answers but is not Phoenix (a collector's OTLP port, for one)",
+            EXIT_NOT_A_BACKEND: (
+                "the URL answers but is not Phoenix (a collector's OTLP port, for one): a redirect, endless "
+                "pagination, an answer that is not HTTP, a span time out of range"
+            ),
             EXIT_BAD_CHECKPOINT: (
                 "a checkpoint the backend holds does not verify (bad signature, unknown key, a key outside its window, malformed, or a "
                 "witness's cosignature)"
@@ -226,8 +232,8 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         "acknowledge": {
             EXIT_OK: "the last refusal acknowledged: the writer signs on at its next start",
             EXIT_FINDING: "no refusal to acknowledge",
-            EXIT_USAGE: "a refusal of the chain itself (it cannot be acknowledged), a directory that cannot be "
-            "read or written",
+            EXIT_USAGE: "a refusal of the chain itself (it cannot be acknowledged), no log folder (`CHAIN.tlog/`) "
+            "at all, a directory that cannot be read or written",
         },
         "rotate": {
             EXIT_OK: "the chain was cut (or its live file holds nothing after its anchor)",
