@@ -1,10 +1,8 @@
 """One bounded HTTP exchange (a POST, or a GET): a deadline for the whole exchange and a cap on the
 bytes read.
 
-``http.client`` does the HTTP; what it reads comes through a stream that, before every ``recv``, sets
-the socket's timeout to what is left of the deadline and, after it, counts the bytes against the cap.
-So a witness that drips its answer a byte at a time, or sends megabytes, costs at most the deadline
-and the cap. A :class:`Connection` is kept open between requests (HTTP/1.1 keep-alive, as C2SP
+``http.client`` does the HTTP, on a socket under the exchange's budget (``socket_budget``): a witness
+that drips its answer a byte at a time, or sends megabytes, costs at most the deadline and the cap. A :class:`Connection` is kept open between requests (HTTP/1.1 keep-alive, as C2SP
 tlog-witness recommends: one per witness), and opened again when the server closed it; :func:`post`
 makes one request on a connection of its own (``Connection: close``). The name lookup of a host name is
 bounded by the system resolver's own timeouts; witnesses on an IP address skip it.
@@ -19,12 +17,9 @@ import io
 import socket
 import ssl
 import time
-from typing import TYPE_CHECKING, Any
 
+from otel_route_shadow.socket_budget import BoundedSocket, Budget
 from otel_route_shadow.version import __version__
-
-if TYPE_CHECKING:
-    from _typeshed import ReadableBuffer, WriteableBuffer
 
 __all__ = ["Connection", "HttpAnswer", "TransportError", "TransportFault", "post"]
 
@@ -56,63 +51,13 @@ class HttpAnswer:
     body: bytes
 
 
-@dataclasses.dataclass
-class _Budget:
-    deadline: float
-    bytes_left: int
-
-    def seconds_left(self) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the deadline passed")
-        return left
-
-    def spend(self, count: int) -> None:
-        self.bytes_left -= count
-        if self.bytes_left < 0:
-            raise TransportError(TransportFault.TOO_LARGE, "the answer is larger than allowed")
-
-
-class _BoundedStream(io.RawIOBase):
-    """A socket's read side, each ``recv`` within the budget's time and bytes."""
-
-    def __init__(self, sock: socket.socket, budget: _Budget) -> None:
-        super().__init__()
-        self._sock = sock
-        self._budget = budget
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: WriteableBuffer) -> int:
-        view = memoryview(buffer).cast("B")
-        self._sock.settimeout(self._budget.seconds_left())
-        count = self._sock.recv_into(view, min(len(view), self._budget.bytes_left + 1))
-        self._budget.spend(count)
-        return count
-
-
-class _BoundedSocket:
-    """What ``http.client`` sees as its socket: writes and reads under the budget."""
-
-    def __init__(self, sock: socket.socket, budget: _Budget) -> None:
-        self._sock = sock
-        self._budget = budget
-
-    def makefile(self, mode: str, *_: Any, **__: Any) -> io.BufferedReader:
-        return io.BufferedReader(_BoundedStream(self._sock, self._budget))
-
-    def sendall(self, data: ReadableBuffer) -> None:
-        self._sock.settimeout(self._budget.seconds_left())
-        self._sock.sendall(data)
-
-    def close(self) -> None:
-        """``http.client`` closes its socket while the answer is read: the socket is closed by ``post``."""
+def _too_large() -> TransportError:
+    return TransportError(TransportFault.TOO_LARGE, "the answer is larger than allowed")
 
 
 class _Connection(http.client.HTTPConnection):
     def __init__(
-        self, host: str, port: int, budget: _Budget, connect_timeout: float, tls: ssl.SSLContext | None
+        self, host: str, port: int, budget: Budget, connect_timeout: float, tls: ssl.SSLContext | None
     ) -> None:
         super().__init__(host, port)
         self.budget = budget
@@ -132,7 +77,7 @@ class _Connection(http.client.HTTPConnection):
             sock.close()
             raise
         self.raw = sock
-        self.sock = _BoundedSocket(sock, self.budget)
+        self.sock = BoundedSocket(sock, self.budget)
 
 
 class Connection:
@@ -142,7 +87,7 @@ class Connection:
     one request at a time."""
 
     def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, connect_timeout: float) -> None:
-        self._budget = _Budget(0.0, 0)
+        self._budget = Budget(0.0, 0, _too_large)
         self._connection = _Connection(host, port, self._budget, connect_timeout, tls)
 
     def post(
@@ -262,7 +207,7 @@ def _connect(connection: _Connection) -> None:
         raise TransportError(TransportFault.UNREACHABLE, "cannot connect: not a valid host name") from None
 
 
-def _body(response: http.client.HTTPResponse, budget: _Budget) -> bytes:
+def _body(response: http.client.HTTPResponse, budget: Budget) -> bytes:
     """The answer's body, a block at a time: read whole, ``http.client`` allocates a declared length or
     chunk size at once, whatever the cap (a server announcing 10^17 bytes raised ``MemoryError``). A
     declared length beyond the cap (and the reader's buffer, already counted) is refused unread, and a
