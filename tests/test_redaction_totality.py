@@ -90,3 +90,13 @@ def test_unique_key_skips_spellings_already_taken() -> None:
     assert names == ["k#3", "k#5", "k#6"]
     assert redaction.unique_key("k", taken) == "k#7"
     assert redaction.unique_key("other", taken, suffixes) == "other"
+
+
+def test_a_literal_key_spelled_as_a_renamed_one_keeps_both_fields() -> None:
+    # A scrubbed key renamed "[REDACTED]#2" and a literal "[REDACTED]#2" after it took one slot: the
+    # first field was lost, though no field may be.
+    value = {"token=sk-ant-api03-aaaaaaaaaaaaaaaaaaaa": 1, "token=sk-ant-api03-bbbbbbbbbbbbbbbbbbbb": 2}
+    value[f"token={REDACTED}#2"] = 3
+    redacted, paths = redact_value(value)
+    assert sorted(redacted.values()) == [1, 2, 3]
+    assert len(redacted) == 3 and len(paths) == 3

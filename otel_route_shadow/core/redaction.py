@@ -403,8 +403,8 @@ class _Frame:
                 if isinstance(key, str):
                     slot, count = redact_text(key)
                     key_changed = count > 0
-                    if key_changed:
-                        slot = unique_key(slot, out, self.suffixes)
+                    if slot in out:  # a scrubbed key's twin, or a key spelled as one renamed before it
+                        slot, key_changed = unique_key(slot, out, self.suffixes), True
                 child = f"{self.path}/{json_pointer_token(str(slot))}"
                 if key_changed:
                     paths.append(child)
