@@ -160,9 +160,7 @@ class RouteShadowChainExporter:
             log = self._log if self._log is not None else self._chain()
             if log is not None:
                 log.count_unrecorded(REASON_NOT_OBSERVED)
-                if self.closed:
-                    self.flush_backlog(0.0, spill=True)
-                    log.close()
+                self._settle_if_closed(log)
         except Exception as exc:  # the chain's folder cannot be made: nothing to count in
             _LOG.debug("route shadow could not count a seam call it did not observe: %s", _cause(exc))
 
@@ -173,9 +171,13 @@ class RouteShadowChainExporter:
         try:
             log.submit(encoded)
         finally:
-            if self.closed:
-                self.flush_backlog(0.0, spill=True)
-                log.close()
+            self._settle_if_closed(log)
+
+    def _settle_if_closed(self, log: DecisionChain) -> None:
+        """Once closed: what waits is spilled or counted at once, and the reopened descriptors closed."""
+        if self.closed:
+            self.flush_backlog(0.0, spill=True)
+            log.close()
 
     def flush_backlog(self, timeout: float, *, spill: bool = False) -> int:
         """Write records still waiting for the chain's lock, waiting at most ``timeout`` seconds;
