@@ -22,12 +22,13 @@ from typing import Any
 
 from otel_route_shadow.addresses import is_loopback
 from otel_route_shadow.cli.checkpoints import read_verifiers
-from otel_route_shadow.cli.common import CliError, count_argument, input_file
+from otel_route_shadow.cli.common import CliError, count_argument, input_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
+from otel_route_shadow.cli.witnessed import read_policy
 from otel_route_shadow.logstore import PublishedLog, Unservable, tlog_dir
 from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
-from otel_route_shadow.tlog import Verifier
+from otel_route_shadow.tlog import CosignatureVerifier, Verifier
 
 __all__ = ["register"]
 
@@ -64,6 +65,14 @@ def register(sub: Any) -> None:
         metavar="VKEY",
         help="verifier key (string or file): serve only checkpoints it signed (repeatable)",
     )
+    witness_policy_arg(
+        parser,
+        help=(
+            "C2SP tlog-policy file: its log keys are added to --key, and the checkpoint is served without "
+            "the cosignature lines that claim one of its witnesses' keys and do not verify (a client holding "
+            "that key would reject the whole checkpoint); give the witnesses the clients trust"
+        ),
+    )
     parser.add_argument(
         "--max-connections",
         type=count_argument(1, 10_000),
@@ -81,7 +90,13 @@ def register(sub: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     host, port = listen_address(args.listen)
     verifiers = [Verifier.parse(key) for key in read_verifiers(args.key)]
-    logs = [_open(chain, verifiers) for chain in args.chains]
+    witnesses: tuple[CosignatureVerifier, ...] = ()
+    if args.witness_policy is not None:
+        policy = read_policy(args.witness_policy)
+        given = {str(v) for v in verifiers}
+        verifiers += [log.verifier for log in policy.logs if str(log.verifier) not in given]
+        witnesses = policy.witness_verifiers()
+    logs = [_open(chain, verifiers, witnesses) for chain in args.chains]
     try:
         site = LogSite(logs)
     except SiteError as exc:
@@ -102,15 +117,16 @@ def _run(args: argparse.Namespace) -> int:
         for log in logs:
             print(f"serving {log.origin} (size {log.size}, {log.chain_path}) at {server.url}/{log.origin}/")
             _report_long_entries(log)
+            site.report_dropped(log)
         sys.stdout.flush()
 
     return _serve(server, announce)
 
 
-def _open(chain: str, verifiers: list[Verifier]) -> PublishedLog:
+def _open(chain: str, verifiers: list[Verifier], witnesses: tuple[CosignatureVerifier, ...]) -> PublishedLog:
     input_file(chain)
     try:
-        return PublishedLog(chain, verifiers)
+        return PublishedLog(chain, verifiers, witnesses)
     except FileNotFoundError:
         raise CliError(
             f"{chain}: no checkpoint in {tlog_dir(chain)} yet: nothing to serve (the writer publishes "

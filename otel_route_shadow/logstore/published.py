@@ -4,7 +4,10 @@ authenticated before it is given out (what ``otel-route-shadow serve`` serves; n
 :class:`PublishedLog` follows the chain's ``checkpoint`` file (read again when it changes) and
 authenticates it: a signed note of the log's origin, signed by one of the verifier keys when keys are
 given, never smaller than the last one it gave, and proven consistent with it from the tiles (the log
-never goes back, never forks, as far as this reader saw). Every resource is then checked against that
+never goes back, never forks, as far as this reader saw). When witness keys are given, the note is given
+without its cosignature lines that claim one of them and do not verify (``tlog.without_false_cosignatures``:
+whoever can write the file could add one, and a client holding that witness's key would reject the whole
+checkpoint for it); lines by other keys are given as they are. Every resource is then checked against that
 checkpoint's tree (``tiles.TileReader``): a tile's bytes, exactly as stored at the path asked for, must
 be the authenticated hashes of that tile (a partial tile: a prefix of them; a partial tile whose full
 tile exists, which the writer then removes, is given as the full tile's first hashes); an entry bundle is cut
@@ -34,6 +37,8 @@ from otel_route_shadow.tlog import (
     TILE_WIDTH,
     AuthenticationError,
     Checkpoint,
+    CosignatureError,
+    CosignatureVerifier,
     ProofError,
     Tile,
     TileDamaged,
@@ -45,6 +50,7 @@ from otel_route_shadow.tlog import (
     tile_path,
     tile_width,
     verify_consistency,
+    without_false_cosignatures,
 )
 
 __all__ = [
@@ -138,22 +144,32 @@ class _View:
     note: bytes
     checkpoint: Checkpoint
     reader: TileReader
+    dropped: tuple[str, ...]
+    """The keys claimed by the cosignature lines left out of ``note`` (each claims a given witness key and
+    does not verify)."""
 
 
 class PublishedLog:
     """The log beside the chain at ``chain_path``, read as a tlog-tiles client reads it (see the
     module docstring). ``verifiers``: the keys one of which must have signed the checkpoint (none: any
-    well-formed note of the log's origin is taken, as the writer writes unsigned notes without a key).
+    well-formed note of the log's origin is taken, as the writer writes unsigned notes without a key);
+    ``witnesses``: the witness keys whose false cosignature lines are left out of the note.
 
     Raises ``FileNotFoundError`` when the log has no checkpoint yet and :class:`Unservable` when its
     checkpoint does not authenticate. Not thread-safe: one call at a time.
     """
 
-    def __init__(self, chain_path: str, verifiers: Sequence[Verifier] = ()) -> None:
+    def __init__(
+        self,
+        chain_path: str,
+        verifiers: Sequence[Verifier] = (),
+        witnesses: Sequence[CosignatureVerifier] = (),
+    ) -> None:
         self.chain_path = os.fspath(chain_path)
         self.store = LogStore(self.chain_path)
         self.directory = self.store.path
         self.verifiers = list(verifiers)
+        self.witnesses = tuple(witnesses)
         self._view: _View | None = None
         self._refused: tuple[tuple[int, ...], str] | None = None
         self.index = EntryIndex(self.chain_path, self.directory)
@@ -176,6 +192,11 @@ class PublishedLog:
     def checkpoint(self) -> bytes:
         """The checkpoint note being served."""
         return self._current().note
+
+    def dropped_cosignatures(self) -> tuple[str, ...]:
+        """The keys claimed by the cosignature lines left out of the checkpoint being served (see the
+        module docstring)."""
+        return self._current().dropped
 
     def tile(self, level: int, index: int, width: int) -> bytes:
         """Tile (level, index) of ``width`` hashes, the file's bytes once they are the authenticated
@@ -252,6 +273,7 @@ class PublishedLog:
             data = self.store.checkpoint_file(_MAX_CHECKPOINT)
             note = data.decode("utf-8")
             checkpoint = authenticate(note, self.verifiers).checkpoint
+            served, dropped = without_false_cosignatures(note, self.witnesses)
         except FileNotFoundError:
             raise
         except FileRefused as exc:
@@ -260,11 +282,13 @@ class PublishedLog:
             raise Unservable(f"{CHECKPOINT_FILE}: not UTF-8") from None
         except AuthenticationError as exc:
             raise Unservable(f"{CHECKPOINT_FILE}: does not authenticate: {exc.reason}: {exc}") from None
+        except CosignatureError as exc:  # authenticate opened the note: a bug if it is reached
+            raise Unservable(f"{CHECKPOINT_FILE}: its signature lines cannot be read: {exc}") from None
         reader = TileReader(self.store, checkpoint.size, checkpoint.root, cache=_CACHED_TILES)
         old = self._view
         if old is not None:
             self._check_follows(old.checkpoint, checkpoint, reader)
-        return _View(key, data, checkpoint, reader)
+        return _View(key, served.encode("utf-8"), checkpoint, reader, dropped)
 
     @staticmethod
     def _check_follows(old: Checkpoint, new: Checkpoint, reader: TileReader) -> None:

@@ -8,7 +8,7 @@ the parsed numbers (``logstore.published``), below the log's directory, followin
 
 | answer | when |
 | --- | --- |
-| 200 | the resource, authenticated against the log's checkpoint |
+| 200 | the resource, authenticated against the log's checkpoint (the checkpoint itself without the cosignature lines that claim a given witness key and do not verify, each set logged once) |
 | 404 | no log at that prefix, not a tlog-tiles path, a resource beyond the checkpoint's tree, a tile file that is not there |
 | 405 | a method other than GET and HEAD |
 | 410 | a resource the log's retention pruned: an entry bundle, or a full tile, whose end index is at most the minimum index (C2SP tlog-tiles "Pruning" lets a log refuse them) |
@@ -161,6 +161,7 @@ class LogSite:
                 HTTPStatus.INTERNAL_SERVER_ERROR, f"{resource.path}: cannot be read (the server logs why)"
             )
         if resource.kind == "checkpoint":
+            self.report_dropped(served.log)
             return Response(HTTPStatus.OK, {"Content-Type": TEXT, "Cache-Control": CHECKPOINT}, data)
         headers = {"Content-Type": BINARY, "Cache-Control": IMMUTABLE}
         if resource.kind == "entries":
@@ -185,6 +186,17 @@ class LogSite:
         except (Unservable, OSError, ValueError):
             size = 1 << 62
         return served_min_index(first_kept, size)
+
+    def report_dropped(self, log: PublishedLog) -> None:
+        """Log the cosignature lines left out of ``log``'s checkpoint (once per distinct set)."""
+        dropped = log.dropped_cosignatures()
+        if dropped:
+            self.problems.report(
+                f"{log.origin}: checkpoint served without {len(dropped)} cosignature line(s) claiming a "
+                f"--witness-policy key that do not verify ({', '.join(k[:100] for k in dropped[:5])}"
+                f"{', ...' if len(dropped) > 5 else ''}): whoever can write "
+                f"{log.directory} added them"
+            )
 
     def _refusal(self, request: Request, status: HTTPStatus, message: str) -> Response:
         """A client error answered with ``message`` and logged (each distinct line once)."""

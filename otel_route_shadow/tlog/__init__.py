@@ -32,6 +32,7 @@ from otel_route_shadow.tlog.cosignature import (
     CosignatureVerifier,
     add_cosignatures,
     verify_cosignatures,
+    without_false_cosignatures,
 )
 from otel_route_shadow.tlog.keyset import MAX_KEY_SET_BYTES, KeySetError, KeyWindow, LogKey, parse_key_set
 from otel_route_shadow.tlog.merkle import (
@@ -167,4 +168,5 @@ __all__ = [
     "verify_consistency",
     "verify_cosignatures",
     "verify_receipt",
+    "without_false_cosignatures",
 ]

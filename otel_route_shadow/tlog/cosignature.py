@@ -28,7 +28,10 @@ function each:
   reject the whole note"); lines by any other key are ignored and never counted; a cosignature whose
   timestamp is later than ``now + skew`` is refused: listed, never counted (:func:`verify_cosignatures`);
 * cosignature lines are added to a signed note only when they verify and count, one per witness key,
-  after the lines the note holds; its text and its lines are never changed (:func:`add_cosignatures`).
+  after the lines the note holds; its text and its lines are never changed (:func:`add_cosignatures`);
+* a note passed on to clients that hold the witnesses' keys keeps none of the lines that claim one of
+  those keys and do not verify (each would make such a client reject the whole note); every other line
+  is kept as it is (:func:`without_false_cosignatures`).
 
 Nothing here reads a clock: the caller passes ``now`` (POSIX seconds). Every failure is a
 :class:`CosignatureError` whose ``fault`` says which rule failed (callers match the fault, never the
@@ -70,6 +73,7 @@ __all__ = [
     "split_timestamped_signature",
     "subtree_message",
     "verify_cosignatures",
+    "without_false_cosignatures",
 ]
 
 
@@ -399,6 +403,32 @@ def add_cosignatures(
         held.add((line.name, line.key_id))
         added.append(line.line())
     return note + "".join(added)
+
+
+def without_false_cosignatures(
+    note: str, witnesses: Iterable[CosignatureVerifier]
+) -> tuple[str, tuple[str, ...]]:
+    """``note`` without its signature lines that claim a key of ``witnesses`` (key name and key id) and
+    do not verify on its text, and the keys those lines claimed (``<name>+<key id>``). The lines kept are kept byte for byte, in order; a
+    cosignature that verifies is kept whatever its timestamp (a client checks signatures, not clocks).
+    Raises :class:`CosignatureError` when ``note`` is not a signed note."""
+    text, lines = _parse(note)
+    known = tuple(witnesses)
+    raw = note[len(text) + 1 :].split("\n")[:-1]  # the lines after the blank line, as sent
+    kept: list[str] = []
+    dropped: list[str] = []
+    for line, original in zip(lines, raw, strict=True):
+        claimed = [w for w in known if w.signs(line)]
+        try:
+            if claimed:
+                _verify_line(text, line, claimed)
+        except CosignatureError:
+            dropped.append(f"{line.name}+{line.key_id:08x}")
+            continue
+        kept.append(original + "\n")
+    if not dropped:
+        return note, ()
+    return (text + "\n" + "".join(kept) if kept else text), tuple(dropped)
 
 
 def _algorithm_of(line: NoteSignature, witnesses: Iterable[CosignatureVerifier]) -> CosignatureAlgorithm:
