@@ -8,8 +8,8 @@ on a kept-alive connection the server closed), and is answered 503 only when eve
 being answered. A request head must arrive within ``timeout`` seconds; answers are computed by the site
 in a small thread pool (file reads and hashing never block the loop), at most ``max_answering`` at once,
 each sent within ``send_timeout`` seconds; at most ``max_answering`` entry bundles (the one resource of
-megabytes) are computed or being sent at once, so clients that do not read hold only those. Requests on a kept-alive connection are answered in turn.
-A stop answers what is being answered and closes the rest.
+megabytes) are computed or being sent at once, so clients that do not read hold only those. Requests on a
+kept-alive connection are answered in turn, read at most a few kilobytes ahead (:data:`_READ`). A stop answers what is being answered and closes the rest.
 """
 
 from __future__ import annotations
@@ -43,7 +43,11 @@ _BUSY: Final = response_bytes(
     {**_ERROR_HEADERS, "Retry-After": "1"},
     b"too many connections, each being answered; try again\n",
 )
-_READ: Final = 64 * 1024
+_READ: Final = 8 * 1024
+"""Bytes read from a connection at once, the stream's limit (it stops reading past twice this), and the
+socket's receive buffer (the kernel doubles it): what request heads need, so a client that pipelines
+requests and never reads its answers holds tens of kilobytes of this process, not the hundreds one
+receive may take with the kernel's default buffer (docs/benchmarks.md, section 9)."""
 _JOINED: Final = 16 * 1024
 """A body up to this size (a full tile is 8 KB) is sent in one write with its head."""
 _WORKERS: Final = 4
@@ -77,6 +81,8 @@ class LogServer:
         self.limits = _within_descriptors(limits or Limits(), site)
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self._socket = socket.create_server(address, family=family, backlog=1024)
+        # Set before any connection is accepted: each inherits it, and its window is sized from the start.
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _READ)
         self.server_address: tuple[str, int] = self._socket.getsockname()[:2]
         self.stopping = False
         self._lock = threading.Lock()
