@@ -23,7 +23,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final, Literal
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "open_beneath",
     "open_folder_beneath",
     "open_regular",
+    "range_blocks",
     "read_beneath",
     "read_newest",
     "read_regular",
@@ -184,20 +185,23 @@ def read_regular(
     return _read_bounded(fd, source, max_bytes, private=private)
 
 
-def read_newest(path: str | os.PathLike[str], max_bytes: int, start: int = 0) -> tuple[bytes, int]:
+def read_newest(
+    path: str | os.PathLike[str], max_bytes: int, start: int = 0, seen: bytes = b""
+) -> tuple[bytes, int]:
     """The newest lines of an append-only regular file (see :func:`open_regular`) from byte ``start`` (a
-    line start; from 0 when the file is shorter: it was replaced): all of them when they are at most
-    ``max_bytes`` bytes, else the last ``max_bytes`` bytes from the first line that begins in them; and
-    the position of the first byte returned (the bytes before it were not read)."""
+    line start; from 0 when the file is shorter, or does not hold ``seen``, the bytes the caller read
+    before ``start``, there: it was replaced): all of them when they are at most ``max_bytes`` bytes,
+    else the last ``max_bytes`` bytes from the first line that begins in them; and the position of the
+    first byte returned (the bytes before it were not read)."""
     source = os.fspath(path)
     fd = open_regular(source)
     try:
         size = os.fstat(fd).st_size
+        if start > size or (seen and os.pread(fd, len(seen), start - len(seen)) != seen):
+            start = 0
     except OSError as exc:
         os.close(fd)
         raise _refusal(source, exc) from None
-    if start > size:
-        start = 0
     if start == 0 and size <= max_bytes:
         return _read_bounded(fd, source, max_bytes), 0
     begin = max(start, size - max_bytes)
@@ -218,6 +222,14 @@ def read_newest(path: str | os.PathLike[str], max_bytes: int, start: int = 0) ->
         return window, begin
     cut = window.find(b"\n") + 1  # 0: one line longer than the bound, none of it read
     return (window[cut:], begin + cut) if cut else (b"", size)
+
+
+def range_blocks(fd: int, start: int, end: int, block_bytes: int = 1 << 20) -> Iterator[bytes]:
+    """The bytes ``[start, end)`` of the file open at ``fd`` in blocks of at most ``block_bytes`` (``pread``:
+    the file's position untouched), for ``write_atomic``; fewer when the file ends before ``end``."""
+    while start < end and (block := os.pread(fd, min(block_bytes, end - start), start)):
+        yield block
+        start += len(block)
 
 
 def read_beneath(directory: str | os.PathLike[str], relative: str, max_bytes: int) -> bytes:

@@ -136,6 +136,7 @@ def test_a_second_prune_waits_for_the_first_and_never_touches_its_archives(
         "0000000000000000.jsonl.proof",
         "0000000000000020.jsonl.gz",
         "0000000000000020.jsonl.proof",
+        "checkpoints.000001.jsonl.gz",
     ]
 
 
@@ -230,7 +231,11 @@ def test_an_undone_prune_keeps_the_archives_of_earlier_prunes(
     assert main(["prune", str(log.chain), "--key", str(KEY), "--min-index", "20"]) == 0
     hooked(monkeypatch, "gzip_blocks", lambda: _another_prune_committed(log))
     assert prune(log) == 7
-    assert sorted(os.listdir(log.archive)) == ["0000000000000000.jsonl.gz", "0000000000000000.jsonl.proof"]
+    assert sorted(os.listdir(log.archive)) == [
+        "0000000000000000.jsonl.gz",
+        "0000000000000000.jsonl.proof",
+        "checkpoints.000001.jsonl.gz",  # the first prune's
+    ]
 
 
 def _lock_is_free(path: str) -> bool:

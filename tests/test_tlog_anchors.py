@@ -295,8 +295,8 @@ def test_the_note_a_cut_asks_for_is_read_from_the_end_of_checkpoints(
 
     store, sizes = _many_notes(tmp_path, 300)
     read: list[bytes] = []
-    entry = store_module._entry
-    monkeypatch.setattr(store_module, "_entry", lambda line: read.append(line) or entry(line))
+    entry = store_module.entry_note
+    monkeypatch.setattr(store_module, "entry_note", lambda line: read.append(line) or entry(line))
     own = OwnNotes(store, ORIGIN, [SIGNER.verifier()])
     note = own.signed(sizes[-1])
     assert note is not None and note.split("\n")[1] == str(sizes[-1])
@@ -323,7 +323,7 @@ def test_the_largest_note_parses_only_claims_that_could_be_it_and_gives_the_publ
     own = OwnNotes(store, ORIGIN, [SIGNER.verifier()])
     largest = own.largest()
     assert largest is not None and largest.split("\n")[1] == str(sizes[-1]) and len(parsed) == 1
-    reads: list[int] = []
+    reads: list[object] = []
     notes_from = store.notes_from
     monkeypatch.setattr(store, "notes_from", lambda offset: reads.append(offset) or notes_from(offset))
     assert own.take_published_sizes() == set(sizes) and reads == [reads[0]]  # only what was appended since

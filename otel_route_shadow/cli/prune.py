@@ -40,6 +40,7 @@ from otel_route_shadow.logstore import (
     Retention,
     prune,
     served_min_index,
+    tlog_dir,
 )
 from otel_route_shadow.tlog import KeyWindow
 
@@ -194,7 +195,7 @@ def _lines(path: str, result: PruneResult, options: PruneOptions) -> list[str]:
         )
     if not result.pruned:
         lines.append(f"{path}: nothing to prune; minimum index {result.after}")
-        return lines
+        return lines + _notes_lines(path, result)
     where = (
         "deleted"
         if options.delete
@@ -210,4 +211,18 @@ def _lines(path: str, result: PruneResult, options: PruneOptions) -> list[str]:
         lines.append(
             f"{path}: forced: no checkpoint covers {', '.join(result.unproven)}: archived without a proof"
         )
+    return lines + _notes_lines(path, result)
+
+
+def _notes_lines(path: str, result: PruneResult) -> list[str]:
+    """What step 5 did with the old lines of ``checkpoints``."""
+    notes, lines = result.notes, []
+    if notes.lines:
+        where = "deleted" if notes.archive is None else f"moved to {notes.archive}"
+        lines.append(
+            f"{path}: {notes.lines} line(s) of {tlog_dir(path)}/checkpoints before its first checkpoint of "
+            f"{result.after} records or more {where}"
+        )
+    if notes.left is not None:
+        lines.append(f"{path}: the old lines of checkpoints are left for the next prune: {notes.left}")
     return lines

@@ -82,6 +82,10 @@ class HostRetention:
         except Exception as exc:  # contained: the host is never disturbed
             self._log_once(type(exc).__name__, "not pruned (%s: %s)", type(exc).__name__, exc)
             return None
+        if result.notes.left is not None:
+            self._log_once(
+                "notes", "old entries of checkpoints left for the next prune (%s)", result.notes.left
+            )
         self.last = result
         return result
 

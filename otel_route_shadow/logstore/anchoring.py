@@ -31,6 +31,7 @@ from otel_route_shadow.files import FileRefused, read_regular, write_atomic
 from otel_route_shadow.logstore.store import (
     REFUSALS_FILE,
     LogStore,
+    NotesPosition,
     StateError,
 )
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
@@ -106,7 +107,7 @@ class OwnNotes:
 
     def __init__(self, directory: LogStore, origin: str, verifiers: list[Verifier]) -> None:
         self.directory, self.origin, self.verifiers = directory, origin, verifiers
-        self._offset = 0
+        self._position: NotesPosition = (0, b"")
         """Where ``checkpoints`` was read up to: the next read starts there."""
         self._largest: tuple[str, int] | None = None
         self._sizes: set[int] | None = set()
@@ -162,7 +163,7 @@ class OwnNotes:
         each one's claimed size, and the largest, newest first, only a claim at least as large as the
         largest so far parsed."""
         try:
-            notes, offset = self.directory.notes_from(self._offset)
+            notes, position = self.directory.notes_from(self._position)
         except (OSError, ValueError):
             return
         found: tuple[str, int] | None = None
@@ -177,7 +178,7 @@ class OwnNotes:
                 found = (note, size)
         if found is not None:
             self._largest = found
-        self._offset = offset  # only once every note read is taken in
+        self._position = position  # only once every note read is taken in
 
     def _claim(self, note: str) -> int:
         """The size ``note`` claims when its first line is this origin, else -1 (nothing else read)."""

@@ -21,7 +21,7 @@ import io
 import itertools
 import os
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 from pydantic import ValidationError
@@ -209,12 +209,11 @@ def open_segment(path: str) -> io.IOBase:
     return gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
 
 
-def gzip_blocks(path: str) -> Iterator[bytes]:
-    """The gzip file of the regular file ``path``, in blocks (for ``files.write_atomic``)."""
+def gzip_blocks(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """A gzip file of ``blocks``, in blocks (for ``files.write_atomic``)."""
     packer = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, 31)
-    with io.FileIO(open_regular(path), "rb") as source:
-        while block := source.read(_BLOCK):
-            yield packer.compress(block)
+    for block in blocks:
+        yield packer.compress(block)
     yield packer.flush()
 
 

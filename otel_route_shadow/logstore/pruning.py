@@ -19,7 +19,9 @@ that a SIGKILL may interrupt anywhere:
 3. without it: write each archive (gzip or plain) and read it back, then its ``.proof``;
 4. under the chain's lock again: unless ``pruned`` and every segment file checked are still what the
    work was done for (``busy`` otherwise: the archives written are removed, nothing changed), save
-   ``pruned`` through ``LogStore.save_pruned`` (the commit) and remove the pruned segment files.
+   ``pruned`` through ``LogStore.save_pruned`` (the commit) and remove the pruned segment files;
+5. without it, under the log's lock: move the entries of ``checkpoints`` of trees below the new minimum
+   index to the archive folder (``note_retirement``; when a checkpoint covers it).
 
 Anything raised before the commit removes the archives this prune wrote. The tree, the tiles and the
 origin never change: every retained entry keeps its inclusion proof.
@@ -41,6 +43,7 @@ from otel_route_shadow.files import (
     file_identity,
     fsync_directory,
     open_regular,
+    range_blocks,
     remove_temporaries,
     write_atomic,
 )
@@ -56,6 +59,7 @@ from otel_route_shadow.logstore.archives import (
     read_segment,
     segments_dir,
 )
+from otel_route_shadow.logstore.note_retirement import RetiredNotes, retire_notes, retirement_due
 from otel_route_shadow.logstore.pruned import Pruned, PrunedSegment
 from otel_route_shadow.logstore.store import LogStore, StateError
 from otel_route_shadow.tlog import (
@@ -87,7 +91,6 @@ PRUNE_LOCK_WAIT_S: Final = 5.0
 """How long ``prune`` waits for each of its locks by default (writers hold the chain's for one append)."""
 _POLL_S: Final = 0.01
 _DAY_S: Final = 86_400
-_BLOCK: Final = 1 << 20
 
 
 class PruneRefused(Exception):
@@ -159,8 +162,9 @@ class PruneOptions:
 @dataclasses.dataclass(frozen=True, slots=True)
 class PruneResult:
     """What :func:`prune` did: the minimum index before and after, the segments pruned now, the
-    checkpoint size the proofs are made against (None: none), those pruned without a proof (forced), and
-    what an interrupted prune had left (segments removed, archives undone)."""
+    checkpoint size the proofs are made against (None: none), those pruned without a proof (forced),
+    what an interrupted prune had left (segments removed, archives undone), and the entries of
+    ``checkpoints`` moved out."""
 
     before: int
     after: int
@@ -169,6 +173,7 @@ class PruneResult:
     unproven: tuple[str, ...]
     finished: int
     undone: int
+    notes: RetiredNotes
 
 
 def prune(chain_path: str, retention: Retention, options: PruneOptions) -> PruneResult:
@@ -179,7 +184,8 @@ def prune(chain_path: str, retention: Retention, options: PruneOptions) -> Prune
         target = retention.target(survey.segments, survey.total, options.now)
         chosen = [s for s in survey.segments if s.end <= target]
         if not chosen:
-            return PruneResult(before, before, (), None, (), survey.finished, survey.undone)
+            notes = _retired(chain_path, before, options, None)
+            return PruneResult(before, before, (), None, (), survey.finished, survey.undone, notes)
         store = LogStore(chain_path)
         covering = _covering(store, options)
         _refuse_unwitnessed(chosen, covering, options.force)
@@ -194,6 +200,7 @@ def prune(chain_path: str, retention: Retention, options: PruneOptions) -> Prune
             _undo_uncommitted(chain_path, store, before)
             raise
         unproven = tuple(c.segment.name for c in checked if c.proof is None)
+        notes = _retired(chain_path, chosen[-1].end, options, covering)
         return PruneResult(
             before,
             chosen[-1].end,
@@ -202,7 +209,25 @@ def prune(chain_path: str, retention: Retention, options: PruneOptions) -> Prune
             unproven,
             survey.finished,
             survey.undone,
+            notes,
         )
+
+
+def _retired(
+    chain_path: str, min_index: int, options: PruneOptions, covering: tuple[Checkpoint, str] | None
+) -> RetiredNotes:
+    """Step 5, after a commit or after one whose step 5 did not run: move the entries of ``checkpoints``
+    below ``min_index`` out (``note_retirement``) when its first line may be one and a checkpoint covers
+    ``min_index``, whose origin says which entries are the log's."""
+    if min_index == 0 or not retirement_due(chain_path, min_index):
+        return RetiredNotes()
+    covering = covering or _covering(LogStore(chain_path), options)
+    if covering is None or covering[0].size < min_index:
+        return RetiredNotes()
+    archive, compress = not options.delete, options.compress
+    return retire_notes(
+        chain_path, covering[0].origin, min_index, archive=archive, compress=compress, wait=options.wait
+    )
 
 
 @contextlib.contextmanager
@@ -506,10 +531,12 @@ def _opened(path: str) -> Iterator[io.IOBase]:
         yield stream
 
 
-def _plain_blocks(path: str) -> Iterator[bytes]:
-    with io.FileIO(open_regular(path), "rb") as source:
-        while block := source.read(_BLOCK):
-            yield block
+def _file_blocks(path: str) -> Iterator[bytes]:
+    fd = open_regular(path)
+    try:
+        yield from range_blocks(fd, 0, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
 
 
 def _archived(chain_path: str, checked: _Checked, options: PruneOptions) -> PrunedSegment:
@@ -521,7 +548,8 @@ def _archived(chain_path: str, checked: _Checked, options: PruneOptions) -> Prun
         os.makedirs(folder, exist_ok=True)
         name = segment.name + (".gz" if options.compress else "")
         target = os.path.join(folder, name)
-        write_atomic(target, gzip_blocks(segment.path) if options.compress else _plain_blocks(segment.path))
+        blocks = _file_blocks(segment.path)
+        write_atomic(target, gzip_blocks(blocks) if options.compress else blocks)
         with _opened(target) as stream:
             again = read_segment(stream, segment.first)
         if (again.leaves, again.sha256) != (read.leaves, read.sha256):

@@ -82,9 +82,11 @@ __all__ = [
     "Cosigned",
     "LogStore",
     "NoteFile",
+    "NotesPosition",
     "State",
     "StateError",
     "TreeHint",
+    "entry_note",
     "read_note_file",
     "tlog_dir",
 ]
@@ -101,6 +103,10 @@ MAX_NOTE_FILE: Final = 64 * 1024 * 1024
 _MAX_STATE: Final = 4096
 _MAX_LINE_DEPTH: Final = 2
 _TAIL_STEP: Final = 64 * 1024
+_LOCK_POLL_S: Final = 0.01
+NotesPosition = tuple[int, bytes]
+"""Where a reader of ``checkpoints`` is: a line start, and the last bytes it read before it."""
+_SEEN: Final = 64
 
 
 def tlog_dir(chain_path: str | os.PathLike[str]) -> str:
@@ -183,7 +189,7 @@ def read_note_file(
     skipped: list[int] = []
     lines = data.split(b"\n")
     for number, line in enumerate(lines[:-1], start=1):
-        note = _entry(line)
+        note = entry_note(line)
         if note is None:
             skipped.append(number)
         else:
@@ -227,7 +233,7 @@ def _entry_of(line: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _entry(line: bytes) -> str | None:
+def entry_note(line: bytes) -> str | None:
     """The note of one ``checkpoints`` line, None when it is not an entry. A line as the writer writes it
     (``{"note": <one JSON string>}``, :func:`_entry_line`) is decoded as that one string; any other line
     goes through the strict parser (both give the same note)."""
@@ -361,17 +367,21 @@ class LogStore:
         except FileNotFoundError:
             return NoteFile([])
 
-    def notes_from(self, offset: int) -> tuple[list[str], int]:
-        """The notes of the complete lines of ``checkpoints`` from byte ``offset`` (a line start) on, at
-        most its newest :data:`MAX_NOTE_FILE` bytes (from its start when it is shorter: replaced), and
-        the position after the last complete line read, where the next call goes on."""
+    def notes_from(self, position: NotesPosition = (0, b"")) -> tuple[list[str], NotesPosition]:
+        """The notes of the complete lines of ``checkpoints`` from ``position`` (a line start and the bytes
+        read before it) on, at most its newest :data:`MAX_NOTE_FILE` bytes, and the position after the
+        last complete line read, where the next call goes on. From the file's start when it no longer
+        holds those bytes there (a prune moved old entries out: ``note_retirement``) or is shorter."""
+        offset, seen = position
         try:
-            data, begin = read_newest(self.file(CHECKPOINTS_FILE), MAX_NOTE_FILE, offset)
+            data, begin = read_newest(self.file(CHECKPOINTS_FILE), MAX_NOTE_FILE, offset, seen)
         except FileNotFoundError:
-            return [], 0
+            return [], (0, b"")
         end = data.rfind(b"\n") + 1
-        notes = [note for line in data[:end].split(b"\n")[:-1] if (note := _entry(line)) is not None]
-        return notes, begin + end
+        if end == 0:
+            return [], position if begin == offset else (begin, b"")
+        notes = [note for line in data[:end].split(b"\n")[:-1] if (note := entry_note(line)) is not None]
+        return notes, (begin + end, data[max(0, end - _SEEN) : end])
 
     def newest_notes(self, max_bytes: int = MAX_NOTE_FILE) -> Iterator[str]:
         """The notes of ``checkpoints``, newest first, reading back from its end (at most ``max_bytes``,
@@ -382,7 +392,7 @@ class LogStore:
             return
         with io.FileIO(fd, "rb") as handle:
             for line in iter_lines_back(handle, os.fstat(fd).st_size, max_bytes, _TAIL_STEP):
-                note = _entry(line)
+                note = entry_note(line)
                 if note is not None:
                     yield note
 
@@ -500,13 +510,13 @@ class LogStore:
     # -- the lock and the start ----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[bool]:
-        """Hold ``lock`` (``flock``, never waiting): yields False when another process holds it. Given
-        back unlocked (``locking.release``): a child forked while it is held shares the flock through
-        its copy of the descriptor."""
+    def lock(self, wait: float = 0.0) -> Iterator[bool]:
+        """Hold ``lock`` (``flock``, waited for at most ``wait`` seconds: never, by default): yields False
+        when another process holds it. Given back unlocked (``locking.release``): a child forked while it
+        is held shares the flock through its copy of the descriptor."""
         fd = open_regular(self.file(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644, follow_symlinks=False)
         try:
-            yield flock_within(fd, fcntl.LOCK_EX, 0.0, 0.0)
+            yield flock_within(fd, fcntl.LOCK_EX, wait, min(wait, _LOCK_POLL_S))
         finally:
             release(fd)
 
