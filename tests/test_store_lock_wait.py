@@ -137,3 +137,18 @@ def test_a_spawn_queued_behind_another_spawns_reload_takes_its_verdict_not_a_sec
     assert len(waits) == 1  # one wait for the store's lock, not one per spawn
     assert results["second"] is results["first"]
     assert results["first"].snapshot.loading
+
+
+def test_a_command_waits_for_a_first_save_between_its_two_writes_not_a_spawns_few_milliseconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``policy show`` and ``explain --store`` waited a spawn's 5 ms for the writers' lock, so
+    one run during a first save's two writes said no snapshot was saved; no spawn waits for a command."""
+    from otel_route_shadow.cli import main
+    from otel_route_shadow.store import COMMAND_READ_WAIT_S
+
+    _current_missing_store(tmp_path)
+    waits = _observe_lock_waits(monkeypatch, result=False)  # the lock stays held: the waits asked are seen
+    main(["policy", "show", "--store", str(tmp_path)])
+    assert waits == [COMMAND_READ_WAIT_S]
+    capsys.readouterr()

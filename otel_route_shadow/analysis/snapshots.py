@@ -8,6 +8,7 @@ from pathlib import Path
 
 from otel_route_shadow.core import PolicyProblem, PolicySnapshot, policy_set_hash
 from otel_route_shadow.store import (
+    COMMAND_READ_WAIT_S,
     PolicyFileError,
     PolicyStoreError,
     RevisionNotFoundError,
@@ -75,7 +76,7 @@ def _open_store(directory: str | Path) -> RoutingPolicyStore:
     root = Path(directory)
     if not root.is_dir():
         raise SnapshotSourceError(f"{root}: no such policy store directory")
-    return RoutingPolicyStore(root)
+    return RoutingPolicyStore(root, read_lock_wait=COMMAND_READ_WAIT_S)
 
 
 def store_snapshot(directory: str | Path, revision: int | None = None) -> SourcedSnapshot:

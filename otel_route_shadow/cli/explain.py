@@ -51,7 +51,7 @@ from otel_route_shadow.core import (
     redact_text,
 )
 from otel_route_shadow.shadow import sanitize_context
-from otel_route_shadow.store import PolicyFileError, RoutingPolicyStore, read_policy_file
+from otel_route_shadow.store import COMMAND_READ_WAIT_S, PolicyFileError, RoutingPolicyStore, read_policy_file
 
 __all__ = ["register"]
 
@@ -124,7 +124,7 @@ def _snapshot_from_file(path: str) -> PolicySnapshot:
 
 
 def _snapshot_from_store(root: Path) -> PolicySnapshot:
-    load = RoutingPolicyStore(root).load()
+    load = RoutingPolicyStore(root, read_lock_wait=COMMAND_READ_WAIT_S).load()
     if load.state == "corrupt":
         if load.problem_kind in _STORE_IO_KINDS:
             raise CliError(f"{root}: {load.problem}")

@@ -17,6 +17,7 @@ from otel_route_shadow.cli.common import CliError, count_argument, problem_line
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, EXIT_USAGE, epilog
 from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.store import (
+    COMMAND_READ_WAIT_S,
     CorruptSnapshotError,
     HistoryEntry,
     InvalidPolicySetError,
@@ -185,7 +186,7 @@ def _save(args: argparse.Namespace) -> int:
         return _refuse(policy_file.source, args.store, (*policy_file.problems, *policy_file.warnings))
     for problem in policy_file.warnings:
         print(_warning_line(policy_file.source, problem), file=sys.stderr)
-    store = RoutingPolicyStore(args.store)
+    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
     try:
         result = store.save(policy_file.policies, strict=args.strict)
     except InvalidPolicySetError as exc:
@@ -215,7 +216,7 @@ def _save(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store)
+    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
     load = _load(store)
     if args.json:
         _print_json({"store": str(args.store), **load.to_dict()})
@@ -266,7 +267,7 @@ def _history_row(entry: HistoryEntry) -> str:
 
 
 def _history(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store)
+    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
     load = _load(store)
     try:
         entries = store.history()
@@ -318,7 +319,7 @@ def _print_diff(diff: SnapshotDiff) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store)
+    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
     try:
         diff = store.diff(args.a, args.b)
     except RevisionNotFoundError as exc:
@@ -335,7 +336,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store)
+    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
     try:
         result = store.repair()
     except PolicyStoreError as exc:
@@ -370,7 +371,7 @@ def _repair(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store)
+    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
     if args.revision is None:
         load = _load(store)
         if load.state == "corrupt":

@@ -50,10 +50,11 @@ from otel_route_shadow.store.snapshot_format import (
     decode_snapshot,
     encode_snapshot,
 )
-from otel_route_shadow.store.store import RoutingPolicyStore
+from otel_route_shadow.store.store import COMMAND_READ_WAIT_S, RoutingPolicyStore
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
+    "COMMAND_READ_WAIT_S",
     "CURRENT_FILE",
     "ENVIRONMENT_PROBLEM_KINDS",
     "HISTORY_DIR",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Final
 
 from otel_route_shadow.core import PolicySnapshot, RoutingPolicy
 from otel_route_shadow.store import repair as repairing
@@ -25,7 +26,11 @@ from otel_route_shadow.store.layout import StoreLayout
 from otel_route_shadow.store.loading import SnapshotLoader
 from otel_route_shadow.store.results import HistoryEntry, RepairResult, SaveResult, SnapshotLoad
 
-__all__ = ["RoutingPolicyStore"]
+__all__ = ["COMMAND_READ_WAIT_S", "RoutingPolicyStore"]
+
+COMMAND_READ_WAIT_S: Final = 5.0
+"""How long a command's ``load()`` waits for a writer (the first save's few milliseconds between its two
+writes): a command that read the store meanwhile said no snapshot was saved."""
 
 
 class RoutingPolicyStore:
@@ -45,9 +50,12 @@ class RoutingPolicyStore:
     read_lock_wait: float = 0.005
     """How long ``load()`` waits for a writer before holding decisions, when ``current.json`` is
     missing and the history is not (the first save between its two writes); short, because
-    ``load()`` runs inside spawns (``docs/policy-store.md``, "Writes")."""
+    ``load()`` runs inside spawns (``docs/policy-store.md``, "Writes"). A command, which no spawn
+    waits for, gives :data:`COMMAND_READ_WAIT_S` instead."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, *, read_lock_wait: float | None = None) -> None:
+        if read_lock_wait is not None:
+            self.read_lock_wait = read_lock_wait
         self.root = Path(root)
         self._layout = StoreLayout(os.fspath(root))
         self._loader = SnapshotLoader(self._layout, self)
