@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from otel_route_shadow.chain import MAX_LINE_BYTES, iter_lines
 from otel_route_shadow.chain.quarantine import complete_lines
-from otel_route_shadow.logstore.store import CHECKPOINTS_FILE, LogStore, _entry, _entry_of
+from otel_route_shadow.logstore.store import CHECKPOINTS_FILE, LogStore, _entry_of, entry_note
 
 
 def test_iter_lines_passes_over_a_torn_tail_longer_than_a_record(tmp_path: Path) -> None:
@@ -75,11 +75,11 @@ def test_a_checkpoints_line_reads_as_the_strict_parser_reads_it(note: str, piece
     # strict parser: both must give the same note, or none, for any line.
     for line in (json.dumps({"note": note}).encode(), b"".join(pieces)):
         strict = _entry_of(line).get("note")
-        assert _entry(line) == (strict if isinstance(strict, str) else None)
+        assert entry_note(line) == (strict if isinstance(strict, str) else None)
 
 
 def test_a_checkpoints_line_with_two_notes_or_a_lone_surrogate_gives_no_note() -> None:
-    assert _entry(b'{"note": "a", "note": "b"}') is None
-    assert _entry(b'{"note": "\\ud800"}') is None
-    assert _entry(b'{"note": "a"} ') == "a"  # not as the writer writes it: the strict parser reads it
-    assert _entry(b'{"note": "\\u2014 w\\n"}') == "\u2014 w\n"
+    assert entry_note(b'{"note": "a", "note": "b"}') is None
+    assert entry_note(b'{"note": "\\ud800"}') is None
+    assert entry_note(b'{"note": "a"} ') == "a"  # not as the writer writes it: the strict parser reads it
+    assert entry_note(b'{"note": "\\u2014 w\\n"}') == "\u2014 w\n"
