@@ -76,3 +76,36 @@ def test_an_api_key_echoed_back_in_an_error_body_is_not_printed(
     assert seen.requests and seen.requests[0][1] == f"Bearer {SECRET}"
     assert "access refused" in out and "[REDACTED]" in out
     assert SECRET not in out + err
+
+
+@pytest.mark.parametrize(
+    ("key", "padding"),
+    [
+        # 300 bytes are read: they end 6 characters into the key (the spaces are shown as one)
+        (SECRET, " " * (300 - len("denied: Bearer ") - 6)),
+        ("tok-\xa0SECRET-123", ""),  # a character escaped when shown: it was escaped before it was looked for
+        (SECRET, "x" * 178),  # 200 characters are shown: the key straddles the cut
+    ],
+    ids=["cut-by-the-read", "escaped-character", "cut-where-shown"],
+)
+def test_an_echoed_api_key_leaks_no_part_of_itself(
+    key: str,
+    padding: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: the key was looked for after the body was cut to what is shown and escaped, so a key
+    the cut went through, or one holding a character written as an escape, was printed in part or whole."""
+
+    def echo(handler: BaseHTTPRequestHandler, seen: Seen) -> None:
+        sent = handler.headers.get("Authorization", "")
+        send(handler, 401, (padding + "denied: " + sent).encode("latin-1"))
+
+    chain = str(write_chain(tmp_path / "chain.jsonl"))
+    monkeypatch.setenv("PHOENIX_API_KEY", key)
+    with hostile_phoenix(echo) as (_, url):
+        main(["audit", chain, "--backend", url])
+    out, err = capsys.readouterr()
+    assert "access refused" in out + err
+    assert "tok-" not in out + err and "SECRET" not in out + err

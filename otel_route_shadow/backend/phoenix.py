@@ -52,6 +52,7 @@ from otel_route_shadow.backend.base import (
     in_range,
 )
 from otel_route_shadow.backend.transport import get
+from otel_route_shadow.core import REDACTED, redact_text
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = ["PhoenixBackend", "api_key_problem"]
@@ -62,6 +63,8 @@ _MAX_PAGES: Final = 10_000
 _MAX_EMPTY_PAGES: Final = 3
 """Empty pages in a row that still name a next cursor (Phoenix sends none): past it, the query fails."""
 _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
+_DETAIL_READ: Final = 300
+"""Bytes of an error answer's body read for its message."""
 _TOLERANCE_NS: Final = 1000
 
 
@@ -208,9 +211,7 @@ class PhoenixBackend:
                 f"{self.describe()}: answers with a redirect (HTTP {exc.code}), which is not followed; give "
                 "the address Phoenix answers at itself (https:// if it redirects there)"
             )
-        detail = _error_detail(exc)
-        if self._api_key:  # a server that echoes the request back
-            detail = detail.replace(self._api_key, "[REDACTED]")
+        detail = _error_detail(exc, self._api_key)
         if exc.code in (401, 403):
             return BackendUnavailable(
                 f"{self.describe()}: access refused (HTTP {exc.code}); set PHOENIX_API_KEY{detail}"
@@ -277,17 +278,31 @@ class PhoenixBackend:
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise BackendProtocolError(
-                f"{self.describe()}: unexpected span shape ({_printable(str(exc)[:200])})"
+                f"{self.describe()}: unexpected span shape ({_shown(str(exc).encode('utf-8', 'replace'), self._api_key)})"
             ) from None
 
 
-def _error_detail(exc: urllib.error.HTTPError) -> str:
+def _error_detail(exc: urllib.error.HTTPError, api_key: str) -> str:
+    """The start of an error answer's body as a message may show it (:func:`_shown`)."""
     try:
-        text = exc.read(300).decode("utf-8", "replace").strip()
+        raw = exc.read(_DETAIL_READ)
     except OSError:
         return ""
-    text = _printable(" ".join(text.split())[:200])
+    text = _shown(raw, api_key, cut_short=len(raw) == _DETAIL_READ)
     return f": {text}" if text else ""
+
+
+def _shown(raw: bytes, api_key: str, *, cut_short: bool = False) -> str:
+    """Text a server sent, as a message may show it: the API key (a server may echo the request back; as
+    it was sent, latin-1, or as UTF-8) and, when ``raw`` was ``cut_short``, any start of it at its end,
+    then credential-shaped strings, redacted before it is cut to 200 characters and escaped
+    (:func:`_printable`)."""
+    for form in {api_key.encode("latin-1"), api_key.encode("utf-8")} if api_key else ():
+        raw = raw.replace(form, REDACTED.encode())
+        if cut_short:  # the read stopped inside the body, maybe inside the key
+            start = next((n for n in range(min(len(form), len(raw)), 3, -1) if raw.endswith(form[:n])), 0)
+            raw = raw[: len(raw) - start] + (REDACTED.encode() if start else b"")
+    return _printable(" ".join(redact_text(raw.decode("utf-8", "replace"))[0].split())[:200])
 
 
 def _printable(text: str) -> str:
