@@ -241,7 +241,9 @@ def valid_lines(command: tuple[str, ...], w: Path) -> list[list[str]]:
             ["--receipt", receipt, "--keys", key_set, "--record", record],
             ["--proof", proof, "--checkpoint", checkpoint, "--witness-policy", policy, "--record", record],
         ],
-        ("serve",): [["chains", chain, "--listen", "127.0.0.1:0", "--key", LOG_KEY]],
+        ("serve",): [
+            ["chains", chain, "--listen", "127.0.0.1:0", "--key", LOG_KEY, "--witness-policy", policy]
+        ],
         ("acknowledge",): [["chain", chain]],
         ("rotate",): [["chain", str(w / "rotate.jsonl"), "--key", str(w / "rotate.key")]],
         ("prune",): [
