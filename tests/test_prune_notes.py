@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prune_support import KEY, ORIGIN, SIGNER, SegmentedChain, copied, segmented_chain
 
 from otel_route_shadow.chain import DecisionChain
@@ -158,3 +160,43 @@ def test_a_reader_following_checkpoints_reads_a_replaced_file_from_its_start(log
     checkpoints(log).write_bytes(padded)
     notes, _ = store.notes_from(position)
     assert len(notes) == len(kept) * 3
+
+
+_LINES = st.one_of(
+    st.tuples(st.sampled_from([ORIGIN, "example.com/another"]), st.integers(0, 100)).map(
+        lambda e: json.dumps({"note": f"{e[0]}\n{e[1]}\n{'A' * 43}=\n"}).encode() + b"\n"
+    ),
+    st.sampled_from([b'{"note": torn\n', b"\n", b"not json\n"]),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_LINES, max_size=12), min_index=st.integers(0, 101), compress=st.booleans())
+def test_what_moves_is_the_prefix_before_the_first_entry_of_the_origin_at_the_minimum_index(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], min_index: int, compress: bool
+) -> None:
+    chain = tmp_path_factory.mktemp("notes") / "chain.jsonl"
+    Path(tlog_dir(chain)).mkdir()
+    before = b"".join(lines)
+    (Path(tlog_dir(chain)) / "checkpoints").write_bytes(before)
+    done = note_retirement.retire_notes(
+        str(chain), ORIGIN, min_index, archive=True, compress=compress, wait=0
+    )
+    kept = (Path(tlog_dir(chain)) / "checkpoints").read_bytes()
+    first = next((i for i, line in enumerate(lines) if _claims(line, min_index)), None)
+    if first is None or first == 0:
+        assert done.lines == 0 and done.archive is None and kept == before
+        return
+    assert done.archive is not None and done.left is None
+    moved = Path(done.archive).read_bytes()
+    assert (gzip.decompress(moved) if compress else moved) + kept == before
+    assert (done.lines, kept) == (first, b"".join(lines[first:]))
+
+
+def _claims(line: bytes, min_index: int) -> bool:
+    """Whether ``line`` is an entry of the log's origin claiming ``min_index`` leaves or more."""
+    try:
+        origin, size, _ = json.loads(line)["note"].split("\n", 2)
+    except (ValueError, KeyError, TypeError):
+        return False
+    return origin == ORIGIN and int(size) >= min_index

@@ -62,13 +62,14 @@ def retirement_due(chain_path: str, min_index: int) -> bool:
     except (FileNotFoundError, FileRefused):
         return False
     try:
-        line = first_line(fd, 0, os.fstat(fd).st_size, _MAX_LINE)
+        size = os.fstat(fd).st_size
+        line = first_line(fd, 0, size, _MAX_LINE)
     except OSError:
         return False
     finally:
         os.close(fd)
     note = None if line is None else entry_note(line)
-    return line != b"" and (note is None or claimed_size(note) < min_index)
+    return size > 0 and (note is None or claimed_size(note) < min_index)
 
 
 def retire_notes(
