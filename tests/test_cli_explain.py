@@ -209,11 +209,11 @@ def test_an_invalid_policy_set_is_refused_with_every_problem(capsys: pytest.Capt
     code, out, err = run(capsys, "explain", "--policies", bad, "--context", MANAGED)
     assert code == 2 and out == ""
     lines = err.splitlines()
-    assert len(lines) == 13
+    assert len(lines) == 14
     assert f"{bad}: [equal-precedence-conflict] policy reviewers-on-anthropic:" in err
     assert f"{bad}: [literal-family-mapped-to-foreign-model] policy opus-means-glm:" in err
     assert lines[-1] == (
-        f"otel-route-shadow: {bad}: 12 problem(s); explain refuses an invalid policy set "
+        f"otel-route-shadow: {bad}: 13 problem(s); explain refuses an invalid policy set "
         f"(list them with 'otel-route-shadow policy check {bad}')"
     )
 

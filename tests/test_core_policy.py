@@ -340,6 +340,7 @@ def test_the_bad_example_has_one_of_each_problem() -> None:
         ReasonCode.EQUAL_PRECEDENCE_CONFLICT,
         ReasonCode.LITERAL_FAMILY_MAPPED_TO_FOREIGN_MODEL,
         ReasonCode.DUPLICATE_POLICY_ID,
+        ReasonCode.CREDENTIAL_SHAPED_ID,
         ReasonCode.UNKNOWN_ROLE,
         ReasonCode.UNKNOWN_REQUEST_FACE,
         ReasonCode.UNKNOWN_PROVIDER_BINDING,
@@ -355,6 +356,38 @@ def test_validation_messages_never_echo_malformed_values() -> None:
     secret = "sk-ant-api03-" + "x" * 40
     (problem,) = validate_policies([{"id": "p", "priority": secret}])
     assert secret not in problem.message
+
+
+def test_a_credential_shaped_id_is_refused_and_never_printed() -> None:
+    """Regression: a policy id of a credential's shape (``sk-ant-...`` fits the id pattern) was accepted,
+    then redacted wherever a decision was recorded (the chain, span attributes) while problems printed it
+    whole; it is an error now, and no problem carries it."""
+    secret = "sk-ant-api03-" + "x" * 40
+    policies = [
+        {
+            "id": secret,
+            "priority": 1,
+            "match": {"roles": ["reviewer"]},
+            "action": {"provider_lock": "zai-harness"},
+        },
+        {
+            "id": secret,
+            "priority": 1,
+            "match": {"roles": ["reviewer"]},
+            "action": {"provider_lock": "zai-harness"},
+        },
+        {"id": "token:review-bot", "match": {"repo_ids": ["acme-slug"]}},
+    ]
+    problems = validate_policies(policies)
+    assert {p.code for p in blocking(problems)} >= {
+        ReasonCode.CREDENTIAL_SHAPED_ID,
+        ReasonCode.DUPLICATE_POLICY_ID,
+        ReasonCode.NON_CANONICAL_REPO_ID,
+    }
+    assert [p.index for p in problems if p.code == ReasonCode.CREDENTIAL_SHAPED_ID] == [0, 1, 2]
+    shown = repr([p.model_dump() for p in problems])
+    assert secret not in shown and "review-bot" not in shown and "x" * 20 not in shown
+    assert validate_policies([{"id": "token-rotation", "match": {"roles": ["reviewer"]}}]) == []
 
 
 def test_ladder_covers_every_shape() -> None:

@@ -1,13 +1,15 @@
 """``validate_policies``: every problem of a policy set, in time close to linear and bounded output.
 
-The checks, in order: each item parses as a policy (``malformed-policy``); ids are unique
+The checks, in order: each item parses as a policy (``malformed-policy``); no id is credential-shaped
+(``credential-shaped-id``: it would be redacted wherever a decision is recorded); ids are unique
 (``duplicate-policy-id``); each policy's own members are valid (``member_problems``); no two
 policies conflict at equal precedence (:mod:`otel_route_shadow.core.conflicts`); and, as a warning,
 no enabled policy is unreachable (:mod:`otel_route_shadow.core.reachability`).
 
 Output is bounded: at most ``limit_per_code`` problems of each code are listed, and a summary entry
 (``count`` > 1) closes each code that had more, so 8,000 conflicting policies give a few dozen lines,
-not sixteen million.
+not sixteen million. No problem carries credential-shaped text: ids, related ids and messages are
+scrubbed (``redaction.redact_text``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from otel_route_shadow.core.conflicts import find_conflicts
 from otel_route_shadow.core.policy import PolicyProblem, RoutingPolicy, member_problems, parse_indexed
 from otel_route_shadow.core.reachability import find_unreachable
+from otel_route_shadow.core.redaction import REDACTED, redact_text
 from otel_route_shadow.core.vocabulary import ReasonCode
 
 __all__ = ["DEFAULT_LIMIT_PER_CODE", "blocking", "validate_policies"]
@@ -46,6 +49,33 @@ def _duplicates(indexed: Sequence[tuple[int, RoutingPolicy]]) -> list[PolicyProb
                 )
             )
     return problems
+
+
+def _credential_shaped(indexed: Sequence[tuple[int, RoutingPolicy]]) -> list[PolicyProblem]:
+    """The policies whose id is credential-shaped: it would be redacted wherever a decision is exported
+    or hashed (span attributes, the chain), so the records could not name the policy that decided."""
+    return [
+        PolicyProblem(
+            code=ReasonCode.CREDENTIAL_SHAPED_ID,
+            policy_id=REDACTED,
+            index=index,
+            message=f"the id of the policy at index {index} looks like a credential, and would be redacted "
+            "wherever a decision is recorded: give it another id",
+        )
+        for index, policy in indexed
+        if redact_text(policy.id)[1]
+    ]
+
+
+def _scrubbed(problem: PolicyProblem) -> PolicyProblem:
+    """``problem`` with credential-shaped text redacted from its policy id, related ids and message (a
+    credential-shaped id is refused, and must not be printed while it is)."""
+    policy_id = problem.policy_id and redact_text(problem.policy_id)[0]
+    related = tuple(redact_text(r)[0] for r in problem.related)
+    message = redact_text(problem.message)[0]
+    if (policy_id, related, message) == (problem.policy_id, problem.related, problem.message):
+        return problem
+    return problem.model_copy(update={"policy_id": policy_id, "related": related, "message": message})
 
 
 def _sort_key(problem: PolicyProblem) -> tuple[int, str, tuple[str, ...], str]:
@@ -88,6 +118,7 @@ def _capped(
 
 def _validate(items: object, limit: int) -> list[PolicyProblem]:
     indexed, problems = parse_indexed(items)
+    problems.extend(_credential_shaped(indexed))
     problems.extend(_duplicates(indexed))
     for index, policy in indexed:
         problems.extend(member_problems(policy, index))
@@ -99,7 +130,7 @@ def _validate(items: object, limit: int) -> list[PolicyProblem]:
     if not conflicts.exact:
         inexact.add(ReasonCode.EQUAL_PRECEDENCE_CONFLICT)
     problems.extend(find_unreachable(indexed).problems)
-    return _capped(problems, limit, omitted, inexact)
+    return [_scrubbed(problem) for problem in _capped(problems, limit, omitted, inexact)]
 
 
 def validate_policies(items: object, *, limit_per_code: int = DEFAULT_LIMIT_PER_CODE) -> list[PolicyProblem]:

@@ -222,6 +222,7 @@ class ReasonCode(StrEnum):
     PROVIDER_UNKNOWN = "provider-unknown"
     # Validation problems added here.
     DUPLICATE_POLICY_ID = "duplicate-policy-id"
+    CREDENTIAL_SHAPED_ID = "credential-shaped-id"
     UNKNOWN_ROLE = "unknown-role"
     UNKNOWN_REQUEST_FACE = "unknown-request-face"
     UNKNOWN_PROVIDER_BINDING = "unknown-provider-binding"
