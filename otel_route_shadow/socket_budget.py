@@ -2,6 +2,12 @@
 exchange and a cap on the bytes read. Shared by the witness client (``witness.transport``) and the
 backend client (``backend.transport``).
 
+Making the connection is under the deadline too (:func:`connect_within`): the name lookup, the TCP
+connection, a proxy's answer to ``CONNECT`` and the TLS handshake each wait on their own timeout (the
+lookup on the system resolver's), so a resolver that never answers, or a proxy or server that drips its
+answer, could hold the exchange for ever. They run in a thread of their own, waited for until the
+deadline; a connection made after it is closed as it is made.
+
 Before every ``recv`` and every ``sendall`` the socket's timeout is set to what is left of the deadline
 (``TimeoutError`` once it has passed), and the bytes read are counted against the cap: a server that
 drips its answer a byte at a time, or sends megabytes, costs at most the deadline and the cap. The read
@@ -15,14 +21,17 @@ from __future__ import annotations
 import dataclasses
 import io
 import socket
+import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
 
-__all__ = ["BoundedSocket", "Budget"]
+__all__ = ["BoundedSocket", "Budget", "connect_within"]
+
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass
@@ -90,3 +99,37 @@ class BoundedSocket:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
+
+
+def connect_within(budget: Budget, connect: Callable[[], _T], close: Callable[[_T], None]) -> _T:
+    """What ``connect()`` returns, waited for until ``budget``'s deadline in a thread of its own
+    (``TimeoutError`` past it, or what ``connect`` raised); what it returns after the deadline is given to
+    ``close``. The thread ends when ``connect`` does (a name lookup ends at the resolver's timeouts)."""
+    outcome: list[tuple[bool, Any]] = []
+    lock = threading.Lock()
+    done = threading.Event()
+    abandoned = False
+
+    def run() -> None:
+        try:
+            result: tuple[bool, Any] = (True, connect())
+        except BaseException as exc:  # handed to the caller, or dropped with the connect abandoned
+            result = (False, exc)
+        with lock:
+            if abandoned:
+                if result[0]:
+                    close(result[1])
+                return
+            outcome.append(result)
+        done.set()
+
+    threading.Thread(target=run, name="route-shadow-connect", daemon=True).start()
+    done.wait(max(0.0, budget.deadline - time.monotonic()))
+    with lock:
+        if not outcome:
+            abandoned = True
+            raise TimeoutError("the connection was not made before the deadline")
+    made, value = outcome[0]
+    if not made:
+        raise value
+    return value  # type: ignore[no-any-return]

@@ -5,8 +5,8 @@ read, and no redirect followed.
 budget (``socket_budget``): a server that drips its headers or its body a byte at a time costs at most
 the deadline (``TimeoutError``). A redirect is never followed: ``urllib`` would send the request's
 headers, ``Authorization`` among them, on to whatever host it names, so a 3xx answer is an
-``urllib.error.HTTPError`` like any other status. The name lookup of a host name is bounded by the
-system resolver's own timeouts.
+``urllib.error.HTTPError`` like any other status. Making the connection (the name lookup, a proxy's
+``CONNECT``, the TLS handshake) is under the deadline too (``socket_budget.connect_within``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import http.client
 import socket
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from otel_route_shadow.socket_budget import BoundedSocket, Budget
+from otel_route_shadow.socket_budget import BoundedSocket, Budget, connect_within
 
 __all__ = ["get"]
 
@@ -30,14 +30,24 @@ def _too_large() -> http.client.HTTPException:
     return http.client.HTTPException("the answer is larger than allowed")
 
 
+def _bounded(budget: Budget, connect: Callable[[], None], made: Callable[[], socket.socket]) -> socket.socket:
+    """The socket ``connect()`` makes (``made()`` after it), made within the budget's deadline
+    (``connect_within``), under the budget."""
+
+    def run() -> socket.socket:
+        connect()
+        return made()
+
+    return cast(socket.socket, BoundedSocket(connect_within(budget, run, socket.socket.close), budget))
+
+
 class _HTTPConnection(http.client.HTTPConnection):
     def __init__(self, host: str, *, budget: Budget, **kwargs: Any) -> None:
         super().__init__(host, **kwargs)
         self._budget = budget
 
     def connect(self) -> None:
-        super().connect()
-        self.sock = cast(socket.socket, BoundedSocket(self.sock, self._budget))
+        self.sock = _bounded(self._budget, super().connect, lambda: self.sock)
 
 
 class _HTTPSConnection(http.client.HTTPSConnection):
@@ -46,8 +56,8 @@ class _HTTPSConnection(http.client.HTTPSConnection):
         self._budget = budget
 
     def connect(self) -> None:
-        super().connect()  # the TCP connection, then TLS
-        self.sock = cast(socket.socket, BoundedSocket(self.sock, self._budget))
+        # The name lookup, the TCP connection, a proxy's CONNECT, then TLS.
+        self.sock = _bounded(self._budget, super().connect, lambda: self.sock)
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):

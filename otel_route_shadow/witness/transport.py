@@ -18,7 +18,7 @@ import socket
 import ssl
 import time
 
-from otel_route_shadow.socket_budget import BoundedSocket, Budget
+from otel_route_shadow.socket_budget import BoundedSocket, Budget, connect_within
 from otel_route_shadow.version import __version__
 
 __all__ = ["Connection", "HttpAnswer", "TransportError", "TransportFault", "post"]
@@ -66,6 +66,12 @@ class _Connection(http.client.HTTPConnection):
         self.raw: socket.socket | None = None
 
     def connect(self) -> None:
+        sock = connect_within(self.budget, self._connected, socket.socket.close)
+        self.raw = sock
+        self.sock = BoundedSocket(sock, self.budget)
+
+    def _connected(self) -> socket.socket:
+        """The name lookup, the TCP connection and TLS (run by ``connect_within``: within the deadline)."""
         timeout = min(self._connect_timeout, self.budget.seconds_left())
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
         try:
@@ -76,8 +82,7 @@ class _Connection(http.client.HTTPConnection):
         except BaseException:
             sock.close()
             raise
-        self.raw = sock
-        self.sock = BoundedSocket(sock, self.budget)
+        return sock
 
 
 class Connection:
