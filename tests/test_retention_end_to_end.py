@@ -124,6 +124,12 @@ def test_four_writers_with_a_retention_one_killed_lose_nothing_and_verify_serve_
             assert all(seams[f"w{writer}-{n}"] == 1 for n in range(SPAWNS)), writer
     assert all(count == 1 for seam, count in seams.items() if seam is not None)  # none written twice
 
+    # The checkpoint entries the prunes moved out claim trees below the minimum index only (a prune whose
+    # log lock was held by a writer's checkpoint leaves them to the next one).
+    for moved in Path(str(chain) + ".archive").glob("checkpoints.*.jsonl.gz"):
+        for line in gzip.decompress(moved.read_bytes()).splitlines():
+            assert int(orjson.loads(line)["note"].split("\n")[1]) < pruned.min_index
+
     # verify: the whole retained chain, its start authenticated from the signed tree; says what was pruned.
     capsys.readouterr()
     assert main(["verify", str(chain), "--key", verifier]) == 0
