@@ -45,6 +45,7 @@ from otel_route_shadow.logstore import (
 )
 from otel_route_shadow.logstore import checkpointer as checkpointer_module
 from otel_route_shadow.logstore.entries import ENTRIES_INDEX_FILE, encode_bundle
+from otel_route_shadow.logstore.note_retirement import RetiredNotes
 from otel_route_shadow.logstore.segment_files import SegmentFiles
 from otel_route_shadow.tlog import TILE_WIDTH, Signer
 
@@ -442,9 +443,10 @@ def test_a_cut_made_while_the_retention_prunes_is_pruned_after_it(
     # prune no longer holds the schedule's lock) had set it, and its segment waited for yet another cut.
     entered, release = threading.Event(), threading.Event()
 
-    def long_prune(chain_path: str, retention: Retention, options: PruneOptions) -> None:
+    def long_prune(chain_path: str, retention: Retention, options: PruneOptions) -> PruneResult:
         entered.set()
         assert release.wait(30)  # a hang guard: the test releases it
+        return PruneResult(0, 0, (), None, (), 0, 0, RetiredNotes())
 
     monkeypatch.setattr(retention_module, "prune", long_prune)
     retention = HostRetention(str(tmp_path / "chain.jsonl"), 10, [SIGNER.verifier()])
