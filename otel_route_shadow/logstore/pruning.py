@@ -221,7 +221,10 @@ def _retired(
     ``min_index``, whose origin says which entries are the log's."""
     if min_index == 0 or not retirement_due(chain_path, min_index):
         return RetiredNotes()
-    covering = covering or _covering(LogStore(chain_path), options)
+    try:
+        covering = covering or _covering(LogStore(chain_path), options)
+    except (OSError, ValueError) as exc:  # checkpoints cannot be read now: the next prune tries again
+        return RetiredNotes(left=f"the checkpoint that covers {min_index} cannot be read: {exc}")
     if covering is None or covering[0].size < min_index:
         return RetiredNotes()
     archive, compress = not options.delete, options.compress
