@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -105,31 +106,22 @@ def connect_within(budget: Budget, connect: Callable[[], _T], close: Callable[[_
     """What ``connect()`` returns, waited for until ``budget``'s deadline in a thread of its own
     (``TimeoutError`` past it, or what ``connect`` raised); what it returns after the deadline is given to
     ``close``. The thread ends when ``connect`` does (a name lookup ends at the resolver's timeouts)."""
-    outcome: list[tuple[bool, Any]] = []
-    lock = threading.Lock()
-    done = threading.Event()
-    abandoned = False
+    made: Future[_T] = Future()
 
     def run() -> None:
         try:
-            result: tuple[bool, Any] = (True, connect())
+            made.set_result(connect())
         except BaseException as exc:  # handed to the caller, or dropped with the connect abandoned
-            result = (False, exc)
-        with lock:
-            if abandoned:
-                if result[0]:
-                    close(result[1])
-                return
-            outcome.append(result)
-        done.set()
+            made.set_exception(exc)
 
     threading.Thread(target=run, name="route-shadow-connect", daemon=True).start()
-    done.wait(max(0.0, budget.deadline - time.monotonic()))
-    with lock:
-        if not outcome:
-            abandoned = True
-            raise TimeoutError("the connection was not made before the deadline")
-    made, value = outcome[0]
-    if not made:
-        raise value
-    return value  # type: ignore[no-any-return]
+    wait([made], max(0.0, budget.deadline - time.monotonic()))
+    if not made.done():
+
+        def close_late(late: Future[_T]) -> None:  # run at once if it finished meanwhile
+            if late.exception() is None:
+                close(late.result())
+
+        made.add_done_callback(close_late)
+        raise TimeoutError("the connection was not made before the deadline")
+    return made.result()
