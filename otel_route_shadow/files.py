@@ -205,19 +205,12 @@ def read_newest(
     if start == 0 and size <= max_bytes:
         return _read_bounded(fd, source, max_bytes), 0
     begin = max(start, size - max_bytes)
-    chunks, got = [], 0
     try:
-        while got < size - begin:
-            chunk = os.pread(fd, min(size - begin - got, 1 << 20), begin + got)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
+        window = b"".join(range_blocks(fd, begin, size))
     except OSError as exc:
         raise _refusal(source, exc) from None
     finally:
         os.close(fd)
-    window = b"".join(chunks)
     if begin == start:
         return window, begin
     cut = window.find(b"\n") + 1  # 0: one line longer than the bound, none of it read
