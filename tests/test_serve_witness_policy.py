@@ -161,3 +161,6 @@ def test_the_command_refuses_a_policy_it_cannot_read(
     policy.write_text("witness one not-a-key\nquorum one\n")
     assert main(["serve", str(chain), "--listen", "127.0.0.1:0", "--witness-policy", str(policy)]) == 2
     assert f"--witness-policy {policy}" in capsys.readouterr().err
+    policy.write_text(f"witness one {W1.verifier}\nquorum one\n")  # no log line, no --key
+    assert main(["serve", str(chain), "--listen", "127.0.0.1:0", "--witness-policy", str(policy)]) == 2
+    assert "no `log` line and no --key" in capsys.readouterr().err

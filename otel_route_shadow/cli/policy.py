@@ -180,13 +180,19 @@ def _refuse(source: str, store: Path, problems: Iterable[PolicyProblem]) -> int:
     return EXIT_FINDING
 
 
+def _store(args: argparse.Namespace) -> RoutingPolicyStore:
+    """The store ``--store`` names, as a command reads it (waiting for a writer up to
+    :data:`~otel_route_shadow.store.COMMAND_READ_WAIT_S`, where a spawn waits milliseconds)."""
+    return RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
+
+
 def _save(args: argparse.Namespace) -> int:
     policy_file = _read(args.file)
     if policy_file.problems or (args.strict and policy_file.warnings):
         return _refuse(policy_file.source, args.store, (*policy_file.problems, *policy_file.warnings))
     for problem in policy_file.warnings:
         print(_warning_line(policy_file.source, problem), file=sys.stderr)
-    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
+    store = _store(args)
     try:
         result = store.save(policy_file.policies, strict=args.strict)
     except InvalidPolicySetError as exc:
@@ -216,7 +222,7 @@ def _save(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
+    store = _store(args)
     load = _load(store)
     if args.json:
         _print_json({"store": str(args.store), **load.to_dict()})
@@ -267,7 +273,7 @@ def _history_row(entry: HistoryEntry) -> str:
 
 
 def _history(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
+    store = _store(args)
     load = _load(store)
     try:
         entries = store.history()
@@ -319,7 +325,7 @@ def _print_diff(diff: SnapshotDiff) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
+    store = _store(args)
     try:
         diff = store.diff(args.a, args.b)
     except RevisionNotFoundError as exc:
@@ -336,7 +342,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
+    store = _store(args)
     try:
         result = store.repair()
     except PolicyStoreError as exc:
@@ -371,7 +377,7 @@ def _repair(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    store = RoutingPolicyStore(args.store, read_lock_wait=COMMAND_READ_WAIT_S)
+    store = _store(args)
     if args.revision is None:
         load = _load(store)
         if load.state == "corrupt":

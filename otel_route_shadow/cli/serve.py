@@ -25,7 +25,7 @@ from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, count_argument, input_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
-from otel_route_shadow.cli.witnessed import read_policy
+from otel_route_shadow.cli.witnessed import log_keys, read_policy
 from otel_route_shadow.logstore import PublishedLog, Unservable, tlog_dir
 from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
 from otel_route_shadow.tlog import CosignatureVerifier, Verifier
@@ -68,7 +68,7 @@ def register(sub: Any) -> None:
     witness_policy_arg(
         parser,
         help=(
-            "C2SP tlog-policy file: its log keys are added to --key, and the checkpoint is served without "
+            "C2SP tlog-policy file: its log keys are added to --key (one at least), and the checkpoint is served without "
             "the cosignature lines that claim one of its witnesses' keys and do not verify (a client holding "
             "that key would reject the whole checkpoint); give the witnesses the clients trust"
         ),
@@ -89,13 +89,12 @@ def register(sub: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     host, port = listen_address(args.listen)
-    verifiers = [Verifier.parse(key) for key in read_verifiers(args.key)]
+    keys = read_verifiers(args.key)
     witnesses: tuple[CosignatureVerifier, ...] = ()
     if args.witness_policy is not None:
         policy = read_policy(args.witness_policy)
-        given = {str(v) for v in verifiers}
-        verifiers += [log.verifier for log in policy.logs if str(log.verifier) not in given]
-        witnesses = policy.witness_verifiers()
+        keys, witnesses = log_keys(policy, keys, args.witness_policy), policy.witness_verifiers()
+    verifiers = [Verifier.parse(key) for key in keys]
     logs = [_open(chain, verifiers, witnesses) for chain in args.chains]
     try:
         site = LogSite(logs)
