@@ -1,7 +1,6 @@
 """A prune moves the entries of ``checkpoints`` of trees below the new minimum index out of it, into the
 archive folder (``logstore.note_retirement``): the file grew with every checkpoint and cosignature for as
-long as the log ran, about 3 GB a year at a checkpoint every 10 s with two witnesses, while the chain
-stayed at its retention. Nothing is lost: the archive file and the file left are the old file, byte for
+long as the log ran, while the chain stayed at its retention. Nothing is lost: the archive file and the file left are the old file, byte for
 byte; the writer goes on from the entries kept."""
 
 from __future__ import annotations

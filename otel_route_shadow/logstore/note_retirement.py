@@ -83,7 +83,7 @@ def retire_notes(
         with store.lock(wait) as held:
             if not held:
                 return RetiredNotes(left=f"{store.path}: the log's lock is held (waited {wait:g} s)")
-            return _retire(store, chain_path, (origin, min_index), archive=archive, compress=compress)
+            return _retire(store, chain_path, origin, min_index, archive=archive, compress=compress)
     except FileRefused as exc:
         return RetiredNotes(left=str(exc))
     except OSError as exc:
@@ -91,7 +91,7 @@ def retire_notes(
 
 
 def _retire(
-    store: LogStore, chain_path: str, kept: tuple[str, int], *, archive: bool, compress: bool
+    store: LogStore, chain_path: str, origin: str, min_index: int, *, archive: bool, compress: bool
 ) -> RetiredNotes:
     path = store.file(CHECKPOINTS_FILE)
     try:
@@ -100,7 +100,7 @@ def _retire(
         return RetiredNotes()
     with io.FileIO(fd, "rb") as handle:
         size = os.fstat(fd).st_size
-        cut, lines = _cut(handle, size, kept)
+        cut, lines = _cut(handle, size, origin, min_index)
         if cut == 0:
             return RetiredNotes()
         target = None
@@ -112,10 +112,9 @@ def _retire(
     return RetiredNotes(lines, cut, target)
 
 
-def _cut(handle: io.FileIO, size: int, kept: tuple[str, int]) -> tuple[int, int]:
-    """Where the lines to move end, and how many there are: before the first entry of the origin
-    ``kept[0]`` claiming ``kept[1]`` leaves or more (0, 0: there is none, nothing moves)."""
-    origin, min_index = kept
+def _cut(handle: io.FileIO, size: int, origin: str, min_index: int) -> tuple[int, int]:
+    """Where the lines to move end, and how many there are: before the first entry of ``origin``
+    claiming ``min_index`` leaves or more (0, 0: there is none, nothing moves)."""
     for lines, (offset, line) in enumerate(iter_lines_from(handle, 0, size, _MAX_LINE)):
         note = None if line is None else entry_note(line)
         if note is not None and note.split("\n", 1)[0] == origin and claimed_size(note) >= min_index:

@@ -9,7 +9,8 @@ being answered. A request head must arrive within ``timeout`` seconds; answers a
 in a small thread pool (file reads and hashing never block the loop), at most ``max_answering`` at once,
 each sent within ``send_timeout`` seconds; at most ``max_answering`` entry bundles (the one resource of
 megabytes) are computed or being sent at once, so clients that do not read hold only those. Requests on a
-kept-alive connection are answered in turn, read at most a few kilobytes ahead (:data:`_READ`). A stop answers what is being answered and closes the rest.
+kept-alive connection are answered in turn, read at most a few kilobytes ahead (:data:`_READ`). A stop
+answers what is being answered and closes the rest.
 """
 
 from __future__ import annotations

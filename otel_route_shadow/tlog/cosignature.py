@@ -409,9 +409,9 @@ def without_false_cosignatures(
     note: str, witnesses: Iterable[CosignatureVerifier]
 ) -> tuple[str, tuple[str, ...]]:
     """``note`` without its signature lines that claim a key of ``witnesses`` (key name and key id) and
-    do not verify on its text, and the keys those lines claimed (``<name>+<key id>``). The lines kept are kept byte for byte, in order; a
-    cosignature that verifies is kept whatever its timestamp (a client checks signatures, not clocks).
-    Raises :class:`CosignatureError` when ``note`` is not a signed note."""
+    do not verify on its text, and the keys those lines claimed (``<name>+<key id>``). The lines kept are
+    kept byte for byte, in order; a cosignature that verifies is kept whatever its timestamp (a client
+    checks signatures, not clocks). Raises :class:`CosignatureError` when ``note`` is not a signed note."""
     text, lines = _parse(note)
     known = tuple(witnesses)
     raw = note[len(text) + 1 :].split("\n")[:-1]  # the lines after the blank line, as sent
