@@ -6,6 +6,7 @@ a segment a prune removed goes on from the signed base."""
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import threading
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from otel_route_shadow.chain import (
     SEGMENTS_SUFFIX,
     DecisionChain,
+    Segment,
     WrittenLine,
     cut_chain,
     encode_payload,
@@ -44,6 +46,7 @@ from otel_route_shadow.logstore import (
     signed_checkpoint_from_note,
 )
 from otel_route_shadow.logstore import checkpointer as checkpointer_module
+from otel_route_shadow.logstore import segment_files as segment_files_module
 from otel_route_shadow.logstore.entries import ENTRIES_INDEX_FILE, encode_bundle
 from otel_route_shadow.logstore.note_retirement import RetiredNotes
 from otel_route_shadow.logstore.segment_files import SegmentFiles
@@ -184,6 +187,54 @@ def test_a_prune_that_commits_while_a_checkpoint_reads_the_chain_is_not_taken_fo
     assert pruned == [1_201]
     assert writer.refused is None and made is not None and made.size == 1_205
     assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
+
+
+def test_a_writer_resuming_while_a_prune_commits_appends_chain_wide_positions_to_the_entries_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A writer resuming from the state hint counted its segment's chain-wide start from the pruned file as
+    # read when its files were opened and the closed segments listed after: a prune that committed and
+    # removed segments between the two was counted in neither, the writer appended offsets short by their
+    # bytes to the entries index, and serve threw the index away and scanned the chain again.
+    chain = tmp_path / "chain.jsonl"
+    _, data = written_cut_twice(chain)
+    append(chain, 100, 1_198)  # past line 1,280: the next offset the writer appends
+    pruned: list[int] = []
+
+    class PrunedMeanwhile(SegmentFiles):
+        def __init__(self, chain_path: str, store: LogStore | None = None) -> None:
+            super().__init__(chain_path, store)
+            if not pruned:  # the pruned file is read: now the prune commits and removes both segments
+                options = PruneOptions([SIGNER.verifier()])
+                pruned.append(prune(chain_path, Retention(min_index=700), options).after)
+
+    monkeypatch.setattr(checkpointer_module, "SegmentFiles", PrunedMeanwhile)
+    caught_up(Checkpointer(str(chain), ORIGIN, SIGNER))  # another process: it resumes from the hint
+    assert pruned == [700]
+    lines = data.split(b"\n")[:-1] + chain.read_bytes().split(b"\n")[500:-1]
+    assert len(lines) == 1_300
+    assert index_offsets(chain) == line_starts(b"".join(line + b"\n" for line in lines))[::TILE_WIDTH]
+    served_without_a_rebuild(chain, lines, range(3, 5))
+
+
+def test_a_segment_pruned_between_its_listing_and_its_size_counts_at_its_recorded_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The live file's chain-wide start read the size of each closed segment listed: one a prune removed
+    # after the listing raised FileNotFoundError, and the writer's checkpoint failed.
+    chain = tmp_path / "chain.jsonl"
+    _, data = written_cut_twice(chain)
+    listed = segment_files_module.chain_segments
+
+    def listed_then_pruned(chain_path: str) -> list[Segment]:
+        segments = listed(chain_path)
+        if os.path.exists(segments[0].path):
+            assert prune(chain_path, Retention(min_index=700), PruneOptions([SIGNER.verifier()])).after == 700
+        return segments
+
+    monkeypatch.setattr(segment_files_module, "chain_segments", listed_then_pruned)
+    with SegmentFiles(str(chain), LogStore(str(chain))) as files:
+        assert files.start(files.live_first) == len(data) - chain.stat().st_size
 
 
 def test_a_cut_that_waited_while_another_cut_closed_the_file_leaves_that_segment_in_place(

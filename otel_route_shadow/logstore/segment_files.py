@@ -69,21 +69,32 @@ class SegmentFiles:
 
     def start(self, segment: int) -> int:
         """The chain-wide position of the first byte of the segment that starts at seq ``segment``: the
-        sizes of the pruned segments before it (as recorded) and of the closed segments on disk."""
-        floor = 0 if self.pruned is None else self.pruned.min_index
-        total = 0 if self.pruned is None else sum(s.bytes for s in self.pruned.segments if s.end <= segment)
+        sizes of the pruned segments before it (as recorded) and of the closed segments on disk.
+
+        The closed segments are listed before the ``pruned`` file is read again: a prune records a
+        segment there before it removes the file, so each one listed is kept or below the minimum
+        index read after, and each one gone meanwhile is recorded (neither missed nor counted twice)."""
+        sizes: list[tuple[int, int]] = []
         for closed in chain_segments(self.chain_path)[:-1]:
-            if closed.first is not None and floor <= closed.first < segment:
-                total += os.lstat(
-                    closed.path
-                ).st_size  # a link's own size: segments are opened never following one
-        return total
+            if closed.first is not None and closed.first < segment:
+                with contextlib.suppress(FileNotFoundError):  # pruned since it was listed
+                    # a link's own size: segments are opened never following one
+                    sizes.append((closed.first, os.lstat(closed.path).st_size))
+        pruned = self._pruned_now()
+        floor = 0 if pruned is None else pruned.min_index
+        total = 0 if pruned is None else sum(s.bytes for s in pruned.segments if s.end <= segment)
+        return total + sum(size for first, size in sizes if first >= floor)
+
+    def _pruned_now(self) -> Pruned | None:
+        """What the ``pruned`` file says now (what it said when these files were opened, when it cannot
+        be read)."""
+        with contextlib.suppress(StateError, OSError):
+            return self.pruned if self._store is None else self._store.read_pruned()
+        return self.pruned
 
     def pruned_since(self) -> bool:
         """Whether the ``pruned`` file changed since these files were opened (a prune committed)."""
-        with contextlib.suppress(StateError, OSError):
-            return self._store is not None and self._store.read_pruned() != self.pruned
-        return False
+        return self._pruned_now() != self.pruned
 
     def was_pruned(self, segment: int, end: int) -> int | None:
         """The recorded size of the pruned segment that starts at seq ``segment`` and ends at seq
