@@ -15,6 +15,7 @@ import pytest
 
 from otel_route_shadow.chain import (
     SEGMENTS_SUFFIX,
+    ChainBytes,
     DecisionChain,
     Segment,
     WrittenLine,
@@ -46,6 +47,7 @@ from otel_route_shadow.logstore import (
     signed_checkpoint_from_note,
 )
 from otel_route_shadow.logstore import checkpointer as checkpointer_module
+from otel_route_shadow.logstore import entries as entries_module
 from otel_route_shadow.logstore import segment_files as segment_files_module
 from otel_route_shadow.logstore.entries import ENTRIES_INDEX_FILE, encode_bundle
 from otel_route_shadow.logstore.note_retirement import RetiredNotes
@@ -144,6 +146,30 @@ def test_retained_bundles_are_served_through_chain_wide_positions_after_a_prune(
     assert served.index.rebuilds == 0  # and the index is kept
     if index_kept:
         assert index_offsets(chain) == line_starts(b"".join(line + b"\n" for line in lines))[::TILE_WIDTH]
+
+
+def test_serve_reading_the_chain_while_a_prune_commits_finds_its_bundles_without_a_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # serve read the pruned file, then listed the chain's files: a prune that committed and removed
+    # segments between the two left the live file at the position of the first one removed, the lines
+    # read there did not hash to their leaves, and the index was thrown away and the chain scanned again.
+    chain = tmp_path / "chain.jsonl"
+    _, data = written_cut_twice(chain)
+    lines = data.split(b"\n")[:-1]
+    served = PublishedLog(str(chain), [SIGNER.verifier()])
+    assert served.bundle(0, TILE_WIDTH) == encode_bundle(lines[:TILE_WIDTH])  # the pruned file read: none
+    opened = entries_module.ChainBytes
+    pruned: list[int] = []
+
+    def pruned_then_opened(path: str, start: int = 0, kept_from: int = 0) -> ChainBytes:
+        if not pruned:
+            pruned.append(prune(path, Retention(min_index=700), PruneOptions([SIGNER.verifier()])).after)
+        return opened(path, start, kept_from)
+
+    monkeypatch.setattr(entries_module, "ChainBytes", pruned_then_opened)
+    assert served.bundle(3, TILE_WIDTH) == encode_bundle(lines[3 * TILE_WIDTH : 4 * TILE_WIDTH])
+    assert pruned == [700] and served.index.rebuilds == 0
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["its-cursor", "from-the-state-hint"])

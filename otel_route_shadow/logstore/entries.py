@@ -71,6 +71,8 @@ _BLOCK: Final = 1 << 20
 _WINDOW: Final = (MAX_ENTRY_BYTES + 1) // 2
 """A line of more than MAX_ENTRY_BYTES bytes covers at least one aligned window this wide whole."""
 _PROBE: Final = 4096
+_LISTINGS: Final = 3
+"""Times the chain's files are listed before one listing is taken as it is (prunes in a row)."""
 
 
 class BundleError(TileError):
@@ -222,9 +224,22 @@ class EntryIndex:
         return self._kept[1]
 
     def chain(self) -> ChainBytes:
-        """The chain's bytes, positions chain-wide (see the class docstring)."""
-        min_index, position = self.kept()
-        return ChainBytes(self.chain_path, position, min_index)
+        """The chain's bytes, positions chain-wide (see the class docstring), its files listed while the
+        ``pruned`` file said the same before and after: a prune that committed meanwhile removes
+        segments the listing may have missed, and they are listed again (a few times at most)."""
+        kept = self.kept()
+        for _attempt in range(_LISTINGS - 1):
+            try:
+                chain: ChainBytes | None = ChainBytes(self.chain_path, kept[1], kept[0])
+            except FileNotFoundError:  # a segment removed between its listing and its size
+                chain = None
+            now = self.kept()
+            if chain is not None and now == kept:
+                return chain
+            if chain is not None:
+                chain.close()
+            kept = now
+        return ChainBytes(self.chain_path, kept[1], kept[0])
 
     def _skip_pruned(self, min_index: int, start: int) -> int:
         """Hold placeholders for the offsets of pruned lines ``256 k`` (those below ``min_index``) and,
