@@ -10,7 +10,6 @@ is parsed, its size compared, and its signature checked with the log's keys when
 from __future__ import annotations
 
 import errno
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -18,6 +17,7 @@ from typing import Any, Final
 import orjson
 
 from otel_route_shadow.chain.result import Reason
+from otel_route_shadow.files import range_blocks
 from otel_route_shadow.tlog import AuthenticationError, LogKey, authenticate
 
 __all__ = [
@@ -71,12 +71,11 @@ def hash_range(fd: int, digest: Any, start: int, end: int) -> None:
     """Feed ``digest`` bytes ``[start, end)`` of ``fd``, read in bounded chunks with ``pread``; ``OSError``
     (EIO) when the file ends before ``end``."""
     position = start
-    while position < end:
-        block = os.pread(fd, min(_HASH_CHUNK, end - position), position)
-        if not block:
-            raise OSError(errno.EIO, f"the file ended at byte {position} while it was hashed")
+    for block in range_blocks(fd, start, end, _HASH_CHUNK):
         digest.update(block)
         position += len(block)
+    if position < end:
+        raise OSError(errno.EIO, f"the file ended at byte {position} while it was hashed")
 
 
 def anchor_of(line: bytes | None) -> Anchor | Fault:

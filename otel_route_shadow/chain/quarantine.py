@@ -25,7 +25,7 @@ from otel_route_shadow.chain.errors import ChainCorruptError, ChainFormatError
 from otel_route_shadow.chain.head import BLOCK_BYTES, tail_head
 from otel_route_shadow.chain.reader import iter_lines_from
 from otel_route_shadow.chain.record import MAX_LINE_BYTES, QUARANTINE_KIND, ChainHead, parse_record_line
-from otel_route_shadow.files import FileRefused, fsync_directory, read_regular, write_atomic
+from otel_route_shadow.files import FileRefused, fsync_directory, range_blocks, read_regular, write_atomic
 from otel_route_shadow.lines import first_line
 
 __all__ = ["CHAIN_FILE_MODE", "EventWriter", "TailQuarantine", "complete_lines", "remove_file"]
@@ -71,7 +71,9 @@ class TailQuarantine:
         """
         sha = _digest_range(fd, start, size)
         name = f"{self._name}.torn-{_segment_part(fd, start)}{start}-{sha[:16]}"
-        write_atomic(os.path.join(self._dir, name), _blocks(fd, start, size), mode=CHAIN_FILE_MODE)
+        write_atomic(
+            os.path.join(self._dir, name), range_blocks(fd, start, size, BLOCK_BYTES), mode=CHAIN_FILE_MODE
+        )
         marker = {"offset": start, "length": size - start, "sha256": sha, "file": name, "owed": owed}
         write_atomic(self.marker, orjson.dumps(marker), mode=CHAIN_FILE_MODE)
         self.quarantines += 1
@@ -176,19 +178,9 @@ def complete_lines(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]
                 yield offset, line
 
 
-def _blocks(fd: int, start: int, end: int) -> Iterator[bytes]:
-    pos = start
-    while pos < end:
-        block = os.pread(fd, min(BLOCK_BYTES, end - pos), pos)
-        if not block:
-            return
-        yield block
-        pos += len(block)
-
-
 def _digest_range(fd: int, start: int, end: int) -> str:
     digest = hashlib.sha256()
-    for block in _blocks(fd, start, end):
+    for block in range_blocks(fd, start, end, BLOCK_BYTES):
         digest.update(block)
     return digest.hexdigest()
 

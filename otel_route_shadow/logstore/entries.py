@@ -41,6 +41,7 @@ from otel_route_shadow.files import (
     file_identity,
     open_beneath,
     open_regular,
+    range_blocks,
     read_beneath,
     write_atomic,
 )
@@ -520,10 +521,7 @@ def _with_seqs(fd: int, found: list[tuple[int, int]]) -> list[LongEntry]:
     out: list[LongEntry] = []
     seq = position = 0
     for start, length in found:
-        while position < start:
-            block = os.pread(fd, min(_BLOCK * 8, start - position), position)
-            if not block:
-                break
+        for block in range_blocks(fd, position, start, _BLOCK * 8):
             seq += block.count(b"\n")
             position += len(block)
         out.append(LongEntry(seq, start, length))
