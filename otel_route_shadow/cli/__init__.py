@@ -28,7 +28,7 @@ from otel_route_shadow.cli import (
     serve,
     verify,
 )
-from otel_route_shadow.cli.common import CliError, harden_streams, name_chains
+from otel_route_shadow.cli.common import CliError, harden_streams, name_chains, prunes_held_off_for
 from otel_route_shadow.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK
 from otel_route_shadow.core import redact_text
 from otel_route_shadow.version import __version__
@@ -63,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     name_chains(args)
     try:
-        code: int = args.handler(args)
+        with prunes_held_off_for(args):
+            code: int = args.handler(args)
     except CliError as exc:
         print(f"otel-route-shadow: {redact_text(str(exc))[0]}", file=sys.stderr)
         return exc.exit_code

@@ -191,7 +191,7 @@ def register(sub: Any) -> None:
         metavar="N",
         help="findings listed per kind in text output (default 20)",
     )
-    parser.set_defaults(handler=_handle)
+    parser.set_defaults(handler=_handle, reads_chains=True)
 
 
 def build_backend(kind: str, url: str, project: str, timeout: float) -> Backend:

@@ -25,6 +25,7 @@ from otel_route_shadow.chain import live_path
 from otel_route_shadow.cli.exit_codes import EXIT_USAGE
 from otel_route_shadow.core import PolicyProblem
 from otel_route_shadow.files import FileRefused, file_kind, open_regular, read_text, write_atomic
+from otel_route_shadow.logstore import PruneRunning, prunes_held_off
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "open_input",
     "parse_json_text",
     "problem_line",
+    "prunes_held_off_for",
     "read_text_file",
     "witness_policy_arg",
     "write_output",
@@ -78,6 +80,28 @@ def name_chains(args: argparse.Namespace) -> None:
             setattr(args, attribute, _chain_name(value))
         elif isinstance(value, list):
             setattr(args, attribute, [_chain_name(item) if isinstance(item, str) else item for item in value])
+
+
+@contextlib.contextmanager
+def prunes_held_off_for(args: argparse.Namespace) -> Iterator[None]:
+    """For a command that reads chains to judge them (``reads_chains`` among its defaults), the prune lock
+    of each chain file it names held shared while it runs (``logstore.prunes_held_off``: no prune
+    removes a file it listed); a prune running past the wait is a :class:`CliError` (nothing read).
+    A log given by URL, or a folder of chains, is read as it is."""
+    named: list[str] = []
+    if getattr(args, "reads_chains", False):
+        for attribute in ("chain", "chains"):
+            value = getattr(args, attribute, None)
+            named += [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    local = [
+        path for path in named if not path.startswith(("http://", "https://")) and not os.path.isdir(path)
+    ]
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(prunes_held_off(local))
+        except PruneRunning as exc:
+            raise CliError(str(exc)) from None
+        yield
 
 
 def _chain_name(value: str) -> str:

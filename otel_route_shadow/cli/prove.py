@@ -98,7 +98,7 @@ def register(sub: Any) -> None:
         "--record-out", metavar="LINEFILE", help="with --receipt: write the record's line here"
     )
     add_key_options(prove, None)
-    prove.set_defaults(handler=_prove)
+    prove.set_defaults(handler=_prove, reads_chains=True)
 
     check = sub.add_parser(
         "verify-proof",

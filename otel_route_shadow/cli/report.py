@@ -172,7 +172,7 @@ def _register_report(sub: Any) -> None:
     )
     min_spawns_arg(parser)
     monitor_args(parser)
-    parser.set_defaults(handler=_handle_report)
+    parser.set_defaults(handler=_handle_report, reads_chains=True)
 
 
 def _register_whatif(sub: Any) -> None:
@@ -204,7 +204,7 @@ def _register_whatif(sub: Any) -> None:
         "--fail-on-change", action="store_true", help="exit 1 when any decision would change (for CI)"
     )
     whatif_fleet_args(parser)
-    parser.set_defaults(handler=_handle_whatif)
+    parser.set_defaults(handler=_handle_whatif, reads_chains=True)
 
 
 def _register_matrix(sub: Any) -> None:
@@ -247,7 +247,7 @@ def _register_matrix(sub: Any) -> None:
         metavar="N",
         help=f"row limit (default {MAX_ROWS})",
     )
-    parser.set_defaults(handler=_handle_matrix)
+    parser.set_defaults(handler=_handle_matrix, reads_chains=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def register(sub: Any) -> None:
         "the attested size and every witness's largest cosigned size are known; older ones are listed as "
         "not checked)",
     )
-    parser.set_defaults(handler=_run)
+    parser.set_defaults(handler=_run, reads_chains=True)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -45,6 +45,7 @@ from otel_route_shadow.logstore.keys import (
     read_policy_file,
     read_signing_keys,
 )
+from otel_route_shadow.logstore.prune_lock import PruneRunning, prunes_held_off
 from otel_route_shadow.logstore.pruned import (
     MAX_COMMAND_CHARS,
     Pruned,
@@ -101,6 +102,7 @@ __all__ = [
     "PruneOptions",
     "PruneRefused",
     "PruneResult",
+    "PruneRunning",
     "Pruned",
     "PrunedError",
     "PublishedLog",
@@ -126,6 +128,7 @@ __all__ = [
     "proof_path",
     "prune",
     "pruned_resource",
+    "prunes_held_off",
     "read_note_file",
     "read_policy_file",
     "read_signing_keys",

@@ -2,10 +2,10 @@
 (docs/chain-format.md section 14.5, docs/operating.md "Retention").
 
 :func:`prune` holds two locks, each waited for at most ``wait`` seconds (:class:`PruneRefused` ``busy``
-otherwise, nothing changed): the prune lock, an exclusive ``flock`` on the chain's segments folder that
-only prunes take, for the whole prune (two prunes never work at once); and the chain's lock (the
-``flock`` every writer takes on the live file) only for two short steps, so that appends go on while the
-segments are checked and archived. Closed segments never change, so that work needs no lock. In steps
+otherwise, nothing changed): the prune lock (``prune_lock``: an ``flock`` on the chain's segments
+folder), exclusive for the whole prune (two prunes never work at once, nor one while a command reads
+the chain); and the chain's lock (the ``flock`` every writer takes on the live file) only for two short
+steps, so that appends go on while the segments are checked and archived. Closed segments never change, so that work needs no lock. In steps
 that a SIGKILL may interrupt anywhere:
 
 1. under the chain's lock: settle what an interrupted prune left (:func:`settle_pruning`): segments below
@@ -60,6 +60,7 @@ from otel_route_shadow.logstore.archives import (
     segments_dir,
 )
 from otel_route_shadow.logstore.note_retirement import RetiredNotes, retire_notes, retirement_due
+from otel_route_shadow.logstore.prune_lock import segments_lock
 from otel_route_shadow.logstore.pruned import Pruned, PrunedSegment
 from otel_route_shadow.logstore.store import LogStore, StateError
 from otel_route_shadow.tlog import (
@@ -235,28 +236,23 @@ def _retired(
 
 @contextlib.contextmanager
 def _prune_lock(chain_path: str, wait: float) -> Iterator[bool]:
-    """Hold the prune lock, an exclusive ``flock`` on the chain's segments folder that only prunes take
-    (yields True). A chain with no such folder was never cut: it has nothing to prune, and no lock is
-    taken (yields False)."""
-    folder = segments_dir(chain_path)
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        fd = -1
-    except OSError as exc:
-        raise PruneRefused("unusable", f"{folder}: not a folder prune can open ({exc.strerror})") from None
-    if fd < 0:
-        yield False
-        return
-    try:
-        if not flock_within(fd, fcntl.LOCK_EX, wait, _POLL_S):
+    """Hold the prune lock exclusive (``prune_lock.segments_lock``; yields True). A chain with no
+    segments folder was never cut: it has nothing to prune, and no lock is taken (yields False)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            held = stack.enter_context(segments_lock(chain_path, fcntl.LOCK_EX, wait))
+        except OSError as exc:
+            folder = segments_dir(chain_path)
+            raise PruneRefused(
+                "unusable", f"{folder}: not a folder prune can open ({exc.strerror})"
+            ) from None
+        if held is False:
             raise PruneRefused(
                 "busy",
-                f"{chain_path}: another prune of this chain is running (waited {wait:g} s); nothing changed",
+                f"{chain_path}: another prune of this chain, or a command reading it, is running "
+                f"(waited {wait:g} s); nothing changed",
             )
-        yield True
-    finally:
-        release(fd)
+        yield held is True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
