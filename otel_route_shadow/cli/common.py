@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, Final
 
+from otel_route_shadow.analysis import is_remote
 from otel_route_shadow.chain import live_path
 from otel_route_shadow.cli.exit_codes import EXIT_USAGE
 from otel_route_shadow.core import PolicyProblem
@@ -93,9 +94,7 @@ def prunes_held_off_for(args: argparse.Namespace) -> Iterator[None]:
         for attribute in ("chain", "chains"):
             value = getattr(args, attribute, None)
             named += [value] if isinstance(value, str) else value if isinstance(value, list) else []
-    local = [
-        path for path in named if not path.startswith(("http://", "https://")) and not os.path.isdir(path)
-    ]
+    local = [path for path in named if not is_remote(path) and not os.path.isdir(path)]
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(prunes_held_off(local))
@@ -105,7 +104,7 @@ def prunes_held_off_for(args: argparse.Namespace) -> Iterator[None]:
 
 
 def _chain_name(value: str) -> str:
-    return value if value.startswith(("http://", "https://")) else live_path(value)
+    return value if is_remote(value) else live_path(value)
 
 
 def input_file(path: str | os.PathLike[str]) -> str:
