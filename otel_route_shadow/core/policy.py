@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from otel_route_shadow.core.canonical import canonical_json, digest_bytes
 from otel_route_shadow.core.identity import canonicalize_repo
-from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.core.requirements import model_provider, parse_requirement
 from otel_route_shadow.core.vocabulary import (
     PROVIDER_BINDINGS,
@@ -209,19 +208,14 @@ def policy_set_hash(policies: Iterable[RoutingPolicy]) -> str:
     return digest_bytes(b"[" + b",".join(encodings) + b"]")
 
 
-def _shown(value: str) -> str:
-    """A user-typed value or key as a problem message may show it: scrubbed of credential shapes
-    (:func:`~otel_route_shadow.core.redaction.redact_text`), so a message never carries a secret."""
-    return redact_text(value)[0]
-
-
 def _validation_message(exc: ValidationError) -> str:
     # Locations and messages only: input values could carry anything, secrets included. A location
-    # holds the keys the user typed (an unknown field, a requirement_map key), so it is scrubbed too.
+    # holds the keys the user typed (an unknown field, a requirement_map key): ``validate_policies``
+    # scrubs every problem it gives.
     parts = []
     for error in exc.errors(include_url=False, include_input=False):
         loc = ".".join(str(item) for item in error.get("loc", ()))
-        parts.append(_shown(f"{loc or '<policy>'}: {error.get('msg', 'invalid')}"))
+        parts.append(f"{loc or '<policy>'}: {error.get('msg', 'invalid')}")
     return "; ".join(parts[:8]) + (" ..." if len(parts) > 8 else "")
 
 
@@ -246,7 +240,7 @@ def parse_indexed(items: object) -> tuple[list[tuple[int, RoutingPolicy]], list[
             problems.append(
                 PolicyProblem(
                     code=ReasonCode.MALFORMED_POLICY,
-                    policy_id=_shown(raw_id) if isinstance(raw_id, str) and len(raw_id) <= 128 else None,
+                    policy_id=raw_id if isinstance(raw_id, str) and len(raw_id) <= 128 else None,
                     index=index,
                     message=_validation_message(exc),
                 )
@@ -282,7 +276,7 @@ def _repo_problems(match: RoutingMatch) -> _Found:
             found.append(
                 (
                     ReasonCode.NON_CANONICAL_REPO_ID,
-                    f"repo id {_shown(repo)!r} is not canonical lower-case owner/repo{glob}",
+                    f"repo id {repo!r} is not canonical lower-case owner/repo{glob}",
                 )
             )
     return found
@@ -290,12 +284,12 @@ def _repo_problems(match: RoutingMatch) -> _Found:
 
 def _role_and_face_problems(match: RoutingMatch) -> _Found:
     found: _Found = [
-        (ReasonCode.UNKNOWN_ROLE, f"unknown role {_shown(role)!r} (roles: {', '.join(sorted(_ROLES))})")
+        (ReasonCode.UNKNOWN_ROLE, f"unknown role {role!r} (roles: {', '.join(sorted(_ROLES))})")
         for role in match.roles
         if role not in _ROLES
     ]
     found.extend(
-        (ReasonCode.UNKNOWN_REQUEST_FACE, f"unknown request face {_shown(face)!r}")
+        (ReasonCode.UNKNOWN_REQUEST_FACE, f"unknown request face {face!r}")
         for face in match.request_faces
         if face not in _FACES
     )
@@ -305,26 +299,25 @@ def _role_and_face_problems(match: RoutingMatch) -> _Found:
 def _mapping_problem(
     key: str, model: str, lock: str | None, locked: Provider | None
 ) -> tuple[ReasonCode, str] | None:
-    """The first rule one ``requirement_map`` entry breaks, if any (the key and model as
-    :func:`_shown` shows them)."""
+    """The first rule one ``requirement_map`` entry breaks, if any."""
     requirement = parse_requirement(key)
     provider = model_provider(model)
     if requirement.kind in (RequirementKind.UNRECOGNIZED, RequirementKind.NONE):
         return (
             ReasonCode.UNKNOWN_REQUIREMENT,
-            f"requirement_map key {_shown(key)!r} is not a family or capability",
+            f"requirement_map key {key!r} is not a family or capability",
         )
     if requirement.kind is RequirementKind.LITERAL_FAMILY and not requirement.satisfied_by(model):
         return (
             ReasonCode.LITERAL_FAMILY_MAPPED_TO_FOREIGN_MODEL,
-            f"{_shown(key)} -> {_shown(model)}: a literal family may only map to an Anthropic {_shown(key)} model",
+            f"{key} -> {model}: a literal family may only map to an Anthropic {key} model",
         )
     if provider is None:
-        return ReasonCode.UNKNOWN_MODEL, f"{_shown(key)} -> {_shown(model)}: not a model of a known provider"
+        return ReasonCode.UNKNOWN_MODEL, f"{key} -> {model}: not a model of a known provider"
     if locked is not None and provider is not locked:
         return (
             ReasonCode.MAPPED_MODEL_OUTSIDE_LOCK,
-            f"{_shown(key)} -> {_shown(model)}: served by {provider.value}, outside provider_lock {lock}",
+            f"{key} -> {model}: served by {provider.value}, outside provider_lock {lock}",
         )
     return None
 
@@ -334,7 +327,7 @@ def _action_problems(action: RoutingAction) -> _Found:
     lock = action.provider_lock
     locked = PROVIDER_BINDINGS.get(lock) if lock is not None else None
     if lock is not None and locked is None:
-        found.append((ReasonCode.UNKNOWN_PROVIDER_BINDING, f"unknown provider binding {_shown(lock)!r}"))
+        found.append((ReasonCode.UNKNOWN_PROVIDER_BINDING, f"unknown provider binding {lock!r}"))
     if len(set(action.account_pool)) != len(action.account_pool):
         found.append((ReasonCode.MALFORMED_POLICY, "account_pool names an account more than once"))
     for key, model in sorted(action.requirement_map.items()):
@@ -345,7 +338,8 @@ def _action_problems(action: RoutingAction) -> _Found:
 
 
 def member_problems(policy: RoutingPolicy, index: int) -> list[PolicyProblem]:
-    """Every problem with one policy's own members (match values, binding, pool, requirement map)."""
+    """Every problem with one policy's own members (match values, binding, pool, requirement map); the
+    values are quoted as typed (``validate_policies`` scrubs every problem of credential shapes)."""
     found = [
         *_repo_problems(policy.match),
         *_role_and_face_problems(policy.match),
