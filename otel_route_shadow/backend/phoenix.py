@@ -277,9 +277,8 @@ class PhoenixBackend:
                 name=str(raw.get("name") or ""),
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise BackendProtocolError(
-                f"{self.describe()}: unexpected span shape ({_shown(str(exc).encode('utf-8', 'replace'), self._api_key)})"
-            ) from None
+            shown = _shown(str(exc).encode("utf-8", "replace"), self._api_key)
+            raise BackendProtocolError(f"{self.describe()}: unexpected span shape ({shown})") from None
 
 
 def _error_detail(exc: urllib.error.HTTPError, api_key: str) -> str:

@@ -68,9 +68,9 @@ def register(sub: Any) -> None:
     witness_policy_arg(
         parser,
         help=(
-            "C2SP tlog-policy file: its log keys are added to --key (one at least), and the checkpoint is served without "
-            "the cosignature lines that claim one of its witnesses' keys and do not verify (a client holding "
-            "that key would reject the whole checkpoint); give the witnesses the clients trust"
+            "C2SP tlog-policy file: its log keys are added to --key (one at least), and the checkpoint is "
+            "served without the cosignature lines that claim one of its witnesses' keys and do not verify (a "
+            "client holding that key would reject the whole checkpoint); give the witnesses the clients trust"
         ),
     )
     parser.add_argument(

@@ -8,9 +8,10 @@ first entry of the log's origin whose note claims m leaves or more: before it, e
 claims a tree of pruned records only. The prune passes the origin of the checkpoint that covers m, an
 entry of the file, so the newest entry of the origin (the writer resumes from it, cosignatures are added
 to it) and the one claiming the largest size stay, as does every line after the first kept. Lines among
-the moved ones that are not entries of the origin (a torn append, a foreign line) move with them. They go byte for byte into a
-new file of the chain's archive folder, ``checkpoints.<K, 6 digits>.jsonl`` (``.jsonl.gz``, gzip, when
-the prune compresses), K one more than the largest there, or nowhere when the prune deletes.
+the moved ones that are not entries of the origin (a torn append, a foreign line) move with them. They
+go byte for byte into a new file of the chain's archive folder, ``checkpoints.<K, 6 digits>.jsonl``
+(``.jsonl.gz``, gzip, when the prune compresses), K one more than the largest there, or nowhere when the
+prune deletes.
 
 It works under the log's lock (``LogStore.lock``, waited for at most ``wait`` seconds: a writer catching
 up may hold it for long), so no checkpoint or cosignature is appended meanwhile: the archive file is

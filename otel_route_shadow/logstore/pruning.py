@@ -5,8 +5,8 @@
 otherwise, nothing changed): the prune lock (``prune_lock``: an ``flock`` on the chain's segments
 folder), exclusive for the whole prune (two prunes never work at once, nor one while a command reads
 the chain); and the chain's lock (the ``flock`` every writer takes on the live file) only for two short
-steps, so that appends go on while the segments are checked and archived. Closed segments never change, so that work needs no lock. In steps
-that a SIGKILL may interrupt anywhere:
+steps, so that appends go on while the segments are checked and archived. Closed segments never change,
+so that work needs no lock. In steps that a SIGKILL may interrupt anywhere:
 
 1. under the chain's lock: settle what an interrupted prune left (:func:`settle_pruning`): segments below
    the recorded minimum index are removed (the prune had committed), archives at or above it and
