@@ -5,12 +5,14 @@ and ``prune`` itself never take it."""
 from __future__ import annotations
 
 import fcntl
+import resource
 from pathlib import Path
 
 import pytest
 from test_segment_writer import SIGNER, written_cut_twice
 
 from otel_route_shadow.cli import build_parser, main
+from otel_route_shadow.cli import common as cli_common
 from otel_route_shadow.cli import verify as verify_command
 from otel_route_shadow.logstore import PruneOptions, PruneRefused, Retention, prune, prunes_held_off
 from otel_route_shadow.logstore import prune_lock as prune_lock_module
@@ -60,8 +62,10 @@ def test_verify_while_the_hosts_retention_prunes_says_intact_and_the_prune_comes
         ["whatif", "{chain}", "--policies", "{policies}"],
         ["matrix", "--policies", "{policies}", "--chain", "{chain}"],
         ["audit", "{chain}", "--backend", "http://127.0.0.1:9/"],
+        ["report", "{folder}"],
+        ["whatif", "{folder}", "--policies", "{policies}"],
     ],
-    ids=lambda argv: argv[0],
+    ids=lambda argv: argv[0] + (" of a folder" if argv[1] == "{folder}" else ""),
 )
 def test_a_command_reading_a_chain_waits_for_a_running_prune_and_then_says_so_reading_nothing(
     chain: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
@@ -71,7 +75,7 @@ def test_a_command_reading_a_chain_waits_for_a_running_prune_and_then_says_so_re
     monkeypatch.setattr(prune_lock_module, "READ_WAIT_S", 0.05)
     with segments_lock(str(chain), fcntl.LOCK_EX, 0.0) as held:  # a prune running
         assert held is True
-        code = main([part.format(chain=chain, policies=policies) for part in argv])
+        code = main([part.format(chain=chain, policies=policies, folder=chain.parent) for part in argv])
     err = capsys.readouterr().err
     assert code == 2 and f"{chain}: a prune of this chain is running (waited 0.05 s); nothing was read" in err
 
@@ -90,3 +94,17 @@ def test_prunes_held_off_passes_over_a_chain_never_cut_and_a_folder_it_cannot_op
     Path(str(not_a_folder) + ".segments").write_bytes(b"not a folder")
     with prunes_held_off([str(never_cut), str(not_a_folder)], wait=0.0):
         pass
+
+
+def test_a_fleet_of_more_cut_chains_than_the_open_files_allowed_holds_the_lock_of_each() -> None:
+    # One lock descriptor per cut chain: a folder of a thousand hosts' chains under a soft limit of 1,024
+    # open files would have run out of descriptors, the rest read unlocked and the chains not opened.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"a hard limit of {hard} open files leaves no room to raise the soft one")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        cli_common._room_for(1000)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 1000 + 256
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

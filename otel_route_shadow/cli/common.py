@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import stat
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, Final
 
-from otel_route_shadow.analysis import is_remote
+from otel_route_shadow.analysis import FleetError, chain_paths, is_remote
 from otel_route_shadow.chain import live_path
 from otel_route_shadow.cli.exit_codes import EXIT_USAGE
 from otel_route_shadow.core import PolicyProblem
@@ -53,6 +54,8 @@ _MAX_INPUT_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 """The longest JSON line any command reads: the chain's own record limit (docs/chain-format.md)."""
 STDIN: Final = "-"
+_SPARE_DESCRIPTORS = 1024
+"""Open files left to a command besides the prune locks it holds (``prunes_held_off_for``)."""
 
 
 class CliError(Exception):
@@ -86,21 +89,41 @@ def name_chains(args: argparse.Namespace) -> None:
 @contextlib.contextmanager
 def prunes_held_off_for(args: argparse.Namespace) -> Iterator[None]:
     """For a command that reads chains to judge them (``reads_chains`` among its defaults), the prune lock
-    of each chain file it names held shared while it runs (``logstore.prunes_held_off``: no prune
-    removes a file it listed); a prune running past the wait is a :class:`CliError` (nothing read).
-    A log given by URL, or a folder of chains, is read as it is."""
+    of each chain it reads held shared while it runs (``logstore.prunes_held_off``: no prune removes a
+    file it listed): each chain file it names and each chain of a folder it names. A prune running past
+    the wait is a :class:`CliError` (nothing read). A log given by URL is read as it is."""
     named: list[str] = []
     if getattr(args, "reads_chains", False):
         for attribute in ("chain", "chains"):
             value = getattr(args, attribute, None)
             named += [value] if isinstance(value, str) else value if isinstance(value, list) else []
-    local = [path for path in named if not is_remote(path) and not os.path.isdir(path)]
+    local: list[str] = []
+    for path in named:
+        if os.path.isdir(path):
+            with contextlib.suppress(FleetError, OSError):  # the command itself says what is wrong
+                local += chain_paths([path])
+        elif not is_remote(path):
+            local.append(path)
+    _room_for(len(local))
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(prunes_held_off(local))
         except PruneRunning as exc:
             raise CliError(str(exc)) from None
         yield
+
+
+def _room_for(descriptors: int) -> None:
+    """Raise the soft limit of open files (to at most the hard one) so that ``descriptors`` more can be
+    held besides what the command opens itself: a fleet of cut chains holds one lock each."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = descriptors + _SPARE_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE,
+                (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard),
+            )
 
 
 def _chain_name(value: str) -> str:
