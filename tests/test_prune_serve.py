@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from http import HTTPStatus
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prune_support import KEY, ORIGIN, SegmentedChain, segmented_chain
@@ -119,3 +120,28 @@ def test_a_segment_an_interrupted_prune_left_below_the_minimum_index_is_not_serv
     (Path(str(log.chain) + ".tlog") / "entries-index").unlink(missing_ok=True)  # scanned again
     stray = get(LogSite([PublishedLog(str(log.chain), [KEY])]), f"tile/entries/002.p/{width}")
     assert clean[0] == HTTPStatus.OK and stray == clean
+
+
+@pytest.mark.parametrize("path", ["tile/entries/000", "tile/entries/001"])
+def test_a_bundle_pruned_while_it_is_read_is_gone_not_a_409(
+    log: SegmentedChain, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
+) -> None:
+    # The minimum index was read (0), then a prune below 300 committed: the bundle's lines were no longer
+    # in the chain and it was answered 409, "pruned records", which a tlog-tiles client takes as final
+    # damage and the server logged as a problem.
+    site = LogSite([PublishedLog(str(log.chain), [KEY])])
+    read = LogSite._min_index
+    pruned: list[int] = []
+
+    def read_then_prune(self: LogSite, served: Any) -> int:
+        found = read(self, served)
+        if not pruned:
+            assert main(["prune", str(log.chain), "--key", str(KEY), "--min-index", "300"]) == 0
+            pruned.append(found)
+        return found
+
+    monkeypatch.setattr(LogSite, "_min_index", read_then_prune)
+    status, body = get(site, path)
+    assert pruned == [0]
+    assert status == HTTPStatus.GONE and b"minimum index is 512" in body
+    assert "pruned records" not in caplog.text and "410 Gone" in caplog.text

@@ -60,7 +60,7 @@ from otel_route_shadow.logstore.pruning import (
     Retention,
     prune,
 )
-from otel_route_shadow.logstore.published import NotFound, PublishedLog, Unservable, parse_resource
+from otel_route_shadow.logstore.published import NotFound, PublishedLog, Resource, Unservable, parse_resource
 from otel_route_shadow.logstore.signed import SignedCheckpoint, default_origin, signed_checkpoint_from_note
 from otel_route_shadow.logstore.store import (
     CHECKPOINT_FILE,
@@ -106,6 +106,7 @@ __all__ = [
     "Pruned",
     "PrunedError",
     "PublishedLog",
+    "Resource",
     "Retention",
     "SignedCheckpoint",
     "StateError",

@@ -11,7 +11,7 @@ the parsed numbers (``logstore.published``), below the log's directory, followin
 | 200 | the resource, authenticated against the log's checkpoint (the checkpoint itself without the cosignature lines that claim a given witness key and do not verify, each set logged once) |
 | 404 | no log at that prefix, not a tlog-tiles path, a resource beyond the checkpoint's tree, a tile file that is not there |
 | 405 | a method other than GET and HEAD |
-| 410 | a resource the log's retention pruned: an entry bundle, or a full tile, whose end index is at most the minimum index (C2SP tlog-tiles "Pruning" lets a log refuse them) |
+| 410 | a resource the log's retention pruned: an entry bundle, or a full tile, whose end index is at most the minimum index (C2SP tlog-tiles "Pruning" lets a log refuse them), one a prune removed while it was being read included |
 | 409 | the resource exists but cannot be given as good: a damaged or forged tile, a tile that cannot be authenticated, a chain that does not hold the signed entries, a checkpoint that does not authenticate, an entry bundle holding a line longer than 65,535 bytes (an older chain's); the message names what is wrong and the log line says what to do |
 | 500 | a file that cannot be read (an I/O error, which may pass) |
 
@@ -42,6 +42,7 @@ from otel_route_shadow.logstore import (
     BundleUnservable,
     NotFound,
     PublishedLog,
+    Resource,
     Unservable,
     parse_resource,
     pruned_resource,
@@ -140,26 +141,15 @@ class LogSite:
             return self._refusal(
                 request, HTTPStatus.NOT_FOUND, f"not a tlog-tiles resource: {relative[:200]}"
             )
-        if pruned_resource(resource.kind, resource.level, resource.index, resource.width, min_index):
-            return self._refusal(
-                request, HTTPStatus.GONE, f"{resource.path}: pruned (the log's minimum index is {min_index})"
-            )
+        gone = self._gone(request, resource, min_index)
+        if gone is not None:
+            return gone
         try:
             with served.lock:
                 data = served.log.get(resource)
                 self._report_index(served.log)
-        except NotFound as exc:
-            return self._refusal(request, HTTPStatus.NOT_FOUND, str(exc))
-        except (Unservable, BundleUnservable) as exc:
-            self.problems.report(f"{served.prefix}: {exc}")
-            return _text(HTTPStatus.CONFLICT, str(exc))
-        except (OSError, ValueError) as exc:
-            self.problems.report(
-                f"{served.prefix}: {resource.path}: cannot be read: {type(exc).__name__}: {exc}"
-            )
-            return _text(
-                HTTPStatus.INTERNAL_SERVER_ERROR, f"{resource.path}: cannot be read (the server logs why)"
-            )
+        except (NotFound, Unservable, BundleUnservable, OSError, ValueError) as exc:
+            return self._failed(served, request, resource, exc)
         if resource.kind == "checkpoint":
             self.report_dropped(served.log)
             return Response(HTTPStatus.OK, {"Content-Type": TEXT, "Cache-Control": CHECKPOINT}, data)
@@ -170,6 +160,30 @@ class LogSite:
                 headers["Content-Encoding"] = "gzip"
                 data = gzip.compress(data, _GZIP_LEVEL, mtime=0)
         return Response(HTTPStatus.OK, headers, data)
+
+    def _failed(self, served: _Served, request: Request, resource: Resource, exc: Exception) -> Response:
+        """The answer when ``resource`` could not be given: 410 when a prune that committed after the
+        minimum index was read removed it (gone, not missing or damaged), else 404, 409 or 500."""
+        gone = self._gone(request, resource, self._min_index(served))
+        if gone is not None:
+            return gone
+        if isinstance(exc, NotFound):
+            return self._refusal(request, HTTPStatus.NOT_FOUND, str(exc))
+        if isinstance(exc, Unservable | BundleUnservable):
+            self.problems.report(f"{served.prefix}: {exc}")
+            return _text(HTTPStatus.CONFLICT, str(exc))
+        self.problems.report(f"{served.prefix}: {resource.path}: cannot be read: {type(exc).__name__}: {exc}")
+        return _text(
+            HTTPStatus.INTERNAL_SERVER_ERROR, f"{resource.path}: cannot be read (the server logs why)"
+        )
+
+    def _gone(self, request: Request, resource: Resource, min_index: int) -> Response | None:
+        """The 410 of a ``resource`` pruned below ``min_index``; None when it is kept."""
+        if not pruned_resource(resource.kind, resource.level, resource.index, resource.width, min_index):
+            return None
+        return self._refusal(
+            request, HTTPStatus.GONE, f"{resource.path}: pruned (the log's minimum index is {min_index})"
+        )
 
     def _min_index(self, served: _Served) -> int:
         """The log's minimum index (``served_min_index`` of the entry index's :meth:`kept`), within the served
