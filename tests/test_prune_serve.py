@@ -3,13 +3,12 @@ to an entry bundle), 410 Gone for entry bundles and full tiles that end at or be
 
 from __future__ import annotations
 
-import shutil
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prune_support import KEY, ORIGIN, SegmentedChain, segmented_chain
+from prune_support import KEY, ORIGIN, SegmentedChain, copied, segmented_chain
 
 from otel_route_shadow.cli import main
 from otel_route_shadow.logstore import PublishedLog, pruned_resource, served_min_index
@@ -24,8 +23,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> SegmentedChain:
 
 @pytest.fixture
 def log(pristine: SegmentedChain, tmp_path: Path) -> SegmentedChain:
-    shutil.copytree(pristine.chain.parent, tmp_path / "log")
-    return SegmentedChain(tmp_path / "log" / "chain.jsonl", pristine.bounds, pristine.total)
+    return copied(pristine, tmp_path)
 
 
 def get(site: LogSite, path: str) -> tuple[HTTPStatus, bytes]:
