@@ -4,6 +4,7 @@ and ``prune`` itself never take it."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import resource
 from pathlib import Path
@@ -14,6 +15,7 @@ from test_segment_writer import SIGNER, written_cut_twice
 from otel_route_shadow.cli import build_parser, main
 from otel_route_shadow.cli import common as cli_common
 from otel_route_shadow.cli import verify as verify_command
+from otel_route_shadow.instrumentation.retention import HostRetention
 from otel_route_shadow.logstore import PruneOptions, PruneRefused, Retention, prune, prunes_held_off
 from otel_route_shadow.logstore import prune_lock as prune_lock_module
 from otel_route_shadow.logstore.prune_lock import segments_lock
@@ -108,3 +110,20 @@ def test_a_fleet_of_more_cut_chains_than_the_open_files_allowed_holds_the_lock_o
         assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 1000 + 256
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_hosts_retention_held_off_again_after_a_prune_says_so_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # "busy" was logged once per process: a retention held off by readers for good after one prune had
+    # gone through let the disk grow with nothing said.
+    chain = tmp_path / "chain.jsonl"
+    written_cut_twice(chain)
+    retention = HostRetention(str(chain), 600, [SIGNER.verifier()], delete=True)
+    outcomes: list[object] = []
+    for held in (True, False, True):
+        retention.due = True
+        with segments_lock(str(chain), fcntl.LOCK_SH, 0.0) if held else contextlib.nullcontext():  # a verify
+            outcomes.append(retention.apply())
+    assert outcomes[0] is None and outcomes[1] is not None and outcomes[2] is None
+    assert caplog.text.count("not pruned (busy)") == 2

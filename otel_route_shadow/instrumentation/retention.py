@@ -1,17 +1,18 @@
 """The host's retention: after a cut, the plugin's checkpointing thread prunes the chain down to the newest
 ``keep_records`` records (``OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS``; docs/operating.md "Retention").
 
-It is ``logstore.prune`` as ``otel-route-shadow prune --keep-records K`` runs it, with the writer's own
-log keys and witness policy: only segments a witnessed checkpoint covers (the policy's quorum; without a
+It is ``logstore.prune`` as ``otel-route-shadow prune --keep-records K`` runs it, with the writer's own log
+keys and witness policy: only segments a witnessed checkpoint covers (the policy's quorum; without a
 policy, the newest checkpoint the writer's key signs) are pruned, never forced. Each goes gzipped to
-``CHAIN.archive/`` with its proof, or is deleted (``delete``). Each of the prune's locks (another
-prune's, the chain's) is waited for at most :data:`RETENTION_LOCK_WAIT_S`; a prune refused (a lock busy,
-a segment changed meanwhile, the records not witnessed yet) is tried again after the next checkpoint, until one succeeds; anything else is logged once per kind and tried again
-after the next cut. It never runs in a spawn and never raises. It runs outside the checkpointing schedule's
-lock: its own lock keeps other prunes out, and the chain's, held for its two short steps with the check at
-its commit that nothing it read changed, keeps it safe beside cuts and appends; so neither a checkpoint (the
-last one at shutdown among them) nor the storing of a witness's cosignature waits for a prune, which gzips
-whole segments.
+``CHAIN.archive/`` with its proof, or is deleted (``delete``). Each of the prune's locks (another prune's,
+the chain's) is waited for at most :data:`RETENTION_LOCK_WAIT_S`; a prune refused (a lock busy, a segment
+changed meanwhile, the records not witnessed yet) is tried again after the next checkpoint, until one
+succeeds; anything else is tried again after the next cut. Each kind of refusal or failure is logged once
+until a prune goes through, then once again. It never runs in a spawn and never raises. It runs outside the
+checkpointing schedule's lock: its own lock keeps other prunes out, and the chain's, held for its two short
+steps with the check at its commit that nothing it read changed, keeps it safe beside cuts and appends; so
+neither a checkpoint (the last one at shutdown among them) nor the storing of a witness's cosignature waits
+for a prune, which gzips whole segments.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class HostRetention:
                 "notes", "old entries of checkpoints left for the next prune (%s)", result.notes.left
             )
         self.last = result
+        self._logged.clear()  # a refusal after this prune is said again
         return result
 
     def _log_once(self, key: str, message: str, *args: object) -> None:
