@@ -18,11 +18,28 @@ from test_analysis_fleet import _add, _counts, make_log
 from test_analysis_remote import _http
 from test_analysis_support import SCENARIO, Entry, build_chain, snapshot_of
 
-from otel_route_shadow.analysis import EXCLUDED, INCLUDED, build_fleet_report, fleet_replay, follow_fleet
+from otel_route_shadow.analysis import (
+    EXCLUDED,
+    INCLUDED,
+    Fetch,
+    FleetError,
+    build_fleet_report,
+    fleet_replay,
+    follow_fleet,
+)
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.exit_codes import EXIT_OK
 from otel_route_shadow.cli.fleet import remote_fetch
-from otel_route_shadow.logstore import Checkpointer, LogStore, bundle_path, cut_signed, tlog_dir
+from otel_route_shadow.logstore import (
+    Checkpointer,
+    LogStore,
+    PruneOptions,
+    Retention,
+    bundle_path,
+    cut_signed,
+    prune,
+    tlog_dir,
+)
 from otel_route_shadow.logstore.entries import encode_bundle
 from otel_route_shadow.tlog import Signer, Tile, Verifier, node_tile, subtrees
 
@@ -301,3 +318,63 @@ def test_a_state_below_the_new_minimum_index_is_rebuilt_from_it_naming_the_recor
     assert (log.start, log.counted) == (306, 343)
     full = build_fleet_report([str(host.chain)])
     assert _state_figures(again.as_dict()) == _state_figures(full.as_dict())
+
+
+def _pruning(host: Host, fetch: Fetch, min_index: int, on: str, passed: int = 0) -> Fetch:
+    """``fetch``, the host's retention pruning below ``min_index`` just before the request whose URL holds
+    ``on`` after ``passed`` such requests (as it does after a cut, while a fleet reads the log)."""
+    seen: list[str] = []
+
+    def pruning_fetch(url: str, max_bytes: int) -> bytes:
+        if on in url:
+            seen.append(url)
+            if len(seen) == passed + 1:
+                verifier = host.signer.verifier()
+                assert prune(str(host.chain), Retention(min_index=min_index), PruneOptions([verifier])).after
+        return fetch(url, max_bytes)
+
+    return pruning_fetch
+
+
+def test_a_remote_log_pruned_while_the_fleet_reads_it_is_read_again_from_its_new_minimum_index(
+    tmp_path: Path,
+) -> None:
+    # The bundles below the new minimum index were 410 Gone under the read: the log was excluded,
+    # "entry bundle 0: HTTP 410", and the report exited 1, for a host whose retention did its job.
+    served = _three_files(tmp_path / "served")
+    local = _pruned_host(tmp_path / "local", 512)
+    with serving([served.chain], workdir=tmp_path) as server:
+        fetch = _pruning(served, remote_fetch(30.0), 306, "/tile/entries/")
+        remote = build_fleet_report([server.urls[ORIGIN]], fetch=fetch)
+    here = build_fleet_report([str(local.chain)])
+    assert remote.fleet is not None and here.fleet is not None
+    (log,) = remote.fleet.logs
+    assert log.status == INCLUDED, log.reason
+    assert (log.start, log.size, log.counted) == (512, 649, 137)
+    assert _figures(remote.as_dict()) == _figures(here.as_dict())
+
+
+def test_a_remote_log_pruned_while_whatif_checks_it_is_replayed_from_its_new_minimum_index(
+    tmp_path: Path,
+) -> None:
+    served = _three_files(tmp_path / "served")
+    local = _pruned_host(tmp_path / "local", 512)
+    candidate = snapshot_of([], revision=7)
+    with serving([served.chain], workdir=tmp_path) as server:
+        fetch = _pruning(served, remote_fetch(30.0), 306, "/tile/entries/")
+        remote = fleet_replay([server.urls[ORIGIN]], candidate, fetch=fetch)
+    here = fleet_replay([str(local.chain)], candidate)
+    assert remote.fleet is not None and [log.start for log in remote.fleet.logs] == [512]
+    assert remote.as_dict()["totals"] == here.as_dict()["totals"]
+
+
+def test_a_remote_log_pruned_between_its_check_and_its_replay_fails_the_whatif_saying_so(
+    tmp_path: Path,
+) -> None:
+    served = _three_files(tmp_path / "served")
+    candidate = snapshot_of([], revision=7)
+    with serving([served.chain], workdir=tmp_path) as server:
+        # The check reads bundle 0 once; the host prunes as the replay asks for it again.
+        fetch = _pruning(served, remote_fetch(30.0), 306, "/tile/entries/000", passed=1)
+        with pytest.raises(FleetError, match=r"its host pruned it since \(run again\); no figure is given"):
+            fleet_replay([server.urls[ORIGIN]], candidate, fetch=fetch)

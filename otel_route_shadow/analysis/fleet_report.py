@@ -28,6 +28,7 @@ from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import GroupSpec, as_specs
 from otel_route_shadow.analysis.log_pass import count_logs
 from otel_route_shadow.analysis.remote import (
+    GONE,
     CheckedRemote,
     Fetch,
     PendingRemote,
@@ -203,6 +204,8 @@ def _replayed(fleet: Fleet, remote: dict[str, CheckedRemote]) -> Payloads:
         try:
             yield from checked.payloads()
         except RemoteError as exc:
+            pruned = "; its host pruned it since (run again)" if exc.status == GONE else ""
             raise FleetError(
-                f"{log.path}: read again for the replay after its check passed: {exc}; no figure is given"
+                f"{log.path}: read again for the replay after its check passed: {exc}{pruned}; "
+                "no figure is given"
             ) from None

@@ -9,7 +9,8 @@ are read in order, each entry's leaf hash appended to a compact range that begin
 of the complete subtrees of ``[0, m')``, read from the served tiles (each from the tile that holds it,
 ``tlog.node_tile``: tiles that end above m', which a pruned log still serves). The root this gives must
 be the checkpoint's root: only then are the records (counted as they arrived) used, so a tile hash or
-an entry the server altered is caught without trusting it. The records below m' are in no figure.
+an entry the server altered is caught without trusting it. The records below m' are in no figure. A
+read that the log's host pruned under (a 410 Gone) is made once more from its new minimum index.
 
 The checks that read no entry (checkpoint, minimum index) make a :class:`PendingRemote`
 (:func:`prepare_remote`); :func:`count_remote` reads it from m', counting as it reads and dropping the
@@ -29,6 +30,7 @@ module reads nothing from the network itself: the command line passes the transp
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections import deque
@@ -36,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import islice
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -65,6 +67,7 @@ from otel_route_shadow.tlog import (
 )
 
 __all__ = [
+    "GONE",
     "MAX_BUNDLE_BYTES",
     "CheckedRemote",
     "Fetch",
@@ -84,8 +87,11 @@ HEADER_BYTES: Final = 16 * 1024
 MAX_MIN_INDEX_BYTES: Final = HEADER_BYTES + 32
 """``min-index``: one decimal number and a newline."""
 NOT_FOUND: Final = 404
+GONE: Final = 410
 AHEAD: Final = 2
 """Entry bundles requested ahead of the one being counted (row 11d, docs/benchmarks.md)."""
+
+_Read = TypeVar("_Read")
 
 Fetch = Callable[[str, int], bytes]
 """``fetch(url, max_bytes)``: the body of a 200 answer to a GET of ``url``, bounded in time and bytes;
@@ -307,22 +313,45 @@ def _checked(
     add_bundle: Callable[[bytes], None] | None = None,
 ) -> FleetLog:
     """The log read once from its minimum index, its records passed to ``consume``: included when the
-    leaves (with the served tiles' hashes below the minimum index) give its checkpoint's root."""
-    try:
-        tree = _pruned_range(log.base, log.size, log.start, log.fetch)
-        consume(remote_records(log, log.start, tree.append, add_bundle))
-    except RemoteError as exc:
-        return log.excluded(str(exc))
+    leaves (with the served tiles' hashes below the minimum index) give its checkpoint's root. Raises
+    :class:`RemoteError` when a request fails."""
+    tree = _pruned_range(log.base, log.size, log.start, log.fetch)
+    consume(remote_records(log, log.start, tree.append, add_bundle))
     if tree.root() != log.root:
         pruned = f" with the served tiles' hashes of its records below {log.start}" if log.start else ""
         return log.excluded(f"its entries{pruned} do not give its checkpoint's root: not the log it signed")
     return log.included(log.start, tree.nodes)
 
 
+def _read(log: PendingRemote, read: Callable[[PendingRemote], _Read]) -> FleetLog | _Read:
+    """``read(log)``; once more from the log's new minimum index when its host pruned what the read was
+    to fetch meanwhile (a 410 Gone, the minimum index risen within the checkpoint's tree), as the host's
+    retention does after each cut. The log excluded, saying why, when a request fails."""
+    try:
+        return read(log)
+    except RemoteError as exc:
+        if exc.status == GONE:
+            with contextlib.suppress(RemoteError):
+                start = _min_index(log.base, log.size, log.fetch)
+                if start > log.start:
+                    try:
+                        return read(replace(log, start=start))
+                    except RemoteError as again:
+                        exc = again
+        return log.excluded(str(exc))
+
+
 def count_remote(log: PendingRemote, settings: ReportSettings) -> tuple[FleetLog, Aggregation | None]:
     """The remote log counted from its minimum index (the aggregation is None when it is excluded)."""
-    aggregation = settings.aggregation()
-    checked = _checked(log, aggregation.feed)
+
+    def read(log: PendingRemote) -> tuple[FleetLog, Aggregation]:
+        aggregation = settings.aggregation()  # a read again counts from nothing
+        return _checked(log, aggregation.feed), aggregation
+
+    found = _read(log, read)
+    if isinstance(found, FleetLog):
+        return found, None
+    checked, aggregation = found
     return checked, aggregation if checked.included else None
 
 
@@ -347,9 +376,17 @@ def check_remote(log: PendingRemote) -> tuple[FleetLog, CheckedRemote | None]:
     """The remote log checked as :func:`count_remote` checks it, every record read and none counted,
     for a caller that uses its records only once the whole log is known good (``whatif``): the
     :class:`CheckedRemote` that reads them again is None when the log is excluded."""
-    digests: list[bytes] = []
-    checked = _checked(log, _drain, digests.append)
-    return checked, CheckedRemote(log, tuple(digests)) if checked.included else None
+
+    def read(log: PendingRemote) -> tuple[FleetLog, CheckedRemote]:
+        digests: list[bytes] = []
+        checked = _checked(log, _drain, digests.append)
+        return checked, CheckedRemote(log, tuple(digests))  # this read's log: its start
+
+    found = _read(log, read)
+    if isinstance(found, FleetLog):
+        return found, None
+    checked, again = found
+    return checked, again if checked.included else None
 
 
 def _drain(payloads: Payloads) -> None:
