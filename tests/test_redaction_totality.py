@@ -8,8 +8,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from otel_route_shadow.core import REDACTED, redact_value, redaction
+from otel_route_shadow.core import REDACTED, redact_value, redaction, shown_text
 
 KEY = "sk-ant-api03-" + "A" * 24
 
@@ -100,3 +102,13 @@ def test_a_literal_key_spelled_as_a_renamed_one_keeps_both_fields() -> None:
     redacted, paths = redact_value(value)
     assert sorted(redacted.values()) == [1, 2, 3]
     assert len(redacted) == 3 and len(paths) == 3
+
+
+@given(st.binary(max_size=400), st.integers(min_value=0, max_value=300))
+@settings(max_examples=300)
+def test_shown_text_of_any_bytes_prints_on_one_line_within_its_limit(raw: bytes, limit: int) -> None:
+    shown = shown_text(raw, limit)
+    assert shown.isprintable() and "\n" not in shown
+    # Each character kept is at most one escape (``\U0010ffff``: 10 characters) of what was cut to ``limit``.
+    assert len(shown) <= 10 * limit
+    assert shown_text(shown.encode(), 10 * limit) == shown  # nothing left to redact, escape or fold

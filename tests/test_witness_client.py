@@ -143,10 +143,11 @@ def test_a_cosignature_line_by_the_witnesss_name_and_key_id_but_another_key_is_a
     ],
 )
 def test_refusals_map_to_their_outcome_with_a_printable_detail(status: int, outcome: Outcome) -> None:
-    with fake_witness(_fixed(status, b"no \x1b[31mway\nsecond line")) as fake:
+    key = b"sk-ant-api03-" + b"a" * 40
+    with fake_witness(_fixed(status, b"no \x1b[31mway, " + key + b"\nsecond line")) as fake:
         answer = _push(fake)
     assert (answer.outcome, answer.status, answer.cosignatures) == (outcome, status, ())
-    assert answer.detail == "no ?[31mway"
+    assert answer.detail == "no \\x1b[31mway, [REDACTED]"  # the escape shown, the credential-shaped string not
 
 
 def test_a_conflict_gives_the_witnesss_size() -> None:

@@ -52,7 +52,7 @@ from otel_route_shadow.backend.base import (
     in_range,
 )
 from otel_route_shadow.backend.transport import get
-from otel_route_shadow.core import REDACTED, redact_text
+from otel_route_shadow.core import REDACTED, shown_text
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = ["PhoenixBackend", "api_key_problem"]
@@ -294,17 +294,11 @@ def _error_detail(exc: urllib.error.HTTPError, api_key: str) -> str:
 def _shown(raw: bytes, api_key: str, *, cut_short: bool = False) -> str:
     """Text a server sent, as a message may show it: the API key (a server may echo the request back; as
     it was sent, latin-1, or as UTF-8) and, when ``raw`` was ``cut_short``, any start of it at its end,
-    then credential-shaped strings, redacted before it is cut to 200 characters and escaped
-    (:func:`_printable`)."""
+    redacted before the rest of what :func:`~otel_route_shadow.core.shown_text` does (credential-shaped
+    strings redacted, cut to 200 characters, escaped)."""
     for form in {api_key.encode("latin-1"), api_key.encode("utf-8")} if api_key else ():
         raw = raw.replace(form, REDACTED.encode())
         if cut_short:  # the read stopped inside the body, maybe inside the key
             start = next((n for n in range(min(len(form), len(raw)), 3, -1) if raw.endswith(form[:n])), 0)
             raw = raw[: len(raw) - start] + (REDACTED.encode() if start else b"")
-    return _printable(" ".join(redact_text(raw.decode("utf-8", "replace"))[0].split())[:200])
-
-
-def _printable(text: str) -> str:
-    """``text`` with every non-printable character written as its escape (``\\x1b``, ``\\u200e``): an
-    escape sequence in what a hostile server sends must not reach the terminal."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return shown_text(raw, 200)

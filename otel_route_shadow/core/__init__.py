@@ -56,6 +56,7 @@ from otel_route_shadow.core.redaction import (
     json_pointer_token,
     redact_text,
     redact_value,
+    shown_text,
     unique_key,
 )
 from otel_route_shadow.core.requirements import ModelRequirement, model_provider, parse_requirement
@@ -195,6 +196,7 @@ __all__ = [
     "served_status",
     "served_why",
     "shadow_decision",
+    "shown_text",
     "unique_key",
     "validate_policies",
     "wilson_interval",

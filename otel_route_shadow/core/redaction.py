@@ -215,6 +215,15 @@ def redact_text(text: str) -> tuple[str, int]:
     return text, total
 
 
+def shown_text(raw: bytes, limit: int) -> str:
+    """Bytes another party sent, as a message may show them: decoded (a bad byte replaced), credential-
+    shaped strings redacted, each run of whitespace one space, cut to ``limit`` characters, and every
+    character that does not print written as its escape (``\\x1b``, ``\\u202e``), so that an escape
+    sequence a hostile server sends never reaches a terminal."""
+    text = " ".join(redact_text(raw.decode("utf-8", "replace"))[0].split())[:limit]
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def _substitute(text: str, match: re.Match[str] | None) -> tuple[str, int]:
     pieces: list[str] = []
     cursor = 0

@@ -32,6 +32,7 @@ import re
 import ssl
 from collections.abc import Sequence
 
+from otel_route_shadow.core import shown_text
 from otel_route_shadow.tlog import CosignatureError, NoteError, parse_note, verify_cosignatures
 from otel_route_shadow.witness.endpoint import WitnessEndpoint
 from otel_route_shadow.witness.transport import Connection, TransportError, TransportFault, post
@@ -206,6 +207,5 @@ def _witness_size(media: str, body: bytes) -> WitnessAnswer:
 
 
 def _detail(body: bytes) -> str:
-    """The answer's first line, printable ASCII only and short: it goes into a log line."""
-    first = body[:_DETAIL_CHARS].split(b"\n", 1)[0].decode("ascii", "replace")
-    return "".join(ch if ch.isprintable() and ch.isascii() else "?" for ch in first)
+    """The answer's first line as a log line may show it (``core.shown_text``: redacted, short, escaped)."""
+    return shown_text(body.split(b"\n", 1)[0][: 4 * _DETAIL_CHARS], _DETAIL_CHARS)
