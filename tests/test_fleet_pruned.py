@@ -368,13 +368,29 @@ def test_a_remote_log_pruned_while_whatif_checks_it_is_replayed_from_its_new_min
     assert remote.as_dict()["totals"] == here.as_dict()["totals"]
 
 
-def test_a_remote_log_pruned_between_its_check_and_its_replay_fails_the_whatif_saying_so(
+def test_a_remote_log_pruned_between_its_check_and_its_replay_is_replayed_from_its_new_minimum_index(
     tmp_path: Path,
 ) -> None:
+    # The replay read the log's first bundle again, 410 Gone since the check: the whole whatif failed,
+    # "no figure is given", though nothing it had replayed came from that log.
     served = _three_files(tmp_path / "served")
+    local = _pruned_host(tmp_path / "local", 512)
     candidate = snapshot_of([], revision=7)
     with serving([served.chain], workdir=tmp_path) as server:
         # The check reads bundle 0 once; the host prunes as the replay asks for it again.
         fetch = _pruning(served, remote_fetch(30.0), 306, "/tile/entries/000", passed=1)
-        with pytest.raises(FleetError, match=r"its host pruned it since \(run again\); no figure is given"):
+        remote = fleet_replay([server.urls[ORIGIN]], candidate, fetch=fetch)
+    here = fleet_replay([str(local.chain)], candidate)
+    assert remote.fleet is not None and [log.start for log in remote.fleet.logs] == [512]
+    assert remote.as_dict()["totals"] == here.as_dict()["totals"]
+    assert remote.chain.records == 137
+
+
+def test_a_remote_log_pruned_under_its_replay_fails_the_whatif_saying_so(tmp_path: Path) -> None:
+    served = _three_files(tmp_path / "served")
+    candidate = snapshot_of([], revision=7)
+    with serving([served.chain], workdir=tmp_path) as server:
+        # Bundle 0 is replayed again, then the host prunes as the replay asks for bundle 1 again.
+        fetch = _pruning(served, remote_fetch(30.0), 306, "/tile/entries/001", passed=1)
+        with pytest.raises(FleetError, match=r"pruned it under the replay \(run again\); no figure is given"):
             fleet_replay([server.urls[ORIGIN]], candidate, fetch=fetch)

@@ -5,6 +5,7 @@ See ``docs/reports.md``, "Fleet"."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from otel_route_shadow.analysis.figures import Report
 from otel_route_shadow.analysis.fleet import (
@@ -178,8 +179,9 @@ def fleet_replay(
         else:
             logs.append(item)
     fleet = Fleet(tuple(logs), bool(verifiers), policy is not None)
+    moved: dict[str, int] = {}
     result = replay_payloads(
-        _replayed(fleet, again),
+        _replayed(fleet, again, moved),
         snapshot,
         chain=fleet.status(),
         candidate_source=candidate_source,
@@ -189,23 +191,43 @@ def fleet_replay(
         examples=examples,
         progress=progress,
     )
+    if moved:  # replayed from a minimum index risen since their check: counted from there
+        fleet = replace(
+            fleet, logs=tuple(replace(log, start=moved.get(log.path, log.start)) for log in fleet.logs)
+        )
+        result.chain = fleet.status()
     result.fleet = fleet
     return result
 
 
-def _replayed(fleet: Fleet, remote: dict[str, CheckedRemote]) -> Payloads:
+def _replayed(fleet: Fleet, remote: dict[str, CheckedRemote], moved: dict[str, int]) -> Payloads:
     """Every counted record of the fleet's included logs, one log after the other, tagged with its
-    origin: a local log's from its file, a remote one's read again (:class:`CheckedRemote`)."""
+    origin: a local log's from its file, a remote one's read again (:class:`CheckedRemote`). A remote
+    log whose host pruned its first bundles since its check (410 Gone before any of its records was
+    replayed) is replayed from its new minimum index, put in ``moved``."""
     for log in fleet.included:
         checked = remote.get(log.path)
         if checked is None:
             yield from with_host(counted_payloads(log), log.origin or log.path)
             continue
+        replayed = False
         try:
-            yield from checked.payloads()
+            for item in checked.payloads():
+                replayed = True
+                yield item
         except RemoteError as exc:
-            pruned = "; its host pruned it since (run again)" if exc.status == GONE else ""
-            raise FleetError(
-                f"{log.path}: read again for the replay after its check passed: {exc}{pruned}; "
-                "no figure is given"
-            ) from None
+            later = None if replayed or exc.status != GONE else checked.since_pruned()
+            if later is None:
+                pruned = "; its host pruned it under the replay (run again)" if exc.status == GONE else ""
+                raise FleetError(
+                    f"{log.path}: read again for the replay after its check passed: {exc}{pruned}; "
+                    "no figure is given"
+                ) from None
+            moved[log.path] = later.log.start
+            try:
+                yield from later.payloads()
+            except RemoteError as again:
+                raise FleetError(
+                    f"{log.path}: read again for the replay from its minimum index {later.log.start}, "
+                    f"pruned since its check: {again}; no figure is given"
+                ) from None

@@ -371,6 +371,19 @@ class CheckedRemote:
         entries = _entries_again(log.base, log.start, log.size, log.fetch, self.digests)
         return with_host(_payloads(entries, log.start), log.evidence.origin or log.path)
 
+    def since_pruned(self) -> CheckedRemote | None:
+        """This log from its host's minimum index now, when a prune since the check raised it within the
+        checkpoint's tree (the bundles below it left out); None when it did not rise or cannot be read."""
+        log = self.log
+        try:
+            start = _min_index(log.base, log.size, log.fetch)
+        except RemoteError:
+            return None
+        if start <= log.start:
+            return None
+        kept = -(-log.size // TILE_WIDTH) - start // TILE_WIDTH if start < log.size else 0
+        return CheckedRemote(replace(log, start=start), self.digests[len(self.digests) - kept :])
+
 
 def check_remote(log: PendingRemote) -> tuple[FleetLog, CheckedRemote | None]:
     """The remote log checked as :func:`count_remote` checks it, every record read and none counted,
