@@ -168,6 +168,22 @@ def test_a_run_with_nothing_new_reads_nothing_and_gives_the_same_report(
     assert _figures(again.as_dict()) == first
 
 
+def test_a_state_of_a_fleet_that_counted_no_spawn_is_used_by_the_next_run(
+    fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
+) -> None:
+    # A window no record falls in: the state held the timeline's "last" as -1, which its own schema
+    # refused, so every later run warned "cannot be used" and read every log in full.
+    folder, _hosts = fleet
+    state = str(tmp_path / "state.json")
+    window = TimeWindow.parse("2099-01-01", None)
+    first = follow_fleet([str(folder)], state, window=window)
+    assert first.spawns == 0
+    again = follow_fleet([str(folder)], state, window=window)
+    assert again.fleet is not None and again.fleet.followed is not None
+    assert not again.fleet.followed.warnings and len(again.fleet.followed.extended) == 2
+    assert _figures(again.as_dict()) == _figures(first.as_dict())
+
+
 def test_an_edited_count_in_the_state_is_dropped_with_a_warning(
     fleet: tuple[Path, dict[str, tuple[Path, Signer]]], tmp_path: Path
 ) -> None:

@@ -95,7 +95,8 @@ class _Model(BaseModel):
 class TimelineState(_Model):
     width_ns: StrictInt
     first: StrictInt
-    last: StrictInt
+    last: Annotated[int, Field(strict=True, ge=-1)]
+    """The last spawn's start; -1 when no spawn was counted (``first`` is then 0)."""
     buckets: list[tuple[StrictInt, StrictInt, StrictInt]]
 
 
