@@ -632,3 +632,19 @@ def test_a_writer_that_cannot_reopen_its_path_writes_nothing_into_a_descriptor_t
             host.write("host data\n")
         assert (tmp_path / "host.txt").read_text(encoding="utf-8") == "host data\n"
     assert numbers(records(chain)) == [1, 3]
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "fifo"])
+def test_rotate_of_a_chain_that_is_not_a_file_is_refused_exit_2(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A chain that did not exist was "nothing to cut", exit 0: a cron job with a mistyped path passed for ever.
+    chain = tmp_path / "chain.jsonl"
+    if kind == "directory":
+        chain.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(chain)
+    assert main(["rotate", str(chain)]) == 2
+    err = capsys.readouterr().err
+    assert str(chain) in err and "will retry" not in err
+    assert not Path(str(chain) + ".segments").exists()

@@ -14,7 +14,7 @@ import argparse
 from typing import Any
 
 from otel_route_shadow.chain import ChainError, ChainLockTimeout, CutRefused, cut_chain
-from otel_route_shadow.cli.common import CliError, number_argument
+from otel_route_shadow.cli.common import CliError, input_file, number_argument
 from otel_route_shadow.cli.exit_codes import EXIT_BUSY, EXIT_FINDING, EXIT_OK, epilog
 from otel_route_shadow.logstore import (
     CHECKPOINT_FILE,
@@ -66,6 +66,7 @@ def register(sub: Any) -> None:
 
 
 def _rotate(args: argparse.Namespace) -> int:
+    input_file(args.chain)  # a chain that is not there, or not a file, is refused before any lock or key
     signers = _signers(args.key, args.chain)
     try:
         if not signers:
