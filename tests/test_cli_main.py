@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -152,6 +153,25 @@ def test_demo_with_the_kill_switch_set_runs_the_spawns_bare(
     out = capsys.readouterr().out
     assert "ran 3 spawns bare" in out and "OTEL_PYTHON_ROUTE_SHADOW_DISABLED" in out
     assert not (tmp_path / "demo" / "chain.jsonl").exists()
+
+
+def test_demo_of_a_chain_its_retention_pruned_says_intact_as_verify_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The demo checked its chain from seq 0 whatever was pruned: "segment-missing at seq 0", exit 1, for
+    # a chain `verify --key` (its own "auditor's check") found intact.
+    out = tmp_path / "demo"
+    demo = ["demo", "--spawns", "4", "--out", str(out), "--quiet"]
+    assert main(demo) == 0
+    assert main(["rotate", str(out / "chain.jsonl"), "--key", str(out / "log.key")]) == 0
+    assert main(demo) == 0
+    vkey = (out / "log.vkey").read_text().strip()
+    assert main(["prune", str(out / "chain.jsonl"), "--min-index", "4", "--key", vkey]) == 0
+    capsys.readouterr()
+    assert main([*demo, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["chain"]["intact"] is True and summary["chain"]["problem"] is None
+    assert main(["verify", str(out / "chain.jsonl"), "--key", vkey]) == 0
 
 
 def test_a_lone_surrogate_read_from_a_file_is_printed_escaped() -> None:

@@ -25,7 +25,15 @@ from otel_route_shadow.core import mechanism_class
 from otel_route_shadow.demo import factory
 from otel_route_shadow.files import write_atomic
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, environment_variables
-from otel_route_shadow.logstore import generate_key_file, read_signing_keys
+from otel_route_shadow.logstore import (
+    CHECKPOINT_FILE,
+    LogStore,
+    StateError,
+    check_kept_chain,
+    generate_key_file,
+    read_note_file,
+    read_signing_keys,
+)
 from otel_route_shadow.shadow import RECORD_KIND
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyFile, RoutingPolicyStore, parse_policy_document, read_policy_file
@@ -198,14 +206,32 @@ def run_demo(
         instrumentor.uninstrument()
         provider.shutdown()
 
-    result = audit.verify()
-    summary.chain_intact = bool(result.intact)
+    _verify(chain_path, summary)
+    _summarise(chain_path, after_seq, summary)
+    return summary
+
+
+def _verify(chain_path: Path, summary: DemoSummary) -> None:
+    """The chain checked as the auditor's ``verify --key`` checks it: against its newest checkpoint,
+    from its minimum index when a prune (the host's retention, or ``prune``) removed its oldest records."""
+    store = LogStore(str(chain_path))
+    try:
+        pruned = store.read_pruned()
+        notes = read_note_file(store.file(CHECKPOINT_FILE)).notes
+    except (StateError, OSError, ValueError) as exc:
+        summary.chain_intact, summary.chain_problem = False, str(exc)
+        return
+    checked, first_kept = check_kept_chain(str(chain_path), pruned, notes[-1:], [summary.verifier_key])
+    result = checked.chain
+    summary.chain_intact = bool(result.intact) and first_kept is None and checked.report.ok
     summary.chain_records = int(result.records)
     summary.chain_head = result.head_hash
     if not result.intact:
         summary.chain_problem = f"{result.reason} at seq {result.first_bad_seq}"
-    _summarise(chain_path, after_seq, summary)
-    return summary
+    elif first_kept is not None:
+        summary.chain_problem = f"its first record kept: {first_kept}"
+    elif not checked.report.ok:
+        summary.chain_problem = "not consistent with its checkpoints"
 
 
 def _demo_log_key(out_dir: Path) -> tuple[Path, Path, str]:
