@@ -24,7 +24,7 @@ from witness_support import Cosigner
 
 from otel_route_shadow.cli import main
 from otel_route_shadow.logstore import MAX_COMMAND_CHARS, LogStore, Pruned
-from otel_route_shadow.tlog import parse_note
+from otel_route_shadow.tlog import Signer, parse_note
 
 REPO = Path(__file__).resolve().parent.parent
 WITNESS = Cosigner("w0.example/w")
@@ -188,6 +188,18 @@ def test_no_key_and_no_policy_is_refused_unless_forced(
     assert run("prune", str(log.chain), "--min-index", "35") == 2
     assert "give --key or --witness-policy" in capsys.readouterr().err
     assert run("prune", str(log.chain), "--keep-records", "3", "--key", str(KEY)) == 0
+
+
+def test_another_logs_key_is_refused_as_such_not_sent_to_force(
+    log: SegmentedChain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A key named for another log was "no checkpoint covers ...; --force prunes anyway", exit 3: the
+    # operator was sent to --force, which prunes records no checkpoint of this log's key vouches for.
+    other = Signer.generate("other.example/route-shadow")
+    assert run("prune", str(log.chain), "--keep-records", "3", "--key", str(other.verifier())) == 2
+    out = capsys.readouterr()
+    assert "not this log's key" in out.out + out.err and "--force" not in out.out + out.err
+    assert LogStore(log.chain).read_pruned() is None
 
 
 def test_no_retention_given_is_unusable_input(

@@ -67,6 +67,7 @@ from otel_route_shadow.tlog import (
     ArchiveProofDoc,
     AuthenticationError,
     Checkpoint,
+    KeyWindow,
     LogKey,
     Policy,
     ProofError,
@@ -75,6 +76,7 @@ from otel_route_shadow.tlog import (
     attest_notes,
     authenticate,
     check_archive_doc,
+    checkpoint_of,
     range_proof,
 )
 
@@ -430,9 +432,18 @@ def _covering(store: LogStore, options: PruneOptions) -> tuple[Checkpoint, str] 
         return None if attested is None else (attested.checkpoint, notes[max(attested.notes)])
     if not options.verifiers:
         return None
+    origin = None
     for note in store.newest_notes():
         with contextlib.suppress(AuthenticationError):
+            origin = origin or checkpoint_of(note).origin
             return authenticate(note, options.verifiers).checkpoint, note
+    names = sorted({(key.verifier if isinstance(key, KeyWindow) else key).name for key in options.verifiers})
+    if origin is not None and origin not in names:  # a log key is named for its log's origin
+        raise PruneRefused(
+            "unusable",
+            f"the log's checkpoints are for {origin!r}, the key given is named "
+            f"{', '.join(map(repr, names))}: not this log's key; nothing changed",
+        )
     return None
 
 
