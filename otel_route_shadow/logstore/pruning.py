@@ -306,7 +306,8 @@ def _chain_lock(chain_path: str, wait: float) -> Iterator[int]:
             if not flock_within(fd, fcntl.LOCK_EX, wait, _POLL_S):
                 raise PruneRefused(
                     "busy",
-                    f"{chain_path}: another process holds the chain's lock (waited {wait:g} s); nothing changed",
+                    f"{chain_path}: another process holds the chain's lock (waited {wait:g} s); "
+                    "nothing changed",
                 )
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) == file_identity(chain_path):
