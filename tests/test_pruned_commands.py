@@ -149,6 +149,19 @@ def test_html_report_of_a_pruned_chain_says_its_figures_start_at_the_first_recor
     assert "figures start at seq 306" in page and "pruned below seq 306 at " in page
 
 
+def test_verify_of_a_pruned_chain_with_another_key_claims_nothing_verified_below_its_minimum_index(
+    pruned: tuple[Host, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It said "verified before it: 306 records (seq 0..305), head hash 000...0": records that were
+    # pruned, not verified.
+    host, _before = pruned
+    other = Signer.generate("other.example/route-shadow")
+    assert main(["verify", str(host.chain), "--key", str(other.verifier())]) == EXIT_FINDING
+    out = capsys.readouterr().out
+    assert f"verified before it: no records (pruned below seq {MIN_INDEX})" in out
+    assert "seq 0.." not in out
+
+
 def _forge_first_kept(chain: Path) -> None:
     """Rewrite the live file of a chain pruned at its anchor as one who holds the disk could: the anchor
     linked to another record before it (its ``prev_hash`` and ``last_record_hash``), every hash after it

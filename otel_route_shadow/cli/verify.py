@@ -232,7 +232,7 @@ def _print(
             out["witnessed"] = witnessed.to_dict()
         print(json.dumps(out, sort_keys=True))
         return
-    print(_human(result))
+    print(_human(result, 0 if kept is None else kept.start))
     lines = kept.lines() if kept is not None else [] if pruned is None else [pruned.describe()]
     print("".join(f"  {line}\n" for line in lines), end="")
     if kept is not None and kept.problem is not None:
@@ -261,7 +261,9 @@ def _wants_progress(args: argparse.Namespace, path: str) -> bool:
         return False
 
 
-def _human(result: VerifyResult) -> str:
+def _human(result: VerifyResult, start: int = 0) -> str:
+    """The chain's verdict; checked from ``start`` (a pruned chain's minimum index), what was verified
+    before a break counts from there."""
     if result.intact:
         if result.records == 0:
             return f"{result.path}: intact (empty chain, 0 records)"
@@ -273,13 +275,13 @@ def _human(result: VerifyResult) -> str:
         f"{result.reason}",
         f"  {result.detail}",
     ]
-    if result.records:
+    if result.records > start:
         lines.append(
-            f"  verified before it: {result.records} records (seq 0..{result.head_seq}), "
+            f"  verified before it: {result.records - start} records (seq {start}..{result.head_seq}), "
             f"head hash {result.head_hash}"
         )
     else:
-        lines.append("  verified before it: no records")
+        lines.append("  verified before it: no records" + (f" (pruned below seq {start})" if start else ""))
     lines.extend(_dropped(result))
     if result.torn_tail is not None:
         lines.append(
