@@ -181,9 +181,12 @@ def _command_line(args: argparse.Namespace) -> str:
 
 
 def _served(first_kept: int) -> str:
-    """What ``serve`` publishes for this minimum index, when it differs (rounded up to an entry bundle)."""
+    """What ``serve`` publishes for this minimum index, when it differs (rounded up to an entry bundle, at
+    most the size of the checkpoint it serves)."""
     served = served_min_index(first_kept, 1 << 62)
-    return "" if served == first_kept else f" (serve publishes {served}: its entry bundles are whole)"
+    if served == first_kept:
+        return ""
+    return f" (serve publishes {served}, or the log's size while it is smaller: its entry bundles are whole)"
 
 
 def _lines(path: str, result: PruneResult, options: PruneOptions) -> list[str]:
