@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from otel_route_shadow.cli import (
     acknowledge,
@@ -39,7 +39,12 @@ _MODULES = (explain, policy, verify, demo, audit, report, key, prove, serve, ack
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser (each command's too), its refusal scrubbed of credentials."""
+    """argparse's parser (each command's too), its refusal scrubbed of credentials. An option is taken
+    only as written whole: ``prove --key K`` is refused, never read as ``--keys K`` (a file)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         super().error(redact_text(message)[0])
