@@ -185,3 +185,16 @@ def test_a_lone_surrogate_read_from_a_file_is_printed_escaped() -> None:
     assert b"UnicodeEncodeError" in plain.stderr  # what happened before
     hardened = subprocess.run([sys.executable, "-c", script, "yes"], capture_output=True, env=env)
     assert hardened.returncode == 0 and hardened.stdout == b"id a\\ud800b\n"
+
+
+def test_an_option_written_in_part_is_refused_not_taken_for_a_longer_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `prove --key VKEY` was read as `--keys VKEY` (argparse's abbreviations) and failed parsing a key file
+    # the user never named.
+    chain = tmp_path / "chain.jsonl"
+    chain.write_bytes(b"")
+    with pytest.raises(SystemExit) as stopped:
+        main(["prove", str(chain), "--seq", "1", "--key", "example.com/log+01234567+AAAA"])
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --key" in capsys.readouterr().err
