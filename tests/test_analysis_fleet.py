@@ -203,7 +203,14 @@ def test_a_signature_by_no_given_key_excludes_the_log(tmp_path: Path) -> None:
     stranger = Signer.generate("alpha.example/route-shadow").verifier()
     report = build_fleet_report([str(alpha)], verifiers=[Verifier.parse(str(stranger))])
     assert report.fleet is not None and report.fleet.excluded[0].reason is not None
-    assert "not-verified" in report.fleet.excluded[0].reason
+    assert "not signed by any given key valid for its size" in report.fleet.excluded[0].reason
+
+
+def test_a_fleets_chain_line_names_no_head_it_does_not_have(tmp_path: Path) -> None:
+    # A fleet has no one head: its line said "verified: 17 records, head None".
+    make_log(tmp_path, "alpha", "alpha.example/route-shadow")
+    line = build_fleet_report([str(tmp_path)]).chain.describe()
+    assert line.startswith("verified: ") and "None" not in line
 
 
 def test_fleet_whatif_is_the_sum_of_the_hosts_replays(hosts: tuple[Path, list[Path], list[str]]) -> None:

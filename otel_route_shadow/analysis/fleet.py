@@ -42,6 +42,8 @@ from typing import Final
 
 from otel_route_shadow.addresses import UrlError, parse_http_url
 from otel_route_shadow.analysis.evidence import (
+    FAILED,
+    NOT_VERIFIED,
     PRESENT,
     VERIFIED,
     LogEvidence,
@@ -176,6 +178,13 @@ def _check_against(
     return _Verdict(None, chain.records, end, frontier)
 
 
+_SIGNATURE: Final = {
+    NOT_VERIFIED: "not signed by any given key valid for its size",
+    FAILED: "signed by a given key, and that signature does not verify",
+}
+"""Why a checkpoint's signature excludes its log, by its verification."""
+
+
 def checkpoint_problem(
     evidence: LogEvidence, verifiers: Sequence[LogKey], policy: Policy | None
 ) -> str | None:
@@ -183,7 +192,7 @@ def checkpoint_problem(
         why = evidence.problem or "no checkpoint beside the chain: nothing vouches for it"
         return f"no usable checkpoint: {why}"
     if (verifiers or policy is not None) and evidence.verification != VERIFIED:
-        return f"its checkpoint's signature is {evidence.verification} by the given keys"
+        return f"its checkpoint is {_SIGNATURE.get(evidence.verification, evidence.verification)}"
     witnesses = evidence.witnesses
     if policy is not None and (witnesses is None or not witnesses.met):
         missing = (

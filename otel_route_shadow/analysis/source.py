@@ -132,7 +132,7 @@ class ChainStatus:
                 if self.kept
                 else f"{self.records} records"
             )
-            text = f"verified: {counted}, head {self.head_hash}"
+            text = f"verified: {counted}" + ("" if self.head_hash is None else f", head {self.head_hash}")
             return (f"{text}; {self.note}" if self.note else text) + pruned
         if not self.checked:
             return "NOT VERIFIED: verification was skipped" + pruned
