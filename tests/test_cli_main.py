@@ -198,3 +198,9 @@ def test_an_option_written_in_part_is_refused_not_taken_for_a_longer_one(
         main(["prove", str(chain), "--seq", "1", "--key", "example.com/log+01234567+AAAA"])
     assert stopped.value.code == 2
     assert "unrecognized arguments: --key" in capsys.readouterr().err
+
+
+def test_prove_of_a_directory_says_it_is_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It said "<dir>.tlog/checkpoint: no such checkpoint file".
+    assert main(["prove", str(tmp_path), "--seq", "3"]) == 2
+    assert f"{tmp_path}: is a directory, not a chain file" in capsys.readouterr().err

@@ -12,6 +12,7 @@ Exit codes: ``exit_codes.COMMANDS["prove"]`` and ``["verify-proof"]``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -130,6 +131,8 @@ def register(sub: Any) -> None:
 
 def _prove(args: argparse.Namespace) -> int:
     chain: str = args.chain
+    if os.path.isdir(chain):  # not a segments folder (that names its chain): not taken for a missing log
+        raise CliError(f"{chain}: is a directory, not a chain file")
     directory = LogStore(chain)
     if args.seq is not None:
         _refuse_pruned(directory, args.seq)
