@@ -204,3 +204,16 @@ def test_prove_of_a_directory_says_it_is_one(tmp_path: Path, capsys: pytest.Capt
     # It said "<dir>.tlog/checkpoint: no such checkpoint file".
     assert main(["prove", str(tmp_path), "--seq", "3"]) == 2
     assert f"{tmp_path}: is a directory, not a chain file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["checkpoints.000001.jsonl.gz", "checkpoints.000002.jsonl"])
+def test_verify_of_old_checkpoint_entries_says_what_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    # It was checked as a segment's archive: "no proof file beside the archive".
+    retired = tmp_path / "chain.jsonl.archive" / name
+    retired.parent.mkdir()
+    retired.write_bytes(b"")
+    assert main(["verify", str(retired), "--key", "example.com/log+01234567+AAAA"]) == 2
+    err = capsys.readouterr().err
+    assert "old entries of the log's checkpoints file that prune moved out" in err and "proof" not in err

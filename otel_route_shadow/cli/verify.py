@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from otel_route_shadow.analysis import Kept, Refusals, kept_records, read_refusals
 from otel_route_shadow.chain import VerifyResult, verify_pass
@@ -111,12 +112,21 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=_run, reads_chains=True)
 
 
+_RETIRED_NOTES: Final = re.compile(r"checkpoints\.[0-9]{6}\.jsonl(\.gz)?")
+"""The name of a file of old checkpoint entries in ``CHAIN.archive/`` (``logstore.note_retirement``)."""
+
+
 def _run(args: argparse.Namespace) -> int:
     path: str = input_file(args.chain)
     if args.max_unwitnessed is not None and not args.witness_policy:
         raise CliError("--max-unwitnessed goes with --witness-policy")
     if args.all_cosignatures and not args.witness_policy:
         raise CliError("--all-cosignatures goes with --witness-policy")
+    if _RETIRED_NOTES.fullmatch(os.path.basename(path)):
+        raise CliError(
+            f"{path}: old entries of the log's checkpoints file that prune moved out (docs/chain-format.md "
+            "14.5), not a segment's archive: no chain or archive needs them to verify"
+        )
     if is_archive(path):
         return verify_archive(args, path)
     jobs = cap_jobs(args.jobs or os.cpu_count() or 1)
