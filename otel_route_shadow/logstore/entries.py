@@ -494,16 +494,19 @@ def _long_in_file(chain: io.FileIO, size: int) -> list[LongEntry]:
     """:func:`long_entries` in one file, seqs and offsets from its start."""
     found: list[tuple[int, int]] = []
     fd = chain.fileno()
-    window = 0
+    window = looked_at = 0  # each line looked at closer once: past its end, windows are probed again
     while window < size:
-        if found and window < found[-1][0] + found[-1][1]:
-            window += _WINDOW
-            continue
-        probe = os.pread(fd, _PROBE, window)
-        if b"\n" not in probe and b"\n" not in os.pread(fd, _WINDOW, window):
+        if (
+            window >= looked_at
+            and b"\n" not in os.pread(fd, _PROBE, window)
+            and b"\n" not in os.pread(fd, _WINDOW, window)
+        ):
             line = _line_around(chain, window, size)
-            if line is not None and line[1] > MAX_ENTRY_BYTES:
+            if line is None:
+                break  # no LF from here to the end (a torn tail): no complete line is left
+            if line[1] > MAX_ENTRY_BYTES:
                 found.append(line)
+            looked_at = line[0] + line[1]
         window += _WINDOW
     return _with_seqs(fd, found)
 
