@@ -648,3 +648,30 @@ def test_rotate_of_a_chain_that_is_not_a_file_is_refused_exit_2(
     err = capsys.readouterr().err
     assert str(chain) in err and "will retry" not in err
     assert not Path(str(chain) + ".segments").exists()
+
+
+@pytest.mark.parametrize("stuck", ["torn-tail", "tile-path-a-directory"])
+def test_rotate_of_a_log_whose_tree_cannot_grow_stops_not_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stuck: str
+) -> None:
+    # rotate caught the tree up "as many steps as it takes": a torn line longer than a step reads, or a
+    # directory where a tile is written, left it behind for ever and rotate never returned.
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 300)
+    assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is not None
+    append(chain, 20, start=300)
+    if stuck == "torn-tail":
+        with open(chain, "ab") as handle:
+            handle.write(b"y" * (9 * 1024 * 1024))
+    else:
+        (tmp_path / "chain.jsonl.tlog" / "tile" / "0" / "001.p" / "64").mkdir(parents=True)
+    key = tmp_path / "log.key"
+    key.write_text(SIGNER.secret_string() + "\n")
+    key.chmod(0o600)
+    before = chain.read_bytes()
+    assert main(["rotate", str(chain), "--key", str(key), "--timeout", "5"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("not cut: ")
+    if stuck == "torn-tail":
+        assert "the log's tree stayed at 320 records" in out
+    assert chain.read_bytes() == before and not Path(str(chain) + SEGMENTS_SUFFIX).exists()

@@ -16,6 +16,9 @@ CUT_SIGN_POLL_S: Final = 0.01
 """How often a cut asks the checkpointer again while another process holds the log's lock."""
 CUT_CATCH_UP_STEPS: Final = 64
 """Checkpointer steps (each bounded) a cut may take to catch the tree up before it takes the chain's lock."""
+_STALLED_STEPS: Final = 3
+"""Checkpointer steps in a row that add no leaf, the tree behind, after which a cut stops catching up (a
+step into the next segment adds none; a tree that cannot grow would add none for ever)."""
 CUT_SIGN_WAIT_S: Final = 0.25
 """Longest the plugin's cut waits, the chain's lock held, for another process checkpointing: past it the
 cut is given up (nothing changed) and tried again after the next checkpoint, so spawns never wait on a
@@ -56,14 +59,22 @@ def cut_signed(
     ``pause``: called between slices of it (the host's background thread gives the interpreter back)."""
     if not checkpointer.signers:
         return cut_chain(checkpointer.chain_path, sign=None, timeout=timeout)
-    steps = 0
+    steps = stalled = 0
     while True:
+        size = checkpointer.size
         checkpointer.checkpoint(pause=pause)
         steps += 1
         if checkpointer.refused is not None or not checkpointer.behind:
             break
         if catch_up is not None and steps >= catch_up:
             return None
+        stalled = stalled + 1 if checkpointer.size == size else 0
+        if stalled >= _STALLED_STEPS:  # "as many as it takes" never ends for a tree that cannot grow
+            raise CutRefused(
+                f"the log's tree stayed at {checkpointer.size} records for {stalled} steps while behind the "
+                "chain (a line longer than a step reads, or a tile it cannot write: `verify --key` says "
+                "which); not cutting"
+            )
     return cut_chain(
         checkpointer.chain_path,
         sign=lambda size: note_for_cut(checkpointer, size, sign_wait),
