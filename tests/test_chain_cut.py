@@ -675,3 +675,20 @@ def test_rotate_of_a_log_whose_tree_cannot_grow_stops_not_cut(
     if stuck == "torn-tail":
         assert "the log's tree stayed at 320 records" in out
     assert chain.read_bytes() == before and not Path(str(chain) + SEGMENTS_SUFFIX).exists()
+
+
+def test_rotate_of_a_log_that_refuses_to_sign_is_not_cut_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The live file emptied below its signed checkpoint: the writer records a refusal ("truncated") and
+    # stops signing, yet rotate said "nothing to cut", exit 0.
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 30)
+    assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is not None
+    chain.write_bytes(b"")
+    key = tmp_path / "log.key"
+    key.write_text(SIGNER.secret_string() + "\n")
+    key.chmod(0o600)
+    assert main(["rotate", str(chain), "--key", str(key)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("not cut: the log refuses to sign checkpoints (") and "truncated" in out

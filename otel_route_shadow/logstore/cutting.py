@@ -64,7 +64,9 @@ def cut_signed(
         size = checkpointer.size
         checkpointer.checkpoint(pause=pause)
         steps += 1
-        if checkpointer.refused is not None or not checkpointer.behind:
+        if checkpointer.refused is not None:
+            raise CutRefused(f"the log refuses to sign checkpoints ({checkpointer.refused}); not cutting")
+        if not checkpointer.behind:
             break
         if catch_up is not None and steps >= catch_up:
             return None
