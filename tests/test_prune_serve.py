@@ -89,6 +89,18 @@ def test_a_damaged_pruned_file_serves_as_if_nothing_were_pruned(
     assert "serving as if nothing were pruned" in caplog.text
 
 
+def test_a_bundle_of_a_pruned_log_whose_pruned_file_is_damaged_names_that_file_not_the_chain(
+    log: SegmentedChain,
+) -> None:
+    # Every bundle was a 409 "the chain was changed or cut below a signed checkpoint": the chain was as
+    # signed, and its pruned file, which says where the kept records begin, was what could not be read.
+    assert main(["prune", str(log.chain), "--key", str(KEY), "--min-index", "300"]) == 0
+    (Path(str(log.chain) + ".tlog") / "pruned").write_text("{not json")
+    status, body = get(LogSite([PublishedLog(str(log.chain), [KEY])]), "tile/entries/000")
+    assert status == HTTPStatus.CONFLICT
+    assert b"the log's pruned file cannot be used" in body and b"changed or cut" not in body
+
+
 def test_retained_entries_keep_their_inclusion_proofs_and_retained_sizes_their_consistency(
     log: SegmentedChain, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

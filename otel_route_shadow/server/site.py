@@ -170,6 +170,13 @@ class LogSite:
         if isinstance(exc, NotFound):
             return self._refusal(request, HTTPStatus.NOT_FOUND, str(exc))
         if isinstance(exc, Unservable | BundleUnservable):
+            with served.lock:
+                pruned_error = served.log.index.pruned_error
+            if pruned_error is not None:  # the records may be pruned, and which ones cannot be read
+                exc = Unservable(
+                    f"{resource.path}: cannot be served: the log's pruned file cannot be used "
+                    f"({pruned_error}), so where its kept records begin is not known"
+                )
             self.problems.report(f"{served.prefix}: {exc}")
             return _text(HTTPStatus.CONFLICT, str(exc))
         self.problems.report(f"{served.prefix}: {resource.path}: cannot be read: {type(exc).__name__}: {exc}")
