@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from otel_route_shadow.chain import MAX_LINE_BYTES, iter_lines
 from otel_route_shadow.chain.quarantine import complete_lines
-from otel_route_shadow.logstore.store import CHECKPOINTS_FILE, LogStore, _entry_of, entry_note
+from otel_route_shadow.logstore.note_file import entry_note, object_line
+from otel_route_shadow.logstore.store import CHECKPOINTS_FILE, LogStore
 
 
 def test_iter_lines_passes_over_a_torn_tail_longer_than_a_record(tmp_path: Path) -> None:
@@ -59,6 +60,8 @@ _LINE_PIECES = [
     b"n",
     b", ",
     b'"note"',
+    b'"\\u006eote"',  # the key, escaped: the fast path must not pass it over
+    b'"\\u006Eo\\u0074e"',
     b": ",
     b"}",
     b" ",
@@ -74,7 +77,7 @@ def test_a_checkpoints_line_reads_as_the_strict_parser_reads_it(note: str, piece
     # Lines as the writer writes them are decoded as one JSON string (fast), every other line by the
     # strict parser: both must give the same note, or none, for any line.
     for line in (json.dumps({"note": note}).encode(), b"".join(pieces)):
-        strict = _entry_of(line).get("note")
+        strict = object_line(line).get("note")
         assert entry_note(line) == (strict if isinstance(strict, str) else None)
 
 

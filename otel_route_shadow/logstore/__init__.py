@@ -45,6 +45,7 @@ from otel_route_shadow.logstore.keys import (
     read_policy_file,
     read_signing_keys,
 )
+from otel_route_shadow.logstore.note_file import MAX_NOTE_FILE, read_note_file
 from otel_route_shadow.logstore.prune_lock import PruneRunning, prunes_held_off
 from otel_route_shadow.logstore.pruned import (
     MAX_COMMAND_CHARS,
@@ -65,13 +66,11 @@ from otel_route_shadow.logstore.signed import SignedCheckpoint, default_origin, 
 from otel_route_shadow.logstore.store import (
     CHECKPOINT_FILE,
     CHECKPOINTS_FILE,
-    MAX_NOTE_FILE,
     REFUSALS_FILE,
     WITNESS_REFUSALS_FILE,
     Cosigned,
     LogStore,
     StateError,
-    read_note_file,
     tlog_dir,
 )
 from otel_route_shadow.logstore.tile_sweep import TileSweep

@@ -118,7 +118,7 @@ class OwnNotes:
         return own_checkpoint(note, self.origin, self.verifiers)
 
     def all(self) -> list[str]:
-        """Every note of ``checkpoints`` (its newest :data:`~otel_route_shadow.logstore.store.MAX_NOTE_FILE`
+        """Every note of ``checkpoints`` (its newest :data:`~otel_route_shadow.logstore.note_file.MAX_NOTE_FILE`
         bytes); none when it cannot be read."""
         try:
             return self.directory.notes().notes

@@ -33,7 +33,8 @@ from otel_route_shadow.files import FileRefused, open_regular, range_blocks, wri
 from otel_route_shadow.lines import first_line, iter_lines_from
 from otel_route_shadow.logstore.anchoring import claimed_size
 from otel_route_shadow.logstore.archives import archive_dir, gzip_blocks
-from otel_route_shadow.logstore.store import CHECKPOINTS_FILE, LogStore, entry_note
+from otel_route_shadow.logstore.note_file import entry_note
+from otel_route_shadow.logstore.store import CHECKPOINTS_FILE, LogStore
 
 __all__ = ["RETIRED_NAME", "RetiredNotes", "retire_notes", "retirement_due"]
 

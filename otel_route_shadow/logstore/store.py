@@ -26,7 +26,6 @@ of a checkpoint is the one with the most cosignatures. A witness's refusal is on
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import enum
 import fcntl
 import io
@@ -36,7 +35,6 @@ import stat
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from otel_route_shadow.files import (
@@ -53,8 +51,17 @@ from otel_route_shadow.files import (
 )
 from otel_route_shadow.lines import iter_lines_back
 from otel_route_shadow.locking import flock_within, release
+from otel_route_shadow.logstore.note_file import (
+    MAX_NOTE_FILE,
+    NoteFile,
+    entry_line,
+    entry_note,
+    file_entries,
+    object_line,
+    read_note_file,
+)
 from otel_route_shadow.logstore.pruned import MAX_PRUNED_BYTES, PRUNED_FILE, Pruned
-from otel_route_shadow.strict_json import StrictJSONError, loads_strict, read_model
+from otel_route_shadow.strict_json import read_model
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     HASH_SIZE,
@@ -81,13 +88,10 @@ __all__ = [
     "WITNESS_REFUSALS_FILE",
     "Cosigned",
     "LogStore",
-    "NoteFile",
     "NotesPosition",
     "State",
     "StateError",
     "TreeHint",
-    "entry_note",
-    "read_note_file",
     "tlog_dir",
 ]
 
@@ -98,10 +102,7 @@ REFUSALS_FILE: Final = "refusals"
 LOCK_FILE: Final = "lock"
 WITNESS_REFUSALS_FILE: Final = "witness-refusals"
 
-MAX_NOTE_FILE: Final = 64 * 1024 * 1024
-"""The largest checkpoint file read (about 200,000 notes)."""
 _MAX_STATE: Final = 4096
-_MAX_LINE_DEPTH: Final = 2
 _TAIL_STEP: Final = 64 * 1024
 _LOCK_POLL_S: Final = 0.01
 NotesPosition = tuple[int, bytes]
@@ -158,47 +159,6 @@ class State(TreeHint):
         return self.previous if self.previous is not None and self.previous.size == size else None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class NoteFile:
-    """The notes of a checkpoint file, oldest first, and the numbers (1-based) of the lines skipped
-    because they are not checkpoint entries (a line an interrupted append left torn, or a foreign one)."""
-
-    notes: list[str]
-    skipped: tuple[int, ...] = ()
-    older_bytes: int = 0
-    """Bytes at the start of a ``checkpoints`` file longer than the bound, not read (the oldest notes):
-    line numbers count from the first line read."""
-
-
-def read_note_file(
-    path: str | os.PathLike[str], max_bytes: int = MAX_NOTE_FILE, *, newest: bool = False
-) -> NoteFile:
-    """A chain's ``checkpoints`` file (one JSON object ``{"note": ...}`` per line) or a file holding
-    one note (the ``checkpoint`` file). With ``newest``, a file longer than ``max_bytes`` is read from
-    the first line of its last ``max_bytes`` bytes (``checkpoints`` only grows: its newest notes),
-    else it is refused. ``FileNotFoundError`` passes through; a file that cannot be taken is a
-    ``files.FileRefused``; one that is not UTF-8 a ``ValueError`` naming it."""
-    source = os.fspath(path)
-    data, older = read_newest(source, max_bytes) if newest else (read_regular(source, max_bytes), 0)
-    if not data.startswith(b"{"):
-        try:
-            return NoteFile([data.decode("utf-8")] if data else [], older_bytes=older)
-        except UnicodeDecodeError:
-            raise ValueError(f"{source}: not UTF-8") from None
-    notes: list[str] = []
-    skipped: list[int] = []
-    lines = data.split(b"\n")
-    for number, line in enumerate(lines[:-1], start=1):
-        note = entry_note(line)
-        if note is None:
-            skipped.append(number)
-        else:
-            notes.append(note)
-    if lines[-1]:
-        skipped.append(len(lines))  # a last line without LF: torn
-    return NoteFile(notes, tuple(skipped), older)
-
-
 _SAME_REFUSAL: Final = ("reason", "origin", "tree_size", "seq")
 
 
@@ -218,32 +178,6 @@ class Cosigned(enum.Enum):
     """A line by a given witness key does not verify, or the lines are not signature lines."""
     BUSY = "busy"
     """Another writer holds the directory's lock: nothing written, try again."""
-
-
-_ENTRY_HEAD: Final = b'{"note": '
-"""How every line the writer appends to ``checkpoints`` begins (``json.dumps`` of ``{"note": ...}``)."""
-
-
-def _entry_of(line: bytes) -> dict[str, Any]:
-    """One JSON-object line, ``{}`` when it is not one."""
-    try:
-        value = loads_strict(line, max_depth=_MAX_LINE_DEPTH)
-    except (StrictJSONError, UnicodeDecodeError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def entry_note(line: bytes) -> str | None:
-    """The note of one ``checkpoints`` line, None when it is not an entry. A line as the writer writes it
-    (``{"note": <one JSON string>}``, :func:`_entry_line`) is decoded as that one string; any other line
-    goes through the strict parser (both give the same note)."""
-    if line.startswith(_ENTRY_HEAD) and line.endswith(b"}"):
-        with contextlib.suppress(orjson.JSONDecodeError):
-            note = orjson.loads(line[len(_ENTRY_HEAD) : -1])
-            if isinstance(note, str):
-                return note
-    note = _entry_of(line).get("note")
-    return note if isinstance(note, str) else None
 
 
 class LogStore:
@@ -380,8 +314,7 @@ class LogStore:
         end = data.rfind(b"\n") + 1
         if end == 0:
             return [], position if begin == offset else (begin, b"")
-        notes = [note for line in data[:end].split(b"\n")[:-1] if (note := entry_note(line)) is not None]
-        return notes, (begin + end, data[max(0, end - _SEEN) : end])
+        return file_entries(data[:end])[0], (begin + end, data[max(0, end - _SEEN) : end])
 
     def newest_notes(self, max_bytes: int = MAX_NOTE_FILE) -> Iterator[str]:
         """The notes of ``checkpoints``, newest first, reading back from its end (at most ``max_bytes``,
@@ -398,7 +331,7 @@ class LogStore:
 
     def append_note(self, note: str) -> None:
         """Append ``{"note": ...}`` as one line of ``checkpoints`` and fsync it."""
-        self._append(CHECKPOINTS_FILE, _entry_line(note))
+        self._append(CHECKPOINTS_FILE, entry_line(note))
 
     def checkpoint_file(self, max_bytes: int = MAX_NOTE_FILE) -> bytes:
         """The bytes of ``checkpoint`` (bounded, no symbolic link below the directory followed): the one
@@ -428,7 +361,7 @@ class LogStore:
             newest = next(self.newest_notes(), None)
             if newest is None:
                 return Cosigned.SUPERSEDED
-            stored = newest if _text_of(newest) == text else self._newest_entry_of(text)
+            stored = newest if _text_of(newest) == text else self._newestobject_line(text)
             if stored is None:
                 return Cosigned.SUPERSEDED
             try:
@@ -440,14 +373,14 @@ class LogStore:
             if stored is not newest:
                 # An older checkpoint's entry, appended with the newest entry after it in one write, so
                 # the last entry stays the newest checkpoint.
-                self._append(CHECKPOINTS_FILE, _entry_line(merged) + "\n" + _entry_line(newest))
+                self._append(CHECKPOINTS_FILE, entry_line(merged) + "\n" + entry_line(newest))
                 return Cosigned.ADDED_SUPERSEDED
             self.append_note(merged)
             if self._published_text() == text:
                 self.publish(merged)
             return Cosigned.ADDED
 
-    def _newest_entry_of(self, text: str) -> str | None:
+    def _newestobject_line(self, text: str) -> str | None:
         """The newest entry of ``checkpoints`` whose checkpoint text is ``text`` (None: there is none)."""
         return next((note for note in self.newest_notes() if _text_of(note) == text), None)
 
@@ -478,7 +411,7 @@ class LogStore:
         """Append one JSON line to ``refusals``, unless its last line records the same refusal (the
         same reason, origin, tree size and seq: a later process refusing the same state again)."""
         try:
-            last = _entry_of(
+            last = object_line(
                 read_regular(self.file(REFUSALS_FILE), 1 << 20).rstrip(b"\n").rpartition(b"\n")[2]
             )
         except (FileNotFoundError, FileRefused):
@@ -576,10 +509,6 @@ def _remove_partial_folder(parent: int, name: str) -> None:
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=parent)
-
-
-def _entry_line(note: str) -> str:
-    return json.dumps({"note": note}, ensure_ascii=True)
 
 
 def _text_of(note: str) -> str | None:
