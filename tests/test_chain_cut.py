@@ -692,3 +692,24 @@ def test_rotate_of_a_log_that_refuses_to_sign_is_not_cut_exit_1(
     assert main(["rotate", str(chain), "--key", str(key)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("not cut: the log refuses to sign checkpoints (") and "truncated" in out
+
+
+def test_rotate_of_a_cut_log_whose_stored_tile_is_a_directory_stops_not_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The tiles unusable, each catch-up step rebuilt the tree from the chain, failed writing the tile
+    # and started again: the tree grew at every step, so rotate never returned.
+    from test_segment_writer import SIGNER as WRITER
+    from test_segment_writer import written_cut_twice
+
+    chain = tmp_path / "chain.jsonl"
+    written_cut_twice(chain)
+    stored = tmp_path / "chain.jsonl.tlog" / "tile" / "0" / "004.p" / "176"
+    stored.unlink()
+    stored.mkdir()
+    key = tmp_path / "log.key"
+    key.write_text(WRITER.secret_string() + "\n")
+    key.chmod(0o600)
+    assert main(["rotate", str(chain), "--key", str(key), "--timeout", "3"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("not cut: a checkpoint failed (IsADirectoryError")

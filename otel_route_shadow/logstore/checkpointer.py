@@ -169,6 +169,8 @@ class Checkpointer:
         self.last: SignedCheckpoint | None = None
         self.behind = False
         """True when the last call left lines (or a rebuild) for the next one."""
+        self.failed: str | None = None
+        """What the last call failed with (an I/O error, a file it cannot write), None when it did not."""
         self.witness_floor: Callable[[], int | None] = lambda: 0
         """The largest size a witness holds for this log, None while it is being asked: nothing is
         signed until it is known, and a size above every authenticated checkpoint is a refusal."""
@@ -237,6 +239,7 @@ class Checkpointer:
         leaves = self.max_leaves if max_leaves is None else max(1, max_leaves)
         window = self.max_bytes if max_bytes is None else max(_MIN_BYTES, max_bytes)
         work = _Work(leaves, window, appended, self.pause if pause is None else pause)
+        self.failed = None
         try:
             made = self._locked(work)
         except _Refused as refusal:
@@ -244,6 +247,7 @@ class Checkpointer:
             made = refusal.made
         except Exception as exc:  # contained: the host is never disturbed
             self._cursor, self._rebuilding, name = None, None, type(exc).__name__
+            self.failed = f"{name}: {exc}"
             self._log_once(name, "checkpoint failed (%s: %s); will retry", name, exc)
             return None
         finally:

@@ -34,6 +34,8 @@ def note_for_cut(checkpointer: Checkpointer, size: int, timeout: float) -> str:
         checkpointer.checkpoint(max_leaves=1 << 62, max_bytes=1 << 62)
         if checkpointer.refused is not None:
             raise CutRefused(f"the log refuses to sign checkpoints ({checkpointer.refused}); not cutting")
+        if checkpointer.failed is not None:
+            raise CutRefused(f"a checkpoint failed ({checkpointer.failed}); not cutting")
         if checkpointer.size == size and not checkpointer.behind:
             note = checkpointer.signed_note(size)
             if note is not None:
@@ -66,6 +68,8 @@ def cut_signed(
         steps += 1
         if checkpointer.refused is not None:
             raise CutRefused(f"the log refuses to sign checkpoints ({checkpointer.refused}); not cutting")
+        if checkpointer.failed is not None and catch_up is None:  # the plugin's cut tries again later
+            raise CutRefused(f"a checkpoint failed ({checkpointer.failed}); not cutting")
         if not checkpointer.behind:
             break
         if catch_up is not None and steps >= catch_up:
