@@ -162,6 +162,21 @@ def test_verify_of_a_pruned_chain_with_another_key_claims_nothing_verified_below
     assert "seq 0.." not in out
 
 
+def test_report_of_a_pruned_chain_whose_checkpoints_file_is_damaged_agrees_with_verify(
+    pruned: tuple[Host, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # report authenticated the first record kept from the checkpoints file alone: emptied, it said
+    # "VERIFICATION FAILED at seq 306", exit 1, where verify (which reads the published checkpoint too)
+    # said intact, exit 0.
+    host, _before = pruned
+    (Path(str(host.chain) + ".tlog") / "checkpoints").write_bytes(b"")
+    assert main(["verify", str(host.chain), "--key", host.key]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["report", str(host.chain), "--key", host.key, "--no-progress"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "VERIFICATION FAILED" not in out and f"seq {MIN_INDEX} authenticated" in out
+
+
 def _forge_first_kept(chain: Path) -> None:
     """Rewrite the live file of a chain pruned at its anchor as one who holds the disk could: the anchor
     linked to another record before it (its ``prev_hash`` and ``last_record_hash``), every hash after it

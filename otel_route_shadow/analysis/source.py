@@ -29,6 +29,7 @@ from typing import Any, Final, TypeVar
 
 import orjson
 
+from otel_route_shadow.analysis.evidence import MAX_CHECKPOINT_BYTES
 from otel_route_shadow.analysis.kept import Kept, kept_records
 from otel_route_shadow.chain import ChainFormatError, chain_segments, iter_lines, live_path, verify_pass
 from otel_route_shadow.files import FileRefused, open_regular
@@ -245,9 +246,12 @@ def _with_kept(chain: Path, status: ChainStatus, pruned: Pruned | None, keys: Se
     if pruned is None:
         return status
     notes: list[str] = []
-    if keys:
-        with contextlib.suppress(OSError, ValueError):  # no readable checkpoints: nothing authenticates
-            notes = list(itertools.islice(LogStore(chain).newest_notes(), MAX_KEPT_NOTES))
+    if keys:  # the published checkpoint and the newest entries of checkpoints, as verify reads them
+        store = LogStore(chain)
+        with contextlib.suppress(OSError, ValueError):  # none readable: nothing authenticates
+            notes.append(store.checkpoint_file(MAX_CHECKPOINT_BYTES).decode("utf-8"))
+        with contextlib.suppress(OSError, ValueError):
+            notes += itertools.islice(store.newest_notes(), MAX_KEPT_NOTES)
     kept = kept_records(chain, pruned, notes, keys)
     if kept.problem is None or not status.verified:
         return replace(status, kept=kept)
