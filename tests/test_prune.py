@@ -204,6 +204,22 @@ def test_another_logs_key_is_refused_as_such_not_sent_to_force(
     assert LogStore(log.chain).read_pruned() is None
 
 
+def test_a_segment_that_is_a_symbolic_link_is_a_finding_not_busy_for_ever(
+    log: SegmentedChain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Read through the link, checked against the link: "changed while prune checked and archived it ...
+    # try again", exit 7, at every try.
+    segment = log.segment(0)
+    copy = log.chain.parent / "elsewhere.jsonl"
+    shutil.copyfile(segment, copy)
+    segment.unlink()
+    segment.symlink_to(copy)
+    assert prune(log, "--min-index", "20") == 1
+    out = capsys.readouterr()
+    assert "a symbolic link, not a segment's file; nothing changed" in out.out + out.err
+    assert LogStore(log.chain).read_pruned() is None and segment.is_symlink()
+
+
 def test_no_retention_given_is_unusable_input(
     log: SegmentedChain, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -482,6 +482,10 @@ class _Checked:
 
 def _checked(store: LogStore, segment: Segment, covering: tuple[Checkpoint, str] | None) -> _Checked:
     """Read ``segment`` and prove it against the covering checkpoint (when it covers the segment)."""
+    if os.path.islink(segment.path):  # what is read and what is removed would be two files
+        raise PruneRefused(
+            "finding", f"{segment.path}: a symbolic link, not a segment's file; nothing changed"
+        )
     with _opened(segment.path) as stream:
         identity = _identity(os.fstat(stream.fileno()))
         read = read_segment(stream, segment.first)
