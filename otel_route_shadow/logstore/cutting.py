@@ -17,8 +17,9 @@ CUT_SIGN_POLL_S: Final = 0.01
 CUT_CATCH_UP_STEPS: Final = 64
 """Checkpointer steps (each bounded) a cut may take to catch the tree up before it takes the chain's lock."""
 _STALLED_STEPS: Final = 3
-"""Checkpointer steps in a row that add no leaf, the tree behind, after which a cut stops catching up (a
-step into the next segment adds none; a tree that cannot grow would add none for ever)."""
+"""Checkpointer steps in a row that add no leaf, the tree behind, after which a cut with no bound on its
+catch-up (``rotate``) stops (a step into the next segment adds none; a tree that cannot grow would add none
+for ever). The plugin's cut has its bound, and a tree waiting for its witnesses is not stuck."""
 CUT_SIGN_WAIT_S: Final = 0.25
 """Longest the plugin's cut waits, the chain's lock held, for another process checkpointing: past it the
 cut is given up (nothing changed) and tried again after the next checkpoint, so spawns never wait on a
@@ -75,7 +76,7 @@ def cut_signed(
         if catch_up is not None and steps >= catch_up:
             return None
         stalled = stalled + 1 if checkpointer.size == size else 0
-        if stalled >= _STALLED_STEPS:  # "as many as it takes" never ends for a tree that cannot grow
+        if catch_up is None and stalled >= _STALLED_STEPS:  # "as many as it takes" never ends otherwise
             raise CutRefused(
                 f"the log's tree stayed at {checkpointer.size} records for {stalled} steps while behind the "
                 "chain (a line longer than a step reads, or a tile it cannot write: `verify --key` says "
