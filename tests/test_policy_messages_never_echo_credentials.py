@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from otel_route_shadow.core import REDACTED, validate_policies
+from otel_route_shadow.core import REDACTED, parse_policies, validate_policies
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict, schema_problem
 
 KEY = "sk-ant-api03-" + "S3CR3T" * 6
@@ -53,6 +53,16 @@ def test_a_policy_problem_never_echoes_a_credential(case: str, secret: str) -> N
         assert secret_part not in problem.message, problem.message
         assert secret_part not in (problem.policy_id or "")
     assert any(REDACTED in p.message or REDACTED in (p.policy_id or "") for p in problems)
+
+
+@pytest.mark.parametrize("case", sorted(case for case in ITEMS if case.startswith("malformed-policy")))
+def test_parse_policies_never_echoes_a_credential_either(case: str) -> None:
+    # Only validate_policies scrubbed its problems: the public parse_policies gave the malformed ones with
+    # an unknown field's name, or the policy's id, as typed.
+    _parsed, problems = parse_policies([ITEMS[case]])
+    assert problems, case
+    for problem in problems:
+        assert "S3CR3T" not in problem.message and "hunter2" not in (problem.policy_id or "")
 
 
 def test_a_policy_problem_still_names_a_plain_value() -> None:

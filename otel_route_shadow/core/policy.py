@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from otel_route_shadow.core.canonical import canonical_json, digest_bytes
 from otel_route_shadow.core.identity import canonicalize_repo
+from otel_route_shadow.core.redaction import redact_text
 from otel_route_shadow.core.requirements import model_provider, parse_requirement
 from otel_route_shadow.core.vocabulary import (
     PROVIDER_BINDINGS,
@@ -139,6 +140,16 @@ class PolicyProblem(BaseModel):
         """A warning (see :data:`WARNING_CODES`) rather than an error."""
         return self.code in WARNING_CODES
 
+    def scrubbed(self) -> PolicyProblem:
+        """This problem with credential-shaped text redacted from its policy id, related ids and message:
+        a problem quotes values as typed, and a credential-shaped id is refused, never printed."""
+        policy_id = self.policy_id and redact_text(self.policy_id)[0]
+        related = tuple(redact_text(r)[0] for r in self.related)
+        message = redact_text(self.message)[0]
+        if (policy_id, related, message) == (self.policy_id, self.related, self.message):
+            return self
+        return self.model_copy(update={"policy_id": policy_id, "related": related, "message": message})
+
 
 def precedence_level(match: RoutingMatch) -> int:
     """The rung, from the match's shape (lower wins). See the ladder in ``docs/core.md``.
@@ -210,8 +221,8 @@ def policy_set_hash(policies: Iterable[RoutingPolicy]) -> str:
 
 def _validation_message(exc: ValidationError) -> str:
     # Locations and messages only: input values could carry anything, secrets included. A location
-    # holds the keys the user typed (an unknown field, a requirement_map key): ``validate_policies``
-    # scrubs every problem it gives.
+    # holds the keys the user typed (an unknown field, a requirement_map key): every problem given out
+    # is scrubbed (``PolicyProblem.scrubbed``).
     parts = []
     for error in exc.errors(include_url=False, include_input=False):
         loc = ".".join(str(item) for item in error.get("loc", ()))
@@ -257,9 +268,10 @@ def parse_indexed(items: object) -> tuple[list[tuple[int, RoutingPolicy]], list[
 
 
 def parse_policies(items: object) -> tuple[list[RoutingPolicy], list[PolicyProblem]]:
-    """Parse raw policy objects; every malformed one becomes a ``malformed-policy`` problem."""
+    """Parse raw policy objects; every malformed one becomes a ``malformed-policy`` problem (scrubbed:
+    :meth:`PolicyProblem.scrubbed`)."""
     parsed, problems = parse_indexed(items)
-    return [policy for _, policy in parsed], problems
+    return [policy for _, policy in parsed], [problem.scrubbed() for problem in problems]
 
 
 _ROLES = frozenset(role.value for role in WorkerRole)
@@ -339,7 +351,7 @@ def _action_problems(action: RoutingAction) -> _Found:
 
 def member_problems(policy: RoutingPolicy, index: int) -> list[PolicyProblem]:
     """Every problem with one policy's own members (match values, binding, pool, requirement map); the
-    values are quoted as typed (``validate_policies`` scrubs every problem of credential shapes)."""
+    values are quoted as typed (:meth:`PolicyProblem.scrubbed` takes credential shapes out)."""
     found = [
         *_repo_problems(policy.match),
         *_role_and_face_problems(policy.match),

@@ -67,17 +67,6 @@ def _credential_shaped(indexed: Sequence[tuple[int, RoutingPolicy]]) -> list[Pol
     ]
 
 
-def _scrubbed(problem: PolicyProblem) -> PolicyProblem:
-    """``problem`` with credential-shaped text redacted from its policy id, related ids and message (a
-    credential-shaped id is refused, and must not be printed while it is)."""
-    policy_id = problem.policy_id and redact_text(problem.policy_id)[0]
-    related = tuple(redact_text(r)[0] for r in problem.related)
-    message = redact_text(problem.message)[0]
-    if (policy_id, related, message) == (problem.policy_id, problem.related, problem.message):
-        return problem
-    return problem.model_copy(update={"policy_id": policy_id, "related": related, "message": message})
-
-
 def _sort_key(problem: PolicyProblem) -> tuple[int, str, tuple[str, ...], str]:
     return (
         problem.index if problem.index is not None else -1,
@@ -130,7 +119,7 @@ def _validate(items: object, limit: int) -> list[PolicyProblem]:
     if not conflicts.exact:
         inexact.add(ReasonCode.EQUAL_PRECEDENCE_CONFLICT)
     problems.extend(find_unreachable(indexed).problems)
-    return [_scrubbed(problem) for problem in _capped(problems, limit, omitted, inexact)]
+    return [problem.scrubbed() for problem in _capped(problems, limit, omitted, inexact)]
 
 
 def validate_policies(items: object, *, limit_per_code: int = DEFAULT_LIMIT_PER_CODE) -> list[PolicyProblem]:
