@@ -30,7 +30,6 @@ module reads nothing from the network itself: the command line passes the transp
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import time
 from collections import deque
@@ -323,22 +322,29 @@ def _checked(
     return log.included(log.start, tree.nodes)
 
 
+def _risen(log: PendingRemote) -> int | None:
+    """The log's minimum index now, when its host's retention raised it above ``log.start`` within the
+    checkpoint's tree since it was read; None when it did not, or cannot be read."""
+    try:
+        start = _min_index(log.base, log.size, log.fetch)
+    except RemoteError:
+        return None
+    return start if start > log.start else None
+
+
 def _read(log: PendingRemote, read: Callable[[PendingRemote], _Read]) -> FleetLog | _Read:
     """``read(log)``; once more from the log's new minimum index when its host pruned what the read was
-    to fetch meanwhile (a 410 Gone, the minimum index risen within the checkpoint's tree), as the host's
-    retention does after each cut. The log excluded, saying why, when a request fails."""
+    to fetch meanwhile (a 410 Gone: :func:`_risen`). The log excluded, saying why, when a request fails."""
     try:
         return read(log)
     except RemoteError as exc:
-        if exc.status == GONE:
-            with contextlib.suppress(RemoteError):
-                start = _min_index(log.base, log.size, log.fetch)
-                if start > log.start:
-                    try:
-                        return read(replace(log, start=start))
-                    except RemoteError as again:
-                        exc = again
-        return log.excluded(str(exc))
+        start = _risen(log) if exc.status == GONE else None
+        if start is None:
+            return log.excluded(str(exc))
+    try:
+        return read(replace(log, start=start))
+    except RemoteError as again:
+        return log.excluded(str(again))
 
 
 def count_remote(log: PendingRemote, settings: ReportSettings) -> tuple[FleetLog, Aggregation | None]:
@@ -375,11 +381,8 @@ class CheckedRemote:
         """This log from its host's minimum index now, when a prune since the check raised it within the
         checkpoint's tree (the bundles below it left out); None when it did not rise or cannot be read."""
         log = self.log
-        try:
-            start = _min_index(log.base, log.size, log.fetch)
-        except RemoteError:
-            return None
-        if start <= log.start:
+        start = _risen(log)
+        if start is None:
             return None
         kept = -(-log.size // TILE_WIDTH) - start // TILE_WIDTH if start < log.size else 0
         return CheckedRemote(replace(log, start=start), self.digests[len(self.digests) - kept :])
