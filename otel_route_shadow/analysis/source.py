@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 
 import orjson
 
-from otel_route_shadow.analysis.evidence import MAX_CHECKPOINT_BYTES
+from otel_route_shadow.analysis.evidence import read_checkpoint_note
 from otel_route_shadow.analysis.kept import Kept, kept_records
 from otel_route_shadow.chain import ChainFormatError, chain_segments, iter_lines, live_path, verify_pass
 from otel_route_shadow.files import FileRefused, open_regular
@@ -247,11 +247,10 @@ def _with_kept(chain: Path, status: ChainStatus, pruned: Pruned | None, keys: Se
         return status
     notes: list[str] = []
     if keys:  # the published checkpoint and the newest entries of checkpoints, as verify reads them
-        store = LogStore(chain)
+        published = read_checkpoint_note(chain)[1]
+        notes += [published] if published is not None else []
         with contextlib.suppress(OSError, ValueError):  # none readable: nothing authenticates
-            notes.append(store.checkpoint_file(MAX_CHECKPOINT_BYTES).decode("utf-8"))
-        with contextlib.suppress(OSError, ValueError):
-            notes += itertools.islice(store.newest_notes(), MAX_KEPT_NOTES)
+            notes += itertools.islice(LogStore(chain).newest_notes(), MAX_KEPT_NOTES)
     kept = kept_records(chain, pruned, notes, keys)
     if kept.problem is None or not status.verified:
         return replace(status, kept=kept)

@@ -26,12 +26,10 @@ from otel_route_shadow.demo import factory
 from otel_route_shadow.files import write_atomic
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, environment_variables
 from otel_route_shadow.logstore import (
-    CHECKPOINT_FILE,
     LogStore,
     StateError,
     check_kept_chain,
     generate_key_file,
-    read_note_file,
     read_signing_keys,
 )
 from otel_route_shadow.shadow import RECORD_KIND
@@ -217,11 +215,11 @@ def _verify(chain_path: Path, summary: DemoSummary) -> None:
     store = LogStore(str(chain_path))
     try:
         pruned = store.read_pruned()
-        notes = read_note_file(store.file(CHECKPOINT_FILE)).notes
+        note = store.checkpoint_file().decode("utf-8")  # the one way it is read: bounded, no link followed
     except (StateError, OSError, ValueError) as exc:
         summary.chain_intact, summary.chain_problem = False, str(exc)
         return
-    checked, first_kept = check_kept_chain(str(chain_path), pruned, notes[-1:], [summary.verifier_key])
+    checked, first_kept = check_kept_chain(str(chain_path), pruned, [note], [summary.verifier_key])
     result = checked.chain
     summary.chain_intact = bool(result.intact) and first_kept is None and checked.report.ok
     summary.chain_records = int(result.records)
