@@ -208,4 +208,4 @@ def _witness_size(media: str, body: bytes) -> WitnessAnswer:
 
 def _detail(body: bytes) -> str:
     """The answer's first line as a log line may show it (``core.shown_text``: redacted, short, escaped)."""
-    return shown_text(body.split(b"\n", 1)[0][: 4 * _DETAIL_CHARS], _DETAIL_CHARS)
+    return shown_text(body[: 4 * _DETAIL_CHARS].split(b"\n", 1)[0], _DETAIL_CHARS)
