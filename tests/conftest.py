@@ -47,3 +47,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if touches_sdk(item.path):
             item.add_marker(pytest.mark.sdk)
+
+
+@pytest.fixture
+def pread_bytes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every ``os.pread`` the test makes from here on (each read's bytes, in order): a bound on
+    what a reader reads, counted rather than timed."""
+    read: list[int] = []
+    pread = os.pread
+
+    def counted(fd: int, length: int, offset: int) -> bytes:
+        data = pread(fd, length, offset)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "pread", counted)
+    return read

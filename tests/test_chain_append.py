@@ -87,19 +87,12 @@ def test_head_is_read_from_disk_when_another_writer_appended(tmp_path: Path) -> 
     assert record.prev_hash == _lines(path)[1]["record_hash"]
 
 
-def test_head_recovery_reads_a_bounded_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_head_recovery_reads_a_bounded_tail(tmp_path: Path, pread_bytes: list[int]) -> None:
     """A fresh writer on a long chain reads a few kilobytes from its end, not the chain."""
     path = tmp_path / "chain.jsonl"
     build_chain(path, 3000)
-    read: list[int] = []
-    real_pread = os.pread
-
-    def counting_pread(fd: int, n: int, offset: int) -> bytes:
-        data = real_pread(fd, n, offset)
-        read.append(len(data))
-        return data
-
-    monkeypatch.setattr(os, "pread", counting_pread)
+    pread_bytes.clear()  # what building the chain read
+    read = pread_bytes
     record = DecisionChain(path).append({"late": True})
     assert record.seq == 3000
     assert sum(read) <= 3 * TAIL_WINDOW  # a probe for the last LF, one for the one before, the line

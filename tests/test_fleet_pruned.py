@@ -354,31 +354,24 @@ def test_a_remote_log_pruned_while_the_fleet_reads_it_is_read_again_from_its_new
     assert _figures(remote.as_dict()) == _figures(here.as_dict())
 
 
-def test_a_remote_log_pruned_while_whatif_checks_it_is_replayed_from_its_new_minimum_index(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("on", "passed"),
+    [
+        ("/tile/entries/", 0),  # while the check reads it
+        ("/tile/entries/000", 1),  # between the check and the replay: as the replay asks for bundle 0 again
+    ],
+    ids=["while-checked", "between-check-and-replay"],
+)
+def test_a_remote_log_pruned_before_its_replay_is_replayed_from_its_new_minimum_index(
+    tmp_path: Path, on: str, passed: int
 ) -> None:
+    # Between the check and the replay, the replay read the log's first bundle again, 410 Gone: the whole
+    # whatif failed, "no figure is given", though nothing it had replayed came from that log.
     served = _three_files(tmp_path / "served")
     local = _pruned_host(tmp_path / "local", 512)
     candidate = snapshot_of([], revision=7)
     with serving([served.chain], workdir=tmp_path) as server:
-        fetch = _pruning(served, remote_fetch(30.0), 306, "/tile/entries/")
-        remote = fleet_replay([server.urls[ORIGIN]], candidate, fetch=fetch)
-    here = fleet_replay([str(local.chain)], candidate)
-    assert remote.fleet is not None and [log.start for log in remote.fleet.logs] == [512]
-    assert remote.as_dict()["totals"] == here.as_dict()["totals"]
-
-
-def test_a_remote_log_pruned_between_its_check_and_its_replay_is_replayed_from_its_new_minimum_index(
-    tmp_path: Path,
-) -> None:
-    # The replay read the log's first bundle again, 410 Gone since the check: the whole whatif failed,
-    # "no figure is given", though nothing it had replayed came from that log.
-    served = _three_files(tmp_path / "served")
-    local = _pruned_host(tmp_path / "local", 512)
-    candidate = snapshot_of([], revision=7)
-    with serving([served.chain], workdir=tmp_path) as server:
-        # The check reads bundle 0 once; the host prunes as the replay asks for it again.
-        fetch = _pruning(served, remote_fetch(30.0), 306, "/tile/entries/000", passed=1)
+        fetch = _pruning(served, remote_fetch(30.0), 306, on, passed)
         remote = fleet_replay([server.urls[ORIGIN]], candidate, fetch=fetch)
     here = fleet_replay([str(local.chain)], candidate)
     assert remote.fleet is not None and [log.start for log in remote.fleet.logs] == [512]

@@ -1,6 +1,6 @@
 """``logstore.read_note_file`` of a ``checkpoints`` file: the notes of its entry lines and the numbers of the
-lines that are not entries, read without a Python object per line (a file of millions of short lines took
-2 GB and two minutes)."""
+lines that are not entries, read without a Python object per line (a file of millions of short lines held
+one for each: docs/benchmarks.md, "Hostile files on the log's disk")."""
 
 from __future__ import annotations
 
