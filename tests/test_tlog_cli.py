@@ -338,3 +338,28 @@ def test_the_newest_notes_of_a_checkpoints_file_start_at_a_line(tmp_path: Path) 
     with pytest.raises(FileRefused, match="larger than"):
         read_note_file(path, len(lines[0]) * 3 + 5)
     assert read_newest(path, 5) == (b"", whole)  # one line longer than the bound: nothing
+
+
+@pytest.mark.parametrize("command", [["verify", "--key"], ["prove", "--seq", "7"]])
+def test_verify_and_prove_read_the_log_checkpoint_as_serve_does_no_link_and_one_bound(
+    signed_chain: tuple[Path, str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+) -> None:
+    chain, verifier, _ = signed_chain
+    argv = [command[0], str(chain), *command[1:], *([verifier] if command[-1] == "--key" else [])]
+    latest = Path(str(chain) + ".tlog/checkpoint")
+    note = latest.read_bytes()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(note)
+    latest.unlink()
+    latest.symlink_to(elsewhere)  # a link below the log folder: serve refuses it, so do the others
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "checkpoint" in err and "link" in err
+    latest.unlink()
+    latest.write_bytes(note + b"\n" * (1 << 20))  # past the one bound every reader of the file has
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "larger than 1048576 bytes" in err
+    latest.write_bytes(note)
+    assert run(argv, capsys)[0] == 0

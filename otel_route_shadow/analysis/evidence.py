@@ -69,8 +69,6 @@ __all__ = [
 
 ED25519_SIGNATURE_BYTES: Final = 64
 """The bytes after the key id on a signed-note Ed25519 signature line (a cosignature has 72)."""
-MAX_CHECKPOINT_BYTES: Final = 64 * 1024
-"""A note of a checkpoint and a hundred signature lines is far below this."""
 
 PRESENT: Final = "present"
 ABSENT: Final = "absent"
@@ -197,7 +195,7 @@ def read_checkpoint_note(chain_path: str | os.PathLike[str]) -> tuple[str, str |
     store = LogStore(chain_path)
     path = store.file(CHECKPOINT_FILE)
     try:
-        note = store.checkpoint_file(MAX_CHECKPOINT_BYTES).decode("utf-8")
+        note = store.checkpoint_file().decode("utf-8")
         written_ns = os.stat(path).st_mtime_ns
     except FileNotFoundError:
         return path, None, 0, None

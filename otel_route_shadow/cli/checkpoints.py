@@ -13,7 +13,7 @@ from typing import Any
 from otel_route_shadow.cli.common import CliError, read_text_file
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING
 from otel_route_shadow.files import FileRefused, read_regular
-from otel_route_shadow.logstore import MAX_NOTE_FILE, read_note_file
+from otel_route_shadow.logstore import CHECKPOINT_FILE, MAX_NOTE_FILE, LogStore, read_note_file
 from otel_route_shadow.tlog import (
     MAX_KEY_SET_BYTES,
     AuthenticationError,
@@ -27,7 +27,14 @@ from otel_route_shadow.tlog import (
     parse_key_set,
 )
 
-__all__ = ["add_key_options", "authenticated_checkpoint", "read_log_keys", "read_notes", "read_verifiers"]
+__all__ = [
+    "add_key_options",
+    "authenticated_checkpoint",
+    "read_log_keys",
+    "read_notes",
+    "read_published_note",
+    "read_verifiers",
+]
 
 KEYS_HELP = (
     "the log's key set (a rotated key): one verifier key a line with the tree sizes it is valid for, "
@@ -35,6 +42,22 @@ KEYS_HELP = (
 )
 
 _MAX_KEY_FILE = 4096
+
+
+def read_published_note(store: LogStore) -> str | None:
+    """The note of the log's own ``checkpoint``, read the one way it is read (:meth:`LogStore.checkpoint_file`:
+    bounded, no link followed); None when there is none, empty when it is."""
+    path = store.file(CHECKPOINT_FILE)
+    try:
+        return store.checkpoint_file().decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except FileRefused as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not UTF-8") from None
 
 
 def read_notes(path: str) -> list[str]:

@@ -24,6 +24,7 @@ from otel_route_shadow.cli.checkpoints import (
     authenticated_checkpoint,
     read_log_keys,
     read_notes,
+    read_published_note,
 )
 from otel_route_shadow.cli.common import CliError, count_argument, read_text_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, epilog
@@ -145,12 +146,12 @@ def _prove(args: argparse.Namespace) -> int:
     if args.receipt:
         if args.seq is None:
             raise CliError("--receipt goes with --seq (a receipt proves one record)")
-        chosen = args.checkpoint or (None if args.witness_policy else directory.file(CHECKPOINT_FILE))
-        note = _single_note(chosen) if chosen else None
-        return prove_receipt(args, note, lambda n: _unchecked_checkpoint(n, chosen or directory.path))
-    note_path = args.checkpoint or directory.file(CHECKPOINT_FILE)
-    note = _single_note(note_path)
-    checkpoint = _unchecked_checkpoint(note, note_path)
+        # With a witness policy and no --checkpoint, the receipt finds its checkpoint in ``checkpoints``.
+        found = (None, directory.path) if args.witness_policy and not args.checkpoint else None
+        note, source = found or _checkpoint_note(args.checkpoint, directory)
+        return prove_receipt(args, note, lambda n: _unchecked_checkpoint(n, source))
+    note, source = _checkpoint_note(args.checkpoint, directory)
+    checkpoint = _unchecked_checkpoint(note, source)
     reader = TileReader(directory, checkpoint.size, checkpoint.root)  # every tile authenticated
     try:
         doc: InclusionProofDoc | ConsistencyProofDoc
@@ -187,6 +188,18 @@ def _refuse_pruned(directory: LogStore, seq: int) -> None:
         f"inclusion proof still holds in the signed tree, but this chain has no record to prove it for: the "
         f"records kept begin at seq {pruned.min_index}; {pruned.describe()}"
     )
+
+
+def _checkpoint_note(given: str | None, directory: LogStore) -> tuple[str, str]:
+    """The newest note of ``--checkpoint``, else the log's own ``checkpoint`` (read as
+    :func:`read_published_note` reads it: bounded, no link followed), and the file it came from."""
+    if given:
+        return _single_note(given), given
+    path = directory.file(CHECKPOINT_FILE)
+    note = read_published_note(directory)
+    if not note:
+        raise CliError(f"{path}: " + ("no such checkpoint file" if note is None else "holds no checkpoint"))
+    return note, path
 
 
 def _single_note(path: str) -> str:

@@ -17,12 +17,10 @@ from otel_route_shadow.chain import ChainError, ChainLockTimeout, CutRefused, cu
 from otel_route_shadow.cli.common import CliError, input_file, number_argument
 from otel_route_shadow.cli.exit_codes import EXIT_BUSY, EXIT_FINDING, EXIT_OK, epilog
 from otel_route_shadow.logstore import (
-    CHECKPOINT_FILE,
     Checkpointer,
     KeyFileError,
     LogStore,
     cut_signed,
-    read_note_file,
     read_signing_keys,
     signed_checkpoint_from_note,
 )
@@ -115,8 +113,8 @@ def _signers(key: str | None, chain: str) -> tuple[Signer, ...]:
 def _published_origin(chain: str) -> str | None:
     """The origin of the chain's published checkpoint when it is signed, else None."""
     try:
-        notes = read_note_file(LogStore(chain).file(CHECKPOINT_FILE)).notes
-        published = signed_checkpoint_from_note(notes[-1]) if notes else None
+        note = LogStore(chain).checkpoint_file().decode("utf-8")
+        published = signed_checkpoint_from_note(note) if note else None
     except (OSError, ValueError, AuthenticationError):
         return None
     return published.origin if published is not None and published.signed else None

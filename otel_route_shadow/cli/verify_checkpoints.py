@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 
 from otel_route_shadow.chain import VerifyResult, anchor_checkpoints
-from otel_route_shadow.cli.checkpoints import read_log_keys, read_notes
+from otel_route_shadow.cli.checkpoints import read_log_keys, read_notes, read_published_note
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.logstore import (
     CHECKPOINT_FILE,
@@ -39,15 +39,16 @@ def checkpoint_inputs(
     given: list[str] | None = args.checkpoint
     if not given and not args.key and not args.keys and policy_keys is None:
         return None
-    files = given or [path for path in _published(chain) if os.path.lexists(path)]
+    sources = [(path, read_notes(path)) for path in given] if given else _published(chain)
     notes = [
-        _well_formed(note, path, number) for path in files for number, note in enumerate(read_notes(path), 1)
+        _well_formed(note, path, number) for path, found in sources for number, note in enumerate(found, 1)
     ]
     notes += [note for note in _anchor_notes(chain, start) if note not in notes]
     notes = list(dict.fromkeys(notes))  # a note read twice (``checkpoint`` is most often a copy) is one
     if not notes:
-        first = files[0] if files else _published(chain)[0]
-        raise CliError(f"{first}: holds no checkpoint" if files else f"{first}: no such checkpoint file")
+        if sources:
+            raise CliError(f"{sources[0][0]}: holds no checkpoint")
+        raise CliError(f"{LogStore(chain).file(CHECKPOINTS_FILE)}: no such checkpoint file")
     keys = read_log_keys(args.key, args.keys)
     return notes, keys + [k for k in policy_keys or [] if k not in keys]
 
@@ -69,12 +70,14 @@ def _parses(note: str) -> bool:
     return True
 
 
-def _published(chain: str) -> list[str]:
-    """The log's own checkpoint files: ``checkpoints`` (required), and ``checkpoint`` when it exists, the
-    evidence ``report --witness-policy`` reads too (a cosignature stored in either counts)."""
-    directory = LogStore(chain)
-    latest = directory.file(CHECKPOINT_FILE)
-    return [directory.file(CHECKPOINTS_FILE), *([latest] if os.path.lexists(latest) else [])]
+def _published(chain: str) -> list[tuple[str, list[str]]]:
+    """The log's own checkpoint files and their notes: ``checkpoints``, and ``checkpoint`` when it holds
+    one, the evidence ``report --witness-policy`` reads too (a cosignature stored in either counts)."""
+    store = LogStore(chain)
+    path = store.file(CHECKPOINTS_FILE)
+    sources = [(path, read_notes(path))] if os.path.lexists(path) else []
+    note = read_published_note(store)
+    return sources + ([(store.file(CHECKPOINT_FILE), [note] if note else [])] if note is not None else [])
 
 
 def _well_formed(note: str, path: str, number: int) -> str:

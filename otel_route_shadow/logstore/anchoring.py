@@ -202,7 +202,7 @@ def claimed_size(note: str) -> int:
 def published_note(directory: LogStore) -> str | None:
     """The note of ``checkpoint`` (the published one), None when there is none to read."""
     try:
-        return directory.checkpoint_file(_MAX_SMALL_FILE).decode("utf-8") or None  # no link followed
+        return directory.checkpoint_file().decode("utf-8") or None  # no link followed
     except (OSError, ValueError):
         return None
 

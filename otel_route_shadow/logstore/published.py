@@ -67,7 +67,6 @@ MAX_LEVEL: Final = 63
 _MAX_INDEX_GROUPS: Final = 7
 """``N`` of at most 21 digits: more than any tree of 2**63 leaves needs."""
 _CACHED_TILES: Final = 64
-_MAX_CHECKPOINT: Final = 1 << 20
 
 _INDEX = rf"((?:x[0-9]{{3}}/){{0,{_MAX_INDEX_GROUPS - 1}}}[0-9]{{3}})"
 _WIDTH = r"(?:\.p/([1-9][0-9]{0,2}))?"
@@ -270,7 +269,7 @@ class PublishedLog:
 
     def _authenticated(self, key: tuple[int, ...]) -> _View:
         try:
-            data = self.store.checkpoint_file(_MAX_CHECKPOINT)
+            data = self.store.checkpoint_file()
             note = data.decode("utf-8")
             checkpoint = authenticate(note, self.verifiers).checkpoint
             served, dropped = without_false_cosignatures(note, self.witnesses)

@@ -83,6 +83,7 @@ __all__ = [
     "CHECKPOINTS_FILE",
     "CHECKPOINT_FILE",
     "LOCK_FILE",
+    "MAX_CHECKPOINT_FILE",
     "REFUSALS_FILE",
     "STATE_FILE",
     "WITNESS_REFUSALS_FILE",
@@ -103,6 +104,8 @@ LOCK_FILE: Final = "lock"
 WITNESS_REFUSALS_FILE: Final = "witness-refusals"
 
 _MAX_STATE: Final = 4096
+MAX_CHECKPOINT_FILE: Final = 1 << 20
+"""The most ``checkpoint`` may hold: one note and its signature lines (C2SP notes are a few hundred bytes)."""
 _TAIL_STEP: Final = 64 * 1024
 _LOCK_POLL_S: Final = 0.01
 NotesPosition = tuple[int, bytes]
@@ -333,11 +336,11 @@ class LogStore:
         """Append ``{"note": ...}`` as one line of ``checkpoints`` and fsync it."""
         self._append(CHECKPOINTS_FILE, entry_line(note))
 
-    def checkpoint_file(self, max_bytes: int = MAX_NOTE_FILE) -> bytes:
-        """The bytes of ``checkpoint`` (bounded, no symbolic link below the directory followed): the one
-        way it is read. ``FileNotFoundError`` when there is none, ``files.FileRefused`` when it cannot be
-        taken."""
-        return read_beneath(self.path, CHECKPOINT_FILE, max_bytes)
+    def checkpoint_file(self) -> bytes:
+        """The bytes of ``checkpoint`` (at most :data:`MAX_CHECKPOINT_FILE`, no symbolic link below the
+        directory followed): the one way it is read. ``FileNotFoundError`` when there is none,
+        ``files.FileRefused`` when it cannot be taken."""
+        return read_beneath(self.path, CHECKPOINT_FILE, MAX_CHECKPOINT_FILE)
 
     def publish(self, note: str) -> None:
         """Replace ``checkpoint`` (the tlog-tiles resource) with ``note``, durably."""
