@@ -191,7 +191,6 @@ def test_an_anchor_naming_seq_0_as_false_does_not_match(tmp_path: Path) -> None:
     assert "first_seq False" in (result.detail or "")
 
 
-
 def test_the_live_segment_alone_whose_anchor_names_seq_0_as_false_does_not_verify(tmp_path: Path) -> None:
     # check_start compared the anchor's last_seq with ==: the live file checked alone passed an anchor
     # the whole chain's verify refuses.
@@ -204,11 +203,19 @@ def test_the_live_segment_alone_whose_anchor_names_seq_0_as_false_does_not_verif
     result = verify_pass(path, live_only=True, verifiers=[SIGNER.verifier()]).result
     assert result.reason == "anchor-mismatch" and "last_seq False" in (result.detail or "")
 
+
 def test_an_anchors_checkpoint_is_verified_with_the_logs_key(chain: Path) -> None:
     assert verify_pass(chain, verifiers=[SIGNER.verifier()]).result.intact
     other = Signer.generate(ORIGIN)
     result = verify_pass(chain, verifiers=[other.verifier()]).result
     assert result.reason == "anchor-mismatch" and "does not verify" in (result.detail or "")
+
+
+def test_an_anchor_signed_by_a_key_not_given_points_to_the_key_set(chain: Path) -> None:
+    # After a key rotation, --key OLD alone met the first anchor signed by the new key with "does not
+    # verify" and no word of the key set that would verify it.
+    result = verify_pass(chain, verifiers=[Signer.generate(ORIGIN).verifier()]).result
+    assert "signed only by keys not given" in (result.detail or "") and "--keys" in (result.detail or "")
 
 
 def test_the_live_segment_alone_verifies_from_its_anchor(chain: Path) -> None:

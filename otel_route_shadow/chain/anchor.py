@@ -170,7 +170,12 @@ def _checkpoint_fault(note: object, size: int, verifiers: Sequence[LogKey]) -> F
     try:
         checkpoint = authenticate(note, verifiers).checkpoint
     except AuthenticationError as exc:
-        return Fault(Reason.ANCHOR_MISMATCH, f"its anchor's checkpoint does not verify: {exc}")
+        rotated = (
+            " (if the log's key was rotated: verify with its key set, --keys)"
+            if exc.reason == "unknown-key"
+            else ""
+        )
+        return Fault(Reason.ANCHOR_MISMATCH, f"its anchor's checkpoint does not verify: {exc}{rotated}")
     if checkpoint.size != size:
         return Fault(
             Reason.ANCHOR_MISMATCH,
