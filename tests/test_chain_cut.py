@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 import pytest
+from tlog_support import key_file
 
 from otel_route_shadow.chain import (
     ANCHOR_KIND,
@@ -431,21 +432,14 @@ def test_a_writer_whose_first_line_is_not_a_record_still_clears_a_prepared_file(
 # -- otel-route-shadow rotate ------------------------------------------------------------------------
 
 
-def _key_file(path: Path, signer: Signer = SIGNER) -> Path:
-    """A signing key file at ``path``, readable by its owner only (as ``key generate`` writes one)."""
-    path.write_text(signer.secret_string() + "\n")
-    path.chmod(0o600)
-    return path
-
-
 def test_rotate_cuts_with_the_logs_key_and_refuses_another(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     chain = tmp_path / "chain.jsonl"
     append(chain, 6)
     assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is not None
-    key = _key_file(tmp_path / "log.key")
-    other = _key_file(tmp_path / "other.key", Signer.generate("example.com/other"))
+    key = key_file(tmp_path / "log.key", SIGNER)
+    other = key_file(tmp_path / "other.key", Signer.generate("example.com/other"))
     assert main(["rotate", str(chain), "--key", str(other)]) == 2
     assert "the key is named 'example.com/other'" in capsys.readouterr().err
     assert main(["rotate", str(chain)]) == 2
@@ -669,7 +663,7 @@ def test_rotate_of_a_log_whose_tree_cannot_grow_stops_not_cut(
             handle.write(b"y" * (9 * 1024 * 1024))
     else:
         (tmp_path / "chain.jsonl.tlog" / "tile" / "0" / "001.p" / "64").mkdir(parents=True)
-    key = _key_file(tmp_path / "log.key")
+    key = key_file(tmp_path / "log.key", SIGNER)
     before = chain.read_bytes()
     assert main(["rotate", str(chain), "--key", str(key), "--timeout", "5"]) == 1
     out = capsys.readouterr().out
@@ -688,7 +682,7 @@ def test_rotate_of_a_log_that_refuses_to_sign_is_not_cut_exit_1(
     append(chain, 30)
     assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is not None
     chain.write_bytes(b"")
-    key = _key_file(tmp_path / "log.key")
+    key = key_file(tmp_path / "log.key", SIGNER)
     assert main(["rotate", str(chain), "--key", str(key)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("not cut: the log refuses to sign checkpoints (") and "truncated" in out
@@ -707,7 +701,7 @@ def test_rotate_of_a_cut_log_whose_stored_tile_is_a_directory_stops_not_cut(
     stored = tmp_path / "chain.jsonl.tlog" / "tile" / "0" / "004.p" / "176"
     stored.unlink()
     stored.mkdir()
-    key = _key_file(tmp_path / "log.key", WRITER)
+    key = key_file(tmp_path / "log.key", WRITER)
     assert main(["rotate", str(chain), "--key", str(key), "--timeout", "3"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("not cut: a checkpoint failed (IsADirectoryError")

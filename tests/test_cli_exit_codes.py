@@ -30,7 +30,7 @@ from prune_support import segmented_chain
 from segment_support import segmented_chain as segments_chain
 from segment_support import segments_folder
 from test_chain_support import edited
-from tlog_support import ORIGIN, append, lines, log_dir
+from tlog_support import ORIGIN, append, key_file, lines, log_dir
 from witness_support import Cosigner
 
 from otel_route_shadow.backend import Problem
@@ -123,13 +123,6 @@ def _refused(tmp_path: Path, how: str) -> Path:
     return chain
 
 
-def _key_file(tmp_path: Path) -> str:
-    path = tmp_path / "log.key"
-    path.write_text(SIGNER.secret_string() + "\n")
-    path.chmod(0o600)
-    return str(path)
-
-
 def _torn(chain: Path) -> str:
     with chain.open("ab") as handle:
         handle.write(b'{"payload":')
@@ -142,7 +135,7 @@ def _rotate_while_locked(c: Ctx) -> list[str]:
     holder = os.open(chain, os.O_RDONLY)
     c.stack.callback(os.close, holder)
     fcntl.flock(holder, fcntl.LOCK_EX)
-    return ["rotate", str(chain), "--key", _key_file(c.tmp), "--timeout", "0.05"]
+    return ["rotate", str(chain), "--key", key_file(c.tmp / "log.key", SIGNER), "--timeout", "0.05"]
 
 
 def _broken(chain: Path) -> Path:
@@ -410,8 +403,8 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
     ("acknowledge", 0): lambda c: ["acknowledge", str(_refused(c.tmp, "unverified"))],
     ("acknowledge", 1): lambda c: ["acknowledge", str(_chain(c.tmp))],
     ("acknowledge", 2): lambda c: ["acknowledge", str(_refused(c.tmp, "truncated"))],
-    ("rotate", 0): lambda c: ["rotate", str(_chain(c.tmp)), "--key", _key_file(c.tmp)],
-    ("rotate", 1): lambda c: ["rotate", _torn(_chain(c.tmp)), "--key", _key_file(c.tmp)],
+    ("rotate", 0): lambda c: ["rotate", str(_chain(c.tmp)), "--key", key_file(c.tmp / "log.key", SIGNER)],
+    ("rotate", 1): lambda c: ["rotate", _torn(_chain(c.tmp)), "--key", key_file(c.tmp / "log.key", SIGNER)],
     ("rotate", 2): lambda c: ["rotate", str(_chain(c.tmp))],  # a signed log and no key
     ("rotate", 7): _rotate_while_locked,
     ("demo", 0): lambda c: ["demo", "--spawns", "2", "--quiet", "--out", str(c.tmp / "demo")],

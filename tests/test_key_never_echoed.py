@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tlog_support import ORIGIN, append
+from tlog_support import ORIGIN, append, key_file
 
 from otel_route_shadow.cli import build_parser
 from otel_route_shadow.instrumentation.config import RouteShadowConfig
@@ -88,8 +88,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "log.keys").write_text(f"{LOG_KEY} 0\n")
     rotated = root / "rotate.jsonl"  # its own chain: the other commands read the workspace's unchanged
     append(rotated, 3, Checkpointer(str(rotated), ROTATE_SIGNER.name, ROTATE_SIGNER), every=3)
-    (root / "rotate.key").write_text(ROTATE_SIGNER.secret_string() + "\n")
-    (root / "rotate.key").chmod(0o600)
+    key_file(root / "rotate.key", ROTATE_SIGNER)
     cli("demo", "--spawns", "3", "--quiet", "--out", str(root / "demo"))
     assert (root / "demo" / "chain.jsonl").exists()
     return root
@@ -367,8 +366,7 @@ def test_a_signing_key_given_to_any_file_setting_is_never_echoed(
     key.chmod(0o600)
     (tmp_path / "host.py").write_text(HOST)
     log_key = tmp_path / "log.key"  # the log signs: a witness policy is then read
-    log_key.write_text(LOG_SIGNER.secret_string() + "\n")
-    log_key.chmod(0o600)
+    key_file(log_key, LOG_SIGNER)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(PLUGIN_TESTS), os.environ.get("PYTHONPATH", "")]),

@@ -5,11 +5,10 @@ every checkpoint then carries both signatures, and a restarted writer anchors on
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from tlog_support import ORIGIN, append, log_dir, notes
+from tlog_support import ORIGIN, append, key_file, log_dir, notes
 
 from otel_route_shadow.instrumentation.checkpointing import scheduled_checkpointer
 from otel_route_shadow.logstore import Checkpointer, KeyFileError, read_signing_keys
@@ -17,17 +16,6 @@ from otel_route_shadow.tlog import KeyWindow, Signer, authenticate, parse_note, 
 
 OLD = Signer.generate(ORIGIN)
 NEW = Signer.generate(ORIGIN)
-
-
-def key_file(path: Path, *signers: Signer) -> str:
-    """The key file at ``path`` (mode 0600) holding ``signers``, one a line, as ``cat new.key >> log.key``
-    leaves it."""
-    if path.exists():
-        path.unlink()
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        file.write("".join(signer.secret_string() + "\n" for signer in signers))
-    return str(path)
 
 
 def restarted(chain: Path, keys: str) -> Checkpointer:

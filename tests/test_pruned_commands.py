@@ -21,6 +21,7 @@ from backend_support import FakeBackend
 from backend_support import Host as BackendHost
 from test_analysis_support import snapshot_of
 from test_fleet_pruned import Host, _three_files
+from tlog_support import key_file
 
 from otel_route_shadow.analysis import (
     ChainStatus,
@@ -314,10 +315,8 @@ def test_rotate_after_a_prune_cuts_and_the_chain_still_verifies_and_reports_from
 ) -> None:
     host, _before = pruned
     host.grow(20)
-    key = tmp_path / "log.key"
-    key.write_text(host.signer.secret_string() + "\n")
-    key.chmod(0o600)
-    assert main(["rotate", str(host.chain), "--key", str(key)]) == EXIT_OK
+    key = key_file(tmp_path / "log.key", host.signer)
+    assert main(["rotate", str(host.chain), "--key", key]) == EXIT_OK
     assert _segment(host, 512).exists() and "records 512..668" in capsys.readouterr().out
     host.written += 1
     host.grow(3).sign()

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from tlog_support import key_file
 
 from otel_route_shadow.chain import SEGMENTS_SUFFIX, DecisionChain, encode_payload
 from otel_route_shadow.cli import main
@@ -26,20 +27,13 @@ ORIGIN = "example.com/route-shadow/retention-segments"
 SIGNER = Signer.generate(ORIGIN)
 
 
-def _key(tmp_path: Path) -> Path:
-    key = tmp_path / "log.key"
-    key.write_text(SIGNER.secret_string() + "\n")
-    key.chmod(0o600)
-    return key
-
-
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "may keep" in r.getMessage()]
 
 
 def _schedule(tmp_path: Path, env: dict[str, str], **keywords: object) -> SegmentSchedule:
     config = RouteShadowConfig.resolve(
-        {"OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY": str(_key(tmp_path)), **env},
+        {"OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY": key_file(tmp_path / "log.key", SIGNER), **env},
         chain_path=str(tmp_path / "chain.jsonl"),
         **keywords,
     )
@@ -122,7 +116,7 @@ def test_the_default_segment_size_keeps_disk_within_a_fifth_over_the_retention(t
     keep, written = 2_000, 8_000
     scheduled = scheduled_checkpointer(
         str(chain),
-        signing_key=str(_key(tmp_path)),
+        signing_key=key_file(tmp_path / "log.key", SIGNER),
         every_records=25,
         retention_records=keep,
         retention_delete=True,

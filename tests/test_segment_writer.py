@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tlog_support import key_file
 
 from otel_route_shadow.chain import (
     SEGMENTS_SUFFIX,
@@ -327,15 +328,13 @@ def test_a_retention_without_a_signing_key_or_with_an_unreadable_policy_is_off_w
     chain = str(tmp_path / "chain.jsonl")
     with caplog.at_level(logging.WARNING, logger="otel_route_shadow"):
         assert scheduled_checkpointer(chain, retention_records=10).retention is None
-        key = tmp_path / "log.key"
-        key.write_text(SIGNER.secret_string() + "\n")
-        key.chmod(0o600)
+        key = key_file(tmp_path / "log.key", SIGNER)
         missing = str(tmp_path / "no.policy")
         unpoliced = scheduled_checkpointer(
-            chain, signing_key=str(key), witness_policy=missing, retention_records=10
+            chain, signing_key=key, witness_policy=missing, retention_records=10
         )
         assert unpoliced.retention is None
-        kept = scheduled_checkpointer(chain, signing_key=str(key), retention_records=10)
+        kept = scheduled_checkpointer(chain, signing_key=key, retention_records=10)
     assert kept.retention is not None and kept.retention.retention.keep_records == 10
     lines = [r.getMessage() for r in caplog.records if "retention off" in r.getMessage()]
     assert len(lines) == 2 and "no signing key" in lines[0] and "no.policy" in lines[1]

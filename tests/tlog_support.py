@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, read_note_file, tlog_dir
+from otel_route_shadow.tlog import Signer
 
 ORIGIN = "example.com/route-shadow/test"
 
@@ -59,3 +61,14 @@ def root_from_leaf_hashes(hashes: Sequence[bytes]) -> bytes:
         ]
         level = pairs + level[len(pairs) * 2 :]
     return level[0]
+
+
+def key_file(path: Path, *signers: Signer) -> str:
+    """The key file at ``path`` (created with mode 0600, as ``key generate`` writes one) holding
+    ``signers``, one a line, as ``cat new.key >> log.key`` leaves it."""
+    if path.exists():
+        path.unlink()
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write("".join(signer.secret_string() + "\n" for signer in signers))
+    return str(path)
