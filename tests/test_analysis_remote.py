@@ -17,8 +17,10 @@ import pytest
 from serve_support import serving
 from test_analysis_fleet import make_log
 from test_analysis_support import SCENARIO, Entry
+from tlog_support import edge_tiles
 
 from otel_route_shadow.analysis import EXCLUDED, INCLUDED, FleetError, build_fleet_report
+from otel_route_shadow.analysis.remote import PendingRemote, RemoteError, prepare_remote, remote_records
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_USAGE
 from otel_route_shadow.cli.fleet import remote_fetch
@@ -100,6 +102,7 @@ def test_a_remote_whose_entries_do_not_give_its_signed_root_is_excluded(log: Pat
         "/log/checkpoint": note,
         "/log/" + bundle_path(0, 256): encode_bundle(first),
         "/log/" + bundle_path(1, 84): encode_bundle(lines[256:340]),
+        **edge_tiles(log, 340),
     }
     with _http(answers) as url:
         report = build_fleet_report([url], fetch=remote_fetch(30.0))
@@ -143,6 +146,7 @@ def test_a_remote_logs_requests_share_kept_alive_connections(log: Path) -> None:
         "/log/checkpoint": (Path(tlog_dir(str(log))) / "checkpoint").read_bytes(),
         "/log/" + bundle_path(0, 256): encode_bundle(lines[:256]),
         "/log/" + bundle_path(1, 84): encode_bundle(lines[256:340]),
+        **edge_tiles(log, 340),
     }
     _KeptAlive.ports = []
     with _http(answers, _KeptAlive) as url:
@@ -150,7 +154,7 @@ def test_a_remote_logs_requests_share_kept_alive_connections(log: Path) -> None:
         again = build_fleet_report([url], fetch=remote_fetch(30.0))
     assert report.fleet is not None and report.fleet.logs[0].status == INCLUDED and report.spawns == 340
     assert again.spawns == 340
-    assert len(_KeptAlive.ports) == 8  # per report: checkpoint, min-index (404), two bundles
+    assert len(_KeptAlive.ports) == 12  # per report: checkpoint, min-index (404), two edge tiles, two bundles
     assert len(set(_KeptAlive.ports)) <= 4  # at most two connections per report (the bundle reader's)
 
 
@@ -250,3 +254,57 @@ def test_a_remote_naming_a_local_logs_origin_is_excluded_not_the_whole_fleet(tmp
     local, remote = report.fleet.logs
     assert local.status == INCLUDED and remote.status == EXCLUDED
     assert "one log given twice, or a copy" in (remote.reason or "")
+
+
+def _forged_first_bundle(log: Path) -> dict[str, bytes]:
+    """What ``serve`` answers for the log, but for a record of its first bundle changed in transit."""
+    lines = log.read_bytes().split(b"\n")[:-1]
+    first = decode_bundle(encode_bundle(lines[:256]))
+    first[5] = first[5].replace(b"acme/", b"evil/", 1)
+    return {
+        "/log/checkpoint": (Path(tlog_dir(str(log))) / "checkpoint").read_bytes(),
+        "/log/" + bundle_path(0, 256): encode_bundle(first),
+        "/log/" + bundle_path(1, 84): encode_bundle(lines[256:340]),
+        **edge_tiles(log, 340),
+    }
+
+
+def test_a_remote_bundle_is_checked_before_any_of_its_records_is_counted(log: Path) -> None:
+    """The records were counted as they arrived and the root compared after the last bundle: a
+    network that forged every bundle (records of 64 KB, each of other values) made a report hold
+    about 60 KB a record before the log was excluded (757 MB at 10,240 records)."""
+    seen: list[Any] = []
+    with _http(_forged_first_bundle(log)) as url:
+        pending = prepare_remote(url, remote_fetch(30.0))
+        assert isinstance(pending, PendingRemote)
+        with pytest.raises(RemoteError, match="entry bundle 0: its entries do not give its checkpoint's root"):
+            for record in remote_records(pending, 0, lambda leaf: None):
+                seen.append(record)
+    assert seen == []
+
+
+class _Noted(_Garbage):
+    """:class:`_Garbage` noting each path asked for."""
+
+    paths: list[str] = []
+
+    def do_GET(self) -> None:
+        self.paths.append(self.path)
+        super().do_GET()
+
+
+def test_no_bundle_is_read_ahead_after_one_failed_and_the_reader_never_holds_the_exit(log: Path) -> None:
+    """The read-ahead pool's worker took the next bundle as soon as one failed, and a process exit
+    joined it: a log whose bundles hang cost twice the timeout, and Ctrl-C waited for the request."""
+    answers = _forged_first_bundle(log)
+    del answers["/log/" + bundle_path(0, 256)]  # a 404: the read fails at once
+    _Noted.paths = []
+    with _http(answers, _Noted) as url:
+        pending = prepare_remote(url, remote_fetch(30.0))
+        assert isinstance(pending, PendingRemote)
+        records = remote_records(pending, 0, lambda leaf: None)
+        with pytest.raises(RemoteError, match="HTTP 404"):
+            next(records)
+        readers = [t for t in threading.enumerate() if t.name.startswith("route-shadow-bundles")]
+    assert all(reader.daemon for reader in readers)
+    assert "/log/" + bundle_path(1, 84) not in _Noted.paths

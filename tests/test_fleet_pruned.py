@@ -17,6 +17,7 @@ from serve_support import serving
 from test_analysis_fleet import _add, _counts, make_log
 from test_analysis_remote import _http
 from test_analysis_support import SCENARIO, Entry, build_chain, snapshot_of
+from tlog_support import edge_tiles
 
 from otel_route_shadow.analysis import (
     EXCLUDED,
@@ -32,7 +33,6 @@ from otel_route_shadow.cli.exit_codes import EXIT_OK
 from otel_route_shadow.cli.fleet import remote_fetch
 from otel_route_shadow.logstore import (
     Checkpointer,
-    LogStore,
     PruneOptions,
     Retention,
     bundle_path,
@@ -41,7 +41,7 @@ from otel_route_shadow.logstore import (
     tlog_dir,
 )
 from otel_route_shadow.logstore.entries import encode_bundle
-from otel_route_shadow.tlog import Signer, Tile, Verifier, node_tile, subtrees
+from otel_route_shadow.tlog import Signer, Tile, Verifier
 
 T0 = 1_790_000_000 * 10**9
 HOUR = 3_600 * 10**9
@@ -220,9 +220,7 @@ def _answers(host: Host, lines: list[bytes], min_index: int) -> dict[str, bytes]
     note = (Path(tlog_dir(str(host.chain))) / "checkpoint").read_bytes()
     size = len(lines)
     answers = {"/log/checkpoint": note, "/log/min-index": f"{min_index}\n".encode()}
-    for height, index in subtrees(0, min_index):
-        tile = node_tile(size, height, index)
-        answers["/log/" + tile.path] = LogStore(str(host.chain)).read_tiles([tile])[0]
+    answers.update(edge_tiles(host.chain, size))
     for index in range(min_index // 256, -(-size // 256)):
         width = min(256, size - index * 256)
         answers["/log/" + bundle_path(index, width)] = encode_bundle(lines[index * 256 : index * 256 + width])
@@ -246,7 +244,7 @@ def test_a_remote_whose_tile_hashes_lie_about_its_pruned_records_is_named_and_ex
     assert report.fleet is not None
     (log,) = report.fleet.logs
     assert log.status == EXCLUDED and report.spawns == 0
-    assert "served tiles' hashes of its records below 512 do not give its checkpoint's root" in (log.reason or "")
+    assert "its tiles do not give its checkpoint's root" in (log.reason or "") and Tile(1, 0, 2).path in (log.reason or "")
 
 
 def test_a_remote_without_a_min_index_endpoint_is_read_from_0_and_a_bad_one_is_excluded(tmp_path: Path) -> None:

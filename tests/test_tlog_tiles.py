@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from test_chain_support import edited, write_lines
 from tlog_support import ORIGIN, append, lines, log_dir, notes
 
@@ -26,13 +24,9 @@ from otel_route_shadow.tlog import (
     TileMissing,
     TileReader,
     TreeBuilder,
-    TreeLevels,
     authenticate,
     inclusion_proof,
     leaf_hash,
-    node_tile,
-    subtrees,
-    tile_node,
     tile_path,
     tree_hash,
 )
@@ -282,23 +276,6 @@ def test_a_published_partial_tile_that_is_a_symbolic_link_is_replaced_by_the_nex
     assert not partial.is_symlink() and partial.read_bytes() == copy.read_bytes()
     report = verify_against_checkpoints(str(chain), notes(chain), [KEY])
     assert report.ok and report.tiles.ok, report.tiles
-
-
-@settings(max_examples=40, deadline=None)
-@given(size=st.integers(1, 3 * 256 + 17), data=st.data())
-def test_the_tile_node_tile_names_gives_every_subtree_of_a_prefix(size: int, data: st.DataObject) -> None:
-    """Each complete subtree of ``[0, start)``, for any ``start`` within the tree, is read from the tile
-    ``node_tile`` names, as the tree of ``size`` leaves stores it (full, or partial at ``size``)."""
-    start = data.draw(st.integers(0, size))
-    leaves = [bytes([i % 251, i // 251]) * 16 for i in range(size)]
-    builder = TreeBuilder()
-    builder.extend(leaves)
-    stored = {(level, index, TILE_WIDTH): tile for level, index, tile in builder.take_full()}
-    stored.update({(level, index, width): tile for level, index, width, tile in builder.partials()})
-    tree = TreeLevels(b"".join(leaves))
-    for height, index in subtrees(0, start):
-        tile = node_tile(size, height, index)
-        assert tile_node(stored[(tile.level, tile.index, tile.width)], height, index) == tree.node(height, index)
 
 
 def test_the_edge_of_a_prefix_of_the_tree_resumes_to_the_same_root() -> None:

@@ -14,6 +14,7 @@ from serve_support import serving
 from test_analysis_fleet import make_log
 from test_analysis_remote import ORIGIN, _Garbage, _http
 from test_analysis_support import SCENARIO, Entry, snapshot_of
+from tlog_support import edge_tiles
 
 from otel_route_shadow.analysis import EXCLUDED, INCLUDED, FleetError, fleet_replay
 from otel_route_shadow.analysis.remote import MAX_BUNDLE_BYTES, _bundles
@@ -40,12 +41,14 @@ def _figures(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _answers(chain: Path) -> dict[str, bytes]:
-    """What ``serve`` answers for the 340-record log: its checkpoint and its two entry bundles."""
+    """What ``serve`` answers for the 340-record log: its checkpoint, its edge tiles and its two entry
+    bundles."""
     lines = chain.read_bytes().split(b"\n")[:-1]
     return {
         "/log/checkpoint": (Path(tlog_dir(str(chain))) / "checkpoint").read_bytes(),
         "/log/" + bundle_path(0, 256): encode_bundle(lines[:256]),
         "/log/" + bundle_path(1, 84): encode_bundle(lines[256:340]),
+        **edge_tiles(chain, 340),
     }
 
 

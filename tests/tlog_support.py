@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from otel_route_shadow.chain import DecisionChain
-from otel_route_shadow.logstore import Checkpointer, SignedCheckpoint, read_note_file, tlog_dir
-from otel_route_shadow.tlog import Signer
+from otel_route_shadow.logstore import Checkpointer, LogStore, SignedCheckpoint, read_note_file, tlog_dir
+from otel_route_shadow.tlog import Signer, partial_tiles
 
 ORIGIN = "example.com/route-shadow/test"
 
@@ -72,3 +72,10 @@ def key_file(path: Path, *signers: Signer) -> str:
     with os.fdopen(descriptor, "w") as file:
         file.write("".join(signer.secret_string() + "\n" for signer in signers))
     return str(path)
+
+
+def edge_tiles(chain: Path, size: int, prefix: str = "/log/") -> dict[str, bytes]:
+    """What ``serve`` answers for the right edge's tiles of the tree of ``size`` (below 65,536 records,
+    the level-1 tile of every full bundle among them), by request path under ``prefix``."""
+    store = LogStore(str(chain))
+    return {prefix + tile.path: store.read_tiles([tile])[0] for tile in partial_tiles(size)}

@@ -5,16 +5,17 @@ A remote log is a base URL (``http://host:port/<origin>/``, as ``serve`` prints 
 checkpoint (``checkpoint``) is checked as a local log's is (signature by a given key, the policy's
 quorum); then its minimum index m' (``min-index``, docs/chain-format.md 14.5; a log that does not
 publish one is read from 0) and the entry bundles ``tile/entries/<N>[.p/<W>]`` from m' to its ``size``
-are read in order, each entry's leaf hash appended to a compact range that begins at m' with the hashes
-of the complete subtrees of ``[0, m')``, read from the served tiles (each from the tile that holds it,
-``tlog.node_tile``: tiles that end above m', which a pruned log still serves). The root this gives must
-be the checkpoint's root: only then are the records (counted as they arrived) used, so a tile hash or
-an entry the server altered is caught without trusting it. The records below m' are in no figure. A
-read that the log's host pruned under (a 410 Gone) is made once more from its new minimum index.
+are read in order. Each bundle is checked before any of its records is used: the root of a full
+bundle's leaf hashes must be the node its level-1 tile holds for it, a partial bundle's leaf hashes the
+right edge's level-0 tile, each tile read from the server and authenticated against the checkpoint's
+root (``tlog.TileReader``: one level-1 tile per 65,536 records, tiles that end above m', which a pruned
+log still serves). So a tile hash or an entry the server altered is caught without trusting it, and
+no record it made up is ever counted or held. The records below m' are in no figure. A read that the
+log's host pruned under (a 410 Gone) is made once more from its new minimum index.
 
 The checks that read no entry (checkpoint, minimum index) make a :class:`PendingRemote`
-(:func:`prepare_remote`); :func:`count_remote` reads it from m', counting as it reads and dropping the
-counts when the root is not the checkpoint's. A replay cannot drop what it has replayed, so ``whatif``
+(:func:`prepare_remote`); :func:`count_remote` reads it from m', counting each bundle once it is checked
+and dropping the counts when a later one is not the log's. A replay cannot drop what it has replayed, so ``whatif``
 checks the log whole first (:func:`check_remote`, keeping each bundle's SHA-256), then reads it again
 (:class:`CheckedRemote`), using a bundle only when it is the very bytes checked. A monitor's rerun
 (``analysis.monitor``) reads only from its state's size on (:func:`remote_records`): the bundle that
@@ -31,10 +32,12 @@ module reads nothing from the network itself: the command line passes the transp
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any, Final, TypeVar
@@ -49,20 +52,22 @@ from otel_route_shadow.analysis.source import Payloads
 from otel_route_shadow.logstore import bundle_path
 from otel_route_shadow.tlog import (
     HASH_SIZE,
+    TILE_HEIGHT,
     TILE_WIDTH,
     CheckpointError,
-    CompactRange,
     LogKey,
     NoteError,
     Policy,
+    Tile,
+    TileError,
+    TileReader,
     decode_bundle,
     leaf_hash,
-    node_tile,
     parse_checkpoint,
     parse_note,
     parse_size,
+    perfect_root,
     subtrees,
-    tile_node,
 )
 
 __all__ = [
@@ -89,6 +94,8 @@ NOT_FOUND: Final = 404
 GONE: Final = 410
 AHEAD: Final = 2
 """Entry bundles requested ahead of the one being counted (row 11d, docs/benchmarks.md)."""
+CACHED_TILES: Final = 64
+"""Tiles a read keeps besides the right edge (as ``serve``'s reader): memory flat in the log's size."""
 
 _Read = TypeVar("_Read")
 
@@ -125,42 +132,73 @@ def _min_index(base: str, size: int, fetch: Fetch) -> int:
     return found
 
 
-def _pruned_range(base: str, size: int, start: int, fetch: Fetch) -> CompactRange:
-    """The compact range of the first ``start`` leaves of the tree of ``size``: each complete subtree of
-    ``[0, start)`` read from the served tile that holds it (unauthenticated: the caller's root check
-    judges them)."""
-    tiles: dict[str, bytes] = {}
-    nodes: list[bytes] = []
-    for height, index in subtrees(0, start):
-        tile = node_tile(size, height, index)
-        if tile.path not in tiles:
-            data = fetch(base + tile.path, HEADER_BYTES + tile.width * HASH_SIZE)
-            if len(data) != tile.width * HASH_SIZE:
-                raise RemoteError(f"{tile.path}: {len(data)} bytes, not {tile.width} hashes")
-            tiles[tile.path] = data
-        nodes.append(tile_node(tiles[tile.path], height, index))  # the tile holds it: node_tile
-    return CompactRange(start, nodes)
+class _ServedTiles:
+    """The tiles of the log at ``base`` (a :class:`~otel_route_shadow.tlog.TileStorage` for
+    :class:`~otel_route_shadow.tlog.TileReader`, which authenticates what it reads), each read with
+    one bounded request."""
+
+    def __init__(self, base: str, fetch: Fetch) -> None:
+        self.base = base
+        self.fetch = fetch
+
+    def read_tiles(self, tiles: Sequence[Tile]) -> list[bytes]:
+        return [self.fetch(self.base + tile.path, HEADER_BYTES + tile.width * HASH_SIZE) for tile in tiles]
+
+    def save_tiles(self, tiles: Sequence[Tile], data: Sequence[bytes]) -> None:
+        raise TypeError("a served log's tiles are read, never written")
+
+
+def _tree(log: PendingRemote) -> TileReader:
+    """The tree the log's checkpoint signs, read from its served tiles."""
+    return TileReader(_ServedTiles(log.base, log.fetch), log.size, log.root, cache=CACHED_TILES)
+
+
+def _signed(tree: TileReader, index: int, leaves: Sequence[bytes]) -> bool:
+    """Whether ``leaves`` are entry bundle ``index``'s leaf hashes in ``tree``: a full bundle's root is
+    the node of height 8 its level-1 tile holds; a partial one (the right edge) is its level-0 tile."""
+    if len(leaves) == TILE_WIDTH:
+        return perfect_root(leaves) == tree.node(TILE_HEIGHT, index)
+    return b"".join(leaves) == tree.tile(0, index)
 
 
 def _bundles(base: str, start: int, size: int, fetch: Fetch) -> Iterator[tuple[int, bytes, list[bytes]]]:
     """``(index, bytes, entries)`` of each entry bundle covering ``[start, size)``, from the one
-    holding ``start``, each of the width the tree of ``size`` gives it. One thread fetches up to
-    :data:`AHEAD` bundles ahead of the one the caller uses (each request bounded by ``fetch``); a
-    caller that stops early leaves at most the request under way to finish on its own."""
+    holding ``start``, each of the width the tree of ``size`` gives it. A daemon thread fetches up to
+    :data:`AHEAD` bundles ahead of the one the caller uses (each request bounded by ``fetch``) and stops
+    at the first that fails; a caller that stops early, or a process that exits, never waits for the
+    request under way."""
     indexes = iter(range(start // TILE_WIDTH, -(-size // TILE_WIDTH)) if start < size else ())
+    requests: queue.SimpleQueue[tuple[int, Future[bytes]] | None] = queue.SimpleQueue()
 
     def get(index: int) -> bytes:
         width = min(TILE_WIDTH, size - index * TILE_WIDTH)
         return fetch(base + bundle_path(index, width), HEADER_BYTES + MAX_BUNDLE_BYTES)
 
-    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="route-shadow-bundles")
+    def fetch_ahead() -> None:
+        failed = False
+        while (request := requests.get()) is not None:
+            index, future = request
+            if failed or not future.set_running_or_notify_cancel():
+                future.cancel()
+                continue
+            try:
+                future.set_result(get(index))
+            except BaseException as exc:  # the caller's to raise
+                future.set_exception(exc)
+                failed = True
+
+    def ask(index: int) -> tuple[int, Future[bytes]]:
+        future: Future[bytes] = Future()
+        requests.put((index, future))
+        return index, future
+
+    threading.Thread(target=fetch_ahead, name="route-shadow-bundles", daemon=True).start()
+    ahead = deque(ask(index) for index in islice(indexes, AHEAD))
     try:
-        ahead = deque((index, reader.submit(get, index)) for index in islice(indexes, AHEAD))
         while ahead:
             index, pending = ahead.popleft()
             data = pending.result()
-            for following in islice(indexes, 1):
-                ahead.append((following, reader.submit(get, following)))
+            ahead.extend(ask(following) for following in islice(indexes, 1))
             try:
                 entries = decode_bundle(data)
             except ValueError as exc:
@@ -170,26 +208,51 @@ def _bundles(base: str, start: int, size: int, fetch: Fetch) -> Iterator[tuple[i
                 raise RemoteError(f"entry bundle {index}: {len(entries)} entries, not {width}")
             yield index, data, entries
     finally:
-        reader.shutdown(wait=False, cancel_futures=True)
+        for _, future in ahead:
+            future.cancel()
+        requests.put(None)
 
 
 def _entries(
-    base: str,
+    log: PendingRemote,
     start: int,
-    size: int,
-    fetch: Fetch,
-    add_leaf: Callable[[bytes], None],
+    tree: TileReader,
+    add_leaf: Callable[[bytes], None] | None = None,
     add_bundle: Callable[[bytes], None] | None = None,
 ) -> Iterator[bytes]:
-    """The entries ``[start, size)`` of the log at ``base``, bundle by bundle from the one holding
-    ``start`` (its entries below ``start`` passed over), each leaf hash passed to ``add_leaf`` and each
-    bundle's SHA-256 to ``add_bundle``."""
-    for index, data, entries in _bundles(base, start, size, fetch):
+    """The entries ``[start, size)`` of the log, bundle by bundle from the one holding ``start`` (its
+    entries below ``start`` passed over), each bundle given only once it is checked against ``tree``
+    (:func:`_signed`); each leaf hash passed to ``add_leaf`` and each bundle's SHA-256 to
+    ``add_bundle``."""
+    for index, data, entries in _bundles(log.base, start, log.size, log.fetch):
+        leaves = [leaf_hash(entry) for entry in entries]
+        try:
+            signed = _signed(tree, index, leaves)
+        except TileError as exc:
+            raise _forged(exc) from None
+        if not signed:
+            raise RemoteError(
+                f"entry bundle {index}: its entries do not give its checkpoint's root: not the log it signed"
+            )
         if add_bundle is not None:
             add_bundle(hashlib.sha256(data).digest())
-        for entry in entries[max(0, start - index * TILE_WIDTH) :]:
-            add_leaf(leaf_hash(entry))
-            yield entry
+        first = max(0, start - index * TILE_WIDTH)
+        if add_leaf is not None:
+            for leaf in leaves[first:]:
+                add_leaf(leaf)
+        yield from entries[first:]
+
+
+def _frontier(tree: TileReader, size: int) -> list[bytes]:
+    """The roots of the perfect subtrees of the first ``size`` leaves (the right edge), from ``tree``."""
+    try:
+        return [tree.node(height, index) for height, index in subtrees(0, size)]
+    except TileError as exc:
+        raise _forged(exc) from None
+
+
+def _forged(exc: TileError) -> RemoteError:
+    return RemoteError(f"its tiles do not give its checkpoint's root ({exc}): not the log it signed")
 
 
 def _entries_again(
@@ -297,12 +360,14 @@ def prepare_remote(
 def remote_records(
     log: PendingRemote,
     start: int,
-    add_leaf: Callable[[bytes], None],
+    add_leaf: Callable[[bytes], None] | None = None,
     add_bundle: Callable[[bytes], None] | None = None,
+    tree: TileReader | None = None,
 ) -> Payloads:
-    """``(seq, payload)`` of the log's records ``[start, size)`` (see :func:`_entries`), each
-    observation's attributes carrying its origin (``fleet.with_host``). Raises :class:`RemoteError`."""
-    entries = _entries(log.base, start, log.size, log.fetch, add_leaf, add_bundle)
+    """``(seq, payload)`` of the log's records ``[start, size)``, each bundle checked first (see
+    :func:`_entries`; ``tree``: the log's, else read here), each observation's attributes carrying its
+    origin (``fleet.with_host``). Raises :class:`RemoteError`."""
+    entries = _entries(log, start, tree or _tree(log), add_leaf, add_bundle)
     return with_host(_payloads(entries, start), log.evidence.origin or log.path)
 
 
@@ -311,15 +376,12 @@ def _checked(
     consume: Callable[[Payloads], object],
     add_bundle: Callable[[bytes], None] | None = None,
 ) -> FleetLog:
-    """The log read once from its minimum index, its records passed to ``consume``: included when the
-    leaves (with the served tiles' hashes below the minimum index) give its checkpoint's root. Raises
-    :class:`RemoteError` when a request fails."""
-    tree = _pruned_range(log.base, log.size, log.start, log.fetch)
-    consume(remote_records(log, log.start, tree.append, add_bundle))
-    if tree.root() != log.root:
-        pruned = f" with the served tiles' hashes of its records below {log.start}" if log.start else ""
-        return log.excluded(f"its entries{pruned} do not give its checkpoint's root: not the log it signed")
-    return log.included(log.start, tree.nodes)
+    """The log read once from its minimum index, its records passed to ``consume`` bundle by bundle,
+    each once it is checked against the checkpoint's tree: included when every one is. Raises
+    :class:`RemoteError` when a request fails or a bundle or tile is not the log's."""
+    tree = _tree(log)
+    consume(remote_records(log, log.start, add_bundle=add_bundle, tree=tree))
+    return log.included(log.start, _frontier(tree, log.size))
 
 
 def _risen(log: PendingRemote) -> int | None:

@@ -36,9 +36,7 @@ __all__ = [
     "TileReader",
     "TileStorage",
     "TreeBuilder",
-    "node_tile",
     "partial_tiles",
-    "tile_node",
     "tile_path",
     "tile_width",
 ]
@@ -113,26 +111,6 @@ class TileStorage(Protocol):
 def tile_width(size: int, level: int, index: int) -> int:
     """How many hashes tile (level, index) holds in a tree of ``size`` leaves."""
     return max(0, min(TILE_WIDTH, (size >> (TILE_HEIGHT * level)) - index * TILE_WIDTH))
-
-
-def node_tile(size: int, height: int, index: int) -> Tile:
-    """The tile of a tree of ``size`` leaves that holds node (``height``, ``index``): at level
-    ``height // 8``, the tile of the node's first hash on that level (a node of height ``8 * L + r``
-    is the root of ``2**r`` consecutive hashes of one tile of level ``L``)."""
-    level, rest = divmod(height, TILE_HEIGHT)
-    index = (index << rest) // TILE_WIDTH
-    return Tile(level, index, tile_width(size, level, index))
-
-
-def tile_node(data: bytes, height: int, index: int) -> bytes:
-    """Node (``height``, ``index``) from the hashes of the tile :func:`node_tile` names (``data``, as
-    served: not authenticated here); ``ValueError`` when the tile is too short to hold it."""
-    rest = height % TILE_HEIGHT
-    first = (index << rest) % TILE_WIDTH
-    row = data[first * HASH_SIZE : (first + (1 << rest)) * HASH_SIZE]
-    if len(row) != HASH_SIZE << rest:
-        raise ValueError(f"node ({height}, {index}) is not in a tile of {len(data) // HASH_SIZE} hashes")
-    return perfect_root(row)
 
 
 def partial_tiles(size: int) -> list[Tile]:
