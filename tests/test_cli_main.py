@@ -217,3 +217,21 @@ def test_verify_of_old_checkpoint_entries_says_what_they_are(
     assert main(["verify", str(retired), "--key", "example.com/log+01234567+AAAA"]) == 2
     err = capsys.readouterr().err
     assert "old entries of the log's checkpoints file that prune moved out" in err and "proof" not in err
+
+
+def test_demo_whose_log_refused_to_sign_says_not_checked_and_where_the_reason_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A log whose writer refused to sign (here: its chain cut below what was signed) left no checkpoint
+    # file, and the demo said "BROKEN: [Errno 2] No such file or directory: 'checkpoint'", head None.
+    out = tmp_path / "demo"
+    demo = ["demo", "--spawns", "4", "--out", str(out), "--quiet"]
+    assert main(demo) == 0
+    chain = out / "chain.jsonl"
+    chain.write_bytes(b"".join(chain.read_bytes().splitlines(keepends=True)[:2]))
+    (out / "chain.jsonl.tlog" / "checkpoint").unlink()
+    capsys.readouterr()
+    assert main([*demo[:-1]]) == 1
+    text = capsys.readouterr().out
+    assert "NOT CHECKED: no checkpoint was signed: the writer refused to sign" in text
+    assert "chain.jsonl.tlog/refusals" in text and "BROKEN" not in text and "head None" not in text

@@ -26,6 +26,7 @@ from otel_route_shadow.demo import factory
 from otel_route_shadow.files import write_atomic
 from otel_route_shadow.instrumentation import RouteShadowInstrumentor, environment_variables
 from otel_route_shadow.logstore import (
+    REFUSALS_FILE,
     LogStore,
     StateError,
     check_kept_chain,
@@ -70,6 +71,8 @@ class DemoSummary:
     chain_records: int = 0
     chain_head: str | None = None
     chain_problem: str | None = None
+    chain_checked: bool = True
+    """False when there was nothing to check the chain against (no checkpoint signed)."""
     snapshot_revision: int = 0
     snapshot_hash: str = ""
     chain_path: str = ""
@@ -99,6 +102,7 @@ class DemoSummary:
                 "records": self.chain_records,
                 "head_hash": self.chain_head,
                 "problem": self.chain_problem,
+                "checked": self.chain_checked,
             },
             "snapshot": {"revision": self.snapshot_revision, "hash": self.snapshot_hash},
             "contained_errors": self.contained_errors,
@@ -216,6 +220,13 @@ def _verify(chain_path: Path, summary: DemoSummary) -> None:
     try:
         pruned = store.read_pruned()
         note = store.checkpoint_file().decode("utf-8")  # the one way it is read: bounded, no link followed
+    except FileNotFoundError:  # nothing signed: the log's refusals say why when it refused
+        refusals = store.file(REFUSALS_FILE)
+        summary.chain_checked = False
+        summary.chain_problem = "no checkpoint was signed" + (
+            f": the writer refused to sign (why: {refusals})" if os.path.lexists(refusals) else ""
+        )
+        return
     except (StateError, OSError, ValueError) as exc:
         summary.chain_intact, summary.chain_problem = False, str(exc)
         return
@@ -286,9 +297,11 @@ def format_summary(summary: DemoSummary) -> str:
     for transport, diverged in sorted(summary.divergence_by_transport.items()):
         lines.append(f"    {transport:<16} {diverged:>4}")
     verdict = "intact" if summary.chain_intact else f"BROKEN: {summary.chain_problem}"
+    if not summary.chain_checked:
+        verdict = f"NOT CHECKED: {summary.chain_problem}"
+    head = f", head {summary.chain_head}" if summary.chain_head else ""
     lines.append(
-        f"  chain              {summary.chain_path}: {verdict}, {summary.chain_records} records, "
-        f"head {summary.chain_head}"
+        f"  chain              {summary.chain_path}: {verdict}, {summary.chain_records} records{head}"
     )
     lines.append(f"  log key            {summary.verifier_key} (checkpoints are signed with it)")
     lines.append(f"  auditor's check    {summary.verify_command}")
