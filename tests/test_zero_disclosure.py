@@ -331,3 +331,51 @@ def test_the_checkpoint_signing_key_reaches_no_span_chain_log_checkpoint_or_cli_
     instrumentor.uninstrument()
     clean("log", caplog.text)
     assert Signer.parse(secret_string).key_id == signer.key_id
+
+
+_LONG_KEY = "sk-ant-api03-" + "A1b2C3d4E5" * 8 + "-TailOfTheKeyXyz0123456789AA"
+_JOB = {
+    "repo": "acme/widgets",
+    "principal_id": "adr_reviewer",
+    "request_face": "agentic",
+    "legacy_route": {"provider": "zai", "model": "glm-4.6", "account": "a", "stages": []},
+    "anthropic_api_key": _LONG_KEY,
+}
+
+
+def _validates(call: Any) -> Any:
+    return core.RouteContext.model_validate(call.args[0])
+
+
+def _wraps_a_validation_error(call: Any) -> Any:
+    try:
+        return core.RouteContext.model_validate(call.args[0])
+    except ValueError as exc:
+        raise RuntimeError("no context for this job") from exc
+
+
+@pytest.mark.parametrize(
+    "extractor",
+    [lambda call: call.args[0], _validates, _wraps_a_validation_error],
+    ids=["validated-by-the-seam", "raised-by-the-extractor", "cause-of-another-error"],
+)
+def test_a_validation_error_logs_no_tail_of_a_credential(
+    extractor: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A context failing validation was logged with pydantic's text, which quotes input values cut to
+    ``start...end``: redaction caught the start of an API key and printed its end."""
+    from otel_route_shadow.instrumentation import shadow_seam
+
+    caplog.set_level(logging.DEBUG)
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(tracer_provider=TracerProvider(), chain_path=tmp_path / "chain.jsonl", seams=())
+    try:
+        run_agent = shadow_seam("agentic", extractor=extractor)(lambda job: "ran")
+        assert run_agent(_JOB) == "ran"
+    finally:
+        instrumentor.uninstrument()
+    assert "anthropic_api_key" in caplog.text  # the problem is still named, by its location
+    assert "Extra inputs are not permitted" in caplog.text
+    tail = _LONG_KEY[-16:]
+    assert tail not in caplog.text
+    assert "input_value" not in caplog.text

@@ -29,7 +29,6 @@ import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 
-from otel_route_shadow.core import redact_text
 from otel_route_shadow.instrumentation import environment_variables
 from otel_route_shadow.instrumentation.config import (
     ResponseHook,
@@ -41,6 +40,7 @@ from otel_route_shadow.instrumentation.config import (
     default_extractor,
     env_disabled,
 )
+from otel_route_shadow.instrumentation.error_text import exception_summary
 from otel_route_shadow.instrumentation.exporter import RouteShadowChainExporter
 from otel_route_shadow.instrumentation.package import SCHEMA_URL, SCOPE_NAME, _instruments
 from otel_route_shadow.instrumentation.processor import RouteShadowSpanProcessor
@@ -167,9 +167,10 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
 
 def _refusal(exc: Exception) -> str:
-    """One line naming the bad setting (pydantic's multi-line messages are folded)."""
-    text, _ = redact_text(" ".join(str(exc).split()))
-    return f"route shadow not instrumented (nothing wrapped; the host runs unshadowed): {text}"
+    """One line naming the bad setting (multi-line messages folded, no input value quoted: ``error_text``)."""
+    return (
+        f"route shadow not instrumented (nothing wrapped; the host runs unshadowed): {exception_summary(exc)}"
+    )
 
 
 def _seam_wrapper(runtime: ShadowRuntime, seam: Seam, kind: SeamKind) -> Any:

@@ -38,7 +38,6 @@ import dataclasses
 import logging
 import threading
 import time
-import traceback
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final, cast
@@ -48,7 +47,7 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_route_shadow.chain import ChainCorruptError, ChainError, PayloadTemplate, canonical_bytes
-from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext, redact_text
+from otel_route_shadow.core import PolicyIndex, PolicySnapshot, RouteContext
 from otel_route_shadow.instrumentation.checkpoint_spans import CheckpointSpans, attach_checkpoint_spans
 from otel_route_shadow.instrumentation.config import (
     ResponseHook,
@@ -58,6 +57,7 @@ from otel_route_shadow.instrumentation.config import (
     make_checkpointer,
 )
 from otel_route_shadow.instrumentation.conventions import gen_ai_conventions
+from otel_route_shadow.instrumentation.error_text import exception_line, exception_trace
 from otel_route_shadow.instrumentation.exporter import EXIT_FLUSH_S, RouteShadowChainExporter
 from otel_route_shadow.instrumentation.flag_events import FlagEvents
 from otel_route_shadow.instrumentation.memo import RuntimeMemo
@@ -584,8 +584,9 @@ atexit.register(_AT_EXIT.run)
 
 
 def _log_contained(exc: BaseException, where: str, *, plausible: bool, raising: bool, strict: bool) -> None:
-    """The one log line for a cause, saying truly what happens to it."""
-    text, _ = redact_text("".join(traceback.format_exception_only(type(exc), exc)).strip())
+    """The one log line for a cause, saying truly what happens to it; a validation error without the
+    host's input values (``error_text``)."""
+    text = exception_line(exc)
     if plausible:
         _LOG.warning("route shadow %s failed, the spawn proceeds: %s", where, text)
         return
@@ -595,5 +596,4 @@ def _log_contained(exc: BaseException, where: str, *, plausible: bool, raising: 
         what = "contained: the host already ran, and strict mode raises only before it runs"
     else:
         what = "contained; set OTEL_PYTHON_ROUTE_SHADOW_STRICT=true to raise it before the host runs"
-    trace_text, _ = redact_text("".join(traceback.format_exception(exc)))
-    _LOG.error("route shadow bug in %s (%s):\n%s", where, what, trace_text)
+    _LOG.error("route shadow bug in %s (%s):\n%s", where, what, exception_trace(exc))

@@ -25,7 +25,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from otel_route_shadow.core import RouteContext, redact_text
+from otel_route_shadow.core import RouteContext
 from otel_route_shadow.instrumentation.config import (
     Extractor,
     ResponseHook,
@@ -34,6 +34,7 @@ from otel_route_shadow.instrumentation.config import (
     SeamCall,
     default_extractor,
 )
+from otel_route_shadow.instrumentation.error_text import exception_summary
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
 from otel_route_shadow.shadow import ShadowRecord, Spawn
 from otel_route_shadow.worker import AFTER_FORK
@@ -85,8 +86,7 @@ def _make_default_runtime() -> ShadowRuntime | None:
     try:
         runtime = ShadowRuntime(RouteShadowConfig.resolve())
     except Exception as exc:  # a bad setting must not reach the host's call
-        text, _ = redact_text(" ".join(str(exc).split()))
-        _LOG.error("route shadow decorators run bare (unshadowed): %s", text)
+        _LOG.error("route shadow decorators run bare (unshadowed): %s", exception_summary(exc))
         return None
     runtime.attach()
     return runtime

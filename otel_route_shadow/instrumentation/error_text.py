@@ -1,0 +1,75 @@
+"""The text of a contained exception, as the plugin logs it: never a value of the host's input.
+
+A pydantic ``ValidationError`` quotes each input value (``input_value=...``), shortened when long to
+``start...end``: redacting that text afterwards recognises the start of a credential and leaves its
+end printed. So a validation error is written from its locations, messages and types only
+(``errors(include_input=False)``), the way ``config`` and ``core.policy`` already name a bad setting
+or policy; every other exception keeps its own text. The result is redacted of credential-shaped
+strings (a location names the keys the host typed, a host's message may quote anything).
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Final
+
+from pydantic import ValidationError
+
+from otel_route_shadow.core import redact_text
+
+__all__ = ["exception_line", "exception_summary", "exception_trace"]
+
+_CAUSE: Final = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT: Final = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def _validation_text(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    lines = [f"{len(errors)} validation error{'s' if len(errors) != 1 else ''} for {exc.title}"]
+    for error in errors:
+        loc = ".".join(str(item) for item in error["loc"]) or "(value)"
+        lines.append(f"{loc}\n  {error['msg']} [type={error['type']}]")
+    return "\n".join(lines)
+
+
+def _only(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        return f"{type(exc).__module__}.{type(exc).__qualname__}: {_validation_text(exc)}\n"
+    return "".join(traceback.format_exception_only(type(exc), exc))
+
+
+def exception_summary(exc: BaseException) -> str:
+    """The exception's message alone, on one line (a validation error without its input), redacted."""
+    text = _validation_text(exc) if isinstance(exc, ValidationError) else str(exc)
+    return redact_text(" ".join(text.split()))[0]
+
+
+def exception_line(exc: BaseException) -> str:
+    """``traceback.format_exception_only`` of ``exc``, stripped, a validation error without its input; redacted."""
+    return redact_text(_only(exc).strip())[0]
+
+
+def exception_trace(exc: BaseException) -> str:
+    """``traceback.format_exception`` of ``exc`` with its causes and contexts, each validation error
+    among them without its input; redacted."""
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    link = ""
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append((current, link))
+        if current.__cause__ is not None:
+            current, link = current.__cause__, _CAUSE
+        elif current.__context__ is not None and not current.__suppress_context__:
+            current, link = current.__context__, _CONTEXT
+        else:
+            current = None
+    parts: list[str] = []
+    for item, link in reversed(chain):
+        if item.__traceback__ is not None:
+            parts.append("Traceback (most recent call last):\n")
+            parts.extend(traceback.format_tb(item.__traceback__))
+        parts.append(_only(item))
+        parts.append(link)
+    return redact_text("".join(parts))[0]
