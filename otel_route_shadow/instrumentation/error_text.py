@@ -10,6 +10,7 @@ strings (a location names the keys the host typed, a host's message may quote an
 
 from __future__ import annotations
 
+import logging
 import traceback
 from typing import Final
 
@@ -17,7 +18,9 @@ from pydantic import ValidationError
 
 from otel_route_shadow.core import redact_text
 
-__all__ = ["exception_line", "exception_summary", "exception_trace"]
+__all__ = ["exception_line", "exception_summary", "exception_trace", "log_contained"]
+
+_LOG = logging.getLogger("otel_route_shadow")
 
 _CAUSE: Final = "\nThe above exception was the direct cause of the following exception:\n\n"
 _CONTEXT: Final = "\nDuring handling of the above exception, another exception occurred:\n\n"
@@ -73,3 +76,19 @@ def exception_trace(exc: BaseException) -> str:
         parts.append(_only(item))
         parts.append(link)
     return redact_text("".join(parts))[0]
+
+
+def log_contained(exc: BaseException, where: str, *, plausible: bool, raising: bool, strict: bool) -> None:
+    """The one log line for a cause, saying truly what happens to it; a validation error without the
+    host's input values (``error_text``)."""
+    text = exception_line(exc)
+    if plausible:
+        _LOG.warning("route shadow %s failed, the spawn proceeds: %s", where, text)
+        return
+    if raising:
+        what = "raised before the host runs (OTEL_PYTHON_ROUTE_SHADOW_STRICT=true)"
+    elif strict:
+        what = "contained: the host already ran, and strict mode raises only before it runs"
+    else:
+        what = "contained; set OTEL_PYTHON_ROUTE_SHADOW_STRICT=true to raise it before the host runs"
+    _LOG.error("route shadow bug in %s (%s):\n%s", where, what, exception_trace(exc))

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import logging
 import threading
 import time
 from collections import Counter
@@ -57,7 +56,7 @@ from otel_route_shadow.instrumentation.config import (
     make_checkpointer,
 )
 from otel_route_shadow.instrumentation.conventions import gen_ai_conventions
-from otel_route_shadow.instrumentation.error_text import exception_line, exception_trace
+from otel_route_shadow.instrumentation.error_text import log_contained
 from otel_route_shadow.instrumentation.exporter import EXIT_FLUSH_S, RouteShadowChainExporter
 from otel_route_shadow.instrumentation.flag_events import FlagEvents
 from otel_route_shadow.instrumentation.memo import RuntimeMemo
@@ -73,6 +72,7 @@ from otel_route_shadow.shadow import (
     observe,
     record_template,
     sanitize_dumped,
+    seam_text,
     span_name,
 )
 from otel_route_shadow.shadow import attributes as attr
@@ -81,8 +81,6 @@ from otel_route_shadow.version import __version__
 from otel_route_shadow.worker import AFTER_FORK, ProcessHook
 
 __all__ = ["PREFETCH_MIN_BYTES", "SETTINGS_FIELD", "RuntimeMemo", "SeamObservation", "ShadowRuntime"]
-
-_LOG = logging.getLogger("otel_route_shadow")
 
 SETTINGS_FIELD: Final = "route_shadow_enabled"
 
@@ -463,7 +461,7 @@ class ShadowRuntime:
             span.set_attribute(attr.ERROR_TYPE, name)
         raising = loud and self.config.strict and not plausible
         if first:
-            _log_contained(exc, where, plausible=plausible, raising=raising, strict=self.config.strict)
+            log_contained(exc, where, plausible=plausible, raising=raising, strict=self.config.strict)
         if raising:
             raise exc
 
@@ -481,7 +479,8 @@ class ShadowRuntime:
         if context is None:
             return None
         try:
-            start_attributes: dict[str, str] = {attr.SEAM: seam}
+            recorded = seam_text(seam)  # the span and the record carry this one cleaned value
+            start_attributes: dict[str, str] = {attr.SEAM: recorded}
             if isinstance(context, Spawn):
                 conversation = conversation_attribute(context.conversation_id)
                 if conversation is not None:
@@ -492,9 +491,9 @@ class ShadowRuntime:
             if context.request_face != request_face:
                 context = context.model_copy(update={"request_face": request_face})
             clean, encoded = self.sanitize(context)
-            observation = SeamObservation(self, seam, clean, encoded)
+            observation = SeamObservation(self, recorded, clean, encoded)
             observation.call, observation.hook = call, hook
-            name = span_name(seam, clean)
+            name = span_name(recorded, clean)
             attributes = observation.resolve(start_attributes)
             kind = self.conventions.span_kind(seam, request_face)
             span = self.tracer.start_span(name, kind=kind, attributes=attributes)
@@ -581,19 +580,3 @@ class ShadowRuntime:
 _AT_EXIT: Final[ProcessHook[ShadowRuntime]] = ProcessHook("closing at exit", ShadowRuntime.close)
 """The runtimes attached and not closed yet: closed at interpreter exit (one ``atexit`` entry for all)."""
 atexit.register(_AT_EXIT.run)
-
-
-def _log_contained(exc: BaseException, where: str, *, plausible: bool, raising: bool, strict: bool) -> None:
-    """The one log line for a cause, saying truly what happens to it; a validation error without the
-    host's input values (``error_text``)."""
-    text = exception_line(exc)
-    if plausible:
-        _LOG.warning("route shadow %s failed, the spawn proceeds: %s", where, text)
-        return
-    if raising:
-        what = "raised before the host runs (OTEL_PYTHON_ROUTE_SHADOW_STRICT=true)"
-    elif strict:
-        what = "contained: the host already ran, and strict mode raises only before it runs"
-    else:
-        what = "contained; set OTEL_PYTHON_ROUTE_SHADOW_STRICT=true to raise it before the host runs"
-    _LOG.error("route shadow bug in %s (%s):\n%s", where, what, exception_trace(exc))

@@ -30,6 +30,7 @@ from otel_route_shadow.shadow.record import (
     record_tokens,
     sanitize_context,
     sanitize_dumped,
+    seam_text,
     shadow_attributes,
     span_name,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "record_tokens",
     "sanitize_context",
     "sanitize_dumped",
+    "seam_text",
     "served_attributes",
     "served_from_attributes",
     "served_from_headers",

@@ -176,7 +176,7 @@ class AttributeSpec:
 
 
 ATTRIBUTES: Final[tuple[AttributeSpec, ...]] = (
-    AttributeSpec(SEAM, "string", "Name of the instrumented spawn seam."),
+    AttributeSpec(SEAM, "string", "Name of the instrumented spawn seam (redacted, cut to 256 characters)."),
     AttributeSpec(OUTCOME, "string", "Decision outcome: selected, held or rejected."),
     AttributeSpec(REASON, "string", "Decision reason code."),
     AttributeSpec(POLICY_SOURCE, "string", "managed-policy or legacy-compatibility."),

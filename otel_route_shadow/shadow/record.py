@@ -96,6 +96,14 @@ def host_text(value: object) -> str | None:
     return text[:_HOST_TEXT_MAX]
 
 
+def seam_text(seam: str) -> str:
+    """The seam name as recorded (``route_shadow.seam``, and the span name's agent when the context
+    names none): made valid UTF-8, redacted like every recorded string, then cut to 256. Cleaned once,
+    before the span starts, so the span and the chain record carry the same value."""
+    text, _ = redact_text(seam.encode("utf-8", "replace").decode("utf-8"))
+    return text[:_HOST_TEXT_MAX]
+
+
 def conversation_attribute(value: object) -> str | None:
     """The ``gen_ai.conversation.id`` value (:func:`host_text`)."""
     return host_text(value)

@@ -84,6 +84,23 @@ def test_context_manager_keeps_the_host_exception(harness: Harness) -> None:
     assert len(harness.records()) == 1
 
 
+def test_the_seam_name_on_the_span_is_the_cleaned_value_the_chain_records(harness: Harness) -> None:
+    """The seam name went onto the span raw (a credential in it, 100,000 characters, a lone
+    surrogate that OTLP cannot encode) while the chain record got it cleaned: one event, two values."""
+    key = "sk-ant-api03-" + "S3cr3tK3y" * 10
+    names = ["run_agent token=" + key, "x" * 100_000, "bad\udc80seam"]
+    for name in names:
+        with shadow_spawn(factory.context_for(_jobs(1)[0], "agentic"), seam=name):
+            pass
+    on_spans = [s.attributes[attr.SEAM] for s in harness.spans()]
+    in_chain = [r["attributes"][attr.SEAM] for r in harness.records()]
+    assert on_spans == in_chain
+    assert on_spans[0] == "run_agent token=[REDACTED]"
+    assert on_spans[1] == "x" * 256
+    assert on_spans[2].encode("utf-8")  # valid UTF-8: no lone surrogate left
+    assert "S3cr3tK3y" not in "".join(s.name for s in harness.spans())
+
+
 def test_threads_share_one_chain_without_gaps(harness: Harness) -> None:
     jobs = _jobs(200)
 
