@@ -49,6 +49,7 @@ from otel_route_shadow.instrumentation.seams import (
     SeamKind,
     current_runtime,
     invoke,
+    retire_default_runtime,
     seam_kind,
     shadow_seam,
     shadow_spawn,
@@ -126,6 +127,7 @@ class RouteShadowInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         self.refused = None
+        retire_default_runtime()  # the decorators follow this instrumentor now, even if it refuses
         tracer_provider = kwargs.pop("tracer_provider", None)
         logger_provider = kwargs.pop("logger_provider", None)
         try:

@@ -6,8 +6,11 @@ with it, call the host inside the span, settle what served the spawn (the seam's
 spans of its run: ``served``), append the chain record, end the span. The host's call is made
 exactly once, with its own arguments, and its result or exception object goes back untouched.
 
-Decorator and context-manager seams use the instrumentor's runtime while it is instrumented; used
-without an instrumentor they share the one default runtime kept here (``current_runtime``).
+Decorator and context-manager seams use the instrumentor's runtime while it is instrumented. In a process
+that never called ``instrument()`` they share the one default runtime kept here, configured from the
+environment alone (``current_runtime``). Once ``instrument()`` was called (accepted or refused) they follow
+the instrumentor only: the default runtime, if made, is closed, and after ``uninstrument()`` or a refused
+``instrument()`` they run bare, as its log line says (``retire_default_runtime``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ __all__ = [
     "SeamKind",
     "current_runtime",
     "invoke",
+    "retire_default_runtime",
     "seam_kind",
     "shadow_seam",
     "shadow_spawn",
@@ -54,9 +58,10 @@ _LOG = logging.getLogger("otel_route_shadow")
 
 
 class _DefaultRuntime:
-    """The runtime of decorator and context-manager seams used without an instrumentor: configured
-    from the environment and attached to the global tracer provider on first use, then kept for the
-    life of the process. A setting it cannot understand is logged once, and those seams run bare."""
+    """The runtime of decorator and context-manager seams in a process that never called ``instrument()``:
+    configured from the environment and attached to the global tracer provider on first use, then kept
+    until ``instrument()`` is called (``retire``). A setting it cannot understand is logged once, and those
+    seams run bare."""
 
     __slots__ = ("__weakref__", "_lock", "_made", "_runtime")
 
@@ -81,6 +86,14 @@ class _DefaultRuntime:
                 self._made = True
         return self._runtime
 
+    def retire(self) -> None:
+        """``instrument()`` was called: from now on there is no default runtime (the seams follow the
+        instrumentor alone); one already made is closed (bounded, never raises)."""
+        with self._lock:
+            runtime, self._runtime, self._made = self._runtime, None, True
+        if runtime is not None:
+            runtime.close()
+
 
 def _make_default_runtime() -> ShadowRuntime | None:
     try:
@@ -95,9 +108,16 @@ def _make_default_runtime() -> ShadowRuntime | None:
 _DEFAULT: Final = _DefaultRuntime()
 
 
+def retire_default_runtime() -> None:
+    """Called by every ``instrument()``: decorator and context-manager seams follow the instrumentor from
+    now on (its runtime while instrumented, else bare), never the environment-only default runtime."""
+    _DEFAULT.retire()
+
+
 def current_runtime() -> ShadowRuntime | None:
     """The runtime decorator and context-manager seams use: the instrumentor's while it is
-    instrumented, else the default one (``_DefaultRuntime``); None: they run bare."""
+    instrumented, else the default one (``_DefaultRuntime``) in a process that never called
+    ``instrument()``; None: they run bare."""
     from otel_route_shadow.instrumentation import RouteShadowInstrumentor  # imports this module
 
     runtime = RouteShadowInstrumentor().runtime

@@ -27,7 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 from otel_route_shadow.demo import factory
-from otel_route_shadow.instrumentation import SeamSpec
+from otel_route_shadow.instrumentation import SeamSpec, current_runtime, shadow_seam, shadow_spawn
 from otel_route_shadow.shadow import attributes as attr
 from tests.plugin import readme_host
 from tests.plugin.readme_host import HostError, Job
@@ -435,8 +435,9 @@ during = current_runtime()
 RouteShadowInstrumentor().uninstrument()
 print(json.dumps({
     "shadowed": seen,
-    "default_kept": default is not None and current_runtime() is default,
+    "default_closed_by_instrument": default is not None and default.closed,
     "instrumentors_while_instrumented": during is not None and during is not default,
+    "bare_after_uninstrument": current_runtime() is None,
 }))
 """
 
@@ -458,10 +459,38 @@ def test_decorators_without_an_instrumentor_share_one_default_runtime(tmp_path: 
     done = _default_runtime_host(tmp_path)
     assert json.loads(done.stdout) == {
         "shadowed": [True, True],
-        "default_kept": True,
+        "default_closed_by_instrument": True,
         "instrumentors_while_instrumented": True,
+        "bare_after_uninstrument": True,
     }
     assert len((tmp_path / "default.jsonl").read_bytes().splitlines()) == 2
+
+
+@pytest.mark.parametrize("how", ["uninstrumented", "refused"])
+def test_decorators_and_context_managers_run_bare_after_uninstrument_or_a_refused_instrument(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After uninstrument(), or an instrument() that logged "the host runs unshadowed", decorator and
+    context-manager seams went on recording into a chain made from the environment alone
+    (./route-shadow/chain.jsonl) with one more span processor on the host's provider."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH", raising=False)
+    h = make_harness(tmp_path, **({"durability": "fsync-please"} if how == "refused" else {}))
+    assert (h.instrumentor.refused is not None) == (how == "refused")
+    h.instrumentor.uninstrument()
+    job = factory.plan_jobs(1, factory.FactorySettings())[0]
+    sentinel = object()
+    try:
+        context = factory.context_for(job, "agentic")
+        seam = shadow_seam("agentic", extractor=lambda call: context)(lambda: sentinel)
+        assert seam() is sentinel
+        with shadow_spawn(context, seam="manual") as record:
+            assert record is None
+        assert current_runtime() is None
+    finally:
+        h.provider.shutdown()
+    assert h.spans() == []
+    assert list(tmp_path.rglob("*.jsonl")) == []
 
 
 def test_decorators_under_a_bad_setting_run_bare_and_say_so_once(tmp_path: Path) -> None:
