@@ -381,7 +381,8 @@ def shadow_spawn(
 ) -> Iterator[ShadowRecord | None]:
     """Shadow a block of host code that performs one spawn; yields the record (or None when off).
 
-    The record is for looking at, never for routing: nothing in it feeds back into the spawn.
+    The record is for looking at, never for routing: nothing in it feeds back into the spawn, and it is
+    read-only (``ShadowRecord``: the runtime shares it between spawns of one decision).
     ``conversation_id`` goes on the span as ``gen_ai.conversation.id`` (not into the decision).
     ``response_hook`` is called when the block is left, with a call that holds no arguments, no
     result and the block's exception (the hook reads what served the spawn from the host's own

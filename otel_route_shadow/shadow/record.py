@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
 from otel_route_shadow.chain import (
@@ -115,7 +116,9 @@ _ONE_SHOT: Final = RequestFace.ONE_SHOT.value
 
 @dataclass(frozen=True, slots=True)
 class ShadowRecord:
-    """The result of shadowing one spawn. It holds no route a caller could act on."""
+    """The result of shadowing one spawn. It holds no route a caller could act on. Read-only throughout
+    (its mappings are read-only views): the runtime hands one record to every spawn of the same decision,
+    so a host changing the record it looks at would change the spans of later spawns."""
 
     seam: str
     context: RouteContext
@@ -320,7 +323,11 @@ def observe(
         shadow_attributes(seam, derived, shadow, snapshot_state, encoded_context, mismatched, origin)
     )
     return ShadowRecord(
-        seam=seam, context=derived, shadow=shadow, attributes=attributes, event=flag_evaluation(attributes)
+        seam=seam,
+        context=derived,
+        shadow=shadow,
+        attributes=MappingProxyType(attributes),
+        event=MappingProxyType(flag_evaluation(attributes)),
     )
 
 

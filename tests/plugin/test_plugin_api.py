@@ -101,6 +101,23 @@ def test_the_seam_name_on_the_span_is_the_cleaned_value_the_chain_records(harnes
     assert "S3cr3tK3y" not in "".join(s.name for s in harness.spans())
 
 
+def test_the_record_shadow_spawn_yields_cannot_change_later_spans(harness: Harness) -> None:
+    """The record shadow_spawn yields is the runtime's cached one, and its attributes were a plain
+    dict: a host writing into it changed the spans of every later spawn of the same decision."""
+    context = factory.context_for(_jobs(1)[0], "agentic")
+    with shadow_spawn(context, seam="looked-at") as record:
+        assert record is not None
+        with pytest.raises(TypeError):
+            record.attributes[attr.OUTCOME] = "changed"  # type: ignore[index]
+        assert record.event is not None
+        with pytest.raises(TypeError):
+            record.event["feature_flag.key"] = "changed"  # type: ignore[index]
+    with shadow_spawn(context, seam="looked-at"):
+        pass
+    outcomes = [s.attributes[attr.OUTCOME] for s in harness.spans()]
+    assert outcomes[0] == outcomes[1] != "changed"
+
+
 def test_threads_share_one_chain_without_gaps(harness: Harness) -> None:
     jobs = _jobs(200)
 
