@@ -347,27 +347,66 @@ def shadow_seam(
     response_hook: ResponseHook | None = None,
 ) -> Callable[[F], F]:
     """Decorate a host function as a spawn seam (manual instrumentation); coroutine and generator
-    functions are shadowed over their whole run, as with the instrumentor. ``response_hook`` says
-    what served each spawn (``config.ResponseHook``)."""
+    functions are shadowed over their whole run, as with the instrumentor, and stay coroutine and
+    generator functions. ``response_hook`` says what served each spawn (``config.ResponseHook``)."""
 
     def decorate(fn: F) -> F:
         seam = Seam(name or fn.__qualname__, request_face, extractor, response_hook)
         kind = seam_kind(fn)
 
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             return invoke(current_runtime(), seam, kind, fn, None, args, kwargs)
 
-        if kind == "coroutine":
-
-            @functools.wraps(fn)
-            async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                return await invoke(current_runtime(), seam, kind, fn, None, args, kwargs)
-
-            return awrapper  # type: ignore[return-value]
-        return wrapper  # type: ignore[return-value]
+        return _of_kind(fn, kind, run)  # type: ignore[return-value]
 
     return decorate
+
+
+def _of_kind(fn: Callable[..., Any], kind: SeamKind, run: Callable[..., Any]) -> Callable[..., Any]:
+    """The decorator's wrapper of ``fn``: ``run(args, kwargs)`` in a function of the kind of ``fn`` (inspect,
+    frameworks and the instrumentor tell them apart); a deferred kind's body runs at the first step, which is
+    where its seam begins anyway."""
+    if kind == "coroutine":
+
+        @functools.wraps(fn)
+        async def awrapper(*args: Any, **kwargs: Any) -> Any:
+            return await run(args, kwargs)
+
+        return awrapper
+    if kind == "generator":
+
+        @functools.wraps(fn)
+        def gwrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+            return (yield from run(args, kwargs))
+
+        return gwrapper
+    if kind == "asyncgen":
+
+        @functools.wraps(fn)
+        async def agwrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+            host = run(args, kwargs)
+            value: Any = None
+            thrown: BaseException | None = None
+            while True:  # ``yield from`` for async generators, as in ``_async_generator``
+                try:
+                    item = await (host.asend(value) if thrown is None else host.athrow(thrown))
+                except StopAsyncIteration:
+                    return
+                try:
+                    value, thrown = (yield item), None
+                except GeneratorExit:
+                    await host.aclose()
+                    raise
+                except BaseException as exc:
+                    value, thrown = None, exc
+
+        return agwrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return run(args, kwargs)
+
+    return wrapper
 
 
 @contextmanager

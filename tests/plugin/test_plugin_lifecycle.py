@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import gc
+import inspect
 import json
 import logging
 import os
@@ -169,6 +170,39 @@ def test_a_generator_never_started_ran_no_host_code_and_is_counted(host: Harness
     gc.collect()
     assert HOST_LOG == [] and host.spans() == [] and host.records() == []
     assert host.instrumentor.runtime is not None and host.instrumentor.runtime.never_awaited == 1
+
+
+def test_a_decorated_generator_function_stays_a_generator_function(host: Harness) -> None:
+    """shadow_seam turned generator and async-generator functions into plain functions
+    (inspect.isgeneratorfunction True -> False); the span over the whole run is kept."""
+    decorate = shadow_seam("agentic", extractor=readme_host.extract_execute, name="decorated")
+    # the functions as the host wrote them (the fixture instruments the module's names)
+    gen_fn, agen_fn = decorate(_module().echo.__wrapped__), decorate(_module().aecho.__wrapped__)
+    assert inspect.isgeneratorfunction(gen_fn) and inspect.isasyncgenfunction(agen_fn)
+    gen = gen_fn(Job(7))
+    assert next(gen) == "ready" and gen.send("a") == ("echo", "a")
+    assert host.spans() == [], "the span ended before the generator did"
+    thrown = KeyError("k")
+    assert gen.throw(thrown) == ("caught", thrown)  # thrown values reach the host untouched
+    with pytest.raises(StopIteration) as stop:
+        gen.send(None)
+    assert stop.value.value == ("done", 7)
+    early = gen_fn(Job(8))
+    next(early)
+    early.close()  # closing early is not an error, and ends the span
+
+    async def consume() -> list[Any]:
+        agen = agen_fn(Job(4))
+        got = [await agen.asend(None), await agen.asend("x")]
+        with pytest.raises(StopAsyncIteration):
+            await agen.asend(None)
+        return got
+
+    assert asyncio.run(consume()) == ["ready", ("echo", "x")]
+    spans = host.spans()
+    assert [s.attributes[attr.SEAM] for s in spans] == ["decorated"] * 3
+    assert [s.status.status_code for s in spans] == [StatusCode.UNSET] * 3
+    assert len(host.records()) == 3
 
 
 # -- async generators and coroutines -------------------------------------------------------------
