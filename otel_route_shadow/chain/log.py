@@ -276,16 +276,12 @@ class DecisionChain:
         """Count what still waits in the backlog (records, and the counts of dropped ones) in
         ``<chain>.lost``, in place, for the next writer to mark in the chain (for a process about to
         exit when neither the chain nor the spill file can take them, for ``cause``); return how many
-        records. Raises ``OSError`` (they stay in the backlog) when that file cannot take them either."""
+        records. Raises ``OSError`` when that file cannot take them either: they are gone then, out of
+        the backlog too, so the caller reports that loss once (a later flush does not find them again)."""
         reason = DROPPED_REASON if isinstance(cause, ChainLockTimeout) else REASON_WRITE_FAILED
         if isinstance(cause, OSError) and reason == REASON_WRITE_FAILED:
             reason = write_failure_reason(cause)
-        entries = self._backlog.take()
-        try:
-            return self._lost.mark(entries, reason, time.time_ns())
-        except BaseException:
-            self._backlog.restore(entries)
-            raise
+        return self._lost.mark(self._backlog.take(), reason, time.time_ns())
 
     def count_unrecorded(self, reason: str) -> None:
         """Count one record that never came to :meth:`submit`, for ``reason``: the chain gets a

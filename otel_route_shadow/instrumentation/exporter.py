@@ -215,7 +215,8 @@ class RouteShadowChainExporter:
         return 0
 
     def _mark_lost(self, log: DecisionChain, left: int, exc: Exception) -> int:
-        """Count the records neither the chain nor the spill file took in ``<chain>.lost``; logged."""
+        """Count the records neither the chain nor the spill file took in ``<chain>.lost``; logged. When that
+        file cannot take them either they are dropped (``mark_lost``): logged once as lost, unmarked."""
         why = _cause(exc)
         try:
             marked = log.mark_lost(exc)

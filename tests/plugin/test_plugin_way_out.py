@@ -4,6 +4,9 @@ the chain closed, then the checkpoint span exporter; the exporter closes no chec
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -93,3 +96,32 @@ def test_the_chain_exporter_closes_the_chain_only(tmp_path: Path) -> None:
     finally:
         instrumentor.uninstrument()
     assert runtime.checkpointer.last is not None and runtime.checkpointer.last.size == 1
+
+
+def test_records_lost_unmarked_are_reported_once_on_the_way_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records neither the chain, the spill file nor ``<chain>.lost`` could take were reported lost
+    twice: the way out flushed the backlog, then the chain's close flushed the same records again."""
+    chain = tmp_path / "chain.jsonl"
+    chain.touch()
+    (tmp_path / "chain.jsonl.spill").mkdir()  # a spill file that is a folder is refused
+    (tmp_path / "chain.jsonl.lost").mkdir()  # and so is a lost-count file
+    provider = TracerProvider()
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, chain_path=chain, seams=(), chain_lock_timeout_ms=1)
+    holder = os.open(chain, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # the chain's lock, held (by another open of the file)
+        job = factory.plan_jobs(1, factory.FactorySettings())[0]
+        with caplog.at_level(logging.WARNING, logger="otel_route_shadow"):
+            for _ in range(3):
+                with shadow_spawn(factory.context_for(job, "agentic"), seam="manual") as record:
+                    assert record is not None
+            instrumentor.uninstrument()
+    finally:
+        os.close(holder)
+        provider.shutdown()
+    lost = [r.getMessage() for r in caplog.records if "lost, unmarked" in r.getMessage()]
+    assert len(lost) == 1, lost
+    assert lost[0].startswith("route shadow: 3 chain records for ")
