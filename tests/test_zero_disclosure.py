@@ -379,3 +379,23 @@ def test_a_validation_error_logs_no_tail_of_a_credential(
     tail = _LONG_KEY[-16:]
     assert tail not in caplog.text
     assert "input_value" not in caplog.text
+
+
+def test_the_docs_say_redactions_holds_the_writers_marks_only_not_the_plugins(tmp_path: Path) -> None:
+    """The docs said ``redactions`` names the fields that changed, yet a plugin record whose host string
+    lost a credential has ``[]``: the plugin scrubs before the writer sees it. The docs now say so."""
+    chain = tmp_path / "chain.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(tracer_provider=TracerProvider(), chain_path=chain, seams=())
+    context = {**_poisoned_context(), "principal_id": "loop-" + CANARIES["aws"][0]}
+    try:
+        with shadow_spawn(context, seam="canary"):
+            pass
+    finally:
+        instrumentor.uninstrument()
+    [record] = [json.loads(line) for line in chain.read_text().splitlines()]
+    assert record["payload"]["attributes"]["route_shadow.principal_id"] == "loop-[REDACTED]"
+    assert record["redactions"] == []
+    docs = PACKAGE.parent / "docs"
+    assert "names the fields the writer changed" in (docs / "auditing.md").read_text()
+    assert "The marks name what the **writer** changed, and only that." in (docs / "chain-format.md").read_text()
