@@ -118,6 +118,48 @@ def test_the_record_shadow_spawn_yields_cannot_change_later_spans(harness: Harne
     assert outcomes[0] == outcomes[1] != "changed"
 
 
+class _Job:
+    pass
+
+
+class _Runner:
+    def execute(self, job: _Job) -> _Job:
+        return job
+
+
+_SEEN: list[tuple[str, list[str]]] = []
+
+
+def _extract_shape(call: SeamCall) -> Any:
+    _SEEN.append((type(call.instance).__name__, [type(a).__name__ for a in call.args]))
+    return factory.context_for(_jobs(1)[0], call.request_face)
+
+
+class _DecoratedRunner:
+    @shadow_seam("agentic", extractor=_extract_shape)
+    def execute(self, job: _Job) -> _Job:
+        return job
+
+
+def test_the_docs_say_how_an_extractor_sees_a_method_from_the_instrumentor_and_the_decorator(
+    tmp_path: Path,
+) -> None:
+    """An extractor got ``('Runner', ['Job'])`` from the instrumentor and ``('NoneType', ['Runner', 'Job'])``
+    from the decorator on a method, which the docs did not say; they now say which shape comes from which."""
+    _SEEN.clear()
+    spec = SeamSpec(target=f"{__name__}:_Runner.execute", request_face="agentic", extractor=_extract_shape)
+    h = make_harness(tmp_path, seams=(spec,))
+    try:
+        _Runner().execute(_Job())
+        _DecoratedRunner().execute(_Job())
+    finally:
+        h.instrumentor.uninstrument()
+        h.provider.shutdown()
+    assert _SEEN == [("_Runner", ["_Job"]), ("NoneType", ["_DecoratedRunner", "_Job"])]
+    docs = (Path(__file__).parents[2] / "docs" / "instrumenting.md").read_text()
+    assert "`call.args[0] if call.instance is not None else call.args[1]`" in docs
+
+
 def test_threads_share_one_chain_without_gaps(harness: Harness) -> None:
     jobs = _jobs(200)
 
