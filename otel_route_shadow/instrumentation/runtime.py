@@ -71,8 +71,8 @@ from otel_route_shadow.shadow import (
     conversation_attribute,
     observe,
     record_template,
+    recorded_text,
     sanitize_dumped,
-    seam_text,
     span_name,
 )
 from otel_route_shadow.shadow import attributes as attr
@@ -479,7 +479,7 @@ class ShadowRuntime:
         if context is None:
             return None
         try:
-            recorded = seam_text(seam)  # the span and the record carry this one cleaned value
+            recorded = recorded_text(seam)  # the span and the record carry this one cleaned value
             start_attributes: dict[str, str] = {attr.SEAM: recorded}
             if isinstance(context, Spawn):
                 conversation = conversation_attribute(context.conversation_id)

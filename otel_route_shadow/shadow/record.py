@@ -54,6 +54,7 @@ __all__ = [
     "record_template",
     "record_tokens",
     "recorded_attributes",
+    "recorded_text",
     "sanitize_context",
     "sanitize_dumped",
     "shadow_attributes",
@@ -93,16 +94,15 @@ def host_text(value: object) -> str | None:
     a credential survives the cut); None for anything else."""
     if not isinstance(value, str) or not value or len(value) > _TEXT_MAX:
         return None
-    text, _ = redact_text(value.encode("utf-8", "replace").decode("utf-8"))
-    return text[:_HOST_TEXT_MAX]
+    return recorded_text(value)
 
 
-def seam_text(seam: str) -> str:
-    """The seam name as recorded (``route_shadow.seam``, and the span name's agent when the context
-    names none): made valid UTF-8, redacted like every recorded string, then cut to 256. Cleaned once,
-    before the span starts, so the span and the chain record carry the same value."""
-    text, _ = redact_text(seam.encode("utf-8", "replace").decode("utf-8"))
-    return text[:_HOST_TEXT_MAX]
+def recorded_text(text: str) -> str:
+    """A host's string as recorded: made valid UTF-8, redacted like every recorded string, then cut to
+    256 (so no part of a credential survives the cut). The seam name is cleaned so once, before its span
+    starts, so the span and the chain record carry the same value."""
+    clean, _ = redact_text(text.encode("utf-8", "replace").decode("utf-8"))
+    return clean[:_HOST_TEXT_MAX]
 
 
 def conversation_attribute(value: object) -> str | None:
