@@ -14,13 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from serve_support import serving
 from test_analysis_fleet import make_log
 from test_analysis_support import SCENARIO, Entry
+from test_tlog_tiles import _stored_tree
 from tlog_support import edge_tiles
 
 from otel_route_shadow.analysis import EXCLUDED, INCLUDED, FleetError, build_fleet_report
-from otel_route_shadow.analysis.remote import PendingRemote, RemoteError, prepare_remote, remote_records
+from otel_route_shadow.analysis.remote import (
+    PendingRemote,
+    RemoteError,
+    _signed,
+    prepare_remote,
+    remote_records,
+)
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_USAGE
 from otel_route_shadow.cli.fleet import remote_fetch
@@ -308,3 +317,22 @@ def test_no_bundle_is_read_ahead_after_one_failed_and_the_reader_never_holds_the
         readers = [t for t in threading.enumerate() if t.name.startswith("route-shadow-bundles")]
     assert all(reader.daemon for reader in readers)
     assert "/log/" + bundle_path(1, 84) not in _Noted.paths
+
+
+@settings(max_examples=30, deadline=None)
+@given(size=st.integers(1, 3 * 65536 + 700), data=st.data())
+def test_a_bundles_leaves_are_signed_exactly_when_they_are_the_trees(size: int, data: st.DataObject) -> None:
+    """The rule each remote bundle is held to (``remote._signed``), over trees whose level-1 tiles are
+    full, partial or both: its own leaves pass, and one leaf changed, or the leaves of the bundle beside
+    it, never do."""
+    leaves, _builder, _storage, reader = _stored_tree(size)
+    index = data.draw(st.integers(0, (size - 1) // 256))
+    mine = leaves[index * 256 : (index + 1) * 256]
+    assert _signed(reader, index, mine)
+    changed = list(mine)
+    at = data.draw(st.integers(0, len(mine) - 1))
+    changed[at] = bytes(32)
+    assert not _signed(reader, index, changed)
+    beside = [leaves[i * 256 : (i + 1) * 256] for i in (index - 1, index + 1) if 0 <= i <= (size - 1) // 256]
+    for other in beside:
+        assert len(other) != len(mine) or not _signed(reader, index, other)  # a width is checked before
