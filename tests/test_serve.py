@@ -31,6 +31,7 @@ from otel_route_shadow.cli import main
 from otel_route_shadow.logstore import Checkpointer, PublishedLog, Unservable, parse_resource
 from otel_route_shadow.logstore.published import Resource
 from otel_route_shadow.server import Limits, LogServer, LogSite, Request, Response, SiteError
+from otel_route_shadow.server.problems import DISTINCT_MAX
 from otel_route_shadow.tlog import Signer, Verifier, decode_bundle, sign_note, tile_path
 
 SIGNER = Signer.generate(ORIGIN)
@@ -485,6 +486,23 @@ def test_a_damaged_tile_is_409_which_clients_do_not_retry_and_is_logged_once_nam
         assert get(_url(server, "tile/0/000"))[0] == 200
     messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"{ORIGIN}: tile/0/001:")]
     assert len(messages) == 1
+
+
+def test_a_client_flooding_the_log_with_bad_requests_never_silences_a_forged_tile(
+    chain: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # One budget of 4,096 distinct lines served every problem: a client's 4,097 distinct bad requests
+    # (405s to paths of its choosing) used it up, and a forged tile met after them was answered 409 but
+    # never logged.
+    tile = log_dir(chain) / "tile/0/001"
+    tile.write_bytes(bytes([tile.read_bytes()[0] ^ 1]) + tile.read_bytes()[1:])
+    site = LogSite([PublishedLog(str(chain), [KEY])])
+    for number in range(DISTINCT_MAX + 1):
+        assert site.respond(Request("DELETE", f"/x{number}", (1, 1), {})).status == 405
+    assert site.respond(Request("GET", f"/{ORIGIN}/tile/0/001", (1, 1), {})).status == 409
+    logged = [r.getMessage() for r in caplog.records if r.name == "otel_route_shadow.server"]
+    assert sum(line.startswith("405 ") for line in logged) == DISTINCT_MAX
+    assert any(line.startswith(f"{ORIGIN}: tile/0/001: does not match its parent tile") for line in logged)
 
 
 def test_a_damaged_partial_tile_is_409(chain: Path) -> None:

@@ -166,7 +166,7 @@ class LogServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except Exception as exc:  # a bug: one log line, the connection closed, the server goes on
-            self.site.problems.report(f"a connection failed: {type(exc).__name__}: {exc}")
+            self.site.problems.report(f"a connection failed: {type(exc).__name__}: {exc}", client=True)
         finally:
             self._waiting.pop(connection, None)
             self._open.pop(connection, None)
@@ -203,7 +203,9 @@ class LogServer:
                     return
                 request = parse_head(head, self.limits)
             except HTTPError as exc:
-                self.site.problems.report(f"{exc.status.value} {exc.status.phrase}: {exc.message}")
+                self.site.problems.report(
+                    f"{exc.status.value} {exc.status.phrase}: {exc.message}", client=True
+                )
                 body = (exc.message + "\n").encode()
                 await self._last(connection, response_bytes(exc.status, _ERROR_HEADERS, body))
                 return

@@ -222,7 +222,7 @@ class LogSite:
     def _refusal(self, request: Request, status: HTTPStatus, message: str) -> Response:
         """A client error answered with ``message`` and logged (each distinct line once)."""
         self.problems.report(
-            f"{status.value} {status.phrase}: {request.method} {request.path[:200]}: {message}"
+            f"{status.value} {status.phrase}: {request.method} {request.path[:200]}: {message}", client=True
         )
         return _text(status, message)
 
