@@ -292,7 +292,10 @@ class LogServer:
                 writer.write(head + body)
             async with asyncio.timeout(self.limits.send_timeout):
                 await writer.drain()
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError) as exc:
+            # The stream keeps a lost connection's exception, and drain raised it here: its traceback
+            # would hold this frame, and so the answer, in a cycle only the collector frees.
+            exc.__traceback__ = None
             writer.transport.abort()
             return False
         return True
