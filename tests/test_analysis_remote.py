@@ -280,8 +280,8 @@ def _forged_first_bundle(log: Path) -> dict[str, bytes]:
 
 def test_a_remote_bundle_is_checked_before_any_of_its_records_is_counted(log: Path) -> None:
     """The records were counted as they arrived and the root compared after the last bundle: a
-    network that forged every bundle (records of 64 KB, each of other values) made a report hold
-    about 60 KB a record before the log was excluded (757 MB at 10,240 records)."""
+    network that forged every bundle made a report hold every record it sent before the log was
+    excluded."""
     seen: list[Any] = []
     with _http(_forged_first_bundle(log)) as url:
         pending = prepare_remote(url, remote_fetch(30.0))

@@ -511,7 +511,7 @@ def test_a_client_flooding_the_log_with_bad_requests_never_silences_a_forged_til
 def test_a_lost_connections_exception_does_not_keep_its_answer_alive(chain: Path) -> None:
     # asyncio's stream keeps a lost connection's exception, and drain raises that very object: its
     # traceback held the send's frame and the answer in a cycle only the collector frees. Clients that
-    # never read, connecting again and again, made serve hold 384 bundles (276 MB) it had given up on.
+    # never read, connecting again and again, made serve hold every answer it had given up on.
     lost = ConnectionResetError("reset by the peer")
 
     class Unread:
