@@ -206,6 +206,8 @@ def test_what_is_not_a_published_resource_is_404(chain: Path, relative: str, why
         (b"GET /x HTTP/1.1\r\nHost: x\r\n" + b"X: a\r\n" * 70 + b"\r\n", 431),
         (b"GET /x HTTP/1.0\r\n\r\n", 404),
         (b"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 200),
+        (b"\r\n" * 9000 + b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n", 400),
     ],
 )
 def test_every_other_request_gets_its_status_never_a_traceback(

@@ -64,3 +64,29 @@ def test_a_head_trickled_a_byte_at_a_time_is_searched_once_per_byte(monkeypatch:
     head = b"GET /x HTTP/1.1\r\nHost: x\r\n" + b"X-Filler: " + b"a" * 15_000 + b"\r\n\r\n"
     assert _heads([head[i : i + 1] for i in range(len(head))]) == [head[:-4]]
     assert counting.searched <= 4 * len(head)  # it was len(head) ** 2 / 2: every byte searched again
+
+
+def test_empty_lines_before_a_request_are_bounded_like_its_head() -> None:
+    """Regression: empty lines before a request line were dropped without limit, so one connection
+    could send them for as long as it liked and keep a core busy. They now count toward the head's
+    bound, and the count starts again at each request."""
+    limits = Limits()
+    request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    reader = HeadReader(limits)
+    reader.feed((b"\r\n" * (limits.max_head // 2) + request) * 2)
+    assert reader.head() == request[:-4]
+    assert reader.head() == request[:-4]
+    flood = HeadReader(limits)
+    flood.feed(b"\n" * limits.max_head)
+    assert flood.head() is None
+    flood.feed(b"\r\n")
+    with pytest.raises(protocol.HTTPError) as raised:
+        flood.head()
+    assert (raised.value.status, raised.value.message) == (400, "too many empty lines before a request")
+
+
+def test_a_request_with_two_host_fields_is_refused() -> None:
+    """Regression: a second Host field was joined to the first; RFC 9112 section 3.2 requires 400."""
+    with pytest.raises(protocol.HTTPError) as raised:
+        protocol.parse_head(b"GET / HTTP/1.1\r\nHost: a\r\nHOST: b", Limits())
+    assert (raised.value.status, raised.value.message) == (400, "more than one Host header field")

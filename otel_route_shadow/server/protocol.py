@@ -93,6 +93,8 @@ class HeadReader:
         self._line_checked = False
         self._scanned = 0
         """Bytes of the buffer already searched for the head's end (each byte is searched once)."""
+        self._skipped = 0
+        """Bytes of empty lines dropped before the head being read; they count toward its bound."""
 
     def feed(self, data: bytes) -> None:
         """Add bytes received from the client."""
@@ -107,10 +109,14 @@ class HeadReader:
         """The next complete request head (without the blank line that ends it), None until one has
         arrived. Raises :class:`HTTPError` as soon as the bytes show what is wrong: a request line too
         long (414) or malformed, an HTTP/0.9 one among them, once it ends (400, 505), a head too large
-        (431)."""
+        (431), empty lines before a request beyond the head's bound (400: RFC 9112 section 2.2 asks a
+        server to ignore at least one, not any number)."""
         while self._buffer[:2] == b"\r\n" or self._buffer[:1] == b"\n":  # empty lines before a request
-            del self._buffer[: 2 if self._buffer[:1] == b"\r" else 1]
-            self._scanned = 0
+            width = 2 if self._buffer[:1] == b"\r" else 1
+            del self._buffer[:width]
+            self._scanned, self._skipped = 0, self._skipped + width
+            if self._skipped > self.limits.max_head:
+                raise HTTPError(HTTPStatus.BAD_REQUEST, "too many empty lines before a request")
         line_end = self._buffer.find(b"\n")
         if (line_end < 0 and len(self._buffer) > self.limits.max_request_line) or (
             line_end > self.limits.max_request_line
@@ -125,7 +131,7 @@ class HeadReader:
             if end.start() > self.limits.max_head:
                 raise HTTPError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large")
             del self._buffer[: end.end()]
-            self._line_checked, self._scanned = False, 0
+            self._line_checked, self._scanned, self._skipped = False, 0, 0
             return head
         self._scanned = len(self._buffer)
         if len(self._buffer) > self.limits.max_head:
@@ -134,8 +140,9 @@ class HeadReader:
 
 
 def parse_head(head: bytes, limits: Limits) -> Request:
-    """The request a head holds; :class:`HTTPError` for a malformed one (400), an HTTP version other
-    than 1.x (505), too many header fields (431) or a request with a body (413)."""
+    """The request a head holds; :class:`HTTPError` for a malformed one (400; two Host fields among
+    them, as RFC 9112 section 3.2 requires), an HTTP version other than 1.x (505), too many header
+    fields (431) or a request with a body (413)."""
     lines = head.split(b"\n")
     method, path, minor = _request_line(lines[0].rstrip(b"\r"))
     if len(lines) - 1 > limits.max_headers:
@@ -149,6 +156,8 @@ def parse_head(head: bytes, limits: Limits) -> Request:
         if any((b < 0x20 and b != 0x09) or b == 0x7F for b in value):
             raise HTTPError(HTTPStatus.BAD_REQUEST, "a control character in a header field")
         key = name.decode("ascii").lower()
+        if key == "host" and key in headers:
+            raise HTTPError(HTTPStatus.BAD_REQUEST, "more than one Host header field")
         text = value.strip(b" \t").decode("latin-1")
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
     if minor == 1 and "host" not in headers:
