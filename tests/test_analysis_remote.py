@@ -26,6 +26,7 @@ from otel_route_shadow.analysis import EXCLUDED, INCLUDED, FleetError, build_fle
 from otel_route_shadow.analysis.remote import (
     PendingRemote,
     RemoteError,
+    _min_index,
     _signed,
     prepare_remote,
     remote_records,
@@ -237,6 +238,16 @@ def test_a_min_index_of_thousands_of_digits_excludes_the_remote_not_the_report(
     assert code == EXIT_FINDING
     (host,) = json.loads(capsys.readouterr().out)["fleet"]["hosts"]
     assert host["status"] == EXCLUDED and host["reason"].startswith("min-index: not a whole number")
+
+
+@pytest.mark.parametrize("text", [b" 256\n", b"256", b"256\r\n", b"0256\n", b"256\n\n", b"+256\n", b""])
+def test_a_min_index_written_otherwise_than_serve_writes_it_is_refused(text: bytes) -> None:
+    """Regression: the number was read with the spaces and line ends around it stripped, so
+    ``" 256"``, ``"256"`` without its newline and ``"256\\r\\n"`` were all taken; ``serve`` writes one
+    decimal line and nothing else."""
+    with pytest.raises(RemoteError, match=r"^min-index: not a whole number of at most 19 digits on one line"):
+        _min_index("http://h/log/", 512, lambda url, limit: text)
+    assert _min_index("http://h/log/", 512, lambda url, limit: b"256\n") == 256
 
 
 def test_a_remote_naming_a_local_logs_origin_is_excluded_not_the_whole_fleet(tmp_path: Path) -> None:

@@ -114,17 +114,18 @@ class RemoteError(Exception):
 
 
 def _min_index(base: str, size: int, fetch: Fetch) -> int:
-    """The log's minimum index m' (``min-index``; 0 when the server publishes none): a whole number at
-    most ``size``, at an entry bundle's start unless it is ``size``."""
+    """The log's minimum index m' (``min-index``; 0 when the server publishes none): one line holding a
+    whole number at most ``size``, at an entry bundle's start unless it is ``size``."""
     try:
         text = fetch(base + "min-index", MAX_MIN_INDEX_BYTES)
     except RemoteError as exc:
         if exc.status == NOT_FOUND:
             return 0
         raise RemoteError(f"min-index: {exc}") from None
-    found = parse_size(text.strip().decode("ascii", "replace"))  # as a checkpoint's size is read
+    number, newline, rest = text.decode("ascii", "replace").partition("\n")  # as ``serve`` writes it
+    found = parse_size(number) if newline and not rest else None  # as a checkpoint's size is read
     if found is None:
-        raise RemoteError(f"min-index: not a whole number of at most 19 digits ({text[:32]!r})")
+        raise RemoteError(f"min-index: not a whole number of at most 19 digits on one line ({text[:32]!r})")
     if found > size or (found % TILE_WIDTH and found != size):
         raise RemoteError(
             f"min-index {found}: not an entry bundle's start within the checkpoint's {size} records"
