@@ -354,10 +354,17 @@ def _wraps_a_validation_error(call: Any) -> Any:
         raise RuntimeError("no context for this job") from exc
 
 
+def _groups_a_validation_error(call: Any) -> Any:
+    try:
+        return core.RouteContext.model_validate(call.args[0])
+    except ValueError as exc:
+        raise ExceptionGroup("no context for this job", [LookupError("no such job"), exc]) from None
+
+
 @pytest.mark.parametrize(
     "extractor",
-    [lambda call: call.args[0], _validates, _wraps_a_validation_error],
-    ids=["validated-by-the-seam", "raised-by-the-extractor", "cause-of-another-error"],
+    [lambda call: call.args[0], _validates, _wraps_a_validation_error, _groups_a_validation_error],
+    ids=["validated-by-the-seam", "raised-by-the-extractor", "cause-of-another-error", "in-an-exception-group"],
 )
 def test_a_validation_error_logs_no_tail_of_a_credential(
     extractor: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -379,6 +386,23 @@ def test_a_validation_error_logs_no_tail_of_a_credential(
     tail = _LONG_KEY[-16:]
     assert tail not in caplog.text
     assert "input_value" not in caplog.text
+
+
+def test_a_contained_exception_group_is_logged_with_its_exceptions_each_once() -> None:
+    """Regression: an exception group was logged by its own message alone, without the exceptions
+    inside it. They are shown as ``traceback`` bounds them (15 wide, 10 deep), each exception once:
+    a group of 15 copies of one group, 10 deep, has 15**10 paths."""
+    from otel_route_shadow.instrumentation.error_text import exception_trace
+
+    shallow = exception_trace(ExceptionGroup("job", [LookupError("no such job"), KeyError("sk-ant-api03-" + "x" * 40)]))
+    assert "LookupError: no such job" in shallow and "[REDACTED]" in shallow and "xxxx" not in shallow
+    group: BaseException = ExceptionGroup("innermost", [LookupError("no such job")])
+    for level in range(12):
+        group = ExceptionGroup(f"level {level}", [group] * 16)
+    text = exception_trace(group)
+    assert text.count("LookupError: no such job") == 0  # deeper than shown
+    assert text.count("ExceptionGroup: level 2 ") == 1 and text.count("(shown above)") == 14 * 10
+    assert text.count("and 1 more") == 10 and "nested more than 10 deep" in text
 
 
 def test_the_docs_say_redactions_holds_the_writers_marks_only_not_the_plugins(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ strings (a location names the keys the host typed, a host's message may quote an
 from __future__ import annotations
 
 import logging
+import textwrap
 import traceback
 from typing import Final
 
@@ -24,6 +25,9 @@ _LOG = logging.getLogger("otel_route_shadow")
 
 _CAUSE: Final = "\nThe above exception was the direct cause of the following exception:\n\n"
 _CONTEXT: Final = "\nDuring handling of the above exception, another exception occurred:\n\n"
+_GROUP_DEPTH: Final = 10
+_GROUP_WIDTH: Final = 15
+"""How deep and how wide the exceptions of an exception group are shown, as ``traceback`` does."""
 
 
 def _validation_text(exc: ValidationError) -> str:
@@ -38,6 +42,12 @@ def _validation_text(exc: ValidationError) -> str:
 def _only(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         return f"{type(exc).__module__}.{type(exc).__qualname__}: {_validation_text(exc)}\n"
+    if isinstance(exc, BaseExceptionGroup):  # ``traceback`` would walk every member each time it is met
+        module, name = type(exc).__module__, type(exc).__qualname__
+        notes = getattr(exc, "__notes__", None)
+        lines = [name if module == "builtins" else f"{module}.{name}", f": {exc}\n"]
+        lines += [f"{note}\n" for note in notes if isinstance(note, str)] if isinstance(notes, list) else []
+        return "".join(lines)
     return "".join(traceback.format_exception_only(type(exc), exc))
 
 
@@ -53,10 +63,31 @@ def exception_line(exc: BaseException) -> str:
 
 
 def exception_trace(exc: BaseException) -> str:
-    """``traceback.format_exception`` of ``exc`` with its causes and contexts, each validation error
-    among them without its input; redacted."""
+    """``traceback.format_exception`` of ``exc`` with its causes and contexts, and the exceptions of
+    each exception group among them (as deep and as wide as ``traceback`` shows them), each validation
+    error without its input; redacted."""
+    return redact_text(_trace(exc, 0, set()))[0]
+
+
+def _members(group: BaseExceptionGroup[BaseException], depth: int, seen: set[int]) -> str:
+    if depth >= _GROUP_DEPTH:
+        return f"| ... (the exceptions of groups nested more than {_GROUP_DEPTH} deep are not shown)\n"
+    parts: list[str] = []
+    for number, inner in enumerate(group.exceptions[:_GROUP_WIDTH], 1):
+        parts.append(f"+---------------- {number} ----------------\n")
+        shown = "(shown above)\n" if id(inner) in seen else _trace(inner, depth + 1, seen)
+        parts.append(textwrap.indent(shown, "| ", lambda line: True))
+    if len(group.exceptions) > _GROUP_WIDTH:
+        parts.append(
+            f"+---------------- ... ----------------\n| and {len(group.exceptions) - _GROUP_WIDTH} more\n"
+        )
+    return "".join(parts)
+
+
+def _trace(exc: BaseException, depth: int, seen: set[int]) -> str:
+    """The trace of ``exc``; an exception already in ``seen`` (shown elsewhere in it) is not shown
+    again, so a cycle through a group's members costs no more than the members."""
     chain: list[tuple[BaseException, str]] = []
-    seen: set[int] = set()
     current: BaseException | None = exc
     link = ""
     while current is not None and id(current) not in seen:
@@ -74,8 +105,10 @@ def exception_trace(exc: BaseException) -> str:
             parts.append("Traceback (most recent call last):\n")
             parts.extend(traceback.format_tb(item.__traceback__))
         parts.append(_only(item))
+        if isinstance(item, BaseExceptionGroup):
+            parts.append(_members(item, depth, seen))
         parts.append(link)
-    return redact_text("".join(parts))[0]
+    return "".join(parts)
 
 
 def log_contained(exc: BaseException, where: str, *, plausible: bool, raising: bool, strict: bool) -> None:
