@@ -8,7 +8,9 @@ from core_strategies import contexts, snapshots
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from otel_route_shadow.analysis.changes import FIELD_KEYS
 from otel_route_shadow.core import (
+    DECISION_FIELDS,
     FINDINGS,
     Attempt,
     PolicySnapshot,
@@ -65,6 +67,18 @@ def test_every_record_is_whole_and_consistent(context: RouteContext, snapshot: P
         attr.SERVED_SOURCE,
         attr.GEN_AI_RESPONSE_MODEL,
     } & set(a)
+
+
+@settings(max_examples=30)
+@given(contexts, recordable_snapshots)
+def test_each_decision_field_is_recorded_under_the_attribute_the_analysis_reads(
+    context: RouteContext, snapshot: PolicySnapshot
+) -> None:
+    """``FIELD_KEYS`` is derived from ``DECISION_FIELDS``, no longer a second list kept in order by hand."""
+    record = record_route_shadow("seam", context, snapshot)
+    assert record is not None
+    decision = record.shadow.decision
+    assert tuple(map(record.attributes.get, FIELD_KEYS)) == tuple(getattr(decision, n) for n in DECISION_FIELDS)
 
 
 @settings(max_examples=40)

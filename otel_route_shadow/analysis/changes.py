@@ -13,7 +13,6 @@ from typing import Any, Final
 from otel_route_shadow.analysis.replaying import Replayed
 from otel_route_shadow.analysis.tally import interval, rate, top_counts
 from otel_route_shadow.core import DECISION_FIELDS
-from otel_route_shadow.shadow import attributes as attr
 
 __all__ = [
     "FIELD_KEYS",
@@ -25,18 +24,9 @@ __all__ = [
     "transition_dict",
 ]
 
-FIELD_KEYS: Final = (
-    attr.OUTCOME,
-    attr.REASON,
-    attr.POLICY_SOURCE,
-    attr.RUNG,
-    attr.POLICY_ID,
-    attr.PROVIDER,
-    attr.ACCOUNT,
-    attr.MODEL,
-)
-"""The attribute of each of :data:`DECISION_FIELDS`, in the same order."""
-_OUTCOME_I, _REASON_I, _PROVIDER_I = 0, 1, 5
+FIELD_KEYS: Final = tuple(f"route_shadow.{name}" for name in DECISION_FIELDS)
+"""The span attribute of each of :data:`DECISION_FIELDS` (``route_shadow.<field>``), in the same order."""
+_OUTCOME_I, _REASON_I, _PROVIDER_I = map(DECISION_FIELDS.index, ("outcome", "reason", "provider"))
 
 Fields = tuple[Any, ...]
 Transition = tuple[Any, ...]
