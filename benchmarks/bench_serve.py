@@ -63,6 +63,37 @@ server.serve_forever()
 """Python's ``http.server`` serving a folder over HTTP/1.1 (kept alive, as ``serve``), the baseline of
 rows 9a and 9b."""
 
+_CHECKING = (
+    _STATIC.split("server = ")[0]
+    + """    def send_head(self):  # an entry bundle is sent only once each entry matches its leaf hash
+        if "/tile/entries/" not in self.path:
+            return super().send_head()
+        import hashlib, io
+        with open(self.translate_path(self.path), "rb") as f:
+            body = f.read()
+        with open(self.translate_path(self.path.replace("/tile/entries/", "/tile/0/")), "rb") as f:
+            leaves = f.read()
+        view, at, k, prefix = memoryview(body), 0, 0, hashlib.sha256(b"\\x00")
+        while at < len(body):
+            size = int.from_bytes(view[at : at + 2], "big")
+            digest = prefix.copy()
+            digest.update(view[at + 2 : at + 2 + size])
+            if digest.digest() != leaves[32 * k : 32 * k + 32]:
+                self.send_error(500, "an entry does not match its leaf hash")
+                return None
+            at, k = at + 2 + size, k + 1
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
+"""
+    + "server = "
+    + _STATIC.split("server = ")[1]
+)
+"""The same server, except that before it sends an entry bundle it checks each entry against the leaf
+hash the level-0 tile beside it holds (not authenticated: ``serve`` also authenticates that tile up to
+the signed root). Row 9a's extras compare ``serve`` with it: what the row costs beyond the check itself."""
+
 
 class _Server:
     """A server process (``argv``, which prints its URL on its first line) and one kept-alive client
@@ -206,10 +237,12 @@ def _measure(server: _Server, n: int, bundle: Row, tile: Row, memory: Row, stati
             (static_dir / relative).parent.mkdir(parents=True, exist_ok=True)
             (static_dir / relative).write_bytes(server.get(server.prefix + relative))
     static = _Server([sys.executable, "-c", _STATIC, str(static_dir)])
+    checking = _Server([sys.executable, "-c", _CHECKING, str(static_dir)])
     try:
-        times = _paired(server, static, indexes)
+        times = _paired(server, static, checking, indexes)
     finally:
         static.stop()
+        checking.stop()
         shutil.rmtree(static_dir, ignore_errors=True)
     for row, kind in ((bundle, "bundle"), (tile, "tile")):
         ours, baseline = times[kind], times[kind + "-static"]
@@ -219,6 +252,10 @@ def _measure(server: _Server, n: int, bundle: Row, tile: Row, memory: Row, stati
         row.extras["floor_get_slash_ms"] = statistics.median(times["floor"])
         row.extras["loadavg_after"] = os.getloadavg()
     bundle.extras["index_built_s"] = round(index_s, 3)
+    bundle.extras["checking_static_ms"] = statistics.median(times["bundle-checking"])
+    bundle.extras["ratio_to_checking_static"] = statistics.median(
+        [a / b for a, b in zip(times["bundle"], times["bundle-checking"], strict=True)]
+    )
     read: dict[str, Any] = {"bundles": 0, "tiles": 0, "bytes": 0}
     start = time.perf_counter()
     for index in range(full):
@@ -235,11 +272,12 @@ def _measure(server: _Server, n: int, bundle: Row, tile: Row, memory: Row, stati
     return [bundle.judge(), tile.judge(), memory.judge()]
 
 
-def _paired(server: _Server, static: _Server, indexes: list[int]) -> dict[str, list[float]]:
-    """Each resource from ``serve`` and from http.server back to back (which goes first alternating),
-    the kinds in turn, with ``GET /`` (the round trip without a file) among them; ms."""
+def _paired(server: _Server, static: _Server, checking: _Server, indexes: list[int]) -> dict[str, list[float]]:
+    """Each resource from ``serve`` and from http.server back to back (which goes first in turn; a
+    bundle from the checking http.server too), the kinds in turn, with ``GET /`` (the round trip
+    without a file) among them; ms."""
     times: dict[str, list[float]] = {
-        key: [] for key in ("bundle", "bundle-static", "tile", "tile-static", "floor")
+        key: [] for key in ("bundle", "bundle-static", "bundle-checking", "tile", "tile-static", "floor")
     }
     for k, index in enumerate(indexes):
         order = ["bundle", "tile", "floor"]
@@ -249,7 +287,9 @@ def _paired(server: _Server, static: _Server, indexes: list[int]) -> dict[str, l
                 continue
             relative = _bundle(index) if kind == "bundle" else _tile(index)
             sides = [(kind, server, server.prefix + relative), (kind + "-static", static, "/" + relative)]
-            for key, side, path in sides if k % 2 == 0 else sides[::-1]:
+            if kind == "bundle":
+                sides.append(("bundle-checking", checking, "/" + relative))
+            for key, side, path in sides[k % len(sides) :] + sides[: k % len(sides)]:
                 times[key].append(side.timed(path) * 1000)
     return times
 
