@@ -173,6 +173,32 @@ def unlisted(found: set[tuple[str, str]], rows: list[str]) -> list[tuple[str, st
     return sorted((module, name) for module, name in found if not listed(module, name))
 
 
+_CODE_NAME = re.compile(r"(?:_?[A-Z][A-Za-z0-9]*\.[_a-z][A-Za-z0-9_]*|_[A-Za-z0-9_]+|[A-Z][A-Z0-9_]+)")
+"""A name a row gives as the package's own: ``Class.attribute``, ``_private`` or ``CONSTANT``."""
+
+
+def stale(rows: list[str], source_of: dict[str, str]) -> list[tuple[str, str]]:
+    """(row's first module, name) of each ``Class.attribute``, ``_private`` or ``CONSTANT`` name a row
+    gives that none of the row's modules holds (every part a word of its source), and of each module a
+    row names that the package does not have; rows of what was removed are not read."""
+    found: list[tuple[str, str]] = []
+    for row in rows:
+        if row.startswith("| removed"):
+            continue
+        names = re.findall(r"`([^`]+)`", row)
+        modules = [n for n in names if n.endswith(".py") and not n.startswith("tests/")]
+        found += [(m, "(no such module)") for m in modules if m not in source_of]
+        sources = [source_of[m] for m in modules if m in source_of]
+        found += [
+            (modules[0], name)
+            for name in names
+            if sources
+            and _CODE_NAME.fullmatch(name)
+            and not all(any(re.search(rf"\b{re.escape(p)}\b", s) for s in sources) for p in name.split("."))
+        ]
+    return found
+
+
 # --- the finder, on sources made to hold each kind ---------------------------------------------------
 
 _SYNTHETIC = '''
@@ -279,6 +305,17 @@ def test_a_cache_the_table_does_not_list_fails_the_check() -> None:
     assert unlisted(found, rows) == [("analysis/new.py", "Holder._by_key"), ("core/x.py", "_CACHE")]
 
 
+def test_a_row_naming_what_its_module_no_longer_holds_fails_the_check() -> None:
+    sources = {"a.py": "class Tiles:\n    def __init__(self):\n        self._cache = {}\n_LIMIT = 4\n"}
+    rows = [
+        "| `a.py` | `Tiles._cache`, `_LIMIT` | kept `verify`, `fetch_ms` | ok |",
+        "| `a.py` | `Tiles._offset`, `_GONE` | - | - |",
+        "| `b.py` | `X` | - | - |",
+        "| removed: a memo | was `c.py`, `_OLD` | - | - |",
+    ]
+    assert stale(rows, sources) == [("a.py", "Tiles._offset"), ("a.py", "_GONE"), ("b.py", "(no such module)")]
+
+
 def test_the_table_section_is_found_and_ends_at_the_next_section() -> None:
     markdown = f"# B\n| `a.py` `X` | outside |\n{SECTION}\n\n| `b.py` | `Y` |\n|---|---|\n\n## Next\n| `c.py` `Z` |\n"
     assert table_rows(markdown) == ["| `b.py` | `Y` |"]
@@ -311,3 +348,10 @@ def test_every_cache_of_the_package_is_in_the_table(finding: tuple[str, str]) ->
         "(what is cached, its bound, what invalidates it, the figure that earns it), or in its table of "
         "what is not a cache, with the reason"
     )
+
+
+def test_every_name_the_table_gives_is_in_the_module_it_names() -> None:
+    """Regression: rows named ``OwnNotes._offset`` (the attribute is ``_position``) and ``_Served.pruned``
+    (gone: ``serve`` asks the entry index) long after the code changed: a row is checked both ways."""
+    source_of = {p.relative_to(PACKAGE).as_posix(): p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
+    assert stale(table_rows(DOC.read_text(encoding="utf-8")), source_of) == []
