@@ -7,14 +7,12 @@ while it checks it, in this process or in worker processes, from the block it al
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import Executor
-from typing import Final, Protocol
+from typing import Protocol
 
-__all__ = ["LEAF_BYTES", "LeafSink", "leaf_hashes"]
+from otel_route_shadow.tlog import leaf_hasher
 
-LEAF_BYTES: Final = 32
-_LEAF_PREFIX: Final = hashlib.sha256(b"\x00")
+__all__ = ["LeafSink", "leaf_hashes"]
 
 
 class LeafSink(Protocol):
@@ -32,13 +30,13 @@ def leaf_hashes(
 ) -> bytes:
     """The leaf hash of each line of ``block[:stop]`` (lines joined by LF), concatenated.
 
-    Each line is fed to a copy of a hash already holding ``0x00`` through a memoryview, so no line is
-    copied. With ``noted``, the offset of every line that begins with ``noting`` is appended to it
+    Each line is fed to ``tlog.leaf_hasher`` (a hash already holding ``0x00``) through a memoryview, so
+    no line is copied. With ``noted``, the offset of every line that begins with ``noting`` is appended to it
     (the pass finds its ``records-dropped`` events this way, without a search of its own).
     """
     stop = len(block) if stop is None else stop
     view = memoryview(block)
-    find, fresh, begins = block.find, _LEAF_PREFIX.copy, block.startswith
+    find, fresh, begins = block.find, leaf_hasher, block.startswith
     out: list[bytes] = []
     append = out.append
     start, end = 0, find(b"\n", 0, stop)

@@ -22,10 +22,11 @@ from otel_route_shadow.chain.check import (
     record_hash_of,
     too_long,
 )
-from otel_route_shadow.chain.leaves import LEAF_BYTES, LeafSink, leaf_hashes
+from otel_route_shadow.chain.leaves import LeafSink, leaf_hashes
 from otel_route_shadow.chain.record import MAX_LINE_BYTES
 from otel_route_shadow.chain.result import Reason
 from otel_route_shadow.lines import FileHandle, LineTooLong, iter_blocks
+from otel_route_shadow.tlog import HASH_SIZE
 
 __all__ = ["Options", "Progress", "ScanState", "Stop", "accept", "check_lines", "count_dropped", "scan"]
 
@@ -118,7 +119,7 @@ def scan(
                 dropped = []
                 leaves = leaf_hashes(block, noting=DROPPED_PREFIX, noted=dropped)
                 sink.add(leaves)
-                state.hashed, count = after, len(leaves) // LEAF_BYTES
+                state.hashed, count = after, len(leaves) // HASH_SIZE
             if stop is not None:
                 continue
             stop = _scan_block(block, count, dropped, state, options)

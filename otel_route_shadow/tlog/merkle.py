@@ -33,6 +33,7 @@ __all__ = [
     "fold",
     "inclusion_proof",
     "leaf_hash",
+    "leaf_hasher",
     "node_hash",
     "parent_row",
     "perfect_root",
@@ -48,7 +49,9 @@ HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 """The root of the empty tree: SHA-256 of the empty string."""
 
-_LEAF_PREFIX: Final = hashlib.sha256(b"\x00")
+leaf_hasher: Final = hashlib.sha256(b"\x00").copy
+"""A new SHA-256 already holding ``0x00``: updated with a line, its digest is the line's leaf hash (a
+bound method of ``hashlib``, so a loop over many lines calls no Python function per line)."""
 _NODE_PREFIX = b"\x01"
 
 
@@ -66,7 +69,7 @@ class NodeReader(Protocol):
 
 def leaf_hash(line: bytes | bytearray | memoryview) -> bytes:
     """``SHA-256(0x00 || line)``: the leaf hash of one entry (a chain line without its LF), never copying it."""
-    digest = _LEAF_PREFIX.copy()
+    digest = leaf_hasher()
     digest.update(line)
     return digest.digest()
 
