@@ -70,7 +70,7 @@ from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.chain import live_path
 from otel_route_shadow.logstore import LogStore, Pruned, StateError, check_kept_chain
 from otel_route_shadow.processes import map_in_workers
-from otel_route_shadow.tlog import LogKey, NoteError, Policy, parse_checkpoint, parse_note, subtrees
+from otel_route_shadow.tlog import LogKey, NoteError, Policy, checkpoint_of, subtrees
 
 __all__ = [
     "CHAIN_SUFFIX",
@@ -244,7 +244,7 @@ def prepare_log(path: str, verifiers: Sequence[LogKey], policy: Policy | None) -
     refused = checkpoint_problem(evidence, verifiers, policy)
     if refused is not None or note is None:
         return FleetLog(path, EXCLUDED, origin=evidence.origin, reason=refused, evidence=evidence)
-    return PendingLog(path, note, evidence, parse_checkpoint(parse_note(note).text).root, pruned)
+    return PendingLog(path, note, evidence, checkpoint_of(note).root, pruned)
 
 
 def fleet_jobs(pending: Sequence[PendingLog], jobs: int | None) -> int:

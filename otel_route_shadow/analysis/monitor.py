@@ -65,9 +65,8 @@ from otel_route_shadow.tlog import (
     CompactRange,
     LogKey,
     Policy,
+    checkpoint_of,
     decode_hash,
-    parse_checkpoint,
-    parse_note,
 )
 
 __all__ = ["follow_fleet"]
@@ -189,7 +188,7 @@ def forked(
     old = note_evidence(entry.path, entry.note, 0, 0, verifiers=verifiers, policy=policy)
     if old.verification != VERIFIED or old.origin != new.origin:
         return None
-    signed = parse_checkpoint(parse_note(entry.note).text)  # parsed once already: cannot raise
+    signed = checkpoint_of(entry.note)  # parsed once already: cannot raise
     accept = "a fork, proven by two signed checkpoints; --rebuild accepts its new history"
     if new.size < signed.size:
         return (

@@ -54,17 +54,15 @@ from otel_route_shadow.tlog import (
     HASH_SIZE,
     TILE_HEIGHT,
     TILE_WIDTH,
-    CheckpointError,
     LogKey,
-    NoteError,
+    Malformed,
     Policy,
     Tile,
     TileError,
     TileReader,
+    checkpoint_of,
     decode_bundle,
     leaf_hash,
-    parse_checkpoint,
-    parse_note,
     parse_size,
     perfect_root,
     subtrees,
@@ -340,10 +338,10 @@ def prepare_remote(
     where = base + "checkpoint"
     try:
         note = fetch(where, MAX_NOTE_BYTES).decode("utf-8")
-        checkpoint = parse_checkpoint(parse_note(note).text)
+        checkpoint = checkpoint_of(note)
     except RemoteError as exc:
         return FleetLog(url, EXCLUDED, reason=f"checkpoint: {exc}")
-    except (UnicodeDecodeError, NoteError, CheckpointError) as exc:
+    except (UnicodeDecodeError, Malformed) as exc:
         return FleetLog(url, EXCLUDED, reason=f"checkpoint: not a checkpoint note ({exc})")
     now = time.time_ns()
     evidence = note_evidence(where, note, now, 0, verifiers=verifiers, policy=policy, now_ns=now)
