@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from pathlib import Path
 
@@ -20,10 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from witness_support import Cosigner, GrowingLog
 
+from otel_route_shadow.analysis.evidence import note_evidence
 from otel_route_shadow.backend.audit import AuditOptions, audit_chain
 from otel_route_shadow.backend.verdict import AuditVerdict
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.audit import render_text
+from otel_route_shadow.files import FileRefused
 from otel_route_shadow.logstore import Cosigned, LogStore
 from otel_route_shadow.tlog import Signer, parse_note, parse_policy
 
@@ -530,6 +533,47 @@ def test_verify_and_report_name_the_refusals_recorded_beside_the_chain(
     assert "REFUSED: the writer refused to sign: fork (signed size 70)" in out
     _, out, _ = run(["report", str(log.chain), "--allow-unverified", "--json"], capsys)
     assert "fork" in out and "conflict" in out
+
+
+def test_a_refusals_file_that_is_a_link_is_named_not_followed(
+    witnessed: tuple[GrowingLog, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Regression: ``verify`` and ``report`` read ``refusals`` and ``witness-refusals`` by path,
+    following a link planted in their place; the store reads them the one way, as it reads
+    ``checkpoint`` and the tiles (no link below the log's folder followed)."""
+    log, _policy = witnessed
+    directory = LogStore(log.chain)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text(json.dumps({"reason": "fork", "origin": ORIGIN, "tree_size": 70}) + "\n", encoding="utf-8")
+    os.symlink(elsewhere, directory.file("refusals"))
+    _, out, _ = run(["verify", str(log.chain)], capsys)
+    assert "REFUSED: the writer refused to sign" not in out
+    assert f"{directory.file('refusals')}: not read:" in out
+    with pytest.raises(FileRefused):
+        directory.refusals_file()
+    with pytest.raises(ValueError, match="not a refusals file"):
+        directory.refusals_file("checkpoint")
+
+
+def test_a_remote_checkpoints_quorum_never_counts_a_local_file_named_after_its_url(
+    witnessed: tuple[GrowingLog, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the quorum of a checkpoint gathered cosignatures from ``checkpoints`` beside the
+    path it was read from, so for a remote log's ``http://h/log/checkpoint`` it read the auditor's own
+    relative file ``http:/h/log/checkpoints``. The notes a quorum may count are now passed in."""
+    log, policy_file = witnessed
+    policy = parse_policy(policy_file.read_text(encoding="utf-8"))
+    note = log.notes()[-1]  # size 70, cosigned by nobody
+    text = parse_note(note).text
+    both = note + W1.line(text, NOW) + W2.line(text, NOW)
+    planted = tmp_path / "http:" / "h" / "log" / "checkpoints"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(json.dumps({"note": both}) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    remote = note_evidence("http://h/log/checkpoint", note, 0, 0, policy=policy)
+    assert remote.witnesses is not None and not remote.witnesses.met
+    given = note_evidence("http://h/log/checkpoint", note, 0, 0, policy=policy, stored_notes=[both])
+    assert given.witnesses is not None and given.witnesses.met
 
 
 def test_verify_policy_checks_cosignatures_from_the_newest_down_until_the_answer_is_known(

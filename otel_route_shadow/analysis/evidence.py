@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from otel_route_shadow.analysis.refusals import Refusals, read_refusals
 from otel_route_shadow.files import FileRefused
-from otel_route_shadow.logstore import CHECKPOINT_FILE, CHECKPOINTS_FILE, LogStore, read_note_file
+from otel_route_shadow.logstore import CHECKPOINT_FILE, LogStore
 from otel_route_shadow.tlog import (
     AuthenticationError,
     BadSignature,
@@ -65,6 +65,7 @@ __all__ = [
     "note_evidence",
     "read_checkpoint_note",
     "read_evidence",
+    "stored_notes",
 ]
 
 ED25519_SIGNATURE_BYTES: Final = 64
@@ -186,6 +187,7 @@ def read_evidence(
         now_ns=now_ns,
         policy=policy,
         refusals=refusals,
+        stored_notes=stored_notes(chain_path) if policy is not None else (),
     )
 
 
@@ -196,7 +198,7 @@ def read_checkpoint_note(chain_path: str | os.PathLike[str]) -> tuple[str, str |
     path = store.file(CHECKPOINT_FILE)
     try:
         note = store.checkpoint_file().decode("utf-8")
-        written_ns = os.stat(path).st_mtime_ns
+        written_ns = store.checkpoint_written_ns()
     except FileNotFoundError:
         return path, None, 0, None
     except (FileRefused, OSError) as exc:
@@ -216,8 +218,11 @@ def note_evidence(
     now_ns: int | None = None,
     policy: Policy | None = None,
     refusals: Refusals | None = None,
+    stored_notes: Sequence[str] = (),
 ) -> LogEvidence:
-    """The evidence status of one checkpoint ``note`` read from ``path`` (never raises)."""
+    """The evidence status of one checkpoint ``note`` read from ``path`` (never raises); with a
+    ``policy``, its cosignatures are gathered from ``stored_notes`` too (the other notes the log
+    stored of the same checkpoint: :func:`stored_notes` of a local chain)."""
     refusals = refusals if refusals is not None else Refusals()
     try:
         opened = parse_note(note)
@@ -241,7 +246,9 @@ def note_evidence(
         cosigned_by=cosigned_by,
         verification=verification,
         verified_by=verified_by,
-        witnesses=None if policy is None else _witnesses(note, path, policy, verifiers, now // 10**9),
+        witnesses=None
+        if policy is None
+        else _witnesses([note, *stored_notes], policy, verifiers, now // 10**9),
         refusals=refusals,
     )
 
@@ -257,11 +264,10 @@ def _split_signers(opened: OpenedNote, origin: str) -> tuple[tuple[str, ...], tu
 
 
 def _witnesses(
-    note: str, path: str, policy: Policy, verifiers: Sequence[LogKey], now: int
+    notes: Sequence[str], policy: Policy, verifiers: Sequence[LogKey], now: int
 ) -> WitnessEvidence:
-    """The policy's verdict on the checkpoint of ``note`` (the file at ``path``), its cosignatures
-    gathered from every note of the same checkpoint in ``checkpoints`` too."""
-    notes = [note, *_stored_notes(os.path.join(os.path.dirname(path), CHECKPOINTS_FILE))]
+    """The policy's verdict on the checkpoint of ``notes[0]``, its cosignatures gathered from every note
+    of the same checkpoint among the others too."""
     report = attest_notes(notes, policy, now=now, logs=verifiers)
     found = next((c for c in report.checkpoints if 0 in c.notes), None)
     if found is None:
@@ -271,10 +277,11 @@ def _witnesses(
     return WitnessEvidence(policy.quorum, quorum.met, found.cosigned_by, quorum.missing, found.future)
 
 
-def _stored_notes(path: str) -> list[str]:
-    """The notes of the ``checkpoints`` file; none when it cannot be read (``verify`` names why)."""
+def stored_notes(chain_path: str | os.PathLike[str]) -> list[str]:
+    """The notes of the chain's ``checkpoints`` file (:meth:`LogStore.notes`); none when it cannot be
+    read (``verify`` names why)."""
     try:
-        return list(read_note_file(path, newest=True).notes)
+        return list(LogStore(chain_path).notes().notes)
     except (OSError, ValueError, FileRefused):
         return []
 

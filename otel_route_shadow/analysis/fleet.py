@@ -49,6 +49,7 @@ from otel_route_shadow.analysis.evidence import (
     LogEvidence,
     note_evidence,
     read_checkpoint_note,
+    stored_notes,
 )
 from otel_route_shadow.analysis.figures import Report
 from otel_route_shadow.analysis.fleet_logs import EXCLUDED, INCLUDED, Fleet, FleetLog
@@ -237,7 +238,15 @@ def prepare_log(path: str, verifiers: Sequence[LogKey], policy: Policy | None) -
         return FleetLog(path, EXCLUDED, reason=f"its pruned-records file cannot be used: {exc}")
     where, note, written_ns, problem = read_checkpoint_note(path)
     evidence = (
-        note_evidence(where, note, written_ns, 0, verifiers=verifiers, policy=policy)
+        note_evidence(
+            where,
+            note,
+            written_ns,
+            0,
+            verifiers=verifiers,
+            policy=policy,
+            stored_notes=stored_notes(path) if policy is not None else (),
+        )
         if note is not None
         else LogEvidence(where, "absent" if problem is None else "unreadable", 0, problem=problem)
     )

@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from otel_route_shadow.files import FileRefused, read_regular
-from otel_route_shadow.logstore import REFUSALS_FILE, WITNESS_REFUSALS_FILE, tlog_dir
+from otel_route_shadow.files import FileRefused
+from otel_route_shadow.logstore import REFUSALS_FILE, WITNESS_REFUSALS_FILE, LogStore
 from otel_route_shadow.strict_json import StrictJSONError, loads_strict
 
 __all__ = ["Refusals", "WitnessRefusal", "WriterRefusal", "read_refusals"]
-
-MAX_REFUSALS_BYTES: Final = 1 << 20
-"""Each file is read up to this size (a refusal is one short line, recorded once per cause)."""
 
 _Refusal = TypeVar("_Refusal", bound=BaseModel)
 _Name = Annotated[str, Field(max_length=256, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$")]
@@ -88,16 +85,17 @@ class Refusals:
 
 def read_refusals(chain_path: str | os.PathLike[str]) -> Refusals:
     """The refusals recorded in the log directory of the chain at ``chain_path`` (never raises)."""
-    directory = tlog_dir(os.fspath(chain_path))
+    store = LogStore(chain_path)
     problems: list[str] = []
-    writer = _read(os.path.join(directory, REFUSALS_FILE), WriterRefusal, problems)
-    witnesses = _read(os.path.join(directory, WITNESS_REFUSALS_FILE), WitnessRefusal, problems)
+    writer = _read(store, REFUSALS_FILE, WriterRefusal, problems)
+    witnesses = _read(store, WITNESS_REFUSALS_FILE, WitnessRefusal, problems)
     return Refusals(tuple(writer), tuple(witnesses), tuple(problems))
 
 
-def _read(path: str, model: type[_Refusal], problems: list[str]) -> list[_Refusal]:
+def _read(store: LogStore, name: str, model: type[_Refusal], problems: list[str]) -> list[_Refusal]:
+    path = store.file(name)
     try:
-        data = read_regular(path, MAX_REFUSALS_BYTES)
+        data = store.refusals_file(name)
     except FileNotFoundError:
         return []
     except FileRefused as exc:

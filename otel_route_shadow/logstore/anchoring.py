@@ -29,7 +29,6 @@ from typing import Any, Final
 
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
 from otel_route_shadow.logstore.store import (
-    REFUSALS_FILE,
     LogStore,
     NotesPosition,
     StateError,
@@ -78,7 +77,6 @@ ANCHOR_REFUSALS: Final = {
 }
 """What each anchor refusal means, for the one warning the writer logs."""
 EMPTY_ROOT: Final = hashlib.sha256(b"").digest()
-_MAX_SMALL_FILE: Final = 1 << 20
 
 
 def own_checkpoint(note: str, origin: str, verifiers: list[Verifier]) -> Checkpoint | None:
@@ -251,7 +249,7 @@ def acknowledge_last_refusal(directory: LogStore) -> Acknowledgement | dict[str,
     the acknowledgement; the refusal itself (a dict) when it cannot be acknowledged; None when there is
     none. ``OSError`` and ``files.FileRefused`` pass through."""
     try:
-        data = read_regular(directory.file(REFUSALS_FILE), _MAX_SMALL_FILE)
+        data = directory.refusals_file()
     except FileNotFoundError:
         return None
     last = data.rstrip(b"\n").rpartition(b"\n")[2]

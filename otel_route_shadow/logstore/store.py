@@ -44,7 +44,6 @@ from otel_route_shadow.files import (
     open_regular,
     read_beneath,
     read_newest,
-    read_regular,
     remove_temporaries,
     write_all,
     write_atomic,
@@ -105,6 +104,8 @@ WITNESS_REFUSALS_FILE: Final = "witness-refusals"
 
 _MAX_STATE: Final = 4096
 MAX_CHECKPOINT_FILE: Final = 1 << 20
+MAX_REFUSALS_FILE: Final = 1 << 20
+"""The most of ``refusals`` or ``witness-refusals`` read (:meth:`LogStore.refusals_file`)."""
 """The most ``checkpoint`` may hold: one note and its signature lines (C2SP notes are a few hundred bytes)."""
 _TAIL_STEP: Final = 64 * 1024
 _LOCK_POLL_S: Final = 0.01
@@ -342,6 +343,11 @@ class LogStore:
         ``files.FileRefused`` when it cannot be taken."""
         return read_beneath(self.path, CHECKPOINT_FILE, MAX_CHECKPOINT_FILE)
 
+    def checkpoint_written_ns(self) -> int:
+        """When ``checkpoint`` was last written (its mtime; of the link itself, never followed, when it is
+        one: :meth:`checkpoint_file` refuses it). ``FileNotFoundError`` when there is none."""
+        return os.stat(self.file(CHECKPOINT_FILE), follow_symlinks=False).st_mtime_ns
+
     def publish(self, note: str) -> None:
         """Replace ``checkpoint`` (the tlog-tiles resource) with ``note``, durably."""
         write_atomic(self.file(CHECKPOINT_FILE), note.encode("utf-8"))
@@ -410,13 +416,19 @@ class LogStore:
 
     # -- refusals ------------------------------------------------------------------------------------
 
+    def refusals_file(self, name: str = REFUSALS_FILE) -> bytes:
+        """The bytes of ``refusals`` (or, named, ``witness-refusals``), the one way they are read: at most
+        :data:`MAX_REFUSALS_FILE`, no symbolic link below the directory followed. ``FileNotFoundError``
+        when there is none, ``files.FileRefused`` when it cannot be taken."""
+        if name not in (REFUSALS_FILE, WITNESS_REFUSALS_FILE):
+            raise ValueError(f"{name!r} is not a refusals file")
+        return read_beneath(self.path, name, MAX_REFUSALS_FILE)
+
     def append_refusal(self, entry: dict[str, Any]) -> None:
         """Append one JSON line to ``refusals``, unless its last line records the same refusal (the
         same reason, origin, tree size and seq: a later process refusing the same state again)."""
         try:
-            last = object_line(
-                read_regular(self.file(REFUSALS_FILE), 1 << 20).rstrip(b"\n").rpartition(b"\n")[2]
-            )
+            last = object_line(self.refusals_file().rstrip(b"\n").rpartition(b"\n")[2])
         except (FileNotFoundError, FileRefused):
             last = {}
         if all(last.get(key) == entry.get(key) for key in _SAME_REFUSAL) and last:
