@@ -8,12 +8,20 @@ that does not authenticate (bad signature, unknown key, unsigned) is a finding (
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from otel_route_shadow.cli.common import CliError, read_text_file
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING
 from otel_route_shadow.files import FileRefused, read_regular
-from otel_route_shadow.logstore import CHECKPOINT_FILE, MAX_NOTE_FILE, LogStore, read_note_file
+from otel_route_shadow.logstore import (
+    CHECKPOINT_FILE,
+    CHECKPOINTS_FILE,
+    MAX_NOTE_FILE,
+    LogStore,
+    NoteFile,
+    read_note_file,
+)
 from otel_route_shadow.tlog import (
     MAX_KEY_SET_BYTES,
     AuthenticationError,
@@ -61,9 +69,18 @@ def read_published_note(store: LogStore) -> str | None:
 
 
 def read_notes(path: str) -> list[str]:
-    """The notes of a checkpoint file (a chain's ``checkpoints`` file or one note)."""
+    """The notes of a checkpoint file the user names (a chain's ``checkpoints`` file or one note)."""
+    return _notes(path, lambda: read_note_file(path, newest=True))
+
+
+def read_log_notes(store: LogStore) -> list[str]:
+    """The notes of the log's own ``checkpoints`` file, read through its store (:meth:`LogStore.notes`)."""
+    return _notes(store.file(CHECKPOINTS_FILE), store.notes)
+
+
+def _notes(path: str, read: Callable[[], NoteFile]) -> list[str]:
     try:
-        found = read_note_file(path, newest=True)
+        found = read()
     except FileNotFoundError:
         raise CliError(f"{path}: no such checkpoint file") from None
     except FileRefused as exc:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 
 from otel_route_shadow.chain import VerifyResult, anchor_checkpoints
-from otel_route_shadow.cli.checkpoints import read_log_keys, read_notes, read_published_note
+from otel_route_shadow.cli.checkpoints import read_log_keys, read_log_notes, read_notes, read_published_note
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.logstore import (
     CHECKPOINT_FILE,
@@ -75,7 +75,7 @@ def _published(chain: str) -> list[tuple[str, list[str]]]:
     one, the evidence ``report --witness-policy`` reads too (a cosignature stored in either counts)."""
     store = LogStore(chain)
     path = store.file(CHECKPOINTS_FILE)
-    sources = [(path, read_notes(path))] if os.path.lexists(path) else []
+    sources = [(path, read_log_notes(store))] if os.path.lexists(path) else []
     note = read_published_note(store)
     return sources + ([(store.file(CHECKPOINT_FILE), [note] if note else [])] if note is not None else [])
 

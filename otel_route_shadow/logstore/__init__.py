@@ -45,7 +45,7 @@ from otel_route_shadow.logstore.keys import (
     read_policy_file,
     read_signing_keys,
 )
-from otel_route_shadow.logstore.note_file import MAX_NOTE_FILE, read_note_file
+from otel_route_shadow.logstore.note_file import MAX_NOTE_FILE, NoteFile, read_note_file
 from otel_route_shadow.logstore.prune_lock import PruneRunning, prunes_held_off
 from otel_route_shadow.logstore.pruned import (
     MAX_COMMAND_CHARS,
@@ -98,6 +98,7 @@ __all__ = [
     "LogStore",
     "LongEntry",
     "NotFound",
+    "NoteFile",
     "PruneOptions",
     "PruneRefused",
     "PruneResult",
