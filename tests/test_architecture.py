@@ -297,6 +297,19 @@ def test_the_face_of_tlog_is_what_the_rest_of_the_package_uses() -> None:
     assert sorted(set(face) - used) == []
 
 
+def test_only_the_store_finds_the_log_folder() -> None:
+    """``<chain>.tlog/`` is found by ``logstore.tlog_dir`` and read through ``LogStore``: outside
+    ``logstore/`` no module imports ``tlog_dir`` (``analysis/refusals.py`` joined it with the refusals
+    files' names and read them itself, following a planted link)."""
+    finders = [
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if "logstore" not in path.relative_to(PACKAGE).parts
+        and "tlog_dir" in _imported_names(path, "otel_route_shadow.logstore")
+    ]
+    assert finders == []
+
+
 @pytest.mark.parametrize("folder", sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py")))
 def test_every_name_a_folder_exports_exists(folder: str) -> None:
     """``__all__`` names nothing the package does not define (``from folder import *`` works)."""

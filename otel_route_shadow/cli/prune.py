@@ -32,15 +32,16 @@ from otel_route_shadow.cli.exit_codes import (
 )
 from otel_route_shadow.cli.witnessed import log_keys, read_policy
 from otel_route_shadow.logstore import (
+    CHECKPOINTS_FILE,
     MAX_COMMAND_CHARS,
     PRUNE_LOCK_WAIT_S,
+    LogStore,
     PruneOptions,
     PruneRefused,
     PruneResult,
     Retention,
     prune,
     served_min_index,
-    tlog_dir,
 )
 from otel_route_shadow.tlog import KeyWindow
 
@@ -223,7 +224,7 @@ def _notes_lines(path: str, result: PruneResult) -> list[str]:
     if notes.lines:
         where = "deleted" if notes.archive is None else f"moved to {notes.archive}"
         lines.append(
-            f"{path}: {notes.lines} line(s) of {tlog_dir(path)}/checkpoints before its first checkpoint of "
+            f"{path}: {notes.lines} line(s) of {LogStore(path).file(CHECKPOINTS_FILE)} before its first checkpoint of "
             f"{result.after} records or more {where}"
         )
     if notes.left is not None:

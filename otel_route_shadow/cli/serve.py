@@ -26,7 +26,7 @@ from otel_route_shadow.cli.common import CliError, count_argument, input_file, w
 from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
 from otel_route_shadow.cli.witnessed import log_keys, read_policy
-from otel_route_shadow.logstore import PublishedLog, Unservable, tlog_dir
+from otel_route_shadow.logstore import LogStore, PublishedLog, Unservable
 from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
 from otel_route_shadow.tlog import CosignatureVerifier, Verifier
 
@@ -128,7 +128,7 @@ def _open(chain: str, verifiers: list[Verifier], witnesses: tuple[CosignatureVer
         return PublishedLog(chain, verifiers, witnesses)
     except FileNotFoundError:
         raise CliError(
-            f"{chain}: no checkpoint in {tlog_dir(chain)} yet: nothing to serve (the writer publishes "
+            f"{chain}: no checkpoint in {LogStore(chain).path} yet: nothing to serve (the writer publishes "
             "one every OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS records and at shutdown)"
         ) from None
     except Unservable as exc:
