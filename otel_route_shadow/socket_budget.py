@@ -27,6 +27,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from otel_route_shadow.worker import WorkerName
+
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
 
@@ -114,7 +116,7 @@ def connect_within(budget: Budget, connect: Callable[[], _T], close: Callable[[_
         except BaseException as exc:  # handed to the caller, or dropped with the connect abandoned
             made.set_exception(exc)
 
-    threading.Thread(target=run, name="route-shadow-connect", daemon=True).start()
+    threading.Thread(target=run, name=WorkerName.CONNECT.value, daemon=True).start()
     wait([made], max(0.0, budget.deadline - time.monotonic()))
     if not made.done():
 

@@ -49,6 +49,8 @@ class WorkerName(enum.StrEnum):
     WITNESS = "route-shadow-witness"
     PREFETCH = "route-shadow-snapshot-prefetch"
     CHECKPOINT_SPANS = "route-shadow-checkpoint-spans"
+    CONNECT = "route-shadow-connect"
+    """A connection waited for within a deadline (``socket_budget.connect_within``)."""
 
 
 _Owner = TypeVar("_Owner")

@@ -133,7 +133,11 @@ class CheckpointWitnessing:
         """Ask every witness, each in a thread of its own, the size it holds for this log: ``old 0`` with
         ``probe`` (the log's signed checkpoint of the empty tree, which extends nothing and forks
         nothing): a 409 answer gives the size, a cosignature says 0. :meth:`floor` is None until every
-        witness answered, failed or timed out (``LEARN_TIMEOUT_S`` at most)."""
+        witness answered, failed or timed out (``LEARN_TIMEOUT_S`` at most).
+
+        Threads of their own, not steps of the pusher's worker: the questions are asked at once, so a
+        witness that hangs delays the answer by its timeout, not every other witness's too; each thread
+        ends within ``LEARN_TIMEOUT_S`` by itself, so nothing needs to stop it."""
         self._probe = probe
         self._learned = threading.Event()
         self._learn_until = time.monotonic() + LEARN_TIMEOUT_S + _LEARN_GRACE_S
