@@ -338,10 +338,10 @@ def _verify_row(cfg: BenchConfig, context: BenchContext, row: Row) -> Row:
 def _attest_only(notes_file: Path, policy: Path) -> float:
     """The policy's own part alone (``tlog.attest_notes`` over every note), the median of 5: what the
     ratio's numerator adds, measured apart from the noise of the whole command."""
-    from otel_route_shadow.logstore import read_note_file, read_policy_file
+    from otel_route_shadow.logstore import read_note_file, read_witness_policy_file
     from otel_route_shadow.tlog import attest_notes
 
-    notes, parsed = read_note_file(str(notes_file)).notes, read_policy_file(policy)
+    notes, parsed = read_note_file(str(notes_file)).notes, read_witness_policy_file(policy)
     return statistics.median(
         timed(lambda: attest_notes(notes, parsed, now=int(time.time()))) for _ in range(5)
     )

@@ -15,7 +15,7 @@ from tlog_support import append, notes
 from witness_support import GrowingLog, Litewitness, WitnessPool, witness_pool
 
 from otel_route_shadow.logstore import Checkpointer
-from otel_route_shadow.tlog import KeyWindow, Signer, attest_checkpoint, parse_policy
+from otel_route_shadow.tlog import KeyWindow, Signer, attest_checkpoint, parse_witness_policy
 from otel_route_shadow.witness import Outcome, WitnessEndpoint, add_checkpoint
 
 pytestmark = pytest.mark.witness
@@ -46,7 +46,7 @@ def test_a_witness_of_the_old_key_cosigns_the_transition_window_and_needs_the_ne
         [during] = append(chain, 100, Checkpointer(str(chain), ORIGIN, (OLD, NEW)), every=100, start=100)
         outcome, cosigned = push(witness, proofs, during.note, 100)
         assert outcome is Outcome.COSIGNED
-        policy = parse_policy(f"log {NEW.verifier()}\nwitness w0 {witness.verifier}\nquorum w0\n")
+        policy = parse_witness_policy(f"log {NEW.verifier()}\nwitness w0 {witness.verifier}\nquorum w0\n")
         assert attest_checkpoint(
             cosigned, policy, now=int(time.time())
         ).quorum.met  # an auditor of the new key

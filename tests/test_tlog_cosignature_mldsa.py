@@ -24,7 +24,7 @@ from otel_route_shadow.tlog import (
     CosignatureVerifier,
     Signer,
     add_cosignatures,
-    parse_policy,
+    parse_witness_policy,
     sign_note,
     verify_cosignatures,
 )
@@ -178,7 +178,7 @@ def test_garbage_after_an_ml_dsa_key_id_raises_only_cosignature_errors(blob: byt
 
 
 def test_a_witness_policy_line_takes_an_ml_dsa_key_and_counts_its_cosignature() -> None:
-    policy = parse_policy(
+    policy = parse_witness_policy(
         f"log {LOG.verifier()}\nwitness pq {PQ.verifier}\nwitness ed {ED.verifier}\n"
         "group both all pq ed\nquorum both\n"
     )

@@ -14,15 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from witness_support import Cosigner, GrowingLog
 
-from otel_route_shadow.logstore import Checkpointer, Cosigned, LogStore, read_policy_file
+from otel_route_shadow.logstore import Checkpointer, Cosigned, LogStore, read_witness_policy_file
 from otel_route_shadow.tlog import (
     CosignatureError,
-    PolicyError,
     Signer,
+    WitnessPolicyError,
     add_cosignatures,
     attest_notes,
     parse_note,
-    parse_policy,
+    parse_witness_policy,
     sign_note,
     verify_cosignatures,
 )
@@ -36,7 +36,7 @@ STRANGER = Cosigner("stranger.example/w", Ed25519PrivateKey.from_private_bytes(b
 KEYS = [W1.verifier, W2.verifier]
 TEXT = f"{ORIGIN}\n10\n{'A' * 43}=\n"
 NOTE = sign_note(TEXT, [LOG])
-POLICY = parse_policy(
+POLICY = parse_witness_policy(
     f"log {LOG.verifier()}\nwitness one {W1.verifier}\nwitness two {W2.verifier}\ngroup both all one two\n"
     "quorum both\n"
 )
@@ -288,7 +288,7 @@ def test_a_checkpoint_skips_a_log_key_only_when_it_verified_every_one_of_its_not
 def test_a_policy_file_is_read_bounded_and_never_blocks(tmp_path: Path) -> None:
     good = tmp_path / "policy"
     good.write_text(f"log {LOG.verifier()}\nwitness one {W1.verifier}\nquorum one\n")
-    assert read_policy_file(good).quorum == "one"
+    assert read_witness_policy_file(good).quorum == "one"
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for path, problem in (
@@ -296,12 +296,12 @@ def test_a_policy_file_is_read_bounded_and_never_blocks(tmp_path: Path) -> None:
         (fifo, "FIFO"),
         (tmp_path, "directory"),
     ):
-        with pytest.raises(PolicyError, match=problem):
-            read_policy_file(path)
+        with pytest.raises(WitnessPolicyError, match=problem):
+            read_witness_policy_file(path)
     huge = tmp_path / "huge"
     huge.write_bytes(b"#" * (300 * 1024))
-    with pytest.raises(PolicyError):
-        read_policy_file(huge)
+    with pytest.raises(WitnessPolicyError):
+        read_witness_policy_file(huge)
 
 
 @pytest.mark.parametrize("size", ["\u00b2", "\u0663"], ids=["superscript-two", "arabic-indic-three"])

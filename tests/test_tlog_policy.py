@@ -15,16 +15,16 @@ from witness_support import Cosigner
 from otel_route_shadow.tlog import (
     AttestationError,
     Checkpoint,
-    Policy,
-    PolicyError,
     PolicyLog,
     Signer,
+    WitnessPolicy,
+    WitnessPolicyError,
     attest_checkpoint,
-    parse_policy,
+    parse_witness_policy,
     sign_note,
 )
 from otel_route_shadow.tlog.attestation import AttestationFault
-from otel_route_shadow.tlog.policy import MAX_POLICY_BYTES, PolicyGroup, PolicyWitness, format_policy
+from otel_route_shadow.tlog.policy import MAX_POLICY_BYTES, PolicyGroup, PolicyWitness, format_witness_policy
 
 ORIGIN = "example.com/route-shadow/policy"
 NOW = 1_800_000_000
@@ -52,7 +52,7 @@ quorum X-and-Y
 
 
 def test_the_drafts_example_parses() -> None:
-    policy = parse_policy(EXAMPLE)
+    policy = parse_witness_policy(EXAMPLE)
     assert policy.logs == (PolicyLog(LOG.verifier()),)
     assert [w.name for w in policy.witnesses] == ["X1", "X2", "X3", "Y1", "Y2", "Y3"]
     assert policy.groups == (
@@ -75,13 +75,13 @@ def test_the_drafts_example_parses() -> None:
     ],
 )
 def test_the_quorum_of_the_example(cosigned: set[str], met: bool, missing: tuple[str, ...]) -> None:
-    verdict = parse_policy(EXAMPLE).evaluate(cosigned)
+    verdict = parse_witness_policy(EXAMPLE).evaluate(cosigned)
     assert (verdict.met, verdict.missing) == (met, missing)
 
 
 def test_quorum_none_needs_no_witness_and_a_single_witness_quorum_needs_it() -> None:
-    assert parse_policy(f"log {LOG.verifier()}\nquorum none\n").evaluate([]).met
-    policy = parse_policy(f"witness A {X1}\nwitness B {X2}\nquorum A\n")
+    assert parse_witness_policy(f"log {LOG.verifier()}\nquorum none\n").evaluate([]).met
+    policy = parse_witness_policy(f"witness A {X1}\nwitness B {X2}\nquorum A\n")
     assert policy.evaluate(["A"]).met and not policy.evaluate(["B"]).met
     assert policy.evaluate(["B"]).missing == ("A",)
 
@@ -91,10 +91,10 @@ def test_whitespace_comments_urls_and_a_missing_final_newline() -> None:
         f"# trusted logs\n  \t\nlog\t{LOG.verifier()}   https://log.example/\n"
         f"   # a witness\nwitness  A {X1} https://w1.example/submit  \n\tquorum A"
     )
-    policy = parse_policy(text)
+    policy = parse_witness_policy(text)
     assert policy.logs[0].url == "https://log.example/"
     assert policy.witnesses == (PolicyWitness("A", WITNESSES[0].verifier, "https://w1.example/submit"),)
-    assert parse_policy(text.encode()) == policy
+    assert parse_witness_policy(text.encode()) == policy
 
 
 REFUSALS = [
@@ -131,29 +131,29 @@ REFUSALS = [
 
 @pytest.mark.parametrize(("text", "line", "problem"), REFUSALS)
 def test_each_refusal_names_its_line(text: str, line: int | None, problem: str) -> None:
-    with pytest.raises(PolicyError) as caught:
-        parse_policy(text)
+    with pytest.raises(WitnessPolicyError) as caught:
+        parse_witness_policy(text)
     assert caught.value.line == line
     assert problem in str(caught.value)
     assert str(caught.value).startswith(f"line {line}: " if line else "")
 
 
 def test_bytes_that_are_not_utf8_are_refused_with_their_line() -> None:
-    with pytest.raises(PolicyError) as caught:
-        parse_policy(b"quorum none\n# \xff\n")
+    with pytest.raises(WitnessPolicyError) as caught:
+        parse_witness_policy(b"quorum none\n# \xff\n")
     assert caught.value.line == 2
 
 
 def test_a_policy_larger_than_the_bound_is_refused() -> None:
-    with pytest.raises(PolicyError, match="larger than"):
-        parse_policy("#" * MAX_POLICY_BYTES + "\nquorum none\n")
+    with pytest.raises(WitnessPolicyError, match="larger than"):
+        parse_witness_policy("#" * MAX_POLICY_BYTES + "\nquorum none\n")
 
 
-def _policies() -> st.SearchStrategy[Policy]:
+def _policies() -> st.SearchStrategy[WitnessPolicy]:
     names = st.lists(st.from_regex(r"[A-Za-z][A-Za-z0-9_.-]{0,12}", fullmatch=True), unique=True, max_size=6)
 
     @st.composite
-    def build(draw: st.DrawFn) -> Policy:
+    def build(draw: st.DrawFn) -> WitnessPolicy:
         chosen = [n for n in draw(names) if n != "none"]
         witnesses = tuple(
             PolicyWitness(n, WITNESSES[i].verifier, draw(st.none() | st.just(f"https://{i}.example/w")))
@@ -170,18 +170,18 @@ def _policies() -> st.SearchStrategy[Policy]:
             defined.append(name)
         quorum = draw(st.none() | st.sampled_from(defined)) if defined else None
         logs = (PolicyLog(LOG.verifier(), draw(st.none() | st.just("https://log.example/"))),)
-        return Policy(draw(st.sampled_from([(), logs])), witnesses, tuple(groups), quorum)
+        return WitnessPolicy(draw(st.sampled_from([(), logs])), witnesses, tuple(groups), quorum)
 
     return build()
 
 
 @given(_policies())
-def test_formatting_and_parsing_round_trip(policy: Policy) -> None:
-    assert parse_policy(format_policy(policy)) == policy
+def test_formatting_and_parsing_round_trip(policy: WitnessPolicy) -> None:
+    assert parse_witness_policy(format_witness_policy(policy)) == policy
 
 
 @given(_policies(), st.sets(st.sampled_from([f"n{i}" for i in range(3)])))
-def test_the_quorum_is_monotone_and_missing_never_holds_a_cosigner(policy: Policy, extra: set[str]) -> None:
+def test_the_quorum_is_monotone_and_missing_never_holds_a_cosigner(policy: WitnessPolicy, extra: set[str]) -> None:
     names = [w.name for w in policy.witnesses]
     some = set(names[::2])
     verdict = policy.evaluate(some | extra)
@@ -194,8 +194,8 @@ def test_the_quorum_is_monotone_and_missing_never_holds_a_cosigner(policy: Polic
 @given(st.binary(max_size=400))
 def test_parsing_any_bytes_raises_only_policy_error(data: bytes) -> None:
     try:
-        parse_policy(data)
-    except PolicyError as exc:
+        parse_witness_policy(data)
+    except WitnessPolicyError as exc:
         assert exc.line is None or exc.line >= 1
 
 
@@ -227,15 +227,15 @@ def test_parsing_any_bytes_raises_only_policy_error(data: bytes) -> None:
     )
 )
 def test_parsing_near_miss_policies_raises_only_policy_error(tokens: list[str]) -> None:
-    with contextlib.suppress(PolicyError):
-        parse_policy(" ".join(tokens))
+    with contextlib.suppress(WitnessPolicyError):
+        parse_witness_policy(" ".join(tokens))
 
 
 # --- checking a checkpoint note against a policy -------------------------------------------------------
 
 TEXT = Checkpoint(ORIGIN, 9, hashlib.sha256(b"nine").digest()).text()
 NOTE = sign_note(TEXT, [LOG])
-TWO = parse_policy(f"log {LOG.verifier()}\nwitness A {X1}\nwitness B {X2}\ngroup both all A B\nquorum both\n")
+TWO = parse_witness_policy(f"log {LOG.verifier()}\nwitness A {X1}\nwitness B {X2}\ngroup both all A B\nquorum both\n")
 
 
 def test_a_note_cosigned_by_the_quorum_is_attested() -> None:
@@ -284,7 +284,7 @@ def test_a_note_that_is_not_authentic_is_refused_with_its_step(note: str, fault:
 
 
 def test_a_log_key_given_by_the_caller_counts_when_the_policy_lists_none() -> None:
-    policy = parse_policy(f"witness A {X1}\nquorum A\n")
+    policy = parse_witness_policy(f"witness A {X1}\nquorum A\n")
     with pytest.raises(AttestationError) as caught:
         attest_checkpoint(NOTE, policy, now=NOW)
     assert caught.value.fault is AttestationFault.UNKNOWN_ORIGIN

@@ -22,7 +22,7 @@ from otel_route_shadow.tlog import (
     TileReader,
     format_receipt,
     inclusion_proof,
-    parse_policy,
+    parse_witness_policy,
     sign_note,
     verify_receipt,
 )
@@ -34,7 +34,7 @@ NOW = 1_800_000_000
 LOG = Signer(ORIGIN, Ed25519PrivateKey.from_private_bytes(bytes([7]) * 32))
 W1 = Cosigner("w1.example", Ed25519PrivateKey.from_private_bytes(bytes([8]) * 32))
 W2 = Cosigner("w2.example", Ed25519PrivateKey.from_private_bytes(bytes([9]) * 32))
-POLICY = parse_policy(
+POLICY = parse_witness_policy(
     f"log {LOG.verifier()}\nwitness one {W1.verifier}\nwitness two {W2.verifier}\ngroup g 2 one two\nquorum g\n"
 )
 HASH = bytes(range(32))
@@ -147,7 +147,7 @@ def test_a_receipt_without_the_quorum_says_so_and_a_forged_log_signature_is_refu
     with pytest.raises(AttestationError) as caught:
         verify_receipt(forged, lines[3], POLICY, now=NOW)
     assert caught.value.fault is AttestationFault.LOG_SIGNATURE
-    other_policy = parse_policy(f"log {stranger.verifier()}\nquorum none\n")
+    other_policy = parse_witness_policy(f"log {stranger.verifier()}\nquorum none\n")
     with pytest.raises(AttestationError) as caught:
         verify_receipt(_receipt(log, note, 3), lines[3], other_policy, now=NOW)
     assert caught.value.fault is AttestationFault.LOG_SIGNATURE

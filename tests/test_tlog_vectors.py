@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 from otel_route_shadow.logstore import read_note_file
-from otel_route_shadow.tlog import Verifier, attest_checkpoint, parse_checkpoint, parse_policy, verify_receipt
+from otel_route_shadow.tlog import (
+    Verifier,
+    attest_checkpoint,
+    parse_checkpoint,
+    parse_witness_policy,
+    verify_receipt,
+)
 from otel_route_shadow.tlog.note import open_note
 from otel_route_shadow.tlog.proofs import (
     ConsistencyProofDoc,
@@ -46,7 +52,7 @@ def test_the_stored_proofs_verify_offline() -> None:
 
 def test_the_witness_vectors_verify_offline() -> None:
     manifest = json.loads((VECTORS / "manifest.json").read_text())["witness"]
-    policy = parse_policy((VECTORS / manifest["policy"]).read_text())
+    policy = parse_witness_policy((VECTORS / manifest["policy"]).read_text())
     now = manifest["cosigned_at"]
     cosigned = (VECTORS / manifest["cosigned"]).read_text()
     attestation = attest_checkpoint(cosigned, policy, now=now)

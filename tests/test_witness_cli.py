@@ -28,7 +28,7 @@ from otel_route_shadow.cli import main
 from otel_route_shadow.cli.audit import render_text
 from otel_route_shadow.files import FileRefused
 from otel_route_shadow.logstore import Cosigned, LogStore
-from otel_route_shadow.tlog import Signer, parse_note, parse_policy
+from otel_route_shadow.tlog import Signer, parse_note, parse_witness_policy
 
 ORIGIN = "example.com/route-shadow/witness-cli"
 LOG = Signer(ORIGIN, Ed25519PrivateKey.from_private_bytes(bytes([51]) * 32))
@@ -372,7 +372,7 @@ def test_audit_with_a_policy_counts_only_quorum_attested_checkpoints(tmp_path: P
     for cosigner in (W1, W2):
         directory.cosign(text, [cosigner.line(text, NOW)], [W1.verifier, W2.verifier], now=NOW)
     options = AuditOptions(
-        verifier_keys=(str(LOG.verifier()),), policy=parse_policy(_policy_text()), policy_source="P"
+        verifier_keys=(str(LOG.verifier()),), policy=parse_witness_policy(_policy_text()), policy_source="P"
     )
     report = audit_chain(str(host.chain), backend, options)
     assert report.verdict is AuditVerdict.AGREE and report.witnessed_size == 50
@@ -384,7 +384,7 @@ def test_audit_with_a_policy_counts_only_quorum_attested_checkpoints(tmp_path: P
     other = _policy_text().replace(f"witness two {W2.verifier}", f"witness three {STRANGER.verifier}")
     only_one = AuditOptions(
         verifier_keys=(str(LOG.verifier()),),
-        policy=parse_policy(other.replace("one two", "one three")),
+        policy=parse_witness_policy(other.replace("one two", "one three")),
         policy_source="P",
     )
     thin = audit_chain(str(host.chain), backend, only_one)
@@ -562,7 +562,7 @@ def test_a_remote_checkpoints_quorum_never_counts_a_local_file_named_after_its_u
     path it was read from, so for a remote log's ``http://h/log/checkpoint`` it read the auditor's own
     relative file ``http:/h/log/checkpoints``. The notes a quorum may count are now passed in."""
     log, policy_file = witnessed
-    policy = parse_policy(policy_file.read_text(encoding="utf-8"))
+    policy = parse_witness_policy(policy_file.read_text(encoding="utf-8"))
     note = log.notes()[-1]  # size 70, cosigned by nobody
     text = parse_note(note).text
     both = note + W1.line(text, NOW) + W2.line(text, NOW)

@@ -24,15 +24,15 @@ from otel_route_shadow.logstore import LogStore, signed_checkpoint_from_note
 from otel_route_shadow.tlog import (
     AttestationError,
     CosignatureError,
-    PolicyError,
     Receipt,
     ReceiptError,
     Signer,
     TileReader,
+    WitnessPolicyError,
     attest_checkpoint,
     format_receipt,
     inclusion_proof,
-    parse_policy,
+    parse_witness_policy,
     verify_cosignatures,
     verify_receipt,
 )
@@ -109,7 +109,7 @@ def _policy_cases(signer: Signer, pool: WitnessPool, notes: list[str]) -> list[d
     ]
     cases: list[dict[str, object]] = []
     for policy_text in accepted:
-        policy = parse_policy(policy_text)
+        policy = parse_witness_policy(policy_text)
         checks = [
             {"note": note, "met": attest_checkpoint(note, policy, now=int(time.time())).quorum.met}
             for note in subsets
@@ -117,14 +117,14 @@ def _policy_cases(signer: Signer, pool: WitnessPool, notes: list[str]) -> list[d
         assert {c["met"] for c in checks} == ({True} if policy.quorum is None else {True, False})
         cases.append({"text": policy_text, "torchwood_accepts": True, "checks": checks})
     for policy_text, torchwood in [(t, True) for t in only_torchwood] + [(t, False) for t in refused_by_both]:
-        with pytest.raises(PolicyError):
-            parse_policy(policy_text)
+        with pytest.raises(WitnessPolicyError):
+            parse_witness_policy(policy_text)
         cases.append({"text": policy_text, "torchwood_accepts": torchwood, "checks": []})
     return cases
 
 
 def _receipt_cases(log: GrowingLog, notes: list[str], policy_text: str) -> list[dict[str, object]]:
-    policy = parse_policy(policy_text)
+    policy = parse_witness_policy(policy_text)
     lines = log.lines()
     note = notes[-1]
     size = size_of(note)

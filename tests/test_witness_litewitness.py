@@ -20,7 +20,7 @@ from witness_support import GrowingLog, Litewitness, WitnessPool, size_of, witne
 
 from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.logstore import Checkpointer, empty_tree_note, signed_checkpoint_from_note, tlog_dir
-from otel_route_shadow.tlog import Signer, attest_checkpoint, parse_policy
+from otel_route_shadow.tlog import Signer, attest_checkpoint, parse_witness_policy
 from otel_route_shadow.witness import (
     CheckpointWitnessing,
     Outcome,
@@ -115,7 +115,7 @@ def test_two_witnesses_cosign_every_checkpoint_and_the_quorum_is_met(
     assert sorted(results.cosigned) == sizes == [10, 300, 301, 700, 1030]
     assert results.refused == []
     assert all(_listed_size(pool, w) == 1030 for w in pool.witnesses)
-    policy = parse_policy(_policy(signer, pool, "both"))
+    policy = parse_witness_policy(_policy(signer, pool, "both"))
     for note in notes:
         cosigned = note + "".join(results.cosigned[size_of(note)])
         attestation = attest_checkpoint(cosigned, policy, now=int(time.time()))
@@ -204,9 +204,9 @@ def test_a_stopped_witness_leaves_the_other_cosigning_and_the_quorum_names_it(
     assert sorted(results.cosigned) == [5, 10]
     assert {(w, cause) for w, cause, _ in results.refused} == {("w1", "unreachable")}
     note = log.notes()[-1] + "".join(results.cosigned[10])
-    both = attest_checkpoint(note, parse_policy(_policy(signer, pool, "both")), now=int(time.time()))
+    both = attest_checkpoint(note, parse_witness_policy(_policy(signer, pool, "both")), now=int(time.time()))
     assert not both.quorum.met and both.quorum.missing == ("w1",)
-    either = attest_checkpoint(note, parse_policy(_policy(signer, pool, "either")), now=int(time.time()))
+    either = attest_checkpoint(note, parse_witness_policy(_policy(signer, pool, "either")), now=int(time.time()))
     assert either.quorum.met
 
 
@@ -264,7 +264,7 @@ def test_a_restarted_writer_with_its_newest_note_edited_and_its_chain_cut_never_
         for n in range(150):
             appender.append({"kind": "route-shadow", "n": n, "tag": "after the cut"})
     writer = Checkpointer(str(chain), ORIGIN, signer)
-    witnessing = CheckpointWitnessing(writer.directory, ORIGIN, parse_policy(_policy(signer, pool, "both")))
+    witnessing = CheckpointWitnessing(writer.directory, ORIGIN, parse_witness_policy(_policy(signer, pool, "both")))
     witnessing.learn_sizes(empty_tree_note(ORIGIN, [signer]))
     writer.witness_floor = witnessing.floor
     assert witnessing.wait_learned() and witnessing.floor() == 2950  # litewitness answered 409: 2950

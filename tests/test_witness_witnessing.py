@@ -24,7 +24,7 @@ from tlog_support import append
 from witness_support import Cosigner, FakeWitness, ProvingWitness, fake_witness, free_port
 
 from otel_route_shadow.logstore import Checkpointer, LogStore, empty_tree_note
-from otel_route_shadow.tlog import Signer, parse_note, parse_policy, verify_cosignatures
+from otel_route_shadow.tlog import Signer, parse_note, parse_witness_policy, verify_cosignatures
 from otel_route_shadow.witness import CheckpointWitnessing, WitnessConfigError
 from otel_route_shadow.witness import witnessing as witnessing_module
 from otel_route_shadow.worker import AFTER_FORK
@@ -54,7 +54,7 @@ def _writer(
 ) -> tuple[Checkpointer, CheckpointWitnessing]:
     checkpointer = Checkpointer(str(chain), ORIGIN, signer)
     witnessing = CheckpointWitnessing(
-        checkpointer.directory, ORIGIN, parse_policy(policy), pushes_per_day=8_640_000
+        checkpointer.directory, ORIGIN, parse_witness_policy(policy), pushes_per_day=8_640_000
     )
     checkpointer.add_listener(witnessing.submit)
     return checkpointer, witnessing
@@ -168,7 +168,7 @@ def test_a_merge_that_cannot_have_the_writers_lock_waits_for_the_next_chance(
 
     checkpointer = Checkpointer(str(chain), ORIGIN, LOG)
     witnessing = CheckpointWitnessing(
-        checkpointer.directory, ORIGIN, parse_policy(_policy(("one", W1, a.url))), exclusive=exclusive
+        checkpointer.directory, ORIGIN, parse_witness_policy(_policy(("one", W1, a.url))), exclusive=exclusive
     )
     checkpointer.add_listener(witnessing.submit)
     try:
@@ -190,7 +190,7 @@ def test_a_witness_url_that_cannot_be_pushed_to_is_refused(tmp_path: Path) -> No
         CheckpointWitnessing(
             LogStore(tmp_path / "chain.jsonl"),
             ORIGIN,
-            parse_policy(_policy(("one", W1, "https://user:pw@example.org/w"))),
+            parse_witness_policy(_policy(("one", W1, "https://user:pw@example.org/w"))),
         )
 
 

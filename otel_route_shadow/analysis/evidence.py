@@ -44,7 +44,7 @@ from otel_route_shadow.tlog import (
     LogKey,
     NoteError,
     OpenedNote,
-    Policy,
+    WitnessPolicy,
     attest_notes,
     authenticate,
     parse_checkpoint,
@@ -170,7 +170,7 @@ def read_evidence(
     *,
     verifiers: Sequence[LogKey] = (),
     now_ns: int | None = None,
-    policy: Policy | None = None,
+    policy: WitnessPolicy | None = None,
 ) -> LogEvidence:
     """The evidence status of the chain at ``chain_path`` (never raises for what is on disk)."""
     refusals = read_refusals(chain_path)
@@ -216,7 +216,7 @@ def note_evidence(
     *,
     verifiers: Sequence[LogKey] = (),
     now_ns: int | None = None,
-    policy: Policy | None = None,
+    policy: WitnessPolicy | None = None,
     refusals: Refusals | None = None,
     stored_notes: Sequence[str] = (),
 ) -> LogEvidence:
@@ -264,7 +264,7 @@ def _split_signers(opened: OpenedNote, origin: str) -> tuple[tuple[str, ...], tu
 
 
 def _witnesses(
-    notes: Sequence[str], policy: Policy, verifiers: Sequence[LogKey], now: int
+    notes: Sequence[str], policy: WitnessPolicy, verifiers: Sequence[LogKey], now: int
 ) -> WitnessEvidence:
     """The policy's verdict on the checkpoint of ``notes[0]``, its cosignatures gathered from every note
     of the same checkpoint among the others too."""

@@ -71,7 +71,7 @@ from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.chain import live_path
 from otel_route_shadow.logstore import LogStore, Pruned, StateError, check_kept_chain
 from otel_route_shadow.processes import map_in_workers
-from otel_route_shadow.tlog import LogKey, NoteError, Policy, checkpoint_of, subtrees
+from otel_route_shadow.tlog import LogKey, NoteError, WitnessPolicy, checkpoint_of, subtrees
 
 __all__ = [
     "CHAIN_SUFFIX",
@@ -187,7 +187,7 @@ _SIGNATURE: Final = {
 
 
 def checkpoint_problem(
-    evidence: LogEvidence, verifiers: Sequence[LogKey], policy: Policy | None
+    evidence: LogEvidence, verifiers: Sequence[LogKey], policy: WitnessPolicy | None
 ) -> str | None:
     if evidence.status != PRESENT:
         why = evidence.problem or "no checkpoint beside the chain: nothing vouches for it"
@@ -225,7 +225,9 @@ class PendingLog:
         return 0 if self.pruned is None else self.pruned.kept_position()
 
 
-def prepare_log(path: str, verifiers: Sequence[LogKey], policy: Policy | None) -> FleetLog | PendingLog:
+def prepare_log(
+    path: str, verifiers: Sequence[LogKey], policy: WitnessPolicy | None
+) -> FleetLog | PendingLog:
     """The checks of a log that read no record: the chain file, its newest checkpoint, its signature
     and quorum (and its ``pruned`` file). An excluded :class:`FleetLog`, or the :class:`PendingLog`
     whose chain is to check."""
@@ -298,7 +300,7 @@ def check_logs(
     ]
 
 
-def verifier_keys(verifiers: Sequence[LogKey], policy: Policy | None) -> tuple[str, ...]:
+def verifier_keys(verifiers: Sequence[LogKey], policy: WitnessPolicy | None) -> tuple[str, ...]:
     """The key strings that authenticate the logs' checkpoints: the given ones and the policy's."""
     policy_keys = [str(log.verifier) for log in policy.logs] if policy is not None else []
     return tuple(dict.fromkeys([*map(str, verifiers), *policy_keys]))

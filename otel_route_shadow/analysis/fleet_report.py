@@ -44,7 +44,7 @@ from otel_route_shadow.analysis.source import Payloads, ProgressFn
 from otel_route_shadow.analysis.whatif import WhatIfResult, replay_payloads
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import PolicySnapshot
-from otel_route_shadow.tlog import LogKey, Policy
+from otel_route_shadow.tlog import LogKey, WitnessPolicy
 
 __all__ = ["build_fleet_report", "count_pending", "fleet_replay", "prepare_logs"]
 
@@ -55,7 +55,7 @@ def build_fleet_report(
     by: Sequence[GroupSpec] | Sequence[str] | None = None,
     window: TimeWindow | None = None,
     verifiers: Sequence[LogKey] = (),
-    policy: Policy | None = None,
+    policy: WitnessPolicy | None = None,
     jobs: int | None = None,
     cited_loader: CitedLoader | None = None,
     examples: int = 3,
@@ -99,7 +99,7 @@ def count_pending(
 
 
 def prepare_logs(
-    paths: Sequence[str], verifiers: Sequence[LogKey], policy: Policy | None, fetch: Fetch | None
+    paths: Sequence[str], verifiers: Sequence[LogKey], policy: WitnessPolicy | None, fetch: Fetch | None
 ) -> list[FleetLog | PendingLog | PendingRemote]:
     """Each log's checks that read no record: a local chain's (``fleet.prepare_log``), a remote log's
     checkpoint and minimum index through ``fetch`` (``remote.prepare_remote``). Raises
@@ -147,7 +147,7 @@ def fleet_replay(
     window: TimeWindow | None = None,
     examples: int = 3,
     verifiers: Sequence[LogKey] = (),
-    policy: Policy | None = None,
+    policy: WitnessPolicy | None = None,
     jobs: int | None = None,
     fetch: Fetch | None = None,
     progress: ProgressFn | None = None,

@@ -64,7 +64,7 @@ from otel_route_shadow.lines import LineTooLong
 from otel_route_shadow.tlog import (
     CompactRange,
     LogKey,
-    Policy,
+    WitnessPolicy,
     checkpoint_of,
     decode_hash,
 )
@@ -173,7 +173,10 @@ def extend_log(
 
 
 def forked(
-    pending: PendingLog | PendingRemote, entry: LogState, verifiers: Sequence[LogKey], policy: Policy | None
+    pending: PendingLog | PendingRemote,
+    entry: LogState,
+    verifiers: Sequence[LogKey],
+    policy: WitnessPolicy | None,
 ) -> str | None:
     """Why the log is excluded although it does not extend from ``entry`` (a rebuild would count what
     its key contradicts or go back), or None (a damaged state, or nothing to tell it by: rebuilt). Both
@@ -220,7 +223,7 @@ def follow_fleet(
     by: Sequence[GroupSpec] | Sequence[str] | None = None,
     window: TimeWindow | None = None,
     verifiers: Sequence[LogKey] = (),
-    policy: Policy | None = None,
+    policy: WitnessPolicy | None = None,
     jobs: int | None = None,
     examples: int = 3,
     min_spawns: int = MIN_SPAWNS,

@@ -56,10 +56,10 @@ from otel_route_shadow.tlog import (
     TILE_WIDTH,
     LogKey,
     Malformed,
-    Policy,
     Tile,
     TileError,
     TileReader,
+    WitnessPolicy,
     checkpoint_of,
     decode_bundle,
     leaf_hash,
@@ -330,7 +330,7 @@ class PendingRemote:
 
 
 def prepare_remote(
-    url: str, fetch: Fetch, verifiers: Sequence[LogKey] = (), policy: Policy | None = None
+    url: str, fetch: Fetch, verifiers: Sequence[LogKey] = (), policy: WitnessPolicy | None = None
 ) -> FleetLog | PendingRemote:
     """The checks of a remote log that read no entry: its checkpoint (signature, quorum) and its
     minimum index. An excluded :class:`FleetLog`, or the :class:`PendingRemote` whose entries are next."""

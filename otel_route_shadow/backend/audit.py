@@ -73,7 +73,14 @@ from otel_route_shadow.logstore import (
 )
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.shadow import checkpoint_attributes as cp
-from otel_route_shadow.tlog import DEFAULT_SKEW_S, KeyWindow, NoteError, Policy, QuorumReport, attest_notes
+from otel_route_shadow.tlog import (
+    DEFAULT_SKEW_S,
+    KeyWindow,
+    NoteError,
+    QuorumReport,
+    WitnessPolicy,
+    attest_notes,
+)
 
 __all__ = [
     "AuditError",
@@ -137,7 +144,9 @@ class AuditOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     state: TrustState | None = None  # the auditor's memory of what earlier audits proved (.trust)
     full: bool = False  # check every record even when the state trusts a prefix
-    policy: Policy | None = None  # a tlog-policy: only checkpoints its quorum cosigned count as witnessed
+    policy: WitnessPolicy | None = (
+        None  # a tlog-policy: only checkpoints its quorum cosigned count as witnessed
+    )
     policy_source: str = ""  # where the policy came from (its file), for the report
 
 

@@ -67,7 +67,7 @@ from otel_route_shadow.cli.exit_codes import (
     EXIT_USAGE,
     epilog,
 )
-from otel_route_shadow.cli.witnessed import log_keys, read_policy
+from otel_route_shadow.cli.witnessed import log_keys, read_witness_policy
 
 __all__ = ["build_backend", "register", "render_text"]
 
@@ -219,7 +219,7 @@ def _time_arg(name: str, value: str | None) -> int | None:
 
 def _options(args: argparse.Namespace) -> AuditOptions:
     keys = read_log_keys(args.key, args.keys)
-    policy = read_policy(args.witness_policy) if args.witness_policy else None
+    policy = read_witness_policy(args.witness_policy) if args.witness_policy else None
     if policy is not None:
         keys = log_keys(policy, keys, args.witness_policy)
     return AuditOptions(

@@ -137,7 +137,7 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
                 "edited or unlinked record, a proof that does not match, a wrong or unsigned note"
             ),
             EXIT_USAGE: (
-                "a chain that cannot be read, a malformed policy, witness URL, witness or log key, key set, note or "
+                "a chain that cannot be read, a malformed witness policy, witness URL, witness or log key, key set, note or "
                 "cosignature, a pruned file that cannot be read; an archive without a readable proof file, or "
                 "given an option its check cannot honour (--witness-policy, --live-segment, --strict, --max-unwitnessed, "
                 "--all-cosignatures)"
@@ -252,11 +252,11 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
             ),
             EXIT_USAGE: (
                 "no retention given, no --key or --witness-policy, a chain or pruned file that cannot be read, a "
-                "malformed policy or key, an archive folder that cannot be written"
+                "malformed witness policy or key, an archive folder that cannot be written"
             ),
             EXIT_INSUFFICIENT: (
-                "refused, nothing changed: records beyond the largest checkpoint the policy's quorum attests "
-                "(without a policy: the newest signed one); --force prunes them"
+                "refused, nothing changed: records beyond the largest checkpoint the witness policy's quorum attests "
+                "(without a witness policy: the newest signed one); --force prunes them"
             ),
             EXIT_BUSY: (
                 "another process held the chain's lock, or another prune ran, past --wait; or a segment "

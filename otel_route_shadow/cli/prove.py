@@ -28,8 +28,8 @@ from otel_route_shadow.cli.checkpoints import (
 )
 from otel_route_shadow.cli.common import CliError, count_argument, read_text_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, epilog
-from otel_route_shadow.cli.receipts import prove_receipt, receipt_policy, verify_receipt_file
-from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_policy
+from otel_route_shadow.cli.receipts import prove_receipt, receipt_witness_policy, verify_receipt_file
+from otel_route_shadow.cli.witnessed import attestation_problem, log_keys, read_witness_policy
 from otel_route_shadow.files import FileRefused, read_regular
 from otel_route_shadow.logstore import CHECKPOINT_FILE, LogStore, StateError
 from otel_route_shadow.strict_json import schema_problem
@@ -42,11 +42,11 @@ from otel_route_shadow.tlog import (
     ConsistencyProofDoc,
     InclusionProofDoc,
     KeyWindow,
-    Policy,
     ProofDoc,
     ProofError,
     TileError,
     TileReader,
+    WitnessPolicy,
     attest_checkpoint,
     check_consistency_doc,
     check_inclusion_doc,
@@ -225,14 +225,14 @@ def _verify_proof(args: argparse.Namespace) -> int:
             raise CliError("--receipt carries its checkpoint: no --checkpoint")
         if not args.record:
             raise CliError("--receipt needs --record LINEFILE (the record's line, `prove --record-out`)")
-        policy = receipt_policy(args, keys)
+        policy = receipt_witness_policy(args, keys)
         return verify_receipt_file(args.receipt, _read_record(args.record), policy, keys)
     if not args.checkpoint:
         raise CliError("--proof needs --checkpoint FILE (the signed checkpoint)")
     doc = _read_proof(args.proof)
     quorum_met = True
     if args.witness_policy:
-        policy = read_policy(args.witness_policy)
+        policy = read_witness_policy(args.witness_policy)
         keys = log_keys(policy, keys, args.witness_policy)
         notes = [_single_note(path) for path in args.checkpoint]
         quorum_met = _quorum(notes, args.checkpoint, policy, keys, doc)
@@ -263,7 +263,7 @@ def _verify_proof(args: argparse.Namespace) -> int:
 def _quorum(
     notes: list[str],
     paths: list[str],
-    policy: Policy,
+    policy: WitnessPolicy,
     keys: list[str],
     doc: InclusionProofDoc | ConsistencyProofDoc,
 ) -> bool:

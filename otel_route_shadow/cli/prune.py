@@ -30,7 +30,7 @@ from otel_route_shadow.cli.exit_codes import (
     EXIT_USAGE,
     epilog,
 )
-from otel_route_shadow.cli.witnessed import log_keys, read_policy
+from otel_route_shadow.cli.witnessed import log_keys, read_witness_policy
 from otel_route_shadow.logstore import (
     CHECKPOINTS_FILE,
     MAX_COMMAND_CHARS,
@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     path: str = input_file(args.chain)
     if args.delete and args.no_compress:
         raise CliError("--no-compress goes with archives, not with --delete")
-    policy = read_policy(args.witness_policy) if args.witness_policy else None
+    policy = read_witness_policy(args.witness_policy) if args.witness_policy else None
     keys = (
         log_keys(policy, read_log_keys(args.key, args.keys), args.witness_policy)
         if policy

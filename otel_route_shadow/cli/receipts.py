@@ -24,7 +24,7 @@ from otel_route_shadow.chain import ChainPathError, chain_line
 from otel_route_shadow.cli.checkpoints import read_log_keys
 from otel_route_shadow.cli.common import CliError, check_output, read_text_file, write_output
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK
-from otel_route_shadow.cli.witnessed import attestation_problem, read_policy
+from otel_route_shadow.cli.witnessed import attestation_problem, read_witness_policy
 from otel_route_shadow.logstore import LogStore
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
@@ -32,7 +32,6 @@ from otel_route_shadow.tlog import (
     AttestationError,
     Checkpoint,
     KeyWindow,
-    Policy,
     PolicyLog,
     ProofError,
     Receipt,
@@ -40,6 +39,7 @@ from otel_route_shadow.tlog import (
     ReceiptFault,
     TileError,
     TileReader,
+    WitnessPolicy,
     attest_notes,
     format_receipt,
     inclusion_proof,
@@ -47,7 +47,7 @@ from otel_route_shadow.tlog import (
     verify_receipt,
 )
 
-__all__ = ["prove_receipt", "receipt_policy", "verify_receipt_file"]
+__all__ = ["prove_receipt", "receipt_witness_policy", "verify_receipt_file"]
 
 
 def prove_receipt(
@@ -62,7 +62,9 @@ def prove_receipt(
     directory = LogStore(chain)
     if note is None and args.witness_policy:
         logs = [KeyWindow.parse(key) for key in read_log_keys([], args.keys)]
-        note = _attested_note(directory, read_policy(args.witness_policy), seq, args.witness_policy, logs)
+        note = _attested_note(
+            directory, read_witness_policy(args.witness_policy), seq, args.witness_policy, logs
+        )
     if note is None:
         raise CliError("no checkpoint to prove against")
     checkpoint = checkpoint_of(note)
@@ -90,7 +92,9 @@ def prove_receipt(
     return EXIT_OK
 
 
-def _attested_note(directory: LogStore, policy: Policy, seq: int, source: str, logs: list[KeyWindow]) -> str:
+def _attested_note(
+    directory: LogStore, policy: WitnessPolicy, seq: int, source: str, logs: list[KeyWindow]
+) -> str:
     """The note of the largest checkpoint in ``checkpoints`` that covers ``seq`` and meets the quorum: its
     text and every distinct signature line of its notes that authenticate (the writer stores a checkpoint
     again per cosigning witness; the receipt carries them all, so it meets the quorum alone)."""
@@ -124,17 +128,17 @@ def _chain_line(chain: str, seq: int) -> bytes:
     return line
 
 
-def receipt_policy(args: argparse.Namespace, keys: list[str]) -> Policy:
+def receipt_witness_policy(args: argparse.Namespace, keys: list[str]) -> WitnessPolicy:
     """The policy a receipt is checked against: ``--witness-policy`` (with any ``--key``/``--keys`` as further log
     keys), or, with ``--key``/``--keys`` alone, the logs of those keys and no witness required."""
     if args.witness_policy:
-        return read_policy(args.witness_policy)
+        return read_witness_policy(args.witness_policy)
     if not keys:
         raise CliError("--receipt needs --witness-policy (or --key/--keys for the log's signature alone)")
-    return Policy(tuple(PolicyLog(KeyWindow.parse(k).verifier) for k in keys), (), (), None)
+    return WitnessPolicy(tuple(PolicyLog(KeyWindow.parse(k).verifier) for k in keys), (), (), None)
 
 
-def verify_receipt_file(path: str, record: bytes, policy: Policy, keys: list[str]) -> int:
+def verify_receipt_file(path: str, record: bytes, policy: WitnessPolicy, keys: list[str]) -> int:
     """Check the receipt at ``path`` for ``record``; print the verdict; the exit status."""
     text = read_text_file(path)
     logs = [KeyWindow.parse(k) for k in keys]

@@ -70,7 +70,7 @@ from otel_route_shadow.cli.progress import TerminalProgress
 from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
 from otel_route_shadow.cli.whatif_text import format_whatif
-from otel_route_shadow.cli.witnessed import read_policy
+from otel_route_shadow.cli.witnessed import read_witness_policy
 from otel_route_shadow.tlog import KeyWindow
 
 __all__ = ["register"]
@@ -310,7 +310,7 @@ def _handle_report(args: argparse.Namespace) -> int:
     except SnapshotSourceError as exc:
         raise CliError(str(exc)) from None
     verifiers = [KeyWindow.parse(key) for key in read_log_keys(args.key, args.keys)]
-    policy = read_policy(args.witness_policy) if args.witness_policy else None
+    policy = read_witness_policy(args.witness_policy) if args.witness_policy else None
     progress = _progress(args)
 
     fleet = fleet_mode(args)
@@ -405,7 +405,7 @@ def _handle_whatif(args: argparse.Namespace) -> int:
     progress = _progress(args)
     fleet = fleet_mode(args)
     verifiers = [KeyWindow.parse(key) for key in read_log_keys(args.key, args.keys)]
-    policy = read_policy(args.witness_policy) if args.witness_policy else None
+    policy = read_witness_policy(args.witness_policy) if args.witness_policy else None
     try:
         result = (
             fleet_replay(

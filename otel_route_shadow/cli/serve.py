@@ -25,7 +25,7 @@ from otel_route_shadow.cli.checkpoints import read_verifiers
 from otel_route_shadow.cli.common import CliError, count_argument, input_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_OK, epilog
 from otel_route_shadow.cli.verify_checkpoints import entry_lines, unservable_bundles
-from otel_route_shadow.cli.witnessed import log_keys, read_policy
+from otel_route_shadow.cli.witnessed import log_keys, read_witness_policy
 from otel_route_shadow.logstore import LogStore, PublishedLog, Unservable
 from otel_route_shadow.server import Limits, LogServer, LogSite, SiteError
 from otel_route_shadow.tlog import CosignatureVerifier, Verifier
@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
     keys = read_verifiers(args.key)
     witnesses: tuple[CosignatureVerifier, ...] = ()
     if args.witness_policy is not None:
-        policy = read_policy(args.witness_policy)
+        policy = read_witness_policy(args.witness_policy)
         keys, witnesses = log_keys(policy, keys, args.witness_policy), policy.witness_verifiers()
     verifiers = [Verifier.parse(key) for key in keys]
     logs = [_open(chain, verifiers, witnesses) for chain in args.chains]

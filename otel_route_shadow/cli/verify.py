@@ -29,10 +29,10 @@ from otel_route_shadow.cli.verify_checkpoints import (
     unservable_bundles,
 )
 from otel_route_shadow.cli.witnessed import (
-    PolicyVerdict,
+    WitnessPolicyVerdict,
     log_keys,
     policy_verdict,
-    read_policy,
+    read_witness_policy,
     verdict_lines,
 )
 from otel_route_shadow.logstore import ConsistencyReport, LogStore, Pruned, StateError
@@ -93,7 +93,7 @@ def register(sub: Any) -> None:
     witness_policy_arg(
         parser,
         "a C2SP tlog-policy file: its log keys authenticate the checkpoints, and a checkpoint counts as "
-        "witnessed only when its witnesses' cosignatures meet the policy's quorum",
+        "witnessed only when its witnesses' cosignatures meet the witness policy's quorum",
     )
     parser.add_argument(
         "--max-unwitnessed",
@@ -136,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.live_segment and not (args.key or args.keys):
         raise CliError("--live-segment needs --key or --keys: the anchor's checkpoint must be verified")
-    policy = read_policy(args.witness_policy) if args.witness_policy else None
+    policy = read_witness_policy(args.witness_policy) if args.witness_policy else None
     keys = log_keys(policy, [], args.witness_policy) if policy is not None else None
     pruned = _pruned(path)
     start = pruned.min_index if pruned is not None and not args.live_segment else 0
@@ -220,7 +220,7 @@ def _print(
     path: str,
     result: VerifyResult,
     report: ConsistencyReport | None,
-    witnessed: PolicyVerdict | None,
+    witnessed: WitnessPolicyVerdict | None,
     refusals: Refusals,
     pruned: Pruned | None,
     kept: Kept | None,

@@ -24,40 +24,40 @@ from typing import Any
 
 from otel_route_shadow.cli.common import CliError
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_INSUFFICIENT, EXIT_OK, EXIT_USAGE
-from otel_route_shadow.logstore import CheckpointVerdict, read_policy_file
+from otel_route_shadow.logstore import CheckpointVerdict, read_witness_policy_file
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     AttestationError,
     KeyWindow,
-    Policy,
-    PolicyError,
     QuorumReport,
     WitnessedCheckpoint,
+    WitnessPolicy,
+    WitnessPolicyError,
     attest_notes,
 )
 from otel_route_shadow.witness import WitnessConfigError, endpoints_from_policy
 
 __all__ = [
-    "PolicyVerdict",
+    "WitnessPolicyVerdict",
     "attestation_problem",
     "log_keys",
     "policy_verdict",
-    "read_policy",
+    "read_witness_policy",
     "verdict_lines",
 ]
 
 
-def read_policy(path: str) -> Policy:
+def read_witness_policy(path: str) -> WitnessPolicy:
     """The policy at ``path``; a malformed file, witness key or witness URL is a one-line ``CliError``."""
     try:
-        policy = read_policy_file(path)
+        policy = read_witness_policy_file(path)
         endpoints_from_policy(policy)  # every witness URL must be one a log can push to
-    except (PolicyError, WitnessConfigError) as exc:
+    except (WitnessPolicyError, WitnessConfigError) as exc:
         raise CliError(f"--witness-policy {path}: {exc}") from None
     return policy
 
 
-def log_keys(policy: Policy, keys: Sequence[str], path: str) -> list[str]:
+def log_keys(policy: WitnessPolicy, keys: Sequence[str], path: str) -> list[str]:
     """The log keys: the ``--key``/``--keys`` strings and the policy's ``log`` lines whose key they do not
     give already; one at least."""
     given = {key.split(" ", 1)[0] for key in keys}
@@ -76,7 +76,7 @@ def attestation_problem(exc: AttestationError, source: str) -> CliError:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class PolicyVerdict:
+class WitnessPolicyVerdict:
     """The three statements and the exit status they give (see the module)."""
 
     policy: str
@@ -154,7 +154,7 @@ def _checkpoint_dict(c: WitnessedCheckpoint) -> dict[str, Any]:
 
 def policy_verdict(
     path: str,
-    policy: Policy,
+    policy: WitnessPolicy,
     notes: Sequence[str],
     verdicts: Sequence[CheckpointVerdict],
     *,
@@ -164,7 +164,7 @@ def policy_verdict(
     max_unwitnessed: int | None = None,
     now: Callable[[], float] = time.time,
     all_cosignatures: bool = False,
-) -> PolicyVerdict:
+) -> WitnessPolicyVerdict:
     """The verdict of ``policy`` on ``notes``, whose consistency with the chain ``verdicts`` give (one per
     note, ``logstore.verify_against_checkpoints``). Cosignatures are checked from the newest checkpoint down
     until the attested size and every witness's largest cosigned size are known (``all_cosignatures``:
@@ -193,7 +193,7 @@ def policy_verdict(
         for c in report.checkpoints
         if c.quorum.met and not holds(c) and any(i in by_index for i in c.notes)
     )
-    return PolicyVerdict(
+    return WitnessPolicyVerdict(
         policy=path,
         quorum=report,
         intact=intact,
@@ -205,7 +205,7 @@ def policy_verdict(
     )
 
 
-def verdict_lines(verdict: PolicyVerdict) -> list[str]:
+def verdict_lines(verdict: WitnessPolicyVerdict) -> list[str]:
     """The verdict in sentences: the three statements, each witness's largest size, the exit status."""
     quorum = verdict.quorum.quorum or "none"
     distinct = len(verdict.quorum.checkpoints) + len(verdict.quorum.unchecked)
@@ -246,7 +246,7 @@ def verdict_lines(verdict: PolicyVerdict) -> list[str]:
     return lines
 
 
-def _attested_sentence(verdict: PolicyVerdict) -> str:
+def _attested_sentence(verdict: WitnessPolicyVerdict) -> str:
     attested = verdict.attested
     if attested is None:
         newest = verdict.quorum.newest()
@@ -266,7 +266,7 @@ def _attested_sentence(verdict: PolicyVerdict) -> str:
     )
 
 
-def _status_sentence(verdict: PolicyVerdict) -> str:
+def _status_sentence(verdict: WitnessPolicyVerdict) -> str:
     code = verdict.exit_code
     if code == EXIT_OK:
         return "attested: intact, consistent, and witnessed by the quorum" + (

@@ -62,10 +62,10 @@ from otel_route_shadow.logstore import (
     cut_signed,
     default_origin,
     empty_tree_note,
-    read_policy_file,
     read_signing_keys,
+    read_witness_policy_file,
 )
-from otel_route_shadow.tlog import Policy, PolicyError, Signer
+from otel_route_shadow.tlog import Signer, WitnessPolicy, WitnessPolicyError
 from otel_route_shadow.witness import DEFAULT_PUSHES_PER_DAY, CheckpointWitnessing, WitnessConfigError
 from otel_route_shadow.worker import AFTER_FORK, Worker, WorkerName
 
@@ -510,13 +510,13 @@ def _retention(
     """The retention of the newest ``keep`` records, with the writer's keys and witness policy; None
     (logged, one line) when it cannot be applied as configured."""
     why = None
-    policy: Policy | None = None
+    policy: WitnessPolicy | None = None
     if not signers:
         why = "no signing key: no checkpoint says which records are covered"
     elif policy_path is not None:
         try:
-            policy = read_policy_file(policy_path)
-        except PolicyError as exc:
+            policy = read_witness_policy_file(policy_path)
+        except WitnessPolicyError as exc:
             why = f"the witness policy {policy_path} cannot be used: {exc}"
     if why is not None:
         _LOG.warning("route-shadow: retention off, nothing is pruned: %s", why)
@@ -547,7 +547,7 @@ def _witness(scheduled: ScheduledCheckpointer, path: str, pushes_per_day: float)
     logged, one line, and nothing is pushed."""
     checkpointer = scheduled.checkpointer
     try:
-        policy = read_policy_file(path)
+        policy = read_witness_policy_file(path)
         witnesses = CheckpointWitnessing(
             checkpointer.directory,
             checkpointer.origin,
@@ -555,7 +555,7 @@ def _witness(scheduled: ScheduledCheckpointer, path: str, pushes_per_day: float)
             pushes_per_day=pushes_per_day,
             exclusive=scheduled.exclusive,
         )
-    except (PolicyError, WitnessConfigError) as exc:
+    except (WitnessPolicyError, WitnessConfigError) as exc:
         _LOG.warning("route-shadow: checkpoints not pushed to witnesses: %s: %s", path, exc)
         return
     if not witnesses.endpoints:

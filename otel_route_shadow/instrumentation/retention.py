@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from otel_route_shadow.logstore import PruneOptions, PruneRefused, PruneResult, Retention, prune
-from otel_route_shadow.tlog import Policy, Verifier
+from otel_route_shadow.tlog import Verifier, WitnessPolicy
 
 __all__ = ["RETENTION_LOCK_WAIT_S", "HostRetention"]
 
@@ -47,7 +47,7 @@ class HostRetention:
         chain_path: str,
         keep_records: int,
         verifiers: Sequence[Verifier],
-        policy: Policy | None = None,
+        policy: WitnessPolicy | None = None,
         *,
         delete: bool = False,
     ) -> None:

@@ -42,8 +42,8 @@ from otel_route_shadow.logstore.integrity import chain_tree
 from otel_route_shadow.logstore.keys import (
     KeyFileError,
     generate_key_file,
-    read_policy_file,
     read_signing_keys,
+    read_witness_policy_file,
 )
 from otel_route_shadow.logstore.note_file import MAX_NOTE_FILE, NoteFile, read_note_file
 from otel_route_shadow.logstore.prune_lock import PruneRunning, prunes_held_off
@@ -131,8 +131,8 @@ __all__ = [
     "pruned_resource",
     "prunes_held_off",
     "read_note_file",
-    "read_policy_file",
     "read_signing_keys",
+    "read_witness_policy_file",
     "served_min_index",
     "signed_checkpoint_from_note",
     "tlog_dir",

@@ -1,5 +1,5 @@
 """Key files: a signer key written once with mode 0600, read back by the plugin; and witness trust
-policy files (C2SP tlog-policy text, parsed by ``tlog.parse_policy``).
+policy files (C2SP tlog-policy text, parsed by ``tlog.parse_witness_policy``).
 
 A key file holds Go-style signer strings (``PRIVATE+KEY+...``), one a line, each ending in LF:
 ``key generate`` writes one. During a key rotation the operator appends the new key (the same name,
@@ -16,9 +16,16 @@ from __future__ import annotations
 import os
 
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
-from otel_route_shadow.tlog import MAX_POLICY_BYTES, NoteError, Policy, PolicyError, Signer, parse_policy
+from otel_route_shadow.tlog import (
+    MAX_POLICY_BYTES,
+    NoteError,
+    Signer,
+    WitnessPolicy,
+    WitnessPolicyError,
+    parse_witness_policy,
+)
 
-__all__ = ["KeyFileError", "generate_key_file", "read_policy_file", "read_signing_keys"]
+__all__ = ["KeyFileError", "generate_key_file", "read_signing_keys", "read_witness_policy_file"]
 
 _MAX_KEY_FILE = 4096
 MAX_SIGNING_KEYS = 4
@@ -95,15 +102,15 @@ def _signer(path: str, number: int, line: str) -> Signer:
         raise KeyFileError(f"{where}: not a signing key: {reason}") from None
 
 
-def read_policy_file(path: str | os.PathLike[str]) -> Policy:
+def read_witness_policy_file(path: str | os.PathLike[str]) -> WitnessPolicy:
     """Read and parse the policy file ``path`` (bounded; a FIFO or any other non-regular file is refused
-    without blocking). Every problem is one :class:`PolicyError` (the caller names the path)."""
+    without blocking). Every problem is one :class:`WitnessPolicyError` (the caller names the path)."""
     try:
         data = read_regular(path, MAX_POLICY_BYTES + 1)
     except FileNotFoundError:
-        raise PolicyError(None, "no such file") from None
+        raise WitnessPolicyError(None, "no such file") from None
     except FileRefused as exc:
-        raise PolicyError(None, exc.problem) from None
+        raise WitnessPolicyError(None, exc.problem) from None
     except OSError as exc:
-        raise PolicyError(None, f"cannot read: {exc.strerror or type(exc).__name__}") from None
-    return parse_policy(data)
+        raise WitnessPolicyError(None, f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    return parse_witness_policy(data)

@@ -69,10 +69,10 @@ from otel_route_shadow.tlog import (
     Checkpoint,
     KeyWindow,
     LogKey,
-    Policy,
     ProofError,
     TileError,
     TileReader,
+    WitnessPolicy,
     attest_notes,
     authenticate,
     check_archive_doc,
@@ -153,7 +153,7 @@ class PruneOptions:
     records; ``now`` (POSIX seconds) and ``command`` (the command line, recorded in ``pruned``)."""
 
     verifiers: Sequence[LogKey]
-    policy: Policy | None = None
+    policy: WitnessPolicy | None = None
     compress: bool = True
     delete: bool = False
     force: bool = False

@@ -55,7 +55,13 @@ from otel_route_shadow.tlog.merkle import (
     verify_consistency,
 )
 from otel_route_shadow.tlog.note import NoteError, OpenedNote, Signer, Verifier, parse_note, sign_note
-from otel_route_shadow.tlog.policy import MAX_POLICY_BYTES, Policy, PolicyError, PolicyLog, parse_policy
+from otel_route_shadow.tlog.policy import (
+    MAX_POLICY_BYTES,
+    PolicyLog,
+    WitnessPolicy,
+    WitnessPolicyError,
+    parse_witness_policy,
+)
 from otel_route_shadow.tlog.proofs import (
     ConsistencyProofDoc,
     InclusionProofDoc,
@@ -113,8 +119,6 @@ __all__ = [
     "NodeReader",
     "NoteError",
     "OpenedNote",
-    "Policy",
-    "PolicyError",
     "PolicyLog",
     "ProofDoc",
     "ProofError",
@@ -131,6 +135,8 @@ __all__ = [
     "TreeBuilder",
     "TreeLevels",
     "Verifier",
+    "WitnessPolicy",
+    "WitnessPolicyError",
     "WitnessedCheckpoint",
     "add_cosignatures",
     "attest_checkpoint",
@@ -151,8 +157,8 @@ __all__ = [
     "parse_checkpoint",
     "parse_key_set",
     "parse_note",
-    "parse_policy",
     "parse_size",
+    "parse_witness_policy",
     "partial_tiles",
     "perfect_root",
     "prove_consistency",

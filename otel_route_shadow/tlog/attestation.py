@@ -33,7 +33,7 @@ from otel_route_shadow.tlog.cosignature import (
 )
 from otel_route_shadow.tlog.keyset import LogKey
 from otel_route_shadow.tlog.note import NoteError, OpenedNote, Verifier, parse_note
-from otel_route_shadow.tlog.policy import Policy, QuorumVerdict
+from otel_route_shadow.tlog.policy import QuorumVerdict, WitnessPolicy
 
 __all__ = [
     "Attestation",
@@ -91,7 +91,7 @@ class Attestation:
 
 def attest_checkpoint(
     note: str,
-    policy: Policy,
+    policy: WitnessPolicy,
     *,
     now: int,
     skew: int = DEFAULT_SKEW_S,
@@ -147,7 +147,7 @@ def _log_signature(
     return next(key.verifier for key in keys if str(key.verifier) == signed_by[0])
 
 
-def _cosignatures(note: str, policy: Policy, now: int, skew: int) -> Cosignatures:
+def _cosignatures(note: str, policy: WitnessPolicy, now: int, skew: int) -> Cosignatures:
     try:
         return verify_cosignatures(note, policy.witness_verifiers(), now=now, skew=skew)
     except CosignatureError as exc:

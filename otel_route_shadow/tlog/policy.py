@@ -28,11 +28,11 @@ them):
 Stricter than the draft, where torchwood's ``ParsePolicy`` reads a line differently (so that every
 policy accepted here means the same there): ``#`` appears only at the start of a comment line (torchwood
 cuts a line at any ``#``), names hold no Unicode whitespace (torchwood splits on it), and a line holds no
-items beyond those above (torchwood ignores extra ones). Every refusal is one :class:`PolicyError`
+items beyond those above (torchwood ignores extra ones). Every refusal is one :class:`WitnessPolicyError`
 naming the line and what was expected there, never quoting the line: a file given as a policy by
 mistake may be a private key.
 
-:meth:`Policy.evaluate` answers the quorum question: given the names of the witnesses whose
+:meth:`WitnessPolicy.evaluate` answers the quorum question: given the names of the witnesses whose
 cosignatures verified, is the quorum met, and which of its witnesses are missing.
 """
 
@@ -47,14 +47,14 @@ from otel_route_shadow.tlog.note import NoteError, Verifier
 
 __all__ = [
     "MAX_POLICY_BYTES",
-    "Policy",
-    "PolicyError",
     "PolicyGroup",
     "PolicyLog",
     "PolicyWitness",
     "QuorumVerdict",
-    "format_policy",
-    "parse_policy",
+    "WitnessPolicy",
+    "WitnessPolicyError",
+    "format_witness_policy",
+    "parse_witness_policy",
 ]
 
 MAX_POLICY_BYTES = 256 * 1024
@@ -66,7 +66,7 @@ _THRESHOLD = re.compile(r"[1-9][0-9]{0,8}")
 _FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
-class PolicyError(ValueError):
+class WitnessPolicyError(ValueError):
     """A policy that breaks the draft; ``line`` is the 1-based line number (``None``: the whole file)."""
 
     def __init__(self, line: int | None, problem: str) -> None:
@@ -112,7 +112,7 @@ class QuorumVerdict:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Policy:
+class WitnessPolicy:
     """A parsed policy; ``quorum`` is ``None`` for ``quorum none`` (no cosignature required)."""
 
     logs: tuple[PolicyLog, ...]
@@ -151,7 +151,7 @@ class Policy:
         return tuple(w.name for w in self.witnesses if w.name in found)
 
 
-def format_policy(policy: Policy) -> str:
+def format_witness_policy(policy: WitnessPolicy) -> str:
     """The policy's text: logs, witnesses, groups (in order), then the quorum line."""
     lines = [_optional_url(f"log {log.verifier}", log.url) for log in policy.logs]
     lines += [_optional_url(f"witness {w.name} {w.verifier}", w.url) for w in policy.witnesses]
@@ -174,8 +174,8 @@ class _Parsing:
     quorum_line: int | None = None
 
 
-def parse_policy(data: str | bytes) -> Policy:
-    """Parse a policy file; one :class:`PolicyError` naming the first line that breaks a rule."""
+def parse_witness_policy(data: str | bytes) -> WitnessPolicy:
+    """Parse a policy file; one :class:`WitnessPolicyError` naming the first line that breaks a rule."""
     text = _decode(data)
     state = _Parsing()
     for number, line in enumerate(text.split("\n"), start=1):
@@ -184,27 +184,31 @@ def parse_policy(data: str | bytes) -> Policy:
         if fields:
             _parse_line(fields, number, state)
     if state.quorum_line is None:
-        raise PolicyError(None, "the policy has no quorum line (write `quorum none` to require no witness)")
-    return Policy(tuple(state.logs), tuple(state.witnesses), tuple(state.groups), state.quorum)
+        raise WitnessPolicyError(
+            None, "the policy has no quorum line (write `quorum none` to require no witness)"
+        )
+    return WitnessPolicy(tuple(state.logs), tuple(state.witnesses), tuple(state.groups), state.quorum)
 
 
 def _decode(data: str | bytes) -> str:
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > MAX_POLICY_BYTES:
-        raise PolicyError(None, f"the policy is larger than {MAX_POLICY_BYTES} bytes")
+        raise WitnessPolicyError(None, f"the policy is larger than {MAX_POLICY_BYTES} bytes")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise PolicyError(line, "not UTF-8") from None
+        raise WitnessPolicyError(line, "not UTF-8") from None
 
 
 def _check_characters(line: str, number: int) -> None:
     found = _FORBIDDEN.search(line)
     if found:
-        raise PolicyError(number, f"a control character (0x{ord(found.group()):02x}); only tab is allowed")
+        raise WitnessPolicyError(
+            number, f"a control character (0x{ord(found.group()):02x}); only tab is allowed"
+        )
     if any(0xD800 <= ord(ch) <= 0xDFFF for ch in line):
-        raise PolicyError(number, "not UTF-8")
+        raise WitnessPolicyError(number, "not UTF-8")
 
 
 def _fields(line: str, number: int) -> list[str]:
@@ -213,7 +217,7 @@ def _fields(line: str, number: int) -> list[str]:
     if not stripped or stripped.startswith("#"):
         return []
     if "#" in stripped:
-        raise PolicyError(number, "'#' starts a comment line only: it cannot follow an item")
+        raise WitnessPolicyError(number, "'#' starts a comment line only: it cannot follow an item")
     return _SEPARATORS.split(stripped)
 
 
@@ -228,29 +232,29 @@ def _parse_line(fields: list[str], number: int, state: _Parsing) -> None:
     elif keyword == "quorum":
         _parse_quorum(args, number, state)
     else:
-        raise PolicyError(number, "the first item is not a keyword: log, witness, group or quorum")
+        raise WitnessPolicyError(number, "the first item is not a keyword: log, witness, group or quorum")
 
 
 def _parse_log(args: list[str], number: int, state: _Parsing) -> None:
     if not 1 <= len(args) <= 2:
-        raise PolicyError(number, "a log line is `log <vkey> [<url>]`")
+        raise WitnessPolicyError(number, "a log line is `log <vkey> [<url>]`")
     try:
         verifier = Verifier.parse(args[0])
     except NoteError as exc:
-        raise PolicyError(number, f"the log key: {exc}") from None
+        raise WitnessPolicyError(number, f"the log key: {exc}") from None
     _check_new_key(verifier.public_key, [log.verifier.public_key for log in state.logs], "log", number)
     state.logs.append(PolicyLog(verifier, args[1] if len(args) == 2 else None))
 
 
 def _parse_witness(args: list[str], number: int, state: _Parsing) -> None:
     if not 2 <= len(args) <= 3:
-        raise PolicyError(number, "a witness line is `witness <name> <vkey> [<url>]`")
+        raise WitnessPolicyError(number, "a witness line is `witness <name> <vkey> [<url>]`")
     name = args[0]
     _check_new_name(name, number, state)
     try:
         verifier = CosignatureVerifier.parse(args[1])
     except CosignatureError as exc:
-        raise PolicyError(number, f"the witness key: {exc}") from None
+        raise WitnessPolicyError(number, f"the witness key: {exc}") from None
     _check_new_key(verifier.public_key, [w.verifier.public_key for w in state.witnesses], "witness", number)
     state.witnesses.append(PolicyWitness(name, verifier, args[2] if len(args) == 3 else None))
     state.names.add(name)
@@ -258,7 +262,7 @@ def _parse_witness(args: list[str], number: int, state: _Parsing) -> None:
 
 def _parse_group(args: list[str], number: int, state: _Parsing) -> None:
     if len(args) < 3:
-        raise PolicyError(
+        raise WitnessPolicyError(
             number, "a group line is `group <name> <k|any|all> <member>...` (one member at least)"
         )
     name, threshold, members = args[0], args[1], args[2:]
@@ -270,38 +274,38 @@ def _parse_group(args: list[str], number: int, state: _Parsing) -> None:
 
 def _parse_quorum(args: list[str], number: int, state: _Parsing) -> None:
     if len(args) != 1:
-        raise PolicyError(number, "a quorum line is `quorum <name>` or `quorum none`")
+        raise WitnessPolicyError(number, "a quorum line is `quorum <name>` or `quorum none`")
     if state.quorum_line is not None:
-        raise PolicyError(number, f"a second quorum line (the first is line {state.quorum_line})")
+        raise WitnessPolicyError(number, f"a second quorum line (the first is line {state.quorum_line})")
     name = args[0]
     if name != NONE and name not in state.names:
-        raise PolicyError(number, "the quorum names neither none nor a witness or group defined above")
+        raise WitnessPolicyError(number, "the quorum names neither none nor a witness or group defined above")
     state.quorum, state.quorum_line = (None if name == NONE else name), number
 
 
 def _check_new_name(name: str, number: int, state: _Parsing) -> None:
     if name == NONE:
-        raise PolicyError(number, "`none` is predefined (no witness required), it cannot be defined")
+        raise WitnessPolicyError(number, "`none` is predefined (no witness required), it cannot be defined")
     if name in state.names:
-        raise PolicyError(number, "the name is already defined")
+        raise WitnessPolicyError(number, "the name is already defined")
     if any(ch.isspace() for ch in name):
-        raise PolicyError(number, "the name holds a Unicode space")
+        raise WitnessPolicyError(number, "the name holds a Unicode space")
 
 
 def _check_new_key(public_key: bytes, known: list[bytes], what: str, number: int) -> None:
     if public_key in known:
-        raise PolicyError(number, f"a second {what} with the same public key")
+        raise WitnessPolicyError(number, f"a second {what} with the same public key")
 
 
 def _members(members: list[str], number: int, state: _Parsing) -> None:
     seen: set[str] = set()
     for position, member in enumerate(members, start=1):
         if member == NONE:
-            raise PolicyError(number, "`none` cannot be a group member")
+            raise WitnessPolicyError(number, "`none` cannot be a group member")
         if member not in state.names:
-            raise PolicyError(number, f"member {position} is not a witness or group defined above")
+            raise WitnessPolicyError(number, f"member {position} is not a witness or group defined above")
         if member in seen:
-            raise PolicyError(number, f"member {position} is listed twice")
+            raise WitnessPolicyError(number, f"member {position} is listed twice")
         seen.add(member)
 
 
@@ -311,7 +315,7 @@ def _threshold(text: str, members: int, number: int) -> int:
     if text == "all":
         return members
     if not _THRESHOLD.fullmatch(text) or not 1 <= int(text) <= members:
-        raise PolicyError(
+        raise WitnessPolicyError(
             number,
             f"the threshold is not any, all or a decimal k with 1 <= k <= {members} (the members)",
         )

@@ -30,7 +30,7 @@ from otel_route_shadow.tlog.checkpoint import Checkpoint
 from otel_route_shadow.tlog.cosignature import DEFAULT_SKEW_S
 from otel_route_shadow.tlog.keyset import LogKey
 from otel_route_shadow.tlog.note import NoteError, parse_note
-from otel_route_shadow.tlog.policy import Policy, QuorumVerdict
+from otel_route_shadow.tlog.policy import QuorumVerdict, WitnessPolicy
 
 __all__ = ["NoteProblem", "QuorumReport", "WitnessedCheckpoint", "attest_notes"]
 
@@ -90,7 +90,7 @@ class QuorumReport:
 
 def attest_notes(
     notes: Sequence[str],
-    policy: Policy,
+    policy: WitnessPolicy,
     *,
     now: int,
     skew: int = DEFAULT_SKEW_S,
@@ -125,7 +125,9 @@ def attest_notes(
 
 
 def _known(
-    checkpoints: Sequence[WitnessedCheckpoint], policy: Policy, holds: Callable[[WitnessedCheckpoint], bool]
+    checkpoints: Sequence[WitnessedCheckpoint],
+    policy: WitnessPolicy,
+    holds: Callable[[WitnessedCheckpoint], bool],
 ) -> bool:
     """Whether checkpoints checked from the newest down already give the answer: one meets the quorum and
     ``holds``, and every witness of the policy cosigned one of them (so its largest size is known)."""
@@ -155,7 +157,7 @@ def _attest_checkpoint(
     text: str,
     indexes: list[int],
     notes: Sequence[str],
-    policy: Policy,
+    policy: WitnessPolicy,
     now: int,
     skew: int,
     logs: Sequence[LogKey],
@@ -199,7 +201,9 @@ def _attest_checkpoint(
     )
 
 
-def _witnessed(attestation: Attestation, indexes: tuple[int, ...], policy: Policy) -> WitnessedCheckpoint:
+def _witnessed(
+    attestation: Attestation, indexes: tuple[int, ...], policy: WitnessPolicy
+) -> WitnessedCheckpoint:
     counted = {c.name for c in attestation.cosignatures if c.counted}
     future = {c.name for c in attestation.cosignatures if not c.counted} - counted
     order = [w.name for w in policy.witnesses]
@@ -219,7 +223,7 @@ def _size_of(note: str) -> int | None:
 
 
 def _largest(
-    checkpoints: Sequence[WitnessedCheckpoint], policy: Policy
+    checkpoints: Sequence[WitnessedCheckpoint], policy: WitnessPolicy
 ) -> tuple[tuple[str, int | None], ...]:
     sizes: dict[str, int] = {}
     for witnessed in checkpoints:

@@ -34,7 +34,7 @@ from otel_route_shadow.tlog.checkpoint import parse_size
 from otel_route_shadow.tlog.cosignature import DEFAULT_SKEW_S
 from otel_route_shadow.tlog.keyset import LogKey
 from otel_route_shadow.tlog.merkle import HASH_SIZE, ProofError, leaf_hash, verify_inclusion
-from otel_route_shadow.tlog.policy import Policy
+from otel_route_shadow.tlog.policy import WitnessPolicy
 
 __all__ = [
     "HEADER",
@@ -162,7 +162,7 @@ def _canonical_base64(text: str, what: str) -> bytes:
 def verify_receipt(
     text: str,
     record: bytes,
-    policy: Policy,
+    policy: WitnessPolicy,
     *,
     now: int,
     skew: int = DEFAULT_SKEW_S,

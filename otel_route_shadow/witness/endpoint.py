@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from otel_route_shadow.addresses import UrlError, parse_http_url
-from otel_route_shadow.tlog import CosignatureVerifier, Policy
+from otel_route_shadow.tlog import CosignatureVerifier, WitnessPolicy
 
 __all__ = ["WitnessConfigError", "WitnessEndpoint", "endpoints_from_policy"]
 
@@ -41,7 +41,7 @@ class WitnessEndpoint:
         return cls(name, verifier, url, target.host, target.port, target.path.rstrip("/"), target.tls)
 
 
-def endpoints_from_policy(policy: Policy) -> tuple[WitnessEndpoint, ...]:
+def endpoints_from_policy(policy: WitnessPolicy) -> tuple[WitnessEndpoint, ...]:
     """An endpoint for each witness of ``policy`` that has a URL, in the policy's order."""
     return tuple(
         WitnessEndpoint.parse(w.name, w.verifier, w.url) for w in policy.witnesses if w.url is not None

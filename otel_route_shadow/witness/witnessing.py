@@ -38,7 +38,7 @@ from contextlib import AbstractContextManager
 from typing import Final
 
 from otel_route_shadow.logstore import Cosigned, LogStore, SignedCheckpoint
-from otel_route_shadow.tlog import DEFAULT_SKEW_S, Checkpoint, Policy, TileReader, consistency_proof
+from otel_route_shadow.tlog import DEFAULT_SKEW_S, Checkpoint, TileReader, WitnessPolicy, consistency_proof
 from otel_route_shadow.witness.client import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -83,7 +83,7 @@ class CheckpointWitnessing:
         self,
         directory: LogStore,
         origin: str,
-        policy: Policy,
+        policy: WitnessPolicy,
         *,
         pushes_per_day: float = DEFAULT_PUSHES_PER_DAY,
         exclusive: Exclusive = _always,
