@@ -74,13 +74,13 @@ def test_signers_are_listed_not_verified(chain: Path) -> None:
 def test_a_witness_cosignature_is_listed_as_cosigned(chain: Path) -> None:
     from witness_support import Cosigner
 
-    log, witness = Signer.generate("route-shadow"), Cosigner("witness.example/w1")
+    log, witness = Signer.generate(ORIGIN), Cosigner("witness.example/w1")  # a log's key: named for its origin
     target = write_checkpoint(chain, 17, [log])
     note = target.read_text(encoding="utf-8")
     text = note.split("\n\n", 1)[0] + "\n"
     target.write_text(note + witness.line(text, 1_800_000_000), encoding="utf-8")
     evidence = read_evidence(chain, 17)
-    assert evidence.signed_by == (f"route-shadow+{log.key_id:08x}",)
+    assert evidence.signed_by == (f"{ORIGIN}+{log.key_id:08x}",)
     assert evidence.cosigned_by == (f"witness.example/w1+{witness.verifier.key_id:08x}",)
     assert read_evidence(chain, 17, verifiers=[log.verifier()]).verification == VERIFIED
 

@@ -206,6 +206,24 @@ def test_a_signature_by_no_given_key_excludes_the_log(tmp_path: Path) -> None:
     assert "not signed by any given key valid for its size" in report.fleet.excluded[0].reason
 
 
+def test_a_log_signed_by_another_hosts_key_is_excluded_not_counted_under_the_origin_it_claims(
+    tmp_path: Path,
+) -> None:
+    # Every host's key given, a host's key vouched for a log naming another host's origin: the
+    # fleet counted it as beta's log, which beta's key never signed.
+    from otel_route_shadow.tlog import Verifier
+
+    alpha, alpha_signer = make_log(tmp_path, "alpha", "alpha.example/route-shadow")
+    beta = tmp_path / "beta.jsonl"
+    build_chain(beta, SCENARIO[1:4])
+    assert Checkpointer(str(beta), "beta.example/route-shadow", alpha_signer).checkpoint() is not None
+    beta_key = Verifier.parse(str(Signer.generate("beta.example/route-shadow").verifier()))
+    report = build_fleet_report([str(alpha), str(beta)], verifiers=[alpha_signer.verifier(), beta_key])
+    assert report.fleet is not None
+    assert [log.path for log in report.fleet.excluded] == [str(beta)]
+    assert [log.path for log in report.fleet.included] == [str(alpha)]
+
+
 def test_a_fleets_chain_line_names_no_head_it_does_not_have(tmp_path: Path) -> None:
     # A fleet has no one head: its line said "verified: 17 records, head None".
     make_log(tmp_path, "alpha", "alpha.example/route-shadow")

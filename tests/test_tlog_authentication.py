@@ -91,3 +91,13 @@ def test_authenticating_against_many_keys_reads_only_the_keys_the_note_names(
     with pytest.raises(AuthenticationError) as caught:  # size 7 is outside the first window given
         authenticate(note, [*others, *windowed])
     assert caught.value.reason == "key-outside-window"
+
+
+def test_a_key_named_for_another_origin_never_authenticates_a_checkpoint() -> None:
+    # The log's key is named for its origin: a checkpoint of "someone-else" signed by this log's key was
+    # taken as authentic, so one host's key vouched for another host's log.
+    note = sign_note(Checkpoint("example.com/someone-else", 7, bytes(range(32))).text(), [SIGNER])
+    with pytest.raises(UnknownKey) as caught:
+        authenticate(note, [SIGNER.verifier(), OTHER.verifier()])
+    assert caught.value.reason == "unknown-key"
+    assert "another origin" in str(caught.value)

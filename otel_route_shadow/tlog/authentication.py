@@ -4,7 +4,9 @@ A note is opened with the verifier keys given (C2SP signed-note: signatures by o
 a signature by a given key that does not verify rejects the note) and its text parsed as a C2SP
 tlog-checkpoint. :func:`authenticate` returns the checkpoint and who signed it, or raises one of the
 :class:`AuthenticationError` classes below; each carries the ``reason`` verifiers report
-(``logstore.ConsistencyReason`` uses the same words). With no verifier keys nothing can be authenticated:
+(``logstore.ConsistencyReason`` uses the same words). Only a key named for the checkpoint's origin
+authenticates it (C2SP tlog-checkpoint: a log's key is named after its origin), so one log's key never
+vouches for another's checkpoint: :class:`UnknownKey`. With no verifier keys nothing can be authenticated:
 the checkpoint is returned parsed, with ``signed_by`` empty, for callers that accept unsigned logs.
 A key may be given with the tree sizes it is valid for (a ``KeyWindow`` of the log's key set, as a log
 that rotated its key has): a checkpoint of size n is authentic iff it carries a valid signature by a
@@ -118,17 +120,28 @@ def authenticate(note: str, keys: Sequence[LogKey]) -> Authenticated:
         if opened.unknown:
             raise UnknownKey("signed only by keys not given: " + ", ".join(opened.unknown), checkpoint)
         raise Unsigned("no signature", checkpoint)
-    signed_by = tuple(key for key in opened.verified_by if windows[key].contains(checkpoint.size))
+    # A log's key is named for its origin: another log's key vouches for nothing of this one.
+    own = [key for key in opened.verified_by if windows[key].verifier.name == checkpoint.origin]
+    if keys and not own:
+        foreign = ", ".join(_name(windows[key]) for key in opened.verified_by)
+        raise UnknownKey(
+            f"signed only by keys named for another origin than {checkpoint.origin!r}: {foreign}", checkpoint
+        )
+    signed_by = tuple(key for key in own if windows[key].contains(checkpoint.size))
     if keys and not signed_by:
-        outside = "; ".join(_outside(windows[key]) for key in opened.verified_by)
+        outside = "; ".join(_outside(windows[key]) for key in own)
         raise OutsideWindow(
             f"size {checkpoint.size}: signed only by keys not valid for it: {outside}", checkpoint
         )
     return Authenticated(checkpoint, signed_by)
 
 
+def _name(window: KeyWindow) -> str:
+    return "+".join(str(window.verifier).split("+", 2)[:2])
+
+
 def _outside(window: KeyWindow) -> str:
-    name = "+".join(str(window.verifier).split("+", 2)[:2])
+    name = _name(window)
     if window.until_size is None:
         return f"{name} (valid for sizes from {window.from_size})"
     return f"{name} (valid for sizes {window.from_size} to {window.until_size - 1})"
