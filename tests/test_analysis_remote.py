@@ -276,6 +276,20 @@ def test_a_remote_naming_a_local_logs_origin_is_excluded_not_the_whole_fleet(tmp
     assert "one log given twice, or a copy" in (remote.reason or "")
 
 
+def test_one_url_given_twice_is_refused_not_counted_twice(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: the logs were told apart by their path, so one URL given twice was one log in two
+    places: ``report --state`` counted its spawns twice (exit 0), ``report`` excluded both."""
+    with serving([log], workdir=tmp_path) as served:
+        url = served.urls[ORIGIN]
+        state = tmp_path / "state.json"
+        for extra in ([], ["--state", str(state)]):
+            assert main(["report", url, url, "--no-progress", "--json", *extra]) == EXIT_USAGE
+            assert "given as chains 1 and 2 are one URL" in capsys.readouterr().err
+    assert not state.exists()
+
+
 def _forged_first_bundle(log: Path) -> dict[str, bytes]:
     """What ``serve`` answers for the log, but for a record of its first bundle changed in transit."""
     lines = log.read_bytes().split(b"\n")[:-1]

@@ -112,14 +112,21 @@ def chain_paths(inputs: Sequence[str]) -> list[str]:
     folder), a remote log's URL, or a folder whose ``*.jsonl`` regular files (sorted by name) are its
     chains. A path that does not exist, and a URL that cannot be requested (``addresses.parse_http_url``:
     named by its place among ``inputs``, never quoted, for it may hold a credential), is a
-    :class:`FleetError`."""
+    :class:`FleetError`; so is a URL given twice (its log would be counted twice)."""
     found: list[str] = []
+    urls: dict[str, int] = {}
     for position, named in enumerate(inputs, 1):
         if is_remote(named):
             try:
                 parse_http_url(named)
             except UrlError as exc:
                 raise FleetError(f"the remote log given as chain {position}: {exc}") from None
+            if named in urls:
+                raise FleetError(
+                    f"the remote logs given as chains {urls[named]} and {position} are one URL: one log given "
+                    "twice; refused (the fleet would count its spawns twice)"
+                )
+            urls[named] = position
         item = named if is_remote(named) else live_path(named)  # a segment or segments folder: its chain
         path = Path(item)
         if path.is_dir():
