@@ -234,3 +234,23 @@ def test_a_full_tile_replaced_under_a_running_writer_is_found_repaired_from_the_
     )
     report = verify_against_checkpoints(str(chain), notes(chain), [KEY])
     assert report.ok and report.tiles.ok, report
+
+
+def test_tiles_of_the_forked_chain_are_not_called_damaged_by_the_checkpoint_it_forks_from(
+    tmp_path: Path,
+) -> None:
+    """Regression: ``verify --checkpoint SAVED`` of a chain rewritten and signed anew named its own, sound
+    tiles as damaged ("TILES DAMAGED ... remove the state file") because they do not give the root of
+    the checkpoint it forks from: the fork is the finding, not the tiles."""
+    (tmp_path / "a").mkdir()
+    original = _signed_log(tmp_path / "a", 300, 300)
+    saved = notes(original)[-1]
+    forked = tmp_path / "b" / "chain.jsonl"
+    forked.parent.mkdir()
+    forked.write_bytes(b"".join(line + b"\n" for line in lines(original)[:200]))
+    append(forked, 100, _writer(forked), every=100, start=1000)
+    report = verify_against_checkpoints(str(forked), [saved, notes(forked)[-1]], [KEY])
+    assert [v.reason.value for v in report.verdicts] == ["fork", "ok"]
+    assert report.tiles.ok, report.tiles
+    alone = verify_against_checkpoints(str(forked), [saved], [KEY])
+    assert alone.verdicts[0].reason.value == "record-changed" and alone.tiles.ok, alone.tiles

@@ -269,6 +269,9 @@ def _unauthenticated(index: int, exc: AuthenticationError) -> CheckpointVerdict:
     )
 
 
+_CHANGED = (ConsistencyReason.RECORD_CHANGED, ConsistencyReason.FORK)
+
+
 def _tile_health(
     tiles: LogStore,
     tree: TreeLevels | RetainedTree,
@@ -286,6 +289,11 @@ def _tile_health(
         return TileHealth(note=note, damaged=tuple(dict.fromkeys(problems)))
 
     health = check_tiles(tiles, tree, [v.size for v in verdicts if v.ok and v.size])
+    changed = [v.size for v in verdicts if v.reason in _CHANGED and v.size]
+    if problems and check_tiles(tiles, tree, changed).ok:
+        # The tiles are the chain's own tree at those sizes: a checkpoint of another tree stopped the
+        # descent (a fork, a rewrite), not a damaged tile; its verdict says so.
+        problems = []
     if problems:
         known = set(health.damaged)
         damaged = (*health.damaged, *(p for p in dict.fromkeys(problems) if p not in known))
