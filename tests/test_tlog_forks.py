@@ -254,3 +254,19 @@ def test_tiles_of_the_forked_chain_are_not_called_damaged_by_the_checkpoint_it_f
     assert report.tiles.ok, report.tiles
     alone = verify_against_checkpoints(str(forked), [saved], [KEY])
     assert alone.verdicts[0].reason.value == "record-changed" and alone.tiles.ok, alone.tiles
+
+
+def test_a_checkpoint_of_another_log_given_with_the_chains_own_is_not_called_a_fork(tmp_path: Path) -> None:
+    """Regression: ``verify --key A --key B --checkpoint B's --checkpoint A's`` (a fleet auditor's mix-up)
+    called host A's log a fork ("inconsistent with the checkpoint of size 300, which the chain
+    matches") for a checkpoint of host B's log of the same size."""
+    (tmp_path / "a").mkdir()
+    own = _signed_log(tmp_path / "a", 300, 300)
+    other_signer = Signer.generate("example.com/route-shadow/other")
+    other = tmp_path / "b" / "chain.jsonl"
+    other.parent.mkdir()
+    append(other, 300, Checkpointer(str(other), other_signer.name, other_signer), every=300, start=5000)
+    keys = [KEY, str(other_signer.verifier())]
+    report = verify_against_checkpoints(str(own), [notes(other)[-1], notes(own)[-1]], keys)
+    assert [v.reason.value for v in report.verdicts] == ["record-changed", "ok"]
+    assert "a checkpoint of another log, 'example.com/route-shadow/other'" in report.verdicts[0].detail

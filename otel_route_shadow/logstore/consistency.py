@@ -344,7 +344,16 @@ def _mark_forks(accepted: list[_Accepted], verdicts: dict[int, CheckpointVerdict
         verdict = verdicts[item.index]
         if verdict.reason is not ConsistencyReason.RECORD_CHANGED:
             continue
-        witness = next((h for h in holding if h.checkpoint.size >= item.checkpoint.size), None)
+        cp = item.checkpoint
+        same = [h for h in holding if h.checkpoint.origin == cp.origin]
+        if holding and not same:  # another log's checkpoint: no fork of this one
+            origins = ", ".join(sorted({repr(h.checkpoint.origin) for h in holding}))
+            detail = (
+                f"a checkpoint of another log, {cp.origin!r} (the chain matches checkpoints of {origins})"
+            )
+            verdicts[item.index] = dataclasses.replace(verdict, detail=detail)
+            continue
+        witness = next((h for h in same if h.checkpoint.size >= cp.size), None)
         if witness is not None:
             detail = (
                 f"inconsistent with the checkpoint of size {witness.checkpoint.size}, which the chain matches"
@@ -365,7 +374,7 @@ def _mark_forks_through_tiles(
         reader = TileReader(tiles, anchor.checkpoint.size, anchor.checkpoint.root)
         for item in changed:
             cp = item.checkpoint
-            if item is anchor or cp.size > anchor.checkpoint.size:
+            if item is anchor or cp.size > anchor.checkpoint.size or cp.origin != anchor.checkpoint.origin:
                 continue
             if verdicts[item.index].reason is ConsistencyReason.FORK:
                 continue
