@@ -308,15 +308,14 @@ def test_verify_reads_the_newest_checkpoints_of_a_file_past_the_bound(
     It reads the newest notes and says the oldest were not read (the bound made small here)."""
     from functools import partial
 
-    from otel_route_shadow.cli import checkpoints
-    from otel_route_shadow.logstore import LogStore, read_note_file
+    from otel_route_shadow.logstore import LogStore, read_note_file, store
     from otel_route_shadow.tlog import Signer
 
     signer = Signer.generate("example.com/route-shadow/long")
     chain = tmp_path / "chain.jsonl"
     append(chain, 300, Checkpointer(str(chain), signer.name, signer), every=30)
     size = Path(LogStore(chain).file("checkpoints")).stat().st_size
-    monkeypatch.setattr(checkpoints, "read_note_file", partial(read_note_file, max_bytes=size // 2))
+    monkeypatch.setattr(store, "read_note_file", partial(read_note_file, max_bytes=size // 2))
     code, _, err = run(["verify", str(chain), "--key", str(signer.verifier())], capsys)
     assert code == 0, err
     assert "were not read: they are not checked" in err and "the oldest checkpoints" in err
