@@ -316,5 +316,7 @@ def test_an_archive_name_of_non_ascii_digits_is_left_not_a_crash(tmp_path: Path)
     folder.mkdir(parents=True)
     (folder / ("\u00b2" * 16 + ".jsonl.gz")).write_bytes(b"")
     (folder / "0000000000000100.jsonl.gz").write_bytes(b"")
+    (tmp_path / "chain.jsonl.segments").mkdir()  # its segment still there: a leftover of an undone prune
+    (tmp_path / "chain.jsonl.segments" / "0000000000000100.jsonl").write_bytes(b"")
     assert _remove_archives_from(str(chain), 0) == 1
     assert [p.name for p in folder.iterdir()] == ["\u00b2" * 16 + ".jsonl.gz"]

@@ -270,6 +270,25 @@ def test_a_missing_first_segment_is_a_finding(
     assert "a segment is missing" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("pruned_file", ["removed", "older"])
+def test_a_lost_or_older_pruned_file_never_removes_the_archives_of_pruned_segments(
+    log: SegmentedChain, pruned_file: str
+) -> None:
+    """Settling took every archive at or above ``pruned``'s minimum index for an interrupted prune's: with
+    the file removed (or an older one restored) the next prune deleted the archives of segments already
+    gone, the only copy of their records, and then said "a segment is missing; nothing changed"."""
+    assert prune(log, "--min-index", "20") == 0
+    older = (log.chain.parent / "chain.jsonl.tlog" / "pruned").read_bytes()
+    assert prune(log, "--min-index", "35") == 0
+    archives = snapshot(log.archive)
+    if pruned_file == "removed":
+        (log.chain.parent / "chain.jsonl.tlog" / "pruned").unlink()
+    else:
+        (log.chain.parent / "chain.jsonl.tlog" / "pruned").write_bytes(older)
+    assert prune(log, "--min-index", "65") == 1
+    assert snapshot(log.archive) == archives
+
+
 # -- verify ARCHIVE ----------------------------------------------------------------------------------------
 
 

@@ -173,7 +173,11 @@ def test_work_done_for_files_that_changed_meanwhile_is_not_committed_and_its_arc
     assert prune(log) == 7
     assert "changed while prune" in capsys.readouterr().err
     assert len(gzips) == 2  # both archives were written, then removed
-    assert not any(name.startswith(log.archive.name) for name in snapshot(log.chain.parent))
+    left = [name for name in snapshot(log.chain.parent) if name.startswith(log.archive.name)]
+    if log.segment(0).exists():
+        assert left == []
+    else:  # the archive of a segment removed meanwhile is its records' only copy: it stays
+        assert left == [f"{log.archive.name}/{segment_name(0)}.gz", f"{log.archive.name}/{segment_name(0)}.proof"]
     found = LogStore(log.chain).read_pruned()
     assert found is None or found.min_index == 0
     assert prune(log) == next_prune  # nothing was left that the next prune trips over

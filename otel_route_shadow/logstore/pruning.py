@@ -354,8 +354,8 @@ def settle_pruning(chain_path: str, pruned: Pruned | None) -> tuple[int, int]:
 
 
 def _remove_archives_from(chain_path: str, min_index: int) -> int:
-    """Remove the archive files (and proofs) of segments at or above ``min_index``, which no committed
-    prune names, and the temporaries of killed writers; how many archive files were removed."""
+    """Remove the archives (and proofs) no committed prune names, of segments at or above ``min_index`` whose
+    file is still there (else it is their records' only copy), and killed writers' temporaries; the count."""
     folder = archive_dir(chain_path)
     remove_temporaries(folder)
     try:
@@ -364,7 +364,8 @@ def _remove_archives_from(chain_path: str, min_index: int) -> int:
         return 0
     undone = 0
     for name in names:
-        if name[:16].isascii() and name[:16].isdigit() and int(name[:16]) >= min_index:
+        there = os.path.lexists(os.path.join(segments_dir(chain_path), f"{name[:16]}.jsonl"))
+        if there and name[:16].isascii() and name[:16].isdigit() and int(name[:16]) >= min_index:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(folder, name))
                 undone += 1
