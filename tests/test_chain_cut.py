@@ -688,6 +688,35 @@ def test_rotate_of_a_log_that_refuses_to_sign_is_not_cut_exit_1(
     assert out.startswith("not cut: the log refuses to sign checkpoints (") and "truncated" in out
 
 
+@pytest.mark.parametrize("cut_before", [False, True], ids=["never cut", "cut before"])
+def test_rotate_refuses_to_seal_a_tampered_live_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cut_before: bool
+) -> None:
+    from test_segment_writer import caught_up
+
+    # A record below the signed size edited in the live file: the tree resumed from its hint (only the
+    # last signed line is read back), so rotate sealed the edited file and its anchor vouched for it.
+    chain = tmp_path / "chain.jsonl"
+    key = key_file(tmp_path / "log.key", SIGNER)
+    append(chain, 10)
+    if cut_before:
+        assert main(["rotate", str(chain), "--key", str(key)]) == 0
+    append(chain, 20, start=10)
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    caught_up(writer)
+    assert writer.size == (31 if cut_before else 30)  # the anchor is a record too
+    data = chain.read_bytes()
+    edited = data.replace(b'"n":15}', b'"n":51}', 1)  # record 15, or 16 after the anchor
+    assert edited != data
+    chain.write_bytes(edited)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    capsys.readouterr()
+    assert main(["rotate", str(chain), "--key", str(key)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("not cut: ") and f"record {16 if cut_before else 15}: hash-mismatch" in out, out
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before and chain.read_bytes() == edited
+
+
 def test_rotate_of_a_cut_log_whose_stored_tile_is_a_directory_stops_not_cut(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

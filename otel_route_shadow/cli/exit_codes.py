@@ -237,7 +237,7 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         },
         "rotate": {
             EXIT_OK: "the chain was cut (or its live file holds nothing after its anchor)",
-            EXIT_FINDING: "not cut: the chain ends in a torn line, or the log refuses to sign",
+            EXIT_FINDING: "not cut: the chain ends in a torn line, the log refuses to sign, or a record of the live file is not the one signed",
             EXIT_USAGE: (
                 "no chain, a chain or key file that cannot be read, a key that is not the log's, a signed "
                 "log and no key"

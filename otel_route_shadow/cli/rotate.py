@@ -71,7 +71,7 @@ def _rotate(args: argparse.Namespace) -> int:
             cut = cut_chain(args.chain, sign=None, timeout=args.timeout)
         else:
             checkpointer = Checkpointer(args.chain, signers[0].name, signers)
-            cut = cut_signed(checkpointer, args.timeout, args.timeout, catch_up=None)
+            cut = cut_signed(checkpointer, args.timeout, args.timeout, catch_up=None, check_live=True)
     except FileNotFoundError:
         raise CliError(f"{args.chain}: no such chain") from None
     except ChainLockTimeout:

@@ -8,7 +8,11 @@ from collections.abc import Callable
 from typing import Final
 
 from otel_route_shadow.chain import ChainCut, CutRefused, cut_chain
+from otel_route_shadow.files import FileRefused
+from otel_route_shadow.logstore.archives import open_segment, read_segment
 from otel_route_shadow.logstore.checkpointer import Checkpointer
+from otel_route_shadow.logstore.signed import signed_checkpoint_from_note
+from otel_route_shadow.tlog import ProofError, TileError, TileReader, range_proof, verify_range
 
 __all__ = ["CUT_CATCH_UP_STEPS", "CUT_SIGN_POLL_S", "CUT_SIGN_WAIT_S", "cut_signed", "note_for_cut"]
 
@@ -52,6 +56,7 @@ def cut_signed(
     sign_wait: float = CUT_SIGN_WAIT_S,
     catch_up: int | None = CUT_CATCH_UP_STEPS,
     pause: Callable[[], None] | None = None,
+    check_live: bool = False,
 ) -> ChainCut | None:
     """Cut the checkpointer's chain (``chain.cut_chain``), its anchor carrying the checkpoint of the
     cut's size when the log signs (null when it has no key). The tree is caught up before the chain's
@@ -59,7 +64,9 @@ def cut_signed(
     under it; ``sign_wait``: the longest wait then for another process checkpointing. ``catch_up``: the
     most checkpointer steps before the lock (None: as many as it takes); a tree still behind after them
     is not cut (None: tried again after the next checkpoint), so appenders never wait on a catch-up;
-    ``pause``: called between slices of it (the host's background thread gives the interpreter back)."""
+    ``pause``: called between slices of it (the host's background thread gives the interpreter back).
+    ``check_live``: before the cut, read the live file's records the signed tree covers and refuse to seal
+    them unless they are its leaves (:func:`check_live_signed`; ``rotate``: one more read of the file)."""
     if not checkpointer.signers:
         return cut_chain(checkpointer.chain_path, sign=None, timeout=timeout)
     steps = stalled = 0
@@ -82,8 +89,40 @@ def cut_signed(
                 "chain (a line longer than a step reads, or a tile it cannot write: `verify --key` says "
                 "which); not cutting"
             )
+    if check_live:
+        check_live_signed(checkpointer)
     return cut_chain(
         checkpointer.chain_path,
         sign=lambda size: note_for_cut(checkpointer, size, sign_wait),
         timeout=timeout,
     )
+
+
+def check_live_signed(checkpointer: Checkpointer) -> None:
+    """Refuse (:class:`CutRefused`) to seal a live file whose records below the tree the checkpointer holds
+    (caught up, signed) are not its leaves: a record edited or rewritten after it was signed. The tree's
+    resume checks only the last line it signed; this reads the live file once, each record parsed and
+    linked, and proves its leaves against the signed root with a range proof from the tiles."""
+    size, first = checkpointer.size, checkpointer.size - checkpointer.live_records
+    note = checkpointer.signed_note(size)
+    if note is None or first >= size:
+        return  # nothing of the live file signed: the checkpointer checks each record before it signs one
+    signed = signed_checkpoint_from_note(note)
+    path = checkpointer.chain_path
+    try:
+        with open_segment(path) as stream:
+            read = read_segment(stream, first)
+        if read.count < size - first:
+            raise CutRefused(f"{path}: {read.problem}, below the signed size {size}; not cutting")
+        leaves = read.leaves[: (size - first) * 32]
+        proof = range_proof(first, size, size, TileReader(checkpointer.directory, size, signed.root))
+        verify_range(first, size, size, leaves, proof, signed.root)
+    except (OSError, FileRefused, TileError) as exc:
+        raise CutRefused(
+            f"{path}: its records cannot be checked against the signed tree ({exc}); not cutting"
+        ) from None
+    except ProofError:
+        raise CutRefused(
+            f"{path}: its records [{first}, {size}) are not those the checkpoint of size {size} signed "
+            "(edited after they were signed: `verify --key` names the first); not cutting"
+        ) from None

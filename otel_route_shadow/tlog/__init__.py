@@ -16,6 +16,7 @@ from otel_route_shadow.tlog.archive import (
     ArchiveProofDoc,
     check_archive_doc,
     range_proof,
+    verify_range,
 )
 from otel_route_shadow.tlog.attestation import AttestationError, attest_checkpoint
 from otel_route_shadow.tlog.authentication import (
@@ -173,6 +174,7 @@ __all__ = [
     "tree_hash",
     "verify_consistency",
     "verify_cosignatures",
+    "verify_range",
     "verify_receipt",
     "without_false_cosignatures",
 ]
