@@ -179,6 +179,24 @@ def test_an_anchor_naming_a_wrong_field_is_its_own_verdict(
     assert result.records == 9 and field.split("_")[0] in (result.detail or "").lower()
 
 
+@pytest.mark.parametrize("field", ["bytes", "sha256"])
+def test_an_anchor_edited_after_the_cut_is_named_not_the_intact_segment_before_it(
+    chain: Path, field: str
+) -> None:
+    # The anchor's size or SHA-256 changed in the live file: verify said the closed segment before it
+    # "was changed after the cut" (segment-edited), sending the operator to a file that is intact.
+    lines = chain.read_bytes().splitlines(keepends=True)
+    anchor = orjson.loads(lines[0])
+    value = anchor["payload"][field]
+    forged = value + 1 if field == "bytes" else ("0" if value[0] != "0" else "1") + value[1:]
+    lines[0] = lines[0].replace(orjson.dumps({field: value})[1:-1], orjson.dumps({field: forged})[1:-1], 1)
+    assert lines[0] != chain.read_bytes().splitlines(keepends=True)[0]
+    chain.write_bytes(b"".join(lines))
+    result = verify_chain(chain)
+    assert result.reason == "hash-mismatch" and result.first_bad_seq == 9 and result.path == str(chain)
+    assert "its anchor record (seq 9)" in (result.detail or "")
+
+
 def test_an_anchor_naming_seq_0_as_false_does_not_match(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
 

@@ -28,6 +28,7 @@ from otel_route_shadow.chain.anchor import (
     check_start,
     hash_range,
 )
+from otel_route_shadow.chain.check import Bad, check_line
 from otel_route_shadow.chain.diagnosis import diagnose
 from otel_route_shadow.chain.leaves import LeafSink
 from otel_route_shadow.chain.reader import each_chain_file, open_chain
@@ -306,7 +307,8 @@ def _placement(
     misnamed = _misnamed(segment, state.seq)
     if misnamed is not None:
         return misnamed
-    claimed = anchor_of(first_line(handle.fileno(), 0, complete, MAX_LINE_BYTES))
+    line = first_line(handle.fileno(), 0, complete, MAX_LINE_BYTES)
+    claimed = anchor_of(line)
     if segment.first is not None and claimed.seq >= 0 and claimed.seq != segment.first:
         return Fault(
             Reason.SEGMENT_MISPLACED,
@@ -320,7 +322,13 @@ def _placement(
     if isinstance(claimed, Fault):
         return claimed
     if previous is not None:
-        return check_anchor(claimed, previous, walk.verifiers) or claimed
+        fault = check_anchor(claimed, previous, walk.verifiers)
+        edited = check_line(line) if fault is not None and line is not None else None
+        if isinstance(edited, Bad):  # the anchor itself was changed, not what it names: its own hash says so
+            return Fault(
+                edited.reason, f"its anchor record (seq {claimed.seq}): {edited.detail}", claimed.seq
+            )
+        return fault or claimed
     return _start_fault(claimed, walk) or claimed
 
 
