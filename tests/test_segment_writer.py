@@ -466,6 +466,29 @@ def test_a_tree_rebuilt_from_a_pruned_chain_starts_at_its_minimum_index_and_is_t
     assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
 
 
+@pytest.mark.parametrize("damage", ["missing", "empty", "changed"])
+def test_a_pruned_chain_whose_newest_right_edge_tile_is_damaged_is_rebuilt_not_refused_as_truncated(
+    tmp_path: Path, damage: str
+) -> None:
+    # The rebuild of a pruned chain read the tree of m leaves only through the newest checkpoint's right
+    # edge: one partial tile of retained records lost or damaged, and the writer refused for good as
+    # "truncated" (tree_size 0), a refusal no one can acknowledge, though an older signed tree holds m.
+    chain = tmp_path / "chain.jsonl"
+    written_cut_twice(chain)
+    assert prune(str(chain), Retention(min_index=700), PruneOptions([SIGNER.verifier()])).after == 700
+    edge = Path(str(chain) + ".tlog/tile/0/004.p/176")  # records 1,024 .. 1,199 of the signed 1,200
+    if damage == "missing":
+        edge.unlink()
+    else:
+        edge.write_bytes(b"" if damage == "empty" else b"\xff" * 32 + edge.read_bytes()[32:])
+    append(chain, 20, 1_198)
+    rebuilt = Checkpointer(str(chain), ORIGIN, SIGNER)
+    caught_up(rebuilt)
+    assert rebuilt.size == 1_220 and rebuilt.last is not None
+    assert not Path(str(chain) + ".tlog/refusals").exists()
+    assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 0
+
+
 @pytest.mark.parametrize("max_leaves", [1 << 20, 25], ids=["default", "below-the-signed-size"])
 def test_the_last_checkpoint_of_a_fresh_writer_after_another_process_cut_covers_every_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_leaves: int

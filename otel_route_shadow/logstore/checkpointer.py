@@ -427,6 +427,11 @@ class Checkpointer:
             )
         self._rebuild_next = None
         start = files.first_kept(TileReader(self.directory, base.size, base.root))
+        for older in reversed(self.notes.published() if files.pruned is not None and not start.size else []):
+            if older.size < base.size:  # the base's right edge damaged: the tree of m through an older one
+                start = files.first_kept(TileReader(self.directory, older.size, older.root))
+            if start.size:
+                break
         targets = [c for c in self.notes.published() if start.size < c.size <= base.size]
         if not targets or targets[-1] != base:
             targets.append(base)
