@@ -688,6 +688,26 @@ def test_rotate_of_a_log_that_refuses_to_sign_is_not_cut_exit_1(
     assert out.startswith("not cut: the log refuses to sign checkpoints (") and "truncated" in out
 
 
+def test_rotate_of_a_live_file_that_is_a_symbolic_link_is_refused_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ``os.link`` does not follow a symbolic link: the cut closed the link itself as the segment (relative,
+    # so dangling in the segments folder) and renamed the new live file over it; every read then failed.
+    real = tmp_path / "real.jsonl"
+    append(real, 12)
+    assert Checkpointer(str(real), ORIGIN, SIGNER).checkpoint() is not None
+    chain = tmp_path / "chain.jsonl"
+    chain.symlink_to("real.jsonl")
+    os.symlink("real.jsonl.tlog", str(chain) + ".tlog")
+    key = key_file(tmp_path / "log.key", SIGNER)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["rotate", str(chain), "--key", str(key)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("not cut: ") and "a symbolic link" in out, out
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and chain.is_symlink()
+    assert main(["verify", str(chain)]) == 0
+
+
 @pytest.mark.parametrize("cut_before", [False, True], ids=["never cut", "cut before"])
 def test_rotate_refuses_to_seal_a_tampered_live_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], cut_before: bool

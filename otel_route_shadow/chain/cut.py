@@ -119,7 +119,11 @@ def cut_chain(path: str, *, sign: Sign | None, timeout: float | None) -> ChainCu
     (the anchor's ``checkpoint`` is then null). Waits at most ``timeout`` seconds for the chain's lock
     in all (None: as long as it takes), starting again at most :data:`CUT_TRIES` times when the live
     file was replaced meanwhile: :class:`ChainLockTimeout`, nothing changed. Raises
-    :class:`CutRefused` (nothing changed) and ``OSError``."""
+    :class:`CutRefused` (nothing changed; a ``path`` that is a symbolic link among the causes) and ``OSError``."""
+    if os.path.islink(path):  # ``link`` would close the link itself, a relative one dangling in the folder
+        raise CutRefused(
+            f"{path}: a symbolic link, not the chain's file; not cutting (name the chain by its file)"
+        )
     deadline = None if timeout is None else time.monotonic() + timeout
     for _ in range(CUT_TRIES):
         try:
