@@ -429,6 +429,25 @@ def test_a_writer_whose_first_line_is_not_a_record_still_clears_a_prepared_file(
     assert [orjson.loads(line)["payload"]["n"] for line in lines] == [1, 2]
 
 
+def test_a_writer_that_cannot_clear_a_prepared_file_raises_without_keeping_the_chains_lock(
+    tmp_path: Path,
+) -> None:
+    # A directory at X.jsonl.cut (a hostile disk): the append's look at an unfinished cut raised while it
+    # held the chain's lock, and never gave it back: every other writer, rotate and prune timed out for
+    # as long as that process lived.
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 2)
+    Path(str(chain) + CUT_SUFFIX).mkdir()
+    with DecisionChain(chain) as log:
+        with pytest.raises(OSError):
+            log.append({"kind": "route-shadow", "n": 2})
+        other = os.open(chain, os.O_RDONLY)
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while it is kept
+        finally:
+            os.close(other)
+
+
 # -- otel-route-shadow rotate ------------------------------------------------------------------------
 
 

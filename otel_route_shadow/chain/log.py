@@ -578,7 +578,11 @@ class DecisionChain:
     def _finished_cut(self, fd: int, size: int) -> bool:
         """Under the lock, when a look is due: finish or undo a cut a killed process left
         (``chain.cut``); True when it was finished, so the path names the new live file."""
-        return cut_pending(self._path) and resume_cut(self._path, fd, size)
+        try:
+            return cut_pending(self._path) and resume_cut(self._path, fd, size)
+        except BaseException:  # never left holding the lock: every other writer would wait on it
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            raise
 
 
 def _close(fd: int) -> None:
