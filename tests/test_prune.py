@@ -316,6 +316,18 @@ def test_an_archive_checked_against_a_note_of_another_tree_is_a_finding(
     assert "--checkpoint is the tree of 20 leaves" in capsys.readouterr().out
 
 
+def test_an_archives_proof_given_as_the_chain_points_to_the_archive(
+    archived: SegmentedChain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was read as a chain: "not a decision chain", or with --key "<proof>.tlog/checkpoints: no such
+    # checkpoint file", neither naming the archive to give instead.
+    proof = archived.archive / "0000000000000020.jsonl.proof"
+    for extra in ([], ["--key", str(KEY)]):
+        assert run("verify", str(proof), *extra) == 2
+        err = capsys.readouterr().err
+        assert "an archive's proof, not a chain" in err and "0000000000000020.jsonl.gz" in err, err
+
+
 def test_an_archive_with_an_edited_record_is_a_finding(
     archived: SegmentedChain, capsys: pytest.CaptureFixture[str]
 ) -> None:

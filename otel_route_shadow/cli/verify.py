@@ -127,6 +127,11 @@ def _run(args: argparse.Namespace) -> int:
             f"{path}: old entries of the log's checkpoints file that prune moved out (docs/chain-format.md "
             "14.5), not a segment's archive: no chain or archive needs them to verify"
         )
+    if path.endswith(".proof"):
+        raise CliError(
+            f"{path}: an archive's proof, not a chain: verify the archive it proves instead "
+            f"({path.removesuffix('.proof')}.gz, or without .gz when archived with --no-compress)"
+        )
     if is_archive(path):
         return verify_archive(args, path)
     jobs = cap_jobs(args.jobs or os.cpu_count() or 1)
