@@ -773,3 +773,23 @@ def test_rotate_of_a_cut_log_whose_stored_tile_is_a_directory_stops_not_cut(
     assert main(["rotate", str(chain), "--key", str(key), "--timeout", "3"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("not cut: a checkpoint failed (IsADirectoryError")
+
+
+@pytest.mark.parametrize("value", ["\u0663", "3_0", " 3", "+3", "\uff13"])
+def test_a_number_option_takes_ascii_digits_only(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``int`` and ``float`` read other scripts' digits (and ``int`` "_", signs and spaces),
+    so ``prove --seq`` with an Arabic-Indic three proved record 3; a count on the command line is ASCII
+    digits, and a number (seconds) is ASCII."""
+    from otel_route_shadow.cli import main
+
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 5)
+    runs = [["prove", str(chain), "--seq", value]]
+    runs += [] if value.isascii() else [["rotate", str(chain), "--timeout", value]]
+    for argv in runs:
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2
+        assert "not a number" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import resource
 import stat
 import sys
@@ -54,6 +55,7 @@ _MAX_INPUT_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 """The longest JSON line any command reads: the chain's own record limit (docs/chain-format.md)."""
 STDIN: Final = "-"
+_WHOLE: Final = re.compile(r"-?[0-9]+")
 _SPARE_DESCRIPTORS = 1024
 """Open files left to a command besides the prune locks it holds (``prunes_held_off_for``)."""
 
@@ -178,10 +180,9 @@ def count_argument(minimum: int = 0, maximum: int | None = None) -> Callable[[st
     bounds = f"must be {minimum} or more" if maximum is None else f"must be {minimum} to {maximum}"
 
     def count(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number; {bounds}") from None
+        if _WHOLE.fullmatch(text) is None:  # ``int`` also takes other scripts' digits, "_" and spaces
+            raise argparse.ArgumentTypeError(f"not a number; {bounds}")
+        value = int(text)
         if value < minimum or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(bounds)
         return value
@@ -197,6 +198,8 @@ def number_argument(maximum: float, *, positive: bool = False) -> Callable[[str]
 
     def number(text: str) -> float:
         try:
+            if not text.isascii():  # ``float`` also takes other scripts' digits
+                raise ValueError(text)
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number; {bounds}") from None
