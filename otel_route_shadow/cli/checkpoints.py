@@ -46,7 +46,7 @@ __all__ = [
 
 KEYS_HELP = (
     "the log's key set (a rotated key): one verifier key a line with the tree sizes it is valid for, "
-    '`<vkey> <from_size> [<until_size>]` (docs/auditing.md, "Rotating keys"); beside or instead of --key'
+    '`<vkey> <from_size> [<until_size>]` (docs/auditing.md, "Rotating keys")'
 )
 
 _MAX_KEY_FILE = 4096
@@ -132,7 +132,8 @@ def add_key_options(parser: Any, key_help: str | None) -> None:
     read together with :func:`read_log_keys`."""
     if key_help is not None:
         parser.add_argument("--key", action="append", default=[], metavar="VKEY", help=key_help)
-    parser.add_argument("--keys", action="append", default=[], metavar="FILE", help=KEYS_HELP)
+    keys_help = KEYS_HELP if key_help is None else KEYS_HELP + "; beside or instead of --key"
+    parser.add_argument("--keys", action="append", default=[], metavar="FILE", help=keys_help)
 
 
 def read_log_keys(keys: list[str], key_sets: list[str]) -> list[str]:

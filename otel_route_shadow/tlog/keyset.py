@@ -83,7 +83,7 @@ def _size(field: str) -> int:
         raise KeySetError(None, "a size is a decimal number without sign or leading zeros")
     value = int(field)
     if value >= _MAX_SIZE:
-        raise KeySetError(None, "a size is below 2**63")
+        raise KeySetError(None, "a size must be below 2**63")
     return value
 
 
