@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_analysis_gaps import defied_context
 from test_analysis_support import (
     EXPECTED,
     PROJECT_X_ZAI,
     RECORDED_POLICIES,
+    append_observations,
     build_chain,
     rewrite_chain,
     snapshot_of,
@@ -244,3 +246,15 @@ def test_a_forgery_in_a_later_copy_of_a_known_decision_is_caught(
         assert result.integrity.findings == {kind: 1}
         assert result.integrity.examples[0]["seq"] == target
     assert result.integrity.passed == EXPECTED["spawns"] - 1
+
+
+def test_whatif_agreement_after_counts_a_requirement_defied_spawn_as_the_recorder_does(tmp_path: Path) -> None:
+    # Replayed against the snapshot it was recorded under, nothing changes, so agreement must not
+    # change either: a route that defied its literal requirement agreed with neither decision.
+    chain = tmp_path / "chain.jsonl"
+    append_observations(chain, [(defied_context(), {})])
+    result = replay(chain, snapshot_of(RECORDED_POLICIES))
+    assert result.changed == 0
+    assert result.total.agreed_before == result.total.agreed_after == 0
+    text = format_whatif(result)
+    assert "agreement with the route that ran 0.0% recorded -> 0.0% candidate" in text

@@ -23,8 +23,8 @@ from otel_route_shadow.core import (
     PolicySnapshot,
     RouteContext,
     RouteDecision,
-    compare_routes,
     explain,
+    shadow_decision,
 )
 from otel_route_shadow.shadow import attributes as attr
 
@@ -91,7 +91,9 @@ def policy_usage(decision: RouteDecision) -> Usage:
 
 
 def _reduce(decision: RouteDecision, context: RouteContext) -> Replayed:
-    agreed, divergence = compare_routes(decision, context.legacy_route)
+    # As the recorder compares (``observe``): a route that defied the spawn's literal requirement agrees
+    # with no decision, so a candidate is not credited with agreement the recorded decision was denied.
+    shadow = shadow_decision(decision, context.legacy_route, context.requirement)
     fields = (
         decision.outcome,
         decision.reason,
@@ -102,7 +104,7 @@ def _reduce(decision: RouteDecision, context: RouteContext) -> Replayed:
         decision.account,
         decision.model,
     )
-    return Replayed(decision.decision_id, fields, agreed, divergence, policy_usage(decision))
+    return Replayed(decision.decision_id, fields, shadow.agreed, shadow.divergence, policy_usage(decision))
 
 
 def _index(snapshot: PolicySnapshot) -> PolicyIndex | None:
