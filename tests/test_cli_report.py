@@ -235,3 +235,15 @@ def test_progress_line_only_on_a_terminal() -> None:
     quiet(10, 0)
     quiet.finish()
     assert piped.getvalue() == ""
+
+
+def test_matrix_axis_value_too_long_for_a_route_context_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A face (or repo, role, ...) over the context's 4096-character limit, given or read from a chain,
+    # was a pydantic traceback.
+    px = write_policies(tmp_path / "px.json", PROJECT_X_ZAI)
+    code, out, err = run(capsys, "matrix", "--policies", str(px), "--repo", "a/b", "--face", "x" * 5000)
+    assert code == 2 and out == ""
+    assert "request_face" in err and "4096" in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1

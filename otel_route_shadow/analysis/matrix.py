@@ -17,6 +17,8 @@ from itertools import product
 from pathlib import Path
 from typing import Any, Final
 
+from pydantic import ValidationError
+
 from otel_route_shadow.analysis.records import RecordCounts, observations
 from otel_route_shadow.analysis.source import open_chain, read_payloads
 from otel_route_shadow.analysis.window import TimeWindow
@@ -189,7 +191,11 @@ def build_matrix(
         )
     if axes.size == 0:
         raise MatrixError("the matrix is empty: every axis needs at least one value")
-    cells = list(matrix_contexts(axes, accounts))
+    try:
+        cells = list(matrix_contexts(axes, accounts))
+    except ValidationError as exc:
+        where = ", ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+        raise MatrixError(f"an axis value is not usable in a route context ({where})") from None
     decisions = explain_batch([context for _, context in cells], snapshot)
     matrix = Matrix(
         snapshot={
