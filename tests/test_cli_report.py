@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_analysis_support import PROJECT_X_ZAI, RECORDED_POLICIES, build_chain, rewrite_chain
+from test_analysis_support import (
+    PROJECT_X_ZAI,
+    RECORDED_POLICIES,
+    SCENARIO,
+    append_observations,
+    build_chain,
+    rewrite_chain,
+)
 
 from otel_route_shadow.cli import build_parser, main
 from otel_route_shadow.core import PolicySnapshot
@@ -247,3 +254,24 @@ def test_matrix_axis_value_too_long_for_a_route_context_is_a_clear_error(
     assert code == 2 and out == ""
     assert "request_face" in err and "4096" in err and "Traceback" not in err
     assert len(err.splitlines()) == 1
+
+
+def test_control_characters_from_the_chain_are_escaped_in_report_whatif_and_matrix_text(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A chain value holding an escape sequence or a newline reached the terminal raw: it could recolour
+    # or clear the screen, or forge a report line.
+    hostile = {"route_shadow.repo": "evil\x1b[2J\nchain: verified", "route_shadow.role": "r\u202eole"}
+    chain = tmp_path / "chain.jsonl"
+    append_observations(chain, [(SCENARIO[0].context, hostile), (SCENARIO[1].context, {})])
+    px = write_policies(tmp_path / "px.json", PROJECT_X_ZAI)
+    for argv in (
+        ("report", str(chain), "--by", "repo,role"),
+        ("whatif", str(chain), "--policies", str(px), "--by", "repo,role"),
+        ("matrix", "--policies", str(px), "--chain", str(chain)),
+    ):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        assert "evil\\x1b[2J\\nchain: verified" in out and "r\\u202eole" in out
+        assert "\x1b" not in out and "\u202e" not in out
+        assert not any(line.startswith("chain: verified") for line in out.splitlines())

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from otel_route_shadow.analysis import COLUMNS, Matrix, label
+from otel_route_shadow.cli.text_table import printable
 
 __all__ = ["render_csv", "render_json", "render_table"]
 
@@ -30,7 +31,7 @@ def render_table(matrix: Matrix) -> str:
         "  ".join(c.ljust(widths[i]) for i, c in enumerate(COLUMNS)).rstrip(),
     ]
     lines.extend("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(printable, lines)) + "\n"
 
 
 def render_csv(matrix: Matrix) -> str:

@@ -36,7 +36,7 @@ from otel_route_shadow.analysis import (
 )
 from otel_route_shadow.cli.cohort_text import ci_text, cohort_lines
 from otel_route_shadow.cli.fleet_text import fleet_lines
-from otel_route_shadow.cli.text_table import aligned, duration, pct
+from otel_route_shadow.cli.text_table import aligned, duration, pct, printable
 from otel_route_shadow.core import REQUIREMENT_DEFIED
 
 __all__ = ["FLAPPING_SHOWN", "evidence_lines", "format_report", "gap_lines", "usage_lines"]
@@ -72,7 +72,7 @@ def format_report(report: Report, top: int = 3) -> str:
                 out.extend(lines)
     if report.flagged:
         out.extend(["", report.banner()] if report.total.spawns else [report.banner()])
-    return "\n".join(out) + "\n"
+    return "\n".join(map(printable, out)) + "\n"
 
 
 def evidence_lines(evidence: LogEvidence | None, chain_path: str) -> list[str]:

@@ -19,7 +19,7 @@ from otel_route_shadow.analysis import (
 )
 from otel_route_shadow.cli.fleet_text import fleet_lines
 from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, gap_lines, usage_lines
-from otel_route_shadow.cli.text_table import aligned, pct
+from otel_route_shadow.cli.text_table import aligned, pct, printable
 
 __all__ = ["format_whatif", "transition_text"]
 
@@ -47,7 +47,7 @@ def format_whatif(result: WhatIfResult, top: int = 3) -> str:
         out.extend(section(result, mark, top))
     if result.flagged:
         out.extend(["", result.banner()])
-    return "\n".join(out) + "\n"
+    return "\n".join(map(printable, out)) + "\n"
 
 
 def _header(result: WhatIfResult, mark: str) -> list[str]:
