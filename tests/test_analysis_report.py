@@ -14,7 +14,7 @@ from otel_route_shadow.analysis.source import (
     MissingChainError,
     UnverifiedChainError,
 )
-from otel_route_shadow.analysis.window import TimeWindow
+from otel_route_shadow.analysis.window import TimeWindow, WindowError
 from otel_route_shadow.cli.report_text import format_report
 
 
@@ -108,6 +108,19 @@ def test_time_window_selects_by_start_time(chain: Path) -> None:
     assert nothing.observations == 0
     assert "no observations in this window" in format_report(nothing)
 
+
+
+def test_time_window_bound_given_to_the_nanosecond_is_not_cut_to_the_microsecond(tmp_path: Path) -> None:
+    # A record's start as the reports print it (nanoseconds) given back as a bound: it was cut to the
+    # microsecond, so --since let in a record up to 999 ns before it and --until left out one before it.
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain, start_ns=T0 + 123_456_789, step_ns=1)  # starts ...0.123456789, ...790, ...
+    report = build_report(chain, since="2026-09-01T00:00:00.123456790Z")
+    assert report.observations == EXPECTED["spawns"] - 1
+    assert report.as_dict()["window"]["since"] == "2026-09-01T00:00:00.12345679Z"
+    assert build_report(chain, until="2026-09-01T00:00:00.123456790Z").observations == 1
+    with pytest.raises(WindowError, match="finer than a nanosecond"):
+        build_report(chain, since="2026-09-01T00:00:00.1234567891Z")
 
 def test_timeline_counts_every_spawn(chain: Path) -> None:
     report = build_report(chain)

@@ -11,6 +11,7 @@ Rules (documented in ``docs/reports.md``):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -19,6 +20,8 @@ __all__ = ["TimeWindow", "WindowError", "format_ns", "parse_bound"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _LAST = datetime(9999, 12, 30, tzinfo=UTC)
 _NS_PER_US = 1_000
+_FRACTION = re.compile(r"(:\d\d[.,])(\d{7,})")
+"""A fraction of a second finer than ``datetime`` holds (microseconds): its digits past the sixth."""
 
 
 class WindowError(ValueError):
@@ -32,13 +35,16 @@ def _to_ns(moment: datetime) -> int:
 
 def parse_bound(text: str, *, upper: bool = False) -> int:
     """Nanoseconds since the epoch for an ISO-8601 date or timestamp (see the module rules)."""
-    moment = _moment(text, upper=upper)
-    if not _EPOCH <= moment <= _LAST:
+    moment, extra_ns = _moment(text, upper=upper)
+    ns = _to_ns(moment) + extra_ns
+    if not 0 <= ns <= _to_ns(_LAST):
         raise WindowError(f"{text.strip()[:40]!r} is outside 1970-01-01 .. 9999-12-30 (UTC)")
-    return _to_ns(moment)
+    return ns
 
 
-def _moment(text: str, *, upper: bool) -> datetime:
+def _moment(text: str, *, upper: bool) -> tuple[datetime, int]:
+    """The moment to the microsecond, and the nanoseconds past it (a bound given to the nanosecond,
+    as the reports print a record's start, is kept exact, not cut to the microsecond)."""
     raw = text.strip()
     if not raw:
         raise WindowError("empty time bound")
@@ -48,8 +54,15 @@ def _moment(text: str, *, upper: bool) -> datetime:
         except ValueError:
             raise WindowError(f"{text!r} is not an ISO-8601 date (YYYY-MM-DD)") from None
         midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
-        return midnight + timedelta(days=1) if upper and day < date.max else midnight
+        return (midnight + timedelta(days=1) if upper and day < date.max else midnight), 0
     candidate = raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw
+    extra_ns = 0
+    fine = _FRACTION.search(candidate)
+    if fine is not None and len(fine.group(2)) <= 9:
+        extra_ns = int(fine.group(2)[6:].ljust(3, "0"))
+        candidate = candidate[: fine.start(2)] + fine.group(2)[:6] + candidate[fine.end(2) :]
+    elif fine is not None:
+        raise WindowError(f"{text!r} is finer than a nanosecond (at most 9 digits after the seconds)")
     try:
         moment = datetime.fromisoformat(candidate)
     except ValueError:
@@ -58,7 +71,7 @@ def _moment(text: str, *, upper: bool) -> datetime:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment
+    return moment, extra_ns
 
 
 def format_ns(ns: int) -> str:
