@@ -353,3 +353,16 @@ def test_check_output_is_capped_per_code_with_a_count(
         conflicts[-1]
         == f"{path}: [equal-precedence-conflict] ... and {40_000 - 20:,} more equal-precedence-conflict"
     )
+
+
+def test_policy_check_never_prints_a_malformed_ids_control_characters(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A malformed policy was named by its own id, raw: an escape sequence or a newline in it reached
+    # the terminal (policy check, save, whatif, explain). It is named by its index instead.
+    bad = {"policies": [{"id": "evil\x1b[2J\nfake: no problems", "match": {"roles": ["reviewer"]}}]}
+    path = _file(tmp_path, "bad.json", bad)
+    code, out, err = _run(capsys, "policy", "check", path)
+    assert code == 1
+    assert "\x1b" not in out + err and "fake: no problems" not in out + err
+    assert f"{path}: [malformed-policy] policy at index 0: id:" in out

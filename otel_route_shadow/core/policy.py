@@ -230,6 +230,12 @@ def _validation_message(exc: ValidationError) -> str:
     return "; ".join(parts[:8]) + (" ..." if len(parts) > 8 else "")
 
 
+def _shown_id(raw_id: object) -> bool:
+    """Whether a malformed policy's own id may name it in a problem (printed to a terminal): a short
+    string without a control character; otherwise the problem names the policy by its index."""
+    return isinstance(raw_id, str) and len(raw_id) <= 128 and raw_id.isprintable()
+
+
 def parse_indexed(items: object) -> tuple[list[tuple[int, RoutingPolicy]], list[PolicyProblem]]:
     """Parse raw policy objects, keeping each policy's index in the input."""
     if not isinstance(items, list | tuple):
@@ -251,7 +257,7 @@ def parse_indexed(items: object) -> tuple[list[tuple[int, RoutingPolicy]], list[
             problems.append(
                 PolicyProblem(
                     code=ReasonCode.MALFORMED_POLICY,
-                    policy_id=raw_id if isinstance(raw_id, str) and len(raw_id) <= 128 else None,
+                    policy_id=raw_id if _shown_id(raw_id) else None,
                     index=index,
                     message=_validation_message(exc),
                 )
