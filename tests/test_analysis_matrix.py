@@ -86,6 +86,15 @@ def test_limits_and_parsing() -> None:
         parse_account("nonsense")
 
 
+def test_matrix_account_state_outside_the_vocabulary_is_refused() -> None:
+    # A typo ('Available', 'exhasuted') was taken as a state no account is eligible in: every cell the
+    # account could serve was shown held (no-eligible-account) without a word.
+    with pytest.raises(MatrixError, match="unknown state 'Available'"):
+        parse_account("zai-legacy=zai:Available")
+    assert parse_account("zai-legacy=zai:unknown").state == "unknown"
+    assert parse_account("zai-legacy=zai").state == "available"
+
+
 def test_axes_from_a_chain(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     build_chain(chain)

@@ -25,6 +25,7 @@ from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import (
     DECISION_FIELDS,
     Account,
+    AccountState,
     LegacyMechanism,
     LegacyRoute,
     PolicySnapshot,
@@ -287,4 +288,10 @@ def parse_account(text: str) -> Account:
     provider, _, state = rest.partition(":")
     if not sep or not ident.strip() or not provider.strip():
         raise MatrixError(f"--account {text!r}: expected ID=PROVIDER[:STATE], e.g. zai-legacy=zai:exhausted")
+    states = [s.value for s in AccountState]
+    if (state.strip() or "available") not in states:
+        # A typo would hold every cell the account could serve (only `available` is eligible).
+        raise MatrixError(
+            f"--account {text!r}: unknown state {state.strip()!r} (choose from {', '.join(states)})"
+        )
     return Account(id=ident.strip(), provider=provider.strip(), state=state.strip() or "available")
