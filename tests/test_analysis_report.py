@@ -15,6 +15,7 @@ from otel_route_shadow.analysis.source import (
     UnverifiedChainError,
 )
 from otel_route_shadow.analysis.window import TimeWindow, WindowError
+from otel_route_shadow.chain import DecisionChain
 from otel_route_shadow.cli.report_text import format_report
 
 
@@ -121,6 +122,19 @@ def test_time_window_bound_given_to_the_nanosecond_is_not_cut_to_the_microsecond
     assert build_report(chain, until="2026-09-01T00:00:00.123456790Z").observations == 1
     with pytest.raises(WindowError, match="finer than a nanosecond"):
         build_report(chain, since="2026-09-01T00:00:00.1234567891Z")
+
+
+def test_a_start_time_past_year_9999_is_read_as_unknown_not_a_traceback(tmp_path: Path) -> None:
+    # A record whose start_time_unix_nano lies past 9999-12-31 made format_ns raise OverflowError:
+    # report (text, JSON, HTML) ended in a traceback, exit 1.
+    chain = tmp_path / "chain.jsonl"
+    written = build_chain(chain)
+    DecisionChain(chain).append({**written[0][1], "start_time_unix_nano": "9" * 23})
+    report = build_report(chain)
+    assert report.observations == EXPECTED["spawns"] + 1
+    assert "spawns 18:" in format_report(report)
+    assert report.as_dict()["timeline"]["last"] == "2026-09-01T16:00:00Z"
+    assert build_report(chain, since="2026-09-01").observations == EXPECTED["spawns"]
 
 def test_timeline_counts_every_spawn(chain: Path) -> None:
     report = build_report(chain)

@@ -198,14 +198,18 @@ class Repeats(Generic[V]):
         self.seen[decision_id] = (attributes, value)
 
 
+LATEST_NS: Final = 253_402_300_799 * 10**9
+"""9999-12-31T23:59:59Z: a later start cannot be written as a date (the report printed a traceback)."""
+
+
 def start_ns(payload: dict[str, Any], key: str = "start_time_unix_nano") -> int:
     """The record's span start (or another ``key``) in nanoseconds, or -1 when it has none that
-    reads as one."""
+    reads as one (negative, or later than a date can be written for: :data:`LATEST_NS`)."""
     try:
         ns = int(payload[key])
     except (KeyError, TypeError, ValueError):
         return -1
-    return ns if ns >= 0 else -1
+    return ns if 0 <= ns <= LATEST_NS else -1
 
 
 def _attributes(seq: int, payload: Any, counts: RecordCounts) -> dict[str, Any] | None:

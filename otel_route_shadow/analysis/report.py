@@ -27,7 +27,7 @@ from otel_route_shadow.analysis.gaps import MIN_SPAWNS
 from otel_route_shadow.analysis.groups import HOST_KEY, GroupSpec, as_specs, parse_by
 from otel_route_shadow.analysis.latency import duration_ns
 from otel_route_shadow.analysis.noise import NoiseTracker
-from otel_route_shadow.analysis.records import observations
+from otel_route_shadow.analysis.records import observations, start_ns
 from otel_route_shadow.analysis.replaying import CitedLoader
 from otel_route_shadow.analysis.served import (
     SERVED_DIFFERS,
@@ -83,10 +83,7 @@ def decision_example(seq: int, payload: dict[str, Any], attributes: dict[str, An
 
 
 def _start(payload: dict[str, Any]) -> int | None:
-    try:
-        ns = int(payload["start_time_unix_nano"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    ns = start_ns(payload)
     return ns if ns >= 0 else None
 
 
