@@ -70,3 +70,16 @@ def test_time_bounds() -> None:
     window = TimeWindow.parse("2026-09-01", "2026-09-01")
     assert window.contains(parse_bound("2026-09-01T23:59:59Z"))
     assert not window.contains(parse_bound("2026-09-02T00:00:00Z"))
+
+
+def test_control_and_bidi_characters_of_chain_values_are_escaped_in_the_html(tmp_path: Path) -> None:
+    # html.escape leaves them: an escape sequence or NUL went into the file raw, and a right-to-left
+    # override reversed the text shown after it in its cell.
+    from test_analysis_support import SCENARIO, append_observations
+
+    chain = tmp_path / "chain.jsonl"
+    hostile = {"route_shadow.principal_id": "evil\x1b[2J\x00\u202etxt.exe"}
+    append_observations(chain, [(SCENARIO[0].context, hostile)])
+    html = render_html(build_report(chain, by=["principal"]))
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e]", html)
+    assert "evil\\x1b[2J\\x00\\u202etxt.exe" in html

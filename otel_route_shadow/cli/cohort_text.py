@@ -3,8 +3,6 @@ table (per legacy mechanism and route: consistency, p99 latency, shadow-path err
 
 from __future__ import annotations
 
-from html import escape
-
 from otel_route_shadow.analysis import (
     COHORT_DEFINITION,
     ERROR_NOTE,
@@ -15,6 +13,7 @@ from otel_route_shadow.analysis import (
     rate,
 )
 from otel_route_shadow.cli.text_table import aligned, pct
+from otel_route_shadow.cli.text_table import html_text as escape
 
 __all__ = ["ci_text", "cohort_html", "cohort_lines"]
 

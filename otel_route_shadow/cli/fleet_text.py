@@ -3,9 +3,8 @@ were excluded and why (a log that does not verify is never merged silently)."""
 
 from __future__ import annotations
 
-from html import escape
-
 from otel_route_shadow.analysis import Fleet, FleetLog
+from otel_route_shadow.cli.text_table import html_text as escape
 
 __all__ = ["fleet_html", "fleet_lines"]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from html import escape
 from typing import Final
 
 from otel_route_shadow.analysis import SERVED_DIFFERS, UNSPECIFIED, Tally, TimelinePoint, rate, width_label
+from otel_route_shadow.cli.text_table import html_text as escape
 from otel_route_shadow.cli.text_table import pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED
 

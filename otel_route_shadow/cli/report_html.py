@@ -10,7 +10,6 @@ collapsed), then the charts, the noise baseline, the served route, and the table
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 from typing import Any, Final
 
 from otel_route_shadow.analysis import (
@@ -46,6 +45,7 @@ from otel_route_shadow.cli.report_charts import (
     timeline_chart,
 )
 from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, evidence_lines
+from otel_route_shadow.cli.text_table import html_text as escape
 from otel_route_shadow.cli.text_table import pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED
 from otel_route_shadow.version import __version__

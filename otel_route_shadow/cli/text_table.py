@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
-__all__ = ["aligned", "duration", "pct", "printable"]
+__all__ = ["aligned", "duration", "html_text", "pct", "printable"]
 
 
 def pct(value: float | None) -> str:
@@ -49,3 +50,9 @@ def printable(line: str) -> str:
     if line.isprintable():
         return line
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in line)
+
+
+def html_text(text: str, quote: bool = True) -> str:
+    """``html.escape`` of :func:`printable`: in the HTML report too, a value's control or bidi
+    characters are shown as their escapes (an override reversed the text around it)."""
+    return html.escape(printable(text), quote)
