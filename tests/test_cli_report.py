@@ -14,6 +14,7 @@ from test_analysis_support import (
     append_observations,
     build_chain,
     rewrite_chain,
+    snapshot_of,
 )
 
 from otel_route_shadow.cli import build_parser, main
@@ -275,3 +276,27 @@ def test_control_characters_from_the_chain_are_escaped_in_report_whatif_and_matr
         assert "evil\\x1b[2J\\nchain: verified" in out and "r\\u202eole" in out
         assert "\x1b" not in out and "\u202e" not in out
         assert not any(line.startswith("chain: verified") for line in out.splitlines())
+
+
+def test_report_with_a_store_that_cannot_replay_says_why_in_text_and_html(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Text told an operator who had passed --store to "pass --store DIR"; the HTML said nothing of the
+    # spawns not replayed at all.
+    from otel_route_shadow.core import RoutingPolicy
+    from otel_route_shadow.store import RoutingPolicyStore
+
+    store_dir = tmp_path / "store"
+    RoutingPolicyStore(store_dir).save([RoutingPolicy.model_validate(p) for p in PROJECT_X_ZAI])
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain, snapshot=snapshot_of(RECORDED_POLICIES, revision=1))
+    html = tmp_path / "report.html"
+    code, out, err = run(capsys, "report", str(chain), "--store", str(store_dir), "--html", str(html))
+    assert code == 0, err
+    assert "not replayed: 17 spawn(s): store revision 1 does not have the cited hash" in out
+    assert "pass --store DIR" not in out
+    page = html.read_text(encoding="utf-8")
+    assert "not replayed: 17 spawn(s): store revision 1 does not have the cited hash" in page
+    assert "pass --store DIR" not in page
+    code, out, _ = run(capsys, "report", str(chain))
+    assert code == 0 and "pass --store DIR" in out

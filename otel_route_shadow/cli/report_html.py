@@ -436,11 +436,14 @@ def _usage_section(report: Report, mark: str) -> list[str]:
             "<tr><th>policy</th><th>decided</th><th>outranked</th><th>never matched</th><th></th></tr>"
             f"{rows}</table>"
         )
+    for reason, n in sorted_counts(report.usage_not_replayed):
+        out.append(f"<p>not replayed{mark}: {n} spawn(s): {escape(reason)}</p>")
     if not report.usage:
         for (revision, _digest), decided in report.decided.items():
             title = f"decided, as recorded (revision {label(revision)})"
             out.append(_counts_table(title, decided, report.total.spawns, mark, first="policy"))
-        out.append(f'<p class="muted">{escape(NO_STORE_NOTE)}.</p>')
+        if not report.usage_not_replayed:  # a store was given: why it could not replay is said above
+            out.append(f'<p class="muted">{escape(NO_STORE_NOTE)}.</p>')
     return out
 
 

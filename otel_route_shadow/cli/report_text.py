@@ -416,7 +416,8 @@ def _usage(report: Report, mark: str, top: int) -> list[str]:
         for (revision, _digest), decided in report.decided.items():
             text = ", ".join(f"{k} {v}" for k, v in sorted_counts(decided))
             out.append(f"{mark}   snapshot revision {label(revision)}, as recorded: decided {text}")
-        out.append(f"{mark}   {NO_STORE_NOTE}")
+        if not report.usage_not_replayed:  # a store was given: why it could not replay is said above
+            out.append(f"{mark}   {NO_STORE_NOTE}")
     return out
 
 
