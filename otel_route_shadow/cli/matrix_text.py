@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from otel_route_shadow.analysis import COLUMNS, Matrix, label
-from otel_route_shadow.cli.text_table import printable
+from otel_route_shadow.core import printable
 
 __all__ = ["render_csv", "render_json", "render_table"]
 

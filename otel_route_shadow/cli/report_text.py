@@ -36,8 +36,8 @@ from otel_route_shadow.analysis import (
 )
 from otel_route_shadow.cli.cohort_text import ci_text, cohort_lines
 from otel_route_shadow.cli.fleet_text import fleet_lines
-from otel_route_shadow.cli.text_table import aligned, duration, pct, printable
-from otel_route_shadow.core import REQUIREMENT_DEFIED
+from otel_route_shadow.cli.text_table import aligned, duration, pct
+from otel_route_shadow.core import REQUIREMENT_DEFIED, printable
 
 __all__ = ["FLAPPING_SHOWN", "evidence_lines", "format_report", "gap_lines", "usage_lines"]
 

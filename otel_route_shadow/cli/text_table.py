@@ -5,7 +5,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-__all__ = ["aligned", "duration", "html_text", "pct", "printable"]
+from otel_route_shadow.core import printable
+
+__all__ = ["aligned", "duration", "html_text", "pct"]
 
 
 def pct(value: float | None) -> str:
@@ -42,14 +44,6 @@ def duration(ns: int) -> str:
     if days < 1:
         return f"{hours} h {minutes % 60} min" if minutes % 60 else f"{hours} h"
     return f"{days} d {hours % 24} h" if hours % 24 else f"{days} d"
-
-
-def printable(line: str) -> str:
-    """A line as printed: every character that does not print written as its escape (``\\x1b``,
-    ``\\n``, ``\\u202e``), so that a value a chain holds never drives the terminal or forges a line."""
-    if line.isprintable():
-        return line
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in line)
 
 
 def html_text(text: str, quote: bool = True) -> str:

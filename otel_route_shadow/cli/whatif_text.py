@@ -19,7 +19,8 @@ from otel_route_shadow.analysis import (
 )
 from otel_route_shadow.cli.fleet_text import fleet_lines
 from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, gap_lines, usage_lines
-from otel_route_shadow.cli.text_table import aligned, pct, printable
+from otel_route_shadow.cli.text_table import aligned, pct
+from otel_route_shadow.core import printable
 
 __all__ = ["format_whatif", "transition_text"]
 

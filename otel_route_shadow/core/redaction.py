@@ -35,6 +35,7 @@ __all__ = [
     "cannot_match",
     "is_secret_key",
     "json_pointer_token",
+    "printable",
     "redact_text",
     "redact_value",
     "unique_key",
@@ -220,7 +221,15 @@ def shown_text(raw: bytes, limit: int) -> str:
     shaped strings redacted, each run of whitespace one space, cut to ``limit`` characters, and every
     character that does not print written as its escape (``\\x1b``, ``\\u202e``), so that an escape
     sequence a hostile server sends never reaches a terminal."""
-    text = " ".join(redact_text(raw.decode("utf-8", "replace"))[0].split())[:limit]
+    return printable(" ".join(redact_text(raw.decode("utf-8", "replace"))[0].split())[:limit])
+
+
+def printable(text: str) -> str:
+    """``text`` as shown to a person: every character that does not print written as its escape
+    (``\\x1b``, ``\\n``, ``\\u202e``), so that a value another party wrote never drives a terminal,
+    reverses the text around it or forges a line."""
+    if text.isprintable():
+        return text
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
