@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Final
 
 from pydantic import ValidationError
 
 from otel_route_shadow.core import (
+    DECISION_FIELDS,
     EMPTY_SET_HASH,
     PolicyIndex,
     PolicySnapshot,
@@ -90,21 +92,17 @@ def policy_usage(decision: RouteDecision) -> Usage:
     )
 
 
+_fields: Final = attrgetter(*DECISION_FIELDS)
+"""A decision's :data:`DECISION_FIELDS`, as one tuple in their order."""
+
+
 def _reduce(decision: RouteDecision, context: RouteContext) -> Replayed:
     # As the recorder compares (``observe``): a route that defied the spawn's literal requirement agrees
     # with no decision, so a candidate is not credited with agreement the recorded decision was denied.
     shadow = shadow_decision(decision, context.legacy_route, context.requirement)
-    fields = (
-        decision.outcome,
-        decision.reason,
-        decision.policy_source,
-        decision.rung,
-        decision.policy_id,
-        decision.provider,
-        decision.account,
-        decision.model,
+    return Replayed(
+        decision.decision_id, _fields(decision), shadow.agreed, shadow.divergence, policy_usage(decision)
     )
-    return Replayed(decision.decision_id, fields, shadow.agreed, shadow.divergence, policy_usage(decision))
 
 
 def _index(snapshot: PolicySnapshot) -> PolicyIndex | None:
