@@ -28,7 +28,7 @@ from otel_route_shadow.store import (
     RevisionNotFoundError,
     RoutingPolicyStore,
     StoreIOError,
-    read_witness_policy_file,
+    read_policy_file,
     revision_file_name,
 )
 
@@ -418,7 +418,7 @@ def test_a_policy_file_with_duplicate_keys_is_refused_naming_the_file(tmp_path: 
     path = tmp_path / "policies.json"
     path.write_text('{"policies": [{"id": "a", "priority": 1, "priority": 2}]}', "utf-8")
     with pytest.raises(PolicyFileError) as caught:
-        read_witness_policy_file(path)
+        read_policy_file(path)
     assert str(caught.value) == f"{path}: duplicate key 'priority'"
 
 
@@ -427,4 +427,4 @@ def test_a_seventy_megabyte_policy_file_is_refused_without_reading_it(tmp_path: 
     with path.open("wb") as handle:
         handle.truncate(70 * 1024 * 1024)
     with pytest.raises(PolicyFileError, match="larger than"):
-        read_witness_policy_file(path)
+        read_policy_file(path)

@@ -13,7 +13,7 @@ from otel_route_shadow.store import (
     PolicyStoreError,
     RevisionNotFoundError,
     RoutingPolicyStore,
-    read_witness_policy_file,
+    read_policy_file,
 )
 
 __all__ = [
@@ -60,7 +60,7 @@ class SourcedSnapshot:
 def candidate_snapshot(path: str | Path) -> SourcedSnapshot:
     """A policy file as a candidate: revision 0, ``content_hash = policy_set_hash(policies)``."""
     try:
-        document = read_witness_policy_file(path)
+        document = read_policy_file(path)
     except PolicyFileError as exc:
         raise SnapshotSourceError(str(exc)) from None
     if document.problems:

@@ -55,7 +55,7 @@ from otel_route_shadow.store import (
     COMMAND_READ_WAIT_S,
     PolicyFileError,
     RoutingPolicyStore,
-    read_witness_policy_file,
+    read_policy_file,
 )
 
 __all__ = ["register"]
@@ -113,7 +113,7 @@ def register(sub: Any) -> None:
 def _snapshot_from_file(path: str) -> PolicySnapshot:
     input_file(path)
     try:
-        policy_file = read_witness_policy_file(path)
+        policy_file = read_policy_file(path)
     except PolicyFileError as exc:
         raise CliError(_scrub(str(exc))) from None
     if policy_file.problems:

@@ -31,7 +31,7 @@ from otel_route_shadow.store import (
     SnapshotLoad,
     StoreIOError,
     canonical_policy_dumps,
-    read_witness_policy_file,
+    read_policy_file,
 )
 
 __all__ = ["register"]
@@ -125,7 +125,7 @@ def _print_json(value: Any) -> None:
 
 def _read(path: str) -> PolicyFile:
     try:
-        return read_witness_policy_file(path)
+        return read_policy_file(path)
     except PolicyFileError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
 

@@ -39,7 +39,7 @@ from otel_route_shadow.store import (
     PolicyFile,
     RoutingPolicyStore,
     parse_policy_document,
-    read_witness_policy_file,
+    read_policy_file,
 )
 from otel_route_shadow.strict_json import loads_strict
 
@@ -174,7 +174,7 @@ def run_demo(
     project: str = DEFAULT_PROJECT,
 ) -> DemoSummary:
     """Run ``spawns`` spawns through the four instrumented seams; return the verified summary."""
-    policies = read_witness_policy_file(policy_path) if policy_path is not None else default_policy_file()
+    policies = read_policy_file(policy_path) if policy_path is not None else default_policy_file()
     if not policies.valid:
         codes = ", ".join(sorted({problem.code.value for problem in policies.problems}))
         raise ValueError(f"{policies.source}: policy set has problems ({codes}); run `policy check`")

@@ -30,7 +30,7 @@ from otel_route_shadow.store.policy_file import (
     PolicyFile,
     PolicyFileError,
     parse_policy_document,
-    read_witness_policy_file,
+    read_policy_file,
 )
 from otel_route_shadow.store.results import (
     ENVIRONMENT_PROBLEM_KINDS,
@@ -92,6 +92,6 @@ __all__ = [
     "encode_snapshot",
     "loads_strict",
     "parse_policy_document",
-    "read_witness_policy_file",
+    "read_policy_file",
     "revision_file_name",
 ]

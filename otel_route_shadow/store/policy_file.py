@@ -15,7 +15,7 @@ __all__ = [
     "PolicyFile",
     "PolicyFileError",
     "parse_policy_document",
-    "read_witness_policy_file",
+    "read_policy_file",
 ]
 
 MAX_POLICY_FILE_BYTES = 64 * 1024 * 1024
@@ -55,7 +55,7 @@ def parse_policy_document(document: Any, source: str) -> PolicyFile:
     return PolicyFile(source=source, policies=tuple(policies), problems=tuple(errors), warnings=warnings)
 
 
-def read_witness_policy_file(path: str | Path) -> PolicyFile:
+def read_policy_file(path: str | Path) -> PolicyFile:
     """Read and validate; :class:`PolicyFileError` (one line, naming the file) if unreadable."""
     source = str(path)
     try:
