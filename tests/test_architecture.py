@@ -297,6 +297,26 @@ def test_the_face_of_tlog_is_what_the_rest_of_the_package_uses() -> None:
     assert sorted(set(face) - used) == []
 
 
+def test_a_name_two_folders_export_is_one_thing() -> None:
+    """One name per concept: a name in two folders' ``__all__`` is the same object (a re-export), never
+    two things. Regression: a rename of the witness policy's reader renamed the routing policy's too, so
+    ``store`` and ``logstore`` each exported a ``read_witness_policy_file`` reading a different file."""
+    import importlib
+    import itertools
+
+    folders = {
+        p.parent.name: importlib.import_module(f"otel_route_shadow.{p.parent.name}")
+        for p in sorted(PACKAGE.glob("*/__init__.py"))
+    }
+    clashes = [
+        f"{a}.{name} / {b}.{name}"
+        for (a, one), (b, other) in itertools.combinations(folders.items(), 2)
+        for name in sorted(set(getattr(one, "__all__", ())) & set(getattr(other, "__all__", ())))
+        if getattr(one, name) is not getattr(other, name)
+    ]
+    assert clashes == []
+
+
 def test_only_the_store_finds_the_log_folder() -> None:
     """``<chain>.tlog/`` is found by ``logstore.tlog_dir`` and read through ``LogStore``: outside
     ``logstore/`` no module imports ``tlog_dir`` (``analysis/refusals.py`` joined it with the refusals

@@ -16,7 +16,7 @@ from witness_support import GrowingLog, Litewitness, WitnessPool, witness_pool
 
 from otel_route_shadow.logstore import Checkpointer
 from otel_route_shadow.tlog import KeyWindow, Signer, attest_checkpoint, parse_witness_policy
-from otel_route_shadow.witness import Outcome, WitnessEndpoint, add_checkpoint
+from otel_route_shadow.witness import PushOutcome, WitnessEndpoint, add_checkpoint
 
 pytestmark = pytest.mark.witness
 
@@ -25,7 +25,7 @@ OLD = Signer.generate(ORIGIN)
 NEW = Signer.generate(ORIGIN)
 
 
-def push(witness: Litewitness, proofs: GrowingLog, note: str, old: int) -> tuple[Outcome, str]:
+def push(witness: Litewitness, proofs: GrowingLog, note: str, old: int) -> tuple[PushOutcome, str]:
     """``note`` pushed from ``old`` (the size the witness holds): the outcome and the cosigned note."""
     new = int(note.split("\n")[1])
     proof = proofs.prove(old, new) if old else []
@@ -42,19 +42,19 @@ def test_a_witness_of_the_old_key_cosigns_the_transition_window_and_needs_the_ne
     with witness_pool(tmp_path, 1, ORIGIN, OLD.verifier()) as pool:
         [witness] = pool.witnesses
         [before] = append(chain, 100, Checkpointer(str(chain), ORIGIN, OLD), every=100)
-        assert push(witness, proofs, before.note, 0)[0] is Outcome.COSIGNED
+        assert push(witness, proofs, before.note, 0)[0] is PushOutcome.COSIGNED
         [during] = append(chain, 100, Checkpointer(str(chain), ORIGIN, (OLD, NEW)), every=100, start=100)
         outcome, cosigned = push(witness, proofs, during.note, 100)
-        assert outcome is Outcome.COSIGNED
+        assert outcome is PushOutcome.COSIGNED
         policy = parse_witness_policy(f"log {NEW.verifier()}\nwitness w0 {witness.verifier}\nquorum w0\n")
         assert attest_checkpoint(
             cosigned, policy, now=int(time.time())
         ).quorum.met  # an auditor of the new key
         [after] = append(chain, 100, Checkpointer(str(chain), ORIGIN, NEW), every=100, start=200)
-        assert push(witness, proofs, after.note, 200)[0] is Outcome.FORBIDDEN  # the old key stopped signing
+        assert push(witness, proofs, after.note, 200)[0] is PushOutcome.FORBIDDEN  # the old key stopped signing
         _add_key(pool, witness, NEW)
         outcome, cosigned = push(witness, proofs, after.note, 200)
-        assert outcome is Outcome.COSIGNED
+        assert outcome is PushOutcome.COSIGNED
     key_set = [KeyWindow(OLD.verifier(), 0, 201), KeyWindow(NEW.verifier(), 200)]
     assert attest_checkpoint(cosigned, policy, now=int(time.time()), logs=key_set).quorum.met
     assert [int(n.split("\n")[1]) for n in notes(chain)] == [100, 200, 300]

@@ -27,7 +27,7 @@ from otel_route_shadow.tlog import Checkpoint, Signer, sign_note, verify_cosigna
 from otel_route_shadow.witness import (
     MAX_RESPONSE_BYTES,
     Connection,
-    Outcome,
+    PushOutcome,
     TransportError,
     WitnessConfigError,
     WitnessEndpoint,
@@ -86,7 +86,7 @@ def test_the_request_body_is_old_size_proof_lines_blank_line_note() -> None:
 def test_a_valid_cosignature_is_accepted_and_the_request_is_what_was_sent() -> None:
     with fake_witness(_cosign(WITNESS)) as fake:
         answer = _push(fake)
-    assert answer.outcome is Outcome.COSIGNED and answer.status == 200
+    assert answer.outcome is PushOutcome.COSIGNED and answer.status == 200
     assert answer.cosignatures == (WITNESS.line(TEXT, NOW - 1),)
     assert fake.bodies == [add_checkpoint_body(5, PROOF, NOTE)]
 
@@ -94,7 +94,7 @@ def test_a_valid_cosignature_is_accepted_and_the_request_is_what_was_sent() -> N
 def test_only_the_witnesss_own_lines_are_kept_from_an_answer() -> None:
     with fake_witness(_cosign(OTHER, WITNESS)) as fake:
         answer = _push(fake)
-    assert answer.outcome is Outcome.COSIGNED and answer.cosignatures == (WITNESS.line(TEXT, NOW - 1),)
+    assert answer.outcome is PushOutcome.COSIGNED and answer.cosignatures == (WITNESS.line(TEXT, NOW - 1),)
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_only_the_witnesss_own_lines_are_kept_from_an_answer() -> None:
 def test_a_bad_answer_is_contained_and_never_a_cosignature(respond, detail: str) -> None:
     with fake_witness(respond) as fake:
         answer = _push(fake)
-    assert answer.outcome is Outcome.BAD_ANSWER and answer.cosignatures == ()
+    assert answer.outcome is PushOutcome.BAD_ANSWER and answer.cosignatures == ()
     assert detail in answer.detail
 
 
@@ -128,21 +128,21 @@ def test_a_cosignature_line_by_the_witnesss_name_and_key_id_but_another_key_is_a
 
     with fake_witness(respond) as fake:
         answer = _push(fake)
-    assert answer.outcome is Outcome.BAD_ANSWER and "does not verify" in answer.detail
+    assert answer.outcome is PushOutcome.BAD_ANSWER and "does not verify" in answer.detail
 
 
 @pytest.mark.parametrize(
     ("status", "outcome"),
     [
-        (400, Outcome.BAD_REQUEST),
-        (403, Outcome.FORBIDDEN),
-        (404, Outcome.UNKNOWN_LOG),
-        (422, Outcome.BAD_PROOF),
-        (500, Outcome.SERVER_ERROR),
-        (503, Outcome.SERVER_ERROR),
+        (400, PushOutcome.BAD_REQUEST),
+        (403, PushOutcome.FORBIDDEN),
+        (404, PushOutcome.UNKNOWN_LOG),
+        (422, PushOutcome.BAD_PROOF),
+        (500, PushOutcome.SERVER_ERROR),
+        (503, PushOutcome.SERVER_ERROR),
     ],
 )
-def test_refusals_map_to_their_outcome_with_a_printable_detail(status: int, outcome: Outcome) -> None:
+def test_refusals_map_to_their_outcome_with_a_printable_detail(status: int, outcome: PushOutcome) -> None:
     key = b"sk-ant-api03-" + b"a" * 40
     with fake_witness(_fixed(status, b"no \x1b[31mway, " + key + b"\nsecond line")) as fake:
         answer = _push(fake)
@@ -154,7 +154,7 @@ def test_a_conflict_gives_the_witnesss_size() -> None:
     headers = {"Content-Type": "text/x.tlog.size; charset=utf-8"}
     with fake_witness(_fixed(409, b"1030\n", headers)) as fake:
         answer = _push(fake)
-    assert (answer.outcome, answer.witness_size) == (Outcome.CONFLICT, 1030)
+    assert (answer.outcome, answer.witness_size) == (PushOutcome.CONFLICT, 1030)
 
 
 def _hold(body: bytes, fake: FakeWitness) -> tuple[int, dict[str, str], bytes]:
@@ -165,7 +165,7 @@ def _hold(body: bytes, fake: FakeWitness) -> tuple[int, dict[str, str], bytes]:
 def test_a_witness_that_never_answers_times_out() -> None:
     with fake_witness(_hold) as fake:
         answer = _push(fake, timeout=0.3)
-    assert answer.outcome is Outcome.TIMEOUT and answer.cosignatures == ()
+    assert answer.outcome is PushOutcome.TIMEOUT and answer.cosignatures == ()
 
 
 @pytest.fixture
@@ -195,11 +195,11 @@ def dripping_server() -> Iterator[int]:
 
 def test_a_witness_that_drips_its_answer_is_cut_at_the_deadline(dripping_server: int) -> None:
     answer = _push(f"http://127.0.0.1:{dripping_server}", timeout=0.5)
-    assert answer.outcome is Outcome.TIMEOUT
+    assert answer.outcome is PushOutcome.TIMEOUT
 
 
 def test_a_closed_port_is_unreachable_and_not_http_is_a_bad_answer() -> None:
-    assert _push(f"http://127.0.0.1:{free_port()}").outcome is Outcome.UNREACHABLE
+    assert _push(f"http://127.0.0.1:{free_port()}").outcome is PushOutcome.UNREACHABLE
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve() -> None:
@@ -215,7 +215,7 @@ def test_a_closed_port_is_unreachable_and_not_http_is_a_bad_answer() -> None:
     finally:
         listener.close()
         thread.join(5)
-    assert answer.outcome is Outcome.BAD_ANSWER
+    assert answer.outcome is PushOutcome.BAD_ANSWER
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
@@ -251,8 +251,8 @@ def test_https_with_a_trusted_certificate_cosigns_and_an_untrusted_one_is_unreac
         fake.server.socket = server_context.wrap_socket(fake.server.socket, server_side=True)
         trusted = ssl.create_default_context(cafile=str(cert))
         url = f"https://localhost:{fake.port}"
-        assert _push(url, tls=trusted).outcome is Outcome.COSIGNED
-        assert _push(url).outcome is Outcome.UNREACHABLE  # the system's roots do not know it
+        assert _push(url, tls=trusted).outcome is PushOutcome.COSIGNED
+        assert _push(url).outcome is PushOutcome.UNREACHABLE  # the system's roots do not know it
 
 
 @pytest.mark.parametrize(
@@ -296,8 +296,8 @@ def test_any_answer_is_an_outcome_and_only_verified_lines_are_accepted(
 ) -> None:
     endpoint = WitnessEndpoint.parse("w1", WITNESS.verifier, "http://127.0.0.1:1")
     answer = interpret_answer(endpoint, NOTE, status, media, body, NOW, 300)
-    assert isinstance(answer.outcome, Outcome)
-    if answer.outcome is Outcome.COSIGNED:
+    assert isinstance(answer.outcome, PushOutcome)
+    if answer.outcome is PushOutcome.COSIGNED:
         assert status == 200 and answer.cosignatures
         found = verify_cosignatures(NOTE + "".join(answer.cosignatures), [WITNESS.verifier], now=NOW)
         assert len(found.verified) == 1 and found.ignored == 1

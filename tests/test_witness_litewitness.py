@@ -23,7 +23,7 @@ from otel_route_shadow.logstore import Checkpointer, empty_tree_note, signed_che
 from otel_route_shadow.tlog import Signer, attest_checkpoint, parse_witness_policy
 from otel_route_shadow.witness import (
     CheckpointWitnessing,
-    Outcome,
+    PushOutcome,
     WitnessEndpoint,
     WitnessPusher,
     add_checkpoint,
@@ -88,7 +88,7 @@ def _listed_size(pool: WitnessPool, witness: Litewitness) -> int:
 
 def _push_directly(
     witness: Litewitness, note: str, old: int = 0, proof: list[bytes] | None = None
-) -> Outcome:
+) -> PushOutcome:
     answer = add_checkpoint(
         _endpoint(witness, "direct"), old, proof or [], note, now=int(time.time()), skew=300
     )
@@ -128,8 +128,8 @@ def test_a_witness_at_another_size_answers_409_and_the_pusher_proves_from_there(
     log = GrowingLog(tmp_path / "chain.jsonl", signer)
     n300, n700, n1030 = log.grow(300), log.grow(400), log.grow(330)
     behind, ahead = pool.witnesses
-    assert _push_directly(behind, n300) is Outcome.COSIGNED  # behind holds 300
-    assert _push_directly(ahead, n1030) is Outcome.COSIGNED  # ahead holds 1030, more than the next push
+    assert _push_directly(behind, n300) is PushOutcome.COSIGNED  # behind holds 300
+    assert _push_directly(ahead, n1030) is PushOutcome.COSIGNED  # ahead holds 1030, more than the next push
     results = Results()
     pusher = _pusher(log, pool, results)
     try:
@@ -215,17 +215,17 @@ def test_an_unknown_log_or_an_untrusted_key_is_refused(
 ) -> None:
     stranger = Signer.generate("example.com/route-shadow/unknown")
     unknown = GrowingLog(tmp_path / "unknown.jsonl", stranger).grow(3)
-    assert _push_directly(pool.witnesses[0], unknown) is Outcome.FORBIDDEN  # litewitness: 403, not 404
+    assert _push_directly(pool.witnesses[0], unknown) is PushOutcome.FORBIDDEN  # litewitness: 403, not 404
     impostor = Signer.generate(ORIGIN)  # the origin's name, another key
     forged = GrowingLog(tmp_path / "impostor.jsonl", impostor).grow(3)
-    assert _push_directly(pool.witnesses[0], forged) is Outcome.FORBIDDEN
+    assert _push_directly(pool.witnesses[0], forged) is PushOutcome.FORBIDDEN
     log = GrowingLog(tmp_path / "chain.jsonl", signer)
     note = log.grow(20)
-    assert _push_directly(pool.witnesses[0], note) is Outcome.COSIGNED
+    assert _push_directly(pool.witnesses[0], note) is PushOutcome.COSIGNED
     bad_proof = [bytes(32)] * len(log.prove(10, 20))
     note30 = log.grow(10)
-    assert _push_directly(pool.witnesses[0], note30, old=20, proof=bad_proof) is Outcome.BAD_PROOF
-    assert _push_directly(pool.witnesses[0], note30, old=40) is Outcome.BAD_REQUEST  # old > new
+    assert _push_directly(pool.witnesses[0], note30, old=20, proof=bad_proof) is PushOutcome.BAD_PROOF
+    assert _push_directly(pool.witnesses[0], note30, old=40) is PushOutcome.BAD_REQUEST  # old > new
 
 
 def test_the_pool_stops_every_process_it_started_even_when_the_test_fails(

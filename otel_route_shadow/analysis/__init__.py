@@ -105,7 +105,7 @@ from otel_route_shadow.analysis.source import (
     EmptyChainError,
     MissingChainError,
     UnverifiedChainError,
-    open_chain,
+    chain_status,
 )
 from otel_route_shadow.analysis.tally import Tally, interval, rate, sorted_counts, top_counts
 from otel_route_shadow.analysis.timeline import TimelinePoint, width_label
@@ -199,6 +199,7 @@ __all__ = [
     "build_report",
     "candidate_snapshot",
     "chain_paths",
+    "chain_status",
     "cited_loader",
     "finding_codes",
     "fleet_replay",
@@ -210,7 +211,6 @@ __all__ = [
     "kept_records",
     "key_label",
     "label",
-    "open_chain",
     "parse_account",
     "parse_axis",
     "parse_by",

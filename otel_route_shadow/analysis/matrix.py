@@ -20,7 +20,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from otel_route_shadow.analysis.records import RecordCounts, observations
-from otel_route_shadow.analysis.source import open_chain, read_payloads
+from otel_route_shadow.analysis.source import chain_status, read_payloads
 from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.core import (
     DECISION_FIELDS,
@@ -227,7 +227,7 @@ def axes_from_chain(
     The chain is only a source of axis values here, so it is not verified (``report`` and ``whatif``
     are the commands whose figures come from the chain).
     """
-    status = open_chain(path, verify=False)
+    status = chain_status(path, verify=False)
     if status.kept is not None and tell is not None:
         tell(f"axis values from seq {status.start} on: {status.kept.pruned.describe()}")
     seen: dict[str, set[Any]] = {

@@ -46,7 +46,7 @@ __all__ = [
     "NotAChainError",
     "UnverifiedChainError",
     "analyse_chain",
-    "open_chain",
+    "chain_status",
     "read_payloads",
     "require_chain_file",
     "stored_bytes",
@@ -268,7 +268,7 @@ def _verify(chain: Path, jobs: int, progress: ProgressFn | None, start: int) -> 
     return _status(chain, _answer(result))
 
 
-def open_chain(
+def chain_status(
     path: str | Path,
     *,
     verify: bool = True,
@@ -396,7 +396,7 @@ def analyse_chain(
     least that much): the wall time is about the longer of the two rather than their sum. Either way
     nothing is returned before verification has finished, and an unverifiable chain raises
     :class:`UnverifiedChainError` (unless allowed) whatever the reading produced. A pruned chain is
-    verified and read from its minimum index (see :func:`open_chain`; ``keys`` as there).
+    verified and read from its minimum index (see :func:`chain_status`; ``keys`` as there).
     """
     chain = Path(live_path(path))
     require_chain_file(chain)
@@ -413,7 +413,7 @@ def analyse_chain(
         # The read failed or the file shrank under us (verified), or the chain does not verify
         # (allowed): read again, knowing the verdict.
     else:
-        status = open_chain(
+        status = chain_status(
             chain,
             verify=verify,
             allow_unverified=allow_unverified,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from otel_route_shadow.witness.client import (
     MAX_RESPONSE_BYTES,
-    Outcome,
+    PushOutcome,
     add_checkpoint,
     add_checkpoint_body,
     interpret_answer,
@@ -28,7 +28,7 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "CheckpointWitnessing",
     "Connection",
-    "Outcome",
+    "PushOutcome",
     "TransportError",
     "WitnessConfigError",
     "WitnessEndpoint",

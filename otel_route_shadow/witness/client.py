@@ -20,7 +20,7 @@ The answers, one function each (:func:`interpret_answer`):
   an unknown log); 422 the consistency proof does not verify; 400 a malformed request; 5xx the witness
   failed;
 * anything else, and an answer that does not complete within the timeout or exceeds the size cap, is
-  contained as its :class:`Outcome`; nothing here raises.
+  contained as its :class:`PushOutcome`; nothing here raises.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ __all__ = [
     "DEFAULT_REQUEST_TIMEOUT_S",
     "MAX_PROOF_LINES",
     "MAX_RESPONSE_BYTES",
-    "Outcome",
+    "PushOutcome",
     "WitnessAnswer",
     "add_checkpoint",
     "add_checkpoint_body",
@@ -62,7 +62,7 @@ _SIZE_BODY = re.compile(rb"(0|[1-9][0-9]{0,18})\n")
 _DETAIL_CHARS = 120
 
 
-class Outcome(enum.Enum):
+class PushOutcome(enum.Enum):
     """What one ``add-checkpoint`` request came to."""
 
     COSIGNED = "cosigned"
@@ -82,7 +82,7 @@ class WitnessAnswer:
     """The outcome; ``cosignatures``: the witness's verified cosignature lines (``COSIGNED``);
     ``witness_size``: its size for the log (``CONFLICT``); ``detail``: a short printable reason."""
 
-    outcome: Outcome
+    outcome: PushOutcome
     status: int | None = None
     witness_size: int | None = None
     cosignatures: tuple[str, ...] = ()
@@ -126,7 +126,7 @@ def add_checkpoint(
     of its own.
 
     ``now`` (POSIX seconds) bounds the cosignatures' timestamps. Never raises for the network or the
-    answer: every failure is an :class:`Outcome`.
+    answer: every failure is an :class:`PushOutcome`.
     """
     body = add_checkpoint_body(old_size, proof, note)
     path = endpoint.path + "/add-checkpoint"
@@ -150,16 +150,16 @@ def add_checkpoint(
 
 
 _TRANSPORT_OUTCOMES = {
-    TransportFault.TIMEOUT: Outcome.TIMEOUT,
-    TransportFault.UNREACHABLE: Outcome.UNREACHABLE,
-    TransportFault.TOO_LARGE: Outcome.BAD_ANSWER,
-    TransportFault.MALFORMED: Outcome.BAD_ANSWER,
+    TransportFault.TIMEOUT: PushOutcome.TIMEOUT,
+    TransportFault.UNREACHABLE: PushOutcome.UNREACHABLE,
+    TransportFault.TOO_LARGE: PushOutcome.BAD_ANSWER,
+    TransportFault.MALFORMED: PushOutcome.BAD_ANSWER,
 }
 _REFUSALS = {
-    400: Outcome.BAD_REQUEST,
-    403: Outcome.FORBIDDEN,
-    404: Outcome.UNKNOWN_LOG,
-    422: Outcome.BAD_PROOF,
+    400: PushOutcome.BAD_REQUEST,
+    403: PushOutcome.FORBIDDEN,
+    404: PushOutcome.UNKNOWN_LOG,
+    422: PushOutcome.BAD_PROOF,
 }
 
 
@@ -174,8 +174,8 @@ def interpret_answer(
     if status in _REFUSALS:
         return WitnessAnswer(_REFUSALS[status], status, detail=_detail(body))
     if 500 <= status <= 599:
-        return WitnessAnswer(Outcome.SERVER_ERROR, status, detail=_detail(body))
-    return WitnessAnswer(Outcome.BAD_ANSWER, status, detail=f"unexpected status {status}")
+        return WitnessAnswer(PushOutcome.SERVER_ERROR, status, detail=_detail(body))
+    return WitnessAnswer(PushOutcome.BAD_ANSWER, status, detail=f"unexpected status {status}")
 
 
 def _cosignature_lines(
@@ -189,21 +189,21 @@ def _cosignature_lines(
         signatures = parse_note(cosigned).signatures
     except (UnicodeDecodeError, NoteError, CosignatureError) as exc:
         reason = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else str(exc)
-        return WitnessAnswer(Outcome.BAD_ANSWER, 200, detail=f"the cosignature lines: {reason}")
+        return WitnessAnswer(PushOutcome.BAD_ANSWER, 200, detail=f"the cosignature lines: {reason}")
     if found.refused:
-        return WitnessAnswer(Outcome.BAD_ANSWER, 200, detail="a cosignature timestamp lies in the future")
+        return WitnessAnswer(PushOutcome.BAD_ANSWER, 200, detail="a cosignature timestamp lies in the future")
     if not found.verified:
-        return WitnessAnswer(Outcome.BAD_ANSWER, 200, detail="no cosignature by the witness's key")
+        return WitnessAnswer(PushOutcome.BAD_ANSWER, 200, detail="no cosignature by the witness's key")
     mine = tuple(s.line() for s in signatures if endpoint.verifier.signs(s))
-    return WitnessAnswer(Outcome.COSIGNED, 200, cosignatures=mine)
+    return WitnessAnswer(PushOutcome.COSIGNED, 200, cosignatures=mine)
 
 
 def _witness_size(media: str, body: bytes) -> WitnessAnswer:
     if media != SIZE_MEDIA_TYPE:
-        return WitnessAnswer(Outcome.BAD_ANSWER, 409, detail=f"a 409 answer is not {SIZE_MEDIA_TYPE}")
+        return WitnessAnswer(PushOutcome.BAD_ANSWER, 409, detail=f"a 409 answer is not {SIZE_MEDIA_TYPE}")
     if not _SIZE_BODY.fullmatch(body) or int(body) > 2**63 - 1:
-        return WitnessAnswer(Outcome.BAD_ANSWER, 409, detail="a 409 answer's body is not a tree size")
-    return WitnessAnswer(Outcome.CONFLICT, 409, witness_size=int(body))
+        return WitnessAnswer(PushOutcome.BAD_ANSWER, 409, detail="a 409 answer's body is not a tree size")
+    return WitnessAnswer(PushOutcome.CONFLICT, 409, witness_size=int(body))
 
 
 def _detail(body: bytes) -> str:

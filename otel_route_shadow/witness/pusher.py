@@ -46,7 +46,7 @@ from otel_route_shadow.witness.client import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_REQUEST_TIMEOUT_S,
     MAX_PROOF_LINES,
-    Outcome,
+    PushOutcome,
     WitnessAnswer,
     add_checkpoint,
     witness_connection,
@@ -73,7 +73,7 @@ CANNOT_PROVE = "cannot-prove"
 WITNESS_AHEAD = "witness-ahead"
 BAD_NOTE = "bad-note"
 CALLBACK = "callback"
-_TRANSIENT = frozenset({Outcome.TIMEOUT, Outcome.UNREACHABLE, Outcome.SERVER_ERROR})
+_TRANSIENT = frozenset({PushOutcome.TIMEOUT, PushOutcome.UNREACHABLE, PushOutcome.SERVER_ERROR})
 
 Prove = Callable[[int, int], Sequence[bytes]]
 OnCosigned = Callable[[int, bytes, tuple[str, ...]], None]
@@ -313,7 +313,7 @@ class WitnessPusher:
         sent = witness.size
         try:
             answer = self._request(witness, sent, checkpoint, job.note)
-            if answer.outcome is Outcome.CONFLICT and answer.witness_size not in (None, sent):
+            if answer.outcome is PushOutcome.CONFLICT and answer.witness_size not in (None, sent):
                 self._holds(witness, answer.witness_size or 0)
                 if witness.size > checkpoint.size:
                     self._refuse(witness, WITNESS_AHEAD, checkpoint.size, f"it holds size {witness.size}")
@@ -360,9 +360,9 @@ class WitnessPusher:
         return proof
 
     def _settle(self, witness: _Witness, checkpoint: Checkpoint, answer: WitnessAnswer) -> bool:
-        if answer.outcome is Outcome.CONFLICT and answer.witness_size is not None:
+        if answer.outcome is PushOutcome.CONFLICT and answer.witness_size is not None:
             self._holds(witness, answer.witness_size)
-        if answer.outcome is not Outcome.COSIGNED:
+        if answer.outcome is not PushOutcome.COSIGNED:
             self._refuse(witness, answer.outcome.value, checkpoint.size, answer.detail)
             if answer.outcome in _TRANSIENT:
                 with self._cond:

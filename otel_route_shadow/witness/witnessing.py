@@ -42,7 +42,7 @@ from otel_route_shadow.tlog import DEFAULT_SKEW_S, Checkpoint, TileReader, Witne
 from otel_route_shadow.witness.client import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_REQUEST_TIMEOUT_S,
-    Outcome,
+    PushOutcome,
     add_checkpoint,
 )
 from otel_route_shadow.witness.endpoint import WitnessEndpoint, endpoints_from_policy
@@ -180,10 +180,10 @@ class CheckpointWitnessing:
                 connect_timeout=min(self._connect_timeout, timeout),
                 timeout=timeout,
             )
-            if answer.outcome is Outcome.CONFLICT and answer.witness_size is not None:
+            if answer.outcome is PushOutcome.CONFLICT and answer.witness_size is not None:
                 with self._lock:
                     self._known[endpoint.name] = answer.witness_size
-            elif answer.outcome is not Outcome.COSIGNED:
+            elif answer.outcome is not PushOutcome.COSIGNED:
                 _LOG.warning(
                     "route-shadow: cannot learn the size witness %s holds for %s (%s: %s); "
                     "checkpoints are signed without it",
