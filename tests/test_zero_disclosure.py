@@ -405,6 +405,26 @@ def test_a_contained_exception_group_is_logged_with_its_exceptions_each_once() -
     assert text.count("and 1 more") == 10 and "nested more than 10 deep" in text
 
 
+class _Unprintable(ExceptionGroup):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_an_exception_whose_text_fails_is_logged_as_traceback_logs_it() -> None:
+    """Regression: a group's own line was written with ``str(exc)``, so a group whose ``__str__`` raises
+    made the log line raise inside the host's call; ``traceback`` writes ``<exception str() failed>``."""
+    from otel_route_shadow.instrumentation.error_text import (
+        exception_line,
+        exception_summary,
+        exception_trace,
+    )
+
+    group = _Unprintable("x", [LookupError("no such job")])
+    assert "<exception str() failed>" in exception_line(group)
+    assert "<exception str() failed>" in exception_trace(group) and "LookupError: no such job" in exception_trace(group)
+    assert exception_summary(group) == "<exception str() failed>"
+
+
 def test_the_docs_say_redactions_holds_the_writers_marks_only_not_the_plugins(tmp_path: Path) -> None:
     """The docs said ``redactions`` names the fields that changed, yet a plugin record whose host string
     lost a credential has ``[]``: the plugin scrubs before the writer sees it. The docs now say so."""

@@ -45,15 +45,22 @@ def _only(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):  # ``traceback`` would walk every member each time it is met
         module, name = type(exc).__module__, type(exc).__qualname__
         notes = getattr(exc, "__notes__", None)
-        lines = [name if module == "builtins" else f"{module}.{name}", f": {exc}\n"]
+        lines = [name if module == "builtins" else f"{module}.{name}", f": {_str(exc)}\n"]
         lines += [f"{note}\n" for note in notes if isinstance(note, str)] if isinstance(notes, list) else []
         return "".join(lines)
     return "".join(traceback.format_exception_only(type(exc), exc))
 
 
+def _str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # as ``traceback`` says it
+        return "<exception str() failed>"
+
+
 def exception_summary(exc: BaseException) -> str:
     """The exception's message alone, on one line (a validation error without its input), redacted."""
-    text = _validation_text(exc) if isinstance(exc, ValidationError) else str(exc)
+    text = _validation_text(exc) if isinstance(exc, ValidationError) else _str(exc)
     return redact_text(" ".join(text.split()))[0]
 
 
