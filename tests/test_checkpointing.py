@@ -138,7 +138,7 @@ def test_a_child_forked_while_the_checkpointer_runs_checkpoints_again(tmp_path: 
         made = scheduled.checkpoint_now()
         return seen == [6] and made is not None and made.size == 6
 
-    os.makedirs(checkpointer.dir, exist_ok=True)
+    os.makedirs(checkpointer.directory.path, exist_ok=True)
     with checkpointer.directory.lock() as held:  # as the parent's call holds them at fork time
         assert held
         checkpointer._running = True

@@ -268,3 +268,18 @@ def test_default_origin_is_stable_and_a_valid_key_name(tmp_path: Path) -> None:
     assert origin != default_origin(str(tmp_path / "other.jsonl"))
     assert "/route-shadow/" in origin and " " not in origin and "+" not in origin
     Signer.generate(origin)
+
+
+def test_a_checkpointer_given_a_key_and_no_origin_signs_for_the_keys_name(tmp_path: Path) -> None:
+    """Regression: with a key and no origin, the origin was derived from the chain's path, so the first
+    checkpoint was signed by a key named otherwise; read back, it authenticated to no one (a key is
+    named for its log's origin) and the writer refused for good (``unverified-checkpoint``)."""
+    signer = Signer.generate("example.com/route-shadow/named")
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 20, Checkpointer(str(chain), None, signer), every=5)
+    again = Checkpointer(str(chain), None, signer)
+    assert again.origin == signer.name
+    append(chain, 5, again, every=5)
+    assert again.refused is None and again.last is not None and again.last.size == 25
+    with pytest.raises(ValueError, match=r"not for 'example\.com/other'"):
+        Checkpointer(str(chain), "example.com/other", signer)

@@ -11,13 +11,13 @@ checkpointing: this one skips) and then:
    ``state`` or a witness, is a refusal). The largest is the *base* every new tree must extend.
 2. **Trusts nothing on disk it has not authenticated**: it continues from its own cursor
    (``catchup.Cursor``) when that is at least the base; else it resumes at the base from the ``state``
-   hint, taken only when the tiles authenticate against the base's signed root (``tiles.TileReader``)
-   and the chain's line at the hint is the leaf the tiles hold. When the hint is missing or wrong, or
-   the tiles are lost or damaged, it **rebuilds** the tree from the chain: re-hashing the lines and
-   comparing the root at the size of every checkpoint it published (rewriting their tiles as each
-   root matches); a pruned chain's from its minimum index, the tree below it taken from the tiles the
-   base authenticates (``SegmentFiles.first_kept``). A rebuild is bounded per call like any catch-up; nothing is signed before it reaches
-   the base.
+   hint, taken only when the tiles authenticate against the base's signed root (``tiles.TileReader``) and
+   the chain's line at the hint is the leaf the tiles hold. When the hint is missing or wrong, or the tiles
+   are lost or damaged, it **rebuilds** the tree from the chain: re-hashing the lines and comparing the
+   root at the size of every checkpoint it published (rewriting their tiles as each root matches); a pruned
+   chain's from its minimum index, the tree below it taken from the tiles the base authenticates
+   (``SegmentFiles.first_kept``). A rebuild is bounded per call like any catch-up; nothing is signed before
+   it reaches the base.
 3. **Catches up** (at most ``max_leaves`` lines and ``max_bytes`` bytes), checking each line's record
    hash and link before it becomes a leaf (``catchup``).
 4. **Proves before it signs**: the tiles of the new tree are written durably, read back through a
@@ -153,12 +153,14 @@ class Checkpointer:
         pause: Callable[[], None] | None = None,
     ) -> None:
         self.chain_path = os.fspath(chain_path)
-        self.origin = origin or default_origin(self.chain_path)
         self.signers: tuple[Signer, ...] = (
             () if signer is None else (signer,) if isinstance(signer, Signer) else tuple(signer)
         )
-        """The log's signing keys (one name): every checkpoint carries a signature by each (a key
-        rotation's transition window has two)."""
+        """The log's signing keys, named for its origin: every checkpoint carries a signature by each (a
+        key rotation's transition window has two)."""
+        self.origin = origin or (self.signers[0].name if self.signers else default_origin(self.chain_path))
+        if self.signers and self.signers[0].name != self.origin:  # its notes would authenticate to no one
+            raise ValueError(f"the signing key is named {self.signers[0].name!r}, not for {self.origin!r}")
         self.max_leaves = max(1, max_leaves)
         self.max_bytes = max(_MIN_BYTES, max_bytes)
         self.slice_leaves = max(1, slice_leaves)
@@ -209,11 +211,6 @@ class Checkpointer:
         tree is caught up): the tree's size less that file's first seq (0 before it holds a tree)."""
         return self._cursor.size - self._cursor.segment if self._cursor is not None else 0
 
-    @property
-    def dir(self) -> str:
-        """``<chain>.tlog``."""
-        return self.directory.path
-
     def add_listener(self, listener: Callable[[SignedCheckpoint], None]) -> None:
         """Call ``listener`` after each checkpoint is durably published (its exceptions are logged once)."""
         self._listeners.append(listener)
@@ -260,10 +257,10 @@ class Checkpointer:
     # -- one call, under the directory's lock --------------------------------------------------------
 
     def _locked(self, work: _Work) -> SignedCheckpoint | None:
-        if not os.path.isdir(self.dir):
+        if not os.path.isdir(self.directory.path):
             if not os.path.exists(self.chain_path):
                 return None  # no chain yet: nothing to checkpoint
-            os.makedirs(self.dir, exist_ok=True)
+            os.makedirs(self.directory.path, exist_ok=True)
         with self.directory.lock() as held:
             if not held:
                 return None  # another process is checkpointing this chain right now
@@ -379,7 +376,7 @@ class Checkpointer:
         if not is_acknowledged(self.directory, reason, self.origin, size):
             raise _Refused(reason, _detail(size, -1))
         self._log_once(
-            reason, "signing on for %s: the operator acknowledged %s at %d", self.dir, reason, size
+            reason, "signing on for %s: the operator acknowledged %s at %d", self.directory.path, reason, size
         )
 
     def signed_note(self, size: int) -> str | None:
@@ -408,7 +405,7 @@ class Checkpointer:
         # A closed segment still there may lie between a prune's commit and its unlink: not logged.
         if claimed and cursor.segment == files.live_first:
             message = "not believing %s/pruned: the segment %d it says was pruned is still in the chain"
-            self._log_once("pruned-claim", message, self.dir, cursor.segment)
+            self._log_once("pruned-claim", message, self.directory.path, cursor.segment)
         return found
 
     def _resume(self, files: SegmentFiles, base: Checkpoint | None) -> Cursor:
@@ -426,13 +423,13 @@ class Checkpointer:
                 f"rebuild:{why}", "rebuilding the tree of %s from the chain: %s", self.chain_path, why
             )
         self._rebuild_next = None
-        start = files.first_kept(TileReader(self.directory, base.size, base.root))
-        for older in reversed(self.notes.published() if files.pruned is not None and not start.size else []):
-            if older.size < base.size:  # the base's right edge damaged: the tree of m through an older one
-                start = files.first_kept(TileReader(self.directory, older.size, older.root))
-            if start.size:
+        # A pruned chain's tree of m through an older checkpoint when the base's tiles fail (a damaged edge).
+        published = self.notes.published()
+        older = [c for c in reversed(published) if files.pruned is not None and c.size < base.size]
+        for tree in [base, *older]:
+            if (start := files.first_kept(TileReader(self.directory, tree.size, tree.root))).size:
                 break
-        targets = [c for c in self.notes.published() if start.size < c.size <= base.size]
+        targets = [c for c in published if start.size < c.size <= base.size]
         if not targets or targets[-1] != base:
             targets.append(base)
         self._rebuilding = _Rebuilding(targets)
@@ -529,7 +526,7 @@ class Checkpointer:
         for level, index in completed:
             self.directory.remove_partials(level, index)
         starts, cursor.bundle_starts = cursor.bundle_starts, []
-        append_index_offsets(self.dir, starts)
+        append_index_offsets(self.directory.path, starts)
         return made
 
     def _write_tiles(self, builder: TreeBuilder) -> None:
