@@ -756,6 +756,44 @@ def test_rotate_refuses_to_seal_a_tampered_live_file(
     assert sorted(p.name for p in tmp_path.rglob("*")) == before and chain.read_bytes() == edited
 
 
+def test_a_live_file_whose_edit_was_relinked_is_not_sealed(tmp_path: Path) -> None:
+    from test_chain_support import relink
+    from test_segment_writer import caught_up
+
+    from otel_route_shadow.chain import CutRefused
+    from otel_route_shadow.logstore.cutting import check_live_signed
+
+    # An edit covered by recomputing every hash after it parses and links: a new writer's resume finds
+    # its last line changed ("rewritten"); a writer already caught up finds it by the range proof
+    # against the signed root alone.
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 30)
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    caught_up(writer)
+    lines = chain.read_bytes().splitlines(keepends=True)
+    lines[15] = lines[15].replace(b'"n":15}', b'"n":51}', 1)
+    chain.write_bytes(b"".join(relink(lines, 15)))
+    with pytest.raises(CutRefused, match=r"its records \[0, 30\) are not those the checkpoint of size 30 signed"):
+        check_live_signed(writer)
+
+
+def test_a_cut_by_another_process_meanwhile_is_not_called_an_edit(tmp_path: Path) -> None:
+    from test_segment_writer import caught_up
+
+    from otel_route_shadow.chain import CutRefused
+    from otel_route_shadow.logstore.cutting import check_live_signed
+
+    # Regression: the live file was read after another process had cut it, so its first record was
+    # the anchor, not the record the check expected, and rotate said a record was not the one signed.
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 30)
+    writer = Checkpointer(str(chain), ORIGIN, SIGNER)
+    caught_up(writer)
+    assert main(["rotate", str(chain), "--key", str(key_file(tmp_path / "log.key", SIGNER))]) == 0
+    with pytest.raises(CutRefused, match="another process cut the chain meanwhile"):
+        check_live_signed(writer)
+
+
 def test_rotate_of_a_cut_log_whose_stored_tile_is_a_directory_stops_not_cut(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

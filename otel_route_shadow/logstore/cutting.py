@@ -3,16 +3,17 @@ chain cut (``chain.cut_chain``, docs/chain-format.md section 14)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Final
 
-from otel_route_shadow.chain import ChainCut, CutRefused, cut_chain
+from otel_route_shadow.chain import SEGMENTS_SUFFIX, ChainCut, CutRefused, cut_chain, segment_name
 from otel_route_shadow.files import FileRefused
 from otel_route_shadow.logstore.archives import open_segment, read_segment
 from otel_route_shadow.logstore.checkpointer import Checkpointer
 from otel_route_shadow.logstore.signed import signed_checkpoint_from_note
-from otel_route_shadow.tlog import ProofError, TileError, TileReader, range_proof, verify_range
+from otel_route_shadow.tlog import HASH_SIZE, ProofError, TileError, TileReader, range_proof, verify_range
 
 __all__ = ["CUT_CATCH_UP_STEPS", "CUT_SIGN_POLL_S", "CUT_SIGN_WAIT_S", "cut_signed", "note_for_cut"]
 
@@ -112,9 +113,11 @@ def check_live_signed(checkpointer: Checkpointer) -> None:
     try:
         with open_segment(path) as stream:
             read = read_segment(stream, first)
+        if read.count < size - first and os.path.lexists(path + SEGMENTS_SUFFIX + "/" + segment_name(first)):
+            raise CutRefused(f"{path}: another process cut the chain meanwhile; not cutting")
         if read.count < size - first:
             raise CutRefused(f"{path}: {read.problem}, below the signed size {size}; not cutting")
-        leaves = read.leaves[: (size - first) * 32]
+        leaves = read.leaves[: (size - first) * HASH_SIZE]
         proof = range_proof(first, size, size, TileReader(checkpointer.directory, size, signed.root))
         verify_range(first, size, size, leaves, proof, signed.root)
     except (OSError, FileRefused, TileError) as exc:
