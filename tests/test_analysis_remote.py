@@ -22,7 +22,7 @@ from test_analysis_support import SCENARIO, Entry
 from test_tlog_tiles import _stored_tree
 from tlog_support import edge_tiles
 
-from otel_route_shadow.analysis import EXCLUDED, INCLUDED, FleetError, build_fleet_report
+from otel_route_shadow.analysis import EXCLUDED, INCLUDED, FleetError, build_fleet_report, chain_paths
 from otel_route_shadow.analysis.remote import (
     PendingRemote,
     RemoteError,
@@ -288,6 +288,21 @@ def test_one_url_given_twice_is_refused_not_counted_twice(
             assert main(["report", url, url, "--no-progress", "--json", *extra]) == EXIT_USAGE
             assert "given as chains 1 and 2 are one URL" in capsys.readouterr().err
     assert not state.exists()
+
+
+@pytest.mark.parametrize(
+    "other", ["http://H:80/log/", "http://h/log", "http://h:80/log/", "HTTP://h/log/"], ids=str.lower
+)
+def test_one_url_written_two_ways_is_one_log(other: str) -> None:
+    """Regression: URLs were compared as strings, so ``http://h/log/`` and ``http://H:80/log`` were two
+    logs (one then excluded as the other's copy, exit 1) where one URL given twice is refused."""
+    with pytest.raises(FleetError, match="given as chains 1 and 2 are one URL"):
+        chain_paths(["http://h/log/", other])
+    assert chain_paths(["http://h/log/", "http://h/other/", "https://h/log/"]) == [
+        "http://h/log/",
+        "http://h/other/",
+        "https://h/log/",
+    ]
 
 
 def _forged_first_bundle(log: Path) -> dict[str, bytes]:

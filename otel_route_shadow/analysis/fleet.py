@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
-from otel_route_shadow.addresses import UrlError, parse_http_url
+from otel_route_shadow.addresses import HttpUrl, UrlError, parse_http_url
 from otel_route_shadow.analysis.evidence import (
     FAILED,
     NOT_VERIFIED,
@@ -114,19 +114,20 @@ def chain_paths(inputs: Sequence[str]) -> list[str]:
     named by its place among ``inputs``, never quoted, for it may hold a credential), is a
     :class:`FleetError`; so is a URL given twice (its log would be counted twice)."""
     found: list[str] = []
-    urls: dict[str, int] = {}
+    urls: dict[HttpUrl, int] = {}
     for position, named in enumerate(inputs, 1):
         if is_remote(named):
             try:
-                parse_http_url(named)
+                url = parse_http_url(named)  # one log however written: host case, default port, last "/"
             except UrlError as exc:
                 raise FleetError(f"the remote log given as chain {position}: {exc}") from None
-            if named in urls:
+            url = replace(url, path=url.path.rstrip("/"))
+            if url in urls:
                 raise FleetError(
-                    f"the remote logs given as chains {urls[named]} and {position} are one URL: one log given "
+                    f"the remote logs given as chains {urls[url]} and {position} are one URL: one log given "
                     "twice; refused (the fleet would count its spawns twice)"
                 )
-            urls[named] = position
+            urls[url] = position
         item = named if is_remote(named) else live_path(named)  # a segment or segments folder: its chain
         path = Path(item)
         if path.is_dir():
