@@ -104,9 +104,9 @@ WITNESS_REFUSALS_FILE: Final = "witness-refusals"
 
 _MAX_STATE: Final = 4096
 MAX_CHECKPOINT_FILE: Final = 1 << 20
+"""The most ``checkpoint`` may hold: one note and its signature lines (C2SP notes are a few hundred bytes)."""
 MAX_REFUSALS_FILE: Final = 1 << 20
 """The most of ``refusals`` or ``witness-refusals`` read (:meth:`LogStore.refusals_file`)."""
-"""The most ``checkpoint`` may hold: one note and its signature lines (C2SP notes are a few hundred bytes)."""
 _TAIL_STEP: Final = 64 * 1024
 _LOCK_POLL_S: Final = 0.01
 NotesPosition = tuple[int, bytes]

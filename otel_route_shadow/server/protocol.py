@@ -94,7 +94,7 @@ class HeadReader:
         self._scanned = 0
         """Bytes of the buffer already searched for the head's end (each byte is searched once)."""
         self._skipped = 0
-        """Bytes of empty lines dropped before the head being read; they count toward its bound."""
+        """Bytes of empty lines dropped before the head being read, bounded as a head is."""
 
     def feed(self, data: bytes) -> None:
         """Add bytes received from the client."""
