@@ -559,3 +559,22 @@ def test_a_cut_made_while_the_retention_prunes_is_pruned_after_it(
         release.set()
         pruning.join(30)
     assert retention.due
+
+
+def test_verify_of_a_pruned_chain_whose_newest_right_edge_tile_is_damaged_proves_its_checkpoints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # verify read the tree below a pruned chain's minimum index, and the first record kept, only through
+    # the newest checkpoint's tiles: one damaged partial tile at its right edge, and every checkpoint was
+    # "unprovable", though an older signed tree's tiles give the same nodes. The damage is still named.
+    chain = tmp_path / "chain.jsonl"
+    written_cut_twice(chain)
+    assert prune(str(chain), Retention(min_index=300), PruneOptions([SIGNER.verifier()])).after == 300
+    edge = Path(str(chain) + ".tlog/tile/0/004.p/176")
+    edge.write_bytes(b"\xff" * 32 + edge.read_bytes()[32:])
+    capsys.readouterr()
+    assert main(["verify", str(chain), "--key", str(SIGNER.verifier())]) == 1
+    out = capsys.readouterr().out
+    assert "seq 300 authenticated from the signed tree of size 700" in out, out
+    assert "consistent with 3 checkpoint(s), largest size 1200" in out and "unprovable" not in out
+    assert "TILES DAMAGED" in out and "tile/0/004.p/176" in out

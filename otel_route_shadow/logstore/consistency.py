@@ -40,6 +40,7 @@ from otel_route_shadow.tlog import (
     authenticate,
     range_hash,
     split_point,
+    subtrees,
     tree_hash,
 )
 
@@ -221,8 +222,8 @@ def check_chain(
         verifiers=verifiers,
         start=start,
     )
-    tree = sink.tree() if start == 0 else sink.retained(start, _below(tiles, accepted, start))
     problems: list[str] = []
+    tree = sink.tree() if start == 0 else sink.retained(start, _below(tiles, accepted, start, problems))
     for item in accepted:
         verdicts[item.index] = _judge(tree, tiles, item, problems)
     _mark_forks(accepted, verdicts)
@@ -239,14 +240,25 @@ def check_chain(
     return ChainCheck(chain.result, report, tree, vouched, chain.marked_offset)
 
 
-def _below(tiles: LogStore, accepted: list[_Accepted], start: int) -> TileReader | None:
-    """The tiles of the largest accepted checkpoint covering ``[0, start)``: what stands for a pruned
-    chain's records (None when no accepted checkpoint covers them)."""
-    covering = [a.checkpoint for a in accepted if a.checkpoint.size >= start]
-    if not covering:
-        return None
-    largest = max(covering, key=lambda checkpoint: checkpoint.size)
-    return TileReader(tiles, largest.size, largest.root)
+def _below(tiles: LogStore, accepted: list[_Accepted], start: int, problems: list[str]) -> TileReader | None:
+    """The tiles of the largest accepted checkpoint covering ``[0, start)`` whose tiles give its nodes
+    below ``start`` (a damaged right edge of the newest: an older one's, the damage added to
+    ``problems``), else the largest's: what stands for a pruned chain's records (None when no accepted
+    checkpoint covers them)."""
+    covering = sorted(
+        {a.checkpoint.size: a.checkpoint for a in accepted if a.checkpoint.size >= start}.items()
+    )
+    readers = [TileReader(tiles, size, checkpoint.root) for size, checkpoint in reversed(covering)]
+    for number, reader in enumerate(readers):
+        try:
+            for height, index in subtrees(0, start):
+                reader.node(height, index)
+        except (TileError, ValueError, OSError) as exc:
+            if number == 0 and isinstance(exc, TileError) and len(readers) > 1:
+                problems.append(str(exc))
+            continue
+        return reader
+    return readers[0] if readers else None
 
 
 def _broken_line(chain: ChainPass, segmented: bool) -> int | None:

@@ -4,7 +4,6 @@ section 14.4): its leaf hash against the level-0 tile a checkpoint's root authen
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 
 from otel_route_shadow.chain import chain_line
@@ -33,28 +32,31 @@ def authenticate_first_kept(
     store: LogStore, pruned: Pruned, notes: Sequence[str], keys: Sequence[str]
 ) -> str:
     """Authenticate record ``min_index`` from the signed tree: the largest of ``notes`` that ``keys``
-    authenticate and that covers it gives a root (the notes are tried largest first, so one signature is
-    checked when the largest verifies), the level-0 tile holding its leaf is authenticated
-    against that root, and the chain's line must hash to that leaf. Returns the size of the tree it
+    authenticate and that covers it, and whose tiles hold, gives a root (the notes are tried largest
+    first, so one signature is checked when the largest verifies), the level-0 tile holding its leaf is
+    authenticated against that root, and the chain's line must hash to that leaf. Returns the size of the tree it
     was proven in (as a sentence); raises :class:`PrunedError` naming what does not hold."""
     m = pruned.min_index
     verifiers = [KeyWindow.parse(key) for key in keys]
-    newest = None
+    leaf, newest, failed = None, None, None
     for size, note in sorted(((_size(note), note) for note in notes), key=lambda sized: -sized[0]):
         if size <= m:
             break
-        with contextlib.suppress(AuthenticationError):
+        try:  # the largest that verifies and whose tiles give the leaf (a damaged right edge: an older one)
             newest = authenticate(note, verifiers).checkpoint
-            break  # the largest that verifies: no smaller one is checked
+            leaf = TileReader(store, newest.size, newest.root).node(0, m)
+            break
+        except AuthenticationError:
+            continue
+        except (TileError, ValueError) as exc:
+            failed = failed or exc
     if newest is None:
         raise PrunedError(f"no checkpoint the given keys authenticate covers seq {m}, the first record kept")
+    if leaf is None:
+        raise PrunedError(f"seq {m} cannot be authenticated: {failed}")
     line = chain_line(store.chain_path, m)
     if line is None:
         raise PrunedError(f"the chain holds no line for seq {m}, the first record kept")
-    try:
-        leaf = TileReader(store, newest.size, newest.root).node(0, m)
-    except (TileError, ValueError) as exc:
-        raise PrunedError(f"seq {m} cannot be authenticated: {exc}") from None
     if leaf != leaf_hash(line):
         raise PrunedError(
             f"seq {m}, the first record kept, is not the leaf the checkpoint of size {newest.size} signed"
