@@ -211,14 +211,14 @@ def test_a_log_signed_by_another_hosts_key_is_excluded_not_counted_under_the_ori
 ) -> None:
     # Every host's key given, a host's key vouched for a log naming another host's origin: the
     # fleet counted it as beta's log, which beta's key never signed.
-    from otel_route_shadow.tlog import Verifier
+    from otel_route_shadow.logstore import LogStore
+    from otel_route_shadow.tlog import parse_note, sign_note
 
     alpha, alpha_signer = make_log(tmp_path, "alpha", "alpha.example/route-shadow")
-    beta = tmp_path / "beta.jsonl"
-    build_chain(beta, SCENARIO[1:4])
-    assert Checkpointer(str(beta), "beta.example/route-shadow", alpha_signer).checkpoint() is not None
-    beta_key = Verifier.parse(str(Signer.generate("beta.example/route-shadow").verifier()))
-    report = build_fleet_report([str(alpha), str(beta)], verifiers=[alpha_signer.verifier(), beta_key])
+    beta, beta_signer = make_log(tmp_path, "beta", "beta.example/route-shadow", SCENARIO[1:4])
+    published = Path(LogStore(beta).file("checkpoint"))  # beta's checkpoint, signed again by alpha's key only
+    published.write_text(sign_note(parse_note(published.read_text()).text, [alpha_signer]))
+    report = build_fleet_report([str(alpha), str(beta)], verifiers=[alpha_signer.verifier(), beta_signer.verifier()])
     assert report.fleet is not None
     assert [log.path for log in report.fleet.excluded] == [str(beta)]
     assert [log.path for log in report.fleet.included] == [str(alpha)]
