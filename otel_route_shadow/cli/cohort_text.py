@@ -12,8 +12,7 @@ from otel_route_shadow.analysis import (
     label,
     rate,
 )
-from otel_route_shadow.cli.text_table import aligned, pct
-from otel_route_shadow.cli.text_table import html_text as escape
+from otel_route_shadow.cli.text_table import aligned, html_text, pct
 
 __all__ = ["ci_text", "cohort_html", "cohort_lines"]
 
@@ -80,13 +79,13 @@ def cohort_html(report: Report) -> str:
     """The cohort table of the HTML report (every value escaped)."""
     if not report.cohorts:
         return ""
-    head = "".join(f"<th>{escape(name)}</th>" for name in _HEADERS)
+    head = "".join(f"<th>{html_text(name)}</th>" for name in _HEADERS)
     body = "".join(
-        "<tr>" + "".join(f'<td class="key">{escape(cell)}</td>' for cell in row) + "</tr>"
+        "<tr>" + "".join(f'<td class="key">{html_text(cell)}</td>' for cell in row) + "</tr>"
         for row in _rows(report)
     )
     return (
         f'<h2 id="cohorts">Cohorts: consistency, latency and errors</h2><p class="muted">'
-        f"{escape(COHORT_DEFINITION)}. p99 latency: {escape(LATENCY_NOTE)}. Shadow errors: {escape(ERROR_NOTE)}.</p>"
+        f"{html_text(COHORT_DEFINITION)}. p99 latency: {html_text(LATENCY_NOTE)}. Shadow errors: {html_text(ERROR_NOTE)}.</p>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     )

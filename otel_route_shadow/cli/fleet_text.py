@@ -4,7 +4,7 @@ were excluded and why (a log that does not verify is never merged silently)."""
 from __future__ import annotations
 
 from otel_route_shadow.analysis import Fleet, FleetLog
-from otel_route_shadow.cli.text_table import html_text as escape
+from otel_route_shadow.cli.text_table import html_text
 
 __all__ = ["fleet_html", "fleet_lines"]
 
@@ -43,15 +43,15 @@ def fleet_lines(fleet: Fleet) -> list[str]:
 def fleet_html(fleet: Fleet) -> str:
     """The fleet's logs as a table, excluded ones highlighted (every value escaped)."""
     rows = "".join(
-        f'<tr{"" if log.included else " class=flag"}><td class="key">{escape(log.origin or "(no origin)")}</td>'
-        f'<td class="key"><code>{escape(log.path)}</code></td>'
+        f'<tr{"" if log.included else " class=flag"}><td class="key">{html_text(log.origin or "(no origin)")}</td>'
+        f'<td class="key"><code>{html_text(log.path)}</code></td>'
         f"<td>{log.counted}</td><td>{log.start if log.included else ''}</td><td>{log.records}</td>"
-        f'<td class="key">{"counted" if log.included else escape("EXCLUDED: " + (log.reason or ""))}</td></tr>'
+        f'<td class="key">{"counted" if log.included else html_text("EXCLUDED: " + (log.reason or ""))}</td></tr>'
         for log in fleet.logs
     )
     return (
         '<section class="evidence" aria-label="fleet">'
-        f"<p>{escape(_tally(fleet))}; each log: {escape(fleet.checked_with())}</p>"
+        f"<p>{html_text(_tally(fleet))}; each log: {html_text(fleet.checked_with())}</p>"
         "<table><thead><tr><th>host (origin)</th><th>chain</th><th>records counted</th><th>from seq</th>"
         f"<th>chain records</th><th>status</th></tr></thead><tbody>{rows}</tbody></table></section>"
     )

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from otel_route_shadow.analysis import SERVED_DIFFERS, UNSPECIFIED, Tally, TimelinePoint, rate, width_label
-from otel_route_shadow.cli.text_table import html_text as escape
-from otel_route_shadow.cli.text_table import pct
+from otel_route_shadow.cli.text_table import html_text, pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED
 
 __all__ = [
@@ -59,10 +58,10 @@ def code_colors(codes: Iterable[str]) -> dict[str, str]:
 def legend(entries: Sequence[tuple[str, str]], label: str) -> str:
     """An HTML legend: one swatch and name per entry, wrapping onto as many lines as it needs."""
     items = "".join(
-        f'<li><span class="swatch" style="background:{color}"></span>{escape(name)}</li>'
+        f'<li><span class="swatch" style="background:{color}"></span>{html_text(name)}</li>'
         for name, color in entries
     )
-    return f'<ul class="legend" aria-label="{escape(label)}">{items}</ul>'
+    return f'<ul class="legend" aria-label="{html_text(label)}">{items}</ul>'
 
 
 def divergence_chart(
@@ -85,8 +84,8 @@ def divergence_chart(
     for i, ((name, tally), shown) in enumerate(zip(rows, names, strict=True)):
         y = gap + i * (bar_h + gap)
         parts.append(
-            f'<text x="{left - 8}" y="{y + 14}" text-anchor="end"><title>{escape(name)}</title>'
-            f"{escape(shown)}</text>"
+            f'<text x="{left - 8}" y="{y + 14}" text-anchor="end"><title>{html_text(name)}</title>'
+            f"{html_text(shown)}</text>"
         )
         cursor = float(left)
         segments = [("agreed", tally.agreed, AGREED_COLOR)]
@@ -97,7 +96,7 @@ def divergence_chart(
             w = plot * count / biggest
             parts.append(
                 f'<rect x="{cursor:.1f}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar_h}" fill="{color}">'
-                f"<title>{escape(name)}: {escape(segment)} {count} of {tally.spawns} "
+                f"<title>{html_text(name)}: {html_text(segment)} {count} of {tally.spawns} "
                 f"({pct(rate(count, tally.spawns))})</title></rect>"
             )
             cursor += w
@@ -152,7 +151,7 @@ def timeline_chart(points: Sequence[TimelinePoint], width_ns: int, *, width: int
         slot = p.start_ns // width_ns - first
         x = left + step * (slot + 0.5)
         bar_h = plot_h * p.spawns / most * 0.9
-        when = escape(p.as_dict()["start"])
+        when = html_text(p.as_dict()["start"])
         parts.append(
             f'<rect x="{x - step * 0.4:.1f}" y="{top + plot_h - bar_h:.1f}" width="{max(step * 0.8, 1.0):.1f}" '
             f'height="{bar_h:.1f}" fill="{VOLUME_COLOR}"><title>{when} (+{bucket}): {p.spawns} spawns'
@@ -167,7 +166,7 @@ def timeline_chart(points: Sequence[TimelinePoint], width_ns: int, *, width: int
     for _slot, x, y, p, agreement in coords:
         parts.append(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{AGREED_COLOR}"><title>'
-            f"{escape(p.as_dict()['start'])} (+{bucket}): agreement {pct(agreement)}, "
+            f"{html_text(p.as_dict()['start'])} (+{bucket}): agreement {pct(agreement)}, "
             f"{p.agreed} of {p.spawns}</title></circle>"
         )
     parts.extend(_ticks(first, slots, step, left, height, width_ns))
@@ -209,6 +208,6 @@ def _ticks(first: int, slots: int, step: float, left: int, height: int, width_ns
             f'<line x1="{left + step * (i + 0.5):.1f}" y1="{height - 34}" x2="{left + step * (i + 0.5):.1f}" '
             f'y2="{height - 30}" stroke="#999"/>'
             f'<text x="{x:.1f}" y="{height - 16}" text-anchor="{anchor}">'
-            f"{escape(tick_label((first + i) * width_ns, width_ns, span))}</text>"
+            f"{html_text(tick_label((first + i) * width_ns, width_ns, span))}</text>"
         )
     return out

@@ -45,8 +45,7 @@ from otel_route_shadow.cli.report_charts import (
     timeline_chart,
 )
 from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, evidence_lines
-from otel_route_shadow.cli.text_table import html_text as escape
-from otel_route_shadow.cli.text_table import pct
+from otel_route_shadow.cli.text_table import html_text, pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED
 from otel_route_shadow.version import __version__
 
@@ -86,7 +85,7 @@ def _mark(report: Report) -> str:
 
 
 def _h2(anchor: str, title: str, mark: str) -> str:
-    return f'<h2 id="{escape(anchor)}">{escape(title)}{mark}</h2>'
+    return f'<h2 id="{html_text(anchor)}">{html_text(title)}{mark}</h2>'
 
 
 _CONTENTS: Final = (
@@ -107,43 +106,43 @@ _CONTENTS: Final = (
 
 
 def _verdict(verdict: str) -> str:
-    return f'<span class="verdict v-{escape(verdict)}">{escape(verdict)}</span>'
+    return f'<span class="verdict v-{html_text(verdict)}">{html_text(verdict)}</span>'
 
 
 def _why(verdict: str, reasons: Sequence[str]) -> str:
     """The verdict and its main reason; the other reasons in a collapsed ``<details>``."""
-    main = escape(reasons[0]) if reasons else ""
+    main = html_text(reasons[0]) if reasons else ""
     rest = reasons[1:]
     more = ""
     if rest:
-        items = "".join(f"<li>{escape(reason)}</li>" for reason in rest)
+        items = "".join(f"<li>{html_text(reason)}</li>" for reason in rest)
         more = f"<details><summary>{len(rest)} more reason(s)</summary><ul>{items}</ul></details>"
     return f"{_verdict(verdict)} {main}{more}"
 
 
 def _counts_table(title: str, counts: dict[str, int], whole: int, mark: str, first: str = "code") -> str:
     if not counts:
-        return f"<p><b>{escape(title)}</b>: none</p>"
+        return f"<p><b>{html_text(title)}</b>: none</p>"
     rows = "".join(
-        f"<tr><td>{escape(k)}</td><td>{v}</td><td>{pct(rate(v, whole))}</td></tr>"
+        f"<tr><td>{html_text(k)}</td><td>{v}</td><td>{pct(rate(v, whole))}</td></tr>"
         for k, v in sorted_counts(counts)
     )
     return (
-        f"<table><caption>{escape(title)}{mark}</caption><tr><th>{escape(first)}</th><th>spawns</th>"
+        f"<table><caption>{html_text(title)}{mark}</caption><tr><th>{html_text(first)}</th><th>spawns</th>"
         f"<th>share</th></tr>{rows}</table>"
     )
 
 
 def _tally_table(first: str, rows: Sequence[tuple[str, Tally]], top: int, mark: str) -> str:
     head = (
-        f"<tr><th>{escape(first)}</th><th>spawns</th><th>agreed</th><th>agreement (95% CI)</th><th>diverged</th>"
+        f"<tr><th>{html_text(first)}</th><th>spawns</th><th>agreed</th><th>agreement (95% CI)</th><th>diverged</th>"
         '<th>divergence</th><th>managed</th><th>bypass</th><th class="text">top divergences</th></tr>'
     )
     body = []
     for name, t in rows:
-        tops = ", ".join(f"{escape(c)} {n}" for c, n in top_counts(t.divergences, top)) or "-"
+        tops = ", ".join(f"{html_text(c)} {n}" for c, n in top_counts(t.divergences, top)) or "-"
         body.append(
-            f"<tr><td>{escape(name)}{mark}</td><td>{t.spawns}</td><td>{t.agreed}</td>"
+            f"<tr><td>{html_text(name)}{mark}</td><td>{t.spawns}</td><td>{t.agreed}</td>"
             f'<td>{pct(rate(t.agreed, t.spawns))} <span class="muted">({ci_text(t.agreed, t.spawns)})</span></td>'
             f"<td>{t.diverged}</td><td>{pct(rate(t.diverged, t.spawns))}</td>"
             f'<td>{pct(rate(t.managed, t.spawns))}</td><td>{t.bypass}</td><td class="text">{tops}</td></tr>'
@@ -156,11 +155,11 @@ def _header(report: Report) -> list[str]:
     skipped = ", ".join(f"{k} {v}" for k, v in sorted_counts(report.skipped_kinds)) or "none"
     out = [
         "<h1>Route-shadow divergence report</h1>",
-        f'<p class="muted">chain <code>{escape(report.chain.path)}</code>: {escape(report.chain.describe())}<br>'
-        f"window: since {escape(win['since'] or '(start)')} until {escape(win['until'] or '(end)')}; "
+        f'<p class="muted">chain <code>{html_text(report.chain.path)}</code>: {html_text(report.chain.describe())}<br>'
+        f"window: since {html_text(win['since'] or '(start)')} until {html_text(win['until'] or '(end)')}; "
         f"records read {report.records_read}, observations {report.observations}, skipped "
-        f"{escape(skipped)}, outside window {report.outside_window}, without a decision "
-        f"{report.without_decision}, malformed {report.malformed}; otel-route-shadow {escape(__version__)}</p>",
+        f"{html_text(skipped)}, outside window {report.outside_window}, without a decision "
+        f"{report.without_decision}, malformed {report.malformed}; otel-route-shadow {html_text(__version__)}</p>",
     ]
     if report.fleet is not None:
         out.append(fleet_html(report.fleet))
@@ -168,7 +167,7 @@ def _header(report: Report) -> list[str]:
     evidence = report.evidence
     lines = evidence_lines(evidence, report.chain.path)
     absent = evidence is None or evidence.status != "present"
-    body = "".join(f"<p>{escape(line.strip())}</p>" for line in lines)
+    body = "".join(f"<p>{html_text(line.strip())}</p>" for line in lines)
     out.append(
         f'<section class="evidence{" none" if absent else ""}" aria-label="log evidence">{body}</section>'
     )
@@ -196,7 +195,7 @@ def _kpis(report: Report, mark: str) -> str:
     return (
         '<div class="kpis">'
         + "".join(
-            f'<div class="kpi"><b>{escape(v)}</b><span>{escape(k)}</span>{mark}</div>' for k, v in tiles
+            f'<div class="kpi"><b>{html_text(v)}</b><span>{html_text(k)}</span>{mark}</div>' for k, v in tiles
         )
         + "</div>"
     )
@@ -220,7 +219,7 @@ def _charts(report: Report, mark: str) -> list[str]:
         legend([("agreed", AGREED_COLOR), *((code, colors[code]) for code in codes)], "divergence codes"),
         divergence_chart(mechanisms, codes, colors),
         _h2("time", f"Agreement over time ({width_label(width)} buckets)", mark),
-        f'<p class="muted">from {escape(_iso(report.first_ns))} to {escape(_iso(report.last_ns))} (UTC); '
+        f'<p class="muted">from {html_text(_iso(report.first_ns))} to {html_text(_iso(report.last_ns))} (UTC); '
         "the line is the agreement rate of each bucket, the bars its spawns (hover for figures).</p>",
         timeline_chart(points, width),
     ]
@@ -232,7 +231,7 @@ def _iso(ns: int | None) -> str:
 
 def _part_row(name: str, part: NoisePart, mark: str) -> str:
     return (
-        f"<tr><td>{escape(name)}{mark}</td><td>{part.keys}</td><td>{part.spawns}</td>"
+        f"<tr><td>{html_text(name)}{mark}</td><td>{part.keys}</td><td>{part.spawns}</td>"
         f"<td>{pct(fraction_rate(part.flap_rate))}</td><td>{pct(fraction_rate(part.divergence_rate()))}</td>"
         f"<td>{pct(fraction_rate(part.above_noise()))}</td></tr>"
     )
@@ -242,7 +241,7 @@ def _noise_section(report: Report, mark: str) -> list[str]:
     table = report.noise
     out = [
         _h2("noise", "Noise baseline: divergence above the legacy route's own changes", mark),
-        f'<p class="muted">{escape(NOISE_DEFINITION)}. The readiness verdicts are given on the stable part.</p>',
+        f'<p class="muted">{html_text(NOISE_DEFINITION)}. The readiness verdicts are given on the stable part.</p>',
         "<table><tr><th>decision keys</th><th>keys</th><th>spawns</th><th>flap rate</th><th>divergence</th>"
         "<th>above the noise</th></tr>",
         _part_row("all", table.part(), mark),
@@ -254,14 +253,14 @@ def _noise_section(report: Report, mark: str) -> list[str]:
     if not flapping:
         out.append("<p>No decision key's legacy route changed in this window.</p>")
         return out
-    head = "".join(f'<th class="text">{escape(name)}</th>' for name in KEY_NAMES)
+    head = "".join(f'<th class="text">{html_text(name)}</th>' for name in KEY_NAMES)
     rows = "".join(
         "<tr>"
-        + "".join(f'<td class="key">{escape(label(value))}</td>' for value in row.key)
+        + "".join(f'<td class="key">{html_text(label(value))}</td>' for value in row.key)
         + f"<td>{row.spawns}</td><td>{row.flaps}</td><td>{pct(fraction_rate(row.flap_rate))}</td>"
         f"<td>{row.routes}</td><td>{pct(fraction_rate(row.divergence_rate()))}</td>"
         f"<td>{pct(fraction_rate(row.above_noise()))}</td>"
-        f'<td class="seqs">{escape(", ".join(str(seq) for seq in row.flap_seqs))}</td></tr>'
+        f'<td class="seqs">{html_text(", ".join(str(seq) for seq in row.flap_seqs))}</td></tr>'
         for row in flapping[:FLAPPING_SHOWN]
     )
     more = len(flapping) - FLAPPING_SHOWN
@@ -301,7 +300,7 @@ def _served_section(report: Report, mark: str) -> list[str]:
         + "".join(f"<td>{report.served.get(state, 0)}</td>" for state in SERVED_STATES)
         + "</tr>"
         + "".join(
-            f"<tr><td>{escape(label(name))}{mark}</td>"
+            f"<tr><td>{html_text(label(name))}{mark}</td>"
             + "".join(f"<td>{counts.get(state, 0)}</td>" for state in SERVED_STATES)
             + "</tr>"
             for name, counts in report.served_by_mechanism
@@ -311,15 +310,15 @@ def _served_section(report: Report, mark: str) -> list[str]:
     ]
     if report.served_routes:
         rows = "".join(
-            f'<tr><td class="text">{escape(label(cp))} / {escape(label(cm))}</td>'
-            f'<td class="text">{escape(label(sp))} / {escape(label(sm))}</td><td>{n}</td></tr>'
+            f'<tr><td class="text">{html_text(label(cp))} / {html_text(label(cm))}</td>'
+            f'<td class="text">{html_text(label(sp))} / {html_text(label(sm))}</td><td>{n}</td></tr>'
             for (cp, cm, sp, sm), n in sorted_counts(report.served_routes)
         )
         seqs = ", ".join(str(example["seq"]) for example in report.served_examples)
         out.append(
             f"<table><caption>Chosen against served (served-differs){mark}</caption><tr><th>chosen "
             f'provider / model</th><th class="text">served provider / model</th><th>spawns</th></tr>{rows}</table>'
-            f'<p class="muted">first served-differs decisions at seq {escape(seqs)}</p>'
+            f'<p class="muted">first served-differs decisions at seq {html_text(seqs)}</p>'
         )
     return out
 
@@ -339,7 +338,7 @@ def _findings_section(report: Report, mark: str) -> list[str]:
     elsewhere = report.defied_elsewhere
     if elsewhere:
         as_divergence = report.divergences.get(REQUIREMENT_DEFIED, 0)
-        split = ", ".join(f"{escape(k)} {v}" for k, v in sorted_counts(elsewhere))
+        split = ", ".join(f"{html_text(k)} {v}" for k, v in sorted_counts(elsewhere))
         out.append(
             f'<p class="muted">Why {defied} here and {as_divergence} among the divergences: a spawn is counted '
             "once among the divergences, under its first difference. For "
@@ -353,19 +352,21 @@ def _findings_section(report: Report, mark: str) -> list[str]:
 
 def _gap_table(name: str, rows: Sequence[tuple[object, GapTally]], mark: str) -> str:
     head = (
-        f"<tr><th>{escape(name)}</th><th>spawns</th><th>persistent</th><th>policy gap</th>"
+        f"<tr><th>{html_text(name)}</th><th>spawns</th><th>persistent</th><th>policy gap</th>"
         '<th>transient</th><th>unknown</th><th>flapping</th><th class="text">readiness and why</th></tr>'
     )
     body = []
     for key, g in rows:
         verdict, reasons = g.reasons()
         body.append(
-            f"<tr><td>{escape(label(key))}{mark}</td><td>{g.spawns}</td>"
+            f"<tr><td>{html_text(label(key))}{mark}</td><td>{g.spawns}</td>"
             f"<td>{pct(rate(g.persistent, g.spawns))}</td><td>{pct(rate(g.gaps, g.spawns))}</td>"
             f"<td>{pct(rate(g.transient, g.spawns))}</td><td>{g.unknown}</td><td>{g.flapping.spawns}</td>"
             f'<td class="text">{_why(verdict, reasons)}</td></tr>'
         )
-    return f'<div class="wide"><table><caption>by {escape(name)}</caption>{head}{"".join(body)}</table></div>'
+    return (
+        f'<div class="wide"><table><caption>by {html_text(name)}</caption>{head}{"".join(body)}</table></div>'
+    )
 
 
 def _gaps_section(report: Report, mark: str) -> list[str]:
@@ -390,8 +391,8 @@ def _divergent_section(report: Report, mark: str) -> list[str]:
         where = " / ".join(label(first.get(name)) for name in ("repo", "role", "principal")) if first else "-"
         seqs = ", ".join(str(example["seq"]) for example in examples) or "-"
         rows.append(
-            f'<tr><td>{escape(code)}{mark}</td><td>{n}</td><td class="text">{escape(seqs)}</td>'
-            f'<td class="text">{escape(where)}</td></tr>'
+            f'<tr><td>{html_text(code)}{mark}</td><td>{n}</td><td class="text">{html_text(seqs)}</td>'
+            f'<td class="text">{html_text(where)}</td></tr>'
         )
     return [
         _h2("divergent", "Divergent decisions", mark),
@@ -406,11 +407,11 @@ def _bypass_section(report: Report, mark: str) -> list[str]:
     t = report.total
     out = [
         _h2("bypass", "Bypass traffic", mark),
-        f'<p class="muted">{escape(BYPASS_DEFINITION)}.</p>',
+        f'<p class="muted">{html_text(BYPASS_DEFINITION)}.</p>',
         f"<p>{t.bypass} of {t.spawns} spawns ({pct(rate(t.bypass, t.spawns))}) are bypass traffic{mark}.</p>",
     ]
     rows = "".join(
-        f"<tr><td>{escape(label(name))}{mark}</td><td>{tally.bypass}</td><td>{tally.spawns}</td>"
+        f"<tr><td>{html_text(label(name))}{mark}</td><td>{tally.bypass}</td><td>{tally.spawns}</td>"
         f"<td>{pct(rate(tally.bypass, tally.spawns))}</td><td>{pct(rate(tally.bypass, t.bypass))}</td></tr>"
         for name, tally in report.mechanisms
         if tally.bypass
@@ -427,7 +428,7 @@ def _usage_section(report: Report, mark: str) -> list[str]:
     out = [_h2("usage", "Policy usage", mark)]
     for table in report.usage:
         rows = "".join(
-            f"<tr><td>{escape(use.policy_id)}{mark}</td><td>{use.decided}</td><td>{use.outranked}</td>"
+            f"<tr><td>{html_text(use.policy_id)}{mark}</td><td>{use.decided}</td><td>{use.outranked}</td>"
             f"<td>{use.never_matched}</td><td>{'decided nothing' if use.idle else ''}</td></tr>"
             for use in table.policies
         )
@@ -437,13 +438,13 @@ def _usage_section(report: Report, mark: str) -> list[str]:
             f"{rows}</table>"
         )
     for reason, n in sorted_counts(report.usage_not_replayed):
-        out.append(f"<p>not replayed{mark}: {n} spawn(s): {escape(reason)}</p>")
+        out.append(f"<p>not replayed{mark}: {n} spawn(s): {html_text(reason)}</p>")
     if not report.usage:
         for (revision, _digest), decided in report.decided.items():
             title = f"decided, as recorded (revision {label(revision)})"
             out.append(_counts_table(title, decided, report.total.spawns, mark, first="policy"))
         if not report.usage_not_replayed:  # a store was given: why it could not replay is said above
-            out.append(f'<p class="muted">{escape(NO_STORE_NOTE)}.</p>')
+            out.append(f'<p class="muted">{html_text(NO_STORE_NOTE)}.</p>')
     return out
 
 
@@ -476,24 +477,26 @@ def render_html(report: Report, *, top: int = 3) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width,initial-scale=1">',
-        f"<title>route-shadow divergence report: {escape(report.chain.path)}</title>",
+        f"<title>route-shadow divergence report: {html_text(report.chain.path)}</title>",
         f"<style>{_CSS}</style></head><body>",
     ]
     if report.flagged:
         out.append(
             '<p class="flag">UNVERIFIED CHAIN: every figure in this report is flagged. '
-            f"{escape(report.chain.describe())}</p>"
+            f"{html_text(report.chain.describe())}</p>"
         )
     out.extend(_header(report))
     for gap, line in report.records.gaps():
         if gap:
-            out.append(f'<p class="flag">{escape(line)}; every figure is over the recorded records only</p>')
+            out.append(
+                f'<p class="flag">{html_text(line)}; every figure is over the recorded records only</p>'
+            )
     if not report.total.spawns:
         out.append(f"<p>no observations in this window: nothing to report{mark}</p>")
     else:
         out.append(_kpis(report, mark))
         out.append(_summary(report, mark))
-        links = " · ".join(f'<a href="#{anchor}">{escape(text)}</a>' for anchor, text in _CONTENTS)
+        links = " · ".join(f'<a href="#{anchor}">{html_text(text)}</a>' for anchor, text in _CONTENTS)
         out.append(f'<nav class="muted" aria-label="sections">{links}</nav>')
         sections: list[Any] = [
             _charts(report, mark),
@@ -508,6 +511,6 @@ def render_html(report: Report, *, top: int = 3) -> str:
         for section in sections:
             out.extend(section)
     if report.flagged:
-        out.append(f'<p class="flag">UNVERIFIED CHAIN: {escape(report.chain.describe())}</p>')
+        out.append(f'<p class="flag">UNVERIFIED CHAIN: {html_text(report.chain.describe())}</p>')
     out.append("</body></html>")
     return "\n".join(out) + "\n"
