@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from otel_route_shadow.chain import SEGMENTS_SUFFIX, ChainCut, CutRefused, cut_chain, segment_name
+from otel_route_shadow.chain import ChainCut, CutRefused, cut_chain, segment_name
 from otel_route_shadow.files import FileRefused
-from otel_route_shadow.logstore.archives import open_segment, read_segment
+from otel_route_shadow.logstore.archives import open_segment, read_segment, segments_dir
 from otel_route_shadow.logstore.checkpointer import Checkpointer
 from otel_route_shadow.logstore.signed import signed_checkpoint_from_note
 from otel_route_shadow.tlog import HASH_SIZE, ProofError, TileError, TileReader, range_proof, verify_range
@@ -113,10 +113,11 @@ def check_live_signed(checkpointer: Checkpointer) -> None:
     try:
         with open_segment(path) as stream:
             read = read_segment(stream, first)
-        if read.count < size - first and os.path.lexists(path + SEGMENTS_SUFFIX + "/" + segment_name(first)):
-            raise CutRefused(f"{path}: another process cut the chain meanwhile; not cutting")
         if read.count < size - first:
-            raise CutRefused(f"{path}: {read.problem}, below the signed size {size}; not cutting")
+            problem = f"{read.problem}, below the signed size {size}"
+            if os.path.lexists(os.path.join(segments_dir(path), segment_name(first))):
+                problem = "another process cut the chain meanwhile"
+            raise CutRefused(f"{path}: {problem}; not cutting")
         leaves = read.leaves[: (size - first) * HASH_SIZE]
         proof = range_proof(first, size, size, TileReader(checkpointer.directory, size, signed.root))
         verify_range(first, size, size, leaves, proof, signed.root)

@@ -37,7 +37,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Final
 
-from otel_route_shadow.chain import ChainCorruptError, tail_head
+from otel_route_shadow.chain import ChainCorruptError, segment_name, tail_head
 from otel_route_shadow.files import (
     FileRefused,
     file_identity,
@@ -356,7 +356,7 @@ def settle_pruning(chain_path: str, pruned: Pruned | None) -> tuple[int, int]:
 def _remove_archives_from(chain_path: str, min_index: int) -> int:
     """Remove the archives (and proofs) no committed prune names, of segments at or above ``min_index`` whose
     file is still there (else it is their records' only copy), and killed writers' temporaries; the count."""
-    folder = archive_dir(chain_path)
+    folder, segments = archive_dir(chain_path), segments_dir(chain_path)
     remove_temporaries(folder)
     try:
         names = os.listdir(folder)
@@ -364,8 +364,8 @@ def _remove_archives_from(chain_path: str, min_index: int) -> int:
         return 0
     undone = 0
     for name in names:
-        there = os.path.lexists(os.path.join(segments_dir(chain_path), f"{name[:16]}.jsonl"))
-        if there and name[:16].isascii() and name[:16].isdigit() and int(name[:16]) >= min_index:
+        first = int(name[:16]) if name[:16].isascii() and name[:16].isdigit() else -1
+        if first >= min_index and os.path.lexists(os.path.join(segments, segment_name(first))):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(folder, name))
                 undone += 1
