@@ -302,7 +302,7 @@ def _tile_health(
 
     health = check_tiles(tiles, tree, [v.size for v in verdicts if v.ok and v.size])
     changed = [v.size for v in verdicts if v.reason in _CHANGED and v.size]
-    if problems and check_tiles(tiles, tree, changed).ok:
+    if problems and changed and check_tiles(tiles, tree, changed).ok:
         # The tiles are the chain's own tree at those sizes: a checkpoint of another tree stopped the
         # descent (a fork, a rewrite), not a damaged tile; its verdict says so.
         problems = []
