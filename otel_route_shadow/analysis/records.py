@@ -199,7 +199,7 @@ class Repeats(Generic[V]):
 
 
 LATEST_NS: Final = 253_402_300_799 * 10**9
-"""9999-12-31T23:59:59Z: a later start cannot be written as a date (the report printed a traceback)."""
+"""9999-12-31T23:59:59Z: a later start cannot be written as a date."""
 
 
 def start_ns(payload: dict[str, Any], key: str = "start_time_unix_nano") -> int:

@@ -144,9 +144,7 @@ class AuditOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     state: TrustState | None = None  # the auditor's memory of what earlier audits proved (.trust)
     full: bool = False  # check every record even when the state trusts a prefix
-    policy: WitnessPolicy | None = (
-        None  # a tlog-policy: only checkpoints its quorum cosigned count as witnessed
-    )
+    policy: WitnessPolicy | None = None  # only checkpoints its quorum cosigned count as witnessed
     policy_source: str = ""  # where the policy came from (its file), for the report
 
 
