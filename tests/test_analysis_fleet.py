@@ -468,3 +468,20 @@ def test_a_fleet_of_cut_chains_is_sized_by_their_segments_not_their_live_files(
     monkeypatch.setattr(fleet_module.os, "cpu_count", lambda: 8)
     monkeypatch.setattr(fleet_module, "CONCURRENT_MIN_BYTES", stored)
     assert fleet_jobs(pending, None) == 2
+
+
+def test_one_flapping_key_of_two_hosts_is_two_rows_each_named_after_its_host(tmp_path: Path) -> None:
+    from otel_route_shadow.cli.report_text import format_report
+    from otel_route_shadow.cli.whatif_text import format_whatif
+
+    folder = tmp_path / "fleet"
+    make_log(folder, "alpha", "alpha.example/route-shadow")
+    make_log(folder, "beta", "beta.example/route-shadow")
+    key = "acme/project-x / reviewer / (none) / agentic / (none)"
+    report = format_report(build_fleet_report([str(folder)]))
+    assert "host: decision key (" in report
+    for host in ("alpha", "beta"):
+        assert f"{host}.example/route-shadow: {key}" in report
+    assert "host: decision key" not in format_report(build_report(folder / "alpha.jsonl"))
+    whatif = format_whatif(fleet_replay([str(folder)], snapshot_of([], revision=7)))
+    assert "host: decision key" in whatif and f"beta.example/route-shadow: {key}" in whatif

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
-from otel_route_shadow.analysis.groups import HOST_KEY
+from otel_route_shadow.analysis.groups import HOST_KEY, key_label, label
 from otel_route_shadow.analysis.tally import interval
 from otel_route_shadow.shadow import attributes as attr
 
@@ -190,6 +190,12 @@ class NoiseRow:
     @property
     def flapping(self) -> bool:
         return self.flaps > 0
+
+    @property
+    def label(self) -> str:
+        """The key as the text shows it, after its host in a fleet (one key of two hosts is two rows)."""
+        shown = key_label(self.key)
+        return shown if self.host is None else f"{label(self.host)}: {shown}"
 
     @property
     def transitions(self) -> int:

@@ -39,7 +39,7 @@ from otel_route_shadow.cli.fleet_text import fleet_lines
 from otel_route_shadow.cli.text_table import aligned, duration, pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED, printable
 
-__all__ = ["FLAPPING_SHOWN", "evidence_lines", "format_report", "gap_lines", "usage_lines"]
+__all__ = ["FLAPPING_SHOWN", "evidence_lines", "format_report", "gap_lines", "noise_headers", "usage_lines"]
 
 FLAPPING_SHOWN: Final = 10
 """Flapping keys listed in the text and the HTML (the JSON lists every one)."""
@@ -203,7 +203,7 @@ def _noise_part(name: str, part: NoisePart, mark: str) -> str:
 def _noise_rows(rows: Sequence[NoiseRow]) -> list[list[str]]:
     return [
         [
-            key_label(row.key),
+            row.label,
             str(row.spawns),
             str(row.flaps),
             pct(fraction_rate(row.flap_rate)),
@@ -228,6 +228,12 @@ _NOISE_HEADERS: Final = (
 )
 
 
+def noise_headers(headers: Sequence[str], rows: Sequence[NoiseRow]) -> list[str]:
+    """``headers``, the key's named as after its host when the rows are a fleet's."""
+    fleet = any(row.host is not None for row in rows)
+    return [f"host: {headers[0]}" if fleet else headers[0], *headers[1:]]
+
+
 def _noise(report: Report, mark: str, top: int) -> list[str]:
     table = report.noise
     flapping = table.flapping
@@ -240,7 +246,7 @@ def _noise(report: Report, mark: str, top: int) -> list[str]:
     if flapping:
         shown = flapping[:FLAPPING_SHOWN]
         out.append(f"flapping keys ({len(flapping)}, most flapping first):")
-        out.extend(aligned(_NOISE_HEADERS, _noise_rows(shown), mark))
+        out.extend(aligned(noise_headers(_NOISE_HEADERS, shown), _noise_rows(shown), mark))
         if len(flapping) > len(shown):
             out.append(f"{mark}   ... and {len(flapping) - len(shown)} more (every one in --json)")
     return out

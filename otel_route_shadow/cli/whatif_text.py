@@ -18,7 +18,7 @@ from otel_route_shadow.analysis import (
     top_counts,
 )
 from otel_route_shadow.cli.fleet_text import fleet_lines
-from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, gap_lines, usage_lines
+from otel_route_shadow.cli.report_text import FLAPPING_SHOWN, gap_lines, noise_headers, usage_lines
 from otel_route_shadow.cli.text_table import aligned, pct
 from otel_route_shadow.core import printable
 
@@ -143,7 +143,7 @@ def _noise(result: WhatIfResult, mark: str, top: int) -> list[str]:
     if flapping:
         rows = [
             [
-                key_label(row.key),
+                row.label,
                 str(row.spawns),
                 pct(fraction_rate(row.flap_rate)),
                 *(
@@ -155,7 +155,7 @@ def _noise(result: WhatIfResult, mark: str, top: int) -> list[str]:
             for row in flapping[:FLAPPING_SHOWN]
         ]
         out.append(f"flapping keys ({len(flapping)}):")
-        out.extend(aligned(_NOISE_HEADERS, rows, mark))
+        out.extend(aligned(noise_headers(_NOISE_HEADERS, flapping[:FLAPPING_SHOWN]), rows, mark))
         if len(flapping) > FLAPPING_SHOWN:
             out.append(f"{mark}   ... and {len(flapping) - FLAPPING_SHOWN} more (every one in --json)")
     return out
