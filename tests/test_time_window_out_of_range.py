@@ -59,3 +59,12 @@ def test_a_bound_past_the_last_day_is_refused_by_the_parsers_and_the_bounds_are_
     assert parse_time("0") == 0 and parse_time("1970-01-01T00:00:00Z") == 0
     assert parse_time("9999-12-30T00:00:00Z") == parse_bound("9999-12-30T00:00:00Z") == 253_402_128 * 10**12
     assert parse_bound("9999-12-29", upper=True) == 253_402_128 * 10**12
+
+
+def test_until_the_last_date_says_a_dates_upper_bound_is_its_next_midnight() -> None:
+    with pytest.raises(ValueError, match="outside") as refused:
+        parse_bound("9999-12-30", upper=True)
+    assert "next midnight, so the last is 9999-12-29" in str(refused.value)
+    with pytest.raises(ValueError) as refused:
+        parse_bound("9999-12-31T00:00:00Z", upper=True)
+    assert "next midnight" not in str(refused.value)

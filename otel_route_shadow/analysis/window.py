@@ -38,7 +38,11 @@ def parse_bound(text: str, *, upper: bool = False) -> int:
     moment, extra_ns = _moment(text, upper=upper)
     ns = _to_ns(moment) + extra_ns
     if not 0 <= ns <= _to_ns(_LAST):
-        raise WindowError(f"{text.strip()[:40]!r} is outside 1970-01-01 .. 9999-12-30 (UTC)")
+        shown = text.strip()
+        day = ": an upper bound's date ends at its next midnight, so the last is 9999-12-29"
+        raise WindowError(
+            f"{shown[:40]!r} is outside 1970-01-01 .. 9999-12-30 (UTC){day if upper and len(shown) == 10 else ''}"
+        )
     return ns
 
 
