@@ -14,10 +14,11 @@ import pytest
 from backend_support import FakeBackend, Host, seam_payload
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_analysis_fleet import make_log
 from test_analysis_support import EXPECTED, build_chain
 from test_chain_lock import lock_held_by_another_process
 
-from otel_route_shadow.analysis import build_report
+from otel_route_shadow.analysis import build_report, follow_fleet
 from otel_route_shadow.backend.audit import audit_chain
 from otel_route_shadow.backend.verdict import AuditVerdict
 from otel_route_shadow.chain import (
@@ -32,6 +33,7 @@ from otel_route_shadow.cli import audit as audit_cli
 from otel_route_shadow.cli import main
 from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
+from otel_route_shadow.logstore import Checkpointer
 
 DROPPED = 3
 
@@ -106,6 +108,7 @@ def test_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
     assert report.as_dict()["records"]["dropped"] == {
         "events": 0,
         "records": 0,
+        "events_without_count": 0,
         "first_time": None,
         "last_time": None,
     }
@@ -191,5 +194,34 @@ def test_a_gap_reads_any_payload_without_raising(payloads: list[Any]) -> None:
         gap.add(payload)
     events = [p for p in payloads if isinstance(p, dict) and p.get("kind") == DROPPED_KIND]
     assert gap.events == len(events) and gap.records >= 0
+    counted = [p["count"] for p in events if type(p.get("count")) is int and p["count"] > 0]
+    assert (gap.records, gap.uncounted) == (sum(counted), len(events) - len(counted))
     assert (gap.events == 0) == gap.describe().endswith("none")
     assert gap.as_dict()["events"] == gap.events  # the dates format, whatever the times were
+
+
+def test_an_event_without_a_readable_count_is_said_not_silently_read_as_zero(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    build_chain(path)
+    log = DecisionChain(path)
+    for count in ("3", -2):
+        assert log.submit(encode_payload(*sanitize_payload({"kind": DROPPED_KIND, "count": count}))) is not None
+    log.close()
+    gap = build_report(path).records.dropped
+    assert (gap.events, gap.records, gap.uncounted) == (2, 0, 2)
+    assert gap.describe().endswith("; 2 of them name no count (read as 0 records)")
+    assert gap.as_dict()["events_without_count"] == 2
+
+
+def test_a_state_file_keeps_the_events_without_a_readable_count(tmp_path: Path) -> None:
+    folder = tmp_path / "fleet"
+    path, signer = make_log(folder, "alpha", "alpha.example/route-shadow")
+    log = DecisionChain(path)
+    assert log.submit(encode_payload(*sanitize_payload({"kind": DROPPED_KIND, "count": 0}))) is not None
+    log.close()
+    assert Checkpointer(str(path), "alpha.example/route-shadow", signer).checkpoint() is not None
+    state = str(tmp_path / "state.json")
+    follow_fleet([str(folder)], state)
+    again = follow_fleet([str(folder)], state)  # every record counted before: read back from the state
+    assert again.fleet is not None and again.fleet.followed is not None and again.fleet.followed.extended
+    assert (again.records.dropped.events, again.records.dropped.uncounted) == (1, 1)

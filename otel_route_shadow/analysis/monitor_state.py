@@ -43,6 +43,7 @@ from otel_route_shadow.analysis.latency import LatencyHistogram
 from otel_route_shadow.analysis.noise import KEY_ATTRIBUTES, ROUTE_ATTRIBUTES, KeyState, NoiseTracker
 from otel_route_shadow.analysis.report import Aggregation
 from otel_route_shadow.analysis.source import ChainAnalysisError
+from otel_route_shadow.chain import DroppedGap
 from otel_route_shadow.files import FileRefused, open_regular, read_regular, write_atomic
 
 __all__ = [
@@ -105,6 +106,7 @@ class DroppedState(_Model):
     records: StrictInt
     first_ns: StrictInt | None
     last_ns: StrictInt | None
+    uncounted: StrictInt = 0
 
 
 class TruncatedState(_Model):
@@ -318,6 +320,7 @@ def aggregation_state(aggregation: Aggregation, table: ValueTable | None = None)
                 "records": counts.dropped.records,
                 "first_ns": counts.dropped.first_ns,
                 "last_ns": counts.dropped.last_ns,
+                "uncounted": counts.dropped.uncounted,
             },
             "truncated": {
                 "records": counts.truncated.records,
@@ -398,8 +401,7 @@ def restore_aggregation(
     for name in ("read", "observations", "outside_window", "without_decision", "malformed"):
         setattr(counts, name, getattr(saved, name))
     counts.skipped_kinds = dict(saved.skipped_kinds)
-    counts.dropped.events, counts.dropped.records = saved.dropped.events, saved.dropped.records
-    counts.dropped.first_ns, counts.dropped.last_ns = saved.dropped.first_ns, saved.dropped.last_ns
+    counts.dropped = DroppedGap(**saved.dropped.model_dump())
     counts.truncated.records = saved.truncated.records
     counts.truncated.observations = saved.truncated.observations
     counts.truncated.first_seqs = list(saved.truncated.first_seqs)

@@ -118,11 +118,7 @@ class RecordCounts:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         add_counts(self.skipped_kinds, other.skipped_kinds)
         add_counts(self.shadow_errors, other.shadow_errors)
-        mine, theirs = self.dropped, other.dropped
-        mine.events += theirs.events
-        mine.records += theirs.records
-        mine.first_ns = min((t for t in (mine.first_ns, theirs.first_ns) if t is not None), default=None)
-        mine.last_ns = max((t for t in (mine.last_ns, theirs.last_ns) if t is not None), default=None)
+        self.dropped.absorb(other.dropped)
         self.truncated.records += other.truncated.records
         self.truncated.observations += other.truncated.observations
         room = TRUNCATED_EXAMPLES - len(self.truncated.first_seqs)

@@ -110,6 +110,8 @@ class DroppedGap:
     records: int = 0
     first_ns: int | None = None
     last_ns: int | None = None
+    uncounted: int = 0
+    """Events whose ``count`` is not a positive integer: each adds 0 records, and the line says so."""
 
     def add(self, payload: object) -> None:
         """Count ``payload`` if it is a ``records-dropped`` event (anything else is ignored); a count
@@ -118,7 +120,10 @@ class DroppedGap:
             return
         count = payload.get("count")
         self.events += 1
-        self.records += count if type(count) is int and count > 0 else 0
+        if type(count) is int and count > 0:
+            self.records += count
+        else:
+            self.uncounted += 1
         first = _ns(payload, "first_time_unix_nano")
         last = _ns(payload, "last_time_unix_nano")
         if first >= 0:
@@ -126,10 +131,19 @@ class DroppedGap:
         if last >= 0:
             self.last_ns = last if self.last_ns is None else max(self.last_ns, last)
 
+    def absorb(self, other: DroppedGap) -> None:
+        """Add another log's events."""
+        self.events += other.events
+        self.records += other.records
+        self.uncounted += other.uncounted
+        self.first_ns = min((t for t in (self.first_ns, other.first_ns) if t is not None), default=None)
+        self.last_ns = max((t for t in (self.last_ns, other.last_ns) if t is not None), default=None)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "events": self.events,
             "records": self.records,
+            "events_without_count": self.uncounted,
             "first_time": None if self.first_ns is None else _iso_ns(self.first_ns),
             "last_time": None if self.last_ns is None else _iso_ns(self.last_ns),
         }
@@ -139,10 +153,11 @@ class DroppedGap:
         if not self.events:
             return "dropped records: none"
         when = self.as_dict()
+        uncounted = f"; {self.uncounted} of them name no count (read as 0 records)" if self.uncounted else ""
         return (
             f"GAP: {self.records} records dropped by the writer in {self.events} "
             f"event{'s' if self.events != 1 else ''}, from {when['first_time'] or '(unknown)'} to "
-            f"{when['last_time'] or '(unknown)'}"
+            f"{when['last_time'] or '(unknown)'}{uncounted}"
         )
 
 
