@@ -110,6 +110,9 @@ def test_unparseable_or_missing_context_is_an_integrity_finding() -> None:
     assert result.replayed == 0
 
 
+ALSO = ("policy_source", "rung", "policy_id")
+
+
 def test_project_x_uses_zai_changes_exactly_the_project_x_decisions(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     written = build_chain(chain, snapshot=PolicySnapshot())  # recorded with no policies at all
@@ -138,8 +141,8 @@ def test_project_x_uses_zai_changes_exactly_the_project_x_decisions(tmp_path: Pa
     assert result.field_changes["policy_id"] == 11
     transitions = {t: n for t, n in result.total.transitions.items()}
     assert transitions == {
-        ("selected", "selected", "anthropic", "zai", "no-managed-policy", "policy-selected"): 9,
-        ("selected", "selected", "zai", "zai", "no-managed-policy", "policy-selected"): 2,
+        ("selected", "selected", "anthropic", "zai", "no-managed-policy", "policy-selected", (*ALSO, "account")): 9,
+        ("selected", "selected", "zai", "zai", "no-managed-policy", "policy-selected", ALSO): 2,
     }
     # The records cite the empty set, whose hash proves its content: integrity is still checked.
     assert result.integrity.checked == 17 and result.integrity_findings == 0
@@ -258,3 +261,20 @@ def test_whatif_agreement_after_counts_a_requirement_defied_spawn_as_the_recorde
     assert result.total.agreed_before == result.total.agreed_after == 0
     text = format_whatif(result)
     assert "agreement with the route that ran 0.0% recorded -> 0.0% candidate" in text
+
+
+def test_a_change_of_account_alone_names_it_not_a_transition_to_itself() -> None:
+    from otel_route_shadow.analysis.changes import change, transition_dict
+    from otel_route_shadow.analysis.replaying import Replayed
+    from otel_route_shadow.cli.whatif_text import transition_text
+    from otel_route_shadow.core import DECISION_FIELDS
+
+    recorded = tuple(f"{name}-1" for name in DECISION_FIELDS)
+    after = tuple(f"{name}-2" if name == "account" else f"{name}-1" for name in DECISION_FIELDS)
+    transition, changed, _agreed = change(recorded, Replayed("id", after, True, None), True)
+    assert changed == ("account",) and transition is not None
+    assert transition_text(transition) == "outcome-1, provider provider-1, reason reason-1; also changed: account"
+    assert transition_dict(transition)["also_changed"] == ["account"]
+    outcome_only = tuple(f"{name}-2" if name == "outcome" else f"{name}-1" for name in DECISION_FIELDS)
+    transition, _changed, _agreed = change(recorded, Replayed("id", outcome_only, True, None), True)
+    assert transition is not None and "also" not in transition_text(transition)

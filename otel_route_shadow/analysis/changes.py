@@ -2,7 +2,8 @@
 
 A *change* is a record whose candidate decision differs from its recorded decision in any of
 :data:`DECISION_FIELDS` (the decision id always differs between snapshots, so it is not compared). It
-is reported as a :data:`Transition` of (outcome, provider, reason), recorded -> candidate.
+is reported as a :data:`Transition` of (outcome, provider, reason), recorded -> candidate, with the names
+of the other fields that changed (a change of rung or account alone is not a transition to itself).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ __all__ = [
 FIELD_KEYS: Final = tuple(f"route_shadow.{name}" for name in DECISION_FIELDS)
 """The span attribute of each of :data:`DECISION_FIELDS` (``route_shadow.<field>``), in the same order."""
 _OUTCOME_I, _REASON_I, _PROVIDER_I = map(DECISION_FIELDS.index, ("outcome", "reason", "provider"))
+_NAMED: Final = frozenset(("outcome", "reason", "provider"))
 
 Fields = tuple[Any, ...]
 Transition = tuple[Any, ...]
-"""(outcome before, after, provider before, after, reason before, after)."""
+"""(outcome before, after, provider before, after, reason before, after, the other fields changed)."""
 ChangeKey = tuple[Transition | None, tuple[str, ...], bool]
 """(transition or None when nothing changed, the names of the fields that differ, agreed after)."""
 
@@ -69,11 +71,12 @@ class ChangeTally:
 
 
 def transition_dict(transition: Transition) -> dict[str, Any]:
-    out_b, out_a, prov_b, prov_a, reason_b, reason_a = transition
+    out_b, out_a, prov_b, prov_a, reason_b, reason_a, also = transition
     return {
         "outcome": {"before": out_b, "after": out_a},
         "provider": {"before": prov_b, "after": prov_a},
         "reason": {"before": reason_b, "after": reason_a},
+        "also_changed": list(also),
     }
 
 
@@ -83,6 +86,7 @@ def change(recorded: Fields, after: Replayed, agreed_after: bool) -> ChangeKey:
     fields = after.fields
     if fields == recorded:
         return (None, (), agreed_after)
+    changed = tuple(name for name, a, b in zip(DECISION_FIELDS, recorded, fields, strict=True) if a != b)
     transition = (
         recorded[_OUTCOME_I],
         fields[_OUTCOME_I],
@@ -90,6 +94,6 @@ def change(recorded: Fields, after: Replayed, agreed_after: bool) -> ChangeKey:
         fields[_PROVIDER_I],
         recorded[_REASON_I],
         fields[_REASON_I],
+        tuple(name for name in changed if name not in _NAMED),
     )
-    changed = tuple(name for name, a, b in zip(DECISION_FIELDS, recorded, fields, strict=True) if a != b)
     return (transition, changed, agreed_after)

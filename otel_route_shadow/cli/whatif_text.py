@@ -33,10 +33,13 @@ def _moved(name: str, before: Any, after: Any) -> str:
 
 
 def transition_text(transition: Transition) -> str:
-    out_b, out_a, prov_b, prov_a, reason_b, reason_a = transition
-    return ", ".join(
-        (_moved("", out_b, out_a), _moved("provider", prov_b, prov_a), _moved("reason", reason_b, reason_a))
+    out_b, out_a, prov_b, prov_a, reason_b, reason_a, also = transition
+    moved = (
+        _moved("", out_b, out_a),
+        _moved("provider", prov_b, prov_a),
+        _moved("reason", reason_b, reason_a),
     )
+    return ", ".join(moved) + (f"; also changed: {', '.join(also)}" if also else "")
 
 
 def format_whatif(result: WhatIfResult, top: int = 3) -> str:
