@@ -245,6 +245,21 @@ def test_progress_line_only_on_a_terminal() -> None:
     assert piped.getvalue() == ""
 
 
+def test_a_matrix_role_that_is_no_worker_role_is_said_and_still_resolved(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    px = write_policies(tmp_path / "px.json", PROJECT_X_ZAI)
+    args = ["matrix", "--policies", str(px), "--repo", "acme/project-x", "--format", "csv"]
+    code, out, err = run(capsys, *args, "--role", "reviwer,Reviewer,none", "--face", "agentic")
+    assert code == 0 and len(out.strip().splitlines()) == 1 + 3
+    assert err.splitlines() == [
+        "matrix: --role 'reviwer' is not a worker role (planner, implementer, reviewer, triager, summarizer): "
+        "its cells are resolved as for a role no policy names"
+    ]
+    code, out, err = run(capsys, *args, "--role", "planner")
+    assert code == 0 and err == ""
+
+
 def test_matrix_axis_value_too_long_for_a_route_context_is_a_clear_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -71,6 +72,7 @@ from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
 from otel_route_shadow.cli.whatif_text import format_whatif
 from otel_route_shadow.cli.witnessed import read_witness_policy
+from otel_route_shadow.core import WorkerRole, canonical_worker_role, printable
 from otel_route_shadow.tlog import KeyWindow
 
 __all__ = ["register"]
@@ -503,6 +505,7 @@ def _handle_matrix(args: argparse.Namespace) -> int:
                 "faces": given["faces"] or defaults.faces,
                 "requirements": given["requirements"] or defaults.requirements,
             }
+        _warn_unknown_roles(given["roles"] or ())
         axes = MatrixAxes(
             repos=tuple(values["repos"] or ()),
             roles=tuple(values["roles"] or ()),
@@ -518,3 +521,16 @@ def _handle_matrix(args: argparse.Namespace) -> int:
     renderer = {"table": render_table, "csv": render_csv, "json": render_json}[args.format]
     _write_stdout(renderer(matrix))
     return EXIT_OK
+
+
+def _warn_unknown_roles(roles: Sequence[str | None]) -> None:
+    """Say on stderr which ``--role`` values are no worker role (a typo resolves like any role no policy
+    names, so its cells look plausible); the matrix is still made, since such a value may be meant."""
+    for role in roles:
+        if role is not None and canonical_worker_role(role) is None:
+            known = ", ".join(WorkerRole)
+            print(
+                f"matrix: --role '{printable(role)}' is not a worker role ({known}): its cells are "
+                "resolved as for a role no policy names",
+                file=sys.stderr,
+            )
