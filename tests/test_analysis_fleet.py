@@ -485,3 +485,30 @@ def test_one_flapping_key_of_two_hosts_is_two_rows_each_named_after_its_host(tmp
     assert "host: decision key" not in format_report(build_report(folder / "alpha.jsonl"))
     whatif = format_whatif(fleet_replay([str(folder)], snapshot_of([], revision=7)))
     assert "host: decision key" in whatif and f"beta.example/route-shadow: {key}" in whatif
+
+
+def test_two_signed_checkpoints_of_one_size_with_two_roots_exclude_the_log_as_a_fork(tmp_path: Path) -> None:
+    # A one-shot fleet report checked each host's newest checkpoint only: a fork its key signed, in its
+    # own checkpoints file, went unseen and the log was counted.
+    from otel_route_shadow.logstore import LogStore
+    from otel_route_shadow.tlog import Checkpoint, sign_note
+
+    origin = "alpha.example/route-shadow"
+    path, signer = make_log(tmp_path, "alpha", origin)
+    size = len(path.read_bytes().splitlines())
+    keys = [signer.verifier()]
+    assert _excluded(path, keys) == []
+    stranger = Signer.generate(origin)  # a key not given: its note proves nothing
+    LogStore(path).append_note(sign_note(Checkpoint(origin, size, b"\x01" * 32).text(), [stranger]))
+    assert _excluded(path, keys) == []
+    LogStore(path).append_note(sign_note(Checkpoint(origin, size, b"\x02" * 32).text(), [signer]))
+    ((excluded, reason),) = _excluded(path, keys)
+    assert excluded == str(path) and reason is not None
+    assert reason.startswith(f"a fork: its checkpoints file holds two checkpoints of {size} records signed by")
+    assert "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=" in reason
+
+
+def _excluded(path: Path, keys: list[Any]) -> list[tuple[str, str | None]]:
+    fleet = build_fleet_report([str(path)], verifiers=keys).fleet
+    assert fleet is not None
+    return [(log.path, log.reason) for log in fleet.excluded]

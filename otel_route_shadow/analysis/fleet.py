@@ -8,7 +8,9 @@ then :func:`check_logs`):
 2. the newest checkpoint (``<chain>.tlog/checkpoint``) is present and readable, and its Merkle root
    is the root of the chain's first ``size`` records (the checkpoint is consistent with the bytes);
 3. with verifier keys, a given key's signature on it verifies; with a tlog-policy, its log keys
-   authenticate it and the witnesses' cosignatures meet the quorum.
+   authenticate it and the witnesses' cosignatures meet the quorum;
+4. with keys, no two checkpoints of one size in its ``checkpoints`` file, both authenticated for its
+   origin, have two roots (a fork its own key signed; :func:`signed_fork`).
 
 A pruned log (``<chain>.tlog/pruned``, docs/chain-format.md 14.5) is checked and counted from its
 minimum index m, the first record it keeps, as ``verify`` checks it: the chain from m on, the tree's
@@ -35,6 +37,7 @@ the counts of its logs' own reports.
 from __future__ import annotations
 
 import os
+from base64 import b64encode
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -71,7 +74,16 @@ from otel_route_shadow.analysis.window import TimeWindow
 from otel_route_shadow.chain import live_path
 from otel_route_shadow.logstore import LogStore, Pruned, StateError, check_kept_chain
 from otel_route_shadow.processes import map_in_workers
-from otel_route_shadow.tlog import LogKey, NoteError, WitnessPolicy, checkpoint_of, subtrees
+from otel_route_shadow.tlog import (
+    AuthenticationError,
+    LogKey,
+    Malformed,
+    NoteError,
+    WitnessPolicy,
+    authenticate,
+    checkpoint_of,
+    subtrees,
+)
 
 __all__ = [
     "CHAIN_SUFFIX",
@@ -88,6 +100,7 @@ __all__ = [
     "is_remote",
     "prepare_log",
     "refuse_shared_origins",
+    "signed_fork",
     "summed_usage",
     "verifier_keys",
     "with_host",
@@ -247,6 +260,7 @@ def prepare_log(
     except StateError as exc:
         return FleetLog(path, EXCLUDED, reason=f"its pruned-records file cannot be used: {exc}")
     where, note, written_ns, problem = read_checkpoint_note(path)
+    notes = stored_notes(path) if note is not None and (verifiers or policy is not None) else []
     evidence = (
         note_evidence(
             where,
@@ -255,15 +269,50 @@ def prepare_log(
             0,
             verifiers=verifiers,
             policy=policy,
-            stored_notes=stored_notes(path) if policy is not None else (),
+            stored_notes=notes if policy is not None else (),
         )
         if note is not None
         else LogEvidence(where, "absent" if problem is None else "unreadable", 0, problem=problem)
     )
     refused = checkpoint_problem(evidence, verifiers, policy)
+    if refused is None and note is not None and evidence.verification == VERIFIED:
+        keys = [*verifiers, *(log.verifier for log in policy.logs)] if policy is not None else verifiers
+        refused = signed_fork([note, *notes], evidence.origin, keys)
     if refused is not None or note is None:
         return FleetLog(path, EXCLUDED, origin=evidence.origin, reason=refused, evidence=evidence)
     return PendingLog(path, note, evidence, checkpoint_of(note).root, pruned)
+
+
+def signed_fork(notes: Sequence[str], origin: str | None, verifiers: Sequence[LogKey]) -> str | None:
+    """Why ``notes`` prove a fork of the log ``origin``: two checkpoints of one size with two roots, each
+    authenticated by ``verifiers``; or None. Only sizes noted with two roots are authenticated."""
+    roots: dict[int, dict[bytes, str]] = {}
+    for note in notes:
+        try:
+            checkpoint = checkpoint_of(note)
+        except Malformed:
+            continue
+        if checkpoint.origin == origin:
+            roots.setdefault(checkpoint.size, {}).setdefault(checkpoint.root, note)
+    for size, notes_by_root in sorted(roots.items()):
+        if len(notes_by_root) < 2:
+            continue
+        signed = [root for root, note in notes_by_root.items() if _signed(note, verifiers)]
+        if len(signed) > 1:
+            shown = " and ".join(b64encode(root).decode() for root in signed[:2])
+            return (
+                f"a fork: its checkpoints file holds two checkpoints of {size} records signed by its key, "
+                f"with the roots {shown}"
+            )
+    return None
+
+
+def _signed(note: str, verifiers: Sequence[LogKey]) -> bool:
+    try:
+        authenticate(note, verifiers)
+    except AuthenticationError:
+        return False
+    return True
 
 
 def fleet_jobs(pending: Sequence[PendingLog], jobs: int | None) -> int:
