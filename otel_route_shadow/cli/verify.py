@@ -89,7 +89,11 @@ def register(sub: Any) -> None:
         help="also prove the chain consistent with the signed checkpoints in FILE (repeatable; with --key "
         "alone: the chain's own CHAIN.tlog/checkpoints, and the checkpoints its segments' anchors carry)",
     )
-    add_key_options(parser, "verifier key for --checkpoint (string or file)")
+    add_key_options(
+        parser,
+        "verifier key (string or file; repeatable): check the checkpoints' signatures; without "
+        "--checkpoint, prove the chain consistent with its own CHAIN.tlog/checkpoints",
+    )
     witness_policy_arg(
         parser,
         "a C2SP tlog-policy file: its log keys authenticate the checkpoints, and a checkpoint counts as "
