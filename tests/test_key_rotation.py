@@ -11,7 +11,14 @@ import pytest
 from tlog_support import ORIGIN, append, key_file, log_dir, notes
 
 from otel_route_shadow.instrumentation.checkpointing import scheduled_checkpointer
-from otel_route_shadow.logstore import Checkpointer, KeyFileError, read_signing_keys
+from otel_route_shadow.logstore import (
+    Acknowledgement,
+    Checkpointer,
+    KeyFileError,
+    LogStore,
+    acknowledge_last_refusal,
+    read_signing_keys,
+)
 from otel_route_shadow.tlog import KeyWindow, Signer, authenticate, parse_note, sign_note
 
 OLD = Signer.generate(ORIGIN)
@@ -75,6 +82,22 @@ def test_a_key_replaced_without_a_transition_window_is_refused(tmp_path: Path) -
     writer = restarted(chain, key_file(keys, NEW))
     assert append(chain, 100, writer, every=100, start=200) == []
     assert writer.refused == "unverified-checkpoint"
+
+
+def test_a_key_replaced_without_a_window_signs_on_once_acknowledged(tmp_path: Path) -> None:
+    # docs/operating.md: the refusal holds "until otel-route-shadow acknowledge CHAIN". The state's
+    # previous tree (a size the old key signed) was then a rolled-back refusal, whose acknowledgement
+    # brought the unverified one back: the writer never signed again.
+    chain, keys = tmp_path / "chain.jsonl", tmp_path / "log.key"
+    append(chain, 200, restarted(chain, key_file(keys, OLD)), every=100)
+    assert append(chain, 100, restarted(chain, key_file(keys, NEW)), every=100, start=200) == []
+    assert isinstance(acknowledge_last_refusal(LogStore(str(chain))), Acknowledgement)
+    writer = restarted(chain, key_file(keys, NEW))
+    made = append(chain, 100, writer, every=100, start=300)
+    assert writer.refused is None and refusals(chain) == ["unverified-checkpoint"]
+    assert [c.size for c in made] == [400] and signers_of(made[0].note) == {NEW.key_id}
+    after = append(chain, 100, restarted(chain, key_file(keys, NEW)), every=100, start=400)
+    assert [c.size for c in after] == [500] and refusals(chain) == ["unverified-checkpoint"]
 
 
 def test_a_key_file_holding_keys_of_two_names_is_refused(tmp_path: Path) -> None:

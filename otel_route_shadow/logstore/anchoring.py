@@ -12,7 +12,8 @@ taken on trust:
   ``unverified-checkpoint`` refusal (one at a time), never a reason to fall back to an older note;
 * a signed size shown elsewhere (``state``'s ``previous`` tree, which a writer records only after a
   checkpoint was published; the size a witness answered for this log) that is larger than every
-  authenticated checkpoint is a ``rolled-back`` refusal: ``checkpoints`` lost what was signed.
+  authenticated checkpoint (and than the size an acknowledged unverified newest entry claims) is a
+  ``rolled-back`` refusal: ``checkpoints`` lost what was signed.
 
 An operator who knows why (a key replaced without a transition window, a restored backup, a log deliberately started over) runs
 ``otel-route-shadow acknowledge CHAIN``: it copies the last refusal into ``acknowledged``, and the

@@ -367,8 +367,11 @@ class Checkpointer:
         for checkpoint in (own, largest_own, None if published is None else self.notes.own(published)):
             if checkpoint is not None and checkpoint not in found:
                 found.append(checkpoint)
+        # The same: the signed sizes of the history an acknowledged unverified newest entry claims (a key
+        # replaced without a window) are that refusal's, not a rolled-back one that would bring it back.
+        held = [c.size for c in found] + ([claimed_size(newest)] if unverified and newest is not None else [])
         signed = max(signed_elsewhere(self.directory), self.witness_floor() or 0)
-        if signed > max((c.size for c in found), default=0):
+        if signed > max(held, default=0):
             self._unless_acknowledged(ROLLED_BACK, signed)
         return found
 
