@@ -5,6 +5,7 @@ can fail to follow the one before it is its own verdict naming the segment, exit
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -241,6 +242,19 @@ def test_the_live_segment_alone_verifies_from_its_anchor(chain: Path) -> None:
     assert result.intact and result.records == 15 and result.head_seq == 14
     _segment(chain, 0).unlink()  # history is not read
     assert verify_pass(chain, live_only=True, verifiers=[SIGNER.verifier()]).result.intact
+
+
+def test_the_live_segment_alone_says_it_read_from_its_anchor_not_the_whole_chain(
+    chain: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # verify --live-segment printed "intact: 15 records" of a file that holds 6 of them.
+    assert main(["verify", str(chain), "--live-segment", "--key", VERIFIER]) == 0
+    assert ": intact from seq 9: 6 records, head seq 14, head hash " in capsys.readouterr().out
+    assert main(["verify", str(chain), "--live-segment", "--key", VERIFIER, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["first_seq"], out["records"]) == (9, 15)
+    assert main(["verify", str(chain), "--key", VERIFIER]) == 0
+    assert ": intact: 15 records, head seq 14" in capsys.readouterr().out
 
 
 def test_the_live_segment_alone_with_no_key_is_not_intact(

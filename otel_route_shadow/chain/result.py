@@ -91,6 +91,9 @@ class VerifyResult:
     """``records-dropped`` events in the verified prefix: gaps where a writer dropped records."""
     dropped_records: int = 0
     """Records those events say were dropped (the sum of their ``count``)."""
+    first_seq: int = 0
+    """The first record read: the anchor a pass began at (a pruned chain's minimum index, the live file
+    alone); the ``records`` before it were not read."""
 
     @property
     def intact(self) -> bool:
@@ -104,6 +107,7 @@ class VerifyResult:
             "records": self.records,
             "head_seq": self.head_seq,
             "head_hash": self.head_hash,
+            "first_seq": self.first_seq,
             "first_bad_seq": self.first_bad_seq,
             "reason": None if self.reason is None else self.reason.value,
             "line": self.line,

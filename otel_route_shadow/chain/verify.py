@@ -222,7 +222,7 @@ def _segmented_pass(
     live = segments[-1].path
     total = _total_bytes(segments[-1:] if walk.live_only else segments)
     state = ScanState(walk.start, GENESIS_HASH, walk.start, 0)
-    base, previous = 0, None
+    base, previous, first = 0, None, 0
     for segment, handle in _files(live, walk):
         fd = handle.fileno()
         size = os.fstat(fd).st_size if segment.closed else settled_size(fd)
@@ -232,6 +232,7 @@ def _segmented_pass(
             return _faulted(segment.path, placed, state, base, options)
         if placed is not None and previous is None:  # started at a file's anchor
             state = ScanState(placed.seq, placed.prev_hash, placed.seq, 0)
+            first = placed.seq
         state.offset = 0
         lines_before = state.lines
         marked, state.marked = state.marked, None
@@ -240,11 +241,13 @@ def _segmented_pass(
         one_process = not (jobs > 1 and complete >= parallel.PARALLEL_MIN_BYTES)
         stop = _scan_file(segment.path, handle, state, complete, jobs, options, leaves, hook, digest)
         state.marked = marked if state.marked is None else base + state.marked
-        if stop is not None:
-            result = _broken(segment.path, handle, stop, complete, base, lines_before)
-            return ChainPass(result, min(options.unchecked, result.records), state.marked)
-        if not segment.closed:
-            result = _complete(live, state, complete, size, base, lines_before)
+        if stop is not None or not segment.closed:
+            result = (
+                _complete(live, state, complete, size, base, lines_before)
+                if stop is None
+                else _broken(segment.path, handle, stop, complete, base, lines_before)
+            )
+            result = dataclasses.replace(result, first_seq=first)
             return ChainPass(result, min(options.unchecked, result.records), state.marked)
         if complete != size:
             fault = Fault(

@@ -251,7 +251,7 @@ def _print(
             out["witnessed"] = witnessed.to_dict()
         print(json.dumps(out, sort_keys=True))
         return
-    print(_human(result, 0 if kept is None else kept.start))
+    print(_human(result, result.first_seq if kept is None else kept.start))
     lines = kept.lines() if kept is not None else [] if pruned is None else [pruned.describe()]
     print("".join(f"  {line}\n" for line in lines), end="")
     if kept is not None and kept.problem is not None:
@@ -286,7 +286,13 @@ def _human(result: VerifyResult, start: int = 0) -> str:
     if result.intact:
         if result.records == 0:
             return f"{result.path}: intact (empty chain, 0 records)"
-        head = f"{result.path}: intact: {result.records} records, head seq {result.head_seq}, head hash {result.head_hash}"
+        first = result.first_seq
+        read = (
+            f"intact from seq {first}: {result.records - first} records"
+            if first
+            else f"intact: {result.records} records"
+        )
+        head = f"{result.path}: {read}, head seq {result.head_seq}, head hash {result.head_hash}"
         return "\n".join([head, *_dropped(result)])
     prefix = "TORN TAIL" if result.reason == "torn-tail" else "BROKEN"
     lines = [
