@@ -68,3 +68,32 @@ def test_a_regular_file_and_a_missing_one_are_accepted(tmp_path: Path) -> None:
     assert exporter.refused is None
     exporter.append(1, 2, 3, {"route_shadow.seam": "s"})
     assert verify_chain(existing).records == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_chain_path_gets_no_checkpoint_folder_and_no_second_log_line_at_uninstrument(
+    fifo: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refused at start means nothing is made beside the path: the way out (uninstrument, provider shutdown,
+    exit) made ``<fifo>.tlog/lock`` and logged a checkpoint failure that 'will retry' (it never could)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_route_shadow.core import LegacyStage, RouteContext, build_legacy_route
+    from otel_route_shadow.instrumentation import RouteShadowInstrumentor, shadow_spawn
+
+    stage = LegacyStage(mechanism="role-dial", provider="zai", model="glm-4.6")
+    context = RouteContext(
+        repo="acme/widgets", principal_id="adr_reviewer", request_face="agentic",
+        legacy_route=build_legacy_route([stage], "agentic", "zai-legacy"),
+    )
+    instrumentor = RouteShadowInstrumentor()
+    with caplog.at_level(logging.WARNING, logger="otel_route_shadow"):
+        instrumentor.instrument(tracer_provider=TracerProvider(), chain_path=str(fifo), checkpoint_records=1)
+        try:
+            with shadow_spawn(context, seam="run_agent") as record:
+                assert record is not None  # shadowed: the span is made, only the chain is refused
+        finally:
+            instrumentor.uninstrument()
+    assert sorted(os.listdir(fifo.parent)) == [fifo.name]
+    lines = [r.getMessage() for r in caplog.records if r.name == "otel_route_shadow"]
+    assert len(lines) == 1 and "records nothing" in lines[0], lines

@@ -249,9 +249,11 @@ class ShadowRuntime:
 
     def checkpoint_now(self) -> None:
         """Write the records still waiting for the chain's lock (bounded: ``EXIT_FLUSH_S``), then
-        checkpoint what the chain holds (at uninstrument and provider shutdown); never raises."""
+        checkpoint what the chain holds (at uninstrument and provider shutdown); never raises. A chain path
+        refused at start has no chain to checkpoint: nothing is made beside it (no ``.tlog`` folder)."""
         self.exporter.flush_backlog(EXIT_FLUSH_S)
-        self.checkpointer.checkpoint_now()
+        if self.exporter.refused is None:
+            self.checkpointer.checkpoint_now()
 
     # -- switches -------------------------------------------------------------------------------
     @property
@@ -569,7 +571,8 @@ class ShadowRuntime:
             self.processor = None
         self.prefetch.close()
         self.exporter.flush_backlog(EXIT_FLUSH_S, spill=True)  # one bounded wait; what is left is spilled
-        self.checkpointer.checkpoint_now()
+        if self.exporter.refused is None:  # a refused chain path: nothing to checkpoint or make beside it
+            self.checkpointer.checkpoint_now()
         self.checkpointer.close()
         self.exporter.close()
         spans, self.checkpoint_spans = self.checkpoint_spans, None
