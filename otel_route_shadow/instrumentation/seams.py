@@ -409,9 +409,20 @@ def _of_kind(fn: Callable[..., Any], kind: SeamKind, run: Callable[..., Any]) ->
     return wrapper
 
 
+def _request_face_of(context: object) -> str:
+    """The request face ``shadow_spawn``'s context names, else "": whatever the host passed (None for no
+    spawn, a mapping that raises), the block runs, and ``ShadowRuntime.begin`` judges the context."""
+    if isinstance(context, RouteContext):
+        return context.request_face
+    try:
+        return str(context.get("request_face", "")) if isinstance(context, Mapping) else ""
+    except Exception:
+        return ""
+
+
 @contextmanager
 def shadow_spawn(
-    context: RouteContext | Mapping[str, Any],
+    context: RouteContext | Mapping[str, Any] | Spawn | None,
     *,
     seam: str,
     request_face: str | None = None,
@@ -425,20 +436,21 @@ def shadow_spawn(
     ``conversation_id`` goes on the span as ``gen_ai.conversation.id`` (not into the decision).
     ``response_hook`` is called when the block is left, with a call that holds no arguments, no
     result and the block's exception (the hook reads what served the spawn from the host's own
-    variables); without one, the block's in-process spans say it (``served``).
+    variables); without one, the block's in-process spans say it (``served``). ``context`` may be a
+    ``Spawn`` (its conversation id unless ``conversation_id`` is given), or None for no spawn (the block runs bare).
     """
+    if isinstance(context, Spawn):
+        conversation_id = conversation_id or context.conversation_id
+        context = context.context
     runtime = current_runtime()
     if runtime is None or _bare(runtime):
         yield None
         return
     if request_face is None:
-        request_face = (
-            context.request_face
-            if isinstance(context, RouteContext)
-            else str(context.get("request_face", ""))
-        )
+        request_face = _request_face_of(context)
     call = SeamCall(seam, request_face, None, (), {})
-    begun = runtime.begin(seam, request_face, Spawn(context, conversation_id), call, response_hook)
+    spawn = None if context is None else Spawn(context, conversation_id)
+    begun = runtime.begin(seam, request_face, spawn, call, response_hook)
     if begun is None:
         yield None
         return

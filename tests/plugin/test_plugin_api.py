@@ -25,8 +25,8 @@ from otel_route_shadow.instrumentation import (
     shadow_spawn,
 )
 from otel_route_shadow.instrumentation.config import RouteShadowConfig, parse_seams
+from otel_route_shadow.shadow import Spawn, record_route_shadow
 from otel_route_shadow.shadow import attributes as attr
-from otel_route_shadow.shadow import record_route_shadow
 
 from .conftest import Harness, make_harness
 
@@ -82,6 +82,21 @@ def test_context_manager_keeps_the_host_exception(harness: Harness) -> None:
         raise boom
     assert caught.value is boom
     assert len(harness.records()) == 1
+
+
+def test_shadow_spawn_runs_the_block_whatever_context_the_host_passes(harness: Harness) -> None:
+    """A context of None (no spawn, as an extractor says it), a ``Spawn`` (what an extractor may return) or
+    anything else: shadow_spawn raised AttributeError ('.get') before the host's block ran, so the spawn
+    never happened."""
+    context = factory.context_for(_jobs(1)[0], "agentic")
+    ran = []
+    for given in (None, Spawn(context, "conversation-1"), 42):
+        with shadow_spawn(given, seam="odd") as record:  # type: ignore[arg-type]
+            ran.append(record)
+    assert len(ran) == 3
+    assert ran[0] is None and ran[1] is not None and ran[2] is None
+    spans = harness.spans()
+    assert len(spans) == 1 and spans[0].attributes[attr.GEN_AI_CONVERSATION] == "conversation-1"
 
 
 def test_the_seam_name_on_the_span_is_the_cleaned_value_the_chain_records(harness: Harness) -> None:
