@@ -414,6 +414,36 @@ def test_the_background_checkpointing_thread_cuts_the_chain_once_it_is_due(tmp_p
     assert numbers(found) == list(range(n + 1))
 
 
+def test_a_cut_found_due_is_not_made_on_the_live_file_another_process_started_meanwhile(tmp_path: Path) -> None:
+    # Every process of a host checkpoints and cuts on its own schedule: one found the live file due, and
+    # while it caught up and waited for the lock another process cut it. The first then cut the new live
+    # file of a few records: a fork of 20 workers made 531 segments where 130 were due (most of 2 to 20
+    # records), and spawns lost records to "the chain file keeps being replaced".
+    chain = tmp_path / "chain.jsonl"
+    folder = Path(str(chain) + SEGMENTS_SUFFIX)
+    append(chain, 30)
+
+    class CutMeanwhile(SegmentSchedule):
+        def due(self, tree_records: int = 0, tree_bytes: int = 0) -> bool:
+            judged = super().due(tree_records, tree_bytes)
+            if judged and not folder.exists():  # another process cuts right after this look
+                assert cut_signed(Checkpointer(str(chain), ORIGIN, SIGNER), 1.0) is not None
+                append(chain, 2, start=30)
+            return judged
+
+    scheduled = ScheduledCheckpointer(
+        Checkpointer(str(chain), ORIGIN, SIGNER),
+        every_records=1,
+        background=False,
+        segments=CutMeanwhile(str(chain), 2_000, 0),
+    )
+    with DecisionChain(chain, listener=scheduled.line_written) as log:
+        log.append({"kind": "route-shadow", "n": 32})  # due: this thread checkpoints, then looks at the cut
+    scheduled.close()
+    assert len(list(folder.iterdir())) == 1  # the other process's cut only
+    assert numbers(check_segmented(chain, SIGNER)) == [*range(30), 32, 30, 31]  # 32 written before the look
+
+
 def test_a_writer_whose_first_line_is_not_a_record_still_clears_a_prepared_file(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     append(chain, 2)

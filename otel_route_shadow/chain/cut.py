@@ -113,12 +113,16 @@ def first_record(fd: int, size: int) -> ChainRecord | None:
     return None if line is None else parse_record_line(line)
 
 
-def cut_chain(path: str, *, sign: Sign | None, timeout: float | None) -> ChainCut | None:
+def cut_chain(
+    path: str, *, sign: Sign | None, timeout: float | None, live: tuple[int, int] | None = None
+) -> ChainCut | None:
     """Cut the chain at ``path`` (see the module docstring); None when there is nothing to cut (no
     chain, or a live file holding nothing after its anchor). ``sign`` is None for a chain with no log
     (the anchor's ``checkpoint`` is then null). Waits at most ``timeout`` seconds for the chain's lock
     in all (None: as long as it takes), starting again at most :data:`CUT_TRIES` times when the live
-    file was replaced meanwhile: :class:`ChainLockTimeout`, nothing changed. Raises
+    file was replaced meanwhile: :class:`ChainLockTimeout`, nothing changed. ``live``: the (device, inode)
+    of the live file the caller found due a cut; None (nothing cut) once the path names another file (another
+    process cut it meanwhile: cutting the new one would close a segment of a few records). Raises
     :class:`CutRefused` (nothing changed; a ``path`` that is a symbolic link among the causes) and ``OSError``."""
     if os.path.islink(path):  # ``link`` would close the link itself, a relative one dangling in the folder
         raise CutRefused(
@@ -129,6 +133,8 @@ def cut_chain(path: str, *, sign: Sign | None, timeout: float | None) -> ChainCu
         try:
             digest, hashed, identity = _prehash(path)
         except FileNotFoundError:
+            return None
+        if live is not None and identity != live:
             return None
         fd = open_chain(path, os.O_RDWR)
         try:

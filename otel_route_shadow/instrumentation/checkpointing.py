@@ -140,6 +140,8 @@ class SegmentSchedule:
         self.max_records = max_records
         self._live: tuple[int, int] | None = None
         self._since = 0.0
+        self.judged: tuple[int, int] | None = None
+        """The (device, inode) of the live file the last ``due`` looked at: the cut is of that file only."""
 
     def due(self, tree_records: int = 0, tree_bytes: int = 0) -> bool:
         """Whether a cut is due now: one ``stat``, a folder listing when the live file changed. The live
@@ -150,6 +152,7 @@ class SegmentSchedule:
             st = os.stat(self.chain_path)
         except OSError:
             return False
+        self.judged = (st.st_dev, st.st_ino)
         if self.max_bytes and st.st_size >= self.max_bytes:
             return True
         if self.max_records and tree_records and st.st_size * tree_records >= self.max_records * tree_bytes:
@@ -352,7 +355,7 @@ class ScheduledCheckpointer:
         if not self._mutex.acquire(blocking=False):
             return
         try:
-            cut = cut_signed(self.checkpointer, CUT_LOCK_WAIT_S, pause=_give_way)
+            cut = cut_signed(self.checkpointer, CUT_LOCK_WAIT_S, pause=_give_way, live=self.segments.judged)
             if cut is not None and self.retention is not None:
                 self.retention.due = True
         except (ChainError, OSError) as exc:

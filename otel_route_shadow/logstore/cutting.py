@@ -58,6 +58,7 @@ def cut_signed(
     catch_up: int | None = CUT_CATCH_UP_STEPS,
     pause: Callable[[], None] | None = None,
     check_live: bool = False,
+    live: tuple[int, int] | None = None,
 ) -> ChainCut | None:
     """Cut the checkpointer's chain (``chain.cut_chain``), its anchor carrying the checkpoint of the
     cut's size when the log signs (null when it has no key). The tree is caught up before the chain's
@@ -67,9 +68,10 @@ def cut_signed(
     is not cut (None: tried again after the next checkpoint), so appenders never wait on a catch-up;
     ``pause``: called between slices of it (the host's background thread gives the interpreter back).
     ``check_live``: before the cut, read the live file's records the signed tree covers and refuse to seal
-    them unless they are its leaves (:func:`check_live_signed`; ``rotate``: one more read of the file)."""
+    them unless they are its leaves (:func:`check_live_signed`; ``rotate``: one more read of the file).
+    ``live``: the live file found due, as ``chain.cut_chain`` takes it (not cut once another process cut it)."""
     if not checkpointer.signers:
-        return cut_chain(checkpointer.chain_path, sign=None, timeout=timeout)
+        return cut_chain(checkpointer.chain_path, sign=None, timeout=timeout, live=live)
     steps = stalled = 0
     while True:
         size = checkpointer.size
@@ -96,6 +98,7 @@ def cut_signed(
         checkpointer.chain_path,
         sign=lambda size: note_for_cut(checkpointer, size, sign_wait),
         timeout=timeout,
+        live=live,
     )
 
 
