@@ -29,7 +29,6 @@ and for whatever else has state to reset in a forked child.
 from __future__ import annotations
 
 import enum
-import logging
 import os
 import threading
 import time
@@ -39,7 +38,7 @@ from typing import Final, Generic, Protocol, TypeVar
 
 __all__ = ["AFTER_FORK", "ProcessHook", "Worker", "WorkerName"]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 
 class WorkerName(enum.StrEnum):

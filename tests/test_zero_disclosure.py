@@ -443,3 +443,23 @@ def test_the_docs_say_redactions_holds_the_writers_marks_only_not_the_plugins(tm
     docs = PACKAGE.parent / "docs"
     assert "names the fields the writer changed" in (docs / "auditing.md").read_text()
     assert "The marks name what the **writer** changed, and only that." in (docs / "chain-format.md").read_text()
+
+
+def test_a_credential_shaped_key_or_witness_policy_path_is_redacted_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The signing-key and witness-policy paths went into log lines as given
+    # ("checkpoints unsigned: /nonexist/sk-ant-..."), although every log line is to be redacted.
+    caplog.set_level(logging.DEBUG)
+    provider = TracerProvider()
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=provider,
+        chain_path=tmp_path / "chain.jsonl",
+        seams=(),
+        signing_key=str(tmp_path / CANARIES["anthropic"][0]),
+        witness_policy=str(tmp_path / CANARIES["github"][0]),
+    )
+    instrumentor.uninstrument()
+    assert "checkpoints unsigned" in caplog.text
+    _assert_clean("log", caplog.text)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import logging
 import os
 import struct
 import threading
@@ -22,6 +21,7 @@ from typing import Final
 
 from otel_route_shadow.files import open_regular
 from otel_route_shadow.locking import flock_bounded
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 __all__ = ["LOCK_POLL_S", "WATERMARK", "GroupCommit", "read_watermark"]
 
@@ -32,8 +32,6 @@ WATERMARK: Final = struct.Struct("<QQQ")
 """The ``.sync`` file: device, inode, durable byte offset."""
 
 _MODE: Final = 0o640
-
-_LOG: Final = logging.getLogger("otel_route_shadow")
 
 
 class GroupCommit:

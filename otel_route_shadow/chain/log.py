@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import logging
 import os
 import threading
 import time
@@ -54,6 +53,7 @@ from otel_route_shadow.chain.spill import Spill
 from otel_route_shadow.chain.verify import VerifyResult, verify_chain
 from otel_route_shadow.files import remove_temporaries, write_all
 from otel_route_shadow.locking import flock_bounded
+from otel_route_shadow.redacted_log import LOG as _LOG
 from otel_route_shadow.tlog import leaf_hash
 from otel_route_shadow.worker import AFTER_FORK
 
@@ -64,8 +64,6 @@ Durability = Literal["flush", "fsync"]
 MARKER_RECHECK_NS: Final = 1_000_000_000
 """How long a writer goes without looking at the disk for what other processes change (a pending
 quarantine marker, a spill or lost file, a cut left unfinished): see ``DecisionChain._look_due``."""
-
-_LOG: Final = logging.getLogger("otel_route_shadow")
 
 
 class WrittenLine(NamedTuple):

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import logging
 import os
 import time
 from collections.abc import Callable
@@ -52,6 +51,7 @@ from otel_route_shadow.chain.record import (
 from otel_route_shadow.chain.sanitize import RedactionMark, sanitize_payload
 from otel_route_shadow.files import fsync_directory, open_regular, write_all
 from otel_route_shadow.locking import flock_bounded, release
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 __all__ = ["SPILL_BATCH_BYTES", "SPILL_BATCH_RECORDS", "SPILL_MAX_BYTES", "Spill"]
 
@@ -68,7 +68,6 @@ _UNCLAIMED: Final = -1
 _EVENT_ROOM: Final = 512
 """Room kept for the ``spill-full`` event when entries do not all fit."""
 
-_LOG: Final = logging.getLogger("otel_route_shadow")
 
 LineWriter = Callable[[int, ChainHead | None, int, EncodedPayload], tuple[ChainHead, int]]
 """Appends one entry as a record at ``size`` after ``head`` on the chain's descriptor."""

@@ -21,7 +21,6 @@ makes it in ``_instrument``, each ``wrapt`` wrapper holds it, and ``_uninstrumen
 from __future__ import annotations
 
 import importlib
-import logging
 from collections.abc import Collection
 from typing import Any
 
@@ -76,7 +75,7 @@ __all__ = [
     "shadow_spawn",
 ]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 
 def _resolve_parent(spec: SeamSpec) -> tuple[Any, str]:

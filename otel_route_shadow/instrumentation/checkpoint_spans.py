@@ -36,7 +36,6 @@ never the key) - see :mod:`otel_route_shadow.shadow.checkpoint_attributes`.
 from __future__ import annotations
 
 import base64
-import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -63,7 +62,7 @@ __all__ = [
     "exporter_from_environment",
 ]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 SCOPE_NAME: Final = "otel_route_shadow.checkpoints"
 MAX_PENDING: Final = 16

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import logging
 import math
 import os
 import threading
@@ -88,7 +87,7 @@ __all__ = [
     "segment_schedule",
 ]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 DEFAULT_EVERY_RECORDS: Final = 1000
 """A checkpoint at least every 1000 records ..."""

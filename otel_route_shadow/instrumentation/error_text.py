@@ -10,7 +10,6 @@ strings (a location names the keys the host typed, a host's message may quote an
 
 from __future__ import annotations
 
-import logging
 import textwrap
 import traceback
 from typing import Final
@@ -21,7 +20,7 @@ from otel_route_shadow.core import redact_text
 
 __all__ = ["exception_line", "exception_summary", "exception_trace", "log_contained"]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 _CAUSE: Final = "\nThe above exception was the direct cause of the following exception:\n\n"
 _CONTEXT: Final = "\nDuring handling of the above exception, another exception occurred:\n\n"

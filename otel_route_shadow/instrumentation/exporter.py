@@ -21,7 +21,6 @@ file descriptors are given back again.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -45,7 +44,7 @@ from otel_route_shadow.worker import AFTER_FORK
 
 __all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 EXIT_FLUSH_S: Final = 1.0
 """Longest wait, at shutdown and at interpreter exit, for the lock to write the backlog (and then

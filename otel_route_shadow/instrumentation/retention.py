@@ -17,7 +17,6 @@ for a prune, which gzips whole segments.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from otel_route_shadow.tlog import Verifier, WitnessPolicy
 
 __all__ = ["RETENTION_LOCK_WAIT_S", "HostRetention"]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 RETENTION_LOCK_WAIT_S: Final = 0.25
 """Longest the checkpointing thread waits for each lock of a prune (writers hold the chain's for one

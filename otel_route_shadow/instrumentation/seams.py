@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
@@ -39,6 +38,7 @@ from otel_route_shadow.instrumentation.config import (
 )
 from otel_route_shadow.instrumentation.error_text import exception_summary
 from otel_route_shadow.instrumentation.runtime import ShadowRuntime
+from otel_route_shadow.redacted_log import LOG as _LOG
 from otel_route_shadow.shadow import ShadowRecord, Spawn
 from otel_route_shadow.worker import AFTER_FORK
 
@@ -53,8 +53,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_LOG = logging.getLogger("otel_route_shadow")
 
 
 class _DefaultRuntime:

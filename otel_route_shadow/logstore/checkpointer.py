@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -85,7 +84,7 @@ from otel_route_shadow.worker import AFTER_FORK
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_LEAVES", "Checkpointer"]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 DEFAULT_MAX_LEAVES: Final = 65536
 """Most lines one call adds; a larger backlog is caught up over the next calls."""

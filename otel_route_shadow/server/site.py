@@ -48,12 +48,13 @@ from otel_route_shadow.logstore import (
     pruned_resource,
     served_min_index,
 )
+from otel_route_shadow.redacted_log import redacting
 from otel_route_shadow.server.problems import ProblemLog
 from otel_route_shadow.server.protocol import Request
 
 __all__ = ["LogSite", "Response", "SiteError"]
 
-_LOG = logging.getLogger("otel_route_shadow.server")
+_LOG = redacting(logging.getLogger("otel_route_shadow.server"))
 
 TEXT: Final = "text/plain; charset=utf-8"
 BINARY: Final = "application/octet-stream"

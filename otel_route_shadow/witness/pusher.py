@@ -29,7 +29,6 @@ own (as the SDK's ``BatchSpanProcessor`` does). Callbacks run on the thread; the
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import ssl
 import threading
@@ -62,7 +61,7 @@ __all__ = [
     "WitnessPusher",
 ]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 DEFAULT_PUSHES_PER_DAY = 1440.0
 """One push a minute per witness at most: what a witness operator is told to expect."""

@@ -30,7 +30,6 @@ pusher starts a thread of its own.
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -51,7 +50,7 @@ from otel_route_shadow.worker import AFTER_FORK, WorkerName
 
 __all__ = ["LEARN_TIMEOUT_S", "MERGE_ATTEMPTS", "TRANSIENT_CAUSES", "CheckpointWitnessing"]
 
-_LOG = logging.getLogger("otel_route_shadow")
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 MERGE_ATTEMPTS: Final = 20
 """How often a merge is tried while the directory is busy, ``_MERGE_PAUSE_S`` apart, before it is kept
