@@ -36,9 +36,9 @@ import weakref
 from collections.abc import Callable
 from typing import Final, Generic, Protocol, TypeVar
 
-__all__ = ["AFTER_FORK", "ProcessHook", "Worker", "WorkerName"]
-
 from otel_route_shadow.redacted_log import LOG as _LOG
+
+__all__ = ["AFTER_FORK", "ProcessHook", "Worker", "WorkerName"]
 
 
 class WorkerName(enum.StrEnum):

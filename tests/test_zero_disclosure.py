@@ -463,3 +463,28 @@ def test_a_credential_shaped_key_or_witness_policy_path_is_redacted_in_the_log(
     instrumentor.uninstrument()
     assert "checkpoints unsigned" in caplog.text
     _assert_clean("log", caplog.text)
+
+
+def test_a_credential_shaped_origin_is_never_published_in_a_checkpoint(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A credential-shaped origin was redacted on spans and records but written in full into every
+    # checkpoint note: the default origin is used (unsigned), and no key is made with such a name.
+    caplog.set_level(logging.DEBUG)
+    canary, secret = CANARIES["github"]
+    chain = tmp_path / "chain.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=TracerProvider(), chain_path=chain, seams=(), origin=f"example.com/{canary}"
+    )
+    try:
+        with shadow_spawn(_poisoned_context(), seam="canary-origin"):
+            pass
+    finally:
+        instrumentor.uninstrument()
+    checkpoint = (tmp_path / "chain.jsonl.tlog" / "checkpoint").read_text()
+    assert secret not in checkpoint and "/route-shadow/" in checkpoint.splitlines()[0]
+    assert "the origin set looks like a credential" in caplog.text
+    _assert_clean("log", caplog.text)
+    assert cli_main(["key", "generate", "--name", f"example.com/{canary}", "--out", str(tmp_path / "k")]) == 2
+    assert "looks like a credential" in capsys.readouterr().err and not (tmp_path / "k").exists()

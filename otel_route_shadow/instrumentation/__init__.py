@@ -53,6 +53,7 @@ from otel_route_shadow.instrumentation.seams import (
     shadow_seam,
     shadow_spawn,
 )
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 __all__ = [
     "SCHEMA_URL",
@@ -74,8 +75,6 @@ __all__ = [
     "shadow_seam",
     "shadow_spawn",
 ]
-
-from otel_route_shadow.redacted_log import LOG as _LOG
 
 
 def _resolve_parent(spec: SeamSpec) -> tuple[Any, str]:

@@ -49,6 +49,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanKind
 
 from otel_route_shadow.core import redact_text
+from otel_route_shadow.redacted_log import LOG as _LOG
 from otel_route_shadow.shadow import checkpoint_attributes as cpa
 from otel_route_shadow.version import __version__
 from otel_route_shadow.worker import Worker, WorkerName
@@ -62,7 +63,6 @@ __all__ = [
     "exporter_from_environment",
 ]
 
-from otel_route_shadow.redacted_log import LOG as _LOG
 
 SCOPE_NAME: Final = "otel_route_shadow.checkpoints"
 MAX_PENDING: Final = 16

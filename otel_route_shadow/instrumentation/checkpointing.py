@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from otel_route_shadow.chain import SEGMENTS_SUFFIX, ChainError, WrittenLine
+from otel_route_shadow.core import redact_text
 from otel_route_shadow.instrumentation.retention import HostRetention
 from otel_route_shadow.logstore import (
     Checkpointer,
@@ -64,6 +65,7 @@ from otel_route_shadow.logstore import (
     read_signing_keys,
     read_witness_policy_file,
 )
+from otel_route_shadow.redacted_log import LOG as _LOG
 from otel_route_shadow.tlog import Signer, WitnessPolicy, WitnessPolicyError
 from otel_route_shadow.witness import DEFAULT_PUSHES_PER_DAY, CheckpointWitnessing, WitnessConfigError
 from otel_route_shadow.worker import AFTER_FORK, Worker, WorkerName
@@ -87,7 +89,6 @@ __all__ = [
     "segment_schedule",
 ]
 
-from otel_route_shadow.redacted_log import LOG as _LOG
 
 DEFAULT_EVERY_RECORDS: Final = 1000
 """A checkpoint at least every 1000 records ..."""
@@ -442,6 +443,15 @@ def scheduled_checkpointer(
     cannot be used is logged (one line, never a key's content) and left out; a retention that cannot be
     applied as configured (no signing key, a policy that cannot be read) is off, one line saying why."""
     signers, unsigned = _signers(signing_key, origin)
+    if origin is not None and redact_text(origin)[1]:
+        origin = None
+        signers, unsigned = (
+            (),
+            (
+                "the origin set looks like a credential (redacted on spans and records, every checkpoint would "
+                "publish it in full): the default origin is used"
+            ),
+        )
     log_origin = origin or (signers[0].name if signers else default_origin(chain_path))
     retention = (
         _retention(chain_path, signers, witness_policy, retention_records, retention_delete)
@@ -535,6 +545,11 @@ def _signers(signing_key: str | None, origin: str | None) -> tuple[tuple[Signer,
         signers = read_signing_keys(signing_key)
     except KeyFileError as exc:
         return (), str(exc)
+    if redact_text(signers[0].name)[1]:
+        return (
+            (),
+            "the signing key's name, the log's origin, looks like a credential: the default origin is used",
+        )
     if origin is not None and origin != signers[0].name:
         return (), (
             f"the signing key is named {signers[0].name!r} but the origin is set to {origin!r}, and a log's key "

@@ -17,10 +17,10 @@ from typing import Final
 from pydantic import ValidationError
 
 from otel_route_shadow.core import redact_text
+from otel_route_shadow.redacted_log import LOG as _LOG
 
 __all__ = ["exception_line", "exception_summary", "exception_trace", "log_contained"]
 
-from otel_route_shadow.redacted_log import LOG as _LOG
 
 _CAUSE: Final = "\nThe above exception was the direct cause of the following exception:\n\n"
 _CONTEXT: Final = "\nDuring handling of the above exception, another exception occurred:\n\n"

@@ -39,12 +39,12 @@ from otel_route_shadow.chain import (
     open_chain,
     sanitize_payload,
 )
+from otel_route_shadow.redacted_log import LOG as _LOG
 from otel_route_shadow.shadow import record_payload, record_tokens
 from otel_route_shadow.worker import AFTER_FORK
 
 __all__ = ["EXIT_FLUSH_S", "RouteShadowChainExporter"]
 
-from otel_route_shadow.redacted_log import LOG as _LOG
 
 EXIT_FLUSH_S: Final = 1.0
 """Longest wait, at shutdown and at interpreter exit, for the lock to write the backlog (and then

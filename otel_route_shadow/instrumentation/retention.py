@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from typing import Final
 
 from otel_route_shadow.logstore import PruneOptions, PruneRefused, PruneResult, Retention, prune
+from otel_route_shadow.redacted_log import LOG as _LOG
 from otel_route_shadow.tlog import Verifier, WitnessPolicy
 
 __all__ = ["RETENTION_LOCK_WAIT_S", "HostRetention"]
 
-from otel_route_shadow.redacted_log import LOG as _LOG
 
 RETENTION_LOCK_WAIT_S: Final = 0.25
 """Longest the checkpointing thread waits for each lock of a prune (writers hold the chain's for one

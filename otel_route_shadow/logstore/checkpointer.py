@@ -63,6 +63,7 @@ from otel_route_shadow.logstore.segment_files import SegmentFiles
 from otel_route_shadow.logstore.signed import SignedCheckpoint, default_origin
 from otel_route_shadow.logstore.store import REFUSALS_FILE, LogStore, State, StateError, TreeHint
 from otel_route_shadow.logstore.tile_sweep import TileSweep
+from otel_route_shadow.redacted_log import LOG as _LOG
 from otel_route_shadow.tlog import (
     HASH_SIZE,
     TILE_HEIGHT,
@@ -84,7 +85,6 @@ from otel_route_shadow.worker import AFTER_FORK
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_LEAVES", "Checkpointer"]
 
-from otel_route_shadow.redacted_log import LOG as _LOG
 
 DEFAULT_MAX_LEAVES: Final = 65536
 """Most lines one call adds; a larger backlog is caught up over the next calls."""

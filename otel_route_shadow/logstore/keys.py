@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+from otel_route_shadow.core import redact_text
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
 from otel_route_shadow.tlog import (
     MAX_POLICY_BYTES,
@@ -59,6 +60,11 @@ def generate_key_file(name: str, path: str) -> Signer:
 
 def _check_origin(name: str) -> None:
     parts = name.split("/")
+    if redact_text(name)[1]:
+        raise KeyFileError(
+            "a key name is the log's origin, published in every checkpoint: this one looks like a credential "
+            "(spans and records would show it redacted)"
+        )
     if any(part in ("", ".", "..") for part in parts) or not name[:1].isalnum():
         raise KeyFileError(
             "a key name is the log's origin, a schema-less URL such as example.com/route-shadow/host-a: "

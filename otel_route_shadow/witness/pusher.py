@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from otel_route_shadow.redacted_log import LOG as _LOG
 from otel_route_shadow.tlog import (
     DEFAULT_SKEW_S,
     Checkpoint,
@@ -61,7 +62,6 @@ __all__ = [
     "WitnessPusher",
 ]
 
-from otel_route_shadow.redacted_log import LOG as _LOG
 
 DEFAULT_PUSHES_PER_DAY = 1440.0
 """One push a minute per witness at most: what a witness operator is told to expect."""

@@ -37,6 +37,7 @@ from contextlib import AbstractContextManager
 from typing import Final
 
 from otel_route_shadow.logstore import Cosigned, LogStore, SignedCheckpoint
+from otel_route_shadow.redacted_log import LOG as _LOG
 from otel_route_shadow.tlog import DEFAULT_SKEW_S, Checkpoint, TileReader, WitnessPolicy, consistency_proof
 from otel_route_shadow.witness.client import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -50,7 +51,6 @@ from otel_route_shadow.worker import AFTER_FORK, WorkerName
 
 __all__ = ["LEARN_TIMEOUT_S", "MERGE_ATTEMPTS", "TRANSIENT_CAUSES", "CheckpointWitnessing"]
 
-from otel_route_shadow.redacted_log import LOG as _LOG
 
 MERGE_ATTEMPTS: Final = 20
 """How often a merge is tried while the directory is busy, ``_MERGE_PAUSE_S`` apart, before it is kept
