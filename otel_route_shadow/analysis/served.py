@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from otel_route_shadow.core import REQUIREMENT_DEFIED, SERVED_DIFFERS, ServedStatus, ServedWhy
+from otel_route_shadow.core import SERVED_DIFFERS, ServedStatus, ServedWhy
 
 __all__ = [
-    "BLOCKING_FINDINGS",
     "DIFFERS",
     "SAME",
     "SERVED_DIFFERS",
@@ -39,9 +38,6 @@ SAME: Final = ServedStatus.SAME.value
 DIFFERS: Final = ServedStatus.DIFFERS.value
 UNKNOWN: Final = ServedStatus.UNKNOWN.value
 SERVED_STATES: Final = (SAME, DIFFERS, UNKNOWN)
-
-BLOCKING_FINDINGS: Final = frozenset({REQUIREMENT_DEFIED, SERVED_DIFFERS})
-"""Findings the readiness verdict names on their own (each is a blocker)."""
 
 
 def finding_codes(value: Any) -> frozenset[str]:
