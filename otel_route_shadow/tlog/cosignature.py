@@ -57,7 +57,6 @@ from otel_route_shadow.tlog.merkle import HASH_SIZE
 from otel_route_shadow.tlog.note import NoteError, NoteSignature, parse_note
 
 __all__ = [
-    "ALG_COSIGNATURE_V1",
     "DEFAULT_SKEW_S",
     "MAX_TIMESTAMP",
     "CosignatureAlgorithm",
@@ -92,8 +91,6 @@ class CosignatureAlgorithm(enum.IntEnum):
         return 64 if self is CosignatureAlgorithm.ED25519 else 2420
 
 
-ALG_COSIGNATURE_V1 = CosignatureAlgorithm.ED25519.value
-"""The signature type byte of ``cosignature/v1`` (Ed25519) in key ids and verifier keys."""
 MAX_TIMESTAMP = 2**63 - 1
 DEFAULT_SKEW_S = 300
 """How far in the future (seconds) a cosignature's timestamp may lie and still count: clocks differ."""
