@@ -14,7 +14,6 @@ from otel_route_shadow.analysis.timeline import (
     LADDER_NS,
     STORED_BUCKETS_LIMIT,
     Timeline,
-    coarsen,
     width_label,
 )
 
@@ -78,8 +77,10 @@ def test_stored_buckets_stay_bounded_and_exact() -> None:
 
 
 def test_a_sparse_chain_gets_full_buckets_not_a_comb() -> None:
-    hours = {hour * 3600: [1, 1] for hour in range(17)}  # one spawn an hour, stored in 1 s buckets
-    width, points = coarsen(hours, SECOND)
+    timeline = Timeline()
+    for hour in range(17):
+        timeline.add(hour * 3600 * SECOND, True)  # one spawn an hour
+    width, points = timeline.points()
     assert width == 3600 * SECOND and len(points) == 17
 
 

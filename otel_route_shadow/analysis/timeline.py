@@ -4,9 +4,9 @@ whose width follows the window (a run of minutes gets buckets of seconds, a mont
 While streaming, spawns and agreements are counted per *stored* bucket, 1 ms wide at first; when more
 than :data:`STORED_BUCKETS_LIMIT` stored buckets exist, they are merged into the next width of
 1 ms, 1 s, 1 min, 1 h, 1 day (each a multiple of the one before, so merging is exact), so memory stays
-bounded whatever the chain's span. For display, :func:`coarsen` takes a width of :data:`LADDER_NS`
-that is a multiple of the stored width and gives at most ``max_points`` buckets between the first and
-the last spawn, at least two thirds of them holding spawns when a width allows it. Every bucket is
+bounded whatever the chain's span. For display, :meth:`Timeline.points` takes a width of
+:data:`LADDER_NS` that is a multiple of the stored width and gives at most ``max_points`` buckets between
+the first and the last spawn, at least two thirds of them holding spawns when a width allows it. Every bucket is
 aligned to a multiple of its width since the epoch, so two reports over one chain line up.
 """
 
@@ -24,7 +24,6 @@ __all__ = [
     "STORED_BUCKETS_LIMIT",
     "Timeline",
     "TimelinePoint",
-    "coarsen",
     "width_label",
 ]
 
@@ -157,25 +156,14 @@ def _merge(buckets: Mapping[int, int], width_ns: int, wider_ns: int) -> dict[int
     return merged
 
 
-def coarsen(
-    buckets: Mapping[int, Sequence[int]], width_ns: int, max_points: int = 48
-) -> tuple[int, list[TimelinePoint]]:
-    """Merge ``{bucket: [spawns, agreed]}`` (buckets ``width_ns`` wide) into at most ``max_points``
+def _coarsen(buckets: Mapping[int, int], width_ns: int, max_points: int) -> tuple[int, list[TimelinePoint]]:
+    """Merge packed buckets (``width_ns`` wide, see :data:`_SPAWN`) into at most ``max_points``
     buckets of one width of :data:`LADDER_NS`: the narrowest of those widths where at least two thirds
     of the buckets between the first and the last spawn hold spawns (a sparse chain gets wider buckets,
     not a comb of empty ones); the narrowest that fits when none is that full.
 
     Returns that width in nanoseconds and the non-empty buckets in time order.
     """
-    return _coarsen(
-        {bucket: spawns * _SPAWN + agreed for bucket, (spawns, agreed) in buckets.items()},
-        width_ns,
-        max_points,
-    )
-
-
-def _coarsen(buckets: Mapping[int, int], width_ns: int, max_points: int) -> tuple[int, list[TimelinePoint]]:
-    """:func:`coarsen` of packed buckets."""
     if not buckets:
         return width_ns, []
     limit = max(max_points, 1)
