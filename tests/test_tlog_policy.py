@@ -24,7 +24,7 @@ from otel_route_shadow.tlog import (
     sign_note,
 )
 from otel_route_shadow.tlog.attestation import AttestationFault
-from otel_route_shadow.tlog.policy import MAX_POLICY_BYTES, PolicyGroup, PolicyWitness, format_witness_policy
+from otel_route_shadow.tlog.policy import MAX_POLICY_BYTES, PolicyGroup, PolicyWitness
 
 ORIGIN = "example.com/route-shadow/policy"
 NOW = 1_800_000_000
@@ -173,6 +173,19 @@ def _policies() -> st.SearchStrategy[WitnessPolicy]:
         return WitnessPolicy(draw(st.sampled_from([(), logs])), witnesses, tuple(groups), quorum)
 
     return build()
+
+
+def format_witness_policy(policy: WitnessPolicy) -> str:
+    """The policy's text: logs, witnesses, groups (in order), then the quorum line."""
+
+    def optional_url(line: str, url: str | None) -> str:
+        return f"{line} {url}" if url is not None else line
+
+    lines = [optional_url(f"log {log.verifier}", log.url) for log in policy.logs]
+    lines += [optional_url(f"witness {w.name} {w.verifier}", w.url) for w in policy.witnesses]
+    lines += [f"group {g.name} {g.threshold} {' '.join(g.members)}" for g in policy.groups]
+    lines.append(f"quorum {policy.quorum or 'none'}")
+    return "".join(line + "\n" for line in lines)
 
 
 @given(_policies())

@@ -53,7 +53,6 @@ __all__ = [
     "QuorumVerdict",
     "WitnessPolicy",
     "WitnessPolicyError",
-    "format_witness_policy",
     "parse_witness_policy",
 ]
 
@@ -149,19 +148,6 @@ class WitnessPolicy:
             else:
                 found.add(current)
         return tuple(w.name for w in self.witnesses if w.name in found)
-
-
-def format_witness_policy(policy: WitnessPolicy) -> str:
-    """The policy's text: logs, witnesses, groups (in order), then the quorum line."""
-    lines = [_optional_url(f"log {log.verifier}", log.url) for log in policy.logs]
-    lines += [_optional_url(f"witness {w.name} {w.verifier}", w.url) for w in policy.witnesses]
-    lines += [f"group {g.name} {g.threshold} {' '.join(g.members)}" for g in policy.groups]
-    lines.append(f"quorum {policy.quorum or NONE}")
-    return "".join(line + "\n" for line in lines)
-
-
-def _optional_url(line: str, url: str | None) -> str:
-    return f"{line} {url}" if url is not None else line
 
 
 @dataclasses.dataclass
