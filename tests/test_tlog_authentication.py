@@ -15,7 +15,13 @@ from otel_route_shadow.tlog import (
     sign_note,
 )
 from otel_route_shadow.tlog.authentication import UnknownKey, Unsigned
-from otel_route_shadow.tlog.note import MAX_KEY_NAME, SignatureError, check_key_name, open_note
+from otel_route_shadow.tlog.note import (
+    MAX_KEY_NAME,
+    SignatureError,
+    check_key_name,
+    check_signatures,
+    parse_note,
+)
 
 ORIGIN = "example.com/route-shadow/auth"
 SIGNER = Signer.generate(ORIGIN)
@@ -32,7 +38,7 @@ def test_a_note_signed_by_a_given_key_authenticates_with_its_signer() -> None:
 def test_a_signature_that_does_not_verify_is_its_own_class_whatever_the_message() -> None:
     note = sign_note(TEXT, [SIGNER]).replace("\n7\n", "\n8\n")
     with pytest.raises(SignatureError):
-        open_note(note, [SIGNER.verifier()])
+        check_signatures(parse_note(note), [SIGNER.verifier()])
     with pytest.raises(BadSignature) as caught:
         authenticate(note, [SIGNER.verifier()])
     assert caught.value.reason == "bad-signature"

@@ -26,7 +26,7 @@ from otel_route_shadow.tlog import (
     tree_hash,
     verify_consistency,
 )
-from otel_route_shadow.tlog.note import open_note
+from otel_route_shadow.tlog.note import check_signatures, parse_note
 
 
 def test_checkpoints_as_the_chain_grows_with_the_right_roots(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_checkpoints_as_the_chain_grows_with_the_right_roots(tmp_path: Path) -> 
     assert last is not None and last.size == 250 and last.signed and last.key_name == ORIGIN
     hashes = [leaf_hash(line) for line in lines(chain)]
     for signed in seen:
-        opened = open_note(signed.note, [signer.verifier()])
+        opened = check_signatures(parse_note(signed.note), [signer.verifier()])
         assert opened.verified_by
         assert (
             parse_checkpoint(opened.text).root == signed.root == root_from_leaf_hashes(hashes[: signed.size])

@@ -15,7 +15,7 @@ from otel_route_shadow.tlog import (
     parse_witness_policy,
     verify_receipt,
 )
-from otel_route_shadow.tlog.note import open_note
+from otel_route_shadow.tlog.note import check_signatures, parse_note
 from otel_route_shadow.tlog.proofs import (
     ConsistencyProofDoc,
     InclusionProofDoc,
@@ -43,7 +43,7 @@ def test_the_generator_reproduces_every_vector_byte_for_byte(tmp_path: Path) -> 
 def test_the_stored_proofs_verify_offline() -> None:
     verifier = Verifier.parse((VECTORS / "verifier.txt").read_text())
     notes = read_note_file(str(VECTORS / "chain.jsonl.tlog" / "checkpoints")).notes
-    checkpoints = [parse_checkpoint(open_note(note, [verifier]).text) for note in notes]
+    checkpoints = [parse_checkpoint(check_signatures(parse_note(note), [verifier]).text) for note in notes]
     inclusion = InclusionProofDoc.model_validate_json((VECTORS / "inclusion-seq7.json").read_text())
     check_inclusion_doc(inclusion, checkpoints[-1], (VECTORS / "record-seq7.line").read_bytes())
     consistency = ConsistencyProofDoc.model_validate_json((VECTORS / "consistency-10-40.json").read_text())

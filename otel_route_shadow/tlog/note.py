@@ -39,7 +39,6 @@ __all__ = [
     "check_key_name",
     "check_signatures",
     "key_id",
-    "open_note",
     "parse_note",
     "sign_note",
 ]
@@ -198,7 +197,7 @@ class NoteSignature:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OpenedNote:
-    """A parsed note: its text, its signatures, and (after ``open_note``) who verified it."""
+    """A parsed note: its text, its signatures, and (after :func:`check_signatures`) who verified it."""
 
     text: str
     signatures: tuple[NoteSignature, ...]
@@ -253,18 +252,12 @@ def _parse_signature(line: str) -> NoteSignature:
     return NoteSignature(name, int.from_bytes(raw[:4], "big"), raw[4:])
 
 
-def open_note(note: str, verifiers: Sequence[Verifier]) -> OpenedNote:
-    """Parse ``note`` and check each signature by a known key.
-
-    A signature by a known key (name and key id) that does not verify raises :class:`SignatureError`
-    (any other problem: ``NoteError``); signatures by unknown keys are listed in ``unknown`` and never
-    count as valid.
-    """
-    return check_signatures(parse_note(note), verifiers)
-
-
 def check_signatures(opened: OpenedNote, verifiers: Sequence[Verifier]) -> OpenedNote:
-    """:func:`open_note` of a note already parsed (:func:`parse_note`)."""
+    """Check each signature of a parsed note (:func:`parse_note`) by a known key.
+
+    A signature by a known key (name and key id) that does not verify raises :class:`SignatureError`;
+    signatures by unknown keys are listed in ``unknown`` and never count as valid.
+    """
     known = {(v.name, v.key_id): v for v in verifiers}
     message = opened.text.encode("utf-8")
     verified: list[str] = []
