@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from otel_route_shadow.core import (
     LEGACY_RUNG,
+    PolicyIndex,
     PolicyProblem,
     ReasonCode,
     RoutingAction,
@@ -21,7 +22,6 @@ from otel_route_shadow.core import (
     RoutingPolicy,
     blocking,
     matches_overlap,
-    policy_order_key,
     policy_set_hash,
     precedence_level,
     validate_policies,
@@ -68,7 +68,7 @@ def test_order_key_is_rung_then_priority_then_id() -> None:
     b = RoutingPolicy(id="a", priority=5, match=RoutingMatch(roles=["reviewer"]))
     c = RoutingPolicy(id="z", priority=-100, match=RoutingMatch(repo_ids=["acme/x"], roles=["reviewer"]))
     d = RoutingPolicy(id="y", priority=9, match=RoutingMatch(roles=["reviewer"]))
-    assert sorted([a, b, c, d], key=policy_order_key) == [c, d, b, a]
+    assert list(PolicyIndex([a, b, c, d]).ordered) == [c, d, b, a]
 
 
 def test_exact_sets_are_stored_sorted_and_unique() -> None:

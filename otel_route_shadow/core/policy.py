@@ -38,7 +38,6 @@ __all__ = [
     "member_problems",
     "parse_indexed",
     "parse_policies",
-    "policy_order_key",
     "policy_set_hash",
     "precedence_level",
     "rung_of_shape",
@@ -178,10 +177,6 @@ def rung_of_shape(*, repo: bool, role: bool, principal: bool, face: bool) -> int
     if role:
         return 6
     return 7 if face else 8
-
-
-def policy_order_key(policy: RoutingPolicy) -> tuple[int, int, str]:
-    return (precedence_level(policy.match), -policy.priority, policy.id)
 
 
 def action_key(action: RoutingAction) -> Hashable:
