@@ -34,7 +34,6 @@ __all__ = [
     "RoutingMatch",
     "RoutingPolicy",
     "action_key",
-    "matches_overlap",
     "member_problems",
     "parse_indexed",
     "parse_policies",
@@ -185,20 +184,6 @@ def action_key(action: RoutingAction) -> Hashable:
     return tuple(
         tuple(sorted(value.items())) if isinstance(value, dict) else value
         for value in action.__dict__.values()
-    )
-
-
-def _sets_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    return not a or not b or not set(a).isdisjoint(b)
-
-
-def matches_overlap(a: RoutingMatch, b: RoutingMatch) -> bool:
-    """Whether some context satisfies both matches: every dimension must admit a common value."""
-    return (
-        _sets_overlap(a.repo_ids, b.repo_ids)
-        and _sets_overlap(a.roles, b.roles)
-        and _sets_overlap(a.principal_ids, b.principal_ids)
-        and _sets_overlap(a.request_faces, b.request_faces)
     )
 
 
