@@ -54,17 +54,16 @@ def flock_bounded(fd: int, mode: int, timeout: float | None, poll: float) -> boo
     return flock_within(fd, mode, timeout, poll)
 
 
-def settled_size(fd: int, timeout: float | None = None) -> int:
+def settled_size(fd: int) -> int:
     """The size of the file open at ``fd`` with no append in flight.
 
     Appenders write under an exclusive ``flock``; the size is taken under a shared one, waited for at
-    most ``timeout`` seconds (default :data:`SETTLE_WAIT_S`). When the lock cannot be had (the deadline
-    passed: a writer hung holding it; or a filesystem without ``flock``) the size is taken as it is,
-    so the bytes after the last LF may be an append in flight: every reader treats them as a torn
-    tail, never as a line. Never waits longer than ``timeout``.
+    most :data:`SETTLE_WAIT_S` seconds. When the lock cannot be had (the deadline passed: a writer hung
+    holding it; or a filesystem without ``flock``) the size is taken as it is, so the bytes after the
+    last LF may be an append in flight: every reader treats them as a torn tail, never as a line. Never waits longer than :data:`SETTLE_WAIT_S`.
     """
     try:
-        locked = flock_within(fd, fcntl.LOCK_SH, SETTLE_WAIT_S if timeout is None else timeout, SETTLE_POLL_S)
+        locked = flock_within(fd, fcntl.LOCK_SH, SETTLE_WAIT_S, SETTLE_POLL_S)
     except OSError:
         locked = False
     try:
