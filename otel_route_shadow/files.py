@@ -270,9 +270,9 @@ def _read_bounded(fd: int, source: str, max_bytes: int, *, private: bool = False
     return data
 
 
-def read_text(path: str | os.PathLike[str], max_bytes: int, *, follow_symlinks: bool = True) -> str:
+def read_text(path: str | os.PathLike[str], max_bytes: int) -> str:
     """:func:`read_regular`, decoded as strict UTF-8 (kind ``not-utf8`` otherwise, naming the byte)."""
-    data = read_regular(path, max_bytes, follow_symlinks=follow_symlinks)
+    data = read_regular(path, max_bytes)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
