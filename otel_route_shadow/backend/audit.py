@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -85,7 +85,6 @@ from otel_route_shadow.tlog import (
 __all__ = [
     "AuditError",
     "AuditOptions",
-    "ConsistencyCheck",
     "Held",
     "Problem",
     "audit_chain",
@@ -128,10 +127,6 @@ class Held:
     """What the auditor may remember (``audit --state``), when every checkpoint holds."""
     state_fallback: str | None = None
     """Why the auditor's memory could not be extended, so the chain was checked in full (``audit --state``)."""
-
-
-ConsistencyCheck = Callable[[str, Sequence[BackendCheckpoint], Sequence[str]], Held]
-"""Proves a chain consistent with the checkpoints held against it given verifier keys (tlog's verifier by default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +209,6 @@ def _held(
     checkpoints: list[BackendCheckpoint],
     origin: str | None,
     options: AuditOptions,
-    consistency: ConsistencyCheck,
 ) -> tuple[Held | None, _Tail, Trusted | None]:
     """The chain against the checkpoints held against the chain: from the trusted point when the state has one for
     this origin (and the incremental path holds), else in full; and what to trust from now on."""
@@ -235,7 +229,7 @@ def _held(
                 dataclasses.replace(kept, offset=trusted.offset, first_seq=trusted.size),
                 result[1],
             )
-    held = dataclasses.replace(consistency(chain, checkpoints, keys), state_fallback=fallback)
+    held = dataclasses.replace(tlog_consistency(chain, checkpoints, keys), state_fallback=fallback)
     if state is None or not held.consistency.ok:
         return held, kept, None
     return held, kept, held.trusted
@@ -345,8 +339,6 @@ def audit_chain(
     chain: str,
     backend: Backend,
     options: AuditOptions = AuditOptions(),
-    *,
-    consistency: ConsistencyCheck = tlog_consistency,
 ) -> AuditReport:
     """Audit one chain. Raises :class:`AuditError` when no audit can be made."""
     now = time.time_ns()
@@ -354,7 +346,7 @@ def audit_chain(
         origin, source = _origin(chain, options)
         checkpoints, bad = _fetch_checkpoints(backend, origin, now)
         quorum, cosigned = _cosigned(chain, origin, checkpoints, options, now)
-        held, tail, trust = _held(chain, [*checkpoints, *cosigned], origin, options, consistency)
+        held, tail, trust = _held(chain, [*checkpoints, *cosigned], origin, options)
         summary = summarize_chain(tail.payloads(chain))
         window, window_from_seq = _from_first_read(_window(options, summary, now), tail, summary)
         if window is None and not checkpoints and not cosigned:
