@@ -150,27 +150,28 @@ def open_input(path: str | os.PathLike[str]) -> int:
         raise CliError(str(exc)) from None
 
 
-def json_lines(path: str, *, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
-    """``(line number, line)`` of a JSON-lines input (``-``: stdin), at most ``max_line`` bytes each.
+def json_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of a JSON-lines input (``-``: stdin), at most :data:`MAX_LINE_BYTES`
+    bytes each.
 
-    A longer line raises :class:`CliError` naming it, having buffered at most ``max_line + 1`` bytes.
+    A longer line raises :class:`CliError` naming it, having buffered at most one byte more.
     """
     if path == STDIN:
-        yield from _bounded_lines(sys.stdin.buffer, "<stdin>", max_line)
+        yield from _bounded_lines(sys.stdin.buffer, "<stdin>")
         return
     with os.fdopen(open_input(path), "rb") as handle:
-        yield from _bounded_lines(handle, path, max_line)
+        yield from _bounded_lines(handle, path)
 
 
-def _bounded_lines(stream: BinaryIO, source: str, max_line: int) -> Iterator[tuple[int, bytes]]:
+def _bounded_lines(stream: BinaryIO, source: str) -> Iterator[tuple[int, bytes]]:
     number = 0
     while True:
-        line = stream.readline(max_line + 1)
+        line = stream.readline(MAX_LINE_BYTES + 1)
         if not line:
             return
         number += 1
-        if len(line.rstrip(b"\r\n")) > max_line:
-            raise CliError(f"{source}:{number}: line longer than {max_line} bytes; refusing the rest")
+        if len(line.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+            raise CliError(f"{source}:{number}: line longer than {MAX_LINE_BYTES} bytes; refusing the rest")
         yield number, line
 
 
