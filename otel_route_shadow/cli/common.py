@@ -244,12 +244,12 @@ def witness_policy_arg(parser: argparse.ArgumentParser, help: str) -> None:
     )
 
 
-def cap_jobs(jobs: int, option: str = "--jobs") -> int:
+def cap_jobs(jobs: int) -> int:
     """``jobs`` capped to the machine's CPUs, with a note on stderr when it was more."""
     cpus = os.cpu_count() or 1
     if jobs > cpus:
         print(
-            f"otel-route-shadow: note: {option} {jobs} capped to {cpus} (the CPUs of this machine)",
+            f"otel-route-shadow: note: --jobs {jobs} capped to {cpus} (the CPUs of this machine)",
             file=sys.stderr,
         )
         return cpus
