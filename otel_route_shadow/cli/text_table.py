@@ -46,7 +46,7 @@ def duration(ns: int) -> str:
     return f"{days} d {hours % 24} h" if hours % 24 else f"{days} d"
 
 
-def html_text(text: str, quote: bool = True) -> str:
+def html_text(text: str) -> str:
     """``html.escape`` of :func:`printable`: in the HTML report too, a value's control or bidi
     characters are shown as their escapes (an override reversed the text around it)."""
-    return html.escape(printable(text), quote)
+    return html.escape(printable(text))
