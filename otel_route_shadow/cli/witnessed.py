@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from otel_route_shadow.cli.common import CliError
@@ -162,7 +162,6 @@ def policy_verdict(
     chain_size: int,
     extra_logs: Sequence[str] = (),
     max_unwitnessed: int | None = None,
-    now: Callable[[], float] = time.time,
     all_cosignatures: bool = False,
 ) -> WitnessPolicyVerdict:
     """The verdict of ``policy`` on ``notes``, whose consistency with the chain ``verdicts`` give (one per
@@ -178,7 +177,7 @@ def policy_verdict(
     report = attest_notes(
         notes,
         policy,
-        now=int(now()),
+        now=int(time.time()),
         skew=DEFAULT_SKEW_S,
         logs=logs,
         log_verified={v.index: v.signed_by for v in verdicts},
