@@ -77,9 +77,9 @@ def _chunk_levels(leaves: bytes, levels: int) -> list[bytes]:
     return rows
 
 
-def chain_tree(path: str, jobs: int = 1) -> TreeLevels:
+def chain_tree(path: str) -> TreeLevels:
     """The tree over every complete line of the chain at ``path``, no line checked (for locating a
     changed record once a root was found not to match)."""
     sink = TreeSink()
-    verify_pass(path, jobs=jobs, unchecked=_EVERY_LINE, leaves=sink)
+    verify_pass(path, unchecked=_EVERY_LINE, leaves=sink)
     return sink.tree()
