@@ -248,13 +248,13 @@ def _authentic(note: str, verifiers: Sequence[LogKey], source: str) -> Checkpoin
 
 
 def check_archive(
-    archive: str, verifiers: Sequence[LogKey], note: str | None = None, proof: str | None = None
+    archive: str, verifiers: Sequence[LogKey], note: str | None = None
 ) -> tuple[ArchiveProofDoc, SegmentRead]:
-    """Check ``archive`` against its proof (``proof``, default :func:`proof_path`): the proof's note is
+    """Check ``archive`` against its proof (at :func:`proof_path`): the proof's note is
     signed by one of ``verifiers``; ``note``, when given, is too and holds the same tree (origin, size,
     root); every record parses and links; the records' leaf hashes with the proof give that tree's root;
     the uncompressed bytes are the SHA-256 and size the proof names. :class:`ArchiveProblem` otherwise."""
-    doc = read_proof(proof or proof_path(archive))
+    doc = read_proof(proof_path(archive))
     signed = _authentic(doc.checkpoint, verifiers, "the proof's checkpoint")
     if note is not None:
         given = _authentic(note, verifiers, "--checkpoint")
