@@ -320,15 +320,15 @@ class LogStore:
             return [], position if begin == offset else (begin, b"")
         return file_entries(data[:end])[0], (begin + end, data[max(0, end - _SEEN) : end])
 
-    def newest_notes(self, max_bytes: int = MAX_NOTE_FILE) -> Iterator[str]:
-        """The notes of ``checkpoints``, newest first, reading back from its end (at most ``max_bytes``,
-        as much as any reader of the file reads)."""
+    def newest_notes(self) -> Iterator[str]:
+        """The notes of ``checkpoints``, newest first, reading back from its end (at most
+        :data:`MAX_NOTE_FILE` bytes, as much as any reader of the file reads)."""
         try:
             fd = open_regular(self.file(CHECKPOINTS_FILE))
         except FileNotFoundError:
             return
         with io.FileIO(fd, "rb") as handle:
-            for line in iter_lines_back(handle, os.fstat(fd).st_size, max_bytes, _TAIL_STEP):
+            for line in iter_lines_back(handle, os.fstat(fd).st_size, MAX_NOTE_FILE, _TAIL_STEP):
                 note = entry_note(line)
                 if note is not None:
                     yield note
