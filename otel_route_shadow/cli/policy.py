@@ -25,7 +25,6 @@ from otel_route_shadow.store import (
     PolicyFileError,
     PolicyStoreError,
     RevisionCorruptError,
-    RevisionNotFoundError,
     RoutingPolicyStore,
     SnapshotDiff,
     SnapshotLoad,
@@ -130,10 +129,11 @@ def _read(path: str) -> PolicyFile:
         raise CliError(str(exc), EXIT_USAGE) from None
 
 
-def _store_error(store: Path, exc: PolicyStoreError, exit_code: int = EXIT_USAGE) -> CliError:
+def _store_error(store: Path, exc: PolicyStoreError) -> CliError:
+    """A finding (exit 1) for a revision whose copy does not verify, else a usage error (exit 2)."""
     # I/O errors already name the store directory; the others are about something inside it.
     message = str(exc) if isinstance(exc, StoreIOError) else f"{store}: {exc}"
-    return CliError(message, exit_code)
+    return CliError(message, EXIT_FINDING if isinstance(exc, RevisionCorruptError) else EXIT_USAGE)
 
 
 def _load(store: RoutingPolicyStore) -> SnapshotLoad:
@@ -205,7 +205,7 @@ def _save(args: argparse.Namespace) -> int:
             EXIT_FINDING,
         ) from None
     except PolicyStoreError as exc:
-        raise _store_error(args.store, exc, EXIT_USAGE) from None
+        raise _store_error(args.store, exc) from None
     if args.json:
         _print_json({"store": str(args.store), **result.to_dict()})
     elif result.created:
@@ -278,7 +278,7 @@ def _history(args: argparse.Namespace) -> int:
     try:
         entries = store.history()
     except PolicyStoreError as exc:
-        raise _store_error(args.store, exc, EXIT_USAGE) from None
+        raise _store_error(args.store, exc) from None
     bad = load.state == "corrupt" or any(entry.state != "ok" for entry in entries)
     if args.json:
         _print_json(
@@ -328,12 +328,8 @@ def _diff(args: argparse.Namespace) -> int:
     store = _store(args)
     try:
         diff = store.diff(args.a, args.b)
-    except RevisionNotFoundError as exc:
-        raise _store_error(args.store, exc, EXIT_USAGE) from None
-    except RevisionCorruptError as exc:
-        raise _store_error(args.store, exc, EXIT_FINDING) from None
     except PolicyStoreError as exc:
-        raise _store_error(args.store, exc, EXIT_USAGE) from None
+        raise _store_error(args.store, exc) from None
     if args.json:
         _print_json({"store": str(args.store), **diff.to_dict()})
     else:
@@ -346,7 +342,7 @@ def _repair(args: argparse.Namespace) -> int:
     try:
         result = store.repair()
     except PolicyStoreError as exc:
-        raise _store_error(args.store, exc, EXIT_USAGE) from None
+        raise _store_error(args.store, exc) from None
     if args.json:
         _print_json({"store": str(args.store), **result.to_dict()})
         return EXIT_OK
@@ -386,11 +382,7 @@ def _export(args: argparse.Namespace) -> int:
     else:
         try:
             snapshot = store.revision(args.revision)
-        except RevisionNotFoundError as exc:
-            raise _store_error(args.store, exc, EXIT_USAGE) from None
-        except RevisionCorruptError as exc:
-            raise _store_error(args.store, exc, EXIT_FINDING) from None
         except PolicyStoreError as exc:
-            raise _store_error(args.store, exc, EXIT_USAGE) from None
+            raise _store_error(args.store, exc) from None
     _print_json({"policies": canonical_policy_dumps(snapshot.policies)})
     return EXIT_OK
