@@ -314,25 +314,11 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
     key = _env(env, OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY)
     if key is not None:
         values["signing_key"] = Path(key)
-    records = _env(env, OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS)
-    if records is not None:
-        try:
-            values["checkpoint_records"] = int(records.strip())
-        except ValueError:
-            raise ValueError(
-                f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS}: expected a whole number"
-            ) from None
-    seconds = _env(env, OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS)
-    if seconds is not None:
-        try:
-            values["checkpoint_seconds"] = float(seconds.strip())
-        except ValueError:
-            raise ValueError(
-                f"{OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS}: expected a number of seconds"
-            ) from None
     values.update(
         _numbers(
             env,
+            (OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS, "checkpoint_records", int, "a whole number"),
+            (OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS, "checkpoint_seconds", float, "a number of seconds"),
             (OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES, "segment_bytes", int, "a whole number of bytes"),
             (OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_SECONDS, "segment_seconds", float, "a number of seconds"),
             (
@@ -349,14 +335,17 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
     policy = _env(env, OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY)
     if policy is not None:
         values["witness_policy"] = Path(policy)
-    pushes = _env(env, OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY)
-    if pushes is not None:
-        try:
-            values["witness_pushes_per_day"] = float(pushes.strip())
-        except ValueError:
-            raise ValueError(
-                f"{OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY}: expected a number per day"
-            ) from None
+    values.update(
+        _numbers(
+            env,
+            (
+                OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY,
+                "witness_pushes_per_day",
+                float,
+                "a number per day",
+            ),
+        )
+    )
     return values
 
 
