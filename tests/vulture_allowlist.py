@@ -52,6 +52,5 @@ route_shadow_enabled  # unused variable: demo/factory.py
 selection  # unused variable: core/policy.py
 submitted  # unused variable: witness/pusher.py (PusherStats counter that tests read)
 superseded  # unused variable: witness/pusher.py (PusherStats counter that tests read)
-_.prefixes  # unused property: server/site.py (read by tests)
 _.rebuilds  # unused attribute: logstore/entries.py (read by tests)
 __getattr__  # unused function: chain/__init__.py (the deprecated name RoutingAuditLog, module attribute hook)

@@ -108,10 +108,6 @@ class LogSite:
         self._served = sorted(served, key=lambda s: len(s.prefix), reverse=True)
         self.problems = ProblemLog(_LOG)
 
-    @property
-    def prefixes(self) -> list[str]:
-        return sorted(s.prefix for s in self._served)
-
     @staticmethod
     def asks_bundle(request: Request) -> bool:
         """Whether ``request`` may ask for an entry bundle (up to 16.8 MB; every other answer is a few
