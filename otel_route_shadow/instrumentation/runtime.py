@@ -68,7 +68,7 @@ from otel_route_shadow.shadow import (
     ShadowRecord,
     Spawn,
     context_json,
-    conversation_attribute,
+    host_text,
     observe,
     record_template,
     recorded_text,
@@ -484,7 +484,7 @@ class ShadowRuntime:
             recorded = recorded_text(seam)  # the span and the record carry this one cleaned value
             start_attributes: dict[str, str] = {attr.SEAM: recorded}
             if isinstance(context, Spawn):
-                conversation = conversation_attribute(context.conversation_id)
+                conversation = host_text(context.conversation_id)
                 if conversation is not None:
                     start_attributes[attr.GEN_AI_CONVERSATION] = conversation
                 context = context.context

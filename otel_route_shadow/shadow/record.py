@@ -45,7 +45,6 @@ __all__ = [
     "Spawn",
     "accounts_json",
     "context_json",
-    "conversation_attribute",
     "decision_attributes",
     "host_text",
     "observe",
@@ -103,11 +102,6 @@ def recorded_text(text: str) -> str:
     starts, so the span and the chain record carry the same value."""
     clean, _ = redact_text(text.encode("utf-8", "replace").decode("utf-8"))
     return clean[:_HOST_TEXT_MAX]
-
-
-def conversation_attribute(value: object) -> str | None:
-    """The ``gen_ai.conversation.id`` value (:func:`host_text`)."""
-    return host_text(value)
 
 
 _RECORDED_PREFIXES: Final = ("route_shadow.", "gen_ai.")
