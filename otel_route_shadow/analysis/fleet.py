@@ -346,7 +346,7 @@ def check_logs(
             size=log.evidence.size or 0,
             records=verdict.records,
             reason=verdict.problem,
-            evidence=_with_records(log.evidence, verdict.records),
+            evidence=replace(log.evidence, chain_records=verdict.records),
             end=verdict.end,
             root=log.root,
             frontier=verdict.frontier,
@@ -361,10 +361,6 @@ def verifier_keys(verifiers: Sequence[LogKey], policy: WitnessPolicy | None) -> 
     """The key strings that authenticate the logs' checkpoints: the given ones and the policy's."""
     policy_keys = [str(log.verifier) for log in policy.logs] if policy is not None else []
     return tuple(dict.fromkeys([*map(str, verifiers), *policy_keys]))
-
-
-def _with_records(evidence: LogEvidence, records: int) -> LogEvidence:
-    return replace(evidence, chain_records=records)
 
 
 def refuse_shared_origins(origins: Sequence[str | None], paths: Sequence[str]) -> None:
