@@ -182,10 +182,6 @@ class StateFile(_Model):
 # An aggregation to and from its state
 
 
-def _scalars(values: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(values)
-
-
 def _typed(values: Sequence[Any]) -> tuple[Any, ...]:
     """``values`` with their types, so that ``True`` and ``1`` are told apart as keys."""
     return (*values, *map(type, values))
@@ -385,7 +381,7 @@ def restore_aggregation(
         raise ValueError("an index beyond a row or the table of values") from None
     cube = aggregation.cube
     for latency in state.latencies:
-        cohort = _scalars(latency.cohort)
+        cohort = tuple(latency.cohort)
         if len(cohort) != len(COHORT_ATTRIBUTES) or cohort in cube.latencies:
             raise ValueError("a cohort of the wrong shape")
         cube.latencies[cohort] = LatencyHistogram.restore(latency.buckets, latency.unknown)
@@ -405,7 +401,7 @@ def restore_aggregation(
     counts.truncated.records = saved.truncated.records
     counts.truncated.observations = saved.truncated.observations
     counts.truncated.first_seqs = list(saved.truncated.first_seqs)
-    counts.shadow_errors = {_scalars(key): n for key, n in saved.shadow_errors}
+    counts.shadow_errors = {tuple(key): n for key, n in saved.shadow_errors}
     return aggregation
 
 
