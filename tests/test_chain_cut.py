@@ -444,6 +444,39 @@ def test_a_cut_found_due_is_not_made_on_the_live_file_another_process_started_me
     assert numbers(check_segmented(chain, SIGNER)) == [*range(30), 32, 30, 31]  # 32 written before the look
 
 
+def _cut_in_child(chain: str, prehash: Any) -> None:  # pragma: no cover - runs in a child
+    cut_module._prehash = prehash  # this process's own cut, not the test's patched one
+    os._exit(0 if cut_chain(chain, sign=None, timeout=5.0) is not None else 1)
+
+
+def test_a_cut_is_not_made_on_the_live_file_another_process_started_between_its_hash_and_its_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cut read the live file found due (its hash, its identity: still the one found due), then opened
+    # the path again to lock it: another process cut in between, and the file opened and locked was the
+    # new live file, cut again. 20 forked workers made about 25 segments of 2 to 42 records among 110.
+    chain = tmp_path / "chain.jsonl"
+    folder = Path(str(chain) + SEGMENTS_SUFFIX)
+    append(chain, 30)
+    judged = identity(chain)
+    prehash = cut_module._prehash
+
+    def another_cut_after(path: str) -> Any:
+        hashed = prehash(path)
+        process = multiprocessing.get_context("fork").Process(target=_cut_in_child, args=(path, prehash))
+        process.start()
+        process.join(HANG_GUARD_S)
+        assert process.exitcode == 0  # the other process cut the file just hashed
+        append(chain, 2, start=30)
+        return hashed
+
+    monkeypatch.setattr(cut_module, "_prehash", another_cut_after)
+    assert cut_chain(str(chain), sign=None, timeout=1.0, live=judged) is None
+    monkeypatch.undo()
+    assert [path.name for path in folder.iterdir()] == [segment_name(0)]  # the other process's cut only
+    assert numbers(check_segmented(chain)) == list(range(32))
+
+
 def test_a_writer_whose_first_line_is_not_a_record_still_clears_a_prepared_file(tmp_path: Path) -> None:
     chain = tmp_path / "chain.jsonl"
     append(chain, 2)

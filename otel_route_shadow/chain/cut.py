@@ -138,6 +138,8 @@ def cut_chain(
             return None
         fd = open_chain(path, os.O_RDWR)
         try:
+            if live is not None and _identity(os.fstat(fd)) != live:
+                return None  # another process cut the file ``_prehash`` read before it was opened again
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not flock_bounded(fd, fcntl.LOCK_EX, left, LOCK_POLL_S):
                 raise ChainLockTimeout(f"{path}: another process held the chain's lock for {timeout} s")
