@@ -508,6 +508,22 @@ def test_two_signed_checkpoints_of_one_size_with_two_roots_exclude_the_log_as_a_
     assert "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=" in reason
 
 
+def test_a_fork_is_seen_when_one_of_its_roots_was_first_noted_by_a_key_not_given(tmp_path: Path) -> None:
+    # The first note of each root stood for it: a root noted first with another key's signature (the
+    # same tree, signed again by a key the fleet is not given) hid that its own key signed it too.
+    from otel_route_shadow.logstore import LogStore
+    from otel_route_shadow.tlog import Checkpoint, sign_note
+
+    origin = "alpha.example/route-shadow"
+    path, signer = make_log(tmp_path, "alpha", origin)
+    size = len(path.read_bytes().splitlines())
+    forked = Checkpoint(origin, size, b"\x02" * 32).text()
+    LogStore(path).append_note(sign_note(forked, [Signer.generate(origin)]))
+    LogStore(path).append_note(sign_note(forked, [signer]))
+    ((excluded, reason),) = _excluded(path, [signer.verifier()])
+    assert excluded == str(path) and reason is not None and reason.startswith("a fork: ")
+
+
 def _excluded(path: Path, keys: list[Any]) -> list[tuple[str, str | None]]:
     fleet = build_fleet_report([str(path)], verifiers=keys).fleet
     assert fleet is not None

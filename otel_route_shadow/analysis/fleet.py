@@ -285,19 +285,22 @@ def prepare_log(
 
 def signed_fork(notes: Sequence[str], origin: str | None, verifiers: Sequence[LogKey]) -> str | None:
     """Why ``notes`` prove a fork of the log ``origin``: two checkpoints of one size with two roots, each
-    authenticated by ``verifiers``; or None. Only sizes noted with two roots are authenticated."""
-    roots: dict[int, dict[bytes, str]] = {}
+    authenticated by ``verifiers`` (a root by any of its notes); or None. Only sizes noted with two roots
+    are authenticated."""
+    roots: dict[int, dict[bytes, list[str]]] = {}
     for note in notes:
         try:
             checkpoint = checkpoint_of(note)
         except Malformed:
             continue
         if checkpoint.origin == origin:
-            roots.setdefault(checkpoint.size, {}).setdefault(checkpoint.root, note)
+            roots.setdefault(checkpoint.size, {}).setdefault(checkpoint.root, []).append(note)
     for size, notes_by_root in sorted(roots.items()):
         if len(notes_by_root) < 2:
             continue
-        signed = [root for root, note in notes_by_root.items() if _signed(note, verifiers)]
+        signed = [
+            root for root, of_root in notes_by_root.items() if any(_signed(n, verifiers) for n in of_root)
+        ]
         if len(signed) > 1:
             shown = " and ".join(b64encode(root).decode() for root in signed[:2])
             return (
