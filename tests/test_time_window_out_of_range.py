@@ -68,3 +68,10 @@ def test_until_the_last_date_says_a_dates_upper_bound_is_its_next_midnight() -> 
     with pytest.raises(ValueError) as refused:
         parse_bound("9999-12-31T00:00:00Z", upper=True)
     assert "next midnight" not in str(refused.value)
+
+
+def test_until_a_date_before_1970_is_not_told_the_last_date_of_the_range() -> None:
+    # The next-midnight hint was given to any out-of-range date --until took, 1969-12-30 too.
+    with pytest.raises(ValueError, match="outside") as refused:
+        parse_bound("1969-12-30", upper=True)
+    assert "9999-12-29" not in str(refused.value)

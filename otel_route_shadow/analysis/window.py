@@ -41,7 +41,7 @@ def parse_bound(text: str, *, upper: bool = False) -> int:
         shown = text.strip()
         day = ": an upper bound's date ends at its next midnight, so the last is 9999-12-29"
         raise WindowError(
-            f"{shown[:40]!r} is outside 1970-01-01 .. 9999-12-30 (UTC){day if upper and len(shown) == 10 else ''}"
+            f"{shown[:40]!r} is outside 1970-01-01 .. 9999-12-30 (UTC){day if upper and ns > 0 and len(shown) == 10 else ''}"
         )
     return ns
 
