@@ -488,3 +488,49 @@ def test_a_credential_shaped_origin_is_never_published_in_a_checkpoint(
     _assert_clean("log", caplog.text)
     assert cli_main(["key", "generate", "--name", f"example.com/{canary}", "--out", str(tmp_path / "k")]) == 2
     assert "looks like a credential" in capsys.readouterr().err and not (tmp_path / "k").exists()
+
+
+def test_a_key_file_named_like_a_credential_signs_nothing_for_rotate_either(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only the plugin refused such a key (key generate no longer makes one, but a key file made before,
+    # or by other tools, still may be): rotate signed its anchor's checkpoint, publishing the name in full.
+    from tlog_support import key_file
+
+    from otel_route_shadow.chain import DecisionChain
+    from otel_route_shadow.tlog import Signer
+
+    canary, secret = CANARIES["github"]
+    keys = key_file(tmp_path / "log.key", Signer.generate(f"example.com/{canary}"))
+    chain = tmp_path / "chain.jsonl"
+    with DecisionChain(chain) as log:
+        log.append({"kind": "route-shadow", "n": 0})
+    assert cli_main(["rotate", str(chain), "--key", keys]) == 2
+    captured = capsys.readouterr()
+    assert "looks like a credential" in captured.err
+    _assert_clean("rotate's output", captured.out + captured.err)
+    assert secret not in "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file() and p.name != "log.key")
+
+
+def test_the_plugin_given_a_key_named_like_a_credential_checkpoints_unsigned_under_the_default_origin(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tlog_support import key_file
+
+    from otel_route_shadow.tlog import Signer
+
+    caplog.set_level(logging.DEBUG)
+    canary, secret = CANARIES["github"]
+    keys = key_file(tmp_path / "log.key", Signer.generate(f"example.com/{canary}"))
+    chain = tmp_path / "chain.jsonl"
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(tracer_provider=TracerProvider(), chain_path=chain, seams=(), signing_key=keys)
+    try:
+        with shadow_spawn(_poisoned_context(), seam="canary-key-name"):
+            pass
+    finally:
+        instrumentor.uninstrument()
+    checkpoint = (tmp_path / "chain.jsonl.tlog" / "checkpoint").read_text()
+    assert secret not in checkpoint and "/route-shadow/" in checkpoint.splitlines()[0]
+    assert "looks like a credential" in caplog.text
+    _assert_clean("log", caplog.text)

@@ -545,11 +545,6 @@ def _signers(signing_key: str | None, origin: str | None) -> tuple[tuple[Signer,
         signers = read_signing_keys(signing_key)
     except KeyFileError as exc:
         return (), str(exc)
-    if redact_text(signers[0].name)[1]:
-        return (
-            (),
-            "the signing key's name, the log's origin, looks like a credential: the default origin is used",
-        )
     if origin is not None and origin != signers[0].name:
         return (), (
             f"the signing key is named {signers[0].name!r} but the origin is set to {origin!r}, and a log's key "

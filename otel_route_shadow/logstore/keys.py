@@ -73,8 +73,8 @@ def _check_origin(name: str) -> None:
 
 
 def read_signing_keys(path: str) -> tuple[Signer, ...]:
-    """The signer keys of a key file (one at least, all of one name, none twice); ``KeyFileError``
-    names the path, the line and the problem only."""
+    """The signer keys of a key file (one at least, all of one name, none twice, a name that does not look
+    like a credential); ``KeyFileError`` names the path, the line and the problem only."""
     try:
         data = read_regular(path, _MAX_KEY_FILE, private=True)
     except FileRefused as exc:
@@ -96,6 +96,10 @@ def read_signing_keys(path: str) -> tuple[Signer, ...]:
         )
     if len({s.key_id for s in signers}) < len(signers):
         raise KeyFileError(f"{path}: a key appears twice")
+    if redact_text(signers[0].name)[1]:
+        raise KeyFileError(
+            f"{path}: the key's name, the log's origin published in every checkpoint, looks like a credential"
+        )
     return signers
 
 
