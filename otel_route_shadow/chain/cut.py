@@ -121,8 +121,9 @@ def cut_chain(
     (the anchor's ``checkpoint`` is then null). Waits at most ``timeout`` seconds for the chain's lock
     in all (None: as long as it takes), starting again at most :data:`CUT_TRIES` times when the live
     file was replaced meanwhile: :class:`ChainLockTimeout`, nothing changed. ``live``: the (device, inode)
-    of the live file the caller found due a cut; None (nothing cut) once the path names another file (another
-    process cut it meanwhile: cutting the new one would close a segment of a few records). Raises
+    of the live file the caller found due a cut; None (nothing cut) once the path names another file, when it
+    is hashed or opened to be locked (another process cut it meanwhile: cutting the new one would close a
+    segment of a few records). Raises
     :class:`CutRefused` (nothing changed; a ``path`` that is a symbolic link among the causes) and ``OSError``."""
     if os.path.islink(path):  # ``link`` would close the link itself, a relative one dangling in the folder
         raise CutRefused(
