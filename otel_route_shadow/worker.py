@@ -23,22 +23,24 @@ Every worker is named from :class:`WorkerName`, the one place thread names are d
 ``os.register_at_fork`` and ``atexit`` keep every callable they are given for the life of the process,
 so nothing registers with them per object: a :class:`ProcessHook` is registered once and calls the
 live objects added to it (held weakly). :data:`AFTER_FORK` is the one fork handler, for every worker
-and for whatever else has state to reset in a forked child.
+and for whatever else has state to reset in a forked child; :func:`run_at_exit` registers a hook
+that runs at interpreter exit, in a ``multiprocessing`` child too.
 """
 
 from __future__ import annotations
 
+import atexit
 import enum
 import os
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from otel_route_shadow.redacted_log import LOG as _LOG
 
-__all__ = ["AFTER_FORK", "ProcessHook", "Worker", "WorkerName"]
+__all__ = ["AFTER_FORK", "EXIT_PRIORITY", "ProcessHook", "Worker", "WorkerName", "run_at_exit"]
 
 
 class WorkerName(enum.StrEnum):
@@ -76,10 +78,19 @@ class ProcessHook(Generic[_Owner]):
 
     def run(self) -> None:
         for owner in list(self._owners):
-            try:
-                self._call(owner)
-            except Exception as exc:
-                _LOG.warning("route shadow: %s failed (%s)", self._what, type(exc).__name__)
+            self._run_one(owner)
+
+    def drain(self) -> None:
+        """:meth:`run`, forgetting each owner before its call: a second ``drain`` calls nothing."""
+        for owner in list(self._owners):
+            if self._owners.pop(owner, False) is None:  # not taken meanwhile by another drain
+                self._run_one(owner)
+
+    def _run_one(self, owner: _Owner) -> None:
+        try:
+            self._call(owner)
+        except Exception as exc:
+            _LOG.warning("route shadow: %s failed (%s)", self._what, type(exc).__name__)
 
 
 class _Forked(Protocol):
@@ -90,6 +101,34 @@ AFTER_FORK: Final[ProcessHook[_Forked]] = ProcessHook("a reset after fork", lamb
 """What has state to reset in a forked child (every :class:`Worker`, and what its step works on):
 ``after_fork()`` runs there, in the order added."""
 os.register_at_fork(after_in_child=AFTER_FORK.run)
+
+EXIT_PRIORITY: Final = 0
+"""The ``multiprocessing.util.Finalize`` priority of :func:`run_at_exit`'s hooks: in the first pass of a
+``multiprocessing`` process's exit, before it joins its own children (a wait without bound)."""
+
+
+def run_at_exit(hook: ProcessHook[_Owner]) -> None:
+    """Drain ``hook`` at interpreter exit, once per process (call this once per hook).
+
+    ``atexit`` covers a process that ends normally. A ``multiprocessing`` child started by fork or by
+    the forkserver (a ``Pool`` worker, a ``Process`` target) ends in ``os._exit``, which runs no ``atexit``
+    entry; before it, ``Process._bootstrap`` runs the ``multiprocessing.util.Finalize`` entries, so the
+    hook is one of those too. The child clears the entries it inherited as it starts and then runs the
+    ``register_after_fork`` callbacks: the entry is made again there. Where both run (a process that
+    ends normally runs ``multiprocessing``'s own ``atexit`` entry too), the second drain calls nothing.
+    ``multiprocessing.util`` is imported here, not at import of this module: a process that loads the
+    workers without the chain (which loads it anyway) does not pay for it."""
+    import multiprocessing.util
+
+    atexit.register(hook.drain)
+    _finalize_at_exit(hook)
+    multiprocessing.util.register_after_fork(hook, _finalize_at_exit)
+
+
+def _finalize_at_exit(hook: ProcessHook[Any]) -> None:
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, hook.drain, exitpriority=EXIT_PRIORITY)
 
 
 class Worker:

@@ -631,24 +631,35 @@ def test_the_cycle_check_finds_a_type_only_circle(tmp_path: Path) -> None:
     assert _module_cycle(folder) == ["a", "b", "a"]
 
 
+_PROCESS_HOOKS = {
+    "os.register_at_fork",
+    "atexit.register",
+    "multiprocessing.util.Finalize",
+    "multiprocessing.util.register_after_fork",
+    "run_at_exit",
+}
+
+
 def _process_hooks() -> list[str]:
-    """Every call of ``os.register_at_fork`` or ``atexit.register`` in the package, as ``module:line``."""
+    """Every call of a process-wide hook (fork, ``atexit``, ``multiprocessing``'s exit and after-fork
+    callbacks, ``worker.run_at_exit``) in the package, as ``module:call``."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name)
-                and (node.func.value.id, node.func.attr)
-                in {("os", "register_at_fork"), ("atexit", "register")}
-            ):
-                found.append(f"{path.relative_to(PACKAGE)}:{node.func.value.id}.{node.func.attr}")
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in _PROCESS_HOOKS:
+                found.append(f"{path.relative_to(PACKAGE)}:{ast.unparse(node.func)}")
     return found
 
 
 def test_one_fork_handler_and_one_exit_handler_for_the_whole_package() -> None:
     """``worker.AFTER_FORK`` resets everything a forked child inherits (workers and the chain's
-    descriptors alike) and the runtime's one ``atexit`` entry runs every way out: the chain used to
-    register a fork handler of its own."""
-    assert _process_hooks() == ["instrumentation/runtime.py:atexit.register", "worker.py:os.register_at_fork"]
+    descriptors alike) and the runtime's one exit hook (``worker.run_at_exit``: an ``atexit`` entry and
+    a ``multiprocessing`` exit callback, made again in each of its children) runs every way out: the chain
+    used to register a fork handler of its own."""
+    assert sorted(_process_hooks()) == [
+        "instrumentation/runtime.py:run_at_exit",
+        "worker.py:atexit.register",
+        "worker.py:multiprocessing.util.Finalize",
+        "worker.py:multiprocessing.util.register_after_fork",
+        "worker.py:os.register_at_fork",
+    ]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 import threading
 import weakref
 
 import pytest
 
-from otel_route_shadow.worker import AFTER_FORK, Worker, WorkerName
+from otel_route_shadow.worker import AFTER_FORK, ProcessHook, Worker, WorkerName
 
 HANG_GUARD_S = 30.0
 
@@ -164,3 +166,52 @@ def test_a_wake_after_a_stop_that_timed_out_goes_on_in_the_same_thread_never_a_s
         assert worker.idle(30)
         worker.stop(30)
     assert len(steps) == 2 and not _threads(WorkerName.CHECKPOINTER)
+
+
+_EXIT_HOOK_HOST = """
+import multiprocessing, os
+from otel_route_shadow.worker import ProcessHook, run_at_exit
+
+class Owner:
+    pass
+
+def close(owner):
+    print("closed", os.getpid(), flush=True)
+
+OWNER = Owner()
+HOOK = ProcessHook("closing at exit", close)
+HOOK.add(OWNER)
+run_at_exit(HOOK)
+child = multiprocessing.get_context("fork").Process(target=print, args=("child",))
+child.start()
+child.join(30)
+print("parent", os.getpid(), child.pid, child.exitcode, flush=True)
+"""
+
+
+def test_an_exit_hook_runs_once_where_atexit_runs_and_once_in_a_multiprocessing_child() -> None:
+    """The child ends in ``os._exit`` (no ``atexit``): its hook runs among ``multiprocessing``'s exit
+    callbacks; the parent ends normally, where both ``atexit`` and those callbacks run: one call."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", _EXIT_HOOK_HOST], capture_output=True, text=True, env=env, timeout=60, check=True
+    ).stdout.split("\n")
+    parent = next(line.split() for line in out if line.startswith("parent"))
+    assert parent[3] == "0"
+    assert sorted(line for line in out if line.startswith("closed")) == sorted(
+        [f"closed {parent[1]}", f"closed {parent[2]}"]
+    )
+
+
+def test_a_drained_hook_calls_nothing_the_second_time() -> None:
+    class Owner:
+        pass
+
+    calls: list[object] = []
+    hook: ProcessHook[Owner] = ProcessHook("closing", calls.append)
+    owners = [Owner(), Owner()]
+    for owner in owners:
+        hook.add(owner)
+    hook.drain()
+    hook.drain()
+    assert calls == owners and not any(owner in hook for owner in owners)

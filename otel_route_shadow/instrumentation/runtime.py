@@ -33,7 +33,6 @@ the host's first spawn after a save of 8,000 policies this way.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import threading
 import time
@@ -78,7 +77,7 @@ from otel_route_shadow.shadow import (
 from otel_route_shadow.shadow import attributes as attr
 from otel_route_shadow.store import PolicyStoreError, RoutingPolicyStore, SnapshotLoad, StoreIOError
 from otel_route_shadow.version import __version__
-from otel_route_shadow.worker import AFTER_FORK, ProcessHook
+from otel_route_shadow.worker import AFTER_FORK, ProcessHook, run_at_exit
 
 __all__ = ["PREFETCH_MIN_BYTES", "SETTINGS_FIELD", "RuntimeMemo", "SeamObservation", "ShadowRuntime"]
 
@@ -581,5 +580,6 @@ class ShadowRuntime:
 
 
 _AT_EXIT: Final[ProcessHook[ShadowRuntime]] = ProcessHook("closing at exit", ShadowRuntime.close)
-"""The runtimes attached and not closed yet: closed at interpreter exit (one ``atexit`` entry for all)."""
-atexit.register(_AT_EXIT.run)
+"""The runtimes attached and not closed yet: closed at interpreter exit, a ``multiprocessing`` child's too
+(``worker.run_at_exit``: one entry for all)."""
+run_at_exit(_AT_EXIT)
