@@ -147,10 +147,10 @@ class SegmentRead:
         return len(self.leaves) // 32
 
 
-def read_segment(stream: io.IOBase, first: int) -> SegmentRead:
+def read_segment(stream: io.IOBase, first: int, max_bytes: int | None = None) -> SegmentRead:
     """Read ``stream`` (a segment's bytes, uncompressed) as records ``first, first + 1 ...`` (see the module
     docstring), in batches of lines checked the quick way (``chain.fast_run``) with each line it declines
-    checked exactly; stops at the first problem."""
+    checked exactly; stops at the first problem, or at the batch that goes past ``max_bytes`` (a problem)."""
     digest, leaves, size = hashlib.sha256(), bytearray(), 0
     prev: str | None = None
     seq = first
@@ -158,6 +158,8 @@ def read_segment(stream: io.IOBase, first: int) -> SegmentRead:
         for line in batch:
             digest.update(line)
             size += len(line)
+        if max_bytes is not None and size > max_bytes:
+            return SegmentRead(bytes(leaves), digest.hexdigest(), size, f"more than {max_bytes} bytes")
         lines = list(itertools.takewhile(lambda line: line.endswith(b"\n"), batch))
         lines = [line[:-1] for line in lines]
         index = 0
@@ -203,10 +205,21 @@ def _line_problem(line: bytes, seq: int, prev: str | None) -> Good | str:
     return checked
 
 
-def open_segment(path: str) -> io.IOBase:
-    """A segment or archive for reading, uncompressed as it is read when its name ends in ``.gz``."""
-    raw = io.BufferedReader(io.FileIO(open_regular(path), "rb"), _BLOCK)  # never a read per byte
+def open_segment(path: str, max_bytes: int | None = None) -> io.IOBase:
+    """A segment or archive for reading, uncompressed as it is read when its name ends in ``.gz``. With
+    ``max_bytes``, a file larger than that on disk is refused before a byte is read (``too-large``)."""
+    fd = open_regular(path)
+    if max_bytes is not None and (size := os.fstat(fd).st_size) > max_bytes:
+        os.close(fd)
+        raise FileRefused(path, "too-large", f"{size} bytes, more than {max_bytes}")
+    raw = io.BufferedReader(io.FileIO(fd, "rb"), _BLOCK)  # never a read per byte
     return gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+
+
+def _gzip_bound(size: int) -> int:
+    """More than any gzip file of ``size`` bytes can be (zlib's ``deflateBound`` is ``size + size / 4096 +
+    size / 16384 + size / 2**25`` and a few bytes; a gzip header, here with no name, about 20)."""
+    return size + (size >> 10) + 4096
 
 
 def gzip_blocks(blocks: Iterable[bytes]) -> Iterator[bytes]:
@@ -264,17 +277,23 @@ def check_archive(
                 f"against the tree of {signed.size} leaves of {signed.origin!r}",
                 finding=True,
             )
-    try:
-        with open_segment(archive) as stream:
-            read = read_segment(stream, doc.first)
+    try:  # bounded by the size the proof names: gzip reads zero padding after its data a byte at a time
+        with open_segment(archive, _gzip_bound(doc.size) if archive.endswith(".gz") else doc.size) as stream:
+            read = read_segment(stream, doc.first, doc.size)
     except FileNotFoundError:
         raise ArchiveProblem(f"{archive}: no such archive", finding=False) from None
     except FileRefused as exc:
+        if exc.kind == "too-large":
+            raise ArchiveProblem(
+                f"{archive}: {exc.problem} allowed for the segment of {doc.size} bytes its proof names",
+                finding=True,
+            ) from None
         raise ArchiveProblem(str(exc), finding=False) from None
     except (OSError, EOFError, zlib.error) as exc:
         raise ArchiveProblem(f"{archive}: cannot be read: {exc}", finding=True) from None
     if read.problem is not None:
-        raise ArchiveProblem(f"{archive}: {read.problem}", finding=True)
+        named = ", the size its proof names" if read.size > doc.size else ""
+        raise ArchiveProblem(f"{archive}: {read.problem}{named}", finding=True)
     try:
         check_archive_doc(doc, signed, read.leaves)
     except ProofError as exc:
