@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -94,7 +95,10 @@ def _loads(text: str | bytes) -> Any:
         ) from None
     except RecursionError:
         raise StrictJSONError("invalid JSON: nested too deeply", "too-deep") from None
-    except ValueError as exc:
+    except ValueError as exc:  # bytes not UTF-8, or (a bare ValueError) an integer longer than int() takes
+        if type(exc) is ValueError:
+            limit = sys.get_int_max_str_digits()
+            raise StrictJSONError(f"invalid JSON: an integer of more than {limit} digits", "syntax") from None
         raise StrictJSONError(f"invalid JSON: {type(exc).__name__}") from None
 
 
