@@ -235,3 +235,17 @@ def test_demo_whose_log_refused_to_sign_says_not_checked_and_where_the_reason_is
     text = capsys.readouterr().out
     assert "NOT CHECKED: no checkpoint was signed: the writer refused to sign" in text
     assert "chain.jsonl.tlog/refusals" in text and "BROKEN" not in text and "head None" not in text
+
+
+@pytest.mark.parametrize("line", [b'{"a":NaN}\n', b"[" * 100_000 + b"\n", b'{"a":1,"a":2}\n'])
+def test_demo_into_a_folder_whose_chain_ends_in_a_line_not_a_record_is_one_line_exit_2(
+    tmp_path: Path, line: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A traceback ending in ChainCorruptError, exit 1, and the spawns' spans already printed.
+    out = tmp_path / "demo"
+    assert main(["demo", "--spawns", "3", "--out", str(out), "--quiet"]) == 0
+    (out / "chain.jsonl").write_bytes(line)
+    capsys.readouterr()
+    assert main(["demo", "--spawns", "3", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and str(out / "chain.jsonl") in err and "is not a record" in err, err

@@ -54,6 +54,7 @@ def _run_bare(spawns: int) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from otel_route_shadow.chain import ChainCorruptError
     from otel_route_shadow.demo import DEFAULT_PROJECT, format_summary, run_demo
     from otel_route_shadow.instrumentation import env_disabled
     from otel_route_shadow.store import CorruptSnapshotError, PolicyFileError, PolicyStoreError
@@ -73,6 +74,8 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.out / 'store'}: {exc} (see `otel-route-shadow policy repair`)") from None
     except (PolicyFileError, PolicyStoreError) as exc:
         raise CliError(str(exc)) from None
+    except ChainCorruptError as exc:  # the folder's chain ends in a line that is not a record
+        raise CliError(f"{args.out / 'chain.jsonl'}: {exc}") from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
