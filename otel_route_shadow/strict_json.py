@@ -95,7 +95,9 @@ def _loads(text: str | bytes) -> Any:
         ) from None
     except RecursionError:
         raise StrictJSONError("invalid JSON: nested too deeply", "too-deep") from None
-    except ValueError as exc:  # bytes not UTF-8, or (a bare ValueError) an integer longer than int() takes
+    except UnicodeDecodeError as exc:
+        raise StrictJSONError(f"not UTF-8 (byte {exc.start})", "syntax") from None
+    except ValueError as exc:  # (a bare ValueError) an integer longer than int() takes
         if type(exc) is ValueError:
             limit = sys.get_int_max_str_digits()
             raise StrictJSONError(f"invalid JSON: an integer of more than {limit} digits", "syntax") from None

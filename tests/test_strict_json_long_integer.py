@@ -29,3 +29,10 @@ def test_policy_check_of_a_file_with_a_huge_integer_says_what_is_wrong(
     assert main(["policy", "check", str(policies)]) == 2
     err = capsys.readouterr().err
     assert "an integer of more than" in err and "policies.json" in err and len(err.splitlines()) == 1, err
+
+
+def test_bytes_not_utf8_are_named_with_their_offset() -> None:
+    # It said "invalid JSON: UnicodeDecodeError" (an archive's proof file, for one).
+    with pytest.raises(StrictJSONError) as raised:
+        loads_strict(b'{"a": "x\xff"}')
+    assert str(raised.value) == "not UTF-8 (byte 8)"
