@@ -472,17 +472,7 @@ def test_a_credential_shaped_origin_is_never_published_in_a_checkpoint(
     # checkpoint note: the default origin is used (unsigned), and no key is made with such a name.
     caplog.set_level(logging.DEBUG)
     canary, secret = CANARIES["github"]
-    chain = tmp_path / "chain.jsonl"
-    instrumentor = RouteShadowInstrumentor()
-    instrumentor.instrument(
-        tracer_provider=TracerProvider(), chain_path=chain, seams=(), origin=f"example.com/{canary}"
-    )
-    try:
-        with shadow_spawn(_poisoned_context(), seam="canary-origin"):
-            pass
-    finally:
-        instrumentor.uninstrument()
-    checkpoint = (tmp_path / "chain.jsonl.tlog" / "checkpoint").read_text()
+    checkpoint = _checkpoint_after_one_spawn(tmp_path, origin=f"example.com/{canary}")
     assert secret not in checkpoint and "/route-shadow/" in checkpoint.splitlines()[0]
     assert "the origin set looks like a credential" in caplog.text
     _assert_clean("log", caplog.text)
@@ -522,15 +512,21 @@ def test_the_plugin_given_a_key_named_like_a_credential_checkpoints_unsigned_und
     caplog.set_level(logging.DEBUG)
     canary, secret = CANARIES["github"]
     keys = key_file(tmp_path / "log.key", Signer.generate(f"example.com/{canary}"))
-    chain = tmp_path / "chain.jsonl"
-    instrumentor = RouteShadowInstrumentor()
-    instrumentor.instrument(tracer_provider=TracerProvider(), chain_path=chain, seams=(), signing_key=keys)
-    try:
-        with shadow_spawn(_poisoned_context(), seam="canary-key-name"):
-            pass
-    finally:
-        instrumentor.uninstrument()
-    checkpoint = (tmp_path / "chain.jsonl.tlog" / "checkpoint").read_text()
+    checkpoint = _checkpoint_after_one_spawn(tmp_path, signing_key=keys)
     assert secret not in checkpoint and "/route-shadow/" in checkpoint.splitlines()[0]
     assert "looks like a credential" in caplog.text
     _assert_clean("log", caplog.text)
+
+
+def _checkpoint_after_one_spawn(tmp_path: Path, **settings: Any) -> str:
+    """The checkpoint note of a chain under ``tmp_path`` after one spawn, instrumented with ``settings``."""
+    instrumentor = RouteShadowInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=TracerProvider(), chain_path=tmp_path / "chain.jsonl", seams=(), **settings
+    )
+    try:
+        with shadow_spawn(_poisoned_context(), seam="canary-checkpoint"):
+            pass
+    finally:
+        instrumentor.uninstrument()
+    return (tmp_path / "chain.jsonl.tlog" / "checkpoint").read_text()
