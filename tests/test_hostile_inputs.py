@@ -476,3 +476,14 @@ def test_fifos_in_the_log_directory_never_block_the_host(tmp_path: Path) -> None
     assert records(chain) == 24
     assert "Traceback" not in err
     assert all(line.startswith("LOG ") for line in err.splitlines()), err  # each problem one log line
+
+
+def test_a_checkpoint_file_with_no_checkpoint_in_its_last_bytes_is_one_line(chain: Path, tmp_path: Path) -> None:
+    # A --checkpoint file of more than MAX_NOTE_FILE bytes holding no checkpoint said so in two lines: a
+    # note that its first bytes were not read, then "holds no checkpoint".
+    from otel_route_shadow.logstore import MAX_NOTE_FILE
+
+    huge = tmp_path / "huge.checkpoint"
+    with huge.open("wb") as out:
+        out.truncate(MAX_NOTE_FILE + 4096)  # zeros: no checkpoint anywhere
+    refused(cli("verify", str(chain), "--checkpoint", str(huge), "--key", KEY), "holds no checkpoint in its last")

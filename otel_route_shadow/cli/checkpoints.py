@@ -97,6 +97,11 @@ def _notes(path: str, read: Callable[[], NoteFile]) -> list[str]:
             f"otel-route-shadow: note: {path}: line(s) {lines} not checkpoint entries (torn or foreign): skipped",
             file=sys.stderr,
         )
+    if found.older_bytes and not found.notes:
+        raise CliError(
+            f"{path}: holds no checkpoint in its last {MAX_NOTE_FILE} bytes (the {found.older_bytes} bytes "
+            "before them were not read)"
+        )
     if found.older_bytes:
         print(
             f"otel-route-shadow: note: {path}: its first {found.older_bytes} bytes (the oldest checkpoints, "
