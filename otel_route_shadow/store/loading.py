@@ -386,7 +386,9 @@ class SnapshotLoader:
             marker = self.layout.read_marker()
         except MarkerCorrupt as exc:
             return corrupt("marker-corrupt", f"{REPAIR_MARKER}: {exc}", cacheable=not exc.transient)
-        if marker is not None:
+        # A marker explains a missing current file only if no revision was saved after its repair: a
+        # save killed after writing current.json and before removing the marker leaves a stale one.
+        if marker is not None and (not revisions or revisions[-1] <= marker["high_water"]):
             note = (
                 f"repaired at {marker['repaired_at']}; the corrupt snapshot was moved to "
                 f"{marker['quarantine']}; no managed policy applies until the next save "
