@@ -378,6 +378,8 @@ def _export(args: argparse.Namespace) -> int:
         load = _load(store)
         if load.state == "corrupt":
             raise CliError(f"{args.store}: corrupt ({load.problem}); nothing to export", EXIT_FINDING)
+        if not load.snapshot.available:  # a writer holds the store: the placeholder is no policy set
+            raise CliError(f"{args.store}: {load.note}; nothing exported", EXIT_USAGE)
         snapshot = load.snapshot
     else:
         try:
