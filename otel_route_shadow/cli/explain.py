@@ -134,6 +134,8 @@ def _snapshot_from_store(root: Path) -> PolicySnapshot:
         if load.problem_kind in _STORE_IO_KINDS:
             raise CliError(f"{root}: {load.problem}")
         _note(f"{root}: corrupt ({load.problem}); every decision holds with snapshot-unavailable")
+    elif not load.snapshot.available:  # a writer holds the store: decisions hold, snapshot-loading
+        _note(f"{root}: {load.note}")
     elif load.state == "absent":
         _note(f"{root}: no policy snapshot saved; every decision is legacy compatibility")
     return load.snapshot
