@@ -331,7 +331,12 @@ class ShadowRuntime:
             # store's racy window, 1 s): read again in the background, at most one read at a time.
             self.prefetch.start()  # none once closed: the runtime holds what it had
             return self._held if self._held is not None else _LOADING
-        self._held = unchanged if unchanged is not None else cast(SnapshotLoad, store.load())
+        if unchanged is None:
+            unchanged = cast(SnapshotLoad | None, store.load_within(PREFETCH_MIN_BYTES))
+        if unchanged is None:  # a large snapshot saved since the size was taken: not in this spawn
+            self.prefetch.start()
+            return self._held if self._held is not None else _LOADING
+        self._held = unchanged
         return self._held
 
     def _prefetch_worthwhile(self) -> bool:

@@ -14,7 +14,7 @@ import stat
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from otel_route_shadow.core import EMPTY_SET_HASH, PolicySnapshot
 from otel_route_shadow.files import FileRefused, read_regular
@@ -81,11 +81,15 @@ def stat_key(path: str, *, follow: bool = False) -> StatKey:
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def read_snapshot_file(path: str) -> bytes:
-    """A snapshot file's bytes (never following a symbolic link, at most ``MAX_SNAPSHOT_BYTES``).
+class _OverInlineBound(Exception):
+    """``current.json`` is larger than what :meth:`SnapshotLoader.load_within` may read."""
+
+
+def read_snapshot_file(path: str, max_bytes: int = MAX_SNAPSHOT_BYTES) -> bytes:
+    """A snapshot file's bytes (never following a symbolic link, at most ``max_bytes``).
     ``FileNotFoundError`` passes through; anything else that keeps the file from being read is a
     :class:`~otel_route_shadow.files.FileRefused` (its ``kind`` mapped by :func:`problem_kind`)."""
-    return read_regular(path, MAX_SNAPSHOT_BYTES, follow_symlinks=False)
+    return read_regular(path, max_bytes, follow_symlinks=False)
 
 
 def problem_kind(refused: FileRefused) -> str:
@@ -181,6 +185,12 @@ class SnapshotLoader:
         re-read's verdict, cached or not, so no call waits for the writers' lock after another
         call's wait (each wait is at most ``read_lock_wait``, see :meth:`inspect`).
         """
+        return cast(SnapshotLoad, self.load_within(MAX_SNAPSHOT_BYTES))  # never over the store's bound
+
+    def load_within(self, max_bytes: int) -> SnapshotLoad | None:
+        """:meth:`load`, or None when ``current.json`` is over ``max_bytes``: measured on the open file,
+        so one renamed in after the caller's size check is refused too, and nothing is decoded. A
+        spawn reads a small snapshot itself this way and leaves a large one to a background read."""
         entry = self._cache
         if entry is not None and self._signature(entry.history_path) == entry.signature:
             return entry.load
@@ -192,7 +202,10 @@ class SnapshotLoader:
             count, last = self._reloaded
             if count != finished and last is not None:
                 return last
-            return self._reload()
+            try:
+                return self._reload(max_bytes)
+            except _OverInlineBound:
+                return None
 
     def peek(self) -> SnapshotLoad | None:
         """The cached verdict if the store has not changed since it was read, else None; reads no
@@ -215,10 +228,12 @@ class SnapshotLoader:
             return None
         return st.st_size if stat.S_ISREG(st.st_mode) else None
 
-    def _reload(self) -> SnapshotLoad:
+    def _reload(self, current_bound: int = MAX_SNAPSHOT_BYTES) -> SnapshotLoad:
         started = _now_ns()
         try:
-            inspection = self.inspect()
+            inspection = self.inspect(current_bound=current_bound)
+        except _OverInlineBound:
+            raise
         except Exception as exc:  # load() is total: the processor must never see a store fault
             inspection = corrupt(
                 "internal-error", f"internal error while loading: {type(exc).__name__}", cacheable=False
@@ -252,7 +267,7 @@ class SnapshotLoader:
             stat_key(layout.marker),
         )
 
-    def inspect(self, *, locked: bool = False) -> Inspection:
+    def inspect(self, *, locked: bool = False, current_bound: int = MAX_SNAPSHOT_BYTES) -> Inspection:
         """Read and verify everything the verdict depends on, uncached.
 
         ``locked``: the caller holds the writers' lock. A reader that finds history but no current
@@ -261,29 +276,35 @@ class SnapshotLoader:
         that lock at most ``read_lock_wait`` (a few milliseconds); a lock still held then is a
         verdict that holds decisions and is not cached: ``absent`` with an unavailable snapshot
         marked ``loading``, as while the first snapshot is read, never ``current-missing``.
+
+        ``current_bound``: :meth:`load_within`'s bound on ``current.json`` (see :meth:`_inspect_unlocked`).
         """
-        inspection = self._inspect_unlocked()
+        inspection = self._inspect_unlocked(current_bound)
         if locked or inspection.load.problem_kind != "current-missing":
             return inspection
         try:
             with shared_lock(self.layout.lock_path, self.settings.read_lock_wait):
-                return self._inspect_unlocked()
+                return self._inspect_unlocked(current_bound)
         except TimeoutError:
             busy = PolicySnapshot(available=False, loading=True)
             return Inspection(SnapshotLoad("absent", busy, note=_WRITER_BUSY), None, False)
         except OSError as exc:
             return corrupt("store-unreadable", f"cannot lock the store to read it: {exc}", cacheable=False)
 
-    def _inspect_unlocked(self) -> Inspection:
-        """The store's verdict, one named check after another; the first that fails is the verdict."""
+    def _inspect_unlocked(self, current_bound: int) -> Inspection:
+        """The store's verdict, one named check after another; the first that fails is the verdict.
+        ``current.json`` over ``current_bound`` (below the store's own bound) raises
+        :class:`_OverInlineBound` before it is read."""
         problem = self._root_problem()
         if problem is not None:
             return problem
         try:
-            data = read_snapshot_file(self.layout.current)
+            data = read_snapshot_file(self.layout.current, current_bound)
         except FileNotFoundError:
             return self._inspect_without_current()
         except FileRefused as refused:
+            if refused.kind == "too-large" and current_bound < MAX_SNAPSHOT_BYTES:
+                raise _OverInlineBound from None
             return corrupt(
                 problem_kind(refused), f"{CURRENT_FILE}: {refused.problem}", cacheable=not refused.transient
             )

@@ -75,6 +75,11 @@ class RoutingPolicyStore:
         (see :class:`otel_route_shadow.store.loading.SnapshotLoader`)."""
         return self._loader.load()
 
+    def load_within(self, max_bytes: int) -> SnapshotLoad | None:
+        """:meth:`load`, or None without decoding anything when ``current.json`` is over ``max_bytes``
+        (measured on the open file, so a larger one saved after a size check is caught too)."""
+        return self._loader.load_within(max_bytes)
+
     def peek(self) -> SnapshotLoad | None:
         """The cached verdict if the store has not changed since it was read, else None; reads no
         file. Lets a caller decide where a re-read should run before paying for it (the

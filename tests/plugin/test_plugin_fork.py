@@ -89,11 +89,11 @@ def test_a_child_forked_while_the_first_background_read_runs_reads_the_store_its
     inside, release = threading.Event(), threading.Event()
     real = SnapshotLoader._reload
 
-    def held_in_the_parent(loader: SnapshotLoader) -> Any:
+    def held_in_the_parent(loader: SnapshotLoader, *args: Any) -> Any:
         if os.getpid() == parent:  # the parent's read: held inside, under the lock, until the fork
             inside.set()
             assert release.wait(_WAIT_S)
-        return real(loader)
+        return real(loader, *args)
 
     monkeypatch.setattr(SnapshotLoader, "_reload", held_in_the_parent)
     harness = make_harness(tmp_path, snapshot_recheck_ms=0)

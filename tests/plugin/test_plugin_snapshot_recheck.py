@@ -57,14 +57,14 @@ def test_within_the_interval_the_last_verdict_is_reused_and_the_record_says_whic
     harness = make_harness(tmp_path, snapshot_recheck_ms=250)
     try:
         assert _spawn_revision(harness) == (0, "absent")
-        loads = RoutingPolicyStore.load
+        loads = RoutingPolicyStore.load_within  # a spawn's read of a small store
         calls: list[int] = []
 
-        def counting(self: RoutingPolicyStore) -> Any:
+        def counting(self: RoutingPolicyStore, max_bytes: int) -> Any:
             calls.append(1)
-            return loads(self)
+            return loads(self, max_bytes)
 
-        monkeypatch.setattr(RoutingPolicyStore, "load", counting)
+        monkeypatch.setattr(RoutingPolicyStore, "load_within", counting)
         _save(harness.store)
         clock.now += 249_000_000
         assert _spawn_revision(harness) == (0, "absent")  # what it resolved against, truthfully
@@ -82,15 +82,15 @@ def test_a_store_that_failed_to_load_is_retried_on_the_next_spawn(
     _save(tmp_path / "store")
     harness = make_harness(tmp_path, snapshot_recheck_ms=60_000)
     try:
-        real = RoutingPolicyStore.load
+        real = RoutingPolicyStore.load_within  # a spawn's read of a small store
         failing = {"on": True}
 
-        def flaky(self: RoutingPolicyStore) -> Any:
+        def flaky(self: RoutingPolicyStore, max_bytes: int) -> Any:
             if failing["on"]:
                 raise OSError("the disk hiccupped")
-            return real(self)
+            return real(self, max_bytes)
 
-        monkeypatch.setattr(RoutingPolicyStore, "load", flaky)
+        monkeypatch.setattr(RoutingPolicyStore, "load_within", flaky)
         assert _spawn_revision(harness) == (0, "corrupt")
         failing["on"] = False
         assert _spawn_revision(harness) == (1, "ok")
