@@ -152,3 +152,18 @@ def test_a_command_waits_for_a_first_save_between_its_two_writes_not_a_spawns_fe
     main(["policy", "show", "--store", str(tmp_path)])
     assert waits == [COMMAND_READ_WAIT_S]
     capsys.readouterr()
+
+
+def test_policy_history_waits_for_a_writer_once_not_once_per_read_of_the_current_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``policy history`` loaded the current snapshot, then ``history()`` loaded it again:
+    with a writer holding the store, two waits of :data:`COMMAND_READ_WAIT_S` (10 s, not 5)."""
+    from otel_route_shadow.cli import main
+    from otel_route_shadow.store import COMMAND_READ_WAIT_S
+
+    _current_missing_store(tmp_path)
+    waits = _observe_lock_waits(monkeypatch, result=False)  # the lock stays held: the waits asked are seen
+    main(["policy", "history", "--store", str(tmp_path)])
+    assert waits == [COMMAND_READ_WAIT_S]
+    capsys.readouterr()

@@ -276,7 +276,7 @@ def _history(args: argparse.Namespace) -> int:
     store = _store(args)
     load = _load(store)
     try:
-        entries = store.history()
+        entries = store.history(load)
     except PolicyStoreError as exc:
         raise _store_error(args.store, exc) from None
     bad = load.state == "corrupt" or any(entry.state != "ok" for entry in entries)

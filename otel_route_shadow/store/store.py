@@ -99,9 +99,10 @@ class RoutingPolicyStore:
         """
         return revisions.revision(self._layout, n)
 
-    def history(self) -> list[HistoryEntry]:
-        """Every revision from 1 to the newest, each verified; runs of missing numbers collapsed."""
-        return revisions.history(self._layout, self.load())
+    def history(self, current: SnapshotLoad | None = None) -> list[HistoryEntry]:
+        """Every revision from 1 to the newest, each verified; runs of missing numbers collapsed.
+        ``current``: the caller's ``load()`` (which marks the current revision), so it is not read twice."""
+        return revisions.history(self._layout, current if current is not None else self.load())
 
     def diff(self, a: int, b: int) -> SnapshotDiff:
         """Which policies revision ``b`` added, removed or changed relative to revision ``a``."""
