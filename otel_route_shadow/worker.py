@@ -40,7 +40,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar
 
 from otel_route_shadow.redacted_log import LOG as _LOG
 
-__all__ = ["AFTER_FORK", "EXIT_PRIORITY", "ProcessHook", "Worker", "WorkerName", "run_at_exit"]
+__all__ = ["AFTER_FORK", "ProcessHook", "Worker", "WorkerName", "run_at_exit"]
 
 
 class WorkerName(enum.StrEnum):
@@ -102,7 +102,7 @@ AFTER_FORK: Final[ProcessHook[_Forked]] = ProcessHook("a reset after fork", lamb
 ``after_fork()`` runs there, in the order added."""
 os.register_at_fork(after_in_child=AFTER_FORK.run)
 
-EXIT_PRIORITY: Final = 0
+_EXIT_PRIORITY: Final = 0
 """The ``multiprocessing.util.Finalize`` priority of :func:`run_at_exit`'s hooks: in the first pass of a
 ``multiprocessing`` process's exit, before it joins its own children (a wait without bound)."""
 
@@ -128,7 +128,7 @@ def run_at_exit(hook: ProcessHook[_Owner]) -> None:
 def _finalize_at_exit(hook: ProcessHook[Any]) -> None:
     import multiprocessing.util
 
-    multiprocessing.util.Finalize(None, hook.drain, exitpriority=EXIT_PRIORITY)
+    multiprocessing.util.Finalize(None, hook.drain, exitpriority=_EXIT_PRIORITY)
 
 
 class Worker:

@@ -14,6 +14,7 @@ the line number and the problem, never the file's content.
 from __future__ import annotations
 
 import os
+from typing import Final
 
 from otel_route_shadow.core import redact_text
 from otel_route_shadow.files import FileRefused, read_regular, write_atomic
@@ -58,13 +59,16 @@ def generate_key_file(name: str, path: str) -> Signer:
     return signer
 
 
+_CREDENTIAL_NAME: Final = (
+    "the key's name, the log's origin published in every checkpoint, looks like a credential (spans and "
+    "records would show it redacted)"
+)
+
+
 def _check_origin(name: str) -> None:
     parts = name.split("/")
     if redact_text(name)[1]:
-        raise KeyFileError(
-            "a key name is the log's origin, published in every checkpoint: this one looks like a credential "
-            "(spans and records would show it redacted)"
-        )
+        raise KeyFileError(_CREDENTIAL_NAME)
     if any(part in ("", ".", "..") for part in parts) or not name[:1].isalnum():
         raise KeyFileError(
             "a key name is the log's origin, a schema-less URL such as example.com/route-shadow/host-a: "
@@ -97,9 +101,7 @@ def read_signing_keys(path: str) -> tuple[Signer, ...]:
     if len({s.key_id for s in signers}) < len(signers):
         raise KeyFileError(f"{path}: a key appears twice")
     if redact_text(signers[0].name)[1]:
-        raise KeyFileError(
-            f"{path}: the key's name, the log's origin published in every checkpoint, looks like a credential"
-        )
+        raise KeyFileError(f"{path}: {_CREDENTIAL_NAME}")
     return signers
 
 
