@@ -258,6 +258,9 @@ def test_a_matrix_role_that_is_no_worker_role_is_said_and_still_resolved(
     ]
     code, out, err = run(capsys, *args, "--role", "planner")
     assert code == 0 and err == ""
+    secret = "sk-ant-api03-" + "Qk9" * 14 + "AA"  # a credential pasted as a role is not echoed
+    code, out, err = run(capsys, *args, "--role", secret)
+    assert code == 0 and "is not a worker role" in err and "Qk9Qk9Qk9" not in err
 
 
 def test_matrix_axis_value_too_long_for_a_route_context_is_a_clear_error(

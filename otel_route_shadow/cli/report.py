@@ -72,7 +72,7 @@ from otel_route_shadow.cli.report_html import render_html
 from otel_route_shadow.cli.report_text import format_report
 from otel_route_shadow.cli.whatif_text import format_whatif
 from otel_route_shadow.cli.witnessed import read_witness_policy
-from otel_route_shadow.core import WorkerRole, canonical_worker_role, printable
+from otel_route_shadow.core import WorkerRole, canonical_worker_role, printable, redact_text
 from otel_route_shadow.tlog import KeyWindow
 
 __all__ = ["register"]
@@ -530,7 +530,7 @@ def _warn_unknown_roles(roles: Sequence[str | None]) -> None:
         if role is not None and canonical_worker_role(role) is None:
             known = ", ".join(WorkerRole)
             print(
-                f"matrix: --role '{printable(role)}' is not a worker role ({known}): its cells are "
+                f"matrix: --role '{printable(redact_text(role)[0])}' is not a worker role ({known}): its cells are "
                 "resolved as for a role no policy names",
                 file=sys.stderr,
             )
