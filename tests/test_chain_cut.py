@@ -730,6 +730,30 @@ def test_rotate_of_a_chain_that_is_not_a_file_is_refused_exit_2(
     assert not Path(str(chain) + ".segments").exists()
 
 
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_rotate_with_an_unusable_lock_file_exits_2_without_a_retry_line(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A FIFO or a folder where CHAIN.tlog/lock is: "not cut: a checkpoint failed (...)", exit 1, and the
+    # writer's "checkpoint failed (...); will retry" on stderr, though rotate never retries.
+    chain = tmp_path / "chain.jsonl"
+    append(chain, 6)
+    assert Checkpointer(str(chain), ORIGIN, SIGNER).checkpoint() is not None
+    append(chain, 2, start=6)
+    lock = tmp_path / "chain.jsonl.tlog" / "lock"
+    lock.unlink()
+    if kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    before = chain.read_bytes()
+    assert main(["rotate", str(chain), "--key", key_file(tmp_path / "log.key", SIGNER)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and f"{lock}: is a " in out.err, out
+    assert "will retry" not in caplog.text
+    assert chain.read_bytes() == before and not Path(str(chain) + SEGMENTS_SUFFIX).exists()
+
+
 @pytest.mark.parametrize("stuck", ["torn-tail", "tile-path-a-directory"])
 def test_rotate_of_a_log_whose_tree_cannot_grow_stops_not_cut(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], stuck: str
@@ -747,11 +771,13 @@ def test_rotate_of_a_log_whose_tree_cannot_grow_stops_not_cut(
         (tmp_path / "chain.jsonl.tlog" / "tile" / "0" / "001.p" / "64").mkdir(parents=True)
     key = key_file(tmp_path / "log.key", SIGNER)
     before = chain.read_bytes()
-    assert main(["rotate", str(chain), "--key", str(key), "--timeout", "5"]) == 1
-    out = capsys.readouterr().out
-    assert out.startswith("not cut: ")
     if stuck == "torn-tail":
-        assert "the log's tree stayed at 320 records" in out
+        assert main(["rotate", str(chain), "--key", str(key), "--timeout", "5"]) == 1
+        out = capsys.readouterr().out
+        assert out.startswith("not cut: ") and "the log's tree stayed at 320 records" in out
+    else:  # a file of the log folder it cannot use, as a lock that is a folder is
+        assert main(["rotate", str(chain), "--key", str(key), "--timeout", "5"]) == 2
+        assert "Is a directory" in capsys.readouterr().err
     assert chain.read_bytes() == before and not Path(str(chain) + SEGMENTS_SUFFIX).exists()
 
 
@@ -871,9 +897,8 @@ def test_rotate_of_a_cut_log_whose_stored_tile_is_a_directory_stops_not_cut(
     stored.unlink()
     stored.mkdir()
     key = key_file(tmp_path / "log.key", WRITER)
-    assert main(["rotate", str(chain), "--key", str(key), "--timeout", "3"]) == 1
-    out = capsys.readouterr().out
-    assert out.startswith("not cut: a checkpoint failed (IsADirectoryError")
+    assert main(["rotate", str(chain), "--key", str(key), "--timeout", "3"]) == 2  # a log folder it cannot use
+    assert "Is a directory" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("value", ["\u0663", "3_0", " 3", "+3", "\uff13"])

@@ -239,8 +239,8 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
             EXIT_OK: "the chain was cut (or its live file holds nothing after its anchor)",
             EXIT_FINDING: "not cut: the chain ends in a torn line, the log refuses to sign, or a record of the live file is not the one signed",
             EXIT_USAGE: (
-                "no chain, a chain or key file that cannot be read, a key that is not the log's, a signed "
-                "log and no key"
+                "no chain, a chain or key file that cannot be read, a file of its log folder that cannot be used "
+                "(a FIFO or a folder where its lock or a tile is), a key that is not the log's, a signed log and no key"
             ),
             EXIT_BUSY: "another process held the chain's lock past --timeout; nothing changed",
         },

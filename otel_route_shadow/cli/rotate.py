@@ -70,7 +70,7 @@ def _rotate(args: argparse.Namespace) -> int:
         if not signers:
             cut = cut_chain(args.chain, sign=None, timeout=args.timeout)
         else:
-            checkpointer = Checkpointer(args.chain, signers[0].name, signers)
+            checkpointer = Checkpointer(args.chain, signers[0].name, signers, retries=False)
             cut = cut_signed(checkpointer, args.timeout, args.timeout, catch_up=None, check_live=True)
     except FileNotFoundError:
         raise CliError(f"{args.chain}: no such chain") from None

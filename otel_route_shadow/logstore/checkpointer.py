@@ -31,7 +31,8 @@ Anything that contradicts what was signed (the chain cut below a signed size or 
 line whose record hash or link fails, a proof that does not verify) is a **refusal**: logged once,
 appended to ``refusals``, and never signed again by this object (a segment a prune removed during the
 call is none: the call starts once more, its tree resumed from what was signed). Every other failure is
-contained (logged once; the cursor is dropped and rebuilt from what can be authenticated). ``checkpoint``
+contained (kept in ``failed`` and logged once, unless the caller reports it: ``retries``; the cursor is
+dropped and rebuilt from what can be authenticated). ``checkpoint``
 never raises; listeners are told of each checkpoint after it is durably published.
 """
 
@@ -150,6 +151,7 @@ class Checkpointer:
         max_bytes: int = DEFAULT_MAX_BYTES,
         slice_leaves: int = DEFAULT_SLICE_LEAVES,
         pause: Callable[[], None] | None = None,
+        retries: bool = True,
     ) -> None:
         self.chain_path = os.fspath(chain_path)
         self.signers: tuple[Signer, ...] = (
@@ -170,8 +172,10 @@ class Checkpointer:
         self.last: SignedCheckpoint | None = None
         self.behind = False
         """True when the last call left lines (or a rebuild) for the next one."""
-        self.failed: str | None = None
-        """What the last call failed with (an I/O error, a file it cannot write), None when it did not."""
+        self.failed: Exception | None = None
+        """What the last call failed with (an I/O error, a file it cannot use), None when it did not."""
+        self.retries = retries
+        """False: a failure is not logged (its caller reports :attr:`failed` and never retries: ``rotate``)."""
         self.witness_floor: Callable[[], int | None] = lambda: 0
         """The largest size a witness holds for this log, None while it is being asked: nothing is
         signed until it is known, and a size above every authenticated checkpoint is a refusal."""
@@ -242,9 +246,9 @@ class Checkpointer:
             self._refuse(refusal)
             made = refusal.made
         except Exception as exc:  # contained: the host is never disturbed
-            self._cursor, self._rebuilding, name = None, None, type(exc).__name__
-            self.failed = f"{name}: {exc}"
-            self._log_once(name, "checkpoint failed (%s: %s); will retry", name, exc)
+            self._cursor, self._rebuilding, self.failed, name = None, None, exc, type(exc).__name__
+            if self.retries:
+                self._log_once(name, "checkpoint failed (%s: %s); will retry", name, exc)
             return None
         finally:
             self._running = False
@@ -404,7 +408,6 @@ class Checkpointer:
                 raise _Refused("truncated", {**_detail(cursor.size, -1), "segment": cursor.segment}) from None
             cursor.next_segment()
             return self._segment(files, cursor)
-        # A closed segment still there may lie between a prune's commit and its unlink: not logged.
         if claimed and cursor.segment == files.live_first:
             message = "not believing %s/pruned: the segment %d it says was pruned is still in the chain"
             self._log_once("pruned-claim", message, self.directory.path, cursor.segment)
@@ -465,12 +468,8 @@ class Checkpointer:
         chain.seek(max(0, hint.last_start - 1))
         data = chain.read(hint.offset - hint.last_start + (1 if hint.last_start else 0)) or b""
         line = data[1:] if hint.last_start else data
-        starts_a_line = hint.last_start == 0 or data[:1] == b"\n"
-        if not (
-            starts_a_line
-            and line.endswith(b"\n")
-            and leaf_hash(line[:-1]) == leaf == bytes.fromhex(hint.last_leaf)
-        ):
+        whole = (hint.last_start == 0 or data[:1] == b"\n") and line.endswith(b"\n")
+        if not (whole and leaf_hash(line[:-1]) == leaf == bytes.fromhex(hint.last_leaf)):
             raise _Rebuild("the state does not point at the last signed line")
         return Cursor(
             TreeBuilder(base.size, edge),

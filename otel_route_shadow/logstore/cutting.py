@@ -41,7 +41,7 @@ def note_for_cut(checkpointer: Checkpointer, size: int, timeout: float) -> str:
         if checkpointer.refused is not None:
             raise CutRefused(f"the log refuses to sign checkpoints ({checkpointer.refused}); not cutting")
         if checkpointer.failed is not None:
-            raise CutRefused(f"a checkpoint failed ({checkpointer.failed}); not cutting")
+            raise CutRefused(f"a checkpoint failed ({_named(checkpointer.failed)}); not cutting")
         if checkpointer.size == size and not checkpointer.behind:
             note = checkpointer.signed_note(size)
             if note is not None:
@@ -65,8 +65,9 @@ def cut_signed(
     lock is taken (``timeout``: the longest wait for it), so only the lines appended meanwhile are added
     under it; ``sign_wait``: the longest wait then for another process checkpointing. ``catch_up``: the
     most checkpointer steps before the lock (None: as many as it takes); a tree still behind after them
-    is not cut (None: tried again after the next checkpoint), so appenders never wait on a catch-up;
-    ``pause``: called between slices of it (the host's background thread gives the interpreter back).
+    is not cut (None: tried again after the next checkpoint), so appenders never wait on a catch-up. With
+    None a checkpoint that fails stops the cut: its ``OSError`` (a file of the log folder it cannot use) is
+    raised as it is, anything else as :class:`CutRefused`. ``pause``: called between slices of it (the host's background thread gives the interpreter back).
     ``check_live``: before the cut, read the live file's records the signed tree covers and refuse to seal
     them unless they are its leaves (:func:`check_live_signed`; ``rotate``: one more read of the file).
     ``live``: the live file found due, as ``chain.cut_chain`` takes it (not cut once another process cut it)."""
@@ -80,7 +81,9 @@ def cut_signed(
         if checkpointer.refused is not None:
             raise CutRefused(f"the log refuses to sign checkpoints ({checkpointer.refused}); not cutting")
         if checkpointer.failed is not None and catch_up is None:  # the plugin's cut tries again later
-            raise CutRefused(f"a checkpoint failed ({checkpointer.failed}); not cutting")
+            if isinstance(checkpointer.failed, OSError):  # a log folder's file it cannot use: unusable input
+                raise checkpointer.failed
+            raise CutRefused(f"a checkpoint failed ({_named(checkpointer.failed)}); not cutting")
         if not checkpointer.behind:
             break
         if catch_up is not None and steps >= catch_up:
@@ -100,6 +103,10 @@ def cut_signed(
         timeout=timeout,
         live=live,
     )
+
+
+def _named(failure: Exception) -> str:
+    return f"{type(failure).__name__}: {failure}"
 
 
 def check_live_signed(checkpointer: Checkpointer) -> None:
