@@ -427,7 +427,8 @@ SHELL_MAY_IMPORT: dict[str, frozenset[str]] = {
     ),
 }
 OPENTELEMETRY_FOLDERS = frozenset({"instrumentation", "demo"})
-ROOT_MODULES = frozenset(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+# ``__main__`` (``python -m otel_route_shadow``) is the command line's: held to cli's rule, and no module imports it.
+ROOT_MODULES = frozenset(p.stem for p in PACKAGE.glob("*.py") if p.stem not in {"__init__", "__main__"})
 
 
 def _package_modules() -> list[tuple[str, Path]]:
@@ -435,7 +436,7 @@ def _package_modules() -> list[tuple[str, Path]]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(PACKAGE).parts
-        found.append((parts[0] if len(parts) > 1 else "", path))
+        found.append((parts[0] if len(parts) > 1 else "cli" if path.stem == "__main__" else "", path))
     return found
 
 

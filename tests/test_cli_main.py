@@ -34,6 +34,16 @@ def test_every_command_has_help() -> None:
         assert "usage:" in done.stdout
 
 
+def test_python_dash_m_otel_route_shadow_runs_the_command() -> None:
+    # "No module named otel_route_shadow.__main__": only ``-m otel_route_shadow.cli`` and the script ran it.
+    for argv in (["--version"], ["verify", "--help"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "otel_route_shadow", *argv], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: otel-route-shadow verify")
+
+
 def test_an_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["frobnicate"])
