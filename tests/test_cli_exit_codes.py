@@ -394,6 +394,8 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
         str(c.tmp / "k"),
     ],
     ("key generate", 2): lambda c: ["key", "generate", "--name", "café", "--out", str(c.tmp / "k")],
+    ("key verifier", 0): lambda c: ["key", "verifier", key_file(c.tmp / "log.key", SIGNER)],
+    ("key verifier", 2): lambda c: ["key", "verifier", str(c.tmp / "absent.key")],
     ("serve", 2): _serve_without_a_checkpoint,
     ("prune", 0): _prune,
     ("prune", 1): lambda c: _prune(c, edit=True),

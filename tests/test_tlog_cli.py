@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 from pathlib import Path
 
 import pytest
-from tlog_support import append
+from tlog_support import append, key_file
 
 from otel_route_shadow.cli import main
 from otel_route_shadow.logstore import Checkpointer, KeyFileError, read_signing_keys
+from otel_route_shadow.tlog import Signer
 
 VECTORS = Path(__file__).parent / "vectors" / "tlog"
 
@@ -45,6 +47,32 @@ def test_key_generate_writes_0600_never_overwrites_and_prints_only_the_verifier(
     assert key.read_bytes() == before
     code, _, err = run(["key", "generate", "--name", "bad name", "--out", str(key) + "2"], capsys)
     assert code == 2 and "key name" in err
+
+
+def test_key_verifier_prints_again_what_key_generate_printed_and_never_the_signing_key(
+    signed_chain: tuple[Path, str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No command printed the verifier key of a key file again: an operator who lost what key generate
+    # printed could not hand it to an auditor or a witness.
+    _, verifier, key = signed_chain
+    assert run(["key", "verifier", str(key)], capsys) == (0, verifier + "\n", "")
+    rotated = key_file(tmp_path / "rotated.key", *read_signing_keys(str(key)), Signer.generate("example.com/cli"))
+    code, out, err = run(["key", "verifier", rotated], capsys)
+    assert (code, err) == (0, "") and out.splitlines()[0] == verifier and len(out.splitlines()) == 2
+    printed = out
+    credential = key_file(tmp_path / "credential.key", Signer.generate("example.com/ghp_" + "Cx" * 18))
+    fifo = tmp_path / "fifo.key"
+    os.mkfifo(fifo)
+    open_key = key_file(tmp_path / "open.key", *read_signing_keys(str(key)))
+    os.chmod(open_key, 0o644)
+    for path, problem in ((credential, "looks like a credential"), (str(fifo), "is a FIFO"), (open_key, "too open")):
+        code, out, err = run(["key", "verifier", path], capsys)
+        assert (code, out) == (2, "") and problem in err and err.count("\n") == 1, err
+        assert "CxCxCx" not in err
+        printed += err
+    assert "PRIVATE" not in printed
+    for line in Path(rotated).read_text().splitlines():
+        assert line.split("+", 4)[4][2:] not in printed  # the seed, past the key type's byte
 
 
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o606])

@@ -224,6 +224,13 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
                 "that already exists or cannot be written"
             ),
         },
+        "key verifier": {
+            EXIT_OK: "the verifier key of each signing key of the file printed, one a line",
+            EXIT_USAGE: (
+                "a key file that cannot be read, that its group or others may read, or that holds no "
+                "signing key the plugin would take"
+            ),
+        },
         "serve": {
             EXIT_OK: "stopped by SIGTERM or SIGINT",
             EXIT_USAGE: "a chain without a checkpoint, a checkpoint that does not authenticate, an address that "
