@@ -5,8 +5,8 @@ writes, or a save that died there) is only called ``current-missing`` under the 
 another process holds that lock past the command's wait, the load is an unavailable snapshot marked
 ``loading``, and decisions hold with ``snapshot-loading``. ``policy export`` printed that placeholder as
 ``{"policies": []}`` with exit 0, an empty set an operator would take for the current one (and could save
-back as a revision); ``explain --store`` noted "no policy snapshot saved; every decision is legacy
-compatibility" above decisions held.
+back as a revision), and ``policy show`` and ``history`` said ``absent``; ``explain --store`` noted "no
+policy snapshot saved; every decision is legacy compatibility" above decisions held.
 """
 
 from __future__ import annotations
@@ -44,15 +44,18 @@ def held_without_current(store: Path, command: ModuleType, monkeypatch: pytest.M
         os.close(fd)
 
 
-def test_export_of_the_current_snapshot_refuses_while_a_writer_holds_the_store(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("argv", [["export"], ["show"], ["show", "--json"], ["history"], ["history", "--json"]])
+def test_show_history_and_export_refuse_while_a_writer_holds_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
+    # show and history said "state: absent" (with a note), exit 0, while export refused: a reader was
+    # told as a fact that nothing is saved while a first save may be between its two writes.
     with held_without_current(tmp_path, policy_cli, monkeypatch):
-        code = main(["policy", "export", "--store", str(tmp_path)])
+        code = main(["policy", *argv, "--store", str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == 2, out
     assert out == ""
-    assert "holds the store's lock" in err and "nothing exported" in err
+    assert "holds the store's lock" in err and "nothing read" in err and err.count("\n") == 1
 
 
 def test_explain_note_says_a_writer_holds_the_store_not_that_nothing_was_saved(

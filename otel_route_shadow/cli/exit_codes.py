@@ -78,6 +78,7 @@ EXIT_CODES: Final = (
 
 _POLICY_FILE = "an unreadable or invalid policy file"
 _STORE = "an unreadable store, a revision that does not exist"
+_HELD = "a store without current.json whose lock another process held past the wait (a save under way)"
 
 COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
     {
@@ -101,12 +102,12 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         "policy show": {
             EXIT_OK: "the store is ok or absent",
             EXIT_FINDING: "the current snapshot is corrupt",
-            EXIT_USAGE: _STORE,
+            EXIT_USAGE: f"{_STORE}, {_HELD}",
         },
         "policy history": {
             EXIT_OK: "every revision verifies",
             EXIT_FINDING: "a revision, or the current snapshot, is corrupt or missing",
-            EXIT_USAGE: _STORE,
+            EXIT_USAGE: f"{_STORE}, {_HELD}",
         },
         "policy diff": {
             EXIT_OK: "the difference printed",
@@ -116,7 +117,7 @@ COMMANDS: Final[Mapping[str, Mapping[int, str]]] = MappingProxyType(
         "policy export": {
             EXIT_OK: "the policy set printed",
             EXIT_FINDING: "the snapshot asked for is corrupt",
-            EXIT_USAGE: _STORE,
+            EXIT_USAGE: f"{_STORE}, {_HELD}",
         },
         "policy repair": {
             EXIT_OK: "repaired, or nothing to repair",

@@ -137,9 +137,14 @@ def _store_error(store: Path, exc: PolicyStoreError) -> CliError:
 
 
 def _load(store: RoutingPolicyStore) -> SnapshotLoad:
+    """The current snapshot's verdict; unusable input (exit 2) for a store that cannot be read, and for one
+    without ``current.json`` whose lock a writer holds: its ``absent`` is no fact (a first save may be
+    between its two writes), and its empty placeholder no policy set."""
     load = store.load()
     if load.state == "corrupt" and load.problem_kind in _IO_KINDS:
         raise CliError(f"{store.root}: {load.problem}", EXIT_USAGE)
+    if load.snapshot.loading:
+        raise CliError(f"{store.root}: {load.note}; nothing read", EXIT_USAGE)
     return load
 
 
@@ -378,8 +383,6 @@ def _export(args: argparse.Namespace) -> int:
         load = _load(store)
         if load.state == "corrupt":
             raise CliError(f"{args.store}: corrupt ({load.problem}); nothing to export", EXIT_FINDING)
-        if not load.snapshot.available:  # a writer holds the store: the placeholder is no policy set
-            raise CliError(f"{args.store}: {load.note}; nothing exported", EXIT_USAGE)
         snapshot = load.snapshot
     else:
         try:
