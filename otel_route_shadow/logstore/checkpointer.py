@@ -173,9 +173,10 @@ class Checkpointer:
         self.behind = False
         """True when the last call left lines (or a rebuild) for the next one."""
         self.failed: Exception | None = None
-        """What the last call failed with (an I/O error, a file it cannot use), None when it did not."""
+        """What the last call failed with (an I/O error, a file it cannot use; without its traceback, which
+        would hold the call's frames), None when it did not."""
         self.retries = retries
-        """False: a failure is not logged (its caller reports :attr:`failed` and never retries: ``rotate``)."""
+        """False: a failure is not logged (its caller reports :attr:`failed`, never retrying: ``rotate``)."""
         self.witness_floor: Callable[[], int | None] = lambda: 0
         """The largest size a witness holds for this log, None while it is being asked: nothing is
         signed until it is known, and a size above every authenticated checkpoint is a refusal."""
@@ -246,7 +247,8 @@ class Checkpointer:
             self._refuse(refusal)
             made = refusal.made
         except Exception as exc:  # contained: the host is never disturbed
-            self._cursor, self._rebuilding, self.failed, name = None, None, exc, type(exc).__name__
+            self._cursor, self._rebuilding, name = None, None, type(exc).__name__
+            self.failed = exc.with_traceback(None)
             if self.retries:
                 self._log_once(name, "checkpoint failed (%s: %s); will retry", name, exc)
             return None

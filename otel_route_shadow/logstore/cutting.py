@@ -67,7 +67,8 @@ def cut_signed(
     most checkpointer steps before the lock (None: as many as it takes); a tree still behind after them
     is not cut (None: tried again after the next checkpoint), so appenders never wait on a catch-up. With
     None a checkpoint that fails stops the cut: its ``OSError`` (a file of the log folder it cannot use) is
-    raised as it is, anything else as :class:`CutRefused`. ``pause``: called between slices of it (the host's background thread gives the interpreter back).
+    raised as it is, anything else as :class:`CutRefused`. ``pause``: called between slices of it (the
+    host's background thread gives the interpreter back).
     ``check_live``: before the cut, read the live file's records the signed tree covers and refuse to seal
     them unless they are its leaves (:func:`check_live_signed`; ``rotate``: one more read of the file).
     ``live``: the live file found due, as ``chain.cut_chain`` takes it (not cut once another process cut it)."""
