@@ -4,12 +4,12 @@ Shell code: files, locks and processes live here; the pure rules it relies on (c
 redaction) live in ``otel_route_shadow.core``. The format is specified in ``docs/chain-format.md``.
 
 Modules: ``canonical`` (the canonical JSON encoding), ``sanitize`` (the payload walk), ``truncation``
-(cutting what would not fit one tlog-tiles entry), ``record`` (the record layout, payload encoding
-and templates), ``log`` (appending), ``head`` (finding the last record), ``quarantine`` (the torn-tail
-policy), ``group_commit`` (shared fsyncs), ``backlog`` (records waiting for the lock, drop counts),
-``spill`` (records left at exit), ``cut`` (closing the live file as a segment, the anchor),
-``segments`` (a chain's files: closed segments, then the live file), ``reader`` (reading, across
-segments), ``errors``. Verifying: ``verify`` (the entry
+(cutting what would not fit one tlog-tiles entry), ``record`` (the record layout, payload encoding and
+templates), ``log`` (appending), ``written`` (a line appended, as the listener hears of it), ``head``
+(finding the last record), ``quarantine`` (the torn-tail policy), ``group_commit`` (shared fsyncs),
+``backlog`` (records waiting for the lock, drop counts), ``spill`` (records left at exit), ``cut``
+(closing the live file as a segment, the anchor), ``segments`` (a chain's files: closed segments, then
+the live file), ``reader`` (reading, across segments), ``errors``. Verifying: ``verify`` (the entry
 points), ``check`` (one line), ``scan`` (the streaming pass), ``parallel`` (the pass in worker
 processes), ``diagnosis`` (why a record does not link), ``anchor`` (a segment's anchor against the
 segment before it), ``leaves`` (a line's Merkle leaf hash), ``result``.
@@ -40,7 +40,7 @@ from otel_route_shadow.chain.errors import (
 )
 from otel_route_shadow.chain.head import read_head, tail_head
 from otel_route_shadow.chain.leaves import LeafSink, leaf_hashes
-from otel_route_shadow.chain.log import DecisionChain, Durability, LineListener, WrittenLine
+from otel_route_shadow.chain.log import DecisionChain, Durability
 from otel_route_shadow.chain.reader import (
     ChainBytes,
     anchor_checkpoints,
@@ -79,6 +79,7 @@ from otel_route_shadow.chain.scan import ScanState, check_lines
 from otel_route_shadow.chain.segments import SEGMENTS_SUFFIX, Segment, chain_segments, live_path, segment_name
 from otel_route_shadow.chain.truncation import TRUNCATED_KIND
 from otel_route_shadow.chain.verify import verify_chain, verify_pass
+from otel_route_shadow.chain.written import LineListener, WrittenLine
 
 __all__ = [
     "ANCHOR_KIND",

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final, Literal, NamedTuple, NoReturn
+from typing import Any, Final, Literal, NoReturn
 
 from otel_route_shadow.chain.backlog import (
     BACKLOG_RECORDS,
@@ -51,42 +51,19 @@ from otel_route_shadow.chain.record import (
 from otel_route_shadow.chain.sanitize import sanitize_payload
 from otel_route_shadow.chain.spill import Spill
 from otel_route_shadow.chain.verify import VerifyResult, verify_chain
+from otel_route_shadow.chain.written import LineListener, WrittenLine
 from otel_route_shadow.files import remove_temporaries, write_all
 from otel_route_shadow.locking import flock_bounded
 from otel_route_shadow.redacted_log import LOG as _LOG
-from otel_route_shadow.tlog import leaf_hash
 from otel_route_shadow.worker import AFTER_FORK
 
-__all__ = ["DecisionChain", "Durability", "LineListener", "WrittenLine"]
+__all__ = ["DecisionChain", "Durability"]
 
 Durability = Literal["flush", "fsync"]
 
 MARKER_RECHECK_NS: Final = 1_000_000_000
 """How long a writer goes without looking at the disk for what other processes change (a pending
 quarantine marker, a spill or lost file, a cut left unfinished): see ``DecisionChain._look_due``."""
-
-
-class WrittenLine(NamedTuple):
-    """One line a writer appended: where it starts, its bytes (its LF included, so the next line starts
-    at ``offset + length``), its record hash and the record hash it links to (its ``prev_hash``; hex).
-    The line is the very bytes object written: no copy is made, and nothing more is computed on the
-    writer's path."""
-
-    offset: int
-    line: bytes
-    record_hash: str
-    prev_hash: str
-
-    @property
-    def length(self) -> int:
-        return len(self.line)
-
-    def leaf_hash(self) -> bytes:
-        """Its RFC 6962 leaf hash, ``SHA-256(0x00 || line without LF)`` (32 bytes)."""
-        return leaf_hash(memoryview(self.line)[:-1])
-
-
-LineListener = Callable[[WrittenLine], None]
 
 
 class DecisionChain:
