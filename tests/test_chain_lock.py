@@ -177,7 +177,7 @@ def test_the_backlog_keeps_order_counts_drops_and_puts_back_what_was_not_written
     backlog = Backlog(2)
     assert [backlog.keep(_encoded(n), 100 + n) for n in range(5)] == [True, True, False, False, False]
     assert len(backlog) == 3  # two records and the drop event to come
-    entries = backlog.take()
+    entries, _ = backlog.take(None)
     assert entries[:2] == [_encoded(0), _encoded(1)]
     event = orjson.loads(entries[2].payload)
     assert event == {
@@ -189,15 +189,15 @@ def test_the_backlog_keeps_order_counts_drops_and_puts_back_what_was_not_written
     }
     assert len(backlog) == 0
     backlog.keep(_encoded(9), 200)
-    backlog.restore(entries[1:])  # the first was written, the rest not: the event back into the count
+    backlog.restore(entries[1:], None)  # the first was written, the rest not: the event back into the count
     assert len(backlog) == 3
     backlog.keep(_encoded(10), 300)
     backlog.keep(_encoded(11), 301)  # full again: counted with the restored three
-    assert backlog.take()[:2] == [entries[1], _encoded(9)]
-    backlog.restore(entries[2:])
-    backlog.restore(entries[2:])  # restored twice (two failed writes): the count grows, not the queue
+    assert backlog.take(None)[0][:2] == [entries[1], _encoded(9)]
+    backlog.restore(entries[2:], None)
+    backlog.restore(entries[2:], None)  # restored twice (two failed writes): the count grows, not the queue
     assert len(backlog) == 1
-    assert orjson.loads(backlog.take()[0].payload)["count"] == 6
+    assert orjson.loads(backlog.take(None)[0][0].payload)["count"] == 6
 
 
 def test_the_exporter_keeps_what_waited_and_writes_it_at_shutdown(tmp_path: Path) -> None:

@@ -7,12 +7,12 @@ Modules: ``canonical`` (the canonical JSON encoding), ``sanitize`` (the payload 
 (cutting what would not fit one tlog-tiles entry), ``record`` (the record layout, payload encoding and
 templates), ``log`` (appending), ``written`` (a line appended, as the listener hears of it), ``head``
 (finding the last record), ``quarantine`` (the torn-tail policy), ``group_commit`` (shared fsyncs),
-``backlog`` (records waiting for the lock, drop counts), ``spill`` (records left at exit), ``cut``
-(closing the live file as a segment, the anchor), ``segments`` (a chain's files: closed segments, then
-the live file), ``reader`` (reading, across segments), ``errors``. Verifying: ``verify`` (the entry
-points), ``check`` (one line), ``scan`` (the streaming pass), ``parallel`` (the pass in worker
-processes), ``diagnosis`` (why a record does not link), ``anchor`` (a segment's anchor against the
-segment before it), ``leaves`` (a line's Merkle leaf hash), ``result``.
+``backlog`` (records waiting for the lock, drop counts), ``spill`` (records left at exit or by a killed
+writer), ``cut`` (closing the live file as a segment, the anchor), ``segments`` (a chain's files: closed
+segments, then the live file), ``reader`` (reading, across segments), ``errors``. Verifying: ``verify``
+(the entry points), ``check`` (one line), ``scan`` (the streaming pass), ``parallel`` (the pass in
+worker processes), ``diagnosis`` (why a record does not link), ``anchor`` (a segment's anchor against
+the segment before it), ``leaves`` (a line's Merkle leaf hash), ``result``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ backlog is bounded: once it holds ``capacity`` records, further records are coun
 and the count goes into the chain itself as a ``records-dropped`` event (``docs/chain-format.md``
 section 7), written after the kept records, so the gap is where it happened and ``verify`` reports it.
 Records the disk refused (no space, a file-size limit) are counted the same way, each cause with its
-own ``reason``. :class:`DroppedGap` is the reading side: those events summed, as ``report`` and
-``audit`` show them.
+own ``reason``. The kept records are mirrored on disk while they wait (``chain.spill.WaitingFile``),
+for a process killed before it writes them. :class:`DroppedGap` is the reading side: those events
+summed, as ``report`` and ``audit`` show them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import errno
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 
@@ -161,17 +162,33 @@ class DroppedGap:
         )
 
 
+class Mirror(Protocol):
+    """Where the kept records wait on disk too (``chain.spill.WaitingFile``), called under the lock."""
+
+    def keep(self, entry: EncodedPayload) -> None: ...
+    def take(self, claim_at: int | None) -> tuple[int, int]: ...
+    def restore(self, taken: tuple[int, int]) -> None: ...
+    def settled(self, taken: tuple[int, int]) -> None: ...
+
+
+Taken = tuple[list[EncodedPayload], tuple[int, int] | None]
+"""What :meth:`Backlog.take` hands out: the entries, and their lines in the mirror."""
+
+
 class Backlog:
     """A bounded, ordered queue of encoded records, with counts of the records dropped, by reason.
 
     Thread-safe on its own: a thread that could not even get its writer's in-process lock in time
-    keeps its record here without it.
+    keeps its record here without it. With a ``mirror``, each kept record is written there too, in the
+    same order, and given up there once :meth:`settled` (written, spilled or counted): what a killed
+    process leaves on disk is what it had not written yet (the counts stay in memory only).
     """
 
-    def __init__(self, capacity: int = BACKLOG_RECORDS) -> None:
+    def __init__(self, capacity: int = BACKLOG_RECORDS, mirror: Mirror | None = None) -> None:
         if capacity < 0:
             raise ValueError(f"backlog capacity must be >= 0, not {capacity}")
         self.capacity = capacity
+        self.mirror = mirror
         self._items: collections.deque[EncodedPayload] = collections.deque()
         self._lock = threading.Lock()
         self._dropped: dict[str, list[int]] = {}
@@ -190,6 +207,8 @@ class Backlog:
         with self._lock:
             if len(self._items) < self.capacity:
                 self._items.append(entry)
+                if self.mirror is not None:
+                    self.mirror.keep(entry)
                 return True
             self._count(DROPPED_REASON, now_ns)
             return False
@@ -207,20 +226,31 @@ class Backlog:
             counted[0] += 1
             counted[2] = now_ns
 
-    def take(self) -> list[EncodedPayload]:
+    def take(self, claim_at: int | None) -> Taken:
         """Everything to write, oldest first, emptying the backlog: the kept records, then one
-        ``records-dropped`` event per reason for those counted (they came after every kept one)."""
+        ``records-dropped`` event per reason for those counted (they came after every kept one); and
+        the mirror's lines of the records, claimed at ``claim_at`` (the chain offset the caller, holding
+        the chain's lock, starts writing them at), for :meth:`settled` or :meth:`restore`."""
         with self._lock:
+            taken = None if self.mirror is None else self.mirror.take(claim_at)
             entries = list(self._items)
             self._items.clear()
             for reason, (count, first_ns, last_ns) in self._dropped.items():
                 event = dropped_event(count, first_ns, last_ns, reason)
                 entries.append(EncodedPayload(canonical_bytes(event), EMPTY_MARKS))
             self._dropped.clear()
-            return entries
+            return entries, taken
 
-    def restore(self, entries: list[EncodedPayload]) -> None:
-        """Put back, in front and in order, what :meth:`take` returned but could not be written.
+    def settled(self, taken: tuple[int, int] | None) -> None:
+        """The entries of a take are in the chain, the spill file or ``<chain>.lost``: the mirror gives
+        their lines up."""
+        if taken is not None and self.mirror is not None:
+            with self._lock:
+                self.mirror.settled(taken)
+
+    def restore(self, entries: list[EncodedPayload], taken: tuple[int, int] | None) -> None:
+        """Put back, in front and in order, what :meth:`take` returned but could not be written (with
+        ``taken``, its lines in the mirror wait again too).
 
         A ``records-dropped`` event goes back into the counts (merged with any counted since), so a
         disk that keeps refusing grows a count, never the queue."""
@@ -236,6 +266,8 @@ class Backlog:
                 counted[0] += count
                 counted[1], counted[2] = min(counted[1], first_ns), max(counted[2], last_ns)
             self._items.extendleft(reversed(records))
+            if taken is not None and self.mirror is not None:
+                self.mirror.restore(taken)
 
 
 def dropped_event_of(entry: EncodedPayload) -> tuple[str, int, int, int] | None:

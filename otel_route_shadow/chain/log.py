@@ -8,8 +8,9 @@ the last line (``chain.head``).
 
 A record is one ``write(2)`` of one line on an ``O_APPEND`` descriptor. What else an append may do
 first lives beside this module: finishing a torn tail (``chain.quarantine``), writing records an
-exiting process left in the spill file (``chain.spill``) and the records that waited in this writer's
-backlog (``chain.backlog``); with ``fsync`` durability, the shared sync after it (``chain.group_commit``).
+exiting process left in the spill file, or a killed one in its waiting file (``chain.spill``), and the
+records that waited in this writer's backlog (``chain.backlog``); with ``fsync`` durability, the
+shared sync after it (``chain.group_commit``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from otel_route_shadow.chain.record import (
     fit_payload,
 )
 from otel_route_shadow.chain.sanitize import sanitize_payload
-from otel_route_shadow.chain.spill import Spill
+from otel_route_shadow.chain.spill import Spill, WaitingFile
 from otel_route_shadow.chain.verify import VerifyResult, verify_chain
 from otel_route_shadow.chain.written import LineListener, WrittenLine
 from otel_route_shadow.files import remove_temporaries, write_all
@@ -80,8 +81,10 @@ class DecisionChain:
     waits for another thread of this instance and the chain's file lock, in all. :meth:`append` then
     raises :class:`ChainLockTimeout`; :meth:`submit` keeps the record in a bounded backlog of
     ``backlog`` records instead, written in order before the next record (or by :meth:`flush`; at exit
-    :meth:`spill` keeps what is left in the spill file for the next writer). With ``"fsync"`` it bounds
-    the wait for the ``.sync`` lock too: past it the record, already written, is left with ``flush``
+    :meth:`spill` keeps what is left in the spill file for the next writer). The backlog's records
+    are in this writer's waiting file too (``chain.spill.WaitingFile``) until written: a process
+    killed before it writes them leaves them there, for the next writer's look. With ``"fsync"`` it
+    bounds the wait for the ``.sync`` lock too: past it the record, already written, is left with ``flush``
     durability (logged once; counted in ``sync_timeouts``).
 
     ``listener`` (also settable as the attribute): told of every line this instance writes, so a
@@ -123,7 +126,8 @@ class DecisionChain:
         self._path = os.fspath(path)
         self._durability: Durability = durability
         self._lock_timeout = lock_timeout
-        self._backlog = Backlog(backlog)
+        self._waiting = WaitingFile(self._path)
+        self._backlog = Backlog(backlog, self._waiting)
         self._dir = os.path.dirname(os.path.abspath(self._path))
         self._lock = threading.Lock()
         self._fd = -1
@@ -235,14 +239,15 @@ class DecisionChain:
         append of any writer writes into the chain first (for a process about to exit); wait at
         most ``timeout`` seconds for the spill file's lock. Returns how many entries were moved;
         raises ``OSError`` (the entries stay in the backlog) when the file cannot take them."""
-        entries = self._backlog.take()
+        entries, taken = self._backlog.take(None)
         if not entries:
             return 0
         try:
             self._spill.keep(entries, timeout)
         except BaseException:
-            self._backlog.restore(entries)
+            self._backlog.restore(entries, taken)
             raise
+        self._backlog.settled(taken)
         with self._lock:  # this instance's next append takes them back first, like any writer's
             self._spill_due, self._known_size = True, -1
         return len(entries)
@@ -256,7 +261,11 @@ class DecisionChain:
         reason = DROPPED_REASON if isinstance(cause, ChainLockTimeout) else REASON_WRITE_FAILED
         if isinstance(cause, OSError) and reason == REASON_WRITE_FAILED:
             reason = write_failure_reason(cause)
-        return self._lost.mark(self._backlog.take(), reason, time.time_ns())
+        entries, taken = self._backlog.take(None)
+        try:
+            return self._lost.mark(entries, reason, time.time_ns())
+        finally:
+            self._backlog.settled(taken)
 
     def count_unrecorded(self, reason: str) -> None:
         """Count one record that never came to :meth:`submit`, for ``reason``: the chain gets a
@@ -419,18 +428,21 @@ class DecisionChain:
             self._spill_due = False
             if self._spill.pending():
                 head, size, self._spill_due = self._spill.write_into(fd, head, size, self._write_line)
+            else:  # a batch per append: a dead writer's waiting records when the spill has none
+                head, size, self._spill_due = self._waiting.reap(fd, head, size, self._write_line)
             if self._lost.pending():
                 head, size = self._lost.write_into(fd, head, size, self._write_line)
         return head, size
 
     def _write_backlog(self, fd: int, head: ChainHead | None, size: int) -> tuple[ChainHead | None, int]:
-        entries = self._backlog.take()
+        entries, taken = self._backlog.take(size)
         for index, entry in enumerate(entries):
             try:
                 head, size = self._write_line(fd, head, size, entry)
             except BaseException:
-                self._backlog.restore(entries[index:])
+                self._backlog.restore(entries[index:], taken)
                 raise
+        self._backlog.settled(taken)
         return head, size
 
     def _write_line(
@@ -497,7 +509,8 @@ class DecisionChain:
         self._syncing, self._retired = {}, set()
         self._known_size, self._head, self._written = -1, None, []
         self._commit.forget()
-        self._backlog = Backlog(self._backlog.capacity)  # the parent's records, for the parent to write
+        self._waiting.forget()  # the parent's records (and their file) are the parent's
+        self._backlog = Backlog(self._backlog.capacity, self._waiting)
 
     def _open(self) -> int:
         self._fd = open_chain(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT)

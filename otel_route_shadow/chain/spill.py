@@ -20,14 +20,22 @@ counted in a ``records-dropped`` event (reason ``spill-unreadable``) at the end 
 that would take the file past :data:`SPILL_MAX_BYTES` are counted the same way at exit
 (``spill-full``). A header of version 1 (written before batches: no ``next``) is read as one whose
 entries all wait.
+
+A process killed with records in its backlog runs no exit code: :class:`WaitingFile` keeps them, as
+they wait, in a file of the same format that is the process's own, which a later writer takes once
+the process is dead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
+import itertools
 import os
+import secrets
+import stat
 import time
 from collections.abc import Callable
 from typing import Final
@@ -53,7 +61,14 @@ from otel_route_shadow.files import fsync_directory, open_regular, write_all
 from otel_route_shadow.locking import flock_bounded, release
 from otel_route_shadow.redacted_log import LOG as _LOG
 
-__all__ = ["SPILL_BATCH_BYTES", "SPILL_BATCH_RECORDS", "SPILL_MAX_BYTES", "Spill"]
+__all__ = [
+    "SPILL_BATCH_BYTES",
+    "SPILL_BATCH_RECORDS",
+    "SPILL_MAX_BYTES",
+    "WAITING_FILES_LOOKED",
+    "Spill",
+    "WaitingFile",
+]
 
 SPILL_MAX_BYTES: Final = 64 * 1024 * 1024
 """Most bytes of entries a spill file holds (a full default backlog of the longest records fits)."""
@@ -61,6 +76,9 @@ SPILL_BATCH_RECORDS: Final = 16
 """Most spilled entries one append writes into the chain (the rest go with the next appends)."""
 SPILL_BATCH_BYTES: Final = 64 * 1024
 """Most bytes of spilled entries one append reads (at least one entry, whatever its size)."""
+WAITING_FILES_LOOKED: Final = 256
+"""Most names of ``<chain>.waiting/`` one look reads, a bound on its work in a folder that may be hostile
+(more live writers' files than that can hide a dead one's until they are gone)."""
 
 _MAGIC: Final = "route-shadow-spill/2"
 _MAGIC_V1: Final = b"route-shadow-spill/1"
@@ -85,10 +103,11 @@ _EMPTY: Final = _header(_UNCLAIMED, 0, HEADER_BYTES)
 
 
 class Spill:
-    """The spill file of the chain at ``chain_path``."""
+    """The spill file of the chain at ``chain_path`` (or the file at ``path`` in the same format: a
+    :class:`WaitingFile` whose writer died)."""
 
-    def __init__(self, chain_path: str, lock_timeout: float | None) -> None:
-        self.path = chain_path + ".spill"
+    def __init__(self, chain_path: str, lock_timeout: float | None, path: str | None = None) -> None:
+        self.path = chain_path + ".spill" if path is None else path
         self._dir = os.path.dirname(os.path.abspath(chain_path))
         self._timeout = lock_timeout
         self._refusal_logged = False
@@ -203,6 +222,162 @@ class Spill:
         if not self._refusal_logged:
             self._refusal_logged = True
             _LOG.warning("route shadow: the spill file %s cannot be used now: %s", self.path, exc)
+
+
+class WaitingFile:
+    """One writer's backlog records, mirrored in ``<chain>.waiting/<pid>-<token>`` (spill format) while
+    they wait, so they are not lost unmarked when the process dies before it writes or spills them.
+
+    The writer creates the file at its first record that has to wait and holds its ``flock`` for life
+    (the kernel gives it back when the process dies, by any signal). :meth:`keep` appends a kept
+    record's line (one ``pwrite``, no ``fsync``: the page cache outlives a killed process, and a record
+    in memory never had power-loss durability). :meth:`take` claims the lines of the records taken, at
+    the chain offset the writer starts writing them (the spill file's claim), and :meth:`settled`
+    gives them up once written, spilled or counted. A later writer's look (:meth:`reap`) takes a file
+    whose lock it can get, a batch per append, as it takes the spill file. Every method but
+    :meth:`reap` is called under the backlog's lock, so the file's lines are the backlog's, in order.
+    A failure to write the file leaves the record in memory only (as before the file existed), logged
+    once.
+    """
+
+    def __init__(self, chain_path: str) -> None:
+        self.dir = chain_path + ".waiting"
+        self._chain = chain_path
+        self._name = ""
+        self._fd = -1
+        self._start = self._end = HEADER_BYTES
+        """The lines not taken yet: ``[start, end)``; the file ends at ``end``."""
+        self._claimed = False
+        self._refusal_logged = False
+
+    def keep(self, entry: EncodedPayload) -> None:
+        """Append ``entry``'s line after the others."""
+        line = _line(entry)
+        if self._end + len(line) > HEADER_BYTES + SPILL_MAX_BYTES or (self._fd < 0 and not self._create()):
+            return
+        try:
+            if os.pwrite(self._fd, line, self._end) != len(line):
+                raise OSError(errno.ENOSPC, "short write")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._end)
+            self._cannot(exc)
+            return
+        self._end += len(line)
+
+    def take(self, claim_at: int | None) -> tuple[int, int]:
+        """The lines of the records the backlog hands out now, ``(start, end)``; with ``claim_at`` (the
+        chain offset where the writer, holding the chain's lock, starts writing them) claimed there
+        first, unless an earlier take that failed half-way still holds a claim (it covers these too)."""
+        taken = (self._start, self._end)
+        if claim_at is not None and self._fd >= 0 and not self._claimed and self._end > self._start:
+            with contextlib.suppress(OSError):
+                os.pwrite(self._fd, _header(claim_at, time.time_ns(), self._start), 0)
+                self._claimed = True
+        self._start = self._end
+        return taken
+
+    def restore(self, taken: tuple[int, int]) -> None:
+        """The records of ``taken`` went back into the backlog (some may be written: the claim covers
+        them): their lines wait again, in front."""
+        if self._start == taken[1]:
+            self._start = taken[0]
+
+    def settled(self, taken: tuple[int, int]) -> None:
+        """The records of ``taken`` are written, spilled or counted: their lines are given up."""
+        if self._fd < 0 or self._start != taken[1]:
+            return
+        try:
+            if self._end == taken[1]:  # nothing kept since: the file is emptied, cut first (a header
+                os.ftruncate(self._fd, HEADER_BYTES)  # whose next entry lies past the end reads as
+                os.pwrite(self._fd, _EMPTY, 0)  # unclaimed, with nothing to take)
+                self._start = self._end = HEADER_BYTES
+            else:
+                os.pwrite(self._fd, _header(_UNCLAIMED, 0, taken[1]), 0)
+                tail = self._end - taken[1]
+                if tail < taken[1] - HEADER_BYTES:  # moved down, the same way
+                    os.pwrite(self._fd, os.pread(self._fd, tail, taken[1]), HEADER_BYTES)
+                    os.ftruncate(self._fd, HEADER_BYTES + tail)
+                    os.pwrite(self._fd, _EMPTY, 0)
+                    self._start, self._end = HEADER_BYTES, HEADER_BYTES + tail
+            self._claimed = False
+        except OSError as exc:  # the claim stays: a reaper finds the written lines in the chain
+            self._cannot(exc)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's file is the parent's (closed here, its lock left to it)."""
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        self._fd, self._name, self._claimed = -1, "", False
+        self._start = self._end = HEADER_BYTES
+
+    def _create(self) -> bool:
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(self.dir, 0o750)
+            name = f"{os.getpid()}-{secrets.token_hex(4)}"
+            path = os.path.join(self.dir, name)
+            fd = open_regular(
+                path, os.O_RDWR | os.O_CREAT | os.O_EXCL, CHAIN_FILE_MODE, follow_symlinks=False
+            )
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.stat(path, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:
+                    raise FileNotFoundError(errno.ENOENT, "taken by a writer's look", path)  # see reap
+                write_all(fd, _EMPTY)
+            except BaseException:
+                os.close(fd)
+                raise
+        except OSError as exc:
+            self._cannot(exc)
+            return False
+        self._fd, self._name = fd, name
+        return True
+
+    def _cannot(self, exc: OSError) -> None:
+        if not self._refusal_logged:
+            self._refusal_logged = True
+            _LOG.warning("route shadow: waiting records cannot be kept in %s: %s", self.dir, exc)
+
+    # -- at the next appends, of any writer ---------------------------------------------------------
+    def reap(
+        self, fd: int, head: ChainHead | None, size: int, write: LineWriter
+    ) -> tuple[ChainHead | None, int, bool]:
+        """Append the next batch of a dead writer's file to the chain on ``fd`` (whose lock the caller
+        holds), as :meth:`Spill.write_into` does, removing the file once it is empty; return the new
+        head and size, and whether to look again at the next append. A file whose lock is held
+        belongs to a live writer and is left alone."""
+        try:
+            if not stat.S_ISDIR(os.lstat(self.dir).st_mode):
+                return head, size, False
+            with os.scandir(self.dir) as entries:
+                names = [entry.name for entry in itertools.islice(entries, WAITING_FILES_LOOKED)]
+        except OSError:
+            return head, size, False
+        for name in names:
+            path = os.path.join(self.dir, name)
+            if name == self._name:
+                continue
+            try:
+                wfd = open_regular(path, os.O_RDWR, follow_symlinks=False)
+            except OSError:
+                continue
+            try:
+                try:
+                    fcntl.flock(wfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # its writer lives
+                if os.fstat(wfd).st_nlink == 0:
+                    continue
+                head, size, left = Spill(self._chain, 0.0, path)._write_batch(wfd, fd, head, size, write)
+                if not left:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+                return head, size, True
+            finally:
+                release(wfd)
+        return head, size, False
 
 
 def _read_header(fd: int, end: int) -> tuple[int, int, int]:

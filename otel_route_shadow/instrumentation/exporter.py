@@ -15,7 +15,8 @@ is still waiting at ``close`` goes to the chain's spill file, which the next wri
 chain first. A record appended after ``close`` (a seam still running when the runtime closed) is
 written at once in the caller's thread, waiting for the lock as any append does; what did not get it
 goes to the spill file (or is counted in ``<chain>.lost``) before the append returns, and the chain's
-file descriptors are given back again.
+file descriptors are given back again. A process killed by a signal runs none of this: its waiting
+records are in its file under ``<chain>.waiting/``, which the next writer writes into the chain.
 """
 
 from __future__ import annotations

@@ -1,0 +1,297 @@
+"""Records waiting in a writer's backlog for the chain's lock reach the chain, or are counted, even when
+their process is killed before it could write or spill them (SIGKILL: no exit hook runs).
+
+Another process really holds the chain's lock here (``lock_held_by_another_process``); the killed
+writer is a real process, killed with SIGKILL once its submits returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fork_support import exit_code, fork_checking
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from test_chain_lock import HANG_GUARD_S, lock_held_by_another_process
+
+from otel_route_shadow.chain import (
+    DROPPED_KIND,
+    DecisionChain,
+    EncodedPayload,
+    encode_payload,
+    iter_payloads,
+    sanitize_payload,
+    verify_chain,
+)
+from otel_route_shadow.chain import log as chain_log
+from otel_route_shadow.chain import spill as chain_spill
+from otel_route_shadow.chain.spill import HEADER_BYTES, WaitingFile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_KILLED_HOST = """
+import sys
+from otel_route_shadow.instrumentation import RouteShadowConfig, ShadowRuntime
+
+runtime = ShadowRuntime(RouteShadowConfig.resolve(chain_path=sys.argv[1], chain_lock_timeout_ms=10))
+runtime.attach()
+for n in range(int(sys.argv[2])):
+    runtime.exporter.append(n + 1, n + 1, n + 1, {"route_shadow.seam": f"waited-{n}"})
+print(runtime.exporter._log.backlog, flush=True)
+sys.stdin.read()  # killed here, with SIGKILL: no exit hook runs
+"""
+
+
+def _seams(path: Path) -> list[object]:
+    return [p.get("attributes", {}).get("route_shadow.seam", p.get("n")) for _, p in iter_payloads(path)]
+
+
+def _killed_while_waiting(path: Path, records: int) -> None:
+    """A host process submits ``records`` while another process holds the chain's lock, and is killed
+    with SIGKILL once its submits returned (all kept in its backlog)."""
+    host = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_HOST, str(path), str(records)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert host.stdout is not None
+        assert host.stdout.readline().strip() == str(records)  # every record waited: the lock never came
+    finally:
+        host.send_signal(signal.SIGKILL)
+        host.wait(HANG_GUARD_S)
+    assert host.returncode == -signal.SIGKILL
+
+
+def test_records_waiting_for_the_lock_when_their_process_is_killed_reach_the_chain_or_are_counted(
+    tmp_path: Path,
+) -> None:
+    # A host killed by a signal (SIGTERM from Pool.terminate, SIGKILL) lost the records waiting in its
+    # backlog with no trace: 10, 30 and 50 of 50 kept in three runs, the rest unmarked.
+    path = tmp_path / "chain.jsonl"
+    DecisionChain(path).append({"kind": "route-shadow", "n": "before"})
+    with lock_held_by_another_process(path):
+        _killed_while_waiting(path, 50)
+    log = DecisionChain(path)
+    for n in range(5):
+        log.append({"kind": "route-shadow", "n": f"next-{n}"})
+    seams = _seams(path)
+    waited = [f"waited-{n}" for n in range(50)]
+    assert [s for s in seams if s in waited] == waited  # every one, once, in order
+    assert [s for s in seams if str(s).startswith("next-")] == [f"next-{n}" for n in range(5)]
+    assert seams[0] == "before"
+    result = verify_chain(path)
+    assert result.intact and result.dropped_records == 0
+
+
+class Killed(BaseException):
+    """A writer killed between two lines it writes (raised where the kill lands; nothing of the writer
+    runs after it but what unwinding runs anyway, which leaves the disk as the kill would)."""
+
+
+def _encoded(writer: int, n: int) -> EncodedPayload:
+    return encode_payload(*sanitize_payload({"kind": "route-shadow", "n": f"{writer}:{n}"}))
+
+
+def _die(log: DecisionChain) -> None:
+    """What the kernel does for a killed writer: its descriptors close (its waiting file's lock goes)."""
+    for fd in (log._fd, log._waiting._fd):
+        if fd >= 0:
+            os.close(fd)
+
+
+_SLOT = st.integers(0, 1)
+_STEP = st.one_of(
+    st.tuples(st.just("submit"), _SLOT, st.integers(1, 20), st.just(False)),
+    st.tuples(st.just("hold"), st.just(0), st.just(0), st.just(False)),
+    st.tuples(st.just("release"), st.just(0), st.just(0), st.just(False)),
+    st.tuples(st.just("flush"), _SLOT, st.just(0), st.just(False)),
+    st.tuples(st.just("exit"), _SLOT, st.just(0), st.just(False)),
+    # the disk refuses the `point`th line of a drain, or (`point` 99) the spill file refuses all
+    st.tuples(st.just("fail"), _SLOT, st.integers(0, 20) | st.just(99), st.just(False)),
+    # killed once `point` more lines are written, or in a syscall of giving up the written ones'
+    # mirror lines (`point` >= 1000: that call's number); with `keep`, another thread keeps a record
+    # meanwhile
+    st.tuples(st.just("kill"), _SLOT, st.integers(0, 40) | st.integers(1000, 1005), st.booleans()),
+)
+
+
+def _refuse(*args: Any) -> None:
+    raise OSError(errno.ENOSPC, "no space")
+
+
+class _Killer:
+    """Kills a writer at a point of its next drain (see ``_STEP``)."""
+
+    def __init__(self, point: int, keep: Any, fault: type[BaseException] = Killed) -> None:
+        self.point, self.keep, self.fault = point, keep, fault
+        self.lines, self.calls, self.settling = 0, 0, False
+
+    def line(self, real: Any) -> Any:
+        def dying(log: DecisionChain, *args: Any) -> Any:
+            if self.lines == self.point:
+                raise self.fault(errno.EIO, "refused")
+            if self.lines == 0 and self.keep is not None:
+                self.keep()  # another thread's record that timed out on this instance's lock
+            self.lines += 1
+            return real(log, *args)
+
+        return dying
+
+    def syscall(self, real: Any) -> Any:
+        def dying(*args: Any) -> Any:
+            if self.settling:
+                if self.calls == self.point - 1000:
+                    raise Killed
+                self.calls += 1
+            return real(*args)
+
+        return dying
+
+    def settled(self, real: Any) -> Any:
+        def settling(mirror: Any, taken: Any) -> None:
+            self.settling = True
+            try:
+                real(mirror, taken)
+            finally:
+                self.settling = False
+
+        return settling
+
+
+def _killed_after(submitted: int, point: int, keeps: bool = False) -> list[tuple[str, int, int, bool]]:
+    """Steps: records wait, the lock is released, the writer is killed at ``point`` of its drain."""
+    return [
+        ("hold", 0, 0, False),
+        ("submit", 0, submitted, False),
+        ("release", 0, 0, False),
+        ("kill", 0, point, keeps),
+    ]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(steps=_killed_after(2, 1))  # mid-drain: the claim
+@example(steps=_killed_after(9, 1001))  # emptying the file: cut first
+@example(steps=_killed_after(1, 1003, keeps=True))  # a kept line no shorter than the written: not moved
+@example(steps=_killed_after(3, 1003, keeps=True))  # moving down: cut before the header
+@example(steps=[*_killed_after(3, 2)[:2], ("fail", 0, 99, False), *_killed_after(3, 2)[2:]])  # spill refused
+@given(steps=st.lists(_STEP, max_size=25))
+def test_every_waiting_record_reaches_the_chain_once_and_in_its_writers_order_whatever_is_killed_when(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    steps: list[tuple[str, int, int, bool]],
+) -> None:
+    monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 0)  # every append looks, as a later one would
+    path = tmp_path_factory.mktemp("chain") / "chain.jsonl"
+    DecisionChain(path).append({"kind": "route-shadow", "n": "before"})
+    holder = os.open(path, os.O_RDONLY)
+    generation = [0, 1]  # writer slot -> writer id (a killed writer is replaced by a new one)
+    logs = [DecisionChain(path, lock_timeout=0) for _ in generation]
+    numbers = [0, 0]
+    submitted: dict[int, list[str]] = {0: [], 1: []}
+
+    def submit(slot: int) -> None:
+        writer = generation[slot]
+        submitted.setdefault(writer, []).append(f"{writer}:{numbers[slot]}")
+        logs[slot].submit(_encoded(writer, numbers[slot]))
+        numbers[slot] += 1
+
+    def keep(slot: int) -> None:
+        writer = generation[slot]
+        submitted.setdefault(writer, []).append(f"{writer}:{numbers[slot]}")
+        logs[slot]._backlog.keep(_encoded(writer, numbers[slot]), 0)
+        numbers[slot] += 1
+
+    try:
+        for action, slot, count, keeps in steps:
+            log = logs[slot]
+            if action == "submit":
+                for _ in range(count):
+                    submit(slot)
+            elif action == "hold":
+                fcntl.flock(holder, fcntl.LOCK_EX)
+            elif action == "release":
+                fcntl.flock(holder, fcntl.LOCK_UN)
+            elif action == "flush":
+                log.flush(0)
+            elif action == "fail":
+                with monkeypatch.context() as patch, contextlib.suppress(OSError):
+                    if count == 99:
+                        patch.setattr(chain_spill.Spill, "keep", _refuse)
+                        log.spill(0)
+                    else:
+                        failing = _Killer(count, None, OSError)
+                        patch.setattr(DecisionChain, "_write_line", failing.line(DecisionChain._write_line))
+                        log.flush(0)
+            elif action in ("kill", "exit"):
+                if action == "exit":  # what the exporter does at a normal exit, then the process ends
+                    log.flush(0)
+                    log.spill(0)
+                else:
+                    killer = _Killer(count, (lambda slot=slot: keep(slot)) if keeps else None)
+                    with monkeypatch.context() as patch:
+                        patch.setattr(DecisionChain, "_write_line", killer.line(DecisionChain._write_line))
+                        patch.setattr(WaitingFile, "settled", killer.settled(WaitingFile.settled))
+                        for name in ("pwrite", "ftruncate"):
+                            patch.setattr(chain_spill.os, name, killer.syscall(getattr(os, name)))
+                        with contextlib.suppress(Killed):
+                            log.flush(0)
+                _die(log)
+                generation[slot] = max(generation) + 1
+                numbers[slot] = 0
+                logs[slot] = DecisionChain(path, lock_timeout=0)
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        for log in logs:
+            log.flush(None)
+        final = DecisionChain(path)
+        for n in range(sum(map(len, submitted.values())) // 16 + 4):  # a batch per append
+            final.append({"kind": "route-shadow", "n": f"final:{n}"})
+    finally:
+        os.close(holder)
+    names = [p["n"] for _, p in iter_payloads(path) if isinstance(p.get("n"), str) and ":" in p["n"]]
+    assert len(names) == len(set(names))  # nothing twice
+    for writer, records in submitted.items():
+        assert [n for n in names if n.split(":")[0] == str(writer)] == records  # all, in order
+    assert not [p for _, p in iter_payloads(path) if p.get("kind") == DROPPED_KIND]
+    waiting = path.with_name(f"{path.name}.waiting")
+    left = sorted(waiting.iterdir()) if waiting.exists() else []
+    assert {f.name for f in left} <= {log._waiting._name for log in logs}  # the dead writers' are gone
+    assert all(f.stat().st_size == HEADER_BYTES for f in left)  # the live ones' hold nothing
+    assert verify_chain(path).intact
+
+
+def test_a_forked_child_leaves_its_parents_waiting_records_to_the_parent(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    log = DecisionChain(path, lock_timeout=0)
+    with lock_held_by_another_process(path):
+        for n in range(3):
+            assert log.submit(_encoded(0, n)) is None
+
+    def child() -> bool:  # its look finds the parent's file locked: the parent lives
+        log.append({"kind": "route-shadow", "n": "child"})
+        return log.backlog == 0
+
+    assert exit_code(fork_checking(child)) == 0
+    mirror = path.with_name(f"{path.name}.waiting") / log._waiting._name
+    probe = os.open(mirror, os.O_RDONLY)
+    try:  # the child closed its copy of the descriptor without unlocking the parent's file
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(probe)
+    assert len(mirror.read_bytes().splitlines()) == 4  # the header and the parent's three
+    assert log.flush(None) == 0
+    names = [p["n"] for _, p in iter_payloads(path)]
+    assert names == ["child", "0:0", "0:1", "0:2"]
+    assert mirror.stat().st_size == HEADER_BYTES
