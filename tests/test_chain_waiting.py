@@ -295,3 +295,30 @@ def test_a_forked_child_leaves_its_parents_waiting_records_to_the_parent(tmp_pat
     names = [p["n"] for _, p in iter_payloads(path)]
     assert names == ["child", "0:0", "0:1", "0:2"]
     assert mirror.stat().st_size == HEADER_BYTES
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "symlink", "directory"])
+def test_what_is_not_a_waiting_file_blocks_nothing_and_a_waiting_folder_that_is_not_one_keeps_in_memory(
+    tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / "chain.jsonl"
+    waiting = path.with_name(f"{path.name}.waiting")
+    if kind == "file":  # no folder can be made: the records wait in memory only, as before
+        waiting.write_bytes(b"x" * 100)
+    else:
+        waiting.mkdir()
+        odd = waiting / "1-00000000"
+        if kind == "fifo":
+            os.mkfifo(odd)
+        elif kind == "symlink":
+            odd.symlink_to(path)
+        else:
+            odd.mkdir()
+    log = DecisionChain(path, lock_timeout=0)
+    log.append({"kind": "route-shadow", "n": "0:0"})
+    with lock_held_by_another_process(path):
+        assert log.submit(_encoded(0, 1)) is None
+    DecisionChain(path).append({"kind": "route-shadow", "n": "1:0"})  # a look: the odd entry is passed over
+    assert log.flush(None) == 0
+    assert [p["n"] for _, p in iter_payloads(path)] == ["0:0", "1:0", "0:1"]
+    assert verify_chain(path).intact
