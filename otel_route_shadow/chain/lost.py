@@ -25,8 +25,7 @@ from otel_route_shadow.chain.backlog import REASON_WRITE_FAILED, dropped_event, 
 from otel_route_shadow.chain.canonical import canonical_bytes
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S
 from otel_route_shadow.chain.quarantine import CHAIN_FILE_MODE
-from otel_route_shadow.chain.record import EMPTY_MARKS, ChainHead, EncodedPayload
-from otel_route_shadow.chain.spill import LineWriter
+from otel_route_shadow.chain.record import EMPTY_MARKS, ChainHead, EncodedPayload, LineWriter
 from otel_route_shadow.files import open_regular, write_all
 from otel_route_shadow.locking import flock_bounded, release
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -38,6 +38,7 @@ __all__ = [
     "ChainHead",
     "ChainRecord",
     "EncodedPayload",
+    "LineWriter",
     "PayloadTemplate",
     "encode_payload",
     "encode_record",
@@ -122,6 +123,11 @@ class EncodedPayload(NamedTuple):
 
     payload: bytes
     marks: bytes
+
+
+LineWriter = Callable[[int, ChainHead | None, int, EncodedPayload], tuple[ChainHead, int]]
+"""Appends one entry as a record at ``size`` after ``head`` on the chain's descriptor (the writer's one
+door for every line: ``DecisionChain._write_line``)."""
 
 
 def encode_payload(payload: dict[str, Any], marks: list[RedactionMark]) -> EncodedPayload:

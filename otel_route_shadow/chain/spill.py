@@ -37,7 +37,6 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Callable
 from typing import Final
 
 import orjson
@@ -53,6 +52,7 @@ from otel_route_shadow.chain.record import (
     MAX_ENTRY_BYTES,
     ChainHead,
     EncodedPayload,
+    LineWriter,
     encode_payload,
     redactions_problem,
 )
@@ -85,10 +85,6 @@ _MAGIC_V1: Final = b"route-shadow-spill/1"
 _UNCLAIMED: Final = -1
 _EVENT_ROOM: Final = 512
 """Room kept for the ``spill-full`` event when entries do not all fit."""
-
-
-LineWriter = Callable[[int, ChainHead | None, int, EncodedPayload], tuple[ChainHead, int]]
-"""Appends one entry as a record at ``size`` after ``head`` on the chain's descriptor."""
 
 
 def _header(claimed: int, claim_ns: int, following: int) -> bytes:
