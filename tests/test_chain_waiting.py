@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from test_chain_lock import HANG_GUARD_S, lock_held_by_another_process
 
 from otel_route_shadow.chain import (
-    DROPPED_KIND,
+    BACKLOG_RECORDS,
     DecisionChain,
     EncodedPayload,
     encode_payload,
@@ -34,7 +34,7 @@ from otel_route_shadow.chain import (
 )
 from otel_route_shadow.chain import log as chain_log
 from otel_route_shadow.chain import spill as chain_spill
-from otel_route_shadow.chain.spill import HEADER_BYTES, WaitingFile
+from otel_route_shadow.chain.spill import DROPPED_SUFFIX, HEADER_BYTES, WaitingFile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -181,23 +181,28 @@ def _killed_after(submitted: int, point: int, keeps: bool = False) -> list[tuple
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@example(steps=_killed_after(2, 1))  # mid-drain: the claim
-@example(steps=_killed_after(9, 1001))  # emptying the file: cut first
-@example(steps=_killed_after(1, 1003, keeps=True))  # a kept line no shorter than the written: not moved
-@example(steps=_killed_after(3, 1003, keeps=True))  # moving down: cut before the header
-@example(steps=[*_killed_after(3, 2)[:2], ("fail", 0, 99, False), *_killed_after(3, 2)[2:]])  # spill refused
-@given(steps=st.lists(_STEP, max_size=25))
+# mid-drain: the claim; emptying the file: cut first; a kept line no shorter than the written ones: not
+# moved down; moving down: cut before the header; the spill file refused; killed holding counts
+@example(steps=_killed_after(2, 1), capacity=BACKLOG_RECORDS)
+@example(steps=_killed_after(9, 1001), capacity=BACKLOG_RECORDS)
+@example(steps=_killed_after(1, 1003, keeps=True), capacity=BACKLOG_RECORDS)
+@example(steps=_killed_after(3, 1003, keeps=True), capacity=BACKLOG_RECORDS)
+@example(steps=[*_killed_after(3, 2)[:2], ("fail", 0, 99, False), *_killed_after(3, 2)[2:]], capacity=4096)
+@example(steps=[*_killed_after(9, 0)[:2], ("kill", 0, 0, False)], capacity=4)
+@given(steps=st.lists(_STEP, max_size=25), capacity=st.sampled_from([BACKLOG_RECORDS, 4]))
 def test_every_waiting_record_reaches_the_chain_once_and_in_its_writers_order_whatever_is_killed_when(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
     steps: list[tuple[str, int, int, bool]],
+    capacity: int,
 ) -> None:
+    # with a backlog of 4, records past it are counted: the counts reach the chain too (at least once)
     monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 0)  # every append looks, as a later one would
     path = tmp_path_factory.mktemp("chain") / "chain.jsonl"
     DecisionChain(path).append({"kind": "route-shadow", "n": "before"})
     holder = os.open(path, os.O_RDONLY)
     generation = [0, 1]  # writer slot -> writer id (a killed writer is replaced by a new one)
-    logs = [DecisionChain(path, lock_timeout=0) for _ in generation]
+    logs = [DecisionChain(path, lock_timeout=0, backlog=capacity) for _ in generation]
     numbers = [0, 0]
     submitted: dict[int, list[str]] = {0: [], 1: []}
 
@@ -250,24 +255,35 @@ def test_every_waiting_record_reaches_the_chain_once_and_in_its_writers_order_wh
                 _die(log)
                 generation[slot] = max(generation) + 1
                 numbers[slot] = 0
-                logs[slot] = DecisionChain(path, lock_timeout=0)
+                logs[slot] = DecisionChain(path, lock_timeout=0, backlog=capacity)
         fcntl.flock(holder, fcntl.LOCK_UN)
         for log in logs:
             log.flush(None)
         final = DecisionChain(path)
-        for n in range(sum(map(len, submitted.values())) // 16 + 4):  # a batch per append
+        batches = 2 * (sum(map(len, submitted.values())) // 16 + max(generation)) + 4  # spill, dead writers'
+        for n in range(batches):  # a batch per append
             final.append({"kind": "route-shadow", "n": f"final:{n}"})
     finally:
         os.close(holder)
-    names = [p["n"] for _, p in iter_payloads(path) if isinstance(p.get("n"), str) and ":" in p["n"]]
+    names = [p["n"] for _, p in iter_payloads(path) if str(p.get("n"))[:1].isdigit()]
     assert len(names) == len(set(names))  # nothing twice
-    for writer, records in submitted.items():
-        assert [n for n in names if n.split(":")[0] == str(writer)] == records  # all, in order
-    assert not [p for _, p in iter_payloads(path) if p.get("kind") == DROPPED_KIND]
+    for writer, records in submitted.items():  # in order, every one not counted as dropped
+        assert [n for n in names if n.split(":")[0] == str(writer)] == [n for n in records if n in names]
+    dropped = verify_chain(path).dropped_records
+    total = sum(map(len, submitted.values()))
+    if capacity >= BACKLOG_RECORDS:
+        assert len(names) == total and dropped == 0
+    else:  # a kill between writing a drop event and giving its count up counts it twice, never loses it
+        assert len(names) + dropped >= total
+        if not any(step[0] == "kill" for step in steps):
+            assert len(names) + dropped == total
     waiting = path.with_name(f"{path.name}.waiting")
     left = sorted(waiting.iterdir()) if waiting.exists() else []
-    assert {f.name for f in left} <= {log._waiting._name for log in logs}  # the dead writers' are gone
-    assert all(f.stat().st_size == HEADER_BYTES for f in left)  # the live ones' hold nothing
+    live = {log._waiting._name for log in logs}
+    assert {f.name.removesuffix(DROPPED_SUFFIX) for f in left} <= live  # the dead writers' are gone
+    for f in left:  # the live ones' hold nothing
+        content = f.read_bytes()
+        assert content.split() == [b"{}"] if f.name.endswith(DROPPED_SUFFIX) else len(content) == HEADER_BYTES
     assert verify_chain(path).intact
 
 
@@ -322,3 +338,37 @@ def test_what_is_not_a_waiting_file_blocks_nothing_and_a_waiting_folder_that_is_
     assert log.flush(None) == 0
     assert [p["n"] for _, p in iter_payloads(path)] == ["0:0", "1:0", "0:1"]
     assert verify_chain(path).intact
+
+
+_KILLED_WRITER = """
+import sys
+from otel_route_shadow.chain import DecisionChain, encode_payload, sanitize_payload
+
+log = DecisionChain(sys.argv[1], lock_timeout=0, backlog=3)
+for n in range(10):
+    log.submit(encode_payload(*sanitize_payload({"kind": "route-shadow", "n": f"0:{n}"})))
+print(log.backlog_records, flush=True)
+sys.stdin.read()  # killed here, with SIGKILL
+"""
+
+
+def test_the_drop_counts_of_a_writer_killed_with_a_full_backlog_reach_the_chain(tmp_path: Path) -> None:
+    path = tmp_path / "chain.jsonl"
+    with lock_held_by_another_process(path):
+        host = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_WRITER, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=ROOT,
+        )
+        try:
+            assert host.stdout is not None
+            assert host.stdout.readline().strip() == b"10"  # three kept, seven counted
+        finally:
+            host.send_signal(signal.SIGKILL)
+            host.wait(HANG_GUARD_S)
+    DecisionChain(path).append({"kind": "route-shadow", "n": "next"})
+    payloads = [p for _, p in iter_payloads(path)]
+    assert [p.get("n", p["kind"]) for p in payloads] == ["0:0", "0:1", "0:2", "records-dropped", "next"]
+    assert payloads[3]["count"] == 7 and payloads[3]["reason"] == "chain-lock-timeout"
+    assert verify_chain(path).dropped_records == 7

@@ -169,6 +169,7 @@ class Mirror(Protocol):
     def take(self, claim_at: int | None) -> tuple[int, int]: ...
     def restore(self, taken: tuple[int, int]) -> None: ...
     def settled(self, taken: tuple[int, int]) -> None: ...
+    def counted(self, counts: dict[str, list[int]], *, create: bool = False) -> None: ...
 
 
 Taken = tuple[list[EncodedPayload], tuple[int, int] | None]
@@ -180,8 +181,10 @@ class Backlog:
 
     Thread-safe on its own: a thread that could not even get its writer's in-process lock in time
     keeps its record here without it. With a ``mirror``, each kept record is written there too, in the
-    same order, and given up there once :meth:`settled` (written, spilled or counted): what a killed
-    process leaves on disk is what it had not written yet (the counts stay in memory only).
+    same order, and given up there once :meth:`settled` (written, spilled or counted), and so are the
+    counts once records were dropped for the lock: what a killed process leaves on disk is what it had
+    not written yet (the disk's refusals alone, which may have no room for a file, are counted in
+    memory only).
     """
 
     def __init__(self, capacity: int = BACKLOG_RECORDS, mirror: Mirror | None = None) -> None:
@@ -211,6 +214,8 @@ class Backlog:
                     self.mirror.keep(entry)
                 return True
             self._count(DROPPED_REASON, now_ns)
+            if self.mirror is not None:
+                self.mirror.counted(self._dropped, create=True)
             return False
 
     def count_dropped(self, reason: str, now_ns: int) -> None:
@@ -247,6 +252,7 @@ class Backlog:
         if taken is not None and self.mirror is not None:
             with self._lock:
                 self.mirror.settled(taken)
+                self.mirror.counted(self._dropped)  # the counts taken are gone from it too
 
     def restore(self, entries: list[EncodedPayload], taken: tuple[int, int] | None) -> None:
         """Put back, in front and in order, what :meth:`take` returned but could not be written (with
@@ -268,6 +274,7 @@ class Backlog:
             self._items.extendleft(reversed(records))
             if taken is not None and self.mirror is not None:
                 self.mirror.restore(taken)
+                self.mirror.counted(self._dropped)
 
 
 def dropped_event_of(entry: EncodedPayload) -> tuple[str, int, int, int] | None:

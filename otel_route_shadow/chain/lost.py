@@ -29,7 +29,7 @@ from otel_route_shadow.chain.record import EMPTY_MARKS, ChainHead, EncodedPayloa
 from otel_route_shadow.files import open_regular, write_all
 from otel_route_shadow.locking import flock_bounded, release
 
-__all__ = ["LOST_BYTES", "LostRecords"]
+__all__ = ["LOST_BYTES", "LostRecords", "padded"]
 
 LOST_BYTES: Final = 512
 """The size of ``<chain>.lost``: room for every reason's count, fixed so it is rewritten in place."""
@@ -47,6 +47,12 @@ def _encoded(counts: Counts) -> bytes:
 
 
 _EMPTY: Final = b"{}".ljust(LOST_BYTES - 1) + b"\n"
+
+
+def padded(counts: Counts) -> bytes:
+    """The counts as the file holds them padded to its full size, which ``write_into`` reads as it
+    reads a file ``mark`` wrote (a writer's own counts file, ``chain.spill.WaitingFile``)."""
+    return _encoded(counts)[:-1].ljust(LOST_BYTES - 1) + b"\n"
 
 
 def _decoded(data: bytes) -> Counts:
@@ -71,10 +77,11 @@ def _decoded(data: bytes) -> Counts:
 
 
 class LostRecords:
-    """The ``<chain>.lost`` file of the chain at ``chain_path``."""
+    """The ``<chain>.lost`` file of the chain at ``chain_path`` (or the file at ``path`` in its format: the
+    counts of a killed writer's backlog, ``chain.spill.WaitingFile``)."""
 
-    def __init__(self, chain_path: str, lock_timeout: float | None) -> None:
-        self.path = chain_path + ".lost"
+    def __init__(self, chain_path: str, lock_timeout: float | None, path: str | None = None) -> None:
+        self.path = chain_path + ".lost" if path is None else path
         self._timeout = lock_timeout
 
     def reserve(self) -> None:

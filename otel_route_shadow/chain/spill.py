@@ -45,6 +45,7 @@ from otel_route_shadow.chain.backlog import REASON_SPILL_FULL, REASON_SPILL_UNRE
 from otel_route_shadow.chain.canonical import canonical_bytes
 from otel_route_shadow.chain.errors import ChainLockTimeout, ChainPayloadError
 from otel_route_shadow.chain.group_commit import LOCK_POLL_S
+from otel_route_shadow.chain.lost import LostRecords, padded
 from otel_route_shadow.chain.quarantine import CHAIN_FILE_MODE, complete_lines
 from otel_route_shadow.chain.record import (
     DROPPED_KIND,
@@ -76,6 +77,8 @@ SPILL_BATCH_RECORDS: Final = 16
 """Most spilled entries one append writes into the chain (the rest go with the next appends)."""
 SPILL_BATCH_BYTES: Final = 64 * 1024
 """Most bytes of spilled entries one append reads (at least one entry, whatever its size)."""
+DROPPED_SUFFIX: Final = ".dropped"
+"""A waiting file's companion, its writer's counts of dropped records (:meth:`WaitingFile.counted`)."""
 WAITING_FILES_LOOKED: Final = 256
 """Most names of ``<chain>.waiting/`` one look reads, a bound on its work in a folder that may be hostile
 (more live writers' files than that can hide a dead one's until they are gone)."""
@@ -241,6 +244,8 @@ class WaitingFile:
         self._chain = chain_path
         self._name = ""
         self._fd = -1
+        self._cfd = -1
+        """The companion file of the backlog's drop counts (:meth:`counted`), once there were any."""
         self._start = self._end = HEADER_BYTES
         """The lines not taken yet: ``[start, end)``; the file ends at ``end``."""
         self._claimed = False
@@ -300,12 +305,30 @@ class WaitingFile:
         except OSError as exc:  # the claim stays: a reaper finds the written lines in the chain
             self._cannot(exc)
 
+    def counted(self, counts: dict[str, list[int]], *, create: bool = False) -> None:
+        """The backlog's counts of dropped records now (by reason: count, first and last time), in the
+        file's companion ``<name>.dropped`` (``<chain>.lost``'s format, rewritten in place; made when
+        ``create``, a record dropped for the lock): the next writer's look writes them after the
+        file's records when the writer dies first."""
+        if self._cfd < 0:
+            if not create or (self._fd < 0 and not self._create()):
+                return
+            try:
+                path = os.path.join(self.dir, self._name + DROPPED_SUFFIX)
+                self._cfd = open_regular(path, os.O_RDWR | os.O_CREAT, CHAIN_FILE_MODE, follow_symlinks=False)
+            except OSError as exc:
+                self._cannot(exc)
+                return
+        with contextlib.suppress(OSError):
+            os.pwrite(self._cfd, padded(counts), 0)
+
     def forget(self) -> None:
-        """In a forked child: the parent's file is the parent's (closed here, its lock left to it)."""
-        if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-        self._fd, self._name, self._claimed = -1, "", False
+        """In a forked child: the parent's files are the parent's (closed here, the lock left to it)."""
+        for fd in (self._fd, self._cfd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fd, self._cfd, self._name, self._claimed = -1, -1, "", False
         self._start = self._end = HEADER_BYTES
 
     def _create(self) -> bool:
@@ -353,7 +376,7 @@ class WaitingFile:
             return head, size, False
         for name in names:
             path = os.path.join(self.dir, name)
-            if name == self._name:
+            if name == self._name or name.endswith(DROPPED_SUFFIX):
                 continue
             try:
                 wfd = open_regular(path, os.O_RDWR, follow_symlinks=False)
@@ -367,9 +390,12 @@ class WaitingFile:
                 if os.fstat(wfd).st_nlink == 0:
                     continue
                 head, size, left = Spill(self._chain, 0.0, path)._write_batch(wfd, fd, head, size, write)
-                if not left:
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
+                if not left:  # then the counts, after the records, as the backlog hands them out
+                    counts = LostRecords(self._chain, 0.0, path + DROPPED_SUFFIX)
+                    head, size = counts.write_into(fd, head, size, write)
+                    for done in (counts.path, path):
+                        with contextlib.suppress(OSError):
+                            os.unlink(done)
                 return head, size, True
             finally:
                 release(wfd)
