@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from otel_route_shadow.core import RequestFace, RouteContext, ServedRoute
 from otel_route_shadow.instrumentation.checkpointing import (
@@ -214,7 +214,7 @@ class RouteShadowConfig(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     seams: tuple[SeamSpec, ...] = ()
-    chain_path: Path = DEFAULT_CHAIN_PATH
+    chain_path: Path = Field(default=DEFAULT_CHAIN_PATH, validate_default=True)
     store: Path | None = None
     durability: Literal["flush", "fsync"] = "flush"
     strict: bool = False
@@ -235,6 +235,13 @@ class RouteShadowConfig(BaseModel):
     flag_event: FlagEventSink = "log"
     in_process_seams: tuple[str, ...] = ()
     settings: Any = Field(default=None, exclude=True)
+
+    @field_validator("chain_path", "store", "signing_key", "witness_policy")
+    @classmethod
+    def _absolute(cls, path: Path | None) -> Path | None:
+        """A relative path is taken from the working directory at ``instrument()``: a host that changes
+        directory later still writes the same chain and reads the same store."""
+        return None if path is None else path.absolute()
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> RouteShadowConfig:

@@ -301,6 +301,27 @@ def test_settings_come_from_the_environment_and_keywords_win() -> None:
         RouteShadowConfig.resolve(environ={}, chian_path="typo")
 
 
+def test_a_host_that_changes_directory_after_instrument_keeps_writing_its_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a relative chain path was opened anew from each later working directory: after the host's chdir
+    # every record was lost, unmarked, and the store was looked for under the new directory
+    monkeypatch.chdir(tmp_path)
+    h = make_harness(tmp_path, chain_path="route-shadow/chain.jsonl", store="store")
+    elsewhere = tmp_path / "job-workdir"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    try:
+        for job in _jobs(2):
+            with shadow_spawn(factory.context_for(job, "agentic"), seam="m"):
+                pass
+    finally:
+        h.instrumentor.uninstrument()
+    assert not any(elsewhere.iterdir())
+    monkeypatch.chdir(tmp_path)
+    assert len(h.records()) == 2
+
+
 def test_record_route_shadow_returns_a_record_or_none_never_a_route() -> None:
     job = _jobs(1)[0]
     record = record_route_shadow("seam", factory.context_for(job, "agentic"), PolicySnapshot())
