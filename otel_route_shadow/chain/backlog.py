@@ -200,10 +200,10 @@ class Backlog:
     def __len__(self) -> int:
         return len(self._items) + len(self._dropped)
 
-    def records(self) -> int:
-        """How many records the backlog stands for: those kept and those counted as dropped."""
+    def records(self) -> tuple[int, int]:
+        """How many records the backlog stands for: those kept, and those counted as dropped."""
         with self._lock:
-            return len(self._items) + sum(counted[0] for counted in self._dropped.values())
+            return len(self._items), sum(counted[0] for counted in self._dropped.values())
 
     def keep(self, entry: EncodedPayload, now_ns: int) -> bool:
         """Keep ``entry`` after the others; False when the backlog is full and it was counted instead."""

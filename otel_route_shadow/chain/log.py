@@ -273,8 +273,9 @@ class DecisionChain:
         self._backlog.count_dropped(reason, time.time_ns())
 
     @property
-    def backlog_records(self) -> int:
-        """How many records the backlog stands for: those it keeps and those it counted as dropped."""
+    def backlog_records(self) -> tuple[int, int]:
+        """How many records the backlog stands for: those it keeps, and those it only counts as dropped
+        (a ``records-dropped`` event, not the records)."""
         return self._backlog.records()
 
     def head(self) -> ChainHead | None:

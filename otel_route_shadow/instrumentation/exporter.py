@@ -194,7 +194,8 @@ class RouteShadowChainExporter:
         except Exception as exc:  # a disk error at exit: say so, never raise into the host
             why = f"could not be written to {self._path}: {_cause(exc)}"
             _LOG.warning("route shadow could not write its waiting chain records: %s", _cause(exc))
-        left = log.backlog_records
+        kept, dropped = log.backlog_records
+        left = kept + dropped
         if not log.backlog:
             return 0
         if not spill:
@@ -205,12 +206,14 @@ class RouteShadowChainExporter:
         except Exception as exc:
             return self._mark_lost(log, left, exc)
         _LOG.warning(
-            "route shadow: %d chain records could not be written to %s within %g s; kept in %s, which the "
-            "next writer writes into the chain first",
+            "route shadow: %d chain records could not be written to %s within %g s: %d kept in %s%s; the next "
+            "writer writes them into the chain first",
             left,
             self._path,
             timeout,
+            kept,
             log.spill_path,
+            f", {dropped} lost and counted there as records-dropped" if dropped else "",
         )
         return 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -255,6 +256,13 @@ def test_a_file_size_limit_is_logged_as_efbig_never_blamed_on_the_lock(root: Pat
     _, log = _run_driver(FAULTS["file-size limit"], root)
     assert "EFBIG (File too large)" in log, log
     assert "lock" not in log, log
+
+
+def test_records_the_disk_refused_are_never_said_to_be_kept_in_the_spill_file(root: Path) -> None:
+    # The exit's line said "N chain records ... kept in <chain>.spill, which the next writer writes
+    # into the chain": under a file-size limit the records were lost and only their count was spilled.
+    _, log = _run_driver(FAULTS["file-size limit"], root)
+    assert re.search(r": 0 kept in \S+/chain\.jsonl\.spill, [1-9][0-9]* lost and counted there", log), log
 
 
 def test_records_a_file_size_limit_refused_are_a_gap_in_the_chain_once_writing_works_again(

@@ -52,7 +52,7 @@ def _waiting() -> int:
     """How many records wait in this process's backlog."""
     runtime = RouteShadowInstrumentor().runtime
     assert runtime is not None and runtime.exporter._log is not None
-    return runtime.exporter._log.backlog_records
+    return sum(runtime.exporter._log.backlog_records)
 
 
 def _task(_: int) -> int:
