@@ -66,7 +66,14 @@ from otel_route_shadow.logstore import (
     read_witness_policy_file,
 )
 from otel_route_shadow.redacted_log import LOG as _LOG
-from otel_route_shadow.tlog import Signer, WitnessPolicy, WitnessPolicyError
+from otel_route_shadow.tlog import (
+    HASH_SIZE,
+    Checkpoint,
+    CheckpointError,
+    Signer,
+    WitnessPolicy,
+    WitnessPolicyError,
+)
 from otel_route_shadow.witness import DEFAULT_PUSHES_PER_DAY, CheckpointWitnessing, WitnessConfigError
 from otel_route_shadow.worker import AFTER_FORK, Worker, WorkerName
 
@@ -443,15 +450,9 @@ def scheduled_checkpointer(
     cannot be used is logged (one line, never a key's content) and left out; a retention that cannot be
     applied as configured (no signing key, a policy that cannot be read) is off, one line saying why."""
     signers, unsigned = _signers(signing_key, origin)
-    if origin is not None and redact_text(origin)[1]:
-        origin = None
-        signers, unsigned = (
-            (),
-            (
-                "the origin set looks like a credential (redacted on spans and records, every checkpoint would "
-                "publish it in full): the default origin is used"
-            ),
-        )
+    refused = _refused_origin(origin) if origin else None
+    if refused is not None:
+        origin, signers, unsigned = None, (), f"{refused}: the default origin is used"
     log_origin = origin or (signers[0].name if signers else default_origin(chain_path))
     retention = (
         _retention(chain_path, signers, witness_policy, retention_records, retention_delete)
@@ -535,6 +536,17 @@ def _retention(
         return None
     verifiers = [signer.verifier() for signer in signers]
     return HostRetention(chain_path, keep, verifiers, policy, delete=delete)
+
+
+def _refused_origin(origin: str) -> str | None:
+    """Why a configured origin cannot name the log, or None."""
+    try:
+        Checkpoint(origin, 0, bytes(HASH_SIZE)).text()  # else every checkpoint would fail
+    except CheckpointError as exc:
+        return f"the origin set cannot be a checkpoint's ({exc})"
+    if redact_text(origin)[1]:  # redacted on spans and records, published in full by every checkpoint
+        return "the origin set looks like a credential (every checkpoint would publish it in full)"
+    return None
 
 
 def _signers(signing_key: str | None, origin: str | None) -> tuple[tuple[Signer, ...], str | None]:

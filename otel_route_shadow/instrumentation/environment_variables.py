@@ -63,7 +63,8 @@ OTEL_PYTHON_ROUTE_SHADOW_ORIGIN = "OTEL_PYTHON_ROUTE_SHADOW_ORIGIN"
 
 The log's name in its checkpoints. Defaults to the signing key's name; without a key, to
 ``<host>/route-shadow/<16 hex of SHA-256 of the chain's absolute path>``. An origin that differs from
-the key's name is refused at start (checkpoints are then unsigned).
+the key's name is refused at start (checkpoints are then unsigned); so is one that looks like a credential
+or that no checkpoint can hold (a control character, over 4,096 characters): the default origin is used.
 """
 
 OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY = "OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY"

@@ -24,7 +24,7 @@ from otel_route_shadow.cli import main as cli_main
 from otel_route_shadow.demo import factory
 from otel_route_shadow.instrumentation import checkpointing
 from otel_route_shadow.instrumentation.config import RouteShadowConfig
-from otel_route_shadow.logstore import LogStore, generate_key_file
+from otel_route_shadow.logstore import LogStore, default_origin, generate_key_file
 from otel_route_shadow.tlog import Signer, parse_note, verify_cosignatures
 from otel_route_shadow.witness import client
 from otel_route_shadow.worker import WorkerName
@@ -115,6 +115,24 @@ def test_an_origin_that_differs_from_the_keys_name_is_refused_with_one_line_and_
     assert "PRIVATE" not in line
     note = LogStore(h.chain).notes().notes[-1]
     assert note == "example.com/another-name\n4\n" + note.split("\n")[2] + "\n"  # unsigned: the text alone
+
+
+@pytest.mark.parametrize("origin", ["example.com/tab\there", "example.com/" + "a" * 5000])
+def test_an_origin_no_checkpoint_can_hold_is_refused_at_start_and_the_default_origin_is_used(
+    tmp_path: Path, origin: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An origin with a control character or over 4,096 characters was taken: every checkpoint then
+    # failed ("will retry", forever), so the chain was never checkpointed.
+    with caplog.at_level(logging.WARNING, logger="otel_route_shadow"):
+        h = make_harness(tmp_path, origin=origin, **QUIET)
+        try:
+            _spawn(2)
+        finally:
+            _close(h)
+    [line] = _warnings(caplog)
+    assert "checkpoints unsigned: the origin set cannot be a checkpoint's" in line and origin not in line
+    note = LogStore(h.chain).notes().notes[-1]
+    assert note.split("\n")[:2] == [default_origin(str(h.chain)), "2"]
 
 
 @pytest.mark.parametrize(
