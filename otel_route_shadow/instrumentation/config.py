@@ -241,6 +241,8 @@ class RouteShadowConfig(BaseModel):
     def _absolute(cls, path: Path | None) -> Path | None:
         """A relative path is taken from the working directory at ``instrument()``: a host that changes
         directory later still writes the same chain and reads the same store."""
+        if path is not None and "\0" in str(path):  # no file has such a name: a setting, not a bug
+            raise ValueError("a path holds a NUL character")
         return None if path is None else path.absolute()
 
     @classmethod

@@ -301,6 +301,19 @@ def test_settings_come_from_the_environment_and_keywords_win() -> None:
         RouteShadowConfig.resolve(environ={}, chian_path="typo")
 
 
+def test_a_store_path_holding_a_nul_is_a_bad_setting_never_a_bug_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # store="a\0b" was taken: each spawn then logged "route shadow bug in store" with a traceback (and
+    # under OTEL_PYTHON_ROUTE_SHADOW_STRICT=true raised into the host before its call).
+    with caplog.at_level(logging.WARNING, logger="otel_route_shadow"):
+        h = make_harness(tmp_path, store="policies\0x", strict=True)
+        with shadow_spawn(factory.context_for(_jobs(1)[0], "agentic"), seam="m"):
+            pass
+    lines = [r.getMessage() for r in caplog.records if r.name == "otel_route_shadow"]
+    assert lines == [h.instrumentor.refused] and "store: Value error, a path holds a NUL character" in lines[0]
+
+
 def test_a_host_that_changes_directory_after_instrument_keeps_writing_its_chain(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
