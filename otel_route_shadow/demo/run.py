@@ -10,6 +10,7 @@ log's own key, generated in that folder on the first run (``log.key``, mode 0600
 from __future__ import annotations
 
 import os
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
@@ -183,7 +184,9 @@ def run_demo(
     summary = DemoSummary(spawns=spawns, chain_path=str(chain_path))
     summary.snapshot_revision, summary.snapshot_hash = _prepare_store(store_dir, policies)
     key_path, vkey_path, summary.verifier_key = _demo_log_key(out_dir)
-    summary.verify_command = f"otel-route-shadow verify {chain_path} --key {vkey_path}"
+    summary.verify_command = shlex.join(
+        ["otel-route-shadow", "verify", str(chain_path), "--key", str(vkey_path)]
+    )
     audit = DecisionChain(chain_path)
     head = audit.head()
     after_seq = head.seq if head is not None else -1

@@ -76,6 +76,15 @@ def test_demo_signs_its_checkpoints_with_a_key_it_generates_and_prints_the_audit
     assert "consistent with 2 checkpoint(s), largest size 17" in capsys.readouterr().out
 
 
+def test_the_auditors_check_runs_as_printed_from_a_folder_with_a_space(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The line was printed unquoted: pasted into a shell, "verify" got two arguments and failed.
+    assert main(["demo", "--out", str(tmp_path / "route shadow"), "--spawns", "3", "--quiet"]) == 0
+    command = re.search(r"auditor's check    otel-route-shadow (verify .*)", capsys.readouterr().out)
+    assert command is not None and main(shlex.split(command.group(1))) == 0
+
+
 def test_the_demo_signs_with_the_key_the_environment_names_not_one_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
