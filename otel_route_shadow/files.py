@@ -322,7 +322,8 @@ def write_atomic(
     """Replace ``path`` with ``data`` durably: after a crash it holds all of ``data`` or what it held.
 
     ``data`` is the bytes, or an iterable of blocks for content too large to hold at once. The
-    temporary file is created beside the target (``O_EXCL``, ``mode``), written in full, synced,
+    temporary file is created beside the target (``O_EXCL``, ``mode`` less the umask, as every file the
+    package creates: an operator's umask 077 is kept), written in full, synced,
     then renamed over the target; with ``exclusive`` it is hard-linked instead, so an existing name is
     never replaced (``FileExistsError``). The directory is synced last. On any failure the temporary
     file is removed and the error raised.
@@ -345,7 +346,6 @@ def write_atomic(
         try:
             for block in (data,) if isinstance(data, bytes) else data:
                 write_all(fd, block)
-            os.fchmod(fd, mode)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -122,6 +123,18 @@ def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path: Path) -> None:
     assert target.read_bytes() == b"two"
     assert target.stat().st_mode & 0o777 == 0o600
     assert os.listdir(tmp_path) == ["state"]
+
+
+def test_an_atomic_write_keeps_the_operators_umask(tmp_path: Path) -> None:
+    # The temporary file was chmod-ed to ``mode`` after its creation: under umask 077 the policy store's
+    # current.json and the log's state, checkpoint and tiles were made 0644, readable by every user.
+    old = os.umask(0o077)
+    try:
+        write_atomic(tmp_path / "public", b"x")
+        write_atomic(tmp_path / "private", b"x", mode=0o600)
+    finally:
+        os.umask(old)
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()} == {"public": 0o600, "private": 0o600}
 
 
 def test_exclusive_atomic_write_never_replaces(tmp_path: Path) -> None:
