@@ -204,8 +204,8 @@ def env_disabled() -> bool:
 
 
 def _env(environ: Mapping[str, str], name: str) -> str | None:
-    value = environ.get(name)
-    return value if value else None
+    """A variable's value without surrounding whitespace (the CR of a CRLF env file, say); None when blank."""
+    return environ.get(name, "").strip() or None
 
 
 class RouteShadowConfig(BaseModel):
@@ -261,7 +261,7 @@ class RouteShadowConfig(BaseModel):
             values["store"] = Path(store)
         durability = _env(env, OTEL_PYTHON_ROUTE_SHADOW_DURABILITY)
         if durability is not None:
-            values["durability"] = durability.strip().lower()
+            values["durability"] = durability.lower()
         values.update(_telemetry_settings(env))
         milliseconds = "a whole number of milliseconds"
         values.update(
@@ -307,7 +307,7 @@ def _telemetry_settings(env: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     flag_event = _env(env, OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT)
     if flag_event is not None:
-        values["flag_event"] = flag_event.strip().lower()
+        values["flag_event"] = flag_event.lower()
     in_process = _env(env, OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS)
     if in_process is not None:
         values["in_process_seams"] = _names(in_process)
@@ -319,7 +319,7 @@ def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     origin = _env(env, OTEL_PYTHON_ROUTE_SHADOW_ORIGIN)
     if origin is not None:
-        values["origin"] = origin.strip()
+        values["origin"] = origin
     key = _env(env, OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY)
     if key is not None:
         values["signing_key"] = Path(key)
@@ -366,7 +366,7 @@ def _numbers(env: Mapping[str, str], *settings: tuple[str, str, Callable[[str], 
         text = _env(env, name)
         if text is not None:
             try:
-                values[key] = parse(text.strip())
+                values[key] = parse(text)
             except ValueError:
                 raise ValueError(f"{name}: expected {what}") from None
     return values

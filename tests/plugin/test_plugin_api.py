@@ -301,6 +301,14 @@ def test_settings_come_from_the_environment_and_keywords_win() -> None:
         RouteShadowConfig.resolve(environ={}, chian_path="typo")
 
 
+def test_a_path_from_an_env_file_with_crlf_line_ends_names_the_file_without_the_cr() -> None:
+    # Only some settings were stripped: CHAIN_PATH="/var/chain.jsonl\r" wrote a chain named with the CR
+    # beside the one the operator then verified, and a blank path was a file named with spaces.
+    env = {"OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH": "/var/chain.jsonl\r", "OTEL_PYTHON_ROUTE_SHADOW_STORE": " "}
+    config = RouteShadowConfig.resolve(environ=env)
+    assert config.chain_path == Path("/var/chain.jsonl") and config.store is None
+
+
 def test_a_store_path_holding_a_nul_is_a_bad_setting_never_a_bug_traceback(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
