@@ -3,9 +3,9 @@
 Each is mirrored by an ``instrument()`` keyword of the same name in lower case without the prefix
 (the keyword wins; :class:`~otel_route_shadow.instrumentation.config.RouteShadowConfig` reads them).
 Empty or blank means unset, and a value is read without surrounding whitespace; a boolean is true only
-for ``true`` (case-insensitive), as everywhere in OpenTelemetry. A relative path is taken from the working directory at ``instrument()``. The settings
-table of docs/instrumenting.md lists the same names (``tests/plugin/test_plugin_api.py`` holds the two
-together).
+for ``true`` (case-insensitive), as everywhere in OpenTelemetry. A relative path is taken from the
+working directory at ``instrument()`` (without it, at the first shadowed call). The settings table of
+docs/instrumenting.md lists the same names (``tests/plugin/test_plugin_api.py`` holds the two together).
 """
 
 OTEL_PYTHON_ROUTE_SHADOW_SEAMS = "OTEL_PYTHON_ROUTE_SHADOW_SEAMS"
