@@ -118,6 +118,45 @@ def test_a_spill_is_written_before_the_next_writers_own_records_and_only_once(tm
     assert verify_chain(path).intact
 
 
+def test_verify_says_a_spill_file_holds_records_the_chain_does_not_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # verify said "intact: 1 records" and nothing else while the spill file held two more: a host stopped
+    # for good after an incident left them out of the chain, and its operator was never told.
+    from otel_route_shadow.cli import main as cli_main
+
+    path = tmp_path / "chain.jsonl"
+    DecisionChain(path).append({"kind": "route-shadow", "n": 0})
+    _spill(path, 1, 2)
+    assert cli_main(["verify", str(path)]) == 0
+    assert f"not in the chain yet: {path}.spill" in capsys.readouterr().out
+    DecisionChain(path).append({"kind": "route-shadow", "n": 3})
+    assert cli_main(["verify", str(path)]) == 0
+    assert "not in the chain yet" not in capsys.readouterr().out
+
+
+def test_verify_names_a_waiting_file_that_holds_records_the_chain_does_not_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a writer killed while its records waited for the lock leaves them in its file under
+    # <chain>.waiting/: verify said "intact" as it did for a spill file left behind.
+    import json
+
+    from otel_route_shadow.chain import encode_payload, sanitize_payload
+    from otel_route_shadow.chain.spill import WaitingFile
+    from otel_route_shadow.cli import main as cli_main
+
+    path = tmp_path / "chain.jsonl"
+    DecisionChain(path).append({"kind": "route-shadow", "n": 0})
+    waiting = WaitingFile(str(path))
+    waiting.keep(encode_payload(*sanitize_payload({"kind": "route-shadow", "n": 1})))
+    (named,) = os.listdir(waiting.dir)
+    assert cli_main(["verify", str(path)]) == 0
+    assert f"not in the chain yet: {waiting.dir}/{named}" in capsys.readouterr().out
+    assert cli_main(["verify", "--json", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["left_beside"] == [f"{waiting.dir}/{named}"]
+
+
 def test_a_running_writer_takes_a_spill_within_its_recheck_window(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -347,7 +347,7 @@ from otel_route_shadow.chain import DecisionChain, encode_payload, sanitize_payl
 log = DecisionChain(sys.argv[1], lock_timeout=0, backlog=3)
 for n in range(10):
     log.submit(encode_payload(*sanitize_payload({"kind": "route-shadow", "n": f"0:{n}"})))
-print(log.backlog_records, flush=True)
+print(sum(log.backlog_records), flush=True)
 sys.stdin.read()  # killed here, with SIGKILL
 """
 

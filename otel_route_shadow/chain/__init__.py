@@ -77,6 +77,7 @@ from otel_route_shadow.chain.sanitize import (
 )
 from otel_route_shadow.chain.scan import ScanState, check_lines
 from otel_route_shadow.chain.segments import SEGMENTS_SUFFIX, Segment, chain_segments, live_path, segment_name
+from otel_route_shadow.chain.spill import left_beside
 from otel_route_shadow.chain.truncation import TRUNCATED_KIND
 from otel_route_shadow.chain.verify import verify_chain, verify_pass
 from otel_route_shadow.chain.written import LineListener, WrittenLine
@@ -144,6 +145,7 @@ __all__ = [
     "iter_payloads",
     "iter_records",
     "leaf_hashes",
+    "left_beside",
     "line_seq",
     "live_path",
     "open_chain",

@@ -69,6 +69,7 @@ __all__ = [
     "WAITING_FILES_LOOKED",
     "Spill",
     "WaitingFile",
+    "left_beside",
 ]
 
 SPILL_MAX_BYTES: Final = 64 * 1024 * 1024
@@ -400,6 +401,25 @@ class WaitingFile:
             finally:
                 release(wfd)
         return head, size, False
+
+
+def left_beside(chain_path: str) -> tuple[str, ...]:
+    """The files beside the chain holding what its writers left for it and it does not hold yet (the next
+    append writes them in): the spill file's records, ``<chain>.lost``'s counts of records lost, and the
+    records of a waiting file (a killed writer's, or one still waiting for the lock); a ``stat`` each,
+    of the first :data:`WAITING_FILES_LOOKED` names of ``<chain>.waiting/``."""
+    files: list[Spill | LostRecords] = [Spill(chain_path, None), LostRecords(chain_path, None)]
+    waiting = chain_path + ".waiting"
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(os.lstat(waiting).st_mode):
+            with os.scandir(waiting) as entries:
+                names = sorted(entry.name for entry in itertools.islice(entries, WAITING_FILES_LOOKED))
+            files += [
+                Spill(chain_path, None, os.path.join(waiting, n))
+                for n in names
+                if not n.endswith(DROPPED_SUFFIX)
+            ]
+    return tuple(f.path for f in files if f.pending())
 
 
 def _read_header(fd: int, end: int) -> tuple[int, int, int]:

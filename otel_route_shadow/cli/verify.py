@@ -17,7 +17,7 @@ import time
 from typing import Any, Final, TextIO
 
 from otel_route_shadow.analysis import Kept, Refusals, kept_records, read_refusals
-from otel_route_shadow.chain import VerifyResult, verify_pass
+from otel_route_shadow.chain import VerifyResult, left_beside, verify_pass
 from otel_route_shadow.cli.checkpoints import add_key_options, read_log_keys
 from otel_route_shadow.cli.common import CliError, cap_jobs, count_argument, input_file, witness_policy_arg
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
@@ -240,6 +240,7 @@ def _print(
     if args.json:
         out = result.to_dict()
         out["refusals"] = refusals.as_dict()
+        out["left_beside"] = list(left_beside(path))
         if view is not None:
             out["pruned"] = view.as_dict()
         if report is not None:
@@ -252,6 +253,8 @@ def _print(
         print(json.dumps(out, sort_keys=True))
         return
     print(_human(result, result.first_seq if kept is None else kept.start))
+    for name in left_beside(path):
+        print(f"  not in the chain yet: {name}, what a writer left for it (the next append writes it in)")
     lines = kept.lines() if kept is not None else [] if pruned is None else [pruned.describe()]
     print("".join(f"  {line}\n" for line in lines), end="")
     if kept is not None and kept.problem is not None:
