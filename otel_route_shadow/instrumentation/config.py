@@ -175,7 +175,7 @@ def _import_callable(path: str, what: str) -> Any:
 
 def parse_seams(value: str) -> tuple[SeamSpec, ...]:
     """Parse ``module:Qual.name,face[,extractor[,response_hook]]`` entries separated by ``;`` (an
-    empty extractor is the default one)."""
+    empty extractor is the default one, an empty hook none)."""
     specs = []
     for number, raw in enumerate(value.split(";"), start=1):
         entry = raw.strip()
@@ -187,7 +187,9 @@ def parse_seams(value: str) -> tuple[SeamSpec, ...]:
         extractor: Extractor = (
             _import_callable(parts[2], "extractor") if len(parts) > 2 and parts[2] else default_extractor
         )
-        hook: ResponseHook | None = _import_callable(parts[3], "response hook") if len(parts) == 4 else None
+        hook: ResponseHook | None = (
+            _import_callable(parts[3], "response hook") if len(parts) == 4 and parts[3] else None
+        )
         specs.append(
             SeamSpec(target=parts[0], request_face=parts[1], extractor=extractor, response_hook=hook)
         )

@@ -15,7 +15,7 @@ OTEL_PYTHON_ROUTE_SHADOW_SEAMS = "OTEL_PYTHON_ROUTE_SHADOW_SEAMS"
 The seams to wrap: ``module:Qual.name,face[,extractor_module:function[,hook_module:function]]``
 entries separated by ``;``. ``face`` is ``agentic`` or ``one-shot``; without an extractor (or with an
 empty one) a call is shadowed when the host passes ``route_context=``. The fourth field is the seam's
-response hook: what served each spawn (``config.ResponseHook``).
+response hook: what served each spawn (``config.ResponseHook``; empty: none).
 """
 
 OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH = "OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH"

@@ -225,6 +225,12 @@ def test_a_failing_extractor_is_contained(tmp_path: Path) -> None:
         h.instrumentor.uninstrument()
 
 
+def test_an_empty_response_hook_field_is_no_hook_as_an_empty_extractor_is_the_default() -> None:
+    # "mod:fn,agentic,," (a trailing comma) was refused, naming a response hook '' the operator never wrote.
+    [spec] = parse_seams("pkg.mod:fn,agentic,, ")
+    assert spec.response_hook is None and spec.target == "pkg.mod:fn"
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
