@@ -295,6 +295,33 @@ def test_with_state_an_edit_after_the_trusted_point_disagrees(tmp_path: Path, wi
     assert state.get(ORIGIN) is not None and state.get(ORIGIN).size == 60  # type: ignore[union-attr]
 
 
+def test_with_state_a_proven_record_whose_span_started_after_the_next_record_is_no_orphan(
+    tmp_path: Path, witness: FakeBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record is appended when its spawn ends: record 59 (proven) started after record 60 (the first the
+    incremental audit reads), so its span lies in the window; it was read as a span with no record."""
+    import backend_support
+
+    def shifted(origin: str, i: int, salt: int) -> dict[str, Any]:
+        payload = seam_payload(origin, i, salt)
+        if i == 59:
+            payload["start_time_unix_nano"] = str(int(payload["start_time_unix_nano"]) + 1_500_000)
+        return payload
+
+    monkeypatch.setattr(backend_support, "seam_payload", shifted)
+    state = TrustState(tmp_path / "state.json")
+    host = _host(tmp_path, witness, records=60)
+    assert audit_chain(str(host.chain), witness, AuditOptions(state=state)).verdict is AuditVerdict.AGREE
+    host.run(10, first=60, every=100, final_checkpoint=False)
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    assert report.trusted_from == 60 and report.spans.orphan_spans == [], report.to_json()
+    assert report.verdict is AuditVerdict.AGREE
+    truncate(host.chain, 65)  # a span with no record after the trusted point is still one
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    assert report.trusted_from == 60 and report.verdict is AuditVerdict.DISAGREE
+    assert [o.span_id for o in report.spans.orphan_spans] == [f"{1_000_000 + i + 1:016x}" for i in range(65, 70)]
+
+
 def test_with_state_truncation_below_the_trusted_point_falls_back_to_the_full_check(
     tmp_path: Path, witness: FakeBackend
 ) -> None:

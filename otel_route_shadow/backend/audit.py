@@ -51,7 +51,9 @@ from otel_route_shadow.backend.checkpoints import (
 from otel_route_shadow.backend.crosscheck import (
     ChainSummary,
     CrossCheckReport,
+    SeamRecord,
     cross_check,
+    seam_record,
     summarize_chain,
 )
 from otel_route_shadow.backend.trust import (
@@ -326,13 +328,31 @@ def _cross_check(
     """The span cross-check; spans of the origin only when the records carry it."""
     by_origin = {attr.ORIGIN: origin} if origin is not None and summary.origin_records else None
     spans = list(backend.fetch_spans(window, by_origin)) if window is not None else []
-    return cross_check(
+    report = cross_check(
         tail.payloads(chain),
         spans,
         window=window or QueryWindow(now, now + 1),
         backend=backend.describe(),
         time_tolerance_ns=backend.time_tolerance_ns,
     )
+    if tail.first_seq and report.orphan_spans:
+        _drop_proven(report, chain, tail)
+    return report
+
+
+def _drop_proven(report: CrossCheckReport, chain: str, tail: _Tail) -> None:
+    """Of the spans with no record read, drop those of the records an earlier audit proved (``--state``):
+    a record is appended when its spawn ends, so one below the trusted point may have started after the
+    first record read, inside the window. Their keys are read only then, from the chain's head."""
+    left = {(o.trace_id, o.span_id) for o in report.orphan_spans}
+    proven: set[tuple[str, str]] = set()
+    for seq, payload in iter_chain_payloads(chain, tail.kept):
+        if seq >= tail.first_seq:
+            break
+        record = seam_record(seq, payload)
+        if isinstance(record, SeamRecord) and record.key in left:
+            proven.add(record.key)
+    report.orphan_spans = [o for o in report.orphan_spans if (o.trace_id, o.span_id) not in proven]
 
 
 def audit_chain(
