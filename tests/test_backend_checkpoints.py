@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backend_support import FakeBackend, Host, copy_host, insert, prune_head, rewrite, seam_payload, truncate
+from backend_support import (
+    T0,
+    FakeBackend,
+    Host,
+    copy_host,
+    insert,
+    prune_head,
+    rewrite,
+    seam_payload,
+    truncate,
+)
 
 from otel_route_shadow.backend.audit import AuditOptions, audit_chain
 from otel_route_shadow.backend.base import BackendSpan
@@ -320,6 +330,43 @@ def test_with_state_a_proven_record_whose_span_started_after_the_next_record_is_
     report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
     assert report.trusted_from == 60 and report.verdict is AuditVerdict.DISAGREE
     assert [o.span_id for o in report.spans.orphan_spans] == [f"{1_000_000 + i + 1:016x}" for i in range(65, 70)]
+
+
+def test_with_state_a_tail_cut_back_to_the_trusted_point_leaves_its_spans_orphans(
+    tmp_path: Path, witness: FakeBackend
+) -> None:
+    """The host wrote 30 records after the trusted checkpoint and died before checkpointing them; their
+    spans reached the backend and the tail was cut back to the trusted size. The incremental audit read
+    no record, so it held no span, and said AGREE where the full audit says DISAGREE."""
+    import dataclasses
+
+    from otel_route_shadow.backend.base import is_checkpoint_span
+
+    state = TrustState(tmp_path / "state.json")
+    host = _host(tmp_path, witness, records=60)
+    Host(tmp_path / "other", "example.test/route-shadow/host-b", witness, salt=2).run(90)
+    made = T0 + 59_500_000  # as a host makes it: after record 59 was appended, before record 60 began
+    witness.spans = [
+        dataclasses.replace(s, start_time_unix_nano=made) if is_checkpoint_span(s) else s for s in witness.spans
+    ]
+    assert audit_chain(str(host.chain), witness, AuditOptions(state=state)).verdict is AuditVerdict.AGREE
+    host.run(30, first=60, every=100, final_checkpoint=False)
+    truncate(host.chain, 60)
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state))
+    assert report.trusted_from == 60 and report.verdict is AuditVerdict.DISAGREE, report.to_json()
+    assert [o.span_id for o in report.spans.orphan_spans] == [f"{1_000_000 + i + 1:016x}" for i in range(60, 90)]
+
+
+def test_with_state_nothing_new_and_until_before_the_trusted_checkpoint_agrees(
+    tmp_path: Path, witness: FakeBackend
+) -> None:
+    """An audit run with --until a while ago (for the export lag) and nothing new since the last one: the
+    window from when the proven checkpoint was made ended before it began, and the audit refused, exit 2."""
+    state = TrustState(tmp_path / "state.json")
+    host = _host(tmp_path, witness, records=60)
+    assert audit_chain(str(host.chain), witness, AuditOptions(state=state)).verdict is AuditVerdict.AGREE
+    report = audit_chain(str(host.chain), witness, AuditOptions(state=state, until_unix_nano=T0 + 10**12))
+    assert report.trusted_from == 60 and report.verdict is AuditVerdict.AGREE
 
 
 def test_with_state_truncation_below_the_trusted_point_falls_back_to_the_full_check(

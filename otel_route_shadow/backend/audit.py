@@ -308,6 +308,24 @@ def _from_first_read(
     return QueryWindow(first, window.end_unix_nano), first_seq
 
 
+def _since_trusted(
+    summary: ChainSummary,
+    checkpoints: Sequence[BackendCheckpoint],
+    size: int,
+    origin: str | None,
+    until: int | None,
+) -> ChainSummary:
+    """An incremental audit's records, its window reaching back to when the trusted checkpoint (of
+    ``size``) was made: every record after it was appended later, so the spans of records cut from the
+    tail are held too, all of them cut included (spans of proven records there: :func:`_drop_proven`).
+    ``origin``: the one the chain's head records carry; ``until``: the window asked ends there."""
+    made = min((c.seen_unix_nano for c in checkpoints if c.size == size), default=None)
+    first = summary.first_start_unix_nano
+    if made is None or (first is not None and first <= made) or (until is not None and until <= made):
+        return summary
+    return dataclasses.replace(summary, first_start_unix_nano=made, origin=summary.origin or origin)
+
+
 def _no_window(chain: str) -> AuditError:
     return AuditError(
         f"{chain}: the chain holds no seam records, so it has no time window to audit, and the backend "
@@ -325,8 +343,10 @@ def _cross_check(
     tail: _Tail,
     now: int,
 ) -> CrossCheckReport:
-    """The span cross-check; spans of the origin only when the records carry it."""
-    by_origin = {attr.ORIGIN: origin} if origin is not None and summary.origin_records else None
+    """The span cross-check; spans of the origin only when the records carry it (those read, or the
+    chain's head: an incremental audit may read none)."""
+    carried = summary.origin_records or summary.origin == origin
+    by_origin = {attr.ORIGIN: origin} if origin is not None and carried else None
     spans = list(backend.fetch_spans(window, by_origin)) if window is not None else []
     report = cross_check(
         tail.payloads(chain),
@@ -368,6 +388,9 @@ def audit_chain(
         quorum, cosigned = _cosigned(chain, origin, checkpoints, options, now)
         held, tail, trust = _held(chain, [*checkpoints, *cosigned], origin, options)
         summary = summarize_chain(tail.payloads(chain))
+        if tail.first_seq:
+            carried = origin if source == "records" else None
+            summary = _since_trusted(summary, checkpoints, tail.first_seq, carried, options.until_unix_nano)
         window, window_from_seq = _from_first_read(_window(options, summary, now), tail, summary)
         if window is None and not checkpoints and not cosigned:
             raise _no_window(chain)
