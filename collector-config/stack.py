@@ -254,8 +254,9 @@ class Stack:
         if self.collector not in COLLECTORS:
             raise StackError(f"collector {self.collector!r}: choose one of {', '.join(COLLECTORS)}")
         binary = otelcol_binary or os.environ.get("ROUTE_SHADOW_OTELCOL") or OTELCOL_BINARY
-        self.otelcol_binary = Path(binary)
-        self.otelcol_config = Path(otelcol_config or OTELCOL_CONFIG)
+        # Absolute: the collector runs in the state directory, not where they were named.
+        self.otelcol_binary = Path(binary).absolute()
+        self.otelcol_config = Path(otelcol_config or OTELCOL_CONFIG).absolute()
         self.collector_env = dict(collector_env or {})
         self._procs: list[_Proc] = []
         self.ports: dict[str, int] = {}

@@ -407,6 +407,20 @@ def test_each_start_gets_its_own_log_and_name_log_links_the_newest(tmp_path: Pat
     assert (tmp_path / "otelcol.log").resolve() == second.resolve()
 
 
+def test_a_relative_config_and_collector_are_run_from_where_they_were_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`stack.py up --config collector-config/otelcol-sampled.yaml` from the repository passed the file
+    check, then the collector, started in the state directory, could not open it and exited."""
+    module = _load_stack_module()
+    (tmp_path / "otelcol").write_text("#!/bin/sh\n")
+    (tmp_path / "otelcol").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    stack = module.Stack(tmp_path / "state", otelcol_binary=Path("otelcol"), otelcol_config=Path("otelcol"))
+    binary, _, config = stack.otelcol_command()
+    assert binary == config == str(tmp_path / "otelcol")
+
+
 def test_up_without_a_built_collector_says_so_and_starts_nothing(tmp_path: Path) -> None:
     module = _load_stack_module()
     bin_dir = tmp_path / "bin"
