@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -257,3 +258,38 @@ def test_audit_state_with_a_window_from_before_the_memory_holds_only_the_new_rec
     assert "window: starts at seq 60, the first record after those an earlier audit proved" in render_text(report)
     quiet = audit_chain(str(host.chain), host.witness, options)  # nothing new: no span window at all
     assert quiet.verdict is AuditVerdict.AGREE and quiet.spans.seam_spans == 0, render_text(quiet)
+
+
+def test_a_pruned_records_span_that_started_after_the_first_record_kept_is_no_orphan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record is appended when its spawn ends: pruned record 29 started after record 30, the first kept,
+    so its span lay in the window and read as a span with no record; every audit of the chain disagreed."""
+    import dataclasses
+
+    import backend_support
+
+    from otel_route_shadow.backend.base import is_checkpoint_span
+
+    def shifted(origin: str, i: int, salt: int) -> dict[str, Any]:
+        payload = seam_payload(origin, i, salt)
+        if i == 29:
+            payload["start_time_unix_nano"] = str(int(payload["start_time_unix_nano"]) + 1_500_000)
+        return payload
+
+    monkeypatch.setattr(backend_support, "seam_payload", shifted)
+    host = _host(tmp_path).run(30)
+    _cut(host)
+    host.run(30, first=30, every=100, final_checkpoint=False)
+    # Each checkpoint made as a host makes it: after its last record's spawn ended (record 29's at 30.7 ms).
+    def made(span: Any) -> Any:
+        size = int(span.attributes["route_shadow.checkpoint.size"])
+        return dataclasses.replace(span, start_time_unix_nano=backend_support.T0 + size * 1_000_000 + 700_000)
+
+    host.witness.spans = [made(s) if is_checkpoint_span(s) else s for s in host.witness.spans]
+    _prune(host, 30)
+    forged = seam_payload(ORIGIN, 45, 7)  # a span with no record, after the pruned ones: still an orphan
+    host.witness.add_seam(forged)
+    report = audit_chain(str(host.chain), host.witness, AuditOptions())
+    assert report.pruned is not None and report.pruned.min_index == 30
+    assert [o.span_id for o in report.spans.orphan_spans] == [forged["span_id"]], render_text(report)

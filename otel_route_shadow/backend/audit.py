@@ -326,6 +326,15 @@ def _since_trusted(
     return dataclasses.replace(summary, first_start_unix_nano=made, origin=summary.origin or origin)
 
 
+def _drop_pruned(report: CrossCheckReport, checkpoints: Sequence[BackendCheckpoint], kept: int) -> None:
+    """Of the spans with no record read, drop those that started before a checkpoint of ``kept`` records or
+    more was made: a record is appended when its spawn ends, so a pruned record's span may lie after the
+    first record kept, but every pruned record was appended before that checkpoint."""
+    made = min((c.seen_unix_nano for c in checkpoints if c.size >= kept), default=None)
+    if made is not None:
+        report.orphan_spans = [o for o in report.orphan_spans if o.start_time_unix_nano >= made]
+
+
 def _no_window(chain: str) -> AuditError:
     return AuditError(
         f"{chain}: the chain holds no seam records, so it has no time window to audit, and the backend "
@@ -402,6 +411,8 @@ def audit_chain(
                 else verify(chain, start=tail.kept)
             )
         spans = _cross_check(chain, backend, window, origin, summary, tail, now)
+        if tail.pruned is not None:
+            _drop_pruned(spans, checkpoints, tail.kept)
     except (ChainReadError, TrustStateError) as exc:
         raise AuditError(str(exc), Problem.USAGE) from None
     except BackendError as exc:
