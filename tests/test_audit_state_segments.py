@@ -256,7 +256,7 @@ def test_audit_state_with_a_window_from_before_the_memory_holds_only_the_new_rec
     assert report.trusted_from == 60 and report.spans.matched == 20 and not report.spans.orphan_spans
     assert report.window_from_seq == 60
     assert "window: starts at seq 60, the first record after those an earlier audit proved" in render_text(report)
-    quiet = audit_chain(str(host.chain), host.witness, options)  # nothing new: no span window at all
+    quiet = audit_chain(str(host.chain), host.witness, options)  # nothing new: spans from the checkpoint on
     assert quiet.verdict is AuditVerdict.AGREE and quiet.spans.seam_spans == 0, render_text(quiet)
 
 
