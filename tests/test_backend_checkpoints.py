@@ -143,6 +143,19 @@ def test_thresholds_turn_a_thin_witness_into_exit_3(
     assert code == 3 and "below --min-span-coverage 0.9" in out
 
 
+def test_with_state_nothing_new_is_no_span_coverage_shortfall(
+    tmp_path: Path, witness: FakeBackend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cron audit with --state and --min-span-coverage, nothing written since the last one: it read no
+    record, said "span coverage: no records" and then "span coverage 0.0%, below" it, exit 3."""
+    host = _host(tmp_path, witness, records=60)
+    state = str(tmp_path / "state.json")
+    assert _audit(capsys, str(host.chain), "--state", state, "--min-span-coverage", "0.9")[0] == 0
+    code, out, _ = _audit(capsys, str(host.chain), "--state", state, "--min-span-coverage", "0.9")
+    assert "span coverage: no records" in out and "insufficient" not in out
+    assert code == 0, out
+
+
 def test_two_origins_in_one_project_never_raise_false_alarms(tmp_path: Path, witness: FakeBackend) -> None:
     a = Host(tmp_path / "a", "example.test/a", witness, salt=1).run(40)
     b = Host(tmp_path / "b", "example.test/b", witness, salt=2).run(60)

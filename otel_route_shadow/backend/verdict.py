@@ -224,8 +224,8 @@ class AuditReport:
                 f"{self.unwitnessed} records after the last checkpoint, more than --max-unwitnessed {limit}"
             )
         share = self.thresholds.min_span_coverage
-        coverage = self.span_coverage or 0.0
-        if share is not None and coverage < share:
+        coverage = self.span_coverage  # None: no record to cover (a window or an incremental audit with none)
+        if share is not None and coverage is not None and coverage < share:
             found.append(f"span coverage {coverage:.1%}, below --min-span-coverage {share:g}")
         return found
 
