@@ -293,3 +293,25 @@ def test_a_pruned_records_span_that_started_after_the_first_record_kept_is_no_or
     report = audit_chain(str(host.chain), host.witness, AuditOptions())
     assert report.pruned is not None and report.pruned.min_index == 30
     assert [o.span_id for o in report.spans.orphan_spans] == [forged["span_id"]], render_text(report)
+
+
+def test_a_pruned_chain_with_no_backend_checkpoint_covering_its_first_record_kept_is_no_disagreement(
+    tmp_path: Path,
+) -> None:
+    """Audited while the backend lags (the checkpoint spans from the cut on not there yet, or lost with a
+    collector): no checkpoint it holds covers seq 30, the first record kept. Every one was `unprovable` and
+    seq 30 `record-changed`: DISAGREE, exit 1, for a chain nothing contradicts."""
+    host = _host(tmp_path).run(30)
+    _cut(host)
+    host.run(30, first=30)
+    _prune(host, 30)
+    size = "route_shadow.checkpoint.size"
+    host.witness.spans = [s for s in host.witness.spans if int(s.attributes.get(size, 0)) <= 30]
+    assert isinstance(host.signer, Signer)
+    options = AuditOptions(verifier_keys=(str(host.signer.verifier()),))
+    report = audit_chain(str(host.chain), host.witness, options)
+    assert report.verdict is AuditVerdict.AGREE and report.witnessed_size == 0, render_text(report)
+    assert "none covers the first record kept (seq 30)" in render_text(report)
+    host.witness.spans = [s for s in host.witness.spans if size in s.attributes]  # and no seam span either
+    report = audit_chain(str(host.chain), host.witness, options)
+    assert report.verdict is AuditVerdict.INSUFFICIENT, render_text(report)

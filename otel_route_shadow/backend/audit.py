@@ -216,7 +216,9 @@ def _held(
     this origin (and the incremental path holds), else in full; and what to trust from now on."""
     pruned = read_pruned(chain)
     kept = _Tail(pruned)
-    if not checkpoints or origin is None:
+    # Of a pruned chain, none may cover its first record kept (the backend lags): nothing to hold it against.
+    uncovered = pruned is not None and all(c.size <= pruned.min_index for c in checkpoints)
+    if not checkpoints or origin is None or uncovered:
         return None, kept, None
     keys, state = options.verifier_keys, options.state
     trusted = state.get(origin) if state is not None and not options.full else None

@@ -206,15 +206,15 @@ class AuditReport:
 
     @property
     def nothing_held(self) -> bool:
-        return not self.checkpoints and self.spans.matched == 0
+        """No span matched, and no checkpoint (of a pruned chain: none covering its first record kept)."""
+        return self.spans.matched == 0 and (not self.checkpoints or self.consistency is None)
 
     def shortfalls(self) -> list[str]:
         """Why the evidence is insufficient, one line each (empty when it suffices)."""
         found: list[str] = []
         if self.nothing_held:
-            found.append(
-                "nothing to hold the chain against: no checkpoint of this origin and no span in the backend"
-            )
+            what = "no checkpoint of this origin" if not self.checkpoints else "no checkpoint covering it"
+            found.append(f"nothing to hold the chain against: {what} and no span in the backend")
         policy = self.witnessed.shortfall() if self.witnessed is not None else None
         if policy is not None:
             found.append(policy)

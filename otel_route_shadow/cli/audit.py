@@ -397,6 +397,11 @@ def render_checkpoints(report: AuditReport) -> list[str]:
         lines.append(f"  unreadable checkpoint span {bad.span_id}: {bad.reason}")
     c = report.consistency
     if c is None:
+        if report.checkpoints and report.pruned is not None:
+            lines.append(
+                f"consistency: none covers the first record kept (seq {report.pruned.min_index}): the chain "
+                "is not held against them (the backend lags: audit again later)"
+            )
         return lines
     if c.ok:
         lines.append(
