@@ -315,3 +315,21 @@ def test_a_pruned_chain_with_no_backend_checkpoint_covering_its_first_record_kep
     host.witness.spans = [s for s in host.witness.spans if size in s.attributes]  # and no seam span either
     report = audit_chain(str(host.chain), host.witness, options)
     assert report.verdict is AuditVerdict.INSUFFICIENT, render_text(report)
+
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_a_segmented_chain_audited_with_the_wrong_key_is_a_bad_checkpoint_not_a_broken_chain(
+    tmp_path: Path, prune: bool
+) -> None:
+    """With a --key that signed none of the checkpoints, an unsegmented chain was a bad checkpoint (exit 6),
+    but a cut one 'broken at seq 30: anchor-mismatch' (and, pruned, seq 30 record-changed): DISAGREE, exit 1,
+    as if the holder had tampered with it."""
+    host = _host(tmp_path).run(30)
+    _cut(host)
+    host.run(30, first=30)
+    if prune:
+        _prune(host, 30)
+    wrong = str(Signer.generate(ORIGIN).verifier())
+    report = audit_chain(str(host.chain), host.witness, AuditOptions(verifier_keys=(wrong,)))
+    assert report.verdict is AuditVerdict.BAD_CHECKPOINT, render_text(report)
+    assert report.spans.chain_linkage == "intact" and report.first_bad_seq is None

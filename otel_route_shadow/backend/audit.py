@@ -266,10 +266,15 @@ def tlog_consistency(chain: str, checkpoints: Sequence[BackendCheckpoint], keys:
     failures = tuple(
         Failure(v.reason.value, v.size, v.first_bad_seq, v.detail) for v in result.verdicts if not v.ok
     )
-    if pruned is not None and problem is not None:
+    # No checkpoint authenticates with the keys given (the wrong --key, or all forged): the anchors and the
+    # first record kept cannot be authenticated either, which judges the keys, not the chain.
+    unkeyed = (
+        bool(keys) and all(f.judges_checkpoint for f in failures) and not any(v.ok for v in result.verdicts)
+    )
+    if pruned is not None and problem is not None and not unkeyed:
         failures += (Failure("record-changed", None, pruned.min_index, problem),)
     consistency = Consistency(result.checkpointed_size, result.chain_size, failures)
-    return Held(consistency, checked.chain, trusted_after(checked, pruned))
+    return Held(consistency, None if unkeyed else checked.chain, trusted_after(checked, pruned))
 
 
 def _window(options: AuditOptions, summary: ChainSummary, now: int) -> QueryWindow | None:
