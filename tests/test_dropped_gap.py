@@ -6,6 +6,7 @@ with a zero-record backlog submits.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,33 @@ def test_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
     }
     assert "  dropped records: none" in format_report(report).splitlines()
     assert "GAP" not in render_html(report)
+
+
+def test_report_names_records_waiting_beside_the_chain_not_only_dropped_records_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # report said "dropped records: none" (text, JSON, HTML) while a killed writer's records waited in
+    # <chain>.waiting/ and verify named the file: the operator reading the report was never told.
+    import json
+
+    from otel_route_shadow.chain.spill import WaitingFile
+
+    path = tmp_path / "chain.jsonl"
+    build_chain(path)
+    assert main(["report", "--no-progress", str(path)]) == 0
+    assert "not in the chain yet" not in capsys.readouterr().out
+    waiting = WaitingFile(str(path))
+    waiting.keep(encode_payload(*sanitize_payload({"kind": "route-shadow", "n": 1})))
+    (named,) = os.listdir(waiting.dir)
+    left = f"{waiting.dir}/{named}"
+    html = tmp_path / "report.html"
+    assert main(["report", "--no-progress", "--html", str(html), str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("  dropped records: none")
+    assert lines[at + 2].startswith(f"! not in the chain yet: {left}, what a writer left for it")
+    assert f'<p class="flag">not in the chain yet: {left}' in html.read_text()
+    assert main(["report", "--no-progress", "--json", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["left_beside"] == [left]
 
 
 # -- audit ---------------------------------------------------------------------------------------------

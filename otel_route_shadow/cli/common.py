@@ -41,6 +41,7 @@ __all__ = [
     "harden_streams",
     "input_file",
     "json_lines",
+    "left_beside_line",
     "number_argument",
     "open_input",
     "parse_json_text",
@@ -254,6 +255,11 @@ def cap_jobs(jobs: int) -> int:
         )
         return cpus
     return jobs
+
+
+def left_beside_line(name: str) -> str:
+    """What ``verify`` and ``report`` say of a file :func:`otel_route_shadow.chain.left_beside` names."""
+    return f"not in the chain yet: {name}, what a writer left for it (the next append writes it in)"
 
 
 def harden_streams() -> None:

@@ -48,6 +48,7 @@ from otel_route_shadow.analysis import (
     store_snapshot,
     verifier_keys,
 )
+from otel_route_shadow.chain import left_beside
 from otel_route_shadow.cli.checkpoints import add_key_options, read_log_keys
 from otel_route_shadow.cli.common import (
     CliError,
@@ -345,12 +346,16 @@ def _handle_report(args: argparse.Namespace) -> int:
         raise _chain_error(exc) from None
     finally:
         progress.finish()
+    beside = () if fleet else left_beside(args.chain[0])  # what verify names too: not in the chain yet
     if html_path is not None:
-        write_output(html_path, render_html(report, top=args.top).encode("utf-8"), "--html")
+        write_output(html_path, render_html(report, top=args.top, beside=beside).encode("utf-8"), "--html")
     if args.json:
-        _write_stdout(_dump(report.as_dict(top=args.top)))
+        out = report.as_dict(top=args.top)
+        if not fleet:
+            out["left_beside"] = list(beside)
+        _write_stdout(_dump(out))
     else:
-        _write_stdout(format_report(report, top=args.top))
+        _write_stdout(format_report(report, top=args.top, beside=beside))
         if html_path is not None:
             print(f"wrote {html_path}", file=sys.stderr)
     return EXIT_FINDING if report.flagged or excluded_logs(report) else EXIT_OK

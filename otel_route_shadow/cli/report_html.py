@@ -35,6 +35,7 @@ from otel_route_shadow.analysis import (
     width_label,
 )
 from otel_route_shadow.cli.cohort_text import ci_text, cohort_html
+from otel_route_shadow.cli.common import left_beside_line
 from otel_route_shadow.cli.fleet_text import fleet_html
 from otel_route_shadow.cli.report_charts import (
     AGREED_COLOR,
@@ -470,8 +471,9 @@ def _tables(report: Report, mark: str, top: int) -> list[str]:
     return out
 
 
-def render_html(report: Report, *, top: int = 3) -> str:
-    """The whole report as one HTML document (a string; the caller writes it)."""
+def render_html(report: Report, *, top: int = 3, beside: Sequence[str] = ()) -> str:
+    """The whole report as one HTML document (a string; the caller writes it); ``beside``: the files
+    :func:`otel_route_shadow.chain.left_beside` names, said under the dropped records."""
     mark = _mark(report)
     out: list[str] = [
         "<!DOCTYPE html>",
@@ -491,6 +493,9 @@ def render_html(report: Report, *, top: int = 3) -> str:
             out.append(
                 f'<p class="flag">{html_text(line)}; every figure is over the recorded records only</p>'
             )
+    out.extend(
+        f'<p class="flag">{html_text(left_beside_line(name))}; no figure includes it</p>' for name in beside
+    )
     if not report.total.spawns:
         out.append(f"<p>no observations in this window: nothing to report{mark}</p>")
     else:

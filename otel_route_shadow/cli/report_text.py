@@ -35,6 +35,7 @@ from otel_route_shadow.analysis import (
     width_label,
 )
 from otel_route_shadow.cli.cohort_text import ci_text, cohort_lines
+from otel_route_shadow.cli.common import left_beside_line
 from otel_route_shadow.cli.fleet_text import fleet_lines
 from otel_route_shadow.cli.text_table import aligned, duration, pct
 from otel_route_shadow.core import REQUIREMENT_DEFIED, printable
@@ -45,11 +46,13 @@ FLAPPING_SHOWN: Final = 10
 """Flapping keys listed in the text and the HTML (the JSON lists every one)."""
 
 
-def format_report(report: Report, top: int = 3) -> str:
-    """The terminal form of ``report``."""
+def format_report(report: Report, top: int = 3, beside: Sequence[str] = ()) -> str:
+    """The terminal form of ``report``; ``beside``: the files :func:`otel_route_shadow.chain.left_beside`
+    names, said under the dropped records."""
     mark = report.mark()
     out = [report.banner()] if report.flagged else []
     out.extend(_header(report))
+    out.extend(f"! {left_beside_line(name)}; no figure includes it" for name in beside)
     if not report.total.spawns:
         out.append(f"{mark} no observations in this window: nothing to report")
     else:

@@ -19,7 +19,14 @@ from typing import Any, Final, TextIO
 from otel_route_shadow.analysis import Kept, Refusals, kept_records, read_refusals
 from otel_route_shadow.chain import VerifyResult, left_beside, verify_pass
 from otel_route_shadow.cli.checkpoints import add_key_options, read_log_keys
-from otel_route_shadow.cli.common import CliError, cap_jobs, count_argument, input_file, witness_policy_arg
+from otel_route_shadow.cli.common import (
+    CliError,
+    cap_jobs,
+    count_argument,
+    input_file,
+    left_beside_line,
+    witness_policy_arg,
+)
 from otel_route_shadow.cli.exit_codes import EXIT_FINDING, EXIT_OK, epilog
 from otel_route_shadow.cli.verify_archive import is_archive, verify_archive
 from otel_route_shadow.cli.verify_checkpoints import (
@@ -254,7 +261,7 @@ def _print(
         return
     print(_human(result, result.first_seq if kept is None else kept.start))
     for name in left_beside(path):
-        print(f"  not in the chain yet: {name}, what a writer left for it (the next append writes it in)")
+        print(f"  {left_beside_line(name)}")
     lines = kept.lines() if kept is not None else [] if pruned is None else [pruned.describe()]
     print("".join(f"  {line}\n" for line in lines), end="")
     if kept is not None and kept.problem is not None:
