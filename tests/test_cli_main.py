@@ -154,6 +154,30 @@ def test_jobs_are_capped_to_the_machine_with_a_note(
     assert f"--jobs 100000 capped to {os.cpu_count() or 1}" in err
 
 
+def test_jobs_0_is_one_per_cpu_in_every_command_not_an_error_in_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `report --jobs 0` (whatif's, audit's too) was a usage error, exit 2, while `verify --jobs 0` meant
+    # one job per CPU: the same option took other values in other commands.
+    from test_analysis_fleet import make_log
+    from test_analysis_support import build_chain
+
+    from otel_route_shadow.cli import build_parser
+
+    parser = build_parser()
+    for command in (["verify"], ["report"], ["whatif", "--policies", POLICIES], ["audit"]):
+        assert parser.parse_args([*command, "CHAIN", "--jobs", "0"]).jobs == 0, command
+    chain = tmp_path / "chain.jsonl"
+    build_chain(chain)
+    assert main(["report", "--no-progress", "--jobs", "0", str(chain)]) == 0
+    assert "route-shadow divergence report" in capsys.readouterr().out
+    fleet = tmp_path / "fleet"
+    make_log(fleet, "alpha", "alpha.example/route-shadow")
+    make_log(fleet, "beta", "beta.example/route-shadow")
+    assert main(["report", "--no-progress", "--jobs", "0", str(fleet)]) == 0
+    assert "2 logs" in capsys.readouterr().out
+
+
 def test_demo_with_the_kill_switch_set_runs_the_spawns_bare(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

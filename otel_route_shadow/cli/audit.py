@@ -54,6 +54,7 @@ from otel_route_shadow.cli.common import (
     CliError,
     count_argument,
     input_file,
+    jobs_argument,
     number_argument,
     witness_policy_arg,
 )
@@ -175,9 +176,7 @@ def register(sub: Any) -> None:
         default=30.0,
         help="seconds per backend request, for the whole of it (connection, headers, body)",
     )
-    parser.add_argument(
-        "--jobs", type=count_argument(1), default=4, help="chains audited at once (default 4)"
-    )
+    jobs_argument(parser, "chains audited at once (default 4)", 4)
     parser.add_argument(
         "--no-verify",
         action="store_true",
@@ -300,7 +299,7 @@ def _audit_one(chain: str, backend: Backend, options: AuditOptions) -> AuditRepo
 
 
 def _fleet(chains: list[str], backend: Backend, options: AuditOptions, args: argparse.Namespace) -> int:
-    with ThreadPoolExecutor(max_workers=min(args.jobs, len(chains))) as pool:
+    with ThreadPoolExecutor(max_workers=min(args.jobs or os.cpu_count() or 1, len(chains))) as pool:
         results = list(pool.map(lambda c: _audit_one(c, backend, options), chains))
     codes = [_EXIT_OF[r.problem if isinstance(r, AuditError) else r.verdict] for r in results]
     outcomes = Counter(r.problem.value if isinstance(r, AuditError) else r.verdict.value for r in results)

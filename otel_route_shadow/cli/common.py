@@ -40,6 +40,7 @@ __all__ = [
     "count_argument",
     "harden_streams",
     "input_file",
+    "jobs_argument",
     "json_lines",
     "left_beside_line",
     "number_argument",
@@ -245,9 +246,19 @@ def witness_policy_arg(parser: argparse.ArgumentParser, help: str) -> None:
     )
 
 
+def jobs_argument(parser: argparse.ArgumentParser, help: str, default: int | None = None) -> None:
+    """``--jobs N``, every command's: a whole number, 0 for one per CPU (:func:`cap_jobs` reads it)."""
+    parser.add_argument(
+        "--jobs", type=count_argument(0), default=default, metavar="N", help=f"{help}; 0: one per CPU"
+    )
+
+
 def cap_jobs(jobs: int) -> int:
-    """``jobs`` capped to the machine's CPUs, with a note on stderr when it was more."""
+    """``jobs`` of ``--jobs``: 0 is the machine's CPUs; more than them is capped to them, with a note on
+    stderr."""
     cpus = os.cpu_count() or 1
+    if jobs == 0:
+        return cpus
     if jobs > cpus:
         print(
             f"otel-route-shadow: note: --jobs {jobs} capped to {cpus} (the CPUs of this machine)",

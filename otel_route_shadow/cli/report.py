@@ -55,6 +55,7 @@ from otel_route_shadow.cli.common import (
     cap_jobs,
     check_output,
     count_argument,
+    jobs_argument,
     witness_policy_arg,
     write_output,
 )
@@ -119,12 +120,10 @@ def _common_chain_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="analyse a chain that does not verify; every figure is then flagged (exit status 1)",
     )
-    parser.add_argument(
-        "--jobs",
-        type=count_argument(1),
-        metavar="N",
-        help="worker processes: of one chain, for its verification (default 1); of a fleet, logs "
-        "checked and counted at once (default: one per CPU for logs of 8 MiB or more, else 1)",
+    jobs_argument(
+        parser,
+        "worker processes: of one chain, for its verification (default 1); of a fleet, logs checked and "
+        "counted at once (default: one per CPU for logs of 8 MiB or more, else 1)",
     )
     parser.add_argument(
         "--top",

@@ -24,6 +24,7 @@ from otel_route_shadow.cli.common import (
     cap_jobs,
     count_argument,
     input_file,
+    jobs_argument,
     left_beside_line,
     witness_policy_arg,
 )
@@ -70,13 +71,7 @@ def register(sub: Any) -> None:
         "--checkpoint: a note of the same tree)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    parser.add_argument(
-        "--jobs",
-        type=count_argument(0),
-        default=1,
-        metavar="N",
-        help="verify with N processes (0: one per CPU); pays off on chains of many megabytes",
-    )
+    jobs_argument(parser, "verify with N processes (default 1; pays off on chains of many megabytes)", 1)
     parser.add_argument(
         "--strict",
         action="store_true",
@@ -145,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     if is_archive(path):
         return verify_archive(args, path)
-    jobs = cap_jobs(args.jobs or os.cpu_count() or 1)
+    jobs = cap_jobs(args.jobs)
     if args.live_segment and (args.checkpoint or args.witness_policy):
         raise CliError(
             "--live-segment checks the live file from its anchor, without --checkpoint or --witness-policy"
