@@ -249,41 +249,27 @@ class RouteShadowConfig(BaseModel):
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> RouteShadowConfig:
-        """Environment first, ``instrument()`` keywords over it; unknown keywords are errors."""
+        """Environment first, ``instrument()`` keywords over it; unknown keywords are errors. A keyword
+        given as a string is read as its environment variable's value is (:data:`_SETTINGS`)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        seams = _env(env, OTEL_PYTHON_ROUTE_SHADOW_SEAMS)
-        if seams is not None:
-            values["seams"] = parse_seams(seams)
-        chain = _env(env, OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH)
-        if chain is not None:
-            values["chain_path"] = Path(chain)
-        store = _env(env, OTEL_PYTHON_ROUTE_SHADOW_STORE)
-        if store is not None:
-            values["store"] = Path(store)
-        durability = _env(env, OTEL_PYTHON_ROUTE_SHADOW_DURABILITY)
-        if durability is not None:
-            values["durability"] = durability.lower()
-        values.update(_telemetry_settings(env))
-        milliseconds = "a whole number of milliseconds"
-        values.update(
-            _numbers(
-                env,
-                (OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS, "snapshot_recheck_ms", int, milliseconds),
-                (OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS, "chain_lock_timeout_ms", int, milliseconds),
-            )
-        )
-        values.update(_checkpoint_settings(env))
-        values["strict"] = env_flag(_env(env, OTEL_PYTHON_ROUTE_SHADOW_STRICT))
+        for key, setting in _SETTINGS.items():
+            text = _env(env, setting.variable)
+            if text is not None:
+                values[key] = setting.read(text, setting.variable)
         # OTEL_PYTHON_ROUTE_SHADOW_DISABLED is not copied into ``disabled``: the runtime reads it on every call
         # (``env_disabled``), so unsetting it turns shadowing back on without a restart.
         unknown = set(overrides) - set(cls.model_fields)
         if unknown:
             raise TypeError(f"unknown route-shadow settings: {', '.join(sorted(unknown))}")
-        for key, value in overrides.items():
+        for key, given in overrides.items():
+            value = given
+            if isinstance(given, str) and key in _KEYWORD_TEXT:
+                text = given.strip() or None  # blank, as the variable: not given
+                value = None if text is None else _KEYWORD_TEXT[key].read(text, key)
             if value is None and key != "settings":
                 continue
-            values[key] = _PARSED[key](value) if isinstance(value, str) and key in _PARSED else value
+            values[key] = value
         try:
             return cls(**values)
         except ValidationError as exc:  # named, never quoted: a setting's value may be a pasted key
@@ -297,81 +283,60 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(name for name in (part.strip() for part in value.split(",")) if name)
 
 
-_PARSED: Final[Mapping[str, Callable[[str], tuple[Any, ...]]]] = {
-    "seams": parse_seams,
-    "in_process_seams": _names,
+class _Setting(NamedTuple):
+    """How a setting's text (its variable's value, or its keyword given as a string) is read."""
+
+    variable: str
+    parse: Callable[[str], Any]
+    expected: str = ""
+    """What a value ``parse`` refuses should have been; empty: ``parse``'s own message says it."""
+
+    def read(self, text: str, name: str) -> Any:
+        """``text`` (stripped, not blank) parsed; a refusal is an error naming ``name``, never quoting it."""
+        try:
+            return self.parse(text)
+        except ValueError:
+            if not self.expected:
+                raise
+            raise ValueError(f"{name}: expected {self.expected}") from None
+
+
+_MS: Final = "a whole number of milliseconds"
+_SETTINGS: Final[Mapping[str, _Setting]] = {
+    "seams": _Setting(OTEL_PYTHON_ROUTE_SHADOW_SEAMS, parse_seams),
+    "chain_path": _Setting(OTEL_PYTHON_ROUTE_SHADOW_CHAIN_PATH, Path),
+    "store": _Setting(OTEL_PYTHON_ROUTE_SHADOW_STORE, Path),
+    "durability": _Setting(OTEL_PYTHON_ROUTE_SHADOW_DURABILITY, str.lower),
+    "flag_event": _Setting(OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT, str.lower),
+    "in_process_seams": _Setting(OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS, _names),
+    "snapshot_recheck_ms": _Setting(OTEL_PYTHON_ROUTE_SHADOW_SNAPSHOT_RECHECK_MS, int, _MS),
+    "chain_lock_timeout_ms": _Setting(OTEL_PYTHON_ROUTE_SHADOW_CHAIN_LOCK_TIMEOUT_MS, int, _MS),
+    "origin": _Setting(OTEL_PYTHON_ROUTE_SHADOW_ORIGIN, str),
+    "signing_key": _Setting(OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY, Path),
+    "checkpoint_records": _Setting(OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS, int, "a whole number"),
+    "checkpoint_seconds": _Setting(OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS, float, "a number of seconds"),
+    "segment_bytes": _Setting(OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES, int, "a whole number of bytes"),
+    "segment_seconds": _Setting(OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_SECONDS, float, "a number of seconds"),
+    "retention_records": _Setting(
+        OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS, int, "a whole number of records"
+    ),
+    "retention_delete": _Setting(OTEL_PYTHON_ROUTE_SHADOW_RETENTION_DELETE, env_flag),
+    "witness_policy": _Setting(OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY, Path),
+    "witness_pushes_per_day": _Setting(
+        OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY, float, "a number per day"
+    ),
+    "strict": _Setting(OTEL_PYTHON_ROUTE_SHADOW_STRICT, env_flag),
 }
-"""Keywords that, given as a string, are read as their environment variable is."""
+"""Each setting read from the environment: its keyword, its variable and how its value is read (a value
+``parse`` refuses is an error naming the variable; a path, an enum or a number the model then refuses is
+one naming the keyword)."""
 
-
-def _telemetry_settings(env: Mapping[str, str]) -> dict[str, Any]:
-    """Where the flag evaluation event goes, and which seams run their agent in process."""
-    values: dict[str, Any] = {}
-    flag_event = _env(env, OTEL_PYTHON_ROUTE_SHADOW_FLAG_EVENT)
-    if flag_event is not None:
-        values["flag_event"] = flag_event.lower()
-    in_process = _env(env, OTEL_PYTHON_ROUTE_SHADOW_IN_PROCESS_SEAMS)
-    if in_process is not None:
-        values["in_process_seams"] = _names(in_process)
-    return values
-
-
-def _checkpoint_settings(env: Mapping[str, str]) -> dict[str, Any]:
-    """The four checkpoint settings from the environment (malformed numbers are errors naming the variable)."""
-    values: dict[str, Any] = {}
-    origin = _env(env, OTEL_PYTHON_ROUTE_SHADOW_ORIGIN)
-    if origin is not None:
-        values["origin"] = origin
-    key = _env(env, OTEL_PYTHON_ROUTE_SHADOW_SIGNING_KEY)
-    if key is not None:
-        values["signing_key"] = Path(key)
-    values.update(
-        _numbers(
-            env,
-            (OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS, "checkpoint_records", int, "a whole number"),
-            (OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_SECONDS, "checkpoint_seconds", float, "a number of seconds"),
-            (OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_BYTES, "segment_bytes", int, "a whole number of bytes"),
-            (OTEL_PYTHON_ROUTE_SHADOW_SEGMENT_SECONDS, "segment_seconds", float, "a number of seconds"),
-            (
-                OTEL_PYTHON_ROUTE_SHADOW_RETENTION_RECORDS,
-                "retention_records",
-                int,
-                "a whole number of records",
-            ),
-        )
-    )
-    delete = _env(env, OTEL_PYTHON_ROUTE_SHADOW_RETENTION_DELETE)
-    if delete is not None:
-        values["retention_delete"] = env_flag(delete)
-    policy = _env(env, OTEL_PYTHON_ROUTE_SHADOW_WITNESS_POLICY)
-    if policy is not None:
-        values["witness_policy"] = Path(policy)
-    values.update(
-        _numbers(
-            env,
-            (
-                OTEL_PYTHON_ROUTE_SHADOW_WITNESS_PUSHES_PER_DAY,
-                "witness_pushes_per_day",
-                float,
-                "a number per day",
-            ),
-        )
-    )
-    return values
-
-
-def _numbers(env: Mapping[str, str], *settings: tuple[str, str, Callable[[str], Any], str]) -> dict[str, Any]:
-    """Numeric settings from the environment: ``(variable, keyword, parse, what it expects)`` each; a
-    value ``parse`` refuses is an error naming the variable."""
-    values: dict[str, Any] = {}
-    for name, key, parse, what in settings:
-        text = _env(env, name)
-        if text is not None:
-            try:
-                values[key] = parse(text)
-            except ValueError:
-                raise ValueError(f"{name}: expected {what}") from None
-    return values
+_KEYWORD_TEXT: Final[Mapping[str, _Setting]] = {
+    **_SETTINGS,
+    "disabled": _Setting(OTEL_PYTHON_ROUTE_SHADOW_DISABLED, env_flag),
+}
+"""The keywords that, given as a string, are read as their variable's value is (``disabled`` too, whose
+variable the runtime reads on every call instead)."""
 
 
 def make_checkpointer(config: RouteShadowConfig) -> ScheduledCheckpointer:

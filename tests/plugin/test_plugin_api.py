@@ -307,6 +307,36 @@ def test_settings_come_from_the_environment_and_keywords_win() -> None:
         RouteShadowConfig.resolve(environ={}, chian_path="typo")
 
 
+def test_a_keyword_given_as_a_string_is_read_as_its_environment_variable_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # instrument(durability="FSYNC") and instrument(checkpoint_records="100") were refused (nothing
+    # wrapped, the host unshadowed) while OTEL_PYTHON_ROUTE_SHADOW_DURABILITY=FSYNC was accepted.
+    config = RouteShadowConfig.resolve(
+        environ={},
+        durability=" FSYNC",
+        checkpoint_records="100",
+        checkpoint_seconds="2.5",
+        flag_event="Span",
+        strict="TRUE",
+        retention_delete="yes",  # only "true" is true, as in the variable
+        chain_path="x.jsonl\r",
+    )
+    assert (config.durability, config.checkpoint_records, config.checkpoint_seconds) == ("fsync", 100, 2.5)
+    assert config.flag_event == "span" and config.strict is True and config.retention_delete is False
+    assert config.chain_path == Path("x.jsonl").absolute()
+    env = {"OTEL_PYTHON_ROUTE_SHADOW_CHECKPOINT_RECORDS": "7"}
+    assert RouteShadowConfig.resolve(environ=env, checkpoint_records=" ").checkpoint_records == 7  # blank
+    with pytest.raises(ValueError, match=r"^checkpoint_records: expected a whole number$"):
+        RouteShadowConfig.resolve(environ={}, checkpoint_records="sk-not-a-number")
+    instrumentor = RouteShadowInstrumentor()
+    with caplog.at_level(logging.ERROR, logger="otel_route_shadow"):
+        instrumentor.instrument(checkpoint_records="sk-not-a-number")
+    lines = [r.getMessage() for r in caplog.records if r.name == "otel_route_shadow"]
+    assert len(lines) == 1 and "checkpoint_records" in lines[0] and "sk-not" not in lines[0]
+    assert not instrumentor.is_instrumented_by_opentelemetry
+
+
 def test_a_path_from_an_env_file_with_crlf_line_ends_names_the_file_without_the_cr() -> None:
     # Only some settings were stripped: CHAIN_PATH="/var/chain.jsonl\r" wrote a chain named with the CR
     # beside the one the operator then verified, and a blank path was a file named with spaces.
