@@ -194,6 +194,26 @@ def test_threads_share_one_chain_without_gaps(harness: Harness) -> None:
     assert len({(r["trace_id"], r["span_id"]) for r in harness.records()}) == 200
 
 
+def test_with_the_sdk_disabled_every_spawn_still_gets_its_chain_record_and_no_span_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what docs/instrumenting.md says of OTEL_SDK_DISABLED=true: the chain, the audit record, is kept
+    from otel_route_shadow.chain import verify_chain
+
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    h = make_harness(tmp_path)
+    try:
+        for job in _jobs(3):
+            factory.dispatch(job)
+    finally:
+        h.instrumentor.uninstrument()
+        h.provider.shutdown()
+    result = verify_chain(h.chain)
+    assert result.intact and result.records == 3
+    assert not h.exporter.get_finished_spans()
+    assert {(r["trace_id"], r["span_id"]) for r in h.records()} == {("0" * 32, "0" * 16)}
+
+
 def test_an_extractor_that_returns_none_leaves_the_call_bare(tmp_path: Path) -> None:
     h = make_harness(tmp_path, seams="otel_route_shadow.demo.factory:run_lightweight_agent,one-shot")
     try:
