@@ -22,6 +22,7 @@ TRIAGER  # unused variable: core/vocabulary.py
 KEY_OUTSIDE_WINDOW  # unused variable: logstore/consistency.py (read by value)
 UNKNOWN_KEY  # unused variable: logstore/consistency.py (read by value)
 UNSIGNED  # unused variable: logstore/consistency.py (read by value)
+_._absolute  # unused method: instrumentation/config.py (a pydantic field validator)
 _._contiguous  # unused method: logstore/pruned.py (a pydantic model validator)
 _.http_open  # unused method: backend/transport.py (urllib handler callback)
 _.https_open  # unused method: backend/transport.py (urllib handler callback)
