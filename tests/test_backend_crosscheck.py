@@ -195,6 +195,20 @@ def test_duplicate_and_malformed_records_are_errors() -> None:
     assert [m.seq for m in report.malformed] == [4, 5]
 
 
+
+def test_records_of_a_span_that_records_nothing_are_records_the_backend_lacks_not_duplicates() -> None:
+    # OTEL_SDK_DISABLED=true: every record carries the all-zero ids of the SDK's no-op span; audit read
+    # each after the first as a duplicate (a replayed record), DISAGREE, on an honest chain.
+    chain = _chain(2)
+    for seq in (2, 3, 4):
+        payload = {**_payload(seq), "trace_id": "0" * 32, "span_id": "0" * 16}
+        chain.append((seq, payload))
+    chain.append((5, {**_payload(5), "span_id": "0" * 16}))
+    report = _check(chain, [_span(p) for _, p in chain[:2]])
+    assert report.duplicates == []
+    assert report.missing_in_backend == [2, 3, 4, 5]
+    assert report.verdict == "agree"
+
 def test_records_outside_the_window_are_not_held_against_it() -> None:
     chain = _chain(5)
     window = QueryWindow(chain[2][1]["start_time_unix_nano"], T0 + 10**12)

@@ -12,7 +12,9 @@ Payloads of other kinds (``chain-quarantine`` and the like) are not seam events 
 Records and spans are joined on (trace_id, span_id). The findings:
 
 * **record with no span** - the backend lacks it. Expected under sampling, export lag or a backend
-  restart, so it is reported as a *rate* and never fails the audit.
+  restart, so it is reported as a *rate* and never fails the audit. A record with the all-zero (invalid)
+  trace or span id was made under a span that records nothing (``OTEL_SDK_DISABLED=true``): no backend
+  can hold it, so it counts here, never as a duplicate of another such record.
 * **span with no record** (orphan) - a seam span the backend holds for the window but the chain does not:
   a truncated tail, a pruned or deleted record. An error.
 * **content mismatch** - a joined pair whose ``route_shadow.*`` / ``gen_ai.*`` attributes (either side's
@@ -414,6 +416,9 @@ def cross_check(
             report.outside_window += 1
             continue
         compact = bytes.fromhex(record.trace_id + record.span_id)
+        if not (any(compact[:16]) and any(compact[16:])):  # the invalid ids of a span that records nothing
+            report.missing_in_backend.append(seq)
+            continue
         if compact in first_seq:
             report.duplicates.append(Duplicate(seq, first_seq[compact], record.trace_id, record.span_id))
             continue
