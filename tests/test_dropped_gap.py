@@ -194,6 +194,24 @@ def test_audit_of_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
     assert "  dropped records: none" in audit_cli.render_text(report).splitlines()
 
 
+def test_audit_names_records_waiting_beside_the_chain_not_only_dropped_records_none(tmp_path: Path) -> None:
+    # audit said "dropped records: none" while a killed writer's records waited in <chain>.waiting/
+    # (verify and report name the file): an auditor was not told the chain did not hold them yet.
+    from otel_route_shadow.chain.spill import WaitingFile
+
+    backend = FakeBackend()
+    host = Host(tmp_path / "host", AUDIT_ORIGIN, backend).run(10)
+    waiting = WaitingFile(str(host.chain))
+    waiting.keep(encode_payload(*sanitize_payload(seam_payload(AUDIT_ORIGIN, 300, 1))))
+    (named,) = os.listdir(waiting.dir)
+    left = f"{waiting.dir}/{named}"
+    report = audit_chain(str(host.chain), backend)
+    assert report.to_json()["coverage"]["left_beside"] == [left]
+    lines = audit_cli.render_text(report).splitlines()
+    at = lines.index("  dropped records: none")
+    assert lines[at + 1].startswith(f"  not in the chain yet: {left}, what a writer left for it")
+
+
 event_values = st.one_of(
     st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.text(max_size=24), st.floats()
 )

@@ -65,7 +65,7 @@ from otel_route_shadow.backend.trust import (
 )
 from otel_route_shadow.backend.verdict import AuditReport, Consistency, Failure, Thresholds
 from otel_route_shadow.backend.witnesses import attested_checkpoints, judge_witnesses, local_notes
-from otel_route_shadow.chain import VerifyResult
+from otel_route_shadow.chain import VerifyResult, left_beside
 from otel_route_shadow.logstore import (
     LogStore,
     Pruned,
@@ -444,6 +444,7 @@ def audit_chain(
         trusted_from=tail.first_seq or None,
         state_fallback=held.state_fallback if held is not None else None,
         dropped=summary.dropped,
+        left_beside=left_beside(chain),
         pruned=tail.pruned,  # as the audit read it, not read again
         window_from_seq=window_from_seq,
         witnessed=None

@@ -165,6 +165,7 @@ class AuditReport:
     trusted_from: int | None = None  # incremental: records below this seq were proven by an earlier audit
     state_fallback: str | None = None  # --state: why the memory was not extended (the chain checked in full)
     dropped: DroppedGap = field(default_factory=DroppedGap)  # records-dropped events among those read
+    left_beside: tuple[str, ...] = ()  # files beside the chain holding what a writer left for it
     witnessed: Witnessed | None = None  # --witness-policy: what the quorum of witnesses attests
     pruned: Pruned | None = None  # a pruned chain: audited from its minimum index (the records kept)
     window_from_seq: int | None = (
@@ -332,6 +333,7 @@ class AuditReport:
                 else round(self.checkpoint_age_ns / 1e9, 3),
                 "span_coverage": None if self.span_coverage is None else round(self.span_coverage, 6),
                 "dropped": self.dropped.as_dict(),
+                "left_beside": list(self.left_beside),
             },
             "witnessed": None if self.witnessed is None else self.witnessed.to_json(),
             "shortfalls": self.shortfalls(),

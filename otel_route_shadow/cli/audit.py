@@ -55,6 +55,7 @@ from otel_route_shadow.cli.common import (
     count_argument,
     input_file,
     jobs_argument,
+    left_beside_line,
     number_argument,
     witness_policy_arg,
 )
@@ -438,6 +439,7 @@ def render_coverage(report: AuditReport) -> list[str]:
         )
     )
     lines.append(f"  {render_dropped(report)}")
+    lines.extend(f"  {left_beside_line(name)}; no figure includes it" for name in report.left_beside)
     lines.extend(render_witnessed(report))
     lines.extend(f"  insufficient: {line}" for line in report.shortfalls())
     return lines
