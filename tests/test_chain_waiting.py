@@ -372,3 +372,21 @@ def test_the_drop_counts_of_a_writer_killed_with_a_full_backlog_reach_the_chain(
     assert [p.get("n", p["kind"]) for p in payloads] == ["0:0", "0:1", "0:2", "records-dropped", "next"]
     assert payloads[3]["count"] == 7 and payloads[3]["reason"] == "chain-lock-timeout"
     assert verify_chain(path).dropped_records == 7
+
+
+def test_a_waiting_folder_that_is_a_symbolic_link_is_not_written_through(tmp_path: Path) -> None:
+    # The writer created its waiting file (and its counts) in the folder a link at <chain>.waiting named,
+    # where no look ever takes them (a look passes a link over): refused now, the records in memory.
+    path = tmp_path / "chain.jsonl"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    path.with_name(f"{path.name}.waiting").symlink_to(elsewhere)
+    log = DecisionChain(path, lock_timeout=0, backlog=1)
+    with lock_held_by_another_process(path):
+        for n in range(3):  # one kept, two counted
+            assert log.submit(_encoded(0, n)) is None
+    assert list(elsewhere.iterdir()) == []
+    assert log.flush(None) == 0
+    payloads = [p for _, p in iter_payloads(path)]
+    assert [p.get("n", p["kind"]) for p in payloads] == ["0:0", "records-dropped"]
+    assert verify_chain(path).dropped_records == 2

@@ -58,7 +58,13 @@ from otel_route_shadow.chain.record import (
     redactions_problem,
 )
 from otel_route_shadow.chain.sanitize import RedactionMark, sanitize_payload
-from otel_route_shadow.files import fsync_directory, open_regular, write_all
+from otel_route_shadow.files import (
+    check_regular,
+    fsync_directory,
+    open_folder_beneath,
+    open_regular,
+    write_all,
+)
 from otel_route_shadow.locking import flock_bounded, release
 from otel_route_shadow.redacted_log import LOG as _LOG
 
@@ -315,8 +321,7 @@ class WaitingFile:
             if not create or (self._fd < 0 and not self._create()):
                 return
             try:
-                path = os.path.join(self.dir, self._name + DROPPED_SUFFIX)
-                self._cfd = open_regular(path, os.O_RDWR | os.O_CREAT, CHAIN_FILE_MODE, follow_symlinks=False)
+                self._cfd = self._open(self._name + DROPPED_SUFFIX, os.O_RDWR | os.O_CREAT)
             except OSError as exc:
                 self._cannot(exc)
                 return
@@ -338,9 +343,7 @@ class WaitingFile:
                 os.mkdir(self.dir, 0o750)
             name = f"{os.getpid()}-{secrets.token_hex(4)}"
             path = os.path.join(self.dir, name)
-            fd = open_regular(
-                path, os.O_RDWR | os.O_CREAT | os.O_EXCL, CHAIN_FILE_MODE, follow_symlinks=False
-            )
+            fd = self._open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if os.stat(path, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:
@@ -354,6 +357,18 @@ class WaitingFile:
             return False
         self._fd, self._name = fd, name
         return True
+
+    def _open(self, name: str, flags: int) -> int:
+        """The regular file ``name`` of ``<chain>.waiting``, opened with ``flags`` and following no
+        symbolic link, at the folder's name or the file's (a look passes a folder that is a link over:
+        what was kept through one would never be taken)."""
+        folder = open_folder_beneath(os.path.dirname(self.dir) or ".", os.path.basename(self.dir))
+        try:
+            extra = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(name, flags | extra, CHAIN_FILE_MODE, dir_fd=folder)
+        finally:
+            os.close(folder)
+        return check_regular(fd, os.path.join(self.dir, name))
 
     def _cannot(self, exc: OSError) -> None:
         if not self._refusal_logged:
