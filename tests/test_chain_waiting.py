@@ -390,3 +390,18 @@ def test_a_waiting_folder_that_is_a_symbolic_link_is_not_written_through(tmp_pat
     payloads = [p for _, p in iter_payloads(path)]
     assert [p.get("n", p["kind"]) for p in payloads] == ["0:0", "records-dropped"]
     assert verify_chain(path).dropped_records == 2
+
+
+def test_a_file_not_named_as_a_waiting_file_is_neither_taken_nor_removed_by_a_look(tmp_path: Path) -> None:
+    # A look took any regular file of <chain>.waiting/ for a dead writer's: a foreign file (an editor's
+    # backup, notes) was removed, and its lines were counted in the chain as records dropped.
+    path = tmp_path / "chain.jsonl"
+    waiting = path.with_name(f"{path.name}.waiting")
+    waiting.mkdir()
+    foreign = {name: b"not a record\n" * 10 for name in ("notes.txt", "1-00000000~", "12-0000000g")}
+    for name, content in foreign.items():
+        (waiting / name).write_bytes(content)
+    DecisionChain(path).append({"kind": "route-shadow", "n": "0:0"})  # its first append looks
+    assert {f.name: f.read_bytes() for f in waiting.iterdir()} == foreign
+    assert [p["n"] for _, p in iter_payloads(path)] == ["0:0"]
+    assert verify_chain(path).dropped_records == 0

@@ -34,6 +34,7 @@ import errno
 import fcntl
 import itertools
 import os
+import re
 import secrets
 import stat
 import time
@@ -90,6 +91,8 @@ WAITING_FILES_LOOKED: Final = 256
 """Most names of ``<chain>.waiting/`` one look reads, a bound on its work in a folder that may be hostile
 (more live writers' files than that can hide a dead one's until they are gone)."""
 
+_WAITING_NAME: Final = re.compile(r"[0-9]{1,10}-[0-9a-f]{8}")
+"""How :meth:`WaitingFile._create` names a waiting file; a look takes no other file."""
 _MAGIC: Final = "route-shadow-spill/2"
 _MAGIC_V1: Final = b"route-shadow-spill/1"
 _UNCLAIMED: Final = -1
@@ -392,7 +395,7 @@ class WaitingFile:
             return head, size, False
         for name in names:
             path = os.path.join(self.dir, name)
-            if name == self._name or name.endswith(DROPPED_SUFFIX):
+            if name == self._name or not _WAITING_NAME.fullmatch(name):  # a companion, or not ours
                 continue
             try:
                 wfd = open_regular(path, os.O_RDWR, follow_symlinks=False)
