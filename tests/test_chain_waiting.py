@@ -405,3 +405,26 @@ def test_a_file_not_named_as_a_waiting_file_is_neither_taken_nor_removed_by_a_lo
     assert {f.name: f.read_bytes() for f in waiting.iterdir()} == foreign
     assert [p["n"] for _, p in iter_payloads(path)] == ["0:0"]
     assert verify_chain(path).dropped_records == 0
+
+
+def test_a_writer_closed_with_nothing_waiting_leaves_no_waiting_file_and_no_descriptor(tmp_path: Path) -> None:
+    # close() left the waiting file open and locked, and on disk, for the process's life: a descriptor
+    # (and a file) per instance that ever had a record wait, however many were closed.
+    path = tmp_path / "chain.jsonl"
+    fds = len(os.listdir("/proc/self/fd"))
+    with lock_held_by_another_process(path):
+        logs = [DecisionChain(path, lock_timeout=0, backlog=1) for _ in range(3)]
+        for n, log in enumerate(logs):
+            for _ in range(2):  # one kept, one counted: the counts file too
+                assert log.submit(_encoded(n, 0)) is None
+    for log in logs:
+        assert log.flush(None) == 0
+        log.close()
+    assert list(path.with_name(f"{path.name}.waiting").iterdir()) == []
+    assert len(os.listdir("/proc/self/fd")) == fds
+    logs[0].submit(_encoded(0, 1))  # a closed writer still writes: its next wait makes a new file
+    with lock_held_by_another_process(path):
+        assert logs[0].submit(_encoded(0, 2)) is None
+    assert len(list(path.with_name(f"{path.name}.waiting").iterdir())) == 1
+    assert logs[0].flush(None) == 0
+    assert verify_chain(path).dropped_records == 3

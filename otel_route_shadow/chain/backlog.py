@@ -170,6 +170,7 @@ class Mirror(Protocol):
     def restore(self, taken: tuple[int, int]) -> None: ...
     def settled(self, taken: tuple[int, int]) -> None: ...
     def counted(self, counts: dict[str, list[int]], *, create: bool = False) -> None: ...
+    def close(self) -> None: ...
 
 
 Taken = tuple[list[EncodedPayload], tuple[int, int] | None]
@@ -253,6 +254,12 @@ class Backlog:
             with self._lock:
                 self.mirror.settled(taken)
                 self.mirror.counted(self._dropped)  # the counts taken are gone from it too
+
+    def close_mirror(self) -> None:
+        """Nothing waits: the mirror gives its file up (a record kept later makes a new one)."""
+        with self._lock:
+            if self.mirror is not None and not self._items and not self._dropped:
+                self.mirror.close()
 
     def restore(self, entries: list[EncodedPayload], taken: tuple[int, int] | None) -> None:
         """Put back, in front and in order, what :meth:`take` returned but could not be written (with

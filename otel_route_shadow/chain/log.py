@@ -309,6 +309,7 @@ class DecisionChain:
                 self._retire(self._fd)
             self._fd, self._known_size = -1, -1
         self._commit.close()
+        self._backlog.close_mirror()
 
     def __enter__(self) -> DecisionChain:
         return self

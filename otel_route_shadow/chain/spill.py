@@ -238,7 +238,8 @@ class WaitingFile:
     they wait, so they are not lost unmarked when the process dies before it writes or spills them.
 
     The writer creates the file at its first record that has to wait and holds its ``flock`` for life
-    (the kernel gives it back when the process dies, by any signal). :meth:`keep` appends a kept
+    (the kernel gives it back when the process dies, by any signal), or until :meth:`close` removes
+    it. :meth:`keep` appends a kept
     record's line (one ``pwrite``, no ``fsync``: the page cache outlives a killed process, and a record
     in memory never had power-loss durability). :meth:`take` claims the lines of the records taken, at
     the chain offset the writer starts writing them (the spill file's claim), and :meth:`settled`
@@ -330,6 +331,16 @@ class WaitingFile:
                 return
         with contextlib.suppress(OSError):
             os.pwrite(self._cfd, padded(counts), 0)
+
+    def close(self) -> None:
+        """Nothing waits (the writer is closed with an empty backlog): the file and its companion are
+        removed and closed, so a writer's instances leave neither descriptors nor files (a record that
+        waits later makes new ones)."""
+        if self._fd >= 0 and self._end == HEADER_BYTES:
+            for name in (self._name + DROPPED_SUFFIX, self._name):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.dir, name))
+            self.forget()
 
     def forget(self) -> None:
         """In a forked child: the parent's files are the parent's (closed here, the lock left to it)."""
