@@ -428,3 +428,39 @@ def test_a_writer_closed_with_nothing_waiting_leaves_no_waiting_file_and_no_desc
     assert len(list(path.with_name(f"{path.name}.waiting").iterdir())) == 1
     assert logs[0].flush(None) == 0
     assert verify_chain(path).dropped_records == 3
+
+
+def test_a_look_that_takes_a_waiting_file_before_its_writer_locks_it_costs_the_record_no_mirror(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process's look between a writer's creating its file and locking it takes the empty file
+    # for a dead writer's and removes it: the record that made it was then kept in memory only, so a
+    # kill lost it unmarked (and the one warning a writer logs went on this race).
+    path = tmp_path / "chain.jsonl"
+    DecisionChain(path).append({"kind": "route-shadow", "n": "first"})
+    looker = DecisionChain(path)
+    real_flock = fcntl.flock
+    holder = os.open(path, os.O_RDONLY)  # the chain's lock, held by another open file of the chain
+    raced = []
+
+    def flock(fd: int, operation: int) -> None:
+        if not raced and operation == fcntl.LOCK_EX | fcntl.LOCK_NB and os.fstat(fd).st_size == 0:
+            raced.append(fd)
+            real_flock(holder, fcntl.LOCK_UN)
+            looker.append({"kind": "route-shadow", "n": "look"})  # its first append looks
+            real_flock(holder, fcntl.LOCK_EX)
+        real_flock(fd, operation)
+
+    writer = DecisionChain(path, lock_timeout=0)
+    try:
+        real_flock(holder, fcntl.LOCK_EX)
+        monkeypatch.setattr(chain_spill.fcntl, "flock", flock)
+        assert writer.submit(_encoded(0, 0)) is None
+        monkeypatch.undo()
+        assert raced
+        assert writer.submit(_encoded(0, 1)) is None
+    finally:
+        os.close(holder)
+    _die(writer)  # killed
+    DecisionChain(path).append({"kind": "route-shadow", "n": "next"})
+    assert [p["n"] for _, p in iter_payloads(path)] == ["first", "look", "0:0", "0:1", "next"]

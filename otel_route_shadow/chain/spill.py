@@ -355,17 +355,23 @@ class WaitingFile:
         try:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(self.dir, 0o750)
-            name = f"{os.getpid()}-{secrets.token_hex(4)}"
-            path = os.path.join(self.dir, name)
-            fd = self._open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if os.stat(path, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:
-                    raise FileNotFoundError(errno.ENOENT, "taken by a writer's look", path)  # see reap
-                write_all(fd, _EMPTY)
-            except BaseException:
-                os.close(fd)
-                raise
+            for tries_left in (1, 0):  # a look that took the new file for a dead writer's: another name
+                name = f"{os.getpid()}-{secrets.token_hex(4)}"
+                path = os.path.join(self.dir, name)
+                fd = self._open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if os.stat(path, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:
+                        raise FileNotFoundError(errno.ENOENT, "taken by a writer's look", path)  # see reap
+                    write_all(fd, _EMPTY)
+                    break
+                except (BlockingIOError, FileNotFoundError):
+                    os.close(fd)
+                    if not tries_left:
+                        raise
+                except BaseException:
+                    os.close(fd)
+                    raise
         except OSError as exc:
             self._cannot(exc)
             return False
