@@ -464,3 +464,26 @@ def test_a_look_that_takes_a_waiting_file_before_its_writer_locks_it_costs_the_r
     _die(writer)  # killed
     DecisionChain(path).append({"kind": "route-shadow", "n": "next"})
     assert [p["n"] for _, p in iter_payloads(path)] == ["first", "look", "0:0", "0:1", "next"]
+
+
+def test_a_dead_writers_waiting_file_that_cannot_be_read_now_is_kept_for_a_later_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A look that failed to read or claim a dead writer's file (an I/O error) took that for an empty
+    # file and removed it: its records were lost, unmarked.
+    path = tmp_path / "chain.jsonl"
+    writer = DecisionChain(path, lock_timeout=0)
+    with lock_held_by_another_process(path):
+        for n in range(3):
+            assert writer.submit(_encoded(0, n)) is None
+    _die(writer)  # killed
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(chain_spill.os, "fsync", failing)  # the claim cannot be made durable
+        DecisionChain(path).append({"kind": "route-shadow", "n": "1:0"})
+    monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 0)  # a later look
+    DecisionChain(path).append({"kind": "route-shadow", "n": "2:0"})
+    assert [p["n"] for _, p in iter_payloads(path)] == ["1:0", "0:0", "0:1", "0:2", "2:0"]

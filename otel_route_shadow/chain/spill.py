@@ -426,6 +426,8 @@ class WaitingFile:
                 if os.fstat(wfd).st_nlink == 0:
                     continue
                 head, size, left = Spill(self._chain, 0.0, path)._write_batch(wfd, fd, head, size, write)
+                if not left and os.fstat(wfd).st_size > HEADER_BYTES:
+                    return head, size, False  # not emptied: it could not be read now (logged), a later look
                 if not left:  # then the counts, after the records, as the backlog hands them out
                     counts = LostRecords(self._chain, 0.0, path + DROPPED_SUFFIX)
                     head, size = counts.write_into(fd, head, size, write)
