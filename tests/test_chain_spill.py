@@ -143,7 +143,7 @@ def test_verify_names_a_waiting_file_that_holds_records_the_chain_does_not_yet(
     import json
 
     from otel_route_shadow.chain import encode_payload, sanitize_payload
-    from otel_route_shadow.chain.spill import WaitingFile
+    from otel_route_shadow.chain.waiting import WaitingFile
     from otel_route_shadow.cli import main as cli_main
 
     path = tmp_path / "chain.jsonl"

@@ -34,7 +34,8 @@ from otel_route_shadow.chain import (
 )
 from otel_route_shadow.chain import log as chain_log
 from otel_route_shadow.chain import spill as chain_spill
-from otel_route_shadow.chain.spill import DROPPED_SUFFIX, HEADER_BYTES, WaitingFile
+from otel_route_shadow.chain.spill import HEADER_BYTES
+from otel_route_shadow.chain.waiting import DROPPED_SUFFIX, WaitingFile
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -124,7 +124,7 @@ def test_report_names_records_waiting_beside_the_chain_not_only_dropped_records_
     # <chain>.waiting/ and verify named the file: the operator reading the report was never told.
     import json
 
-    from otel_route_shadow.chain.spill import WaitingFile
+    from otel_route_shadow.chain.waiting import WaitingFile
 
     path = tmp_path / "chain.jsonl"
     build_chain(path)
@@ -197,7 +197,7 @@ def test_audit_of_a_chain_without_a_gap_says_none(tmp_path: Path) -> None:
 def test_audit_names_records_waiting_beside_the_chain_not_only_dropped_records_none(tmp_path: Path) -> None:
     # audit said "dropped records: none" while a killed writer's records waited in <chain>.waiting/
     # (verify and report name the file): an auditor was not told the chain did not hold them yet.
-    from otel_route_shadow.chain.spill import WaitingFile
+    from otel_route_shadow.chain.waiting import WaitingFile
 
     backend = FakeBackend()
     host = Host(tmp_path / "host", AUDIT_ORIGIN, backend).run(10)

@@ -77,9 +77,9 @@ from otel_route_shadow.chain.sanitize import (
 )
 from otel_route_shadow.chain.scan import ScanState, check_lines
 from otel_route_shadow.chain.segments import SEGMENTS_SUFFIX, Segment, chain_segments, live_path, segment_name
-from otel_route_shadow.chain.spill import left_beside
 from otel_route_shadow.chain.truncation import TRUNCATED_KIND
 from otel_route_shadow.chain.verify import verify_chain, verify_pass
+from otel_route_shadow.chain.waiting import left_beside
 from otel_route_shadow.chain.written import LineListener, WrittenLine
 
 __all__ = [

@@ -6,7 +6,7 @@ backlog is bounded: once it holds ``capacity`` records, further records are coun
 and the count goes into the chain itself as a ``records-dropped`` event (``docs/chain-format.md``
 section 7), written after the kept records, so the gap is where it happened and ``verify`` reports it.
 Records the disk refused (no space, a file-size limit) are counted the same way, each cause with its
-own ``reason``. The kept records are mirrored on disk while they wait (``chain.spill.WaitingFile``),
+own ``reason``. The kept records are mirrored on disk while they wait (``chain.waiting.WaitingFile``),
 for a process killed before it writes them. :class:`DroppedGap` is the reading side: those events
 summed, as ``report`` and ``audit`` show them.
 """
@@ -163,7 +163,7 @@ class DroppedGap:
 
 
 class Mirror(Protocol):
-    """Where the kept records wait on disk too (``chain.spill.WaitingFile``), called under the lock."""
+    """Where the kept records wait on disk too (``chain.waiting.WaitingFile``), called under the lock."""
 
     def keep(self, entry: EncodedPayload) -> None: ...
     def take(self, claim_at: int | None) -> tuple[int, int]: ...

@@ -50,8 +50,9 @@ from otel_route_shadow.chain.record import (
     fit_payload,
 )
 from otel_route_shadow.chain.sanitize import sanitize_payload
-from otel_route_shadow.chain.spill import Spill, WaitingFile
+from otel_route_shadow.chain.spill import Spill
 from otel_route_shadow.chain.verify import VerifyResult, verify_chain
+from otel_route_shadow.chain.waiting import WaitingFile
 from otel_route_shadow.chain.written import LineListener, WrittenLine
 from otel_route_shadow.files import remove_temporaries, write_all
 from otel_route_shadow.locking import flock_bounded
@@ -82,7 +83,7 @@ class DecisionChain:
     raises :class:`ChainLockTimeout`; :meth:`submit` keeps the record in a bounded backlog of
     ``backlog`` records instead, written in order before the next record (or by :meth:`flush`; at exit
     :meth:`spill` keeps what is left in the spill file for the next writer). The backlog's records
-    are in this writer's waiting file too (``chain.spill.WaitingFile``) until written: a process
+    are in this writer's waiting file too (``chain.waiting.WaitingFile``) until written: a process
     killed before it writes them leaves them there, for the next writer's look. With ``"fsync"`` it
     bounds the wait for the ``.sync`` lock too: past it the record, already written, is left with ``flush``
     durability (logged once; counted in ``sync_timeouts``).

@@ -51,7 +51,7 @@ _EMPTY: Final = b"{}".ljust(LOST_BYTES - 1) + b"\n"
 
 def padded(counts: Counts) -> bytes:
     """The counts as the file holds them padded to its full size, which ``write_into`` reads as it
-    reads a file ``mark`` wrote (a writer's own counts file, ``chain.spill.WaitingFile``)."""
+    reads a file ``mark`` wrote (a writer's own counts file, ``chain.waiting.WaitingFile``)."""
     return _encoded(counts)[:-1].ljust(LOST_BYTES - 1) + b"\n"
 
 
@@ -78,7 +78,7 @@ def _decoded(data: bytes) -> Counts:
 
 class LostRecords:
     """The ``<chain>.lost`` file of the chain at ``chain_path`` (or the file at ``path`` in its format: the
-    counts of a killed writer's backlog, ``chain.spill.WaitingFile``)."""
+    counts of a killed writer's backlog, ``chain.waiting.WaitingFile``)."""
 
     def __init__(self, chain_path: str, lock_timeout: float | None, path: str | None = None) -> None:
         self.path = chain_path + ".lost" if path is None else path
