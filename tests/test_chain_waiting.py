@@ -488,3 +488,25 @@ def test_a_dead_writers_waiting_file_that_cannot_be_read_now_is_kept_for_a_later
     monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 0)  # a later look
     DecisionChain(path).append({"kind": "route-shadow", "n": "2:0"})
     assert [p["n"] for _, p in iter_payloads(path)] == ["1:0", "0:0", "0:1", "0:2", "2:0"]
+
+
+def test_a_record_past_the_waiting_files_bound_is_said_not_skipped_silently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # keep() passed over a record that would take the file past its bound without a word: the record
+    # waited in memory only, and a kill then lost it with nothing in the log to say it was not on disk.
+    from otel_route_shadow.chain import waiting as chain_waiting
+
+    path = tmp_path / "chain.jsonl"
+    entry = encode_payload(*sanitize_payload({"kind": "route-shadow", "n": "x" * 200}))
+    monkeypatch.setattr(chain_waiting, "SPILL_MAX_BYTES", 300)
+    waiting = WaitingFile(str(path))
+    with caplog.at_level("WARNING"):
+        waiting.keep(entry)
+        assert caplog.records == []
+        waiting.keep(entry)
+    (named,) = os.listdir(waiting.dir)
+    assert len((Path(waiting.dir) / named).read_bytes().splitlines()) == 2  # the header and the first
+    assert [r.getMessage() for r in caplog.records] == [
+        f"route shadow: waiting records cannot be kept in {waiting.dir}: [Errno 27] the file would pass 300 bytes"
+    ]

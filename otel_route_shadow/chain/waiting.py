@@ -75,7 +75,10 @@ class WaitingFile:
     def keep(self, entry: EncodedPayload) -> None:
         """Append ``entry``'s line after the others."""
         line = _line(entry)
-        if self._end + len(line) > HEADER_BYTES + SPILL_MAX_BYTES or (self._fd < 0 and not self._create()):
+        if self._end + len(line) > HEADER_BYTES + SPILL_MAX_BYTES:  # in memory only, as any it cannot keep
+            self._cannot(OSError(errno.EFBIG, f"the file would pass {SPILL_MAX_BYTES} bytes"))
+            return
+        if self._fd < 0 and not self._create():
             return
         try:
             if os.pwrite(self._fd, line, self._end) != len(line):
