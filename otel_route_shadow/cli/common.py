@@ -269,7 +269,7 @@ def cap_jobs(jobs: int) -> int:
 
 
 def left_beside_line(name: str) -> str:
-    """What ``verify`` and ``report`` say of a file :func:`otel_route_shadow.chain.left_beside` names."""
+    """What ``verify``, ``report`` and ``audit`` say of a file :func:`otel_route_shadow.chain.left_beside` names."""
     return f"not in the chain yet: {name}, what a writer left for it (the next append writes it in)"
 
 
