@@ -490,6 +490,31 @@ def test_a_dead_writers_waiting_file_that_cannot_be_read_now_is_kept_for_a_later
     assert [p["n"] for _, p in iter_payloads(path)] == ["1:0", "0:0", "0:1", "0:2", "2:0"]
 
 
+def test_a_dead_writers_waiting_file_that_stays_unreadable_is_said_once_not_at_every_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Each look read a dead writer's file through a new reader, whose "logged once" was its own: a file
+    # that kept failing (an I/O error) put a warning in the host's log at every look, once a second.
+    path = tmp_path / "chain.jsonl"
+    writer = DecisionChain(path, lock_timeout=0)
+    with lock_held_by_another_process(path):
+        assert writer.submit(_encoded(0, 0)) is None
+    _die(writer)  # killed
+
+    def failing(fd: int, end: int) -> tuple[int, int, int]:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 0)  # every append looks
+    reader = DecisionChain(path)
+    with monkeypatch.context() as patch, caplog.at_level("WARNING"):
+        patch.setattr(chain_spill, "_read_header", failing)
+        for n in range(4):
+            reader.append({"kind": "route-shadow", "n": f"1:{n}"})
+    assert len(caplog.records) == 1
+    reader.append({"kind": "route-shadow", "n": "1:4"})  # readable again: the record is not lost
+    assert [p["n"] for _, p in iter_payloads(path)] == ["1:0", "1:1", "1:2", "1:3", "0:0", "1:4"]
+
+
 def test_a_record_past_the_waiting_files_bound_is_said_not_skipped_silently(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

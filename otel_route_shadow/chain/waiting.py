@@ -71,6 +71,8 @@ class WaitingFile:
         """The lines not taken yet: ``[start, end)``; the file ends at ``end``."""
         self._claimed = False
         self._refusal_logged = False
+        self._reader = Spill(chain_path, 0.0, self.dir)
+        """Reads a dead writer's file (:meth:`reap` points it at each): one warning for all of them."""
 
     def keep(self, entry: EncodedPayload) -> None:
         """Append ``entry``'s line after the others."""
@@ -238,7 +240,8 @@ class WaitingFile:
                     continue  # its writer lives
                 if os.fstat(wfd).st_nlink == 0:
                     continue
-                head, size, left = Spill(self._chain, 0.0, path)._write_batch(wfd, fd, head, size, write)
+                self._reader.path = path
+                head, size, left = self._reader._write_batch(wfd, fd, head, size, write)
                 if not left and os.fstat(wfd).st_size > HEADER_BYTES:
                     return head, size, False  # not emptied: it could not be read now (logged), a later look
                 if not left:  # then the counts, after the records, as the backlog hands them out
