@@ -354,3 +354,26 @@ def test_a_catch_up_at_shutdown_does_not_pause(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(checkpointing, "_give_way", lambda: paused.append(1))
     made = _scheduled(chain, 1000).checkpoint_now()  # in the caller's thread: nothing to give way to
     assert made is not None and made.size == 300 and paused == []
+
+
+def test_a_failed_checkpoint_keeps_no_frames_of_the_call_through_a_chained_exception(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Checkpointer.failed dropped the failure's own traceback, but not the one of the exception it was
+    # raised while handling (its __context__): the failed call's frames stayed held until the next call.
+    chain = tmp_path / "chain.jsonl"
+    DecisionChain(chain).append({"kind": "route-shadow", "n": 1})
+    checkpointer = Checkpointer(str(chain), ORIGIN, None)
+
+    def failing(work: object) -> None:
+        try:
+            raise ValueError("the first failure")
+        except ValueError:
+            raise OSError(5, "I/O error") from None
+
+    monkeypatch.setattr(checkpointer, "_locked", failing)
+    assert checkpointer.checkpoint() is None
+    failed = checkpointer.failed
+    assert isinstance(failed, OSError)
+    assert failed.__traceback__ is None
+    assert failed.__context__ is None and failed.__cause__ is None

@@ -248,7 +248,7 @@ class Checkpointer:
             made = refusal.made
         except Exception as exc:  # contained: the host is never disturbed
             self._cursor, self._rebuilding, name = None, None, type(exc).__name__
-            self.failed = exc.with_traceback(None)
+            self.failed, exc.__context__, exc.__cause__ = exc.with_traceback(None), None, None  # no frames
             if self.retries:
                 self._log_once(name, "checkpoint failed (%s: %s); will retry", name, exc)
             return None
