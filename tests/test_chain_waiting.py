@@ -107,7 +107,7 @@ def _encoded(writer: int, n: int) -> EncodedPayload:
 
 def _die(log: DecisionChain) -> None:
     """What the kernel does for a killed writer: its descriptors close (its waiting file's lock goes)."""
-    for fd in (log._fd, log._waiting._fd):
+    for fd in (log._fd, log._waiting._fd, log._waiting._cfd):
         if fd >= 0:
             os.close(fd)
 
@@ -200,10 +200,27 @@ def test_every_waiting_record_reaches_the_chain_once_and_in_its_writers_order_wh
     # with a backlog of 4, records past it are counted: the counts reach the chain too (at least once)
     monkeypatch.setattr(chain_log, "MARKER_RECHECK_NS", 0)  # every append looks, as a later one would
     path = tmp_path_factory.mktemp("chain") / "chain.jsonl"
-    DecisionChain(path).append({"kind": "route-shadow", "n": "before"})
+    with DecisionChain(path) as first:
+        first.append({"kind": "route-shadow", "n": "before"})
     holder = os.open(path, os.O_RDONLY)
     generation = [0, 1]  # writer slot -> writer id (a killed writer is replaced by a new one)
     logs = [DecisionChain(path, lock_timeout=0, backlog=capacity) for _ in generation]
+    try:
+        _every_waiting_record_once(path, holder, generation, logs, steps, capacity, monkeypatch)
+    finally:  # a session runs hundreds of examples: each one's descriptors go with it
+        for log in logs:
+            log.close()
+
+
+def _every_waiting_record_once(
+    path: Path,
+    holder: int,
+    generation: list[int],
+    logs: list[DecisionChain],
+    steps: list[tuple[str, int, int, bool]],
+    capacity: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     numbers = [0, 0]
     submitted: dict[int, list[str]] = {0: [], 1: []}
 
@@ -260,10 +277,10 @@ def test_every_waiting_record_reaches_the_chain_once_and_in_its_writers_order_wh
         fcntl.flock(holder, fcntl.LOCK_UN)
         for log in logs:
             log.flush(None)
-        final = DecisionChain(path)
         batches = 2 * (sum(map(len, submitted.values())) // 16 + max(generation)) + 4  # spill, dead writers'
-        for n in range(batches):  # a batch per append
-            final.append({"kind": "route-shadow", "n": f"final:{n}"})
+        with DecisionChain(path) as final:
+            for n in range(batches):  # a batch per append
+                final.append({"kind": "route-shadow", "n": f"final:{n}"})
     finally:
         os.close(holder)
     names = [p["n"] for _, p in iter_payloads(path) if str(p.get("n"))[:1].isdigit()]
