@@ -35,18 +35,6 @@ def _fill(sock: socket.socket, data: bytes) -> None:
     raise AssertionError(f"the server read all {len(data):,} bytes of pipelined requests unanswered")
 
 
-_SERVING = (
-    tracemalloc.Filter(True, "*/asyncio/*"),
-    tracemalloc.Filter(True, "*/otel_route_shadow/server/*"),
-)
-
-
-def _serving_bytes() -> int:
-    """Bytes held by what allocated them in the event loop and the server: the threads other tests of the
-    session left running (a checkpointer, a witness) allocate elsewhere, and are not counted."""
-    return sum(stat.size for stat in tracemalloc.take_snapshot().filter_traces(_SERVING).statistics("filename"))
-
-
 def _most(measure: Callable[[], int], readings: int = 5) -> int:
     """The largest of ``readings`` of ``measure()``, 0.05 s apart: the server, having answered on each
     connection, has read ahead what it will of each (the figure can only come out too high, never too low)."""
@@ -71,14 +59,14 @@ def test_a_client_pipelining_requests_it_never_reads_holds_a_few_kilobytes_of_th
     tracemalloc.start()
     try:
         gc.collect()
-        before = _serving_bytes()
+        before = tracemalloc.get_traced_memory()[0]
         for _ in range(CONNECTIONS):
             sock = socket.create_connection(server.server_address[:2], timeout=20)
             sockets.append(sock)
             _fill(sock, requests)
         for sock in sockets:  # an answer on each: the server is reading every connection
             assert select.select([sock], [], [], 20)[0], "the server answered nothing in 20 s"
-        held = _most(lambda: _serving_bytes() - before) / CONNECTIONS
+        held = _most(lambda: tracemalloc.get_traced_memory()[0] - before) / CONNECTIONS
     finally:
         tracemalloc.stop()
         for sock in sockets:
