@@ -218,10 +218,10 @@ def redact_text(text: str) -> tuple[str, int]:
 
 def shown_text(raw: bytes, limit: int) -> str:
     """Bytes another party sent, as a message may show them: decoded (a bad byte replaced), credential-
-    shaped strings redacted, each run of whitespace one space, cut to ``limit`` characters, and every
-    character that does not print written as its escape (``\\x1b``, ``\\u202e``), so that an escape
-    sequence a hostile server sends never reaches a terminal."""
-    return printable(" ".join(redact_text(raw.decode("utf-8", "replace"))[0].split())[:limit])
+    shaped strings redacted, each run of whitespace one space, cut to ``limit`` characters (a space the
+    cut leaves last dropped), and every character that does not print written as its escape (``\\x1b``,
+    ``\\u202e``), so that an escape sequence a hostile server sends never reaches a terminal."""
+    return printable(" ".join(redact_text(raw.decode("utf-8", "replace"))[0].split())[:limit].rstrip(" "))
 
 
 def printable(text: str) -> str:
